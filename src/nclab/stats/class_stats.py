@@ -1,0 +1,564 @@
+"""Streaming per-class sufficient statistics of features: the one pass every collapse metric reads.
+
+Numerical method
+----------------
+Every class ``k`` gets a *shift* ``s_k``: the first sample of that class ever seen. The accumulators hold
+moments of the shifted features ``z = x - s_y``,
+
+    n_k,   S_k = sum_{i: y_i = k} z_i,   q_k = sum_{i: y_i = k} ||z_i||^2,   C = sum_i z_i z_i^T  (full only),
+
+all in float64. Since ``s_k`` is itself a sample of class ``k``, ``z`` has the scale of the within-class
+spread, not of the class mean, so the centred quantities
+
+    class_ss_k = q_k - ||S_k||^2 / n_k,     within scatter = C - sum_k S_k S_k^T / n_k
+
+do not suffer the catastrophic cancellation of raw second moments: features ``1e6 * mu_k + 1e-3 * noise``
+keep ~10 significant digits of Sigma_W (a raw ``sum x x^T`` keeps none). Shifts never change once set;
+:meth:`ClassStats.merge` and :meth:`ClassStats.all_reduce` re-express one side's moments about the other's
+shifts exactly (``sum (z + delta)(z + delta)^T = C + delta S^T + S delta^T + n delta delta^T``), so merging
+is exact, whatever the split of the data. Per batch, the cost is one symmetric rank-B update of ``C``
+(BLAS ``syrk`` on the CPU, ``addmm`` on accelerators) plus O(B d) scatter-adds; ``track="light"`` skips ``C``
+and keeps O(K d) memory, for wide intermediate layers.
+
+Covariance conventions (shared by all five papers, see ``docs/conventions.md``): Sigma_W and Sigma_T are
+divided by the total count N (population, not N - 1 or N - K); Sigma_B is divided by K (balanced) or
+weighted by n_k / N (empirical).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import torch
+
+__all__ = ["FORMAT_VERSION", "ClassStats", "EmptyClassError", "Weighting"]
+
+FORMAT_VERSION = 1
+Weighting = Literal["balanced", "empirical"]
+Track = Literal["full", "light"]
+
+_STATE_KEYS_LIGHT = ("counts", "shift", "sum_dev", "sq_dev", "unit_sums")
+_STATE_KEYS_FULL = (*_STATE_KEYS_LIGHT, "scatter_dev")
+
+
+class EmptyClassError(ValueError):
+    """A quantity that needs a class mean was asked for while some classes have no sample."""
+
+
+def _to_tensor(x: Any, name: str) -> torch.Tensor:
+    if isinstance(x, torch.Tensor):
+        return x.detach()
+    if isinstance(x, np.ndarray) or np.isscalar(x) or isinstance(x, list | tuple):
+        arr = np.asarray(x)
+        if arr.dtype == object:
+            raise TypeError(f"{name} must be a numeric array, got an object array")
+        if not arr.flags.writeable:  # torch.from_numpy warns on read-only (memory-mapped) arrays
+            arr = np.array(arr)
+        return torch.from_numpy(np.ascontiguousarray(arr))
+    raise TypeError(f"{name} must be a numpy array or a torch tensor, got {type(x).__name__}")
+
+
+def _check_weighting(weighting: str) -> None:
+    if weighting not in ("balanced", "empirical"):
+        raise ValueError(f"weighting must be 'balanced' or 'empirical', got {weighting!r}")
+
+
+class ClassStats:
+    """Streaming class statistics of features ``H: (N, d)`` with labels ``y: (N,)`` in ``[0, K)``.
+
+    Modelled on torchmetrics' ``Metric``: :meth:`update` per batch, accessors to read, :meth:`merge` and
+    :meth:`all_reduce` to combine, :meth:`state_dict` / :meth:`save` to persist. Accumulation is float64 on
+    the device of the first features seen (a torch CUDA tensor keeps the state on the GPU); accessors return
+    float64 numpy arrays.
+
+    Parameters
+    ----------
+    num_classes : int
+        K >= 2.
+    dim : int
+        Feature dimension d >= 1.
+    track : {"full", "light"}
+        ``"full"`` keeps the d x d within-class scatter (needed for Sigma_W, Sigma_T, NC1, VCI, ...);
+        ``"light"`` keeps only O(K d) state (means, per-class sums of squares, unit sums), enough for trace
+        ratios, CDNV, NCC and cosine metrics; asking it for a d x d matrix raises ``ValueError``.
+    device : torch device, optional
+        Where to accumulate. Default: the device of the first features passed to :meth:`update`.
+    check_finite : bool
+        Reject NaN/inf features (one extra O(B d) scan per batch).
+    """
+
+    def __init__(
+        self,
+        num_classes: int,
+        dim: int,
+        *,
+        track: Track = "full",
+        device: str | torch.device | None = None,
+        check_finite: bool = True,
+    ) -> None:
+        if isinstance(num_classes, bool) or not isinstance(num_classes, int | np.integer):
+            raise TypeError(f"num_classes must be an int, got {type(num_classes).__name__}")
+        if num_classes < 2:
+            raise ValueError(f"num_classes must be >= 2 (collapse needs at least two classes), got {num_classes}")
+        if isinstance(dim, bool) or not isinstance(dim, int | np.integer) or dim < 1:
+            raise ValueError(f"dim must be a positive int, got {dim!r}")
+        if track not in ("full", "light"):
+            raise ValueError(f"track must be 'full' or 'light', got {track!r}")
+        self.num_classes = int(num_classes)
+        self.dim = int(dim)
+        self.track: Track = track
+        self.check_finite = bool(check_finite)
+        self._device: torch.device | None = torch.device(device) if device is not None else None
+        self._state: dict[str, torch.Tensor] | None = None
+        if self._device is not None:
+            self._allocate(self._device)
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def from_arrays(
+        cls,
+        H: Any,
+        y: Any,
+        num_classes: int | None = None,
+        track: Track = "full",
+        *,
+        batch_size: int | None = None,
+        check_finite: bool = True,
+    ) -> ClassStats:
+        """Statistics of ``H: (N, d)`` with labels ``y: (N,)``; K defaults to ``max(y) + 1``.
+
+        ``batch_size`` streams the rows in chunks (useful for memory-mapped arrays).
+        """
+        Ht = _to_tensor(H, "features") if batch_size is None else None
+        shape = tuple(H.shape)
+        if len(shape) != 2:
+            raise ValueError(f"features must be 2-D (N, d), got shape {shape}")
+        yt = _to_tensor(y, "labels")
+        if num_classes is None:
+            if yt.numel() == 0:
+                raise ValueError("cannot infer num_classes from empty labels; pass num_classes")
+            _check_labels_dtype(yt)
+            num_classes = max(int(yt.max()) + 1, 2)
+        stats = cls(num_classes, shape[1], track=track, check_finite=check_finite)
+        if batch_size is None:
+            stats.update(Ht, yt)
+        else:
+            for start in range(0, shape[0], batch_size):
+                stats.update(H[start : start + batch_size], yt[start : start + batch_size])
+        return stats
+
+    def _allocate(self, device: torch.device) -> None:
+        K, d = self.num_classes, self.dim
+        f64 = dict(dtype=torch.float64, device=device)
+        state = {
+            "counts": torch.zeros(K, dtype=torch.int64, device=device),
+            "shift": torch.zeros(K, d, **f64),
+            "sum_dev": torch.zeros(K, d, **f64),
+            "sq_dev": torch.zeros(K, **f64),
+            "unit_sums": torch.zeros(K, d, **f64),
+        }
+        if self.track == "full":
+            state["scatter_dev"] = torch.zeros(d, d, **f64)
+        self._state = state
+        self._device = device
+
+    # ------------------------------------------------------------------ accumulation
+    def update(self, features: Any, labels: Any) -> ClassStats:
+        """Accumulate a batch: ``features (B, d)`` of any float dtype, ``labels (B,)`` integers in ``[0, K)``."""
+        x = _to_tensor(features, "features")
+        y = _to_tensor(labels, "labels")
+        if x.ndim != 2:
+            raise ValueError(f"features must be 2-D (B, d), got shape {tuple(x.shape)}")
+        if x.shape[1] != self.dim:
+            raise ValueError(f"features have dim {x.shape[1]}, but these ClassStats were built for dim {self.dim}")
+        if not (x.is_floating_point()):
+            raise TypeError(f"features must have a floating dtype, got {x.dtype}")
+        if y.ndim != 1 or y.shape[0] != x.shape[0]:
+            raise ValueError(
+                f"labels must be 1-D with one entry per feature row: features {tuple(x.shape)}, "
+                f"labels {tuple(y.shape)}"
+            )
+        _check_labels_dtype(y)
+        if self._state is None:
+            self._allocate(x.device)
+        dev = self._device
+        x = x.to(device=dev, dtype=torch.float64)
+        y = y.to(device=dev, dtype=torch.int64)
+        B = x.shape[0]
+        if B == 0:
+            return self
+        ymin, ymax = int(y.min()), int(y.max())
+        if ymin < 0 or ymax >= self.num_classes:
+            bad = ymin if ymin < 0 else ymax
+            raise ValueError(f"label {bad} is out of range [0, {self.num_classes})")
+        if self.check_finite and not bool(torch.isfinite(x).all()):
+            rows = torch.nonzero(~torch.isfinite(x).all(dim=1)).flatten()[:5].tolist()
+            raise ValueError(f"features contain NaN or inf (first bad rows of this batch: {rows})")
+
+        st = self._state
+        assert st is not None
+        # Fix the shift of every class seen for the first time: its first sample in this batch.
+        first = torch.full((self.num_classes,), B, dtype=torch.int64, device=dev)
+        first.scatter_reduce_(0, y, torch.arange(B, device=dev), reduce="amin")
+        new = (first < B) & (st["counts"] == 0)
+        if bool(new.any()):
+            st["shift"][new] = x[first[new]]
+
+        z = x - st["shift"][y]
+        st["counts"] += torch.bincount(y, minlength=self.num_classes)
+        st["sum_dev"].index_add_(0, y, z)
+        st["sq_dev"].index_add_(0, y, (z * z).sum(dim=1))
+        norms = torch.linalg.vector_norm(x, dim=1, keepdim=True)
+        # A zero feature has no direction: it contributes the zero vector to the unit sums.
+        st["unit_sums"].index_add_(0, y, x / torch.where(norms > 0, norms, torch.ones_like(norms)))
+        if self.track == "full":
+            _syrk_update(st["scatter_dev"], z)
+        return self
+
+    # ------------------------------------------------------------------ combination
+    def _check_compatible(self, other: ClassStats) -> None:
+        if not isinstance(other, ClassStats):
+            raise TypeError(f"can only merge ClassStats, got {type(other).__name__}")
+        if (other.num_classes, other.dim) != (self.num_classes, self.dim):
+            raise ValueError(
+                f"incompatible ClassStats: (K={self.num_classes}, d={self.dim}) vs "
+                f"(K={other.num_classes}, d={other.dim})"
+            )
+        if other.track != self.track:
+            raise ValueError(f"incompatible ClassStats: track={self.track!r} vs track={other.track!r}")
+
+    def merge(self, other: ClassStats) -> ClassStats:
+        """Add the statistics of ``other`` (built on disjoint data) into ``self``, exactly; returns ``self``."""
+        self._check_compatible(other)
+        if other._state is None:
+            return self
+        if self._state is None:
+            self._allocate(other._device)
+        assert self._state is not None
+        theirs = {k: v.to(self._device) for k, v in other._state.items()}
+        new = (self._state["counts"] == 0) & (theirs["counts"] > 0)
+        self._state["shift"][new] = theirs["shift"][new]
+        _add_reshifted(self._state, theirs)
+        return self
+
+    def __add__(self, other: ClassStats) -> ClassStats:
+        out = self.copy()
+        return out.merge(other)
+
+    def copy(self) -> ClassStats:
+        out = ClassStats(self.num_classes, self.dim, track=self.track, check_finite=self.check_finite)
+        if self._state is not None:
+            out._device = self._device
+            out._state = {k: v.clone() for k, v in self._state.items()}
+        return out
+
+    def all_reduce(self, group: Any = None) -> ClassStats:
+        """Sum the statistics of every rank of ``torch.distributed`` in place (exact; returns ``self``).
+
+        Ranks may have seen different classes: each class is re-expressed about the shift of the lowest rank
+        that saw it, after which every accumulator is a plain sum.
+        """
+        import torch.distributed as dist
+
+        if not (dist.is_available() and dist.is_initialized()):
+            raise RuntimeError("all_reduce needs an initialised torch.distributed process group")
+        if self._state is None:
+            self._allocate(torch.device("cpu"))
+        st = self._state
+        assert st is not None
+        rank = dist.get_rank(group)
+        world = dist.get_world_size(group)
+        # Owner of class k: the lowest rank with n_k > 0 (MIN over ranks, `world` meaning nobody).
+        owner = torch.where(st["counts"] > 0, rank, world).to(torch.int64)
+        dist.all_reduce(owner, op=dist.ReduceOp.MIN, group=group)
+        common = torch.where((owner == rank)[:, None], st["shift"], torch.zeros_like(st["shift"]))
+        dist.all_reduce(common, op=dist.ReduceOp.SUM, group=group)
+        mine = {k: v.clone() for k, v in st.items()}
+        mine_shift = torch.where((st["counts"] > 0)[:, None], st["shift"], common)
+        mine["shift"] = mine_shift
+        for key in st:
+            st[key].zero_()
+        st["shift"].copy_(common)
+        _add_reshifted(st, mine)
+        for key in st:
+            if key != "shift":
+                dist.all_reduce(st[key], op=dist.ReduceOp.SUM, group=group)
+        return self
+
+    # ------------------------------------------------------------------ persistence
+    def state_dict(self) -> dict[str, Any]:
+        """Metadata plus CPU copies of the accumulators (numpy arrays)."""
+        meta = {
+            "format_version": FORMAT_VERSION,
+            "num_classes": self.num_classes,
+            "dim": self.dim,
+            "track": self.track,
+        }
+        if self._state is None:
+            return {**meta, "state": None}
+        return {**meta, "state": {k: v.cpu().numpy().copy() for k, v in self._state.items()}}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> ClassStats:
+        version = int(state.get("format_version", -1))
+        if version != FORMAT_VERSION:
+            raise ValueError(f"unsupported ClassStats format_version {version} (this nclab reads {FORMAT_VERSION})")
+        for key, mine in (("num_classes", self.num_classes), ("dim", self.dim), ("track", self.track)):
+            if state.get(key) != mine:
+                raise ValueError(f"state has {key}={state.get(key)!r}, these ClassStats have {key}={mine!r}")
+        arrays = state.get("state")
+        if arrays is None:
+            self._state = None
+            return self
+        keys = _STATE_KEYS_FULL if self.track == "full" else _STATE_KEYS_LIGHT
+        missing = [k for k in keys if k not in arrays]
+        if missing:
+            raise ValueError(f"state is missing accumulators {missing}")
+        device = self._device or torch.device("cpu")
+        self._state = {k: _to_tensor(arrays[k], k).to(device).clone() for k in keys}
+        self._device = device
+        return self
+
+    def save(self, path: str | Path) -> Path:
+        """Write to ``.npz`` (default) or ``.safetensors`` (needs the ``safetensors`` package)."""
+        path = Path(path)
+        sd = self.state_dict()
+        meta = {k: str(v) for k, v in sd.items() if k != "state"}
+        arrays = sd["state"] or {}
+        tmp = path.with_name(path.name + ".tmp")
+        if path.suffix == ".safetensors":
+            from safetensors.numpy import save_file
+
+            save_file({k: np.ascontiguousarray(v) for k, v in arrays.items()}, str(tmp), metadata=meta)
+        else:
+            with open(tmp, "wb") as fh:
+                np.savez(fh, **{f"meta__{k}": np.array(v) for k, v in meta.items()}, **arrays)
+        tmp.replace(path)
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path, *, device: str | torch.device | None = None) -> ClassStats:
+        path = Path(path)
+        if path.suffix == ".safetensors":
+            from safetensors import safe_open
+
+            with safe_open(str(path), framework="numpy") as fh:
+                meta = dict(fh.metadata() or {})
+                arrays = {k: fh.get_tensor(k) for k in fh.keys()}  # noqa: SIM118
+        else:
+            with np.load(path, allow_pickle=False) as fh:
+                meta = {k[6:]: str(fh[k]) for k in fh.files if k.startswith("meta__")}
+                arrays = {k: fh[k] for k in fh.files if not k.startswith("meta__")}
+        if "format_version" not in meta:
+            raise ValueError(f"{path} is not an nclab ClassStats file (no format_version)")
+        out = cls(int(meta["num_classes"]), int(meta["dim"]), track=meta["track"], device=device)  # type: ignore[arg-type]
+        return out.load_state_dict(
+            {
+                "format_version": int(meta["format_version"]),
+                "num_classes": int(meta["num_classes"]),
+                "dim": int(meta["dim"]),
+                "track": meta["track"],
+                "state": arrays or None,
+            }
+        )
+
+    # ------------------------------------------------------------------ accessors
+    @property
+    def device(self) -> torch.device | None:
+        return self._device
+
+    def _get(self, key: str) -> np.ndarray:
+        if self._state is None:
+            if key == "counts":
+                return np.zeros(self.num_classes, dtype=np.int64)
+            if key == "scatter_dev":
+                return np.zeros((self.dim, self.dim))
+            if key == "sq_dev":
+                return np.zeros(self.num_classes)
+            return np.zeros((self.num_classes, self.dim))
+        return self._state[key].cpu().numpy()
+
+    def _need_full(self, what: str) -> None:
+        if self.track != "full":
+            raise ValueError(
+                f"{what} needs the d x d within-class scatter, which track='light' does not keep; "
+                f"rebuild these ClassStats with track='full'"
+            )
+
+    @property
+    def counts(self) -> np.ndarray:
+        """Samples per class, ``(K,)`` int64 (zeros mark empty classes)."""
+        return self._get("counts").copy()
+
+    @property
+    def num_samples(self) -> int:
+        """Total sample count N."""
+        return int(self._get("counts").sum())
+
+    @property
+    def empty_classes(self) -> np.ndarray:
+        """Indices of classes with no sample."""
+        return np.flatnonzero(self._get("counts") == 0)
+
+    def _require_nonempty(self, what: str) -> np.ndarray:
+        counts = self._get("counts")
+        empty = np.flatnonzero(counts == 0)
+        if empty.size:
+            shown = ", ".join(map(str, empty[:10])) + (" ..." if empty.size > 10 else "")
+            raise EmptyClassError(
+                f"{what} needs every class mean, but {empty.size} of {self.num_classes} classes are empty "
+                f"(classes {shown}); use stats.drop_empty() to measure the classes present"
+            )
+        return counts
+
+    @property
+    def means(self) -> np.ndarray:
+        """Class means ``mu_k``, ``(K, d)``; raises :class:`EmptyClassError` if a class is empty."""
+        counts = self._require_nonempty("means")
+        return self._get("shift") + self._get("sum_dev") / counts[:, None]
+
+    def global_mean(self, weighting: Weighting = "balanced") -> np.ndarray:
+        """``(d,)``: the mean of class means (``"balanced"``) or the sample mean (``"empirical"``)."""
+        _check_weighting(weighting)
+        mu = self.means
+        if weighting == "balanced":
+            return mu.mean(axis=0)
+        w = self._get("counts") / self.num_samples
+        return w @ mu
+
+    def centered_means(self, weighting: Weighting = "balanced") -> np.ndarray:
+        """``M = mu_k - mu_G``, ``(K, d)``."""
+        return self.means - self.global_mean(weighting)
+
+    @property
+    def class_ss(self) -> np.ndarray:
+        """Per-class sum of squared deviations ``sum_{y_i=k} ||h_i - mu_k||^2``, ``(K,)`` (0 for empty classes)."""
+        counts = self._get("counts")
+        S = self._get("sum_dev")
+        safe = np.maximum(counts, 1)
+        return np.maximum(self._get("sq_dev") - np.einsum("kd,kd->k", S, S) / safe, 0.0)
+
+    @property
+    def unit_sums(self) -> np.ndarray:
+        """Per-class sums of L2-normalised features ``sum_{y_i=k} h_i / ||h_i||``, ``(K, d)``."""
+        return self._get("unit_sums").copy()
+
+    def within_scatter(self) -> np.ndarray:
+        """Pooled within-class scatter ``sum_i (h_i - mu_{y_i})(h_i - mu_{y_i})^T``, ``(d, d)``."""
+        self._need_full("the within-class scatter")
+        counts = self._get("counts")
+        S = self._get("sum_dev")
+        C = self._get("scatter_dev")
+        # syrk fills one triangle only (the lower one of this C-ordered array)
+        C = np.tril(C) + np.tril(C, -1).T
+        nz = counts > 0
+        Sn = S[nz] / np.sqrt(counts[nz])[:, None]
+        W = C - Sn.T @ Sn
+        return (W + W.T) / 2
+
+    def sigma_w(self) -> np.ndarray:
+        """Within-class covariance ``Sigma_W = (1/N) sum_i (h_i - mu_{y_i})(h_i - mu_{y_i})^T``, ``(d, d)``."""
+        n = self.num_samples
+        if n == 0:
+            raise ValueError("sigma_w of empty ClassStats: no sample has been seen")
+        return self.within_scatter() / n
+
+    def sigma_b(self, weighting: Weighting = "balanced") -> np.ndarray:
+        """Between-class covariance, ``(d, d)``.
+
+        balanced: ``(1/K) sum_k M_k M_k^T``; empirical: ``sum_k (n_k/N) M_k M_k^T`` about the sample mean, so
+        that ``sigma_t() == sigma_w() + sigma_b("empirical")`` exactly, also for imbalanced classes.
+        """
+        M = self.centered_means(weighting)
+        w = self._class_weights(weighting)
+        return (M * w[:, None]).T @ M
+
+    def sigma_t(self) -> np.ndarray:
+        """Total covariance ``(1/N) sum_i (h_i - mu_G)(h_i - mu_G)^T`` about the sample mean, ``(d, d)``."""
+        return self.sigma_w() + self.sigma_b("empirical")
+
+    def trace_w(self) -> float:
+        """``Tr Sigma_W = (1/N) sum_k class_ss_k`` (available in light mode)."""
+        n = self.num_samples
+        if n == 0:
+            raise ValueError("trace_w of empty ClassStats: no sample has been seen")
+        return float(self.class_ss.sum() / n)
+
+    def trace_b(self, weighting: Weighting = "balanced") -> float:
+        """``Tr Sigma_B`` (available in light mode)."""
+        M = self.centered_means(weighting)
+        return float(self._class_weights(weighting) @ np.einsum("kd,kd->k", M, M))
+
+    def mean_gram(self, center: bool = True, weighting: Weighting = "balanced") -> np.ndarray:
+        """Gram matrix of class means ``M M^T``, ``(K, K)``; centred about ``global_mean(weighting)``."""
+        M = self.centered_means(weighting) if center else self.means
+        return M @ M.T
+
+    def _class_weights(self, weighting: Weighting) -> np.ndarray:
+        _check_weighting(weighting)
+        if weighting == "balanced":
+            return np.full(self.num_classes, 1.0 / self.num_classes)
+        counts = self._get("counts")
+        return counts / counts.sum()
+
+    def drop_empty(self) -> ClassStats:
+        """A copy restricted to the classes that have samples (relabelled 0..K'-1 in order)."""
+        keep = np.flatnonzero(self._get("counts") > 0)
+        if keep.size < 2:
+            raise ValueError(f"only {keep.size} class(es) have samples; collapse metrics need at least 2")
+        out = ClassStats(int(keep.size), self.dim, track=self.track, check_finite=self.check_finite)
+        assert self._state is not None
+        idx = torch.as_tensor(keep, device=self._device)
+        out._device = self._device
+        out._state = {
+            k: (v.clone() if k == "scatter_dev" else v.index_select(0, idx).clone()) for k, v in self._state.items()
+        }
+        return out
+
+    def __repr__(self) -> str:
+        return (
+            f"ClassStats(num_classes={self.num_classes}, dim={self.dim}, track={self.track!r}, "
+            f"num_samples={self.num_samples}, device={self._device})"
+        )
+
+
+# ---------------------------------------------------------------------- helpers
+def _check_labels_dtype(y: torch.Tensor) -> None:
+    if y.is_floating_point() or y.is_complex() or y.dtype == torch.bool:
+        raise TypeError(f"labels must have an integer dtype, got {y.dtype}")
+
+
+def _syrk_update(C: torch.Tensor, z: torch.Tensor) -> None:
+    """``C += z^T z`` (only the lower triangle is guaranteed on the CPU; see ``within_scatter``)."""
+    if C.device.type == "cpu":
+        from scipy.linalg.blas import dsyrk
+
+        # A C-ordered (B, d) array is a Fortran-ordered (d, B) one: dsyrk(trans=0) gives (d, d) = z^T z,
+        # written in place into C.T (Fortran-ordered view of the C-ordered accumulator), upper triangle of C.T.
+        Cn = C.numpy()
+        out = dsyrk(1.0, z.numpy().T, beta=1.0, c=Cn.T, trans=0, lower=0, overwrite_c=1)
+        if not np.shares_memory(out, Cn):  # scipy copied instead of writing in place
+            Cn[...] = out.T
+    else:
+        C.addmm_(z.T, z)
+
+
+def _add_reshifted(dst: dict[str, torch.Tensor], src: Mapping[str, torch.Tensor]) -> None:
+    """Add ``src``'s moments into ``dst`` after re-expressing them about ``dst``'s shifts (exact)."""
+    n = src["counts"]
+    has = n > 0
+    delta = torch.where(has[:, None], src["shift"] - dst["shift"], torch.zeros_like(dst["shift"]))
+    S = src["sum_dev"]
+    nf = n.to(torch.float64)
+    dst["counts"] += n
+    dst["sum_dev"] += S + nf[:, None] * delta
+    dst["sq_dev"] += src["sq_dev"] + 2 * (delta * S).sum(dim=1) + nf * (delta * delta).sum(dim=1)
+    dst["unit_sums"] += src["unit_sums"]
+    if "scatter_dev" in dst:
+        Cs = src["scatter_dev"]
+        if Cs.device.type == "cpu":  # syrk'd accumulators hold one triangle: symmetrise before adding
+            Cs = torch.tril(Cs) + torch.tril(Cs, -1).T
+        cross = delta.T @ S
+        dst["scatter_dev"] += Cs + cross + cross.T + (delta * nf[:, None]).T @ delta
