@@ -132,6 +132,8 @@ class ClassStats:
 
         ``batch_size`` streams the rows in chunks (useful for memory-mapped arrays).
         """
+        if not hasattr(H, "shape"):
+            H = np.asarray(H)
         Ht = _to_tensor(H, "features") if batch_size is None else None
         shape = tuple(H.shape)
         if len(shape) != 2:
@@ -185,7 +187,9 @@ class ClassStats:
         if self._state is None:
             self._allocate(x.device)
         dev = self._device
-        x = x.to(device=dev, dtype=torch.float64)
+        # x keeps its own float dtype: each operation below promotes to float64 as it reads it, which saves
+        # materialising a float64 copy of the batch (these passes are memory-bound on the CPU).
+        x = x.to(device=dev)
         y = y.to(device=dev, dtype=torch.int64)
         B = x.shape[0]
         if B == 0:
@@ -194,26 +198,31 @@ class ClassStats:
         if ymin < 0 or ymax >= self.num_classes:
             bad = ymin if ymin < 0 else ymax
             raise ValueError(f"label {bad} is out of range [0, {self.num_classes})")
-        if self.check_finite and not bool(torch.isfinite(x).all()):
-            rows = torch.nonzero(~torch.isfinite(x).all(dim=1)).flatten()[:5].tolist()
-            raise ValueError(f"features contain NaN or inf (first bad rows of this batch: {rows})")
 
         st = self._state
         assert st is not None
+        # Validate before touching any accumulator, so a rejected batch leaves no trace. Finiteness is read
+        # off the O(B) row norms (NaN/inf in any entry makes its row's norm NaN/inf) instead of an O(B d) scan.
+        norms = torch.linalg.vector_norm(x, dim=1, keepdim=True, dtype=torch.float64)
+        if self.check_finite and not bool(torch.isfinite(norms).all()):
+            bad = ~torch.isfinite(x).all(dim=1)
+            if bool(bad.any()):
+                rows = torch.nonzero(bad).flatten()[:5].tolist()
+                raise ValueError(f"features contain NaN or inf (first bad rows of this batch: {rows})")
+            raise ValueError("features are too large for float64 accumulation (squared norms overflow)")
         # Fix the shift of every class seen for the first time: its first sample in this batch.
         first = torch.full((self.num_classes,), B, dtype=torch.int64, device=dev)
         first.scatter_reduce_(0, y, torch.arange(B, device=dev), reduce="amin")
         new = (first < B) & (st["counts"] == 0)
         if bool(new.any()):
-            st["shift"][new] = x[first[new]]
+            st["shift"][new] = x[first[new]].to(torch.float64)
 
-        z = x - st["shift"][y]
+        z = torch.sub(x, st["shift"][y])  # float64 by type promotion
         st["counts"] += torch.bincount(y, minlength=self.num_classes)
         st["sum_dev"].index_add_(0, y, z)
-        st["sq_dev"].index_add_(0, y, (z * z).sum(dim=1))
-        norms = torch.linalg.vector_norm(x, dim=1, keepdim=True)
+        st["sq_dev"].index_add_(0, y, torch.linalg.vecdot(z, z))
         # A zero feature has no direction: it contributes the zero vector to the unit sums.
-        st["unit_sums"].index_add_(0, y, x / torch.where(norms > 0, norms, torch.ones_like(norms)))
+        st["unit_sums"].index_add_(0, y, x * torch.where(norms > 0, norms, torch.ones_like(norms)).reciprocal())
         if self.track == "full":
             _syrk_update(st["scatter_dev"], z)
         return self
@@ -539,7 +548,7 @@ def _syrk_update(C: torch.Tensor, z: torch.Tensor) -> None:
         # written in place into C.T (Fortran-ordered view of the C-ordered accumulator), upper triangle of C.T.
         Cn = C.numpy()
         out = dsyrk(1.0, z.numpy().T, beta=1.0, c=Cn.T, trans=0, lower=0, overwrite_c=1)
-        if not np.shares_memory(out, Cn):  # scipy copied instead of writing in place
+        if out.ctypes.data != Cn.ctypes.data:  # scipy copied instead of writing in place
             Cn[...] = out.T
     else:
         C.addmm_(z.T, z)

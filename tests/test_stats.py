@@ -1,0 +1,241 @@
+"""ClassStats: exactness against a two-pass reference, stability, merge, persistence, validation."""
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from nclab.stats import ClassStats, EmptyClassError
+from tests.conftest import brute_stats
+
+
+def _rel(a, b):
+    return np.abs(a - b).max() / max(np.abs(b).max(), 1e-300)
+
+
+def _data(rng, N=300, K=4, d=6, scale=1.0, spread=1.0, imbalanced=False):
+    mu = rng.normal(size=(K, d)) * scale
+    if imbalanced:
+        p = np.arange(1, K + 1) / np.arange(1, K + 1).sum()
+        y = rng.choice(K, size=N, p=p)
+    else:
+        y = np.arange(N) % K
+    rng.shuffle(y)
+    H = mu[y] + spread * rng.normal(size=(N, d))
+    return H, y
+
+
+def test_matches_two_pass_reference_in_batches(rng):
+    H, y = _data(rng, imbalanced=True)
+    K = 4
+    ref = brute_stats(H, y, K)
+    s = ClassStats(K, H.shape[1])
+    for i in range(0, len(y), 41):
+        s.update(H[i : i + 41], y[i : i + 41])
+    np.testing.assert_array_equal(s.counts, ref["counts"])
+    np.testing.assert_allclose(s.means, ref["means"], rtol=1e-12)
+    np.testing.assert_allclose(s.sigma_w(), ref["sw"], rtol=1e-10, atol=1e-14)
+    np.testing.assert_allclose(s.sigma_b("balanced"), ref["sb_bal"], rtol=1e-10, atol=1e-14)
+    np.testing.assert_allclose(s.sigma_b("empirical"), ref["sb_emp"], rtol=1e-10, atol=1e-14)
+    np.testing.assert_allclose(s.sigma_t(), ref["st"], rtol=1e-10, atol=1e-14)
+    np.testing.assert_allclose(s.class_ss, ref["ss"], rtol=1e-10)
+    assert s.trace_w() == pytest.approx(np.trace(ref["sw"]), rel=1e-12)
+    assert s.trace_b("empirical") == pytest.approx(np.trace(ref["sb_emp"]), rel=1e-12)
+    assert s.trace_b() == pytest.approx(np.trace(ref["sb_bal"]), rel=1e-12)
+    M = ref["means"] - ref["means"].mean(0)
+    np.testing.assert_allclose(s.mean_gram(), M @ M.T, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(s.mean_gram(center=False), ref["means"] @ ref["means"].T, rtol=1e-12)
+    U = np.stack([(H[y == k] / np.linalg.norm(H[y == k], axis=1, keepdims=True)).sum(0) for k in range(K)])
+    np.testing.assert_allclose(s.unit_sums, U, rtol=1e-12)
+
+
+def test_total_decomposition_exact_on_imbalanced_data(rng):
+    H, y = _data(rng, N=500, imbalanced=True)
+    s = ClassStats.from_arrays(H, y)
+    ref = brute_stats(H, y, 4)
+    # Sigma_T = Sigma_W + Sigma_B holds exactly with empirical weighting, and not with balanced weighting
+    np.testing.assert_allclose(s.sigma_w() + s.sigma_b("empirical"), ref["st"], rtol=1e-11, atol=1e-14)
+    assert _rel(s.sigma_w() + s.sigma_b("balanced"), ref["st"]) > 1e-3
+
+
+def test_stable_for_nearly_collapsed_features(rng):
+    # features = 1e6 * mu_k + 1e-3 * noise: sigma_w within 1e-6 relative of exact two-pass float64
+    K, d, N = 10, 16, 2000
+    mu = rng.normal(size=(K, d))
+    y = rng.integers(0, K, N)
+    H = 1e6 * mu[y] + 1e-3 * rng.normal(size=(N, d))
+    ref = brute_stats(H, y, K)
+    s = ClassStats(K, d)
+    for i in range(0, N, 128):
+        s.update(H[i : i + 128], y[i : i + 128])
+    assert _rel(s.sigma_w(), ref["sw"]) < 1e-6
+    assert _rel(s.class_ss, ref["ss"]) < 1e-6
+    # the naive raw-moment computation fails this badly: the test is not vacuous
+    raw = H.T @ H - sum(ref["counts"][k] * np.outer(ref["means"][k], ref["means"][k]) for k in range(K))
+    assert _rel(raw / N, ref["sw"]) > 1.0
+    # merged halves and light mode keep the same accuracy
+    a = ClassStats.from_arrays(H[:700], y[:700], K).merge(ClassStats.from_arrays(H[700:], y[700:], K))
+    assert _rel(a.sigma_w(), ref["sw"]) < 1e-6
+    light = ClassStats.from_arrays(H, y, K, track="light")
+    assert _rel(light.class_ss, ref["ss"]) < 1e-6
+
+
+@settings(max_examples=30, deadline=None)
+@given(cut=st.integers(0, 60), seed=st.integers(0, 2**16), K=st.integers(2, 5))
+def test_merge_is_exact_for_any_split(cut, seed, K):
+    r = np.random.default_rng(seed)
+    H, y = _data(r, N=60, K=K, d=3, scale=50.0)
+    full = ClassStats.from_arrays(H, y, K)
+    a = ClassStats.from_arrays(H[:cut], y[:cut], K)
+    b = ClassStats.from_arrays(H[cut:], y[cut:], K)
+    merged = a + b
+    np.testing.assert_array_equal(merged.counts, full.counts)
+    np.testing.assert_allclose(merged.means, full.means, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(merged.sigma_w(), full.sigma_w(), rtol=1e-9, atol=1e-11)
+    np.testing.assert_allclose(merged.class_ss, full.class_ss, rtol=1e-9, atol=1e-10)
+    np.testing.assert_allclose(merged.unit_sums, full.unit_sums, rtol=1e-12, atol=1e-12)
+    # a + b leaves a untouched
+    np.testing.assert_array_equal(a.counts, np.bincount(y[:cut], minlength=K))
+
+
+def test_merge_then_update_keeps_exactness(rng):
+    H, y = _data(rng, N=400)
+    a = ClassStats.from_arrays(H[:100], y[:100], 4)
+    a.merge(ClassStats.from_arrays(H[100:250], y[100:250], 4))
+    a.update(H[250:], y[250:])
+    ref = brute_stats(H, y, 4)
+    np.testing.assert_allclose(a.sigma_w(), ref["sw"], rtol=1e-10, atol=1e-14)
+
+
+def test_any_float_dtype_and_torch_inputs(rng):
+    H, y = _data(rng, N=200)
+    H32 = H.astype(np.float32)
+    ref = ClassStats.from_arrays(H32.astype(np.float64), y)
+    for feats in (H32, torch.from_numpy(H32), torch.from_numpy(H32).to(torch.bfloat16).float()):
+        s = ClassStats.from_arrays(feats, torch.from_numpy(y))
+        if feats.dtype in (np.float32, torch.float32) and not isinstance(feats, torch.Tensor):
+            np.testing.assert_allclose(s.sigma_w(), ref.sigma_w(), rtol=1e-12)
+        assert s.num_samples == 200
+    s16 = ClassStats.from_arrays(torch.from_numpy(H32).half(), y)
+    ref16 = ClassStats.from_arrays(torch.from_numpy(H32).half().double().numpy(), y)
+    np.testing.assert_allclose(s16.sigma_w(), ref16.sigma_w(), rtol=1e-12)
+
+
+def test_light_mode_refuses_dxd_and_keeps_traces(rng):
+    H, y = _data(rng)
+    full = ClassStats.from_arrays(H, y)
+    light = ClassStats.from_arrays(H, y, track="light")
+    assert light.trace_w() == pytest.approx(full.trace_w(), rel=1e-12)
+    assert light.trace_b() == pytest.approx(full.trace_b(), rel=1e-12)
+    np.testing.assert_allclose(light.means, full.means, rtol=1e-13)
+    for call in (light.sigma_w, light.sigma_t, light.within_scatter):
+        with pytest.raises(ValueError, match="track='light'"):
+            call()
+
+
+def test_empty_classes_reported_and_named(rng):
+    H, y = _data(rng, N=90, K=3)
+    s = ClassStats.from_arrays(H, y, num_classes=5)
+    np.testing.assert_array_equal(s.empty_classes, [3, 4])
+    assert s.counts[3] == 0
+    with pytest.raises(EmptyClassError, match=r"classes 3, 4"):
+        _ = s.means
+    sub = s.drop_empty()
+    assert sub.num_classes == 3
+    np.testing.assert_allclose(sub.means, ClassStats.from_arrays(H, y, 3).means)
+    np.testing.assert_allclose(sub.sigma_w(), ClassStats.from_arrays(H, y, 3).sigma_w())
+    s.trace_w()  # needs no mean of an empty class
+
+
+@pytest.mark.parametrize("suffix", [".npz", ".safetensors"])
+def test_save_load_roundtrip(rng, tmp_path, suffix):
+    H, y = _data(rng)
+    for track in ("full", "light"):
+        s = ClassStats.from_arrays(H, y, track=track)
+        path = s.save(tmp_path / f"stats_{track}{suffix}")
+        t = ClassStats.load(path)
+        assert (t.num_classes, t.dim, t.track) == (4, 6, track)
+        np.testing.assert_array_equal(t.counts, s.counts)
+        np.testing.assert_array_equal(t.means, s.means)
+        np.testing.assert_array_equal(t.class_ss, s.class_ss)
+        if track == "full":
+            np.testing.assert_array_equal(t.sigma_w(), s.sigma_w())
+        # loaded stats keep accumulating exactly
+        t.update(H[:10], y[:10])
+        s.update(H[:10], y[:10])
+        np.testing.assert_allclose(t.means, s.means, rtol=1e-14)
+
+
+def test_state_dict_rejects_other_versions_and_shapes(rng):
+    H, y = _data(rng)
+    sd = ClassStats.from_arrays(H, y).state_dict()
+    with pytest.raises(ValueError, match="format_version"):
+        ClassStats(4, 6).load_state_dict({**sd, "format_version": 99})
+    with pytest.raises(ValueError, match="dim"):
+        ClassStats(4, 7).load_state_dict(sd)
+    with pytest.raises(ValueError, match="track"):
+        ClassStats(4, 6, track="light").load_state_dict(sd)
+
+
+@pytest.mark.parametrize(
+    ("feats", "labels", "exc", "msg"),
+    [
+        (np.zeros((5, 6)), np.zeros(4, dtype=int), ValueError, "one entry per feature row"),
+        (np.zeros((5, 7)), np.zeros(5, dtype=int), ValueError, "dim 7"),
+        (np.zeros(6), np.zeros(1, dtype=int), ValueError, "2-D"),
+        (np.zeros((5, 6), dtype=np.int64), np.zeros(5, dtype=int), TypeError, "floating dtype"),
+        (np.zeros((5, 6)), np.zeros(5), TypeError, "integer dtype"),
+        (np.zeros((5, 6)), np.array([0, 1, 2, 3, 4]), ValueError, "label 4 is out of range"),
+        (np.zeros((5, 6)), np.array([0, -1, 2, 3, 0]), ValueError, "label -1 is out of range"),
+        (np.full((5, 6), np.nan), np.zeros(5, dtype=int), ValueError, "NaN or inf"),
+        (np.array([[np.inf] * 6] * 2), np.zeros(2, dtype=int), ValueError, "NaN or inf"),
+    ],
+)
+def test_bad_input_is_named(feats, labels, exc, msg):
+    s = ClassStats(4, 6)
+    with pytest.raises(exc, match=msg):
+        s.update(feats, labels)
+    assert s.num_samples == 0  # a rejected batch leaves no trace
+
+
+def test_bad_construction_and_incompatible_merge():
+    with pytest.raises(ValueError, match="at least two classes"):
+        ClassStats(1, 3)
+    with pytest.raises(ValueError, match="dim"):
+        ClassStats(3, 0)
+    with pytest.raises(ValueError, match="incompatible"):
+        ClassStats(3, 4).merge(ClassStats(3, 5))
+    with pytest.raises(ValueError, match="incompatible"):
+        ClassStats(3, 4).merge(ClassStats(4, 4))
+    with pytest.raises(ValueError, match="track"):
+        ClassStats(3, 4).merge(ClassStats(3, 4, track="light"))
+
+
+def test_degenerate_zero_spread_and_identical_features():
+    # zero within-class spread: Sigma_W is exactly 0 (documented), not a tiny negative
+    H = np.repeat(np.eye(3) * 5.0, 4, axis=0)
+    y = np.repeat(np.arange(3), 4)
+    s = ClassStats.from_arrays(H, y)
+    assert np.all(s.sigma_w() == 0.0)
+    assert np.all(s.class_ss == 0.0)
+    # all-identical features: every covariance is exactly 0
+    s2 = ClassStats.from_arrays(np.ones((6, 2)), np.arange(6) % 2)
+    assert np.all(s2.sigma_t() == 0.0) and s2.trace_b() == 0.0
+
+
+def test_empty_batch_is_noop_and_zero_feature_has_no_direction():
+    s = ClassStats(2, 3)
+    s.update(np.zeros((0, 3)), np.zeros(0, dtype=int))
+    assert s.num_samples == 0
+    s.update(np.array([[0.0, 0, 0], [3.0, 4, 0]]), np.array([0, 0]))
+    np.testing.assert_allclose(s.unit_sums[0], [0.6, 0.8, 0.0])
+
+
+def test_chunked_from_arrays_on_memmap(tmp_path, rng):
+    H, y = _data(rng, N=250)
+    np.save(tmp_path / "h.npy", H.astype(np.float32))
+    mm = np.load(tmp_path / "h.npy", mmap_mode="r")
+    s = ClassStats.from_arrays(mm, y, batch_size=64)
+    ref = ClassStats.from_arrays(H.astype(np.float32), y)
+    np.testing.assert_allclose(s.sigma_w(), ref.sigma_w(), rtol=1e-12)

@@ -1,0 +1,77 @@
+"""ClassStats.all_reduce over torch.distributed (gloo, 2 processes on localhost)."""
+
+import os
+import socket
+
+import numpy as np
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+from nclab.stats import ClassStats
+
+pytestmark = pytest.mark.distributed
+
+K, D = 5, 4
+
+
+def _data():
+    rng = np.random.default_rng(7)
+    N = 240
+    y = rng.integers(0, K - 1, N)  # classes 0..3 everywhere
+    H = 1e4 * rng.normal(size=(K, D))[y] + rng.normal(size=(N, D))
+    # class 4 lives on rank 1 only; class 3 appears on rank 0 only
+    y[:120][y[:120] == 4] = 0
+    y[120:][y[120:] == 3] = 2
+    y[200:210] = 4
+    H[200:210] = 1e4 + rng.normal(size=(10, D))
+    return H, y
+
+
+def _worker(rank, world, port, out_dir, track):
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = str(port)
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    try:
+        H, y = _data()
+        part = slice(0, 120) if rank == 0 else slice(120, None)
+        s = ClassStats.from_arrays(H[part], y[part], num_classes=K, track=track)
+        s.all_reduce()
+        s.save(os.path.join(out_dir, f"rank{rank}.npz"))
+    finally:
+        dist.destroy_process_group()
+
+
+def _free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.mark.parametrize("track", ["full", "light"])
+def test_all_reduce_equals_single_process(tmp_path, track):
+    H, y = _data()
+    assert set(np.unique(y[:120])) != set(np.unique(y[120:]))  # class mix differs between ranks
+    mp.spawn(_worker, args=(2, _free_port(), str(tmp_path), track), nprocs=2, join=True)
+    ref = ClassStats.from_arrays(H, y, num_classes=K, track=track)
+    for rank in range(2):
+        s = ClassStats.load(tmp_path / f"rank{rank}.npz")
+        np.testing.assert_array_equal(s.counts, ref.counts)
+        np.testing.assert_allclose(s.means, ref.means, rtol=1e-12)
+        np.testing.assert_allclose(s.class_ss, ref.class_ss, rtol=1e-10)
+        np.testing.assert_allclose(s.unit_sums, ref.unit_sums, rtol=1e-12)
+        if track == "full":
+            np.testing.assert_allclose(s.sigma_w(), ref.sigma_w(), rtol=1e-10, atol=1e-12)
+            np.testing.assert_allclose(s.sigma_t(), ref.sigma_t(), rtol=1e-10, atol=1e-12)
+
+
+def test_all_reduce_without_process_group_is_a_clear_error():
+    assert not dist.is_initialized()
+    with pytest.raises(RuntimeError, match="process group"):
+        ClassStats(2, 2).all_reduce()
+
+
+def test_torch_state_stays_float64():
+    s = ClassStats.from_arrays(torch.randn(10, 3, dtype=torch.float16).float(), torch.arange(10) % 2)
+    assert s._state["sum_dev"].dtype == torch.float64
