@@ -59,7 +59,9 @@ def load_array(spec: str | Path, *, mmap: bool = True) -> Any:
             try:
                 from safetensors.numpy import load_file
             except ImportError as err:  # pragma: no cover - depends on the environment
-                raise ImportError("reading .safetensors needs the 'safetensors' package (pip install nclab[io])") from err
+                raise ImportError(
+                    "reading .safetensors needs the 'safetensors' package (pip install nclab[io])"
+                ) from err
             return _pick(load_file(str(path)), path, key)
     except (OSError, ValueError, RuntimeError) as err:
         if isinstance(err, FileNotFoundError | KeyError):
@@ -74,6 +76,9 @@ def iter_batches(features: Any, labels: Any, batch_size: int = 8192) -> Iterator
     if labels.shape[0] != n:
         raise ValueError(f"features have {n} rows but labels have {labels.shape[0]} entries")
     for start in range(0, n, batch_size):
-        yield np.asarray(features[start : start + batch_size]) if isinstance(features, np.memmap) else features[
-            start : start + batch_size
-        ], labels[start : start + batch_size]
+        yield (
+            np.asarray(features[start : start + batch_size])
+            if isinstance(features, np.memmap)
+            else features[start : start + batch_size],
+            labels[start : start + batch_size],
+        )

@@ -1,5 +1,69 @@
-"""Collapse metrics: pure functions of ClassStats (plus classifier W (K, d), b (K,))."""
+"""Collapse metrics: pure functions of ClassStats (plus classifier W (K, d), b (K,)).
 
+Every public metric is registered in :data:`REGISTRY` with its collapse direction and source; aliases (``pfc1``,
+``sq_dist``, ``pfc2``, ``pfc3``) are the same functions under the names other papers use.
+"""
+
+from nclab.metrics._linalg import PsdPinv, psd_pinv
 from nclab.metrics._registry import REGISTRY, MetricInfo, collapse_direction
+from nclab.metrics.cdnv import cdnv
+from nclab.metrics.cosine import class_separation, within_class_cosine, within_class_cosine_distance
+from nclab.metrics.geometry import (
+    DegenerateMetricWarning,
+    TargetUnattainableWarning,
+    equiangularity,
+    equinorm,
+    etf_gram_error,
+    etf_gram_error_spectral,
+    max_angle,
+    orthogonal_frame_error,
+    pfc2,
+    self_duality,
+)
+from nclab.metrics.gnc import check_normalized_stats, gnc1, gnc3, normalize_features
+from nclab.metrics.ncc import NCCAccumulator, ncc_metrics
+from nclab.metrics.probe import probe_mse_lstsq, probe_mse_optimal
+from nclab.metrics.report import DEFAULT_CONVENTIONS, collapse_report
+from nclab.metrics.spectra import rank_metrics, spectrum
+from nclab.metrics.variability import fuzziness, nc1, pfc1, sq_dist, trace_ratio, vci, within_class_split
 
-__all__ = ["REGISTRY", "MetricInfo", "collapse_direction"]
+__all__ = [
+    "DEFAULT_CONVENTIONS",
+    "REGISTRY",
+    "DegenerateMetricWarning",
+    "MetricInfo",
+    "NCCAccumulator",
+    "PsdPinv",
+    "TargetUnattainableWarning",
+    "cdnv",
+    "check_normalized_stats",
+    "class_separation",
+    "collapse_direction",
+    "collapse_report",
+    "equiangularity",
+    "equinorm",
+    "etf_gram_error",
+    "etf_gram_error_spectral",
+    "fuzziness",
+    "gnc1",
+    "gnc3",
+    "max_angle",
+    "nc1",
+    "ncc_metrics",
+    "normalize_features",
+    "orthogonal_frame_error",
+    "pfc1",
+    "pfc2",
+    "probe_mse_lstsq",
+    "probe_mse_optimal",
+    "psd_pinv",
+    "rank_metrics",
+    "self_duality",
+    "spectrum",
+    "sq_dist",
+    "trace_ratio",
+    "vci",
+    "within_class_cosine",
+    "within_class_cosine_distance",
+    "within_class_split",
+]

@@ -180,8 +180,7 @@ class ClassStats:
             raise TypeError(f"features must have a floating dtype, got {x.dtype}")
         if y.ndim != 1 or y.shape[0] != x.shape[0]:
             raise ValueError(
-                f"labels must be 1-D with one entry per feature row: features {tuple(x.shape)}, "
-                f"labels {tuple(y.shape)}"
+                f"labels must be 1-D with one entry per feature row: features {tuple(x.shape)}, labels {tuple(y.shape)}"
             )
         _check_labels_dtype(y)
         if self._state is None:
@@ -355,7 +354,7 @@ class ClassStats:
 
             with safe_open(str(path), framework="numpy") as fh:
                 meta = dict(fh.metadata() or {})
-                arrays = {k: fh.get_tensor(k) for k in fh.keys()}  # noqa: SIM118
+                arrays = {k: fh.get_tensor(k) for k in fh.keys()}
         else:
             with np.load(path, allow_pickle=False) as fh:
                 meta = {k[6:]: str(fh[k]) for k in fh.files if k.startswith("meta__")}
@@ -417,7 +416,7 @@ class ClassStats:
         if empty.size:
             shown = ", ".join(map(str, empty[:10])) + (" ..." if empty.size > 10 else "")
             raise EmptyClassError(
-                f"{what} needs every class mean, but {empty.size} of {self.num_classes} classes are empty "
+                f"{what} need a mean for every class, but {empty.size} of {self.num_classes} classes are empty "
                 f"(classes {shown}); use stats.drop_empty() to measure the classes present"
             )
         return counts
@@ -425,7 +424,7 @@ class ClassStats:
     @property
     def means(self) -> np.ndarray:
         """Class means ``mu_k``, ``(K, d)``; raises :class:`EmptyClassError` if a class is empty."""
-        counts = self._require_nonempty("means")
+        counts = self._require_nonempty("class means")
         return self._get("shift") + self._get("sum_dev") / counts[:, None]
 
     def global_mean(self, weighting: Weighting = "balanced") -> np.ndarray:

@@ -1,0 +1,80 @@
+"""Class-distance normalised variance (CDNV) of Galanti et al. (2021), computed tile-wise in bounded memory.
+
+Not a metric of paper 000 (which only cites Galanti et al.; spec 000 Sec. 1.8); included as the standard
+extra NC1 baseline (conventions survey: rhubarbwu/neural-collapse ``variability_cdnv``, Galanti et al.).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from nclab.metrics._registry import metric
+from nclab.metrics.variability import _SB_ZERO, _check_stats
+from nclab.stats.class_stats import ClassStats
+
+__all__ = ["cdnv"]
+
+# Elements of one (tile, K) block; the default tile keeps each block array at ~32 MiB.
+_TILE_BUDGET = 1 << 22
+# Squared distances from the Gram expansion ||a||^2 + ||b||^2 - 2 a.b are recomputed directly as ||a - b||^2
+# when they fall below this fraction of ||a||^2 + ||b||^2 (there the expansion loses > ~3 digits).
+_CANCEL_RATIO = 1e-3
+
+
+@metric("cdnv", "lower", "Galanti et al. 2021 (CDNV); not in paper 000 (spec 000 Sec. 1.8)")
+def cdnv(stats: ClassStats, exponent: float = 1, tile: int | None = None) -> float:
+    """CDNV = mean over unordered class pairs i < j of (var_i + var_j) / (2 ||mu_i - mu_j||^(2 exponent)).
+
+    ``var_k = class_ss_k / n_k`` is the mean squared distance of the class-k features to their class mean
+    (biased, population normalisation, as Galanti et al. and rhubarbwu/neural-collapse; a few codes use
+    n_k - 1). Range [0, inf); lower = more collapsed. Invariant under rotations and translation; with
+    ``exponent=1`` also under global scaling.
+
+    Parameters
+    ----------
+    exponent : float
+        1 (default): Galanti et al.'s squared-distance denominator ``2 ||mu_i - mu_j||^2``. 2: the quartic
+        denominator ``2 ||mu_i - mu_j||^4`` of the linguistic-collapse code (rhubarbwu ``dist_exp=2``,
+        declared "not a bug" by its maintainers); not scale invariant. Any exponent > 0 is accepted.
+    tile : int, optional
+        Rows of the K x K pair grid handled at once; memory is O(tile * K) (never K x K, so K = 100,000 is
+        fine). Default: ``max(1, 2**22 // K)``. The result does not depend on it (up to summation order).
+
+    Works with ``track="light"`` statistics. Returns ``inf`` if two class means coincide (those classes are
+    not separated), whatever their variances; hence ``inf`` when Sigma_B = 0. "Coincide" is up to roundoff:
+    ``||mu_i - mu_j||^2 <= (8 eps)^2 max(||mu_i||^2, ||mu_j||^2)``, eps the float64 machine epsilon.
+    """
+    _check_stats(stats)
+    if isinstance(exponent, bool) or not np.isfinite(exponent) or exponent <= 0:
+        raise ValueError(f"exponent must be a positive number, got {exponent!r}")
+    K = stats.num_classes
+    if tile is None:
+        tile = max(1, _TILE_BUDGET // K)
+    if isinstance(tile, bool) or not isinstance(tile, int | np.integer) or tile < 1:
+        raise ValueError(f"tile must be a positive int, got {tile!r}")
+    mu = stats.means
+    raw_sq = np.einsum("kd,kd->k", mu, mu)
+    mu = mu - mu.mean(axis=0)  # only differences enter; centring shrinks the cancellation of the expansion
+    var = stats.class_ss / stats.counts
+    sq = np.einsum("kd,kd->k", mu, mu)
+    total = 0.0
+    for a in range(0, K - 1, int(tile)):
+        b = min(a + int(tile), K - 1)  # rows i in [a, b), columns j in [a + 1, K), kept where j > i
+        rows, cols = np.arange(a, b), np.arange(a + 1, K)
+        scale = sq[rows, None] + sq[None, cols]
+        d2 = scale - 2.0 * (mu[rows] @ mu[cols].T)
+        keep = cols[None, :] > rows[:, None]
+        bad = keep & (d2 <= _CANCEL_RATIO * scale)
+        if bad.any():
+            ri, ci = np.nonzero(bad)
+            step = max(1, _TILE_BUDGET // max(1, stats.dim))
+            for s in range(0, ri.size, step):
+                diff = mu[rows[ri[s : s + step]]] - mu[cols[ci[s : s + step]]]
+                d2[ri[s : s + step], ci[s : s + step]] = np.einsum("pd,pd->p", diff, diff)
+        d2 = np.where(keep, d2, 1.0)
+        # coincident means (up to roundoff of the raw means): classes not separated
+        if np.any(d2 <= _SB_ZERO * np.maximum(raw_sq[rows, None], raw_sq[None, cols])):
+            return float("inf")
+        num = var[rows, None] + var[None, cols]
+        total += float(np.sum(np.where(keep, num / (2.0 * d2**exponent), 0.0)))
+    return total / (K * (K - 1) / 2)

@@ -1,0 +1,127 @@
+"""Cosine-similarity collapse metrics of Kornblith et al. (2021), as used by paper 000 Sec. 3.2.
+
+All three are computed on the raw (uncentred) features from the per-class sums of L2-normalised features
+``U_k = sum_{y_i = k} h_i / ||h_i||`` (``ClassStats.unit_sums``) in O(K d), with no pairwise loop:
+
+    sum_{i, j in class k} sim(h_i, h_j) = ||U_k||^2          (ordered pairs, the n_k diagonal terms included)
+    sum_{i in k, j in l}  sim(h_i, h_j) = U_k . U_l
+
+and the diagonal terms sum to n_k (each ``sim(h, h) = 1``), which ``include_self=False`` subtracts.
+A feature vector that is exactly zero has no direction: it enters ``U_k`` as the zero vector, i.e. it has
+similarity 0 with everything, itself included (``include_self=False`` is exact only without zero features).
+
+Weighting: "balanced" (default) averages per-class (and per-class-pair) mean similarities with equal class
+weights; "empirical" averages over all sample pairs. Both equal the formulas of paper 000 / Kornblith et al.
+on balanced data (n_k = n):
+
+    d_within = sum_k sum_{i,j} (1 - sim(h_ki, h_kj)) / (K n^2),
+    d_total  = sum_{k,l} sum_{i,j} (1 - sim(h_ki, h_lj)) / (K^2 n^2).
+
+Functions: :func:`within_class_cosine` = 1 - d_within (mean within-class cosine similarity, higher = more
+collapsed; Kornblith's "simplified quantity", and what paper 000's Table 2 "Cos Sim" column behaves like,
+spec 000 P2), :func:`within_class_cosine_distance` = d_within (what paper 000's text calls "Cosine
+Similarity"; lower = more collapsed), :func:`class_separation` = R^2 = 1 - d_within / d_total (higher = more
+collapsed). All work with ``track="light"`` statistics.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from nclab.metrics._registry import metric
+from nclab.metrics.variability import _check_stats
+from nclab.stats.class_stats import ClassStats, Weighting
+
+__all__ = ["class_separation", "within_class_cosine", "within_class_cosine_distance"]
+
+# d_total below this counts as 0: every feature points the same way (1 - ||U||^2 / N^2 is pure roundoff).
+_DTOTAL_TOL = 1e-12
+
+
+def _check_weighting(weighting: str) -> None:
+    if weighting not in ("balanced", "empirical"):
+        raise ValueError(f"weighting must be 'balanced' or 'empirical', got {weighting!r}")
+
+
+def _within_sims(stats: ClassStats, include_self: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per class: sum of similarities over the counted pairs, number of counted pairs; and U."""
+    _check_stats(stats)
+    n = stats.counts.astype(np.float64)
+    U = stats.unit_sums
+    sq = np.einsum("kd,kd->k", U, U)
+    if include_self:
+        return sq, n * n, U
+    single = np.flatnonzero(n < 2)
+    if single.size:
+        raise ValueError(
+            f"include_self=False needs >= 2 samples per class; classes {single[:10].tolist()} have 1 "
+            f"(no pair of distinct samples)"
+        )
+    return sq - n, n * (n - 1), U
+
+
+def _mean_within(sums: np.ndarray, pairs: np.ndarray, weighting: Weighting) -> float:
+    _check_weighting(weighting)
+    if weighting == "balanced":
+        return float(np.mean(sums / pairs))
+    return float(sums.sum() / pairs.sum())
+
+
+@metric("within_class_cosine", "higher", "paper 000 Sec. 3.2 (1 - d_within, Kornblith et al. 2021)")
+def within_class_cosine(stats: ClassStats, weighting: Weighting = "balanced", include_self: bool = True) -> float:
+    """Mean within-class cosine similarity = 1 - d_within (paper 000 Sec. 3.2; Kornblith et al. 2021).
+
+    ``(1/K) sum_k (1/n_k^2) sum_{i,j in k} sim(h_i, h_j)`` on raw features (balanced weighting; "empirical":
+    ``sum_k ||U_k||^2 / sum_k n_k^2``). Range [-1, 1] (>= 0 with ``include_self=True``, as the i = j terms
+    give ||U_k||^2 >= 0); 1 iff the features of each class share one direction. Higher = more collapsed.
+    Invariant under per-sample positive scaling and orthogonal maps, not under general linear maps nor
+    translation (paper 000 Obs. 4.4).
+
+    include_self : bool
+        Count the i = j pairs (default, as paper 000 and Kornblith et al. write d_within); False averages over
+        the n_k (n_k - 1) ordered pairs of distinct samples (needs n_k >= 2).
+    """
+    sums, pairs, _ = _within_sims(stats, include_self)
+    return _mean_within(sums, pairs, weighting)
+
+
+@metric("within_class_cosine_distance", "lower", "paper 000 Sec. 3.2 (d_within, Kornblith et al. 2021)")
+def within_class_cosine_distance(
+    stats: ClassStats, weighting: Weighting = "balanced", include_self: bool = True
+) -> float:
+    """Within-class cosine distance d_within = 1 - :func:`within_class_cosine` (paper 000 Sec. 3.2).
+
+    Range [0, 2] ([0, 1] with ``include_self=True``); lower = more collapsed. Keywords as in
+    :func:`within_class_cosine`.
+    """
+    return 1.0 - within_class_cosine(stats, weighting=weighting, include_self=include_self)
+
+
+@metric("class_separation", "higher", "paper 000 Sec. 3.2; Kornblith et al. 2021 (R^2 = 1 - d_within/d_total)")
+def class_separation(stats: ClassStats, weighting: Weighting = "balanced", include_self: bool = True) -> float:
+    """Kornblith et al.'s class separation R^2 = 1 - d_within / d_total (paper 000 Sec. 3.2).
+
+    d_within as in :func:`within_class_cosine_distance`; d_total is the mean cosine distance over all pairs
+    (same-class pairs included): with balanced weighting the mean over all K^2 ordered class pairs (k, l) of
+    the mean distance between classes k and l, ``1 - ||sum_k U_k / n_k||^2 / K^2`` (the diagonal blocks taken
+    as in d_within); with empirical weighting the mean over all ordered sample pairs, ``1 - ||sum_k U_k||^2 /
+    N^2``. Range (-inf, 1]; higher = more collapsed (classes tight relative to the spread of all features).
+
+    Returns 0.0 when d_total = 0 (every feature points the same way: no class is separated from another).
+    """
+    sums, pairs, U = _within_sims(stats, include_self)
+    s_within = _mean_within(sums, pairs, weighting)
+    if weighting == "balanced":
+        K = stats.num_classes
+        n = stats.counts.astype(np.float64)
+        V = (U / n[:, None]).sum(axis=0)
+        cross = float(V @ V) - float(np.sum(np.einsum("kd,kd->k", U, U) / (n * n)))  # k != l blocks
+        s_total = (cross + float(np.sum(sums / pairs))) / K**2
+    else:
+        Ut = U.sum(axis=0)
+        N = float(stats.num_samples)
+        s_total = (float(Ut @ Ut) - (0.0 if include_self else N)) / (N * N - (0.0 if include_self else N))
+    d_total = 1.0 - s_total
+    if d_total <= _DTOTAL_TOL:
+        return 0.0
+    return 1.0 - (1.0 - s_within) / d_total

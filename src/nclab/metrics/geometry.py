@@ -1,0 +1,355 @@
+"""NC2 / NC3 geometry of class means and classifier rows: ETF Gram errors, PNAS statistics, self-duality.
+
+Every function takes class means either as a :class:`~nclab.stats.ClassStats` (its class means, centred about
+``global_mean(weighting)`` where the metric centres) or as a ``(K, d)`` array (numpy or torch) whose rows are
+the vectors (e.g. the classifier ``W`` in ``nn.Linear`` layout, or precomputed means). All arithmetic is
+float64.
+
+Conventions (``docs/conventions.md``; rows drafted in ``docs/_rows_geometry.md``)
+-----------------------------------------------------------------------------
+* NC2 primary form: :func:`etf_gram_error` (= PFC2 of paper 002 = NC2_ETF of paper 001), with its spectral
+  closed form :func:`etf_gram_error_spectral`; :func:`orthogonal_frame_error` (NC2_OF of paper 001,
+  uncentred).
+* PNAS / paper 004 diagnostics: :func:`equinorm`, :func:`equiangularity` (``ddof=1`` by default, as
+  ``torch.std`` in the reference Colab; the spread is over the K(K-1)/2 *unordered* pairs), :func:`max_angle`.
+* ``weighting`` (where the global mean matters) applies to ClassStats inputs; arrays are centred, where a
+  metric centres, by their plain mean row.
+* NC3: :func:`self_duality` (paper 004's squared Frobenius form with centred means by default).
+
+Degenerate inputs (never a silent NaN)
+--------------------------------------
+* A vector whose direction is needed (a cosine, a Frobenius normalisation) but whose norm is zero returns
+  ``nan`` and emits :class:`DegenerateMetricWarning` naming the rows. "Zero" is relative: a norm
+  ``<= 1e-12 * scale`` where ``scale`` is the largest norm of the *uncentred* input, because centring
+  identical vectors leaves rounding noise (~1e-17 relative), not exact zeros. All-identical features, or all
+  class means equal, therefore give ``nan`` + warning for every centred metric.
+* Exactly one unordered pair (K = 2) has no spread: :func:`equiangularity` returns ``0.0`` for any ``ddof``.
+* Targets that the dimension cannot reach (``d < K - 1`` for the simplex ETF, ``d < K`` for the orthogonal
+  frame): the metrics are still well-defined Gram distances (their minimum is then > 0, e.g.
+  ``sqrt(2 - 2 sqrt(d / (K - 1)))`` for :func:`etf_gram_error`) and a :class:`TargetUnattainableWarning` is
+  emitted.
+* An empty class: :class:`~nclab.stats.EmptyClassError` from the ClassStats (use ``stats.drop_empty()``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from typing import Any, Literal
+
+import numpy as np
+import torch
+
+from nclab.metrics._registry import REGISTRY, metric
+from nclab.stats.class_stats import ClassStats, Weighting
+
+__all__ = [
+    "DegenerateMetricWarning",
+    "TargetUnattainableWarning",
+    "equiangularity",
+    "equinorm",
+    "etf_gram_error",
+    "etf_gram_error_from_eigvals",
+    "etf_gram_error_spectral",
+    "max_angle",
+    "orthogonal_frame_error",
+    "self_duality",
+]
+
+ZERO_RTOL = 1e-12  # a (centred) vector is "zero" below ZERO_RTOL * (largest norm of the uncentred input)
+
+SelfDualityVariant = Literal["frobenius", "gram", "cosine"]
+
+
+class DegenerateMetricWarning(RuntimeWarning):
+    """A metric is undefined for these inputs (e.g. a zero vector whose direction is needed): it is nan."""
+
+
+class TargetUnattainableWarning(UserWarning):
+    """The reference frame (simplex ETF, orthogonal frame) does not fit in dimension d: the metric is > 0."""
+
+
+# ---------------------------------------------------------------------------------------------- helpers
+def _as_rows(X: Any, name: str = "X") -> np.ndarray:
+    """``(K, d)`` float64 numpy copy of a numpy array or torch tensor, checked 2-D, K >= 2, finite."""
+    if isinstance(X, torch.Tensor):
+        X = X.detach().cpu().to(torch.float64).numpy()
+    A = np.array(X, dtype=np.float64)
+    if A.ndim != 2:
+        raise ValueError(f"{name} must be 2-D (K, d) with one row per class, got shape {A.shape}")
+    if A.shape[0] < 2:
+        raise ValueError(f"{name} needs at least 2 rows (classes), got {A.shape[0]}")
+    if A.shape[1] < 1:
+        raise ValueError(f"{name} needs at least one column, got shape {A.shape}")
+    if not np.all(np.isfinite(A)):
+        raise ValueError(f"{name} contains NaN or inf")
+    return A
+
+
+def _vectors(X: ClassStats | Any, center: bool, weighting: Weighting, name: str = "X") -> tuple[np.ndarray, float]:
+    """Rows to measure and the scale (largest uncentred row norm) that defines "zero" for them."""
+    if isinstance(X, ClassStats):
+        raw = X.means  # raises EmptyClassError with a clear message if a class is empty
+        V = X.centered_means(weighting) if center else raw
+    else:
+        raw = _as_rows(X, name)
+        V = raw - raw.mean(axis=0) if center else raw
+    scale = float(np.linalg.norm(raw, axis=1).max())
+    return V, scale
+
+
+def _zero_rows(V: np.ndarray, scale: float) -> np.ndarray:
+    norms = np.linalg.norm(V, axis=1)
+    return np.flatnonzero(norms <= ZERO_RTOL * scale) if scale > 0 else np.arange(V.shape[0])
+
+
+def _degenerate(metric_name: str, why: str) -> float:
+    warnings.warn(f"{metric_name} is undefined: {why}; returning nan", DegenerateMetricWarning, stacklevel=3)
+    return float("nan")
+
+
+def _rows_str(idx: np.ndarray) -> str:
+    return ", ".join(map(str, idx[:10])) + (" ..." if idx.size > 10 else "")
+
+
+def _unit_rows(V: np.ndarray, scale: float, metric_name: str) -> np.ndarray | None:
+    zero = _zero_rows(V, scale)
+    if zero.size:
+        _degenerate(metric_name, f"rows {_rows_str(zero)} have zero norm, so their cosines are undefined")
+        return None
+    return V / np.linalg.norm(V, axis=1, keepdims=True)
+
+
+def _spread(values: np.ndarray, ddof: int) -> float:
+    if isinstance(ddof, bool) or not isinstance(ddof, int | np.integer) or ddof < 0:
+        raise ValueError(f"ddof must be a non-negative int, got {ddof!r}")
+    if values.size == 1:
+        return 0.0  # a single value has no spread (K = 2 equiangularity), whatever ddof
+    if ddof >= values.size:
+        raise ValueError(f"ddof={ddof} needs more than {ddof} values, got {values.size}")
+    return float(np.std(values, ddof=ddof))
+
+
+def _pair_cosines(U: np.ndarray) -> np.ndarray:
+    i, j = np.triu_indices(U.shape[0], k=1)
+    return np.einsum("kd,kd->k", U[i], U[j])
+
+
+def _warn_unattainable(metric_name: str, K: int, d: int, need: int, target: str) -> None:
+    if d < need:
+        warnings.warn(
+            f"{metric_name}: a {target} of K={K} vectors needs d >= {need}, but d={d}; the metric is a "
+            f"well-defined distance but cannot reach 0",
+            TargetUnattainableWarning,
+            stacklevel=3,
+        )
+
+
+def _etf_target(K: int) -> np.ndarray:
+    return (np.eye(K) - 1.0 / K) / np.sqrt(K - 1)
+
+
+def _gram_distance(G: np.ndarray, target: np.ndarray) -> float:
+    return float(np.linalg.norm(G / np.linalg.norm(G) - target))
+
+
+# ---------------------------------------------------------------------------------------------- PNAS NC2
+@metric("equinorm", "lower", "004 Fig. 3 / Papyan et al. PNAS 2020 (NC2 equinorm)")
+def equinorm(vectors_or_stats: ClassStats | Any, ddof: int = 1, *, weighting: Weighting = "balanced") -> float:
+    """``std_k(||v_k||) / mean_k(||v_k||)`` (coefficient of variation of the norms).
+
+    ``vectors_or_stats``: a ClassStats (``v_k = mu_k - mu_G``, centred about ``global_mean(weighting)``) or a
+    ``(K, d)`` array used as given (classifier rows ``w_k``: not centred, bias excluded, as in paper 004).
+    ``ddof=1`` is ``torch.std`` (the reference Colab of 004); ``ddof=0`` the population std (numpy's default).
+    Returns nan with :class:`DegenerateMetricWarning` when every norm is zero.
+    """
+    V, scale = _vectors(vectors_or_stats, center=isinstance(vectors_or_stats, ClassStats), weighting=weighting)
+    norms = np.linalg.norm(V, axis=1)
+    if _zero_rows(V, scale).size == V.shape[0]:
+        return _degenerate("equinorm", "every vector has zero norm")
+    return _spread(norms, ddof) / float(norms.mean())
+
+
+@metric("equiangularity", "lower", "004 Fig. 4 / Papyan et al. PNAS 2020 (NC2 equiangularity)")
+def equiangularity(vectors_or_stats: ClassStats | Any, ddof: int = 1, *, weighting: Weighting = "balanced") -> float:
+    """Standard deviation of the pairwise cosines ``cos(v_k, v_l)`` over the K(K-1)/2 pairs ``k < l``.
+
+    Same inputs as :func:`equinorm`. K = 2 (a single pair) returns ``0.0``: one angle has no spread.
+    A zero-norm vector makes its cosines undefined: nan with :class:`DegenerateMetricWarning`.
+    """
+    V, scale = _vectors(vectors_or_stats, center=isinstance(vectors_or_stats, ClassStats), weighting=weighting)
+    U = _unit_rows(V, scale, "equiangularity")
+    if U is None:
+        return float("nan")
+    return _spread(_pair_cosines(U), ddof)
+
+
+@metric("max_angle", "lower", "004 Fig. 5 / Papyan et al. PNAS 2020 (NC2 maximal angle, shifted cosine)")
+def max_angle(vectors_or_stats: ClassStats | Any, *, weighting: Weighting = "balanced") -> float:
+    """``mean_{k<l} |cos(v_k, v_l) + 1/(K-1)|`` (the mean over ordered pairs ``k != l`` is the same number).
+
+    Same inputs as :func:`equinorm`. 0 iff the vectors are pairwise at the simplex-ETF angle, which needs
+    ``d >= K - 1`` (:class:`TargetUnattainableWarning` otherwise). Zero-norm vector: nan + warning.
+    """
+    V, scale = _vectors(vectors_or_stats, center=isinstance(vectors_or_stats, ClassStats), weighting=weighting)
+    K, d = V.shape
+    _warn_unattainable("max_angle", K, d, K - 1, "simplex ETF")
+    U = _unit_rows(V, scale, "max_angle")
+    if U is None:
+        return float("nan")
+    return float(np.abs(_pair_cosines(U) + 1.0 / (K - 1)).mean())
+
+
+# ---------------------------------------------------------------------------------------------- Gram forms
+@metric("etf_gram_error", "lower", "002 PFC2 eq. (8) / 001 NC2_ETF eq. (27)")
+def etf_gram_error(X: ClassStats | Any, center: bool = True, *, weighting: Weighting = "balanced") -> float:
+    """``|| G / ||G||_F - (I - 11^T/K) / sqrt(K-1) ||_F`` with ``G = X X^T``, ``(K, K)``.
+
+    ``X``: ``(K, d)`` rows (numpy or torch) or a ClassStats (its class means). ``center=True`` subtracts the
+    mean row first (for ClassStats: ``global_mean(weighting)``), which is PFC2 / NC2_ETF; it is then
+    invariant to rotation, scaling and translation and lies in ``[0, sqrt(2 (1 - 1/sqrt(K-1)))]``.
+    ``center=False`` measures the uncentred Gram (an orthogonal frame gives ``sqrt(2 - 2 sqrt((K-1)/K))``).
+
+    Registered also as ``pfc2``. ``d < K - 1``: defined, minimum ``sqrt(2 - 2 sqrt(d/(K-1)))`` when centred,
+    :class:`TargetUnattainableWarning`. ``G = 0`` (all rows zero, e.g. identical class means when centred):
+    nan + :class:`DegenerateMetricWarning`.
+    """
+    V, scale = _vectors(X, center=center, weighting=weighting)
+    K, d = V.shape
+    _warn_unattainable("etf_gram_error", K, d, K - 1, "simplex ETF")
+    if _zero_rows(V, scale).size == K:
+        return _degenerate("etf_gram_error", "every (centred) row is zero, so G = 0 has no direction")
+    return _gram_distance(V @ V.T, _etf_target(K))
+
+
+REGISTRY["pfc2"] = dataclasses.replace(etf_gram_error.info, name="pfc2")  # type: ignore[attr-defined]
+pfc2 = etf_gram_error  # paper 002 name: the same function, not a copy
+
+
+def etf_gram_error_from_eigvals(eigvals: Any, K: int) -> float:
+    """Spectral closed form of the centred :func:`etf_gram_error` (paper 002 spec, Sec. 2.2, [derived]).
+
+    ``eigvals``: the eigenvalues of the centred Gram ``G`` (= squared singular values of the centred means),
+    or of ``Sigma_B`` (any positive multiple: the form is scale-free); at most ``K - 1`` are nonzero. With
+    ``s`` the top ``K - 1`` of them (zero-padded when fewer are given),
+
+        PFC2 = sqrt(2 - 2 sum(s) / (sqrt(K-1) ||s||_2)) = || s/||s||_2 - 1_{K-1}/sqrt(K-1) ||_2,
+
+    and the second expression is evaluated (no cancellation near 0). Centring makes ``G (I - 11^T/K) = G``,
+    which is what reduces the Frobenius inner product with the ETF Gram to a trace.
+    """
+    if isinstance(K, bool) or not isinstance(K, int | np.integer) or K < 2:
+        raise ValueError(f"K must be an int >= 2, got {K!r}")
+    lam = np.sort(np.asarray(eigvals, dtype=np.float64).ravel())[::-1]
+    if not np.all(np.isfinite(lam)):
+        raise ValueError("eigvals contain NaN or inf")
+    if lam.size and lam[0] > 0 and np.any(lam < -1e-10 * lam[0]):
+        raise ValueError("eigvals must be those of a PSD matrix (got clearly negative values)")
+    s = np.zeros(K - 1)
+    top = np.clip(lam[: K - 1], 0.0, None)
+    s[: top.size] = top
+    norm = np.linalg.norm(s)
+    if norm == 0:
+        return _degenerate("etf_gram_error", "all eigenvalues are zero, so G = 0 has no direction")
+    return float(np.linalg.norm(s / norm - 1.0 / np.sqrt(K - 1)))
+
+
+def etf_gram_error_spectral(X: ClassStats | Any, *, weighting: Weighting = "balanced") -> float:
+    """The centred :func:`etf_gram_error` from the singular values of the centred rows (002's closed form).
+
+    Agrees with ``etf_gram_error(X, center=True)`` to rounding (a test oracle); see
+    :func:`etf_gram_error_from_eigvals` for the formula.
+    """
+    V, scale = _vectors(X, center=True, weighting=weighting)
+    K, d = V.shape
+    _warn_unattainable("etf_gram_error", K, d, K - 1, "simplex ETF")
+    if _zero_rows(V, scale).size == K:
+        return _degenerate("etf_gram_error", "every centred row is zero, so G = 0 has no direction")
+    sv = np.linalg.svd(V, compute_uv=False)
+    return etf_gram_error_from_eigvals(sv**2, K)
+
+
+@metric("orthogonal_frame_error", "lower", "001 NC2_OF eq. (27), uncentred means")
+def orthogonal_frame_error(X: ClassStats | Any) -> float:
+    """``|| G / ||G||_F - I / sqrt(K) ||_F``, ``G = X X^T`` of the *uncentred* rows (or ClassStats means).
+
+    0 iff the rows are orthogonal with equal norms (needs ``d >= K``; :class:`TargetUnattainableWarning`
+    otherwise). A simplex ETF with zero mean gives ``sqrt(2 - 2 sqrt((K-1)/K))``. All rows zero: nan and a
+    warning.
+    """
+    V, scale = _vectors(X, center=False, weighting="balanced")
+    K, d = V.shape
+    _warn_unattainable("orthogonal_frame_error", K, d, K, "orthogonal frame")
+    if _zero_rows(V, scale).size == K:
+        return _degenerate("orthogonal_frame_error", "every row is zero, so G = 0 has no direction")
+    return _gram_distance(V @ V.T, np.eye(K) / np.sqrt(K))
+
+
+# ---------------------------------------------------------------------------------------------- NC3
+@metric(
+    "self_duality",
+    "lower",
+    "004 Fig. 6 (frobenius); 001 NC3 (uncentred); public code (gram, cosine)",
+    needs=("W", "stats"),
+)
+def self_duality(
+    W: Any,
+    stats: ClassStats | Any,
+    variant: SelfDualityVariant = "frobenius",
+    *,
+    center_w: bool = False,
+    squared: bool | None = None,
+    center_means: bool = True,
+    weighting: Weighting = "balanced",
+) -> float:
+    """Distance between the classifier ``W (K, d)`` and the class means ``M (K, d)``.
+
+    ``stats``: a ClassStats (its means) or a ``(K, d)`` array of class means. ``center_means=True`` (default)
+    uses ``M = mu_k - mu_G`` (paper 004, trained heads with bias); ``center_means=False`` the uncentred means
+    (paper 001's NC3, needed at bias-free and regularised-bias optima where ``W ∝`` uncentred means).
+    ``center_w=True`` subtracts the mean row of ``W`` first (MSE fork of tding1/Neural-Collapse). The bias is
+    never used.
+
+    variant
+        ``"frobenius"``: ``|| W/||W||_F - M/||M||_F ||_F^2`` (paper 004 Fig. 6; squared by default,
+        ``squared=False`` gives the distance, in ``[0, 2]``, = paper 001's NC3 with ``center_means=False``).
+        ``"gram"``: the ETF Gram error of the cross-Gram ``G = W M^T``,
+        ``|| G/||G||_F - (I - 11^T/K)/sqrt(K-1) ||_F`` (public code A1/A5/A9; unsquared by default). It
+        is 0 only when ``W ∝ M`` *and* ``M`` is a simplex ETF: it mixes NC2 into NC3.
+        ``"cosine"``: ``mean_k (1 - cos(w_k, m_k))`` (in ``[0, 2]``; per-class directions only, PNAS's
+        definition of NC3 before Frobenius normalisation). ``squared`` must be left ``None``.
+
+    Zero ``W``, zero (centred) means, or (cosine) any zero row: nan + :class:`DegenerateMetricWarning`.
+    """
+    if variant not in ("frobenius", "gram", "cosine"):
+        raise ValueError(f"variant must be 'frobenius', 'gram' or 'cosine', got {variant!r}")
+    if squared is not None and not isinstance(squared, bool):
+        raise TypeError(f"squared must be a bool or None, got {squared!r}")
+    if variant == "cosine" and squared is not None:
+        raise ValueError("squared applies to the 'frobenius' and 'gram' variants only")
+    M, m_scale = _vectors(stats, center=center_means, weighting=weighting, name="means")
+    Wr = _as_rows(W, "W")
+    if Wr.shape != M.shape:
+        raise ValueError(f"W has shape {Wr.shape}, but the class means have shape {M.shape}")
+    w_scale = float(np.linalg.norm(Wr, axis=1).max())
+    if center_w:
+        Wr = Wr - Wr.mean(axis=0)
+    name = f"self_duality[{variant}]"
+    if variant == "cosine":
+        Uw = _unit_rows(Wr, w_scale, name)
+        Um = _unit_rows(M, m_scale, name) if Uw is not None else None
+        if Uw is None or Um is None:
+            return float("nan")
+        return float(np.mean(1.0 - np.einsum("kd,kd->k", Uw, Um)))
+    if _zero_rows(Wr, w_scale).size == Wr.shape[0]:
+        return _degenerate(name, "W is zero")
+    if _zero_rows(M, m_scale).size == M.shape[0]:
+        return _degenerate(name, "the (centred) class means are all zero")
+    if variant == "frobenius":
+        dist = float(np.linalg.norm(Wr / np.linalg.norm(Wr) - M / np.linalg.norm(M)))
+        return dist**2 if (squared is None or squared) else dist
+    G = Wr @ M.T
+    if np.linalg.norm(G) <= ZERO_RTOL * np.linalg.norm(Wr) * np.linalg.norm(M):
+        return _degenerate(name, "the cross-Gram W M^T is zero (W orthogonal to every class mean)")
+    dist = _gram_distance(G, _etf_target(Wr.shape[0]))
+    return dist**2 if squared else dist

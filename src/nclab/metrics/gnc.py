@@ -1,0 +1,182 @@
+"""Generalized neural collapse (paper 003): GNC1 and GNC3 on L2-normalised features.
+
+Paper 003 works on the sphere: features ``h / ||h||`` and classifier rows ``w_k / ||w_k||``. Its GNC1 is
+``(1/K) tr(Sigma_W Sigma_B^+)`` with the **uncentred** ``Sigma_B = (1/K) sum_k hbar_k hbar_k^T``, and its
+GNC3 is ``mean_k (1 - w_k^T hbar_k)`` with ``hbar_k`` the mean of the unit-norm features of class ``k`` (not
+re-normalised, so GNC3 -> 0 needs both within-class collapse and alignment).
+
+Feature normalisation
+---------------------
+The within-class covariance of normalised features cannot be recovered from statistics of raw features, so
+:func:`gnc1` expects a :class:`~nclab.stats.ClassStats` **built on L2-normalised features**::
+
+    stats = ClassStats.from_arrays(normalize_features(H), y)      # or stats.update(normalize_features(h), y)
+
+and checks this cheaply (:func:`check_normalized_stats`). :func:`gnc3` needs only the per-class sums of unit
+vectors, which every ClassStats keeps (``unit_sums``), so it works on stats of raw or of normalised features.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from nclab.metrics._linalg import DEFAULT_RTOL, psd_pinv
+from nclab.metrics._registry import metric
+from nclab.metrics.geometry import _as_rows, _unit_rows
+from nclab.stats.class_stats import ClassStats, EmptyClassError, Weighting
+
+__all__ = ["check_normalized_stats", "gnc1", "gnc3", "normalize_features"]
+
+NORMALIZED_TOL = 1e-3
+
+
+def normalize_features(H: Any) -> Any:
+    """Divide every row (last axis) of ``H`` by its L2 norm; numpy in, numpy out; torch in, torch out.
+
+    The dtype and device are kept (norms of half-precision inputs are computed in float32, of numpy inputs in
+    float64). A zero row has no direction and stays zero (as ``torch.nn.functional.normalize``); statistics of
+    such features fail :func:`check_normalized_stats`.
+    """
+    if isinstance(H, torch.Tensor):
+        if not H.is_floating_point():
+            raise TypeError(f"features must have a floating dtype, got {H.dtype}")
+        work = H if H.dtype in (torch.float32, torch.float64) else H.float()
+        norms = torch.linalg.vector_norm(work, dim=-1, keepdim=True)
+        out = work / torch.where(norms > 0, norms, torch.ones_like(norms))
+        return out.to(H.dtype)
+    A = np.asarray(H)
+    if A.dtype.kind not in "fiu":
+        raise TypeError(f"features must be a numeric array, got dtype {A.dtype}")
+    out_dtype = A.dtype if A.dtype.kind == "f" else np.dtype(np.float64)
+    work = A.astype(np.float64)
+    norms = np.linalg.norm(work, axis=-1, keepdims=True)
+    return (work / np.where(norms > 0, norms, 1.0)).astype(out_dtype)
+
+
+def _require_all_classes(stats: ClassStats, what: str) -> np.ndarray:
+    counts = stats.counts
+    empty = np.flatnonzero(counts == 0)
+    if empty.size:
+        raise EmptyClassError(
+            f"{what} needs every class, but {empty.size} of {stats.num_classes} classes are empty "
+            f"(classes {', '.join(map(str, empty[:10]))}); "
+            "use stats.drop_empty() to measure the classes present"
+        )
+    return counts
+
+
+def check_normalized_stats(stats: ClassStats, tol: float = NORMALIZED_TOL) -> None:
+    """Raise ``ValueError`` unless ``stats`` look like statistics of L2-normalised features.
+
+    Two necessary conditions, O(K d) from the accumulators: per class, the mean squared norm
+    ``(class_ss_k + n_k ||mu_k||^2) / n_k`` is 1, and the mean of the re-normalised features
+    ``unit_sums_k / n_k`` equals the mean ``mu_k`` (normalising a unit vector changes nothing); both within
+    ``tol`` (default 1e-3, loose enough for features normalised in half precision). Raw features essentially
+    never pass both; a pathological set could (the check cannot see individual samples).
+    """
+    if not isinstance(stats, ClassStats):
+        raise TypeError(f"expected ClassStats, got {type(stats).__name__}")
+    counts = _require_all_classes(stats, "check_normalized_stats")
+    mu = stats.means
+    n = counts.astype(np.float64)
+    msq = (stats.class_ss + n * np.einsum("kd,kd->k", mu, mu)) / n
+    gap = np.linalg.norm(stats.unit_sums / n[:, None] - mu, axis=1)
+    bad = np.flatnonzero((np.abs(msq - 1.0) > tol) | (gap > tol))
+    if bad.size:
+        k = int(bad[0])
+        raise ValueError(
+            f"these ClassStats do not look built on L2-normalised features: class {k} has mean squared "
+            f"feature norm {msq[k]:.6g} (should be 1) and |mean(h/||h||) - mean(h)| = {gap[k]:.3g} "
+            f"(should be 0); {bad.size} of {stats.num_classes} classes fail (tol={tol:g}). Build them with "
+            "ClassStats.from_arrays(normalize_features(H), y), or update(normalize_features(h), y). Zero "
+            "feature vectors cannot be normalised and also fail this check; pass check=False to skip it"
+        )
+
+
+@metric("gnc1", "lower", "003 GNC1 (uncentred Sigma_B as written; center=True: Papyan's centred NC1)")
+def gnc1(
+    stats: ClassStats,
+    center: bool = False,
+    *,
+    weighting: Weighting = "balanced",
+    check: bool = True,
+    tol: float = NORMALIZED_TOL,
+    rtol: float = DEFAULT_RTOL,
+) -> float:
+    """``(1/K) tr(Sigma_W Sigma_B^+)`` on **L2-normalised** features (paper 003).
+
+    ``stats`` must be built on normalised features (:func:`normalize_features`); ``check=True`` verifies it
+    (:func:`check_normalized_stats`, ``ValueError`` otherwise). ``center=False`` (default, paper 003 as
+    written): ``Sigma_B = (1/K) sum_k mu_k mu_k^T`` (empirical weighting: ``sum_k (n_k/N) mu_k mu_k^T``),
+    pseudo-inverse capped at rank ``min(d, K)``; ``center=True``: the centred ``stats.sigma_b(weighting)``
+    capped at ``min(d, K - 1)`` (Papyan's NC1 of the normalised features). Pseudo-inverse: ``psd_pinv``
+    (eigenvalues ``<= rtol * lambda_max`` dropped). Needs ``track="full"``.
+
+    ``Sigma_B = 0`` (every class mean zero, or, centred, all class means equal; up to roundoff:
+    ``tr Sigma_B <= (8 eps)^2 max_k ||mu_k||^2``): ``inf`` (no class separation, whatever Sigma_W is), the
+    convention of ``nc1``. ``Sigma_W = 0`` with ``Sigma_B != 0``: 0.
+    """
+    if not isinstance(stats, ClassStats):
+        raise TypeError(f"gnc1 expects ClassStats (built on L2-normalised features), got {type(stats).__name__}")
+    if check:
+        check_normalized_stats(stats, tol)
+    counts = _require_all_classes(stats, "gnc1")
+    K, d = stats.num_classes, stats.dim
+    sw = stats.sigma_w()
+    if center:
+        sb = stats.sigma_b(weighting)
+        max_rank = min(d, K - 1)
+    else:
+        if weighting not in ("balanced", "empirical"):
+            raise ValueError(f"weighting must be 'balanced' or 'empirical', got {weighting!r}")
+        mu = stats.means
+        w = np.full(K, 1.0 / K) if weighting == "balanced" else counts / counts.sum()
+        sb = (mu * w[:, None]).T @ mu
+        max_rank = min(d, K)
+    # Sigma_B = 0 up to roundoff (nc1's threshold: centring equal means leaves rounding noise, which the
+    # pseudo-inverse would otherwise invert): no class separation, inf, as nc1
+    scale = float(np.linalg.norm(stats.means, axis=1).max())
+    p = psd_pinv(sb, max_rank=max_rank, rtol=rtol)
+    if p.rank == 0 or np.trace(sb) <= (8 * np.finfo(np.float64).eps * scale) ** 2:
+        return float("inf")
+    return float(np.sum(sw * p.pinv) / K)
+
+
+@metric(
+    "gnc3",
+    "lower",
+    "003 GNC3: mean_k (1 - w_k^T hbar_k), unit w_k, hbar_k = mean of unit features",
+    needs=("W", "stats"),
+)
+def gnc3(W: Any, stats: ClassStats, *, normalize_w: bool = True, renormalize_means: bool = False) -> float:
+    """``mean_k (1 - w_k^T hbar_k)`` (paper 003), in ``[0, 2]``.
+
+    ``w_k``: rows of ``W (K, d)``, L2-normalised (``normalize_w=True``; paper 003 keeps them on the sphere,
+    where this changes nothing). ``hbar_k = unit_sums_k / n_k``: the mean of the L2-normalised features of
+    class ``k``, **not** re-normalised (paper 003), so ``||hbar_k|| <= 1`` and the metric sees within-class
+    spread; ``renormalize_means=True`` divides ``hbar_k`` by its norm (then it is ``mean_k (1 - cos(w_k,
+    hbar_k))`` on normalised features, the public GNC code's form without centring). Works on ClassStats of
+    raw or of normalised features. A zero row of ``W`` (or a zero ``hbar_k`` with ``renormalize_means``):
+    nan and a warning.
+    """
+    if not isinstance(stats, ClassStats):
+        raise TypeError(f"gnc3 expects ClassStats, got {type(stats).__name__}")
+    counts = _require_all_classes(stats, "gnc3")
+    hbar = stats.unit_sums / counts[:, None].astype(np.float64)
+    Wr = _as_rows(W, "W")
+    if Wr.shape != hbar.shape:
+        raise ValueError(f"W has shape {Wr.shape}, but the ClassStats have (K, d) = {hbar.shape}")
+    if normalize_w:
+        U = _unit_rows(Wr, float(np.linalg.norm(Wr, axis=1).max()), "gnc3")
+        if U is None:
+            return float("nan")
+        Wr = U
+    if renormalize_means:
+        Hn = _unit_rows(hbar, 1.0, "gnc3")  # hbar_k is a mean of unit vectors: its scale is 1
+        if Hn is None:
+            return float("nan")
+        hbar = Hn
+    return float(np.mean(1.0 - np.einsum("kd,kd->k", Wr, hbar)))

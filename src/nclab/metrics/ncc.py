@@ -1,0 +1,280 @@
+"""Nearest-class-centre (NCC) statistics: PFC3 / NCC accuracy (papers 002, 003) and NC4 mismatch (paper 004).
+
+NCC needs the class means first, so it is a **second pass** over the data (the same training data, or a
+held-out split measured with the training means): build :class:`~nclab.stats.ClassStats` in pass 1, then::
+
+    acc = NCCAccumulator(stats, W=W, b=b)
+    for h, y in loader:            # numpy or torch batches, any float dtype, CPU or GPU
+        acc.update(h, y)
+    out = acc.compute()            # {"ncc_accuracy", "ncc_mismatch", "classifier_accuracy", ...}
+
+Numerical method
+----------------
+Per batch, distances are computed in float64 on the accumulator's device, in coordinates shifted by the
+balanced global mean ``mu_G`` (the mean of the class means): with ``h' = h - mu_G`` and ``m_k = mu_k - mu_G``,
+``argmin_k ||h - mu_k||^2 = argmin_k (||m_k||^2 - 2 h'.m_k)``. Only a ``(B, K)`` score matrix exists at a
+time (never ``N x K`` or ``B x K x d``). Shifting first removes a common offset of the features, which would
+otherwise cancel catastrophically in the expanded form (features ``1e6 * c + small``). The classifier's
+decisions use ``argmax_k (W h + b)_k`` in float64 on the raw features.
+
+Ties: both ``argmin`` (NCC) and ``argmax`` (classifier) return the **lowest class index** among equal
+computed scores (``torch.argmin`` / ``torch.argmax`` semantics). Distances equal in exact arithmetic may
+differ by rounding in the computed scores, so exact ties are only guaranteed to resolve this way when the
+scores are bit-identical (e.g. duplicated class means). Float64 decisions can differ from the network's own
+float32 argmax in near-ties.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from nclab.metrics._registry import REGISTRY, MetricInfo
+from nclab.stats.class_stats import ClassStats, _check_labels_dtype, _to_tensor
+
+__all__ = ["NCCAccumulator", "ncc_metrics"]
+
+
+def _register(info: MetricInfo) -> None:
+    if info.name in REGISTRY:
+        raise ValueError(f"metric {info.name!r} registered twice")
+    REGISTRY[info.name] = info
+
+
+_NEEDS = ("stats", "features", "labels")
+_register(MetricInfo("ncc_accuracy", "higher", "002 PFC3 eq. (9) / 003 App. B.4 (NCC accuracy vs labels)", _NEEDS))
+_register(MetricInfo("pfc3", "higher", "002 PFC3 eq. (9) / 003 App. B.4 (NCC accuracy vs labels)", _NEEDS))
+_register(
+    MetricInfo("ncc_mismatch", "lower", "004 Fig. 8 (NC4: argmax(Wh + b) != NCC, bias included)", (*_NEEDS, "W", "b"))
+)
+_register(MetricInfo("ncc_mismatch_nobias", "lower", "public code A1 (NC4 with the bias ignored)", (*_NEEDS, "W")))
+_register(MetricInfo("classifier_accuracy", "none", "argmax(Wh + b) vs labels (not a collapse metric)", (*_NEEDS, "W")))
+
+_COUNTERS = ("class_counts", "ncc_correct", "clf_correct", "mismatch", "mismatch_nobias")
+
+
+def _matrix(x: Any, name: str) -> torch.Tensor:
+    t = _to_tensor(x, name)
+    if not (t.is_floating_point() or t.dtype in (torch.int32, torch.int64)):
+        raise TypeError(f"{name} must be a real numeric array, got {t.dtype}")
+    t = t.to(torch.float64)
+    if not bool(torch.isfinite(t).all()):
+        raise ValueError(f"{name} contains NaN or inf")
+    return t
+
+
+class NCCAccumulator:
+    """Streaming NCC / NC4 counts against the class means of ``stats``.
+
+    Parameters
+    ----------
+    stats : ClassStats
+        Pass-1 statistics; only their class means are used (every class must have samples, else
+        :class:`~nclab.stats.EmptyClassError`). Use training statistics for held-out splits too.
+    W : (K, d) array, optional
+        Classifier rows (``nn.Linear`` layout). Enables ``ncc_mismatch`` (NC4) and ``classifier_accuracy``.
+    b : (K,) array, optional
+        Classifier bias (needs ``W``). NC4 includes it (paper 004); ``ncc_mismatch_nobias`` is reported too.
+    check_finite : bool
+        Reject NaN/inf features (one extra O(B d) scan per batch).
+    """
+
+    def __init__(self, stats: ClassStats, W: Any = None, b: Any = None, *, check_finite: bool = True) -> None:
+        if not isinstance(stats, ClassStats):
+            raise TypeError(f"NCCAccumulator needs ClassStats (pass 1), got {type(stats).__name__}")
+        means = stats.means  # EmptyClassError if a class is empty
+        self.num_classes = K = stats.num_classes
+        self.dim = d = stats.dim
+        self.check_finite = bool(check_finite)
+        self._mu = torch.from_numpy(np.array(means, dtype=np.float64))
+        self._W: torch.Tensor | None = None
+        self._b: torch.Tensor | None = None
+        if W is not None:
+            Wt = _matrix(W, "W")
+            if tuple(Wt.shape) != (K, d):
+                raise ValueError(f"W must have shape (K, d) = ({K}, {d}), got {tuple(Wt.shape)}")
+            self._W = Wt
+        if b is not None:
+            if W is None:
+                raise ValueError("b was given without W: the classifier needs W")
+            bt = _matrix(b, "b")
+            if tuple(bt.shape) != (K,):
+                raise ValueError(f"b must have shape (K,) = ({K},), got {tuple(bt.shape)}")
+            self._b = bt
+        self._device: torch.device | None = None
+        self._counts: dict[str, torch.Tensor] | None = None
+
+    # ------------------------------------------------------------------ state
+    @property
+    def has_classifier(self) -> bool:
+        return self._W is not None
+
+    @property
+    def has_bias(self) -> bool:
+        return self._b is not None
+
+    @property
+    def device(self) -> torch.device | None:
+        return self._device
+
+    def _allocate(self, device: torch.device) -> None:
+        self._device = device
+        self._mu = self._mu.to(device)
+        mu_g = self._mu.mean(dim=0)
+        self._mu_g = mu_g
+        self._m = self._mu - mu_g  # centred means
+        self._m_sq = (self._m * self._m).sum(dim=1)
+        if self._W is not None:
+            self._W = self._W.to(device)
+        if self._b is not None:
+            self._b = self._b.to(device)
+        self._counts = {k: torch.zeros(self.num_classes, dtype=torch.int64, device=device) for k in _COUNTERS}
+
+    # ------------------------------------------------------------------ accumulation
+    def ncc_predict(self, features: Any) -> torch.Tensor:
+        """NCC predictions ``argmin_k ||h - mu_k||`` of ``features (B, d)`` (int64, accumulator's device)."""
+        x = self._features(features)
+        return self._ncc(x)
+
+    def _features(self, features: Any) -> torch.Tensor:
+        x = _to_tensor(features, "features")
+        if x.ndim != 2:
+            raise ValueError(f"features must be 2-D (B, d), got shape {tuple(x.shape)}")
+        if x.shape[1] != self.dim:
+            raise ValueError(f"features have dim {x.shape[1]}, but these ClassStats were built for dim {self.dim}")
+        if not x.is_floating_point():
+            raise TypeError(f"features must have a floating dtype, got {x.dtype}")
+        if self._counts is None:
+            self._allocate(x.device)
+        x = x.to(device=self._device, dtype=torch.float64)
+        if self.check_finite and not bool(torch.isfinite(x).all()):
+            rows = torch.nonzero(~torch.isfinite(x).all(dim=1)).flatten()[:5].tolist()
+            raise ValueError(f"features contain NaN or inf (first bad rows of this batch: {rows})")
+        return x
+
+    def _ncc(self, x: torch.Tensor) -> torch.Tensor:
+        scores = self._m_sq - 2.0 * ((x - self._mu_g) @ self._m.T)  # ||h - mu_k||^2 - ||h - mu_G||^2
+        return torch.argmin(scores, dim=1)
+
+    def update(self, features: Any, labels: Any) -> NCCAccumulator:
+        """Accumulate a batch: ``features (B, d)`` (any float dtype), integer ``labels (B,)`` in [0, K)."""
+        x = _to_tensor(features, "features")
+        y = _to_tensor(labels, "labels")
+        if x.ndim != 2:
+            raise ValueError(f"features must be 2-D (B, d), got shape {tuple(x.shape)}")
+        if y.ndim != 1 or y.shape[0] != x.shape[0]:
+            raise ValueError(
+                f"labels must be 1-D with one entry per feature row: features {tuple(x.shape)}, labels {tuple(y.shape)}"
+            )
+        _check_labels_dtype(y)
+        x = self._features(x)
+        if x.shape[0] == 0:
+            return self
+        y = y.to(device=self._device, dtype=torch.int64)
+        ymin, ymax = int(y.min()), int(y.max())
+        if ymin < 0 or ymax >= self.num_classes:
+            bad = ymin if ymin < 0 else ymax
+            raise ValueError(f"label {bad} is out of range [0, {self.num_classes})")
+        c = self._counts
+        assert c is not None
+        K = self.num_classes
+
+        def add(key: str, mask: torch.Tensor) -> None:
+            c[key] += torch.bincount(y[mask], minlength=K)
+
+        ncc = self._ncc(x)
+        c["class_counts"] += torch.bincount(y, minlength=K)
+        add("ncc_correct", ncc == y)
+        if self._W is not None:
+            logits = x @ self._W.T
+            nobias = torch.argmax(logits, dim=1)
+            clf = torch.argmax(logits + self._b, dim=1) if self._b is not None else nobias
+            add("clf_correct", clf == y)
+            add("mismatch", clf != ncc)
+            add("mismatch_nobias", nobias != ncc)
+        return self
+
+    # ------------------------------------------------------------------ combination
+    def merge(self, other: NCCAccumulator) -> NCCAccumulator:
+        """Add the counts of ``other`` (same means and classifier, disjoint data) into ``self``; return it."""
+        if not isinstance(other, NCCAccumulator):
+            raise TypeError(f"can only merge NCCAccumulator, got {type(other).__name__}")
+        if (other.num_classes, other.dim) != (self.num_classes, self.dim):
+            raise ValueError(
+                f"incompatible NCCAccumulator: (K={self.num_classes}, d={self.dim}) vs "
+                f"(K={other.num_classes}, d={other.dim})"
+            )
+        if not torch.equal(self._mu.cpu(), other._mu.cpu()):
+            raise ValueError("incompatible NCCAccumulator: built on different class means")
+        for name, a, b in (("W", self._W, other._W), ("b", self._b, other._b)):
+            if (a is None) != (b is None) or (a is not None and not torch.equal(a.cpu(), b.cpu())):  # type: ignore[union-attr]
+                raise ValueError(f"incompatible NCCAccumulator: different classifier {name}")
+        if other._counts is None:
+            return self
+        if self._counts is None:
+            self._allocate(other._device)  # type: ignore[arg-type]
+        assert self._counts is not None
+        for key in _COUNTERS:
+            self._counts[key] += other._counts[key].to(self._device)
+        return self
+
+    # ------------------------------------------------------------------ results
+    @property
+    def num_samples(self) -> int:
+        return 0 if self._counts is None else int(self._counts["class_counts"].sum())
+
+    def per_class(self) -> dict[str, np.ndarray]:
+        """Per-class integer counts ``(K,)``: ``class_counts``, ``ncc_correct`` and, with ``W``,
+        ``clf_correct``, ``mismatch``, ``mismatch_nobias`` (indexed by the true label)."""
+        keys = _COUNTERS if self._W is not None else _COUNTERS[:2]
+        if self._counts is None:
+            return {k: np.zeros(self.num_classes, dtype=np.int64) for k in keys}
+        return {k: self._counts[k].cpu().numpy().copy() for k in keys}
+
+    def compute(self) -> dict[str, Any]:
+        """Fractions over all samples seen.
+
+        ``ncc_accuracy`` (= PFC3; higher is more collapsed), ``ncc_error = 1 - ncc_accuracy``; with ``W``:
+        ``ncc_mismatch`` (NC4, ``argmax(W h + b)`` vs NCC, bias included when given), ``classifier_accuracy``;
+        with ``b``: ``ncc_mismatch_nobias`` (``argmax(W h)`` vs NCC). Plus ``num_samples`` (int) and
+        ``class_counts`` (``(K,)`` int64). Raises ``ValueError`` if no sample has been seen.
+        """
+        n = self.num_samples
+        if n == 0:
+            raise ValueError("NCCAccumulator.compute: no sample has been seen (call update first)")
+        pc = self.per_class()
+        out: dict[str, Any] = {
+            "ncc_accuracy": pc["ncc_correct"].sum() / n,
+            "ncc_error": 1.0 - pc["ncc_correct"].sum() / n,
+        }
+        if self._W is not None:
+            out["ncc_mismatch"] = pc["mismatch"].sum() / n
+            if self._b is not None:
+                out["ncc_mismatch_nobias"] = pc["mismatch_nobias"].sum() / n
+            out["classifier_accuracy"] = pc["clf_correct"].sum() / n
+        out = {k: float(v) for k, v in out.items()}
+        out["num_samples"] = n
+        out["class_counts"] = pc["class_counts"]
+        return out
+
+    def __repr__(self) -> str:
+        return (
+            f"NCCAccumulator(num_classes={self.num_classes}, dim={self.dim}, "
+            f"classifier={self.has_classifier}, "
+            f"bias={self.has_bias}, num_samples={self.num_samples}, device={self._device})"
+        )
+
+
+def ncc_metrics(
+    stats: ClassStats, features: Any, labels: Any, W: Any = None, b: Any = None, *, batch_size: int = 8192
+) -> dict[str, Any]:
+    """One-shot :class:`NCCAccumulator` over ``features (N, d)``, ``labels (N,)`` in ``batch_size`` chunks."""
+    acc = NCCAccumulator(stats, W=W, b=b)
+    n = len(features)
+    if n == 0:
+        raise ValueError("ncc_metrics: no features given")
+    for start in range(0, n, batch_size):
+        acc.update(features[start : start + batch_size], labels[start : start + batch_size])
+    return acc.compute()

@@ -1,0 +1,84 @@
+"""Optimal unregularised MSE linear probe with bias on one-hot targets (paper 000 Sec. 5, Thm 5.1).
+
+The loss is paper 000's ``L(W, b) = (1 / (2 N)) sum_i ||W h_i + b - e_{y_i}||^2`` (N = K n samples in the
+balanced case, i.e. its 1/(2KN)), minimised over W (K x d) and b (K) with no regularisation.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from nclab.metrics._linalg import DEFAULT_RTOL, psd_pinv
+from nclab.metrics._registry import metric
+from nclab.metrics.variability import _check_stats
+from nclab.stats.class_stats import ClassStats
+
+__all__ = ["probe_mse_lstsq", "probe_mse_optimal"]
+
+
+@metric("probe_mse_optimal", "lower", "paper 000 Thm 5.1 (optimal MSE linear-probe loss, closed form)")
+def probe_mse_optimal(stats: ClassStats, rtol: float = DEFAULT_RTOL) -> float:
+    """Optimal MSE linear-probe loss L* = min_{W, b} (1/(2N)) sum_i ||W h_i + b - e_{y_i}||^2, in closed form.
+
+    Balanced classes (paper 000 Thm 5.1): ``L* = 1/2 - 1/(2K) - Tr(Sigma_T^+ Sigma_B) / (2K)``.
+    This function evaluates the exact form for any class counts (spec 000, P3, [derived]),
+
+        L* = (1/2) [ (1 - sum_k pi_k^2) - sum_k pi_k^2 (mu_k - mu_G)^T Sigma_T^+ (mu_k - mu_G) ],
+
+    with pi_k = n_k / N and mu_G the sample mean; it reduces to Thm 5.1 when pi_k = 1/K. Range
+    [0, (1 - sum_k pi_k^2) / 2]: 0 for collapsed features with class means in general position, the upper end
+    (the constant predictor, 1/2 - 1/(2K) when balanced) when Sigma_B = 0. Lower = more collapsed (relative to
+    the probe); on balanced data ``vci(stats) = 2 K L* / (K - 1)`` when rank(Sigma_B) = K - 1.
+    Sigma_T^+ uses ``psd_pinv`` with relative tolerance ``rtol``; the result is clipped at 0 against roundoff
+    (a squared loss is >= 0). Needs ``track="full"``; reference implementation: :func:`probe_mse_lstsq`.
+    """
+    _check_stats(stats)
+    pi = stats.counts / stats.num_samples
+    M = stats.centered_means("empirical")
+    pt = psd_pinv(stats.sigma_t(), rank="numerical", rtol=rtol)
+    q = np.einsum("kd,kd->k", M @ pt.pinv, M)
+    loss = 0.5 * ((1.0 - float(pi @ pi)) - float((pi * pi) @ q))
+    return max(loss, 0.0)
+
+
+@metric(
+    "probe_mse_lstsq",
+    "lower",
+    "paper 000 Thm 5.1 (optimal MSE linear-probe loss, direct least squares)",
+    needs=("features", "labels"),
+)
+def probe_mse_lstsq(H: Any, y: Any, num_classes: int | None = None) -> float:
+    """Optimal MSE linear-probe loss by direct least squares (reference for :func:`probe_mse_optimal`).
+
+    Solves ``min_{W, b} (1/(2N)) sum_i ||W h_i + b - e_{y_i}||^2`` (paper 000 Sec. 5, its 1/(2KN) with
+    N = K n) with ``numpy.linalg.lstsq`` on the design ``[H - mean(H), 1]`` (centring changes only b, and
+    helps conditioning) against one-hot targets, in float64; rank-deficient designs get the minimum-norm
+    solution, which attains the minimum. ``H: (N, d)``, ``y: (N,)`` integer labels in [0, K); K defaults to
+    ``max(y) + 1``. Lower = more collapsed. Memory O(N (d + K)): for moderate N only.
+    """
+    H = np.asarray(H, dtype=np.float64)
+    y = np.asarray(y)
+    if H.ndim != 2:
+        raise ValueError(f"features must be 2-D (N, d), got shape {H.shape}")
+    if y.ndim != 1 or y.shape[0] != H.shape[0]:
+        raise ValueError(f"labels must be 1-D with one entry per feature row: {H.shape} vs {y.shape}")
+    if H.shape[0] == 0:
+        raise ValueError("no samples")
+    if not np.issubdtype(y.dtype, np.integer):
+        raise TypeError(f"labels must have an integer dtype, got {y.dtype}")
+    if not np.all(np.isfinite(H)):
+        raise ValueError("features contain NaN or inf")
+    K = int(y.max()) + 1 if num_classes is None else int(num_classes)
+    if K < 2:
+        raise ValueError(f"num_classes must be >= 2, got {K}")
+    if y.min() < 0 or y.max() >= K:
+        raise ValueError(f"labels must lie in [0, {K})")
+    N = H.shape[0]
+    X = np.hstack([H - H.mean(axis=0), np.ones((N, 1))])
+    Y = np.zeros((N, K))
+    Y[np.arange(N), y] = 1.0
+    beta, *_ = np.linalg.lstsq(X, Y, rcond=None)
+    R = X @ beta - Y
+    return float(np.sum(R * R) / (2 * N))

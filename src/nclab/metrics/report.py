@@ -1,0 +1,157 @@
+"""``collapse_report``: every applicable metric of a ClassStats (and classifier, and NCC pass) in one dict.
+
+Only calls the metric functions (one definition each); it decides which apply and passes the conventions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from nclab.metrics._registry import REGISTRY
+from nclab.metrics.cdnv import cdnv
+from nclab.metrics.cosine import class_separation, within_class_cosine
+from nclab.metrics.geometry import (
+    equiangularity,
+    equinorm,
+    etf_gram_error,
+    max_angle,
+    orthogonal_frame_error,
+    self_duality,
+)
+from nclab.metrics.gnc import gnc3
+from nclab.metrics.ncc import NCCAccumulator
+from nclab.metrics.probe import probe_mse_optimal
+from nclab.metrics.spectra import rank_metrics
+from nclab.metrics.variability import nc1, trace_ratio, vci, within_class_split
+from nclab.stats.class_stats import ClassStats
+
+__all__ = ["DEFAULT_CONVENTIONS", "collapse_report"]
+
+#: Convention keywords of :func:`collapse_report` (and ``nclab measure --convention key=value``), with defaults.
+#: ``docs/conventions.md`` explains each row.
+DEFAULT_CONVENTIONS: dict[str, Any] = {
+    "weighting": "balanced",  # global mean and Sigma_B: mean of class means, /K  ("empirical": n_k/N)
+    "nc1_normalize": True,  # NC1 = Tr(Sigma_W Sigma_B^+)/K  (False: no 1/K, paper 000 / reference notebook)
+    "pinv_rank": None,  # Sigma_B^+ truncated at min(d, K-1)  ("numerical" or an int)
+    "vci_rank": "min",  # rank(Sigma_B) := min(d, K-1) in VCI (paper 000 eq. (9))
+    "cdnv_exponent": 1,  # ||mu_i - mu_j||^2 in the CDNV denominator  (2: the quartic variant)
+    "ddof": 1,  # std of norms / cosines in equinorm, equiangularity (reference Colab of paper 004)
+    "self_duality_variant": "frobenius",  # NC3 form: "frobenius" (004) | "gram" | "cosine"
+    "center_w": False,  # subtract the mean classifier row before NC3
+    "center_means": True,  # NC3 against centred class means (False: paper 001's uncentred form)
+}
+
+# Report keys that are parts of a registered metric: classifier-side NC2 statistics are the same functions
+# applied to the rows of W; the split and rank entries are fields of one metric's result.
+_DERIVED = {
+    "equinorm_w": ("equinorm", ("W",)),
+    "equiangularity_w": ("equiangularity", ("W",)),
+    "max_angle_w": ("max_angle", ("W",)),
+    "within_class_split_in_span": ("within_class_split", ("stats",)),
+    "within_class_split_orthogonal": ("within_class_split", ("stats",)),
+    "effective_rank": ("rank_metrics", ("stats",)),
+    "stable_rank": ("rank_metrics", ("stats",)),
+    "numerical_rank": ("rank_metrics", ("stats",)),
+}
+for _key, (_base, _needs) in _DERIVED.items():
+    REGISTRY.setdefault(_key, replace(REGISTRY[_base], name=_key, needs=_needs))
+
+
+def _resolve(conventions: Mapping[str, Any] | None) -> dict[str, Any]:
+    conv = dict(DEFAULT_CONVENTIONS)
+    for key, value in (conventions or {}).items():
+        if key not in DEFAULT_CONVENTIONS:
+            raise ValueError(f"unknown convention {key!r}; known: {', '.join(sorted(DEFAULT_CONVENTIONS))}")
+        conv[key] = value
+    return conv
+
+
+def collapse_report(
+    stats: ClassStats,
+    W: Any = None,
+    b: Any = None,
+    ncc: NCCAccumulator | Mapping[str, Any] | None = None,
+    *,
+    conventions: Mapping[str, Any] | None = None,
+) -> dict[str, float]:
+    """Every metric that applies to ``stats`` (+ classifier ``W: (K, d)``, ``b: (K,)``, + an NCC pass).
+
+    Parameters
+    ----------
+    stats : ClassStats
+        ``track="full"`` enables the d x d metrics (nc1, vci, within-class split, probe loss, ranks);
+        ``track="light"`` reports the O(K d) ones (trace ratio, CDNV, cosine, NC2 statistics).
+    W, b : array_like, optional
+        Classifier rows and bias; add classifier NC2 statistics (``*_w``), NC3 (``self_duality``) and GNC3.
+    ncc : NCCAccumulator or its ``compute()`` dict, optional
+        Adds ``ncc_accuracy`` (PFC3), and with a classifier ``ncc_mismatch`` (NC4), ``classifier_accuracy``.
+    conventions : mapping, optional
+        Overrides of :data:`DEFAULT_CONVENTIONS`; unknown keys raise ``ValueError``.
+
+    Returns
+    -------
+    dict[str, float]
+        Metric name -> value, in a stable order. Each name is in ``nclab.metrics.REGISTRY`` with its
+        direction ("lower" / "higher" is more collapsed) and source.
+    """
+    if not isinstance(stats, ClassStats):
+        raise TypeError(f"collapse_report needs ClassStats, got {type(stats).__name__}")
+    if stats.num_samples == 0:
+        raise ValueError("collapse_report: these ClassStats have seen no sample")
+    stats.means  # noqa: B018 -- raises EmptyClassError naming the empty classes
+    c = _resolve(conventions)
+    wt = c["weighting"]
+    out: dict[str, float] = {}
+    full = stats.track == "full"
+
+    if full:
+        out["nc1"] = nc1(stats, normalize=c["nc1_normalize"], weighting=wt, rank=c["pinv_rank"])
+    out["trace_ratio"] = trace_ratio(stats, weighting=wt)
+    if full:
+        out["vci"] = vci(stats, rank=c["vci_rank"])
+        split = within_class_split(stats, weighting=wt)
+        out["within_class_split_in_span"] = float(split["in_span"])
+        out["within_class_split_orthogonal"] = float(split["orthogonal"])
+    out["cdnv"] = cdnv(stats, exponent=c["cdnv_exponent"])
+    out["within_class_cosine"] = within_class_cosine(stats)
+    out["class_separation"] = class_separation(stats)
+
+    out["equinorm"] = equinorm(stats, ddof=c["ddof"], weighting=wt)
+    out["equiangularity"] = equiangularity(stats, ddof=c["ddof"], weighting=wt)
+    out["max_angle"] = max_angle(stats, weighting=wt)
+    out["etf_gram_error"] = etf_gram_error(stats, weighting=wt)
+    if stats.dim >= stats.num_classes:  # an orthogonal frame of K vectors needs d >= K
+        out["orthogonal_frame_error"] = orthogonal_frame_error(stats)
+
+    if W is not None:
+        Wa = np.asarray(W, dtype=np.float64)
+        out["equinorm_w"] = equinorm(Wa, ddof=c["ddof"])
+        out["equiangularity_w"] = equiangularity(Wa, ddof=c["ddof"])
+        out["max_angle_w"] = max_angle(Wa)
+        out["self_duality"] = self_duality(
+            Wa,
+            stats,
+            variant=c["self_duality_variant"],
+            center_w=c["center_w"],
+            center_means=c["center_means"],
+            weighting=wt,
+        )
+        out["gnc3"] = gnc3(Wa, stats)
+
+    if full:
+        out["probe_mse_optimal"] = probe_mse_optimal(stats)
+        ranks = rank_metrics(stats)
+        for key in ("effective_rank", "stable_rank", "numerical_rank"):
+            if key in ranks:
+                out[key] = float(ranks[key])
+
+    if ncc is not None:
+        res = ncc.compute() if isinstance(ncc, NCCAccumulator) else ncc
+        for key in ("ncc_accuracy", "ncc_mismatch", "ncc_mismatch_nobias", "classifier_accuracy"):
+            if key in res:
+                out[key] = float(res[key])
+    return out

@@ -1,0 +1,102 @@
+"""Spectra of Sigma_T / Sigma_W / Sigma_B (paper 000 Fig. 2) and representation-rank metrics on them.
+
+Eigenvalues come from :func:`nclab.metrics._linalg.psd_pinv` (symmetric eigh in float64, clipped at 0);
+eigenvalues ``<= rtol * lambda_max`` are treated as exact zeros everywhere here (the numerical-rank
+policy of nclab), so roundoff never leaks into entropies.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+
+from nclab.metrics._linalg import DEFAULT_RTOL, psd_pinv
+from nclab.metrics._registry import metric
+from nclab.metrics.variability import _check_stats
+from nclab.stats.class_stats import ClassStats, Weighting
+
+__all__ = ["rank_metrics", "spectrum"]
+
+Which = Literal["total", "within", "between"]
+Convention = Literal["eigenvalues", "singular_values"]
+
+
+def _matrix(stats: ClassStats, which: Which, weighting: Weighting, center: bool) -> np.ndarray:
+    _check_stats(stats)
+    if which not in ("total", "within", "between"):
+        raise ValueError(f"which must be 'total', 'within' or 'between', got {which!r}")
+    if not center and which != "total":
+        raise ValueError("center=False is only defined for which='total' (raw second moment E[h h^T])")
+    if which == "total":
+        st = stats.sigma_t()
+        if center:
+            return st
+        mg = stats.global_mean("empirical")
+        return st + np.outer(mg, mg)
+    if which == "within":
+        return stats.sigma_w()
+    return stats.sigma_b(weighting)
+
+
+def spectrum(
+    stats: ClassStats,
+    which: Which = "total",
+    weighting: Weighting = "balanced",
+    center: bool = True,
+    rtol: float = DEFAULT_RTOL,
+) -> np.ndarray:
+    """Eigenvalues ``(d,)``, descending, of Sigma_T (``which="total"``), Sigma_W or Sigma_B (paper 000 Fig 2).
+
+    ``weighting`` selects Sigma_B (``which="between"`` only). ``center=False`` (total only) gives the raw
+    second moment ``(1/N) sum_i h_i h_i^T = Sigma_T + mu_G mu_G^T``. Eigenvalues ``<= rtol * lambda_max`` are
+    returned as 0.
+    """
+    A = _matrix(stats, which, weighting, center)
+    p = psd_pinv(A, rank="numerical", rtol=rtol)
+    lam = p.eigvals.copy()
+    lam[p.rank :] = 0.0
+    return lam
+
+
+@metric("rank_metrics", "none", "RankMe (Garrido et al. 2023); effective rank (Roy & Vetterli 2007); stable rank")
+def rank_metrics(
+    stats: ClassStats,
+    which: Which = "total",
+    convention: Convention = "eigenvalues",
+    weighting: Weighting = "balanced",
+    center: bool = True,
+    rtol: float = DEFAULT_RTOL,
+) -> dict[str, float | int]:
+    """Rank diagnostics of Sigma_T (default), Sigma_W or Sigma_B, eigenvalues lambda_i (:func:`spectrum`).
+
+    Returns a dict:
+
+    * ``effective_rank`` = exp(-sum_i p_i log p_i), p = s / sum(s), in [1, d] (0 for the zero matrix).
+      ``convention="eigenvalues"`` (default): s = lambda_i, the covariance eigenvalues (PCA explained-variance
+      ratios; reptrix's ``get_rankme``). ``convention="singular_values"``: s = sqrt(lambda_i), proportional
+      to the singular values of the (centred) N x d embedding matrix, which is RankMe's convention (Garrido et
+      al. 2023; they use raw, uncentred embeddings: ``which="total", center=False`` reproduces that exactly,
+      up to their 1e-7 smoothing of p, which nclab omits).
+    * ``stable_rank`` = sum_i lambda_i / lambda_max = ||Z||_F^2 / ||Z||_2^2 of the embedding matrix Z, in
+      [1, d] (0 for the zero matrix); independent of ``convention``.
+    * ``numerical_rank``: number of eigenvalues > ``rtol * lambda_max`` (nclab's pinv policy; 0 for the zero
+      matrix).
+
+    Direction "none" (diagnostics). Needs ``track="full"``. Keywords ``weighting``, ``center`` as in
+    :func:`spectrum`.
+    """
+    if convention not in ("eigenvalues", "singular_values"):
+        raise ValueError(f"convention must be 'eigenvalues' or 'singular_values', got {convention!r}")
+    lam = spectrum(stats, which=which, weighting=weighting, center=center, rtol=rtol)
+    lam = lam[lam > 0]
+    if lam.size == 0:
+        return {"effective_rank": 0.0, "stable_rank": 0.0, "numerical_rank": 0}
+    s = np.sqrt(lam) if convention == "singular_values" else lam
+    p = s / s.sum()
+    entropy = float(-np.sum(p * np.log(p)))
+    return {
+        "effective_rank": float(np.exp(entropy)),
+        "stable_rank": float(lam.sum() / lam[0]),
+        "numerical_rank": int(lam.size),
+    }

@@ -1,0 +1,287 @@
+"""Within-class variability (NC1-type) metrics: NC1 / Fuzziness, the trace ratio (PFC1, SqDist), VCI, and the
+split of the within-class variance along V_B and its orthogonal complement.
+
+All covariances follow ``ClassStats``: Sigma_W and Sigma_T divided by the total count N, Sigma_B by K
+(``weighting="balanced"``) or weighted by n_k / N (``weighting="empirical"``). Every pseudo-inverse goes
+through :func:`nclab.metrics._linalg.psd_pinv` (symmetric eigh, relative tolerance ``rtol``, optional rank
+cap): the one pinv policy of nclab.
+
+Degenerate inputs (documented values, never an unexplained NaN):
+
+* Sigma_B = 0 (all class means equal, including all-identical features; "equal" up to roundoff:
+  Tr Sigma_B <= (8 eps)^2 max_k ||mu_k||^2, eps the float64 machine epsilon): ``nc1``, ``fuzziness`` and
+  ``trace_ratio`` return ``inf`` (no class separation, whatever Sigma_W is); ``vci`` returns 1 (the optimal
+  linear probe cannot beat the constant predictor); ``within_class_split`` puts all within-class variance in
+  the orthogonal part (``normalize=True`` raises ``ValueError``: nothing to normalise by).
+* An empty class: :class:`nclab.stats.class_stats.EmptyClassError` naming the classes
+  (use ``stats.drop_empty()``).
+* ``track="light"`` statistics: ``nc1``, ``fuzziness``, ``vci`` and ``within_class_split`` need d x d
+  matrices and raise ``ValueError``; ``trace_ratio`` works.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Literal
+
+import numpy as np
+
+from nclab.metrics._linalg import DEFAULT_RTOL, RankPolicy, psd_pinv
+from nclab.metrics._registry import REGISTRY, metric
+from nclab.stats.class_stats import ClassStats, Weighting
+
+__all__ = ["fuzziness", "nc1", "pfc1", "sq_dist", "trace_ratio", "vci", "within_class_split"]
+
+VciRank = Literal["min", "numerical"] | int
+
+
+def _check_stats(stats: ClassStats) -> None:
+    if not isinstance(stats, ClassStats):
+        raise TypeError(f"expected ClassStats, got {type(stats).__name__}")
+    if stats.num_samples == 0:
+        raise ValueError("these ClassStats have seen no sample")
+    stats.means  # noqa: B018 -- raises EmptyClassError naming the empty classes
+
+
+# Sigma_B counts as zero when Tr Sigma_B <= _SB_ZERO * max_k ||mu_k||^2: centring K equal class means leaves
+# roundoff of a few ulps of ||mu_k|| (e.g. Tr Sigma_B = 1e-32, not 0), which must not read as a separation.
+_SB_ZERO = (8 * np.finfo(np.float64).eps) ** 2
+
+
+def _between_is_zero(stats: ClassStats, weighting: Weighting) -> bool:
+    """All class means equal up to roundoff (Sigma_B = 0)."""
+    mu = stats.means
+    scale = float(np.max(np.einsum("kd,kd->k", mu, mu)))
+    return stats.trace_b(weighting) <= _SB_ZERO * scale
+
+
+def _check_rank(rank: RankPolicy) -> None:
+    if isinstance(rank, int | np.integer) and not isinstance(rank, bool) and rank < 1:
+        raise ValueError(f"rank must be >= 1, got {rank}")
+
+
+def _pinv_b(stats: ClassStats, weighting: Weighting, rank: RankPolicy, rtol: float):
+    _check_rank(rank)
+    sb = stats.sigma_b(weighting)
+    return psd_pinv(sb, rank=rank, max_rank=min(stats.dim, stats.num_classes - 1), rtol=rtol)
+
+
+@metric("nc1", "lower", "Papyan et al. 2020 NC1; paper 000 Sec. 3.2 (Fuzziness); papers 001, 003, 004")
+def nc1(
+    stats: ClassStats,
+    normalize: bool = True,
+    weighting: Weighting = "balanced",
+    rank: RankPolicy = None,
+    rtol: float = DEFAULT_RTOL,
+) -> float:
+    """NC1 = Tr(Sigma_W Sigma_B^+) / K (Papyan et al. 2020; paper 000 Sec. 3.2 calls it Fuzziness).
+
+    Range [0, inf); lower = more collapsed (0 iff the within-class variance has no component in V_B, e.g.
+    Sigma_W = 0). Invariant under rotations, global scaling and translation of the features, and under maps
+    acting separately on V_B and V_B^perp (paper 000 Obs. 4.2), but not under general invertible maps.
+
+    Parameters
+    ----------
+    normalize : bool
+        True (default): divide by K, Papyan's definition used by papers 001, 003, 004 and most code.
+        False: ``Tr(Sigma_B^+ Sigma_W)`` as written in paper 000 Sec. 3.2 and logged by the reference Colab of
+        paper 004 (see :func:`fuzziness`).
+    weighting : {"balanced", "empirical"}
+        Sigma_B and its centring (``ClassStats.sigma_b``); balanced is every paper's definition.
+    rank : None, "numerical" or int
+        Pseudo-inverse of Sigma_B (``psd_pinv``): None (default) keeps eigenvalues > ``rtol * lambda_max``,
+        capped at ``min(d, K - 1)``; "numerical" drops the cap; an int r keeps the top r (still above the
+        tolerance). Paper 000 Sec. 4.3 shows this choice matters when Sigma_B has tiny trailing eigenvalues.
+    rtol : float
+        Relative eigenvalue tolerance of the pseudo-inverse (1e-12: the statistics are float64).
+
+    Returns ``inf`` when Sigma_B = 0 (all class means equal: no class separation), whatever Sigma_W is.
+    Needs ``track="full"``.
+    """
+    _check_stats(stats)
+    sw = stats.sigma_w()
+    pb = _pinv_b(stats, weighting, rank, rtol)
+    if pb.rank == 0 or _between_is_zero(stats, weighting):
+        return float("inf")
+    value = float(np.einsum("ij,ij->", sw, pb.pinv))
+    return value / stats.num_classes if normalize else value
+
+
+@metric("fuzziness", "lower", "paper 000 Sec. 3.2 (Fuzziness = Tr[Sigma_B^+ Sigma_W], no 1/K)")
+def fuzziness(
+    stats: ClassStats,
+    normalize: bool = False,
+    weighting: Weighting = "balanced",
+    rank: RankPolicy = None,
+    rtol: float = DEFAULT_RTOL,
+) -> float:
+    """Fuzziness = Tr(Sigma_B^+ Sigma_W) (paper 000 Sec. 3.2, "Separation Fuzziness"): :func:`nc1` with
+    ``normalize=False`` by default, as paper 000 writes it.
+
+    Note (spec 000, pitfall P1): the values of paper 000's Table 2 fit the /K form (``normalize=True``).
+    Range [0, inf), lower = more collapsed; ``inf`` when Sigma_B = 0. Not invariant under general invertible
+    maps (paper 000 Obs. 4.2: Sigma_B = diag(1, 0), Sigma_W = I, U = [[1, 1], [0, 1]] maps 1 to 2).
+    Keywords as in :func:`nc1`.
+    """
+    return nc1(stats, normalize=normalize, weighting=weighting, rank=rank, rtol=rtol)
+
+
+@metric("trace_ratio", "lower", "paper 002 PFC1; paper 000 eq. (4) (Squared Distance, Hui et al. 2022)")
+def trace_ratio(stats: ClassStats, weighting: Weighting = "balanced") -> float:
+    """Trace ratio Tr(Sigma_W) / Tr(Sigma_B).
+
+    This one function is PFC1 (paper 002) and the "Squared Distance" of paper 000, eq. (4),
+    ``sum_{k,i} ||h_ki - mu_k||^2 / (N sum_k ||mu_k - mu_G||^2)`` (= Tr Sigma_W / Tr Sigma_B for balanced
+    classes); ``pfc1`` and ``sq_dist`` are aliases of this function, not copies.
+
+    Range [0, inf); lower = more collapsed. Invariant under rotations, isotropic scaling and translation
+    (paper 000 Obs. 4.3), not under general invertible maps. Needs only O(K d) state: works with
+    ``track="light"``.
+
+    weighting : {"balanced", "empirical"}
+        Tr Sigma_B with weights 1/K about the mean of class means (default, every paper) or n_k / N about the
+        sample mean.
+
+    Returns ``inf`` when Tr Sigma_B = 0 (all class means equal), whatever Sigma_W is.
+    """
+    _check_stats(stats)
+    tw = stats.trace_w()
+    tb = stats.trace_b(weighting)
+    if _between_is_zero(stats, weighting):
+        return float("inf")
+    return tw / tb
+
+
+pfc1 = trace_ratio
+sq_dist = trace_ratio
+REGISTRY["pfc1"] = replace(trace_ratio.info, name="pfc1")  # type: ignore[attr-defined]
+REGISTRY["sq_dist"] = replace(trace_ratio.info, name="sq_dist")  # type: ignore[attr-defined]
+
+
+def _vci_rank(stats: ClassStats, rank: VciRank, sb: np.ndarray, rtol: float) -> int:
+    if rank == "min":
+        return min(stats.dim, stats.num_classes - 1)
+    if rank == "numerical":
+        return psd_pinv(sb, rank="numerical", rtol=rtol).rank
+    if isinstance(rank, int | np.integer) and not isinstance(rank, bool):
+        if rank < 1:
+            raise ValueError(f"rank must be >= 1, got {rank}")
+        return int(rank)
+    raise ValueError(f"rank must be 'min', 'numerical' or a positive int, got {rank!r}")
+
+
+@metric("vci", "lower", "paper 000 Def. 5.3 (Variability Collapse Index, Xu & Liu 2023)")
+def vci(
+    stats: ClassStats,
+    rank: VciRank = "min",
+    weighting: Weighting = "empirical",
+    rtol: float = DEFAULT_RTOL,
+) -> float:
+    """Variability Collapse Index VCI = 1 - Tr(Sigma_T^+ Sigma_B) / rank(Sigma_B) (paper 000, Def. 5.3).
+
+    Range [0, 1] (paper 000 Thm 5.2); lower = more collapsed. VCI = 0 for fully collapsed features
+    (Sigma_W = 0), and more generally iff V_B and V_W intersect only in 0 (spec 000, P6); VCI = 1 when Sigma_B
+    = 0. Invariant under every invertible linear map and translation of the features (paper 000 Cor. 5.4),
+    also when Sigma_T is singular. Identity (paper 000 Thm 5.1): on balanced data with rank(Sigma_B) = K - 1,
+    ``VCI = 2 K L* / (K - 1)``, L* the optimal unregularised MSE probe loss (:func:`probe_mse_optimal`), i.e.
+    1 - R^2 of the least-squares regression of the one-hot labels on the features; and Tr(Sigma_T^+ Sigma_B)
+    is Pillai's trace (sum of squared canonical correlations between features and labels). It is a fitted
+    R^2-type statistic: on pure noise E[VCI] = 1 - d (K - 1) / ((N - 1) min(d, K - 1)), and VCI = 0 as soon as
+    d >= N - 1 (spec 000, P5): compare values at equal (N, d) only.
+
+    Parameters
+    ----------
+    rank : "min" (default), "numerical" or int
+        The denominator rank(Sigma_B): ``min(d, K - 1)`` as in all of paper 000's experiments; the numerical
+        rank of Sigma_B (eigenvalues > ``rtol * lambda_max``); or a given int.
+    weighting : "empirical" (default) or "balanced"
+        Sigma_B with weights n_k / N about the sample mean (default) or 1/K about the mean of class means.
+        Both agree on balanced data (the paper's setting). Sigma_T is always the total covariance about the
+        sample mean, and only the empirical Sigma_B satisfies Sigma_T = Sigma_W + Sigma_B on imbalanced data
+        (spec 000, P3), which keeps VCI in [0, 1] and keeps the probe identity: with empirical weighting VCI
+        equals 2 L~ / (K - 1) (when rank = K - 1), L~ the optimal MSE probe loss for targets
+        e_k / sqrt(pi_k), pi_k = n_k / N (Tr(Sigma_T^+ Sigma_B) stays Pillai's trace). With
+        "balanced" weighting on imbalanced data VCI may leave [0, 1].
+    rtol : float
+        Relative eigenvalue tolerance of the pseudo-inverse of Sigma_T (1e-12). The guard matters: numpy's
+        default rcond gives VCI = -0.005 on exactly collapsed data (spec 000, P4).
+
+    Computation (two algebraically equal forms, the better conditioned one is used):
+
+    * Sigma_T form: with the tolerance-truncated pseudo-inverse, Tr(Sigma_T^+ Sigma_T) = rank_tol(Sigma_T)
+      exactly, so Tr(Sigma_T^+ Sigma_B) is evaluated as ``rank_tol(Sigma_T) - Tr(Sigma_T^+ Sigma_W)`` (minus
+      ``Tr(Sigma_T^+ (Sigma_B^emp - Sigma_B^bal))`` for balanced weighting): exactly 0 for exactly collapsed
+      data (Sigma_W = 0), and valid for singular Sigma_W and Sigma_T.
+    * Whitened form (empirical weighting or balanced data, Sigma_W numerically full rank and better
+      conditioned than Sigma_T): ``r VCI = r - m + sum_{j <= m} 1 / (1 + phi_j)``, phi the top
+      m = min(d, K - 1) eigenvalues of Sigma_W^{-1/2} Sigma_B Sigma_W^{-1/2}. Near collapse with d > K - 1,
+      Sigma_T has noise-only eigenvalues ~ eps^2 next to O(1) ones, and the Sigma_T form loses
+      ~ 1e-16 cond(Sigma_T) in absolute accuracy (VCI = -2e-5 instead of +5e-12 at within-class spread
+      1e-6); this form keeps relative accuracy.
+
+    VCI is not
+    clipped to [0, 1]. Returns 1.0 when Sigma_B = 0 (for ``rank="numerical"`` too). Needs ``track="full"``.
+    """
+    _check_stats(stats)
+    sw = stats.sigma_w()
+    sb_emp = stats.sigma_b("empirical")
+    sb = sb_emp if weighting == "empirical" else stats.sigma_b(weighting)
+    r = _vci_rank(stats, rank, sb, rtol)
+    if r == 0 or _between_is_zero(stats, weighting):
+        return 1.0
+    pt = psd_pinv(sw + sb_emp, rank="numerical", rtol=rtol)  # sw + sb_emp is exactly stats.sigma_t()
+    counts = stats.counts
+    if weighting == "empirical" or np.all(counts == counts[0]):
+        # Whitened path: when Sigma_W is better conditioned than Sigma_T (near collapse with d > K - 1,
+        # Sigma_T has tiny noise-only eigenvalues), r * VCI = r - m + sum_{j <= m} 1 / (1 + phi_j), phi the
+        # top m = min(d, K - 1) eigenvalues of Sigma_W^{-1/2} Sigma_B Sigma_W^{-1/2} (Sigma_T = Sigma_W +
+        # Sigma_B): a sum of positive terms, accurate to relative precision, instead of a difference.
+        ww, Vw = np.linalg.eigh(sw)
+        kept_t = pt.eigvals[: pt.rank]
+        if ww[0] > rtol * ww[-1] > 0 and ww[-1] / ww[0] < kept_t[0] / kept_t[-1]:
+            Wi = Vw / np.sqrt(ww)
+            phi = np.maximum(np.linalg.eigvalsh(Wi.T @ sb_emp @ Wi)[::-1], 0.0)
+            m = min(stats.dim, stats.num_classes - 1)
+            return float((r - m) + np.sum(1.0 / (1.0 + phi[:m]))) / r
+    trace = pt.rank - float(np.einsum("ij,ij->", pt.pinv, sw))
+    if weighting != "empirical":
+        trace -= float(np.einsum("ij,ij->", pt.pinv, sb_emp - sb))
+    return 1.0 - trace / r
+
+
+@metric("within_class_split", "none", "paper 000 Sec. 4.1, Fig. 1 (within-class variance in V_B and V_B^perp)")
+def within_class_split(
+    stats: ClassStats,
+    weighting: Weighting = "balanced",
+    rank: RankPolicy = None,
+    normalize: bool = False,
+    rtol: float = DEFAULT_RTOL,
+) -> dict[str, float | int]:
+    """Split of the within-class variance along V_B = span{mu_k - mu_G} (paper 000 Sec. 4.1, Fig. 1).
+
+    Returns ``{"in_span": Tr(P_B Sigma_W), "orthogonal": Tr((I - P_B) Sigma_W), "rank": dim V_B}``, where P_B
+    is the orthogonal projector onto the eigenvectors kept by the pseudo-inverse of Sigma_B (``psd_pinv``
+    with ``rank``, ``rtol`` and the cap ``min(d, K - 1)``, exactly as in :func:`nc1`), so that
+    ``in_span + orthogonal = Tr Sigma_W``. Equivalently ``(1/N) sum_i ||P_B (h_i - mu_{y_i})||^2`` and its
+    complement. A diagnostic (direction "none"): paper 000 Fig. 1 shows the V_B part shrinking and the
+    V_B^perp part growing during training.
+
+    normalize : bool
+        Divide both parts by Tr Sigma_B (the Fig. 1 caption's "projections of Squared Distance"; the two parts
+        then sum to :func:`trace_ratio`). Raises ``ValueError`` if Sigma_B = 0.
+
+    With Sigma_B = 0, V_B = {0}: in_span = 0, orthogonal = Tr Sigma_W, rank = 0. Needs ``track="full"``.
+    """
+    _check_stats(stats)
+    sw = stats.sigma_w()
+    pb = _pinv_b(stats, weighting, rank, rtol)
+    V = pb.basis[:, :0] if _between_is_zero(stats, weighting) else pb.basis
+    in_span = float(np.einsum("ij,ij->", V, sw @ V))
+    total = float(np.trace(sw))
+    orthogonal = max(total - in_span, 0.0)
+    if normalize:
+        tb = stats.trace_b(weighting)
+        if V.shape[1] == 0:
+            raise ValueError("within_class_split(normalize=True): Tr Sigma_B = 0 (all class means are equal)")
+        in_span, orthogonal = in_span / tb, orthogonal / tb
+    return {"in_span": in_span, "orthogonal": orthogonal, "rank": int(V.shape[1])}

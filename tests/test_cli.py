@@ -1,0 +1,103 @@
+"""The nclab command: measure on every file format, conventions, errors, the demo."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from nclab.cli import app
+from nclab.metrics import NCCAccumulator, collapse_report, nc1
+from nclab.stats import ClassStats
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def data(rng):
+    K, d, N = 4, 6, 200
+    y = np.arange(N) % K
+    H = (3 * rng.normal(size=(K, d))[y] + rng.normal(size=(N, d))).astype(np.float32)
+    W = rng.normal(size=(K, d))
+    b = rng.normal(size=K)
+    return H, y, W, b
+
+
+def _expected(H, y, W=None, b=None, conventions=None):
+    stats = ClassStats.from_arrays(H, y)
+    ncc = NCCAccumulator(stats, W=W, b=b).update(H, y)
+    return collapse_report(stats, W=W, b=b, ncc=ncc, conventions=conventions)
+
+
+def test_measure_json_matches_library(tmp_path, data):
+    H, y, W, b = data
+    np.save(tmp_path / "h.npy", H)
+    np.save(tmp_path / "y.npy", y)
+    np.save(tmp_path / "w.npy", W)
+    np.save(tmp_path / "b.npy", b)
+    args = ["measure", str(tmp_path / "h.npy"), str(tmp_path / "y.npy"), "--format", "json", "--batch-size", "37"]
+    res = runner.invoke(app, [*args, "--classifier", str(tmp_path / "w.npy"), "--bias", str(tmp_path / "b.npy")])
+    assert res.exit_code == 0, res.output
+    got = json.loads(res.stdout)
+    want = _expected(H, y, W, b)
+    assert set(got) == set(want)
+    for k in want:
+        assert got[k] == pytest.approx(want[k], rel=1e-9, abs=1e-12), k
+    assert "self_duality" in got and "ncc_mismatch" in got
+
+
+@pytest.mark.parametrize("fmt", ["npz", "pt", "safetensors"])
+def test_measure_reads_every_format(tmp_path, data, fmt):
+    H, y, _, _ = data
+    if fmt == "npz":
+        np.savez(tmp_path / "d.npz", feats=H, labels=y)
+        f, lab = f"{tmp_path}/d.npz:feats", f"{tmp_path}/d.npz:labels"
+    elif fmt == "pt":
+        torch.save({"feats": torch.from_numpy(H), "labels": torch.from_numpy(y)}, tmp_path / "d.pt")
+        f, lab = f"{tmp_path}/d.pt:feats", f"{tmp_path}/d.pt:labels"
+    else:
+        from safetensors.numpy import save_file
+
+        save_file({"feats": H, "labels": y}, str(tmp_path / "d.safetensors"))
+        f, lab = f"{tmp_path}/d.safetensors:feats", f"{tmp_path}/d.safetensors:labels"
+    res = runner.invoke(app, ["measure", f, lab, "--format", "csv"])
+    assert res.exit_code == 0, res.output
+    rows = dict(line.split(",") for line in res.stdout.strip().splitlines()[1:])
+    assert float(rows["nc1"]) == pytest.approx(nc1(ClassStats.from_arrays(H, y)), rel=1e-12)
+
+
+def test_convention_switches(tmp_path, data):
+    H, y, _, _ = data
+    np.save(tmp_path / "h.npy", H)
+    np.save(tmp_path / "y.npy", y)
+    base = ["measure", str(tmp_path / "h.npy"), str(tmp_path / "y.npy"), "-f", "json"]
+    d1 = json.loads(runner.invoke(app, base).stdout)
+    d2 = json.loads(runner.invoke(app, [*base, "-c", "nc1_normalize=false", "-c", "cdnv_exponent=2"]).stdout)
+    assert d2["nc1"] == pytest.approx(4 * d1["nc1"], rel=1e-12)  # no 1/K
+    want = _expected(H, y, conventions={"cdnv_exponent": 2})["cdnv"]
+    assert d2["cdnv"] == pytest.approx(want, rel=1e-12)
+    bad = runner.invoke(app, [*base, "-c", "nc1_scale=2"])
+    assert bad.exit_code != 0 and "unknown convention" in bad.output
+
+
+def test_measure_errors_are_clear(tmp_path, data):
+    H, y, _, _ = data
+    np.save(tmp_path / "h.npy", H)
+    np.save(tmp_path / "y.npy", y[:-1])
+    res = runner.invoke(app, ["measure", str(tmp_path / "h.npy"), str(tmp_path / "y.npy")])
+    assert res.exit_code == 2 and "rows" in res.output
+    res = runner.invoke(app, ["measure", str(tmp_path / "missing.npy"), str(tmp_path / "y.npy")])
+    assert res.exit_code == 2 and "no such file" in res.output
+    np.save(tmp_path / "y.npy", y)
+    res = runner.invoke(app, ["measure", str(tmp_path / "h.npy"), str(tmp_path / "y.npy"), "-k", "6"])
+    assert res.exit_code == 2 and "classes 4, 5" in res.output
+
+
+def test_demo_writes_report(tmp_path):
+    res = runner.invoke(app, ["demo", "--out", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    report = json.loads((tmp_path / "metrics.json").read_text())
+    assert 0 < report["vci"] < 1 and report["ncc_accuracy"] > 0.85
+    html = (tmp_path / "report.html").read_text()
+    assert "<table>" in html and "vci" in html and "http" not in html  # self-contained

@@ -1,0 +1,433 @@
+"""NC2/NC3 geometry metrics: exact frames, closed forms, brute-force references, degenerate inputs."""
+
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+from nclab.geometry.frames import orthogonal_frame, simplex_etf
+from nclab.metrics._registry import REGISTRY, collapse_direction
+from nclab.metrics.geometry import (
+    DegenerateMetricWarning,
+    TargetUnattainableWarning,
+    equiangularity,
+    equinorm,
+    etf_gram_error,
+    etf_gram_error_from_eigvals,
+    etf_gram_error_spectral,
+    max_angle,
+    orthogonal_frame_error,
+    self_duality,
+)
+from nclab.stats import ClassStats, EmptyClassError
+
+# ---------------------------------------------------------------------------------------------- brute force
+
+
+def _norm(v):
+    return sum(float(x) ** 2 for x in v) ** 0.5
+
+
+def _dot(u, v):
+    return sum(float(a) * float(b) for a, b in zip(u, v, strict=True))
+
+
+def _std(vals, ddof):
+    m = sum(vals) / len(vals)
+    return (sum((v - m) ** 2 for v in vals) / (len(vals) - ddof)) ** 0.5
+
+
+def _brute_means(H, y, K, weighting="balanced", center=True):
+    """Class means by explicit per-sample loops, centred about the balanced or sample global mean."""
+    d = H.shape[1]
+    sums = [[0.0] * d for _ in range(K)]
+    counts = [0] * K
+    for h, k in zip(H, y, strict=True):
+        counts[k] += 1
+        for j in range(d):
+            sums[k][j] += float(h[j])
+    mu = np.array([[s / counts[k] for s in sums[k]] for k in range(K)])
+    if not center:
+        return mu
+    if weighting == "balanced":
+        g = mu.mean(axis=0)
+    else:
+        g = np.array([sum(float(h[j]) for h in H) / len(H) for j in range(d)])
+    return mu - g
+
+
+def _brute_pairs_cos(V):
+    K = len(V)
+    return [_dot(V[i], V[j]) / (_norm(V[i]) * _norm(V[j])) for i in range(K) for j in range(i + 1, K)]
+
+
+def _brute_gram_error(G, target):
+    K = len(G)
+    nG = sum(G[i][j] ** 2 for i in range(K) for j in range(K)) ** 0.5
+    return sum((G[i][j] / nG - target(i, j)) ** 2 for i in range(K) for j in range(K)) ** 0.5
+
+
+def _etf_entry(K):
+    return lambda i, j: ((1.0 if i == j else 0.0) - 1.0 / K) / (K - 1) ** 0.5
+
+
+def _gram(A, B):
+    return [[_dot(a, b) for b in B] for a in A]
+
+
+def _data(rng, K=5, d=7, n=30, imbalanced=False, offset=0.0):
+    mu = rng.normal(size=(K, d)) * 3 + offset
+    if imbalanced:
+        y = np.concatenate([np.full(n + 7 * k, k) for k in range(K)])
+    else:
+        y = np.repeat(np.arange(K), n)
+    rng.shuffle(y)
+    H = mu[y] + rng.normal(size=(len(y), d))
+    return H, y
+
+
+def _collapsed_stats(M, n=3, offset=None):
+    """ClassStats of n copies of each row of M (zero within-class spread), optionally translated."""
+    K = M.shape[0]
+    y = np.repeat(np.arange(K), n)
+    H = M[y] + (0.0 if offset is None else offset)
+    return ClassStats.from_arrays(H, y, num_classes=K)
+
+
+# ---------------------------------------------------------------------------------------------- exact frames
+
+
+@pytest.mark.parametrize("K", [2, 3, 5, 10])
+@pytest.mark.parametrize("extra", [0, 4])
+@pytest.mark.parametrize("scale", [0.01, 1.0, 250.0])
+def test_simplex_etf_is_exactly_collapsed(K, extra, scale, rng):
+    d = K - 1 + extra
+    E = simplex_etf(K, d, scale=scale, seed=int(rng.integers(1000)))
+    offset = rng.normal(size=d) * 10 * scale  # a common translation must not matter for centred metrics
+    stats = _collapsed_stats(E, offset=offset)
+    for X in (stats, E):
+        assert etf_gram_error(X) == pytest.approx(0.0, abs=1e-12)
+        assert etf_gram_error_spectral(X) == pytest.approx(0.0, abs=1e-12)
+        assert max_angle(X) == pytest.approx(0.0, abs=1e-12)
+        assert equinorm(X) == pytest.approx(0.0, abs=1e-12)
+        assert equinorm(X, ddof=0) == pytest.approx(0.0, abs=1e-12)
+        assert equiangularity(X) == pytest.approx(0.0, abs=1e-12)
+    # a translated ETF passed as an array is not centred by the array path of etf_gram_error(center=False)
+    assert etf_gram_error(E + offset, center=True) == pytest.approx(0.0, abs=1e-12)
+
+
+@pytest.mark.parametrize("K", [2, 3, 4, 5, 10])
+def test_orthogonal_frame_closed_forms(K):
+    # by hand: G = I, ||G||_F = sqrt(K), <I/sqrt(K), (I - 11^T/K)/sqrt(K-1)> = (K-1)/sqrt(K(K-1)) =
+    # sqrt((K-1)/K), so ||G/||G|| - E||^2 = 1 + 1 - 2 sqrt((K-1)/K)
+    closed = np.sqrt(2 - 2 * np.sqrt((K - 1) / K))
+    O = orthogonal_frame(K, K + 2, scale=3.0, seed=K)
+    assert orthogonal_frame_error(O) == pytest.approx(0.0, abs=1e-12)
+    assert orthogonal_frame_error(_collapsed_stats(O)) == pytest.approx(0.0, abs=1e-12)
+    assert etf_gram_error(O, center=False) == pytest.approx(closed, rel=1e-12)
+    assert etf_gram_error(O, center=True) == pytest.approx(0.0, abs=1e-12)  # centred OF = simplex ETF
+    # the symmetric statement of paper 001: NC2_OF of a zero-mean simplex ETF
+    E = simplex_etf(K, K + 2, seed=K)
+    assert orthogonal_frame_error(E) == pytest.approx(closed, rel=1e-12)
+    if K == 4:
+        assert closed == pytest.approx(0.5176, abs=1e-4)  # value quoted in the 001 spec
+
+
+@pytest.mark.parametrize("K", [2, 4, 7])
+def test_self_duality_zero_for_aligned_classifier(K, rng):
+    d = K + 3
+    H, y = _data(rng, K=K, d=d)
+    stats = ClassStats.from_arrays(H, y)
+    M = stats.centered_means()
+    for alpha in (1e-3, 1.0, 42.0):
+        assert self_duality(alpha * M, stats) == pytest.approx(0.0, abs=1e-12)
+        assert self_duality(alpha * M, stats, squared=False) == pytest.approx(0.0, abs=1e-7)
+        assert self_duality(alpha * M, stats, "cosine") == pytest.approx(0.0, abs=1e-12)
+        # uncentred means (paper 001, bias-free models)
+        assert self_duality(alpha * stats.means, stats, center_means=False) == pytest.approx(0.0, abs=1e-12)
+        # a classifier with a common row offset, centred first
+        assert self_duality(alpha * M + rng.normal(size=d), stats, center_w=True) == pytest.approx(0.0, abs=1e-12)
+    # the gram variant is 0 only when, in addition, the means are a simplex ETF
+    E = simplex_etf(K, d, scale=2.0, seed=1)
+    sE = _collapsed_stats(E, offset=rng.normal(size=d))
+    for variant in ("frobenius", "gram", "cosine"):
+        assert self_duality(5.0 * E, sE, variant) == pytest.approx(0.0, abs=1e-12)
+    if K > 2:
+        assert self_duality(M, stats, "gram") > 1e-3  # random means: not an ETF
+
+
+def test_self_duality_opposite_and_bounds():
+    E = simplex_etf(4, 5, seed=0)
+    assert self_duality(-E, E) == pytest.approx(4.0)  # ||a - (-a)||^2 with unit-Frobenius a
+    assert self_duality(-E, E, squared=False) == pytest.approx(2.0)
+    assert self_duality(-E, E, "cosine") == pytest.approx(2.0)
+    with pytest.raises(ValueError, match="variant"):
+        self_duality(E, E, "nope")
+    with pytest.raises(ValueError, match="squared"):
+        self_duality(E, E, "cosine", squared=True)
+    with pytest.raises(ValueError, match="shape"):
+        self_duality(E[:, :3], E)
+
+
+# ---------------------------------------------------------------------------------------------- closed forms
+
+
+@pytest.mark.parametrize("K,d", [(3, 5), (6, 4), (10, 30), (10, 3), (5, 1), (2, 3)])
+def test_spectral_closed_form_matches_direct(K, d, rng):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", TargetUnattainableWarning)
+        for _ in range(5):
+            X = rng.normal(size=(K, d)) * rng.uniform(0.1, 10) + rng.normal(size=d) * 5
+            direct = etf_gram_error(X)
+            assert etf_gram_error_spectral(X) == pytest.approx(direct, rel=1e-12, abs=1e-12)
+            # PFC2 from Sigma_B alone: the eigenvalues of the centred between-class covariance
+            H, y = _data(rng, K=K, d=d, n=4)
+            stats = ClassStats.from_arrays(H, y)
+            lam = np.linalg.eigvalsh(stats.sigma_b())
+            assert etf_gram_error_from_eigvals(lam, K) == pytest.approx(etf_gram_error(stats), rel=1e-10)
+            # and the trace form of the 002 spec
+            Mc = stats.centered_means()
+            G = Mc @ Mc.T
+            trace_form = np.sqrt(2 - 2 * np.trace(G) / (np.sqrt(K - 1) * np.linalg.norm(G)))
+            assert etf_gram_error(stats) == pytest.approx(trace_form, rel=1e-9)
+
+
+@pytest.mark.parametrize("K,expected", [(5, 1.0), (10, 1.155), (100, 1.341)])
+def test_pfc2_maximum_at_rank_one(K, expected):
+    X = np.outer(np.arange(K) - 1.0, [1.0, 2.0])  # rank 1 after centring
+    top = np.sqrt(2 * (1 - 1 / np.sqrt(K - 1)))
+    with pytest.warns(TargetUnattainableWarning):
+        assert etf_gram_error(X) == pytest.approx(top, rel=1e-12)
+    assert top == pytest.approx(expected, abs=5e-4)
+
+
+def test_pfc2_alias_and_directions():
+    assert REGISTRY["pfc2"].name == "pfc2"
+    assert REGISTRY["pfc2"].direction == REGISTRY["etf_gram_error"].direction == "lower"
+    assert REGISTRY["pfc2"].source == etf_gram_error.info.source
+    for name in ("equinorm", "equiangularity", "max_angle", "orthogonal_frame_error", "self_duality"):
+        assert collapse_direction(name) == "lower"
+
+
+def test_invariances_of_etf_gram_error(rng):
+    X = rng.normal(size=(6, 9))
+    Q, _ = np.linalg.qr(rng.normal(size=(9, 9)))
+    base = etf_gram_error(X)
+    assert etf_gram_error(3.7 * X @ Q.T + rng.normal(size=9)) == pytest.approx(base, rel=1e-11)
+    assert max_angle(3.7 * (X - X.mean(0)) @ Q.T) == pytest.approx(max_angle(X - X.mean(0)), rel=1e-11)
+
+
+# ---------------------------------------------------------------------------------------------- brute force
+
+
+@pytest.mark.parametrize("weighting", ["balanced", "empirical"])
+def test_every_metric_matches_brute_force(weighting, rng):
+    K, d = 5, 7
+    H, y = _data(rng, K=K, d=d, imbalanced=weighting == "empirical", offset=4.0)
+    stats = ClassStats.from_arrays(H, y)
+    M = _brute_means(H, y, K, weighting)
+    mu = _brute_means(H, y, K, center=False)
+    W = rng.normal(size=(K, d))
+    kw = dict(weighting=weighting)
+
+    # equinorm / equiangularity / max_angle, on centred means (stats) and raw rows (W)
+    for X, V in ((stats, M), (W, W)):
+        norms = [_norm(v) for v in V]
+        for ddof in (0, 1):
+            assert equinorm(X, ddof, **kw) == pytest.approx(_std(norms, ddof) / (sum(norms) / K), rel=1e-10)
+            assert equiangularity(X, ddof, **kw) == pytest.approx(_std(_brute_pairs_cos(V), ddof), rel=1e-10)
+        shifted = [abs(c + 1 / (K - 1)) for c in _brute_pairs_cos(V)]
+        assert max_angle(X, **kw) == pytest.approx(sum(shifted) / len(shifted), rel=1e-10)
+    # ordered-pair mean of the shifted cosine (the reference Colab's form) is the same number
+    G = _gram(M, M)
+    colab = sum(
+        abs(G[i][j] / (G[i][i] * G[j][j]) ** 0.5 + 1 / (K - 1)) for i in range(K) for j in range(K) if i != j
+    ) / (K * (K - 1))
+    assert max_angle(stats, **kw) == pytest.approx(colab, rel=1e-10)
+
+    # Gram errors
+    assert etf_gram_error(stats, **kw) == pytest.approx(_brute_gram_error(G, _etf_entry(K)), rel=1e-10)
+    Gu = _gram(mu, mu)
+    assert etf_gram_error(stats, center=False) == pytest.approx(_brute_gram_error(Gu, _etf_entry(K)), rel=1e-10)
+    of = _brute_gram_error(Gu, lambda i, j: (1.0 if i == j else 0.0) / K**0.5)
+    assert orthogonal_frame_error(stats) == pytest.approx(of, rel=1e-10)
+    Wc = W - W.mean(0)
+    assert etf_gram_error(W) == pytest.approx(_brute_gram_error(_gram(Wc, Wc), _etf_entry(K)), rel=1e-10)
+
+    # self-duality, every variant and switch
+    def frob(A, B):
+        nA, nB = sum(_norm(a) ** 2 for a in A) ** 0.5, sum(_norm(b) ** 2 for b in B) ** 0.5
+        return sum((A[k][j] / nA - B[k][j] / nB) ** 2 for k in range(K) for j in range(d))
+
+    assert self_duality(W, stats, **kw) == pytest.approx(frob(W, M), rel=1e-10)
+    assert self_duality(W, stats, squared=False, **kw) == pytest.approx(frob(W, M) ** 0.5, rel=1e-10)
+    assert self_duality(W, stats, center_means=False) == pytest.approx(frob(W, mu), rel=1e-10)
+    assert self_duality(W, stats, center_w=True, **kw) == pytest.approx(frob(Wc, M), rel=1e-10)
+    gram = _brute_gram_error(_gram(W, M), _etf_entry(K))
+    assert self_duality(W, stats, "gram", **kw) == pytest.approx(gram, rel=1e-10)
+    assert self_duality(W, stats, "gram", squared=True, **kw) == pytest.approx(gram**2, rel=1e-10)
+    cos = sum(1 - _dot(W[k], M[k]) / (_norm(W[k]) * _norm(M[k])) for k in range(K)) / K
+    assert self_duality(W, stats, "cosine", **kw) == pytest.approx(cos, rel=1e-10)
+    # means given as an array instead of ClassStats
+    assert self_duality(W, mu, **kw) == pytest.approx(frob(W, mu - mu.mean(0)), rel=1e-10)
+
+
+def test_torch_inputs(rng):
+    W = rng.normal(size=(4, 6)).astype(np.float32)
+    Wt = torch.from_numpy(W)
+    for fn in (equinorm, equiangularity, max_angle, etf_gram_error, orthogonal_frame_error):
+        assert fn(Wt) == pytest.approx(fn(W.astype(np.float64)), rel=1e-12)
+    assert self_duality(Wt, W.astype(np.float64) * 2, center_means=False) == pytest.approx(0.0, abs=1e-12)
+    assert self_duality(Wt, W.astype(np.float64)) > 1e-3  # array means are centred by default
+
+
+# ------------------------------------------------------------------------------------------ degenerate inputs
+
+
+def test_two_classes():
+    X = np.array([[1.0, 2.0], [-3.0, 0.5]])
+    # one pair: no spread, whatever ddof (documented), never nan
+    assert equiangularity(X) == 0.0
+    assert equiangularity(X, ddof=0) == 0.0
+    c = _dot(X[0], X[1]) / (_norm(X[0]) * _norm(X[1]))
+    assert max_angle(X) == pytest.approx(abs(c + 1))
+    # centred two means are antipodal: an exact 2-class ETF
+    stats = _collapsed_stats(X)
+    assert max_angle(stats) == pytest.approx(0.0, abs=1e-15)
+    assert etf_gram_error(stats) == pytest.approx(0.0, abs=1e-15)
+    n = [_norm(v) for v in X]
+    assert equinorm(X) == pytest.approx(_std(n, 1) / np.mean(n))
+    with pytest.raises(ValueError, match="ddof"):
+        equinorm(X, ddof=2)
+    with pytest.raises(ValueError, match="ddof"):
+        equinorm(X, ddof=-1)
+
+
+def test_d_equals_one():
+    K = 4
+    X = np.array([[0.0], [1.0], [3.0], [-2.0]])
+    with pytest.warns(TargetUnattainableWarning, match="d >= 3"):
+        v = etf_gram_error(X)
+    # centred rank one: the maximum sqrt(2 (1 - 1/sqrt(K-1)))
+    assert v == pytest.approx(np.sqrt(2 * (1 - 1 / np.sqrt(K - 1))), rel=1e-12)
+    with pytest.warns(TargetUnattainableWarning):
+        assert etf_gram_error_spectral(X) == pytest.approx(v, rel=1e-12)
+    Xc = X - X.mean(0)
+    cos = np.sign(Xc[:, 0])[:, None] * np.sign(Xc[:, 0])[None, :]
+    pairs = cos[np.triu_indices(K, 1)]
+    assert equiangularity(Xc) == pytest.approx(np.std(pairs, ddof=1), rel=1e-12)
+    with pytest.warns(TargetUnattainableWarning):
+        assert max_angle(Xc) == pytest.approx(np.abs(pairs + 1 / 3).mean(), rel=1e-12)
+
+
+@pytest.mark.parametrize("K,d", [(4, 2), (6, 2), (7, 3)])
+def test_etf_unattainable_when_d_below_k_minus_1(K, d, rng):
+    # the best a rank-d configuration can do has d equal Gram eigenvalues: sqrt(2 - 2 sqrt(d/(K-1)))
+    floor = np.sqrt(2 - 2 * np.sqrt(d / (K - 1)))
+    if d == 2:  # a regular K-gon reaches the floor
+        t = 2 * np.pi * np.arange(K) / K
+        X = 5 * np.stack([np.cos(t), np.sin(t)], axis=1) + np.array([1.0, -2.0])
+        with pytest.warns(TargetUnattainableWarning, match="cannot reach 0"):
+            assert etf_gram_error(X) == pytest.approx(floor, rel=1e-12)
+        assert equinorm(X - X.mean(0)) == pytest.approx(0.0, abs=1e-12)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", TargetUnattainableWarning)
+        for _ in range(20):
+            assert etf_gram_error(rng.normal(size=(K, d))) >= floor - 1e-12
+    with pytest.warns(TargetUnattainableWarning, match="orthogonal frame"):
+        orthogonal_frame_error(rng.normal(size=(K, K - 1)))
+
+
+def test_empty_class_raises_clear_error(rng):
+    H = rng.normal(size=(20, 3))
+    y = np.arange(20) % 3  # class 3 of 4 never seen
+    stats = ClassStats.from_arrays(H, y, num_classes=4)
+    W = rng.normal(size=(4, 3))
+    for call in (
+        lambda: equinorm(stats),
+        lambda: equiangularity(stats),
+        lambda: max_angle(stats),
+        lambda: etf_gram_error(stats),
+        lambda: etf_gram_error_spectral(stats),
+        lambda: orthogonal_frame_error(stats),
+        lambda: self_duality(W, stats),
+    ):
+        with pytest.raises(EmptyClassError, match="drop_empty"):
+            call()
+    # the documented way out
+    assert np.isfinite(etf_gram_error(stats.drop_empty()))
+
+
+def test_zero_norm_centred_mean(rng):
+    a = rng.normal(size=4)
+    stats = _collapsed_stats(np.stack([a, 0 * a, -a]) + 10.0)  # the middle class sits on the global mean
+    with pytest.warns(DegenerateMetricWarning, match=r"rows 1 have zero norm"):
+        assert np.isnan(equiangularity(stats))
+    with pytest.warns(DegenerateMetricWarning):
+        assert np.isnan(max_angle(stats))
+    with pytest.warns(DegenerateMetricWarning):
+        assert np.isnan(self_duality(rng.normal(size=(3, 4)), stats, "cosine"))
+    # norms and Gram distances are still defined
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert equinorm(stats) == pytest.approx(_std([1.0, 0.0, 1.0], 1) / (2 / 3))
+        G = np.array([[1.0, 0, -1], [0, 0, 0], [-1, 0, 1]])
+        expected = np.linalg.norm(G / np.linalg.norm(G) - (np.eye(3) - 1 / 3) / np.sqrt(2))
+        assert etf_gram_error(stats) == pytest.approx(expected, rel=1e-10)
+        assert np.isfinite(self_duality(rng.normal(size=(3, 4)), stats))
+    # a zero classifier row
+    W = rng.normal(size=(3, 4))
+    W[2] = 0
+    with pytest.warns(DegenerateMetricWarning, match="rows 2"):
+        assert np.isnan(equiangularity(W))
+
+
+@pytest.mark.parametrize("value", [0.1, 0.0, 1e6])
+def test_all_identical_features(value):
+    K, d = 3, 4
+    H = np.full((12, d), value)
+    y = np.arange(12) % K
+    stats = ClassStats.from_arrays(H, y)
+    # centring leaves (at most) rounding noise: treated as zero, never as a direction
+    for fn in (equinorm, equiangularity, max_angle, etf_gram_error, etf_gram_error_spectral):
+        with pytest.warns(DegenerateMetricWarning, match="undefined"):
+            assert np.isnan(fn(stats))
+    with pytest.warns(DegenerateMetricWarning):
+        assert np.isnan(self_duality(np.eye(K, d), stats))
+    with pytest.warns(DegenerateMetricWarning):
+        assert np.isnan(self_duality(np.eye(K, d), stats, "gram"))
+    if value == 0.0:
+        with pytest.warns(DegenerateMetricWarning):
+            assert np.isnan(orthogonal_frame_error(stats))
+        with pytest.warns(DegenerateMetricWarning):
+            assert np.isnan(self_duality(np.eye(K, d), stats, center_means=False))
+    else:
+        # uncentred Gram = c 11^T: ||11^T/K - I/sqrt(K)||^2 = 2 - 2/sqrt(K)
+        assert orthogonal_frame_error(stats) == pytest.approx(np.sqrt(2 - 2 / np.sqrt(K)), rel=1e-12)
+        assert etf_gram_error(stats, center=False) == pytest.approx(np.sqrt(2), rel=1e-12)  # <11^T, E> = 0
+    with pytest.warns(DegenerateMetricWarning):
+        assert np.isnan(self_duality(np.zeros((K, d)), np.eye(K, d)))
+    with pytest.warns(DegenerateMetricWarning):
+        assert np.isnan(etf_gram_error_from_eigvals(np.zeros(3), K))
+
+
+def test_nearly_collapsed_with_huge_offset_is_not_degenerate(rng):
+    # centred signal 1e-3 on top of a 1e6 offset: well above the 1e-12 relative zero threshold
+    E = simplex_etf(5, 6, scale=1e-3, seed=3)
+    stats = _collapsed_stats(E, offset=1e6 * rng.normal(size=6))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert etf_gram_error(stats) < 1e-6
+        assert equiangularity(stats) < 1e-6
+
+
+def test_input_validation():
+    with pytest.raises(ValueError, match="2-D"):
+        equinorm(np.ones(3))
+    with pytest.raises(ValueError, match="at least 2 rows"):
+        etf_gram_error(np.ones((1, 3)))
+    with pytest.raises(ValueError, match="NaN or inf"):
+        max_angle(np.array([[1.0, np.nan], [0.0, 1.0]]))
+    with pytest.raises(ValueError, match="PSD"):
+        etf_gram_error_from_eigvals([1.0, -1.0], 3)
