@@ -217,6 +217,43 @@ def demo(
     console.print(f"report written to [bold]{html_path}[/bold] (and {out / 'metrics.json'})")
 
 
+experiment_app = typer.Typer(help="Registered reproductions of the papers' experiments.", no_args_is_help=True)
+app.add_typer(experiment_app, name="experiment")
+
+
+@experiment_app.command("list")
+def experiment_list() -> None:
+    """List the registered experiments."""
+    from nclab.experiments import list_experiments
+
+    table = Table(title="nclab experiments")
+    for col in ("name", "paper", "scales", "summary"):
+        table.add_column(col)
+    for exp in list_experiments():
+        table.add_row(exp.name, exp.paper, ", ".join(exp.scales), exp.summary)
+    console.print(table)
+
+
+@experiment_app.command("run")
+def experiment_run(
+    name: Annotated[str, typer.Argument(help="experiment name (see `nclab experiment list`)")],
+    scale: Annotated[str, typer.Option(help="tiny | cpu | paper")] = "cpu",
+    out: Annotated[Path | None, typer.Option(help="output folder (default runs/experiments/NAME-SCALE)")] = None,
+    seed: Annotated[int, typer.Option(help="random seed")] = 0,
+) -> None:
+    """Run one registered experiment and write its tables, figures and report."""
+    from nclab.experiments import run
+
+    out = out or Path("runs/experiments") / f"{name}-{scale}"
+    try:
+        summary = run(name, out, scale=scale, seed=seed)
+    except (KeyError, ValueError) as err:
+        err_console.print(f"[red]error:[/red] {escape(str(err))}", soft_wrap=True, highlight=False)
+        raise typer.Exit(2) from err
+    console.print_json(json.dumps(summary, default=float))
+    console.print(f"outputs in [bold]{out}[/bold]")
+
+
 def main() -> None:  # pragma: no cover
     app()
 
