@@ -27,7 +27,8 @@ weighted by n_k / N (empirical).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
@@ -113,6 +114,7 @@ class ClassStats:
         self.check_finite = bool(check_finite)
         self._device: torch.device | None = torch.device(device) if device is not None else None
         self._state: dict[str, torch.Tensor] | None = None
+        self._buffers: torch.Tensor | None = None  # per-batch work space, not state
         if self._device is not None:
             self._allocate(self._device)
 
@@ -198,11 +200,32 @@ class ClassStats:
             bad = ymin if ymin < 0 else ymax
             raise ValueError(f"label {bad} is out of range [0, {self.num_classes})")
 
+        if dev.type == "cpu":
+            # The O(B d) passes below are memory-bound; run them on one torch thread so that torch's OpenMP
+            # workers do not spin on the cores that the BLAS syrk needs next (measured 2-3x slower otherwise,
+            # benchmarks/RESULTS.md).
+            with _torch_threads(1):
+                z = self._accumulate_light(x, y)
+        else:
+            z = self._accumulate_light(x, y)
+        if self.track == "full":
+            _syrk_update(self._state["scatter_dev"], z)  # type: ignore[index]
+        return self
+
+    def _accumulate_light(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """Validate the batch, then add it to every O(K d) accumulator; returns the shifted features z."""
+        dev = self._device
+        B = x.shape[0]
         st = self._state
         assert st is not None
         # Validate before touching any accumulator, so a rejected batch leaves no trace. Finiteness is read
         # off the O(B) row norms (NaN/inf in any entry makes its row's norm NaN/inf) instead of an O(B d) scan.
-        norms = torch.linalg.vector_norm(x, dim=1, keepdim=True, dtype=torch.float64)
+        # Two (B, d) float64 work buffers are kept between batches: fresh multi-MB temporaries per batch cost
+        # more in page faults than the arithmetic itself (benchmarks/RESULTS.md). u holds x in float64 (one
+        # conversion; mixed-dtype arithmetic is slower in torch), z the shifted features.
+        z, u = self._scratch(B)
+        u.copy_(x)
+        norms = torch.linalg.vector_norm(u, dim=1, keepdim=True)
         if self.check_finite and not bool(torch.isfinite(norms).all()):
             bad = ~torch.isfinite(x).all(dim=1)
             if bool(bad.any()):
@@ -214,17 +237,23 @@ class ClassStats:
         first.scatter_reduce_(0, y, torch.arange(B, device=dev), reduce="amin")
         new = (first < B) & (st["counts"] == 0)
         if bool(new.any()):
-            st["shift"][new] = x[first[new]].to(torch.float64)
+            st["shift"][new] = u[first[new]]
 
-        z = torch.sub(x, st["shift"][y])  # float64 by type promotion
+        torch.index_select(st["shift"], 0, y, out=z)
+        torch.sub(u, z, out=z)
         st["counts"] += torch.bincount(y, minlength=self.num_classes)
         st["sum_dev"].index_add_(0, y, z)
         st["sq_dev"].index_add_(0, y, torch.linalg.vecdot(z, z))
         # A zero feature has no direction: it contributes the zero vector to the unit sums.
-        st["unit_sums"].index_add_(0, y, x * torch.where(norms > 0, norms, torch.ones_like(norms)).reciprocal())
-        if self.track == "full":
-            _syrk_update(st["scatter_dev"], z)
-        return self
+        st["unit_sums"].index_add_(0, y, u.mul_(torch.where(norms > 0, norms, torch.ones_like(norms)).reciprocal()))
+        return z
+
+    def _scratch(self, rows: int) -> tuple[torch.Tensor, torch.Tensor]:
+        buf = self._buffers
+        if buf is None or buf.shape[1] < rows or buf.device != self._device:
+            buf = torch.empty((2, rows, self.dim), dtype=torch.float64, device=self._device)
+            self._buffers = buf
+        return buf[0, :rows], buf[1, :rows]
 
     # ------------------------------------------------------------------ combination
     def _check_compatible(self, other: ClassStats) -> None:
@@ -536,6 +565,19 @@ class ClassStats:
 def _check_labels_dtype(y: torch.Tensor) -> None:
     if y.is_floating_point() or y.is_complex() or y.dtype == torch.bool:
         raise TypeError(f"labels must have an integer dtype, got {y.dtype}")
+
+
+@contextmanager
+def _torch_threads(n: int) -> Iterator[None]:
+    prev = torch.get_num_threads()
+    if prev == n:
+        yield
+        return
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(prev)
 
 
 def _syrk_update(C: torch.Tensor, z: torch.Tensor) -> None:
