@@ -101,3 +101,22 @@ def test_demo_writes_report(tmp_path):
     assert 0 < report["vci"] < 1 and report["ncc_accuracy"] > 0.85
     html = (tmp_path / "report.html").read_text()
     assert "<table>" in html and "vci" in html and "http" not in html  # self-contained
+
+
+def test_collapse_report_warns_on_imbalance_and_empirical_is_silent(rng):
+    import warnings
+
+    from nclab.metrics import ImbalanceWarning
+
+    y = np.r_[np.zeros(30, int), np.ones(10, int), np.full(20, 2)]
+    H = rng.normal(size=(3, 5))[y] * 4 + rng.normal(size=(60, 5))
+    stats = ClassStats.from_arrays(H, y)
+    with pytest.warns(ImbalanceWarning, match="class counts differ"):
+        collapse_report(stats)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ImbalanceWarning)
+        rep = collapse_report(stats, conventions={"weighting": "empirical"})
+    # empirical weighting: the trace ratio is Tr Sigma_W / Tr Sigma_B(empirical)
+    assert rep["trace_ratio"] == pytest.approx(stats.trace_w() / stats.trace_b("empirical"), rel=1e-12)
+    with pytest.raises(ValueError, match="unknown convention"):
+        collapse_report(stats, conventions={"nc1_scale": 1})

@@ -6,6 +6,9 @@ import csv
 import io
 import json
 import math
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
@@ -110,6 +113,20 @@ def measure_arrays(
     return collapse_report(stats, W=W, b=b, ncc=ncc, conventions=conventions)
 
 
+@contextmanager
+def _warnings_as_notes() -> Iterator[None]:
+    """Show library warnings (imbalance, degenerate metrics) as one-line notes on stderr."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        yield
+    seen = set()
+    for w in caught:
+        text = f"{w.category.__name__}: {w.message}"
+        if text not in seen:
+            seen.add(text)
+            err_console.print(f"[yellow]note:[/yellow] {escape(text)}", soft_wrap=True, highlight=False)
+
+
 def _emit(report: dict[str, float], fmt: OutputFormat, title: str) -> None:
     from nclab.metrics import REGISTRY
 
@@ -169,16 +186,17 @@ def measure(
         y = np.asarray(load_array(labels, mmap=False))
         W = None if classifier is None else np.asarray(load_array(classifier, mmap=False), dtype=np.float64)
         b = None if bias is None else np.asarray(load_array(bias, mmap=False), dtype=np.float64)
-        report = measure_arrays(
-            H,
-            y,
-            num_classes=num_classes,
-            W=W,
-            b=b,
-            conventions=conventions,
-            batch_size=batch_size,
-            show_progress=fmt is OutputFormat.table,
-        )
+        with _warnings_as_notes():
+            report = measure_arrays(
+                H,
+                y,
+                num_classes=num_classes,
+                W=W,
+                b=b,
+                conventions=conventions,
+                batch_size=batch_size,
+                show_progress=fmt is OutputFormat.table,
+            )
     except (ValueError, TypeError, KeyError, FileNotFoundError) as err:
         hint = ""
         if isinstance(err, EmptyClassError):
@@ -202,7 +220,8 @@ def demo(
     Y = np.eye(10)[y]
     coef, *_ = np.linalg.lstsq(A, Y, rcond=None)
     W, b = coef[:-1].T, coef[-1]
-    report = measure_arrays(X, y, num_classes=10, W=W, b=b)
+    with _warnings_as_notes():
+        report = measure_arrays(X, y, num_classes=10, W=W, b=b)
     title = "collapse metrics of digits pixels (N=1797, d=64, K=10)"
     _emit(report, OutputFormat.table, title)
     from nclab.report import metrics_table_html, write_report

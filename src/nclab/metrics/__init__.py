@@ -23,7 +23,7 @@ from nclab.metrics.geometry import (
 from nclab.metrics.gnc import check_normalized_stats, gnc1, gnc3, normalize_features
 from nclab.metrics.ncc import NCCAccumulator, ncc_metrics
 from nclab.metrics.probe import probe_mse_lstsq, probe_mse_optimal
-from nclab.metrics.report import DEFAULT_CONVENTIONS, collapse_report
+from nclab.metrics.report import DEFAULT_CONVENTIONS, ImbalanceWarning, collapse_report
 from nclab.metrics.spectra import rank_metrics, spectrum
 from nclab.metrics.variability import fuzziness, nc1, pfc1, sq_dist, trace_ratio, vci, within_class_split
 
@@ -31,6 +31,7 @@ __all__ = [
     "DEFAULT_CONVENTIONS",
     "REGISTRY",
     "DegenerateMetricWarning",
+    "ImbalanceWarning",
     "MetricInfo",
     "NCCAccumulator",
     "PsdPinv",

@@ -5,6 +5,7 @@ Only calls the metric functions (one definition each); it decides which apply an
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
@@ -29,7 +30,12 @@ from nclab.metrics.spectra import rank_metrics
 from nclab.metrics.variability import nc1, trace_ratio, vci, within_class_split
 from nclab.stats.class_stats import ClassStats
 
-__all__ = ["DEFAULT_CONVENTIONS", "collapse_report"]
+__all__ = ["DEFAULT_CONVENTIONS", "ImbalanceWarning", "collapse_report"]
+
+
+class ImbalanceWarning(UserWarning):
+    """Balanced weighting was used on data whose class counts differ."""
+
 
 #: Convention keywords of :func:`collapse_report` (and ``nclab measure --convention key=value``), with defaults.
 #: ``docs/conventions.md`` explains each row.
@@ -105,6 +111,15 @@ def collapse_report(
     stats.means  # noqa: B018 -- raises EmptyClassError naming the empty classes
     c = _resolve(conventions)
     wt = c["weighting"]
+    counts = stats.counts
+    if wt == "balanced" and counts.min() != counts.max():
+        warnings.warn(
+            f"class counts differ ({counts.min()}..{counts.max()}): weighting='balanced' takes the mean of class "
+            "means and Sigma_B / K, so Sigma_T != Sigma_W + Sigma_B; pass conventions={'weighting': 'empirical'} "
+            "for sample weighting (docs/conventions.md)",
+            ImbalanceWarning,
+            stacklevel=2,
+        )
     out: dict[str, float] = {}
     full = stats.track == "full"
 
