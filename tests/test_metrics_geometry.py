@@ -431,3 +431,22 @@ def test_input_validation():
         max_angle(np.array([[1.0, np.nan], [0.0, 1.0]]))
     with pytest.raises(ValueError, match="PSD"):
         etf_gram_error_from_eigvals([1.0, -1.0], 3)
+
+
+def test_pair_cosine_tiles_cover_all_pairs_across_tiles():
+    # K large enough for several row tiles of U U^T: tiled moments equal the all-pairs brute force
+    from nclab.metrics.geometry import _pair_cosine_moments, equiangularity, max_angle
+
+    rng = np.random.default_rng(3)
+    K = 3000
+    V = rng.normal(size=(K, 5))
+    U = V / np.linalg.norm(V, axis=1, keepdims=True)
+    G = U @ U.T
+    c = G[np.triu_indices(K, k=1)]
+    count, mean, m2, abs_sum = _pair_cosine_moments(U, 1.0 / (K - 1))
+    assert count == K * (K - 1) // 2
+    assert mean == pytest.approx(c.mean() + 1.0 / (K - 1), rel=1e-12)
+    assert m2 == pytest.approx(((c - c.mean()) ** 2).sum(), rel=1e-10)
+    assert equiangularity(V) == pytest.approx(np.std(c, ddof=1), rel=1e-10)
+    with pytest.warns(TargetUnattainableWarning):
+        assert max_angle(V) == pytest.approx(np.abs(c + 1.0 / (K - 1)).mean(), rel=1e-10)

@@ -239,3 +239,27 @@ def test_chunked_from_arrays_on_memmap(tmp_path, rng):
     s = ClassStats.from_arrays(mm, y, batch_size=64)
     ref = ClassStats.from_arrays(H.astype(np.float32), y)
     np.testing.assert_allclose(s.sigma_w(), ref.sigma_w(), rtol=1e-12)
+
+
+def test_memo_is_invalidated_by_every_change_and_read_only(rng):
+    H, y = _data(rng, N=120)
+    s = ClassStats.from_arrays(H[:60], y[:60])
+    calls = []
+    first = s.memo("k", lambda: calls.append(1) or np.arange(3.0))
+    assert s.memo("k", lambda: calls.append(1) or np.arange(3.0)) is first and len(calls) == 1
+    with pytest.raises(ValueError):
+        first[0] = 5.0  # cached arrays are read-only
+    w1 = s.within_scatter()
+    w1[0, 0] = 1e9  # callers get copies: the cache is untouched
+    assert s.within_scatter()[0, 0] != 1e9
+    for change in (
+        lambda: s.update(H[60:80], y[60:80]),
+        lambda: s.merge(ClassStats.from_arrays(H[80:], y[80:])),
+        lambda: s.load_state_dict(s.state_dict()),
+    ):
+        before = s.within_scatter()
+        change()
+        assert "k" not in s._memo
+        s.memo("k", lambda: np.zeros(1))
+    np.testing.assert_allclose(s.within_scatter(), ClassStats.from_arrays(H, y).within_scatter(), rtol=1e-12)
+    assert not np.allclose(before, np.zeros_like(before))

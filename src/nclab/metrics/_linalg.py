@@ -10,9 +10,13 @@ truncation are unreliable for Sigma_B; the tolerance guard is what makes exactly
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from functools import cached_property
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from nclab.stats.class_stats import ClassStats
 
 DEFAULT_RTOL = 1e-12
 RankPolicy = int | Literal["numerical"] | None
@@ -20,22 +24,54 @@ RankPolicy = int | Literal["numerical"] | None
 
 @dataclass(frozen=True)
 class PsdPinv:
-    """``pinv`` (d, d); ``rank`` kept; ``eigvals`` (d,) all eigenvalues, descending; ``basis`` (d, rank)."""
+    """``rank`` kept; ``eigvals`` (d,) all eigenvalues, descending, clipped at 0; ``basis`` (d, rank) the kept
+    eigenvectors; ``pinv`` (d, d) computed on first access (many metrics need only the basis and eigenvalues:
+    ``Tr(A^+ B) = sum_i v_i^T B v_i / lambda_i``)."""
 
-    pinv: np.ndarray
     rank: int
     eigvals: np.ndarray
     basis: np.ndarray
 
+    @cached_property
+    def pinv(self) -> np.ndarray:
+        return (self.basis / self.eigvals[: self.rank]) @ self.basis.T
+
+    def trace_with(self, B: np.ndarray) -> float:
+        """``Tr(A^+ B)`` for a symmetric ``B: (d, d)``, without forming ``A^+``."""
+        V = self.basis
+        return float(np.einsum("ij,ij->j", V, B @ V) @ (1.0 / self.eigvals[: self.rank]))
+
+
+def sym_eig(A: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Eigenvalues (descending) and eigenvectors (columns) of the symmetric part of ``A: (d, d)``, float64."""
+    A = np.asarray(A, dtype=np.float64)
+    if A.ndim != 2 or A.shape[0] != A.shape[1]:
+        raise ValueError(f"expected a square matrix, got shape {A.shape}")
+    if not np.all(np.isfinite(A)):
+        raise ValueError("matrix contains NaN or inf")
+    w, V = np.linalg.eigh((A + A.T) / 2)
+    return w[::-1], V[:, ::-1]
+
+
+def stats_eig(stats: ClassStats, which: str, weighting: str = "balanced") -> tuple[np.ndarray, np.ndarray]:
+    """:func:`sym_eig` of ``stats.sigma_w()``, ``stats.sigma_t()`` or ``stats.sigma_b(weighting)``, computed once
+    per state of ``stats`` (``ClassStats.memo``): the metrics of one report share each decomposition."""
+    builders = {"within": stats.sigma_w, "total": stats.sigma_t, "between": lambda: stats.sigma_b(weighting)}
+    if which not in builders:
+        raise ValueError(f"which must be one of {sorted(builders)}, got {which!r}")
+    key = ("eig", which, weighting if which == "between" else None)
+    return stats.memo(key, lambda: sym_eig(builders[which]()))
+
 
 def psd_pinv(
-    A: np.ndarray,
+    A: np.ndarray | None = None,
     *,
     rank: RankPolicy = None,
     max_rank: int | None = None,
     rtol: float = DEFAULT_RTOL,
+    eig: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> PsdPinv:
-    """Pseudo-inverse of a symmetric PSD matrix ``A: (d, d)``.
+    """Pseudo-inverse of a symmetric PSD matrix ``A: (d, d)`` (or of its eigendecomposition ``eig``).
 
     rank : None, "numerical" or int
         None: numerical rank capped at ``max_rank`` (the default policy). "numerical": the numerical rank alone
@@ -43,15 +79,11 @@ def psd_pinv(
         below the tolerance (a requested rank above the numerical rank is not an error: exact zeros are never
         inverted).
     """
-    A = np.asarray(A, dtype=np.float64)
-    if A.ndim != 2 or A.shape[0] != A.shape[1]:
-        raise ValueError(f"expected a square matrix, got shape {A.shape}")
-    if not np.all(np.isfinite(A)):
-        raise ValueError("matrix contains NaN or inf")
     if not (rtol >= 0):
         raise ValueError(f"rtol must be >= 0, got {rtol}")
-    w, V = np.linalg.eigh((A + A.T) / 2)
-    w, V = w[::-1], V[:, ::-1]
+    if (A is None) == (eig is None):
+        raise ValueError("give exactly one of A or eig=(eigenvalues descending, eigenvectors)")
+    w, V = sym_eig(A) if eig is None else eig
     top = w[0] if w.size else 0.0
     numerical = int(np.sum(w > rtol * top)) if top > 0 else 0
     if rank is None:
@@ -64,6 +96,4 @@ def psd_pinv(
         r = min(int(rank), numerical)
     else:
         raise ValueError(f"rank must be None, 'numerical' or an int, got {rank!r}")
-    Vr = V[:, :r]
-    pinv = (Vr / w[:r]) @ Vr.T
-    return PsdPinv(pinv=pinv, rank=r, eigvals=np.maximum(w, 0.0), basis=Vr)
+    return PsdPinv(rank=r, eigvals=np.maximum(w, 0.0), basis=V[:, :r])

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
+from collections.abc import Iterator
 from typing import Any, Literal
 
 import numpy as np
@@ -120,19 +121,48 @@ def _unit_rows(V: np.ndarray, scale: float, metric_name: str) -> np.ndarray | No
     return V / np.linalg.norm(V, axis=1, keepdims=True)
 
 
-def _spread(values: np.ndarray, ddof: int) -> float:
+def _spread_from_moments(count: int, m2: float, ddof: int) -> float:
+    """Standard deviation with ``ddof`` from a count and a sum of squared deviations."""
     if isinstance(ddof, bool) or not isinstance(ddof, int | np.integer) or ddof < 0:
         raise ValueError(f"ddof must be a non-negative int, got {ddof!r}")
-    if values.size == 1:
+    if count == 1:
         return 0.0  # a single value has no spread (K = 2 equiangularity), whatever ddof
-    if ddof >= values.size:
-        raise ValueError(f"ddof={ddof} needs more than {ddof} values, got {values.size}")
-    return float(np.std(values, ddof=ddof))
+    if ddof >= count:
+        raise ValueError(f"ddof={ddof} needs more than {ddof} values, got {count}")
+    return float(np.sqrt(max(m2, 0.0) / (count - ddof)))
 
 
-def _pair_cosines(U: np.ndarray) -> np.ndarray:
-    i, j = np.triu_indices(U.shape[0], k=1)
-    return np.einsum("kd,kd->k", U[i], U[j])
+def _spread(values: np.ndarray, ddof: int) -> float:
+    mean = values.mean() if values.size else 0.0
+    return _spread_from_moments(values.size, float(((values - mean) ** 2).sum()), ddof)
+
+
+def _pair_cosine_tiles(U: np.ndarray, tile_entries: int = 1 << 22) -> Iterator[np.ndarray]:
+    """The cosines ``u_k . u_l`` of all pairs ``k < l``, in row tiles of ``U U^T`` (about ``tile_entries``
+    values each, 32 MB): never the K(K-1)/2 x d pair arrays, nor the whole K x K Gram."""
+    K = U.shape[0]
+    rows = max(1, tile_entries // max(K, 1))
+    for start in range(0, K - 1, rows):
+        block = U[start : start + rows] @ U[start + 1 :].T  # row r is class start + r, column c is start + 1 + c
+        keep = np.arange(block.shape[1])[None, :] >= np.arange(block.shape[0])[:, None]
+        yield block[keep]
+
+
+def _pair_cosine_moments(U: np.ndarray, shift: float) -> tuple[int, float, float, float]:
+    """Over all pairs: count, mean of ``c + shift``, sum of squared deviations (Chan-merged over tiles, so the
+    spread of nearly equiangular vectors keeps its digits) and the sum of ``|c + shift|``."""
+    n, mean, m2, abs_sum = 0, 0.0, 0.0, 0.0
+    for c in _pair_cosine_tiles(U):
+        c = c + shift
+        nb, mb = c.size, float(c.mean())
+        m2b = float(((c - mb) ** 2).sum())
+        delta = mb - mean
+        tot = n + nb
+        mean += delta * nb / tot
+        m2 += m2b + delta * delta * n * nb / tot
+        n = tot
+        abs_sum += float(np.abs(c).sum())
+    return n, mean, m2, abs_sum
 
 
 def _warn_unattainable(metric_name: str, K: int, d: int, need: int, target: str) -> None:
@@ -181,7 +211,9 @@ def equiangularity(vectors_or_stats: ClassStats | Any, ddof: int = 1, *, weighti
     U = _unit_rows(V, scale, "equiangularity")
     if U is None:
         return float("nan")
-    return _spread(_pair_cosines(U), ddof)
+    # shift by the simplex-ETF cosine so that nearly equiangular vectors keep the digits of their spread
+    count, _, m2, _ = _pair_cosine_moments(U, 1.0 / (U.shape[0] - 1))
+    return _spread_from_moments(count, m2, ddof)
 
 
 @metric("max_angle", "lower", "004 Fig. 5 / Papyan et al. PNAS 2020 (NC2 maximal angle, shifted cosine)")
@@ -197,7 +229,8 @@ def max_angle(vectors_or_stats: ClassStats | Any, *, weighting: Weighting = "bal
     U = _unit_rows(V, scale, "max_angle")
     if U is None:
         return float("nan")
-    return float(np.abs(_pair_cosines(U) + 1.0 / (K - 1)).mean())
+    count, _, _, abs_sum = _pair_cosine_moments(U, 1.0 / (K - 1))
+    return abs_sum / count
 
 
 # ---------------------------------------------------------------------------------------------- Gram forms

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from nclab.metrics._linalg import DEFAULT_RTOL, psd_pinv
+from nclab.metrics._linalg import DEFAULT_RTOL, psd_pinv, stats_eig
 from nclab.metrics._registry import metric
 from nclab.metrics.variability import _check_stats
 from nclab.stats.class_stats import ClassStats
@@ -37,8 +37,9 @@ def probe_mse_optimal(stats: ClassStats, rtol: float = DEFAULT_RTOL) -> float:
     _check_stats(stats)
     pi = stats.counts / stats.num_samples
     M = stats.centered_means("empirical")
-    pt = psd_pinv(stats.sigma_t(), rank="numerical", rtol=rtol)
-    q = np.einsum("kd,kd->k", M @ pt.pinv, M)
+    pt = psd_pinv(eig=stats_eig(stats, "total"), rank="numerical", rtol=rtol)
+    P = M @ pt.basis  # q_k = m_k^T Sigma_T^+ m_k, through the kept eigenvectors
+    q = (P * P) @ (1.0 / pt.eigvals[: pt.rank])
     loss = 0.5 * ((1.0 - float(pi @ pi)) - float((pi * pi) @ q))
     return max(loss, 0.0)
 

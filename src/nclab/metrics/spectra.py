@@ -11,7 +11,7 @@ from typing import Literal
 
 import numpy as np
 
-from nclab.metrics._linalg import DEFAULT_RTOL, psd_pinv
+from nclab.metrics._linalg import DEFAULT_RTOL, psd_pinv, stats_eig
 from nclab.metrics._registry import metric
 from nclab.metrics.variability import _check_stats
 from nclab.stats.class_stats import ClassStats, Weighting
@@ -22,12 +22,16 @@ Which = Literal["total", "within", "between"]
 Convention = Literal["eigenvalues", "singular_values"]
 
 
-def _matrix(stats: ClassStats, which: Which, weighting: Weighting, center: bool) -> np.ndarray:
+def _validate(stats: ClassStats, which: Which, center: bool) -> None:
     _check_stats(stats)
     if which not in ("total", "within", "between"):
         raise ValueError(f"which must be 'total', 'within' or 'between', got {which!r}")
     if not center and which != "total":
         raise ValueError("center=False is only defined for which='total' (raw second moment E[h h^T])")
+
+
+def _matrix(stats: ClassStats, which: Which, weighting: Weighting, center: bool) -> np.ndarray:
+    _validate(stats, which, center)
     if which == "total":
         st = stats.sigma_t()
         if center:
@@ -52,8 +56,11 @@ def spectrum(
     second moment ``(1/N) sum_i h_i h_i^T = Sigma_T + mu_G mu_G^T``. Eigenvalues ``<= rtol * lambda_max`` are
     returned as 0.
     """
-    A = _matrix(stats, which, weighting, center)
-    p = psd_pinv(A, rank="numerical", rtol=rtol)
+    if center:
+        _validate(stats, which, center)
+        p = psd_pinv(eig=stats_eig(stats, which, weighting), rank="numerical", rtol=rtol)
+    else:
+        p = psd_pinv(_matrix(stats, which, weighting, center), rank="numerical", rtol=rtol)
     lam = p.eigvals.copy()
     lam[p.rank :] = 0.0
     return lam

@@ -26,7 +26,7 @@ from typing import Literal
 
 import numpy as np
 
-from nclab.metrics._linalg import DEFAULT_RTOL, RankPolicy, psd_pinv
+from nclab.metrics._linalg import DEFAULT_RTOL, RankPolicy, psd_pinv, stats_eig
 from nclab.metrics._registry import REGISTRY, metric
 from nclab.stats.class_stats import ClassStats, Weighting
 
@@ -62,8 +62,8 @@ def _check_rank(rank: RankPolicy) -> None:
 
 def _pinv_b(stats: ClassStats, weighting: Weighting, rank: RankPolicy, rtol: float):
     _check_rank(rank)
-    sb = stats.sigma_b(weighting)
-    return psd_pinv(sb, rank=rank, max_rank=min(stats.dim, stats.num_classes - 1), rtol=rtol)
+    eig = stats_eig(stats, "between", weighting)
+    return psd_pinv(eig=eig, rank=rank, max_rank=min(stats.dim, stats.num_classes - 1), rtol=rtol)
 
 
 @metric("nc1", "lower", "Papyan et al. 2020 NC1; paper 000 Sec. 3.2 (Fuzziness); papers 001, 003, 004")
@@ -103,7 +103,7 @@ def nc1(
     pb = _pinv_b(stats, weighting, rank, rtol)
     if pb.rank == 0 or _between_is_zero(stats, weighting):
         return float("inf")
-    value = float(np.einsum("ij,ij->", sw, pb.pinv))
+    value = pb.trace_with(sw)
     return value / stats.num_classes if normalize else value
 
 
@@ -229,23 +229,23 @@ def vci(
     r = _vci_rank(stats, rank, sb, rtol)
     if r == 0 or _between_is_zero(stats, weighting):
         return 1.0
-    pt = psd_pinv(sw + sb_emp, rank="numerical", rtol=rtol)  # sw + sb_emp is exactly stats.sigma_t()
+    pt = psd_pinv(eig=stats_eig(stats, "total"), rank="numerical", rtol=rtol)  # Sigma_T = sw + sb_emp
     counts = stats.counts
     if weighting == "empirical" or np.all(counts == counts[0]):
         # Whitened path: when Sigma_W is better conditioned than Sigma_T (near collapse with d > K - 1,
         # Sigma_T has tiny noise-only eigenvalues), r * VCI = r - m + sum_{j <= m} 1 / (1 + phi_j), phi the
         # top m = min(d, K - 1) eigenvalues of Sigma_W^{-1/2} Sigma_B Sigma_W^{-1/2} (Sigma_T = Sigma_W +
         # Sigma_B): a sum of positive terms, accurate to relative precision, instead of a difference.
-        ww, Vw = np.linalg.eigh(sw)
+        ww, Vw = (a[..., ::-1] for a in stats_eig(stats, "within"))  # ascending, as eigh
         kept_t = pt.eigvals[: pt.rank]
         if ww[0] > rtol * ww[-1] > 0 and ww[-1] / ww[0] < kept_t[0] / kept_t[-1]:
             Wi = Vw / np.sqrt(ww)
             phi = np.maximum(np.linalg.eigvalsh(Wi.T @ sb_emp @ Wi)[::-1], 0.0)
             m = min(stats.dim, stats.num_classes - 1)
             return float((r - m) + np.sum(1.0 / (1.0 + phi[:m]))) / r
-    trace = pt.rank - float(np.einsum("ij,ij->", pt.pinv, sw))
+    trace = pt.rank - pt.trace_with(sw)
     if weighting != "empirical":
-        trace -= float(np.einsum("ij,ij->", pt.pinv, sb_emp - sb))
+        trace -= pt.trace_with(sb_emp - sb)
     return 1.0 - trace / r
 
 

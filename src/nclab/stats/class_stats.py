@@ -115,6 +115,7 @@ class ClassStats:
         self._device: torch.device | None = torch.device(device) if device is not None else None
         self._state: dict[str, torch.Tensor] | None = None
         self._buffers: torch.Tensor | None = None  # per-batch work space, not state
+        self._memo: dict[Any, Any] = {}  # derived quantities of the current state (see `memo`)
         if self._device is not None:
             self._allocate(self._device)
 
@@ -210,7 +211,22 @@ class ClassStats:
             z = self._accumulate_light(x, y)
         if self.track == "full":
             _syrk_update(self._state["scatter_dev"], z)  # type: ignore[index]
+        self._memo.clear()
         return self
+
+    def memo(self, key: Any, compute: Any) -> Any:
+        """``compute()``, cached until the statistics change (any update, merge, all_reduce or load).
+
+        Lets several metrics of one report share a d x d matrix or its eigendecomposition instead of recomputing
+        it. numpy arrays in the cached value are made read-only, so a caller cannot corrupt the cache.
+        """
+        if key not in self._memo:
+            value = compute()
+            for arr in value if isinstance(value, tuple) else (value,):
+                if isinstance(arr, np.ndarray):
+                    arr.setflags(write=False)
+            self._memo[key] = value
+        return self._memo[key]
 
     def _accumulate_light(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """Validate the batch, then add it to every O(K d) accumulator; returns the shifted features z."""
@@ -279,6 +295,7 @@ class ClassStats:
         new = (self._state["counts"] == 0) & (theirs["counts"] > 0)
         self._state["shift"][new] = theirs["shift"][new]
         _add_reshifted(self._state, theirs)
+        self._memo.clear()
         return self
 
     def __add__(self, other: ClassStats) -> ClassStats:
@@ -323,6 +340,7 @@ class ClassStats:
         for key in st:
             if key != "shift":
                 dist.all_reduce(st[key], op=dist.ReduceOp.SUM, group=group)
+        self._memo.clear()
         return self
 
     # ------------------------------------------------------------------ persistence
@@ -346,6 +364,7 @@ class ClassStats:
             if state.get(key) != mine:
                 raise ValueError(f"state has {key}={state.get(key)!r}, these ClassStats have {key}={mine!r}")
         arrays = state.get("state")
+        self._memo.clear()
         if arrays is None:
             self._state = None
             return self
@@ -356,6 +375,7 @@ class ClassStats:
         device = self._device or torch.device("cpu")
         self._state = {k: _to_tensor(arrays[k], k).to(device).clone() for k in keys}
         self._device = device
+        self._memo.clear()
         return self
 
     def save(self, path: str | Path) -> Path:
@@ -485,6 +505,9 @@ class ClassStats:
     def within_scatter(self) -> np.ndarray:
         """Pooled within-class scatter ``sum_i (h_i - mu_{y_i})(h_i - mu_{y_i})^T``, ``(d, d)``."""
         self._need_full("the within-class scatter")
+        return self.memo("within_scatter", self._within_scatter).copy()
+
+    def _within_scatter(self) -> np.ndarray:
         counts = self._get("counts")
         S = self._get("sum_dev")
         C = self._get("scatter_dev")
