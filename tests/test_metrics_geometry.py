@@ -447,6 +447,7 @@ def test_pair_cosine_tiles_cover_all_pairs_across_tiles():
     assert count == K * (K - 1) // 2
     assert mean == pytest.approx(c.mean() + 1.0 / (K - 1), rel=1e-12)
     assert m2 == pytest.approx(((c - c.mean()) ** 2).sum(), rel=1e-10)
+    assert abs_sum == pytest.approx(np.abs(c + 1.0 / (K - 1)).sum(), rel=1e-10)
     assert equiangularity(V) == pytest.approx(np.std(c, ddof=1), rel=1e-10)
     with pytest.warns(TargetUnattainableWarning):
         assert max_angle(V) == pytest.approx(np.abs(c + 1.0 / (K - 1)).mean(), rel=1e-10)

@@ -1,5 +1,56 @@
-"""Reference geometries: simplex ETF, orthogonal frame, ..."""
+"""Reference geometries and the margins of paper 003: frames, hull distances, Thm 3.9 bounds, assignments.
 
-from nclab.geometry.frames import orthogonal_frame, simplex_etf
+Rows are classes: a code or classifier is ``(K, d)``.
+"""
 
-__all__ = ["orthogonal_frame", "simplex_etf"]
+from nclab.geometry.bounds import CodeBounds, softmax_code_bounds
+from nclab.geometry.frames import (
+    cross_polytope_subset,
+    icosahedron,
+    octahedron,
+    orthogonal_frame,
+    random_orthogonal,
+    regular_polygon,
+    simplex_etf,
+)
+from nclab.geometry.hull import (
+    HullDistance,
+    OneVsOne,
+    OneVsRest,
+    dist_to_hull,
+    hardmax_value,
+    one_vs_one,
+    one_vs_rest,
+    one_vs_rest_distances,
+    optimal_features,
+    rho_one_vs_one,
+    rho_one_vs_rest,
+)
+from nclab.geometry.oblique import normalize_rows, random_oblique, retract, tangent
+
+__all__ = [
+    "CodeBounds",
+    "HullDistance",
+    "OneVsOne",
+    "OneVsRest",
+    "cross_polytope_subset",
+    "dist_to_hull",
+    "hardmax_value",
+    "icosahedron",
+    "normalize_rows",
+    "octahedron",
+    "one_vs_one",
+    "one_vs_rest",
+    "one_vs_rest_distances",
+    "optimal_features",
+    "orthogonal_frame",
+    "random_oblique",
+    "random_orthogonal",
+    "regular_polygon",
+    "retract",
+    "rho_one_vs_one",
+    "rho_one_vs_rest",
+    "simplex_etf",
+    "softmax_code_bounds",
+    "tangent",
+]
