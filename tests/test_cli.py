@@ -120,3 +120,35 @@ def test_collapse_report_warns_on_imbalance_and_empirical_is_silent(rng):
     assert rep["trace_ratio"] == pytest.approx(stats.trace_w() / stats.trace_b("empirical"), rel=1e-12)
     with pytest.raises(ValueError, match="unknown convention"):
         collapse_report(stats, conventions={"nc1_scale": 1})
+
+
+def test_json_output_is_strict_on_degenerate_data(tmp_path):
+    # all class means equal: nc1 = inf, centred cosines undefined (nan) -> strict JSON strings, and a note
+    H = np.tile(np.eye(3), (4, 1))
+    y = np.repeat(np.arange(2), 6)
+    np.save(tmp_path / "h.npy", H)
+    np.save(tmp_path / "y.npy", y)
+    res = runner.invoke(app, ["measure", str(tmp_path / "h.npy"), str(tmp_path / "y.npy"), "-f", "json"])
+    assert res.exit_code == 0, res.output
+    got = json.loads(res.stdout, parse_constant=lambda tok: pytest.fail(f"non-strict JSON token {tok}"))
+    assert got["nc1"] == "inf" and got["vci"] == 1.0 and got["equiangularity"] == "nan"
+    assert float(got["trace_ratio"]) == float("inf")
+
+
+def test_collapse_report_takes_torch_classifier_and_checks_shapes(data):
+    H, y, W, b = data
+    stats = ClassStats.from_arrays(H, y)
+    fc = torch.nn.Linear(6, 4).double()
+    with torch.no_grad():
+        fc.weight.copy_(torch.from_numpy(W))
+        fc.bias.copy_(torch.from_numpy(b))
+    assert collapse_report(stats, W=fc.weight, b=fc.bias) == collapse_report(stats, W=W, b=b)
+    with pytest.raises(ValueError, match=r"W must be \(K, d\)"):
+        collapse_report(stats, W=W[:, :5])
+    with pytest.raises(ValueError, match=r"b must be \(K,\)"):
+        collapse_report(stats, W=W, b=b[:3])
+    # the pinv convention reaches the V_B split too
+    rep = collapse_report(stats, conventions={"pinv_rank": 1})
+    from nclab.metrics import within_class_split
+
+    assert rep["within_class_split_in_span"] == pytest.approx(within_class_split(stats, rank=1)["in_span"])

@@ -62,6 +62,12 @@ def _brute_pairs_cos(V):
     return [_dot(V[i], V[j]) / (_norm(V[i]) * _norm(V[j])) for i in range(K) for j in range(i + 1, K)]
 
 
+def _brute_offdiag_cos(V):
+    # every off-diagonal entry of the cosine matrix (each pair twice): what equiangularity's std runs over
+    K = len(V)
+    return [_dot(V[i], V[j]) / (_norm(V[i]) * _norm(V[j])) for i in range(K) for j in range(K) if i != j]
+
+
 def _brute_gram_error(G, target):
     K = len(G)
     nG = sum(G[i][j] ** 2 for i in range(K) for j in range(K)) ** 0.5
@@ -236,7 +242,7 @@ def test_every_metric_matches_brute_force(weighting, rng):
         norms = [_norm(v) for v in V]
         for ddof in (0, 1):
             assert equinorm(X, ddof, **kw) == pytest.approx(_std(norms, ddof) / (sum(norms) / K), rel=1e-10)
-            assert equiangularity(X, ddof, **kw) == pytest.approx(_std(_brute_pairs_cos(V), ddof), rel=1e-10)
+            assert equiangularity(X, ddof, **kw) == pytest.approx(_std(_brute_offdiag_cos(V), ddof), rel=1e-10)
         shifted = [abs(c + 1 / (K - 1)) for c in _brute_pairs_cos(V)]
         assert max_angle(X, **kw) == pytest.approx(sum(shifted) / len(shifted), rel=1e-10)
     # ordered-pair mean of the shifted cosine (the reference Colab's form) is the same number
@@ -316,7 +322,7 @@ def test_d_equals_one():
     Xc = X - X.mean(0)
     cos = np.sign(Xc[:, 0])[:, None] * np.sign(Xc[:, 0])[None, :]
     pairs = cos[np.triu_indices(K, 1)]
-    assert equiangularity(Xc) == pytest.approx(np.std(pairs, ddof=1), rel=1e-12)
+    assert equiangularity(Xc) == pytest.approx(np.std(cos[~np.eye(K, dtype=bool)], ddof=1), rel=1e-12)
     with pytest.warns(TargetUnattainableWarning):
         assert max_angle(Xc) == pytest.approx(np.abs(pairs + 1 / 3).mean(), rel=1e-12)
 
@@ -448,6 +454,6 @@ def test_pair_cosine_tiles_cover_all_pairs_across_tiles():
     assert mean == pytest.approx(c.mean() + 1.0 / (K - 1), rel=1e-12)
     assert m2 == pytest.approx(((c - c.mean()) ** 2).sum(), rel=1e-10)
     assert abs_sum == pytest.approx(np.abs(c + 1.0 / (K - 1)).sum(), rel=1e-10)
-    assert equiangularity(V) == pytest.approx(np.std(c, ddof=1), rel=1e-10)
+    assert equiangularity(V) == pytest.approx(np.std(G[~np.eye(K, dtype=bool)], ddof=1), rel=1e-10)
     with pytest.warns(TargetUnattainableWarning):
         assert max_angle(V) == pytest.approx(np.abs(c + 1.0 / (K - 1)).mean(), rel=1e-10)

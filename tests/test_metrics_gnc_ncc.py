@@ -360,7 +360,7 @@ def test_ncc_validation(rng):
     acc = NCCAccumulator(stats)
     with pytest.raises(ValueError, match="no sample has been seen"):
         acc.compute()
-    with pytest.raises(ValueError, match="features have dim 3, but these ClassStats were built for dim 4"):
+    with pytest.raises(ValueError, match="features have dim 3, but these statistics were built for dim 4"):
         acc.update(H[:, :3], y)
     with pytest.raises(ValueError, match="2-D"):
         acc.update(H[0], y[:1])

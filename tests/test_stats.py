@@ -263,3 +263,28 @@ def test_memo_is_invalidated_by_every_change_and_read_only(rng):
         s.memo("k", lambda: np.zeros(1))
     np.testing.assert_allclose(s.within_scatter(), ClassStats.from_arrays(H, y).within_scatter(), rtol=1e-12)
     assert not np.allclose(before, np.zeros_like(before))
+
+
+def test_load_state_dict_checks_shapes_and_dtypes(rng):
+    H, y = _data(rng)
+    sd = ClassStats.from_arrays(H, y).state_dict()
+    bad_shape = {**sd, "state": {**sd["state"], "sum_dev": sd["state"]["sum_dev"][:, :3]}}
+    with pytest.raises(ValueError, match=r"'sum_dev' has shape \(4, 3\), expected \(4, 6\)"):
+        ClassStats(4, 6).load_state_dict(bad_shape)
+    bad_dtype = {**sd, "state": {**sd["state"], "scatter_dev": sd["state"]["scatter_dev"].astype(np.float32)}}
+    with pytest.raises(ValueError, match="'scatter_dev' has dtype float32"):
+        ClassStats(4, 6).load_state_dict(bad_dtype)
+    with pytest.raises(ValueError, match="batch_size"):
+        ClassStats.from_arrays(H, y, batch_size=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64])
+def test_torch_inputs_of_every_float_dtype_accumulate_in_float64(rng, dtype):
+    H, y = _data(rng, N=120)
+    x = torch.from_numpy(H).to(dtype)
+    s = ClassStats.from_arrays(x, torch.from_numpy(y))
+    assert all(v.dtype in (torch.float64, torch.int64) for v in s._state.values())
+    # the values are those of the (rounded) input, accumulated exactly in float64
+    ref = brute_stats(x.to(torch.float64).numpy(), y, 4)
+    np.testing.assert_allclose(s.sigma_w(), ref["sw"], rtol=1e-11, atol=1e-13)
+    np.testing.assert_allclose(s.means, ref["means"], rtol=1e-12, atol=1e-13)

@@ -127,11 +127,22 @@ def _warnings_as_notes() -> Iterator[None]:
             err_console.print(f"[yellow]note:[/yellow] {escape(text)}", soft_wrap=True, highlight=False)
 
 
+def _json_value(v: Any) -> Any:
+    """Strict JSON has no Infinity/NaN tokens: non-finite metric values (documented degenerate cases) are written
+    as the strings "inf", "-inf", "nan", which ``float()`` reads back."""
+    v = float(v)
+    return v if math.isfinite(v) else str(v)
+
+
+def _to_json(report: dict[str, float]) -> str:
+    return json.dumps({k: _json_value(v) for k, v in report.items()}, indent=2, allow_nan=False)
+
+
 def _emit(report: dict[str, float], fmt: OutputFormat, title: str) -> None:
     from nclab.metrics import REGISTRY
 
     if fmt is OutputFormat.json:
-        typer.echo(json.dumps(report, indent=2, sort_keys=False, default=float))
+        typer.echo(_to_json(report))
         return
     if fmt is OutputFormat.csv:
         buf = io.StringIO()
@@ -226,7 +237,7 @@ def demo(
     _emit(report, OutputFormat.table, title)
     from nclab.report import metrics_table_html, write_report
 
-    (out / "metrics.json").write_text(json.dumps(report, indent=2, default=float) + "\n")
+    (out / "metrics.json").write_text(_to_json(report) + "\n")
     note = (
         "<p class=note>Features: the 64 raw pixels of scikit-learn's bundled digits (embedded in nclab). "
         "Classifier: the least-squares read-out with bias. Conventions: nclab defaults "

@@ -42,6 +42,8 @@ def load_array(spec: str | Path, *, mmap: bool = True) -> Any:
     suffix = path.suffix.lower()
     try:
         if suffix == ".npy":
+            if key is not None:
+                raise ValueError(f"{path} holds a single array; ':{key}' names an array only in .npz/.pt/.safetensors")
             return np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
         if suffix == ".npz":
             with np.load(path, allow_pickle=False) as fh:

@@ -1,7 +1,8 @@
 """Collapse metrics: pure functions of ClassStats (plus classifier W (K, d), b (K,)).
 
-Every public metric is registered in :data:`REGISTRY` with its collapse direction and source; aliases (``pfc1``,
-``sq_dist``, ``pfc2``, ``pfc3``) are the same functions under the names other papers use.
+Every public metric is registered in :data:`REGISTRY` with its collapse direction and source; the aliases
+``pfc1``/``sq_dist`` (= ``trace_ratio``) and ``pfc2`` (= ``etf_gram_error``) are the same functions under the names
+papers 002 and 000 use, and the registry entry ``pfc3`` names ``NCCAccumulator``'s ``ncc_accuracy``.
 """
 
 from nclab.metrics._linalg import PsdPinv, psd_pinv

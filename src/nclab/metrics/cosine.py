@@ -30,17 +30,12 @@ import numpy as np
 
 from nclab.metrics._registry import metric
 from nclab.metrics.variability import _check_stats
-from nclab.stats.class_stats import ClassStats, Weighting
+from nclab.stats.class_stats import ClassStats, Weighting, check_weighting
 
 __all__ = ["class_separation", "within_class_cosine", "within_class_cosine_distance"]
 
 # d_total below this counts as 0: every feature points the same way (1 - ||U||^2 / N^2 is pure roundoff).
 _DTOTAL_TOL = 1e-12
-
-
-def _check_weighting(weighting: str) -> None:
-    if weighting not in ("balanced", "empirical"):
-        raise ValueError(f"weighting must be 'balanced' or 'empirical', got {weighting!r}")
 
 
 def _within_sims(stats: ClassStats, include_self: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -61,7 +56,7 @@ def _within_sims(stats: ClassStats, include_self: bool) -> tuple[np.ndarray, np.
 
 
 def _mean_within(sums: np.ndarray, pairs: np.ndarray, weighting: Weighting) -> float:
-    _check_weighting(weighting)
+    check_weighting(weighting)
     if weighting == "balanced":
         return float(np.mean(sums / pairs))
     return float(sums.sum() / pairs.sum())

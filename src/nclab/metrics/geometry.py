@@ -11,7 +11,8 @@ Conventions (``docs/conventions.md``; rows drafted in ``docs/_rows_geometry.md``
   closed form :func:`etf_gram_error_spectral`; :func:`orthogonal_frame_error` (NC2_OF of paper 001,
   uncentred).
 * PNAS / paper 004 diagnostics: :func:`equinorm`, :func:`equiangularity` (``ddof=1`` by default, as
-  ``torch.std`` in the reference Colab; the spread is over the K(K-1)/2 *unordered* pairs), :func:`max_angle`.
+  ``torch.std`` in the reference Colab; the spread is over the K(K-1) off-diagonal entries, each pair twice),
+  :func:`max_angle`.
 * ``weighting`` (where the global mean matters) applies to ClassStats inputs; arrays are centred, where a
   metric centres, by their plain mean row.
 * NC3: :func:`self_duality` (paper 004's squared Frobenius form with centred means by default).
@@ -202,7 +203,8 @@ def equinorm(vectors_or_stats: ClassStats | Any, ddof: int = 1, *, weighting: We
 
 @metric("equiangularity", "lower", "004 Fig. 4 / Papyan et al. PNAS 2020 (NC2 equiangularity)")
 def equiangularity(vectors_or_stats: ClassStats | Any, ddof: int = 1, *, weighting: Weighting = "balanced") -> float:
-    """Standard deviation of the pairwise cosines ``cos(v_k, v_l)`` over the K(K-1)/2 pairs ``k < l``.
+    """Standard deviation of the off-diagonal cosines ``cos(v_k, v_l)``, ``k != l`` (K(K-1) entries, each pair
+    twice, as ``torch.std`` over the off-diagonal of the cosine matrix in paper 004's reference code).
 
     Same inputs as :func:`equinorm`. K = 2 (a single pair) returns ``0.0``: one angle has no spread.
     A zero-norm vector makes its cosines undefined: nan with :class:`DegenerateMetricWarning`.
@@ -213,7 +215,9 @@ def equiangularity(vectors_or_stats: ClassStats | Any, ddof: int = 1, *, weighti
         return float("nan")
     # shift by the simplex-ETF cosine so that nearly equiangular vectors keep the digits of their spread
     count, _, m2, _ = _pair_cosine_moments(U, 1.0 / (U.shape[0] - 1))
-    return _spread_from_moments(count, m2, ddof)
+    # the K(K-1) off-diagonal entries of the cosine matrix are each unordered pair twice (torch.std over the
+    # off-diagonal entries in the reference code of paper 004): same mean, twice the count and the squares
+    return _spread_from_moments(2 * count, 2 * m2, ddof)
 
 
 @metric("max_angle", "lower", "004 Fig. 5 / Papyan et al. PNAS 2020 (NC2 maximal angle, shifted cosine)")

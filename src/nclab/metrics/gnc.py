@@ -26,7 +26,8 @@ import torch
 from nclab.metrics._linalg import DEFAULT_RTOL, psd_pinv
 from nclab.metrics._registry import metric
 from nclab.metrics.geometry import _as_rows, _unit_rows
-from nclab.stats.class_stats import ClassStats, EmptyClassError, Weighting
+from nclab.metrics.variability import _SB_ZERO
+from nclab.stats.class_stats import ClassStats, Weighting
 
 __all__ = ["check_normalized_stats", "gnc1", "gnc3", "normalize_features"]
 
@@ -56,18 +57,6 @@ def normalize_features(H: Any) -> Any:
     return (work / np.where(norms > 0, norms, 1.0)).astype(out_dtype)
 
 
-def _require_all_classes(stats: ClassStats, what: str) -> np.ndarray:
-    counts = stats.counts
-    empty = np.flatnonzero(counts == 0)
-    if empty.size:
-        raise EmptyClassError(
-            f"{what} needs every class, but {empty.size} of {stats.num_classes} classes are empty "
-            f"(classes {', '.join(map(str, empty[:10]))}); "
-            "use stats.drop_empty() to measure the classes present"
-        )
-    return counts
-
-
 def check_normalized_stats(stats: ClassStats, tol: float = NORMALIZED_TOL) -> None:
     """Raise ``ValueError`` unless ``stats`` look like statistics of L2-normalised features.
 
@@ -79,7 +68,7 @@ def check_normalized_stats(stats: ClassStats, tol: float = NORMALIZED_TOL) -> No
     """
     if not isinstance(stats, ClassStats):
         raise TypeError(f"expected ClassStats, got {type(stats).__name__}")
-    counts = _require_all_classes(stats, "check_normalized_stats")
+    counts = stats.require_nonempty("check_normalized_stats")
     mu = stats.means
     n = counts.astype(np.float64)
     msq = (stats.class_ss + n * np.einsum("kd,kd->k", mu, mu)) / n
@@ -92,7 +81,7 @@ def check_normalized_stats(stats: ClassStats, tol: float = NORMALIZED_TOL) -> No
             f"feature norm {msq[k]:.6g} (should be 1) and |mean(h/||h||) - mean(h)| = {gap[k]:.3g} "
             f"(should be 0); {bad.size} of {stats.num_classes} classes fail (tol={tol:g}). Build them with "
             "ClassStats.from_arrays(normalize_features(H), y), or update(normalize_features(h), y). Zero "
-            "feature vectors cannot be normalised and also fail this check; pass check=False to skip it"
+            "feature vectors cannot be normalised and also fail this check; call gnc1(..., check=False) to skip it"
         )
 
 
@@ -123,7 +112,7 @@ def gnc1(
         raise TypeError(f"gnc1 expects ClassStats (built on L2-normalised features), got {type(stats).__name__}")
     if check:
         check_normalized_stats(stats, tol)
-    counts = _require_all_classes(stats, "gnc1")
+    counts = stats.require_nonempty("gnc1")
     K, d = stats.num_classes, stats.dim
     sw = stats.sigma_w()
     if center:
@@ -140,7 +129,7 @@ def gnc1(
     # pseudo-inverse would otherwise invert): no class separation, inf, as nc1
     scale = float(np.linalg.norm(stats.means, axis=1).max())
     p = psd_pinv(sb, max_rank=max_rank, rtol=rtol)
-    if p.rank == 0 or np.trace(sb) <= (8 * np.finfo(np.float64).eps * scale) ** 2:
+    if p.rank == 0 or np.trace(sb) <= _SB_ZERO * scale**2:
         return float("inf")
     return float(np.sum(sw * p.pinv) / K)
 
@@ -164,7 +153,7 @@ def gnc3(W: Any, stats: ClassStats, *, normalize_w: bool = True, renormalize_mea
     """
     if not isinstance(stats, ClassStats):
         raise TypeError(f"gnc3 expects ClassStats, got {type(stats).__name__}")
-    counts = _require_all_classes(stats, "gnc3")
+    counts = stats.require_nonempty("gnc3")
     hbar = stats.unit_sums / counts[:, None].astype(np.float64)
     Wr = _as_rows(W, "W")
     if Wr.shape != hbar.shape:

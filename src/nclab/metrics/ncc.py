@@ -32,7 +32,7 @@ import numpy as np
 import torch
 
 from nclab.metrics._registry import REGISTRY, MetricInfo
-from nclab.stats.class_stats import ClassStats, _check_labels_dtype, _to_tensor
+from nclab.stats.class_stats import ClassStats, _to_tensor, check_batch, check_label_range
 
 __all__ = ["NCCAccumulator", "ncc_metrics"]
 
@@ -160,23 +160,12 @@ class NCCAccumulator:
 
     def update(self, features: Any, labels: Any) -> NCCAccumulator:
         """Accumulate a batch: ``features (B, d)`` (any float dtype), integer ``labels (B,)`` in [0, K)."""
-        x = _to_tensor(features, "features")
-        y = _to_tensor(labels, "labels")
-        if x.ndim != 2:
-            raise ValueError(f"features must be 2-D (B, d), got shape {tuple(x.shape)}")
-        if y.ndim != 1 or y.shape[0] != x.shape[0]:
-            raise ValueError(
-                f"labels must be 1-D with one entry per feature row: features {tuple(x.shape)}, labels {tuple(y.shape)}"
-            )
-        _check_labels_dtype(y)
+        x, y = check_batch(features, labels, self.dim)
         x = self._features(x)
         if x.shape[0] == 0:
             return self
         y = y.to(device=self._device, dtype=torch.int64)
-        ymin, ymax = int(y.min()), int(y.max())
-        if ymin < 0 or ymax >= self.num_classes:
-            bad = ymin if ymin < 0 else ymax
-            raise ValueError(f"label {bad} is out of range [0, {self.num_classes})")
+        check_label_range(y, self.num_classes)
         c = self._counts
         assert c is not None
         K = self.num_classes

@@ -12,7 +12,7 @@ import numpy as np
 
 from nclab.metrics._linalg import DEFAULT_RTOL, psd_pinv, stats_eig
 from nclab.metrics._registry import metric
-from nclab.metrics.variability import _check_stats
+from nclab.metrics.variability import _check_stats, _whitened_between
 from nclab.stats.class_stats import ClassStats
 
 __all__ = ["probe_mse_lstsq", "probe_mse_optimal"]
@@ -37,6 +37,15 @@ def probe_mse_optimal(stats: ClassStats, rtol: float = DEFAULT_RTOL) -> float:
     _check_stats(stats)
     pi = stats.counts / stats.num_samples
     M = stats.centered_means("empirical")
+    whitened = _whitened_between(stats, rtol)
+    if whitened is not None:
+        # 2 L* = tr(Pi (P_c - U U^T)) + sum_j ||Pi^{1/2} u_j||^2 / (1 + s_j^2) (P_c: projector orthogonal to
+        # sqrt(pi)), sums of non-negative terms, accurate near collapse (see _whitened_between).
+        U, sv = whitened
+        r = int(np.sum(sv * sv > rtol * sv[0] * sv[0])) if sv.size and sv[0] > 0 else 0
+        weights = pi @ (U[:, :r] ** 2)
+        rest = 0.0 if r >= stats.num_classes - 1 else max((1.0 - float(pi @ pi)) - float(weights.sum()), 0.0)
+        return 0.5 * (rest + float(weights @ (1.0 / (1.0 + sv[:r] ** 2))))
     pt = psd_pinv(eig=stats_eig(stats, "total"), rank="numerical", rtol=rtol)
     P = M @ pt.basis  # q_k = m_k^T Sigma_T^+ m_k, through the kept eigenvectors
     q = (P * P) @ (1.0 / pt.eigvals[: pt.rank])

@@ -11,11 +11,13 @@ from dataclasses import replace
 from typing import Any
 
 import numpy as np
+import torch
 
 from nclab.metrics._registry import REGISTRY
 from nclab.metrics.cdnv import cdnv
 from nclab.metrics.cosine import class_separation, within_class_cosine
 from nclab.metrics.geometry import (
+    _as_rows,
     equiangularity,
     equinorm,
     etf_gram_error,
@@ -109,6 +111,12 @@ def collapse_report(
     if stats.num_samples == 0:
         raise ValueError("collapse_report: these ClassStats have seen no sample")
     stats.means  # noqa: B018 -- raises EmptyClassError naming the empty classes
+    if b is not None:
+        if W is None:
+            raise ValueError("a bias b needs its classifier W")
+        b_arr = np.asarray(b.detach().cpu() if isinstance(b, torch.Tensor) else b, dtype=np.float64)
+        if b_arr.shape != (stats.num_classes,):
+            raise ValueError(f"b must be (K,) = ({stats.num_classes},), got {b_arr.shape}")
     c = _resolve(conventions)
     wt = c["weighting"]
     counts = stats.counts
@@ -120,6 +128,17 @@ def collapse_report(
             ImbalanceWarning,
             stacklevel=2,
         )
+    try:
+        return _report(stats, W, ncc, c, wt)
+    finally:
+        # the d x d matrices and eigendecompositions shared by this report's metrics (ClassStats.memo) can
+        # be large (4 d x d float64 arrays); do not keep them alive after the report
+        stats.clear_memo()
+
+
+def _report(
+    stats: ClassStats, W: Any, ncc: NCCAccumulator | Mapping[str, Any] | None, c: dict[str, Any], wt: str
+) -> dict[str, float]:
     out: dict[str, float] = {}
     full = stats.track == "full"
 
@@ -128,7 +147,7 @@ def collapse_report(
     out["trace_ratio"] = trace_ratio(stats, weighting=wt)
     if full:
         out["vci"] = vci(stats, rank=c["vci_rank"])
-        split = within_class_split(stats, weighting=wt)
+        split = within_class_split(stats, weighting=wt, rank=c["pinv_rank"])
         out["within_class_split_in_span"] = float(split["in_span"])
         out["within_class_split_orthogonal"] = float(split["orthogonal"])
     out["cdnv"] = cdnv(stats, exponent=c["cdnv_exponent"])
@@ -143,7 +162,9 @@ def collapse_report(
         out["orthogonal_frame_error"] = orthogonal_frame_error(stats)
 
     if W is not None:
-        Wa = np.asarray(W, dtype=np.float64)
+        Wa = _as_rows(W, "W")
+        if Wa.shape != (stats.num_classes, stats.dim):
+            raise ValueError(f"W must be (K, d) = ({stats.num_classes}, {stats.dim}), got {Wa.shape}")
         out["equinorm_w"] = equinorm(Wa, ddof=c["ddof"])
         out["equiangularity_w"] = equiangularity(Wa, ddof=c["ddof"])
         out["max_angle_w"] = max_angle(Wa)

@@ -131,8 +131,9 @@ def trace_ratio(stats: ClassStats, weighting: Weighting = "balanced") -> float:
     """Trace ratio Tr(Sigma_W) / Tr(Sigma_B).
 
     This one function is PFC1 (paper 002) and the "Squared Distance" of paper 000, eq. (4),
-    ``sum_{k,i} ||h_ki - mu_k||^2 / (N sum_k ||mu_k - mu_G||^2)`` (= Tr Sigma_W / Tr Sigma_B for balanced
-    classes); ``pfc1`` and ``sq_dist`` are aliases of this function, not copies.
+    ``sum_{k,i} ||h_ki - mu_k||^2 / (n sum_k ||mu_k - mu_G||^2)`` with n the per-class count of paper 000
+    (= Tr Sigma_W / Tr Sigma_B for balanced classes); ``pfc1`` and ``sq_dist`` are aliases of this function,
+    not copies.
 
     Range [0, inf); lower = more collapsed. Invariant under rotations, isotropic scaling and translation
     (paper 000 Obs. 4.3), not under general invertible maps. Needs only O(K d) state: works with
@@ -156,6 +157,33 @@ pfc1 = trace_ratio
 sq_dist = trace_ratio
 REGISTRY["pfc1"] = replace(trace_ratio.info, name="pfc1")  # type: ignore[attr-defined]
 REGISTRY["sq_dist"] = replace(trace_ratio.info, name="sq_dist")  # type: ignore[attr-defined]
+
+
+def _whitened_between(stats: ClassStats, rtol: float) -> tuple[np.ndarray, np.ndarray] | None:
+    """Thin SVD ``B = U diag(s) V^T`` of ``B = Pi^{1/2} M Sigma_W^{-1/2}`` (K, d), M the empirically centred
+    class means, Pi = diag(n_k / N); or None when Sigma_W is numerically singular or worse conditioned than
+    Sigma_T (then the Sigma_T forms are the accurate ones).
+
+    Shared by :func:`vci` and :func:`nclab.metrics.probe_mse_optimal`. With S = B B^T, Woodbury gives
+    ``Pi^{1/2} M Sigma_T^{-1} M^T Pi^{1/2} = S (I + S)^{-1}``, so Tr(Sigma_T^+ Sigma_B) = sum_j s_j^2 / (1 + s_j^2)
+    and the residual terms are sums of positive 1 / (1 + s_j^2): no cancellation near collapse, where Sigma_T
+    has noise-only eigenvalues next to O(1) ones. ``B^T sqrt(pi) = 0``, so U is orthogonal to sqrt(pi).
+    """
+
+    def compute() -> tuple[np.ndarray, np.ndarray] | None:
+        ww, Vw = stats_eig(stats, "within")  # descending
+        if not (ww[-1] > rtol * ww[0] > 0):
+            return None
+        wt = stats_eig(stats, "total")[0]
+        kept_t = wt[wt > rtol * wt[0]]
+        if ww[0] / ww[-1] >= kept_t[0] / kept_t[-1]:
+            return None
+        pi = stats.counts / stats.num_samples
+        B = (np.sqrt(pi)[:, None] * stats.centered_means("empirical")) @ (Vw / np.sqrt(ww))
+        U, sv, _ = np.linalg.svd(B, full_matrices=False)
+        return U, sv
+
+    return stats.memo(("whitened_between", rtol), compute)
 
 
 def _vci_rank(stats: ClassStats, rank: VciRank, sb: np.ndarray, rtol: float) -> int:
@@ -229,20 +257,17 @@ def vci(
     r = _vci_rank(stats, rank, sb, rtol)
     if r == 0 or _between_is_zero(stats, weighting):
         return 1.0
-    pt = psd_pinv(eig=stats_eig(stats, "total"), rank="numerical", rtol=rtol)  # Sigma_T = sw + sb_emp
     counts = stats.counts
     if weighting == "empirical" or np.all(counts == counts[0]):
-        # Whitened path: when Sigma_W is better conditioned than Sigma_T (near collapse with d > K - 1,
-        # Sigma_T has tiny noise-only eigenvalues), r * VCI = r - m + sum_{j <= m} 1 / (1 + phi_j), phi the
-        # top m = min(d, K - 1) eigenvalues of Sigma_W^{-1/2} Sigma_B Sigma_W^{-1/2} (Sigma_T = Sigma_W +
-        # Sigma_B): a sum of positive terms, accurate to relative precision, instead of a difference.
-        ww, Vw = (a[..., ::-1] for a in stats_eig(stats, "within"))  # ascending, as eigh
-        kept_t = pt.eigvals[: pt.rank]
-        if ww[0] > rtol * ww[-1] > 0 and ww[-1] / ww[0] < kept_t[0] / kept_t[-1]:
-            Wi = Vw / np.sqrt(ww)
-            phi = np.maximum(np.linalg.eigvalsh(Wi.T @ sb_emp @ Wi)[::-1], 0.0)
+        whitened = _whitened_between(stats, rtol)
+        if whitened is not None:
+            # r VCI = r - m + sum_{j <= m} 1 / (1 + s_j^2), m = min(d, K - 1): a sum of positive terms
+            sv = whitened[1]
             m = min(stats.dim, stats.num_classes - 1)
-            return float((r - m) + np.sum(1.0 / (1.0 + phi[:m]))) / r
+            phi = np.zeros(m)
+            phi[: min(m, sv.size)] = sv[:m] ** 2
+            return float((r - m) + np.sum(1.0 / (1.0 + phi))) / r
+    pt = psd_pinv(eig=stats_eig(stats, "total"), rank="numerical", rtol=rtol)  # Sigma_T = sw + sb_emp
     trace = pt.rank - pt.trace_with(sw)
     if weighting != "empirical":
         trace -= pt.trace_with(sb_emp - sb)
@@ -275,10 +300,13 @@ def within_class_split(
     _check_stats(stats)
     sw = stats.sigma_w()
     pb = _pinv_b(stats, weighting, rank, rtol)
-    V = pb.basis[:, :0] if _between_is_zero(stats, weighting) else pb.basis
-    in_span = float(np.einsum("ij,ij->", V, sw @ V))
-    total = float(np.trace(sw))
-    orthogonal = max(total - in_span, 0.0)
+    r = 0 if _between_is_zero(stats, weighting) else pb.rank
+    V_all = stats_eig(stats, "between", weighting)[1]
+    # both parts summed directly (no subtraction from the trace): the V_B^perp part is often orders of
+    # magnitude smaller than the V_B part, and a difference would lose its digits (paper 000 Fig. 1 plots it)
+    in_span = float(np.einsum("ij,ij->", V_all[:, :r], sw @ V_all[:, :r]))
+    orthogonal = float(np.einsum("ij,ij->", V_all[:, r:], sw @ V_all[:, r:]))
+    V = V_all[:, :r]
     if normalize:
         tb = stats.trace_b(weighting)
         if V.shape[1] == 0:

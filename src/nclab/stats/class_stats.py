@@ -62,7 +62,7 @@ def _to_tensor(x: Any, name: str) -> torch.Tensor:
     raise TypeError(f"{name} must be a numpy array or a torch tensor, got {type(x).__name__}")
 
 
-def _check_weighting(weighting: str) -> None:
+def check_weighting(weighting: str) -> None:
     if weighting not in ("balanced", "empirical"):
         raise ValueError(f"weighting must be 'balanced' or 'empirical', got {weighting!r}")
 
@@ -135,6 +135,8 @@ class ClassStats:
 
         ``batch_size`` streams the rows in chunks (useful for memory-mapped arrays).
         """
+        if batch_size is not None and (isinstance(batch_size, bool) or batch_size < 1):
+            raise ValueError(f"batch_size must be a positive int or None, got {batch_size!r}")
         if not hasattr(H, "shape"):
             H = np.asarray(H)
         Ht = _to_tensor(H, "features") if batch_size is None else None
@@ -173,19 +175,7 @@ class ClassStats:
     # ------------------------------------------------------------------ accumulation
     def update(self, features: Any, labels: Any) -> ClassStats:
         """Accumulate a batch: ``features (B, d)`` of any float dtype, ``labels (B,)`` integers in ``[0, K)``."""
-        x = _to_tensor(features, "features")
-        y = _to_tensor(labels, "labels")
-        if x.ndim != 2:
-            raise ValueError(f"features must be 2-D (B, d), got shape {tuple(x.shape)}")
-        if x.shape[1] != self.dim:
-            raise ValueError(f"features have dim {x.shape[1]}, but these ClassStats were built for dim {self.dim}")
-        if not (x.is_floating_point()):
-            raise TypeError(f"features must have a floating dtype, got {x.dtype}")
-        if y.ndim != 1 or y.shape[0] != x.shape[0]:
-            raise ValueError(
-                f"labels must be 1-D with one entry per feature row: features {tuple(x.shape)}, labels {tuple(y.shape)}"
-            )
-        _check_labels_dtype(y)
+        x, y = check_batch(features, labels, self.dim)
         if self._state is None:
             self._allocate(x.device)
         dev = self._device
@@ -196,10 +186,7 @@ class ClassStats:
         B = x.shape[0]
         if B == 0:
             return self
-        ymin, ymax = int(y.min()), int(y.max())
-        if ymin < 0 or ymax >= self.num_classes:
-            bad = ymin if ymin < 0 else ymax
-            raise ValueError(f"label {bad} is out of range [0, {self.num_classes})")
+        check_label_range(y, self.num_classes)
 
         if dev.type == "cpu":
             # The O(B d) passes below are memory-bound; run them on one torch thread so that torch's OpenMP
@@ -213,6 +200,10 @@ class ClassStats:
             _syrk_update(self._state["scatter_dev"], z)  # type: ignore[index]
         self._memo.clear()
         return self
+
+    def clear_memo(self) -> None:
+        """Drop the cached derived quantities (they are recomputed on demand)."""
+        self._memo.clear()
 
     def memo(self, key: Any, compute: Any) -> Any:
         """``compute()``, cached until the statistics change (any update, merge, all_reduce or load).
@@ -235,7 +226,8 @@ class ClassStats:
         st = self._state
         assert st is not None
         # Validate before touching any accumulator, so a rejected batch leaves no trace. Finiteness is read
-        # off the O(B) row norms (NaN/inf in any entry makes its row's norm NaN/inf) instead of an O(B d) scan.
+        # off the row norms that the unit sums need anyway (NaN/inf in any entry makes its row's norm NaN/inf)
+        # instead of a separate isfinite scan of the batch.
         # Two (B, d) float64 work buffers are kept between batches: fresh multi-MB temporaries per batch cost
         # more in page faults than the arithmetic itself (benchmarks/RESULTS.md). u holds x in float64 (one
         # conversion; mixed-dtype arithmetic is slower in torch), z the shifted features.
@@ -372,6 +364,16 @@ class ClassStats:
         missing = [k for k in keys if k not in arrays]
         if missing:
             raise ValueError(f"state is missing accumulators {missing}")
+        K, d = self.num_classes, self.dim
+        expected = {"counts": (K,), "shift": (K, d), "sum_dev": (K, d), "sq_dev": (K,), "unit_sums": (K, d)}
+        expected["scatter_dev"] = (d, d)
+        for k in keys:
+            arr = np.asarray(arrays[k])
+            if tuple(arr.shape) != expected[k]:
+                raise ValueError(f"state accumulator {k!r} has shape {tuple(arr.shape)}, expected {expected[k]}")
+            want = np.int64 if k == "counts" else np.float64
+            if arr.dtype != want:
+                raise ValueError(f"state accumulator {k!r} has dtype {arr.dtype}, expected {np.dtype(want)}")
         device = self._device or torch.device("cpu")
         self._state = {k: _to_tensor(arrays[k], k).to(device).clone() for k in keys}
         self._device = device
@@ -459,7 +461,8 @@ class ClassStats:
         """Indices of classes with no sample."""
         return np.flatnonzero(self._get("counts") == 0)
 
-    def _require_nonempty(self, what: str) -> np.ndarray:
+    def require_nonempty(self, what: str) -> np.ndarray:
+        """Counts ``(K,)``; raises :class:`EmptyClassError` naming the empty classes (``what`` needs them all)."""
         counts = self._get("counts")
         empty = np.flatnonzero(counts == 0)
         if empty.size:
@@ -473,12 +476,12 @@ class ClassStats:
     @property
     def means(self) -> np.ndarray:
         """Class means ``mu_k``, ``(K, d)``; raises :class:`EmptyClassError` if a class is empty."""
-        counts = self._require_nonempty("class means")
+        counts = self.require_nonempty("class means")
         return self._get("shift") + self._get("sum_dev") / counts[:, None]
 
     def global_mean(self, weighting: Weighting = "balanced") -> np.ndarray:
         """``(d,)``: the mean of class means (``"balanced"``) or the sample mean (``"empirical"``)."""
-        _check_weighting(weighting)
+        check_weighting(weighting)
         mu = self.means
         if weighting == "balanced":
             return mu.mean(axis=0)
@@ -557,7 +560,7 @@ class ClassStats:
         return M @ M.T
 
     def _class_weights(self, weighting: Weighting) -> np.ndarray:
-        _check_weighting(weighting)
+        check_weighting(weighting)
         if weighting == "balanced":
             return np.full(self.num_classes, 1.0 / self.num_classes)
         counts = self._get("counts")
@@ -588,6 +591,36 @@ class ClassStats:
 def _check_labels_dtype(y: torch.Tensor) -> None:
     if y.is_floating_point() or y.is_complex() or y.dtype == torch.bool:
         raise TypeError(f"labels must have an integer dtype, got {y.dtype}")
+
+
+def check_batch(features: Any, labels: Any, dim: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Validate one ``(features (B, d), labels (B,))`` batch; return them as tensors (no copy when possible).
+
+    The one place for batch validation of every streaming accumulator (ClassStats, NCCAccumulator, ...):
+    2-D float features of dimension ``dim``, 1-D integer labels with one entry per row.
+    """
+    x = _to_tensor(features, "features")
+    y = _to_tensor(labels, "labels")
+    if x.ndim != 2:
+        raise ValueError(f"features must be 2-D (B, d), got shape {tuple(x.shape)}")
+    if x.shape[1] != dim:
+        raise ValueError(f"features have dim {x.shape[1]}, but these statistics were built for dim {dim}")
+    if not x.is_floating_point():
+        raise TypeError(f"features must have a floating dtype, got {x.dtype}")
+    if y.ndim != 1 or y.shape[0] != x.shape[0]:
+        raise ValueError(
+            f"labels must be 1-D with one entry per feature row: features {tuple(x.shape)}, labels {tuple(y.shape)}"
+        )
+    _check_labels_dtype(y)
+    return x, y
+
+
+def check_label_range(y: torch.Tensor, num_classes: int) -> None:
+    """Labels (non-empty) must lie in ``[0, num_classes)``."""
+    ymin, ymax = int(y.min()), int(y.max())
+    if ymin < 0 or ymax >= num_classes:
+        bad = ymin if ymin < 0 else ymax
+        raise ValueError(f"label {bad} is out of range [0, {num_classes})")
 
 
 @contextmanager
