@@ -247,6 +247,15 @@ def demo(
     console.print(f"report written to [bold]{html_path}[/bold] (and {out / 'metrics.json'})")
 
 
+def _mount_subcommands() -> None:
+    """The areas' own command groups (each a Typer app in its package's cli module)."""
+    from nclab.theory.cli import app as theory_app
+
+    app.add_typer(theory_app, name="theory", help="MSE central path and the geodesic model of collapse.")
+
+
+_mount_subcommands()
+
 experiment_app = typer.Typer(help="Registered reproductions of the papers' experiments.", no_args_is_help=True)
 app.add_typer(experiment_app, name="experiment")
 

@@ -18,7 +18,9 @@ from typing import Any
 __all__ = ["EXPERIMENT_MODULES", "Experiment", "get", "list_experiments", "register", "run"]
 
 #: Modules whose import registers experiments (each area adds its own module here).
-EXPERIMENT_MODULES: list[str] = []
+EXPERIMENT_MODULES: list[str] = [
+    "nclab.theory.experiments",
+]
 
 _REGISTRY: dict[str, Experiment] = {}
 _loaded = False

@@ -1,0 +1,347 @@
+"""Dynamics on the central path of paper 004 (Sec. 3): the renormalised gradient flow and its closed forms.
+
+Unconstrained features, lambda = 0, balanced classes in class-major order (``y = repeat(arange(C), N)``; the
+paper's "i then c" order), rows ``X (CN, P)``. The loss is the central-path loss ``L_LS(X)`` (the MSE of the
+LS classifier with bias), its gradient ``G = (1/n) (X W_LS^T + b_LS - Y) W_LS`` (envelope theorem, spec 004
+Sec. 2.7), and the state lives on the renormalised manifold ``{X : Sigma_W(X) = I}``. Two tangent projections
+(spec 004, Sec. 3.3 and 3.7), written for rows with ``S = (X - M_X[y])^T Z / n``, ``Sym = S + S^T``:
+
+* ``"oblique"`` (the paper's Prop. 4, and to first order the renormalise-after-each-step algorithm of
+  App. D.1 it motivates): ``Pi(Z) = Z - 1/2 X Sym``. Its flow obeys ``domega/dt = omega / (C N (C + omega^2))``
+  [derived; the paper's Prop. 2 is wrong for this flow], closed form ``C^2 N log w + (C N / 2) w^2 = a + t``.
+* ``"orthogonal"`` (Frobenius-orthogonal): ``Pi(Z) = Z - 1/2 (X - M_X[y]) Sym``. Its flow is the paper's
+  Lemma 5, ``domega/dt = omega / (N (C + omega^2)^2)``, closed form (Prop. 2)
+  ``C^2 N log w + C N w^2 + (N/4) w^4 = a + t``.
+
+Both keep the SNR singular vectors constant and drive max/min omega -> 1 (the ETF limit). Integration is adaptive
+(DOP853) between checkpoints, with a retraction (renormalisation) at every checkpoint (spec 004, pitfall 19).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+import scipy.integrate
+import scipy.optimize
+
+from nclab.theory.mse import _ls_from_moments, _Moments
+from nclab.theory.snr import inv_sqrt_psd
+
+__all__ = [
+    "CentralPathRun",
+    "Projection",
+    "class_major_labels",
+    "closed_form_omega",
+    "flow_potential",
+    "initial_features",
+    "ls_loss_grad",
+    "omega_of",
+    "omega_rate",
+    "project",
+    "renormalize_features",
+    "renormalized_step",
+    "simulate",
+]
+
+Projection = Literal["oblique", "orthogonal"]
+
+
+def _check_projection(projection: str) -> None:
+    if projection not in ("oblique", "orthogonal"):
+        raise ValueError(f"projection must be 'oblique' or 'orthogonal', got {projection!r}")
+
+
+def class_major_labels(C: int, N: int) -> np.ndarray:
+    """``y = [0]*N + [1]*N + ... + [C-1]*N`` (``Y = I_C (x) 1_N^T``)."""
+    return np.repeat(np.arange(C), N)
+
+
+def _class_means(X: np.ndarray, C: int) -> np.ndarray:
+    return X.reshape(C, -1, X.shape[1]).mean(axis=1)
+
+
+def _moments_rows(X: np.ndarray, C: int) -> _Moments:
+    n = X.shape[0]
+    M = _class_means(X, C)
+    D = X - np.repeat(M, n // C, axis=0)
+    mu = M.mean(axis=0)
+    sw = D.T @ D / n
+    Mc = M - mu
+    return _Moments(pi=np.full(C, 1.0 / C), means=M, mu=mu, sigma_w=sw, sigma_t=sw + Mc.T @ Mc / C)
+
+
+def ls_loss_grad(X: np.ndarray, C: int) -> tuple[float, np.ndarray]:
+    """Central-path loss ``L_LS(X)`` (lambda = 0, with bias) and its gradient ``(CN, P)`` (spec 004, Sec. 2.7).
+
+    The LS classifier is :func:`nclab.theory.mse.ls_classifier`'s solver; the gradient has zero column sums
+    (the global mean does not move) and is orthogonal to the fibre directions ``X S``.
+    """
+    n = X.shape[0]
+    W, b = _ls_from_moments(_moments_rows(X, C), 0.0, True)
+    R = X @ W.T + b
+    R[np.arange(n), np.repeat(np.arange(C), n // C)] -= 1.0
+    return 0.5 * float(np.sum(R * R)) / n, R @ W / n
+
+
+def project(X: np.ndarray, Z: np.ndarray, C: int, projection: Projection = "oblique") -> np.ndarray:
+    """Tangent projection of ``Z (CN, P)`` at ``X`` on ``{Sigma_W = I}`` (paper 004, Prop. 4; spec 004 Sec. 3.3)."""
+    _check_projection(projection)
+    n = X.shape[0]
+    D = X - np.repeat(_class_means(X, C), n // C, axis=0)  # = n * Cm X in the paper's notation
+    S = D.T @ Z / n
+    Sym = S + S.T
+    return Z - 0.5 * (X if projection == "oblique" else D) @ Sym
+
+
+def renormalize_features(X: np.ndarray, C: int) -> np.ndarray:
+    """Retraction onto the manifold: ``(X - mu_G) Sigma_W(X)^{-1/2}`` (a move along the fibre: omega unchanged)."""
+    m = _moments_rows(X, C)
+    return (X - m.mu) @ inv_sqrt_psd(m.sigma_w)
+
+
+def omega_of(X: np.ndarray, C: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Singular values (C-1,) and singular vectors ``left (C, C-1)``, ``right (P, C-1)`` of the SNR of rows X."""
+    m = _moments_rows(X, C)
+    S = (m.means - m.mu) @ inv_sqrt_psd(m.sigma_w)
+    U, s, Vt = np.linalg.svd(S, full_matrices=False)
+    return s[: C - 1], U[:, : C - 1], Vt[: C - 1].T
+
+
+# ---------------------------------------------------------------------------------------------- closed forms
+def omega_rate(omega: Any, C: int, N: int, projection: Projection = "oblique") -> np.ndarray:
+    """``domega/dt``: oblique ``w / (C N (C + w^2))`` [derived]; orthogonal ``w / (N (C + w^2)^2)`` (Lemma 5)."""
+    _check_projection(projection)
+    w = np.asarray(omega, dtype=np.float64)
+    if projection == "oblique":
+        return w / (C * N * (C + w * w))
+    return w / (N * (C + w * w) ** 2)
+
+
+def flow_potential(omega: Any, C: int, N: int, projection: Projection = "oblique") -> np.ndarray:
+    """``F(w)`` with ``F(omega(t)) = F(omega(0)) + t``: orthogonal ``C^2 N log w + C N w^2 + (N/4) w^4``
+    (paper 004, Prop. 2); oblique ``C^2 N log w + (C N / 2) w^2`` [derived, spec 004 Sec. 3.7]."""
+    _check_projection(projection)
+    w = np.asarray(omega, dtype=np.float64)
+    if projection == "oblique":
+        return C * C * N * np.log(w) + 0.5 * C * N * w * w
+    return C * C * N * np.log(w) + C * N * w * w + 0.25 * N * w**4
+
+
+def closed_form_omega(omega0: Any, t: Any, C: int, N: int, projection: Projection = "oblique") -> np.ndarray:
+    """``omega_j(t)`` solving ``F(omega) = F(omega_j(0)) + t`` (bracketed root finding), shape ``(T, J)``."""
+    w0 = np.atleast_1d(np.asarray(omega0, dtype=np.float64))
+    ts = np.atleast_1d(np.asarray(t, dtype=np.float64))
+    if np.any(w0 <= 0):
+        raise ValueError("closed forms need omega(0) > 0 (a zero singular value never moves)")
+    if np.any(ts < 0):
+        raise ValueError("t must be >= 0")
+    out = np.empty((ts.size, w0.size))
+    for j, w in enumerate(w0):
+        F0 = float(flow_potential(w, C, N, projection))
+        for i, tt in enumerate(ts):
+            if tt == 0:
+                out[i, j] = w
+                continue
+            hi = 2.0 * w
+            while flow_potential(hi, C, N, projection) < F0 + tt:
+                hi *= 2.0
+            level = F0 + float(tt)
+            out[i, j] = scipy.optimize.brentq(
+                lambda x, lv=level: float(flow_potential(x, C, N, projection)) - lv, w, hi, xtol=1e-300, rtol=1e-15
+            )
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- simulation
+def initial_features(C: int, N: int, P: int, *, mean_scale: float = 1.0, seed: int = 0) -> np.ndarray:
+    """Gaussian features around Gaussian class means, renormalised: rows ``(CN, P)`` on the manifold."""
+    if N * C - C < P:
+        raise ValueError(f"Sigma_W needs C N - C >= P to be invertible; got C={C}, N={N}, P={P}")
+    rng = np.random.default_rng(seed)
+    means = mean_scale * rng.normal(size=(C, P))
+    H = np.repeat(means, N, axis=0) + rng.normal(size=(C * N, P))
+    return renormalize_features(H, C)
+
+
+def renormalized_step(X: np.ndarray, eta: float, C: int, projection: Projection = "oblique") -> np.ndarray:
+    """One discrete step. Oblique: paper 004, App. D.1 literally, ``renormalize(X - eta G)``; orthogonal:
+    ``renormalize(X - eta Pi_orth(G))``. Both agree with ``X - eta Pi(G)`` to ``O(eta^2)`` (Lemma 2)."""
+    _, G = ls_loss_grad(X, C)
+    step = G if projection == "oblique" else project(X, G, C, "orthogonal")
+    return renormalize_features(X - eta * step, C)
+
+
+@dataclass
+class CentralPathRun:
+    """Trajectory of :func:`simulate`: ``t (T,)``; ``omega (T, C-1)`` measured; ``omega_oblique`` and
+    ``omega_orthogonal (T, C-1)`` the two closed forms from ``omega[0]``; ``ratio`` max/min omega;
+    ``etf_distance`` ``||SNR/omega_max - U0 V0^T||_F``; ``offdiag`` max off-diagonal of ``U0^T SNR_t V0`` over
+    omega_max (singular-vector drift); ``drift`` ``||Sigma_W(X) - I||_F`` before each retraction; ``loss``
+    ``L_LS(X)``; ``metrics`` NC metrics of the renormalised features with ``W = W_LS`` (nc1, etf_gram_error,
+    self_duality, equinorm); ``X`` final features."""
+
+    C: int
+    N: int
+    P: int
+    projection: str
+    method: str
+    t: np.ndarray
+    omega: np.ndarray
+    omega_oblique: np.ndarray
+    omega_orthogonal: np.ndarray
+    ratio: np.ndarray
+    etf_distance: np.ndarray
+    offdiag: np.ndarray
+    drift: np.ndarray
+    loss: np.ndarray
+    metrics: dict[str, np.ndarray] = field(default_factory=dict)
+    X: np.ndarray | None = None
+
+    @property
+    def omega_closed(self) -> np.ndarray:
+        """The closed form of this run's own projection."""
+        return self.omega_oblique if self.projection == "oblique" else self.omega_orthogonal
+
+    def max_relative_error(self) -> float:
+        """max over checkpoints and j of ``|omega - omega_closed| / omega_closed``."""
+        return float(np.max(np.abs(self.omega - self.omega_closed) / self.omega_closed))
+
+    def table(self) -> list[dict[str, float]]:
+        rows = []
+        for i, t in enumerate(self.t):
+            row = {"t": float(t), "loss": float(self.loss[i]), "ratio": float(self.ratio[i])}
+            row["etf_distance"] = float(self.etf_distance[i])
+            for j in range(self.omega.shape[1]):
+                row[f"omega_{j + 1}"] = float(self.omega[i, j])
+                row[f"omega_{j + 1}_oblique"] = float(self.omega_oblique[i, j])
+                row[f"omega_{j + 1}_orthogonal"] = float(self.omega_orthogonal[i, j])
+            for k, v in self.metrics.items():
+                row[k] = float(v[i])
+            rows.append(row)
+        return rows
+
+
+def _nc_metrics(X: np.ndarray, C: int) -> dict[str, float]:
+    from nclab.metrics import equinorm, etf_gram_error, nc1, self_duality
+    from nclab.stats import ClassStats
+
+    stats = ClassStats.from_arrays(X, class_major_labels(C, X.shape[0] // C), num_classes=C)
+    W, _ = _ls_from_moments(_moments_rows(X, C), 0.0, True)
+    return {
+        "nc1": nc1(stats),
+        "etf_gram_error": etf_gram_error(stats),
+        "self_duality": self_duality(W, stats),
+        "equinorm": equinorm(stats),
+    }
+
+
+def simulate(
+    C: int,
+    N: int,
+    P: int,
+    t_end: float,
+    projection: Projection = "oblique",
+    *,
+    method: Literal["ode", "gd"] = "ode",
+    num_checkpoints: int = 20,
+    t_first: float | None = None,
+    eta: float = 1e-2,
+    rtol: float = 1e-10,
+    atol: float = 1e-12,
+    mean_scale: float = 1.0,
+    seed: int = 0,
+    X0: np.ndarray | None = None,
+    nc_metrics: bool = True,
+) -> CentralPathRun:
+    """Renormalised gradient flow of the central-path MSE on ``{Sigma_W = I}`` (paper 004, eq. (5), Thm 3).
+
+    Parameters
+    ----------
+    C, N, P : classes, samples per class, feature dimension (``C N - C >= P``).
+    t_end : final time; checkpoints are ``0`` and ``num_checkpoints`` log-spaced times in ``[t_first, t_end]``
+        (``t_first`` default ``t_end / 10^3``).
+    projection : "oblique" (the paper's Prop. 4 / App. D.1 algorithm) or "orthogonal" (the flow of Prop. 2).
+    method : "ode" (DOP853 with ``rtol``/``atol`` between checkpoints, retraction at each) or "gd" (discrete
+        :func:`renormalized_step` with step ``eta``; time = steps * eta; checkpoints rounded to steps).
+    X0 : optional initial rows ``(CN, P)`` (class-major); default :func:`initial_features` with ``seed``.
+    """
+    _check_projection(projection)
+    if method not in ("ode", "gd"):
+        raise ValueError(f"method must be 'ode' or 'gd', got {method!r}")
+    if not (t_end > 0):
+        raise ValueError(f"t_end must be > 0, got {t_end}")
+    X = initial_features(C, N, P, mean_scale=mean_scale, seed=seed) if X0 is None else renormalize_features(X0, C)
+    if X.shape != (C * N, P):
+        raise ValueError(f"X0 must have shape (C N, P) = ({C * N}, {P}), got {X.shape}")
+    t_first = t_end / 1e3 if t_first is None else t_first
+    times = np.concatenate([[0.0], np.geomspace(t_first, t_end, num_checkpoints)])
+    if method == "gd":
+        steps = np.unique(np.round(times / eta).astype(np.int64))
+        times = steps * eta
+
+    om0, left0, right0 = omega_of(X, C)
+    frames: list[tuple[np.ndarray, float]] = [(X, 0.0)]
+    n_steps_done = 0
+    for k in range(1, times.size):
+        if method == "ode":
+
+            def rhs(_t: float, v: np.ndarray) -> np.ndarray:
+                Xv = v.reshape(C * N, P)
+                return -project(Xv, ls_loss_grad(Xv, C)[1], C, projection).ravel()
+
+            sol = scipy.integrate.solve_ivp(
+                rhs, (times[k - 1], times[k]), X.ravel(), method="DOP853", rtol=rtol, atol=atol
+            )
+            if not sol.success:
+                raise RuntimeError(f"ODE integration failed at t={times[k - 1]}: {sol.message}")
+            Xn = sol.y[:, -1].reshape(C * N, P)
+        else:
+            Xn = X
+            target = round(times[k] / eta)
+            for _ in range(target - n_steps_done):
+                Xn = renormalized_step(Xn, eta, C, projection)
+            n_steps_done = target
+        m = _moments_rows(Xn, C)
+        drift = float(np.linalg.norm(m.sigma_w - np.eye(P)))
+        X = renormalize_features(Xn, C)
+        frames.append((X, drift))
+
+    T, J = times.size, C - 1
+    omega = np.empty((T, J))
+    etf = np.empty(T)
+    off = np.empty(T)
+    loss = np.empty(T)
+    metrics: dict[str, list[float]] = {}
+    target_frame = left0 @ right0.T
+    for i, (Xi, _) in enumerate(frames):
+        om, _, _ = omega_of(Xi, C)
+        m = _moments_rows(Xi, C)
+        S = (m.means - m.mu) @ inv_sqrt_psd(m.sigma_w)
+        omega[i] = om
+        etf[i] = float(np.linalg.norm(S / om[0] - target_frame))
+        A = left0.T @ S @ right0
+        off[i] = float(np.max(np.abs(A - np.diag(np.diag(A)))) / om[0])
+        loss[i] = ls_loss_grad(Xi, C)[0]
+        if nc_metrics:
+            for key, v in _nc_metrics(Xi, C).items():
+                metrics.setdefault(key, []).append(v)
+    return CentralPathRun(
+        C=C,
+        N=N,
+        P=P,
+        projection=projection,
+        method=method,
+        t=times,
+        omega=omega,
+        omega_oblique=closed_form_omega(om0, times, C, N, "oblique"),
+        omega_orthogonal=closed_form_omega(om0, times, C, N, "orthogonal"),
+        ratio=omega[:, 0] / omega[:, -1],
+        etf_distance=etf,
+        offdiag=off,
+        drift=np.array([d for _, d in frames]),
+        loss=loss,
+        metrics={k: np.asarray(v) for k, v in metrics.items()},
+        X=X,
+    )

@@ -1,0 +1,286 @@
+"""The geodesic (straight-line) model of progressive feedforward collapse, paper 002 (Sec. III, Thms 1-2).
+
+Every sample moves on the straight line ``h_i(t) = (1 - t) h0_i + t h1_i``, t in [0, 1], between its layer-0
+and last-layer features (the displacement interpolation of the Wasserstein-2 geodesic, paper 002 Assumption 1).
+Class means move on the same lines, so with centred class means ``Ht(t) = (1 - t) Ht0 + t Ht1`` (rows (K, d)):
+
+    Tr Sigma_W(t) = (1-t)^2 A0 + 2 t (1-t) A01 + t^2 A1,     A01 = (1/N) sum_k cross_k
+    G(t)          = (1-t)^2 G00 + t (1-t) (G01 + G10) + t^2 G11,     G_ab = Ht_a Ht_b^T
+    Tr Sigma_B(t) = sum_k w_k G(t)_kk     (w_k = 1/K balanced, n_k/N empirical)
+    PFC1(t) = Tr Sigma_W(t) / Tr Sigma_B(t),   PFC2(t) = || G(t)/||G(t)||_F - (I - 11^T/K)/sqrt(K-1) ||_F
+
+(spec 002, Sec. 2.5 [derived]; the same functions as ``nclab.metrics.trace_ratio`` and ``etf_gram_error`` at
+every t). PFC3(t), the NCC accuracy, is *not* a function of second moments: it is computed exactly by a second
+pass over the paired samples (:class:`GeodesicNCC`), from the three per-sample, per-class scalars
+``a = ||h0 - mu0_c||^2``, ``b = <h0 - mu0_c, h1 - mu1_c>``, ``c = ||h1 - mu1_c||^2`` whose quadratic
+``(1-t)^2 a + 2t(1-t) b + t^2 c`` is the squared distance to class c's mean at time t. No Gaussian or other
+approximation is used.
+
+End variants (paper 002, Sec. 3.2 "transparent model"): ``end="measured"`` (the paper's blue curve),
+``"class_means"`` (each sample's end replaced by its class mean: exact NC1 at t = 1), ``"etf"`` (collapsed onto
+the simplex ETF nearest to the centred start means by orthogonal Procrustes, scaled to the measured end's
+``||Ht1||_F``, centred at the measured end's global mean).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+import torch
+
+from nclab.geometry import simplex_etf
+from nclab.metrics import etf_gram_error
+from nclab.theory.paired_stats import PairedClassStats
+
+__all__ = [
+    "EndVariant",
+    "GeodesicNCC",
+    "GeodesicPrediction",
+    "endpoint_means",
+    "pfc1_slope_at_start",
+    "predict",
+    "procrustes_etf",
+    "relative_depth",
+    "s01",
+]
+
+EndVariant = Literal["measured", "class_means", "etf"]
+Weighting = Literal["balanced", "empirical"]
+
+
+def _check_end(end: str) -> None:
+    if end not in ("measured", "class_means", "etf"):
+        raise ValueError(f"end must be 'measured', 'class_means' or 'etf', got {end!r}")
+
+
+def procrustes_etf(centered_means: Any, scale: float | None = None) -> np.ndarray:
+    """The simplex ETF ``(K, d)`` nearest to ``centered_means (K, d)`` among rotations: ``E = s E0 R`` with
+    ``E0 = simplex_etf(K)`` and ``R = polar(E0^T M)`` (orthogonal Procrustes; spec 002, Sec. 3.4 [derived]).
+
+    ``scale`` fixes ``||E||_F`` (default ``||M||_F``). Its inner product with ``M`` is ``s * (nuclear norm of
+    E0^T M) >= 0``, so a Procrustes end always satisfies Thm 1's condition S01 >= 0. Needs ``d >= K - 1``.
+    """
+    M = np.asarray(centered_means, dtype=np.float64)
+    K, d = M.shape
+    if d < K - 1:
+        raise ValueError(f"a simplex ETF of K={K} vectors needs d >= K - 1 = {K - 1}, got d={d}")
+    E0 = simplex_etf(K)  # (K, K-1), unit rows, ||E0||_F = sqrt(K)
+    U, _, Vt = np.linalg.svd(E0.T @ M, full_matrices=False)
+    R = U @ Vt  # (K-1, d), orthonormal rows
+    s = float(np.linalg.norm(M)) if scale is None else float(scale)
+    return (s / np.sqrt(K)) * (E0 @ R)
+
+
+def endpoint_means(
+    paired: PairedClassStats, end: EndVariant = "measured", weighting: Weighting = "balanced"
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(Ht0, Ht1, mu1)``: centred start means, centred end means and uncentred end means ``(K, d)`` of ``end``."""
+    _check_end(end)
+    Ht0 = paired.start.centered_means(weighting)
+    Ht1 = paired.end.centered_means(weighting)
+    mu1 = paired.end.means
+    if end == "etf":
+        g1 = paired.end.global_mean(weighting)
+        scale = float(np.linalg.norm(Ht1)) or float(np.linalg.norm(Ht0))
+        E = procrustes_etf(Ht0, scale)
+        # an ETF is centred for balanced weights; re-centre for the empirical ones so Ht1 is consistent
+        w = _weights(paired, weighting)
+        Ht1 = E - w @ E
+        mu1 = E + g1
+    return Ht0, Ht1, mu1
+
+
+def _weights(paired: PairedClassStats, weighting: Weighting) -> np.ndarray:
+    if weighting == "balanced":
+        return np.full(paired.num_classes, 1.0 / paired.num_classes)
+    if weighting == "empirical":
+        c = paired.counts
+        return c / c.sum()
+    raise ValueError(f"weighting must be 'balanced' or 'empirical', got {weighting!r}")
+
+
+def s01(paired: PairedClassStats, end: EndVariant = "measured", weighting: Weighting = "balanced") -> float:
+    """Thm 1's condition ``S01 = sum_k <Ht0_k, Ht1_k>`` (paper 002, Thm 1; >= 0 gives monotone PFC1(t))."""
+    Ht0, Ht1, _ = endpoint_means(paired, end, weighting)
+    return float(np.einsum("kd,kd->", Ht0, Ht1))
+
+
+@dataclass(frozen=True)
+class GeodesicPrediction:
+    """``t (T,)``; ``pfc1``, ``pfc2`` ``(T,)`` closed forms; ``pfc3 (T,)`` exact NCC accuracy when a
+    :class:`GeodesicNCC` pass was given, else None; ``trace_w``, ``trace_b`` ``(T,)``; the quadratic
+    coefficients ``A0, A01, A1`` (Tr Sigma_W) and ``B0, B01, B1`` (Tr Sigma_B); ``end``; ``weighting``."""
+
+    t: np.ndarray
+    pfc1: np.ndarray
+    pfc2: np.ndarray
+    pfc3: np.ndarray | None
+    trace_w: np.ndarray
+    trace_b: np.ndarray
+    coefficients: dict[str, float]
+    end: str
+    weighting: str
+
+    @property
+    def ncc_error(self) -> np.ndarray | None:
+        """``1 - PFC3``: the "decreasing" form (paper 002's PFC3 is an accuracy, spec 002 pitfall 1)."""
+        return None if self.pfc3 is None else 1.0 - self.pfc3
+
+
+def _quadratic(t: np.ndarray, q0: float, q01: float, q1: float) -> np.ndarray:
+    return (1 - t) ** 2 * q0 + 2 * t * (1 - t) * q01 + t**2 * q1
+
+
+def _coefficients(paired: PairedClassStats, end: EndVariant, weighting: Weighting) -> tuple[dict[str, float], tuple]:
+    if paired.num_samples == 0:
+        raise ValueError("PairedClassStats are empty")
+    Ht0, Ht1, _ = endpoint_means(paired, end, weighting)
+    w = _weights(paired, weighting)
+    A0 = paired.start.trace_w()
+    if end == "measured":
+        A01, A1 = paired.trace_w_cross(), paired.end.trace_w()
+    else:  # collapsed ends: no within-class deviation at t = 1
+        A01, A1 = 0.0, 0.0
+    coef = {
+        "A0": float(A0),
+        "A01": float(A01),
+        "A1": float(A1),
+        "B0": float(w @ np.einsum("kd,kd->k", Ht0, Ht0)),
+        "B01": float(w @ np.einsum("kd,kd->k", Ht0, Ht1)),
+        "B1": float(w @ np.einsum("kd,kd->k", Ht1, Ht1)),
+    }
+    return coef, (Ht0, Ht1)
+
+
+def predict(
+    paired: PairedClassStats,
+    t_grid: Any,
+    *,
+    end: EndVariant = "measured",
+    weighting: Weighting = "balanced",
+    ncc: GeodesicNCC | None = None,
+) -> GeodesicPrediction:
+    """PFC1(t), PFC2(t) (closed forms) and PFC3(t) (exact, from ``ncc``) along the straight line (paper 002,
+    Sec. III; spec 002 Sec. 2.5).
+
+    ``paired``: the first pass over ``(h0, h1, y)``; ``t_grid``: times in [0, 1]; ``end``: see the module doc;
+    ``ncc``: a :class:`GeodesicNCC` second pass built from the same ``paired``, ``t_grid`` and ``end`` (else
+    ``pfc3`` is None). PFC1 is ``inf`` where Tr Sigma_B(t) = 0 and PFC2 nan where G(t) = 0 (degenerate).
+    """
+    _check_end(end)
+    t = np.asarray(t_grid, dtype=np.float64).ravel()
+    if t.size == 0 or np.any(~np.isfinite(t)):
+        raise ValueError("t_grid must be a non-empty array of finite times")
+    coef, (Ht0, Ht1) = _coefficients(paired, end, weighting)
+    tw = _quadratic(t, coef["A0"], coef["A01"], coef["A1"])
+    tb = _quadratic(t, coef["B0"], coef["B01"], coef["B1"])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        pfc1 = np.where(tb > 0, tw / np.where(tb > 0, tb, 1.0), np.inf)
+    # G(t) = Ht(t) Ht(t)^T with Ht(t) = (1-t) Ht0 + t Ht1 (already centred): the metric's own code on the
+    # interpolated means is the quadratic Gram form (1-t)^2 G00 + t(1-t)(G01 + G10) + t^2 G11.
+    pfc2 = np.array([etf_gram_error((1 - s) * Ht0 + s * Ht1, center=False) for s in t])
+    pfc3 = None
+    if ncc is not None:
+        if ncc.end != end or not np.array_equal(ncc.t, t):
+            raise ValueError("the GeodesicNCC pass was built for a different end variant or t_grid")
+        pfc3 = ncc.accuracy()
+    return GeodesicPrediction(
+        t=t, pfc1=pfc1, pfc2=pfc2, pfc3=pfc3, trace_w=tw, trace_b=tb, coefficients=coef, end=end, weighting=weighting
+    )
+
+
+def pfc1_slope_at_start(
+    paired: PairedClassStats, end: EndVariant = "measured", weighting: Weighting = "balanced"
+) -> float:
+    """``dPFC1/dt`` at ``t = 0``: ``2 [(A01 - A0) B0 - A0 (B01 - B0)] / B0^2``; for a collapsed end
+    ``-2 A0 B01 / B0^2`` (= ``-2 A0 S01 / (K B0^2)`` balanced): positive iff S01 < 0 (spec 002, Sec. 3.3)."""
+    coef, _ = _coefficients(paired, end, weighting)
+    A0, A01, B0, B01 = coef["A0"], coef["A01"], coef["B0"], coef["B01"]
+    if B0 <= 0:
+        return float("nan")
+    return 2.0 * ((A01 - A0) * B0 - A0 * (B01 - B0)) / B0**2
+
+
+class GeodesicNCC:
+    """Second pass: exact NCC accuracy ``PFC3(t)`` of the interpolated features on ``t_grid``.
+
+    Built from the first pass ``paired`` (its class means of both ends; for ``end != "measured"`` the end
+    features are replaced as in :func:`endpoint_means`, which uses ``weighting`` for the ETF's centre). Feed the
+    same ``(h0, h1, y)`` batches again with :meth:`update`. Per batch: three ``(B, d) x (d, K)`` products, then
+    ``O(B K T)``. Ties go to the lower class index (``argmin``), as in ``nclab.metrics.NCCAccumulator``.
+    """
+
+    def __init__(
+        self, paired: PairedClassStats, t_grid: Any, *, end: EndVariant = "measured", weighting: Weighting = "balanced"
+    ) -> None:
+        _check_end(end)
+        self.end = end
+        self.t = np.asarray(t_grid, dtype=np.float64).ravel()
+        mu0 = paired.start.means
+        _, _, mu1 = endpoint_means(paired, end, weighting)
+        # centre both ends by their mean of class means: the expanded distances then cancel far less
+        self._g0 = mu0.mean(axis=0)
+        self._g1 = mu1.mean(axis=0)
+        self._m0 = torch.from_numpy(mu0 - self._g0)
+        self._m1 = torch.from_numpy(mu1 - self._g1)
+        self.num_classes, self.dim = mu0.shape
+        self._correct = np.zeros(self.t.size, dtype=np.int64)
+        self._count = 0
+        tt = torch.from_numpy(self.t)
+        self._w = torch.stack([(1 - tt) ** 2, 2 * tt * (1 - tt), tt**2])  # (3, T)
+
+    def update(self, h0: Any, h1: Any, y: Any) -> GeodesicNCC:
+        x0 = torch.as_tensor(np.asarray(h0.cpu() if isinstance(h0, torch.Tensor) else h0), dtype=torch.float64)
+        x1 = torch.as_tensor(np.asarray(h1.cpu() if isinstance(h1, torch.Tensor) else h1), dtype=torch.float64)
+        yt = torch.as_tensor(np.asarray(y.cpu() if isinstance(y, torch.Tensor) else y)).to(torch.int64)
+        if x0.ndim != 2 or x0.shape != x1.shape or x0.shape[1] != self.dim or yt.shape != (x0.shape[0],):
+            raise ValueError(
+                f"expected h0, h1 (B, {self.dim}) and y (B,), "
+                f"got {tuple(x0.shape)}, {tuple(x1.shape)}, {tuple(yt.shape)}"
+            )
+        if yt.numel() and (int(yt.min()) < 0 or int(yt.max()) >= self.num_classes):
+            raise ValueError(f"labels must lie in [0, {self.num_classes})")
+        u = x0 - torch.from_numpy(self._g0)
+        if self.end == "measured":
+            v = x1 - torch.from_numpy(self._g1)
+        else:  # collapsed end: the sample sits at its class's end mean
+            v = self._m1[yt]
+        m0, m1 = self._m0, self._m1
+        a = (u * u).sum(1, keepdim=True) - 2 * u @ m0.T + (m0 * m0).sum(1)
+        c = (v * v).sum(1, keepdim=True) - 2 * v @ m1.T + (m1 * m1).sum(1)
+        b = (u * v).sum(1, keepdim=True) - u @ m1.T - v @ m0.T + (m0 * m1).sum(1)
+        dist = torch.einsum("bk,t->btk", a, self._w[0]) + torch.einsum("bk,t->btk", b, self._w[1])
+        dist += torch.einsum("bk,t->btk", c, self._w[2])
+        pred = dist.argmin(dim=2)  # (B, T)
+        self._correct += (pred == yt[:, None]).sum(dim=0).numpy()
+        self._count += int(yt.numel())
+        return self
+
+    def accuracy(self) -> np.ndarray:
+        """``PFC3(t)`` on the grid, ``(T,)``."""
+        if self._count == 0:
+            raise ValueError("GeodesicNCC has seen no sample: feed the (h0, h1, y) batches with update()")
+        return self._correct / self._count
+
+
+def relative_depth(step_norms: Any) -> np.ndarray:
+    """Relative-depth coordinates of measured layers 0..L (paper 002, Sec. IV-A / spec 002 Sec. 2.4):
+
+        t_l = sum_{j < l} s_j / sum_j s_j,    s_j = sum_i ||h^{j+1}_i - h^j_i||   (norms not squared)
+
+    ``step_norms``: ``(L,)`` per-block sums ``s_j``, or ``(L, N)`` per-sample norms (summed over samples).
+    Returns ``(L + 1,)`` from 0 to 1; ``l / L`` for constant-speed straight lines.
+    """
+    s = np.asarray(step_norms, dtype=np.float64)
+    if s.ndim == 2:
+        s = s.sum(axis=1)
+    if s.ndim != 1 or s.size == 0:
+        raise ValueError(f"step_norms must be (L,) or (L, N) with L >= 1, got shape {np.shape(step_norms)}")
+    if np.any(s < 0) or not np.all(np.isfinite(s)):
+        raise ValueError("step norms must be finite and >= 0")
+    total = s.sum()
+    if total == 0:
+        raise ValueError("no layer moves any sample (all step norms are 0): relative depth is undefined")
+    return np.concatenate([[0.0], np.cumsum(s) / total])

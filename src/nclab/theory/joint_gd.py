@@ -1,0 +1,62 @@
+"""Joint gradient descent on (W, b, H) of the unconstrained-features MSE, logging paper 004's decomposition.
+
+An extension suggested by spec 004, Sec. 5.4 (not in the paper): when does the central-path approximation
+``L_perp << L_LS`` hold along plain joint training? Objective (rows ``H (n, P)``, class-major balanced labels):
+
+    J = (1/(2n)) ||H W^T + 1 b^T - Y||_F^2 + (lam/2)(||W||_F^2 + ||b||^2) + (lam_H/(2n)) ||H||_F^2,
+
+the first two terms being paper 004's L (``lam`` is its lambda) and the last a per-sample feature penalty. W and
+b take steps ``lr``; each feature row takes ``lr * n`` (its gradient carries a 1/n, so a common step would freeze
+the features). Every ``record_every`` steps the decomposition of L (with the same ``lam``) is logged.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from nclab.theory.central_path import class_major_labels
+from nclab.theory.mse import mse_decomposition
+
+__all__ = ["joint_gd"]
+
+
+def joint_gd(
+    C: int,
+    N: int,
+    P: int,
+    steps: int,
+    *,
+    lr: float = 0.1,
+    lam: float = 1e-3,
+    lam_H: float = 1e-3,
+    init_scale: float = 1.0,
+    record_every: int = 10,
+    seed: int = 0,
+) -> list[dict[str, float]]:
+    """Run full-batch joint GD from a Gaussian init; returns rows ``{"step", "train_error", "J", *decomposition}``."""
+    if steps < 1 or record_every < 1:
+        raise ValueError("steps and record_every must be >= 1")
+    rng = np.random.default_rng(seed)
+    y = class_major_labels(C, N)
+    n = C * N
+    Y = np.eye(C)[y]
+    H = init_scale * rng.normal(size=(n, P))
+    W = init_scale * rng.normal(size=(C, P)) / np.sqrt(P)
+    b = np.zeros(C)
+    rows = []
+    for step in range(steps + 1):
+        R = H @ W.T + b - Y
+        if step % record_every == 0 or step == steps:
+            dec = mse_decomposition(H, y, W, b, lam)
+            J = dec["L"] + 0.5 * lam_H * float(np.sum(H * H)) / n
+            err = float(np.mean(np.argmax(H @ W.T + b, axis=1) != y))
+            rows.append({"step": float(step), "train_error": err, "J": J, **dec})
+        if step == steps:
+            break
+        gW = R.T @ H / n + lam * W
+        gb = R.mean(axis=0) + lam * b
+        gH = R @ W / n + lam_H * H / n
+        W -= lr * gW
+        b -= lr * gb
+        H -= lr * n * gH
+    return rows

@@ -1,0 +1,372 @@
+"""The least-squares (ridge) classifier and the exact MSE loss decomposition of paper 004 (Sec. 2).
+
+Conventions (rows are samples): features ``H (N, P)``, labels ``y (N,)`` in ``[0, C)``, classifier ``W (C, P)``,
+bias ``b (C,)``; the paper's columns are transposed here and nowhere else. The loss is paper 004, eq. (2)-(3),
+
+    L(W, b, H) = (1/(2N)) sum_i ||W h_i + b - e_{y_i}||^2 + (lam/2) (||W||_F^2 + ||b||^2),
+
+with ``N`` the total sample count (the paper's ``CN``) and the bias penalised too. ``lam`` is always the paper's
+lambda; :func:`paper_lambda` maps a training weight decay to it (:data:`LAMBDA_CONVENTIONS`).
+
+Everything is computed from :class:`~nclab.stats.ClassStats` (counts, class means, Sigma_W, all float64, the
+within-class scatter without cancellation), so the same code serves arrays and the streaming pass of a training
+run. Every term is a sum of non-negative pieces (no raw second moments are subtracted):
+
+    loss(W, b)   = 1/2 [tr(W Sigma_W W^T) + sum_c pi_c ||W mu_c + b - e_c||^2] + lam/2 (||W||^2 + ||b||^2)
+    L_NC1        = 1/2 [tr(W_LS (Sigma_W + lam I) W_LS^T) + lam ||b_LS||^2]               (paper 004, Thm 2)
+    L_NC23       = 1/2 sum_c pi_c ||W_LS mu_c + b_LS - e_c||^2                              (Thm 2)
+    L_perp       = 1/2 [tr(dW Sigma_T dW^T) + ||dW mu_G + db||^2 + lam (||dW||^2 + ||db||^2)]  (Thm 1)
+
+with ``pi_c = n_c / N`` and ``mu_G`` the sample mean. For balanced classes ``pi_c = 1/C`` and these are the
+paper's formulas (L_NC23 = (1/(2C)) ||W~_LS M~ - I||_F^2); with the empirical weights the identities
+L = L_LS + L_perp and L_LS = L_NC1 + L_NC23 stay exact on imbalanced data too (the spectral theory of Sec. 3
+does not: it needs balance).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+import scipy.linalg
+
+from nclab.metrics import psd_pinv
+from nclab.stats import ClassStats
+
+__all__ = [
+    "DECOMPOSITION_KEYS",
+    "LAMBDA_CONVENTIONS",
+    "LambdaConvention",
+    "decomposition_table",
+    "ls_classifier",
+    "ls_classifier_from_stats",
+    "mse_decomposition",
+    "mse_decomposition_from_stats",
+    "mse_loss_from_stats",
+    "paper_lambda",
+]
+
+LambdaConvention = Literal["mse_mean", "mse_sum", "paper"]
+
+#: Training objective -> paper 004 lambda, for PyTorch-style coupled weight decay ``wd`` (= penalty (wd/2)||theta||^2).
+LAMBDA_CONVENTIONS: dict[str, str] = {
+    "mse_mean": "nn.MSELoss() (mean over samples and the C outputs) + (wd/2)||theta||^2  ->  lam = C * wd / 2",
+    "mse_sum": "nn.MSELoss(reduction='sum') / n (sum over outputs, mean over samples) + (wd/2)||theta||^2  ->  "
+    "lam = wd / 2 (the reference Colab of paper 004)",
+    "paper": "(1/(2n)) sum ||f - y||^2 + (wd/2)||theta||^2, the paper's own objective  ->  lam = wd",
+}
+
+#: The keys every decomposition dict carries (in this order).
+DECOMPOSITION_KEYS = (
+    "L",
+    "L_LS",
+    "L_NC1",
+    "L_NC23",
+    "L_perp",
+    "identity_residual",
+    "ls_residual",
+    "proximity_ratio",
+    "lambda",
+)
+
+
+def paper_lambda(weight_decay: float, num_classes: int, convention: LambdaConvention = "mse_mean") -> float:
+    """Paper 004's lambda for a network trained with weight decay ``weight_decay`` (see :data:`LAMBDA_CONVENTIONS`).
+
+    ``"mse_mean"``: objective ``nn.MSELoss()`` + ``(wd/2)||theta||^2`` = ``(2/C) [L_paper]`` with
+    ``lam = C wd / 2`` (spec 004, pitfall 6); ``"mse_sum"``: the Colab's loss summed over outputs, ``lam = wd/2``;
+    ``"paper"``: ``lam = wd``. The decomposition identity holds for any lambda; only "L_perp ~ 0" depends on
+    using the lambda that the classifier was actually trained with.
+    """
+    if not (weight_decay >= 0):
+        raise ValueError(f"weight_decay must be >= 0, got {weight_decay}")
+    if isinstance(num_classes, bool) or not isinstance(num_classes, int | np.integer) or num_classes < 2:
+        raise ValueError(f"num_classes must be an int >= 2, got {num_classes!r}")
+    if convention == "mse_mean":
+        return num_classes * weight_decay / 2.0
+    if convention == "mse_sum":
+        return weight_decay / 2.0
+    if convention == "paper":
+        return float(weight_decay)
+    raise ValueError(f"unknown lambda convention {convention!r}; known: {', '.join(LAMBDA_CONVENTIONS)}")
+
+
+def _resolve_lambda(
+    lam: float | None, weight_decay: float | None, convention: LambdaConvention, num_classes: int
+) -> float:
+    if (lam is None) == (weight_decay is None):
+        raise ValueError("give exactly one of lam (paper 004's lambda) or weight_decay (with convention=)")
+    if lam is None:
+        return paper_lambda(float(weight_decay), num_classes, convention)  # type: ignore[arg-type]
+    if not (lam >= 0):
+        raise ValueError(f"lam must be >= 0, got {lam}")
+    return float(lam)
+
+
+# ---------------------------------------------------------------------------------------------- moments
+@dataclass(frozen=True)
+class _Moments:
+    """The second-order summary the decomposition reads: all float64."""
+
+    pi: np.ndarray  # (C,) n_c / N
+    means: np.ndarray  # (C, P) uncentred class means
+    mu: np.ndarray  # (P,) sample mean
+    sigma_w: np.ndarray  # (P, P)
+    sigma_t: np.ndarray  # (P, P) about the sample mean
+
+
+def _moments(stats: ClassStats) -> _Moments:
+    if not isinstance(stats, ClassStats):
+        raise TypeError(f"expected ClassStats, got {type(stats).__name__}")
+    if stats.track != "full":
+        raise ValueError("the MSE decomposition needs Sigma_W: build the ClassStats with track='full'")
+    counts = stats.counts
+    if counts.sum() == 0:
+        raise ValueError("ClassStats are empty: no sample has been seen")
+    pi = counts / counts.sum()
+    if np.any(counts == 0):
+        # An empty class contributes nothing to the loss sums; its mean is irrelevant (pi_c = 0) but undefined.
+        means = np.zeros((stats.num_classes, stats.dim))
+        nz = counts > 0
+        means[nz] = stats.drop_empty().means
+    else:
+        means = stats.means
+    mu = pi @ means
+    sw = stats.sigma_w()
+    Mc = means - mu
+    st = sw + (Mc * pi[:, None]).T @ Mc
+    return _Moments(pi=pi, means=means, mu=mu, sigma_w=sw, sigma_t=(st + st.T) / 2)
+
+
+def _solve_psd(A: np.ndarray, B: np.ndarray) -> np.ndarray:
+    """``A^{-1} B`` for symmetric PSD ``A``; the minimum-norm (pseudo-inverse) solution when ``A`` is singular."""
+    # scipy warns (LinAlgWarning) rather than raising for ill-conditioned but PD systems: the answer is still
+    # the best float64 can do; only a failed Cholesky (singular A, e.g. lam = 0 with N < P) falls back.
+    try:
+        return scipy.linalg.solve(A, B, assume_a="pos", check_finite=False)
+    except (np.linalg.LinAlgError, scipy.linalg.LinAlgError):
+        return psd_pinv(A).pinv @ B
+
+
+def _ls_from_moments(m: _Moments, lam: float, bias: bool) -> tuple[np.ndarray, np.ndarray]:
+    C, P = m.means.shape
+    R = m.pi[:, None] * m.means  # (1/N) Y^T H, (C, P)
+    if not bias:
+        A = m.sigma_t + np.outer(m.mu, m.mu) + lam * np.eye(P)
+        return _solve_psd(A, R.T).T, np.zeros(C)
+    # Eliminating b from the normal equations W(S_T + mu mu^T + lam I) + b mu^T = R, W mu + (1 + lam) b = pi
+    # leaves a system in the *centred* covariance (well conditioned even for features far from the origin):
+    # W (S_T + lam/(1+lam) mu mu^T + lam I) = R - pi mu^T / (1 + lam)   (spec 004, Sec. 2.2, unextended form).
+    A = m.sigma_t + (lam / (1.0 + lam)) * np.outer(m.mu, m.mu) + lam * np.eye(P)
+    rhs = R - np.outer(m.pi, m.mu) / (1.0 + lam)
+    W = _solve_psd(A, rhs.T).T
+    b = (m.pi - W @ m.mu) / (1.0 + lam)
+    return W, b
+
+
+def ls_classifier_from_stats(stats: ClassStats, lam: float, bias: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """The LS classifier of paper 004, Prop. 1, from ClassStats; see :func:`ls_classifier`."""
+    if not (lam >= 0):
+        raise ValueError(f"lam must be >= 0, got {lam}")
+    return _ls_from_moments(_moments(stats), float(lam), bias)
+
+
+def ls_classifier(
+    H: Any, y: Any, lam: float, bias: bool = True, *, num_classes: int | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Least-squares (ridge) classifier ``(W_LS (C, P), b_LS (C,))`` minimising the loss of paper 004, eq. (3).
+
+    Paper 004, Prop. 1 (Webb & Lowe 1990): ``W~_LS = ((1/N) Y H~^T)((1/N) H~ H~^T + lam I)^{-1}`` in extended
+    coordinates ``h~ = [h; 1]``, ``W~ = [W, b]`` (bias penalised by lam). Solved (never inverted) in float64 in
+    the centred unextended form. ``bias=False`` fits ``W`` alone (``b = 0``). With ``lam = 0`` and singular
+    second moments (e.g. ``N < P``) the minimum-norm solution is returned.
+    """
+    stats = ClassStats.from_arrays(_rows(H), _labels(y), num_classes=num_classes)
+    return ls_classifier_from_stats(stats, lam, bias)
+
+
+# ---------------------------------------------------------------------------------------------- losses
+def _loss(m: _Moments, W: np.ndarray, b: np.ndarray, lam: float) -> float:
+    C = m.means.shape[0]
+    fit = np.einsum("ij,ij->", W @ m.sigma_w, W)
+    fit += float(m.pi @ np.sum((m.means @ W.T + b - np.eye(C)) ** 2, axis=1))
+    return float(0.5 * fit + 0.5 * lam * (float(np.sum(W * W)) + float(b @ b)))
+
+
+def _check_classifier(W: Any, b: Any, C: int, P: int) -> tuple[np.ndarray, np.ndarray, bool]:
+    W = np.asarray(W, dtype=np.float64)
+    if W.shape != (C, P):
+        raise ValueError(f"W must have shape (C, P) = ({C}, {P}) (rows = classes), got {W.shape}")
+    if b is None:
+        return W, np.zeros(C), False
+    b = np.asarray(b, dtype=np.float64)
+    if b.shape != (C,):
+        raise ValueError(f"b must have shape (C,) = ({C},), got {b.shape}")
+    if not (np.all(np.isfinite(W)) and np.all(np.isfinite(b))):
+        raise ValueError("classifier contains NaN or inf")
+    return W, b, True
+
+
+def mse_loss_from_stats(stats: ClassStats, W: Any, b: Any, lam: float) -> float:
+    """Paper 004's regularised MSE loss ``L(W, b, H)`` from ClassStats (Pythagoras form, no cancellation)."""
+    m = _moments(stats)
+    W, b, _ = _check_classifier(W, b, *m.means.shape)
+    return _loss(m, W, b, float(lam))
+
+
+def _decompose(m: _Moments, W: np.ndarray, b: np.ndarray, bias: bool, lam: float, L: float | None) -> dict[str, float]:
+    C, P = m.means.shape
+    W_ls, b_ls = _ls_from_moments(m, lam, bias)
+    sw_l = m.sigma_w + lam * np.eye(P)
+    L_nc1 = 0.5 * (np.einsum("ij,ij->", W_ls @ sw_l, W_ls) + lam * float(b_ls @ b_ls))
+    L_nc23 = 0.5 * float(m.pi @ np.sum((m.means @ W_ls.T + b_ls - np.eye(C)) ** 2, axis=1))
+    dW, db = W - W_ls, b - b_ls
+    L_perp = 0.5 * (
+        np.einsum("ij,ij->", dW @ m.sigma_t, dW)
+        + float(np.sum((dW @ m.mu + db) ** 2))
+        + lam * (float(np.sum(dW * dW)) + float(db @ db))
+    )
+    L_ls = _loss(m, W_ls, b_ls, lam)  # evaluated independently of L_NC1 + L_NC23: Thm 2 is then a check
+    if L is None:
+        L = _loss(m, W, b, lam)
+    L_nc1, L_nc23, L_perp = float(L_nc1), float(L_nc23), float(L_perp)
+    return {
+        "L": float(L),
+        "L_LS": float(L_ls),
+        "L_NC1": L_nc1,
+        "L_NC23": L_nc23,
+        "L_perp": L_perp,
+        "identity_residual": abs(float(L) - (L_nc1 + L_nc23 + L_perp)),
+        "ls_residual": abs(L_ls - (L_nc1 + L_nc23)),
+        "proximity_ratio": float(L_perp / L_ls) if L_ls > 0 else (0.0 if L_perp == 0 else float("inf")),
+        "lambda": lam,
+    }
+
+
+def mse_decomposition_from_stats(
+    stats: ClassStats,
+    W: Any,
+    b: Any,
+    lam: float | None = None,
+    *,
+    weight_decay: float | None = None,
+    convention: LambdaConvention = "mse_mean",
+    data_loss: float | None = None,
+) -> dict[str, float]:
+    """Streaming form of :func:`mse_decomposition`: the same dict from ClassStats (``track="full"``).
+
+    ``data_loss``: optionally the measured ``(1/(2N)) sum_i ||W h_i + b - e_{y_i}||^2`` of the same pass (e.g.
+    accumulated by the training loop); then ``L = data_loss + (lam/2)(||W||^2 + ||b||^2)`` and the identity
+    residual compares two independent computations. Without it, ``L`` is evaluated from the statistics.
+    """
+    m = _moments(stats)
+    W, b, bias = _check_classifier(W, b, *m.means.shape)
+    lam_ = _resolve_lambda(lam, weight_decay, convention, m.means.shape[0])
+    L = None
+    if data_loss is not None:
+        L = float(data_loss) + 0.5 * lam_ * (float(np.sum(W * W)) + float(b @ b))
+    return _decompose(m, W, b, bias, lam_, L)
+
+
+def mse_decomposition(
+    H: Any,
+    y: Any,
+    W: Any,
+    b: Any,
+    lam: float | None = None,
+    *,
+    weight_decay: float | None = None,
+    convention: LambdaConvention = "mse_mean",
+    num_classes: int | None = None,
+) -> dict[str, float]:
+    """Exact decomposition of paper 004's MSE loss, Thms 1-2: ``L = L_NC1 + L_NC23 + L_perp``.
+
+    Parameters
+    ----------
+    H : (N, P) features; y : (N,) labels in [0, C); W : (C, P); b : (C,) or None (a bias-free model: the
+        LS classifier is then fitted without bias too).
+    lam : paper 004's lambda. Or ``weight_decay=`` with ``convention=`` (:func:`paper_lambda`), not both.
+
+    Returns
+    -------
+    dict with :data:`DECOMPOSITION_KEYS`:
+        ``L`` (computed directly from the residuals ``H W^T + b - Y``), ``L_LS`` (the loss of the LS
+        classifier, evaluated separately), ``L_NC1``, ``L_NC23`` (Thm 2), ``L_perp`` (Thm 1, >= 0, = 0 iff
+        ``(W, b) = (W_LS, b_LS)`` when ``lam > 0``), ``identity_residual = |L - (L_NC1 + L_NC23 + L_perp)|``,
+        ``ls_residual = |L_LS - (L_NC1 + L_NC23)|``, ``proximity_ratio = L_perp / L_LS`` and ``lambda``.
+    """
+    H = _rows(H)
+    y = _labels(y)
+    stats = ClassStats.from_arrays(H, y, num_classes=num_classes)
+    m = _moments(stats)
+    W, b, bias = _check_classifier(W, b, *m.means.shape)
+    C = m.means.shape[0]
+    lam_ = _resolve_lambda(lam, weight_decay, convention, C)
+    R = H @ W.T + b
+    R[np.arange(len(y)), y] -= 1.0
+    L = 0.5 * float(np.sum(R * R)) / len(y) + 0.5 * lam_ * (float(np.sum(W * W)) + float(b @ b))
+    return _decompose(m, W, b, bias, lam_, L)
+
+
+def decomposition_table(
+    records: Iterable[Mapping[str, Any]],
+    lam: float | None = None,
+    *,
+    weight_decay: float | None = None,
+    convention: LambdaConvention = "mse_mean",
+) -> list[dict[str, float]]:
+    """Paper 004, Fig. 2 table: one decomposition row per measured epoch of a training run.
+
+    Each record is a mapping with ``"epoch"``, ``"W"``, ``"b"`` (None for a bias-free head) and either
+    ``"stats"`` (ClassStats, ``track="full"``, of the penultimate features of the train split, eval mode) or
+    ``"H"`` and ``"y"`` arrays; optional ``"data_loss"`` (see :func:`mse_decomposition_from_stats`) and
+    ``"train_error"`` (copied through, for the zero-error line). Returns rows ``{"epoch", *DECOMPOSITION_KEYS}``.
+    """
+    rows = []
+    for rec in records:
+        if "stats" in rec:
+            out = mse_decomposition_from_stats(
+                rec["stats"],
+                rec["W"],
+                rec.get("b"),
+                lam,
+                weight_decay=weight_decay,
+                convention=convention,
+                data_loss=rec.get("data_loss"),
+            )
+        elif "H" in rec and "y" in rec:
+            out = mse_decomposition(
+                rec["H"], rec["y"], rec["W"], rec.get("b"), lam, weight_decay=weight_decay, convention=convention
+            )
+        else:
+            raise ValueError("each record needs 'stats' or both 'H' and 'y'")
+        row = {"epoch": float(rec.get("epoch", len(rows))), **out}
+        if "train_error" in rec:
+            row["train_error"] = float(rec["train_error"])
+        rows.append(row)
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------- inputs
+def _rows(H: Any) -> np.ndarray:
+    if hasattr(H, "detach"):
+        H = H.detach().cpu().numpy()
+    H = np.asarray(H, dtype=np.float64)
+    if H.ndim != 2:
+        raise ValueError(f"features H must be 2-D (N, P), got shape {H.shape}")
+    if not np.all(np.isfinite(H)):
+        raise ValueError("features H contain NaN or inf")
+    return H
+
+
+def _labels(y: Any) -> np.ndarray:
+    if hasattr(y, "detach"):
+        y = y.detach().cpu().numpy()
+    y = np.asarray(y)
+    if y.ndim != 1:
+        raise ValueError(f"labels y must be 1-D, got shape {y.shape}")
+    if not np.issubdtype(y.dtype, np.integer):
+        raise TypeError(f"labels y must have an integer dtype, got {y.dtype}")
+    return y.astype(np.int64)

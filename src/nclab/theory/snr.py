@@ -1,0 +1,127 @@
+"""The SNR matrix of paper 004 (Sec. 3.2), its singular values omega, and the central-path loss in omega.
+
+Rows convention: the paper's ``SNR = Sigma_W^{-1/2} Mbar`` (P x C, columns = centred class means) is returned
+transposed, ``snr = Mbar_rows Sigma_W^{-1/2}`` of shape ``(C, P)``; its singular values are the same. The
+renormalised features are ``X = (H - mu_G) Sigma_W^{-1/2}`` (rows), whose within-class covariance is I and
+whose centred class means are the SNR matrix.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+
+from nclab.stats import ClassStats
+
+__all__ = [
+    "SNR",
+    "central_path_terms",
+    "inv_sqrt_psd",
+    "nc1_from_omega",
+    "renormalize",
+    "snr_matrix",
+]
+
+
+@dataclass(frozen=True)
+class SNR:
+    """``matrix (C, P)``: ``Mbar Sigma_W^{-1/2}`` (rows = classes); ``omega (C-1,)``: its nonzero singular values,
+    descending; ``left (C, C-1)`` / ``right (P, C-1)``: the matching singular vectors (``matrix ~= left diag(omega)
+    right^T``; ``left`` is the paper's V-hat, ``right`` its U-hat); ``sigma_w_rank``: numerical rank of Sigma_W."""
+
+    matrix: np.ndarray
+    omega: np.ndarray
+    left: np.ndarray
+    right: np.ndarray
+    sigma_w_rank: int
+
+
+def inv_sqrt_psd(A: np.ndarray, *, rtol: float = 1e-12, singular: Literal["raise", "pinv"] = "raise") -> np.ndarray:
+    """Symmetric ``A^{-1/2}`` by ``eigh`` in float64 (spec 004, pitfall 19).
+
+    Eigenvalues ``<= rtol * max`` count as zero: ``singular="raise"`` rejects them (naming the rank),
+    ``"pinv"`` returns the pseudo-inverse square root (those directions dropped).
+    """
+    A = np.asarray(A, dtype=np.float64)
+    w, V = np.linalg.eigh((A + A.T) / 2)
+    top = w.max() if w.size else 0.0
+    keep = w > rtol * top if top > 0 else np.zeros_like(w, dtype=bool)
+    if not np.all(keep):
+        if singular == "raise":
+            raise ValueError(
+                f"Sigma_W is singular (numerical rank {int(keep.sum())} < {A.shape[0]}): the SNR matrix needs a "
+                f"full-rank within-class covariance (N - C >= P); pass singular='pinv' to drop null directions"
+            )
+        if singular != "pinv":
+            raise ValueError(f"singular must be 'raise' or 'pinv', got {singular!r}")
+    Vk = V[:, keep]
+    return (Vk / np.sqrt(w[keep])) @ Vk.T
+
+
+def snr_matrix(stats: ClassStats, *, rtol: float = 1e-12, singular: Literal["raise", "pinv"] = "raise") -> SNR:
+    """SNR matrix ``Sigma_W^{-1/2} Mbar`` of paper 004, Def. 2 (rows form, ``(C, P)``) and its singular values.
+
+    ``Mbar`` = class means centred by the mean of class means (balanced: the paper's setting). Needs
+    ``track="full"`` and a full-rank Sigma_W (see :func:`inv_sqrt_psd` for ``singular``). The omega_j are
+    invariant under ``H -> H A^T + c`` for any invertible A (paper 004, Sec. 3.1).
+    """
+    if not isinstance(stats, ClassStats):
+        raise TypeError(f"snr_matrix needs ClassStats, got {type(stats).__name__}")
+    sw = stats.sigma_w()
+    isq = inv_sqrt_psd(sw, rtol=rtol, singular=singular)
+    S = stats.centered_means("balanced") @ isq
+    C = stats.num_classes
+    U, s, Vt = np.linalg.svd(S, full_matrices=False)
+    r = min(C - 1, s.size)
+    ev = np.linalg.eigvalsh(sw)
+    rank_w = int(np.sum(ev > rtol * max(ev.max(), 0.0)))
+    return SNR(matrix=S, omega=s[:r].copy(), left=U[:, :r], right=Vt[:r].T, sigma_w_rank=rank_w)
+
+
+def renormalize(H: Any, y: Any, num_classes: int | None = None) -> np.ndarray:
+    """Renormalised features ``X = (H - mu_G) Sigma_W^{-1/2}``, ``(N, P)`` (paper 004, Sec. 3.1 / App. D.1).
+
+    ``mu_G`` is the sample mean (the paper's global mean); afterwards ``Sigma_W(X) = I`` and the centred class
+    means of X are the SNR matrix.
+    """
+    H = np.asarray(H, dtype=np.float64)
+    stats = ClassStats.from_arrays(H, y, num_classes=num_classes)
+    return (H - stats.global_mean("empirical")) @ inv_sqrt_psd(stats.sigma_w())
+
+
+def central_path_terms(omega: Any, num_classes: int) -> dict[str, float]:
+    """Spectral form of the loss on the central path, lambda = 0 (paper 004, Lemma 1):
+
+        L = 1/2 sum_j 1/(omega_j^2 + C),  L_NC1 = 1/2 sum_j omega_j^2/(C + omega_j^2)^2,
+        L_NC23 = 1/2 sum_j C/(C + omega_j^2)^2,
+
+    over the C - 1 nonzero singular values (pad with zeros if fewer are given: ``L(omega = 0) = (C-1)/(2C)``).
+    """
+    C = int(num_classes)
+    if C < 2:
+        raise ValueError(f"num_classes must be >= 2, got {num_classes}")
+    w = np.zeros(C - 1)
+    om = np.asarray(omega, dtype=np.float64).ravel()
+    if om.size > C - 1:
+        raise ValueError(f"at most C - 1 = {C - 1} nonzero singular values, got {om.size}")
+    w[: om.size] = om
+    w2 = w * w
+    return {
+        "L": float(0.5 * np.sum(1.0 / (w2 + C))),
+        "L_NC1": float(0.5 * np.sum(w2 / (C + w2) ** 2)),
+        "L_NC23": float(0.5 * np.sum(C / (C + w2) ** 2)),
+    }
+
+
+def nc1_from_omega(omega: Any) -> float:
+    """``sum_j 1/omega_j^2``: equals ``Tr(Sigma_W Sigma_B^+)/C`` (``nclab.metrics.nc1``) on renormalised features.
+
+    Paper 004, App. D.6 drops the factor C [spec 004, Sec. 1.3, derived]: the correct statement is
+    ``Tr(Sigma_B^+ Sigma_W)/C = sum 1/omega^2`` when Sigma_W = I; in general coordinates ``nc1 >= sum 1/omega^2``.
+    """
+    om = np.asarray(omega, dtype=np.float64)
+    if np.any(om <= 0):
+        return float("inf")
+    return float(np.sum(1.0 / om**2))

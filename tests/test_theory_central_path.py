@@ -1,0 +1,158 @@
+"""Paper 004, Sec. 3: SNR matrix, renormalised manifold, projections, rates, closed forms, simulator."""
+
+import numpy as np
+import pytest
+
+from nclab.metrics import nc1
+from nclab.stats import ClassStats
+from nclab.theory import central_path_terms, nc1_from_omega, renormalize, snr_matrix
+from nclab.theory.central_path import (
+    closed_form_omega,
+    initial_features,
+    ls_loss_grad,
+    omega_of,
+    omega_rate,
+    project,
+    renormalized_step,
+    simulate,
+)
+
+C, N, P = 4, 5, 6
+
+
+@pytest.fixture
+def X():
+    return initial_features(C, N, P, mean_scale=1.0, seed=3)
+
+
+def test_renormalized_manifold_and_corrected_nc1_identity(rng):
+    y = np.repeat(np.arange(C), 25)
+    H = 2 * rng.normal(size=(C, P))[y] + rng.normal(size=(len(y), P)) @ rng.normal(size=(P, P)) + 7.0
+    Xr = renormalize(H, y)
+    st = ClassStats.from_arrays(Xr, y)
+    assert np.abs(st.sigma_w() - np.eye(P)).max() <= 1e-10
+    snr = snr_matrix(st)
+    assert np.allclose(snr.matrix, st.centered_means(), atol=1e-10)  # SNR = class means of X
+    assert np.allclose(snr.omega, snr_matrix(ClassStats.from_arrays(H, y)).omega, rtol=1e-10)  # invariance
+    # corrected App. D.6 (factor C): Tr(Sigma_W Sigma_B^+)/C = sum 1/omega^2 on the manifold ...
+    assert nc1(st) == pytest.approx(nc1_from_omega(snr.omega), rel=1e-10)
+    # ... and the uncorrected statement (no /C) is off by exactly C
+    assert nc1(st, normalize=False) == pytest.approx(C * nc1_from_omega(snr.omega), rel=1e-10)
+    assert snr.sigma_w_rank == P
+
+
+def test_nc1_bounds_sum_inv_omega2_off_manifold(rng):
+    y = np.repeat(np.arange(C), 20)
+    for _ in range(25):
+        H = rng.normal(size=(C, P))[y] + rng.normal(size=(len(y), P)) @ rng.normal(size=(P, P))
+        st = ClassStats.from_arrays(H, y)
+        assert nc1(st) >= nc1_from_omega(snr_matrix(st).omega) * (1 - 1e-12)
+
+
+def test_snr_singular_sigma_w_is_a_clear_error(rng):
+    y = np.repeat(np.arange(C), 2)  # N - C = 4 < P = 6
+    H = rng.normal(size=(len(y), P))
+    with pytest.raises(ValueError, match="Sigma_W is singular"):
+        snr_matrix(ClassStats.from_arrays(H, y))
+    assert snr_matrix(ClassStats.from_arrays(H, y), singular="pinv").sigma_w_rank == 4
+
+
+@pytest.mark.parametrize("projection", ["oblique", "orthogonal"])
+def test_projections_tangent_and_idempotent(X, rng, projection):
+    Z = rng.normal(size=X.shape)
+    PZ = project(X, Z, C, projection)
+    D = X - np.repeat(X.reshape(C, N, P).mean(1), N, axis=0)
+    S = D.T @ PZ / X.shape[0]
+    assert np.abs(S + S.T).max() <= 1e-12  # tangent: X Cm Z^T + Z Cm X^T = 0
+    assert np.abs(project(X, PZ, C, projection) - PZ).max() <= 1e-12 * np.abs(PZ).max()
+
+
+def test_gradient_matches_finite_differences(X, rng):
+    L, G = ls_loss_grad(X, C)
+    assert np.abs(G.sum(axis=0)).max() <= 1e-14  # G 1 = 0
+    assert np.abs(G.T @ X).max() <= 1e-13  # G X^T = 0: orthogonal to the fibres
+    E = rng.normal(size=X.shape)
+    eps = 1e-5
+    fd = (ls_loss_grad(X + eps * E, C)[0] - ls_loss_grad(X - eps * E, C)[0]) / (2 * eps)
+    assert fd == pytest.approx(float(np.sum(G * E)), rel=1e-6)
+    assert L == pytest.approx(central_path_terms(omega_of(X, C)[0], C)["L"], rel=1e-12)  # Lemma 1
+
+
+@pytest.mark.parametrize("projection", ["oblique", "orthogonal"])
+def test_instantaneous_rates_by_finite_differences(X, projection):
+    om, _, _ = omega_of(X, C)
+    D = -project(X, ls_loss_grad(X, C)[1], C, projection)
+    eps = 1e-6
+    fd = (omega_of(X + eps * D, C)[0] - omega_of(X - eps * D, C)[0]) / (2 * eps)
+    expect = omega_rate(om, C, N, projection)
+    assert np.max(np.abs(fd - expect) / expect) <= 1e-5
+    other = omega_rate(om, C, N, "orthogonal" if projection == "oblique" else "oblique")
+    assert np.min(np.abs(fd - other) / other) > 0.1  # the two flows really differ (spec 004, Sec. 3.7)
+
+
+def test_unprojected_gradient_has_the_oblique_rate(X):
+    # the paper's Lemma 4 direction (no projection) moves omega exactly like the oblique flow
+    om, _, _ = omega_of(X, C)
+    D = -ls_loss_grad(X, C)[1]
+    eps = 1e-6
+    fd = (omega_of(X + eps * D, C)[0] - omega_of(X - eps * D, C)[0]) / (2 * eps)
+    assert np.allclose(fd, omega_rate(om, C, N, "oblique"), rtol=1e-5)
+
+
+def test_renormalized_step_is_second_order(X):
+    # Lemma 2: renormalize(X - eta G) = X - eta Pi(G) + O(eta^2)
+    G = ls_loss_grad(X, C)[1]
+
+    def err(eta):
+        return np.linalg.norm(renormalized_step(X, eta, C, "oblique") - (X - eta * project(X, G, C, "oblique")))
+
+    for eta in (1e-1, 3e-2):
+        assert 3.5 <= err(eta) / err(eta / 2) <= 4.5
+
+
+def test_closed_forms_reproduce_spec_regression_values():
+    w0 = [5.10704077, 1.91722675, 0.34961332]
+    t = [1e3, 1e4, 1e5, 1e6]
+    orth = closed_form_omega(w0, t, 4, 5, "orthogonal")
+    obl = closed_form_omega(w0, t, 4, 5, "oblique")
+    assert np.allclose(orth[:, 0], [6.014, 9.355, 16.636, 29.783], atol=6e-4)
+    assert np.allclose(orth[:, 2], [4.308, 8.980, 16.569, 29.771], atol=6e-4)
+    assert np.allclose(obl[:, 0], [10.953, 31.803, 100.011, 316.217], atol=6e-4)
+    assert np.allclose(obl[:, 2], [8.630, 31.052, 99.774, 316.142], atol=6e-4)
+    # asymptotics: (4t/N)^{1/4} (Prop. 2 / Cor. 1) and sqrt(2t/(CN)) (oblique)
+    assert orth[-1, 0] / (4 * 1e6 / 5) ** 0.25 == pytest.approx(1, abs=0.01)
+    assert obl[-1, 0] / np.sqrt(2e6 / 20) == pytest.approx(1, abs=1e-3)
+
+
+@pytest.mark.parametrize("projection", ["oblique", "orthogonal"])
+def test_integrated_flow_matches_closed_form(projection):
+    run = simulate(C, N, P, 1e4, projection, num_checkpoints=6, seed=1)
+    assert run.max_relative_error() <= 1e-6
+    assert run.offdiag.max() <= 1e-8  # singular vectors constant (Lemma 6)
+    assert run.drift.max() <= 1e-8
+    assert np.all(np.diff(run.ratio) < 0) and run.ratio[-1] < run.ratio[0]
+    assert np.all(np.diff(run.etf_distance) < 0)
+    assert np.all(np.diff(run.loss) < 0)
+    assert np.all(np.diff(run.metrics["nc1"]) < 0)
+    wrong = run.omega_orthogonal if projection == "oblique" else run.omega_oblique
+    assert np.max(np.abs(run.omega[-1] - wrong[-1]) / wrong[-1]) > 0.5  # the other ODE is far off
+
+
+def test_discrete_renormalized_gd_follows_the_oblique_flow():
+    errs = []
+    for eta in (0.1, 0.05):
+        run = simulate(3, 6, 4, 30.0, "oblique", method="gd", eta=eta, num_checkpoints=3, t_first=5, seed=2)
+        errs.append(np.max(np.abs(run.omega - run.omega_oblique) / run.omega_oblique))
+        # and not the paper's Prop. 2 ODE
+        assert np.max(np.abs(run.omega[-1] - run.omega_orthogonal[-1]) / run.omega_orthogonal[-1]) > 0.1
+    assert errs[0] <= 2e-4
+    assert 1.8 <= errs[0] / errs[1] <= 2.2  # first-order (Euler) convergence to the oblique closed form
+
+
+def test_simulate_input_errors():
+    with pytest.raises(ValueError, match="C N - C >= P"):
+        simulate(4, 2, 6, 1.0)
+    with pytest.raises(ValueError, match="projection must be"):
+        simulate(4, 5, 6, 1.0, "paper")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="omega\\(0\\) > 0"):
+        closed_form_omega([0.0], [1.0], 4, 5)

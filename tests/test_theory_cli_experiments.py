@@ -1,0 +1,77 @@
+"""`nclab theory` sub-app and the registered theory experiments (tiny scale)."""
+
+import json
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+import nclab.theory.experiments  # noqa: F401  (registers the experiments)
+from nclab.experiments import run
+from nclab.theory import ls_classifier, mse_decomposition
+from nclab.theory.cli import app
+
+runner = CliRunner()
+
+
+def test_cli_decompose_matches_library(tmp_path, rng):
+    C, P, n = 3, 5, 60
+    y = np.arange(n) % C
+    H = rng.normal(size=(C, P))[y] + rng.normal(size=(n, P))
+    W, b = ls_classifier(H, y, 0.01)
+    W = W + 0.05 * rng.normal(size=W.shape)
+    for name, arr in (("h", H), ("y", y), ("w", W), ("b", b)):
+        np.save(tmp_path / f"{name}.npy", arr)
+    args = [str(tmp_path / "h.npy"), str(tmp_path / "y.npy"), "-w", str(tmp_path / "w.npy")]
+    res = runner.invoke(app, ["decompose", *args, "-b", str(tmp_path / "b.npy"), "--weight-decay", "0.02", "--json"])
+    assert res.exit_code == 0, res.output
+    got = json.loads(res.output)
+    ref = mse_decomposition(H, y, W, b, weight_decay=0.02, convention="mse_mean")
+    for key in ("L", "L_LS", "L_NC1", "L_NC23", "L_perp"):
+        assert got[key] == pytest.approx(ref[key], rel=1e-12)
+    assert got["lambda"] == pytest.approx(C * 0.02 / 2)
+    table = runner.invoke(app, ["decompose", *args, "--lam", "0.1"])
+    assert table.exit_code == 0 and "L_perp" in table.output
+    bad = runner.invoke(
+        app, ["decompose", str(tmp_path / "h.npy"), str(tmp_path / "y.npy"), "-w", str(tmp_path / "b.npy")]
+    )
+    assert bad.exit_code == 2 and "W must have shape" in bad.output
+
+
+def test_cli_simulate(tmp_path):
+    res = runner.invoke(
+        app, ["simulate", "-C", "3", "-N", "4", "-P", "3", "--t-end", "100", "--checkpoints", "3", "--json"]
+    )
+    assert res.exit_code == 0, res.output
+    rows = json.loads(res.output)
+    last = rows[-1]
+    assert last["omega_1"] == pytest.approx(last["omega_1_oblique"], rel=1e-6)
+    bad = runner.invoke(app, ["simulate", "-C", "4", "-N", "2", "-P", "6"])
+    assert bad.exit_code == 2 and "C N - C >= P" in bad.output
+
+
+def test_experiment_central_path_flow_tiny(tmp_path):
+    s = run("central-path-flow", tmp_path, scale="tiny")
+    for proj in ("oblique", "orthogonal"):
+        assert s[f"{proj}_max_rel_error_vs_own_closed_form"] <= 1e-6
+        assert s[f"{proj}_max_rel_error_vs_other_closed_form"] > 0.1
+    assert (tmp_path / "report.html").stat().st_size > 10_000
+    assert (tmp_path / "omega.png").exists() and (tmp_path / "flow_oblique.csv").exists()
+
+
+def test_experiment_mse_decomposition_ufm_tiny(tmp_path):
+    s = run("mse-decomposition-ufm", tmp_path, scale="tiny")
+    assert s["max_identity_residual"] <= 1e-10
+    assert s["zero_error_step"] >= 0
+    assert s["final_L_NC23"] < s["final_L_NC1"]  # Fig. 2: L_NC2/3 falls fastest, L_NC1 dominates
+    assert s["final_proximity_ratio"] < 0.5
+    assert (tmp_path / "fig2.png").exists() and (tmp_path / "report.html").exists()
+
+
+def test_experiment_geodesic_digits_tiny(tmp_path):
+    s = run("geodesic-digits", tmp_path, scale="tiny")
+    assert s["pfc1_last"] < s["pfc1_first"]
+    assert 0 < s["straightness_index"] <= 1
+    rows = (tmp_path / "layers.csv").read_text().splitlines()
+    assert len(rows) == 1 + 5  # header + layers 0..4
+    assert (tmp_path / "fig3.png").exists() and (tmp_path / "report.html").exists()
