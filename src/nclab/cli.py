@@ -249,8 +249,12 @@ def demo(
 
 def _mount_subcommands() -> None:
     """The areas' own command groups (each a Typer app in its package's cli module)."""
+    from nclab.geometry.cli import app as codes_app
     from nclab.theory.cli import app as theory_app
+    from nclab.ufm.cli import app as ufm_app
 
+    app.add_typer(ufm_app, name="ufm", help="Unconstrained-features models: solvers against closed forms.")
+    app.add_typer(codes_app, name="codes", help="Softmax Codes, Tammes codes and their bounds (K > d).")
     app.add_typer(theory_app, name="theory", help="MSE central path and the geodesic model of collapse.")
 
 

@@ -3,6 +3,7 @@
 Rows are classes: a code or classifier is ``(K, d)``.
 """
 
+from nclab.geometry.assignment import antipodal_pairs, code_symmetries, enumerate_assignments
 from nclab.geometry.bounds import CodeBounds, softmax_code_bounds
 from nclab.geometry.frames import (
     cross_polytope_subset,
@@ -33,8 +34,11 @@ __all__ = [
     "HullDistance",
     "OneVsOne",
     "OneVsRest",
+    "antipodal_pairs",
+    "code_symmetries",
     "cross_polytope_subset",
     "dist_to_hull",
+    "enumerate_assignments",
     "hardmax_value",
     "icosahedron",
     "normalize_rows",

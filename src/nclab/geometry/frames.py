@@ -1,8 +1,18 @@
-"""Reference frames for class means and classifiers: rows are classes, ``(K, d)``."""
+"""Reference frames for class means and classifiers: rows are classes, ``(K, d)``.
+
+Every frame is built in a canonical position (first coordinates) and optionally moved by a uniformly random
+orthogonal map of ``R^d`` (``seed=`` or ``rng=``), which changes no Gram matrix and no margin. Each docstring
+gives the Gram matrix ``W W^T`` (unit ``scale``) and the one-vs-rest margin ``rho`` of paper 003, eq. (3)
+(:func:`nclab.geometry.rho_one_vs_rest`).
+"""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
+
+RngLike = np.random.Generator | int | None
 
 
 def _check_kd(K: int, d: int | None, need: int) -> int:
@@ -14,30 +24,145 @@ def _check_kd(K: int, d: int | None, need: int) -> int:
     return d
 
 
-def _embed(X: np.ndarray, d: int, rotation: np.ndarray | None, seed: int | None) -> np.ndarray:
+def random_orthogonal(d: int, rng: RngLike = None) -> np.ndarray:
+    """A Haar-distributed orthogonal matrix ``(d, d)`` (QR of a Gaussian matrix with the sign fix of Mezzadri
+    2007); ``rng`` is a ``numpy.random.Generator`` or a seed."""
+    if d < 1:
+        raise ValueError(f"d must be >= 1, got {d}")
+    gen = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+    Q, R = np.linalg.qr(gen.normal(size=(d, d)))
+    return Q * np.sign(np.diag(R))
+
+
+def _embed(
+    X: np.ndarray, d: int, rotation: np.ndarray | None, seed: int | None, rng: np.random.Generator | None = None
+) -> np.ndarray:
     K, r = X.shape
     out = np.zeros((K, d))
     out[:, :r] = X
     if rotation is not None:
         out = out @ rotation.T
+    elif rng is not None:
+        if seed is not None:
+            raise ValueError("pass either seed= or rng=, not both")
+        out = out @ random_orthogonal(d, rng).T
     elif seed is not None:
-        Q, R = np.linalg.qr(np.random.default_rng(seed).normal(size=(d, d)))
-        out = out @ (Q * np.sign(np.diag(R))).T
+        out = out @ random_orthogonal(d, seed).T
     return out
 
 
-def simplex_etf(K: int, d: int | None = None, *, scale: float = 1.0, seed: int | None = None) -> np.ndarray:
+def simplex_etf(
+    K: int,
+    d: int | None = None,
+    *,
+    scale: float = 1.0,
+    seed: int | None = None,
+    rng: np.random.Generator | None = None,
+) -> np.ndarray:
     """Simplex equiangular tight frame, ``(K, d)``: unit-norm rows (times ``scale``) summing to zero, with
-    pairwise cosines ``-1/(K-1)``; needs ``d >= K - 1``. ``seed`` applies a random rotation."""
+    pairwise cosines ``-1/(K-1)``; needs ``d >= K - 1`` (``K = d + 1`` included: the frame is built in the
+    ``(K-1)``-dimensional subspace orthogonal to ``1``, the fix of paper 003's pitfall 14). ``seed`` or ``rng``
+    applies a random rotation.
+
+    Gram: ``K/(K-1) (I - 11^T/K)``. Margin (paper 003, Thm 3.3): ``rho = K/(K-1)``, the nearest point of the hull
+    of the others being their centroid ``-w_k/(K-1)``; this is the Softmax Code for ``K <= d + 1``.
+    """
     d = _check_kd(K, d, K - 1)
     E = np.sqrt(K / (K - 1)) * (np.eye(K) - 1.0 / K)  # rows: unit norm, cos = -1/(K-1), span K-1 dims
     # express in an orthonormal basis of the (K-1)-dim span so it fits in d = K-1
     U, _, _ = np.linalg.svd(E.T, full_matrices=False)
     X = E @ U[:, : K - 1]
-    return scale * _embed(X, d, None, seed)
+    return scale * _embed(X, d, None, seed, rng)
 
 
-def orthogonal_frame(K: int, d: int | None = None, *, scale: float = 1.0, seed: int | None = None) -> np.ndarray:
-    """Orthogonal frame, ``(K, d)``: orthonormal rows (times ``scale``); needs ``d >= K``."""
+def orthogonal_frame(
+    K: int,
+    d: int | None = None,
+    *,
+    scale: float = 1.0,
+    seed: int | None = None,
+    rng: np.random.Generator | None = None,
+) -> np.ndarray:
+    """Orthogonal frame, ``(K, d)``: orthonormal rows (times ``scale``); needs ``d >= K``.
+
+    Gram: ``I_K``. Margin: ``rho = sqrt(K/(K-1))`` (the nearest point of the hull of the others is their
+    centroid, at distance ``sqrt(1 + 1/(K-1))``).
+    """
     d = _check_kd(K, d, K)
-    return scale * _embed(np.eye(K), d, None, seed)
+    return scale * _embed(np.eye(K), d, None, seed, rng)
+
+
+def regular_polygon(
+    K: int,
+    d: int = 2,
+    *,
+    scale: float = 1.0,
+    phase: float = 0.0,
+    seed: int | None = None,
+    rng: np.random.Generator | None = None,
+) -> np.ndarray:
+    """Regular ``K``-gon on the unit circle, ``(K, d)``: row ``k`` is ``(cos(2 pi k/K + phase), sin(...))`` in
+    the first two coordinates; ``K >= 2``, ``d >= 2``.
+
+    Gram: ``cos(2 pi (j - k)/K)``. Margin (paper 003, Thm 3.3, d = 2): ``rho = 1 - cos(2 pi / K)``, the nearest
+    point of the hull of the others being the midpoint of the two neighbours (``K = 2``: the antipodal pair,
+    ``rho = 2``). This is the Softmax Code and the Tammes optimum (minimum angle ``2 pi / K``) for ``d = 2``.
+    """
+    d = _check_kd(K, d, 2)
+    t = 2.0 * np.pi * np.arange(K) / K + phase
+    return scale * _embed(np.stack([np.cos(t), np.sin(t)], axis=1), d, None, seed, rng)
+
+
+def cross_polytope_subset(
+    K: int,
+    d: int | None = None,
+    *,
+    scale: float = 1.0,
+    seed: int | None = None,
+    rng: np.random.Generator | None = None,
+) -> np.ndarray:
+    """``K <= 2d`` vertices of the cross-polytope ``{+-e_i}``, antipodal pairs first:
+    ``e_1, -e_1, e_2, -e_2, ...`` (an odd ``K`` ends with the unpaired ``e_{(K+1)/2}``); needs
+    ``d >= ceil(K/2)`` (default).
+
+    Gram: entries in ``{1, 0, -1}``, ``-1`` exactly on the pairs ``(2i, 2i+1)``. Margin: ``rho = 1`` for
+    ``K >= 3`` (on the hull of the others ``<w_k, v> <= 0``, so ``dist >= 1``, and ``0`` is in that hull since
+    the others contain a complete antipodal pair, so ``dist <= 1``); ``K = 2``: ``rho = 2``. For
+    ``d + 1 < K <= 2d`` this is a Softmax Code (paper 003, Thm 3.3), with minimum angle 90 degrees (Tammes,
+    Rankin's bound).
+    """
+    if K < 2:
+        raise ValueError(f"K must be >= 2, got {K}")
+    need = math.ceil(K / 2)
+    d = need if d is None else int(d)
+    if d < need:
+        raise ValueError(f"a cross-polytope subset of K={K} vertices needs d >= ceil(K/2) = {need}, got d={d}")
+    X = np.zeros((K, need))
+    k = np.arange(K)
+    X[k, k // 2] = np.where(k % 2 == 0, 1.0, -1.0)
+    return scale * _embed(X, d, None, seed, rng)
+
+
+def octahedron(*, scale: float = 1.0, seed: int | None = None, rng: np.random.Generator | None = None) -> np.ndarray:
+    """The 6 vertices ``+-e_i`` of the regular octahedron in ``R^3``, ``(6, 3)``: the Softmax Code and Tammes
+    optimum for ``(d, K) = (3, 6)``. Gram in ``{1, 0, -1}``; ``rho = 1``; minimum angle 90 degrees."""
+    return cross_polytope_subset(6, 3, scale=scale, seed=seed, rng=rng)
+
+
+def icosahedron(*, scale: float = 1.0, seed: int | None = None, rng: np.random.Generator | None = None) -> np.ndarray:
+    """The 12 vertices of the regular icosahedron on the unit sphere, ``(12, 3)``: the cyclic permutations of
+    ``(0, +-1, +-phi) / sqrt(1 + phi^2)``, ``phi`` the golden ratio.
+
+    Gram: off-diagonal entries ``+-1/sqrt(5)`` (5 of each per row) and ``-1`` (the antipode). Margin:
+    ``rho = 1 - 1/sqrt(5) = 0.5527864``, attained at the centroid ``w_k/sqrt(5)`` of the 5 neighbours (paper
+    003 spec, Sec. 4 table); the Tammes optimum for ``(3, 12)``, minimum angle ``arccos(1/sqrt(5)) = 63.435``
+    degrees.
+    """
+    phi = (1.0 + math.sqrt(5.0)) / 2.0
+    rows = []
+    for s1 in (1.0, -1.0):
+        for s2 in (phi, -phi):
+            base = (0.0, s1, s2)
+            rows += [base, (base[2], base[0], base[1]), (base[1], base[2], base[0])]
+    X = np.array(rows) / math.sqrt(1.0 + phi * phi)
+    return scale * _embed(X, 3, None, seed, rng)

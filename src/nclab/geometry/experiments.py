@@ -1,0 +1,294 @@
+"""Registered experiments of paper 003's geometry (UFM scale, CPU-cheap): ``nclab experiment run NAME``.
+
+* ``gnc-d2-codes``: learned d = 2 codes, spherical constraint vs weight decay (Fig. B.1(c,d), B.2).
+* ``gnc-tau-maxcos``: maximum cosine of the CE-UFM optimum vs temperature at (d, K) = (3, 7) (Fig. C.1).
+* ``gnc-bounds-vs-d``: numerical Softmax Code optimum and Thm 3.9 bounds vs d for K = 1000 (Fig. 3, theory).
+* ``gnc-assignment``: class-to-code assignments up to symmetry for the square and the hexagon (Sec. 4, B.5).
+"""
+
+from __future__ import annotations
+
+import csv
+import html
+import io
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from nclab.experiments import register
+from nclab.geometry.assignment import antipodal_pairs, code_symmetries, enumerate_assignments
+from nclab.geometry.bounds import softmax_code_bounds
+from nclab.geometry.frames import regular_polygon
+from nclab.geometry.hull import one_vs_rest
+from nclab.report import write_report
+
+SCALES = ("tiny", "cpu", "paper")
+#: CIFAR10 classes of the assignment experiments (paper 003, Fig. 4 and Fig. B.6)
+SQUARE_CLASSES = ("automobile", "cat", "dog", "truck")
+HEXAGON_CLASSES = ("automobile", "cat", "deer", "dog", "horse", "truck")
+
+
+def _plt() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _png(fig: Any) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+    _plt().close(fig)
+    return buf.getvalue()
+
+
+def _write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
+    with path.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+
+
+def _table(rows: list[dict[str, Any]]) -> str:
+    head = "".join(f"<th>{html.escape(k)}</th>" for k in rows[0])
+    body = "".join(
+        "<tr>"
+        + "".join(f"<td>{html.escape(f'{v:.6g}' if isinstance(v, float) else str(v))}</td>" for v in r.values())
+        + "</tr>"
+        for r in rows
+    )
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _check_scale(scale: str) -> None:
+    if scale not in SCALES:
+        raise ValueError(f"scale must be one of {SCALES}, got {scale!r}")
+
+
+# ------------------------------------------------------------------------------------------------ d = 2 codes
+@register("gnc-d2-codes", summary="d=2 UFM codes, spherical constraint vs weight decay (Fig. B.1/B.2)", paper="003")
+def d2_codes(out: Path, scale: str, seed: int) -> dict[str, Any]:
+    from nclab.ufm.spherical import ce_ufm_sphere, wd_ufm
+
+    _check_scale(scale)
+    Ks = (4, 6) if scale == "tiny" else (4, 6, 30)
+    steps = {"tiny": 300, "cpu": 800, "paper": 2000}[scale]
+    taus = (1.0, 0.2, 0.02) if scale == "tiny" else (1.0, 0.5, 0.2, 0.1, 0.05, 0.02)
+    lam = 5e-3  # unspecified in the paper
+    rows: list[dict[str, Any]] = []
+    summary: dict[str, Any] = {"lambda_wd": lam, "tau_sc": taus[-1]}
+    plt = _plt()
+    fig, axes = plt.subplots(2, len(Ks), figsize=(3.2 * len(Ks), 6.4), squeeze=False)
+    fig2, axes2 = plt.subplots(1, len(Ks), figsize=(3.6 * len(Ks), 2.8), squeeze=False)
+    for c, K in enumerate(Ks):
+        sc = ce_ufm_sphere(2, K, 1, taus=taus, restarts=2, seed=seed, steps=steps)
+        W_sc, H_sc = sc.Ws[-1], sc.Hs[-1].mean(axis=1)
+        wd = wd_ufm(2, K, 1, lam=lam, seed=seed)
+        W_wd, H_wd = wd.W, wd.H.mean(axis=1)
+        for method, W, Hb, ax in (("SC", W_sc, H_sc, axes[0, c]), ("WD", W_wd, H_wd, axes[1, c])):
+            ratio = np.linalg.norm(W, axis=1) / np.linalg.norm(Hb, axis=1)
+            ang = np.degrees(np.arctan2(W[:, 1], W[:, 0]))
+            for k in range(K):
+                rows.append(
+                    {"K": K, "method": method, "class": k, "angle_deg": float(ang[k]),
+                     "norm_w": float(np.linalg.norm(W[k])), "norm_hbar": float(np.linalg.norm(Hb[k])),
+                     "length_ratio": float(ratio[k])}
+                )  # fmt: skip
+            gaps = np.diff(np.sort(np.mod(ang, 360.0)), append=np.sort(np.mod(ang, 360.0))[0] + 360.0)
+            summary[f"K{K}_{method}_gap_cv"] = float(np.std(gaps) / np.mean(gaps))
+            summary[f"K{K}_{method}_ratio_cv"] = float(np.std(ratio) / np.mean(ratio))
+            summary[f"K{K}_{method}_rho"] = float(one_vs_rest(W, normalize=True).rho)
+            for k in range(K):
+                ax.annotate("", xy=W[k], xytext=(0, 0), arrowprops={"arrowstyle": "->", "color": "C0", "lw": 0.8})
+            ax.scatter(Hb[:, 0], Hb[:, 1], s=12, color="C3", zorder=3)
+            lim = 1.15 * max(np.abs(W).max(), np.abs(Hb).max())
+            ax.set_xlim(-lim, lim)
+            ax.set_ylim(-lim, lim)
+            ax.set_aspect("equal")
+            ax.set_title(f"{method}, K={K}")
+        summary[f"K{K}_SC_optimum"] = 1 - math.cos(2 * math.pi / K)
+        ax2 = axes2[0, c]
+        ax2.bar(np.arange(K) - 0.2, np.linalg.norm(W_sc, axis=1) / np.linalg.norm(H_sc, axis=1), 0.4, label="SC")
+        ax2.bar(np.arange(K) + 0.2, wd.length_ratio, 0.4, label="WD")
+        ax2.set_title(f"||w_k|| / ||hbar_k||, K={K}")
+        ax2.legend(fontsize=7)
+    _write_csv(out / "codes.csv", rows)
+    f1 = _png(fig)
+    f2 = _png(fig2)
+    (out / "codes.png").write_bytes(f1)
+    (out / "length_ratio.png").write_bytes(f2)
+    write_report(
+        out / "report.html",
+        "Paper 003, d = 2 codes: spherical constraint (SC) vs weight decay (WD)",
+        [
+            (
+                "Setup",
+                f"<p>UFM with n = 1, d = 2. SC: CE-UFM on the sphere (eq. 2), tau continuation {list(taus)}; "
+                f"WD: CE-UFM with weight decay lambda = {lam} (eq. B.1, L-BFGS). Arrows: classifier rows; dots: class "
+                "means.</p>",
+            ),
+            ("Summary", _table([{"quantity": k, "value": v} for k, v in summary.items()])),
+        ],
+        [("Learned codes (top SC, bottom WD)", f1), ("Length ratios ||w_k||/||hbar_k||", f2)],
+    )
+    return summary
+
+
+# ------------------------------------------------------------------------------------------ max cos vs tau
+@register("gnc-tau-maxcos", summary="CE-UFM max cosine vs tau at (d,K)=(3,7) with the HardMax line (Fig. C.1)",
+          paper="003")  # fmt: skip
+def tau_maxcos(out: Path, scale: str, seed: int) -> dict[str, Any]:
+    from nclab.ufm.spherical import ce_ufm_sphere, softmax_code_search
+
+    _check_scale(scale)
+    d, K = 3, 7
+    taus = (1.0, 0.2, 0.05) if scale == "tiny" else (1.0, 0.5, 0.2, 0.1, 0.05, 0.02, 0.01)
+    steps = {"tiny": 150, "cpu": 1000, "paper": 3000}[scale]
+    restarts = {"tiny": 1, "cpu": 4, "paper": 8}[scale]
+    ce = ce_ufm_sphere(d, K, 1, taus=taus, restarts=restarts, seed=seed, steps=steps)
+    hm = softmax_code_search(d, K, restarts=restarts, seed=seed, steps=None if scale != "tiny" else 300)
+    rows = [
+        {"tau": float(t), "max_cos": float(c), "rho": float(r), "hardmax": float(h), "ce": float(l)}
+        for t, c, r, h, l in zip(ce.taus, ce.max_cos, ce.rho, ce.hardmax, ce.losses, strict=True)
+    ]
+    _write_csv(out / "maxcos_vs_tau.csv", rows)
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(5, 3.4))
+    ax.plot(ce.taus, ce.max_cos, "o-", label="CE-UFM optimum")
+    ax.axhline(hm.max_cos, color="k", label=f"HardMax optimum ({hm.max_cos:.4f})")
+    ax.set_xscale("log")
+    ax.invert_xaxis()
+    ax.set_xlabel("tau")
+    ax.set_ylabel("max_{k != k'} cos(w_k, w_k')")
+    ax.legend()
+    png = _png(fig)
+    (out / "maxcos_vs_tau.png").write_bytes(png)
+    summary = {
+        "hardmax_max_cos": hm.max_cos,
+        "hardmax_rho": hm.rho_one_vs_rest,
+        "final_ce_max_cos": float(ce.max_cos[-1]),
+        "final_gap_to_hardmax": float(ce.max_cos[-1] - hm.max_cos),
+        "tammes_known_max_cos": math.cos(math.radians(77.8695)),
+    }
+    write_report(
+        out / "report.html",
+        "Paper 003, Fig. C.1: CE-UFM max cosine vs temperature, (d, K) = (3, 7)",
+        [("Values", _table(rows)), ("Summary", _table([{"quantity": k, "value": v} for k, v in summary.items()]))],
+        [("Max cosine of the CE-UFM optimum vs tau; black: HardMax (Softmax Code) optimum", png)],
+    )
+    return summary
+
+
+# --------------------------------------------------------------------------------------- bounds vs d, K=1000
+@register("gnc-bounds-vs-d", summary="numerical Softmax Code optimum and Thm 3.9 bounds vs d (Fig. 3, theory part)",
+          paper="003")  # fmt: skip
+def bounds_vs_d(out: Path, scale: str, seed: int) -> dict[str, Any]:
+    from nclab.ufm.spherical import softmax_code_search
+
+    _check_scale(scale)
+    K = 30 if scale == "tiny" else 1000
+    solve_ds = {"tiny": (2, 3, 4), "cpu": (2, 3, 4, 8, 16), "paper": (2, 3, 4, 8, 16, 32, 64)}[scale]
+    all_ds = sorted({*solve_ds, *(2**i for i in range(1, 12))})
+    restarts = {"tiny": 1, "cpu": 2, "paper": 4}[scale]
+    steps = {"tiny": 300, "cpu": 1500, "paper": None}[scale]
+    rows = []
+    for d in all_ds:
+        b = softmax_code_bounds(d, K)
+        if d >= K - 1:
+            opt, how = K / (K - 1), "simplex ETF (closed form)"
+        elif d == 2:
+            opt, how = 1 - math.cos(2 * math.pi / K), "regular polygon (closed form)"
+        elif d in solve_ds:
+            opt, how = softmax_code_search(d, K, restarts=restarts, seed=seed, steps=steps).value, "numerical"
+        else:
+            opt, how = float("nan"), "not computed"
+        rows.append({"d": d, "K": K, "lower": b.lower, "rho_opt": opt, "upper": b.upper, "condition": b.valid,
+                     "source": how})  # fmt: skip
+    _write_csv(out / "bounds_vs_d.csv", rows)
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(5.5, 3.6))
+    ds = np.array([r["d"] for r in rows])
+    ax.plot(ds, [r["lower"] for r in rows], "--", label="Thm 3.9 lower")
+    ax.plot(ds, [r["upper"] for r in rows], "--", label="Thm 3.9 upper")
+    ok = np.array([not math.isnan(r["rho_opt"]) for r in rows])
+    ax.plot(ds[ok], np.array([r["rho_opt"] for r in rows])[ok], "o-k", label="optimum (numerical / closed form)")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("d")
+    ax.set_ylabel("rho_one-vs-rest")
+    ax.set_title(f"K = {K}")
+    ax.legend(fontsize=8)
+    png = _png(fig)
+    (out / "bounds_vs_d.png").write_bytes(png)
+    checked = [r for r in rows if r["condition"] and not math.isnan(r["rho_opt"])]
+    summary = {
+        "K": K,
+        "bounds_hold": all(r["lower"] <= r["rho_opt"] <= r["upper"] for r in checked),
+        "checked": len(checked),
+        **{f"rho_d{r['d']}": r["rho_opt"] for r in rows if r["d"] in solve_ds},
+    }
+    write_report(
+        out / "report.html",
+        f"Paper 003, Fig. 3 (theory): optimal one-vs-rest margin and Thm 3.9 bounds vs d, K = {K}",
+        [
+            ("Values", _table(rows)),
+            (
+                "Note",
+                "<p>Numerical optima are lower bounds on the true optimum (non-convex search, best of restarts).</p>",
+            ),
+        ],
+        [("Margin vs d", png)],
+    )
+    return summary
+
+
+# ------------------------------------------------------------------------------------------------ assignments
+@register("gnc-assignment", summary="class-to-code assignments up to symmetry: square 3, hexagon 60 / 15 pairings",
+          paper="003")  # fmt: skip
+def assignment(out: Path, scale: str, seed: int) -> dict[str, Any]:
+    _check_scale(scale)
+    del seed  # deterministic enumeration
+    summary: dict[str, Any] = {}
+    sections = []
+    figures = []
+    plt = _plt()
+    for name, classes in (("square", SQUARE_CLASSES), ("hexagon", HEXAGON_CLASSES)):
+        K = len(classes)
+        W = regular_polygon(K)
+        reps = enumerate_assignments(W)
+        pairings = enumerate_assignments(W, up_to="antipodal")
+        summary[f"{name}_symmetries"] = len(code_symmetries(W))
+        summary[f"{name}_assignments"] = len(reps)
+        summary[f"{name}_antipodal_pairings"] = len(pairings)
+        rows = []
+        for i, a in enumerate(pairings):
+            pairs = antipodal_pairs(W, a)
+            rows.append({"id": f"{name[0].upper()}{i + 1}", "code_of_class": " ".join(map(str, a)),
+                         "antipodal": "; ".join(f"{classes[p]}-{classes[q]}" for p, q in pairs)})  # fmt: skip
+        _write_csv(out / f"{name}_pairings.csv", rows)
+        _write_csv(out / f"{name}_assignments.csv", [{"code_of_class": " ".join(map(str, a))} for a in reps])
+        sections.append((f"{name}: {len(reps)} assignments up to symmetry, {len(pairings)} antipodal pairings",
+                         _table(rows)))  # fmt: skip
+        show = pairings[:6]
+        fig, axes = plt.subplots(1, len(show), figsize=(2.4 * len(show), 2.6), squeeze=False)
+        for ax, a, row in zip(axes[0], show, rows, strict=False):
+            for c, code in enumerate(a):
+                x, y = W[code]
+                ax.plot([0, x], [0, y], color="0.7", lw=0.8)
+                ax.text(1.15 * x, 1.15 * y, classes[c], ha="center", va="center", fontsize=7)
+            ax.set_xlim(-1.6, 1.6)
+            ax.set_ylim(-1.6, 1.6)
+            ax.set_aspect("equal")
+            ax.axis("off")
+            ax.set_title(row["id"], fontsize=8)
+        figures.append((f"{name}: representatives of the antipodal pairings", _png(fig)))
+    for caption, png in figures:
+        (out / (caption.split(":")[0] + ".png")).write_bytes(png)
+    write_report(out / "report.html", "Paper 003, Sec. 4: class assignments up to symmetry", sections, figures)
+    return summary
+
+
+__all__ = ["assignment", "bounds_vs_d", "d2_codes", "tau_maxcos"]

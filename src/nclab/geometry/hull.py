@@ -1,0 +1,512 @@
+"""Distances to convex hulls and the margins of paper 003: one-vs-rest (Softmax Code) and one-vs-one (Tammes).
+
+Rows are classes: a code or classifier ``W`` is ``(K, d)`` (paper 003 writes columns; transposed here).
+
+``dist(w, A) = min_{v in simplex} ||w - A^T v||`` (``A (m, d)``, one point per row) is solved exactly by Wolfe's
+minimum-norm-point algorithm (Wolfe 1976) on the shifted points ``a_j - w``, with an incrementally updated
+Cholesky factor of ``G_S + 1 1^T`` (``G_S`` the Gram matrix of the support), so each step is ``O(m d + s^2)``.
+Every answer carries the weak-duality certificate of paper 003, Lemma C.4/C.6:
+
+* upper bound: ``||w - A^T v||`` for the returned simplex weights ``v``;
+* lower bound: ``min_j <w - a_j, h>`` for the returned unit feature ``h = (w - p)/||w - p||``;
+
+``gap = upper - lower >= 0`` and both equal ``dist`` at the optimum.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from scipy.linalg import solve_triangular
+
+__all__ = [
+    "HullDistance",
+    "OneVsOne",
+    "OneVsRest",
+    "dist_to_hull",
+    "hardmax_value",
+    "one_vs_one",
+    "one_vs_rest",
+    "one_vs_rest_distances",
+    "optimal_features",
+    "rho_one_vs_one",
+    "rho_one_vs_rest",
+]
+
+#: relative optimality tolerance of Wolfe's major cycle: stop when ``||x||^2 - min_j <x, p_j>`` is below
+#: ``OPT_RTOL * max_j ||p_j||^2`` (the duality gap is then ``<= OPT_RTOL * max ||p||^2 / dist``).
+OPT_RTOL = 1e-15
+#: a weight below this (relative) leaves the support in the minor cycle
+WEIGHT_TOL = 1e-12
+
+
+@dataclass(frozen=True)
+class HullDistance:
+    """Result of :func:`dist_to_hull` for a point ``w (d,)`` and points ``A (m, d)``.
+
+    ``distance``: ``||w - p||``; ``weights (m,)``: simplex weights ``v`` with ``p = A^T v`` (``point``);
+    ``feature (d,)``: the unit vector ``h = (w - p)/||w - p||`` (Lemma C.4's optimal feature; when the distance
+    is 0, ``w/||w||``, which is optimal for unit ``w``); ``lower``/``upper``: the weak-duality bounds
+    ``min_j <w - a_j, h>`` and ``||w - p||``; ``gap = upper - lower``; ``support``: indices with positive
+    weight (at most ``d + 1``, Caratheodory); ``iterations``: Wolfe major cycles.
+    """
+
+    distance: float
+    weights: np.ndarray
+    point: np.ndarray
+    feature: np.ndarray
+    lower: float
+    upper: float
+    gap: float
+    support: np.ndarray
+    iterations: int
+
+
+def _cholesky_append(R: np.ndarray, col: np.ndarray, diag: float) -> np.ndarray | None:
+    """Extend the upper Cholesky factor ``R`` (``M = R^T R``) by one row/column; ``None`` if the new matrix is
+    numerically singular (the new point is affinely dependent on the support)."""
+    s = R.shape[0]
+    r = solve_triangular(R, col, trans="T", lower=False, check_finite=False) if s else np.zeros(0)
+    rho2 = diag - r @ r
+    if rho2 <= 1e-24 * diag:
+        return None
+    out = np.zeros((s + 1, s + 1))
+    out[:s, :s] = R
+    out[:s, s] = r
+    out[s, s] = np.sqrt(rho2)
+    return out
+
+
+def _cholesky_delete(R: np.ndarray, i: int) -> np.ndarray:
+    """Upper Cholesky factor of ``M`` with row and column ``i`` removed: drop column ``i`` of ``R`` (an upper
+    Hessenberg matrix remains) and re-triangularise with Givens rotations, ``O(s^2)``."""
+    H = np.delete(R, i, axis=1)
+    s = H.shape[1]
+    for l in range(i, s):
+        a, b = H[l, l], H[l + 1, l]
+        r = np.hypot(a, b)
+        if r == 0.0:
+            continue
+        c, sn = a / r, b / r
+        rows = H[[l, l + 1], l:]
+        H[l, l:] = c * rows[0] + sn * rows[1]
+        H[l + 1, l:] = -sn * rows[0] + c * rows[1]
+    return H[:s, :]
+
+
+def _wolfe(
+    P: np.ndarray, *, start: int | None = None, max_iter: int | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """Minimum-norm point of ``conv(rows of P)`` (Wolfe 1976). Returns (support indices, their weights, x, iters).
+
+    ``M_S = P_S P_S^T + 1 1^T`` is positive definite iff the support is affinely independent; its solution of
+    ``M_S a = 1``, normalised to sum 1, is the affine minimiser of the support (the ``1 1^T`` term turns the
+    equality-constrained problem into one linear solve).
+    """
+    m = P.shape[0]
+    sq = np.einsum("md,md->m", P, P)
+    scale = float(sq.max()) if m else 1.0
+    j0 = int(np.argmin(sq)) if start is None else int(start)
+    S = [j0]
+    lam = np.array([1.0])
+    R = np.array([[np.sqrt(sq[j0] + 1.0)]])
+    x = P[j0].copy()
+    max_iter = 50 * (P.shape[1] + 1) + 100 if max_iter is None else max_iter
+    it = 0
+    for it in range(1, max_iter + 1):  # noqa: B007 - the count is returned
+        dots = P @ x
+        j = int(np.argmin(dots))
+        xx = float(x @ x)
+        if xx - dots[j] <= OPT_RTOL * scale or j in S:
+            break
+        Rn = _cholesky_append(R, P[S] @ P[j] + 1.0, sq[j] + 1.0)
+        if Rn is None:  # numerically dependent: x is optimal to working precision
+            break
+        R = Rn
+        S.append(j)
+        lam = np.append(lam, 0.0)
+        while True:  # minor cycle: move towards the affine minimiser, dropping points whose weight hits 0
+            ones = np.ones(len(S))
+            a = solve_triangular(R, solve_triangular(R, ones, trans="T", check_finite=False), check_finite=False)
+            a /= a.sum()
+            if np.all(a > WEIGHT_TOL):
+                lam = a
+                break
+            neg = a <= WEIGHT_TOL
+            theta = float(np.min(lam[neg] / (lam[neg] - a[neg])))
+            lam = lam + theta * (a - lam)
+            drop = np.flatnonzero(lam <= WEIGHT_TOL)
+            if drop.size == 0:  # roundoff: drop the most negative affine coefficient
+                drop = np.array([int(np.argmin(a))])
+            for i in sorted(drop.tolist(), reverse=True):
+                R = _cholesky_delete(R, i)
+                del S[i]
+            lam = np.delete(lam, drop)
+            lam = np.clip(lam, 0.0, None)
+            lam /= lam.sum()
+        x = lam @ P[S]
+    return np.asarray(S, dtype=np.intp), lam, x, it
+
+
+def _as_point(w: Any, name: str, d: int | None = None) -> np.ndarray:
+    a = np.asarray(w, dtype=np.float64)
+    if a.ndim != 1:
+        raise ValueError(f"{name} must be a vector (d,), got shape {a.shape}")
+    if d is not None and a.shape[0] != d:
+        raise ValueError(f"{name} has dimension {a.shape[0]}, expected {d}")
+    if not np.all(np.isfinite(a)):
+        raise ValueError(f"{name} contains non-finite values")
+    return a
+
+
+def _as_rows(W: Any, name: str = "W", min_rows: int = 1) -> np.ndarray:
+    if hasattr(W, "detach"):
+        W = W.detach().cpu().numpy()
+    a = np.asarray(W, dtype=np.float64)
+    if a.ndim != 2:
+        raise ValueError(f"{name} must be a matrix (K, d) with one row per class, got shape {a.shape}")
+    if a.shape[0] < min_rows:
+        raise ValueError(f"{name} needs at least {min_rows} rows, got {a.shape[0]}")
+    if a.shape[1] < 1:
+        raise ValueError(f"{name} has zero columns")
+    if not np.all(np.isfinite(a)):
+        raise ValueError(f"{name} contains non-finite values")
+    return a
+
+
+def _certify(w: np.ndarray, A: np.ndarray, S: np.ndarray, lam: np.ndarray, x: np.ndarray, it: int) -> HullDistance:
+    m, d = A.shape
+    weights = np.zeros(m)
+    weights[S] = lam
+    point = w + x
+    dist = float(np.linalg.norm(x))
+    if dist > 0.0:
+        h = -x / dist
+    else:
+        nw = float(np.linalg.norm(w))
+        h = w / nw if nw > 0 else np.zeros(d)
+    lower = float(np.min((w - A) @ h))
+    return HullDistance(dist, weights, point, h, lower, dist, dist - lower, S[lam > 0], it)
+
+
+def dist_to_hull(w: Any, A: Any) -> HullDistance:
+    """Distance from ``w (d,)`` to the convex hull of the rows of ``A (m, d)`` (paper 003, Sec. 2.1).
+
+    Solves the simplex-constrained QP ``min_{v >= 0, 1^T v = 1} ||w - A^T v||^2`` (the dual (C.22) of Lemma
+    C.6) exactly with Wolfe's minimum-norm-point algorithm, and certifies it by weak duality: for the unit
+    ``h = (w - p)/||w - p||``, ``min_j <w - a_j, h> <= dist <= ||w - p||`` (see :class:`HullDistance`); the gap
+    is at roundoff level (< 1e-8 for well-scaled problems). ``m = 1`` gives ``||w - a_1||``.
+    """
+    A = _as_rows(A, "A")
+    w = _as_point(w, "w", A.shape[1])
+    S, lam, x, it = _wolfe(A - w)
+    return _certify(w, A, S, lam, x, it)
+
+
+@dataclass(frozen=True)
+class OneVsRest:
+    """Per-class one-vs-rest results of :func:`one_vs_rest` for ``W (K, d)``.
+
+    ``distances (K,)``: ``dist(w_k, conv{w_j : j != k})``; ``rho``: their minimum (eq. (3)); ``features (K, d)``:
+    the optimal unit features ``h_k`` (Lemma C.4 / eq. (9)); ``gaps (K,)``: duality gaps; ``rattlers``: classes
+    with ``distances_k > rho (1 + rattler_rtol)`` (Def 3.4, with a tolerance); ``support_sizes (K,)``.
+    """
+
+    distances: np.ndarray
+    rho: float
+    features: np.ndarray
+    gaps: np.ndarray
+    rattlers: np.ndarray
+    support_sizes: np.ndarray
+
+
+def _class_distance(W: np.ndarray, k: int, cand: np.ndarray | None) -> HullDistance:
+    """``dist(w_k, conv(others))`` for row ``k`` of ``W``.
+
+    With ``cand`` (indices of other classes): column generation. Solve on the candidates, then test every class
+    with the optimality condition of the spec, Sec. 2.1 (``p`` is optimal iff ``max_j <w_j, w_k - p> <=
+    <p, w_k - p>``, i.e. ``min_j <w_j - w_k, x> >= ||x||^2`` for ``x = p - w_k``), add the violators and re-solve,
+    until none violates. Memory ``O(|cand| d + K)``; one ``K x d`` product per round.
+    """
+    K = W.shape[0]
+    w = W[k]
+    others = np.delete(np.arange(K), k)
+    active = others if cand is None else np.asarray(cand, dtype=np.intp)
+    start: int | None = None
+    iters = 0
+    scale = None
+    while True:
+        P = W[active] - w
+        S, lam, x, it = _wolfe(P, start=start)
+        iters += it
+        if scale is None:
+            scale = float(np.einsum("md,md->m", P, P).max())
+        dots = W @ x - w @ x  # <w_j - w_k, x> for every class, never a K x d temporary
+        dots[k] = np.inf
+        if active.size == K - 1:
+            break
+        viol = np.flatnonzero(x @ x - dots > 10 * OPT_RTOL * scale)
+        viol = np.setdiff1d(viol, active)
+        if viol.size == 0:
+            break
+        # add the worst violators (at most as many as there are active points), warm start at the heaviest
+        worst = viol[np.argsort(dots[viol])[: max(1, active.size)]]
+        start = int(S[np.argmax(lam)])
+        active = np.concatenate([active, worst])
+    weights = np.zeros(K)
+    weights[active[S]] = lam
+    dist = float(np.linalg.norm(x))
+    if dist > 0:
+        h = -x / dist
+    else:  # w_k in the hull of the others: w_k/||w_k|| is optimal for unit rows (value 0)
+        h = w / max(float(np.linalg.norm(w)), np.finfo(float).tiny)
+    lower = float(np.min(np.delete(w @ h - W @ h, k)))
+    return HullDistance(dist, weights, w + x, h, lower, dist, dist - lower, active[S][lam > 0], iters)
+
+
+def _scan(W: np.ndarray, num: int | None, block: int = 256) -> tuple[np.ndarray, np.ndarray | None]:
+    """One blocked pass over ``W W^T`` (memory ``O(block K)``): the weak-duality lower bound of every class
+    with ``h = w_k/||w_k||``, ``lb_k = min_{j != k} <w_k - w_j, w_k>/||w_k||``, and (``num`` not None) the
+    ``num`` nearest other classes of each class, ``(K, num)``."""
+    K = W.shape[0]
+    sq = np.einsum("kd,kd->k", W, W)
+    norms = np.sqrt(sq)
+    lb = np.empty(K)
+    cand = None if num is None else np.empty((K, num), dtype=np.intp)
+    for start in range(0, K, block):
+        rows = np.arange(start, min(K, start + block))
+        G = W[rows] @ W.T
+        G[np.arange(rows.size), rows] = -np.inf
+        lb[rows] = (sq[rows] - G.max(axis=1)) / np.where(norms[rows] > 0, norms[rows], 1.0)
+        if cand is not None:
+            D = sq[None, :] - 2.0 * G  # ||w_k - w_j||^2 - ||w_k||^2 (same order per row); diagonal +inf
+            cand[rows] = np.argpartition(D, num - 1, axis=1)[:, :num]
+    return lb, cand
+
+
+def _num_candidates(K: int, d: int, candidates: int | None) -> int | None:
+    if candidates == -1:
+        # the support has at most d + 1 points (Caratheodory); the d + 1 nearest classes usually hold most of it
+        # and the violator check adds the rest. Small problems are solved on all classes directly.
+        return None if K <= 512 else min(K - 1, d + 1)
+    if candidates is not None and candidates < 1:
+        raise ValueError(f"candidates must be >= 1, None or -1, got {candidates}")
+    return None if candidates is None or candidates >= K - 1 else int(candidates)
+
+
+def one_vs_rest(
+    W: Any, *, normalize: bool = False, rattler_rtol: float = 1e-4, candidates: int | None = -1
+) -> OneVsRest:
+    """One-vs-rest distances of every class of ``W (K, d)``, ``K >= 2`` (paper 003, Sec. 2.1 and eq. (3)).
+
+    ``dist_k = min_{v in simplex} ||w_k - sum_{j != k} v_j w_j||``, ``rho = min_k dist_k``. Rows are used as
+    given (``normalize=True`` first puts them on the sphere, as GNC2 does). ``candidates``: the number of
+    nearest classes each QP starts from (column generation with an exact violator check, so the answer does
+    not depend on it; ``-1``: automatic, all classes for ``K <= 512``, ``d + 1`` otherwise; ``None``: all).
+    Memory ``O(K d + K candidates)``. Rattlers (Def 3.4): ``dist_k > rho (1 + rattler_rtol)``.
+    """
+    W = _as_rows(W, "W", min_rows=2)
+    if normalize:
+        W = _normalize_rows(W)
+    K, d = W.shape
+    num = _num_candidates(K, d, candidates)
+    _, cand = _scan(W, num)
+    dist = np.empty(K)
+    gaps = np.empty(K)
+    feats = np.empty((K, d))
+    supp = np.empty(K, dtype=np.intp)
+    for k in range(K):
+        r = _class_distance(W, k, None if cand is None else cand[k])
+        dist[k], gaps[k], feats[k], supp[k] = r.distance, r.gap, r.feature, r.support.size
+    rho = float(dist.min())
+    ratt = np.flatnonzero(dist > rho * (1.0 + rattler_rtol))
+    return OneVsRest(dist, rho, feats, gaps, ratt, supp)
+
+
+def one_vs_rest_distances(W: Any, *, normalize: bool = False, candidates: int | None = -1) -> np.ndarray:
+    """``(K,)``: ``dist(w_k, conv{w_j : j != k})`` for each row of ``W (K, d)`` (paper 003, Sec. 2.1); see
+    :func:`one_vs_rest`."""
+    return one_vs_rest(W, normalize=normalize, candidates=candidates).distances
+
+
+def _project_simplex(V: np.ndarray) -> np.ndarray:
+    """Row-wise Euclidean projection onto the probability simplex (sort-based, Held et al. 1974)."""
+    U = -np.sort(-V, axis=1)
+    css = np.cumsum(U, axis=1) - 1.0
+    idx = np.arange(1, V.shape[1] + 1)
+    r = np.count_nonzero(U - css / idx > 0, axis=1)
+    theta = css[np.arange(V.shape[0]), r - 1] / r
+    return np.maximum(V - theta[:, None], 0.0)
+
+
+def _batched_bounds(
+    W: np.ndarray, rows: np.ndarray, cand: np.ndarray, iters: int, rounds: int = 3
+) -> tuple[np.ndarray, np.ndarray]:
+    """Certified bounds on ``dist_k`` for a block of classes at once.
+
+    Each round solves the simplex QP restricted to each class's candidates by FISTA (in weight space, with the
+    candidates' Gram matrix, so an iteration is a batched ``c x c`` product), giving the upper bound
+    ``ub = ||x||``, and the weak-duality lower bound ``lb = min_{j != k} <w_k - w_j, h>`` over **all** classes
+    for ``h = -x/||x||`` (one block product). The next round's candidates are the classes with the largest
+    ``<w_j, h>``: at the optimum the support is exactly where this score is maximal (Lemma C.6), so this is
+    column generation with the dual as the pricing rule. Bounds are kept across rounds (all are valid)."""
+    c = cand.shape[1]
+    b = rows.size
+    best_lb = np.full(b, -np.inf)
+    best_ub = np.full(b, np.inf)
+    wk = W[rows]
+    for r in range(rounds):
+        P = W[cand] - wk[:, None, :]  # (b, c, d)
+        G = P @ P.transpose(0, 2, 1)  # (b, c, c)
+        step = 1.0 / (2.0 * np.maximum(np.linalg.norm(G, axis=(1, 2)), np.finfo(float).tiny))  # 1/L, L >= 2 lmax
+        v = np.full((b, c), 1.0 / c)
+        y, t = v.copy(), 1.0
+        for _ in range(iters):
+            grad = 2.0 * (G @ y[:, :, None])[:, :, 0]
+            vn = _project_simplex(y - step[:, None] * grad)
+            tn = 0.5 * (1.0 + np.sqrt(1.0 + 4.0 * t * t))
+            y = vn + ((t - 1.0) / tn) * (vn - v)
+            v, t = vn, tn
+        x = (v[:, None, :] @ P)[:, 0, :]
+        ub = np.linalg.norm(x, axis=1)
+        h = -x / np.maximum(ub, np.finfo(float).tiny)[:, None]
+        M = h @ W.T  # <w_j, h_k>
+        M[np.arange(b), rows] = -np.inf
+        lb = np.einsum("kd,kd->k", wk, h) - M.max(axis=1)
+        best_lb = np.maximum(best_lb, np.minimum(lb, ub))
+        best_ub = np.minimum(best_ub, ub)
+        if r + 1 < rounds:
+            cand = np.argpartition(-M, c - 1, axis=1)[:, :c]
+    return best_lb, best_ub
+
+
+def rho_one_vs_rest(W: Any, *, normalize: bool = False, candidates: int | None = -1) -> float:
+    """``rho_one-vs-rest(W) = min_k dist(w_k, conv{w_j : j != k})`` (paper 003, eq. (3); GNC2 on unit rows).
+
+    Exact, with pruning by certified bounds. Small ``K`` (``<= 512``): every class has the weak-duality lower
+    bound ``min_{j != k} <w_k - w_j, w_k>/||w_k||`` (``h = w_k/||w_k||`` in Lemma C.4); classes are solved
+    exactly in increasing order of it until it reaches the smallest distance found. Large ``K``: in blocks of
+    64 classes, a batched first-order solve on 96 candidates (nearest classes, then three rounds of column
+    generation priced by the dual) gives an upper bound ``ub_k`` and a lower bound ``lb_k`` (weak duality over
+    all classes) for every class; only classes with
+    ``lb_k < min ub`` are then solved exactly (Wolfe with candidates and violator checks, see
+    :func:`one_vs_rest`), and ``rho = min(min ub, their distances)``. Memory ``O(K d + 64 K)``.
+    0 when two rows coincide (or one is in the hull of the others).
+    """
+    W = _as_rows(W, "W", min_rows=2)
+    if normalize:
+        W = _normalize_rows(W)
+    K, d = W.shape
+    num = _num_candidates(K, d, candidates)
+    if num is None:
+        lb, _ = _scan(W, None)
+        best = np.inf
+        for k in np.argsort(lb, kind="stable"):
+            if lb[k] >= best:
+                break
+            best = min(best, _class_distance(W, int(k), None).distance)
+        return float(best)
+    c = min(K - 1, 96)
+    lb = np.empty(K)
+    ub = np.empty(K)
+    sq = np.einsum("kd,kd->k", W, W)
+    for start in range(0, K, 64):
+        rows = np.arange(start, min(K, start + 64))
+        D = sq[None, :] - 2.0 * (W[rows] @ W.T)  # ||w_k - w_j||^2 - ||w_k||^2
+        D[np.arange(rows.size), rows] = np.inf
+        cand = np.argpartition(D, c - 1, axis=1)[:, :c]
+        lb[rows], ub[rows] = _batched_bounds(W, rows, cand, iters=150, rounds=3)
+    best = float(ub.min())
+    for k in np.argsort(lb, kind="stable"):
+        if lb[k] >= best:
+            break
+        d2 = sq - 2.0 * (W @ W[k])
+        d2[k] = np.inf
+        best = min(best, _class_distance(W, int(k), np.argpartition(d2, num - 1)[:num]).distance)
+    return best
+
+
+def _normalize_rows(W: np.ndarray) -> np.ndarray:
+    n = np.linalg.norm(W, axis=1, keepdims=True)
+    if np.any(n == 0):
+        raise ValueError(f"W has zero rows ({int(np.sum(n == 0))}); they cannot be put on the sphere")
+    return W / n
+
+
+@dataclass(frozen=True)
+class OneVsOne:
+    """Tammes quantities of :func:`one_vs_one` for unit rows: ``chordal = min_{j != k} ||w_j - w_k||``,
+    ``max_cos`` (largest off-diagonal cosine), ``min_angle_deg = degrees(arccos(max_cos))`` and the closest
+    ``pair``."""
+
+    chordal: float
+    max_cos: float
+    min_angle_deg: float
+    pair: tuple[int, int]
+
+
+def one_vs_one(W: Any, *, block: int = 1024) -> OneVsOne:
+    """One-vs-one separation of ``W (K, d)``, ``K >= 2`` (paper 003, eq. (11)): the minimum pairwise chordal
+    distance (rows as given), the maximum pairwise cosine and the minimum angle (rows normalised; zero rows
+    raise). Memory ``O(block K)``."""
+    W = _as_rows(W, "W", min_rows=2)
+    U = _normalize_rows(W)
+    sq = np.einsum("kd,kd->k", W, W)
+    best_d2, best_cos, pair = np.inf, -np.inf, (0, 1)
+    K = W.shape[0]
+    for start in range(0, K, block):
+        rows = np.arange(start, min(K, start + block))
+        D = sq[rows, None] + sq[None, :] - 2.0 * (W[rows] @ W.T)
+        D[np.arange(rows.size), rows] = np.inf
+        C = U[rows] @ U.T
+        C[np.arange(rows.size), rows] = -np.inf
+        i = np.unravel_index(np.argmin(D), D.shape)
+        if D[i] < best_d2:
+            best_d2, pair = float(D[i]), (int(rows[i[0]]), int(i[1]))
+        best_cos = max(best_cos, float(C.max()))
+    best_cos = min(1.0, best_cos)
+    chordal = float(np.sqrt(max(best_d2, 0.0)))
+    return OneVsOne(chordal, best_cos, float(np.degrees(np.arccos(best_cos))), pair)
+
+
+def rho_one_vs_one(W: Any) -> float:
+    """``rho_one-vs-one(W) = min_{k != k'} ||w_k - w_k'||`` (paper 003, eq. (11), the Tammes objective); for unit
+    rows ``= 2 sin(theta_min / 2)``. Always ``>= rho_one_vs_rest(W)`` (each ``w_k'`` is in the hull of the
+    others)."""
+    return one_vs_one(W).chordal
+
+
+def optimal_features(W: Any, *, normalize: bool = False) -> np.ndarray:
+    """``H*(W) (K, d)``: for each class the unit feature minimising ``max_{k' != k} <w_k' - w_k, h>`` over the
+    sphere (paper 003, Lemma C.4 and eq. (9)): ``h_k = P_S(w_k - P_{conv(others)}(w_k))``; the minimum is
+    ``-dist_k``. When ``w_k`` lies in the hull of the others, ``w_k/||w_k||`` (optimal for unit rows, value 0).
+    For an ETF or a regular polygon ``H*(W) = W`` (Thm 3.8)."""
+    return one_vs_rest(W, normalize=normalize).features
+
+
+def hardmax_value(W: Any, H: Any, y: Any = None) -> float:
+    """HardMax loss ``max_i max_{k' != y_i} <w_k' - w_{y_i}, h_i>`` (paper 003, eq. (5)), ``W (K, d)``,
+    ``H (N, d)`` with labels ``y (N,)`` (default: ``N = K`` and ``y_i = i``, one feature per class).
+    ``min_H hardmax_value(W, H) = -rho_one_vs_rest(W)`` on unit ``H`` (Lemma C.4); computed in blocks."""
+    W = _as_rows(W, "W", min_rows=2)
+    H = _as_rows(H, "H")
+    if H.shape[1] != W.shape[1]:
+        raise ValueError(f"H has dimension {H.shape[1]}, W has {W.shape[1]}")
+    K = W.shape[0]
+    if y is None:
+        if H.shape[0] != K:
+            raise ValueError(f"without labels H must have one row per class (K={K}), got {H.shape[0]} rows")
+        y = np.arange(K)
+    y = np.asarray(y)
+    if y.shape != (H.shape[0],) or y.dtype.kind not in "iu" or (y.size and (y.min() < 0 or y.max() >= K)):
+        raise ValueError(f"y must be {H.shape[0]} integer labels in [0, {K}), got shape {y.shape} dtype {y.dtype}")
+    best = -np.inf
+    for s in range(0, H.shape[0], 4096):
+        Z = H[s : s + 4096] @ W.T  # logits <w_j, h_i>
+        yi = y[s : s + 4096]
+        own = Z[np.arange(yi.size), yi]
+        Z[np.arange(yi.size), yi] = -np.inf
+        best = max(best, float(np.max(Z.max(axis=1) - own)))
+    return best

@@ -1,0 +1,59 @@
+"""Unconstrained-features laboratory: UFM objectives, solvers and closed-form optima (papers 001, 002).
+
+* :func:`solve` -- numerical optimum of a model (L-BFGS reference, the papers' GD, central path, exact
+  alternating), returning :class:`UFMResult`.
+* :mod:`nclab.ufm.theory` -- closed forms: ``theory.optimum(model, K=, n=, d=, lams=)``.
+* :mod:`nclab.ufm.models` -- the objectives with analytic gradients; :mod:`nclab.ufm.mufm` -- paper 002's MUFM;
+  :mod:`nclab.ufm.conventions` -- lambda normalisations; :mod:`nclab.ufm.analysis` -- collapse reports.
+* :mod:`nclab.ufm.spherical` -- K > d models on the sphere (paper 003): Softmax Codes, Tammes, CE-UFM with
+  temperature continuation, HardMax, weight-decay CE UFM.
+"""
+
+from nclab.ufm import conventions, models, mufm, spherical, theory
+from nclab.ufm.analysis import collapse_reports, feature_levels
+from nclab.ufm.conventions import from_canonical, to_canonical
+from nclab.ufm.models import MODELS, ModelSpec, evaluate, make_spec
+from nclab.ufm.solvers import SOLVERS, UFMResult, solve
+from nclab.ufm.spherical import (
+    CESphereResult,
+    CodeSearch,
+    WDResult,
+    ce_ufm_sphere,
+    hardmax_ufm,
+    smoothed_hardmax,
+    softmax_code,
+    softmax_code_search,
+    tammes,
+    tammes_search,
+    wd_ufm,
+)
+
+__all__ = [
+    "MODELS",
+    "SOLVERS",
+    "CESphereResult",
+    "CodeSearch",
+    "ModelSpec",
+    "UFMResult",
+    "WDResult",
+    "ce_ufm_sphere",
+    "collapse_reports",
+    "conventions",
+    "evaluate",
+    "feature_levels",
+    "from_canonical",
+    "hardmax_ufm",
+    "make_spec",
+    "models",
+    "mufm",
+    "smoothed_hardmax",
+    "softmax_code",
+    "softmax_code_search",
+    "solve",
+    "spherical",
+    "tammes",
+    "tammes_search",
+    "theory",
+    "to_canonical",
+    "wd_ufm",
+]

@@ -1,0 +1,82 @@
+"""Regularisation-weight (lambda) conventions of the UFM papers and the one mapping between them.
+
+Canonical convention (``"001"``, paper 001 eqs. (3)-(5), (23), (24); also papers 003 and 004):
+
+    L = 1/(2Kn) ||W H^T + 1 b^T - Y||_F^2 + lam_W/2 ||W||_F^2 + lam_H/2 ||H - X||_F^2 + lam_b/2 ||b||^2
+
+i.e. a sample-averaged data term and un-normalised ridge terms. Every closed form in :mod:`nclab.ufm.theory`
+is stated in it.
+
+Normalised convention (``"002"``; paper 002 eq. (13) and the follow-up of paper 001, Tirer, Huang &
+Niles-Weed 2023): every penalty is averaged over the objects it counts,
+
+    lam'_W/(2K) ||W||^2,  lam'_H/(2Kn) ||H||^2,  lam'/(2Kn) ||H - X||^2  (paper 002's transport term)
+
+so ``lam_W = lam'_W / K`` (per-class parameters: ``W``, ``W1``, ``W2``, ..., ``b``) and
+``lam_H = lam'_H / (Kn)`` (per-sample parameters: ``H``, ``H1`` and the MUFM transport weight). Paper 001's
+threshold ``c = K sqrt(n lam_H lam_W)`` reads ``sqrt(lam'_H lam'_W)`` in it (spec 001, Sec. 7 pitfall 2).
+The bias weight is mapped like ``W`` (``lam'_b/(2K) ||b||^2``): a project choice, the papers that use this
+convention have no bias.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Literal
+
+__all__ = ["CONVENTIONS", "Convention", "check_lams", "from_canonical", "is_per_sample", "to_canonical"]
+
+Convention = Literal["001", "002"]
+CONVENTIONS: tuple[str, ...] = ("001", "002")
+
+# Per-sample parameters (features and the transport term): their ridge term is divided by Kn in "002".
+_PER_SAMPLE = ("H", "H1", "transport")
+
+
+def is_per_sample(key: str) -> bool:
+    """True for feature-type weights (``H``, ``H1``, ``transport``), False for classifier/layer/bias weights."""
+    return key in _PER_SAMPLE
+
+
+def _check_convention(convention: str) -> None:
+    if convention not in CONVENTIONS:
+        raise ValueError(f"unknown lambda convention {convention!r}; known: {', '.join(CONVENTIONS)}")
+
+
+def check_lams(lams: Mapping[str, float]) -> dict[str, float]:
+    """Float copy of ``lams``; raises ``ValueError`` naming any negative, NaN or infinite weight."""
+    if not isinstance(lams, Mapping):
+        raise TypeError(f"lams must be a mapping such as {{'W': 0.01, 'H': 0.01}}, got {type(lams).__name__}")
+    out: dict[str, float] = {}
+    for key, value in lams.items():
+        try:
+            v = float(value)
+        except (TypeError, ValueError):
+            raise TypeError(f"lambda {key!r} must be a number, got {value!r}") from None
+        if not math.isfinite(v) or v < 0:
+            raise ValueError(f"lambda {key!r} must be finite and >= 0, got {value!r}")
+        out[str(key)] = v
+    return out
+
+
+def _factor(key: str, K: int, n: int) -> float:
+    return float(K * n) if is_per_sample(key) else float(K)
+
+
+def to_canonical(lams: Mapping[str, float], convention: str, *, K: int, n: int) -> dict[str, float]:
+    """Map weights written in ``convention`` to paper 001's (``lam = lam' / K`` or ``lam' / (Kn)``)."""
+    _check_convention(convention)
+    out = check_lams(lams)
+    if convention == "001":
+        return out
+    return {k: v / _factor(k, K, n) for k, v in out.items()}
+
+
+def from_canonical(lams: Mapping[str, float], convention: str, *, K: int, n: int) -> dict[str, float]:
+    """Inverse of :func:`to_canonical`."""
+    _check_convention(convention)
+    out = check_lams(lams)
+    if convention == "001":
+        return out
+    return {k: v * _factor(k, K, n) for k, v in out.items()}

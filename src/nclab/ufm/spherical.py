@@ -1,0 +1,394 @@
+"""Spherical UFMs of paper 003: Softmax Codes, Tammes codes, the CE-UFM on the sphere and the HardMax problem.
+
+Layout: a code or classifier ``W (K, d)`` has one unit row per class; features ``H (K, n, d)`` are ``n`` unit
+rows per class (class-major; ``H.reshape(K * n, d)`` is the usual ``(N, d)``). Paper 003 writes columns.
+
+All problems live on products of spheres (the oblique manifold). They are solved with Adam steps on the
+Euclidean gradient of ``f(X / ||X||)`` followed by the renormalising retraction (at unit rows this gradient is
+the Riemannian gradient ``g - <x, g> x``), batched over independent restarts, with a geometric continuation of
+the temperature ``tau`` and of the step size (spec 003, Sec. 5: plain GD at small ``tau`` stalls because CE
+gradients scale like ``exp(-margin/tau)``; continuation and normalised steps fix it).
+
+* Softmax Code (Def 2.1, eq. (3)): maximise ``rho_one_vs_rest(W)``, via the smoothed HardMax problem with
+  ``n = 1``: ``tau LSE_{k, k' != k} <w_k' - w_k, h_k> / tau`` over ``(W, H)``, ``tau -> 0`` (Lemma 3.1 and
+  Thm 3.2: its minimisers tend to HardMax optima, whose ``W`` are Softmax Codes, value ``-rho*``).
+* Tammes (eq. (11)): maximise the minimum pairwise distance, via ``tau LSE_{k < k'} <w_k, w_k'> / tau``.
+* CE-UFM on the sphere (eq. (2)), with ``tau`` continuation and warm starts.
+* WD CE-UFM (eq. (B.1)): delegated to the UFM zoo (``nclab.ufm.solvers.solve("ce-wd", ...)``).
+
+The returned codes are the best restart by the *exact* objective (``nclab.geometry``), with a certificate.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from nclab.geometry.bounds import softmax_code_bounds
+from nclab.geometry.hull import hardmax_value, one_vs_one, one_vs_rest
+from nclab.geometry.oblique import normalize_rows
+
+__all__ = [
+    "CESphereResult",
+    "CodeSearch",
+    "WDResult",
+    "ce_ufm_sphere",
+    "hardmax_ufm",
+    "smoothed_hardmax",
+    "softmax_code",
+    "softmax_code_search",
+    "tammes",
+    "tammes_search",
+    "wd_ufm",
+]
+
+
+def _check_dk(d: int, K: int, restarts: int) -> None:
+    if int(d) < 1 or int(K) < 2:
+        raise ValueError(f"need d >= 1 and K >= 2, got d={d}, K={K}")
+    if int(restarts) < 1:
+        raise ValueError(f"restarts must be >= 1, got {restarts}")
+
+
+def _unit(X: torch.Tensor) -> torch.Tensor:
+    return X / torch.linalg.vector_norm(X, dim=-1, keepdim=True)
+
+
+def _geometric(a: float, b: float, t: float) -> float:
+    return a * (b / a) ** t
+
+
+@contextmanager
+def _threads_for(work: int) -> Iterator[None]:
+    """Run small problems single-threaded: each step is microseconds of work, and intra-op threads only add
+    synchronisation (15x slower measured on a loaded 2-core machine). The global setting is restored."""
+    old = torch.get_num_threads()
+    if work < 2_000_000 and old > 1:
+        torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(old)
+
+
+def _optimize(
+    params: list[torch.Tensor],
+    loss_fn: Callable[[list[torch.Tensor], float], torch.Tensor],
+    *,
+    steps: int,
+    tau: tuple[float, float],
+    lr: tuple[float, float],
+) -> list[torch.Tensor]:
+    """Adam + renormalising retraction on unit rows; ``tau`` and ``lr`` decay geometrically from the first to
+    the second value over ``steps``. ``loss_fn`` must sum independent restarts (so their gradients separate)."""
+    ps = [p.detach().clone().requires_grad_(True) for p in params]
+    opt = torch.optim.Adam(ps, lr=lr[0])
+    # the loss touches about (K n) x K logits per restart: the size of the work per step
+    work = sum(p.numel() for p in ps) * ps[0].shape[-2]
+    with _threads_for(work):
+        _run(ps, opt, loss_fn, steps, tau, lr)
+    return [p.detach() for p in ps]
+
+
+def _run(
+    ps: list[torch.Tensor],
+    opt: torch.optim.Optimizer,
+    loss_fn: Callable[[list[torch.Tensor], float], torch.Tensor],
+    steps: int,
+    tau: tuple[float, float],
+    lr: tuple[float, float],
+) -> None:
+    for s in range(steps):
+        t = s / max(1, steps - 1)
+        for g in opt.param_groups:
+            g["lr"] = _geometric(lr[0], lr[1], t)
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn([_unit(p) for p in ps], _geometric(tau[0], tau[1], t))
+        loss.backward()
+        opt.step()
+        with torch.no_grad():
+            for p in ps:
+                p.copy_(_unit(p))
+
+
+def smoothed_hardmax(W: torch.Tensor, H: torch.Tensor, tau: float) -> torch.Tensor:
+    """``tau * LSE_{k, i, k' != k} (<w_k', h_ki> - <w_k, h_ki>) / tau`` per batch element (spec 003, Sec. 10.1;
+    Lemma A.1: within ``[L_HardMax, L_HardMax + tau log(n K (K-1))]``). ``W (..., K, d)``, ``H (..., K, n, d)``."""
+    Z = torch.einsum("...kid,...jd->...kij", H, W)  # <w_j, h_ki>
+    own = torch.diagonal(Z, dim1=-3, dim2=-1)  # (..., n, K): <w_k, h_ki>
+    A = Z - own.transpose(-1, -2).unsqueeze(-1)
+    K = W.shape[-2]
+    mask = torch.eye(K, dtype=torch.bool, device=W.device).unsqueeze(-2)  # (K, 1, K)
+    A = A.masked_fill(mask, -math.inf)
+    return tau * torch.logsumexp((A / tau).flatten(-3), dim=-1)
+
+
+def _tammes_loss(W: torch.Tensor, tau: float) -> torch.Tensor:
+    """``tau LSE_{k < k'} <w_k, w_k'> / tau`` per batch element: a smooth maximum of the pairwise cosines."""
+    C = W @ W.transpose(-1, -2)
+    K = W.shape[-2]
+    iu = torch.triu_indices(K, K, offset=1)
+    return tau * torch.logsumexp(C[..., iu[0], iu[1]] / tau, dim=-1)
+
+
+@dataclass(frozen=True)
+class CodeSearch:
+    """Best code of a multi-restart search and its certificate.
+
+    ``W (K, d)``: the best restart by the exact objective ``value`` (``rho_one_vs_rest`` for Softmax Codes,
+    ``rho_one_vs_one`` for Tammes); ``values``: every restart's exact value; ``min_angle_deg``/``max_cos``:
+    Tammes quantities of ``W``; ``rho_one_vs_rest``; ``hardmax``: ``hardmax_value(W, optimal_features(W))``,
+    which equals ``-rho_one_vs_rest`` (Lemma C.4, a check on the hull solver); ``max_gap``: largest duality gap of
+    the one-vs-rest QPs; ``rattlers``; ``bounds``: Thm 3.9 (``None`` for ``d < 2``); ``within_bounds``.
+    """
+
+    W: np.ndarray
+    value: float
+    values: np.ndarray
+    rho_one_vs_rest: float
+    rho_one_vs_one: float
+    max_cos: float
+    min_angle_deg: float
+    hardmax: float
+    max_gap: float
+    rattlers: np.ndarray
+    bounds: Any
+    within_bounds: bool | None
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+def _certificate(W: np.ndarray, value: float, values: np.ndarray, info: dict[str, Any]) -> CodeSearch:
+    K, d = W.shape
+    ovr = one_vs_rest(W)
+    ovo = one_vs_one(W)
+    hm = hardmax_value(W, ovr.features)
+    bounds = softmax_code_bounds(d, K) if d >= 2 else None
+    within = None
+    if bounds is not None and bounds.valid:
+        within = bool(bounds.lower <= ovr.rho <= bounds.upper)
+    return CodeSearch(
+        W, value, values, ovr.rho, ovo.chordal, ovo.max_cos, ovo.min_angle_deg, hm, float(ovr.gaps.max()),
+        ovr.rattlers, bounds, within, info,
+    )  # fmt: skip
+
+
+def _init(restarts: int, K: int, d: int, gen: torch.Generator, extra: tuple[int, ...] = ()) -> torch.Tensor:
+    return _unit(torch.randn((restarts, K, *extra, d), generator=gen, dtype=torch.float64))
+
+
+def _schedule(steps: int | None, K: int) -> int:
+    return int(steps) if steps is not None else 1500 + 5 * K
+
+
+def hardmax_ufm(
+    d: int,
+    K: int,
+    n: int = 1,
+    *,
+    restarts: int = 4,
+    seed: int = 0,
+    steps: int | None = None,
+    tau: tuple[float, float] = (0.2, 1e-4),
+    lr: tuple[float, float] = (0.05, 1e-4),
+) -> tuple[np.ndarray, np.ndarray, float]:
+    """The HardMax problem (paper 003, eq. (5)) with ``n`` features per class, by the smoothed HardMax with
+    ``tau`` continuation over ``restarts`` random starts (see the module docstring).
+
+    Returns ``(W (K, d), H (K, n, d), L)``: the restart with the smallest exact ``L_HardMax(W, H)``. The optimal
+    value is ``-max rho_one_vs_rest`` (Thm 3.2); ``H`` of a rattler class is not unique (Thm 3.5).
+    """
+    _check_dk(d, K, restarts)
+    if int(n) < 1:
+        raise ValueError(f"n must be >= 1, got {n}")
+    gen = torch.Generator().manual_seed(int(seed))
+    W0 = _init(restarts, K, d, gen)
+    H0 = W0.unsqueeze(-2) + 0.1 * torch.randn((restarts, K, n, d), generator=gen, dtype=torch.float64)
+    W, H = _optimize(
+        [W0, _unit(H0)],
+        lambda p, t: smoothed_hardmax(p[0], p[1], t).sum(),
+        steps=_schedule(steps, K),
+        tau=tau,
+        lr=lr,
+    )
+    Wn, Hn = W.numpy(), H.numpy()
+    y = np.repeat(np.arange(K), n)
+    vals = np.array([hardmax_value(Wn[r], Hn[r].reshape(K * n, d), y) for r in range(restarts)])
+    r = int(np.argmin(vals))
+    return normalize_rows(Wn[r]), normalize_rows(Hn[r]), float(vals[r])
+
+
+def softmax_code_search(
+    d: int,
+    K: int,
+    *,
+    restarts: int = 8,
+    seed: int = 0,
+    steps: int | None = None,
+    tau: tuple[float, float] = (0.2, 1e-4),
+    lr: tuple[float, float] = (0.05, 1e-4),
+) -> CodeSearch:
+    """Numerical Softmax Code (paper 003, Def 2.1): ``max_{W in OB(d, K)} rho_one_vs_rest(W)``.
+
+    Smoothed HardMax with ``n = 1`` over ``(W, H)`` on the oblique manifold (Adam + retraction, ``tau`` and step
+    size decaying geometrically from ``tau[0]``/``lr[0]`` to ``tau[1]``/``lr[1]`` over ``steps``, default
+    ``1500 + 5K``), batched over ``restarts`` seeded starts; the best restart by the exact ``rho_one_vs_rest``
+    is returned with a :class:`CodeSearch` certificate (duality gaps, HardMax identity, Thm 3.9 bounds). For
+    ``d = 2`` and ``K <= d + 1`` it reaches the closed forms (regular polygon, simplex ETF); for large ``K`` the
+    value is a lower bound on the optimum (non-convex; spec 003, pitfall 12).
+    """
+    _check_dk(d, K, restarts)
+    gen = torch.Generator().manual_seed(int(seed))
+    W0 = _init(restarts, K, d, gen)
+    W, _ = _optimize(
+        [W0, W0.clone()],
+        lambda p, t: smoothed_hardmax(p[0], p[1].unsqueeze(-2), t).sum(),
+        steps=_schedule(steps, K),
+        tau=tau,
+        lr=lr,
+    )
+    Ws = [normalize_rows(w) for w in W.numpy()]
+    vals = np.array([one_vs_rest(w).rho for w in Ws])
+    r = int(np.argmax(vals))
+    return _certificate(Ws[r], float(vals[r]), vals, {"objective": "rho_one_vs_rest", "seed": seed})
+
+
+def softmax_code(d: int, K: int, *, restarts: int = 8, seed: int = 0, **kwargs: Any) -> np.ndarray:
+    """``(K, d)``: the best numerical Softmax Code of :func:`softmax_code_search` (unit rows)."""
+    return softmax_code_search(d, K, restarts=restarts, seed=seed, **kwargs).W
+
+
+def tammes_search(
+    d: int,
+    K: int,
+    *,
+    restarts: int = 8,
+    seed: int = 0,
+    steps: int | None = None,
+    tau: tuple[float, float] = (0.1, 1e-4),
+    lr: tuple[float, float] = (0.05, 1e-4),
+) -> CodeSearch:
+    """Numerical Tammes code (paper 003, eq. (11)): ``max_{W in OB(d, K)} min_{k != k'} ||w_k - w_k'||``, by a
+    smooth maximum ``tau LSE`` of the pairwise cosines with the same continuation and restarts as
+    :func:`softmax_code_search`; the best restart by the exact minimum distance ``value``."""
+    _check_dk(d, K, restarts)
+    gen = torch.Generator().manual_seed(int(seed))
+    (W,) = _optimize(
+        [_init(restarts, K, d, gen)],
+        lambda p, t: _tammes_loss(p[0], t).sum(),
+        steps=_schedule(steps, K),
+        tau=tau,
+        lr=lr,
+    )
+    Ws = [normalize_rows(w) for w in W.numpy()]
+    vals = np.array([one_vs_one(w).chordal for w in Ws])
+    r = int(np.argmax(vals))
+    return _certificate(Ws[r], float(vals[r]), vals, {"objective": "rho_one_vs_one", "seed": seed})
+
+
+def tammes(d: int, K: int, *, restarts: int = 8, seed: int = 0, **kwargs: Any) -> np.ndarray:
+    """``(K, d)``: the best numerical Tammes code of :func:`tammes_search` (unit rows)."""
+    return tammes_search(d, K, restarts=restarts, seed=seed, **kwargs).W
+
+
+@dataclass(frozen=True)
+class CESphereResult:
+    """CE-UFM on the sphere along a temperature path: for each ``taus[i]``, the solution ``Ws[i] (K, d)``,
+    ``Hs[i] (K, n, d)``, its mean CE ``losses[i]``, ``max_cos[i]`` (largest pairwise cosine of ``W``), ``rho[i]``
+    (``rho_one_vs_rest(W)``) and ``hardmax[i]`` (``L_HardMax(W, H)``)."""
+
+    taus: np.ndarray
+    Ws: list[np.ndarray]
+    Hs: list[np.ndarray]
+    losses: np.ndarray
+    max_cos: np.ndarray
+    rho: np.ndarray
+    hardmax: np.ndarray
+
+
+def _ce_loss(W: torch.Tensor, H: torch.Tensor, tau: float) -> torch.Tensor:
+    """Mean CE of eq. (1)-(2), ``(1/(nK)) sum_{k,i} CE(W h_ki / tau, k)`` per batch element."""
+    Z = torch.einsum("...kid,...jd->...kij", H, W) / tau
+    K = W.shape[-2]
+    own = torch.diagonal(Z, dim1=-3, dim2=-1).transpose(-1, -2)  # (..., K, n)
+    return (torch.logsumexp(Z, dim=-1) - own).mean(dim=(-1, -2)) if K else Z.sum()
+
+
+def ce_ufm_sphere(
+    d: int,
+    K: int,
+    n: int = 1,
+    *,
+    taus: Sequence[float] = (1.0, 0.5, 0.2, 0.1, 0.05, 0.02),
+    restarts: int = 4,
+    seed: int = 0,
+    steps: int = 1500,
+    lr: tuple[float, float] = (0.05, 1e-4),
+) -> CESphereResult:
+    """UFM with the spherical constraint (paper 003, eq. (2)) at each temperature of ``taus`` (in the given
+    order, each warm-started from the previous one: the continuation of spec 003, Sec. 5).
+
+    ``min_{W in OB(d,K), H in OB(d,nK)} (1/(nK)) sum_{k,i} CE(W h_ki / tau, k)``; ``restarts`` random starts
+    are carried along the whole path and the best by CE is kept at each ``tau``. Each stage runs ``steps`` Adam
+    steps with the step size decaying from ``lr[0]`` to ``lr[1]``.
+    """
+    _check_dk(d, K, restarts)
+    if int(n) < 1 or len(taus) == 0 or min(taus) <= 0:
+        raise ValueError(f"need n >= 1 and positive taus, got n={n}, taus={list(taus)}")
+    gen = torch.Generator().manual_seed(int(seed))
+    W = _init(restarts, K, d, gen)
+    H = _unit(W.unsqueeze(-2) + 0.5 * torch.randn((restarts, K, n, d), generator=gen, dtype=torch.float64))
+    out: dict[str, list[Any]] = {k: [] for k in ("W", "H", "loss", "max_cos", "rho", "hardmax")}
+    y = np.repeat(np.arange(K), n)
+    for tau in taus:
+        W, H = _optimize(
+            [W, H], lambda p, _t, tau=tau: _ce_loss(p[0], p[1], tau).sum(), steps=steps, tau=(tau, tau), lr=lr
+        )
+        losses = _ce_loss(W, H, tau).numpy()
+        r = int(np.argmin(losses))
+        Wr, Hr = normalize_rows(W[r].numpy()), normalize_rows(H[r].numpy())
+        out["W"].append(Wr)
+        out["H"].append(Hr)
+        out["loss"].append(float(losses[r]))
+        out["max_cos"].append(one_vs_one(Wr).max_cos)
+        out["rho"].append(one_vs_rest(Wr).rho)
+        out["hardmax"].append(hardmax_value(Wr, Hr.reshape(K * n, d), y))
+    return CESphereResult(
+        np.asarray(taus, dtype=np.float64), out["W"], out["H"], np.array(out["loss"]), np.array(out["max_cos"]),
+        np.array(out["rho"]), np.array(out["hardmax"]),
+    )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class WDResult:
+    """Weight-decay CE-UFM solution (paper 003, eq. (B.1)): ``W (K, d)``, ``H (K, n, d)``, the objective
+    ``loss``, per-class ``length_ratio = ||w_k|| / ||hbar_k||`` (Fig. B.2), ``mean_norms = ||hbar_k||`` and
+    ``cosines = cos(w_k, hbar_k)``."""
+
+    W: np.ndarray
+    H: np.ndarray
+    loss: float
+    length_ratio: np.ndarray
+    mean_norms: np.ndarray
+    cosines: np.ndarray
+
+
+def wd_ufm(d: int, K: int, n: int = 1, *, lam: float = 5e-3, seed: int = 0, starts: int = 1) -> WDResult:
+    """Weight-decay CE UFM (paper 003, eq. (B.1)): ``min (1/(nK)) sum CE(W h_ki, k) + (lam/2)(||W||^2 + ||H||^2)``
+    (no temperature, no norm constraint; ``lam`` is unspecified in the paper, 5e-3 by default). This is the
+    ``ce-wd`` model of the UFM zoo in its canonical (paper 001) lambda convention, solved there by L-BFGS."""
+    from nclab.ufm.solvers import solve
+
+    res = solve("ce-wd", K=K, n=n, d=d, lams={"W": lam, "H": lam}, solver="lbfgs", seed=seed, starts=starts)
+    W = np.asarray(res.params["W"], dtype=np.float64)
+    H = np.asarray(res.params["H"], dtype=np.float64).reshape(K, n, d)
+    hbar = H.mean(axis=1)
+    hn = np.linalg.norm(hbar, axis=1)
+    wn = np.linalg.norm(W, axis=1)
+    cos = np.einsum("kd,kd->k", W, hbar) / np.maximum(wn * hn, np.finfo(float).tiny)
+    return WDResult(W, H, float(res.loss), wn / np.maximum(hn, np.finfo(float).tiny), hn, cos)

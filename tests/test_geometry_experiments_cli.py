@@ -1,0 +1,69 @@
+"""Paper 003 geometry experiments (tiny scale) and the ``nclab codes`` sub-app."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+import nclab.geometry.experiments  # noqa: F401 - registers the experiments
+from nclab.experiments import run
+from nclab.geometry.cli import app
+
+runner = CliRunner()
+
+
+def test_assignment_experiment(tmp_path):
+    s = run("gnc-assignment", tmp_path, scale="tiny")
+    assert s["square_assignments"] == 3 and s["square_symmetries"] == 8
+    assert s["hexagon_assignments"] == 60 and s["hexagon_antipodal_pairings"] == 15
+    assert (tmp_path / "report.html").stat().st_size > 1000
+    assert len((tmp_path / "hexagon_assignments.csv").read_text().splitlines()) == 61
+
+
+def test_bounds_vs_d_experiment(tmp_path):
+    s = run("gnc-bounds-vs-d", tmp_path, scale="tiny")
+    assert s["bounds_hold"] is True and s["checked"] >= 3
+    assert s["rho_d2"] == pytest.approx(1 - math.cos(2 * math.pi / 30))
+    assert (tmp_path / "bounds_vs_d.png").exists() and (tmp_path / "report.html").exists()
+
+
+def test_tau_maxcos_experiment(tmp_path):
+    s = run("gnc-tau-maxcos", tmp_path, scale="tiny")
+    assert s["hardmax_max_cos"] == pytest.approx(s["tammes_known_max_cos"], abs=5e-3)
+    assert (tmp_path / "maxcos_vs_tau.csv").exists()
+
+
+def test_d2_codes_experiment(tmp_path):
+    s = run("gnc-d2-codes", tmp_path, scale="tiny")
+    for K in (4, 6):
+        assert s[f"K{K}_SC_rho"] == pytest.approx(s[f"K{K}_SC_optimum"], abs=1e-3)
+        assert s[f"K{K}_SC_ratio_cv"] < 1e-2  # unit rows and collapsed unit features: ratio 1
+    assert (tmp_path / "codes.png").exists() and (tmp_path / "report.html").exists()
+
+
+def test_cli_bounds_json():
+    res = runner.invoke(app, ["bounds", "--d", "10", "--K", "100", "--format", "json"])
+    assert res.exit_code == 0, res.output
+    rows = json.loads(res.output)
+    assert rows[0]["lower"] == pytest.approx(0.16970, abs=1e-5) and rows[0]["valid"] is True
+
+
+def test_cli_softmax_and_tammes(tmp_path):
+    out = tmp_path / "code.npy"
+    res = runner.invoke(app, ["softmax", "--d", "3", "--K", "4", "--restarts", "1", "--steps", "300",
+                              "--out", str(out), "--format", "json"])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    info = json.loads(res.output)
+    assert info["rho_one_vs_rest"] == pytest.approx(4 / 3, abs=1e-4)
+    assert np.load(out).shape == (4, 3)
+    res = runner.invoke(app, ["tammes", "--d", "3", "--K", "6", "--restarts", "1", "--steps", "300"])
+    assert res.exit_code == 0, res.output
+    assert "min_angle_deg" in res.output
+
+
+def test_cli_rejects_bad_input():
+    res = runner.invoke(app, ["bounds", "--d", "1", "--K", "10"])
+    assert res.exit_code != 0
+    assert "d >= 2" in res.output

@@ -1,0 +1,76 @@
+"""UFM experiments (tiny scale) and the ``nclab ufm`` sub-app."""
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+import nclab.experiments as ex
+import nclab.ufm.experiments  # noqa: F401  (registers the experiments)
+from nclab.ufm.cli import app
+
+runner = CliRunner()
+
+
+def test_threshold_sweep_and_thm51(tmp_path):
+    s = ex.run("ufm-threshold-sweep", tmp_path / "a", scale="tiny")
+    assert s["max_abs_gap"] < 1e-8 and s["points"] == 18
+    assert (tmp_path / "a" / "report.html").stat().st_size > 1000
+    t = ex.run("ufm-thm51", tmp_path / "b", scale="tiny")
+    assert -0.75 < t["slope"] < -0.25
+    assert t["factor"] == pytest.approx(0.66264, abs=1e-5)
+
+
+def test_figures_and_init_scale(tmp_path):
+    s = ex.run("ufm-figures", tmp_path / "f", scale="tiny")
+    assert set(s) == {
+        "fig1-thm3.1-bias-free",
+        "fig2-thm3.2-free-bias",
+        "fig3-thm4.1-extended-linear",
+        "fig4-thm4.2-extended-relu",
+    }
+    assert s["fig3-thm4.1-extended-linear"]["gap"] < 1e-3
+    for name in s:
+        assert (tmp_path / "f" / f"{name}.png").exists() and (tmp_path / "f" / f"{name}.csv").exists()
+    o = ex.run("ufm-init-scale", tmp_path / "i", scale="tiny")
+    assert o["0.01"] == "origin" and o["0.1"] == "nonzero" and o["1.0"] == "diverged"
+
+
+def test_mufm_tradeoff(tmp_path):
+    s = ex.run("mufm-tradeoff", tmp_path, scale="tiny")
+    pfc1 = [r["pfc1"] for r in s["sweep"]]
+    assert pfc1 == sorted(pfc1) and pfc1[-1] < s["data"]["pfc1"]
+    assert s["ufm"]["pfc1"] < 1e-10 and s["ufm"]["ncc_accuracy"] == 1.0
+
+
+def test_cli_solve_side_by_side():
+    r = runner.invoke(
+        app,
+        [
+            "solve",
+            "--model",
+            "mse-bias-free",
+            "--K",
+            "4",
+            "--n",
+            "10",
+            "--d",
+            "20",
+            "--lam",
+            "W=0.01",
+            "--lam",
+            "H=0.02",
+            "--json",
+        ],
+    )
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.output)
+    assert out["objective"]["theory"] == pytest.approx(0.16288543819998, abs=1e-12)  # spec 001 Sec. 8
+    assert abs(out["objective"]["numeric"] - out["objective"]["theory"]) < 1e-8
+    assert out["H class-mean Gram: diag"]["numeric"] == pytest.approx(
+        out["H class-mean Gram: diag"]["theory"], rel=1e-6
+    )
+    r = runner.invoke(app, ["solve", "--model", "extended-linear", "--K", "3", "--solver", "gd", "--iters", "50"])
+    assert r.exit_code == 0 and "theory" in r.output
+    bad = runner.invoke(app, ["solve", "--model", "mse-bias-free", "--lam", "W=-1", "--lam", "H=0.1"])
+    assert bad.exit_code == 2 and "must be finite and >= 0" in bad.output
