@@ -25,6 +25,9 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_stats.py
 	$(BIN)/python benchmarks/bench_metrics.py
+	$(BIN)/python benchmarks/bench_train.py
+	$(BIN)/python benchmarks/bench_ufm.py --small
+	$(BIN)/python benchmarks/bench_geometry.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -94,13 +94,14 @@ def test_measure_errors_are_clear(tmp_path, data):
     assert res.exit_code == 2 and "classes 4, 5" in res.output
 
 
-def test_demo_writes_report(tmp_path):
-    res = runner.invoke(app, ["demo", "--out", str(tmp_path)])
+def test_demo_trains_and_writes_reports(tmp_path):
+    res = runner.invoke(app, ["demo", "--out", str(tmp_path), "--epochs", "12"])
     assert res.exit_code == 0, res.output
-    report = json.loads((tmp_path / "metrics.json").read_text())
-    assert 0 < report["vci"] < 1 and report["ncc_accuracy"] > 0.85
+    for run in ("mse", "ce"):
+        assert (tmp_path / run / "metrics.csv").stat().st_size > 0
+        assert "<img" in (tmp_path / run / "report.html").read_text()
     html = (tmp_path / "report.html").read_text()
-    assert "<table>" in html and "vci" in html and "http" not in html  # self-contained
+    assert "data:image/png;base64" in html and "http://" not in html and "https://" not in html  # self-contained
 
 
 def test_collapse_report_warns_on_imbalance_and_empirical_is_silent(rng):

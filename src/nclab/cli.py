@@ -220,39 +220,24 @@ def measure(
 @app.command()
 def demo(
     out: Annotated[Path, typer.Option(help="output folder")] = Path("runs/demo"),
+    epochs: Annotated[int | None, typer.Option(help="shorten the runs (default: the demo config's 200)")] = None,
 ) -> None:
-    """Measure collapse of the embedded digits data (raw pixels and a least-squares read-out) and write a report."""
-    from nclab.data import load_digits
+    """The main job: train an MLP on the embedded digits with MSE and with CE past zero training error, measure
+    every collapse metric per epoch and layer, and write report.html (runs in OUT/mse, OUT/ce)."""
+    from nclab.train.cli import run_demo
 
-    X, y = load_digits()
-    out.mkdir(parents=True, exist_ok=True)
-    # The least-squares classifier on raw pixels: a fixed linear head to measure NC3/NC4 against.
-    A = np.hstack([X, np.ones((len(y), 1))])
-    Y = np.eye(10)[y]
-    coef, *_ = np.linalg.lstsq(A, Y, rcond=None)
-    W, b = coef[:-1].T, coef[-1]
-    with _warnings_as_notes():
-        report = measure_arrays(X, y, num_classes=10, W=W, b=b)
-    title = "collapse metrics of digits pixels (N=1797, d=64, K=10)"
-    _emit(report, OutputFormat.table, title)
-    from nclab.report import metrics_table_html, write_report
-
-    (out / "metrics.json").write_text(_to_json(report) + "\n")
-    note = (
-        "<p class=note>Features: the 64 raw pixels of scikit-learn's bundled digits (embedded in nclab). "
-        "Classifier: the least-squares read-out with bias. Conventions: nclab defaults "
-        "(docs/conventions.md).</p>"
-    )
-    html_path = write_report(out / "report.html", title, [("Metrics", note + metrics_table_html(report))])
-    console.print(f"report written to [bold]{html_path}[/bold] (and {out / 'metrics.json'})")
+    run_demo(out, epochs=epochs)
 
 
 def _mount_subcommands() -> None:
     """The areas' own command groups (each a Typer app in its package's cli module)."""
     from nclab.geometry.cli import app as codes_app
     from nclab.theory.cli import app as theory_app
+    from nclab.train.cli import report_command, train_command
     from nclab.ufm.cli import app as ufm_app
 
+    app.command("train")(train_command)
+    app.command("report")(report_command)
     app.add_typer(ufm_app, name="ufm", help="Unconstrained-features models: solvers against closed forms.")
     app.add_typer(codes_app, name="codes", help="Softmax Codes, Tammes codes and their bounds (K > d).")
     app.add_typer(theory_app, name="theory", help="MSE central path and the geodesic model of collapse.")

@@ -19,6 +19,7 @@ __all__ = ["EXPERIMENT_MODULES", "Experiment", "get", "list_experiments", "regis
 
 #: Modules whose import registers experiments (each area adds its own module here).
 EXPERIMENT_MODULES: list[str] = [
+    "nclab.train.experiments",
     "nclab.ufm.experiments",
     "nclab.geometry.experiments",
     "nclab.theory.experiments",

@@ -1,0 +1,89 @@
+"""Training benchmark on the demo config (digits MLP, CE).
+
+1. Measurement overhead: the demo run's measurement time (eval-mode passes, ClassStats, NCC, metrics, plus the
+   zero-error checks) as a fraction of its training time, from the run's own timers; target < 15 %.
+2. Training throughput (samples/s) without hooks and with FeatureHooks on every measured layer feeding light
+   ClassStats (what on-the-fly measurement during training would cost), measured in the same process.
+
+    .venv/bin/python benchmarks/bench_train.py [--epochs N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+
+import torch
+
+
+def overhead(epochs: int | None) -> dict[str, float]:
+    from nclab.train import resolve_config, train
+    from nclab.train.experiments import DEMO_CONFIG
+
+    cfg = resolve_config({**DEMO_CONFIG, "report": False}, [f"train.epochs={epochs}"] if epochs else [])
+    with tempfile.TemporaryDirectory() as tmp:
+        t0 = time.perf_counter()
+        r = train(cfg, tmp, progress=False)
+        wall = time.perf_counter() - t0
+    t = r.timings
+    return {
+        "wall_s": wall,
+        **t,
+        "measure/train": t["measure_s"] / t["train_s"],
+        "checkpoint/train": t["checkpoint_s"] / t["train_s"],
+        "measured_epochs": len(r.measured_epochs),
+    }
+
+
+def throughput(steps: int = 300) -> dict[str, float]:
+    from nclab.data import load
+    from nclab.nets import build_model
+    from nclab.stats import ClassStats
+    from nclab.train.hooks import FeatureHooks
+
+    torch.set_num_threads(1)
+    data = load("digits", "train", per_class=130)
+    torch.manual_seed(0)
+    model = build_model("mlp", data.input_shape, 10, widths=[128, 128, 128], batchnorm=True)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    xb, yb = data.x[:128], data.y[:128]
+
+    def run(n: int) -> float:
+        t0 = time.perf_counter()
+        for _ in range(n):
+            loss = torch.nn.functional.cross_entropy(model(xb), yb)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        return n * 128 / (time.perf_counter() - t0)
+
+    run(20)  # warm-up
+    plain = run(steps)
+    stats: dict[str, ClassStats] = {}
+
+    def sink(name: str, f: torch.Tensor) -> None:
+        stats.setdefault(name, ClassStats(10, f.shape[1], track="light")).update(f, yb)
+
+    with FeatureHooks(model, sink=sink):
+        hooked = run(steps)
+    return {"samples_per_s_plain": plain, "samples_per_s_hooks": hooked, "hooks/plain": hooked / plain}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--epochs", type=int, default=None, help="shorten the demo run (default: its 200 epochs)")
+    args = ap.parse_args()
+    tp = throughput()
+    print("training throughput, digits MLP 128x3 + BN, batch 128, 1 thread:")
+    for k, v in tp.items():
+        print(f"  {k:>22}: {v:,.3f}")
+    ov = overhead(args.epochs)
+    print("measurement overhead of the demo config (CE run):")
+    for k, v in ov.items():
+        print(f"  {k:>22}: {v:,.3f}")
+    print(f"measurement overhead = {100 * ov['measure/train']:.1f}% of training time (target < 15%)")
+
+
+if __name__ == "__main__":
+    main()

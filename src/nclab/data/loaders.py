@@ -1,0 +1,410 @@
+"""``nclab.data.load(name, split, ...)``: every supported dataset from local files, as in-memory tensors.
+
+Root resolution for file-backed datasets (first folder holding the expected files wins): ``root`` (and
+``root/<name>``) when given; otherwise ``$NCLAB_DATA/<name>`` and ``$NCLAB_DATA``; then
+``/usr/share/datasets/<name>`` (where Debian's ``dataset-fashion-mnist`` package puts its files). Inside
+each candidate the dataset's customary sub-folder (``cifar-10-batches-py``, ``stl10_binary``, ...) is tried
+too. Nothing is ever downloaded: a missing dataset raises :class:`DatasetNotFoundError` saying where nclab
+looked, which files it expects and how to get them.
+
+Preprocessing (deterministic, no augmentation, as papers 002/004 measure collapse on the training split with
+test-time transforms): images are scaled to [0, 1], optionally zero-padded to ``pad_to`` pixels (paper 004
+pads 28x28 (Fashion-)MNIST to 32x32 before normalising, like ``transforms.Pad(2)``), then standardised per
+channel with the conventional constants of each dataset (``normalize=True``; e.g. MNIST 0.1307 / 0.3081 as
+in the reference Colab of paper 004), so the train and test splits get the same affine map.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from nclab.data.digits import load_digits
+from nclab.data.errors import CorruptDatasetError, DatasetNotFoundError
+from nclab.data.formats import read_cifar_batch, read_idx, read_stl10, read_svhn_mat
+
+__all__ = ["DATASETS", "ArrayDataset", "balanced_subset", "digits_split_indices", "load"]
+
+SYSTEM_DATA = Path("/usr/share/datasets")
+
+# Conventional per-channel (mean, std) of the [0, 1]-scaled training images.
+_NORM: dict[str, tuple[tuple[float, ...], tuple[float, ...]]] = {
+    "mnist": ((0.1307,), (0.3081,)),
+    "fashion-mnist": ((0.2860,), (0.3530,)),
+    "cifar10": ((0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)),
+    "cifar100": ((0.5071, 0.4865, 0.4409), (0.2673, 0.2564, 0.2762)),
+    "svhn": ((0.4377, 0.4438, 0.4728), (0.1980, 0.2010, 0.1970)),
+    "stl10": ((0.4467, 0.4398, 0.4066), (0.2603, 0.2566, 0.2713)),
+}
+
+
+@dataclass
+class ArrayDataset(torch.utils.data.Dataset):
+    """One split of a dataset held in memory: ``x`` float32 ``(N, *input_shape)``, ``y`` int64 ``(N,)``."""
+
+    x: torch.Tensor
+    y: torch.Tensor
+    num_classes: int
+    name: str
+    split: str
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.x.shape[0] != self.y.shape[0]:
+            raise ValueError(f"{self.name}/{self.split}: {self.x.shape[0]} inputs but {self.y.shape[0]} labels")
+
+    def __len__(self) -> int:
+        return int(self.y.shape[0])
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.x[i], self.y[i]
+
+    @property
+    def input_shape(self) -> tuple[int, ...]:
+        return tuple(self.x.shape[1:])
+
+    @property
+    def class_counts(self) -> np.ndarray:
+        return np.bincount(self.y.numpy(), minlength=self.num_classes)
+
+    def __repr__(self) -> str:
+        return (
+            f"ArrayDataset({self.name}/{self.split}: N={len(self)}, input_shape={self.input_shape}, "
+            f"K={self.num_classes})"
+        )
+
+
+# ---------------------------------------------------------------------------------------------- helpers
+def balanced_subset(y: np.ndarray, per_class: int, num_classes: int, seed: int = 0) -> np.ndarray:
+    """Indices of ``per_class`` samples of every class, drawn without replacement with
+    ``numpy.random.default_rng(seed)`` (one permutation per class, in class order), returned sorted."""
+    if per_class < 1:
+        raise ValueError(f"per_class must be >= 1, got {per_class}")
+    rng = np.random.default_rng(seed)
+    picks = []
+    for k in range(num_classes):
+        idx = np.flatnonzero(y == k)
+        if idx.size < per_class:
+            raise ValueError(f"per_class={per_class}, but class {k} has only {idx.size} samples in this split")
+        picks.append(idx[rng.permutation(idx.size)[:per_class]])
+    return np.sort(np.concatenate(picks))
+
+
+def digits_split_indices(y: np.ndarray, split: str) -> np.ndarray:
+    """The fixed stratified split of the digits set: within each class, in file order, every 4th sample
+    (positions 3, 7, 11, ...) is test, the rest train; 1,352 train / 445 test images, classes balanced to
+    within one sample. No RNG is involved, so it never changes."""
+    pos = np.zeros_like(y)
+    for k in np.unique(y):
+        idx = np.flatnonzero(y == k)
+        pos[idx] = np.arange(idx.size)
+    test = pos % 4 == 3
+    return np.flatnonzero(test if split == "test" else ~test)
+
+
+def _candidates(name: str, root: str | Path | None) -> list[Path]:
+    if root is not None:
+        root = Path(root).expanduser()
+        return [root, root / name]
+    out = []
+    env = os.environ.get("NCLAB_DATA")
+    if env:
+        out += [Path(env).expanduser() / name, Path(env).expanduser()]
+    out.append(SYSTEM_DATA / name)
+    return out
+
+
+def _first_existing(folder: Path, names: Sequence[str]) -> Path | None:
+    for n in names:
+        p = folder / n
+        if p.is_file():
+            return p
+    return None
+
+
+def _locate(
+    name: str, root: str | Path | None, subdirs: Sequence[str], required: Sequence[Sequence[str]]
+) -> tuple[Path, list[Path]]:
+    """The first folder (candidate or candidate/subdir) that holds one of each group of ``required`` names."""
+    looked = []
+    for cand in _candidates(name, root):
+        for sub in ("", *subdirs):
+            folder = cand / sub if sub else cand
+            looked.append(folder)
+            files = [_first_existing(folder, group) for group in required]
+            if all(f is not None for f in files):
+                return folder, files  # type: ignore[return-value]
+    spec = _SPECS[name]
+    raise DatasetNotFoundError(name, list(dict.fromkeys(looked)), spec.layout, spec.how_to_get)
+
+
+def _pad(x: torch.Tensor, pad_to: int, name: str) -> torch.Tensor:
+    """Zero-pad ``(N, C, H, W)`` images to ``pad_to x pad_to``, centred (odd remainders go right / bottom)."""
+    if x.ndim != 4:
+        raise ValueError(f"pad_to applies to images (N, C, H, W); {name} has inputs of shape {tuple(x.shape[1:])}")
+    h, w = x.shape[-2:]
+    if pad_to < max(h, w):
+        raise ValueError(f"pad_to={pad_to} is smaller than the {h}x{w} images of {name}")
+    top, left = (pad_to - h) // 2, (pad_to - w) // 2
+    return torch.nn.functional.pad(x, (left, pad_to - w - left, top, pad_to - h - top))
+
+
+def _to_float(images: np.ndarray, name: str, pad_to: int | None, normalize: bool) -> torch.Tensor:
+    x = torch.from_numpy(np.ascontiguousarray(images)).to(torch.float32).div_(255.0)
+    if pad_to is not None:
+        x = _pad(x, pad_to, name)
+    if normalize:
+        mean, std = _NORM[name]
+        m = torch.tensor(mean, dtype=torch.float32).view(1, -1, 1, 1)
+        s = torch.tensor(std, dtype=torch.float32).view(1, -1, 1, 1)
+        x = (x - m) / s
+    return x.contiguous()
+
+
+# ---------------------------------------------------------------------------------------------- datasets
+@dataclass(frozen=True)
+class _Spec:
+    splits: tuple[str, ...]
+    num_classes: int | None
+    layout: str
+    how_to_get: str
+    reader: Callable[..., tuple[np.ndarray, np.ndarray, int]]
+
+
+def _read_digits(split: str, root: Any, opts: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, int]:
+    X, y = load_digits(normalize=True)  # pixel values 0..16 -> [0, 1]
+    idx = digits_split_indices(y, split)
+    X = X[idx].reshape(-1, 1, 8, 8)
+    return X.astype(np.float32), y[idx], 10
+
+
+def _idx_reader(name: str) -> Callable[..., Any]:
+    def read(split: str, root: Any, opts: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, int]:
+        stem = "train" if split == "train" else "t10k"
+        img_names = [f"{stem}-images-idx3-ubyte.gz", f"{stem}-images-idx3-ubyte", f"{stem}-images.idx3-ubyte"]
+        lab_names = [f"{stem}-labels-idx1-ubyte.gz", f"{stem}-labels-idx1-ubyte", f"{stem}-labels.idx1-ubyte"]
+        _, (ipath, lpath) = _locate(name, root, ("raw",), [img_names, lab_names])
+        images, labels = read_idx(ipath), read_idx(lpath).astype(np.int64)
+        if images.ndim != 3:
+            raise CorruptDatasetError(ipath, f"expected a 3-D image array (N, H, W), header says {images.shape}")
+        if labels.ndim != 1 or labels.shape[0] != images.shape[0]:
+            raise CorruptDatasetError(lpath, f"{labels.shape} labels for {images.shape[0]} images in {ipath.name}")
+        if labels.size and (labels.min() < 0 or labels.max() > 9):
+            raise CorruptDatasetError(lpath, f"labels outside 0..9: [{labels.min()}, {labels.max()}]")
+        return images[:, None], labels, 10
+
+    return read
+
+
+def _cifar_reader(name: str) -> Callable[..., Any]:
+    def read(split: str, root: Any, opts: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, int]:
+        if name == "cifar10":
+            files = [f"data_batch_{i}" for i in range(1, 6)] if split == "train" else ["test_batch"]
+            key, K = "labels", 10
+            sub = ("cifar-10-batches-py",)
+        else:
+            files = ["train" if split == "train" else "test"]
+            coarse = opts.pop("label", "fine") == "coarse"
+            key, K = ("coarse_labels", 20) if coarse else ("fine_labels", 100)
+            sub = ("cifar-100-python",)
+        _, paths = _locate(name, root, sub, [[f] for f in files])
+        parts = [read_cifar_batch(p, key) for p in paths]
+        X = np.concatenate([p[0] for p in parts])
+        y = np.concatenate([p[1] for p in parts])
+        if y.size and (y.min() < 0 or y.max() >= K):
+            raise CorruptDatasetError(paths[0].parent, f"labels outside 0..{K - 1}: [{y.min()}, {y.max()}]")
+        return X, y, K
+
+    return read
+
+
+def _read_svhn(split: str, root: Any, opts: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, int]:
+    _, (path,) = _locate("svhn", root, (), [[f"{split}_32x32.mat"]])
+    X, y = read_svhn_mat(path)
+    return X, y, 10
+
+
+def _read_stl10(split: str, root: Any, opts: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, int]:
+    _, (xp, yp) = _locate("stl10", root, ("stl10_binary",), [[f"{split}_X.bin"], [f"{split}_y.bin"]])
+    X, y = read_stl10(xp, yp)
+    assert y is not None
+    return X, y, 10
+
+
+def _read_gaussian(split: str, root: Any, opts: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, int]:
+    K = int(opts.pop("K", 10))
+    d = int(opts.pop("d", 32))
+    n = int(opts.pop("n", 100))
+    sep = float(opts.pop("separation", 3.0))
+    seed = int(opts.pop("_seed"))
+    if K < 2 or d < 1 or n < 1:
+        raise ValueError(f"gaussian needs K >= 2, d >= 1, n >= 1; got K={K}, d={d}, n={n}")
+    # class means: shared by the splits (seeded by `seed` alone); noise: seeded by (seed, split)
+    g = np.random.default_rng([seed, 0]).standard_normal((K, d))
+    means = sep * g / np.linalg.norm(g, axis=1, keepdims=True)
+    rng = np.random.default_rng([seed, 1 + ("train", "test").index(split)])
+    y = np.repeat(np.arange(K), n)
+    X = means[y] + rng.standard_normal((K * n, d))
+    return X.astype(np.float32), y.astype(np.int64), K
+
+
+def _read_features(split: str, root: Any, opts: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, int]:
+    from nclab.data_io import load_array
+
+    if root is None:
+        raise ValueError("dataset 'features' needs root=<folder holding {split}_features.npy and {split}_labels.npy>")
+    folder = Path(root).expanduser()
+    feats = _first_existing(folder, [f"{split}_features.{s}" for s in ("npy", "pt", "pth")])
+    labs = _first_existing(folder, [f"{split}_labels.{s}" for s in ("npy", "pt", "pth")])
+    if feats is None or labs is None:
+        spec = _SPECS["features"]
+        raise DatasetNotFoundError("features", [folder], spec.layout, spec.how_to_get)
+    try:
+        X = np.asarray(load_array(feats, mmap=False), dtype=np.float32)
+        y = np.asarray(load_array(labs, mmap=False))
+    except (ValueError, KeyError) as err:
+        raise CorruptDatasetError(feats, str(err)) from err
+    if X.ndim != 2:
+        raise CorruptDatasetError(feats, f"features must be 2-D (N, d), got shape {X.shape}")
+    if y.ndim != 1 or y.shape[0] != X.shape[0] or not np.issubdtype(y.dtype, np.integer):
+        raise CorruptDatasetError(labs, f"labels must be integer (N,) with N = {X.shape[0]}, got {y.dtype} {y.shape}")
+    K = int(opts.pop("num_classes", 0)) or int(y.max()) + 1
+    return X, y.astype(np.int64), K
+
+
+_IDX_LAYOUT = (
+    "train-images-idx3-ubyte[.gz], train-labels-idx1-ubyte[.gz], t10k-images-idx3-ubyte[.gz], "
+    "t10k-labels-idx1-ubyte[.gz]"
+)
+_SPECS: dict[str, _Spec] = {
+    "digits": _Spec(("train", "test"), 10, "embedded in nclab", "always available", _read_digits),
+    "mnist": _Spec(
+        ("train", "test"),
+        10,
+        _IDX_LAYOUT,
+        "copy the four IDX files of MNIST (LeCun et al.) into the folder, e.g. from the Debian package "
+        "'mnist' or any mirror of the original files",
+        _idx_reader("mnist"),
+    ),
+    "fashion-mnist": _Spec(
+        ("train", "test"),
+        10,
+        _IDX_LAYOUT,
+        "apt-get install dataset-fashion-mnist (Debian; installs to /usr/share/datasets/fashion-mnist), or copy "
+        "the four IDX files of Zalando's Fashion-MNIST there or into $NCLAB_DATA/fashion-mnist",
+        _idx_reader("fashion-mnist"),
+    ),
+    "cifar10": _Spec(
+        ("train", "test"),
+        10,
+        "cifar-10-batches-py/{data_batch_1..5, test_batch} (the 'CIFAR-10 python version' archive, extracted)",
+        "extract cifar-10-python.tar.gz (from the CIFAR page of the University of Toronto) into the folder",
+        _cifar_reader("cifar10"),
+    ),
+    "cifar100": _Spec(
+        ("train", "test"),
+        None,
+        "cifar-100-python/{train, test} (the 'CIFAR-100 python version' archive, extracted)",
+        "extract cifar-100-python.tar.gz (from the CIFAR page of the University of Toronto) into the folder",
+        _cifar_reader("cifar100"),
+    ),
+    "svhn": _Spec(
+        ("train", "test", "extra"),
+        10,
+        "{train,test,extra}_32x32.mat (SVHN format 2, cropped digits)",
+        "copy the cropped-digits .mat files of SVHN (Stanford) into the folder",
+        _read_svhn,
+    ),
+    "stl10": _Spec(
+        ("train", "test"),
+        10,
+        "stl10_binary/{train_X.bin, train_y.bin, test_X.bin, test_y.bin}",
+        "extract stl10_binary.tar.gz (Coates et al., Stanford) into the folder",
+        _read_stl10,
+    ),
+    "gaussian": _Spec(
+        ("train", "test"),
+        None,
+        "synthetic: options K, d, n (per class), separation (norm of each class mean; unit noise)",
+        "always available",
+        _read_gaussian,
+    ),
+    "features": _Spec(
+        ("train", "test"),
+        None,
+        "root/{split}_features.npy (N, d) float and root/{split}_labels.npy (N,) int (.pt also accepted)",
+        "save precomputed features there (e.g. with numpy.save)",
+        _read_features,
+    ),
+}
+
+#: Names accepted by :func:`load`.
+DATASETS: tuple[str, ...] = tuple(_SPECS)
+
+
+def load(
+    name: str,
+    split: str = "train",
+    root: str | Path | None = None,
+    per_class: int | None = None,
+    seed: int = 0,
+    *,
+    pad_to: int | None = None,
+    normalize: bool = True,
+    **options: Any,
+) -> ArrayDataset:
+    """Load one split of dataset ``name`` as an in-memory :class:`ArrayDataset`.
+
+    Parameters
+    ----------
+    name : one of :data:`DATASETS`
+        ``digits`` (embedded; 8x8, 1,352 train / 445 test, see :func:`digits_split_indices`), ``mnist``,
+        ``fashion-mnist`` (IDX, gz or not), ``cifar10``, ``cifar100`` (python pickles; ``label="coarse"``
+        for the 20 super-classes), ``svhn`` (.mat; ``split="extra"`` too), ``stl10`` (binary), ``gaussian``
+        (options ``K``, ``d``, ``n`` per class, ``separation``), ``features`` (precomputed arrays in ``root``).
+    split : "train" | "test"
+    root : folder, optional
+        Where the files are; default ``$NCLAB_DATA/<name>``, then ``/usr/share/datasets/<name>``.
+    per_class : int, optional
+        Keep a balanced random subset of this many samples per class (``seed`` picks them).
+    seed : int
+        Seed of the subsample (and of the ``gaussian`` mixture).
+    pad_to : int, optional
+        Zero-pad images to ``pad_to x pad_to`` before normalising (paper 004: 28 -> 32 for (Fashion-)MNIST).
+    normalize : bool
+        Standardise image channels with the dataset's conventional mean / std (images only).
+    """
+    if name not in _SPECS:
+        raise ValueError(f"unknown dataset {name!r}; known: {', '.join(DATASETS)}")
+    spec = _SPECS[name]
+    if split not in spec.splits:
+        raise ValueError(f"dataset {name!r} has splits {spec.splits}, not {split!r}")
+    opts = dict(options, _seed=seed) if name == "gaussian" else dict(options)
+    X, y, K = spec.reader(split, root, opts)
+    opts.pop("_seed", None)
+    if opts:
+        raise ValueError(f"unknown option(s) for dataset {name!r}: {sorted(opts)}")
+    if per_class is not None:
+        idx = balanced_subset(y, int(per_class), K, seed)
+        X, y = X[idx], y[idx]
+    if X.dtype == np.uint8:  # raw image bytes
+        x = _to_float(X, name, pad_to, normalize)
+    else:  # digits (already in [0, 1]), gaussian, features: used as stored
+        x = torch.from_numpy(np.ascontiguousarray(X, dtype=np.float32))
+        if pad_to is not None:
+            x = _pad(x, pad_to, name).contiguous()
+    info = {"root": None if root is None else str(root), "per_class": per_class, "seed": seed, "pad_to": pad_to}
+    return ArrayDataset(
+        x=x,
+        y=torch.from_numpy(np.ascontiguousarray(y, dtype=np.int64)),
+        num_classes=K,
+        name=name,
+        split=split,
+        info=info,
+    )

@@ -1,0 +1,168 @@
+"""Classifier heads. Every head holds its classifier as ``weight`` ``(K, d)`` (the ``nn.Linear`` layout, one
+row per class) and ``bias`` ``(K,)`` or ``None``, which is what the collapse metrics read.
+
+* :class:`LinearHead` -- ``W h + b`` (bias optional).
+* :class:`CosineHead` -- ``cos(w_k, h) / tau`` with learned ``W`` (paper 003 eq. (1); ``tau`` divides the
+  logits, ``logit_scale = 1 / tau`` is accepted instead, spec README "Temperature").
+* :class:`FixedHead` -- a given code ``(K, d)`` with a class assignment (a permutation), not trained
+  (paper 003 Sec. 4); linear or cosine logits.
+* :class:`CMFHead` -- the class-mean-feature classifier of paper 003 Sec. 5: ``W <- beta W + (1 - beta) Hbar``
+  with ``Hbar`` the class means of the current mini-batch's (L2-normalised, detached) features; classes absent
+  from the batch keep their row; rows re-normalised to the sphere after each update (``renormalize``).
+  The trainer calls :meth:`CMFHead.observe` after each training forward pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+__all__ = ["CMFHead", "CosineHead", "FixedHead", "LinearHead", "make_head", "resolve_tau"]
+
+
+def resolve_tau(tau: float | None, logit_scale: float | None, default: float = 1.0) -> float:
+    """``tau`` divides the logits; ``logit_scale`` (= 1 / tau, the GNC public code's "temperature") is
+    accepted instead. Giving both is an error (they could silently disagree)."""
+    if tau is not None and logit_scale is not None:
+        raise ValueError(f"give tau or logit_scale (= 1/tau), not both (got tau={tau}, logit_scale={logit_scale})")
+    if logit_scale is not None:
+        if logit_scale <= 0:
+            raise ValueError(f"logit_scale must be > 0, got {logit_scale}")
+        return 1.0 / float(logit_scale)
+    tau = default if tau is None else float(tau)
+    if tau <= 0:
+        raise ValueError(f"tau must be > 0, got {tau}")
+    return tau
+
+
+class LinearHead(nn.Linear):
+    """``logits = h W^T + b``: ``nn.Linear(d, K, bias)``."""
+
+    cosine = False
+
+
+class CosineHead(nn.Module):
+    """``logits_k = <w_k / ||w_k||, h / ||h||> / tau`` (paper 003), learned ``weight (K, d)``, no bias."""
+
+    cosine = True
+
+    def __init__(self, dim: int, num_classes: int, tau: float = 0.1) -> None:
+        super().__init__()
+        self.tau = float(tau)
+        self.weight = nn.Parameter(torch.empty(num_classes, dim))
+        nn.init.kaiming_uniform_(self.weight, a=5**0.5)  # nn.Linear's default, so runs compare
+        self.bias = None
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        return F.normalize(h, dim=1) @ F.normalize(self.weight, dim=1).T / self.tau
+
+    def extra_repr(self) -> str:
+        return f"dim={self.weight.shape[1]}, num_classes={self.weight.shape[0]}, tau={self.tau}"
+
+
+class FixedHead(nn.Module):
+    """A fixed classifier: row ``k`` is ``code[assignment[k]]`` (paper 003 Sec. 4: which code vector each class
+    gets matters). ``cosine=True`` gives cosine logits ``/ tau``; otherwise ``W h`` (no bias)."""
+
+    def __init__(
+        self, code: Any, assignment: Sequence[int] | None = None, *, cosine: bool = True, tau: float = 0.1
+    ) -> None:
+        super().__init__()
+        W = torch.as_tensor(code, dtype=torch.float32)
+        if W.ndim != 2:
+            raise ValueError(f"code must be (K, d), got shape {tuple(W.shape)}")
+        K = W.shape[0]
+        perm = list(range(K)) if assignment is None else [int(a) for a in assignment]
+        if sorted(perm) != list(range(K)):
+            raise ValueError(f"assignment must be a permutation of 0..{K - 1}, got {perm}")
+        self.register_buffer("weight", W[perm].clone())
+        self.assignment = perm
+        self.cosine = bool(cosine)
+        self.tau = float(tau)
+        self.bias = None
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        if self.cosine:
+            return F.normalize(h, dim=1) @ F.normalize(self.weight, dim=1).T / self.tau
+        return h @ self.weight.T
+
+
+class CMFHead(nn.Module):
+    """Class-mean-feature classifier (paper 003 Sec. 5 / App. B.1), cosine logits ``/ tau``.
+
+    ``weight (K, d)`` is a buffer (not trained by gradient), initialised to random unit rows (from the global
+    torch RNG, so seeded with the model). :meth:`observe` applies ``w_k <- beta w_k + (1 - beta) hbar_k`` for
+    each class present in the batch, ``hbar_k`` = mean of its L2-normalised detached features; then rows are
+    put back on the sphere when ``renormalize`` (the spec leaves these choices open, spec 003 Sec. 3.8).
+    """
+
+    cosine = True
+
+    def __init__(self, dim: int, num_classes: int, tau: float = 0.1, beta: float = 0.9, renormalize: bool = True):
+        super().__init__()
+        if not 0.0 <= beta < 1.0:
+            raise ValueError(f"beta must be in [0, 1), got {beta}")
+        self.tau, self.beta, self.renormalize = float(tau), float(beta), bool(renormalize)
+        self.register_buffer("weight", F.normalize(torch.randn(num_classes, dim), dim=1))
+        self.bias = None
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        return F.normalize(h, dim=1) @ F.normalize(self.weight, dim=1).T / self.tau
+
+    @torch.no_grad()
+    def observe(self, h: torch.Tensor, y: torch.Tensor) -> None:
+        K = self.weight.shape[0]
+        u = F.normalize(h.detach().to(self.weight.dtype), dim=1)
+        sums = torch.zeros_like(self.weight).index_add_(0, y, u)
+        counts = torch.bincount(y, minlength=K)
+        present = counts > 0
+        means = sums[present] / counts[present, None].to(sums.dtype)
+        new = self.beta * self.weight[present] + (1.0 - self.beta) * means
+        self.weight[present] = F.normalize(new, dim=1) if self.renormalize else new
+
+
+def make_head(
+    kind: str,
+    dim: int,
+    num_classes: int,
+    *,
+    bias: bool = True,
+    tau: float | None = None,
+    logit_scale: float | None = None,
+    beta: float = 0.9,
+    renormalize: bool = True,
+    code: Any = None,
+    assignment: Sequence[int] | None = None,
+    cosine: bool = True,
+) -> nn.Module:
+    """Build a head by kind: ``linear`` | ``cosine`` | ``fixed`` | ``cmf``. ``code`` for ``fixed``: a ``(K, d)``
+    array, or ``"etf"`` / ``"orthogonal"`` for :func:`nclab.geometry.simplex_etf` / ``orthogonal_frame``."""
+    if kind == "linear":
+        return LinearHead(dim, num_classes, bias=bias)
+    if kind == "cosine":
+        return CosineHead(dim, num_classes, tau=resolve_tau(tau, logit_scale, 0.1))
+    if kind == "cmf":
+        return CMFHead(dim, num_classes, tau=resolve_tau(tau, logit_scale, 0.1), beta=beta, renormalize=renormalize)
+    if kind == "fixed":
+        if isinstance(code, str):
+            from nclab.geometry import orthogonal_frame, simplex_etf
+
+            if code == "etf":
+                code = simplex_etf(num_classes, dim, seed=0)
+            elif code == "orthogonal":
+                code = orthogonal_frame(num_classes, dim, seed=0)
+            else:
+                raise ValueError(f"fixed head code must be 'etf', 'orthogonal' or a (K, d) array, got {code!r}")
+        if code is None:
+            raise ValueError("a fixed head needs code=(K, d) array, 'etf' or 'orthogonal'")
+        head = FixedHead(code, assignment, cosine=cosine, tau=resolve_tau(tau, logit_scale, 0.1 if cosine else 1.0))
+        if tuple(head.weight.shape) != (num_classes, dim):
+            raise ValueError(
+                f"fixed code has shape {tuple(head.weight.shape)}, expected (K, d) = ({num_classes}, {dim})"
+            )
+        return head
+    raise ValueError(f"unknown head kind {kind!r}; known: linear, cosine, fixed, cmf")

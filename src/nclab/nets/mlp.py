@@ -1,0 +1,120 @@
+"""Fully connected networks: the plain MLP and the fully connected ResNet of paper 002."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import torch
+from torch import nn
+
+from nclab.nets.base import CollapseNet
+
+__all__ = ["MLP", "FCResNet"]
+
+
+def _act(name: str) -> nn.Module:
+    acts = {"relu": nn.ReLU, "tanh": nn.Tanh, "gelu": nn.GELU}
+    if name not in acts:
+        raise ValueError(f"unknown activation {name!r}; known: {sorted(acts)}")
+    return acts[name]()
+
+
+class MLP(CollapseNet):
+    """``x -> flatten -> [Linear -> (BatchNorm) -> act] x L -> head``. Measured layers ``layer1..layerL``
+    (post-activation outputs); ``layerL`` is the penultimate layer (``d = widths[-1]``)."""
+
+    def __init__(
+        self,
+        input_shape: Sequence[int],
+        num_classes: int,
+        widths: Sequence[int] = (256, 256, 256),
+        *,
+        batchnorm: bool = False,
+        activation: str = "relu",
+        head: nn.Module | None = None,
+    ) -> None:
+        super().__init__()
+        if not widths:
+            raise ValueError("an MLP needs at least one hidden layer (widths is empty)")
+        self.num_classes, self.feature_dim = int(num_classes), int(widths[-1])
+        d_in = int(math.prod(input_shape))
+        blocks = []
+        for w in widths:
+            mods: list[nn.Module] = [nn.Linear(d_in, int(w))]
+            if batchnorm:
+                mods.append(nn.BatchNorm1d(int(w)))
+            mods.append(_act(activation))
+            blocks.append(nn.Sequential(*mods))
+            d_in = int(w)
+        self.blocks = nn.ModuleList(blocks)
+        self.head = head if head is not None else nn.Linear(self.feature_dim, num_classes)
+
+    def features(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.flatten(1)
+        for b in self.blocks:
+            x = b(x)
+        return x
+
+    def _layers(self) -> list[tuple[str, nn.Module]]:
+        return [(f"layer{i + 1}", b) for i, b in enumerate(self.blocks)]
+
+
+class _FCBlock(nn.Module):
+    """``x + v(x)``: ``v = act(W x)`` (``"single"``, the form of paper 002's theory, Thm 1) or
+    ``Linear -> (BN) -> act -> Linear`` (``"double"``)."""
+
+    def __init__(self, width: int, kind: str, activation: str, batchnorm: bool) -> None:
+        super().__init__()
+        if kind == "single":
+            mods: list[nn.Module] = [nn.Linear(width, width)]
+            if batchnorm:
+                mods.append(nn.BatchNorm1d(width))
+            mods.append(_act(activation))
+        elif kind == "double":
+            mods = [nn.Linear(width, width)]
+            if batchnorm:
+                mods.append(nn.BatchNorm1d(width))
+            mods += [_act(activation), nn.Linear(width, width)]
+        else:
+            raise ValueError(f"block must be 'single' or 'double', got {kind!r}")
+        self.v = nn.Sequential(*mods)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.v(x)
+
+
+class FCResNet(CollapseNet):
+    """The fully connected ResNet of paper 002 (MNIST row of Table I: width 1000, 10 blocks): an input
+    embedding ``D -> d`` (Linear + act, measured as ``layer0``) then ``L`` residual blocks
+    ``x^(l+1) = x^(l) + v_l(x^(l))`` of constant width ``d`` (measured as ``layer1..layerL``; ``layerL`` is
+    the penultimate layer). All measured layers have the same dimension, as the PFC analysis needs."""
+
+    def __init__(
+        self,
+        input_shape: Sequence[int],
+        num_classes: int,
+        width: int = 1000,
+        num_blocks: int = 10,
+        *,
+        block: str = "single",
+        activation: str = "relu",
+        batchnorm: bool = False,
+        head: nn.Module | None = None,
+    ) -> None:
+        super().__init__()
+        if num_blocks < 1:
+            raise ValueError(f"num_blocks must be >= 1, got {num_blocks}")
+        self.num_classes, self.feature_dim = int(num_classes), int(width)
+        self.embed = nn.Sequential(nn.Linear(int(math.prod(input_shape)), width), _act(activation))
+        self.blocks = nn.ModuleList(_FCBlock(width, block, activation, batchnorm) for _ in range(num_blocks))
+        self.head = head if head is not None else nn.Linear(width, num_classes)
+
+    def features(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.embed(x.flatten(1))
+        for b in self.blocks:
+            x = b(x)
+        return x
+
+    def _layers(self) -> list[tuple[str, nn.Module]]:
+        return [("layer0", self.embed)] + [(f"layer{i + 1}", b) for i, b in enumerate(self.blocks)]

@@ -1,0 +1,202 @@
+"""Matplotlib figures of a long-format metrics table (rows ``(epoch, split, layer, metric, value)``), returned as
+PNG bytes for :func:`nclab.report.write_report`.
+
+* :func:`curves_figure` -- one panel per metric, value vs epoch, one curve per layer (input side light, the
+  penultimate layer dark), log y-axis for positive metrics whose collapse direction is "lower", a red
+  vertical line at the first zero-training-error epoch (paper 004 Fig. 2 / PNAS style);
+* :func:`heatmap_figure` -- layer x epoch heatmaps (paper 002 Sec. 6: PFC1-3 = trace ratio, ETF Gram error,
+  NCC accuracy), log colour scale for the "lower" metrics;
+* :func:`train_test_figure` -- train vs test curves of metrics at one layer;
+* :func:`compare_figure` -- one metric of several runs overlaid (e.g. MSE vs CE, paper 004 Fig. 10).
+
+The x-axis is ``symlog`` (linear below epoch 1), so epoch 0 and the log-spaced epochs are all visible.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from collections.abc import Mapping, Sequence
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.ticker import NullLocator
+
+from nclab.metrics import REGISTRY
+
+__all__ = ["compare_figure", "curves_figure", "heatmap_figure", "layers_of", "series", "train_test_figure"]
+
+Row = tuple[int, str, str, str, float]
+_LABELS = {
+    "trace_ratio": "trace_ratio (PFC1)",
+    "etf_gram_error": "etf_gram_error (PFC2)",
+    "ncc_accuracy": "ncc_accuracy (PFC3)",
+    "nc1": "NC1 = tr(Sw Sb+)/K",
+    "ncc_mismatch": "ncc_mismatch (NC4)",
+    "self_duality": "self_duality (NC3)",
+}
+
+
+def _png(fig: plt.Figure) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=80)  # no bbox_inches="tight": it redraws the figure (slow)
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def layers_of(rows: Sequence[Row], metric: str | None = None, split: str = "train") -> list[str]:
+    """Layers in the order they first appear (the measurement writes them input side first)."""
+    return list(dict.fromkeys(r[2] for r in rows if r[1] == split and (metric is None or r[3] == metric)))
+
+
+def series(rows: Sequence[Row], metric: str, layer: str, split: str = "train") -> tuple[np.ndarray, np.ndarray]:
+    """``(epochs, values)`` of one metric at one layer and split, sorted by epoch."""
+    pts = sorted((r[0], r[4]) for r in rows if r[1] == split and r[2] == layer and r[3] == metric)
+    if not pts:
+        return np.zeros(0, dtype=int), np.zeros(0)
+    e, v = zip(*pts, strict=True)
+    return np.asarray(e), np.asarray(v, dtype=np.float64)
+
+
+def _log_ok(metric: str, values: np.ndarray) -> bool:
+    info = REGISTRY.get(metric)
+    direction = info.direction if info else ("lower" if metric in ("loss", "error", "running_loss") else "none")
+    finite = values[np.isfinite(values)]
+    return direction == "lower" and finite.size > 0 and bool(np.all(finite > 0))
+
+
+def _decorate(ax: plt.Axes, metric: str, zero_epoch: int | None, log: bool) -> None:
+    ax.set_xscale("symlog", linthresh=1.0)
+    # margins computed on the linear axis (e.g. around an axvline drawn before the scale switch) would show
+    # negative epochs on the symlog axis: epochs start at 0
+    left, right = ax.get_xlim()
+    if left < -0.3:
+        ax.set_xlim(-0.3, right)
+    if log:
+        ax.set_yscale("log")
+    if zero_epoch is not None:
+        ax.axvline(zero_epoch, color="red", lw=1.2, ls="--", label=f"zero train error (epoch {zero_epoch})")
+    ax.set_title(_LABELS.get(metric, metric), fontsize=9)
+    ax.set_xlabel("epoch", fontsize=8)
+    ax.tick_params(labelsize=7)
+    # minor ticks of log / symlog axes dominate matplotlib's layout time: major ticks and grid only
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.yaxis.set_minor_locator(NullLocator())
+    ax.grid(alpha=0.3, lw=0.4)
+
+
+def _grid(n: int, ncols: int = 3) -> tuple[plt.Figure, np.ndarray]:
+    ncols = min(ncols, max(n, 1))
+    nrows = math.ceil(n / ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(4.2 * ncols, 3.0 * nrows), squeeze=False)
+    for ax in axes.flat[n:]:
+        ax.set_visible(False)
+    return fig, axes
+
+
+def curves_figure(
+    rows: Sequence[Row],
+    metrics: Sequence[str],
+    *,
+    split: str = "train",
+    layers: Sequence[str] | None = None,
+    zero_error_epoch: int | None = None,
+    title: str | None = None,
+) -> bytes:
+    """One panel per metric (skipping metrics with no rows), one curve per layer."""
+    metrics = [m for m in metrics if any(r[3] == m and r[1] == split for r in rows)]
+    fig, axes = _grid(len(metrics))
+    for ax, metric in zip(axes.flat, metrics, strict=False):
+        lays = [lay for lay in (layers or layers_of(rows, metric, split)) if series(rows, metric, lay, split)[0].size]
+        cmap = plt.get_cmap("viridis")
+        allv = []
+        for i, lay in enumerate(lays):
+            e, v = series(rows, metric, lay, split)
+            allv.append(v)
+            color = cmap(0.85 * (1 - i / max(len(lays) - 1, 1))) if len(lays) > 1 else "C0"
+            ax.plot(e, v, marker="o", ms=2.5, lw=1.2, color=color, label=lay)
+        _decorate(ax, metric, zero_error_epoch, _log_ok(metric, np.concatenate(allv) if allv else np.zeros(0)))
+        if len(lays) > 1 or zero_error_epoch is not None:
+            ax.legend(fontsize=6, loc="best")
+    if title:
+        fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    return _png(fig)
+
+
+def heatmap_figure(
+    rows: Sequence[Row],
+    metrics: Sequence[str] = ("trace_ratio", "etf_gram_error", "ncc_accuracy"),
+    *,
+    split: str = "train",
+    title: str | None = None,
+) -> bytes:
+    """Layer x epoch heatmaps (rows = layers, input side at the top; columns = measured epochs)."""
+    metrics = [m for m in metrics if any(r[3] == m and r[1] == split for r in rows)]
+    fig, axes = plt.subplots(1, max(len(metrics), 1), figsize=(4.6 * max(len(metrics), 1), 3.4), squeeze=False)
+    for ax, metric in zip(axes.flat, metrics, strict=False):
+        lays = layers_of(rows, metric, split)
+        epochs = sorted({r[0] for r in rows if r[1] == split and r[3] == metric})
+        col = {e: j for j, e in enumerate(epochs)}
+        grid = np.full((len(lays), len(epochs)), np.nan)
+        for i, lay in enumerate(lays):
+            e, v = series(rows, metric, lay, split)
+            for ee, vv in zip(e, v, strict=True):
+                grid[i, col[int(ee)]] = vv
+        log = _log_ok(metric, grid.ravel())
+        shown = np.log10(grid) if log else grid
+        im = ax.imshow(shown, aspect="auto", cmap="magma_r" if log else "viridis", interpolation="nearest")
+        cb = fig.colorbar(im, ax=ax)
+        cb.set_label(f"log10 {metric}" if log else metric, fontsize=7)
+        cb.ax.tick_params(labelsize=6)
+        ax.set_yticks(range(len(lays)), lays, fontsize=6)
+        step = max(1, len(epochs) // 10)
+        ax.set_xticks(range(0, len(epochs), step), [str(e) for e in epochs[::step]], fontsize=6)
+        ax.set_xlabel("epoch", fontsize=8)
+        ax.set_title(_LABELS.get(metric, metric), fontsize=9)
+    if title:
+        fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    return _png(fig)
+
+
+def train_test_figure(
+    rows: Sequence[Row], metrics: Sequence[str], layer: str, *, zero_error_epoch: int | None = None
+) -> bytes:
+    """Train (solid) vs test (dashed) curves of ``metrics`` at ``layer``."""
+    metrics = [m for m in metrics if series(rows, m, layer, "train")[0].size and series(rows, m, layer, "test")[0].size]
+    fig, axes = _grid(len(metrics))
+    for ax, metric in zip(axes.flat, metrics, strict=False):
+        vals = []
+        for split, ls in (("train", "-"), ("test", "--")):
+            e, v = series(rows, metric, layer, split)
+            vals.append(v)
+            ax.plot(e, v, ls=ls, marker="o", ms=2.5, lw=1.2, label=split)
+        _decorate(ax, metric, zero_error_epoch, _log_ok(metric, np.concatenate(vals)))
+        ax.legend(fontsize=6)
+    fig.suptitle(f"train vs test at layer {layer}", fontsize=10)
+    fig.tight_layout()
+    return _png(fig)
+
+
+def compare_figure(
+    runs: Mapping[str, tuple[Sequence[Row], int | None]], metrics: Sequence[str], layer: str, split: str = "train"
+) -> bytes:
+    """``runs``: label -> (rows, zero-error epoch); one panel per metric with one curve per run (and a dotted
+    vertical line, in the run's colour, at its zero-error epoch)."""
+    fig, axes = _grid(len(metrics))
+    for ax, metric in zip(axes.flat, metrics, strict=False):
+        vals = []
+        for i, (label, (rows, zero)) in enumerate(runs.items()):
+            e, v = series(rows, metric, layer, split)
+            vals.append(v)
+            ax.plot(e, v, marker="o", ms=2.5, lw=1.2, color=f"C{i}", label=label)
+            if zero is not None:
+                ax.axvline(zero, color=f"C{i}", ls=":", lw=1.0)
+        _decorate(ax, metric, None, _log_ok(metric, np.concatenate(vals) if vals else np.zeros(0)))
+        ax.legend(fontsize=6)
+    fig.tight_layout()
+    return _png(fig)

@@ -1,0 +1,148 @@
+"""``report.html`` of a training run directory (``nclab report RUN_DIR``): summary table, collapse curves at
+the penultimate layer, per-layer curves and layer x epoch heatmaps, train vs test, loss and error.
+Self-contained (figures inlined as base64 PNG)."""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+from collections.abc import Sequence
+from pathlib import Path
+
+import yaml
+
+from nclab.report.figures import curves_figure, heatmap_figure, layers_of, series, train_test_figure
+from nclab.report.html import metrics_table_html, write_report
+
+__all__ = ["PENULTIMATE_METRICS", "collapse_summary", "write_run_report"]
+
+Row = tuple[int, str, str, str, float]
+
+#: Metrics plotted at the penultimate layer (NC1-NC4 of papers 004 / PNAS, VCI of 000, CDNV, cosine).
+PENULTIMATE_METRICS = (
+    "nc1",
+    "vci",
+    "trace_ratio",
+    "cdnv",
+    "within_class_cosine",
+    "equinorm",
+    "equiangularity",
+    "max_angle",
+    "etf_gram_error",
+    "self_duality",
+    "ncc_mismatch",
+    "gnc1",
+    "gnc3",
+)
+#: Metrics plotted per layer (paper 002: PFC1-3) and as heatmaps.
+LAYER_METRICS = ("trace_ratio", "etf_gram_error", "ncc_accuracy", "cdnv")
+
+
+def collapse_summary(rows: Sequence[Row], penultimate: str, zero_epoch: int | None) -> dict[str, float]:
+    """NC1 and the train / test error at the zero-error epoch and at the last epoch, and the NC1 ratio."""
+    out: dict[str, float] = {}
+    e, v = series(rows, "nc1", penultimate)
+    if e.size:
+        out["nc1 first measured"] = float(v[0])
+        out["nc1 last"] = float(v[-1])
+        if zero_epoch is not None and zero_epoch in set(e.tolist()):
+            nz = float(v[list(e).index(zero_epoch)])
+            out["nc1 at zero-error epoch"] = nz
+            if v[-1] > 0:
+                out["nc1 zero-error / last"] = nz / float(v[-1])
+                out["orders of magnitude after TPT"] = math.log10(nz / float(v[-1])) if nz > 0 else math.nan
+    for split in ("train", "test"):
+        e, v = series(rows, "error", "output", split)
+        if e.size:
+            out[f"{split} error last"] = float(v[-1])
+            if zero_epoch is not None and zero_epoch in set(e.tolist()):
+                out[f"{split} error at zero-error epoch"] = float(v[list(e).index(zero_epoch)])
+    return out
+
+
+def write_run_report(run_dir: str | Path, title: str | None = None) -> Path:
+    """Write ``RUN_DIR/report.html`` from ``metrics.csv``, ``summary.json`` and ``config.yaml``."""
+    from nclab.train.runio import read_metrics
+
+    run_dir = Path(run_dir)
+    if not (run_dir / "metrics.csv").is_file():
+        raise FileNotFoundError(f"{run_dir} has no metrics.csv: not a training run directory")
+    rows = read_metrics(run_dir)
+    summary = json.loads((run_dir / "summary.json").read_text()) if (run_dir / "summary.json").is_file() else {}
+    config = (run_dir / "config.yaml").read_text() if (run_dir / "config.yaml").is_file() else ""
+    cfg = yaml.safe_load(config) or {}
+    zero = summary.get("zero_error_epoch")
+    pen = summary.get("penultimate") or next((r[2] for r in rows if r[3] == "nc1"), None)
+    name = cfg.get("name", run_dir.name)
+    title = (
+        title
+        or f"nclab run {name}: {cfg.get('data', {}).get('name', '?')}, {cfg.get('model', {}).get('name', '?')}, "
+        f"loss {cfg.get('loss', {}).get('name', '?')}"
+    )
+    stats = collapse_summary(rows, pen, zero) if pen else {}
+    head = (
+        f"<p>First epoch with zero training error (eval mode): <b>{zero if zero is not None else 'not reached'}</b>"
+        f" (red dashed line in the figures). Penultimate layer: <code>{html.escape(str(pen))}</code>. "
+        f"Measured epochs: {', '.join(str(e) for e in summary.get('measured_epochs', []))}.</p>"
+        "<p class=note>Curves are eval-mode measurements over the training split (test: its own class statistics, "
+        "NCC against the training means). Lower is more collapsed except ncc_accuracy and within_class_cosine.</p>"
+    )
+    sections = [("Summary", head + metrics_table_html(stats))]
+    last_rows = {}
+    if pen:
+        last_epoch = max((r[0] for r in rows if r[2] == pen and r[1] == "train"), default=None)
+        last_rows = {r[3]: r[4] for r in rows if r[0] == last_epoch and r[1] == "train" and r[2] == pen}
+        sections.append(
+            (f"All metrics at the last epoch ({last_epoch}), layer {pen}, train split", metrics_table_html(last_rows))
+        )
+    t = summary.get("timings", {})
+    if t:
+        sections.append(("Timings", metrics_table_html({k: float(v) for k, v in t.items()})))
+    sections.append(("Config (resolved)", f"<pre>{html.escape(config)}</pre>"))
+
+    figures: list[tuple[str, bytes]] = []
+    figures.append(
+        (
+            "Loss and error (output layer): eval-mode loss / error at measured epochs, running values every epoch",
+            curves_figure(
+                rows, ["loss", "error", "running_loss", "running_error", "lr"], layers=["output"], zero_error_epoch=zero
+            ),
+        )
+    )
+    if pen:
+        figures.append(
+            (
+                f"Collapse metrics at the penultimate layer ({pen}), train split",
+                curves_figure(rows, PENULTIMATE_METRICS, layers=[pen], zero_error_epoch=zero),
+            )
+        )
+    layers = [lay for lay in layers_of(rows, "trace_ratio") if lay != "output"]
+    if len(layers) > 1:
+        figures.append(
+            (
+                "Per-layer metrics, one curve per layer (input side light, penultimate dark), train split",
+                curves_figure(rows, LAYER_METRICS, zero_error_epoch=zero),
+            )
+        )
+        figures.append(
+            (
+                "Layer x epoch heatmaps of PFC1 (trace ratio), PFC2 (ETF Gram error), PFC3 (NCC accuracy), train split",
+                heatmap_figure(rows),
+            )
+        )
+    if pen and any(r[1] == "test" for r in rows):
+        # network-level rows (error, loss) are plotted beside the penultimate metrics: relabel their layer
+        merged = [r if r[2] != "output" else (r[0], r[1], pen, r[3], r[4]) for r in rows]
+        figures.append(
+            (
+                "Train (solid) vs test (dashed) at the penultimate layer, with the network's error and loss",
+                train_test_figure(
+                    merged,
+                    ["nc1", "trace_ratio", "etf_gram_error", "ncc_accuracy", "error", "loss"],
+                    pen,
+                    zero_error_epoch=zero,
+                ),
+            )
+        )
+    return write_report(run_dir / "report.html", title, sections, figures)

@@ -1,0 +1,131 @@
+"""Registered training experiments (``nclab experiment run NAME --scale tiny|cpu|paper``).
+
+* ``fashion-mnist-cnn`` -- the paper 004 figure set at CPU scale: a balanced Fashion-MNIST subset padded to
+  32 x 32, a small CNN, trained with MSE and with CE (paper 004 recipe: SGD 0.9, wd 5e-4, batch 128, lr /10 at
+  1/3 and 2/3 of the epochs), NC1-NC4 at the penultimate layer per measured epoch, train and test, with MSE vs
+  CE overlays (Figs. 3-8, 10, 12 analogues). Needs the Fashion-MNIST files (``dataset-fashion-mnist``).
+* ``digits-mlp-demo`` -- the ``nclab demo`` runs (MSE and CE on the embedded digits).
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+from nclab.experiments import register
+
+__all__ = ["DEMO_CONFIG", "FASHION_MNIST_CNN", "SCALES"]
+
+CONFIG_DIR = Path(__file__).resolve().parents[3] / "configs"
+
+#: The demo run (``configs/demo-digits-mlp.yaml`` holds the same, for ``nclab train``).
+DEMO_CONFIG: dict[str, Any] = {
+    "name": "demo",
+    "seed": 0,
+    "data": {"name": "digits", "per_class": 130, "test_per_class": 43},
+    "model": {
+        "name": "mlp",
+        "options": {"widths": [128, 128, 128], "batchnorm": True},
+        "head": {"kind": "linear", "bias": True},
+    },
+    "loss": {"name": "ce"},
+    "optim": {"name": "sgd", "lr": 0.05, "momentum": 0.9, "weight_decay": 5e-3},
+    "schedule": {"name": "cosine"},
+    "train": {"epochs": 200, "batch_size": 128, "threads": 1},
+    "measure": {"num_log": 16, "splits": ["train", "test"]},
+    "checkpoint": {"every": 5},
+}
+
+#: Fashion-MNIST + small CNN (paper 004 recipe); ``SCALES`` shrink it.
+FASHION_MNIST_CNN: dict[str, Any] = {
+    "name": "fashion-mnist-cnn",
+    "preset": "han2022-mse",
+    "data": {"name": "fashion-mnist", "per_class": 500, "test_per_class": 200, "pad_to": 32},
+    "model": {"name": "cnn", "options": {"channels": [16, 32], "hidden": 128}},
+    "train": {"threads": 2},
+    "measure": {"num_log": 15},
+}
+SCALES: dict[str, dict[str, Any]] = {
+    "tiny": {
+        "preset": "han2022-mse@cpu",
+        "data": {"per_class": 12, "test_per_class": 6},
+        "model": {"options": {"channels": [4, 8], "hidden": 16}},
+        "train": {"epochs": 3, "batch_size": 32},
+        "measure": {"num_log": 2},
+        "report": False,
+    },
+    "cpu": {"preset": "han2022-mse@cpu", "train": {"epochs": 40}},
+    "paper": {"data": {"per_class": None, "test_per_class": None}, "train": {"threads": None}},
+}
+
+
+def _fashion_cfg(scale: str, seed: int, loss: str) -> Any:
+    from nclab.train.config import _deep_merge, resolve_config
+
+    raw = _deep_merge(copy.deepcopy(FASHION_MNIST_CNN), SCALES[scale])
+    preset = raw["preset"].replace("han2022-mse", f"han2022-{loss}")
+    raw = _deep_merge(raw, {"preset": preset, "seed": seed, "name": f"fashion-mnist-cnn-{loss}-{scale}"})
+    return resolve_config(raw)
+
+
+@register(
+    "fashion-mnist-cnn",
+    summary="Fashion-MNIST subset, small CNN, MSE vs CE past zero training error: NC1-NC4 per epoch "
+    "(paper 004 at CPU scale)",
+    paper="004",
+)
+def fashion_mnist_cnn(out: Path, scale: str, seed: int) -> dict[str, Any]:
+    from nclab.report.figures import compare_figure
+    from nclab.report.html import metrics_table_html, write_report
+    from nclab.report.run_report import collapse_summary
+    from nclab.train.trainer import train
+
+    runs = {
+        loss: train(_fashion_cfg(scale, seed, loss), out / loss, overwrite=True, progress=scale != "tiny")
+        for loss in ("mse", "ce")
+    }
+    summary: dict[str, Any] = {}
+    for loss, r in runs.items():
+        summary[f"{loss}_zero_error_epoch"] = r.zero_error_epoch
+        for k, v in collapse_summary(r.rows, r.penultimate, r.zero_error_epoch).items():
+            summary[f"{loss}: {k}"] = v
+    pen = runs["mse"].penultimate
+    metrics = ["nc1", "equinorm", "equiangularity", "max_angle", "self_duality", "ncc_mismatch"]
+    figs = [
+        (
+            f"Paper 004 Figs. 3-8 / 10 analogues at layer {pen}, train split (dotted: zero-error epochs)",
+            compare_figure({k.upper(): (r.rows, r.zero_error_epoch) for k, r in runs.items()}, metrics, pen),
+        ),
+        (
+            "Paper 004 Fig. 12 analogue: NC1 on the test split",
+            compare_figure({k.upper(): (r.rows, r.zero_error_epoch) for k, r in runs.items()}, ["nc1"], pen, "test"),
+        ),
+    ]
+    links = "".join(f'<li><a href="{k}/report.html">{k.upper()} run</a></li>' for k in runs)
+    write_report(
+        out / "report.html",
+        f"fashion-mnist-cnn ({scale})",
+        [
+            (
+                "Runs",
+                f"<ul>{links}</ul>"
+                + metrics_table_html({k: float("nan") if v is None else float(v) for k, v in summary.items()}),
+            )
+        ],
+        figs,
+    )
+    return summary
+
+
+@register(
+    "digits-mlp-demo",
+    summary="The nclab demo: MLP on the embedded digits, MSE and CE past zero training error",
+    paper="004",
+    scales=("tiny", "cpu"),
+)
+def digits_mlp_demo(out: Path, scale: str, seed: int) -> dict[str, Any]:
+    from nclab.train.cli import run_demo
+
+    path = run_demo(out, epochs=4 if scale == "tiny" else None, progress=scale != "tiny")
+    return {"report": str(path)}

@@ -1,0 +1,94 @@
+"""Training losses. Each is ``loss(logits (B, K), y (B,), features (B, d)) -> scalar``.
+
+MSE scale convention (paper 004, spec 004 pitfall 6). Paper 004 writes the loss as
+``L = (1/2) Ave_i ||W h_i + b - y_i||^2 + (lambda/2)(||W||^2 + ||b||^2)`` (eq. (2)) but trains with
+``nn.MSELoss()`` = ``(1/(B K)) sum_{i,k} (f_k(x_i) - y_ik)^2`` = ``(2/K) x`` the data term of L, plus SGD's
+coupled weight decay ``wd`` (the gradient of ``(wd/2)||theta||^2``). Dividing that objective by ``2/K``
+gives eq. (2) with ``lambda = K wd / 2`` -- :func:`paper004_lambda`. ``reduction="sum_half"`` trains on the
+eq. (2) data term itself, for which ``lambda = wd``. (The reference Colab's decomposition uses
+``lambda = wd / 2``, consistent with a loss *summed* over outputs without the 1/2.) Targets are
+``target_scale x`` one-hot (1 in paper 004: "vanilla" MSE).
+
+Within-class cosine regulariser (paper 000 Sec. 6.3, spec 000 pitfall P9). The paper's "average within-class
+cosine similarity divided by the number of data points of each class in the batch" is ambiguous; with
+``u_i = h_i / ||h_i||`` and ``S_c = sum_{i in c} u_i`` over the batch (so ``||S_c||^2`` is the sum of the
+cosines of all ordered pairs of class ``c``, ``n_c`` self-pairs included):
+
+* ``"pairs"`` (default): ``R = mean_c (||S_c||^2 - n_c) / (n_c (n_c - 1))``, the mean cosine of distinct
+  within-class pairs, averaged over the classes with ``n_c >= 2`` in the batch (the batch estimate of
+  ``nclab.metrics.within_class_cosine``);
+* ``"pairs_over_n"``: the literal reading, the same per-class average further divided by ``n_c``;
+* ``"with_self"``: ``mean_c ||S_c||^2 / n_c^2`` (self-pairs included, Kornblith's form).
+
+It is **added** (``loss = CE + cosreg_weight x R``): paper 000 Table 2's Cos Sim falls as the weight grows, so
+the term penalises within-class similarity.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+
+from nclab.train.config import LossConfig
+
+__all__ = ["LossFn", "make_loss", "paper004_lambda", "within_class_cosine_penalty"]
+
+LossFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+def paper004_lambda(weight_decay: float, num_classes: int, reduction: str = "mean") -> float:
+    """The lambda of paper 004 eq. (2) equivalent to training ``MSE(reduction) + (wd/2)||theta||^2``:
+    ``K wd / 2`` for ``nn.MSELoss()`` (``"mean"``), ``wd`` for ``"sum_half"``."""
+    if reduction == "mean":
+        return num_classes * weight_decay / 2.0
+    if reduction == "sum_half":
+        return float(weight_decay)
+    raise ValueError(f"reduction must be 'mean' or 'sum_half', got {reduction!r}")
+
+
+def within_class_cosine_penalty(h: torch.Tensor, y: torch.Tensor, num_classes: int, variant: str = "pairs"):
+    """The batch regulariser ``R`` of the module docstring (differentiable; 0 if no class has a pair)."""
+    u = F.normalize(h, dim=1)
+    S = torch.zeros(num_classes, u.shape[1], dtype=u.dtype, device=u.device).index_add(0, y, u)
+    n = torch.bincount(y, minlength=num_classes).to(u.dtype)
+    sq = (S * S).sum(dim=1)
+    if variant == "with_self":
+        keep = n > 0
+        return (sq[keep] / n[keep] ** 2).mean()
+    keep = n >= 2
+    if not bool(keep.any()):
+        return h.sum() * 0.0
+    per = (sq[keep] - n[keep]) / (n[keep] * (n[keep] - 1))
+    if variant == "pairs":
+        return per.mean()
+    if variant == "pairs_over_n":
+        return (per / n[keep]).mean()
+    raise ValueError(f"unknown cosine-regulariser variant {variant!r}")
+
+
+def make_loss(cfg: LossConfig, num_classes: int) -> LossFn:
+    """The loss of ``cfg`` (see the module docstring for the conventions)."""
+    if cfg.name == "mse":
+        scale, half = cfg.target_scale, cfg.reduction == "sum_half"
+
+        def mse(logits: torch.Tensor, y: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+            target = F.one_hot(y, num_classes).to(logits.dtype) * scale
+            if half:
+                return 0.5 * (logits - target).pow(2).sum(dim=1).mean()
+            return F.mse_loss(logits, target)
+
+        return mse
+
+    tau, ls = cfg.tau, cfg.label_smoothing
+    weight, variant = cfg.cosreg_weight, cfg.cosreg_variant
+    with_reg = cfg.name == "ce_cosreg" and weight > 0
+
+    def ce(logits: torch.Tensor, y: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+        loss = F.cross_entropy(logits / tau if tau != 1.0 else logits, y, label_smoothing=ls)
+        if with_reg:
+            loss = loss + weight * within_class_cosine_penalty(h, y, num_classes, variant)
+        return loss
+
+    return ce

@@ -1,0 +1,196 @@
+"""One measurement of a network on one data split: the eval-mode passes that feed the metric suite.
+
+Pass 1 (forward, hooks on every measured layer): ``ClassStats`` per layer -- ``track="full"`` at the
+penultimate layer (d x d, for NC1, VCI, ranks, probe loss), ``"light"`` (O(K d)) elsewhere, enough for the
+per-layer PFC metrics; the network's loss and error on the split; for cosine heads also full statistics of the
+L2-normalised penultimate features (GNC1, paper 003). Pass 2: the NCC pass (``NCCAccumulator``) per layer,
+against the class means of ``reference`` statistics -- the training split's for a held-out split (spec README,
+"NC4 / NCC"), the split's own otherwise; the classifier ``W, b`` enter at the penultimate layer only (NC4).
+Pass 2 reuses the pass-1 features when they fit in ``cache_mb``, else runs the forward pass again.
+
+Metrics: :func:`nclab.metrics.collapse_report` per layer (so ``trace_ratio`` = PFC1, ``etf_gram_error`` =
+PFC2, ``ncc_accuracy`` = PFC3 at every layer, NC1-NC4 and the rest at the penultimate), plus ``gnc1`` for
+cosine heads. Held-out splits: variability / geometry metrics use the split's own class statistics
+(paper 004 Fig. 12 reading), NCC quantities use the training means.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from nclab.metrics import NCCAccumulator, collapse_report, gnc1
+from nclab.stats import ClassStats
+from nclab.train.hooks import FeatureHooks, LayerSpec, _eval_mode, resolve_layers
+
+__all__ = ["SplitMeasurement", "measure_split"]
+
+OUTPUT_LAYER = "output"  # pseudo-layer of network-level rows (loss, error)
+
+
+@dataclass
+class SplitMeasurement:
+    """Rows ``(layer, metric, value)`` in layer order, the pass-1 statistics per layer, and warnings."""
+
+    rows: list[tuple[str, str, float]]
+    stats: dict[str, ClassStats]
+    error: float
+    loss: float
+    warnings: list[str] = field(default_factory=list)
+
+    def value(self, layer: str, metric: str) -> float:
+        for lay, met, v in self.rows:
+            if lay == layer and met == metric:
+                return v
+        raise KeyError(f"no {metric!r} at layer {layer!r}")
+
+
+def _classifier(model: nn.Module) -> tuple[np.ndarray | None, np.ndarray | None]:
+    head = getattr(model, "head", None)
+    W = getattr(head, "weight", None)
+    if W is None:
+        return None, None
+    b = getattr(head, "bias", None)
+    to = lambda t: t.detach().to("cpu", torch.float64).numpy()  # noqa: E731
+    return to(W), (None if b is None else to(b))
+
+
+@torch.no_grad()
+def measure_split(
+    model: nn.Module,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    num_classes: int,
+    *,
+    layers: LayerSpec = None,
+    penultimate: str | None = None,
+    loss_fn: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
+    reference: Mapping[str, ClassStats] | None = None,
+    full_layers: str = "penultimate",
+    conventions: Mapping[str, Any] | None = None,
+    batch_size: int = 1024,
+    cache_mb: float = 256.0,
+    advance: Callable[[int], None] | None = None,
+) -> SplitMeasurement:
+    """Measure ``model`` on inputs ``x (N, ...)`` with labels ``y (N,)`` (see the module docstring).
+
+    ``layers``: as :func:`nclab.train.hooks.resolve_layers` (default: the model's ``measured_layers()``);
+    ``penultimate``: the layer whose output feeds the classifier (default: the model's ``penultimate_name``,
+    else the last layer); the classifier is read from ``model.head.weight`` / ``.bias`` when present.
+    ``advance(n)`` is called after each batch of each pass (progress bars).
+    """
+    layer_map = resolve_layers(model, layers)
+    if penultimate is None:
+        penultimate = getattr(model, "penultimate_name", None) or next(reversed(layer_map))
+    if penultimate not in layer_map:
+        raise KeyError(f"penultimate layer {penultimate!r} is not among the measured layers {list(layer_map)}")
+    W, b = _classifier(model)
+    head = getattr(model, "head", None)
+    cosine = bool(getattr(head, "cosine", False))
+    N = int(y.shape[0])
+    stats: dict[str, ClassStats] = {}
+    unit_stats = ClassStats(num_classes, W.shape[1], track="full") if (cosine and W is not None) else None
+    cache: dict[str, list[torch.Tensor]] | None = {}
+    cur: dict[str, Any] = {}
+
+    def sink1(name: str, f: torch.Tensor) -> None:
+        s = stats.get(name)
+        if s is None:
+            full = name == penultimate or full_layers == "all"
+            s = stats[name] = ClassStats(num_classes, int(f.shape[1]), track="full" if full else "light")
+        s.update(f, cur["y"])
+        if name == penultimate:
+            cur["h"] = f
+            if unit_stats is not None:
+                unit_stats.update(F.normalize(f.to(torch.float64), dim=1), cur["y"])
+        if cache is not None:
+            cache.setdefault(name, []).append(f.clone())
+
+    loss_sum, wrong = 0.0, 0
+    with _eval_mode(model), FeatureHooks(model, layer_map, sink=sink1):
+        for start in range(0, N, batch_size):
+            xb, yb = x[start : start + batch_size], y[start : start + batch_size]
+            cur["y"] = yb
+            out = model(xb)
+            wrong += int((out.argmax(dim=1) != yb).sum())
+            if loss_fn is not None:
+                loss_sum += float(loss_fn(out, yb, cur.get("h", out))) * int(yb.shape[0])
+            if cache is not None and start == 0:
+                per_sample = sum(c[0][0].numel() * c[0].element_size() for c in cache.values())
+                if per_sample * N > cache_mb * 2**20:
+                    cache = None
+            if advance is not None:
+                advance(int(yb.shape[0]))
+    missing = [n for n in layer_map if n not in stats]
+    if missing:
+        raise RuntimeError(f"layers {missing} produced no output during the forward pass (not on its path?)")
+
+    # pass 2: NCC against the reference means (skipped where a reference class is empty)
+    ref = reference if reference is not None else stats
+    msgs: list[str] = []
+    ncc: dict[str, NCCAccumulator] = {}
+    for name in layer_map:
+        if name not in ref or ref[name].empty_classes.size:
+            msgs.append(f"{name}: no NCC pass (a reference class has no sample)")
+            continue
+        ncc[name] = NCCAccumulator(
+            ref[name], W=W if name == penultimate else None, b=b if name == penultimate else None
+        )
+    if ncc:
+        if cache is not None:
+            for start_i, _ in enumerate(range(0, N, batch_size)):
+                yb = y[start_i * batch_size : (start_i + 1) * batch_size]
+                for name, acc in ncc.items():
+                    acc.update(cache[name][start_i], yb)
+                if advance is not None:
+                    advance(int(yb.shape[0]))
+        else:
+
+            def sink2(name: str, f: torch.Tensor) -> None:
+                if name in ncc:
+                    ncc[name].update(f, cur["y"])
+
+            with _eval_mode(model), FeatureHooks(model, layer_map, sink=sink2):
+                for start in range(0, N, batch_size):
+                    cur["y"] = y[start : start + batch_size]
+                    model(x[start : start + batch_size])
+                    if advance is not None:
+                        advance(int(cur["y"].shape[0]))
+
+    rows: list[tuple[str, str, float]] = []
+    error = wrong / N if N else math.nan
+    loss = loss_sum / N if (N and loss_fn is not None) else math.nan
+    rows.append((OUTPUT_LAYER, "error", error))
+    if loss_fn is not None:
+        rows.append((OUTPUT_LAYER, "loss", loss))
+    for name in layer_map:
+        pen = name == penultimate
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                rep = collapse_report(
+                    stats[name], W=W if pen else None, b=b if pen else None, ncc=ncc.get(name), conventions=conventions
+                )
+                if pen and unit_stats is not None:
+                    rep["gnc1"] = gnc1(unit_stats, check=False)
+            except ValueError as err:  # e.g. an empty class in a small held-out subset
+                msgs.append(f"{name}: metrics skipped ({err})")
+                rep = {}
+        msgs += [f"{name}: {w.message}" for w in caught]
+        rows += [(name, k, float(v)) for k, v in rep.items()]
+    return SplitMeasurement(
+        rows=rows,
+        stats=OrderedDict((n, stats[n]) for n in layer_map),
+        error=error,
+        loss=loss,
+        warnings=list(dict.fromkeys(msgs)),
+    )

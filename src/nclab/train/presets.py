@@ -1,0 +1,84 @@
+"""The papers' training recipes as named presets (partial configs merged under a run's own YAML).
+
+``NAME`` is the paper-scale recipe; ``NAME@cpu`` the same recipe with fewer epochs (milestones given as
+fractions scale with it) for a 2-core machine. Data and model are left to the run.
+
+* ``han2022-mse`` (004 App. A.3, Colab lr): MSE (nn.MSELoss), SGD 0.9, wd 5e-4, batch 128, 350 epochs,
+  lr 0.0184, /10 at 1/3 and 2/3 of the epochs;
+* ``han2022-ce`` (004 / PNAS): the same with CE, lr 0.0679;
+* ``wang2024-pfc`` (002 Sec. 4.3): CE, SGD 0.9, wd 5e-4, batch 128, 350 epochs, lr 0.01 (0.005 for MNIST:
+  override ``optim.lr``), /10 at epochs 117 and 233;
+* ``xu2023-vci`` (000 Sec. 3.2): CE, SGD Nesterov 0.9, wd 8e-5, batch 256, lr 0.1, 10-epoch linear warmup
+  from 1e-5, cosine, 300 epochs;
+* ``jiang2023-gnc`` (003 Fig. 2 / B.3): cosine head tau 0.1, CE, SGD 0.9, wd 5e-4, lr 0.1, cosine, 200 epochs.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+__all__ = ["PRESETS", "preset_dict"]
+
+_SGD_004 = {"name": "sgd", "momentum": 0.9, "weight_decay": 5e-4, "nesterov": False}
+_STEP_THIRDS = {"name": "multistep", "milestone_fractions": [1 / 3, 2 / 3], "gamma": 0.1, "milestones": None}
+
+PRESETS: dict[str, dict[str, Any]] = {
+    "han2022-mse": {
+        "loss": {"name": "mse", "reduction": "mean"},
+        "optim": {**_SGD_004, "lr": 0.0184},
+        "schedule": _STEP_THIRDS,
+        "train": {"epochs": 350, "batch_size": 128, "drop_last": True},
+    },
+    "han2022-ce": {
+        "loss": {"name": "ce"},
+        "optim": {**_SGD_004, "lr": 0.0679},
+        "schedule": _STEP_THIRDS,
+        "train": {"epochs": 350, "batch_size": 128, "drop_last": True},
+    },
+    "wang2024-pfc": {
+        "loss": {"name": "ce"},
+        "optim": {**_SGD_004, "lr": 0.01},
+        "schedule": {"name": "multistep", "milestones": [117, 233], "gamma": 0.1},
+        "train": {"epochs": 350, "batch_size": 128},
+    },
+    "xu2023-vci": {
+        "loss": {"name": "ce"},
+        "optim": {"name": "sgd", "momentum": 0.9, "nesterov": True, "weight_decay": 8e-5, "lr": 0.1},
+        "schedule": {"name": "cosine", "warmup_epochs": 10, "warmup_start_lr": 1e-5},
+        "train": {"epochs": 300, "batch_size": 256},
+    },
+    "jiang2023-gnc": {
+        "model": {"head": {"kind": "cosine", "tau": 0.1}},
+        "loss": {"name": "ce"},
+        "optim": {**_SGD_004, "lr": 0.1},
+        "schedule": {"name": "cosine"},
+        "train": {"epochs": 200, "batch_size": 128},
+    },
+}
+
+# CPU variants: epochs cut; explicit milestones rescaled to the same fractions of the run.
+_CPU_EPOCHS = {"han2022-mse": 60, "han2022-ce": 60, "wang2024-pfc": 60, "xu2023-vci": 50, "jiang2023-gnc": 40}
+
+
+def preset_dict(name: str) -> dict[str, Any]:
+    """The partial config of preset ``name`` (``NAME`` or ``NAME@cpu``)."""
+    base, _, scale = name.partition("@")
+    if base not in PRESETS:
+        raise ValueError(f"unknown preset {base!r}; known: {', '.join(PRESETS)} (append @cpu for the CPU variant)")
+    out = copy.deepcopy(PRESETS[base])
+    if scale in ("", "paper"):
+        pass
+    elif scale == "cpu":
+        full = out["train"]["epochs"]
+        epochs = _CPU_EPOCHS[base]
+        out["train"]["epochs"] = epochs
+        sched = out["schedule"]
+        if sched.get("milestones"):
+            sched["milestones"] = [max(1, round(m * epochs / full)) for m in sched["milestones"]]
+        if sched.get("warmup_epochs"):
+            sched["warmup_epochs"] = max(1, round(sched["warmup_epochs"] * epochs / full))
+    else:
+        raise ValueError(f"unknown preset scale {scale!r} in {name!r}; use NAME or NAME@cpu")
+    out["preset"] = name
+    return out

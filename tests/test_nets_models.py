@@ -1,0 +1,125 @@
+"""Models: measured-layer shapes, penultimate = classifier input; heads; hooks on any nn.Module."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from nclab.nets import CMFHead, FixedHead, build_model, make_head
+from nclab.train.hooks import FeatureHooks, extract_features, resolve_layers
+
+CASES = [
+    ("mlp", (1, 8, 8), {"widths": [16, 12]}, {"layer1": 16, "layer2": 12}),
+    ("fc_resnet", (1, 8, 8), {"width": 10, "num_blocks": 3}, {"layer0": 10, "layer1": 10, "layer2": 10, "layer3": 10}),
+    ("cnn", (1, 28, 28), {"channels": [4, 6], "hidden": 9}, {"block1": 4 * 14 * 14, "block2": 6 * 7 * 7, "fc": 9}),
+    (
+        "vgg11",
+        (3, 32, 32),
+        {"width": 2},
+        {
+            "stage1": 2 * 16 * 16,
+            "stage2": 4 * 8 * 8,
+            "stage3": 8 * 4 * 4,
+            "stage4": 16 * 2 * 2,
+            "stage5": 16,
+            "pool": 16,
+        },
+    ),
+    (
+        "resnet18",
+        (3, 16, 16),
+        {"width": 2},
+        {
+            "stem": 2 * 256,
+            "layer1.0": 2 * 256,
+            "layer1.1": 2 * 256,
+            "layer2.0": 4 * 64,
+            "layer2.1": 4 * 64,
+            "layer3.0": 8 * 16,
+            "layer3.1": 8 * 16,
+            "layer4.0": 16 * 4,
+            "layer4.1": 16 * 4,
+            "pool": 16,
+        },
+    ),
+    (
+        "densenet",
+        (3, 16, 16),
+        {"depth": 10, "growth": 4},
+        {"block1": 6 * 64, "block2": 5 * 16, "block3": 9 * 16, "pool": 9},
+    ),  # 8 -> +4 -> x0.5 -> ...: 12->6, 10->5, 9
+]
+
+
+@pytest.mark.parametrize(("name", "shape", "opts", "dims"), CASES, ids=[c[0] for c in CASES])
+def test_measured_layer_shapes(name, shape, opts, dims):
+    torch.manual_seed(0)
+    model = build_model(name, shape, 5, **opts)
+    assert list(model.measured_layers()) == list(dims)
+    x = torch.randn(3, *shape)
+    feats = extract_features(model, x)
+    assert {k: v.shape for k, v in feats.items()} == {k: (3, d) for k, d in dims.items()}
+    model.eval()
+    with torch.no_grad():
+        h = model.features(x)
+        torch.testing.assert_close(feats[model.penultimate_name], h)  # the last measured layer feeds the head
+        torch.testing.assert_close(model(x), model.head(h))
+    assert model.feature_dim == h.shape[1] and model.penultimate is model.measured_layers()[model.penultimate_name]
+
+
+def test_fc_resnet_blocks_are_residual():
+    torch.manual_seed(0)
+    m = build_model("fc_resnet", (6,), 3, width=5, num_blocks=2).eval()
+    f = extract_features(m, torch.randn(4, 6))
+    lin = m.blocks[0].v[0]
+    torch.testing.assert_close(f["layer1"], f["layer0"] + torch.relu(lin(f["layer0"])))
+
+
+def test_heads():
+    torch.manual_seed(0)
+    h = torch.randn(7, 4)
+    cos = make_head("cosine", 4, 3, tau=0.25)
+    assert float(cos(h).detach().abs().max()) <= 4.0 + 1e-6 and cos.bias is None
+    assert make_head("cosine", 4, 3, logit_scale=4.0).tau == 0.25
+    with pytest.raises(ValueError, match="not both"):
+        make_head("cosine", 4, 3, tau=0.1, logit_scale=10)
+    lin = make_head("linear", 4, 3, bias=False)
+    assert lin.bias is None
+    code = np.eye(3, 4)
+    fixed = FixedHead(code, assignment=[2, 0, 1], cosine=False)
+    np.testing.assert_array_equal(fixed.weight.numpy(), code[[2, 0, 1]])
+    assert not list(fixed.parameters())  # not trained
+    etf = make_head("fixed", 4, 3, code="etf")
+    G = etf.weight @ etf.weight.T
+    torch.testing.assert_close(torch.diag(G), torch.ones(3))
+    torch.testing.assert_close(G[0, 1], torch.tensor(-0.5))
+
+
+def test_cmf_head_ema_closed_form():
+    torch.manual_seed(0)
+    head = CMFHead(3, 2, beta=0.5, renormalize=False)
+    w0 = head.weight.clone()
+    h = torch.tensor([[3.0, 0, 0], [0, 2.0, 0], [0, 0, 5.0]])
+    head.observe(h, torch.tensor([0, 0, 0]))
+    mean_unit = torch.tensor([1.0, 1.0, 1.0]) / 3  # mean of the unit features
+    torch.testing.assert_close(head.weight[0], 0.5 * w0[0] + 0.5 * mean_unit)
+    torch.testing.assert_close(head.weight[1], w0[1])  # class 1 absent: its row is kept
+
+
+def test_hooks_on_a_user_module_by_name_and_regex():
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(4, 6), nn.ReLU(), nn.Linear(6, 5), nn.ReLU(), nn.Linear(5, 2))
+    assert list(resolve_layers(net, r"\d")) == ["0", "1", "2", "3", "4"]
+    assert list(resolve_layers(net, ["1", "3"])) == ["1", "3"]
+    with pytest.raises(KeyError, match="no module named 'fc'"):
+        resolve_layers(net, ["fc"])
+    with pytest.raises(TypeError, match="measured_layers"):
+        resolve_layers(net)
+    x = torch.randn(8, 4)
+    with FeatureHooks(net, ["1", "3"]) as hooks:
+        net(x)
+    torch.testing.assert_close(hooks.features["3"], torch.relu(net[2](torch.relu(net[0](x)))))
+    assert not net[1]._forward_hooks  # removed on exit
+    assert math.prod(hooks.features["1"].shape) == 8 * 6

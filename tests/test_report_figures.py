@@ -1,0 +1,47 @@
+"""Report figures and the self-contained run report."""
+
+import math
+import re
+
+from nclab.report.figures import compare_figure, curves_figure, heatmap_figure, train_test_figure
+from nclab.report.run_report import collapse_summary, write_run_report
+from nclab.train.runio import write_metrics
+
+ROWS = [
+    (e, s, lay, m, v)
+    for e in (0, 1, 3, 10)
+    for s in ("train", "test")
+    for lay, scale in (("a", 1.0), ("b", 0.1))
+    for m, v in (
+        ("trace_ratio", scale / (e + 1)),
+        ("etf_gram_error", 0.5 / (e + 1)),
+        ("ncc_accuracy", 0.9),
+        ("nc1", scale / (e + 1) ** 2),
+    )
+] + [(e, s, "output", "error", max(0.0, 0.3 - 0.1 * e)) for e in (0, 1, 3, 10) for s in ("train", "test")]
+
+
+def _is_png(b: bytes) -> bool:
+    return b[:8] == b"\x89PNG\r\n\x1a\n" and len(b) > 1000
+
+
+def test_figures_are_pngs():
+    assert _is_png(curves_figure(ROWS, ["trace_ratio", "nc1", "missing"], zero_error_epoch=3))
+    assert _is_png(heatmap_figure(ROWS))
+    assert _is_png(train_test_figure(ROWS, ["nc1"], "b", zero_error_epoch=3))
+    assert _is_png(compare_figure({"x": (ROWS, 3), "y": (ROWS, None)}, ["nc1"], "b"))
+
+
+def test_collapse_summary_numbers():
+    s = collapse_summary(ROWS, "b", 3)
+    assert s["nc1 at zero-error epoch"] == 0.1 / 16 and s["nc1 last"] == 0.1 / 121
+    assert abs(s["orders of magnitude after TPT"] - math.log10(121 / 16)) < 1e-12
+
+
+def test_run_report_is_self_contained(tmp_path):
+    write_metrics(ROWS, tmp_path)
+    (tmp_path / "summary.json").write_text('{"zero_error_epoch": 3, "penultimate": "b", "measured_epochs": [0,1,3,10]}')
+    path = write_run_report(tmp_path)
+    text = path.read_text()
+    assert len(re.findall(r'src="data:image/png;base64,', text)) == 5  # loss, penultimate, layers, heatmap, train/test
+    assert not re.search(r'(src|href)="(https?:)?//', text)  # no external asset

@@ -1,0 +1,158 @@
+"""Short real training runs on digits: zero training error detected, collapse, schema, resume, config errors,
+the CLI and the demo."""
+
+import csv
+import math
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from nclab.metrics import REGISTRY
+from nclab.train import ConfigError, read_metrics, resolve_config, train
+from nclab.train.cli import run_demo, train_app
+
+FAST = {
+    "name": "fast",
+    "data": {"name": "digits", "per_class": 40, "test_per_class": 10},
+    "model": {"name": "mlp", "options": {"widths": [32, 32], "batchnorm": True}},
+    "loss": {"name": "ce"},
+    "optim": {"lr": 0.05, "weight_decay": 5e-3},
+    "schedule": {"name": "constant"},
+    "train": {"epochs": 12, "batch_size": 64, "threads": 1},
+    "measure": {"num_log": 4, "zero_error_check": "every_epoch"},
+    "report": False,
+}
+OUTPUT_METRICS = {"loss", "error", "running_loss", "running_error", "lr"}
+
+
+@pytest.fixture(scope="module")
+def fast_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("fast")
+    return train(resolve_config(FAST), out, progress=False)
+
+
+def test_zero_error_reached_and_detected(fast_run):
+    zero = fast_run.zero_error_epoch
+    assert zero is not None and zero < 12
+    # every epoch's eval-mode train error was checked (every_epoch): zero is the first epoch where it is 0
+    err = fast_run.series("error", "output")
+    assert all(err[e] > 0 for e in err if e < zero) and err[zero] == 0.0
+    assert set(range(0, zero + 1)) <= set(err)
+    assert zero in fast_run.measured_epochs and 12 in fast_run.measured_epochs and 0 in fast_run.measured_epochs
+    nc1 = fast_run.series("nc1")
+    assert nc1[12] < nc1[0] and nc1[12] < nc1[zero]
+
+
+def test_metrics_file_schema(fast_run):
+    with open(fast_run.out / "metrics.csv", newline="") as fh:
+        header = next(csv.reader(fh))
+    assert header == ["epoch", "split", "layer", "metric", "value"]
+    rows = read_metrics(fast_run.out)
+    assert rows == [tuple(r) for r in fast_run.rows]
+    assert {r[1] for r in rows} == {"train", "test"}
+    assert {r[2] for r in rows} == {"output", "layer1", "layer2"}
+    for e, _, lay, m, v in rows:
+        assert isinstance(e, int) and 0 <= e <= 12 and isinstance(v, float)
+        assert m in (OUTPUT_METRICS if lay == "output" else REGISTRY), m
+    for e in fast_run.measured_epochs:  # every measured epoch: PFC1-3 at every layer, NC1 at the penultimate
+        for split in ("train", "test"):
+            got = {(lay, m) for ee, s, lay, m, _ in rows if ee == e and s == split}
+            assert {
+                (lay, m) for lay in ("layer1", "layer2") for m in ("trace_ratio", "etf_gram_error", "ncc_accuracy")
+            } <= got
+            assert ("layer2", "nc1") in got and ("layer2", "ncc_mismatch") in got and ("layer1", "nc1") not in got
+    summary = yaml.safe_load((fast_run.out / "summary.json").read_text())
+    assert summary["zero_error_epoch"] == fast_run.zero_error_epoch
+    saved = yaml.safe_load((fast_run.out / "config.yaml").read_text())
+    assert resolve_config(saved) == fast_run.config
+
+
+class _Kill(Exception):
+    pass
+
+
+def test_resume_is_bit_identical_and_loses_nothing(fast_run, tmp_path):
+    out = tmp_path / "run"
+
+    def kill_at_7(epoch):
+        if epoch == 7:
+            raise _Kill
+
+    with pytest.raises(_Kill):
+        train(resolve_config(FAST), out, progress=False, on_epoch_end=kill_at_7)
+    written = (out / "metrics.csv").read_text()
+    assert max(r[0] for r in read_metrics(out)) == 7
+    with pytest.raises(FileExistsError, match="resume"):
+        train(resolve_config(FAST), out, progress=False)
+    resumed = train(resolve_config(FAST), out, resume=True, progress=False)
+    final = (out / "metrics.csv").read_text()
+    assert final.startswith(written)  # nothing already written was lost or changed
+    assert final == (fast_run.out / "metrics.csv").read_text()  # bit-identical to the uninterrupted run
+    assert resumed.zero_error_epoch == fast_run.zero_error_epoch
+    with pytest.raises(ConfigError, match=r"optim\.lr"):
+        train(resolve_config(FAST, ["optim.lr=0.1"]), out, resume=True, progress=False)
+
+
+def test_checkpoint_every_and_partial_epochs(tmp_path):
+    cfg = resolve_config(FAST, ["checkpoint.every=4", "train.epochs=6", "measure.splits=[train]"])
+
+    def kill_at_6(epoch):
+        if epoch == 6:
+            raise _Kill
+
+    with pytest.raises(_Kill):
+        train(cfg, tmp_path, progress=False, on_epoch_end=kill_at_6)
+    # epoch 6 is the last one, so it was checkpointed; an uninterrupted twin gives the same table
+    twin = train(cfg, tmp_path / "twin", progress=False)
+    assert read_metrics(tmp_path) == twin.rows
+
+
+@pytest.mark.parametrize(
+    ("override", "path"),
+    [
+        ("optim.lr=-1", "optim.lr"),
+        ("train.epoch=3", "train.epoch: unknown key"),
+        ("model.options.depth=3", "model.options.depth"),
+        ("model.head.kind=softmax", "model.head.kind"),
+        ("data.name=imagenet", "data.name"),
+        ("measure.conventions={weighting: sideways2}", None),
+        ("measure.conventions={colour: red}", "measure.conventions"),
+        ("loss.label_smoothing=1.5", "loss.label_smoothing"),
+    ],
+)
+def test_bad_config_rejected_with_key_path(override, path):
+    if path is None:  # a bad convention *value* is only caught by the metrics at measurement time
+        resolve_config(FAST, [override])
+        return
+    with pytest.raises(ConfigError) as info:
+        resolve_config(FAST, [override])
+    assert path in str(info.value)
+
+
+def test_cli_train_and_report(tmp_path):
+    cfg_file = tmp_path / "c.yaml"
+    cfg_file.write_text(yaml.safe_dump(FAST))
+    runner = CliRunner()
+    out = tmp_path / "run"
+    res = runner.invoke(
+        train_app,
+        ["train", str(cfg_file), "--set", "train.epochs=3", "--out", str(out), "--no-progress"],
+    )
+    assert res.exit_code == 0, res.output
+    assert (out / "metrics.csv").is_file() and not (out / "report.html").exists() and "zero-error epoch" in res.output
+    bad = runner.invoke(train_app, ["train", str(cfg_file), "--set", "optim.momentum=2", "--out", str(tmp_path / "b")])
+    assert bad.exit_code == 2 and "optim.momentum" in bad.output
+    rep = runner.invoke(train_app, ["report", str(out)])
+    assert rep.exit_code == 0 and (out / "report.html").is_file()
+    assert runner.invoke(train_app, ["report", str(tmp_path)]).exit_code == 2
+
+
+def test_run_demo_short(tmp_path):
+    path = run_demo(tmp_path, epochs=3, progress=False)
+    assert path == tmp_path / "report.html" and path.is_file()
+    for loss in ("mse", "ce"):
+        assert (tmp_path / loss / "metrics.csv").is_file() and (tmp_path / loss / "report.html").is_file()
+        rows = read_metrics(tmp_path / loss)
+        assert {r[2] for r in rows} == {"output", "layer1", "layer2", "layer3"}
+        assert all(math.isfinite(r[4]) for r in rows if r[3] == "nc1")
