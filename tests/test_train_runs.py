@@ -62,6 +62,11 @@ def test_metrics_file_schema(fast_run):
                 (lay, m) for lay in ("layer1", "layer2") for m in ("trace_ratio", "etf_gram_error", "ncc_accuracy")
             } <= got
             assert ("layer2", "nc1") in got and ("layer2", "ncc_mismatch") in got and ("layer1", "nc1") not in got
+    # the parquet file holds the same long table, bit for bit (pyarrow comes with the dev/parquet extras)
+    pq = pytest.importorskip("pyarrow.parquet")
+    table = pq.read_table(fast_run.out / "metrics.parquet").to_pydict()
+    assert list(table) == ["epoch", "split", "layer", "metric", "value"]
+    assert list(zip(*table.values(), strict=True)) == rows
     summary = yaml.safe_load((fast_run.out / "summary.json").read_text())
     assert summary["zero_error_epoch"] == fast_run.zero_error_epoch
     saved = yaml.safe_load((fast_run.out / "config.yaml").read_text())
