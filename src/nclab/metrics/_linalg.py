@@ -63,6 +63,23 @@ def stats_eig(stats: ClassStats, which: str, weighting: str = "balanced") -> tup
     return stats.memo(key, lambda: sym_eig(builders[which]()))
 
 
+def stats_eigvals(stats: ClassStats, which: str, weighting: str = "balanced") -> np.ndarray:
+    """Eigenvalues (descending) of the matrix of :func:`stats_eig`; reuses a cached full decomposition, else
+    computes (and caches) the eigenvalues alone, which is about twice as cheap."""
+    key = ("eig", which, weighting if which == "between" else None)
+    if key in stats._memo:
+        return stats._memo[key][0]
+    builders = {"within": stats.sigma_w, "total": stats.sigma_t, "between": lambda: stats.sigma_b(weighting)}
+    if which not in builders:
+        raise ValueError(f"which must be one of {sorted(builders)}, got {which!r}")
+
+    def compute() -> np.ndarray:
+        A = np.asarray(builders[which](), dtype=np.float64)
+        return np.linalg.eigvalsh((A + A.T) / 2)[::-1].copy()
+
+    return stats.memo(("eigvals", *key[1:]), compute)
+
+
 def psd_pinv(
     A: np.ndarray | None = None,
     *,

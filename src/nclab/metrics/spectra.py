@@ -11,7 +11,7 @@ from typing import Literal
 
 import numpy as np
 
-from nclab.metrics._linalg import DEFAULT_RTOL, psd_pinv, stats_eig
+from nclab.metrics._linalg import DEFAULT_RTOL, psd_pinv, stats_eigvals
 from nclab.metrics._registry import metric
 from nclab.metrics.variability import _check_stats
 from nclab.stats.class_stats import ClassStats, Weighting
@@ -58,11 +58,12 @@ def spectrum(
     """
     if center:
         _validate(stats, which, center)
-        p = psd_pinv(eig=stats_eig(stats, which, weighting), rank="numerical", rtol=rtol)
+        lam = np.maximum(stats_eigvals(stats, which, weighting), 0.0)
     else:
         p = psd_pinv(_matrix(stats, which, weighting, center), rank="numerical", rtol=rtol)
-    lam = p.eigvals.copy()
-    lam[p.rank :] = 0.0
+        lam = p.eigvals.copy()
+    top = lam[0] if lam.size else 0.0
+    lam[lam <= rtol * top] = 0.0  # the pinv policy's numerical zeros
     return lam
 
 

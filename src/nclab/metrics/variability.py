@@ -26,7 +26,7 @@ from typing import Literal
 
 import numpy as np
 
-from nclab.metrics._linalg import DEFAULT_RTOL, RankPolicy, psd_pinv, stats_eig
+from nclab.metrics._linalg import DEFAULT_RTOL, RankPolicy, psd_pinv, stats_eig, stats_eigvals
 from nclab.metrics._registry import REGISTRY, metric
 from nclab.stats.class_stats import ClassStats, Weighting
 
@@ -174,7 +174,7 @@ def _whitened_between(stats: ClassStats, rtol: float) -> tuple[np.ndarray, np.nd
         ww, Vw = stats_eig(stats, "within")  # descending
         if not (ww[-1] > rtol * ww[0] > 0):
             return None
-        wt = stats_eig(stats, "total")[0]
+        wt = stats_eigvals(stats, "total")
         kept_t = wt[wt > rtol * wt[0]]
         if ww[0] / ww[-1] >= kept_t[0] / kept_t[-1]:
             return None

@@ -496,7 +496,7 @@ class ClassStats:
     def means(self) -> np.ndarray:
         """Class means ``mu_k``, ``(K, d)``; raises :class:`EmptyClassError` if a class is empty."""
         counts = self.require_nonempty("class means")
-        return self._get("shift") + self._get("sum_dev") / counts[:, None]
+        return self.memo("means", lambda: self._get("shift") + self._get("sum_dev") / counts[:, None]).copy()
 
     def global_mean(self, weighting: Weighting = "balanced") -> np.ndarray:
         """``(d,)``: the mean of class means (``"balanced"``) or the sample mean (``"empirical"``)."""
@@ -514,6 +514,9 @@ class ClassStats:
     @property
     def class_ss(self) -> np.ndarray:
         """Per-class sum of squared deviations ``sum_{y_i=k} ||h_i - mu_k||^2``, ``(K,)`` (0 for empty classes)."""
+        return self.memo("class_ss", self._class_ss).copy()
+
+    def _class_ss(self) -> np.ndarray:
         counts = self._get("counts")
         S = self._get("sum_dev")
         safe = np.maximum(counts, 1)
