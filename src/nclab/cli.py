@@ -16,20 +16,13 @@ from typing import Annotated, Any
 import numpy as np
 import typer
 import yaml
-from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-app = typer.Typer(
-    name="nclab",
-    help="Measure, simulate and predict neural collapse.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_show_locals=False,
-)
-console = Console()
-err_console = Console(stderr=True)
+from nclab._cli_common import console, err_console, fail, make_app
+
+app = make_app("nclab", "Measure, simulate and predict neural collapse.")
 
 
 class OutputFormat(StrEnum):
@@ -212,8 +205,7 @@ def measure(
         hint = ""
         if isinstance(err, EmptyClassError):
             hint = " (check --num-classes against the labels)"
-        err_console.print(f"[red]error:[/red] {escape(str(err))}{hint}", soft_wrap=True, highlight=False)
-        raise typer.Exit(2) from err
+        fail(err, hint)
     _emit(report, fmt, f"collapse metrics of {features}")
 
 
@@ -276,8 +268,7 @@ def experiment_run(
     try:
         summary = run(name, out, scale=scale, seed=seed)
     except (KeyError, ValueError) as err:
-        err_console.print(f"[red]error:[/red] {escape(str(err))}", soft_wrap=True, highlight=False)
-        raise typer.Exit(2) from err
+        fail(err)
     console.print_json(json.dumps(summary, default=float))
     console.print(f"outputs in [bold]{out}[/bold]")
 

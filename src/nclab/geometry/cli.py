@@ -9,18 +9,11 @@ from typing import Annotated, Any
 
 import numpy as np
 import typer
-from rich.console import Console
 from rich.table import Table
 
-app = typer.Typer(
-    name="codes",
-    help="Spherical codes of paper 003: Softmax Codes, Tammes codes, Thm 3.9 bounds.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_show_locals=False,
-)
-console = Console()
-err_console = Console(stderr=True)
+from nclab._cli_common import console, fail, make_app
+
+app = make_app("codes", "Spherical codes of paper 003: Softmax Codes, Tammes codes, Thm 3.9 bounds.")
 
 
 class Format(StrEnum):
@@ -40,11 +33,6 @@ def _emit(rows: list[dict[str, Any]], fmt: Format, title: str) -> None:
     console.print(table)
 
 
-def _fail(err: Exception) -> None:
-    err_console.print(f"[red]error:[/red] {err}")
-    raise typer.Exit(2) from err
-
-
 def _search(kind: str, d: int, K: int, restarts: int, seed: int, steps: int | None, out: Path | None, fmt: Format):
     from nclab.ufm.spherical import softmax_code_search, tammes_search
 
@@ -52,7 +40,7 @@ def _search(kind: str, d: int, K: int, restarts: int, seed: int, steps: int | No
     try:
         res = fn(d, K, restarts=restarts, seed=seed, steps=steps)
     except ValueError as err:
-        _fail(err)
+        fail(err)
     row: dict[str, Any] = {
         "d": d,
         "K": K,
@@ -122,7 +110,7 @@ def bounds(
             try:
                 b = softmax_code_bounds(dd, kk)
             except ValueError as err:
-                _fail(err)
+                fail(err)
             rows.append({"d": dd, "K": kk, "lower": b.lower, "upper": b.upper, "valid": b.valid, "min_K": b.min_K})
     if fmt == Format.json:
         typer.echo(json.dumps(rows, indent=2))

@@ -8,19 +8,11 @@ from typing import Annotated
 
 import numpy as np
 import typer
-from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
-app = typer.Typer(
-    name="theory",
-    help="Theory engines: MSE decomposition and central-path dynamics (paper 004).",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_show_locals=False,
-)
-console = Console()
-err_console = Console(stderr=True)
+from nclab._cli_common import console, fail, make_app
+
+app = make_app("theory", "Theory engines: MSE decomposition and central-path dynamics (paper 004).")
 
 
 class ProjectionChoice(StrEnum):
@@ -32,11 +24,6 @@ class ConventionChoice(StrEnum):
     mse_mean = "mse_mean"
     mse_sum = "mse_sum"
     paper = "paper"
-
-
-def _fail(err: Exception) -> None:
-    err_console.print(f"[red]error:[/red] {escape(str(err))}", soft_wrap=True, highlight=False)
-    raise typer.Exit(2) from err
 
 
 @app.command()
@@ -58,7 +45,7 @@ def simulate(
             classes, per_class, dim, t_end, projection.value, num_checkpoints=checkpoints, seed=seed, nc_metrics=False
         )
     except (ValueError, RuntimeError) as err:
-        _fail(err)
+        fail(err)
         return
     if json_out:
         typer.echo(json.dumps(run.table(), indent=2))
@@ -117,7 +104,7 @@ def decompose(
             stats, W, b, lam, weight_decay=weight_decay, convention=convention.value, data_loss=R
         )
     except (ValueError, TypeError, KeyError, FileNotFoundError) as err:
-        _fail(err)
+        fail(err)
         return
     if json_out:
         typer.echo(json.dumps(out, indent=2))

@@ -11,26 +11,13 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
+
+from nclab._cli_common import console, err_console, fail, make_app
 
 __all__ = ["report_command", "run_demo", "train_app", "train_command"]
 
-train_app = typer.Typer(
-    name="train",
-    help="Train to the terminal phase and measure collapse; build run reports.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_show_locals=False,
-)
-console = Console()
-err_console = Console(stderr=True)
-
-
-def _fail(err: BaseException) -> None:
-    err_console.print(f"[red]error:[/red] {escape(str(err))}", soft_wrap=True, highlight=False)
-    raise typer.Exit(2) from err
+train_app = make_app("train", "Train to the terminal phase and measure collapse; build run reports.")
 
 
 @train_app.command("train")
@@ -63,7 +50,7 @@ def train_command(
         CorruptDatasetError,
         FloatingPointError,
     ) as err:
-        _fail(err)
+        fail(err)
     _print_result(result)
 
 
@@ -88,7 +75,7 @@ def report_command(run_dir: Annotated[Path, typer.Argument(help="a training run 
     try:
         path = write_run_report(run_dir)
     except (FileNotFoundError, ValueError) as err:
-        _fail(err)
+        fail(err)
     console.print(f"report written to [bold]{path}[/bold]")
 
 

@@ -8,17 +8,11 @@ from typing import Annotated, Any
 
 import numpy as np
 import typer
-from rich.console import Console
 from rich.table import Table
 
-app = typer.Typer(
-    name="ufm",
-    help="Unconstrained-features models: closed forms vs numerical optima (papers 001, 002).",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_show_locals=False,
-)
-console = Console()
+from nclab._cli_common import console, make_app
+
+app = make_app("ufm", "Unconstrained-features models: closed forms vs numerical optima (papers 001, 002).")
 
 
 def _parse_lams(items: list[str]) -> dict[str, float]:
