@@ -48,3 +48,12 @@ def test_within_class_split_keeps_the_digits_of_a_tiny_orthogonal_part():
     assert out["orthogonal"] == pytest.approx((perp**2).sum() / len(y), rel=1e-9)
     assert out["in_span"] == pytest.approx(((D @ U) ** 2).sum() / len(y), rel=1e-12)
     assert out["rank"] == K - 1
+
+
+def test_vci_is_zero_not_negative_when_d_exceeds_n():
+    # d >= N - 1: the fitted probe interpolates, VCI = 0 exactly (spec 000, P5); roundoff must not go below 0
+    rng = np.random.default_rng(0)
+    H = rng.normal(size=(512, 512)).astype(np.float32)
+    y = rng.integers(0, 10, 512)
+    v = vci(ClassStats.from_arrays(H, y))
+    assert v == 0.0 or 0.0 < v < 1e-9

@@ -247,8 +247,9 @@ def vci(
       ~ 1e-16 cond(Sigma_T) in absolute accuracy (VCI = -2e-5 instead of +5e-12 at within-class spread
       1e-6); this form keeps relative accuracy.
 
-    VCI is not
-    clipped to [0, 1]. Returns 1.0 when Sigma_B = 0 (for ``rank="numerical"`` too). Needs ``track="full"``.
+    Roundoff below 0 (at most ``r * 1e-9`` in absolute terms, e.g. -1e-12 when d >= N - 1 and the exact value
+    is 0) is clipped to 0 (paper 000 Thm 5.2: VCI >= 0); anything larger is returned as computed, so a real
+    violation stays visible. Returns 1.0 when Sigma_B = 0 (for ``rank="numerical"`` too). Needs ``track="full"``.
     """
     _check_stats(stats)
     sw = stats.sigma_w()
@@ -271,7 +272,8 @@ def vci(
     trace = pt.rank - pt.trace_with(sw)
     if weighting != "empirical":
         trace -= pt.trace_with(sb_emp - sb)
-    return 1.0 - trace / r
+    value = 1.0 - trace / r
+    return 0.0 if -1e-9 < value < 0.0 else value
 
 
 @metric("within_class_split", "none", "paper 000 Sec. 4.1, Fig. 1 (within-class variance in V_B and V_B^perp)")
