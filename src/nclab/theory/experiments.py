@@ -207,52 +207,32 @@ def mse_decomposition_ufm(out: Path, scale: str, seed: int) -> dict:
 def train_fc_resnet(
     X: np.ndarray, y: np.ndarray, *, blocks: int, steps: int, seed: int, lr: float = 0.05, weight_decay: float = 5e-4
 ) -> list[np.ndarray]:
-    """Train ``h <- h + W2 relu(W1 h)`` blocks (width = input dim) + a linear head with CE, full-batch SGD
-    (momentum 0.9, coupled weight decay); return the features of layers 0..blocks (float64, eval)."""
+    """Train paper 002's fully connected ResNet (:class:`nclab.nets.FCResNet`, width = input dimension, blocks
+    ``x + W2 relu(W1 x)``) with CE, full-batch SGD (momentum 0.9, coupled weight decay); return the eval-mode
+    features of its measured layers (embedding, then every block), float64."""
     import torch
 
+    from nclab.nets import FCResNet
+    from nclab.train.hooks import extract_features
+
     torch.manual_seed(seed)
-    d = X.shape[1]
-    K = int(y.max()) + 1
-
-    class Block(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.inner = torch.nn.Linear(d, d)
-            self.outer = torch.nn.Linear(d, d)
-            with torch.no_grad():  # small residual branches: start near the identity map
-                self.outer.weight.mul_(0.1)
-                self.outer.bias.zero_()
-
-        def forward(self, h: torch.Tensor) -> torch.Tensor:
-            return h + self.outer(torch.relu(self.inner(h)))
-
-    body = torch.nn.ModuleList([Block() for _ in range(blocks)])
-    head = torch.nn.Linear(d, K)
-    params = [*body.parameters(), *head.parameters()]
-    opt = torch.optim.SGD(params, lr=lr, momentum=0.9, weight_decay=weight_decay)
+    model = FCResNet((X.shape[1],), int(y.max()) + 1, width=X.shape[1], num_blocks=blocks, block="double")
+    opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9, weight_decay=weight_decay)
     Xt = torch.tensor(X, dtype=torch.float32)
     yt = torch.tensor(y)
-
-    def layers(x: torch.Tensor) -> list[torch.Tensor]:
-        hs = [x]
-        for blk in body:
-            hs.append(blk(hs[-1]))
-        return hs
-
     # Small matrices: one thread is ~10x faster than torch's pool on a shared 2-core machine.
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
+        model.train()
         for _ in range(steps):
             opt.zero_grad()
-            loss = torch.nn.functional.cross_entropy(head(layers(Xt)[-1]), yt)
-            loss.backward()
+            torch.nn.functional.cross_entropy(model(Xt), yt).backward()
             opt.step()
-        with torch.no_grad():
-            return [h.double().numpy() for h in layers(Xt)]
+        feats = extract_features(model, Xt)
     finally:
         torch.set_num_threads(threads)
+    return [f.double().numpy() for f in feats.values()]
 
 
 def depth_profile(layers: Sequence[np.ndarray], y: np.ndarray, t_grid: np.ndarray) -> dict[str, Any]:
