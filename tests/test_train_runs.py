@@ -23,7 +23,9 @@ FAST = {
     "measure": {"num_log": 4, "zero_error_check": "every_epoch"},
     "report": False,
 }
-OUTPUT_METRICS = {"loss", "error", "running_loss", "running_error", "lr"}
+OUTPUT_METRICS = {"loss", "error", "running_loss", "running_error", "lr"} | {
+    f"mse_{k}" for k in ("L", "L_LS", "L_NC1", "L_NC23", "L_perp", "proximity_ratio")
+}
 
 
 @pytest.fixture(scope="module")
@@ -161,3 +163,32 @@ def test_run_demo_short(tmp_path):
         rows = read_metrics(tmp_path / loss)
         assert {r[2] for r in rows} == {"output", "layer1", "layer2", "layer3"}
         assert all(math.isfinite(r[4]) for r in rows if r[3] == "nc1")
+
+
+def test_mse_runs_log_the_paper004_decomposition(tmp_path):
+    # paper 004 Thms 1-2 at every measured epoch of an MSE run, from the statistics of the measurement pass
+    run_demo(tmp_path, epochs=6, progress=False)
+    rows = read_metrics(tmp_path / "mse")
+    table: dict = {}
+    for e, split, lay, m, v in rows:
+        if lay == "output":
+            table.setdefault((e, split), {})[m] = v
+    measured = [k for k, t in table.items() if "mse_L" in t]
+    assert len(measured) >= 4 and {s for _, s in measured} == {"train", "test"}
+    K = 10
+    penalty = {}
+    for (e, _split), t in table.items():
+        if "mse_L" not in t:
+            continue
+        assert t["mse_L"] == pytest.approx(t["mse_L_NC1"] + t["mse_L_NC23"] + t["mse_L_perp"], rel=1e-9)
+        assert t["mse_L_LS"] == pytest.approx(t["mse_L_NC1"] + t["mse_L_NC23"], rel=1e-9)
+        assert t["mse_L_perp"] >= 0 and t["mse_L_LS"] <= t["mse_L"] * (1 + 1e-12)
+        assert t["mse_proximity_ratio"] == pytest.approx(t["mse_L_perp"] / t["mse_L_LS"], rel=1e-9)
+        # independent check: L (from class statistics) minus the per-sample eval loss of the same pass
+        # (nn.MSELoss mean = 2/K of paper 004's data term) is the weight penalty, the same on both splits
+        penalty.setdefault(e, []).append(t["mse_L"] - K / 2 * t["loss"])
+    for e, vals in penalty.items():
+        # the eval loss is a float32 forward pass (the statistics are float64): float32-level agreement
+        assert len(vals) == 2 and vals[0] == pytest.approx(vals[1], rel=1e-5) and vals[0] > 0, e
+    # the CE run has no decomposition
+    assert not any(m.startswith("mse_") for _, _, _, m, _ in read_metrics(tmp_path / "ce"))

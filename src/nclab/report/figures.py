@@ -182,6 +182,25 @@ def train_test_figure(
     return _png(fig)
 
 
+def decomposition_figure(rows: Sequence[Row], *, split: str = "train", zero_error_epoch: int | None = None) -> bytes:
+    """Paper 004 Fig. 2: the MSE loss and its decomposition L = L_NC1 + L_NC2/3 + L_perp on one log axis, and the
+    proximity ratio L_perp / L_LS (the central-path approximation holds where it is small)."""
+    fig, axes = _grid(2, ncols=2)
+    for key, label in (("L", "L"), ("L_NC1", "L_NC1"), ("L_NC23", "L_NC2/3"), ("L_perp", "L_perp"), ("L_LS", "L_LS")):
+        e, v = series(rows, f"mse_{key}", "output", split)
+        if e.size:
+            axes[0, 0].plot(e, np.maximum(v, 1e-300), marker="o", ms=2.5, lw=1.2, label=label)
+    _decorate(axes[0, 0], "mse decomposition", zero_error_epoch, log=True)
+    axes[0, 0].set_title(f"MSE loss decomposition ({split})", fontsize=9)
+    axes[0, 0].legend(fontsize=6)
+    e, v = series(rows, "mse_proximity_ratio", "output", split)
+    axes[0, 1].plot(e, np.maximum(v, 1e-300), marker="o", ms=2.5, lw=1.2, color="C4")
+    _decorate(axes[0, 1], "proximity", zero_error_epoch, log=True)
+    axes[0, 1].set_title("L_perp / L_LS (distance from the central path)", fontsize=9)
+    fig.tight_layout()
+    return _png(fig)
+
+
 def compare_figure(
     runs: Mapping[str, tuple[Sequence[Row], int | None]], metrics: Sequence[str], layer: str, split: str = "train"
 ) -> bytes:

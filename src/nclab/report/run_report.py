@@ -12,7 +12,14 @@ from pathlib import Path
 
 import yaml
 
-from nclab.report.figures import curves_figure, heatmap_figure, layers_of, series, train_test_figure
+from nclab.report.figures import (
+    curves_figure,
+    decomposition_figure,
+    heatmap_figure,
+    layers_of,
+    series,
+    train_test_figure,
+)
 from nclab.report.html import metrics_table_html, write_report
 
 __all__ = ["PENULTIMATE_METRICS", "collapse_summary", "write_run_report"]
@@ -115,6 +122,13 @@ def write_run_report(run_dir: str | Path, title: str | None = None) -> Path:
             (
                 f"Collapse metrics at the penultimate layer ({pen}), train split",
                 curves_figure(rows, PENULTIMATE_METRICS, layers=[pen], zero_error_epoch=zero),
+            )
+        )
+    if any(r[3] == "mse_L_NC1" for r in rows):
+        figures.append(
+            (
+                "MSE loss decomposition at the penultimate layer (paper 004, Fig. 2): L = L_NC1 + L_NC2/3 + L_perp",
+                decomposition_figure(rows, zero_error_epoch=zero),
             )
         )
     layers = [lay for lay in layers_of(rows, "trace_ratio") if lay != "output"]

@@ -41,11 +41,12 @@ LossFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 def paper004_lambda(weight_decay: float, num_classes: int, reduction: str = "mean") -> float:
     """The lambda of paper 004 eq. (2) equivalent to training ``MSE(reduction) + (wd/2)||theta||^2``:
     ``K wd / 2`` for ``nn.MSELoss()`` (``"mean"``), ``wd`` for ``"sum_half"``."""
-    if reduction == "mean":
-        return num_classes * weight_decay / 2.0
-    if reduction == "sum_half":
-        return float(weight_decay)
-    raise ValueError(f"reduction must be 'mean' or 'sum_half', got {reduction!r}")
+    from nclab.theory.mse import paper_lambda  # the one definition of the mapping
+
+    conventions = {"mean": "mse_mean", "sum_half": "paper"}
+    if reduction not in conventions:
+        raise ValueError(f"reduction must be 'mean' or 'sum_half', got {reduction!r}")
+    return paper_lambda(weight_decay, num_classes, conventions[reduction])
 
 
 def within_class_cosine_penalty(h: torch.Tensor, y: torch.Tensor, num_classes: int, variant: str = "pairs"):

@@ -37,9 +37,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from nclab.data import ArrayDataset, load
 from nclab.nets import CollapseNet, build_model
+from nclab.theory.mse import mse_decomposition_from_stats
 from nclab.train.config import ConfigError, RunConfig, resolve_config
 from nclab.train.losses import LossFn, make_loss, paper004_lambda
-from nclab.train.measure import OUTPUT_LAYER, measure_split
+from nclab.train.measure import OUTPUT_LAYER, _classifier, measure_split
 from nclab.train.optim import lr_at, make_optimizer
 from nclab.train.runio import Row, atomic_torch_save, atomic_write_text, write_metrics
 
@@ -213,7 +214,24 @@ class _Run:
             for w in res.warnings:
                 self.log(f"epoch {epoch} {split}: {w}")
             rows += [(epoch, split, lay, met, v) for lay, met, v in res.rows]
+            rows += [(epoch, split, OUTPUT_LAYER, met, v) for met, v in self._mse_decomposition(model, res, data)]
         return rows, train_error
+
+    def _mse_decomposition(self, model: CollapseNet, res: Any, data: ArrayDataset) -> list[tuple[str, float]]:
+        """Paper 004's loss decomposition (Fig. 2) of an MSE run at the penultimate layer: L = L_NC1 + L_NC2/3 +
+        L_perp, with the lambda this run trains with (``paper004_lambda``). Only for MSE on unit one-hot targets
+        with a linear head, from the full ClassStats of the same pass (no extra pass)."""
+        loss = self.cfg.loss
+        stats = res.stats.get(model.penultimate_name)
+        W, b = _classifier(model)
+        if loss.name != "mse" or loss.target_scale != 1.0 or W is None or stats is None or stats.track != "full":
+            return []
+        if getattr(model.head, "cosine", False) or stats.empty_classes.size:
+            return []
+        lam = paper004_lambda(self.cfg.optim.weight_decay, data.num_classes, loss.reduction)
+        dec = mse_decomposition_from_stats(stats, W, b, lam=lam)
+        keys = ("L", "L_LS", "L_NC1", "L_NC23", "L_perp", "proximity_ratio")
+        return [(f"mse_{k}", float(dec[k])) for k in keys]
 
     # ------------------------------------------------------------------ checkpoint
     def save(self, state: dict[str, Any], keep: bool) -> None:
