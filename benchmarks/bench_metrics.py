@@ -49,9 +49,16 @@ def main() -> None:
     t0 = time.perf_counter()
     report = collapse_report(stats)
     t_report = time.perf_counter() - t0
+    tracemalloc.start()  # a second run, traced (tracing slows allocation-heavy code: timed untraced above)
+    collapse_report(stats)
+    _, peak_report = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    dxd = d * d * 8 / 2**20
     print(f"d={d} K={K} N={K * n}: ClassStats {t_stats:.2f} s")
     print(f"one eigh of a {d}x{d} matrix      {t_eigh:8.3f} s")
     print(f"collapse_report ({len(report)} values)  {t_report:8.3f} s  = {t_report / t_eigh:.1f} eigh-equivalents")
+    peak_mib = peak_report / 2**20
+    print(f"collapse_report peak traced memory {peak_mib:.0f} MiB = {peak_mib / dxd:.1f} d x d float64 matrices")
 
     Kc, dc = args.cdnv_k, args.cdnv_d
     yc = np.repeat(np.arange(Kc), 3)
