@@ -23,7 +23,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
-from matplotlib.ticker import NullLocator
+from matplotlib.ticker import LogLocator, NullLocator
 
 from nclab.metrics import REGISTRY
 
@@ -77,6 +77,8 @@ def _decorate(ax: plt.Axes, metric: str, zero_epoch: int | None, log: bool) -> N
         ax.set_xlim(-0.3, right)
     if log:
         ax.set_yscale("log")
+        # 1-2-5 major ticks: values spanning less than a decade still get labelled (minor ticks are off below)
+        ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
     if zero_epoch is not None:
         ax.axvline(zero_epoch, color="red", lw=1.2, ls="--", label=f"zero train error (epoch {zero_epoch})")
     ax.set_title(_LABELS.get(metric, metric), fontsize=9)

@@ -55,8 +55,24 @@ SCALES: dict[str, dict[str, Any]] = {
         "measure": {"num_log": 2},
         "report": False,
     },
-    "cpu": {"preset": "han2022-mse@cpu", "train": {"epochs": 40}},
+    # CPU scale: 2,000 training images and a cosine schedule over 80 epochs. The paper's step schedule with the
+    # 350-epoch learning rates never reaches zero training error in 40-80 epochs here (measured: 8.5% MSE, 0.4% CE).
+    "cpu": {
+        "preset": "han2022-mse@cpu",
+        "data": {"per_class": 200, "test_per_class": 100},
+        "train": {"epochs": 80},
+        "schedule": {"name": "cosine"},
+        "measure": {"num_log": 12},
+    },
     "paper": {"data": {"per_class": None, "test_per_class": None}, "train": {"threads": None}},
+}
+
+
+#: Per-loss settings of the CPU scale (measured on the CPU-scale subset: CE reaches zero training error at epoch
+#: ~27; MSE on paper 004's own loss scaling, lambda = wd, reaches 0.4% in 80 epochs, the small CNN's limit).
+CPU_LOSS_OVERRIDES: dict[str, dict[str, Any]] = {
+    "mse": {"loss": {"reduction": "sum_half"}, "optim": {"lr": 0.02}},
+    "ce": {"optim": {"lr": 0.05}},
 }
 
 
@@ -66,6 +82,8 @@ def _fashion_cfg(scale: str, seed: int, loss: str) -> Any:
     raw = _deep_merge(copy.deepcopy(FASHION_MNIST_CNN), SCALES[scale])
     preset = raw["preset"].replace("han2022-mse", f"han2022-{loss}")
     raw = _deep_merge(raw, {"preset": preset, "seed": seed, "name": f"fashion-mnist-cnn-{loss}-{scale}"})
+    if scale == "cpu":
+        raw = _deep_merge(raw, CPU_LOSS_OVERRIDES[loss])
     return resolve_config(raw)
 
 
