@@ -26,6 +26,7 @@ float32 argmax in near-ties.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -135,35 +136,43 @@ class NCCAccumulator:
     # ------------------------------------------------------------------ accumulation
     def ncc_predict(self, features: Any) -> torch.Tensor:
         """NCC predictions ``argmin_k ||h - mu_k||`` of ``features (B, d)`` (int64, accumulator's device)."""
-        x = self._features(features)
-        return self._ncc(x)
+        x = self._features(_to_tensor(features, "features"))
+        return torch.cat([self._ncc(xc) for xc in self._chunks(x)]) if x.shape[0] else x.new_zeros(0, dtype=torch.long)
 
-    def _features(self, features: Any) -> torch.Tensor:
-        x = _to_tensor(features, "features")
-        if x.ndim != 2:
-            raise ValueError(f"features must be 2-D (B, d), got shape {tuple(x.shape)}")
-        if x.shape[1] != self.dim:
-            raise ValueError(f"features have dim {x.shape[1]}, but these ClassStats were built for dim {self.dim}")
+    def _features(self, x: torch.Tensor) -> torch.Tensor:
+        """Checked features on the accumulator's device, in their own dtype (converted per chunk)."""
+        if x.ndim != 2 or x.shape[1] != self.dim:
+            raise ValueError(f"features must be (B, {self.dim}), got shape {tuple(x.shape)}")
         if not x.is_floating_point():
             raise TypeError(f"features must have a floating dtype, got {x.dtype}")
         if self._counts is None:
             self._allocate(x.device)
-        x = x.to(device=self._device, dtype=torch.float64)
-        if self.check_finite and not bool(torch.isfinite(x).all()):
-            rows = torch.nonzero(~torch.isfinite(x).all(dim=1)).flatten()[:5].tolist()
-            raise ValueError(f"features contain NaN or inf (first bad rows of this batch: {rows})")
+        x = x.to(device=self._device)
+        # NaN/inf anywhere in a row makes its float64 norm non-finite: one O(B d) read, no float64 copy
+        if self.check_finite and x.shape[0]:
+            norms = torch.cat([torch.linalg.vector_norm(xc, dim=1, dtype=torch.float64) for xc in self._chunks(x)])
+            if not bool(torch.isfinite(norms).all()):
+                rows = torch.nonzero(~torch.isfinite(x).all(dim=1)).flatten()[:5].tolist()
+                raise ValueError(f"features contain NaN or inf (first bad rows of this batch: {rows})")
         return x
 
+    def _chunks(self, x: torch.Tensor) -> Iterator[torch.Tensor]:
+        """Row chunks whose float64 copies stay around 1 MB (wide conv features: d up to tens of thousands)."""
+        rows = x.shape[0] if x.shape[0] * self.dim <= (1 << 17) else max(16, (1 << 17) // self.dim)
+        for start in range(0, x.shape[0], rows):
+            yield x[start : start + rows]
+
     def _ncc(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.to(torch.float64)
         scores = self._m_sq - 2.0 * ((x - self._mu_g) @ self._m.T)  # ||h - mu_k||^2 - ||h - mu_G||^2
         return torch.argmin(scores, dim=1)
 
     def update(self, features: Any, labels: Any) -> NCCAccumulator:
         """Accumulate a batch: ``features (B, d)`` (any float dtype), integer ``labels (B,)`` in [0, K)."""
         x, y = check_batch(features, labels, self.dim)
-        x = self._features(x)
         if x.shape[0] == 0:
             return self
+        x = self._features(x)
         y = y.to(device=self._device, dtype=torch.int64)
         check_label_range(y, self.num_classes)
         c = self._counts
@@ -173,11 +182,11 @@ class NCCAccumulator:
         def add(key: str, mask: torch.Tensor) -> None:
             c[key] += torch.bincount(y[mask], minlength=K)
 
-        ncc = self._ncc(x)
+        ncc = torch.cat([self._ncc(xc) for xc in self._chunks(x)])
         c["class_counts"] += torch.bincount(y, minlength=K)
         add("ncc_correct", ncc == y)
         if self._W is not None:
-            logits = x @ self._W.T
+            logits = torch.cat([xc.to(torch.float64) @ self._W.T for xc in self._chunks(x)])
             nobias = torch.argmax(logits, dim=1)
             clf = torch.argmax(logits + self._b, dim=1) if self._b is not None else nobias
             add("clf_correct", clf == y)
