@@ -203,7 +203,7 @@ class MeasureConfig(_Strict):
 
 class CheckpointConfig(_Strict):
     every: PosInt = 1  # checkpoint (and rewrite metrics.csv) every this many epochs, and at the last epoch
-    keep_measured: bool = False  # also keep checkpoints/epoch_XXXX.pt at every measured epoch
+    keep_measured: bool = False  # also keep checkpoints/epoch_NNNN.pt at every measured epoch
 
 
 class RunConfig(_Strict):
