@@ -26,8 +26,8 @@ import torch
 from nclab.metrics._linalg import DEFAULT_RTOL, psd_pinv
 from nclab.metrics._registry import metric
 from nclab.metrics.geometry import _as_rows, _unit_rows
-from nclab.metrics.variability import _SB_ZERO
-from nclab.stats.class_stats import ClassStats, Weighting
+from nclab.metrics.variability import _SB_ZERO, nc1
+from nclab.stats.class_stats import ClassStats, Weighting, check_weighting
 
 __all__ = ["check_normalized_stats", "gnc1", "gnc3", "normalize_features"]
 
@@ -113,25 +113,19 @@ def gnc1(
     if check:
         check_normalized_stats(stats, tol)
     counts = stats.require_nonempty("gnc1")
+    if center:  # Papyan's NC1 of the normalised features: the one nc1
+        return nc1(stats, weighting=weighting, rtol=rtol)
+    check_weighting(weighting)
     K, d = stats.num_classes, stats.dim
-    sw = stats.sigma_w()
-    if center:
-        sb = stats.sigma_b(weighting)
-        max_rank = min(d, K - 1)
-    else:
-        if weighting not in ("balanced", "empirical"):
-            raise ValueError(f"weighting must be 'balanced' or 'empirical', got {weighting!r}")
-        mu = stats.means
-        w = np.full(K, 1.0 / K) if weighting == "balanced" else counts / counts.sum()
-        sb = (mu * w[:, None]).T @ mu
-        max_rank = min(d, K)
-    # Sigma_B = 0 up to roundoff (nc1's threshold: centring equal means leaves rounding noise, which the
-    # pseudo-inverse would otherwise invert): no class separation, inf, as nc1
-    scale = float(np.linalg.norm(stats.means, axis=1).max())
-    p = psd_pinv(sb, max_rank=max_rank, rtol=rtol)
+    mu = stats.means
+    w = np.full(K, 1.0 / K) if weighting == "balanced" else counts / counts.sum()
+    sb = (mu * w[:, None]).T @ mu
+    # Sigma_B = 0 up to roundoff (nc1's threshold): no class separation, inf, as nc1
+    scale = float(np.linalg.norm(mu, axis=1).max())
+    p = psd_pinv(sb, max_rank=min(d, K), rtol=rtol)
     if p.rank == 0 or np.trace(sb) <= _SB_ZERO * scale**2:
         return float("inf")
-    return float(np.sum(sw * p.pinv) / K)
+    return p.trace_with(stats.sigma_w()) / K
 
 
 @metric(
