@@ -482,8 +482,8 @@ class ClassStats:
 
     def require_nonempty(self, what: str) -> np.ndarray:
         """Counts ``(K,)``; raises :class:`EmptyClassError` naming the empty classes (``what`` needs them all)."""
-        counts = self._get("counts")
-        empty = np.flatnonzero(counts == 0)
+        counts = self.memo("counts", lambda: self._get("counts").copy())  # read-only; checked once per state
+        empty = self.memo("empty_classes", lambda: np.flatnonzero(counts == 0))
         if empty.size:
             shown = ", ".join(map(str, empty[:10])) + (" ..." if empty.size > 10 else "")
             raise EmptyClassError(

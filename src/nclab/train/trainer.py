@@ -25,6 +25,7 @@ import math
 import shutil
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,7 @@ import torch
 import yaml
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from threadpoolctl import threadpool_limits
 
 from nclab.data import ArrayDataset, load
 from nclab.nets import CollapseNet, build_model
@@ -304,8 +306,13 @@ def train(
     prev_threads = torch.get_num_threads()
     if cfg.train.threads:
         torch.set_num_threads(cfg.train.threads)
+    # train.threads governs the BLAS of numpy/scipy too (the measurements' syrk and eigendecompositions): with
+    # torch on one thread and OpenBLAS on two, a few BLAS calls per run stall for 100+ ms waking their pool
+    # (measured: the demo's eigh time 0.75 s -> 0.07 s, benchmarks/RESULTS.md)
+    blas = threadpool_limits(limits=cfg.train.threads, user_api="blas") if cfg.train.threads else nullcontext()
     try:
-        return _train(cfg, out, state, console, progress, on_epoch_end)
+        with blas:
+            return _train(cfg, out, state, console, progress, on_epoch_end)
     finally:
         torch.set_num_threads(prev_threads)
 
