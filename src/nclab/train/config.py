@@ -171,7 +171,7 @@ class TrainConfig(_Strict):
     epochs: PosInt = 100
     batch_size: PosInt = 128
     drop_last: bool = True  # the paper 004 Colab skips the last incomplete batch
-    threads: PosInt | None = None  # torch.set_num_threads for the run (None: leave as is)
+    threads: PosInt | None = None  # torch and numpy/scipy BLAS threads for the run (None: leave as they are)
     device: str = "cpu"  # "cuda" works; bit-identical resume is only promised on the CPU
 
 
