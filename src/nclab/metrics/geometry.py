@@ -40,8 +40,8 @@ from collections.abc import Iterator
 from typing import Any, Literal
 
 import numpy as np
-import torch
 
+from nclab._arrays import as_rows
 from nclab.metrics._registry import REGISTRY, metric
 from nclab.stats.class_stats import ClassStats, Weighting
 
@@ -72,29 +72,13 @@ class TargetUnattainableWarning(UserWarning):
 
 
 # ---------------------------------------------------------------------------------------------- helpers
-def _as_rows(X: Any, name: str = "X") -> np.ndarray:
-    """``(K, d)`` float64 numpy copy of a numpy array or torch tensor, checked 2-D, K >= 2, finite."""
-    if isinstance(X, torch.Tensor):
-        X = X.detach().cpu().to(torch.float64).numpy()
-    A = np.array(X, dtype=np.float64)
-    if A.ndim != 2:
-        raise ValueError(f"{name} must be 2-D (K, d) with one row per class, got shape {A.shape}")
-    if A.shape[0] < 2:
-        raise ValueError(f"{name} needs at least 2 rows (classes), got {A.shape[0]}")
-    if A.shape[1] < 1:
-        raise ValueError(f"{name} needs at least one column, got shape {A.shape}")
-    if not np.all(np.isfinite(A)):
-        raise ValueError(f"{name} contains NaN or inf")
-    return A
-
-
 def _vectors(X: ClassStats | Any, center: bool, weighting: Weighting, name: str = "X") -> tuple[np.ndarray, float]:
     """Rows to measure and the scale (largest uncentred row norm) that defines "zero" for them."""
     if isinstance(X, ClassStats):
         raw = X.means  # raises EmptyClassError with a clear message if a class is empty
         V = X.centered_means(weighting) if center else raw
     else:
-        raw = _as_rows(X, name)
+        raw = as_rows(X, name)
         V = raw - raw.mean(axis=0) if center else raw
     scale = float(np.linalg.norm(raw, axis=1).max())
     return V, scale
@@ -365,7 +349,7 @@ def self_duality(
     if variant == "cosine" and squared is not None:
         raise ValueError("squared applies to the 'frobenius' and 'gram' variants only")
     M, m_scale = _vectors(stats, center=center_means, weighting=weighting, name="means")
-    Wr = _as_rows(W, "W")
+    Wr = as_rows(W, "W")
     if Wr.shape != M.shape:
         raise ValueError(f"W has shape {Wr.shape}, but the class means have shape {M.shape}")
     w_scale = float(np.linalg.norm(Wr, axis=1).max())

@@ -23,9 +23,10 @@ from typing import Any
 import numpy as np
 import torch
 
+from nclab._arrays import as_rows
 from nclab.metrics._linalg import DEFAULT_RTOL, psd_pinv
 from nclab.metrics._registry import metric
-from nclab.metrics.geometry import _as_rows, _unit_rows
+from nclab.metrics.geometry import _unit_rows
 from nclab.metrics.variability import _SB_ZERO, nc1
 from nclab.stats.class_stats import ClassStats, Weighting, check_weighting
 
@@ -149,7 +150,7 @@ def gnc3(W: Any, stats: ClassStats, *, normalize_w: bool = True, renormalize_mea
         raise TypeError(f"gnc3 expects ClassStats, got {type(stats).__name__}")
     counts = stats.require_nonempty("gnc3")
     hbar = stats.unit_sums / counts[:, None].astype(np.float64)
-    Wr = _as_rows(W, "W")
+    Wr = as_rows(W, "W")
     if Wr.shape != hbar.shape:
         raise ValueError(f"W has shape {Wr.shape}, but the ClassStats have (K, d) = {hbar.shape}")
     if normalize_w:

@@ -13,11 +13,11 @@ from typing import Any
 import numpy as np
 import torch
 
+from nclab._arrays import as_rows
 from nclab.metrics._registry import REGISTRY
 from nclab.metrics.cdnv import cdnv
 from nclab.metrics.cosine import class_separation, within_class_cosine
 from nclab.metrics.geometry import (
-    _as_rows,
     equiangularity,
     equinorm,
     etf_gram_error,
@@ -162,7 +162,7 @@ def _report(
         out["orthogonal_frame_error"] = orthogonal_frame_error(stats)
 
     if W is not None:
-        Wa = _as_rows(W, "W")
+        Wa = as_rows(W, "W")
         if Wa.shape != (stats.num_classes, stats.dim):
             raise ValueError(f"W must be (K, d) = ({stats.num_classes}, {stats.dim}), got {Wa.shape}")
         out["equinorm_w"] = equinorm(Wa, ddof=c["ddof"])

@@ -10,7 +10,7 @@ import numpy as np
 import typer
 from rich.table import Table
 
-from nclab._cli_common import console, make_app
+from nclab._cli_common import console, fail, make_app
 
 app = make_app("ufm", "Unconstrained-features models: closed forms vs numerical optima (papers 001, 002).")
 
@@ -91,17 +91,13 @@ def solve(
     as_json: Annotated[bool, typer.Option("--json", help="print JSON instead of a table")] = False,
 ) -> None:
     """Solve MODEL numerically and print theory vs numeric side by side."""
-    from nclab.ufm.models import make_spec
+    from nclab.ufm.models import lambda_keys
     from nclab.ufm.solvers import solve as ufm_solve
 
-    defaults = {
-        "mse-bias-free": ("W", "H"),
-        "mse-bias": ("W", "H"),
-        "mse-regbias": ("W", "H", "b"),
-        "ce-wd": ("W", "H"),
-        "mufm": ("W", "transport"),
-    }
-    keys = defaults.get(model, ("H1", *(f"W{i}" for i in range(1, (depth or 2) + 1))))
+    try:
+        keys = lambda_keys(model, depth)
+    except ValueError as err:
+        fail(err)
     lams = _parse_lams(lam) if lam else dict.fromkeys(keys, 5e-3)
     options: dict[str, Any] = {"convention": convention}
     if depth is not None:
@@ -111,20 +107,9 @@ def solve(
             raise typer.BadParameter("--iters applies to --solver gd", param_hint="--iters")
         options.update(iters=iters, metrics_every=0, log_every=max(1, iters // 100))
     try:
-        make_spec(
-            model,
-            K=K,
-            n=n,
-            d=d,
-            lams=lams,
-            convention=convention,
-            depth=depth,
-            X=np.zeros((K * n, d)) if model == "mufm" else None,
-        )
         result = ufm_solve(model, K=K, n=n, d=d, lams=lams, solver=solver, seed=seed, **options)
     except ValueError as err:
-        console.print(f"[red]error:[/red] {err}")
-        raise typer.Exit(2) from None
+        fail(err)
     rows = side_by_side(result)
     if as_json:
         typer.echo(json.dumps({q: {"theory": t, "numeric": v} for q, t, v in rows}, indent=2))
@@ -147,7 +132,7 @@ def solve(
 @app.command("models")
 def list_models() -> None:
     """List the UFM models and their lambda keys."""
-    from nclab.ufm.models import MODELS
+    from nclab.ufm.models import MODELS, lambda_keys
 
     for m in MODELS:
-        console.print(m)
+        console.print(f"{m}: lams {', '.join(lambda_keys(m))}")

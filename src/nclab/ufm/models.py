@@ -153,6 +153,16 @@ _REQUIRED: dict[str, tuple[str, ...]] = {
 }
 
 
+def lambda_keys(model: str, depth: int | None = None) -> tuple[str, ...]:
+    """The ridge weights ``lams`` that ``model`` needs: ``W, H`` (and ``b`` for mse-regbias, ``transport`` for
+    mufm); ``H1, W1 .. W{depth}`` for the extended models (depth 2 by default)."""
+    if model.startswith("extended"):
+        return ("H1", *(f"W{i}" for i in range(1, (2 if depth is None else depth) + 1)))
+    if model not in _REQUIRED:
+        raise ValueError(f"unknown model {model!r}; known: {', '.join(MODELS)}")
+    return _REQUIRED[model]
+
+
 def make_spec(
     model: str,
     *,
@@ -185,12 +195,12 @@ def make_spec(
     extended = model.startswith("extended")
     if extended:
         depth = _check_int("depth", 2 if depth is None else depth, 2)
-        required: tuple[str, ...] = ("H1", *(f"W{i}" for i in range(1, depth + 1)))
+        required = lambda_keys(model, depth)
     else:
         if depth not in (None, 1):
             raise ValueError(f"depth applies to the extended models only, got depth={depth} for {model!r}")
         depth = 1
-        required = _REQUIRED[model]
+        required = lambda_keys(model)
     default_bias: BiasMode = {"mse-bias": "free", "mse-regbias": "ridge"}.get(model, "none")  # type: ignore[assignment]
     if bias is None:
         bias = default_bias
