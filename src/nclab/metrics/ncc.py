@@ -26,7 +26,6 @@ float32 argmax in near-ties.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -136,36 +135,36 @@ class NCCAccumulator:
     # ------------------------------------------------------------------ accumulation
     def ncc_predict(self, features: Any) -> torch.Tensor:
         """NCC predictions ``argmin_k ||h - mu_k||`` of ``features (B, d)`` (int64, accumulator's device)."""
-        x = self._features(_to_tensor(features, "features"))
-        return torch.cat([self._ncc(xc) for xc in self._chunks(x)]) if x.shape[0] else x.new_zeros(0, dtype=torch.long)
+        return self._predict(self._features(_to_tensor(features, "features")))[0]
 
     def _features(self, x: torch.Tensor) -> torch.Tensor:
-        """Checked features on the accumulator's device, in their own dtype (converted per chunk)."""
+        """Checked shape and dtype, on the accumulator's device, in their own dtype (converted per chunk)."""
         if x.ndim != 2 or x.shape[1] != self.dim:
             raise ValueError(f"features must be (B, {self.dim}), got shape {tuple(x.shape)}")
         if not x.is_floating_point():
             raise TypeError(f"features must have a floating dtype, got {x.dtype}")
         if self._counts is None:
             self._allocate(x.device)
-        x = x.to(device=self._device)
-        # NaN/inf anywhere in a row makes its float64 norm non-finite: one O(B d) read, no float64 copy
-        if self.check_finite and x.shape[0]:
-            norms = torch.cat([torch.linalg.vector_norm(xc, dim=1, dtype=torch.float64) for xc in self._chunks(x)])
-            if not bool(torch.isfinite(norms).all()):
-                rows = torch.nonzero(~torch.isfinite(x).all(dim=1)).flatten()[:5].tolist()
-                raise ValueError(f"features contain NaN or inf (first bad rows of this batch: {rows})")
-        return x
+        return x.to(device=self._device)
 
-    def _chunks(self, x: torch.Tensor) -> Iterator[torch.Tensor]:
-        """Row chunks whose float64 copies stay around 1 MB (wide conv features: d up to tens of thousands)."""
+    def _predict(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """NCC predictions ``(B,)`` and, with a classifier, float64 logits ``W h`` ``(B, K)`` (bias not added),
+        in one pass of float64 row chunks of about 1 MB (conv features have d up to tens of thousands). NaN/inf
+        is rejected here, before any counter changes."""
         rows = x.shape[0] if x.shape[0] * self.dim <= (1 << 17) else max(16, (1 << 17) // self.dim)
+        preds, logits = [], []
         for start in range(0, x.shape[0], rows):
-            yield x[start : start + rows]
-
-    def _ncc(self, x: torch.Tensor) -> torch.Tensor:
-        x = x.to(torch.float64)
-        scores = self._m_sq - 2.0 * ((x - self._mu_g) @ self._m.T)  # ||h - mu_k||^2 - ||h - mu_G||^2
-        return torch.argmin(scores, dim=1)
+            xc = x[start : start + rows].to(torch.float64)
+            if self.check_finite and not bool(torch.isfinite(xc).all()):
+                bad = torch.nonzero(~torch.isfinite(x).all(dim=1)).flatten()[:5].tolist()
+                raise ValueError(f"features contain NaN or inf (first bad rows of this batch: {bad})")
+            scores = self._m_sq - 2.0 * ((xc - self._mu_g) @ self._m.T)  # ||h - mu_k||^2 - ||h - mu_G||^2
+            preds.append(torch.argmin(scores, dim=1))
+            if self._W is not None:
+                logits.append(xc @ self._W.T)
+        if not preds:
+            return x.new_zeros(0, dtype=torch.long), None
+        return torch.cat(preds), (torch.cat(logits) if logits else None)
 
     def update(self, features: Any, labels: Any) -> NCCAccumulator:
         """Accumulate a batch: ``features (B, d)`` (any float dtype), integer ``labels (B,)`` in [0, K)."""
@@ -182,11 +181,10 @@ class NCCAccumulator:
         def add(key: str, mask: torch.Tensor) -> None:
             c[key] += torch.bincount(y[mask], minlength=K)
 
-        ncc = torch.cat([self._ncc(xc) for xc in self._chunks(x)])
+        ncc, logits = self._predict(x)
         c["class_counts"] += torch.bincount(y, minlength=K)
         add("ncc_correct", ncc == y)
-        if self._W is not None:
-            logits = torch.cat([xc.to(torch.float64) @ self._W.T for xc in self._chunks(x)])
+        if logits is not None:
             nobias = torch.argmax(logits, dim=1)
             clf = torch.argmax(logits + self._b, dim=1) if self._b is not None else nobias
             add("clf_correct", clf == y)
