@@ -67,8 +67,9 @@ def stats_eigvals(stats: ClassStats, which: str, weighting: str = "balanced") ->
     """Eigenvalues (descending) of the matrix of :func:`stats_eig`; reuses a cached full decomposition, else
     computes (and caches) the eigenvalues alone, which is about twice as cheap."""
     key = ("eig", which, weighting if which == "between" else None)
-    if key in stats._memo:
-        return stats._memo[key][0]
+    full = stats.cached(key)
+    if full is not None:
+        return full[0]
     builders = {"within": stats.sigma_w, "total": stats.sigma_t, "between": lambda: stats.sigma_b(weighting)}
     if which not in builders:
         raise ValueError(f"which must be one of {sorted(builders)}, got {which!r}")

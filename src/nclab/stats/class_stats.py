@@ -234,6 +234,10 @@ class ClassStats:
         """Drop the cached derived quantities (they are recomputed on demand)."""
         self._memo.clear()
 
+    def cached(self, key: Any) -> Any:
+        """The value cached under ``key`` by :meth:`memo` for the current statistics, or None."""
+        return self._memo.get(key)
+
     def memo(self, key: Any, compute: Any) -> Any:
         """``compute()``, cached until the statistics change (any update, merge, all_reduce or load).
 
