@@ -53,13 +53,41 @@ def sym_eig(A: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return w[::-1], V[:, ::-1]
 
 
+def _between_eig(stats: ClassStats, weighting: str, vectors: bool) -> tuple[np.ndarray, np.ndarray] | np.ndarray:
+    """Eigenvalues ``(d,)`` (descending) and, with ``vectors``, an orthonormal eigenbasis ``(d, d)`` of
+    ``Sigma_B = A^T A`` from the thin SVD of its K x d factor ``A`` (``ClassStats.between_factor``):
+    O(K^2 d + d^2 K) instead of the O(d^3) of a d x d eigendecomposition, and the eigenvalues are the squared
+    singular values, accurate far below ``eps * lambda_max`` (a d x d eigh resolves them only to that level).
+    Beyond the K singular vectors (K < d) the basis is completed by a complete QR, which gives the orthogonal
+    complement of V_B to working precision (``within_class_split`` sums Sigma_W over it)."""
+    A = stats.between_factor(weighting)
+    if not np.all(np.isfinite(A)):
+        raise ValueError("class means contain NaN or inf")
+    d = stats.dim
+    lam = np.zeros(d)
+    if not vectors:
+        s = np.linalg.svd(A, compute_uv=False)
+        lam[: s.size] = s * s
+        return lam
+    _, s, Vt = np.linalg.svd(A, full_matrices=False)
+    lam[: s.size] = s * s
+    V = Vt.T
+    if V.shape[1] < d:
+        Q = np.linalg.qr(V, mode="complete")[0]  # Q[:, :k] spans the columns of V; Q[:, k:] their complement
+        V = np.hstack([V, Q[:, V.shape[1] :]])
+    return lam, V
+
+
 def stats_eig(stats: ClassStats, which: str, weighting: str = "balanced") -> tuple[np.ndarray, np.ndarray]:
-    """:func:`sym_eig` of ``stats.sigma_w()``, ``stats.sigma_t()`` or ``stats.sigma_b(weighting)``, computed once
-    per state of ``stats`` (``ClassStats.memo``): the metrics of one report share each decomposition."""
-    builders = {"within": stats.sigma_w, "total": stats.sigma_t, "between": lambda: stats.sigma_b(weighting)}
-    if which not in builders:
-        raise ValueError(f"which must be one of {sorted(builders)}, got {which!r}")
+    """Eigenvalues (descending) and eigenvectors (columns) of ``stats.sigma_w()``, ``stats.sigma_t()`` or
+    ``stats.sigma_b(weighting)`` (the latter from the SVD of its K x d factor, :func:`_between_eig`), computed
+    once per state of ``stats`` (``ClassStats.memo``): the metrics of one report share each decomposition."""
+    builders = {"within": stats.sigma_w, "total": stats.sigma_t}
+    if which not in ("within", "total", "between"):
+        raise ValueError(f"which must be one of ['between', 'total', 'within'], got {which!r}")
     key = ("eig", which, weighting if which == "between" else None)
+    if which == "between":
+        return stats.memo(key, lambda: _between_eig(stats, weighting, vectors=True))
     return stats.memo(key, lambda: sym_eig(builders[which]()))
 
 
@@ -70,11 +98,13 @@ def stats_eigvals(stats: ClassStats, which: str, weighting: str = "balanced") ->
     full = stats.cached(key)
     if full is not None:
         return full[0]
-    builders = {"within": stats.sigma_w, "total": stats.sigma_t, "between": lambda: stats.sigma_b(weighting)}
-    if which not in builders:
-        raise ValueError(f"which must be one of {sorted(builders)}, got {which!r}")
+    builders = {"within": stats.sigma_w, "total": stats.sigma_t}
+    if which not in ("within", "total", "between"):
+        raise ValueError(f"which must be one of ['between', 'total', 'within'], got {which!r}")
 
     def compute() -> np.ndarray:
+        if which == "between":
+            return _between_eig(stats, weighting, vectors=False)
         A = np.asarray(builders[which](), dtype=np.float64)
         return np.linalg.eigvalsh((A + A.T) / 2)[::-1].copy()
 

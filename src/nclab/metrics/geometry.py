@@ -75,13 +75,26 @@ class TargetUnattainableWarning(UserWarning):
 def _vectors(X: ClassStats | Any, center: bool, weighting: Weighting, name: str = "X") -> tuple[np.ndarray, float]:
     """Rows to measure and the scale (largest uncentred row norm) that defines "zero" for them."""
     if isinstance(X, ClassStats):
-        raw = X.means  # raises EmptyClassError with a clear message if a class is empty
-        V = X.centered_means(weighting) if center else raw
-    else:
-        raw = as_rows(X, name)
-        V = raw - raw.mean(axis=0) if center else raw
-    scale = float(np.linalg.norm(raw, axis=1).max())
-    return V, scale
+        # shared by the geometry metrics of one report (read-only, cached until the statistics change)
+        return X.memo(("geometry_rows", center, weighting), lambda: _stats_vectors(X, center, weighting))
+    raw = as_rows(X, name)
+    V = raw - raw.mean(axis=0) if center else raw
+    return V, float(np.linalg.norm(raw, axis=1).max())
+
+
+def _stats_vectors(stats: ClassStats, center: bool, weighting: Weighting) -> tuple[np.ndarray, float]:
+    raw = stats.means  # raises EmptyClassError with a clear message if a class is empty
+    V = stats.centered_means(weighting) if center else raw
+    return V, float(np.linalg.norm(raw, axis=1).max())
+
+
+def _etf_pair_moments(X: ClassStats | Any, U: np.ndarray, weighting: Weighting) -> tuple[int, float, float, float]:
+    """:func:`_pair_cosine_moments` of the unit rows ``U`` of ``X`` shifted by the simplex-ETF cosine 1/(K-1);
+    shared by equiangularity and max_angle when ``X`` is a ClassStats."""
+    shift = 1.0 / (U.shape[0] - 1)
+    if isinstance(X, ClassStats):
+        return X.memo(("etf_pair_moments", weighting), lambda: _pair_cosine_moments(U, shift))
+    return _pair_cosine_moments(U, shift)
 
 
 def _zero_rows(V: np.ndarray, scale: float) -> np.ndarray:
@@ -198,7 +211,7 @@ def equiangularity(vectors_or_stats: ClassStats | Any, ddof: int = 1, *, weighti
     if U is None:
         return float("nan")
     # shift by the simplex-ETF cosine so that nearly equiangular vectors keep the digits of their spread
-    count, _, m2, _ = _pair_cosine_moments(U, 1.0 / (U.shape[0] - 1))
+    count, _, m2, _ = _etf_pair_moments(vectors_or_stats, U, weighting)
     # the K(K-1) off-diagonal entries of the cosine matrix are each unordered pair twice (torch.std over the
     # off-diagonal entries in the reference code of paper 004): same mean, twice the count and the squares
     return _spread_from_moments(2 * count, 2 * m2, ddof)
@@ -217,7 +230,7 @@ def max_angle(vectors_or_stats: ClassStats | Any, *, weighting: Weighting = "bal
     U = _unit_rows(V, scale, "max_angle")
     if U is None:
         return float("nan")
-    count, _, _, abs_sum = _pair_cosine_moments(U, 1.0 / (K - 1))
+    count, _, _, abs_sum = _etf_pair_moments(vectors_or_stats, U, weighting)
     return abs_sum / count
 
 

@@ -15,7 +15,9 @@ balanced global mean ``mu_G`` (the mean of the class means): with ``h' = h - mu_
 ``argmin_k ||h - mu_k||^2 = argmin_k (||m_k||^2 - 2 h'.m_k)``. Only a ``(B, K)`` score matrix exists at a
 time (never ``N x K`` or ``B x K x d``). Shifting first removes a common offset of the features, which would
 otherwise cancel catastrophically in the expanded form (features ``1e6 * c + small``). The classifier's
-decisions use ``argmax_k (W h + b)_k`` in float64 on the raw features.
+decisions use ``argmax_k (W h + b)_k`` in float64, evaluated in the same shifted coordinates as
+``W h' + (W mu_G + b)``, so that one matrix product ``h' [m_1 .. m_K, w_1 .. w_K]`` serves both (on the CPU
+through numpy's BLAS, measured 2.7x faster than torch's float64 ``matmul`` for these narrow products).
 
 Ties: both ``argmin`` (NCC) and ``argmax`` (classifier) return the **lowest class index** among equal
 computed scores (``torch.argmin`` / ``torch.argmax`` semantics). Distances equal in exact arithmetic may
@@ -32,7 +34,7 @@ import numpy as np
 import torch
 
 from nclab.metrics._registry import REGISTRY, MetricInfo
-from nclab.stats.class_stats import ClassStats, _to_tensor, check_batch, check_label_range
+from nclab.stats.class_stats import ClassStats, _to_tensor, check_batch, check_label_range, work_buffers
 
 __all__ = ["NCCAccumulator", "ncc_metrics"]
 
@@ -124,12 +126,16 @@ class NCCAccumulator:
         self._mu = self._mu.to(device)
         mu_g = self._mu.mean(dim=0)
         self._mu_g = mu_g
-        self._m = self._mu - mu_g  # centred means
-        self._m_sq = (self._m * self._m).sum(dim=1)
+        m = self._mu - mu_g  # centred means
+        self._m_sq = (m * m).sum(dim=1)
         if self._W is not None:
             self._W = self._W.to(device)
         if self._b is not None:
             self._b = self._b.to(device)
+        # one (d, K) or (d, 2K) right-hand side: NCC scores and classifier logits from one product
+        rhs = m if self._W is None else torch.cat([m, self._W])
+        self._rhs = rhs.T.contiguous()
+        self._w_offset = None if self._W is None else self._W @ mu_g  # W mu_G: logits in shifted coordinates
         self._counts = {k: torch.zeros(self.num_classes, dtype=torch.int64, device=device) for k in _COUNTERS}
 
     # ------------------------------------------------------------------ accumulation
@@ -149,19 +155,26 @@ class NCCAccumulator:
 
     def _predict(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
         """NCC predictions ``(B,)`` and, with a classifier, float64 logits ``W h`` ``(B, K)`` (bias not added),
-        in one pass of float64 row chunks of about 1 MB (conv features have d up to tens of thousands). NaN/inf
-        is rejected here, before any counter changes."""
-        rows = x.shape[0] if x.shape[0] * self.dim <= (1 << 17) else max(16, (1 << 17) // self.dim)
+        in one pass over the batch in float64 (in row chunks of about 1 MB for wide features: conv features have
+        d up to tens of thousands). NaN/inf is rejected here, before any counter changes."""
+        K = self.num_classes
+        # the whole batch while its float64 copy fits in ~8 MB (as ClassStats), else ~1 MB row chunks
+        rows = x.shape[0] if x.shape[0] * self.dim <= (1 << 20) else max(16, (1 << 17) // self.dim)
         preds, logits = [], []
         for start in range(0, x.shape[0], rows):
-            xc = x[start : start + rows].to(torch.float64)
-            if self.check_finite and not bool(torch.isfinite(xc).all()):
+            xc = x[start : start + rows]
+            (xs,) = work_buffers(1, xc.shape[0], self.dim, xc.device)
+            xs.copy_(xc).sub_(self._mu_g)  # h' = h - mu_G in float64 (one conversion, then same-dtype arithmetic)
+            # a finite sum proves every entry finite (NaN / inf propagate into it); only a non-finite sum,
+            # which may also be a harmless overflow, needs the O(B d) elementwise scan
+            if self.check_finite and not bool(torch.isfinite(xs.sum())) and not bool(torch.isfinite(xs).all()):
                 bad = torch.nonzero(~torch.isfinite(x).all(dim=1)).flatten()[:5].tolist()
                 raise ValueError(f"features contain NaN or inf (first bad rows of this batch: {bad})")
-            scores = self._m_sq - 2.0 * ((xc - self._mu_g) @ self._m.T)  # ||h - mu_k||^2 - ||h - mu_G||^2
-            preds.append(torch.argmin(scores, dim=1))
-            if self._W is not None:
-                logits.append(xc @ self._W.T)
+            G = _matmul(xs, self._rhs)  # (rows, K) or (rows, 2K)
+            # ||h - mu_k||^2 - ||h - mu_G||^2 = ||m_k||^2 - 2 h'.m_k
+            preds.append(torch.argmin(self._m_sq - 2.0 * G[:, :K], dim=1))
+            if self._w_offset is not None:
+                logits.append(G[:, K:] + self._w_offset)
         if not preds:
             return x.new_zeros(0, dtype=torch.long), None
         return torch.cat(preds), (torch.cat(logits) if logits else None)
@@ -176,20 +189,18 @@ class NCCAccumulator:
         check_label_range(y, self.num_classes)
         c = self._counts
         assert c is not None
-        K = self.num_classes
-
-        def add(key: str, mask: torch.Tensor) -> None:
-            c[key] += torch.bincount(y[mask], minlength=K)
-
         ncc, logits = self._predict(x)
-        c["class_counts"] += torch.bincount(y, minlength=K)
-        add("ncc_correct", ncc == y)
+        flags = [torch.ones_like(y, dtype=torch.bool), ncc == y]  # one row per counter of _COUNTERS, in that order
         if logits is not None:
             nobias = torch.argmax(logits, dim=1)
             clf = torch.argmax(logits + self._b, dim=1) if self._b is not None else nobias
-            add("clf_correct", clf == y)
-            add("mismatch", clf != ncc)
-            add("mismatch_nobias", nobias != ncc)
+            flags += [clf == y, clf != ncc, nobias != ncc]
+        # every per-class counter in one scatter-add (boolean indexing per counter costs a sync each)
+        F = torch.stack(flags).to(torch.int64)
+        counts = torch.zeros((F.shape[0], self.num_classes), dtype=torch.int64, device=self._device)
+        counts.index_add_(1, y, F)
+        for key, row in zip(_COUNTERS, counts, strict=False):
+            c[key] += row
         return self
 
     # ------------------------------------------------------------------ combination
@@ -261,6 +272,14 @@ class NCCAccumulator:
             f"classifier={self.has_classifier}, "
             f"bias={self.has_bias}, num_samples={self.num_samples}, device={self._device})"
         )
+
+
+def _matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """``a @ b`` for float64 tensors; on the CPU through numpy's BLAS (zero-copy views), which is several times
+    faster than torch's float64 ``matmul`` for these (B, d) x (d, <= 2K) products (measured 99 vs 270 us)."""
+    if a.device.type == "cpu":
+        return torch.from_numpy(a.numpy() @ b.numpy())
+    return a @ b
 
 
 def ncc_metrics(

@@ -25,10 +25,11 @@ from dataclasses import replace
 from typing import Literal
 
 import numpy as np
+from scipy.linalg import lapack, solve_triangular
 
 from nclab.metrics._linalg import DEFAULT_RTOL, RankPolicy, psd_pinv, stats_eig, stats_eigvals
 from nclab.metrics._registry import REGISTRY, metric
-from nclab.stats.class_stats import ClassStats, Weighting
+from nclab.stats.class_stats import ClassStats, Weighting, check_weighting
 
 __all__ = ["fuzziness", "nc1", "pfc1", "sq_dist", "trace_ratio", "vci", "within_class_split"]
 
@@ -160,9 +161,11 @@ REGISTRY["sq_dist"] = replace(trace_ratio.info, name="sq_dist")  # type: ignore[
 
 
 def _whitened_between(stats: ClassStats, rtol: float) -> tuple[np.ndarray, np.ndarray] | None:
-    """Thin SVD ``B = U diag(s) V^T`` of ``B = Pi^{1/2} M Sigma_W^{-1/2}`` (K, d), M the empirically centred
-    class means, Pi = diag(n_k / N); or None when Sigma_W is numerically singular or worse conditioned than
-    Sigma_T (then the Sigma_T forms are the accurate ones).
+    """``(U, s)`` of the thin SVD of ``B = Pi^{1/2} M L^{-T}`` (K, d), M the empirically centred class means,
+    Pi = diag(n_k / N), ``Sigma_W = L L^T`` (Cholesky; ``B B^T = Pi^{1/2} M Sigma_W^{-1} M^T Pi^{1/2}``, so U and
+    s are those of the symmetric whitening ``Pi^{1/2} M Sigma_W^{-1/2}``); or None when Sigma_W is numerically
+    singular (Cholesky fails, or LAPACK's estimate of cond_1(Sigma_W) exceeds 1 / rtol) or worse conditioned
+    than Sigma_T (then the Sigma_T forms are the accurate ones).
 
     Shared by :func:`vci` and :func:`nclab.metrics.probe_mse_optimal`. With S = B B^T, Woodbury gives
     ``Pi^{1/2} M Sigma_T^{-1} M^T Pi^{1/2} = S (I + S)^{-1}``, so Tr(Sigma_T^+ Sigma_B) = sum_j s_j^2 / (1 + s_j^2)
@@ -171,26 +174,35 @@ def _whitened_between(stats: ClassStats, rtol: float) -> tuple[np.ndarray, np.nd
     """
 
     def compute() -> tuple[np.ndarray, np.ndarray] | None:
-        ww, Vw = stats_eig(stats, "within")  # descending
-        if not (ww[-1] > rtol * ww[0] > 0):
+        sw = stats.sigma_w()
+        L, info = lapack.dpotrf(sw, lower=1, clean=1)
+        if info != 0:  # not numerically positive definite
             return None
-        wt = stats_eigvals(stats, "total")
+        # LAPACK's estimate of 1 / cond_1(Sigma_W) from the factor (O(d^2); an eigendecomposition just for the
+        # condition number would cost as much as the rest of the report); cond_1 is within a factor d of cond_2,
+        # and the choice of form only matters when the two condition numbers are orders of magnitude apart
+        rcond, info = lapack.dpocon(L, float(np.abs(sw).sum(axis=0).max()), uplo="L")
+        if info != 0 or not rcond > rtol:
+            return None
+        wt = stats_eigvals(stats, "total")  # the rank metrics need these eigenvalues anyway
         kept_t = wt[wt > rtol * wt[0]]
-        if ww[0] / ww[-1] >= kept_t[0] / kept_t[-1]:
+        if 1.0 / rcond >= kept_t[0] / kept_t[-1]:
             return None
-        pi = stats.counts / stats.num_samples
-        B = (np.sqrt(pi)[:, None] * stats.centered_means("empirical")) @ (Vw / np.sqrt(ww))
+        # whiten with the Cholesky factor Sigma_W = L L^T: B = A L^{-T} has the same B B^T (hence the same U and
+        # singular values) as A Sigma_W^{-1/2}, at a fraction of an eigendecomposition's cost
+        A = stats.between_factor("empirical")  # Pi^{1/2} M
+        B = solve_triangular(L, A.T, lower=True, check_finite=False).T
         U, sv, _ = np.linalg.svd(B, full_matrices=False)
         return U, sv
 
     return stats.memo(("whitened_between", rtol), compute)
 
 
-def _vci_rank(stats: ClassStats, rank: VciRank, sb: np.ndarray, rtol: float) -> int:
+def _vci_rank(stats: ClassStats, rank: VciRank, weighting: Weighting, rtol: float) -> int:
     if rank == "min":
         return min(stats.dim, stats.num_classes - 1)
     if rank == "numerical":
-        return psd_pinv(sb, rank="numerical", rtol=rtol).rank
+        return psd_pinv(eig=stats_eig(stats, "between", weighting), rank="numerical", rtol=rtol).rank
     if isinstance(rank, int | np.integer) and not isinstance(rank, bool):
         if rank < 1:
             raise ValueError(f"rank must be >= 1, got {rank}")
@@ -252,10 +264,8 @@ def vci(
     violation stays visible. Returns 1.0 when Sigma_B = 0 (for ``rank="numerical"`` too). Needs ``track="full"``.
     """
     _check_stats(stats)
-    sw = stats.sigma_w()
-    sb_emp = stats.sigma_b("empirical")
-    sb = sb_emp if weighting == "empirical" else stats.sigma_b(weighting)
-    r = _vci_rank(stats, rank, sb, rtol)
+    check_weighting(weighting)
+    r = _vci_rank(stats, rank, weighting, rtol)
     if r == 0 or _between_is_zero(stats, weighting):
         return 1.0
     counts = stats.counts
@@ -268,10 +278,10 @@ def vci(
             phi = np.zeros(m)
             phi[: min(m, sv.size)] = sv[:m] ** 2
             return float((r - m) + np.sum(1.0 / (1.0 + phi))) / r
-    pt = psd_pinv(eig=stats_eig(stats, "total"), rank="numerical", rtol=rtol)  # Sigma_T = sw + sb_emp
-    trace = pt.rank - pt.trace_with(sw)
+    pt = psd_pinv(eig=stats_eig(stats, "total"), rank="numerical", rtol=rtol)  # Sigma_T = Sigma_W + Sigma_B^emp
+    trace = pt.rank - pt.trace_with(stats.sigma_w())
     if weighting != "empirical":
-        trace -= pt.trace_with(sb_emp - sb)
+        trace -= pt.trace_with(stats.sigma_b("empirical") - stats.sigma_b(weighting))
     value = 1.0 - trace / r
     return 0.0 if -1e-9 < value < 0.0 else value
 

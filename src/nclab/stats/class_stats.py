@@ -27,6 +27,7 @@ weighted by n_k / N (empirical).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -114,7 +115,6 @@ class ClassStats:
         self.check_finite = bool(check_finite)
         self._device: torch.device | None = torch.device(device) if device is not None else None
         self._state: dict[str, torch.Tensor] | None = None
-        self._buffers: torch.Tensor | None = None  # per-batch work space, not state
         self._memo: dict[Any, Any] = {}  # derived quantities of the current state (see `memo`)
         if self._device is not None:
             self._allocate(self._device)
@@ -258,8 +258,8 @@ class ClassStats:
         B = x.shape[0]
         st = self._state
         assert st is not None
-        # Two (B, d) float64 work buffers are kept between batches: fresh multi-MB temporaries per batch cost
-        # more in page faults than the arithmetic itself (benchmarks/RESULTS.md). u holds x in float64 (one
+        # Two (B, d) float64 work buffers from the per-thread pool (`work_buffers`): fresh multi-MB temporaries
+        # cost more in page faults than the arithmetic itself (benchmarks/RESULTS.md). u holds x in float64 (one
         # conversion; mixed-dtype arithmetic is slower in torch), z the shifted features.
         z, u = self._scratch(B)
         u.copy_(x)
@@ -280,11 +280,7 @@ class ClassStats:
         return z
 
     def _scratch(self, rows: int) -> tuple[torch.Tensor, torch.Tensor]:
-        buf = self._buffers
-        if buf is None or buf.shape[1] < rows or buf.device != self._device:
-            buf = torch.empty((2, rows, self.dim), dtype=torch.float64, device=self._device)
-            self._buffers = buf
-        return buf[0, :rows], buf[1, :rows]
+        return work_buffers(2, rows, self.dim, self._device)  # type: ignore[arg-type]
 
     # ------------------------------------------------------------------ combination
     def _check_compatible(self, other: ClassStats) -> None:
@@ -505,15 +501,18 @@ class ClassStats:
     def global_mean(self, weighting: Weighting = "balanced") -> np.ndarray:
         """``(d,)``: the mean of class means (``"balanced"``) or the sample mean (``"empirical"``)."""
         check_weighting(weighting)
+        return self.memo(("global_mean", weighting), lambda: self._global_mean(weighting)).copy()
+
+    def _global_mean(self, weighting: Weighting) -> np.ndarray:
         mu = self.means
         if weighting == "balanced":
             return mu.mean(axis=0)
-        w = self._get("counts") / self.num_samples
-        return w @ mu
+        return (self._get("counts") / self.num_samples) @ mu
 
     def centered_means(self, weighting: Weighting = "balanced") -> np.ndarray:
         """``M = mu_k - mu_G``, ``(K, d)``."""
-        return self.means - self.global_mean(weighting)
+        check_weighting(weighting)
+        return self.memo(("centered_means", weighting), lambda: self.means - self.global_mean(weighting)).copy()
 
     @property
     def class_ss(self) -> np.ndarray:
@@ -563,6 +562,15 @@ class ClassStats:
         M = self.centered_means(weighting)
         w = self._class_weights(weighting)
         return (M * w[:, None]).T @ M
+
+    def between_factor(self, weighting: Weighting = "balanced") -> np.ndarray:
+        """``A = diag(sqrt(w_k)) M``, ``(K, d)``, with ``sigma_b(weighting) = A^T A`` (w_k = 1/K or n_k/N).
+
+        The K x d factor of Sigma_B: its thin SVD gives Sigma_B's eigenvalues (squared singular values) and
+        eigenvectors in O(K^2 d) instead of an O(d^3) eigendecomposition, and resolves the small eigenvalues
+        of Sigma_B more accurately than an eigendecomposition of the formed product.
+        """
+        return np.sqrt(self._class_weights(weighting))[:, None] * self.centered_means(weighting)
 
     def sigma_t(self) -> np.ndarray:
         """Total covariance ``(1/N) sum_i (h_i - mu_G)(h_i - mu_G)^T`` about the sample mean, ``(d, d)``."""
@@ -647,6 +655,35 @@ def check_label_range(y: torch.Tensor, num_classes: int) -> None:
     if ymin < 0 or ymax >= num_classes:
         bad = ymin if ymin < 0 else ymax
         raise ValueError(f"label {bad} is out of range [0, {num_classes})")
+
+
+class _WorkPool(threading.local):
+    """One flat float64 work buffer per thread, reused by every accumulator on the CPU."""
+
+    buf: torch.Tensor | None = None
+
+
+_WORK_POOL = _WorkPool()
+#: Work buffers up to this many float64 entries (32 MB) are kept between calls, per thread.
+WORK_POOL_MAX = 1 << 22
+
+
+def work_buffers(count: int, rows: int, dim: int, device: torch.device) -> tuple[torch.Tensor, ...]:
+    """``count`` disjoint float64 work arrays ``(rows, dim)``, contents undefined, valid until the next call in
+    this thread (no accumulator method calls another while it holds them).
+
+    Why a pool shared by all instances: fresh multi-MB temporaries are returned to the operating system when
+    freed and page-fault again on the next use, which costs more than the O(B d) arithmetic that fills them;
+    measurements create new ClassStats / NCC accumulators per split and per layer, so a per-instance buffer is
+    not enough (benchmarks/RESULTS.md). Accelerators allocate per call (their caching allocators reuse memory).
+    """
+    n = rows * dim
+    if device.type != "cpu" or count * n > WORK_POOL_MAX:
+        return tuple(torch.empty((count, rows, dim), dtype=torch.float64, device=device).unbind(0))
+    buf = _WORK_POOL.buf
+    if buf is None or buf.numel() < count * n:
+        buf = _WORK_POOL.buf = torch.empty(max(count * n, 1 << 16), dtype=torch.float64)
+    return tuple(buf[i * n : (i + 1) * n].view(rows, dim) for i in range(count))
 
 
 @contextmanager

@@ -6,7 +6,9 @@ per-layer PFC metrics; the network's loss and error on the split; for cosine hea
 L2-normalised penultimate features (GNC1, paper 003). Pass 2: the NCC pass (``NCCAccumulator``) per layer,
 against the class means of ``reference`` statistics -- the training split's for a held-out split (spec README,
 "NC4 / NCC"), the split's own otherwise; the classifier ``W, b`` enter at the penultimate layer only (NC4).
-Pass 2 reuses the pass-1 features when they fit in ``cache_mb``, else runs the forward pass again.
+When the split's features fit in ``cache_mb``, pass 1 keeps them and builds each layer's statistics in one
+update after the forward pass, and pass 2 reuses them (one NCC update per layer); otherwise both stream batch by
+batch and pass 2 runs the forward pass again.
 
 Metrics: :func:`nclab.metrics.collapse_report` per layer (so ``trace_ratio`` = PFC1, ``etf_gram_error`` =
 PFC2, ``ncc_accuracy`` = PFC3 at every layer, NC1-NC4 and the rest at the penultimate), plus ``gnc1`` for
@@ -102,18 +104,22 @@ def measure_split(
     cache: dict[str, list[torch.Tensor]] | None = {}
     cur: dict[str, Any] = {}
 
-    def sink1(name: str, f: torch.Tensor) -> None:
+    def stats_of(name: str, f: torch.Tensor) -> ClassStats:
         s = stats.get(name)
         if s is None:
             full = name == penultimate or full_layers == "all"
             s = stats[name] = ClassStats(num_classes, int(f.shape[1]), track="full" if full else "light")
-        s.update(f, cur["y"])
+        return s
+
+    def sink1(name: str, f: torch.Tensor) -> None:
+        if cache is not None:  # the statistics are built from the cached batches after the pass (one update)
+            cache.setdefault(name, []).append(f.clone())
+        else:
+            stats_of(name, f).update(f, cur["y"])
         if name == penultimate:
             cur["h"] = f
             if unit_stats is not None:
                 unit_stats.update(F.normalize(f.to(torch.float64), dim=1), cur["y"])
-        if cache is not None:
-            cache.setdefault(name, []).append(f.clone())
 
     loss_sum, wrong = 0.0, 0
     with _eval_mode(model), FeatureHooks(model, layer_map, sink=sink1):
@@ -126,10 +132,19 @@ def measure_split(
                 loss_sum += float(loss_fn(out, yb, cur.get("h", out))) * int(yb.shape[0])
             if cache is not None and start == 0:
                 per_sample = sum(c[0][0].numel() * c[0].element_size() for c in cache.values())
-                if per_sample * N > cache_mb * 2**20:
+                if per_sample * N > cache_mb * 2**20:  # too large to keep: stream from here on
+                    for name, batches in cache.items():
+                        stats_of(name, batches[0]).update(batches[0], yb)
                     cache = None
             if advance is not None:
                 advance(int(yb.shape[0]))
+    cached: dict[str, torch.Tensor] | None = None
+    if cache is not None:
+        # all features fit in the cache: one float64 pass per layer over the whole split (per-call costs of
+        # ClassStats and of the NCC pass below are paid once per layer, not once per batch)
+        cached = {name: torch.cat(batches) if len(batches) > 1 else batches[0] for name, batches in cache.items()}
+        for name, feats in cached.items():
+            stats_of(name, feats).update(feats, y)
     missing = [n for n in layer_map if n not in stats]
     if missing:
         raise RuntimeError(f"layers {missing} produced no output during the forward pass (not on its path?)")
@@ -146,13 +161,11 @@ def measure_split(
             ref[name], W=W if name == penultimate else None, b=b if name == penultimate else None
         )
     if ncc:
-        if cache is not None:
-            for start_i, _ in enumerate(range(0, N, batch_size)):
-                yb = y[start_i * batch_size : (start_i + 1) * batch_size]
-                for name, acc in ncc.items():
-                    acc.update(cache[name][start_i], yb)
-                if advance is not None:
-                    advance(int(yb.shape[0]))
+        if cached is not None:
+            for name, acc in ncc.items():
+                acc.update(cached[name], y)
+            if advance is not None:
+                advance(N)
         else:
 
             def sink2(name: str, f: torch.Tensor) -> None:
