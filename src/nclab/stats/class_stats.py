@@ -116,6 +116,7 @@ class ClassStats:
         self._device: torch.device | None = torch.device(device) if device is not None else None
         self._state: dict[str, torch.Tensor] | None = None
         self._memo: dict[Any, Any] = {}  # derived quantities of the current state (see `memo`)
+        self._all_shifted = False  # True once every class has its shift (counts never decrease but on load)
         if self._device is not None:
             self._allocate(self._device)
 
@@ -171,6 +172,7 @@ class ClassStats:
             state["scatter_dev"] = torch.zeros(d, d, **f64)
         self._state = state
         self._device = device
+        self._all_shifted = False
 
     # ------------------------------------------------------------------ accumulation
     def update(self, features: Any, labels: Any) -> ClassStats:
@@ -216,12 +218,11 @@ class ClassStats:
         """Float64 row norms ``(B, 1)`` (the unit sums need them); NaN/inf anywhere in a row makes its norm
         non-finite, which rejects the batch before any accumulator changes (a rejected batch leaves no trace)."""
         rows = self._chunk_rows(x.shape[0])  # chunks: the float64 upcast inside the norm stays in cache
-        norms = torch.cat(
-            [
-                torch.linalg.vector_norm(x[i : i + rows], dim=1, keepdim=True, dtype=torch.float64)
-                for i in range(0, x.shape[0], rows)
-            ]
-        )
+        parts = [
+            torch.linalg.vector_norm(x[i : i + rows], dim=1, keepdim=True, dtype=torch.float64)
+            for i in range(0, x.shape[0], rows)
+        ]
+        norms = parts[0] if len(parts) == 1 else torch.cat(parts)
         if self.check_finite and not bool(torch.isfinite(norms).all()):
             bad = ~torch.isfinite(x).all(dim=1)
             if bool(bad.any()):
@@ -263,12 +264,15 @@ class ClassStats:
         # conversion; mixed-dtype arithmetic is slower in torch), z the shifted features.
         z, u = self._scratch(B)
         u.copy_(x)
-        # Fix the shift of every class seen for the first time: its first sample in this batch.
-        first = torch.full((self.num_classes,), B, dtype=torch.int64, device=dev)
-        first.scatter_reduce_(0, y, torch.arange(B, device=dev), reduce="amin")
-        new = (first < B) & (st["counts"] == 0)
-        if bool(new.any()):
-            st["shift"][new] = u[first[new]]
+        # Fix the shift of every class seen for the first time: its first sample in this batch (skipped, with
+        # its device sync, once every class has a shift).
+        if not self._all_shifted:
+            first = torch.full((self.num_classes,), B, dtype=torch.int64, device=dev)
+            first.scatter_reduce_(0, y, torch.arange(B, device=dev), reduce="amin")
+            new = (first < B) & (st["counts"] == 0)
+            if bool(new.any()):
+                st["shift"][new] = u[first[new]]
+            self._all_shifted = bool(((first < B) | (st["counts"] > 0)).all())
 
         torch.index_select(st["shift"], 0, y, out=z)
         torch.sub(u, z, out=z)
@@ -376,6 +380,7 @@ class ClassStats:
                 raise ValueError(f"state has {key}={state.get(key)!r}, these ClassStats have {key}={mine!r}")
         arrays = state.get("state")
         self._memo.clear()
+        self._all_shifted = False
         if arrays is None:
             self._state = None
             return self
@@ -456,7 +461,8 @@ class ClassStats:
             if key == "sq_dev":
                 return np.zeros(self.num_classes)
             return np.zeros((self.num_classes, self.dim))
-        return self._state[key].cpu().numpy()
+        t = self._state[key]
+        return t.numpy() if t.device.type == "cpu" else t.cpu().numpy()
 
     def _need_full(self, what: str) -> None:
         if self.track != "full":
@@ -473,7 +479,7 @@ class ClassStats:
     @property
     def num_samples(self) -> int:
         """Total sample count N."""
-        return int(self._get("counts").sum())
+        return self.memo("num_samples", lambda: int(self._get("counts").sum()))
 
     @property
     def empty_classes(self) -> np.ndarray:
@@ -585,6 +591,9 @@ class ClassStats:
 
     def trace_b(self, weighting: Weighting = "balanced") -> float:
         """``Tr Sigma_B`` (available in light mode)."""
+        return self.memo(("trace_b", weighting), lambda: self._trace_b(weighting))
+
+    def _trace_b(self, weighting: Weighting) -> float:
         M = self.centered_means(weighting)
         return float(self._class_weights(weighting) @ np.einsum("kd,kd->k", M, M))
 
@@ -651,7 +660,8 @@ def check_batch(features: Any, labels: Any, dim: int) -> tuple[torch.Tensor, tor
 
 def check_label_range(y: torch.Tensor, num_classes: int) -> None:
     """Labels (non-empty) must lie in ``[0, num_classes)``."""
-    ymin, ymax = int(y.min()), int(y.max())
+    lo, hi = torch.aminmax(y)
+    ymin, ymax = int(lo), int(hi)
     if ymin < 0 or ymax >= num_classes:
         bad = ymin if ymin < 0 else ymax
         raise ValueError(f"label {bad} is out of range [0, {num_classes})")

@@ -101,7 +101,12 @@ def measure_split(
     N = int(y.shape[0])
     stats: dict[str, ClassStats] = {}
     unit_stats = ClassStats(num_classes, W.shape[1], track="full") if (cosine and W is not None) else None
-    cache: dict[str, list[torch.Tensor]] | None = {}
+    # Features of the whole split, per layer, while they fit in cache_mb: written batch by batch into one
+    # (N, d) buffer per layer (no per-batch clones to concatenate later); None once streaming.
+    cache: dict[str, torch.Tensor] | None = {}
+    filled: dict[str, int] = {}  # rows written per layer, from sample offset first_row[name]
+    first_row: dict[str, int] = {}
+    budget = {"bytes": cache_mb * 2**20, "overflow": False}
     cur: dict[str, Any] = {}
 
     def stats_of(name: str, f: torch.Tensor) -> ClassStats:
@@ -112,8 +117,23 @@ def measure_split(
         return s
 
     def sink1(name: str, f: torch.Tensor) -> None:
-        if cache is not None:  # the statistics are built from the cached batches after the pass (one update)
-            cache.setdefault(name, []).append(f.clone())
+        buf = None
+        if cache is not None:
+            buf = cache.get(name)
+            if buf is None and name not in filled:
+                need = N * f.shape[1] * f.element_size()
+                if need <= budget["bytes"]:
+                    buf = cache[name] = torch.empty((N, f.shape[1]), dtype=f.dtype, device=f.device)
+                    budget["bytes"] -= need
+                else:
+                    budget["overflow"] = True
+                filled[name], first_row[name] = 0, cur["start"]
+        if buf is not None:  # statistics from the whole buffer after the pass (one update per layer)
+            n = int(f.shape[0])
+            if filled[name] + n > N:
+                raise RuntimeError(f"layer {name!r} produced more rows than the split has samples")
+            buf[filled[name] : filled[name] + n].copy_(f)
+            filled[name] += n
         else:
             stats_of(name, f).update(f, cur["y"])
         if name == penultimate:
@@ -125,26 +145,24 @@ def measure_split(
     with _eval_mode(model), FeatureHooks(model, layer_map, sink=sink1):
         for start in range(0, N, batch_size):
             xb, yb = x[start : start + batch_size], y[start : start + batch_size]
-            cur["y"] = yb
+            cur["y"], cur["start"] = yb, start
             out = model(xb)
             wrong += int((out.argmax(dim=1) != yb).sum())
             if loss_fn is not None:
                 loss_sum += float(loss_fn(out, yb, cur.get("h", out))) * int(yb.shape[0])
-            if cache is not None and start == 0:
-                per_sample = sum(c[0][0].numel() * c[0].element_size() for c in cache.values())
-                if per_sample * N > cache_mb * 2**20:  # too large to keep: stream from here on
-                    for name, batches in cache.items():
-                        stats_of(name, batches[0]).update(batches[0], yb)
-                    cache = None
+            if cache is not None and budget["overflow"]:  # too large to keep: stream from here on
+                for name, buf in cache.items():
+                    rows = slice(first_row[name], first_row[name] + filled[name])
+                    stats_of(name, buf).update(buf[: filled[name]], y[rows])
+                cache = None
             if advance is not None:
                 advance(int(yb.shape[0]))
-    cached: dict[str, torch.Tensor] | None = None
     if cache is not None:
-        # all features fit in the cache: one float64 pass per layer over the whole split (per-call costs of
-        # ClassStats and of the NCC pass below are paid once per layer, not once per batch)
-        cached = {name: torch.cat(batches) if len(batches) > 1 else batches[0] for name, batches in cache.items()}
-        for name, feats in cached.items():
-            stats_of(name, feats).update(feats, y)
+        short = [name for name in cache if filled[name] != N or first_row[name] != 0]
+        if short:
+            raise RuntimeError(f"layers {short} did not produce one row per sample during the forward pass")
+        for name, buf in cache.items():
+            stats_of(name, buf).update(buf, y)
     missing = [n for n in layer_map if n not in stats]
     if missing:
         raise RuntimeError(f"layers {missing} produced no output during the forward pass (not on its path?)")
@@ -161,9 +179,9 @@ def measure_split(
             ref[name], W=W if name == penultimate else None, b=b if name == penultimate else None
         )
     if ncc:
-        if cached is not None:
+        if cache is not None:
             for name, acc in ncc.items():
-                acc.update(cached[name], y)
+                acc.update(cache[name], y)
             if advance is not None:
                 advance(N)
         else:

@@ -69,6 +69,9 @@ class RunResult:
     rows: list[Row]
     penultimate: str
     timings: dict[str, float] = field(default_factory=dict)
+    #: ``(epoch, train_s, measure_s)`` for each epoch run by this call (a resumed run lists its new epochs only);
+    #: ``measure_s`` counts that epoch's measurements and zero-error checks. Wall-clock seconds.
+    epoch_timings: list[tuple[int, float, float]] = field(default_factory=list)
 
     def series(self, metric: str, layer: str | None = None, split: str = "train") -> dict[int, float]:
         """``{epoch: value}`` of ``metric`` at ``layer`` (default: the penultimate layer; ``"output"`` for
@@ -335,6 +338,7 @@ def _train(
     zero_epoch: int | None = None
     start = 0
     timings = {"train_s": 0.0, "measure_s": 0.0, "checkpoint_s": 0.0}
+    epoch_timings: list[tuple[int, float, float]] = []
     measured: list[int] = []
     if state is not None:
         model.load_state_dict(state["model"])
@@ -377,7 +381,9 @@ def _train(
             if 0 in planned:
                 t0 = time.perf_counter()
                 new, _ = run.measure(0, model, loss_fn, train_data, test_data, bar)
-                timings["measure_s"] += time.perf_counter() - t0
+                dt = time.perf_counter() - t0
+                timings["measure_s"] += dt
+                epoch_timings.append((0, 0.0, dt))
                 rows += new
                 measured.append(0)
             checkpoint(0)
@@ -387,7 +393,8 @@ def _train(
                 g["lr"] = lr
             t0 = time.perf_counter()
             run_loss, run_err = run.train_epoch(epoch, model, opt, loss_fn, train_data, bar, batch_task)
-            timings["train_s"] += time.perf_counter() - t0
+            train_dt = time.perf_counter() - t0
+            timings["train_s"] += train_dt
             rows += [
                 (epoch, "train", OUTPUT_LAYER, "running_loss", run_loss),
                 (epoch, "train", OUTPUT_LAYER, "running_error", run_err),
@@ -411,7 +418,9 @@ def _train(
                     new, _ = run.measure(epoch, model, loss_fn, train_data, test_data, bar)
                     rows += new
                     measured.append(epoch)
-            timings["measure_s"] += time.perf_counter() - t0
+            measure_dt = time.perf_counter() - t0
+            timings["measure_s"] += measure_dt
+            epoch_timings.append((epoch, train_dt, measure_dt))
             if epoch % cfg.checkpoint.every == 0 or epoch == E:
                 checkpoint(epoch)
             info = f"loss {run_loss:.4g} err {run_err:.3f}" + (f" | TPT from {zero_epoch}" if zero_epoch else "")
@@ -452,4 +461,5 @@ def _train(
         rows=rows,
         penultimate=model.penultimate_name,
         timings=timings,
+        epoch_timings=epoch_timings,
     )

@@ -1,0 +1,102 @@
+"""measure_split: the numbers of one measurement against a brute-force reference built from the same features,
+and independence from how the pass is cut (cached vs streamed features, batch size)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from nclab.data import load
+from nclab.metrics import collapse_report, ncc_metrics
+from nclab.nets import build_model
+from nclab.stats import ClassStats
+from nclab.train.hooks import extract_features
+from nclab.train.measure import OUTPUT_LAYER, measure_split
+
+
+@pytest.fixture(scope="module")
+def setup():
+    torch.manual_seed(0)
+    data = load("digits", "train", per_class=30)
+    test = load("digits", "test", per_class=12)
+    model = build_model("mlp", data.input_shape, 10, widths=[24, 20, 16], batchnorm=True)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    for _ in range(15):  # a few steps, so that BN running statistics and the head are not at initialisation
+        loss = torch.nn.functional.cross_entropy(model(data.x), data.y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return model, data, test
+
+
+def _rows(res):
+    return {(lay, met): v for lay, met, v in res.rows}
+
+
+def _loss(out, y, h):
+    return torch.nn.functional.cross_entropy(out, y)
+
+
+def test_measure_split_equals_a_brute_force_report(setup):
+    model, data, _ = setup
+    res = measure_split(model, data.x, data.y, 10, penultimate=model.penultimate_name, loss_fn=_loss)
+    feats = extract_features(model, data.x)
+    W = model.head.weight.detach().double().numpy()
+    b = model.head.bias.detach().double().numpy()
+    got = _rows(res)
+    for name, H in feats.items():
+        pen = name == model.penultimate_name
+        track = "full" if pen else "light"
+        ref_stats = ClassStats.from_arrays(H.double().numpy(), data.y.numpy(), 10, track=track)
+        ncc = ncc_metrics(ref_stats, H, data.y, W=W if pen else None, b=b if pen else None)
+        ref = collapse_report(ref_stats, W=W if pen else None, b=b if pen else None, ncc=ncc)
+        assert set(ref) == {met for lay, met in got if lay == name}
+        for met, v in ref.items():
+            assert got[(name, met)] == pytest.approx(v, rel=1e-9, abs=1e-12), (name, met)
+    with torch.no_grad():
+        model.eval()
+        out = model(data.x)
+        model.train()
+    assert got[(OUTPUT_LAYER, "error")] == pytest.approx(float((out.argmax(1) != data.y).double().mean()))
+    assert got[(OUTPUT_LAYER, "loss")] == pytest.approx(float(_loss(out, data.y, None)), rel=1e-6)
+
+
+def test_held_out_split_uses_the_training_means_for_ncc(setup):
+    model, data, test = setup
+    train_res = measure_split(model, data.x, data.y, 10, penultimate=model.penultimate_name)
+    res = measure_split(model, test.x, test.y, 10, penultimate=model.penultimate_name, reference=train_res.stats)
+    got = _rows(res)
+    feats = extract_features(model, test.x)
+    for name, H in feats.items():
+        means = train_res.stats[name].means
+        d2 = ((H.double().numpy()[:, None, :] - means[None]) ** 2).sum(-1)
+        acc = float(np.mean(d2.argmin(1) == test.y.numpy()))
+        assert got[(name, "ncc_accuracy")] == pytest.approx(acc, abs=1e-15)
+        # variability metrics use the split's own statistics
+        own = ClassStats.from_arrays(H.double().numpy(), test.y.numpy(), 10, track="light")
+        assert got[(name, "trace_ratio")] == pytest.approx(collapse_report(own)["trace_ratio"], rel=1e-9)
+
+
+@pytest.mark.parametrize(
+    ("batch_size", "cache_mb"),
+    [
+        (1024, 0.0),  # every layer streamed, NCC by a second forward pass
+        (1024, 30 * 24 * 4 * 10 / 2**20),  # room for the first layer only: overflow after batch one
+        (7, 0.0),  # many batches streamed
+        (7, 30 * 24 * 4 * 10 / 2**20),
+    ],
+)
+def test_result_does_not_depend_on_caching(setup, batch_size, cache_mb):
+    """Cached (one update per layer) and streamed (one per batch) statistics agree to float64 rounding. The
+    batch size is the same on both sides: a different one changes the float32 features themselves."""
+    model, data, _ = setup
+
+    def rows(**kw):
+        kw = dict(penultimate=model.penultimate_name, loss_fn=_loss, batch_size=batch_size, **kw)
+        return _rows(measure_split(model, data.x, data.y, 10, **kw))
+
+    ref, got = rows(), rows(cache_mb=cache_mb)
+    assert set(got) == set(ref)
+    for key, v in ref.items():
+        assert got[key] == pytest.approx(v, rel=1e-9, abs=1e-12), key
