@@ -42,14 +42,17 @@ class PsdPinv:
         return float(np.einsum("ij,ij->j", V, B @ V) @ (1.0 / self.eigvals[: self.rank]))
 
 
-def sym_eig(A: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Eigenvalues (descending) and eigenvectors (columns) of the symmetric part of ``A: (d, d)``, float64."""
+def sym_eig(A: np.ndarray, *, symmetric: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Eigenvalues (descending) and eigenvectors (columns) of the symmetric part of ``A: (d, d)``, float64.
+
+    ``symmetric=True``: ``A`` is known to be exactly symmetric (ClassStats' cached matrices), skip forming
+    ``(A + A^T) / 2``."""
     A = np.asarray(A, dtype=np.float64)
     if A.ndim != 2 or A.shape[0] != A.shape[1]:
         raise ValueError(f"expected a square matrix, got shape {A.shape}")
     if not np.all(np.isfinite(A)):
         raise ValueError("matrix contains NaN or inf")
-    w, V = np.linalg.eigh((A + A.T) / 2)
+    w, V = np.linalg.eigh(A if symmetric else (A + A.T) / 2)
     return w[::-1], V[:, ::-1]
 
 
@@ -82,13 +85,17 @@ def stats_eig(stats: ClassStats, which: str, weighting: str = "balanced") -> tup
     """Eigenvalues (descending) and eigenvectors (columns) of ``stats.sigma_w()``, ``stats.sigma_t()`` or
     ``stats.sigma_b(weighting)`` (the latter from the SVD of its K x d factor, :func:`_between_eig`), computed
     once per state of ``stats`` (``ClassStats.memo``): the metrics of one report share each decomposition."""
-    builders = {"within": stats.sigma_w, "total": stats.sigma_t}
     if which not in ("within", "total", "between"):
         raise ValueError(f"which must be one of ['between', 'total', 'within'], got {which!r}")
     key = ("eig", which, weighting if which == "between" else None)
     if which == "between":
         return stats.memo(key, lambda: _between_eig(stats, weighting, vectors=True))
-    return stats.memo(key, lambda: sym_eig(builders[which]()))
+    return stats.memo(key, lambda: sym_eig(_stats_matrix(stats, which), symmetric=True))
+
+
+def _stats_matrix(stats: ClassStats, which: str) -> np.ndarray:
+    """The cached, exactly symmetric Sigma_W or Sigma_T of ``stats`` (read-only, no copy)."""
+    return stats.sigma_w(copy=False) if which == "within" else stats.sigma_t(copy=False)
 
 
 def stats_eigvals(stats: ClassStats, which: str, weighting: str = "balanced") -> np.ndarray:
@@ -98,15 +105,13 @@ def stats_eigvals(stats: ClassStats, which: str, weighting: str = "balanced") ->
     full = stats.cached(key)
     if full is not None:
         return full[0]
-    builders = {"within": stats.sigma_w, "total": stats.sigma_t}
     if which not in ("within", "total", "between"):
         raise ValueError(f"which must be one of ['between', 'total', 'within'], got {which!r}")
 
     def compute() -> np.ndarray:
         if which == "between":
             return _between_eig(stats, weighting, vectors=False)
-        A = np.asarray(builders[which](), dtype=np.float64)
-        return np.linalg.eigvalsh((A + A.T) / 2)[::-1].copy()
+        return np.linalg.eigvalsh(_stats_matrix(stats, which))[::-1].copy()
 
     return stats.memo(("eigvals", *key[1:]), compute)
 

@@ -126,7 +126,7 @@ def gnc1(
     p = psd_pinv(sb, max_rank=min(d, K), rtol=rtol)
     if p.rank == 0 or np.trace(sb) <= _SB_ZERO * scale**2:
         return float("inf")
-    return p.trace_with(stats.sigma_w()) / K
+    return p.trace_with(stats.sigma_w(copy=False)) / K
 
 
 @metric(

@@ -33,14 +33,14 @@ def _validate(stats: ClassStats, which: Which, center: bool) -> None:
 def _matrix(stats: ClassStats, which: Which, weighting: Weighting, center: bool) -> np.ndarray:
     _validate(stats, which, center)
     if which == "total":
-        st = stats.sigma_t()
+        st = stats.sigma_t(copy=False)
         if center:
             return st
         mg = stats.global_mean("empirical")
         return st + np.outer(mg, mg)
     if which == "within":
-        return stats.sigma_w()
-    return stats.sigma_b(weighting)
+        return stats.sigma_w(copy=False)
+    return stats.sigma_b(weighting, copy=False)
 
 
 def spectrum(

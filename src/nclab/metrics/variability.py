@@ -100,7 +100,7 @@ def nc1(
     Needs ``track="full"``.
     """
     _check_stats(stats)
-    sw = stats.sigma_w()
+    sw = stats.sigma_w(copy=False)
     pb = _pinv_b(stats, weighting, rank, rtol)
     if pb.rank == 0 or _between_is_zero(stats, weighting):
         return float("inf")
@@ -174,7 +174,7 @@ def _whitened_between(stats: ClassStats, rtol: float) -> tuple[np.ndarray, np.nd
     """
 
     def compute() -> tuple[np.ndarray, np.ndarray] | None:
-        sw = stats.sigma_w()
+        sw = stats.sigma_w(copy=False)
         L, info = lapack.dpotrf(sw, lower=1, clean=1)
         if info != 0:  # not numerically positive definite
             return None
@@ -279,9 +279,9 @@ def vci(
             phi[: min(m, sv.size)] = sv[:m] ** 2
             return float((r - m) + np.sum(1.0 / (1.0 + phi))) / r
     pt = psd_pinv(eig=stats_eig(stats, "total"), rank="numerical", rtol=rtol)  # Sigma_T = Sigma_W + Sigma_B^emp
-    trace = pt.rank - pt.trace_with(stats.sigma_w())
+    trace = pt.rank - pt.trace_with(stats.sigma_w(copy=False))
     if weighting != "empirical":
-        trace -= pt.trace_with(stats.sigma_b("empirical") - stats.sigma_b(weighting))
+        trace -= pt.trace_with(stats.sigma_b("empirical", copy=False) - stats.sigma_b(weighting, copy=False))
     value = 1.0 - trace / r
     return 0.0 if -1e-9 < value < 0.0 else value
 
@@ -310,7 +310,7 @@ def within_class_split(
     With Sigma_B = 0, V_B = {0}: in_span = 0, orthogonal = Tr Sigma_W, rank = 0. Needs ``track="full"``.
     """
     _check_stats(stats)
-    sw = stats.sigma_w()
+    sw = stats.sigma_w(copy=False)
     pb = _pinv_b(stats, weighting, rank, rtol)
     r = 0 if _between_is_zero(stats, weighting) else pb.rank
     V_all = stats_eig(stats, "between", weighting)[1]

@@ -27,6 +27,7 @@ weighted by n_k / N (empirical).
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -61,6 +62,17 @@ def _to_tensor(x: Any, name: str) -> torch.Tensor:
             arr = np.array(arr)
         return torch.from_numpy(np.ascontiguousarray(arr))
     raise TypeError(f"{name} must be a numpy array or a torch tensor, got {type(x).__name__}")
+
+
+def _maybe_copy(a: np.ndarray, copy: bool) -> np.ndarray:
+    return a.copy() if copy else a
+
+
+@functools.lru_cache(maxsize=4)
+def _strict_upper(d: int) -> np.ndarray:
+    """Boolean mask of the strict upper triangle of a d x d matrix (cached: rebuilt per call it costs as much as
+    the mirroring it serves)."""
+    return np.triu(np.ones((d, d), dtype=bool), 1)
 
 
 def check_weighting(weighting: str) -> None:
@@ -536,38 +548,46 @@ class ClassStats:
         """Per-class sums of L2-normalised features ``sum_{y_i=k} h_i / ||h_i||``, ``(K, d)``."""
         return self._get("unit_sums").copy()
 
-    def within_scatter(self) -> np.ndarray:
+    # d x d accessors: cached per state (``memo``), exactly symmetric. ``copy=False`` returns the read-only cached
+    # array itself (what the metrics use: a report reads Sigma_W a handful of times, and fresh d x d copies
+    # page-fault), ``copy=True`` (default) a private writable copy.
+    def within_scatter(self, copy: bool = True) -> np.ndarray:
         """Pooled within-class scatter ``sum_i (h_i - mu_{y_i})(h_i - mu_{y_i})^T``, ``(d, d)``."""
         self._need_full("the within-class scatter")
-        return self.memo("within_scatter", self._within_scatter).copy()
+        return _maybe_copy(self.memo("within_scatter", self._within_scatter), copy)
 
     def _within_scatter(self) -> np.ndarray:
         counts = self._get("counts")
         S = self._get("sum_dev")
+        # syrk fills the lower triangle of this C-ordered array (the upper one is not maintained): mirror it
         C = self._get("scatter_dev")
-        # syrk fills one triangle only (the lower one of this C-ordered array)
-        C = np.tril(C) + np.tril(C, -1).T
+        W = np.where(_strict_upper(self.dim), C.T, C)
         nz = counts > 0
         Sn = S[nz] / np.sqrt(counts[nz])[:, None]
-        W = C - Sn.T @ Sn
-        return (W + W.T) / 2
+        W -= Sn.T @ Sn
+        return (W + W.T) / 2  # exactly symmetric, whatever the BLAS did for Sn^T Sn
 
-    def sigma_w(self) -> np.ndarray:
+    def sigma_w(self, copy: bool = True) -> np.ndarray:
         """Within-class covariance ``Sigma_W = (1/N) sum_i (h_i - mu_{y_i})(h_i - mu_{y_i})^T``, ``(d, d)``."""
         n = self.num_samples
         if n == 0:
             raise ValueError("sigma_w of empty ClassStats: no sample has been seen")
-        return self.within_scatter() / n
+        return _maybe_copy(self.memo("sigma_w", lambda: self.within_scatter(copy=False) / n), copy)
 
-    def sigma_b(self, weighting: Weighting = "balanced") -> np.ndarray:
-        """Between-class covariance, ``(d, d)``.
+    def sigma_b(self, weighting: Weighting = "balanced", copy: bool = True) -> np.ndarray:
+        """Between-class covariance, ``(d, d)``: ``A^T A`` with ``A = between_factor(weighting)``.
 
         balanced: ``(1/K) sum_k M_k M_k^T``; empirical: ``sum_k (n_k/N) M_k M_k^T`` about the sample mean, so
         that ``sigma_t() == sigma_w() + sigma_b("empirical")`` exactly, also for imbalanced classes.
         """
-        M = self.centered_means(weighting)
-        w = self._class_weights(weighting)
-        return (M * w[:, None]).T @ M
+        check_weighting(weighting)
+
+        def compute() -> np.ndarray:
+            A = self.between_factor(weighting)
+            B = A.T @ A
+            return (B + B.T) / 2
+
+        return _maybe_copy(self.memo(("sigma_b", weighting), compute), copy)
 
     def between_factor(self, weighting: Weighting = "balanced") -> np.ndarray:
         """``A = diag(sqrt(w_k)) M``, ``(K, d)``, with ``sigma_b(weighting) = A^T A`` (w_k = 1/K or n_k/N).
@@ -578,9 +598,10 @@ class ClassStats:
         """
         return np.sqrt(self._class_weights(weighting))[:, None] * self.centered_means(weighting)
 
-    def sigma_t(self) -> np.ndarray:
+    def sigma_t(self, copy: bool = True) -> np.ndarray:
         """Total covariance ``(1/N) sum_i (h_i - mu_G)(h_i - mu_G)^T`` about the sample mean, ``(d, d)``."""
-        return self.sigma_w() + self.sigma_b("empirical")
+        compute = lambda: self.sigma_w(copy=False) + self.sigma_b("empirical", copy=False)  # noqa: E731
+        return _maybe_copy(self.memo("sigma_t", compute), copy)
 
     def trace_w(self) -> float:
         """``Tr Sigma_W = (1/N) sum_k class_ss_k`` (available in light mode)."""
