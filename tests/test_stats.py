@@ -288,3 +288,20 @@ def test_torch_inputs_of_every_float_dtype_accumulate_in_float64(rng, dtype):
     ref = brute_stats(x.to(torch.float64).numpy(), y, 4)
     np.testing.assert_allclose(s.sigma_w(), ref["sw"], rtol=1e-11, atol=1e-13)
     np.testing.assert_allclose(s.means, ref["means"], rtol=1e-12, atol=1e-13)
+
+
+def test_load_state_then_new_class_gets_its_shift(rng):
+    """A ClassStats whose classes all had shifts, reloaded with a state where class 2 is empty, must fix class 2's
+    shift at its first sample again (the skip of the first-sight step is reset by load_state_dict)."""
+    K, d = 3, 4
+    H = rng.normal(size=(60, d)) + 1e6  # a zero shift would cost ~12 digits of the within-class scatter
+    y = np.arange(60) % K
+    full = ClassStats.from_arrays(H, y, K)  # every class shifted
+    part = ClassStats.from_arrays(H[y < 2], y[y < 2], K)  # class 2 empty
+    full.load_state_dict(part.state_dict())
+    full.update(H[y == 2], y[y == 2])
+    np.testing.assert_array_equal(full.state_dict()["state"]["shift"][2], H[y == 2][0])
+    ref = ClassStats.from_arrays(np.concatenate([H[y < 2], H[y == 2]]), np.concatenate([y[y < 2], y[y == 2]]), K)
+    np.testing.assert_allclose(full.means, ref.means, rtol=1e-13)
+    np.testing.assert_allclose(full.sigma_w(), ref.sigma_w(), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(full.class_ss, ref.class_ss, rtol=1e-10)

@@ -64,6 +64,35 @@ def _to_tensor(x: Any, name: str) -> torch.Tensor:
     raise TypeError(f"{name} must be a numpy array or a torch tensor, got {type(x).__name__}")
 
 
+def write_arrays(path: str | Path, meta: Mapping[str, str], arrays: Mapping[str, np.ndarray]) -> Path:
+    """Atomically write string metadata and named arrays to ``.npz`` (default) or ``.safetensors`` (needs the
+    ``safetensors`` package): the one file format of nclab's statistics objects."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    if path.suffix == ".safetensors":
+        from safetensors.numpy import save_file
+
+        save_file({k: np.ascontiguousarray(v) for k, v in arrays.items()}, str(tmp), metadata=dict(meta))
+    else:
+        with open(tmp, "wb") as fh:
+            np.savez(fh, **{f"meta__{k}": np.array(v) for k, v in meta.items()}, **arrays)
+    tmp.replace(path)
+    return path
+
+
+def read_arrays(path: str | Path) -> tuple[dict[str, str], dict[str, np.ndarray]]:
+    """``(metadata, arrays)`` of a file written by :func:`write_arrays`."""
+    path = Path(path)
+    if path.suffix == ".safetensors":
+        from safetensors import safe_open
+
+        with safe_open(str(path), framework="numpy") as fh:
+            return dict(fh.metadata() or {}), {k: fh.get_tensor(k) for k in fh.keys()}
+    with np.load(path, allow_pickle=False) as fh:
+        meta = {k[6:]: str(fh[k]) for k in fh.files if k.startswith("meta__")}
+        return meta, {k: fh[k] for k in fh.files if not k.startswith("meta__")}
+
+
 def _maybe_copy(a: np.ndarray, copy: bool) -> np.ndarray:
     return a.copy() if copy else a
 
@@ -418,34 +447,13 @@ class ClassStats:
 
     def save(self, path: str | Path) -> Path:
         """Write to ``.npz`` (default) or ``.safetensors`` (needs the ``safetensors`` package)."""
-        path = Path(path)
         sd = self.state_dict()
-        meta = {k: str(v) for k, v in sd.items() if k != "state"}
-        arrays = sd["state"] or {}
-        tmp = path.with_name(path.name + ".tmp")
-        if path.suffix == ".safetensors":
-            from safetensors.numpy import save_file
-
-            save_file({k: np.ascontiguousarray(v) for k, v in arrays.items()}, str(tmp), metadata=meta)
-        else:
-            with open(tmp, "wb") as fh:
-                np.savez(fh, **{f"meta__{k}": np.array(v) for k, v in meta.items()}, **arrays)
-        tmp.replace(path)
-        return path
+        return write_arrays(path, {k: str(v) for k, v in sd.items() if k != "state"}, sd["state"] or {})
 
     @classmethod
     def load(cls, path: str | Path, *, device: str | torch.device | None = None) -> ClassStats:
         path = Path(path)
-        if path.suffix == ".safetensors":
-            from safetensors import safe_open
-
-            with safe_open(str(path), framework="numpy") as fh:
-                meta = dict(fh.metadata() or {})
-                arrays = {k: fh.get_tensor(k) for k in fh.keys()}
-        else:
-            with np.load(path, allow_pickle=False) as fh:
-                meta = {k[6:]: str(fh[k]) for k in fh.files if k.startswith("meta__")}
-                arrays = {k: fh[k] for k in fh.files if not k.startswith("meta__")}
+        meta, arrays = read_arrays(path)
         if "format_version" not in meta:
             raise ValueError(f"{path} is not an nclab ClassStats file (no format_version)")
         out = cls(int(meta["num_classes"]), int(meta["dim"]), track=meta["track"], device=device)  # type: ignore[arg-type]

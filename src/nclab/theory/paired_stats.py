@@ -20,15 +20,19 @@ paper 002, Sec. 2.4 / 2.6 (relative depth, kinetic energy, straightness).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
 from nclab.stats import ClassStats
+from nclab.stats.class_stats import FORMAT_VERSION, read_arrays, write_arrays
 
-__all__ = ["PairedClassStats", "PathStats"]
+__all__ = ["PAIRED_FORMAT_VERSION", "PairedClassStats", "PathStats"]
+
+PAIRED_FORMAT_VERSION = 1
 
 
 def _tensor(x: Any, name: str) -> torch.Tensor:
@@ -154,6 +158,159 @@ class PairedClassStats:
         self.start.merge(other.start)
         self.end.merge(other.end)
         return self
+
+    def all_reduce(self, group: Any = None) -> PairedClassStats:
+        """Sum the statistics of every rank of ``torch.distributed`` in place, exactly (returns ``self``).
+
+        As :meth:`ClassStats.all_reduce`: each class is re-expressed about the shifts of the lowest rank that saw
+        it, after which the cross sums, the shifted sums and the coupling cost are plain sums.
+        """
+        import torch.distributed as dist
+
+        if not (dist.is_available() and dist.is_initialized()):
+            raise RuntimeError("all_reduce needs an initialised torch.distributed process group")
+        if self._cross is None:
+            self._allocate(self.start.device or torch.device("cpu"))
+        assert self._shift0 is not None and self._shift1 is not None and self._cross is not None
+        assert self._sum0 is not None and self._sum1 is not None and self._seen is not None
+        dev = self._cross.device
+        rank, world = dist.get_rank(group), dist.get_world_size(group)
+        owner = torch.where(self._seen, rank, world).to(torch.int64)
+        dist.all_reduce(owner, op=dist.ReduceOp.MIN, group=group)
+        mine = (owner == rank)[:, None]
+        common0 = torch.where(mine, self._shift0, torch.zeros_like(self._shift0))
+        common1 = torch.where(mine, self._shift1, torch.zeros_like(self._shift1))
+        dist.all_reduce(common0, op=dist.ReduceOp.SUM, group=group)
+        dist.all_reduce(common1, op=dist.ReduceOp.SUM, group=group)
+        # this rank's sums about the common shifts (exact re-expression, as in merge)
+        n = torch.as_tensor(self.start.counts, dtype=torch.float64, device=dev)
+        has = self._seen[:, None]
+        d0 = torch.where(has, self._shift0 - common0, torch.zeros_like(common0))
+        d1 = torch.where(has, self._shift1 - common1, torch.zeros_like(common1))
+        S0, S1 = self._sum0, self._sum1
+        self._cross += (d0 * S1).sum(1) + (S0 * d1).sum(1) + n * (d0 * d1).sum(1)
+        self._sum0 = S0 + n[:, None] * d0
+        self._sum1 = S1 + n[:, None] * d1
+        self._shift0, self._shift1 = common0, common1
+        coupling = torch.tensor([self._coupling], dtype=torch.float64, device=dev)
+        for t in (self._cross, self._sum0, self._sum1, coupling):
+            dist.all_reduce(t, op=dist.ReduceOp.SUM, group=group)
+        self._coupling = float(coupling[0])
+        self._seen = owner < world
+        self.start.all_reduce(group)
+        self.end.all_reduce(group)
+        return self
+
+    # ------------------------------------------------------------------ persistence
+    def state_dict(self) -> dict[str, Any]:
+        """Metadata, the two ends' ClassStats state dicts and CPU copies of the paired sums (numpy arrays)."""
+        paired = None
+        if self._cross is not None:
+            paired = {
+                "shift0": self._shift0,
+                "shift1": self._shift1,
+                "cross": self._cross,
+                "sum0": self._sum0,
+                "sum1": self._sum1,
+            }
+            paired = {k: v.cpu().numpy().copy() for k, v in paired.items()}  # type: ignore[union-attr]
+            paired["coupling"] = np.array([self._coupling])
+        return {
+            "format_version": PAIRED_FORMAT_VERSION,
+            "num_classes": self.num_classes,
+            "dim": self.dim,
+            "track": self.start.track,
+            "start": self.start.state_dict(),
+            "end": self.end.state_dict(),
+            "paired": paired,
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> PairedClassStats:
+        """Restore :meth:`state_dict` output; everything is validated before anything changes."""
+        version = int(state.get("format_version", -1))
+        if version != PAIRED_FORMAT_VERSION:
+            raise ValueError(
+                f"unsupported PairedClassStats format_version {version} (this nclab reads {PAIRED_FORMAT_VERSION})"
+            )
+        track = self.start.track
+        for key, mine in (("num_classes", self.num_classes), ("dim", self.dim), ("track", track)):
+            if state.get(key) != mine:
+                raise ValueError(f"state has {key}={state.get(key)!r}, these PairedClassStats have {key}={mine!r}")
+        device = self.start.device  # None: the CPU
+        start = ClassStats(self.num_classes, self.dim, track=track, device=device)  # type: ignore[arg-type]
+        end = ClassStats(self.num_classes, self.dim, track=track, device=device)  # type: ignore[arg-type]
+        start.load_state_dict(state["start"])
+        end.load_state_dict(state["end"])
+        if not np.array_equal(start.counts, end.counts):
+            raise ValueError("state is inconsistent: the two ends have different class counts")
+        paired = state.get("paired")
+        K, d = self.num_classes, self.dim
+        shapes = {"shift0": (K, d), "shift1": (K, d), "cross": (K,), "sum0": (K, d), "sum1": (K, d), "coupling": (1,)}
+        if paired is None:
+            if start.num_samples:
+                raise ValueError("state is inconsistent: samples counted but no paired sums")
+        else:
+            for key, shape in shapes.items():
+                if key not in paired:
+                    raise ValueError(f"state is missing paired sum {key!r}")
+                arr = np.asarray(paired[key])
+                if tuple(arr.shape) != shape or arr.dtype != np.float64:
+                    raise ValueError(
+                        f"paired sum {key!r} has shape {tuple(arr.shape)} and dtype {arr.dtype}, "
+                        f"expected {shape} float64"
+                    )
+        self.start, self.end = start, end
+        device = start.device or torch.device("cpu")
+        if paired is None:
+            self._shift0 = self._shift1 = self._cross = self._sum0 = self._sum1 = self._seen = None
+            self._coupling = 0.0
+            return self
+        t = {k: torch.from_numpy(np.array(paired[k], dtype=np.float64)).to(device) for k in shapes}
+        self._shift0, self._shift1, self._cross = t["shift0"], t["shift1"], t["cross"]
+        self._sum0, self._sum1 = t["sum0"], t["sum1"]
+        self._coupling = float(t["coupling"][0])
+        self._seen = torch.as_tensor(self.start.counts > 0, device=device)  # a class is seen iff it has samples
+        return self
+
+    def save(self, path: str | Path) -> Path:
+        """Write to ``.npz`` (default) or ``.safetensors``: one file, arrays named ``start__*``, ``end__*``,
+        ``paired__*``."""
+        sd = self.state_dict()
+        meta = {k: str(sd[k]) for k in ("format_version", "num_classes", "dim", "track")}
+        meta["kind"] = "PairedClassStats"
+        arrays: dict[str, np.ndarray] = {}
+        for part in ("start", "end"):
+            arrays.update({f"{part}__{k}": v for k, v in (sd[part]["state"] or {}).items()})
+        arrays.update({f"paired__{k}": v for k, v in (sd["paired"] or {}).items()})
+        return write_arrays(path, meta, arrays)
+
+    @classmethod
+    def load(cls, path: str | Path, *, device: str | torch.device | None = None) -> PairedClassStats:
+        meta, arrays = read_arrays(path)
+        if meta.get("kind") != "PairedClassStats" or "format_version" not in meta:
+            raise ValueError(f"{path} is not an nclab PairedClassStats file")
+        K, d, track = int(meta["num_classes"]), int(meta["dim"]), meta["track"]
+        out = cls(K, d, track=track)
+        if device is not None:
+            out.start = ClassStats(K, d, track=track, device=device)  # type: ignore[arg-type]
+            out.end = ClassStats(K, d, track=track, device=device)  # type: ignore[arg-type]
+
+        def part(prefix: str) -> dict[str, np.ndarray] | None:
+            sub = {k[len(prefix) + 2 :]: v for k, v in arrays.items() if k.startswith(prefix + "__")}
+            return sub or None
+
+        end_meta = {"format_version": FORMAT_VERSION, "num_classes": K, "dim": d, "track": track}
+        return out.load_state_dict(
+            {
+                "format_version": int(meta["format_version"]),
+                "num_classes": K,
+                "dim": d,
+                "track": track,
+                "start": {**end_meta, "state": part("start")},
+                "end": {**end_meta, "state": part("end")},
+                "paired": part("paired"),
+            }
+        )
 
     # ------------------------------------------------------------------ accessors
     @property

@@ -1,0 +1,110 @@
+"""PairedClassStats persistence (state_dict, .npz / .safetensors) and all_reduce (gloo, 2 processes)."""
+
+import os
+import socket
+
+import numpy as np
+import pytest
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+from nclab.stats import ClassStats
+from nclab.theory import PairedClassStats
+
+K, D = 5, 4
+
+
+def _data():
+    """Nearly collapsed paired features far from the origin; class 4 only in the second half, class 3 only in the
+    first (so the two ranks of the all_reduce test see different classes)."""
+    rng = np.random.default_rng(11)
+    N = 200
+    y = rng.integers(0, K - 1, N)
+    y[:100][y[:100] == 4] = 0
+    y[100:][y[100:] == 3] = 2
+    y[150:160] = 4
+    H0 = 1e5 + rng.normal(size=(K, D))[y] + 1e-3 * rng.normal(size=(N, D))
+    H1 = -2e5 + 3 * rng.normal(size=(K, D))[y] + 1e-3 * rng.normal(size=(N, D))
+    return H0, H1, y
+
+
+def _assert_same(a: PairedClassStats, b: PairedClassStats, rtol: float = 1e-12) -> None:
+    np.testing.assert_array_equal(a.counts, b.counts)
+    np.testing.assert_allclose(a.cross_within(), b.cross_within(), rtol=rtol, atol=1e-18)
+    assert a.coupling_cost() == pytest.approx(b.coupling_cost(), rel=rtol)
+    for end in ("start", "end"):
+        np.testing.assert_allclose(getattr(a, end).means, getattr(b, end).means, rtol=1e-15)
+        np.testing.assert_allclose(getattr(a, end).class_ss, getattr(b, end).class_ss, rtol=rtol)
+
+
+@pytest.mark.parametrize("suffix", [".npz", ".safetensors"])
+def test_save_load_roundtrip_is_exact_and_updates_continue(tmp_path, suffix):
+    H0, H1, y = _data()
+    p = PairedClassStats.from_arrays(H0[:120], H1[:120], y[:120], num_classes=K)
+    q = PairedClassStats.load(p.save(tmp_path / f"paired{suffix}"))
+    assert q.state_dict()["paired"].keys() == p.state_dict()["paired"].keys()
+    for k, v in p.state_dict()["paired"].items():
+        np.testing.assert_array_equal(q.state_dict()["paired"][k], v)
+    # both continue identically (shifts restored, the class first seen later gets its own shift)
+    p.update(H0[120:], H1[120:], y[120:])
+    q.update(H0[120:], H1[120:], y[120:])
+    _assert_same(p, q, rtol=0)
+    _assert_same(q, PairedClassStats.from_arrays(H0, H1, y, num_classes=K), rtol=1e-9)
+
+
+def test_empty_stats_roundtrip_and_bad_files(tmp_path):
+    e = PairedClassStats.load(PairedClassStats(K, D).save(tmp_path / "empty.npz"))
+    assert e.num_samples == 0 and np.all(e.cross_within() == 0)
+    ClassStats(K, D).save(tmp_path / "cs.npz")
+    with pytest.raises(ValueError, match="not an nclab PairedClassStats file"):
+        PairedClassStats.load(tmp_path / "cs.npz")
+
+
+def test_load_state_dict_validates_before_changing_anything():
+    H0, H1, y = _data()
+    p = PairedClassStats.from_arrays(H0, H1, y, num_classes=K)
+    before = p.cross_within().copy()
+    sd = p.state_dict()
+    bad = {**sd, "paired": {**sd["paired"], "cross": np.zeros(K + 1)}}
+    with pytest.raises(ValueError, match="'cross' has shape"):
+        p.load_state_dict(bad)
+    with pytest.raises(ValueError, match="format_version"):
+        p.load_state_dict({**sd, "format_version": 99})
+    with pytest.raises(ValueError, match="dim"):
+        PairedClassStats(K, D + 1).load_state_dict(sd)
+    np.testing.assert_array_equal(p.cross_within(), before)
+
+
+def _worker(rank, world, port, out_dir):
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = str(port)
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    try:
+        H0, H1, y = _data()
+        part = slice(0, 100) if rank == 0 else slice(100, None)
+        p = PairedClassStats.from_arrays(H0[part], H1[part], y[part], num_classes=K)
+        p.all_reduce()
+        p.save(os.path.join(out_dir, f"rank{rank}.npz"))
+    finally:
+        dist.destroy_process_group()
+
+
+def _free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.mark.distributed
+def test_all_reduce_equals_single_process(tmp_path):
+    H0, H1, y = _data()
+    assert set(np.unique(y[:100])) != set(np.unique(y[100:]))
+    mp.spawn(_worker, args=(2, _free_port(), str(tmp_path)), nprocs=2, join=True)
+    ref = PairedClassStats.from_arrays(H0, H1, y, num_classes=K)
+    for rank in range(2):
+        _assert_same(PairedClassStats.load(tmp_path / f"rank{rank}.npz"), ref, rtol=1e-9)
+
+
+def test_all_reduce_without_process_group_is_a_clear_error():
+    with pytest.raises(RuntimeError, match="process group"):
+        PairedClassStats(K, D).all_reduce()
