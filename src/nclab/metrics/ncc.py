@@ -33,8 +33,15 @@ from typing import Any
 import numpy as np
 import torch
 
+from nclab._threads import torch_threads
 from nclab.metrics._registry import REGISTRY, MetricInfo
-from nclab.stats.class_stats import ClassStats, _to_tensor, check_batch, check_label_range, work_buffers
+from nclab.stats.class_stats import (
+    ClassStats,
+    _to_tensor,
+    check_batch,
+    check_label_range,
+    work_buffers,
+)
 
 __all__ = ["NCCAccumulator", "ncc_metrics"]
 
@@ -189,7 +196,14 @@ class NCCAccumulator:
         check_label_range(y, self.num_classes)
         c = self._counts
         assert c is not None
-        ncc, logits = self._predict(x)
+        if x.device.type == "cpu":
+            # one torch thread for these memory-bound passes: torch's OpenMP workers otherwise spin on the cores
+            # that numpy's BLAS needs for the product in between (measured 46x slower at d = 4096 with 2 threads
+            # each; the same fix as ClassStats.update)
+            with torch_threads(1):
+                ncc, logits = self._predict(x)
+        else:
+            ncc, logits = self._predict(x)
         flags = [torch.ones_like(y, dtype=torch.bool), ncc == y]  # one row per counter of _COUNTERS, in that order
         if logits is not None:
             nobias = torch.argmax(logits, dim=1)

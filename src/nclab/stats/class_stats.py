@@ -29,13 +29,14 @@ from __future__ import annotations
 
 import functools
 import threading
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 import torch
+
+from nclab._threads import torch_threads
 
 __all__ = ["FORMAT_VERSION", "ClassStats", "EmptyClassError", "Weighting"]
 
@@ -236,7 +237,7 @@ class ClassStats:
             # workers do not spin on the cores that the BLAS syrk needs next (measured 2-3x slower otherwise,
             # benchmarks/RESULTS.md), and in row chunks whose work buffers stay in cache (~1 MB each).
             rows = self._chunk_rows(B) if self.track == "light" else B
-            with _torch_threads(1):
+            with torch_threads(1):
                 norms = self._row_norms(x)
                 for start in range(0, B, rows):
                     stop = start + rows
@@ -723,19 +724,6 @@ def work_buffers(count: int, rows: int, dim: int, device: torch.device) -> tuple
     if buf is None or buf.numel() < count * n:
         buf = _WORK_POOL.buf = torch.empty(max(count * n, 1 << 16), dtype=torch.float64)
     return tuple(buf[i * n : (i + 1) * n].view(rows, dim) for i in range(count))
-
-
-@contextmanager
-def _torch_threads(n: int) -> Iterator[None]:
-    prev = torch.get_num_threads()
-    if prev == n:
-        yield
-        return
-    torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(prev)
 
 
 def _syrk_update(C: torch.Tensor, z: torch.Tensor) -> None:

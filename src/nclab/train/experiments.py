@@ -68,8 +68,8 @@ SCALES: dict[str, dict[str, Any]] = {
 }
 
 
-#: Per-loss settings of the CPU scale (measured on the CPU-scale subset: CE reaches zero training error at epoch
-#: ~27; MSE on paper 004's own loss scaling, lambda = wd, reaches 0.4% in 80 epochs, the small CNN's limit).
+#: Per-loss settings of the CPU scale (measured on the CPU-scale subset, docs/training.md: both reach zero training
+#: error, MSE on paper 004's own loss scaling, lambda = wd, once the CNN's hidden layer has batch norm).
 CPU_LOSS_OVERRIDES: dict[str, dict[str, Any]] = {
     "mse": {"loss": {"reduction": "sum_half"}, "optim": {"lr": 0.02}},
     "ce": {"optim": {"lr": 0.05}},

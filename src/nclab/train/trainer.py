@@ -25,7 +25,6 @@ import math
 import shutil
 import time
 from collections.abc import Callable
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,8 +34,8 @@ import torch
 import yaml
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-from threadpoolctl import threadpool_limits
 
+from nclab._threads import blas_threads
 from nclab.data import ArrayDataset, load
 from nclab.nets import CollapseNet, build_model
 from nclab.theory.mse import mse_decomposition_from_stats
@@ -212,6 +211,7 @@ class _Run:
                 batch_size=m.batch_size,
                 cache_mb=m.cache_mb,
                 advance=lambda n, t=task: progress.advance(t, n),
+                blas_threads=m.blas_threads,
             )
             progress.remove_task(task)
             if split == "train":
@@ -312,7 +312,7 @@ def train(
     # train.threads governs the BLAS of numpy/scipy too (the measurements' syrk and eigendecompositions): with
     # torch on one thread and OpenBLAS on two, a few BLAS calls per run stall for 100+ ms waking their pool
     # (measured: the demo's eigh time 0.75 s -> 0.07 s, benchmarks/RESULTS.md)
-    blas = threadpool_limits(limits=cfg.train.threads, user_api="blas") if cfg.train.threads else nullcontext()
+    blas = blas_threads(cfg.train.threads)
     try:
         with blas:
             return _train(cfg, out, state, console, progress, on_epoch_end)
