@@ -14,6 +14,14 @@ CASES = [
     ("mlp", (1, 8, 8), {"widths": [16, 12]}, {"layer1": 16, "layer2": 12}),
     ("fc_resnet", (1, 8, 8), {"width": 10, "num_blocks": 3}, {"layer0": 10, "layer1": 10, "layer2": 10, "layer3": 10}),
     ("cnn", (1, 28, 28), {"channels": [4, 6], "hidden": 9}, {"block1": 4 * 14 * 14, "block2": 6 * 7 * 7, "fc": 9}),
+    # paper 002 Table I family: only the last stage is measured (its transition's output, then each block)
+    ("pfc_resnet", (1, 28, 28), {"stages": [[3, 14, 1], [4, 7, 2]]}, {f"layer{i}": 4 * 7 * 7 for i in range(3)}),
+    (
+        "pfc_resnet",
+        (3, 8, 8),
+        {"stages": [[3, 8, 1], [5, 4, 2]], "pool": True, "block": "post"},
+        {"layer0": 80, "layer1": 80, "layer2": 80, "pool": 5},
+    ),
     (
         "vgg11",
         (3, 32, 32),
@@ -53,7 +61,7 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize(("name", "shape", "opts", "dims"), CASES, ids=[c[0] for c in CASES])
+@pytest.mark.parametrize(("name", "shape", "opts", "dims"), CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
 def test_measured_layer_shapes(name, shape, opts, dims):
     torch.manual_seed(0)
     model = build_model(name, shape, 5, **opts)
@@ -75,6 +83,38 @@ def test_fc_resnet_blocks_are_residual():
     f = extract_features(m, torch.randn(4, 6))
     lin = m.blocks[0].v[0]
     torch.testing.assert_close(f["layer1"], f["layer0"] + torch.relu(lin(f["layer0"])))
+
+
+@pytest.mark.parametrize("block", ["preact", "post"])
+def test_pfc_resnet_measured_blocks_are_exactly_residual(block):
+    """Paper 002's x^(l+1) = x^(l) + v_l(x^(l)) at every measured layer (transitions outside the blocks)."""
+    torch.manual_seed(0)
+    m = build_model("pfc_resnet", (2, 8, 8), 3, stages=[[3, 4, 1], [4, 4, 3]], block=block).eval()
+    x = torch.randn(5, 2, 8, 8)
+    f = extract_features(m, x)
+    for i, blk in enumerate(m.stages[-1]):
+        inp = f[f"layer{i}"].reshape(5, 4, 4, 4)
+        with torch.no_grad():
+            torch.testing.assert_close(f[f"layer{i + 1}"], (inp + blk.v(inp)).flatten(1), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize(
+    ("table", "shape", "d", "layers"),
+    [("fashion-mnist", (1, 28, 28), 3136, 5), ("cifar10", (3, 32, 32), 4096, 5), ("cifar100", (3, 32, 32), 8192, 5)],
+)
+def test_pfc_resnet_table_i_dimensions(table, shape, d, layers):
+    """Table I of paper 002: measured dimension d = C H W of the last stage and L + 1 measured layers."""
+    m = build_model("pfc_resnet", shape, 10, table=table)
+    assert m.feature_dim == d and len(m.measured_layers()) == layers
+
+
+def test_pfc_resnet_rejects_bad_stages():
+    with pytest.raises(ValueError, match="neither the input side"):
+        build_model("pfc_resnet", (1, 28, 28), 10, stages=[[4, 10, 1]])
+    with pytest.raises(ValueError, match="exactly one of stages or table"):
+        build_model("pfc_resnet", (1, 28, 28), 10)
+    with pytest.raises(ValueError, match="unknown table row"):
+        build_model("pfc_resnet", (1, 28, 28), 10, table="mnist")
 
 
 def test_heads():

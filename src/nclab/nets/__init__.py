@@ -15,10 +15,12 @@ from nclab.nets.base import CollapseNet
 from nclab.nets.convnets import VGG11, DenseNet, ResNet18, SmallCNN
 from nclab.nets.heads import CMFHead, CosineHead, FixedHead, LinearHead, make_head, resolve_tau
 from nclab.nets.mlp import MLP, FCResNet
+from nclab.nets.pfc_resnet import TABLE_I, PFCResNet
 
 __all__ = [
     "MLP",
     "MODELS",
+    "TABLE_I",
     "VGG11",
     "CMFHead",
     "CollapseNet",
@@ -27,6 +29,7 @@ __all__ = [
     "FCResNet",
     "FixedHead",
     "LinearHead",
+    "PFCResNet",
     "ResNet18",
     "SmallCNN",
     "build_model",
@@ -38,6 +41,7 @@ __all__ = [
 MODELS: dict[str, type[CollapseNet]] = {
     "mlp": MLP,
     "fc_resnet": FCResNet,
+    "pfc_resnet": PFCResNet,
     "cnn": SmallCNN,
     "vgg11": VGG11,
     "resnet18": ResNet18,
