@@ -1,7 +1,6 @@
 """ClassStats.all_reduce over torch.distributed (gloo, 2 processes on localhost)."""
 
 import os
-import socket
 
 import numpy as np
 import pytest
@@ -10,6 +9,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from nclab.stats import ClassStats
+from tests._distributed import free_port, gloo_group
 
 pytestmark = pytest.mark.distributed
 
@@ -30,30 +30,19 @@ def _data():
 
 
 def _worker(rank, world, port, out_dir, track):
-    os.environ["MASTER_ADDR"] = "127.0.0.1"
-    os.environ["MASTER_PORT"] = str(port)
-    dist.init_process_group("gloo", rank=rank, world_size=world)
-    try:
+    with gloo_group(rank, world, port):
         H, y = _data()
         part = slice(0, 120) if rank == 0 else slice(120, None)
         s = ClassStats.from_arrays(H[part], y[part], num_classes=K, track=track)
         s.all_reduce()
         s.save(os.path.join(out_dir, f"rank{rank}.npz"))
-    finally:
-        dist.destroy_process_group()
-
-
-def _free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.mark.parametrize("track", ["full", "light"])
 def test_all_reduce_equals_single_process(tmp_path, track):
     H, y = _data()
     assert set(np.unique(y[:120])) != set(np.unique(y[120:]))  # class mix differs between ranks
-    mp.spawn(_worker, args=(2, _free_port(), str(tmp_path), track), nprocs=2, join=True)
+    mp.spawn(_worker, args=(2, free_port(), str(tmp_path), track), nprocs=2, join=True)
     ref = ClassStats.from_arrays(H, y, num_classes=K, track=track)
     for rank in range(2):
         s = ClassStats.load(tmp_path / f"rank{rank}.npz")

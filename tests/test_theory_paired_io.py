@@ -1,15 +1,14 @@
 """PairedClassStats persistence (state_dict, .npz / .safetensors) and all_reduce (gloo, 2 processes)."""
 
 import os
-import socket
 
 import numpy as np
 import pytest
-import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from nclab.stats import ClassStats
 from nclab.theory import PairedClassStats
+from tests._distributed import free_port, gloo_group
 
 K, D = 5, 4
 
@@ -76,30 +75,19 @@ def test_load_state_dict_validates_before_changing_anything():
 
 
 def _worker(rank, world, port, out_dir):
-    os.environ["MASTER_ADDR"] = "127.0.0.1"
-    os.environ["MASTER_PORT"] = str(port)
-    dist.init_process_group("gloo", rank=rank, world_size=world)
-    try:
+    with gloo_group(rank, world, port):
         H0, H1, y = _data()
         part = slice(0, 100) if rank == 0 else slice(100, None)
         p = PairedClassStats.from_arrays(H0[part], H1[part], y[part], num_classes=K)
         p.all_reduce()
         p.save(os.path.join(out_dir, f"rank{rank}.npz"))
-    finally:
-        dist.destroy_process_group()
-
-
-def _free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.mark.distributed
 def test_all_reduce_equals_single_process(tmp_path):
     H0, H1, y = _data()
     assert set(np.unique(y[:100])) != set(np.unique(y[100:]))
-    mp.spawn(_worker, args=(2, _free_port(), str(tmp_path)), nprocs=2, join=True)
+    mp.spawn(_worker, args=(2, free_port(), str(tmp_path)), nprocs=2, join=True)
     ref = PairedClassStats.from_arrays(H0, H1, y, num_classes=K)
     for rank in range(2):
         _assert_same(PairedClassStats.load(tmp_path / f"rank{rank}.npz"), ref, rtol=1e-9)
