@@ -3,7 +3,7 @@
 import math
 import re
 
-from nclab.report.figures import compare_figure, curves_figure, heatmap_figure, train_test_figure
+from nclab.report.figures import compare_figure, curves_figure, depth_figure, heatmap_figure, train_test_figure
 from nclab.report.run_report import collapse_summary, write_run_report
 from nclab.train.runio import write_metrics
 
@@ -30,6 +30,14 @@ def test_figures_are_pngs():
     assert _is_png(heatmap_figure(ROWS))
     assert _is_png(train_test_figure(ROWS, ["nc1"], "b", zero_error_epoch=3))
     assert _is_png(compare_figure({"x": (ROWS, 3), "y": (ROWS, None)}, ["nc1"], "b"))
+    depth = [
+        (e, "train", lay, m, v * (1 + e))
+        for e in (0, 5)
+        for lay, v in (("a", 0.0), ("b", 1.0))
+        for m in ("relative_depth",)
+    ]
+    depth += [(e, "train", lay, f"geodesic_{k}", 0.5) for e in (0, 5) for lay in "ab" for k in ("pfc1", "pfc2", "pfc3")]
+    assert _is_png(depth_figure(ROWS + depth))
 
 
 def test_collapse_summary_numbers():

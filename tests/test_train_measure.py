@@ -100,3 +100,40 @@ def test_result_does_not_depend_on_caching(setup, batch_size, cache_mb):
     assert set(got) == set(ref)
     for key, v in ref.items():
         assert got[key] == pytest.approx(v, rel=1e-9, abs=1e-12), key
+
+
+def test_geodesic_rows_match_the_in_memory_profile_and_the_measured_ends():
+    """measure_split(geodesic=True) on an FC ResNet: per layer relative depth and the straight line's PFC1-3 equal
+    nclab.theory's in-memory profile of the same features, and at t = 0 and t = 1 the measured metrics."""
+    from nclab.theory.geodesic import geodesic_profile
+
+    torch.manual_seed(1)
+    data = load("digits", "train", per_class=20)
+    model = build_model("fc_resnet", data.input_shape, 10, width=12, num_blocks=3)
+    res = measure_split(model, data.x, data.y, 10, penultimate=model.penultimate_name, geodesic=True)
+    got = _rows(res)
+    feats = extract_features(model, data.x)
+    names = list(feats)
+    prof = geodesic_profile([feats[n].double() for n in names], data.y, 10, batch_size=37)
+    pred = prof.predictions["measured"]
+    for i, n in enumerate(names):
+        assert got[(n, "relative_depth")] == pytest.approx(prof.relative_depth[i], rel=1e-12)
+        for k in ("pfc1", "pfc2", "pfc3"):
+            assert got[(n, f"geodesic_{k}")] == pytest.approx(getattr(pred, k)[i], rel=1e-9, abs=1e-12)
+    assert prof.relative_depth[0] == 0 and prof.relative_depth[-1] == pytest.approx(1.0)
+    assert np.all(np.diff(prof.relative_depth) > 0)
+    for n in (names[0], names[-1]):  # the line starts and ends at the measured features
+        assert got[(n, "geodesic_pfc1")] == pytest.approx(got[(n, "trace_ratio")], rel=1e-9)
+        assert got[(n, "geodesic_pfc2")] == pytest.approx(got[(n, "etf_gram_error")], rel=1e-9)
+        assert got[(n, "geodesic_pfc3")] == pytest.approx(got[(n, "ncc_accuracy")], abs=1e-15)
+    assert got[(OUTPUT_LAYER, "geodesic_s01")] == pytest.approx(prof.s01, rel=1e-12)
+    assert 0 < got[(OUTPUT_LAYER, "straightness_index")] <= 1
+
+
+def test_geodesic_is_skipped_with_a_message_when_it_does_not_apply(setup):
+    model, data, _ = setup  # MLP 24 / 20 / 16: no two leading layers share a dimension
+    res = measure_split(model, data.x, data.y, 10, penultimate=model.penultimate_name, geodesic=True)
+    assert not any(m.startswith("geodesic") for _, m, _ in res.rows)
+    assert any("geodesic: skipped (needs at least two" in w for w in res.warnings)
+    res = measure_split(model, data.x, data.y, 10, penultimate=model.penultimate_name, geodesic=True, cache_mb=0)
+    assert any("geodesic: skipped (the split's features exceed" in w for w in res.warnings)

@@ -221,3 +221,35 @@ def compare_figure(
         ax.legend(fontsize=6)
     fig.tight_layout()
     return _png(fig)
+
+
+def depth_figure(rows: Sequence[Row], *, split: str = "train", epochs: Sequence[int] | None = None) -> bytes:
+    """Paper 002 Fig. 3: PFC1-3 of the measured layers against their relative depth (markers) and the geodesic
+    model's prediction at the same depths (dashed), one colour per epoch (default: the first, a middle and the
+    last epoch with ``relative_depth`` rows)."""
+    have = sorted({e for e, s, _, m, _ in rows if s == split and m == "relative_depth"})
+    if epochs is None:
+        epochs = sorted({have[0], have[len(have) // 2], have[-1]}) if have else []
+    panels = (("trace_ratio", "pfc1", "PFC1 = Tr S_W / Tr S_B"), ("etf_gram_error", "pfc2", "PFC2 (ETF Gram error)"))
+    panels += (("ncc_accuracy", "pfc3", "PFC3 (NCC accuracy)"),)
+    fig, axes = _grid(len(panels))
+    for ax, (metric, geo, title) in zip(axes.flat, panels, strict=False):
+        vals = []
+        for i, epoch in enumerate(epochs):
+            at = {(lay, m): v for e, s, lay, m, v in rows if e == epoch and s == split}
+            layers = [lay for (lay, m) in at if m == "relative_depth"]
+            t = np.array([at[(lay, "relative_depth")] for lay in layers])
+            measured = np.array([at.get((lay, metric), np.nan) for lay in layers])
+            predicted = np.array([at.get((lay, f"geodesic_{geo}"), np.nan) for lay in layers])
+            ax.plot(t, measured, marker="o", ms=3, lw=1.0, color=f"C{i}", label=f"epoch {epoch} measured")
+            ax.plot(t, predicted, ls="--", lw=1.0, color=f"C{i}", label=f"epoch {epoch} geodesic")
+            vals += [measured, predicted]
+        values = np.concatenate(vals) if vals else np.zeros(0)
+        if metric != "ncc_accuracy" and _log_ok(metric, values):
+            ax.set_yscale("log")
+        ax.set_xlabel("relative depth t_l")
+        ax.set_title(title, fontsize=9)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=6)
+    fig.tight_layout()
+    return _png(fig)

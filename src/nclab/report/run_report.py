@@ -15,6 +15,7 @@ import yaml
 from nclab.report.figures import (
     curves_figure,
     decomposition_figure,
+    depth_figure,
     heatmap_figure,
     layers_of,
     series,
@@ -143,6 +144,14 @@ def write_run_report(run_dir: str | Path, title: str | None = None) -> Path:
             (
                 "Layer x epoch heatmaps of PFC1 (trace ratio), PFC2 (ETF Gram error), PFC3 (NCC accuracy), train split",
                 heatmap_figure(rows),
+            )
+        )
+    if any(r[3] == "relative_depth" for r in rows):
+        figures.append(
+            (
+                "Paper 002 Fig. 3: PFC1-3 of the measured layers at their relative depth (markers) and the geodesic "
+                "model's straight line between the first and last of them (dashed), train split",
+                depth_figure(rows),
             )
         )
     if pen and any(r[1] == "test" for r in rows):

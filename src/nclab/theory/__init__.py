@@ -5,7 +5,16 @@ feedforward collapse (paper 002). Sub-modules: :mod:`~nclab.theory.mse`, :mod:`~
 
 from nclab.theory import central_path, geodesic
 from nclab.theory.central_path import CentralPathRun, closed_form_omega, simulate
-from nclab.theory.geodesic import GeodesicNCC, GeodesicPrediction, predict, procrustes_etf, relative_depth, s01
+from nclab.theory.geodesic import (
+    GeodesicNCC,
+    GeodesicPrediction,
+    GeodesicProfile,
+    geodesic_profile,
+    predict,
+    procrustes_etf,
+    relative_depth,
+    s01,
+)
 from nclab.theory.mse import (
     DECOMPOSITION_KEYS,
     LAMBDA_CONVENTIONS,
@@ -27,6 +36,7 @@ __all__ = [
     "CentralPathRun",
     "GeodesicNCC",
     "GeodesicPrediction",
+    "GeodesicProfile",
     "PairedClassStats",
     "PathStats",
     "central_path",
@@ -34,6 +44,7 @@ __all__ = [
     "closed_form_omega",
     "decomposition_table",
     "geodesic",
+    "geodesic_profile",
     "ls_classifier",
     "ls_classifier_from_stats",
     "mse_decomposition",

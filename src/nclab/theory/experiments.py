@@ -237,12 +237,11 @@ def train_fc_resnet(
 
 def depth_profile(layers: Sequence[np.ndarray], y: np.ndarray, t_grid: np.ndarray) -> dict[str, Any]:
     """Measured PFC1/2/3 of every layer at its relative depth, and the geodesic predictions (measured end and
-    Procrustes-ETF end) between layer 0 and the last layer (paper 002, Fig. 3). In-memory convenience over
-    :class:`~nclab.theory.PairedClassStats`, :class:`~nclab.theory.PathStats` and :class:`GeodesicNCC`."""
+    Procrustes-ETF end) between layer 0 and the last layer on ``t_grid`` (paper 002, Fig. 3). In-memory
+    convenience over :func:`nclab.theory.geodesic.geodesic_profile` and the metric suite."""
     from nclab.metrics import NCCAccumulator, etf_gram_error, trace_ratio
     from nclab.stats import ClassStats
-    from nclab.theory.geodesic import GeodesicNCC, predict, s01
-    from nclab.theory.paired_stats import PairedClassStats, PathStats
+    from nclab.theory.geodesic import geodesic_profile
 
     K = int(y.max()) + 1
     measured = {"pfc1": [], "pfc2": [], "pfc3": []}
@@ -251,19 +250,14 @@ def depth_profile(layers: Sequence[np.ndarray], y: np.ndarray, t_grid: np.ndarra
         measured["pfc1"].append(trace_ratio(st))
         measured["pfc2"].append(etf_gram_error(st))
         measured["pfc3"].append(NCCAccumulator(st).update(h, y).compute()["ncc_accuracy"])
-    path = PathStats(len(layers)).update(layers)
-    paired = PairedClassStats.from_arrays(layers[0], layers[-1], y, num_classes=K)
-    preds = {}
-    for end in ("measured", "etf"):
-        ncc = GeodesicNCC(paired, t_grid, end=end).update(layers[0], layers[-1], y)
-        preds[end] = predict(paired, t_grid, end=end, ncc=ncc)
+    prof = geodesic_profile(layers, y, K, ends=("measured", "etf"), t_grid=t_grid)
     return {
-        "relative_depth": path.relative_depth(),
+        "relative_depth": prof.relative_depth,
         "measured": {k: np.asarray(v) for k, v in measured.items()},
-        "predicted": preds,
-        "s01": s01(paired),
-        "straightness_index": path.straightness_index(),
-        "kinetic_energy": path.kinetic_energy(),
+        "predicted": prof.predictions,
+        "s01": prof.s01,
+        "straightness_index": prof.straightness_index,
+        "kinetic_energy": prof.kinetic_energy,
     }
 
 

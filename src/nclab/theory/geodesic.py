@@ -24,6 +24,7 @@ the simplex ETF nearest to the centred start means by orthogonal Procrustes, sca
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -32,13 +33,15 @@ import torch
 
 from nclab.geometry import simplex_etf
 from nclab.metrics import etf_gram_error
-from nclab.theory.paired_stats import PairedClassStats
+from nclab.theory.paired_stats import PairedClassStats, PathStats
 
 __all__ = [
     "EndVariant",
     "GeodesicNCC",
     "GeodesicPrediction",
+    "GeodesicProfile",
     "endpoint_means",
+    "geodesic_profile",
     "pfc1_slope_at_start",
     "predict",
     "procrustes_etf",
@@ -284,3 +287,62 @@ def relative_depth(step_norms: Any) -> np.ndarray:
     if total == 0:
         raise ValueError("no layer moves any sample (all step norms are 0): relative depth is undefined")
     return np.concatenate([[0.0], np.cumsum(s) / total])
+
+
+@dataclass
+class GeodesicProfile:
+    """The geodesic model at the measured layers of one network: ``relative_depth (L+1,)`` (``t_l``, unsquared
+    step norms, spec 002 Sec. 2.4), ``predictions`` per end variant (PFC1-3 of the straight line *at those t_l*,
+    so predicted and measured values pair up layer by layer), ``s01`` (Thm 1 condition), ``straightness_index``
+    and ``kinetic_energy (L,)`` (per-block transport)."""
+
+    relative_depth: np.ndarray
+    predictions: dict[str, GeodesicPrediction]
+    s01: float
+    straightness_index: float
+    kinetic_energy: np.ndarray
+
+
+def geodesic_profile(
+    layers: Sequence[Any],
+    y: Any,
+    num_classes: int,
+    *,
+    ends: Sequence[EndVariant] = ("measured",),
+    t_grid: Any = None,
+    batch_size: int = 512,
+) -> GeodesicProfile:
+    """Relative depths and geodesic predictions for the features ``layers = [h^0 .. h^L]`` (each ``(N, d)``, the
+    same samples and dimension; numpy or torch) with labels ``y (N,)`` -- paper 002, Fig. 3.
+
+    Streams ``batch_size`` rows at a time through :class:`PathStats` and :class:`PairedClassStats` (pass 1),
+    then :class:`GeodesicNCC` (pass 2): float64 work memory O(batch_size (L+1) d), whatever N. Predictions are
+    evaluated at the layers' relative depths, or on ``t_grid`` when given (e.g. a fine grid for a plot).
+    """
+    if len(layers) < 2:
+        raise ValueError(f"need at least 2 measured layers (h^0 and h^L), got {len(layers)}")
+    yt = torch.as_tensor(np.asarray(y.cpu() if isinstance(y, torch.Tensor) else y)).to(torch.int64)
+    N = int(yt.shape[0])
+    if any(int(h.shape[0]) != N for h in layers):
+        raise ValueError(f"every layer needs one row per label ({N}); got {[int(h.shape[0]) for h in layers]}")
+    path = PathStats(len(layers))
+    paired = PairedClassStats(num_classes, int(layers[0].shape[1]))
+    rows = [slice(s, s + batch_size) for s in range(0, N, batch_size)]
+    for r in rows:
+        chunk = [h[r] for h in layers]
+        path.update(chunk)
+        paired.update(chunk[0], chunk[-1], yt[r])
+    t = path.relative_depth() if t_grid is None else np.asarray(t_grid, dtype=np.float64)
+    preds = {}
+    for end in ends:
+        ncc = GeodesicNCC(paired, t, end=end)
+        for r in rows:
+            ncc.update(layers[0][r], layers[-1][r], yt[r])
+        preds[end] = predict(paired, t, end=end, ncc=ncc)
+    return GeodesicProfile(
+        relative_depth=path.relative_depth(),
+        predictions=preds,
+        s01=s01(paired),
+        straightness_index=path.straightness_index(),
+        kinetic_energy=path.kinetic_energy(),
+    )

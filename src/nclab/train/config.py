@@ -190,6 +190,7 @@ class MeasureConfig(_Strict):
     batch_size: PosInt = 256
     cache_mb: NonNegFloat = 256.0  # keep pass-1 features for the NCC pass when they fit
     blas_threads: PosInt | None = 1  # numpy/scipy BLAS threads while measuring (None: as train.threads)
+    geodesic: bool = False  # paper 002's geodesic model over the equal-width measured layers (train split)
     zero_error_check: Literal["gated", "every_epoch"] = "gated"
     zero_error_gate: Annotated[float, Field(ge=0, le=1)] = 0.05
 

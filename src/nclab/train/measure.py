@@ -57,6 +57,37 @@ class SplitMeasurement:
         raise KeyError(f"no {metric!r} at layer {layer!r}")
 
 
+def _geodesic_rows(
+    layer_map: Mapping[str, nn.Module],
+    cache: Mapping[str, torch.Tensor] | None,
+    y: torch.Tensor,
+    num_classes: int,
+    msgs: list[str],
+) -> list[tuple[str, str, float]]:
+    """Rows of paper 002's geodesic model over the leading measured layers of one dimension (see measure_split)."""
+    from nclab.theory.geodesic import geodesic_profile
+
+    if cache is None:
+        msgs.append("geodesic: skipped (the split's features exceed measure.cache_mb)")
+        return []
+    names = list(layer_map)
+    segment = [names[0]]
+    for name in names[1:]:
+        if cache[name].shape[1] != cache[names[0]].shape[1]:
+            break
+        segment.append(name)
+    if len(segment) < 2:
+        msgs.append("geodesic: skipped (needs at least two leading measured layers of the same dimension)")
+        return []
+    prof = geodesic_profile([cache[n] for n in segment], y, num_classes)
+    pred = prof.predictions["measured"]
+    rows = [(OUTPUT_LAYER, "geodesic_s01", prof.s01), (OUTPUT_LAYER, "straightness_index", prof.straightness_index)]
+    for i, name in enumerate(segment):
+        rows.append((name, "relative_depth", float(prof.relative_depth[i])))
+        rows += [(name, f"geodesic_{k}", float(getattr(pred, k)[i])) for k in ("pfc1", "pfc2", "pfc3")]
+    return rows
+
+
 def _classifier(model: nn.Module) -> tuple[np.ndarray | None, np.ndarray | None]:
     head = getattr(model, "head", None)
     W = getattr(head, "weight", None)
@@ -84,6 +115,7 @@ def measure_split(
     cache_mb: float = 256.0,
     advance: Callable[[int], None] | None = None,
     blas_threads: int | None = 1,
+    geodesic: bool = False,
 ) -> SplitMeasurement:
     """Measure ``model`` on inputs ``x (N, ...)`` with labels ``y (N,)`` (see the module docstring).
 
@@ -95,11 +127,16 @@ def measure_split(
     decompositions are small, and between torch operations a multi-threaded BLAS call waits for cores that
     torch's OpenMP workers still spin on (measured on 2 cores: a d = 128 report 30 ms with 2 threads, 3-4 ms
     with one; 1.3-1.6x faster with one even at d = 512-1,024; ``nclab._threads``).
+    ``geodesic``: also log paper 002's geodesic model over the leading measured layers of equal dimension
+    (``layer0 .. layerL`` of ``fc_resnet`` / ``pfc_resnet``): per layer ``relative_depth`` and the straight line's
+    ``geodesic_pfc1/2/3`` at that depth (measured end), and ``geodesic_s01``, ``straightness_index`` as network
+    rows (:func:`nclab.theory.geodesic.geodesic_profile`, from the cached features; skipped with a warning when
+    they exceed ``cache_mb`` or fewer than two layers share a dimension).
     """
     with _blas_threads(blas_threads):
         return _measure_split(
             model, x, y, num_classes, layers, penultimate, loss_fn, reference, full_layers, conventions,
-            batch_size, cache_mb, advance,
+            batch_size, cache_mb, advance, geodesic,
         )  # fmt: skip
 
 
@@ -117,6 +154,7 @@ def _measure_split(
     batch_size: int,
     cache_mb: float,
     advance: Callable[[int], None] | None,
+    geodesic: bool,
 ) -> SplitMeasurement:
     layer_map = resolve_layers(model, layers)
     if penultimate is None:
@@ -246,6 +284,8 @@ def _measure_split(
                 rep = {}
         msgs += [f"{name}: {w.message}" for w in caught]
         rows += [(name, k, float(v)) for k, v in rep.items()]
+    if geodesic:
+        rows += _geodesic_rows(layer_map, cache, y, num_classes, msgs)
     return SplitMeasurement(
         rows=rows,
         stats=OrderedDict((n, stats[n]) for n in layer_map),

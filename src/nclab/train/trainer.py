@@ -212,6 +212,7 @@ class _Run:
                 cache_mb=m.cache_mb,
                 advance=lambda n, t=task: progress.advance(t, n),
                 blas_threads=m.blas_threads,
+                geodesic=m.geodesic and split == "train",
             )
             progress.remove_task(task)
             if split == "train":
