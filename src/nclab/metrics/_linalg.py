@@ -57,28 +57,40 @@ def sym_eig(A: np.ndarray, *, symmetric: bool = False) -> tuple[np.ndarray, np.n
 
 
 def _between_eig(stats: ClassStats, weighting: str, vectors: bool) -> tuple[np.ndarray, np.ndarray] | np.ndarray:
-    """Eigenvalues ``(d,)`` (descending) and, with ``vectors``, an orthonormal eigenbasis ``(d, d)`` of
-    ``Sigma_B = A^T A`` from the thin SVD of its K x d factor ``A`` (``ClassStats.between_factor``):
-    O(K^2 d + d^2 K) instead of the O(d^3) of a d x d eigendecomposition, and the eigenvalues are the squared
-    singular values, accurate far below ``eps * lambda_max`` (a d x d eigh resolves them only to that level).
-    Beyond the K singular vectors (K < d) the basis is completed by a complete QR, which gives the orthogonal
-    complement of V_B to working precision (``within_class_split`` sums Sigma_W over it)."""
+    """Eigenvalues ``(d,)`` (descending) and, with ``vectors``, the ``min(K, d)`` leading eigenvectors ``(d, k)``
+    of ``Sigma_B = A^T A`` from the thin SVD of its K x d factor ``A`` (``ClassStats.between_factor``):
+    O(K^2 d) instead of the O(d^3) of a d x d eigendecomposition, and the eigenvalues are the squared singular
+    values, accurate far below ``eps * lambda_max`` (a d x d eigh resolves them only to that level). Every
+    eigenvector of a nonzero eigenvalue is among them, so the pseudo-inverse needs no more."""
     A = stats.between_factor(weighting)
     if not np.all(np.isfinite(A)):
         raise ValueError("class means contain NaN or inf")
-    d = stats.dim
-    lam = np.zeros(d)
+    lam = np.zeros(stats.dim)
     if not vectors:
         s = np.linalg.svd(A, compute_uv=False)
         lam[: s.size] = s * s
         return lam
     _, s, Vt = np.linalg.svd(A, full_matrices=False)
     lam[: s.size] = s * s
-    V = Vt.T
-    if V.shape[1] < d:
-        Q = np.linalg.qr(V, mode="complete")[0]  # Q[:, :k] spans the columns of V; Q[:, k:] their complement
-        V = np.hstack([V, Q[:, V.shape[1] :]])
-    return lam, V
+    return lam, Vt.T
+
+
+def stats_between_eig(stats: ClassStats, weighting: str = "balanced") -> tuple[np.ndarray, np.ndarray]:
+    """Sigma_B's eigenvalues ``(d,)`` and leading ``min(K, d)`` eigenvectors ``(d, k)`` (:func:`_between_eig`),
+    once per state of ``stats``; enough for ``psd_pinv`` (its rank never exceeds k)."""
+    from nclab.stats.class_stats import check_weighting
+
+    check_weighting(weighting)
+    return stats.memo(("eig_thin", "between", weighting), lambda: _between_eig(stats, weighting, vectors=True))
+
+
+def _complete_basis(V: np.ndarray) -> np.ndarray:
+    """``[V, V_perp]`` ``(d, d)`` for orthonormal columns ``V (d, k)``: a complete QR gives the orthogonal
+    complement to working precision (``within_class_split`` sums Sigma_W over it)."""
+    if V.shape[1] == V.shape[0]:
+        return V
+    Q = np.linalg.qr(V, mode="complete")[0]  # Q[:, :k] spans the columns of V; Q[:, k:] their complement
+    return np.hstack([V, Q[:, V.shape[1] :]])
 
 
 def stats_eig(stats: ClassStats, which: str, weighting: str = "balanced") -> tuple[np.ndarray, np.ndarray]:
@@ -89,7 +101,12 @@ def stats_eig(stats: ClassStats, which: str, weighting: str = "balanced") -> tup
         raise ValueError(f"which must be one of ['between', 'total', 'within'], got {which!r}")
     key = ("eig", which, weighting if which == "between" else None)
     if which == "between":
-        return stats.memo(key, lambda: _between_eig(stats, weighting, vectors=True))
+
+        def complete() -> tuple[np.ndarray, np.ndarray]:
+            lam, V = stats_between_eig(stats, weighting)
+            return lam, _complete_basis(V)
+
+        return stats.memo(key, complete)
     return stats.memo(key, lambda: sym_eig(_stats_matrix(stats, which), symmetric=True))
 
 
@@ -102,7 +119,7 @@ def stats_eigvals(stats: ClassStats, which: str, weighting: str = "balanced") ->
     """Eigenvalues (descending) of the matrix of :func:`stats_eig`; reuses a cached full decomposition, else
     computes (and caches) the eigenvalues alone, which is about twice as cheap."""
     key = ("eig", which, weighting if which == "between" else None)
-    full = stats.cached(key)
+    full = stats.cached(key) or stats.cached(("eig_thin", which, weighting))
     if full is not None:
         return full[0]
     if which not in ("within", "total", "between"):

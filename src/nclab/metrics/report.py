@@ -85,6 +85,7 @@ def collapse_report(
     ncc: NCCAccumulator | Mapping[str, Any] | None = None,
     *,
     conventions: Mapping[str, Any] | None = None,
+    keep_memo: bool = False,
 ) -> dict[str, float]:
     """Every metric that applies to ``stats`` (+ classifier ``W: (K, d)``, ``b: (K,)``, + an NCC pass).
 
@@ -99,6 +100,10 @@ def collapse_report(
         Adds ``ncc_accuracy`` (PFC3), and with a classifier ``ncc_mismatch`` (NC4), ``classifier_accuracy``.
     conventions : mapping, optional
         Overrides of :data:`DEFAULT_CONVENTIONS`; unknown keys raise ``ValueError``.
+    keep_memo : bool
+        Keep the d x d matrices and decompositions the metrics shared (``ClassStats.memo``) for later readers of
+        the same statistics (e.g. the MSE decomposition of a training run); by default they are dropped, as
+        they hold several d x d float64 arrays.
 
     Returns
     -------
@@ -132,8 +137,9 @@ def collapse_report(
         return _report(stats, W, ncc, c, wt)
     finally:
         # the d x d matrices and eigendecompositions shared by this report's metrics (ClassStats.memo) can
-        # be large (4 d x d float64 arrays); do not keep them alive after the report
-        stats.clear_memo()
+        # be large (4 d x d float64 arrays); do not keep them alive after the report unless asked
+        if not keep_memo:
+            stats.clear_memo()
 
 
 def _report(

@@ -27,7 +27,7 @@ from typing import Literal
 import numpy as np
 from scipy.linalg import lapack, solve_triangular
 
-from nclab.metrics._linalg import DEFAULT_RTOL, RankPolicy, psd_pinv, stats_eig, stats_eigvals
+from nclab.metrics._linalg import DEFAULT_RTOL, RankPolicy, psd_pinv, stats_between_eig, stats_eig, stats_eigvals
 from nclab.metrics._registry import REGISTRY, metric
 from nclab.stats.class_stats import ClassStats, Weighting, check_weighting
 
@@ -63,7 +63,7 @@ def _check_rank(rank: RankPolicy) -> None:
 
 def _pinv_b(stats: ClassStats, weighting: Weighting, rank: RankPolicy, rtol: float):
     _check_rank(rank)
-    eig = stats_eig(stats, "between", weighting)
+    eig = stats_between_eig(stats, weighting)
     return psd_pinv(eig=eig, rank=rank, max_rank=min(stats.dim, stats.num_classes - 1), rtol=rtol)
 
 
@@ -160,12 +160,18 @@ REGISTRY["pfc1"] = replace(trace_ratio.info, name="pfc1")  # type: ignore[attr-d
 REGISTRY["sq_dist"] = replace(trace_ratio.info, name="sq_dist")  # type: ignore[attr-defined]
 
 
+# Below this (estimated) condition number of Sigma_W the whitened form keeps ~13 digits (relative errors ~ eps *
+# sqrt(cond) through the Cholesky factor) and is used whatever Sigma_T's conditioning: it costs a Cholesky
+# factorisation, where the Sigma_T form needs a full eigendecomposition of Sigma_T.
+_WHITEN_ALWAYS_COND = 1e6
+
+
 def _whitened_between(stats: ClassStats, rtol: float) -> tuple[np.ndarray, np.ndarray] | None:
     """``(U, s)`` of the thin SVD of ``B = Pi^{1/2} M L^{-T}`` (K, d), M the empirically centred class means,
     Pi = diag(n_k / N), ``Sigma_W = L L^T`` (Cholesky; ``B B^T = Pi^{1/2} M Sigma_W^{-1} M^T Pi^{1/2}``, so U and
     s are those of the symmetric whitening ``Pi^{1/2} M Sigma_W^{-1/2}``); or None when Sigma_W is numerically
-    singular (Cholesky fails, or LAPACK's estimate of cond_1(Sigma_W) exceeds 1 / rtol) or worse conditioned
-    than Sigma_T (then the Sigma_T forms are the accurate ones).
+    singular (Cholesky fails, or LAPACK's estimate of cond_1(Sigma_W) exceeds 1 / rtol), or conditioned worse than
+    both 1e6 and Sigma_T (then the Sigma_T forms are the accurate ones).
 
     Shared by :func:`vci` and :func:`nclab.metrics.probe_mse_optimal`. With S = B B^T, Woodbury gives
     ``Pi^{1/2} M Sigma_T^{-1} M^T Pi^{1/2} = S (I + S)^{-1}``, so Tr(Sigma_T^+ Sigma_B) = sum_j s_j^2 / (1 + s_j^2)
@@ -184,10 +190,12 @@ def _whitened_between(stats: ClassStats, rtol: float) -> tuple[np.ndarray, np.nd
         rcond, info = lapack.dpocon(L, float(np.abs(sw).sum(axis=0).max()), uplo="L")
         if info != 0 or not rcond > rtol:
             return None
-        wt = stats_eigvals(stats, "total")  # the rank metrics need these eigenvalues anyway
-        kept_t = wt[wt > rtol * wt[0]]
-        if 1.0 / rcond >= kept_t[0] / kept_t[-1]:
-            return None
+        if 1.0 / rcond > _WHITEN_ALWAYS_COND:
+            # ill-conditioned Sigma_W: whiten only if Sigma_T is worse (eigenvalues the rank metrics need anyway)
+            wt = stats_eigvals(stats, "total")
+            kept_t = wt[wt > rtol * wt[0]]
+            if 1.0 / rcond >= kept_t[0] / kept_t[-1]:
+                return None
         # whiten with the Cholesky factor Sigma_W = L L^T: B = A L^{-T} has the same B B^T (hence the same U and
         # singular values) as A Sigma_W^{-1/2}, at a fraction of an eigendecomposition's cost
         A = stats.between_factor("empirical")  # Pi^{1/2} M
@@ -202,7 +210,7 @@ def _vci_rank(stats: ClassStats, rank: VciRank, weighting: Weighting, rtol: floa
     if rank == "min":
         return min(stats.dim, stats.num_classes - 1)
     if rank == "numerical":
-        return psd_pinv(eig=stats_eig(stats, "between", weighting), rank="numerical", rtol=rtol).rank
+        return psd_pinv(eig=stats_between_eig(stats, weighting), rank="numerical", rtol=rtol).rank
     if isinstance(rank, int | np.integer) and not isinstance(rank, bool):
         if rank < 1:
             raise ValueError(f"rank must be >= 1, got {rank}")
@@ -252,8 +260,9 @@ def vci(
       exactly, so Tr(Sigma_T^+ Sigma_B) is evaluated as ``rank_tol(Sigma_T) - Tr(Sigma_T^+ Sigma_W)`` (minus
       ``Tr(Sigma_T^+ (Sigma_B^emp - Sigma_B^bal))`` for balanced weighting): exactly 0 for exactly collapsed
       data (Sigma_W = 0), and valid for singular Sigma_W and Sigma_T.
-    * Whitened form (empirical weighting or balanced data, Sigma_W numerically full rank and better
-      conditioned than Sigma_T): ``r VCI = r - m + sum_{j <= m} 1 / (1 + phi_j)``, phi the top
+    * Whitened form (empirical weighting or balanced data, Sigma_W numerically full rank, and either well
+      conditioned (estimate <= 1e6) or better conditioned than Sigma_T): ``r VCI = r - m + sum_{j <= m}
+      1 / (1 + phi_j)``, phi the top
       m = min(d, K - 1) eigenvalues of Sigma_W^{-1/2} Sigma_B Sigma_W^{-1/2}. Near collapse with d > K - 1,
       Sigma_T has noise-only eigenvalues ~ eps^2 next to O(1) ones, and the Sigma_T form loses
       ~ 1e-16 cond(Sigma_T) in absolute accuracy (VCI = -2e-5 instead of +5e-12 at within-class spread
@@ -313,12 +322,16 @@ def within_class_split(
     sw = stats.sigma_w(copy=False)
     pb = _pinv_b(stats, weighting, rank, rtol)
     r = 0 if _between_is_zero(stats, weighting) else pb.rank
-    V_all = stats_eig(stats, "between", weighting)[1]
-    # both parts summed directly (no subtraction from the trace): the V_B^perp part is often orders of
-    # magnitude smaller than the V_B part, and a difference would lose its digits (paper 000 Fig. 1 plots it)
-    in_span = float(np.einsum("ij,ij->", V_all[:, :r], sw @ V_all[:, :r]))
-    orthogonal = float(np.einsum("ij,ij->", V_all[:, r:], sw @ V_all[:, r:]))
-    V = V_all[:, :r]
+    V = pb.basis[:, :r]
+    in_span = float(np.einsum("ij,ij->", V, sw @ V))
+    # The V_B^perp part is often orders of magnitude smaller than the V_B part (paper 000 Fig. 1 plots it): the
+    # difference from the trace is used only while it keeps >= 13 digits (it is >= 1e-3 Tr Sigma_W); below that
+    # it is summed directly over an orthonormal basis of the complement, so no digit is lost either way.
+    total = float(np.trace(sw))
+    orthogonal = total - in_span
+    if not orthogonal >= 1e-3 * total:
+        V_all = stats_eig(stats, "between", weighting)[1]
+        orthogonal = float(np.einsum("ij,ij->", V_all[:, r:], sw @ V_all[:, r:]))
     if normalize:
         tb = stats.trace_b(weighting)
         if V.shape[1] == 0:

@@ -131,13 +131,17 @@ def _moments(stats: ClassStats) -> _Moments:
         means = np.zeros((stats.num_classes, stats.dim))
         nz = counts > 0
         means[nz] = stats.drop_empty().means
-    else:
-        means = stats.means
-    mu = pi @ means
-    sw = stats.sigma_w()
-    Mc = means - mu
-    st = sw + (Mc * pi[:, None]).T @ Mc
-    return _Moments(pi=pi, means=means, mu=mu, sigma_w=sw, sigma_t=(st + st.T) / 2)
+        mu = pi @ means
+        sw = stats.sigma_w(copy=False)
+        Mc = means - mu
+        st = sw + (Mc * pi[:, None]).T @ Mc
+        return _Moments(pi=pi, means=means, mu=mu, sigma_w=sw, sigma_t=(st + st.T) / 2)
+    # Sigma_T about the sample mean = Sigma_W + empirical Sigma_B: ClassStats' cached, read-only matrices (shared
+    # with a collapse_report of the same statistics)
+    means = stats.means
+    return _Moments(
+        pi=pi, means=means, mu=pi @ means, sigma_w=stats.sigma_w(copy=False), sigma_t=stats.sigma_t(copy=False)
+    )
 
 
 def _solve_psd(A: np.ndarray, B: np.ndarray) -> np.ndarray:

@@ -88,15 +88,13 @@ def run_demo(out: Path, *, epochs: int | None = None, progress: bool = True) -> 
     from nclab.report.html import metrics_table_html, write_report
     from nclab.report.run_report import collapse_summary
     from nclab.train.config import resolve_config
-    from nclab.train.experiments import DEMO_CONFIG
+    from nclab.train.experiments import demo_config
     from nclab.train.trainer import train
 
     out = Path(out)
     runs = {}
-    for loss, extra in (("mse", {"optim": {"lr": 0.1}}), ("ce", {})):
-        overrides = [f"train.epochs={epochs}"] if epochs else []
-        raw = _merge(DEMO_CONFIG, {"name": f"demo-{loss}", "loss": {"name": loss}, **extra})
-        cfg = resolve_config(raw, overrides)
+    for loss in ("mse", "ce"):
+        cfg = resolve_config(demo_config(loss), [f"train.epochs={epochs}"] if epochs else [])
         err_console.print(f"[bold]demo[/bold]: training {cfg.name} ({cfg.train.epochs} epochs) into {out / loss}")
         runs[loss] = train(cfg, out / loss, overwrite=True, progress=progress, console=err_console)
     summary = {}
@@ -125,9 +123,3 @@ def run_demo(out: Path, *, epochs: int | None = None, progress: bool = True) -> 
     )
     console.print(f"demo report: [bold]{path}[/bold] (runs in {out / 'mse'} and {out / 'ce'})")
     return path
-
-
-def _merge(base: dict, over: dict) -> dict:
-    from nclab.train.config import _deep_merge
-
-    return _deep_merge(base, over)

@@ -15,7 +15,7 @@ from typing import Any
 
 from nclab.experiments import register
 
-__all__ = ["DEMO_CONFIG", "FASHION_MNIST_CNN", "SCALES"]
+__all__ = ["DEMO_CONFIG", "DEMO_LOSS_OVERRIDES", "FASHION_MNIST_CNN", "SCALES", "demo_config"]
 
 CONFIG_DIR = Path(__file__).resolve().parents[3] / "configs"
 
@@ -36,6 +36,19 @@ DEMO_CONFIG: dict[str, Any] = {
     "measure": {"num_log": 16, "splits": ["train", "test"]},
     "checkpoint": {"every": 5},
 }
+
+#: Per-loss changes of the two ``nclab demo`` runs (MSE needs a larger step than CE on this MLP).
+DEMO_LOSS_OVERRIDES: dict[str, dict[str, Any]] = {"mse": {"optim": {"lr": 0.1}}, "ce": {}}
+
+
+def demo_config(loss: str) -> dict[str, Any]:
+    """The raw config of the ``nclab demo`` run with ``loss`` (``"mse"`` or ``"ce"``)."""
+    from nclab.train.config import _deep_merge
+
+    if loss not in DEMO_LOSS_OVERRIDES:
+        raise ValueError(f"the demo trains with {' or '.join(DEMO_LOSS_OVERRIDES)}, not {loss!r}")
+    return _deep_merge(DEMO_CONFIG, {"name": f"demo-{loss}", "loss": {"name": loss}, **DEMO_LOSS_OVERRIDES[loss]})
+
 
 #: Fashion-MNIST + small CNN (paper 004 recipe); ``SCALES`` shrink it.
 FASHION_MNIST_CNN: dict[str, Any] = {

@@ -274,8 +274,15 @@ def _measure_split(
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             try:
+                # keep_memo: the caller may read more of the same statistics (the trainer's MSE decomposition);
+                # the d x d caches live as long as the returned statistics
                 rep = collapse_report(
-                    stats[name], W=W if pen else None, b=b if pen else None, ncc=ncc.get(name), conventions=conventions
+                    stats[name],
+                    W=W if pen else None,
+                    b=b if pen else None,
+                    ncc=ncc.get(name),
+                    conventions=conventions,
+                    keep_memo=True,
                 )
                 if pen and unit_stats is not None:
                     rep["gnc1"] = gnc1(unit_stats, check=False)
