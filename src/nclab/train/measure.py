@@ -135,9 +135,21 @@ def measure_split(
     """
     with _blas_threads(blas_threads):
         return _measure_split(
-            model, x, y, num_classes, layers, penultimate, loss_fn, reference, full_layers, conventions,
-            batch_size, cache_mb, advance, geodesic,
-        )  # fmt: skip
+            model,
+            x,
+            y,
+            num_classes,
+            layers=layers,
+            penultimate=penultimate,
+            loss_fn=loss_fn,
+            reference=reference,
+            full_layers=full_layers,
+            conventions=conventions,
+            batch_size=batch_size,
+            cache_mb=cache_mb,
+            advance=advance,
+            geodesic=geodesic,
+        )
 
 
 def _measure_split(
@@ -145,6 +157,7 @@ def _measure_split(
     x: torch.Tensor,
     y: torch.Tensor,
     num_classes: int,
+    *,
     layers: LayerSpec,
     penultimate: str | None,
     loss_fn: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor] | None,
