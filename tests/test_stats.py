@@ -305,3 +305,28 @@ def test_load_state_then_new_class_gets_its_shift(rng):
     np.testing.assert_allclose(full.means, ref.means, rtol=1e-13)
     np.testing.assert_allclose(full.sigma_w(), ref.sigma_w(), rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(full.class_ss, ref.class_ss, rtol=1e-10)
+
+
+def test_full_track_chunks_large_batches_exactly(rng):
+    """A full-track batch above 2M entries is accumulated in row chunks (bounded work memory); the result equals
+    the same data fed in small batches."""
+    K, d, B = 4, 300, 8000  # 2.4M entries: chunks of 6990 rows
+    H = rng.normal(size=(B, d)) + 3.0
+    y = rng.integers(0, K, B)
+    one = ClassStats(K, d).update(H, y)
+    assert one._update_rows(B) < B
+    ref = ClassStats.from_arrays(H, y, K, batch_size=1000)
+    np.testing.assert_allclose(one.sigma_w(), ref.sigma_w(), rtol=1e-11, atol=1e-13)
+    np.testing.assert_allclose(one.means, ref.means, rtol=1e-13)
+
+
+def test_report_keeps_or_drops_its_caches(rng):
+    from nclab.metrics import collapse_report
+
+    H = rng.normal(size=(60, 5))
+    y = np.arange(60) % 3
+    s = ClassStats.from_arrays(H, y)
+    collapse_report(s)
+    assert s.cached("sigma_w") is None
+    collapse_report(s, keep_memo=True)
+    assert s.cached("sigma_w") is not None and not s.cached("sigma_w").flags.writeable

@@ -96,3 +96,14 @@ def test_all_reduce_equals_single_process(tmp_path):
 def test_all_reduce_without_process_group_is_a_clear_error():
     with pytest.raises(RuntimeError, match="process group"):
         PairedClassStats(K, D).all_reduce()
+
+
+def test_malformed_states_and_float_labels_are_clear_errors():
+    from nclab.theory.geodesic import geodesic_profile
+
+    H0, H1, y = _data()
+    sd = PairedClassStats.from_arrays(H0, H1, y, num_classes=K).state_dict()
+    with pytest.raises(ValueError, match="missing the ClassStats state of end"):
+        PairedClassStats(K, D).load_state_dict({k: v for k, v in sd.items() if k != "end"})
+    with pytest.raises(TypeError, match="integer dtype"):
+        geodesic_profile([H0, H1], y.astype(float), K)

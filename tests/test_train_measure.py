@@ -137,3 +137,14 @@ def test_geodesic_is_skipped_with_a_message_when_it_does_not_apply(setup):
     assert any("geodesic: skipped (needs at least two" in w for w in res.warnings)
     res = measure_split(model, data.x, data.y, 10, penultimate=model.penultimate_name, geodesic=True, cache_mb=0)
     assert any("geodesic: skipped (the split's features exceed" in w for w in res.warnings)
+
+
+def test_geodesic_failure_is_a_warning_not_an_abort():
+    """An empty class (labels 0..2 of K = 4) skips the geodesic rows with a message, as it skips other metrics."""
+    torch.manual_seed(2)
+    data = load("digits", "train", per_class=10)
+    keep = data.y < 3
+    model = build_model("fc_resnet", data.input_shape, 4, width=8, num_blocks=2)
+    res = measure_split(model, data.x[keep], data.y[keep], 4, penultimate=model.penultimate_name, geodesic=True)
+    assert any(w.startswith("geodesic: skipped") for w in res.warnings)
+    assert not any(m.startswith("geodesic") for _, m, _ in res.rows)

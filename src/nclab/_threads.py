@@ -42,6 +42,9 @@ def blas_threads(n: int | None) -> Iterator[None]:
         yield
         return
     if _CONTROLLER is None:
+        # the controller knows the libraries loaded when it is built: load scipy's BLAS/LAPACK (a separate
+        # OpenBLAS from numpy's, the one that runs syrk, Cholesky and eigh here) first
+        import scipy.linalg  # noqa: F401
         from threadpoolctl import ThreadpoolController
 
         _CONTROLLER = ThreadpoolController()

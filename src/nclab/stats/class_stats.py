@@ -27,6 +27,7 @@ weighted by n_k / N (empirical).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import threading
 from collections.abc import Mapping
@@ -232,24 +233,27 @@ class ClassStats:
             return self
         check_label_range(y, self.num_classes)
 
-        if dev.type == "cpu":
-            # The O(B d) passes below are memory-bound; run them on one torch thread so that torch's OpenMP
-            # workers do not spin on the cores that the BLAS syrk needs next (measured 2-3x slower otherwise,
-            # benchmarks/RESULTS.md), and in row chunks whose work buffers stay in cache (~1 MB each).
-            rows = self._chunk_rows(B) if self.track == "light" else B
-            with torch_threads(1):
-                norms = self._row_norms(x)
-                for start in range(0, B, rows):
-                    stop = start + rows
-                    z = self._accumulate_light(x[start:stop], y[start:stop], norms[start:stop])
-                    if self.track == "full":
-                        _syrk_update(self._state["scatter_dev"], z)  # type: ignore[index]
-        else:
-            z = self._accumulate_light(x, y, self._row_norms(x))
-            if self.track == "full":
-                _syrk_update(self._state["scatter_dev"], z)  # type: ignore[index]
+        # The O(B d) passes below are memory-bound; on the CPU they run on one torch thread so that torch's
+        # OpenMP workers do not spin on the cores that the BLAS syrk needs next (measured 2-3x slower otherwise,
+        # benchmarks/RESULTS.md). Row chunks bound the float64 work memory whatever the batch size.
+        rows = self._update_rows(B)
+        with torch_threads(1) if dev.type == "cpu" else contextlib.nullcontext():
+            norms = self._row_norms(x)
+            for start in range(0, B, rows):
+                stop = start + rows
+                z = self._accumulate_light(x[start:stop], y[start:stop], norms[start:stop])
+                if self.track == "full":
+                    _syrk_update(self._state["scatter_dev"], z)  # type: ignore[index]
         self._memo.clear()
         return self
+
+    def _update_rows(self, rows: int) -> int:
+        """Rows per accumulation chunk. Light: :meth:`_chunk_rows` (cache-sized). Full: one rank-B syrk for
+        batches of up to 2M entries, else chunks of that size (two float64 work buffers of at most 16 MB each;
+        rank updates of a few hundred rows or more keep the syrk efficient)."""
+        if self.track == "light":
+            return self._chunk_rows(rows)
+        return rows if rows * self.dim <= (1 << 21) else max(64, (1 << 21) // self.dim)
 
     def _chunk_rows(self, rows: int) -> int:
         """Rows per chunk of the O(B d) passes: the whole batch while its float64 copy fits in ~8 MB (L3),
@@ -578,10 +582,14 @@ class ClassStats:
 
     def sigma_w(self, copy: bool = True) -> np.ndarray:
         """Within-class covariance ``Sigma_W = (1/N) sum_i (h_i - mu_{y_i})(h_i - mu_{y_i})^T``, ``(d, d)``."""
+        self._need_full("the within-class scatter")
         n = self.num_samples
         if n == 0:
             raise ValueError("sigma_w of empty ClassStats: no sample has been seen")
-        return _maybe_copy(self.memo("sigma_w", lambda: self.within_scatter(copy=False) / n), copy)
+        # from the memoised scatter if someone asked for it, else without caching the unscaled copy too
+        scatter = self.cached("within_scatter")
+        compute = (lambda: scatter / n) if scatter is not None else (lambda: self._within_scatter() / n)
+        return _maybe_copy(self.memo("sigma_w", compute), copy)
 
     def sigma_b(self, weighting: Weighting = "balanced", copy: bool = True) -> np.ndarray:
         """Between-class covariance, ``(d, d)``: ``A^T A`` with ``A = between_factor(weighting)``.

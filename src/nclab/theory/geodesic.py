@@ -33,6 +33,7 @@ import torch
 
 from nclab.geometry import simplex_etf
 from nclab.metrics import etf_gram_error
+from nclab.stats.class_stats import _check_labels_dtype
 from nclab.theory.paired_stats import PairedClassStats, PathStats
 
 __all__ = [
@@ -237,7 +238,9 @@ class GeodesicNCC:
     def update(self, h0: Any, h1: Any, y: Any) -> GeodesicNCC:
         x0 = torch.as_tensor(np.asarray(h0.cpu() if isinstance(h0, torch.Tensor) else h0), dtype=torch.float64)
         x1 = torch.as_tensor(np.asarray(h1.cpu() if isinstance(h1, torch.Tensor) else h1), dtype=torch.float64)
-        yt = torch.as_tensor(np.asarray(y.cpu() if isinstance(y, torch.Tensor) else y)).to(torch.int64)
+        yt = torch.as_tensor(np.asarray(y.cpu() if isinstance(y, torch.Tensor) else y))
+        _check_labels_dtype(yt)  # float labels are an error, not silently truncated
+        yt = yt.to(torch.int64)
         if x0.ndim != 2 or x0.shape != x1.shape or x0.shape[1] != self.dim or yt.shape != (x0.shape[0],):
             raise ValueError(
                 f"expected h0, h1 (B, {self.dim}) and y (B,), "
@@ -321,7 +324,9 @@ def geodesic_profile(
     """
     if len(layers) < 2:
         raise ValueError(f"need at least 2 measured layers (h^0 and h^L), got {len(layers)}")
-    yt = torch.as_tensor(np.asarray(y.cpu() if isinstance(y, torch.Tensor) else y)).to(torch.int64)
+    yt = torch.as_tensor(np.asarray(y.cpu() if isinstance(y, torch.Tensor) else y))
+    _check_labels_dtype(yt)
+    yt = yt.to(torch.int64)
     N = int(yt.shape[0])
     if any(int(h.shape[0]) != N for h in layers):
         raise ValueError(f"every layer needs one row per label ({N}); got {[int(h.shape[0]) for h in layers]}")

@@ -236,6 +236,9 @@ class PairedClassStats:
         for key, mine in (("num_classes", self.num_classes), ("dim", self.dim), ("track", track)):
             if state.get(key) != mine:
                 raise ValueError(f"state has {key}={state.get(key)!r}, these PairedClassStats have {key}={mine!r}")
+        missing = [k for k in ("start", "end") if not isinstance(state.get(k), Mapping)]
+        if missing:
+            raise ValueError(f"state is missing the ClassStats state of {' and '.join(missing)}")
         device = self.start.device  # None: the CPU
         start = ClassStats(self.num_classes, self.dim, track=track, device=device)  # type: ignore[arg-type]
         end = ClassStats(self.num_classes, self.dim, track=track, device=device)  # type: ignore[arg-type]

@@ -79,7 +79,11 @@ def _geodesic_rows(
     if len(segment) < 2:
         msgs.append("geodesic: skipped (needs at least two leading measured layers of the same dimension)")
         return []
-    prof = geodesic_profile([cache[n] for n in segment], y, num_classes)
+    try:
+        prof = geodesic_profile([cache[n] for n in segment], y, num_classes)
+    except ValueError as err:  # e.g. an empty class in a small subset, or no layer moving any sample
+        msgs.append(f"geodesic: skipped ({err})")
+        return []
     pred = prof.predictions["measured"]
     rows = [(OUTPUT_LAYER, "geodesic_s01", prof.s01), (OUTPUT_LAYER, "straightness_index", prof.straightness_index)]
     for i, name in enumerate(segment):
@@ -287,15 +291,15 @@ def _measure_split(
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             try:
-                # keep_memo: the caller may read more of the same statistics (the trainer's MSE decomposition);
-                # the d x d caches live as long as the returned statistics
+                # keep_memo at the penultimate layer: the caller may read more of its statistics (the trainer's
+                # MSE decomposition reuses Sigma_W and Sigma_T; it clears the caches when done)
                 rep = collapse_report(
                     stats[name],
                     W=W if pen else None,
                     b=b if pen else None,
                     ncc=ncc.get(name),
                     conventions=conventions,
-                    keep_memo=True,
+                    keep_memo=pen,
                 )
                 if pen and unit_stats is not None:
                     rep["gnc1"] = gnc1(unit_stats, check=False)

@@ -221,6 +221,8 @@ class _Run:
                 self.log(f"epoch {epoch} {split}: {w}")
             rows += [(epoch, split, lay, met, v) for lay, met, v in res.rows]
             rows += [(epoch, split, OUTPUT_LAYER, met, v) for met, v in self._mse_decomposition(model, res, data)]
+            for st in res.stats.values():  # the d x d caches the report kept for the decomposition
+                st.clear_memo()
         return rows, train_error
 
     def _mse_decomposition(self, model: CollapseNet, res: Any, data: ArrayDataset) -> list[tuple[str, float]]:
