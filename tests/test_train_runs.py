@@ -3,6 +3,7 @@ the CLI and the demo."""
 
 import csv
 import math
+from pathlib import Path
 
 import pytest
 import yaml
@@ -225,3 +226,12 @@ def test_sigkill_mid_run_then_resume_is_bit_identical(tmp_path):
     twin = train(resolve_config(cfg), tmp_path / "twin", progress=False)
     assert resumed.rows == twin.rows  # bit-identical to the uninterrupted run
     assert read_metrics(out)[: len(written)] == written  # what was on disk before the kill is kept as it was
+
+
+@pytest.mark.parametrize("path", sorted((Path(__file__).resolve().parents[1] / "configs").glob("*.yaml")), ids=str)
+def test_shipped_configs_validate(path):
+    """Every config in configs/ resolves (pydantic validation, presets merged) and names a known model."""
+    from nclab.nets import MODELS
+
+    cfg = resolve_config(yaml.safe_load(path.read_text()))
+    assert cfg.model.name in MODELS and cfg.train.epochs >= 1
