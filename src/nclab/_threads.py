@@ -20,10 +20,11 @@ _CONTROLLER: Any = None  # threadpoolctl.ThreadpoolController, created on first 
 
 
 @contextmanager
-def torch_threads(n: int) -> Iterator[None]:
-    """Run the block with torch's intra-op pool at ``n`` threads (restored after)."""
+def torch_threads(n: int | None, device: torch.device | None = None) -> Iterator[None]:
+    """Run the block with torch's intra-op pool at ``n`` threads, restored after (``None``, or work on an
+    accelerator ``device``: unchanged)."""
     prev = torch.get_num_threads()
-    if prev == n:
+    if n is None or prev == n or (device is not None and device.type != "cpu"):
         yield
         return
     torch.set_num_threads(n)

@@ -56,21 +56,17 @@ def sym_eig(A: np.ndarray, *, symmetric: bool = False) -> tuple[np.ndarray, np.n
     return w[::-1], V[:, ::-1]
 
 
-def _between_eig(stats: ClassStats, weighting: str, vectors: bool) -> tuple[np.ndarray, np.ndarray] | np.ndarray:
-    """Eigenvalues ``(d,)`` (descending) and, with ``vectors``, the ``min(K, d)`` leading eigenvectors ``(d, k)``
-    of ``Sigma_B = A^T A`` from the thin SVD of its K x d factor ``A`` (``ClassStats.between_factor``):
-    O(K^2 d) instead of the O(d^3) of a d x d eigendecomposition, and the eigenvalues are the squared singular
-    values, accurate far below ``eps * lambda_max`` (a d x d eigh resolves them only to that level). Every
-    eigenvector of a nonzero eigenvalue is among them, so the pseudo-inverse needs no more."""
+def _between_eig(stats: ClassStats, weighting: str) -> tuple[np.ndarray, np.ndarray]:
+    """Eigenvalues ``(d,)`` (descending) and the ``min(K, d)`` leading eigenvectors ``(d, k)`` of
+    ``Sigma_B = A^T A`` from the thin SVD of its K x d factor ``A`` (``ClassStats.between_factor``): O(K^2 d)
+    instead of the O(d^3) of a d x d eigendecomposition, and the eigenvalues are the squared singular values,
+    accurate far below ``eps * lambda_max`` (a d x d eigh resolves them only to that level). Every eigenvector of
+    a nonzero eigenvalue is among them, so the pseudo-inverse needs no more."""
     A = stats.between_factor(weighting)
     if not np.all(np.isfinite(A)):
         raise ValueError("class means contain NaN or inf")
-    lam = np.zeros(stats.dim)
-    if not vectors:
-        s = np.linalg.svd(A, compute_uv=False)
-        lam[: s.size] = s * s
-        return lam
     _, s, Vt = np.linalg.svd(A, full_matrices=False)
+    lam = np.zeros(stats.dim)
     lam[: s.size] = s * s
     return lam, Vt.T
 
@@ -81,7 +77,7 @@ def stats_between_eig(stats: ClassStats, weighting: str = "balanced") -> tuple[n
     from nclab.stats.class_stats import check_weighting
 
     check_weighting(weighting)
-    return stats.memo(("eig_thin", "between", weighting), lambda: _between_eig(stats, weighting, vectors=True))
+    return stats.memo(("eig_thin", "between", weighting), lambda: _between_eig(stats, weighting))
 
 
 def _complete_basis(V: np.ndarray) -> np.ndarray:
@@ -118,19 +114,14 @@ def _stats_matrix(stats: ClassStats, which: str) -> np.ndarray:
 def stats_eigvals(stats: ClassStats, which: str, weighting: str = "balanced") -> np.ndarray:
     """Eigenvalues (descending) of the matrix of :func:`stats_eig`; reuses a cached full decomposition, else
     computes (and caches) the eigenvalues alone, which is about twice as cheap."""
-    key = ("eig", which, weighting if which == "between" else None)
-    full = stats.cached(key) or stats.cached(("eig_thin", which, weighting))
+    if which == "between":  # the K x d SVD is cheap: always with its vectors, shared with the pseudo-inverse
+        return stats_between_eig(stats, weighting)[0]
+    if which not in ("within", "total"):
+        raise ValueError(f"which must be one of ['between', 'total', 'within'], got {which!r}")
+    full = stats.cached(("eig", which, None))
     if full is not None:
         return full[0]
-    if which not in ("within", "total", "between"):
-        raise ValueError(f"which must be one of ['between', 'total', 'within'], got {which!r}")
-
-    def compute() -> np.ndarray:
-        if which == "between":
-            return _between_eig(stats, weighting, vectors=False)
-        return np.linalg.eigvalsh(_stats_matrix(stats, which))[::-1].copy()
-
-    return stats.memo(("eigvals", *key[1:]), compute)
+    return stats.memo(("eigvals", which), lambda: np.linalg.eigvalsh(_stats_matrix(stats, which))[::-1].copy())
 
 
 def psd_pinv(

@@ -40,6 +40,7 @@ from nclab.stats.class_stats import (
     _to_tensor,
     check_batch,
     check_label_range,
+    chunk_rows,
     work_buffers,
 )
 
@@ -165,8 +166,7 @@ class NCCAccumulator:
         in one pass over the batch in float64 (in row chunks of about 1 MB for wide features: conv features have
         d up to tens of thousands). NaN/inf is rejected here, before any counter changes."""
         K = self.num_classes
-        # the whole batch while its float64 copy fits in ~8 MB (as ClassStats), else ~1 MB row chunks
-        rows = x.shape[0] if x.shape[0] * self.dim <= (1 << 20) else max(16, (1 << 17) // self.dim)
+        rows = chunk_rows(x.shape[0], self.dim)
         preds, logits = [], []
         for start in range(0, x.shape[0], rows):
             xc = x[start : start + rows]
@@ -196,13 +196,10 @@ class NCCAccumulator:
         check_label_range(y, self.num_classes)
         c = self._counts
         assert c is not None
-        if x.device.type == "cpu":
-            # one torch thread for these memory-bound passes: torch's OpenMP workers otherwise spin on the cores
-            # that numpy's BLAS needs for the product in between (measured 46x slower at d = 4096 with 2 threads
-            # each; the same fix as ClassStats.update)
-            with torch_threads(1):
-                ncc, logits = self._predict(x)
-        else:
+        # one torch thread on the CPU for these memory-bound passes: torch's OpenMP workers otherwise spin on the
+        # cores that numpy's BLAS needs for the product in between (measured 46x slower at d = 4096 with 2
+        # threads each; as in ClassStats.update)
+        with torch_threads(1, x.device):
             ncc, logits = self._predict(x)
         flags = [torch.ones_like(y, dtype=torch.bool), ncc == y]  # one row per counter of _COUNTERS, in that order
         if logits is not None:

@@ -14,7 +14,7 @@ from collections import OrderedDict
 import torch
 from torch import nn
 
-__all__ = ["CollapseNet"]
+__all__ = ["CollapseNet", "Residual"]
 
 
 class CollapseNet(nn.Module):
@@ -55,3 +55,13 @@ class CollapseNet(nn.Module):
     @property
     def classifier_bias(self) -> torch.Tensor | None:
         return getattr(self.head, "bias", None)
+
+
+class Residual(nn.Module):
+    """``x + v(x)`` with the residual branch ``self.v`` set by the subclass; nothing after the sum, so the block is
+    exactly the identity plus its residual (paper 002's ``x^(l+1) = x^(l) + v_l(x^(l))``)."""
+
+    v: nn.Module
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.v(x)

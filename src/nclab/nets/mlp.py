@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from nclab.nets.base import CollapseNet
+from nclab.nets.base import CollapseNet, Residual
 
 __all__ = ["MLP", "FCResNet"]
 
@@ -60,7 +60,7 @@ class MLP(CollapseNet):
         return [(f"layer{i + 1}", b) for i, b in enumerate(self.blocks)]
 
 
-class _FCBlock(nn.Module):
+class _FCBlock(Residual):
     """``x + v(x)``: ``v = act(W x)`` (``"single"``, the form of paper 002's theory, Thm 1) or
     ``Linear -> (BN) -> act -> Linear`` (``"double"``)."""
 
@@ -79,9 +79,6 @@ class _FCBlock(nn.Module):
         else:
             raise ValueError(f"block must be 'single' or 'double', got {kind!r}")
         self.v = nn.Sequential(*mods)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x + self.v(x)
 
 
 class FCResNet(CollapseNet):

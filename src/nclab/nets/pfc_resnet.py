@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from nclab.nets.base import CollapseNet
+from nclab.nets.base import CollapseNet, Residual
 
 __all__ = ["TABLE_I", "PFCResNet"]
 
@@ -37,7 +37,7 @@ class _Transition(nn.Sequential):
         )
 
 
-class _ResBlock(nn.Module):
+class _ResBlock(Residual):
     """``x + v(x)`` with ``v`` a basic block: pre-activation ``BN-ReLU-conv-BN-ReLU-conv`` (default) or
     post-activation ``conv-BN-ReLU-conv-BN``; no activation after the sum in either form, so the block is exactly
     the identity plus its residual."""
@@ -52,9 +52,6 @@ class _ResBlock(nn.Module):
         else:
             raise ValueError(f"block must be 'preact' or 'post', got {kind!r}")
         self.v = nn.Sequential(*mods)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x + self.v(x)
 
 
 class PFCResNet(CollapseNet):

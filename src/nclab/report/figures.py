@@ -232,11 +232,15 @@ def depth_figure(rows: Sequence[Row], *, split: str = "train", epochs: Sequence[
         epochs = sorted({have[0], have[len(have) // 2], have[-1]}) if have else []
     panels = (("trace_ratio", "pfc1", "PFC1 = Tr S_W / Tr S_B"), ("etf_gram_error", "pfc2", "PFC2 (ETF Gram error)"))
     panels += (("ncc_accuracy", "pfc3", "PFC3 (NCC accuracy)"),)
+    at_epoch: dict[int, dict[tuple[str, str], float]] = {e: {} for e in epochs}
+    for e, s, lay, m, v in rows:  # one pass over the rows
+        if s == split and e in at_epoch:
+            at_epoch[e][(lay, m)] = v
     fig, axes = _grid(len(panels))
     for ax, (metric, geo, title) in zip(axes.flat, panels, strict=False):
         vals = []
         for i, epoch in enumerate(epochs):
-            at = {(lay, m): v for e, s, lay, m, v in rows if e == epoch and s == split}
+            at = at_epoch[epoch]
             layers = [lay for (lay, m) in at if m == "relative_depth"]
             t = np.array([at[(lay, "relative_depth")] for lay in layers])
             measured = np.array([at.get((lay, metric), np.nan) for lay in layers])

@@ -27,7 +27,6 @@ weighted by n_k / N (empirical).
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import threading
 from collections.abc import Mapping
@@ -93,6 +92,13 @@ def read_arrays(path: str | Path) -> tuple[dict[str, str], dict[str, np.ndarray]
     with np.load(path, allow_pickle=False) as fh:
         meta = {k[6:]: str(fh[k]) for k in fh.files if k.startswith("meta__")}
         return meta, {k: fh[k] for k in fh.files if not k.startswith("meta__")}
+
+
+def chunk_rows(rows: int, dim: int) -> int:
+    """Rows per chunk of an O(B d) float64 pass over a ``(rows, dim)`` batch (ClassStats, NCC): the whole batch
+    while its float64 copy fits in ~8 MB (L3), else ~1 MB chunks (measured 1.3x faster at d = 4096, slower when
+    chunks are small, benchmarks/RESULTS.md)."""
+    return rows if rows * dim <= (1 << 20) else max(32, (1 << 17) // dim)
 
 
 def _maybe_copy(a: np.ndarray, copy: bool) -> np.ndarray:
@@ -237,7 +243,7 @@ class ClassStats:
         # OpenMP workers do not spin on the cores that the BLAS syrk needs next (measured 2-3x slower otherwise,
         # benchmarks/RESULTS.md). Row chunks bound the float64 work memory whatever the batch size.
         rows = self._update_rows(B)
-        with torch_threads(1) if dev.type == "cpu" else contextlib.nullcontext():
+        with torch_threads(1, dev):
             norms = self._row_norms(x)
             for start in range(0, B, rows):
                 stop = start + rows
@@ -256,9 +262,7 @@ class ClassStats:
         return rows if rows * self.dim <= (1 << 21) else max(64, (1 << 21) // self.dim)
 
     def _chunk_rows(self, rows: int) -> int:
-        """Rows per chunk of the O(B d) passes: the whole batch while its float64 copy fits in ~8 MB (L3),
-        else ~1 MB chunks (measured 1.3x faster at d = 4096, slower when chunks are small, benchmarks/RESULTS.md)."""
-        return rows if rows * self.dim <= (1 << 20) else max(32, (1 << 17) // self.dim)
+        return chunk_rows(rows, self.dim)
 
     def _row_norms(self, x: torch.Tensor) -> torch.Tensor:
         """Float64 row norms ``(B, 1)`` (the unit sums need them); NaN/inf anywhere in a row makes its norm
@@ -384,13 +388,7 @@ class ClassStats:
             self._allocate(torch.device("cpu"))
         st = self._state
         assert st is not None
-        rank = dist.get_rank(group)
-        world = dist.get_world_size(group)
-        # Owner of class k: the lowest rank with n_k > 0 (MIN over ranks, `world` meaning nobody).
-        owner = torch.where(st["counts"] > 0, rank, world).to(torch.int64)
-        dist.all_reduce(owner, op=dist.ReduceOp.MIN, group=group)
-        common = torch.where((owner == rank)[:, None], st["shift"], torch.zeros_like(st["shift"]))
-        dist.all_reduce(common, op=dist.ReduceOp.SUM, group=group)
+        _, (common,) = agree_on_shifts(st["counts"] > 0, (st["shift"],), group)
         mine = {k: v.clone() for k, v in st.items()}
         mine_shift = torch.where((st["counts"] > 0)[:, None], st["shift"], common)
         mine["shift"] = mine_shift
@@ -632,8 +630,8 @@ class ClassStats:
         return self.memo(("trace_b", weighting), lambda: self._trace_b(weighting))
 
     def _trace_b(self, weighting: Weighting) -> float:
-        M = self.centered_means(weighting)
-        return float(self._class_weights(weighting) @ np.einsum("kd,kd->k", M, M))
+        A = self.between_factor(weighting)  # Tr A^T A = ||A||_F^2
+        return float(np.einsum("kd,kd->", A, A))
 
     def mean_gram(self, center: bool = True, weighting: Weighting = "balanced") -> np.ndarray:
         """Gram matrix of class means ``M M^T``, ``(K, K)``; centred about ``global_mean(weighting)``."""
@@ -732,6 +730,24 @@ def work_buffers(count: int, rows: int, dim: int, device: torch.device) -> tuple
     if buf is None or buf.numel() < count * n:
         buf = _WORK_POOL.buf = torch.empty(max(count * n, 1 << 16), dtype=torch.float64)
     return tuple(buf[i * n : (i + 1) * n].view(rows, dim) for i in range(count))
+
+
+def agree_on_shifts(
+    seen: torch.Tensor, shifts: tuple[torch.Tensor, ...], group: Any = None
+) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
+    """Per-class shifts common to every rank of ``torch.distributed``: those of the lowest rank that saw the class
+    (``seen (K,)`` bool; a MIN all-reduce of the owner, then a SUM of the owners' shifts, zeros elsewhere).
+    Returns whether any rank saw each class and the common shifts (zero for classes nobody saw)."""
+    import torch.distributed as dist
+
+    rank, world = dist.get_rank(group), dist.get_world_size(group)
+    owner = torch.where(seen, rank, world).to(torch.int64)  # `world` means nobody
+    dist.all_reduce(owner, op=dist.ReduceOp.MIN, group=group)
+    mine = (owner == rank)[:, None]
+    common = tuple(torch.where(mine, s, torch.zeros_like(s)) for s in shifts)
+    for c in common:
+        dist.all_reduce(c, op=dist.ReduceOp.SUM, group=group)
+    return owner < world, common
 
 
 def _syrk_update(C: torch.Tensor, z: torch.Tensor) -> None:

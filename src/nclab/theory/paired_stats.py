@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from nclab.stats import ClassStats
-from nclab.stats.class_stats import FORMAT_VERSION, read_arrays, write_arrays
+from nclab.stats.class_stats import FORMAT_VERSION, agree_on_shifts, read_arrays, write_arrays
 
 __all__ = ["PAIRED_FORMAT_VERSION", "PairedClassStats", "PathStats"]
 
@@ -42,6 +42,24 @@ def _tensor(x: Any, name: str) -> torch.Tensor:
     if arr.dtype == object:
         raise TypeError(f"{name} must be a numeric array, got an object array")
     return torch.from_numpy(np.array(arr, copy=True))
+
+
+def _reshifted(
+    cross: torch.Tensor,
+    S0: torch.Tensor,
+    S1: torch.Tensor,
+    n: torch.Tensor,
+    shifts: tuple[torch.Tensor, torch.Tensor],
+    to: tuple[torch.Tensor, torch.Tensor],
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Per-class sums ``c = sum <z0, z1>``, ``S0 = sum z0``, ``S1 = sum z1`` about ``shifts`` re-expressed
+    exactly about the shifts ``to`` (classes with ``n = 0`` unchanged): with ``d = shift - to``,
+    ``sum <z0 + d0, z1 + d1> = c + <d0, S1> + <S0, d1> + n <d0, d1>`` and ``sum (z + d) = S + n d``."""
+    has = (n > 0)[:, None]
+    d0 = torch.where(has, shifts[0] - to[0], torch.zeros_like(to[0]))
+    d1 = torch.where(has, shifts[1] - to[1], torch.zeros_like(to[1]))
+    cross = cross + (d0 * S1).sum(1) + (S0 * d1).sum(1) + n * (d0 * d1).sum(1)
+    return cross, S0 + n[:, None] * d0, S1 + n[:, None] * d1
 
 
 class PairedClassStats:
@@ -144,16 +162,17 @@ class PairedClassStats:
         self._shift1[adopt] = s1o[adopt]
         self._seen |= seen_o
         n = torch.as_tensor(other.start.counts, dtype=torch.float64, device=dev)
-        has = n > 0
-        S0, S1 = other._sum0.to(dev), other._sum1.to(dev)  # type: ignore[union-attr]
-        d0 = torch.where(has[:, None], s0o - self._shift0, torch.zeros_like(s0o))
-        d1 = torch.where(has[:, None], s1o - self._shift1, torch.zeros_like(s1o))
-        # sum <z0 + d0, z1 + d1> = c + <d0, S1> + <S0, d1> + n <d0, d1>;  sum (z + d) = S + n d
-        self._cross += (
-            other._cross.to(dev) + (d0 * S1).sum(1) + (S0 * d1).sum(1) + n * (d0 * d1).sum(1)  # type: ignore[union-attr]
+        cross, S0, S1 = _reshifted(
+            other._cross.to(dev),  # type: ignore[union-attr]
+            other._sum0.to(dev),  # type: ignore[union-attr]
+            other._sum1.to(dev),  # type: ignore[union-attr]
+            n,
+            (s0o, s1o),
+            (self._shift0, self._shift1),
         )
-        self._sum0 += S0 + n[:, None] * d0  # type: ignore[operator]
-        self._sum1 += S1 + n[:, None] * d1  # type: ignore[operator]
+        self._cross += cross
+        self._sum0 += S0  # type: ignore[operator]
+        self._sum1 += S1  # type: ignore[operator]
         self._coupling += other._coupling
         self.start.merge(other.start)
         self.end.merge(other.end)
@@ -174,29 +193,18 @@ class PairedClassStats:
         assert self._shift0 is not None and self._shift1 is not None and self._cross is not None
         assert self._sum0 is not None and self._sum1 is not None and self._seen is not None
         dev = self._cross.device
-        rank, world = dist.get_rank(group), dist.get_world_size(group)
-        owner = torch.where(self._seen, rank, world).to(torch.int64)
-        dist.all_reduce(owner, op=dist.ReduceOp.MIN, group=group)
-        mine = (owner == rank)[:, None]
-        common0 = torch.where(mine, self._shift0, torch.zeros_like(self._shift0))
-        common1 = torch.where(mine, self._shift1, torch.zeros_like(self._shift1))
-        dist.all_reduce(common0, op=dist.ReduceOp.SUM, group=group)
-        dist.all_reduce(common1, op=dist.ReduceOp.SUM, group=group)
-        # this rank's sums about the common shifts (exact re-expression, as in merge)
+        seen, (common0, common1) = agree_on_shifts(self._seen, (self._shift0, self._shift1), group)
+        # this rank's sums about the common shifts (the exact re-expression of merge), then plain sums
         n = torch.as_tensor(self.start.counts, dtype=torch.float64, device=dev)
-        has = self._seen[:, None]
-        d0 = torch.where(has, self._shift0 - common0, torch.zeros_like(common0))
-        d1 = torch.where(has, self._shift1 - common1, torch.zeros_like(common1))
-        S0, S1 = self._sum0, self._sum1
-        self._cross += (d0 * S1).sum(1) + (S0 * d1).sum(1) + n * (d0 * d1).sum(1)
-        self._sum0 = S0 + n[:, None] * d0
-        self._sum1 = S1 + n[:, None] * d1
+        self._cross, self._sum0, self._sum1 = _reshifted(
+            self._cross, self._sum0, self._sum1, n, (self._shift0, self._shift1), (common0, common1)
+        )
         self._shift0, self._shift1 = common0, common1
         coupling = torch.tensor([self._coupling], dtype=torch.float64, device=dev)
         for t in (self._cross, self._sum0, self._sum1, coupling):
             dist.all_reduce(t, op=dist.ReduceOp.SUM, group=group)
         self._coupling = float(coupling[0])
-        self._seen = owner < world
+        self._seen = seen
         self.start.all_reduce(group)
         self.end.all_reduce(group)
         return self

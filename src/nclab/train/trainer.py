@@ -35,7 +35,7 @@ import yaml
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from nclab._threads import blas_threads
+from nclab._threads import blas_threads, torch_threads
 from nclab.data import ArrayDataset, load
 from nclab.nets import CollapseNet, build_model
 from nclab.theory.mse import mse_decomposition_from_stats
@@ -309,18 +309,11 @@ def train(
     console = console or Console(stderr=True)
     state = _prepare_dir(cfg, out, resume, overwrite)
     atomic_write_text(out / "config.yaml", yaml.safe_dump(cfg.to_dict(), sort_keys=False))
-    prev_threads = torch.get_num_threads()
-    if cfg.train.threads:
-        torch.set_num_threads(cfg.train.threads)
     # train.threads governs the BLAS of numpy/scipy too (the measurements' syrk and eigendecompositions): with
     # torch on one thread and OpenBLAS on two, a few BLAS calls per run stall for 100+ ms waking their pool
     # (measured: the demo's eigh time 0.75 s -> 0.07 s, benchmarks/RESULTS.md)
-    blas = blas_threads(cfg.train.threads)
-    try:
-        with blas:
-            return _train(cfg, out, state, console, progress, on_epoch_end)
-    finally:
-        torch.set_num_threads(prev_threads)
+    with torch_threads(cfg.train.threads), blas_threads(cfg.train.threads):
+        return _train(cfg, out, state, console, progress, on_epoch_end)
 
 
 def _train(
