@@ -22,8 +22,8 @@ import torch
 
 
 def overhead(epochs: int | None, loss: str = "ce") -> dict[str, float]:
+    from nclab.experiments.training import demo_config
     from nclab.train import resolve_config, train
-    from nclab.train.experiments import demo_config
 
     cfg = resolve_config({**demo_config(loss), "report": False}, [f"train.epochs={epochs}"] if epochs else [])
     with tempfile.TemporaryDirectory() as tmp:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from nclab.ufm import solve, theory
+from nclab.ufm import closed_forms, solve
 
 CONFIGS = [
     # (K, d, n, lambda): c = K sqrt(n lambda^2) < 1 in both
@@ -48,7 +48,7 @@ def main() -> None:
     args = ap.parse_args()
     configs = CONFIGS[:1] if args.small else CONFIGS[1:] if args.large else CONFIGS
     for K, d, n, lam in configs:
-        opt = theory.optimum("mse-bias-free", K=K, n=n, d=d, lams=dict(W=lam, H=lam))
+        opt = closed_forms.optimum("mse-bias-free", K=K, n=n, d=d, lams=dict(W=lam, H=lam))
         print(f"K={K} d={d} n={n} lambda={lam}: c={opt.threshold:.3f} L*={opt.loss:.12f}")
         t_ref, g_ref = time_to_target("mse-bias-free", K, d, n, lam, "lbfgs", 0)
         t_cp, g_cp = time_to_target("mse-bias-free", K, d, n, lam, "central", 0)

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-import nclab.geometry.experiments  # noqa: F401 - registers the experiments
+import nclab.experiments.spherical_codes  # noqa: F401 - registers the experiments
+from nclab.cli.codes import app
 from nclab.experiments import run
-from nclab.geometry.cli import app
 
 runner = CliRunner()
 

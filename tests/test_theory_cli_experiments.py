@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-import nclab.theory.experiments  # noqa: F401  (registers the experiments)
+import nclab.experiments.theory_engines  # noqa: F401  (registers the experiments)
+from nclab.cli.theory import app
 from nclab.experiments import run
 from nclab.theory import ls_classifier, mse_decomposition
-from nclab.theory.cli import app
 
 runner = CliRunner()
 

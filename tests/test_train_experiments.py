@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-import nclab.train.experiments  # noqa: F401  (registers the experiments)
+import nclab.experiments.training  # noqa: F401  (registers the experiments)
 from nclab.experiments import get, run
 from nclab.train import read_metrics
 

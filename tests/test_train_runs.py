@@ -9,9 +9,10 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from nclab.cli.train import app as train_app
+from nclab.experiments.training import run_demo
 from nclab.metrics import REGISTRY
 from nclab.train import ConfigError, read_metrics, resolve_config, train
-from nclab.train.cli import run_demo, train_app
 
 FAST = {
     "name": "fast",
@@ -209,7 +210,7 @@ def test_sigkill_mid_run_then_resume_is_bit_identical(tmp_path):
     cfg_path = tmp_path / "cfg.yaml"
     cfg_path.write_text(yaml.safe_dump(cfg))
     out = tmp_path / "killed"
-    cmd = [sys.executable, "-m", "nclab.cli", "train", str(cfg_path), "--out", str(out), "--no-progress"]
+    cmd = [sys.executable, "-m", "nclab", "train", str(cfg_path), "--out", str(out), "--no-progress"]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     log = out / "log.txt"
     deadline = time.monotonic() + 120
@@ -231,7 +232,7 @@ def test_sigkill_mid_run_then_resume_is_bit_identical(tmp_path):
 @pytest.mark.parametrize("path", sorted((Path(__file__).resolve().parents[1] / "configs").glob("*.yaml")), ids=str)
 def test_shipped_configs_validate(path):
     """Every config in configs/ resolves (pydantic validation, presets merged) and names a known model."""
-    from nclab.nets import MODELS
+    from nclab.nets import NET_MODELS
 
     cfg = resolve_config(yaml.safe_load(path.read_text()))
-    assert cfg.model.name in MODELS and cfg.train.epochs >= 1
+    assert cfg.model.name in NET_MODELS and cfg.train.epochs >= 1

@@ -6,8 +6,8 @@ import pytest
 from typer.testing import CliRunner
 
 import nclab.experiments as ex
-import nclab.ufm.experiments  # noqa: F401  (registers the experiments)
-from nclab.ufm.cli import app
+import nclab.experiments.unconstrained  # noqa: F401  (registers the experiments)
+from nclab.cli.ufm import app
 
 runner = CliRunner()
 

@@ -5,7 +5,7 @@ import pytest
 
 from nclab.metrics import etf_gram_error, trace_ratio
 from nclab.stats import ClassStats
-from nclab.ufm import mufm, solve, theory, to_canonical
+from nclab.ufm import closed_forms, mufm, solve, to_canonical
 
 K, n, d = 3, 8, 6
 
@@ -55,7 +55,7 @@ def test_lambda_sweep_trends():
 
 def test_zero_data_recovers_ufm():
     lams = dict(W=0.01, H=0.02)
-    ufm = theory.optimum("mse-bias-free", K=K, n=n, d=d, lams=lams)
+    ufm = closed_forms.optimum("mse-bias-free", K=K, n=n, d=d, lams=lams)
     res = solve("mufm", K=K, n=n, d=d, lams=dict(W=0.01, transport=0.02), X=np.zeros((K * n, d)), solver="alternating")
     assert res.loss == pytest.approx(ufm.loss, abs=1e-10)
     assert trace_ratio(stats(res.params["H"])) < 1e-12  # exact NC

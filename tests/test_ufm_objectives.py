@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from nclab.ufm import conventions, make_spec, theory
+from nclab.ufm import closed_forms, conventions, make_spec
 from nclab.ufm.models import evaluate, init_params
 
 
@@ -94,7 +94,7 @@ def test_convention_002_maps_to_canonical_objective():
     )
     assert evaluate(spec, p).loss == pytest.approx(direct, rel=1e-14)
     # the follow-up paper's threshold sqrt(lam'_H lam'_W) is paper 001's c
-    opt = theory.optimum("mse-bias-free", K=K, n=n, d=d, lams={"W": lw2, "H": lh2}, convention="002")
+    opt = closed_forms.optimum("mse-bias-free", K=K, n=n, d=d, lams={"W": lw2, "H": lh2}, convention="002")
     assert opt.threshold == pytest.approx(math.sqrt(lw2 * lh2), rel=1e-14)
     # MUFM transport weight lam/(2Kn) ||H - X||^2
     X = np.random.default_rng(4).standard_normal((K * n, d))

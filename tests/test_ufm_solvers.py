@@ -103,11 +103,11 @@ def test_block_solvers_reject_other_models():
 
 
 def test_ridge_model_lbfgs_matches_closed_form():
-    from nclab.ufm import theory
+    from nclab.ufm import closed_forms
 
     H = np.random.default_rng(0).standard_normal((12, 5))
     res = solve("ridge", K=3, n=4, d=5, lams=dict(W=0.1), H=H)
-    np.testing.assert_allclose(res.params["W"], theory.ridge_solution(H, K=3, n=4, lam_W=0.1), atol=1e-8)
+    np.testing.assert_allclose(res.params["W"], closed_forms.ridge_solution(H, K=3, n=4, lam_W=0.1), atol=1e-8)
     assert res.theory is None and np.array_equal(res.params["H"], H)
 
 

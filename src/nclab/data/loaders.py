@@ -255,7 +255,7 @@ def _read_gaussian(split: str, root: Any, opts: dict[str, Any]) -> tuple[np.ndar
 
 
 def _read_features(split: str, root: Any, opts: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, int]:
-    from nclab.data_io import load_array
+    from nclab.io.arrays import load_array
 
     if root is None:
         raise ValueError("dataset 'features' needs root=<folder holding {split}_features.npy and {split}_labels.npy>")

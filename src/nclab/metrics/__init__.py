@@ -8,8 +8,10 @@ papers 002 and 000 use, and the registry entry ``pfc3`` names ``NCCAccumulator``
 from nclab.metrics._linalg import PsdPinv, psd_pinv
 from nclab.metrics._registry import REGISTRY, MetricInfo, collapse_direction
 from nclab.metrics.cdnv import cdnv
+from nclab.metrics.collapse_report import DEFAULT_CONVENTIONS, ImbalanceWarning, collapse_report
 from nclab.metrics.cosine import class_separation, within_class_cosine, within_class_cosine_distance
-from nclab.metrics.geometry import (
+from nclab.metrics.gnc import check_normalized_stats, gnc1, gnc3, normalize_features
+from nclab.metrics.means_geometry import (
     DegenerateMetricWarning,
     TargetUnattainableWarning,
     equiangularity,
@@ -21,10 +23,8 @@ from nclab.metrics.geometry import (
     pfc2,
     self_duality,
 )
-from nclab.metrics.gnc import check_normalized_stats, gnc1, gnc3, normalize_features
 from nclab.metrics.ncc import NCCAccumulator, ncc_metrics
 from nclab.metrics.probe import probe_mse_lstsq, probe_mse_optimal
-from nclab.metrics.report import DEFAULT_CONVENTIONS, ImbalanceWarning, collapse_report
 from nclab.metrics.spectra import rank_metrics, spectrum
 from nclab.metrics.variability import fuzziness, nc1, pfc1, sq_dist, trace_ratio, vci, within_class_split
 

@@ -26,7 +26,7 @@ import torch
 from nclab._arrays import as_rows
 from nclab.metrics._linalg import DEFAULT_RTOL, psd_pinv
 from nclab.metrics._registry import metric
-from nclab.metrics.geometry import _unit_rows
+from nclab.metrics.means_geometry import _unit_rows
 from nclab.metrics.variability import _SB_ZERO, nc1
 from nclab.stats.class_stats import ClassStats, Weighting, check_weighting
 

@@ -1,6 +1,6 @@
 """Networks with named measured layers (``measured_layers()``, ``penultimate``) and classifier heads.
 
-``build_model(name, input_shape, num_classes, head=None, **options)`` builds one of :data:`MODELS`; ``head``
+``build_model(name, input_shape, num_classes, head=None, **options)`` builds one of :data:`NET_MODELS`; ``head``
 is a dict for :func:`make_head` (``{"kind": "cosine", "tau": 0.1}``) or a ready ``nn.Module``.
 """
 
@@ -19,7 +19,7 @@ from nclab.nets.pfc_resnet import TABLE_I, PFCResNet
 
 __all__ = [
     "MLP",
-    "MODELS",
+    "NET_MODELS",
     "TABLE_I",
     "VGG11",
     "CMFHead",
@@ -38,7 +38,7 @@ __all__ = [
 ]
 
 #: name -> class. The constructor signature is ``cls(input_shape, num_classes, ..., head=None)``.
-MODELS: dict[str, type[CollapseNet]] = {
+NET_MODELS: dict[str, type[CollapseNet]] = {
     "mlp": MLP,
     "fc_resnet": FCResNet,
     "pfc_resnet": PFCResNet,
@@ -56,11 +56,11 @@ def build_model(
     head: Mapping[str, Any] | nn.Module | None = None,
     **options: Any,
 ) -> CollapseNet:
-    """Build model ``name`` (see :data:`MODELS`) with the given head; the head's ``dim`` is the model's
+    """Build model ``name`` (see :data:`NET_MODELS`) with the given head; the head's ``dim`` is the model's
     ``feature_dim``, known only once the body is built, so the body is built first with a placeholder head."""
-    if name not in MODELS:
-        raise ValueError(f"unknown model {name!r}; known: {', '.join(MODELS)}")
-    model = MODELS[name](tuple(input_shape), num_classes, **options)
+    if name not in NET_MODELS:
+        raise ValueError(f"unknown model {name!r}; known: {', '.join(NET_MODELS)}")
+    model = NET_MODELS[name](tuple(input_shape), num_classes, **options)
     if isinstance(head, nn.Module):
         model.head = head
     elif head is not None:

@@ -17,12 +17,13 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from nclab.data.loaders import DATASETS
-from nclab.nets import MODELS
+from nclab.nets import NET_MODELS
 
 __all__ = [
     "ConfigError",
     "RunConfig",
     "apply_overrides",
+    "deep_merge",
     "load_config",
     "resolve_config",
 ]
@@ -88,7 +89,7 @@ class HeadConfig(_Strict):
 
 
 class ModelConfig(_Strict):
-    """``name`` picks a class of :data:`nclab.nets.MODELS`; ``options`` are its keyword arguments, checked
+    """``name`` picks a class of :data:`nclab.nets.NET_MODELS`; ``options`` are its keyword arguments, checked
     against its signature (an unknown option is reported as ``model.options.NAME``)."""
 
     name: str = "mlp"
@@ -98,13 +99,13 @@ class ModelConfig(_Strict):
     @field_validator("name")
     @classmethod
     def _known(cls, v: str) -> str:
-        if v not in MODELS:
-            raise ValueError(f"unknown model {v!r}; known: {', '.join(MODELS)}")
+        if v not in NET_MODELS:
+            raise ValueError(f"unknown model {v!r}; known: {', '.join(NET_MODELS)}")
         return v
 
     @model_validator(mode="after")
     def _options(self) -> ModelConfig:
-        params = inspect.signature(MODELS[self.name].__init__).parameters
+        params = inspect.signature(NET_MODELS[self.name].__init__).parameters
         allowed = [p for p in params if p not in ("self", "input_shape", "num_classes", "head")]
         bad = [k for k in self.options if k not in allowed]
         if bad:
@@ -230,11 +231,13 @@ class RunConfig(_Strict):
 
 
 # ------------------------------------------------------------------------------------------ resolution
-def _deep_merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+def deep_merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    """A deep copy of the raw config ``base`` with ``over`` merged in: nested mappings merge key by key, any
+    other value of ``over`` replaces the one in ``base`` (neither argument is modified)."""
     out = copy.deepcopy(base)
     for k, v in over.items():
         if isinstance(v, Mapping) and isinstance(out.get(k), dict):
-            out[k] = _deep_merge(out[k], v)
+            out[k] = deep_merge(out[k], v)
         else:
             out[k] = copy.deepcopy(v)
     return out
@@ -291,7 +294,7 @@ def resolve_config(raw: Mapping[str, Any] | None = None, overrides: Sequence[str
     if name is not None:
         if not isinstance(name, str):
             raise ConfigError(f"invalid config:\n  preset: expected a preset name, got {name!r}")
-        raw = _deep_merge(preset_dict(name), raw)
+        raw = deep_merge(preset_dict(name), raw)
     try:
         return RunConfig.model_validate(raw)
     except ValidationError as err:

@@ -2,17 +2,17 @@
 
 * :func:`solve` -- numerical optimum of a model (L-BFGS reference, the papers' GD, central path, exact
   alternating), returning :class:`UFMResult`.
-* :mod:`nclab.ufm.theory` -- closed forms: ``theory.optimum(model, K=, n=, d=, lams=)``.
+* :mod:`nclab.ufm.closed_forms` -- closed forms: ``closed_forms.optimum(model, K=, n=, d=, lams=)``.
 * :mod:`nclab.ufm.models` -- the objectives with analytic gradients; :mod:`nclab.ufm.mufm` -- paper 002's MUFM;
   :mod:`nclab.ufm.conventions` -- lambda normalisations; :mod:`nclab.ufm.analysis` -- collapse reports.
 * :mod:`nclab.ufm.spherical` -- K > d models on the sphere (paper 003): Softmax Codes, Tammes, CE-UFM with
   temperature continuation, HardMax, weight-decay CE UFM.
 """
 
-from nclab.ufm import conventions, models, mufm, spherical, theory
+from nclab.ufm import closed_forms, conventions, models, mufm, spherical
 from nclab.ufm.analysis import collapse_reports, feature_levels
 from nclab.ufm.conventions import from_canonical, to_canonical
-from nclab.ufm.models import MODELS, ModelSpec, evaluate, make_spec
+from nclab.ufm.models import UFM_MODELS, ModelSpec, evaluate, make_spec
 from nclab.ufm.solvers import SOLVERS, UFMResult, solve
 from nclab.ufm.spherical import (
     CESphereResult,
@@ -29,14 +29,15 @@ from nclab.ufm.spherical import (
 )
 
 __all__ = [
-    "MODELS",
     "SOLVERS",
+    "UFM_MODELS",
     "CESphereResult",
     "CodeSearch",
     "ModelSpec",
     "UFMResult",
     "WDResult",
     "ce_ufm_sphere",
+    "closed_forms",
     "collapse_reports",
     "conventions",
     "evaluate",
@@ -53,7 +54,6 @@ __all__ = [
     "spherical",
     "tammes",
     "tammes_search",
-    "theory",
     "to_canonical",
     "wd_ufm",
 ]

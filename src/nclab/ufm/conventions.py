@@ -4,7 +4,7 @@ Canonical convention (``"001"``, paper 001 eqs. (3)-(5), (23), (24); also papers
 
     L = 1/(2Kn) ||W H^T + 1 b^T - Y||_F^2 + lam_W/2 ||W||_F^2 + lam_H/2 ||H - X||_F^2 + lam_b/2 ||b||^2
 
-i.e. a sample-averaged data term and un-normalised ridge terms. Every closed form in :mod:`nclab.ufm.theory`
+i.e. a sample-averaged data term and un-normalised ridge terms. Every closed form in :mod:`nclab.ufm.closed_forms`
 is stated in it.
 
 Normalised convention (``"002"``; paper 002 eq. (13) and the follow-up of paper 001, Tirer, Huang &

@@ -32,7 +32,7 @@ import numpy as np
 from nclab.ufm.conventions import check_lams, to_canonical
 
 __all__ = [
-    "MODELS",
+    "UFM_MODELS",
     "Evaluation",
     "ModelSpec",
     "class_labels",
@@ -43,8 +43,8 @@ __all__ = [
     "one_hot_targets",
 ]
 
-#: Model names of :func:`nclab.ufm.solve` and :func:`nclab.ufm.theory.optimum`.
-MODELS: tuple[str, ...] = (
+#: Model names of :func:`nclab.ufm.solve` and :func:`nclab.ufm.closed_forms.optimum`.
+UFM_MODELS: tuple[str, ...] = (
     "mse-bias-free",
     "mse-bias",
     "mse-regbias",
@@ -159,7 +159,7 @@ def lambda_keys(model: str, depth: int | None = None) -> tuple[str, ...]:
     if model.startswith("extended"):
         return ("H1", *(f"W{i}" for i in range(1, (2 if depth is None else depth) + 1)))
     if model not in _REQUIRED:
-        raise ValueError(f"unknown model {model!r}; known: {', '.join(MODELS)}")
+        raise ValueError(f"unknown model {model!r}; known: {', '.join(UFM_MODELS)}")
     return _REQUIRED[model]
 
 
@@ -186,8 +186,8 @@ def make_spec(
     ``loss="ce"`` gives the cross-entropy version of any model (``ce-wd`` is the bias-free CE UFM with weight
     decay; ``bias="free"|"ridge"`` adds a bias to it).
     """
-    if model not in MODELS:
-        raise ValueError(f"unknown UFM model {model!r}; known: {', '.join(MODELS)}")
+    if model not in UFM_MODELS:
+        raise ValueError(f"unknown UFM model {model!r}; known: {', '.join(UFM_MODELS)}")
     K = _check_int("K", K, 2)
     n = _check_int("n", n, 1)
     d = _check_int("d", d, 1)

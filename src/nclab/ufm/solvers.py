@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 from scipy.optimize import minimize
 
+from nclab.ufm.closed_forms import optimum_for_spec, ridge_step
 from nclab.ufm.models import ModelSpec, default_init_scale, evaluate, init_params, make_spec
 
 __all__ = [
@@ -24,7 +25,6 @@ __all__ = [
     "central_path",
     "gradient_descent",
     "lbfgs",
-    "ridge_step",
     "solve",
 ]
 
@@ -43,7 +43,7 @@ class UFMResult:
     ridge) or ``"H1", "W1", ..., "W{depth}"`` (extended; ``W{depth}`` is the classifier, ``"W2"`` for the
     paper's depth 2); features ``(K n, d)`` class-major, ``W (K, d)``. ``history``: rows of a table
     (``iter, loss, grad_norm, gap`` and, every ``metrics_every`` GD steps, ``<level>/<metric>`` entries).
-    ``theory``: the closed-form :class:`~nclab.ufm.theory.Optimum` when one exists, else None.
+    ``theory``: the closed-form :class:`~nclab.ufm.closed_forms.Optimum` when one exists, else None.
     """
 
     model: str
@@ -280,27 +280,6 @@ def _check_two_factor_mse(spec: ModelSpec, what: str) -> None:
         raise ValueError(f"the {what} solver needs a two-factor MSE model (mse-*, mufm), got {spec.name!r}")
 
 
-def ridge_step(spec: ModelSpec, H: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
-    """Exact minimiser of the objective over ``(W, b)`` for fixed features ``H (N, d)`` (MSE).
-
-    ``W = Y^T H (H^T H + N lam_W I)^{-1}`` without bias (paper 001 eq. (36), transposed; paper 002 Thm 4(b)
-    reads ``n lam_W`` in its convention); with a bias, the same ridge regression on ``[H, 1]`` with penalty
-    ``N diag(lam_W I, lam_b)`` (``lam_b = 0`` for the free bias, eqs. (46)-(47)).
-    """
-    N, d = H.shape
-    Y = spec.targets
-    if spec.bias == "none":
-        A, pen = H, np.full(d, N * spec.lam("W"))
-    else:
-        A = np.hstack([H, np.ones((N, 1))])
-        pen = np.append(np.full(d, N * spec.lam("W")), N * spec.lam("b"))
-    G = A.T @ A + np.diag(pen)
-    Wa = np.linalg.solve(G, A.T @ Y).T  # (K, d [+1]); G is SPD when lam_W > 0 (and N > 0 for the bias column)
-    if spec.bias == "none":
-        return Wa, None
-    return Wa[:, :d], Wa[:, d]
-
-
 def _h_step(spec: ModelSpec, W: np.ndarray, b: np.ndarray | None) -> np.ndarray:
     """Exact minimiser over ``H`` for fixed ``(W, b)``: ``H = ((Y - 1 b^T) W + N lam X)(W^T W + N lam I)^{-1}``
     (paper 002 Sec. 3.7 in its convention: ``(W^T W + lam I)^{-1}(W^T Y + lam X)``, transposed)."""
@@ -424,7 +403,7 @@ def solve(
     Parameters
     ----------
     model : str
-        One of :data:`nclab.ufm.models.MODELS`: ``mse-bias-free`` (paper 001 eq. (5)), ``mse-bias`` (eq. (14),
+        One of :data:`nclab.ufm.models.UFM_MODELS`: ``mse-bias-free`` (paper 001 eq. (5)), ``mse-bias`` (eq. (14),
         free bias), ``mse-regbias`` (eq. (3), ridge bias), ``extended-linear`` (eq. (23)), ``extended-relu``
         (eq. (24)), ``ce-wd`` (CE with weight decay), ``mufm`` (paper 002 eq. (13)), ``ridge`` (eq. (25), fixed
         features ``H=``).
@@ -470,8 +449,6 @@ def solve(
     spec = make_spec(model, K=K, n=n, d=d, lams=lams, **spec_kw)
     theory = None
     if want_theory:
-        from nclab.ufm.theory import optimum_for_spec
-
         theory = optimum_for_spec(spec)
     t0 = time.perf_counter()
     if solver == "lbfgs":

@@ -1,4 +1,4 @@
-"""The ``nclab`` command."""
+"""Command ``measure``: every collapse metric of saved features, streamed in two passes (:func:`measure_arrays`)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from enum import StrEnum
-from pathlib import Path
 from typing import Annotated, Any
 
 import numpy as np
@@ -20,9 +19,9 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from nclab._cli_common import console, err_console, fail, make_app
+from nclab.cli.common import console, err_console, fail
 
-app = make_app("nclab", "Measure, simulate and predict neural collapse.")
+__all__ = ["OutputFormat", "measure_arrays", "measure_command"]
 
 
 class OutputFormat(StrEnum):
@@ -32,7 +31,7 @@ class OutputFormat(StrEnum):
 
 
 def _parse_conventions(items: list[str] | None) -> dict[str, Any]:
-    from nclab.metrics.report import DEFAULT_CONVENTIONS
+    from nclab.metrics.collapse_report import DEFAULT_CONVENTIONS
 
     out: dict[str, Any] = {}
     for item in items or []:
@@ -61,7 +60,7 @@ def _progress() -> Progress:
 
 
 def _stream(progress: Progress, desc: str, features: Any, labels: Any, batch_size: int, sink: Any) -> None:
-    from nclab.data_io import iter_batches
+    from nclab.io.arrays import iter_batches
 
     n = features.shape[0]
     task = progress.add_task(desc, total=n)
@@ -165,8 +164,7 @@ def _fmt(v: float) -> str:
     return f"{v:.6g}"
 
 
-@app.command()
-def measure(
+def measure_command(
     features: Annotated[str, typer.Argument(help="features (N, d): .npy, .npz, .pt, .safetensors (FILE:NAME)")],
     labels: Annotated[str, typer.Argument(help="integer labels (N,): same formats")],
     classifier: Annotated[
@@ -181,7 +179,7 @@ def measure(
     batch_size: Annotated[int, typer.Option(help="rows per streamed chunk")] = 8192,
 ) -> None:
     """Report every collapse metric of saved features (streamed; memory-mapped .npy never loads whole)."""
-    from nclab.data_io import load_array
+    from nclab.io.arrays import load_array
     from nclab.stats import EmptyClassError
 
     conventions = _parse_conventions(convention)
@@ -207,75 +205,3 @@ def measure(
             hint = " (check --num-classes against the labels)"
         fail(err, hint)
     _emit(report, fmt, f"collapse metrics of {features}")
-
-
-@app.command()
-def demo(
-    out: Annotated[Path, typer.Option(help="output folder")] = Path("runs/demo"),
-    epochs: Annotated[int | None, typer.Option(help="shorten the runs (default: the demo config's 200)")] = None,
-) -> None:
-    """The main job: train an MLP on the embedded digits with MSE and with CE past zero training error, measure
-    every collapse metric per epoch and layer, and write report.html (runs in OUT/mse, OUT/ce)."""
-    from nclab.train.cli import run_demo
-
-    run_demo(out, epochs=epochs)
-
-
-def _mount_subcommands() -> None:
-    """The areas' own command groups (each a Typer app in its package's cli module)."""
-    from nclab.geometry.cli import app as codes_app
-    from nclab.theory.cli import app as theory_app
-    from nclab.train.cli import report_command, train_command
-    from nclab.ufm.cli import app as ufm_app
-
-    app.command("train")(train_command)
-    app.command("report")(report_command)
-    app.add_typer(ufm_app, name="ufm", help="Unconstrained-features models: solvers against closed forms.")
-    app.add_typer(codes_app, name="codes", help="Softmax Codes, Tammes codes and their bounds (K > d).")
-    app.add_typer(theory_app, name="theory", help="MSE central path and the geodesic model of collapse.")
-
-
-_mount_subcommands()
-
-experiment_app = typer.Typer(help="Registered reproductions of the papers' experiments.", no_args_is_help=True)
-app.add_typer(experiment_app, name="experiment")
-
-
-@experiment_app.command("list")
-def experiment_list() -> None:
-    """List the registered experiments."""
-    from nclab.experiments import list_experiments
-
-    table = Table(title="nclab experiments")
-    for col in ("name", "paper", "scales", "summary"):
-        table.add_column(col)
-    for exp in list_experiments():
-        table.add_row(exp.name, exp.paper, ", ".join(exp.scales), exp.summary)
-    console.print(table)
-
-
-@experiment_app.command("run")
-def experiment_run(
-    name: Annotated[str, typer.Argument(help="experiment name (see `nclab experiment list`)")],
-    scale: Annotated[str, typer.Option(help="tiny | cpu | paper")] = "cpu",
-    out: Annotated[Path | None, typer.Option(help="output folder (default runs/experiments/NAME-SCALE)")] = None,
-    seed: Annotated[int, typer.Option(help="random seed")] = 0,
-) -> None:
-    """Run one registered experiment and write its tables, figures and report."""
-    from nclab.experiments import run
-
-    out = out or Path("runs/experiments") / f"{name}-{scale}"
-    try:
-        summary = run(name, out, scale=scale, seed=seed)
-    except (KeyError, ValueError) as err:
-        fail(err)
-    console.print_json(json.dumps(summary, default=float))
-    console.print(f"outputs in [bold]{out}[/bold]")
-
-
-def main() -> None:  # pragma: no cover
-    app()
-
-
-if __name__ == "__main__":  # pragma: no cover
-    main()

@@ -7,55 +7,21 @@ GD lr 0.1, 1e5 iterations, metrics every 5e3).
 
 from __future__ import annotations
 
-import csv
-import io
 import math
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
 import numpy as np
 
-from nclab.experiments import register
+from nclab.experiments.common import check_scale, png, pyplot, write_csv
+from nclab.experiments.registry import register
 from nclab.metrics import etf_gram_error, ncc_metrics, trace_ratio
 from nclab.report import metrics_table_html, write_report
 from nclab.stats import ClassStats
-from nclab.ufm import mufm, theory
+from nclab.ufm import closed_forms, mufm
 from nclab.ufm.solvers import solve
 
 __all__ = ["figures_001", "init_scale_study", "mufm_tradeoff", "thm51_monte_carlo", "threshold_sweep"]
-
-
-def _write_csv(path: Path, rows: Sequence[dict[str, Any]]) -> None:
-    keys: list[str] = []
-    for row in rows:
-        keys += [k for k in row if k not in keys]
-    with path.open("w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=keys)
-        w.writeheader()
-        w.writerows(rows)
-
-
-def _png(fig: Any) -> bytes:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
-    plt.close(fig)
-    return buf.getvalue()
-
-
-def _save(out: Path, name: str, fig: Any) -> bytes:
-    data = _png(fig)
-    (out / f"{name}.png").write_bytes(data)
-    return data
-
-
-def _check_scale(scale: str) -> None:
-    if scale not in ("tiny", "cpu", "paper"):
-        raise ValueError(f"scale must be tiny, cpu or paper, got {scale!r}")
 
 
 # ---------------------------------------------------------------------------------------------- Figs 1-4
@@ -69,11 +35,12 @@ _FIG_MODELS = {
 
 @register("ufm-figures", summary="paper 001 Figs 1-4: GD objective and NC1/NC2/NC3 per feature level", paper="001")
 def figures_001(out: Path, scale: str, seed: int) -> dict[str, Any]:
-    _check_scale(scale)
+    check_scale(scale)
     K, d, n, lam = (4, 12, 8, 5e-3) if scale == "tiny" else (4, 20, 50, 5e-3)
     iters, every = (3000, 500) if scale == "tiny" else (100_000, 5000)
     summary: dict[str, Any] = {}
     figures = []
+    plt = pyplot()
     for fig_name, (model, keys) in _FIG_MODELS.items():
         res = solve(
             model,
@@ -87,7 +54,7 @@ def figures_001(out: Path, scale: str, seed: int) -> dict[str, Any]:
             log_every=max(1, iters // 500),
             metrics_every=every,
         )
-        _write_csv(out / f"{fig_name}.csv", res.history)
+        write_csv(out / f"{fig_name}.csv", res.history)
         fig, ax = plt.subplots(1, 4, figsize=(16, 3.2))
         it = np.array([r["iter"] for r in res.history])
         gap = np.array([r["gap"] for r in res.history])
@@ -107,7 +74,7 @@ def figures_001(out: Path, scale: str, seed: int) -> dict[str, Any]:
             a.legend(fontsize=7)
             a.set_xlabel("GD iteration")
         fig.suptitle(f"{fig_name} (K={K}, d={d}, n={n}, lambda={lam}, lr 0.1)")
-        figures.append((fig_name, _save(out, fig_name, fig)))
+        figures.append((fig_name, png(fig, out / f"{fig_name}.png", dpi=90)))
         summary[fig_name] = {"loss": res.loss, "L_star": res.theory.loss, "gap": res.gap, "iters": iters}
     sections = [("Runs", metrics_table_html({f"{k} gap": v["gap"] for k, v in summary.items()}))]
     write_report(out / "report.html", "UFM figures (paper 001 Figs 1-4)", sections, figures)
@@ -117,10 +84,11 @@ def figures_001(out: Path, scale: str, seed: int) -> dict[str, Any]:
 # ---------------------------------------------------------------------------------------------- threshold sweeps
 @register("ufm-threshold-sweep", summary="lambda vs L*: closed form (line) vs L-BFGS (points)", paper="001")
 def threshold_sweep(out: Path, scale: str, seed: int) -> dict[str, Any]:
-    _check_scale(scale)
+    check_scale(scale)
     K, n, d = 4, 3, 8
     points = 6 if scale == "tiny" else 25
     rows = []
+    plt = pyplot()
     fig, ax = plt.subplots(1, 3, figsize=(14, 3.5))
     worst = 0.0
     for j, (model, make) in enumerate(
@@ -135,7 +103,7 @@ def threshold_sweep(out: Path, scale: str, seed: int) -> dict[str, Any]:
         grid_line = np.linspace(0.2, 1.6, 200) * crit
         ax[j].plot(
             grid_line / crit,
-            [theory.optimum(model, K=K, n=n, d=d, lams=make(x)).loss for x in grid_line],
+            [closed_forms.optimum(model, K=K, n=n, d=d, lams=make(x)).loss for x in grid_line],
             label="closed form",
         )
         grid = np.linspace(0.25, 1.5, points) * crit
@@ -158,13 +126,13 @@ def threshold_sweep(out: Path, scale: str, seed: int) -> dict[str, Any]:
         ax[j].set_title(model)
         ax[j].set_xlabel("lambda / lambda_critical")
         ax[j].legend()
-    _write_csv(out / "threshold_sweep.csv", rows)
-    png = _save(out, "threshold_sweep", fig)
+    write_csv(out / "threshold_sweep.csv", rows)
+    image = png(fig, out / "threshold_sweep.png", dpi=90)
     write_report(
         out / "report.html",
         "UFM threshold sweeps",
         [("Worst |L_num - L*|", f"<p>{worst:.3e}</p>")],
-        [("lambda vs L* (equal lambdas, K=4, n=3)", png)],
+        [("lambda vs L* (equal lambdas, K=4, n=3)", image)],
     )
     return {"max_abs_gap": worst, "points": len(rows)}
 
@@ -174,7 +142,7 @@ def threshold_sweep(out: Path, scale: str, seed: int) -> dict[str, Any]:
     "ufm-init-scale", summary="3-factor model: GD init scale vs outcome (origin, optimum, divergence)", paper="001"
 )
 def init_scale_study(out: Path, scale: str, seed: int) -> dict[str, Any]:
-    _check_scale(scale)
+    check_scale(scale)
     K, n, d, lam = 4, 10, 20, 0.02  # spec 001 pitfall 5
     iters = 3000 if scale == "tiny" else 40_000
     scales = (0.01, 0.03, 0.1, 0.3, 1.0)
@@ -195,7 +163,8 @@ def init_scale_study(out: Path, scale: str, seed: int) -> dict[str, Any]:
         )
         outcome = "diverged" if res.info["diverged"] else ("origin" if abs(res.loss - 0.5) < 1e-6 else "nonzero")
         rows.append({"init_scale": s, "final_loss": res.loss, "L_star": res.theory.loss, "outcome": outcome})
-    _write_csv(out / "init_scale.csv", rows)
+    write_csv(out / "init_scale.csv", rows)
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(5, 3.5))
     ax.semilogx(scales, [r["final_loss"] if math.isfinite(r["final_loss"]) else np.nan for r in rows], "o-")
     ax.axhline(rows[0]["L_star"], color="k", ls="--", label="L*")
@@ -203,7 +172,7 @@ def init_scale_study(out: Path, scale: str, seed: int) -> dict[str, Any]:
     ax.set_xlabel("init scale")
     ax.set_ylabel(f"objective after {iters} GD steps")
     ax.legend()
-    png = _save(out, "init_scale", fig)
+    image = png(fig, out / "init_scale.png", dpi=90)
     table = "".join(
         f"<tr><td>{r['init_scale']}</td><td>{r['final_loss']:.6g}</td><td>{r['outcome']}</td></tr>" for r in rows
     )
@@ -211,7 +180,7 @@ def init_scale_study(out: Path, scale: str, seed: int) -> dict[str, Any]:
         out / "report.html",
         "3-factor UFM: init scale study",
         [("Outcomes", f"<table><tr><th>scale</th><th>loss</th><th>outcome</th></tr>{table}</table>")],
-        [("objective vs init scale", png)],
+        [("objective vs init scale", image)],
     )
     return {str(r["init_scale"]): r["outcome"] for r in rows}
 
@@ -219,35 +188,36 @@ def init_scale_study(out: Path, scale: str, seed: int) -> dict[str, Any]:
 # ---------------------------------------------------------------------------------------------- Thm 5.1
 @register("ufm-thm51", summary="Thm 5.1 Monte Carlo: ||W_hat - f W*||/||W*|| vs n (slope -1/2)", paper="001")
 def thm51_monte_carlo(out: Path, scale: str, seed: int) -> dict[str, Any]:
-    _check_scale(scale)
+    check_scale(scale)
     K, d, lam_W, nlam_H, sigma = 4, 20, 0.01, 0.02, 0.3  # spec 001 Sec. 8
     ns = [100, 400, 1600] if scale == "tiny" else [100, 300, 1000, 3000, 10_000, 20_000]
     reps = 3 if scale == "tiny" else 10
     rows = []
     for n in ns:
-        opt = theory.optimum("mse-bias-free", K=K, n=n, d=d, lams=dict(W=lam_W, H=nlam_H / n))
-        f = theory.attenuation_factor(K, n, nlam_H / n, lam_W, sigma)
+        opt = closed_forms.optimum("mse-bias-free", K=K, n=n, d=d, lams=dict(W=lam_W, H=nlam_H / n))
+        f = closed_forms.attenuation_factor(K, n, nlam_H / n, lam_W, sigma)
         star = opt.construct(seed=seed)
         errs = []
         for r in range(reps):
             E = sigma * np.random.default_rng(seed * 1000 + r).standard_normal(star["H"].shape)
-            W_hat = theory.ridge_solution(star["H"] + E, K=K, n=n, lam_W=lam_W)
+            W_hat = closed_forms.ridge_solution(star["H"] + E, K=K, n=n, lam_W=lam_W)
             errs.append(float(np.linalg.norm(W_hat - f * star["W"]) / np.linalg.norm(star["W"])))
         rows.append({"n": n, "rel_error": float(np.mean(errs)), "std": float(np.std(errs)), "factor": f})
     slope = float(np.polyfit(np.log(ns), np.log([r["rel_error"] for r in rows]), 1)[0])
-    _write_csv(out / "thm51.csv", rows)
+    write_csv(out / "thm51.csv", rows)
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(5, 3.5))
     ax.loglog(ns, [r["rel_error"] for r in rows], "o-", label=f"Monte Carlo (slope {slope:.3f})")
     ax.loglog(ns, rows[0]["rel_error"] * (np.array(ns) / ns[0]) ** -0.5, "k--", label="n^(-1/2)")
     ax.set_xlabel("n")
     ax.set_ylabel("||W_hat - f W*|| / ||W*||")
     ax.legend()
-    png = _save(out, "thm51", fig)
+    image = png(fig, out / "thm51.png", dpi=90)
     write_report(
         out / "report.html",
         "Thm 5.1: attenuation of the optimal classifier",
         [("Fit", metrics_table_html({"slope": slope, "factor": rows[0]["factor"]}))],
-        [("error vs n", png)],
+        [("error vs n", image)],
     )
     return {"slope": slope, "factor": rows[0]["factor"], "errors": [r["rel_error"] for r in rows]}
 
@@ -261,7 +231,7 @@ def _pfc(H: np.ndarray, K: int, n: int) -> dict[str, float]:
 
 @register("mufm-tradeoff", summary="paper 002 Figs 4-5: MUFM vs UFM optima and metrics vs lambda/lambda_W", paper="002")
 def mufm_tradeoff(out: Path, scale: str, seed: int) -> dict[str, Any]:
-    _check_scale(scale)
+    check_scale(scale)
     K, n, d, lam_W = (3, 10, 8, 0.005) if scale == "tiny" else (5, 100, 20, 0.005)  # paper 002 Sec. IV-B
     ratios = (0.1, 1.0, 4.0) if scale == "tiny" else (0.1, 0.2, 0.4, 1.0, 2.0, 4.0)
     X = mufm.gaussian_data(K, n, d, seed=seed)
@@ -300,7 +270,8 @@ def mufm_tradeoff(out: Path, scale: str, seed: int) -> dict[str, Any]:
         gtol=1e-10,
     )
     ufm_m = _pfc(ufm.params["H"], K, n)
-    _write_csv(out / "mufm_sweep.csv", rows)
+    write_csv(out / "mufm_sweep.csv", rows)
+    plt = pyplot()
     fig, ax = plt.subplots(1, 4, figsize=(16, 3.2))
     xs = [r["lambda/lambda_W"] for r in rows]
     for a, key in zip(ax, ("pfc1", "pfc2", "ncc_accuracy", "alignment"), strict=True):
@@ -311,7 +282,7 @@ def mufm_tradeoff(out: Path, scale: str, seed: int) -> dict[str, Any]:
         a.set_xlabel("lambda / lambda_W")
         a.set_title(key)
         a.legend(fontsize=7)
-    png = _save(out, "mufm_sweep", fig)
+    image = png(fig, out / "mufm_sweep.png", dpi=90)
     sections = [
         ("Data X", metrics_table_html(data)),
         ("UFM (X = 0, lambda/lambda_W = 0.2)", metrics_table_html(ufm_m)),
@@ -320,5 +291,5 @@ def mufm_tradeoff(out: Path, scale: str, seed: int) -> dict[str, Any]:
             metrics_table_html({k: v for k, v in rows[min(1, len(rows) - 1)].items() if k != "lambda/lambda_W"}),
         ),
     ]
-    write_report(out / "report.html", "MUFM vs UFM (paper 002 Figs 4-5)", sections, [("metrics vs lambda", png)])
+    write_report(out / "report.html", "MUFM vs UFM (paper 002 Figs 4-5)", sections, [("metrics vs lambda", image)])
     return {"data": data, "ufm": ufm_m, "sweep": rows}

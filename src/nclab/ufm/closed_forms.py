@@ -38,6 +38,7 @@ __all__ = [
     "optimum",
     "optimum_for_spec",
     "ridge_solution",
+    "ridge_step",
     "threshold_c",
 ]
 
@@ -292,7 +293,7 @@ def optimum_for_spec(spec: ModelSpec, *, strict: bool = False) -> Optimum | None
         if spec.name in ("mufm", "ridge"):
             raise ValueError(
                 f"{spec.name!r} has no closed-form optimum here: use the exact solver "
-                "(nclab.ufm.solve(..., solver='alternating')) or nclab.ufm.theory.ridge_solution"
+                "(nclab.ufm.solve(..., solver='alternating')) or nclab.ufm.closed_forms.ridge_solution"
             )
         if spec.loss == "ce":
             if spec.depth != 1:
@@ -342,11 +343,30 @@ def attenuation_factor(K: int, n: int, lam_H: float, lam_W: float, sigma: float)
 def ridge_solution(H: Any, *, K: int, n: int, lam_W: float) -> np.ndarray:
     """Exact minimiser of paper 001 eq. (25) over ``W`` for fixed class-major features ``H (K n, d)``:
     ``W = Y^T H (H^T H + K n lam_W I)^{-1}`` (eq. (36), transposed)."""
-    from nclab.ufm.solvers import ridge_step
-
     H = np.asarray(H, dtype=np.float64)
     d = H.shape[1] if H.ndim == 2 else 1
     spec = make_spec("ridge", K=K, n=n, d=d, lams={"W": lam_W}, H=H)
     if not lam_W > 0:
         raise ValueError("ridge_solution needs lam_W > 0")
     return ridge_step(spec, spec.fixed["H"])[0]
+
+
+def ridge_step(spec: ModelSpec, H: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+    """Exact minimiser of the objective over ``(W, b)`` for fixed features ``H (N, d)`` (MSE).
+
+    ``W = Y^T H (H^T H + N lam_W I)^{-1}`` without bias (paper 001 eq. (36), transposed; paper 002 Thm 4(b)
+    reads ``n lam_W`` in its convention); with a bias, the same ridge regression on ``[H, 1]`` with penalty
+    ``N diag(lam_W I, lam_b)`` (``lam_b = 0`` for the free bias, eqs. (46)-(47)).
+    """
+    N, d = H.shape
+    Y = spec.targets
+    if spec.bias == "none":
+        A, pen = H, np.full(d, N * spec.lam("W"))
+    else:
+        A = np.hstack([H, np.ones((N, 1))])
+        pen = np.append(np.full(d, N * spec.lam("W")), N * spec.lam("b"))
+    G = A.T @ A + np.diag(pen)
+    Wa = np.linalg.solve(G, A.T @ Y).T  # (K, d [+1]); G is SPD when lam_W > 0 (and N > 0 for the bias column)
+    if spec.bias == "none":
+        return Wa, None
+    return Wa[:, :d], Wa[:, d]

@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from nclab.ufm import evaluate, make_spec, solve, theory
+from nclab.ufm import closed_forms, evaluate, make_spec, solve
 from nclab.ufm.models import class_labels
 
 K = 4
@@ -22,41 +22,41 @@ def class_means(H, K):
 def test_spec_reference_values():
     # spec 001 Sec. 5 defaults: K=4, d=20, n=50, all lambda = 5e-3
     lam = 5e-3
-    o1 = theory.optimum("mse-bias-free", K=4, n=50, d=20, lams=dict(W=lam, H=lam))
+    o1 = closed_forms.optimum("mse-bias-free", K=4, n=50, d=20, lams=dict(W=lam, H=lam))
     assert o1.loss == pytest.approx(0.13142135623730950, abs=1e-15)
     assert o1.constants["rho"] == pytest.approx(math.sqrt(1 / 50) * (1 - 0.1414213562373095), rel=1e-12)
-    o2 = theory.optimum("mse-bias", K=4, n=50, d=20, lams=dict(W=lam, H=lam))
+    o2 = closed_forms.optimum("mse-bias", K=4, n=50, d=20, lams=dict(W=lam, H=lam))
     assert o2.loss == pytest.approx(0.09856601717798213, abs=1e-15)
-    o3 = theory.optimum("extended-linear", K=4, n=50, d=20, lams=dict(W1=lam, W2=lam, H1=lam))
+    o3 = closed_forms.optimum("extended-linear", K=4, n=50, d=20, lams=dict(W1=lam, W2=lam, H1=lam))
     assert o3.threshold == pytest.approx(0.073681, abs=1e-6)
     assert o3.constants["t"] == pytest.approx(0.974124, abs=1e-6)
     assert o3.constants["p"] == pytest.approx(0.924362, abs=1e-6)
     assert o3.loss == pytest.approx(0.10773571564864708, abs=1e-14)
-    o4 = theory.optimum("extended-relu", K=4, n=50, d=20, lams=dict(W1=lam, W2=lam, H1=lam))
+    o4 = closed_forms.optimum("extended-relu", K=4, n=50, d=20, lams=dict(W1=lam, W2=lam, H1=lam))
     assert o4.loss == o3.loss
     # spec 001 Sec. 8: Thm 4.1 with K=4, n=5, all lambda = 5e-3
-    o5 = theory.optimum("extended-linear", K=4, n=5, d=10, lams=LX)
+    o5 = closed_forms.optimum("extended-linear", K=4, n=5, d=10, lams=LX)
     assert o5.loss == pytest.approx(0.0507076242220576, abs=1e-15)
     assert o5.constants["p"] == pytest.approx(0.965397, abs=1e-6)
     assert math.sqrt(o5.constants["W1_sq"]) == pytest.approx(1.2924, abs=1e-4)
 
 
 def test_quartic_root_and_first_order_jump():
-    t = theory.extended_root(0.2, 3)
+    t = closed_forms.extended_root(0.2, 3)
     assert t**4 - t + 0.2 == pytest.approx(0, abs=1e-14)
-    assert theory.extended_root(3 * 4 ** (-4 / 3) + 1e-6, 3) is None
-    crit = theory.extended_threshold(3)
+    assert closed_forms.extended_root(3 * 4 ** (-4 / 3) + 1e-6, 3) is None
+    crit = closed_forms.extended_threshold(3)
     assert crit == pytest.approx(2 ** (-4 / 3))
     # at the critical K beta the nonzero stationary value equals the zero value 1/2 (both global)
-    tc = theory.extended_root(crit, 3)
+    tc = closed_forms.extended_root(crit, 3)
     assert (1 - tc**3) ** 2 / 2 + 1.5 * crit * tc**2 == pytest.approx(0.5, abs=1e-12)
     # the generic bisection reproduces both closed thresholds
-    assert theory._extended_loss(0.99, 2)[0] < 0.5 and theory._extended_loss(1.01, 2)[1] is None
+    assert closed_forms._extended_loss(0.99, 2)[0] < 0.5 and closed_forms._extended_loss(1.01, 2)[1] is None
     # K^3 n lam^3 < 1/16  <=>  K beta < 2^(-4/3)
     n = 3
     lam_c = (1 / (16 * K**3 * n)) ** (1 / 3)
-    below = theory.optimum("extended-linear", K=K, n=n, d=8, lams=dict(W1=lam_c * 0.99, W2=lam_c, H1=lam_c))
-    above = theory.optimum("extended-linear", K=K, n=n, d=8, lams=dict(W1=lam_c * 1.01, W2=lam_c, H1=lam_c))
+    below = closed_forms.optimum("extended-linear", K=K, n=n, d=8, lams=dict(W1=lam_c * 0.99, W2=lam_c, H1=lam_c))
+    above = closed_forms.optimum("extended-linear", K=K, n=n, d=8, lams=dict(W1=lam_c * 1.01, W2=lam_c, H1=lam_c))
     assert below.nonzero and below.constants["p"] > 0.5 and below.loss < 0.5
     assert not above.nonzero and above.loss == 0.5
     assert below.constants["product"] < 1 / 16 < above.constants["product"]
@@ -64,8 +64,8 @@ def test_quartic_root_and_first_order_jump():
 
 def test_depth_two_chain_reduces_to_thm_3_1():
     # q = 2 factors of the generic quartic family is Thm 3.1: t^2 = 1 - c
-    o = theory.optimum("mse-bias-free", K=K, n=10, d=20, lams=L2)
-    loss, t = theory._extended_loss(o.constants["c"], 2)
+    o = closed_forms.optimum("mse-bias-free", K=K, n=10, d=20, lams=L2)
+    loss, t = closed_forms._extended_loss(o.constants["c"], 2)
     assert loss == pytest.approx(o.loss, abs=1e-15)
     assert t**2 == pytest.approx(1 - o.constants["c"], rel=1e-13)
 
@@ -86,7 +86,7 @@ CONSTRUCT = [
 
 @pytest.mark.parametrize(("model", "lams", "kw"), CONSTRUCT)
 def test_constructed_minimiser_is_stationary_with_value_L_star(model, lams, kw):
-    opt = theory.optimum(model, K=K, n=5, d=10, lams=lams, **kw)
+    opt = closed_forms.optimum(model, K=K, n=5, d=10, lams=lams, **kw)
     assert opt.nonzero
     for seed in (0, 1):
         params = opt.construct(seed=seed)
@@ -97,7 +97,7 @@ def test_constructed_minimiser_is_stationary_with_value_L_star(model, lams, kw):
 
 
 def test_construct_rejects_non_orthonormal_frame():
-    opt = theory.optimum("mse-bias-free", K=K, n=5, d=10, lams=L2)
+    opt = closed_forms.optimum("mse-bias-free", K=K, n=5, d=10, lams=L2)
     with pytest.raises(ValueError, match="orthonormal"):
         opt.construct(np.ones((10, K)))
 
@@ -134,11 +134,11 @@ def test_regularised_bias_both_sides_of_switch(lam_b):
 
 
 def test_regularised_bias_limits():
-    lo = theory.optimum("mse-regbias", K=K, n=10, d=20, lams=dict(L2, b=1e-12))
-    hi = theory.optimum("mse-regbias", K=K, n=10, d=20, lams=dict(L2, b=1e12))
-    assert lo.loss == pytest.approx(theory.optimum("mse-bias", K=K, n=10, d=20, lams=L2).loss, abs=1e-10)
-    assert hi.loss == pytest.approx(theory.optimum("mse-bias-free", K=K, n=10, d=20, lams=L2).loss, abs=1e-10)
-    assert theory.optimum("mse-regbias", K=K, n=10, d=20, lams=dict(L2, b=1.0)).loss == pytest.approx(
+    lo = closed_forms.optimum("mse-regbias", K=K, n=10, d=20, lams=dict(L2, b=1e-12))
+    hi = closed_forms.optimum("mse-regbias", K=K, n=10, d=20, lams=dict(L2, b=1e12))
+    assert lo.loss == pytest.approx(closed_forms.optimum("mse-bias", K=K, n=10, d=20, lams=L2).loss, abs=1e-10)
+    assert hi.loss == pytest.approx(closed_forms.optimum("mse-bias-free", K=K, n=10, d=20, lams=L2).loss, abs=1e-10)
+    assert closed_forms.optimum("mse-regbias", K=K, n=10, d=20, lams=dict(L2, b=1.0)).loss == pytest.approx(
         0.158885438, abs=1e-9
     )  # spec 001 Sec. 8, lambda_b = 1
 
@@ -201,7 +201,7 @@ def test_above_threshold_zero_solutions():
         assert not res.theory.nonzero and res.theory.loss == L_zero
         assert abs(res.loss - L_zero) < 1e-8
         assert np.linalg.norm(res.params["W"]) < 1e-4 and np.linalg.norm(res.params["H"]) < 1e-4
-    ce = theory.optimum("ce-wd", K=K, n=5, d=8, lams=big)
+    ce = closed_forms.optimum("ce-wd", K=K, n=5, d=8, lams=big)
     assert not ce.nonzero and ce.loss == pytest.approx(math.log(K))
 
 
@@ -224,17 +224,17 @@ def test_three_factor_regimes_with_solver():
 # ------------------------------------------------------------------ Thm 5.1
 def test_thm_5_1_attenuation_rate():
     Kc, d, lam_W, nlam_H, sigma = 4, 20, 0.01, 0.02, 0.3
-    f = theory.attenuation_factor(Kc, 100, nlam_H / 100, lam_W, sigma)
+    f = closed_forms.attenuation_factor(Kc, 100, nlam_H / 100, lam_W, sigma)
     assert f == pytest.approx(0.66264, abs=1e-5)  # spec 001 Sec. 8
     ns = np.array([100, 400, 1600, 6400])
     errs = []
     for n in ns:
-        opt = theory.optimum("mse-bias-free", K=Kc, n=n, d=d, lams=dict(W=lam_W, H=nlam_H / n))
+        opt = closed_forms.optimum("mse-bias-free", K=Kc, n=n, d=d, lams=dict(W=lam_W, H=nlam_H / n))
         e = []
         for seed in range(6):
             star = opt.construct(seed=100)
             noise = sigma * np.random.default_rng(seed).standard_normal(star["H"].shape)
-            W_hat = theory.ridge_solution(star["H"] + noise, K=Kc, n=int(n), lam_W=lam_W)
+            W_hat = closed_forms.ridge_solution(star["H"] + noise, K=Kc, n=int(n), lam_W=lam_W)
             e.append(np.linalg.norm(W_hat - f * star["W"]) / np.linalg.norm(star["W"]))
         errs.append(np.mean(e))
     slope = np.polyfit(np.log(ns), np.log(errs), 1)[0]
@@ -245,24 +245,24 @@ def test_thm_5_1_attenuation_rate():
 # ------------------------------------------------------------------ bad parameters
 def test_theory_bad_parameters():
     with pytest.raises(ValueError, match="needs d >= 4"):
-        theory.optimum("mse-bias-free", K=4, n=5, d=3, lams=L2)
+        closed_forms.optimum("mse-bias-free", K=4, n=5, d=3, lams=L2)
     with pytest.raises(ValueError, match="needs d >= 4"):
-        theory.optimum("extended-linear", K=4, n=5, d=3, lams=LX)
-    theory.optimum("mse-bias", K=4, n=5, d=3, lams=L2)  # a simplex ETF fits in d = K - 1
+        closed_forms.optimum("extended-linear", K=4, n=5, d=3, lams=LX)
+    closed_forms.optimum("mse-bias", K=4, n=5, d=3, lams=L2)  # a simplex ETF fits in d = K - 1
     with pytest.raises(ValueError, match="lambda > 0"):
-        theory.optimum("mse-bias-free", K=4, n=5, d=8, lams=dict(W=0.0, H=0.1))
+        closed_forms.optimum("mse-bias-free", K=4, n=5, d=8, lams=dict(W=0.0, H=0.1))
     with pytest.raises(ValueError, match=">= 0"):
-        theory.optimum("mse-bias-free", K=4, n=5, d=8, lams=dict(W=-1.0, H=0.1))
+        closed_forms.optimum("mse-bias-free", K=4, n=5, d=8, lams=dict(W=-1.0, H=0.1))
     with pytest.raises(ValueError, match="needs the fixed features"):
-        theory.optimum("ridge", K=4, n=5, d=8, lams=dict(W=0.1))
+        closed_forms.optimum("ridge", K=4, n=5, d=8, lams=dict(W=0.1))
     ridge = make_spec("ridge", K=4, n=5, d=8, lams=dict(W=0.1), H=np.ones((20, 8)))
-    assert theory.optimum_for_spec(ridge) is None
+    assert closed_forms.optimum_for_spec(ridge) is None
     with pytest.raises(ValueError, match="no closed-form"):
-        theory.optimum_for_spec(ridge, strict=True)
+        closed_forms.optimum_for_spec(ridge, strict=True)
     with pytest.raises(ValueError, match="depth 2 only"):
-        theory.optimum("extended-relu", K=4, n=5, d=8, lams=dict(LX, W3=0.1), depth=3)
+        closed_forms.optimum("extended-relu", K=4, n=5, d=8, lams=dict(LX, W3=0.1), depth=3)
     with pytest.raises(ValueError, match="c = K sqrt"):
-        theory.attenuation_factor(4, 5, 1.0, 1.0, 0.1)
+        closed_forms.attenuation_factor(4, 5, 1.0, 1.0, 0.1)
     with pytest.raises(ValueError, match="K\\*n=20"):
-        theory.ridge_solution(np.zeros((19, 8)), K=4, n=5, lam_W=0.1)
+        closed_forms.ridge_solution(np.zeros((19, 8)), K=4, n=5, lam_W=0.1)
     assert class_labels(3, 2).tolist() == [0, 0, 1, 1, 2, 2]

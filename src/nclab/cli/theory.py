@@ -10,7 +10,7 @@ import numpy as np
 import typer
 from rich.table import Table
 
-from nclab._cli_common import console, fail, make_app
+from nclab.cli.common import console, fail, make_app
 
 app = make_app("theory", "Theory engines: MSE decomposition and central-path dynamics (paper 004).")
 
@@ -85,7 +85,7 @@ def decompose(
     json_out: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
 ) -> None:
     """Exact MSE decomposition L = L_NC1 + L_NC2/3 + L_perp of saved features and classifier (paper 004, Sec. 2)."""
-    from nclab.data_io import load_array
+    from nclab.io.arrays import load_array
     from nclab.stats import ClassStats
     from nclab.theory.mse import mse_decomposition_from_stats
 

@@ -17,7 +17,8 @@ from nclab._arrays import as_rows
 from nclab.metrics._registry import REGISTRY
 from nclab.metrics.cdnv import cdnv
 from nclab.metrics.cosine import class_separation, within_class_cosine
-from nclab.metrics.geometry import (
+from nclab.metrics.gnc import gnc3
+from nclab.metrics.means_geometry import (
     equiangularity,
     equinorm,
     etf_gram_error,
@@ -25,7 +26,6 @@ from nclab.metrics.geometry import (
     orthogonal_frame_error,
     self_duality,
 )
-from nclab.metrics.gnc import gnc3
 from nclab.metrics.ncc import NCCAccumulator
 from nclab.metrics.probe import probe_mse_optimal
 from nclab.metrics.spectra import rank_metrics

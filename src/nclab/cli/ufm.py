@@ -10,7 +10,7 @@ import numpy as np
 import typer
 from rich.table import Table
 
-from nclab._cli_common import console, fail, make_app
+from nclab.cli.common import console, fail, make_app
 
 app = make_app("ufm", "Unconstrained-features models: closed forms vs numerical optima (papers 001, 002).")
 
@@ -132,7 +132,7 @@ def solve(
 @app.command("models")
 def list_models() -> None:
     """List the UFM models and their lambda keys."""
-    from nclab.ufm.models import MODELS, lambda_keys
+    from nclab.ufm.models import UFM_MODELS, lambda_keys
 
-    for m in MODELS:
+    for m in UFM_MODELS:
         console.print(f"{m}: lams {', '.join(lambda_keys(m))}")

@@ -8,7 +8,7 @@ import torch
 
 from nclab.geometry.frames import orthogonal_frame, simplex_etf
 from nclab.metrics._registry import REGISTRY, collapse_direction
-from nclab.metrics.geometry import (
+from nclab.metrics.means_geometry import (
     DegenerateMetricWarning,
     TargetUnattainableWarning,
     equiangularity,
@@ -441,7 +441,7 @@ def test_input_validation():
 
 def test_pair_cosine_tiles_cover_all_pairs_across_tiles():
     # K large enough for several row tiles of U U^T: tiled moments equal the all-pairs brute force
-    from nclab.metrics.geometry import _pair_cosine_moments, equiangularity, max_angle
+    from nclab.metrics.means_geometry import _pair_cosine_moments, equiangularity, max_angle
 
     rng = np.random.default_rng(3)
     K = 3000

@@ -13,11 +13,11 @@ import copy
 from pathlib import Path
 from typing import Any
 
-from nclab.experiments import register
+from rich.console import Console
 
-__all__ = ["DEMO_CONFIG", "DEMO_LOSS_OVERRIDES", "FASHION_MNIST_CNN", "SCALES", "demo_config"]
+from nclab.experiments.registry import register
 
-CONFIG_DIR = Path(__file__).resolve().parents[3] / "configs"
+__all__ = ["DEMO_CONFIG", "DEMO_LOSS_OVERRIDES", "FASHION_MNIST_CNN", "SCALES", "demo_config", "run_demo"]
 
 #: The demo run (``configs/demo-digits-mlp.yaml`` holds the same, for ``nclab train``).
 DEMO_CONFIG: dict[str, Any] = {
@@ -43,11 +43,56 @@ DEMO_LOSS_OVERRIDES: dict[str, dict[str, Any]] = {"mse": {"optim": {"lr": 0.1}},
 
 def demo_config(loss: str) -> dict[str, Any]:
     """The raw config of the ``nclab demo`` run with ``loss`` (``"mse"`` or ``"ce"``)."""
-    from nclab.train.config import _deep_merge
+    from nclab.train.config import deep_merge
 
     if loss not in DEMO_LOSS_OVERRIDES:
         raise ValueError(f"the demo trains with {' or '.join(DEMO_LOSS_OVERRIDES)}, not {loss!r}")
-    return _deep_merge(DEMO_CONFIG, {"name": f"demo-{loss}", "loss": {"name": loss}, **DEMO_LOSS_OVERRIDES[loss]})
+    return deep_merge(DEMO_CONFIG, {"name": f"demo-{loss}", "loss": {"name": loss}, **DEMO_LOSS_OVERRIDES[loss]})
+
+
+def run_demo(out: Path, *, epochs: int | None = None, progress: bool = True, console: Console | None = None) -> Path:
+    """The ``nclab demo`` runs: an MLP on the embedded digits, trained with MSE and with CE well past zero
+    training error (``configs/demo-digits-mlp.yaml`` with ``loss.name`` switched), each in its own subfolder
+    ``out/mse`` and ``out/ce`` (metrics.csv, report.html, ...), plus ``out/report.html`` comparing them.
+    Returns the path of that summary report. ``epochs`` shortens the runs (tests); ``console`` receives the
+    progress lines (default: a console on stderr)."""
+    from nclab.report.figures import compare_figure
+    from nclab.report.html import metrics_table_html, write_report
+    from nclab.report.run_report import collapse_summary
+    from nclab.train.config import resolve_config
+    from nclab.train.trainer import train
+
+    out = Path(out)
+    console = console or Console(stderr=True)
+    runs = {}
+    for loss in ("mse", "ce"):
+        cfg = resolve_config(demo_config(loss), [f"train.epochs={epochs}"] if epochs else [])
+        console.print(f"[bold]demo[/bold]: training {cfg.name} ({cfg.train.epochs} epochs) into {out / loss}")
+        runs[loss] = train(cfg, out / loss, overwrite=True, progress=progress, console=console)
+    summary = {}
+    for loss, r in runs.items():
+        for k, v in collapse_summary(r.rows, r.penultimate, r.zero_error_epoch).items():
+            summary[f"{loss}: {k}"] = v
+        summary[f"{loss}: zero-error epoch"] = float("nan") if r.zero_error_epoch is None else r.zero_error_epoch
+    pen = runs["mse"].penultimate
+    # the network's error sits at layer "output": relabel it to plot it beside the penultimate metrics
+    merged = {
+        k.upper(): ([x if x[2] != "output" else (*x[:2], pen, *x[3:]) for x in r.rows], r.zero_error_epoch)
+        for k, r in runs.items()
+    }
+    fig = compare_figure(merged, ["nc1", "trace_ratio", "etf_gram_error", "self_duality", "ncc_mismatch", "error"], pen)
+    links = "".join(f'<li><a href="{k}/report.html">{k.upper()} run report</a></li>' for k in runs)
+    body = (
+        "<p>Digits (embedded, balanced subset), MLP with three measured hidden layers, trained with MSE (paper 004) "
+        f"and with cross-entropy past zero training error. Per-run reports:</p><ul>{links}</ul>"
+        + metrics_table_html(summary)
+    )
+    return write_report(
+        out / "report.html",
+        "nclab demo: neural collapse of an MLP on digits, MSE vs CE",
+        [("Runs", body)],
+        [(f"MSE vs CE at layer {pen} (dotted lines: zero-error epochs)", fig)],
+    )
 
 
 #: Fashion-MNIST + small CNN (paper 004 recipe); ``SCALES`` shrink it.
@@ -91,13 +136,13 @@ CPU_LOSS_OVERRIDES: dict[str, dict[str, Any]] = {
 
 
 def _fashion_cfg(scale: str, seed: int, loss: str) -> Any:
-    from nclab.train.config import _deep_merge, resolve_config
+    from nclab.train.config import deep_merge, resolve_config
 
-    raw = _deep_merge(copy.deepcopy(FASHION_MNIST_CNN), SCALES[scale])
+    raw = deep_merge(copy.deepcopy(FASHION_MNIST_CNN), SCALES[scale])
     preset = raw["preset"].replace("han2022-mse", f"han2022-{loss}")
-    raw = _deep_merge(raw, {"preset": preset, "seed": seed, "name": f"fashion-mnist-cnn-{loss}-{scale}"})
+    raw = deep_merge(raw, {"preset": preset, "seed": seed, "name": f"fashion-mnist-cnn-{loss}-{scale}"})
     if scale == "cpu":
-        raw = _deep_merge(raw, CPU_LOSS_OVERRIDES[loss])
+        raw = deep_merge(raw, CPU_LOSS_OVERRIDES[loss])
     return resolve_config(raw)
 
 
@@ -157,7 +202,5 @@ def fashion_mnist_cnn(out: Path, scale: str, seed: int) -> dict[str, Any]:
     scales=("tiny", "cpu"),
 )
 def digits_mlp_demo(out: Path, scale: str, seed: int) -> dict[str, Any]:
-    from nclab.train.cli import run_demo
-
     path = run_demo(out, epochs=4 if scale == "tiny" else None, progress=scale != "tiny")
     return {"report": str(path)}

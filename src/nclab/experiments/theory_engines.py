@@ -10,8 +10,6 @@
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -19,34 +17,10 @@ from typing import Any
 
 import numpy as np
 
-from nclab.experiments import register
+from nclab.experiments.common import png, pyplot, write_csv
+from nclab.experiments.registry import register
 
 __all__ = ["depth_profile", "train_fc_resnet"]
-
-
-def _plt():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def _png(fig: Any, path: Path) -> bytes:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
-    data = buf.getvalue()
-    path.write_bytes(data)
-    _plt().close(fig)
-    return data
-
-
-def _write_csv(path: Path, rows: Sequence[dict[str, Any]]) -> None:
-    with open(path, "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
 
 
 def _finish(out: Path, title: str, sections: list[tuple[str, str]], figures: list, summary: dict) -> dict:
@@ -75,7 +49,7 @@ def central_path_flow(out: Path, scale: str, seed: int) -> dict:
     from nclab.theory.central_path import simulate
 
     cfg = _FLOW_SCALES[scale]
-    plt = _plt()
+    plt = pyplot()
     runs = {
         proj: simulate(
             cfg["C"], cfg["N"], cfg["P"], cfg["t_end"], proj, num_checkpoints=cfg["num_checkpoints"], seed=seed
@@ -97,7 +71,7 @@ def central_path_flow(out: Path, scale: str, seed: int) -> dict:
     axes[0].plot([], [], "k--", label="closed form, orthogonal (Prop. 2)")
     axes[0].legend(fontsize=7)
     figures.append(
-        ("omega_j(t): points = simulation, solid = oblique closed form, dashed = Prop. 2", _png(fig, out / "omega.png"))
+        ("omega_j(t): points = simulation, solid = oblique closed form, dashed = Prop. 2", png(fig, out / "omega.png"))
     )
     fig, axes = plt.subplots(1, 3, figsize=(14, 3.8))
     for proj, run in runs.items():
@@ -111,10 +85,10 @@ def central_path_flow(out: Path, scale: str, seed: int) -> dict:
     for ax in axes:
         ax.set_xlabel("t")
         ax.legend(fontsize=7)
-    figures.append(("equalisation of the singular values, distance to the ETF, NC metrics", _png(fig, out / "etf.png")))
+    figures.append(("equalisation of the singular values, distance to the ETF, NC metrics", png(fig, out / "etf.png")))
     summary: dict[str, Any] = {"C": cfg["C"], "N": cfg["N"], "P": cfg["P"], "t_end": cfg["t_end"]}
     for proj, run in runs.items():
-        _write_csv(out / f"flow_{proj}.csv", run.table())
+        write_csv(out / f"flow_{proj}.csv", run.table())
         summary[f"{proj}_max_rel_error_vs_own_closed_form"] = run.max_relative_error()
         other = run.omega_orthogonal if proj == "oblique" else run.omega_oblique
         summary[f"{proj}_max_rel_error_vs_other_closed_form"] = float(np.max(np.abs(run.omega - other) / other))
@@ -142,7 +116,7 @@ _UFM_SCALES = {
 
 def plot_decomposition(rows: Sequence[dict[str, float]], x_key: str = "epoch", zero_error: float | None = None):
     """Paper 004, Fig. 2 panel: L, L_NC1, L_NC2/3, L_perp against ``x_key`` (log y), red line at ``zero_error``."""
-    plt = _plt()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(6, 4))
     x = [r[x_key] for r in rows]
     for key, label in (("L", "L"), ("L_NC1", "L_NC1"), ("L_NC23", "L_NC2/3"), ("L_perp", "L_perp (L_LS^perp)")):
@@ -175,12 +149,10 @@ def mse_decomposition_ufm(out: Path, scale: str, seed: int) -> dict:
         record_every=cfg["record_every"],
         seed=seed,
     )
-    _write_csv(out / "decomposition.csv", rows)
+    write_csv(out / "decomposition.csv", rows)
     zero = next((r["step"] for r in rows if r["train_error"] == 0), None)
     fig = plot_decomposition(rows, "step", zero)
-    figures = [
-        ("L, L_NC1, L_NC2/3, L_perp vs GD step (log y); red: first zero-error step", _png(fig, out / "fig2.png"))
-    ]
+    figures = [("L, L_NC1, L_NC2/3, L_perp vs GD step (log y); red: first zero-error step", png(fig, out / "fig2.png"))]
     last = rows[-1]
     after = [r for r in rows if zero is not None and r["step"] >= zero]
     summary = {
@@ -281,7 +253,7 @@ def geodesic_digits(out: Path, scale: str, seed: int) -> dict:
     layers = train_fc_resnet(X, y, blocks=cfg["blocks"], steps=cfg["steps"], seed=seed)
     t_grid = np.linspace(0, 1, cfg["grid"])
     prof = depth_profile(layers, y, t_grid)
-    plt = _plt()
+    plt = pyplot()
     fig, axes = plt.subplots(1, 3, figsize=(14, 3.8))
     tl = prof["relative_depth"]
     titles = {"pfc1": "PFC1 = Tr S_W / Tr S_B", "pfc2": "PFC2 (ETF Gram distance)", "pfc3": "PFC3 (NCC accuracy)"}
@@ -297,13 +269,13 @@ def geodesic_digits(out: Path, scale: str, seed: int) -> dict:
             low = min(np.min(prof["measured"][key]), np.min(getattr(prof["predicted"]["measured"], key)))
             ax.set_ylim(bottom=0.1 * low)
     axes[0].legend(fontsize=7)
-    figures = [("metrics vs relative depth (green) with the geodesic prediction (blue)", _png(fig, out / "fig3.png"))]
+    figures = [("metrics vs relative depth (green) with the geodesic prediction (blue)", png(fig, out / "fig3.png"))]
     rows = []
     for i, t in enumerate(tl):
         rows.append({"layer": i, "relative_depth": float(t), **{k: float(v[i]) for k, v in prof["measured"].items()}})
-    _write_csv(out / "layers.csv", rows)
+    write_csv(out / "layers.csv", rows)
     pm = prof["predicted"]["measured"]
-    _write_csv(
+    write_csv(
         out / "geodesic.csv",
         [
             {"t": float(t), "pfc1": float(pm.pfc1[i]), "pfc2": float(pm.pfc2[i]), "pfc3": float(pm.pfc3[i])}  # type: ignore[index]

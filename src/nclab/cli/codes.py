@@ -11,7 +11,7 @@ import numpy as np
 import typer
 from rich.table import Table
 
-from nclab._cli_common import console, fail, make_app
+from nclab.cli.common import console, fail, make_app
 
 app = make_app("codes", "Spherical codes of paper 003: Softmax Codes, Tammes codes, Thm 3.9 bounds.")
 

@@ -8,65 +8,23 @@
 
 from __future__ import annotations
 
-import csv
-import html
-import io
 import math
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from nclab.experiments import register
+from nclab.experiments.common import check_scale, html_table, png, pyplot, write_csv
+from nclab.experiments.registry import register
 from nclab.geometry.assignment import antipodal_pairs, code_symmetries, enumerate_assignments
 from nclab.geometry.bounds import softmax_code_bounds
 from nclab.geometry.frames import regular_polygon
 from nclab.geometry.hull import one_vs_rest
 from nclab.report import write_report
 
-SCALES = ("tiny", "cpu", "paper")
 #: CIFAR10 classes of the assignment experiments (paper 003, Fig. 4 and Fig. B.6)
 SQUARE_CLASSES = ("automobile", "cat", "dog", "truck")
 HEXAGON_CLASSES = ("automobile", "cat", "deer", "dog", "horse", "truck")
-
-
-def _plt() -> Any:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def _png(fig: Any) -> bytes:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
-    _plt().close(fig)
-    return buf.getvalue()
-
-
-def _write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
-    with path.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
-
-
-def _table(rows: list[dict[str, Any]]) -> str:
-    head = "".join(f"<th>{html.escape(k)}</th>" for k in rows[0])
-    body = "".join(
-        "<tr>"
-        + "".join(f"<td>{html.escape(f'{v:.6g}' if isinstance(v, float) else str(v))}</td>" for v in r.values())
-        + "</tr>"
-        for r in rows
-    )
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-
-
-def _check_scale(scale: str) -> None:
-    if scale not in SCALES:
-        raise ValueError(f"scale must be one of {SCALES}, got {scale!r}")
 
 
 # ------------------------------------------------------------------------------------------------ d = 2 codes
@@ -74,14 +32,14 @@ def _check_scale(scale: str) -> None:
 def d2_codes(out: Path, scale: str, seed: int) -> dict[str, Any]:
     from nclab.ufm.spherical import ce_ufm_sphere, wd_ufm
 
-    _check_scale(scale)
+    check_scale(scale)
     Ks = (4, 6) if scale == "tiny" else (4, 6, 30)
     steps = {"tiny": 300, "cpu": 800, "paper": 2000}[scale]
     taus = (1.0, 0.2, 0.02) if scale == "tiny" else (1.0, 0.5, 0.2, 0.1, 0.05, 0.02)
     lam = 5e-3  # unspecified in the paper
     rows: list[dict[str, Any]] = []
     summary: dict[str, Any] = {"lambda_wd": lam, "tau_sc": taus[-1]}
-    plt = _plt()
+    plt = pyplot()
     fig, axes = plt.subplots(2, len(Ks), figsize=(3.2 * len(Ks), 6.4), squeeze=False)
     fig2, axes2 = plt.subplots(1, len(Ks), figsize=(3.6 * len(Ks), 2.8), squeeze=False)
     for c, K in enumerate(Ks):
@@ -116,11 +74,9 @@ def d2_codes(out: Path, scale: str, seed: int) -> dict[str, Any]:
         ax2.bar(np.arange(K) + 0.2, wd.length_ratio, 0.4, label="WD")
         ax2.set_title(f"||w_k|| / ||hbar_k||, K={K}")
         ax2.legend(fontsize=7)
-    _write_csv(out / "codes.csv", rows)
-    f1 = _png(fig)
-    f2 = _png(fig2)
-    (out / "codes.png").write_bytes(f1)
-    (out / "length_ratio.png").write_bytes(f2)
+    write_csv(out / "codes.csv", rows)
+    f1 = png(fig, out / "codes.png")
+    f2 = png(fig2, out / "length_ratio.png")
     write_report(
         out / "report.html",
         "Paper 003, d = 2 codes: spherical constraint (SC) vs weight decay (WD)",
@@ -131,7 +87,7 @@ def d2_codes(out: Path, scale: str, seed: int) -> dict[str, Any]:
                 f"WD: CE-UFM with weight decay lambda = {lam} (eq. B.1, L-BFGS). Arrows: classifier rows; dots: class "
                 "means.</p>",
             ),
-            ("Summary", _table([{"quantity": k, "value": v} for k, v in summary.items()])),
+            ("Summary", html_table([{"quantity": k, "value": v} for k, v in summary.items()])),
         ],
         [("Learned codes (top SC, bottom WD)", f1), ("Length ratios ||w_k||/||hbar_k||", f2)],
     )
@@ -144,7 +100,7 @@ def d2_codes(out: Path, scale: str, seed: int) -> dict[str, Any]:
 def tau_maxcos(out: Path, scale: str, seed: int) -> dict[str, Any]:
     from nclab.ufm.spherical import ce_ufm_sphere, softmax_code_search
 
-    _check_scale(scale)
+    check_scale(scale)
     d, K = 3, 7
     taus = (1.0, 0.2, 0.05) if scale == "tiny" else (1.0, 0.5, 0.2, 0.1, 0.05, 0.02, 0.01)
     steps = {"tiny": 150, "cpu": 1000, "paper": 3000}[scale]
@@ -155,8 +111,8 @@ def tau_maxcos(out: Path, scale: str, seed: int) -> dict[str, Any]:
         {"tau": float(t), "max_cos": float(c), "rho": float(r), "hardmax": float(h), "ce": float(l)}
         for t, c, r, h, l in zip(ce.taus, ce.max_cos, ce.rho, ce.hardmax, ce.losses, strict=True)
     ]
-    _write_csv(out / "maxcos_vs_tau.csv", rows)
-    plt = _plt()
+    write_csv(out / "maxcos_vs_tau.csv", rows)
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(5, 3.4))
     ax.plot(ce.taus, ce.max_cos, "o-", label="CE-UFM optimum")
     ax.axhline(hm.max_cos, color="k", label=f"HardMax optimum ({hm.max_cos:.4f})")
@@ -165,8 +121,7 @@ def tau_maxcos(out: Path, scale: str, seed: int) -> dict[str, Any]:
     ax.set_xlabel("tau")
     ax.set_ylabel("max_{k != k'} cos(w_k, w_k')")
     ax.legend()
-    png = _png(fig)
-    (out / "maxcos_vs_tau.png").write_bytes(png)
+    image = png(fig, out / "maxcos_vs_tau.png")
     summary = {
         "hardmax_max_cos": hm.max_cos,
         "hardmax_rho": hm.rho_one_vs_rest,
@@ -177,8 +132,11 @@ def tau_maxcos(out: Path, scale: str, seed: int) -> dict[str, Any]:
     write_report(
         out / "report.html",
         "Paper 003, Fig. C.1: CE-UFM max cosine vs temperature, (d, K) = (3, 7)",
-        [("Values", _table(rows)), ("Summary", _table([{"quantity": k, "value": v} for k, v in summary.items()]))],
-        [("Max cosine of the CE-UFM optimum vs tau; black: HardMax (Softmax Code) optimum", png)],
+        [
+            ("Values", html_table(rows)),
+            ("Summary", html_table([{"quantity": k, "value": v} for k, v in summary.items()])),
+        ],
+        [("Max cosine of the CE-UFM optimum vs tau; black: HardMax (Softmax Code) optimum", image)],
     )
     return summary
 
@@ -189,7 +147,7 @@ def tau_maxcos(out: Path, scale: str, seed: int) -> dict[str, Any]:
 def bounds_vs_d(out: Path, scale: str, seed: int) -> dict[str, Any]:
     from nclab.ufm.spherical import softmax_code_search
 
-    _check_scale(scale)
+    check_scale(scale)
     K = 30 if scale == "tiny" else 1000
     solve_ds = {"tiny": (2, 3, 4), "cpu": (2, 3, 4, 8, 16), "paper": (2, 3, 4, 8, 16, 32, 64)}[scale]
     all_ds = sorted({*solve_ds, *(2**i for i in range(1, 12))})
@@ -208,8 +166,8 @@ def bounds_vs_d(out: Path, scale: str, seed: int) -> dict[str, Any]:
             opt, how = float("nan"), "not computed"
         rows.append({"d": d, "K": K, "lower": b.lower, "rho_opt": opt, "upper": b.upper, "condition": b.valid,
                      "source": how})  # fmt: skip
-    _write_csv(out / "bounds_vs_d.csv", rows)
-    plt = _plt()
+    write_csv(out / "bounds_vs_d.csv", rows)
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(5.5, 3.6))
     ds = np.array([r["d"] for r in rows])
     ax.plot(ds, [r["lower"] for r in rows], "--", label="Thm 3.9 lower")
@@ -221,8 +179,7 @@ def bounds_vs_d(out: Path, scale: str, seed: int) -> dict[str, Any]:
     ax.set_ylabel("rho_one-vs-rest")
     ax.set_title(f"K = {K}")
     ax.legend(fontsize=8)
-    png = _png(fig)
-    (out / "bounds_vs_d.png").write_bytes(png)
+    image = png(fig, out / "bounds_vs_d.png")
     checked = [r for r in rows if r["condition"] and not math.isnan(r["rho_opt"])]
     summary = {
         "K": K,
@@ -234,13 +191,13 @@ def bounds_vs_d(out: Path, scale: str, seed: int) -> dict[str, Any]:
         out / "report.html",
         f"Paper 003, Fig. 3 (theory): optimal one-vs-rest margin and Thm 3.9 bounds vs d, K = {K}",
         [
-            ("Values", _table(rows)),
+            ("Values", html_table(rows)),
             (
                 "Note",
                 "<p>Numerical optima are lower bounds on the true optimum (non-convex search, best of restarts).</p>",
             ),
         ],
-        [("Margin vs d", png)],
+        [("Margin vs d", image)],
     )
     return summary
 
@@ -249,12 +206,12 @@ def bounds_vs_d(out: Path, scale: str, seed: int) -> dict[str, Any]:
 @register("gnc-assignment", summary="class-to-code assignments up to symmetry: square 3, hexagon 60 / 15 pairings",
           paper="003")  # fmt: skip
 def assignment(out: Path, scale: str, seed: int) -> dict[str, Any]:
-    _check_scale(scale)
+    check_scale(scale)
     del seed  # deterministic enumeration
     summary: dict[str, Any] = {}
     sections = []
     figures = []
-    plt = _plt()
+    plt = pyplot()
     for name, classes in (("square", SQUARE_CLASSES), ("hexagon", HEXAGON_CLASSES)):
         K = len(classes)
         W = regular_polygon(K)
@@ -268,10 +225,10 @@ def assignment(out: Path, scale: str, seed: int) -> dict[str, Any]:
             pairs = antipodal_pairs(W, a)
             rows.append({"id": f"{name[0].upper()}{i + 1}", "code_of_class": " ".join(map(str, a)),
                          "antipodal": "; ".join(f"{classes[p]}-{classes[q]}" for p, q in pairs)})  # fmt: skip
-        _write_csv(out / f"{name}_pairings.csv", rows)
-        _write_csv(out / f"{name}_assignments.csv", [{"code_of_class": " ".join(map(str, a))} for a in reps])
+        write_csv(out / f"{name}_pairings.csv", rows)
+        write_csv(out / f"{name}_assignments.csv", [{"code_of_class": " ".join(map(str, a))} for a in reps])
         sections.append((f"{name}: {len(reps)} assignments up to symmetry, {len(pairings)} antipodal pairings",
-                         _table(rows)))  # fmt: skip
+                         html_table(rows)))  # fmt: skip
         show = pairings[:6]
         fig, axes = plt.subplots(1, len(show), figsize=(2.4 * len(show), 2.6), squeeze=False)
         for ax, a, row in zip(axes[0], show, rows, strict=False):
@@ -284,9 +241,9 @@ def assignment(out: Path, scale: str, seed: int) -> dict[str, Any]:
             ax.set_aspect("equal")
             ax.axis("off")
             ax.set_title(row["id"], fontsize=8)
-        figures.append((f"{name}: representatives of the antipodal pairings", _png(fig)))
-    for caption, png in figures:
-        (out / (caption.split(":")[0] + ".png")).write_bytes(png)
+        figures.append((f"{name}: representatives of the antipodal pairings", png(fig)))
+    for caption, image in figures:
+        (out / (caption.split(":")[0] + ".png")).write_bytes(image)
     write_report(out / "report.html", "Paper 003, Sec. 4: class assignments up to symmetry", sections, figures)
     return summary
 
