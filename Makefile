@@ -20,6 +20,8 @@ demo: $(STAMP)
 	$(BIN)/nclab demo
 
 test: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check src tests benchmarks
 	$(BIN)/python -m pytest -q
 
 bench: $(STAMP)

@@ -74,6 +74,9 @@ def test_missing_dataset_message(tmp_path, monkeypatch):
     msg = str(info.value)
     assert str(tmp_path / "nowhere") in msg and "t10k-labels-idx1-ubyte" in msg and "dataset-fashion-mnist" in msg
     monkeypatch.setenv("NCLAB_DATA", str(tmp_path))
+    # the system location is searched last: point it at an empty folder so a machine that has
+    # /usr/share/datasets/cifar10 does not change the outcome
+    monkeypatch.setattr("nclab.data.loaders.SYSTEM_DATA", tmp_path / "system")
     with pytest.raises(DatasetNotFoundError, match="cifar-10-batches-py"):
         load("cifar10", "test")
 
