@@ -10,6 +10,7 @@ from nclab.metrics._registry import REGISTRY, MetricInfo, collapse_direction
 from nclab.metrics.cdnv import cdnv
 from nclab.metrics.collapse_report import DEFAULT_CONVENTIONS, ImbalanceWarning, collapse_report
 from nclab.metrics.cosine import class_separation, within_class_cosine, within_class_cosine_distance
+from nclab.metrics.duality import duality_distances, uniform_duality
 from nclab.metrics.gnc import check_normalized_stats, gnc1, gnc3, normalize_features
 from nclab.metrics.means_geometry import (
     DegenerateMetricWarning,
@@ -24,8 +25,10 @@ from nclab.metrics.means_geometry import (
     self_duality,
 )
 from nclab.metrics.ncc import NCCAccumulator, ncc_metrics
+from nclab.metrics.ood import ood_orthogonality
 from nclab.metrics.probe import probe_mse_lstsq, probe_mse_optimal
 from nclab.metrics.spectra import rank_metrics, spectrum
+from nclab.metrics.uniformity import hyperspherical_uniformity
 from nclab.metrics.variability import fuzziness, nc1, pfc1, sq_dist, trace_ratio, vci, within_class_split
 
 __all__ = [
@@ -42,6 +45,7 @@ __all__ = [
     "class_separation",
     "collapse_direction",
     "collapse_report",
+    "duality_distances",
     "equiangularity",
     "equinorm",
     "etf_gram_error",
@@ -49,10 +53,12 @@ __all__ = [
     "fuzziness",
     "gnc1",
     "gnc3",
+    "hyperspherical_uniformity",
     "max_angle",
     "nc1",
     "ncc_metrics",
     "normalize_features",
+    "ood_orthogonality",
     "orthogonal_frame_error",
     "pfc1",
     "pfc2",
@@ -64,6 +70,7 @@ __all__ = [
     "spectrum",
     "sq_dist",
     "trace_ratio",
+    "uniform_duality",
     "vci",
     "within_class_cosine",
     "within_class_cosine_distance",

@@ -17,6 +17,7 @@ from nclab._arrays import as_rows
 from nclab.metrics._registry import REGISTRY
 from nclab.metrics.cdnv import cdnv
 from nclab.metrics.cosine import class_separation, within_class_cosine
+from nclab.metrics.duality import uniform_duality
 from nclab.metrics.gnc import gnc3
 from nclab.metrics.means_geometry import (
     equiangularity,
@@ -29,6 +30,7 @@ from nclab.metrics.means_geometry import (
 from nclab.metrics.ncc import NCCAccumulator
 from nclab.metrics.probe import probe_mse_optimal
 from nclab.metrics.spectra import rank_metrics
+from nclab.metrics.uniformity import hyperspherical_uniformity
 from nclab.metrics.variability import nc1, trace_ratio, vci, within_class_split
 from nclab.stats.class_stats import ClassStats
 
@@ -67,6 +69,9 @@ _DERIVED = {
 }
 for _key, (_base, _needs) in _DERIVED.items():
     REGISTRY.setdefault(_key, replace(REGISTRY[_base], name=_key, needs=_needs))
+# the two fields of the log-kernel uniformity: lower energy = more uniform spread, lower spread = equal spacing
+for _key in ("uniformity_log_energy", "uniformity_log_var"):
+    REGISTRY.setdefault(_key, replace(REGISTRY["hyperspherical_uniformity"], name=_key, direction="lower"))
 
 
 def _resolve(conventions: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -166,6 +171,10 @@ def _report(
     out["etf_gram_error"] = etf_gram_error(stats, weighting=wt)
     if stats.dim >= stats.num_classes:  # an orthogonal frame of K vectors needs d >= K
         out["orthogonal_frame_error"] = orthogonal_frame_error(stats)
+    # GNC2: the NC2 target when K > d + 1 (no simplex ETF fits); O(K^2 d) like the equiangularity above
+    uniformity = hyperspherical_uniformity(stats, "log", weighting=wt)
+    out["uniformity_log_energy"] = uniformity["mean"]
+    out["uniformity_log_var"] = uniformity["var"]
 
     if W is not None:
         Wa = as_rows(W, "W")
@@ -183,6 +192,7 @@ def _report(
             weighting=wt,
         )
         out["gnc3"] = gnc3(Wa, stats)
+        out["uniform_duality"] = uniform_duality(Wa, stats, ddof=c["ddof"], weighting=wt)
 
     if full:
         out["probe_mse_optimal"] = probe_mse_optimal(stats)

@@ -166,12 +166,27 @@ REGISTRY["sq_dist"] = replace(trace_ratio.info, name="sq_dist")  # type: ignore[
 _WHITEN_ALWAYS_COND = 1e6
 
 
+def _total_condition(stats: ClassStats, rtol: float) -> float:
+    """cond_2(Sigma_T) as the Sigma_T forms see it: ``inf`` when the tolerance drops any eigenvalue.
+
+    A dropped eigenvalue is evidence against the Sigma_T forms, not a reason to ignore its direction: Sigma_W is
+    positive definite whenever this is asked (Sigma_T >= Sigma_W), so the dropped directions are real
+    within-class variance that the truncated pseudo-inverse discards (near collapse with anisotropic noise the
+    whole of V_W can fall under ``rtol * lambda_max``). The eigenvalues are the ones the rank metrics need anyway.
+    """
+    wt = stats_eigvals(stats, "total")
+    if not wt[-1] > rtol * wt[0]:
+        return float("inf")
+    return float(wt[0] / wt[-1])
+
+
 def _whitened_between(stats: ClassStats, rtol: float) -> tuple[np.ndarray, np.ndarray] | None:
     """``(U, s)`` of the thin SVD of ``B = Pi^{1/2} M L^{-T}`` (K, d), M the empirically centred class means,
     Pi = diag(n_k / N), ``Sigma_W = L L^T`` (Cholesky; ``B B^T = Pi^{1/2} M Sigma_W^{-1} M^T Pi^{1/2}``, so U and
     s are those of the symmetric whitening ``Pi^{1/2} M Sigma_W^{-1/2}``); or None when Sigma_W is numerically
     singular (Cholesky fails, or LAPACK's estimate of cond_1(Sigma_W) exceeds 1 / rtol), or conditioned worse than
-    both 1e6 and Sigma_T (then the Sigma_T forms are the accurate ones).
+    both 1e6 and Sigma_T (then the Sigma_T forms are the accurate ones; a Sigma_T that loses an eigenvalue to the
+    ``rtol`` cut counts as infinitely conditioned, :func:`_total_condition`).
 
     Shared by :func:`vci` and :func:`nclab.metrics.probe_mse_optimal`. With S = B B^T, Woodbury gives
     ``Pi^{1/2} M Sigma_T^{-1} M^T Pi^{1/2} = S (I + S)^{-1}``, so Tr(Sigma_T^+ Sigma_B) = sum_j s_j^2 / (1 + s_j^2)
@@ -190,12 +205,8 @@ def _whitened_between(stats: ClassStats, rtol: float) -> tuple[np.ndarray, np.nd
         rcond, info = lapack.dpocon(L, float(np.abs(sw).sum(axis=0).max()), uplo="L")
         if info != 0 or not rcond > rtol:
             return None
-        if 1.0 / rcond > _WHITEN_ALWAYS_COND:
-            # ill-conditioned Sigma_W: whiten only if Sigma_T is worse (eigenvalues the rank metrics need anyway)
-            wt = stats_eigvals(stats, "total")
-            kept_t = wt[wt > rtol * wt[0]]
-            if 1.0 / rcond >= kept_t[0] / kept_t[-1]:
-                return None
+        if 1.0 / rcond > _WHITEN_ALWAYS_COND and 1.0 / rcond >= _total_condition(stats, rtol):
+            return None  # ill-conditioned Sigma_W, and Sigma_T no better: the Sigma_T forms are the accurate ones
         # whiten with the Cholesky factor Sigma_W = L L^T: B = A L^{-T} has the same B B^T (hence the same U and
         # singular values) as A Sigma_W^{-1/2}, at a fraction of an eigendecomposition's cost
         A = stats.between_factor("empirical")  # Pi^{1/2} M
@@ -261,12 +272,16 @@ def vci(
       ``Tr(Sigma_T^+ (Sigma_B^emp - Sigma_B^bal))`` for balanced weighting): exactly 0 for exactly collapsed
       data (Sigma_W = 0), and valid for singular Sigma_W and Sigma_T.
     * Whitened form (empirical weighting or balanced data, Sigma_W numerically full rank, and either well
-      conditioned (estimate <= 1e6) or better conditioned than Sigma_T): ``r VCI = r - m + sum_{j <= m}
-      1 / (1 + phi_j)``, phi the top
+      conditioned (estimate <= 1e6) or better conditioned than Sigma_T, where a Sigma_T with eigenvalues under
+      the ``rtol`` cut counts as infinitely conditioned): ``r VCI = r - m + sum_{j <= m} 1 / (1 + phi_j)``,
+      phi the top
       m = min(d, K - 1) eigenvalues of Sigma_W^{-1/2} Sigma_B Sigma_W^{-1/2}. Near collapse with d > K - 1,
       Sigma_T has noise-only eigenvalues ~ eps^2 next to O(1) ones, and the Sigma_T form loses
       ~ 1e-16 cond(Sigma_T) in absolute accuracy (VCI = -2e-5 instead of +5e-12 at within-class spread
-      1e-6); this form keeps relative accuracy.
+      1e-6), or drops the within-class directions outright when they fall under the ``rtol`` cut (anisotropic
+      noise with cond(Sigma_W) ~ 1e6 at spread 1e-6: VCI 10^3 times too large); this form keeps relative
+      accuracy (1e-6 or better against exact rational arithmetic for spreads 1e-2 ... 1e-9 and cond(Sigma_W)
+      up to 1e8).
 
     Roundoff below 0 (at most ``r * 1e-9`` in absolute terms, e.g. -1e-12 when d >= N - 1 and the exact value
     is 0) is clipped to 0 (paper 000 Thm 5.2: VCI >= 0); anything larger is returned as computed, so a real
