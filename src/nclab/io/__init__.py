@@ -1,5 +1,16 @@
 """Files nclab writes and reads: atomic writes (one helper for every writer) and the run-directory table."""
 
 from nclab.io.atomic import atomic_torch_save, atomic_write_bytes, atomic_write_text
+from nclab.io.run_table import COLUMNS, OUTPUT_LAYER, MetricRow, read_metrics, relabel_output, write_metrics
 
-__all__ = ["atomic_torch_save", "atomic_write_bytes", "atomic_write_text"]
+__all__ = [
+    "COLUMNS",
+    "OUTPUT_LAYER",
+    "MetricRow",
+    "atomic_torch_save",
+    "atomic_write_bytes",
+    "atomic_write_text",
+    "read_metrics",
+    "relabel_output",
+    "write_metrics",
+]
