@@ -23,6 +23,7 @@ __all__ = [
     "ConfigError",
     "RunConfig",
     "apply_overrides",
+    "deep_merge",
     "load_config",
     "resolve_config",
 ]
@@ -230,11 +231,19 @@ class RunConfig(_Strict):
 
 
 # ------------------------------------------------------------------------------------------ resolution
-def _deep_merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+def deep_merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    """A deep copy of ``base`` with ``over`` merged in: nested mappings merge key by key, any other value of
+    ``over`` replaces the one in ``base``. Neither argument is modified.
+
+    Examples
+    --------
+    >>> deep_merge({"optim": {"lr": 0.1, "momentum": 0.9}, "seed": 0}, {"optim": {"lr": 0.05}})
+    {'optim': {'lr': 0.05, 'momentum': 0.9}, 'seed': 0}
+    """
     out = copy.deepcopy(base)
     for k, v in over.items():
         if isinstance(v, Mapping) and isinstance(out.get(k), dict):
-            out[k] = _deep_merge(out[k], v)
+            out[k] = deep_merge(out[k], v)
         else:
             out[k] = copy.deepcopy(v)
     return out
@@ -291,7 +300,7 @@ def resolve_config(raw: Mapping[str, Any] | None = None, overrides: Sequence[str
     if name is not None:
         if not isinstance(name, str):
             raise ConfigError(f"invalid config:\n  preset: expected a preset name, got {name!r}")
-        raw = _deep_merge(preset_dict(name), raw)
+        raw = deep_merge(preset_dict(name), raw)
     try:
         return RunConfig.model_validate(raw)
     except ValidationError as err:
