@@ -9,8 +9,9 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from nclab.io import read_metrics
 from nclab.metrics import REGISTRY
-from nclab.train import ConfigError, read_metrics, resolve_config, train
+from nclab.train import ConfigError, resolve_config, train
 from nclab.train.cli import run_demo, train_app
 
 FAST = {
