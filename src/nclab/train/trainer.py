@@ -119,8 +119,8 @@ class Trainer:
                 trainer.epoch()  # train, check the error, measure, checkpoint when due
         result = trainer.finish()  # summary.json, report.html
 
-    Building it loads the data and builds the model (seeded by ``cfg.seed``), then restores ``saved``. Inside
-    ``with``, rich progress bars are shown when ``progress`` is true.
+    Building it creates ``out``, loads the data and builds the model (seeded by ``cfg.seed``), then restores
+    ``saved``. Inside ``with``, rich progress bars are shown when ``progress`` is true.
     """
 
     def __init__(
@@ -133,6 +133,7 @@ class Trainer:
         progress: bool = False,
     ) -> None:
         self.cfg, self.out = cfg, Path(out)
+        self.out.mkdir(parents=True, exist_ok=True)
         self.ckpt_dir = self.out / "checkpoints"
         self.log_path = self.out / "log.txt"
         self.device = torch.device(cfg.train.device)
