@@ -47,8 +47,6 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 KNOWN_CYCLE_EDGES: tuple[tuple[str, str], ...] = (
     # theory/paired_stats <-> theory/geodesic: the accumulators move to their own module
     ("nclab.theory.paired_stats", "nclab.theory.geodesic"),
-    # report -> train: report/run_report reads the run table from train/runio, which moves to nclab/io
-    ("nclab.report.run_report", "nclab.train.runio"),
 )
 
 

@@ -3,12 +3,12 @@
 import math
 import re
 
+from nclab.io.run_table import OUTPUT_LAYER, MetricRow, write_metrics
 from nclab.report.figures import compare_figure, curves_figure, depth_figure, heatmap_figure, train_test_figure
 from nclab.report.run_report import collapse_summary, write_run_report
-from nclab.train.runio import write_metrics
 
 ROWS = [
-    (e, s, lay, m, v)
+    MetricRow(e, s, lay, m, v)
     for e in (0, 1, 3, 10)
     for s in ("train", "test")
     for lay, scale in (("a", 1.0), ("b", 0.1))
@@ -18,7 +18,7 @@ ROWS = [
         ("ncc_accuracy", 0.9),
         ("nc1", scale / (e + 1) ** 2),
     )
-] + [(e, s, "output", "error", max(0.0, 0.3 - 0.1 * e)) for e in (0, 1, 3, 10) for s in ("train", "test")]
+] + [MetricRow(e, s, OUTPUT_LAYER, "error", max(0.0, 0.3 - 0.1 * e)) for e in (0, 1, 3, 10) for s in ("train", "test")]
 
 
 def _is_png(b: bytes) -> bool:
@@ -31,12 +31,17 @@ def test_figures_are_pngs():
     assert _is_png(train_test_figure(ROWS, ["nc1"], "b", zero_error_epoch=3))
     assert _is_png(compare_figure({"x": (ROWS, 3), "y": (ROWS, None)}, ["nc1"], "b"))
     depth = [
-        (e, "train", lay, m, v * (1 + e))
+        MetricRow(e, "train", lay, m, v * (1 + e))
         for e in (0, 5)
         for lay, v in (("a", 0.0), ("b", 1.0))
         for m in ("relative_depth",)
     ]
-    depth += [(e, "train", lay, f"geodesic_{k}", 0.5) for e in (0, 5) for lay in "ab" for k in ("pfc1", "pfc2", "pfc3")]
+    depth += [
+        MetricRow(e, "train", lay, f"geodesic_{k}", 0.5)
+        for e in (0, 5)
+        for lay in "ab"
+        for k in ("pfc1", "pfc2", "pfc3")
+    ]
     assert _is_png(depth_figure(ROWS + depth))
 
 

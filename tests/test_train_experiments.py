@@ -6,7 +6,7 @@ import pytest
 
 import nclab.experiments.training  # noqa: F401  (registers the experiments)
 from nclab.experiments import get, run
-from nclab.train import read_metrics
+from nclab.io import read_metrics
 
 FMNIST = Path("/usr/share/datasets/fashion-mnist")
 

@@ -8,11 +8,12 @@ import pytest
 import torch
 
 from nclab.data import load
+from nclab.io.run_table import OUTPUT_LAYER
 from nclab.metrics import collapse_report, ncc_metrics
 from nclab.nets import build_model
 from nclab.stats import ClassStats
 from nclab.train.hooks import extract_features
-from nclab.train.measure import OUTPUT_LAYER, measure_split
+from nclab.train.measure import measure_split
 
 
 @pytest.fixture(scope="module")

@@ -11,8 +11,9 @@ from typer.testing import CliRunner
 
 from nclab.cli.train import app as train_app
 from nclab.experiments.training import run_demo
+from nclab.io import read_metrics
 from nclab.metrics import REGISTRY
-from nclab.train import ConfigError, read_metrics, resolve_config, train
+from nclab.train import ConfigError, resolve_config, train
 
 FAST = {
     "name": "fast",

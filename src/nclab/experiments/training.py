@@ -56,6 +56,7 @@ def run_demo(out: Path, *, epochs: int | None = None, progress: bool = True, con
     ``out/mse`` and ``out/ce`` (metrics.csv, report.html, ...), plus ``out/report.html`` comparing them.
     Returns the path of that summary report. ``epochs`` shortens the runs (tests); ``console`` receives the
     progress lines (default: a console on stderr)."""
+    from nclab.io.run_table import relabel_output
     from nclab.report.figures import compare_figure
     from nclab.report.html import metrics_table_html, write_report
     from nclab.report.run_report import collapse_summary
@@ -75,11 +76,8 @@ def run_demo(out: Path, *, epochs: int | None = None, progress: bool = True, con
             summary[f"{loss}: {k}"] = v
         summary[f"{loss}: zero-error epoch"] = float("nan") if r.zero_error_epoch is None else r.zero_error_epoch
     pen = runs["mse"].penultimate
-    # the network's error sits at layer "output": relabel it to plot it beside the penultimate metrics
-    merged = {
-        k.upper(): ([x if x[2] != "output" else (*x[:2], pen, *x[3:]) for x in r.rows], r.zero_error_epoch)
-        for k, r in runs.items()
-    }
+    # the network's error sits at the output layer: relabel it to plot it beside the penultimate metrics
+    merged = {k.upper(): (relabel_output(r.rows, pen), r.zero_error_epoch) for k, r in runs.items()}
     fig = compare_figure(merged, ["nc1", "trace_ratio", "etf_gram_error", "self_duality", "ncc_mismatch", "error"], pen)
     links = "".join(f'<li><a href="{k}/report.html">{k.upper()} run report</a></li>' for k in runs)
     body = (

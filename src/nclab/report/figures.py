@@ -1,4 +1,4 @@
-"""Matplotlib figures of a long-format metrics table (rows ``(epoch, split, layer, metric, value)``), returned as
+"""Matplotlib figures of a long-format metrics table (:class:`nclab.io.run_table.MetricRow` rows), returned as
 PNG bytes for :func:`nclab.report.write_report`.
 
 * :func:`curves_figure` -- one panel per metric, value vs epoch, one curve per layer (input side light, the
@@ -25,11 +25,11 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.ticker import LogLocator, NullLocator
 
+from nclab.io.run_table import OUTPUT_LAYER, MetricRow
 from nclab.metrics import REGISTRY
 
 __all__ = ["compare_figure", "curves_figure", "heatmap_figure", "layers_of", "series", "train_test_figure"]
 
-Row = tuple[int, str, str, str, float]
 _LABELS = {
     "trace_ratio": "trace_ratio (PFC1)",
     "etf_gram_error": "etf_gram_error (PFC2)",
@@ -47,14 +47,14 @@ def _png(fig: plt.Figure) -> bytes:
     return buf.getvalue()
 
 
-def layers_of(rows: Sequence[Row], metric: str | None = None, split: str = "train") -> list[str]:
+def layers_of(rows: Sequence[MetricRow], metric: str | None = None, split: str = "train") -> list[str]:
     """Layers in the order they first appear (the measurement writes them input side first)."""
-    return list(dict.fromkeys(r[2] for r in rows if r[1] == split and (metric is None or r[3] == metric)))
+    return list(dict.fromkeys(r.layer for r in rows if r.split == split and (metric is None or r.metric == metric)))
 
 
-def series(rows: Sequence[Row], metric: str, layer: str, split: str = "train") -> tuple[np.ndarray, np.ndarray]:
+def series(rows: Sequence[MetricRow], metric: str, layer: str, split: str = "train") -> tuple[np.ndarray, np.ndarray]:
     """``(epochs, values)`` of one metric at one layer and split, sorted by epoch."""
-    pts = sorted((r[0], r[4]) for r in rows if r[1] == split and r[2] == layer and r[3] == metric)
+    pts = sorted((r.epoch, r.value) for r in rows if r.split == split and r.layer == layer and r.metric == metric)
     if not pts:
         return np.zeros(0, dtype=int), np.zeros(0)
     e, v = zip(*pts, strict=True)
@@ -100,7 +100,7 @@ def _grid(n: int, ncols: int = 3) -> tuple[plt.Figure, np.ndarray]:
 
 
 def curves_figure(
-    rows: Sequence[Row],
+    rows: Sequence[MetricRow],
     metrics: Sequence[str],
     *,
     split: str = "train",
@@ -109,7 +109,7 @@ def curves_figure(
     title: str | None = None,
 ) -> bytes:
     """One panel per metric (skipping metrics with no rows), one curve per layer."""
-    metrics = [m for m in metrics if any(r[3] == m and r[1] == split for r in rows)]
+    metrics = [m for m in metrics if any(r.metric == m and r.split == split for r in rows)]
     fig, axes = _grid(len(metrics))
     for ax, metric in zip(axes.flat, metrics, strict=False):
         lays = [lay for lay in (layers or layers_of(rows, metric, split)) if series(rows, metric, lay, split)[0].size]
@@ -130,18 +130,18 @@ def curves_figure(
 
 
 def heatmap_figure(
-    rows: Sequence[Row],
+    rows: Sequence[MetricRow],
     metrics: Sequence[str] = ("trace_ratio", "etf_gram_error", "ncc_accuracy"),
     *,
     split: str = "train",
     title: str | None = None,
 ) -> bytes:
     """Layer x epoch heatmaps (rows = layers, input side at the top; columns = measured epochs)."""
-    metrics = [m for m in metrics if any(r[3] == m and r[1] == split for r in rows)]
+    metrics = [m for m in metrics if any(r.metric == m and r.split == split for r in rows)]
     fig, axes = plt.subplots(1, max(len(metrics), 1), figsize=(4.6 * max(len(metrics), 1), 3.4), squeeze=False)
     for ax, metric in zip(axes.flat, metrics, strict=False):
         lays = layers_of(rows, metric, split)
-        epochs = sorted({r[0] for r in rows if r[1] == split and r[3] == metric})
+        epochs = sorted({r.epoch for r in rows if r.split == split and r.metric == metric})
         col = {e: j for j, e in enumerate(epochs)}
         grid = np.full((len(lays), len(epochs)), np.nan)
         for i, lay in enumerate(lays):
@@ -166,7 +166,7 @@ def heatmap_figure(
 
 
 def train_test_figure(
-    rows: Sequence[Row], metrics: Sequence[str], layer: str, *, zero_error_epoch: int | None = None
+    rows: Sequence[MetricRow], metrics: Sequence[str], layer: str, *, zero_error_epoch: int | None = None
 ) -> bytes:
     """Train (solid) vs test (dashed) curves of ``metrics`` at ``layer``."""
     metrics = [m for m in metrics if series(rows, m, layer, "train")[0].size and series(rows, m, layer, "test")[0].size]
@@ -184,18 +184,20 @@ def train_test_figure(
     return _png(fig)
 
 
-def decomposition_figure(rows: Sequence[Row], *, split: str = "train", zero_error_epoch: int | None = None) -> bytes:
+def decomposition_figure(
+    rows: Sequence[MetricRow], *, split: str = "train", zero_error_epoch: int | None = None
+) -> bytes:
     """Paper 004 Fig. 2: the MSE loss and its decomposition L = L_NC1 + L_NC2/3 + L_perp on one log axis, and the
     proximity ratio L_perp / L_LS (the central-path approximation holds where it is small)."""
     fig, axes = _grid(2, ncols=2)
     for key, label in (("L", "L"), ("L_NC1", "L_NC1"), ("L_NC23", "L_NC2/3"), ("L_perp", "L_perp"), ("L_LS", "L_LS")):
-        e, v = series(rows, f"mse_{key}", "output", split)
+        e, v = series(rows, f"mse_{key}", OUTPUT_LAYER, split)
         if e.size:
             axes[0, 0].plot(e, np.maximum(v, 1e-300), marker="o", ms=2.5, lw=1.2, label=label)
     _decorate(axes[0, 0], "mse decomposition", zero_error_epoch, log=True)
     axes[0, 0].set_title(f"MSE loss decomposition ({split})", fontsize=9)
     axes[0, 0].legend(fontsize=6)
-    e, v = series(rows, "mse_proximity_ratio", "output", split)
+    e, v = series(rows, "mse_proximity_ratio", OUTPUT_LAYER, split)
     axes[0, 1].plot(e, np.maximum(v, 1e-300), marker="o", ms=2.5, lw=1.2, color="C4")
     _decorate(axes[0, 1], "proximity", zero_error_epoch, log=True)
     axes[0, 1].set_title("L_perp / L_LS (distance from the central path)", fontsize=9)
@@ -204,7 +206,7 @@ def decomposition_figure(rows: Sequence[Row], *, split: str = "train", zero_erro
 
 
 def compare_figure(
-    runs: Mapping[str, tuple[Sequence[Row], int | None]], metrics: Sequence[str], layer: str, split: str = "train"
+    runs: Mapping[str, tuple[Sequence[MetricRow], int | None]], metrics: Sequence[str], layer: str, split: str = "train"
 ) -> bytes:
     """``runs``: label -> (rows, zero-error epoch); one panel per metric with one curve per run (and a dotted
     vertical line, in the run's colour, at its zero-error epoch)."""
@@ -223,19 +225,19 @@ def compare_figure(
     return _png(fig)
 
 
-def depth_figure(rows: Sequence[Row], *, split: str = "train", epochs: Sequence[int] | None = None) -> bytes:
+def depth_figure(rows: Sequence[MetricRow], *, split: str = "train", epochs: Sequence[int] | None = None) -> bytes:
     """Paper 002 Fig. 3: PFC1-3 of the measured layers against their relative depth (markers) and the geodesic
     model's prediction at the same depths (dashed), one colour per epoch (default: the first, a middle and the
     last epoch with ``relative_depth`` rows)."""
-    have = sorted({e for e, s, _, m, _ in rows if s == split and m == "relative_depth"})
+    have = sorted({r.epoch for r in rows if r.split == split and r.metric == "relative_depth"})
     if epochs is None:
         epochs = sorted({have[0], have[len(have) // 2], have[-1]}) if have else []
     panels = (("trace_ratio", "pfc1", "PFC1 = Tr S_W / Tr S_B"), ("etf_gram_error", "pfc2", "PFC2 (ETF Gram error)"))
     panels += (("ncc_accuracy", "pfc3", "PFC3 (NCC accuracy)"),)
     at_epoch: dict[int, dict[tuple[str, str], float]] = {e: {} for e in epochs}
-    for e, s, lay, m, v in rows:  # one pass over the rows
-        if s == split and e in at_epoch:
-            at_epoch[e][(lay, m)] = v
+    for r in rows:  # one pass over the rows
+        if r.split == split and r.epoch in at_epoch:
+            at_epoch[r.epoch][(r.layer, r.metric)] = r.value
     fig, axes = _grid(len(panels))
     for ax, (metric, geo, title) in zip(axes.flat, panels, strict=False):
         vals = []

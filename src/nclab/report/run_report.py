@@ -12,6 +12,7 @@ from pathlib import Path
 
 import yaml
 
+from nclab.io.run_table import OUTPUT_LAYER, MetricRow, read_metrics, relabel_output
 from nclab.report.figures import (
     curves_figure,
     decomposition_figure,
@@ -24,8 +25,6 @@ from nclab.report.figures import (
 from nclab.report.html import metrics_table_html, write_report
 
 __all__ = ["PENULTIMATE_METRICS", "collapse_summary", "write_run_report"]
-
-Row = tuple[int, str, str, str, float]
 
 #: Metrics plotted at the penultimate layer (NC1-NC4 of papers 004 / PNAS, VCI of 000, CDNV, cosine).
 PENULTIMATE_METRICS = (
@@ -47,7 +46,7 @@ PENULTIMATE_METRICS = (
 LAYER_METRICS = ("trace_ratio", "etf_gram_error", "ncc_accuracy", "cdnv")
 
 
-def collapse_summary(rows: Sequence[Row], penultimate: str, zero_epoch: int | None) -> dict[str, float]:
+def collapse_summary(rows: Sequence[MetricRow], penultimate: str, zero_epoch: int | None) -> dict[str, float]:
     """NC1 and the train / test error at the zero-error epoch and at the last epoch, and the NC1 ratio."""
     out: dict[str, float] = {}
     e, v = series(rows, "nc1", penultimate)
@@ -61,7 +60,7 @@ def collapse_summary(rows: Sequence[Row], penultimate: str, zero_epoch: int | No
                 out["nc1 zero-error / last"] = nz / float(v[-1])
                 out["orders of magnitude after TPT"] = math.log10(nz / float(v[-1])) if nz > 0 else math.nan
     for split in ("train", "test"):
-        e, v = series(rows, "error", "output", split)
+        e, v = series(rows, "error", OUTPUT_LAYER, split)
         if e.size:
             out[f"{split} error last"] = float(v[-1])
             if zero_epoch is not None and zero_epoch in set(e.tolist()):
@@ -71,8 +70,6 @@ def collapse_summary(rows: Sequence[Row], penultimate: str, zero_epoch: int | No
 
 def write_run_report(run_dir: str | Path, title: str | None = None) -> Path:
     """Write ``RUN_DIR/report.html`` from ``metrics.csv``, ``summary.json`` and ``config.yaml``."""
-    from nclab.train.runio import read_metrics
-
     run_dir = Path(run_dir)
     if not (run_dir / "metrics.csv").is_file():
         raise FileNotFoundError(f"{run_dir} has no metrics.csv: not a training run directory")
@@ -81,7 +78,7 @@ def write_run_report(run_dir: str | Path, title: str | None = None) -> Path:
     config = (run_dir / "config.yaml").read_text() if (run_dir / "config.yaml").is_file() else ""
     cfg = yaml.safe_load(config) or {}
     zero = summary.get("zero_error_epoch")
-    pen = summary.get("penultimate") or next((r[2] for r in rows if r[3] == "nc1"), None)
+    pen = summary.get("penultimate") or next((r.layer for r in rows if r.metric == "nc1"), None)
     name = cfg.get("name", run_dir.name)
     title = (
         title
@@ -99,8 +96,8 @@ def write_run_report(run_dir: str | Path, title: str | None = None) -> Path:
     sections = [("Summary", head + metrics_table_html(stats))]
     last_rows = {}
     if pen:
-        last_epoch = max((r[0] for r in rows if r[2] == pen and r[1] == "train"), default=None)
-        last_rows = {r[3]: r[4] for r in rows if r[0] == last_epoch and r[1] == "train" and r[2] == pen}
+        last_epoch = max((r.epoch for r in rows if r.layer == pen and r.split == "train"), default=None)
+        last_rows = {r.metric: r.value for r in rows if r.epoch == last_epoch and r.split == "train" and r.layer == pen}
         sections.append(
             (f"All metrics at the last epoch ({last_epoch}), layer {pen}, train split", metrics_table_html(last_rows))
         )
@@ -114,7 +111,10 @@ def write_run_report(run_dir: str | Path, title: str | None = None) -> Path:
         (
             "Loss and error (output layer): eval-mode loss / error at measured epochs, running values every epoch",
             curves_figure(
-                rows, ["loss", "error", "running_loss", "running_error", "lr"], layers=["output"], zero_error_epoch=zero
+                rows,
+                ["loss", "error", "running_loss", "running_error", "lr"],
+                layers=[OUTPUT_LAYER],
+                zero_error_epoch=zero,
             ),
         )
     )
@@ -125,14 +125,14 @@ def write_run_report(run_dir: str | Path, title: str | None = None) -> Path:
                 curves_figure(rows, PENULTIMATE_METRICS, layers=[pen], zero_error_epoch=zero),
             )
         )
-    if any(r[3] == "mse_L_NC1" for r in rows):
+    if any(r.metric == "mse_L_NC1" for r in rows):
         figures.append(
             (
                 "MSE loss decomposition at the penultimate layer (paper 004, Fig. 2): L = L_NC1 + L_NC2/3 + L_perp",
                 decomposition_figure(rows, zero_error_epoch=zero),
             )
         )
-    layers = [lay for lay in layers_of(rows, "trace_ratio") if lay != "output"]
+    layers = [lay for lay in layers_of(rows, "trace_ratio") if lay != OUTPUT_LAYER]
     if len(layers) > 1:
         figures.append(
             (
@@ -146,7 +146,7 @@ def write_run_report(run_dir: str | Path, title: str | None = None) -> Path:
                 heatmap_figure(rows),
             )
         )
-    if any(r[3] == "relative_depth" for r in rows):
+    if any(r.metric == "relative_depth" for r in rows):
         figures.append(
             (
                 "Paper 002 Fig. 3: PFC1-3 of the measured layers at their relative depth (markers) and the geodesic "
@@ -154,9 +154,8 @@ def write_run_report(run_dir: str | Path, title: str | None = None) -> Path:
                 depth_figure(rows),
             )
         )
-    if pen and any(r[1] == "test" for r in rows):
-        # network-level rows (error, loss) are plotted beside the penultimate metrics: relabel their layer
-        merged = [r if r[2] != "output" else (r[0], r[1], pen, r[3], r[4]) for r in rows]
+    if pen and any(r.split == "test" for r in rows):
+        merged = relabel_output(rows, pen)
         figures.append(
             (
                 "Train (solid) vs test (dashed) at the penultimate layer, with the network's error and loss",

@@ -232,8 +232,14 @@ class RunConfig(_Strict):
 
 # ------------------------------------------------------------------------------------------ resolution
 def deep_merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
-    """A deep copy of the raw config ``base`` with ``over`` merged in: nested mappings merge key by key, any
-    other value of ``over`` replaces the one in ``base`` (neither argument is modified)."""
+    """A deep copy of ``base`` with ``over`` merged in: nested mappings merge key by key, any other value of
+    ``over`` replaces the one in ``base``. Neither argument is modified.
+
+    Examples
+    --------
+    >>> deep_merge({"optim": {"lr": 0.1, "momentum": 0.9}, "seed": 0}, {"optim": {"lr": 0.05}})
+    {'optim': {'lr': 0.05, 'momentum': 0.9}, 'seed': 0}
+    """
     out = copy.deepcopy(base)
     for k, v in over.items():
         if isinstance(v, Mapping) and isinstance(out.get(k), dict):

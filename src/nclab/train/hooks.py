@@ -18,7 +18,7 @@ from typing import Any
 import torch
 from torch import nn
 
-__all__ = ["FeatureHooks", "extract_features", "resolve_layers"]
+__all__ = ["FeatureHooks", "eval_mode", "extract_features", "resolve_layers"]
 
 LayerSpec = None | str | Sequence[str] | Mapping[str, nn.Module]
 Sink = Callable[[str, torch.Tensor], None]
@@ -96,7 +96,19 @@ class FeatureHooks:
 
 
 @contextmanager
-def _eval_mode(model: nn.Module) -> Iterator[None]:
+def eval_mode(model: nn.Module) -> Iterator[None]:
+    """``model`` in eval mode inside the block (batch norm on its running statistics, no dropout), then back in
+    the mode it was in, even when the block raises.
+
+    Examples
+    --------
+    >>> net = nn.Sequential(nn.Linear(2, 2), nn.Dropout(0.5))
+    >>> with eval_mode(net):
+    ...     net.training
+    False
+    >>> net.training
+    True
+    """
     was = model.training
     model.eval()
     try:
@@ -111,7 +123,7 @@ def extract_features(
 ) -> dict[str, torch.Tensor]:
     """Eval-mode features of every layer for inputs ``x``: ``{name: (N, d_l)}`` float32 tensors."""
     chunks: dict[str, list[torch.Tensor]] = {}
-    with _eval_mode(model), FeatureHooks(model, layers, sink=lambda n, f: chunks.setdefault(n, []).append(f.clone())):
+    with eval_mode(model), FeatureHooks(model, layers, sink=lambda n, f: chunks.setdefault(n, []).append(f.clone())):
         for start in range(0, x.shape[0], batch_size):
             model(x[start : start + batch_size])
     return {n: torch.cat(c) for n, c in chunks.items()}

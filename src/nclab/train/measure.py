@@ -6,9 +6,9 @@ per-layer PFC metrics; the network's loss and error on the split; for cosine hea
 L2-normalised penultimate features (GNC1, paper 003). Pass 2: the NCC pass (``NCCAccumulator``) per layer,
 against the class means of ``reference`` statistics -- the training split's for a held-out split (spec README,
 "NC4 / NCC"), the split's own otherwise; the classifier ``W, b`` enter at the penultimate layer only (NC4).
-When the split's features fit in ``cache_mb``, pass 1 keeps them and builds each layer's statistics in one
-update after the forward pass, and pass 2 reuses them (one NCC update per layer); otherwise both stream batch by
-batch and pass 2 runs the forward pass again.
+When the split's features fit in ``cache_mb``, pass 1 keeps them (:class:`FeatureCache`) and builds each
+layer's statistics in one update after the forward pass, and pass 2 reuses them (one NCC update per layer);
+otherwise both stream batch by batch and pass 2 runs the forward pass again.
 
 Metrics: :func:`nclab.metrics.collapse_report` per layer (so ``trace_ratio`` = PFC1, ``etf_gram_error`` =
 PFC2, ``ncc_accuracy`` = PFC3 at every layer, NC1-NC4 and the rest at the penultimate), plus ``gnc1`` for
@@ -30,14 +30,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from nclab._threads import blas_threads as _blas_threads
+from nclab._threads import blas_threads
+from nclab.io.run_table import OUTPUT_LAYER
 from nclab.metrics import NCCAccumulator, collapse_report, gnc1
 from nclab.stats import ClassStats
-from nclab.train.hooks import FeatureHooks, LayerSpec, _eval_mode, resolve_layers
+from nclab.train.hooks import FeatureHooks, LayerSpec, eval_mode, resolve_layers
 
-__all__ = ["SplitMeasurement", "measure_split"]
+__all__ = ["FeatureCache", "SplitMeasurement", "find_classifier", "measure_split"]
 
-OUTPUT_LAYER = "output"  # pseudo-layer of network-level rows (loss, error)
+LossFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 
 
 @dataclass
@@ -92,7 +93,19 @@ def _geodesic_rows(
     return rows
 
 
-def _classifier(model: nn.Module) -> tuple[np.ndarray | None, np.ndarray | None]:
+def find_classifier(model: nn.Module) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """The classifier ``W (K, d)`` and bias ``b (K,)`` of ``model.head``, as float64 arrays.
+
+    ``(None, None)`` when the model has no ``head`` with a ``weight``; ``b`` is ``None`` for a head without bias.
+
+    Examples
+    --------
+    >>> net = nn.Module()
+    >>> net.head = nn.Linear(8, 3)
+    >>> W, b = find_classifier(net)
+    >>> W.shape, b.shape, W.dtype
+    ((3, 8), (3,), dtype('float64'))
+    """
     head = getattr(model, "head", None)
     W = getattr(head, "weight", None)
     if W is None:
@@ -100,6 +113,250 @@ def _classifier(model: nn.Module) -> tuple[np.ndarray | None, np.ndarray | None]
     b = getattr(head, "bias", None)
     to = lambda t: t.detach().to("cpu", torch.float64).numpy()  # noqa: E731
     return to(W), (None if b is None else to(b))
+
+
+class FeatureCache:
+    """Each measured layer's features of one split, kept while they fit in a memory budget.
+
+    A layer's batches are written in order into one preallocated ``(N, d)`` buffer (no per-batch copies to
+    concatenate later). A layer whose buffer would exceed what is left of the budget gets none and sets
+    :attr:`overflowed`; the caller then takes the rows cached so far with :meth:`drain` and streams from there on.
+
+    Parameters
+    ----------
+    num_samples : int
+        ``N``, the number of samples of the split (rows of every buffer).
+    budget_mb : float
+        Memory for all buffers together, in MiB (``measure.cache_mb``).
+
+    Examples
+    --------
+    >>> cache = FeatureCache(4, budget_mb=1.0)
+    >>> cache.store("fc", torch.ones(3, 2), start=0), cache.store("fc", torch.zeros(1, 2), start=3)
+    (True, True)
+    >>> cache.complete()["fc"].sum().item()
+    6.0
+    """
+
+    def __init__(self, num_samples: int, budget_mb: float) -> None:
+        self.num_samples = int(num_samples)
+        #: Set once a layer did not fit: the caller drains the cache and streams the rest of the pass.
+        self.overflowed = False
+        self._bytes_left = budget_mb * 2**20
+        self._buffers: dict[str, torch.Tensor] = {}
+        self._filled: dict[str, int] = {}  # rows written per layer (also the layers already seen)
+        self._first_row: dict[str, int] = {}  # sample offset of each layer's first row
+
+    def store(self, name: str, f: torch.Tensor, start: int) -> bool:
+        """Append the batch ``f (n, d)`` of samples ``start, start + 1, ...`` to ``name``'s buffer; ``False`` when
+        ``name`` has no buffer (it did not fit), and the caller uses ``f`` directly."""
+        buf = self._buffers.get(name)
+        if buf is None and name not in self._filled:
+            need = self.num_samples * f.shape[1] * f.element_size()
+            if need <= self._bytes_left:
+                buf = torch.empty((self.num_samples, f.shape[1]), dtype=f.dtype, device=f.device)
+                self._buffers[name] = buf
+                self._bytes_left -= need
+            else:
+                self.overflowed = True
+            self._filled[name], self._first_row[name] = 0, start
+        if buf is None:
+            return False
+        n, done = int(f.shape[0]), self._filled[name]
+        if done + n > self.num_samples:
+            raise RuntimeError(f"layer {name!r} produced more rows than the split has samples")
+        buf[done : done + n].copy_(f)
+        self._filled[name] = done + n
+        return True
+
+    def drain(self, y: torch.Tensor) -> list[tuple[str, torch.Tensor, torch.Tensor]]:
+        """Empty the cache: ``(name, features, labels)`` of the rows each buffer holds; ``y (N,)``: the split's
+        labels."""
+        held = []
+        for name, buf in self._buffers.items():
+            first, n = self._first_row[name], self._filled[name]
+            held.append((name, buf[:n], y[first : first + n]))
+        self._buffers = {}
+        return held
+
+    def complete(self) -> dict[str, torch.Tensor]:
+        """``{name: (N, d)}`` once a pass has written every sample of every cached layer (raises otherwise)."""
+        short = [n for n in self._buffers if self._filled[n] != self.num_samples or self._first_row[n] != 0]
+        if short:
+            raise RuntimeError(f"layers {short} did not produce one row per sample during the forward pass")
+        return self._buffers
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What the passes of one measurement share."""
+
+    layers: dict[str, nn.Module]
+    penultimate: str
+    num_classes: int
+    W: np.ndarray | None
+    b: np.ndarray | None
+    full_layers: str
+    batch_size: int
+    advance: Callable[[int], None] | None
+    threads: int | None
+
+    def track(self, name: str) -> str:
+        return "full" if name == self.penultimate or self.full_layers == "all" else "light"
+
+    def classifier_at(self, name: str) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """``(W, b)`` at the penultimate layer (NC3, NC4 there), ``(None, None)`` elsewhere."""
+        return (self.W, self.b) if name == self.penultimate else (None, None)
+
+
+class _PassSink:
+    """Hook sink of one forward pass; :func:`_forward` sets the labels ``y`` and the sample offset ``start`` of
+    the batch in flight and hands the batch's network outputs to :meth:`after_batch`."""
+
+    y: torch.Tensor
+    start: int = 0
+
+    def __call__(self, name: str, f: torch.Tensor) -> None:
+        raise NotImplementedError
+
+    def after_batch(self, out: torch.Tensor) -> None:
+        """Called once the batch's hooks have run, with its outputs ``(n, K)``."""
+
+
+def _forward(model: nn.Module, x: torch.Tensor, y: torch.Tensor, plan: _Plan, sink: _PassSink) -> None:
+    """One eval-mode pass over the split in batches, ``sink`` hooked on the measured layers."""
+    with eval_mode(model), FeatureHooks(model, plan.layers, sink=sink):
+        for start in range(0, int(y.shape[0]), plan.batch_size):
+            sink.y, sink.start = y[start : start + plan.batch_size], start
+            sink.after_batch(model(x[start : start + plan.batch_size]))
+            if plan.advance is not None:
+                plan.advance(int(sink.y.shape[0]))
+
+
+class _StatsPass(_PassSink):
+    """Pass 1: ``ClassStats`` per layer, the network's loss and error, and (cosine heads) the statistics of the
+    normalised penultimate features. A layer's batch goes into the feature cache while it fits (its statistics
+    are then built in one update from the whole buffer by :meth:`finish`), else straight into its statistics."""
+
+    def __init__(
+        self, plan: _Plan, y: torch.Tensor, loss_fn: LossFn | None, cache_mb: float, unit: ClassStats | None
+    ) -> None:
+        self.plan, self.labels, self.loss_fn, self.unit = plan, y, loss_fn, unit
+        self.cache: FeatureCache | None = FeatureCache(int(y.shape[0]), cache_mb)  # None once streaming
+        self.features: dict[str, torch.Tensor] | None = None  # the whole split's, after finish() when cached
+        self.stats: dict[str, ClassStats] = {}
+        self.h: torch.Tensor | None = None  # the penultimate features of the batch in flight (the loss's h)
+        self.loss_sum, self.wrong = 0.0, 0
+
+    def __call__(self, name: str, f: torch.Tensor) -> None:
+        if self.cache is None or not self.cache.store(name, f, self.start):
+            self.fold(name, f, self.y)
+        if name == self.plan.penultimate:
+            self.h = f
+            if self.unit is not None:
+                self.unit.update(F.normalize(f.to(torch.float64), dim=1), self.y)
+
+    def after_batch(self, out: torch.Tensor) -> None:
+        self.wrong += int((out.argmax(dim=1) != self.y).sum())
+        if self.loss_fn is not None:
+            self.loss_sum += float(self.loss_fn(out, self.y, out if self.h is None else self.h)) * int(self.y.shape[0])
+        if self.cache is not None and self.cache.overflowed:  # too large to keep: stream from here on
+            for name, f, y in self.cache.drain(self.labels):
+                self.fold(name, f, y)
+            self.cache = None
+
+    def fold(self, name: str, f: torch.Tensor, y: torch.Tensor) -> None:
+        s = self.stats.get(name)
+        if s is None:
+            s = self.stats[name] = ClassStats(self.plan.num_classes, int(f.shape[1]), track=self.plan.track(name))
+        s.update(f, y)
+
+    def finish(self) -> None:
+        if self.cache is not None:
+            self.features = self.cache.complete()
+            for name, f in self.features.items():
+                self.fold(name, f, self.labels)
+        missing = [n for n in self.plan.layers if n not in self.stats]
+        if missing:
+            raise RuntimeError(f"layers {missing} produced no output during the forward pass (not on its path?)")
+
+    @property
+    def error(self) -> float:
+        N = int(self.labels.shape[0])
+        return self.wrong / N if N else math.nan
+
+    @property
+    def loss(self) -> float:
+        N = int(self.labels.shape[0])
+        return self.loss_sum / N if (N and self.loss_fn is not None) else math.nan
+
+
+class _NCCPass(_PassSink):
+    """Pass 2 without cached features: each layer's batch into its NCC accumulator."""
+
+    def __init__(self, ncc: Mapping[str, NCCAccumulator]) -> None:
+        self.ncc = ncc
+
+    def __call__(self, name: str, f: torch.Tensor) -> None:
+        acc = self.ncc.get(name)
+        if acc is not None:
+            acc.update(f, self.y)
+
+
+def _ncc_pass(
+    model: nn.Module,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    plan: _Plan,
+    reference: Mapping[str, ClassStats],
+    features: Mapping[str, torch.Tensor] | None,
+    msgs: list[str],
+) -> dict[str, NCCAccumulator]:
+    """Pass 2: NCC against the reference means, from the cached features when there are some (one update per
+    layer), else by a second forward pass; layers whose reference has an empty class are skipped."""
+    ncc: dict[str, NCCAccumulator] = {}
+    for name in plan.layers:
+        if name not in reference or reference[name].empty_classes.size:
+            msgs.append(f"{name}: no NCC pass (a reference class has no sample)")
+            continue
+        W, b = plan.classifier_at(name)
+        ncc[name] = NCCAccumulator(reference[name], W=W, b=b)
+    if ncc and features is not None:
+        for name, acc in ncc.items():
+            acc.update(features[name], y)
+        if plan.advance is not None:
+            plan.advance(int(y.shape[0]))
+    elif ncc:
+        _forward(model, x, y, plan, _NCCPass(ncc))
+    return ncc
+
+
+def _layer_rows(
+    plan: _Plan,
+    name: str,
+    stats: ClassStats,
+    ncc: NCCAccumulator | None,
+    unit: ClassStats | None,
+    conventions: Mapping[str, Any] | None,
+    msgs: list[str],
+) -> list[tuple[str, str, float]]:
+    """The report step of one layer: ``collapse_report`` (plus ``gnc1`` at a cosine head's penultimate layer) as
+    rows; its warnings, or why it failed, go to ``msgs``."""
+    pen = name == plan.penultimate
+    W, b = plan.classifier_at(name)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            # keep_memo at the penultimate layer: the caller may read more of its statistics (the trainer's MSE
+            # decomposition reuses Sigma_W and Sigma_T; it clears the caches when done)
+            rep = collapse_report(stats, W=W, b=b, ncc=ncc, conventions=conventions, keep_memo=pen)
+            if pen and unit is not None:
+                rep["gnc1"] = gnc1(unit, check=False)
+        except ValueError as err:  # e.g. an empty class in a small held-out subset
+            msgs.append(f"{name}: metrics skipped ({err})")
+            rep = {}
+    msgs += [f"{name}: {w.message}" for w in caught]
+    return [(name, k, float(v)) for k, v in rep.items()]
 
 
 @torch.no_grad()
@@ -111,7 +368,7 @@ def measure_split(
     *,
     layers: LayerSpec = None,
     penultimate: str | None = None,
-    loss_fn: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
+    loss_fn: LossFn | None = None,
     reference: Mapping[str, ClassStats] | None = None,
     full_layers: str = "penultimate",
     conventions: Mapping[str, Any] | None = None,
@@ -125,195 +382,58 @@ def measure_split(
 
     ``layers``: as :func:`nclab.train.hooks.resolve_layers` (default: the model's ``measured_layers()``);
     ``penultimate``: the layer whose output feeds the classifier (default: the model's ``penultimate_name``,
-    else the last layer); the classifier is read from ``model.head.weight`` / ``.bias`` when present.
-    ``advance(n)`` is called after each batch of each pass (progress bars). ``blas_threads``: numpy/scipy BLAS
-    threads while measuring (``None``: unchanged). One by default: the measurement's products and d x d
-    decompositions are small, and between torch operations a multi-threaded BLAS call waits for cores that
-    torch's OpenMP workers still spin on (measured on 2 cores: a d = 128 report 30 ms with 2 threads, 3-4 ms
-    with one; 1.3-1.6x faster with one even at d = 512-1,024; ``nclab._threads``).
+    else the last layer); the classifier is read from ``model.head.weight`` / ``.bias`` when present
+    (:func:`find_classifier`). ``advance(n)`` is called after each batch of each pass (progress bars).
+    ``blas_threads``: numpy/scipy BLAS threads while measuring (``None``: unchanged). One by default: the
+    measurement's products and d x d decompositions are small, and between torch operations a multi-threaded
+    BLAS call waits for cores that torch's OpenMP workers still spin on (measured on 2 cores: a d = 128 report
+    30 ms with 2 threads, 3-4 ms with one; 1.3-1.6x faster with one even at d = 512-1,024; ``nclab._threads``).
     ``geodesic``: also log paper 002's geodesic model over the leading measured layers of equal dimension
     (``layer0 .. layerL`` of ``fc_resnet`` / ``pfc_resnet``): per layer ``relative_depth`` and the straight line's
     ``geodesic_pfc1/2/3`` at that depth (measured end), and ``geodesic_s01``, ``straightness_index`` as network
     rows (:func:`nclab.theory.geodesic.geodesic_profile`, from the cached features; skipped with a warning when
     they exceed ``cache_mb`` or fewer than two layers share a dimension).
     """
-    with _blas_threads(blas_threads):
-        return _measure_split(
-            model,
-            x,
-            y,
-            num_classes,
-            layers=layers,
-            penultimate=penultimate,
-            loss_fn=loss_fn,
-            reference=reference,
-            full_layers=full_layers,
-            conventions=conventions,
-            batch_size=batch_size,
-            cache_mb=cache_mb,
-            advance=advance,
-            geodesic=geodesic,
-        )
-
-
-def _measure_split(
-    model: nn.Module,
-    x: torch.Tensor,
-    y: torch.Tensor,
-    num_classes: int,
-    *,
-    layers: LayerSpec,
-    penultimate: str | None,
-    loss_fn: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor] | None,
-    reference: Mapping[str, ClassStats] | None,
-    full_layers: str,
-    conventions: Mapping[str, Any] | None,
-    batch_size: int,
-    cache_mb: float,
-    advance: Callable[[int], None] | None,
-    geodesic: bool,
-) -> SplitMeasurement:
     layer_map = resolve_layers(model, layers)
     if penultimate is None:
         penultimate = getattr(model, "penultimate_name", None) or next(reversed(layer_map))
     if penultimate not in layer_map:
         raise KeyError(f"penultimate layer {penultimate!r} is not among the measured layers {list(layer_map)}")
-    W, b = _classifier(model)
-    head = getattr(model, "head", None)
-    cosine = bool(getattr(head, "cosine", False))
-    N = int(y.shape[0])
-    stats: dict[str, ClassStats] = {}
-    unit_stats = ClassStats(num_classes, W.shape[1], track="full") if (cosine and W is not None) else None
-    # Features of the whole split, per layer, while they fit in cache_mb: written batch by batch into one
-    # (N, d) buffer per layer (no per-batch clones to concatenate later); None once streaming.
-    cache: dict[str, torch.Tensor] | None = {}
-    filled: dict[str, int] = {}  # rows written per layer, from sample offset first_row[name]
-    first_row: dict[str, int] = {}
-    budget = {"bytes": cache_mb * 2**20, "overflow": False}
-    cur: dict[str, Any] = {}
+    W, b = find_classifier(model)
+    plan = _Plan(layer_map, penultimate, num_classes, W, b, full_layers, batch_size, advance, blas_threads)
+    return _measure(model, x, y, plan, loss_fn, reference, conventions, cache_mb, geodesic)
 
-    def stats_of(name: str, f: torch.Tensor) -> ClassStats:
-        s = stats.get(name)
-        if s is None:
-            full = name == penultimate or full_layers == "all"
-            s = stats[name] = ClassStats(num_classes, int(f.shape[1]), track="full" if full else "light")
-        return s
 
-    def sink1(name: str, f: torch.Tensor) -> None:
-        buf = None
-        if cache is not None:
-            buf = cache.get(name)
-            if buf is None and name not in filled:
-                need = N * f.shape[1] * f.element_size()
-                if need <= budget["bytes"]:
-                    buf = cache[name] = torch.empty((N, f.shape[1]), dtype=f.dtype, device=f.device)
-                    budget["bytes"] -= need
-                else:
-                    budget["overflow"] = True
-                filled[name], first_row[name] = 0, cur["start"]
-        if buf is not None:  # statistics from the whole buffer after the pass (one update per layer)
-            n = int(f.shape[0])
-            if filled[name] + n > N:
-                raise RuntimeError(f"layer {name!r} produced more rows than the split has samples")
-            buf[filled[name] : filled[name] + n].copy_(f)
-            filled[name] += n
-        else:
-            stats_of(name, f).update(f, cur["y"])
-        if name == penultimate:
-            cur["h"] = f
-            if unit_stats is not None:
-                unit_stats.update(F.normalize(f.to(torch.float64), dim=1), cur["y"])
-
-    loss_sum, wrong = 0.0, 0
-    with _eval_mode(model), FeatureHooks(model, layer_map, sink=sink1):
-        for start in range(0, N, batch_size):
-            xb, yb = x[start : start + batch_size], y[start : start + batch_size]
-            cur["y"], cur["start"] = yb, start
-            out = model(xb)
-            wrong += int((out.argmax(dim=1) != yb).sum())
-            if loss_fn is not None:
-                loss_sum += float(loss_fn(out, yb, cur.get("h", out))) * int(yb.shape[0])
-            if cache is not None and budget["overflow"]:  # too large to keep: stream from here on
-                for name, buf in cache.items():
-                    rows = slice(first_row[name], first_row[name] + filled[name])
-                    stats_of(name, buf).update(buf[: filled[name]], y[rows])
-                cache = None
-            if advance is not None:
-                advance(int(yb.shape[0]))
-    if cache is not None:
-        short = [name for name in cache if filled[name] != N or first_row[name] != 0]
-        if short:
-            raise RuntimeError(f"layers {short} did not produce one row per sample during the forward pass")
-        for name, buf in cache.items():
-            stats_of(name, buf).update(buf, y)
-    missing = [n for n in layer_map if n not in stats]
-    if missing:
-        raise RuntimeError(f"layers {missing} produced no output during the forward pass (not on its path?)")
-
-    # pass 2: NCC against the reference means (skipped where a reference class is empty)
-    ref = reference if reference is not None else stats
-    msgs: list[str] = []
-    ncc: dict[str, NCCAccumulator] = {}
-    for name in layer_map:
-        if name not in ref or ref[name].empty_classes.size:
-            msgs.append(f"{name}: no NCC pass (a reference class has no sample)")
-            continue
-        ncc[name] = NCCAccumulator(
-            ref[name], W=W if name == penultimate else None, b=b if name == penultimate else None
-        )
-    if ncc:
-        if cache is not None:
-            for name, acc in ncc.items():
-                acc.update(cache[name], y)
-            if advance is not None:
-                advance(N)
-        else:
-
-            def sink2(name: str, f: torch.Tensor) -> None:
-                if name in ncc:
-                    ncc[name].update(f, cur["y"])
-
-            with _eval_mode(model), FeatureHooks(model, layer_map, sink=sink2):
-                for start in range(0, N, batch_size):
-                    cur["y"] = y[start : start + batch_size]
-                    model(x[start : start + batch_size])
-                    if advance is not None:
-                        advance(int(cur["y"].shape[0]))
-
-    rows: list[tuple[str, str, float]] = []
-    error = wrong / N if N else math.nan
-    loss = loss_sum / N if (N and loss_fn is not None) else math.nan
-    rows.append((OUTPUT_LAYER, "error", error))
-    if loss_fn is not None:
-        rows.append((OUTPUT_LAYER, "loss", loss))
-    for name in layer_map:
-        pen = name == penultimate
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            try:
-                # keep_memo at the penultimate layer: the caller may read more of its statistics (the trainer's
-                # MSE decomposition reuses Sigma_W and Sigma_T; it clears the caches when done)
-                rep = collapse_report(
-                    stats[name],
-                    W=W if pen else None,
-                    b=b if pen else None,
-                    ncc=ncc.get(name),
-                    conventions=conventions,
-                    keep_memo=pen,
-                )
-                if pen and unit_stats is not None:
-                    rep["gnc1"] = gnc1(unit_stats, check=False)
-            except ValueError as err:  # e.g. an empty class in a small held-out subset
-                msgs.append(f"{name}: metrics skipped ({err})")
-                rep = {}
-        msgs += [f"{name}: {w.message}" for w in caught]
-        rows += [(name, k, float(v)) for k, v in rep.items()]
-    if geodesic:
-        rows += _geodesic_rows(layer_map, cache, y, num_classes, msgs)
+def _measure(
+    model: nn.Module,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    plan: _Plan,
+    loss_fn: LossFn | None,
+    reference: Mapping[str, ClassStats] | None,
+    conventions: Mapping[str, Any] | None,
+    cache_mb: float,
+    geodesic: bool,
+) -> SplitMeasurement:
+    with blas_threads(plan.threads):
+        cosine = bool(getattr(getattr(model, "head", None), "cosine", False))
+        unit = ClassStats(plan.num_classes, plan.W.shape[1], track="full") if (cosine and plan.W is not None) else None
+        p1 = _StatsPass(plan, y, loss_fn, cache_mb, unit)
+        _forward(model, x, y, plan, p1)
+        p1.finish()
+        msgs: list[str] = []
+        ncc = _ncc_pass(model, x, y, plan, p1.stats if reference is None else reference, p1.features, msgs)
+        rows = [(OUTPUT_LAYER, "error", p1.error)]
+        if loss_fn is not None:
+            rows.append((OUTPUT_LAYER, "loss", p1.loss))
+        for name in plan.layers:
+            rows += _layer_rows(plan, name, p1.stats[name], ncc.get(name), unit, conventions, msgs)
+        if geodesic:
+            rows += _geodesic_rows(plan.layers, p1.features, y, plan.num_classes, msgs)
     return SplitMeasurement(
         rows=rows,
-        stats=OrderedDict((n, stats[n]) for n in layer_map),
-        error=error,
-        loss=loss,
+        stats=OrderedDict((n, p1.stats[n]) for n in plan.layers),
+        error=p1.error,
+        loss=p1.loss,
         warnings=list(dict.fromkeys(msgs)),
     )

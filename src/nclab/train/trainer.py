@@ -3,6 +3,8 @@
 Per epoch: one pass of mini-batch training (shuffled by a generator seeded with ``(seed, epoch)``, so the order
 does not depend on any saved RNG state), then, at measured epochs, :func:`nclab.train.measure.measure_split`
 on the train split (and the test split), then an atomic checkpoint and an atomic rewrite of ``metrics.csv``.
+The run's state lives in one :class:`Trainer` (``epoch()``, ``measure()``, ``checkpoint()``, its
+:class:`RunState`); :func:`train` prepares the folder and loops over it.
 
 Measured epochs: 0 (initialisation), the last epoch, ``measure.num_log`` log-spaced epochs, and the first epoch
 whose **eval-mode** training error is exactly 0 (the start of the terminal phase, TPT). That error is checked
@@ -37,15 +39,16 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from nclab._threads import blas_threads, torch_threads
 from nclab.data import ArrayDataset, load
+from nclab.io.atomic import atomic_torch_save, atomic_write_text
+from nclab.io.run_table import OUTPUT_LAYER, MetricRow, write_metrics
 from nclab.nets import CollapseNet, build_model
 from nclab.theory.mse import mse_decomposition_from_stats
 from nclab.train.config import ConfigError, RunConfig, resolve_config
 from nclab.train.losses import LossFn, make_loss, paper004_lambda
-from nclab.train.measure import OUTPUT_LAYER, _classifier, measure_split
+from nclab.train.measure import SplitMeasurement, find_classifier, measure_split
 from nclab.train.optim import lr_at, make_optimizer
-from nclab.train.runio import Row, atomic_torch_save, atomic_write_text, write_metrics
 
-__all__ = ["RunResult", "measurement_epochs", "train"]
+__all__ = ["RunResult", "RunState", "Trainer", "measurement_epochs", "train"]
 
 CHECKPOINT_FORMAT = 1
 
@@ -65,7 +68,7 @@ class RunResult:
     config: RunConfig
     zero_error_epoch: int | None
     measured_epochs: list[int]
-    rows: list[Row]
+    rows: list[MetricRow]
     penultimate: str
     timings: dict[str, float] = field(default_factory=dict)
     #: ``(epoch, train_s, measure_s)`` for each epoch run by this call (a resumed run lists its new epochs only);
@@ -73,10 +76,10 @@ class RunResult:
     epoch_timings: list[tuple[int, float, float]] = field(default_factory=list)
 
     def series(self, metric: str, layer: str | None = None, split: str = "train") -> dict[int, float]:
-        """``{epoch: value}`` of ``metric`` at ``layer`` (default: the penultimate layer; ``"output"`` for
+        """``{epoch: value}`` of ``metric`` at ``layer`` (default: the penultimate layer; ``OUTPUT_LAYER`` for
         loss / error / lr rows)."""
         layer = layer or self.penultimate
-        return {e: v for e, s, lay, m, v in self.rows if s == split and lay == layer and m == metric}
+        return {r.epoch: r.value for r in self.rows if r.split == split and r.layer == layer and r.metric == metric}
 
 
 def _progress(console: Console, enabled: bool) -> Progress:
@@ -93,84 +96,187 @@ def _progress(console: Console, enabled: bool) -> Progress:
     )
 
 
-class _Run:
-    def __init__(self, cfg: RunConfig, out: Path, console: Console, show_progress: bool) -> None:
-        self.cfg, self.out, self.console, self.show_progress = cfg, out, console, show_progress
-        self.ckpt_dir = out / "checkpoints"
-        self.log_path = out / "log.txt"
+@dataclass
+class RunState:
+    """What a checkpoint restores besides the model, the optimiser and the torch RNG: the last completed epoch,
+    every metric row so far, the zero-error epoch, the measured epochs and the cumulative timings (seconds)."""
 
-    # ------------------------------------------------------------------ setup
+    epoch: int = 0
+    rows: list[MetricRow] = field(default_factory=list)
+    zero_error_epoch: int | None = None
+    measured: list[int] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=lambda: {"train_s": 0.0, "measure_s": 0.0, "checkpoint_s": 0.0})
+
+
+class Trainer:
+    """One training run, epoch by epoch: the data, the model, the optimiser, the loss and the :class:`RunState`
+    in one place. :func:`train` prepares the folder ``out`` (resume checks, ``config.yaml``) and loops over it::
+
+        with Trainer(cfg, out, saved) as trainer:  # saved: a checkpoint's dict to continue, or None
+            if saved is None:
+                trainer.begin()  # epoch 0: measure the initialisation, first checkpoint
+            while not trainer.done:
+                trainer.epoch()  # train, check the error, measure, checkpoint when due
+        result = trainer.finish()  # summary.json, report.html
+
+    Building it creates ``out``, loads the data and builds the model (seeded by ``cfg.seed``), then restores
+    ``saved``. Inside ``with``, rich progress bars are shown when ``progress`` is true.
+    """
+
+    def __init__(
+        self,
+        cfg: RunConfig,
+        out: str | Path,
+        saved: dict[str, Any] | None = None,
+        *,
+        console: Console | None = None,
+        progress: bool = False,
+    ) -> None:
+        self.cfg, self.out = cfg, Path(out)
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.ckpt_dir = self.out / "checkpoints"
+        self.log_path = self.out / "log.txt"
+        self.device = torch.device(cfg.train.device)
+        self.train_data, self.test_data = self._load_data()
+        self.model, self.opt, self.loss_fn = self._build()
+        E, m = cfg.train.epochs, cfg.measure
+        planned = measurement_epochs(E, m.num_log) if m.epochs == "log" else m.epochs
+        self.planned = {e for e in planned if e <= E}
+        self.state = RunState()
+        #: ``(epoch, train_s, measure_s)`` of each epoch run by this trainer (see :class:`RunResult`)
+        self.epoch_timings: list[tuple[int, float, float]] = []
+        if saved is not None:
+            self._restore(saved)
+        else:
+            lam = paper004_lambda(cfg.optim.weight_decay, self.train_data.num_classes, cfg.loss.reduction)
+            self.log(
+                f"start: {cfg.name} ({cfg.data.name}, {cfg.model.name}, loss {cfg.loss.name}); "
+                f"N_train={len(self.train_data)}; paper-004 lambda of this objective = {lam:g}"
+            )
+        self.bar = _progress(console or Console(stderr=True), progress)
+        self._epoch_task = self.bar.add_task("epochs", total=E, completed=self.state.epoch, info="")
+        self._batch_task = self.bar.add_task("batches", total=1, info="")
+
+    def __enter__(self) -> Trainer:
+        self.bar.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.bar.stop()
+
+    @property
+    def done(self) -> bool:
+        """Whether every epoch of the config has been trained."""
+        return self.state.epoch >= self.cfg.train.epochs
+
     def log(self, msg: str) -> None:
+        """Append a time-stamped line to ``log.txt``."""
         with open(self.log_path, "a", encoding="utf-8") as fh:
             fh.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {msg}\n")
 
-    def load_data(self) -> tuple[ArrayDataset, ArrayDataset | None]:
-        d = self.cfg.data
-        common = dict(root=d.root, seed=self.cfg.seed, pad_to=d.pad_to, normalize=d.normalize, **d.options)
-        train = load(d.name, "train", per_class=d.per_class, **common)
-        test = None
-        if "test" in self.cfg.measure.splits:
-            test = load(d.name, "test", per_class=d.test_per_class, **common)
-        return train, test
+    # ------------------------------------------------------------------ the run
+    def begin(self) -> None:
+        """Epoch 0 of a fresh run: measure the initialisation (when planned) and write the first checkpoint."""
+        if 0 in self.planned:
+            t0 = time.perf_counter()
+            self.measure()
+            dt = time.perf_counter() - t0
+            self.state.timings["measure_s"] += dt
+            self.epoch_timings.append((0, 0.0, dt))
+        self.checkpoint()
 
-    def build(self, train: ArrayDataset) -> tuple[CollapseNet, torch.optim.Optimizer, LossFn]:
-        cfg = self.cfg
-        torch.manual_seed(cfg.seed)  # model initialisation (and CMF head rows) depend on the seed only
-        model = build_model(
-            cfg.model.name,
-            train.input_shape,
-            train.num_classes,
-            head=cfg.model.head.build_kwargs(),
-            **cfg.model.options,
+    def epoch(self) -> None:
+        """Train the next epoch, then its zero-error check and measurements, and the checkpoint when it is due
+        (``checkpoint.every``, and the last epoch)."""
+        cfg, st = self.cfg, self.state
+        epoch = st.epoch + 1
+        lr = lr_at(epoch - 1, cfg.optim.lr, cfg.schedule, cfg.train.epochs)
+        for g in self.opt.param_groups:
+            g["lr"] = lr
+        t0 = time.perf_counter()
+        run_loss, run_err = self._train_pass(epoch)
+        train_dt = time.perf_counter() - t0
+        st.timings["train_s"] += train_dt
+        st.epoch = epoch
+        running = (("running_loss", run_loss), ("running_error", run_err), ("lr", lr))
+        st.rows += [MetricRow(epoch, "train", OUTPUT_LAYER, m, v) for m, v in running]
+        t0 = time.perf_counter()
+        err = self._check_and_measure(run_err)
+        measure_dt = time.perf_counter() - t0
+        st.timings["measure_s"] += measure_dt
+        self.epoch_timings.append((epoch, train_dt, measure_dt))
+        if epoch % cfg.checkpoint.every == 0 or epoch == cfg.train.epochs:
+            self.checkpoint()
+        tpt = f" | TPT from {st.zero_error_epoch}" if st.zero_error_epoch else ""
+        self.bar.update(self._epoch_task, advance=1, info=f"loss {run_loss:.4g} err {run_err:.3f}{tpt}")
+        self.log(
+            f"epoch {epoch}: lr {lr:.4g} running loss {run_loss:.6g} running error {run_err:.4f}"
+            + ("" if math.isnan(err) else f" eval train error {err:.4f}")
         )
-        model.to(self.device)
-        return model, make_optimizer(model, cfg.optim), make_loss(cfg.loss, train.num_classes)
 
-    # ------------------------------------------------------------------ epochs
-    def train_epoch(
-        self,
-        epoch: int,
-        model: CollapseNet,
-        opt: torch.optim.Optimizer,
-        loss_fn: LossFn,
-        data: ArrayDataset,
-        progress: Progress,
-        task: Any,
-    ) -> tuple[float, float]:
-        cfg = self.cfg.train
-        gen = torch.Generator().manual_seed(self.cfg.seed * 1_000_003 + epoch)
-        perm = torch.randperm(len(data), generator=gen)
-        n_batches = len(data) // cfg.batch_size if cfg.drop_last else math.ceil(len(data) / cfg.batch_size)
-        if n_batches == 0:
-            raise ConfigError(
-                f"train.batch_size={cfg.batch_size} exceeds the {len(data)} training samples with drop_last: no batch"
+    def _check_and_measure(self, run_err: float) -> float:
+        """The current epoch's measurement (planned, or the first at zero error) and exact zero-error check;
+        returns the eval-mode training error (nan when neither ran)."""
+        st, m = self.state, self.cfg.measure
+        err = math.nan
+        if st.epoch in self.planned:
+            err = self.measure()
+        elif st.zero_error_epoch is None and (m.zero_error_check == "every_epoch" or run_err <= m.zero_error_gate):
+            err = self.eval_error()
+            st.rows.append(MetricRow(st.epoch, "train", OUTPUT_LAYER, "error", err))  # the check is a measurement too
+        if st.zero_error_epoch is None and err == 0.0:
+            st.zero_error_epoch = st.epoch
+            self.log(f"epoch {st.epoch}: training error reached 0 (terminal phase begins)")
+            if st.epoch not in self.planned:
+                self.measure()
+        return err
+
+    def measure(self) -> float:
+        """Measure the model at the current epoch on the configured splits (:func:`measure_split`; the test split
+        against the training means), adding the rows and the epoch to the state; returns the eval-mode training
+        error (nan when the train split is not measured)."""
+        epoch, m, model = self.state.epoch, self.cfg.measure, self.model
+        layers = None if m.layers == "all" else ([model.penultimate_name] if m.layers == "penultimate" else m.layers)
+        ref = None
+        train_error = math.nan
+        for split, data in (("train", self.train_data), ("test", self.test_data)):
+            if split not in m.splits or data is None:
+                continue
+            task = self.bar.add_task(f"measure {split}", total=2 * len(data), info=f"epoch {epoch}")
+            res = measure_split(
+                model,
+                data.x.to(self.device),
+                data.y.to(self.device),
+                data.num_classes,
+                layers=layers,
+                penultimate=model.penultimate_name,
+                loss_fn=self.loss_fn,
+                reference=ref,
+                full_layers=m.full_layers,
+                conventions=m.conventions,
+                batch_size=m.batch_size,
+                cache_mb=m.cache_mb,
+                advance=lambda n, t=task: self.bar.advance(t, n),
+                blas_threads=m.blas_threads,
+                geodesic=m.geodesic and split == "train",
             )
-        progress.reset(task, total=n_batches, info="")
-        observe = getattr(model.head, "observe", None)
-        model.train()
-        tot_loss, tot_wrong, seen = 0.0, 0, 0
-        x_all, y_all = data.x, data.y
-        for i in range(n_batches):
-            idx = perm[i * cfg.batch_size : (i + 1) * cfg.batch_size]
-            xb, yb = x_all[idx].to(self.device), y_all[idx].to(self.device)
-            h = model.features(xb)
-            logits = model.head(h)
-            loss = loss_fn(logits, yb, h)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            if observe is not None:
-                observe(h.detach(), yb)
-            tot_loss += float(loss.detach()) * len(yb)
-            tot_wrong += int((logits.detach().argmax(1) != yb).sum())
-            seen += len(yb)
-            progress.advance(task)
-        if not math.isfinite(tot_loss):
-            raise FloatingPointError(f"training diverged at epoch {epoch} (loss {tot_loss / seen}); lower optim.lr")
-        return tot_loss / seen, tot_wrong / seen
+            self.bar.remove_task(task)
+            if split == "train":
+                ref, train_error = res.stats, res.error
+            for w in res.warnings:
+                self.log(f"epoch {epoch} {split}: {w}")
+            self.state.rows += [MetricRow(epoch, split, lay, met, v) for lay, met, v in res.rows]
+            dec = self._mse_decomposition(res, data)
+            self.state.rows += [MetricRow(epoch, split, OUTPUT_LAYER, met, v) for met, v in dec]
+            for st in res.stats.values():  # the d x d caches the report kept for the decomposition
+                st.clear_memo()
+        self.state.measured.append(epoch)
+        return train_error
 
     @torch.no_grad()
-    def eval_error(self, model: CollapseNet, data: ArrayDataset) -> float:
+    def eval_error(self) -> float:
+        """Eval-mode error of the model on the training split (the exact zero-error check)."""
+        model, data = self.model, self.train_data
         model.eval()
         wrong, bs = 0, self.cfg.measure.batch_size
         for s in range(0, len(data), bs):
@@ -179,59 +285,135 @@ class _Run:
         model.train()
         return wrong / len(data)
 
-    def measure(
-        self,
-        epoch: int,
-        model: CollapseNet,
-        loss_fn: LossFn,
-        train: ArrayDataset,
-        test: ArrayDataset | None,
-        progress: Progress,
-    ) -> tuple[list[Row], float]:
-        m = self.cfg.measure
-        layers = None if m.layers == "all" else ([model.penultimate_name] if m.layers == "penultimate" else m.layers)
-        rows: list[Row] = []
-        ref = None
-        train_error = math.nan
-        for split, data in (("train", train), ("test", test)):
-            if split not in m.splits or data is None:
-                continue
-            task = progress.add_task(f"measure {split}", total=2 * len(data), info=f"epoch {epoch}")
-            res = measure_split(
-                model,
-                data.x.to(self.device),
-                data.y.to(self.device),
-                data.num_classes,
-                layers=layers,
-                penultimate=model.penultimate_name,
-                loss_fn=loss_fn,
-                reference=ref,
-                full_layers=m.full_layers,
-                conventions=m.conventions,
-                batch_size=m.batch_size,
-                cache_mb=m.cache_mb,
-                advance=lambda n, t=task: progress.advance(t, n),
-                blas_threads=m.blas_threads,
-                geodesic=m.geodesic and split == "train",
-            )
-            progress.remove_task(task)
-            if split == "train":
-                ref, train_error = res.stats, res.error
-            for w in res.warnings:
-                self.log(f"epoch {epoch} {split}: {w}")
-            rows += [(epoch, split, lay, met, v) for lay, met, v in res.rows]
-            rows += [(epoch, split, OUTPUT_LAYER, met, v) for met, v in self._mse_decomposition(model, res, data)]
-            for st in res.stats.values():  # the d x d caches the report kept for the decomposition
-                st.clear_memo()
-        return rows, train_error
+    def checkpoint(self) -> None:
+        """Write ``checkpoints/last.pt`` (copied to ``epoch_XXXX.pt`` at a measured epoch with
+        ``checkpoint.keep_measured``), then ``metrics.csv``, each atomically."""
+        t0 = time.perf_counter()
+        st = self.state
+        payload = {
+            "format": CHECKPOINT_FORMAT,
+            "epoch": st.epoch,
+            "model": self.model.state_dict(),
+            "optimizer": self.opt.state_dict(),
+            "torch_rng": torch.get_rng_state(),
+            "rows": [tuple(r) for r in st.rows],  # plain tuples: the weights_only loader refuses unknown classes
+            "zero_error_epoch": st.zero_error_epoch,
+            "measured": st.measured,
+            "timings": st.timings,
+        }
+        atomic_torch_save(payload, self.ckpt_dir / "last.pt")
+        if self.cfg.checkpoint.keep_measured and st.epoch in st.measured:
+            shutil.copyfile(self.ckpt_dir / "last.pt", self.ckpt_dir / f"epoch_{st.epoch:04d}.pt")
+        write_metrics(st.rows, self.out)
+        st.timings["checkpoint_s"] += time.perf_counter() - t0
 
-    def _mse_decomposition(self, model: CollapseNet, res: Any, data: ArrayDataset) -> list[tuple[str, float]]:
+    def finish(self) -> RunResult:
+        """Write ``summary.json`` (and ``report.html`` with ``config.report``); the run's :class:`RunResult`."""
+        cfg, st, model, data = self.cfg, self.state, self.model, self.train_data
+        summary = {
+            "name": cfg.name,
+            "epochs": cfg.train.epochs,
+            "zero_error_epoch": st.zero_error_epoch,
+            "measured_epochs": st.measured,
+            "penultimate": model.penultimate_name,
+            "layers": list(model.measured_layers()),
+            "num_classes": data.num_classes,
+            "train_samples": len(data),
+            "test_samples": None if self.test_data is None else len(self.test_data),
+            "paper004_lambda": paper004_lambda(cfg.optim.weight_decay, data.num_classes, cfg.loss.reduction),
+            "timings": st.timings,
+        }
+        atomic_write_text(self.out / "summary.json", json.dumps(summary, indent=2) + "\n")
+        t = st.timings
+        self.log(
+            f"done: zero-error epoch {st.zero_error_epoch}; train {t['train_s']:.1f}s, measure {t['measure_s']:.1f}s"
+        )
+        if cfg.report:
+            from nclab.report.run_report import write_run_report
+
+            write_run_report(self.out)
+        return RunResult(
+            out=self.out,
+            config=cfg,
+            zero_error_epoch=st.zero_error_epoch,
+            measured_epochs=st.measured,
+            rows=st.rows,
+            penultimate=model.penultimate_name,
+            timings=st.timings,
+            epoch_timings=self.epoch_timings,
+        )
+
+    # ------------------------------------------------------------------ pieces
+    def _load_data(self) -> tuple[ArrayDataset, ArrayDataset | None]:
+        d = self.cfg.data
+        common = dict(root=d.root, seed=self.cfg.seed, pad_to=d.pad_to, normalize=d.normalize, **d.options)
+        train = load(d.name, "train", per_class=d.per_class, **common)
+        test = None
+        if "test" in self.cfg.measure.splits:
+            test = load(d.name, "test", per_class=d.test_per_class, **common)
+        return train, test
+
+    def _build(self) -> tuple[CollapseNet, torch.optim.Optimizer, LossFn]:
+        cfg, data = self.cfg, self.train_data
+        torch.manual_seed(cfg.seed)  # model initialisation (and CMF head rows) depend on the seed only
+        model = build_model(
+            cfg.model.name, data.input_shape, data.num_classes, head=cfg.model.head.build_kwargs(), **cfg.model.options
+        )
+        model.to(self.device)
+        return model, make_optimizer(model, cfg.optim), make_loss(cfg.loss, data.num_classes)
+
+    def _restore(self, saved: dict[str, Any]) -> None:
+        self.model.load_state_dict(saved["model"])
+        self.opt.load_state_dict(saved["optimizer"])
+        torch.set_rng_state(saved["torch_rng"])
+        st = self.state
+        st.rows = [MetricRow(*r) for r in saved["rows"]]
+        st.zero_error_epoch, st.epoch = saved["zero_error_epoch"], int(saved["epoch"])
+        st.timings.update(saved.get("timings", {}))
+        st.measured = list(saved["measured"])
+        self.log(f"resumed from epoch {st.epoch}")
+
+    def _train_pass(self, epoch: int) -> tuple[float, float]:
+        """One epoch of mini-batch training in the order drawn from ``(seed, epoch)``; the running (train-mode)
+        loss and error."""
+        cfg, data, model = self.cfg.train, self.train_data, self.model
+        gen = torch.Generator().manual_seed(self.cfg.seed * 1_000_003 + epoch)
+        perm = torch.randperm(len(data), generator=gen)
+        n_batches = len(data) // cfg.batch_size if cfg.drop_last else math.ceil(len(data) / cfg.batch_size)
+        if n_batches == 0:
+            raise ConfigError(
+                f"train.batch_size={cfg.batch_size} exceeds the {len(data)} training samples with drop_last: no batch"
+            )
+        self.bar.reset(self._batch_task, total=n_batches, info="")
+        observe = getattr(model.head, "observe", None)
+        model.train()
+        tot_loss, tot_wrong, seen = 0.0, 0, 0
+        for i in range(n_batches):
+            idx = perm[i * cfg.batch_size : (i + 1) * cfg.batch_size]
+            xb, yb = data.x[idx].to(self.device), data.y[idx].to(self.device)
+            h = model.features(xb)
+            logits = model.head(h)
+            loss = self.loss_fn(logits, yb, h)
+            self.opt.zero_grad(set_to_none=True)
+            loss.backward()
+            self.opt.step()
+            if observe is not None:
+                observe(h.detach(), yb)
+            tot_loss += float(loss.detach()) * len(yb)
+            tot_wrong += int((logits.detach().argmax(1) != yb).sum())
+            seen += len(yb)
+            self.bar.advance(self._batch_task)
+        if not math.isfinite(tot_loss):
+            raise FloatingPointError(f"training diverged at epoch {epoch} (loss {tot_loss / seen}); lower optim.lr")
+        return tot_loss / seen, tot_wrong / seen
+
+    def _mse_decomposition(self, res: SplitMeasurement, data: ArrayDataset) -> list[tuple[str, float]]:
         """Paper 004's loss decomposition (Fig. 2) of an MSE run at the penultimate layer: L = L_NC1 + L_NC2/3 +
         L_perp, with the lambda this run trains with (``paper004_lambda``). Only for MSE on unit one-hot targets
         with a linear head, from the full ClassStats of the same pass (no extra pass)."""
-        loss = self.cfg.loss
+        loss, model = self.cfg.loss, self.model
         stats = res.stats.get(model.penultimate_name)
-        W, b = _classifier(model)
+        W, b = find_classifier(model)
         if loss.name != "mse" or loss.target_scale != 1.0 or W is None or stats is None or stats.track != "full":
             return []
         if getattr(model.head, "cosine", False) or stats.empty_classes.size:
@@ -240,18 +422,6 @@ class _Run:
         dec = mse_decomposition_from_stats(stats, W, b, lam=lam)
         keys = ("L", "L_LS", "L_NC1", "L_NC23", "L_perp", "proximity_ratio")
         return [(f"mse_{k}", float(dec[k])) for k in keys]
-
-    # ------------------------------------------------------------------ checkpoint
-    def save(self, state: dict[str, Any], keep: bool) -> None:
-        self.ckpt_dir.mkdir(exist_ok=True)
-        atomic_torch_save(state, self.ckpt_dir / "last.pt")
-        if keep:
-            shutil.copyfile(self.ckpt_dir / "last.pt", self.ckpt_dir / f"epoch_{state['epoch']:04d}.pt")
-        write_metrics(state["rows"], self.out)
-
-    @property
-    def device(self) -> torch.device:
-        return torch.device(self.cfg.train.device)
 
 
 def _prepare_dir(cfg: RunConfig, out: Path, resume: bool, overwrite: bool) -> dict[str, Any] | None:
@@ -301,161 +471,22 @@ def train(
 
     Writes ``config.yaml`` (resolved), ``metrics.csv`` (+ ``metrics.parquet`` with pyarrow), ``log.txt``,
     ``checkpoints/last.pt``, ``summary.json`` and ``report.html`` (``config.report``). ``on_epoch_end(epoch)``
-    is called after each epoch's checkpoint (tests use it to interrupt a run).
+    is called after each epoch's checkpoint (tests use it to interrupt a run). The loop is :class:`Trainer`'s.
     """
     cfg = config if isinstance(config, RunConfig) else resolve_config(config)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    console = console or Console(stderr=True)
-    state = _prepare_dir(cfg, out, resume, overwrite)
+    saved = _prepare_dir(cfg, out, resume, overwrite)
     atomic_write_text(out / "config.yaml", yaml.safe_dump(cfg.to_dict(), sort_keys=False))
     # train.threads governs the BLAS of numpy/scipy too (the measurements' syrk and eigendecompositions): with
     # torch on one thread and OpenBLAS on two, a few BLAS calls per run stall for 100+ ms waking their pool
     # (measured: the demo's eigh time 0.75 s -> 0.07 s, benchmarks/RESULTS.md)
     with torch_threads(cfg.train.threads), blas_threads(cfg.train.threads):
-        return _train(cfg, out, state, console, progress, on_epoch_end)
-
-
-def _train(
-    cfg: RunConfig,
-    out: Path,
-    state: dict[str, Any] | None,
-    console: Console,
-    progress: bool,
-    on_epoch_end: Callable[[int], None] | None,
-) -> RunResult:
-    run = _Run(cfg, out, console, progress)
-    train_data, test_data = run.load_data()
-    model, opt, loss_fn = run.build(train_data)
-    E = cfg.train.epochs
-    planned = set(measurement_epochs(E, cfg.measure.num_log) if cfg.measure.epochs == "log" else cfg.measure.epochs)
-    planned = {e for e in planned if e <= E}
-    rows: list[Row] = []
-    zero_epoch: int | None = None
-    start = 0
-    timings = {"train_s": 0.0, "measure_s": 0.0, "checkpoint_s": 0.0}
-    epoch_timings: list[tuple[int, float, float]] = []
-    measured: list[int] = []
-    if state is not None:
-        model.load_state_dict(state["model"])
-        opt.load_state_dict(state["optimizer"])
-        torch.set_rng_state(state["torch_rng"])
-        rows = [tuple(r) for r in state["rows"]]  # type: ignore[misc]
-        zero_epoch, start = state["zero_error_epoch"], int(state["epoch"])
-        timings.update(state.get("timings", {}))
-        measured = list(state["measured"])
-        run.log(f"resumed from epoch {start}")
-    else:
-        lam = paper004_lambda(cfg.optim.weight_decay, train_data.num_classes, cfg.loss.reduction)
-        run.log(
-            f"start: {cfg.name} ({cfg.data.name}, {cfg.model.name}, loss {cfg.loss.name}); "
-            f"N_train={len(train_data)}; paper-004 lambda of this objective = {lam:g}"
-        )
-
-    def checkpoint(epoch: int) -> None:
-        t0 = time.perf_counter()
-        run.save(
-            {
-                "format": CHECKPOINT_FORMAT,
-                "epoch": epoch,
-                "model": model.state_dict(),
-                "optimizer": opt.state_dict(),
-                "torch_rng": torch.get_rng_state(),
-                "rows": rows,
-                "zero_error_epoch": zero_epoch,
-                "measured": measured,
-                "timings": timings,
-            },
-            keep=cfg.checkpoint.keep_measured and epoch in measured,
-        )
-        timings["checkpoint_s"] += time.perf_counter() - t0
-
-    with _progress(console, progress) as bar:
-        ep_task = bar.add_task("epochs", total=E, completed=start, info="")
-        batch_task = bar.add_task("batches", total=1, info="")
-        if start == 0 and state is None:
-            if 0 in planned:
-                t0 = time.perf_counter()
-                new, _ = run.measure(0, model, loss_fn, train_data, test_data, bar)
-                dt = time.perf_counter() - t0
-                timings["measure_s"] += dt
-                epoch_timings.append((0, 0.0, dt))
-                rows += new
-                measured.append(0)
-            checkpoint(0)
-        for epoch in range(start + 1, E + 1):
-            lr = lr_at(epoch - 1, cfg.optim.lr, cfg.schedule, E)
-            for g in opt.param_groups:
-                g["lr"] = lr
-            t0 = time.perf_counter()
-            run_loss, run_err = run.train_epoch(epoch, model, opt, loss_fn, train_data, bar, batch_task)
-            train_dt = time.perf_counter() - t0
-            timings["train_s"] += train_dt
-            rows += [
-                (epoch, "train", OUTPUT_LAYER, "running_loss", run_loss),
-                (epoch, "train", OUTPUT_LAYER, "running_error", run_err),
-                (epoch, "train", OUTPUT_LAYER, "lr", lr),
-            ]
-            t0 = time.perf_counter()
-            err = math.nan
-            if epoch in planned:
-                new, err = run.measure(epoch, model, loss_fn, train_data, test_data, bar)
-                rows += new
-                measured.append(epoch)
-            elif zero_epoch is None and (
-                cfg.measure.zero_error_check == "every_epoch" or run_err <= cfg.measure.zero_error_gate
-            ):
-                err = run.eval_error(model, train_data)
-                rows.append((epoch, "train", OUTPUT_LAYER, "error", err))  # the exact check is a measurement too
-            if zero_epoch is None and err == 0.0:
-                zero_epoch = epoch
-                run.log(f"epoch {epoch}: training error reached 0 (terminal phase begins)")
-                if epoch not in planned:
-                    new, _ = run.measure(epoch, model, loss_fn, train_data, test_data, bar)
-                    rows += new
-                    measured.append(epoch)
-            measure_dt = time.perf_counter() - t0
-            timings["measure_s"] += measure_dt
-            epoch_timings.append((epoch, train_dt, measure_dt))
-            if epoch % cfg.checkpoint.every == 0 or epoch == E:
-                checkpoint(epoch)
-            info = f"loss {run_loss:.4g} err {run_err:.3f}" + (f" | TPT from {zero_epoch}" if zero_epoch else "")
-            bar.update(ep_task, advance=1, info=info)
-            run.log(
-                f"epoch {epoch}: lr {lr:.4g} running loss {run_loss:.6g} running error {run_err:.4f}"
-                + ("" if math.isnan(err) else f" eval train error {err:.4f}")
-            )
-            if on_epoch_end is not None:
-                on_epoch_end(epoch)
-
-    summary = {
-        "name": cfg.name,
-        "epochs": E,
-        "zero_error_epoch": zero_epoch,
-        "measured_epochs": measured,
-        "penultimate": model.penultimate_name,
-        "layers": list(model.measured_layers()),
-        "num_classes": train_data.num_classes,
-        "train_samples": len(train_data),
-        "test_samples": None if test_data is None else len(test_data),
-        "paper004_lambda": paper004_lambda(cfg.optim.weight_decay, train_data.num_classes, cfg.loss.reduction),
-        "timings": timings,
-    }
-    atomic_write_text(out / "summary.json", json.dumps(summary, indent=2) + "\n")
-    run.log(
-        f"done: zero-error epoch {zero_epoch}; train {timings['train_s']:.1f}s, measure {timings['measure_s']:.1f}s"
-    )
-    if cfg.report:
-        from nclab.report.run_report import write_run_report
-
-        write_run_report(out)
-    return RunResult(
-        out=out,
-        config=cfg,
-        zero_error_epoch=zero_epoch,
-        measured_epochs=measured,
-        rows=rows,
-        penultimate=model.penultimate_name,
-        timings=timings,
-        epoch_timings=epoch_timings,
-    )
+        with Trainer(cfg, out, saved, console=console, progress=progress) as trainer:
+            if saved is None:
+                trainer.begin()
+            while not trainer.done:
+                trainer.epoch()
+                if on_epoch_end is not None:
+                    on_epoch_end(trainer.state.epoch)
+        return trainer.finish()
