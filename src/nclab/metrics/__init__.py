@@ -2,7 +2,7 @@
 
 Every public metric is registered in :data:`REGISTRY` with its collapse direction and source; the aliases
 ``pfc1``/``sq_dist`` (= ``trace_ratio``) and ``pfc2`` (= ``etf_gram_error``) are the same functions under the names
-papers 002 and 000 use, and the registry entry ``pfc3`` names ``NCCAccumulator``'s ``ncc_accuracy``.
+papers 002 and 000 use, and the registry entry ``pfc3`` names ``nclab.stats.NCCAccumulator``'s ``ncc_accuracy``.
 """
 
 from nclab.metrics._linalg import PsdPinv, psd_pinv
@@ -22,7 +22,7 @@ from nclab.metrics.geometry import (
     self_duality,
 )
 from nclab.metrics.gnc import check_normalized_stats, gnc1, gnc3, normalize_features
-from nclab.metrics.ncc import NCCAccumulator, ncc_metrics
+from nclab.metrics.ncc import ncc_metrics
 from nclab.metrics.probe import probe_mse_lstsq, probe_mse_optimal
 from nclab.metrics.report import DEFAULT_CONVENTIONS, ImbalanceWarning, collapse_report
 from nclab.metrics.spectra import rank_metrics, spectrum
@@ -34,7 +34,6 @@ __all__ = [
     "DegenerateMetricWarning",
     "ImbalanceWarning",
     "MetricInfo",
-    "NCCAccumulator",
     "PsdPinv",
     "TargetUnattainableWarning",
     "cdnv",

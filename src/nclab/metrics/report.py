@@ -26,11 +26,11 @@ from nclab.metrics.geometry import (
     self_duality,
 )
 from nclab.metrics.gnc import gnc3
-from nclab.metrics.ncc import NCCAccumulator
 from nclab.metrics.probe import probe_mse_optimal
 from nclab.metrics.spectra import rank_metrics
 from nclab.metrics.variability import nc1, trace_ratio, vci, within_class_split
 from nclab.stats.class_stats import ClassStats
+from nclab.stats.ncc import NCCAccumulator
 
 __all__ = ["DEFAULT_CONVENTIONS", "ImbalanceWarning", "collapse_report"]
 

@@ -31,8 +31,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from nclab._threads import blas_threads as _blas_threads
-from nclab.metrics import NCCAccumulator, collapse_report, gnc1
-from nclab.stats import ClassStats
+from nclab.metrics import collapse_report, gnc1
+from nclab.stats import ClassStats, NCCAccumulator
 from nclab.train.hooks import FeatureHooks, LayerSpec, _eval_mode, resolve_layers
 
 __all__ = ["SplitMeasurement", "measure_split"]
