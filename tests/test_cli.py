@@ -8,8 +8,8 @@ import torch
 from typer.testing import CliRunner
 
 from nclab.cli import app
-from nclab.metrics import NCCAccumulator, collapse_report, nc1
-from nclab.stats import ClassStats
+from nclab.metrics import collapse_report, nc1
+from nclab.stats import ClassStats, NCCAccumulator
 
 runner = CliRunner()
 

@@ -7,8 +7,8 @@ import pytest
 
 from nclab.geometry import icosahedron, regular_polygon, rho_one_vs_rest, simplex_etf
 from nclab.geometry.assignment import antipodal_pairs, code_symmetries, enumerate_assignments
-from nclab.metrics import NCCAccumulator, gnc1, gnc3, normalize_features
-from nclab.stats import ClassStats
+from nclab.metrics import gnc1, gnc3, normalize_features
+from nclab.stats import ClassStats, NCCAccumulator
 
 
 def test_square_has_three_assignments_fixed_by_the_antipode_of_class_0():

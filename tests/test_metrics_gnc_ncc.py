@@ -10,8 +10,8 @@ from nclab.geometry.frames import simplex_etf
 from nclab.metrics._registry import REGISTRY, collapse_direction
 from nclab.metrics.gnc import check_normalized_stats, gnc1, gnc3, normalize_features
 from nclab.metrics.means_geometry import DegenerateMetricWarning
-from nclab.metrics.ncc import NCCAccumulator, ncc_metrics
-from nclab.stats import ClassStats, EmptyClassError
+from nclab.metrics.ncc import ncc_metrics
+from nclab.stats import ClassStats, EmptyClassError, NCCAccumulator
 
 
 def _data(rng, K=4, d=6, n=25, spread=1.0, offset=0.0, imbalanced=False):

@@ -5,9 +5,9 @@ import warnings
 import numpy as np
 import pytest
 
-from nclab.metrics import NCCAccumulator, etf_gram_error, trace_ratio
-from nclab.stats import ClassStats
-from nclab.theory import GeodesicNCC, PairedClassStats, PathStats, predict, procrustes_etf, relative_depth, s01
+from nclab.metrics import etf_gram_error, trace_ratio
+from nclab.stats import ClassStats, NCCAccumulator, PairedClassStats, PathStats, relative_depth
+from nclab.theory import geodesic_ncc, predict, procrustes_etf, s01
 from nclab.theory.geodesic import endpoint_means, pfc1_slope_at_start
 
 K, D = 4, 6
@@ -42,7 +42,7 @@ def test_closed_forms_equal_brute_force_interpolation(rng, end):
     for s in range(0, len(y), 17):  # streamed in batches
         paired.update(H0[s : s + 17], H1[s : s + 17], y[s : s + 17])
     t = np.linspace(0, 1, 9)
-    ncc = GeodesicNCC(paired, t, end=end)
+    ncc = geodesic_ncc(paired, t, end=end)
     for s in range(0, len(y), 23):
         ncc.update(H0[s : s + 23], H1[s : s + 23], y[s : s + 23])
     pred = predict(paired, t, end=end, ncc=ncc)
@@ -198,11 +198,11 @@ def test_predict_errors(rng):
     paired = PairedClassStats.from_arrays(H0, H1, y)
     with pytest.raises(ValueError, match="end must be"):
         predict(paired, [0.5], end="ideal")  # type: ignore[arg-type]
-    ncc = GeodesicNCC(paired, [0.0, 1.0]).update(H0, H1, y)
+    ncc = geodesic_ncc(paired, [0.0, 1.0]).update(H0, H1, y)
     with pytest.raises(ValueError, match="different end variant or t_grid"):
         predict(paired, [0.0, 0.5], ncc=ncc)
     with pytest.raises(ValueError, match="no sample"):
-        GeodesicNCC(paired, [0.0]).accuracy()
+        geodesic_ncc(paired, [0.0]).accuracy()
     with pytest.raises(ValueError, match="empty"):
         predict(PairedClassStats(K, D), [0.0])
     with warnings.catch_warnings():

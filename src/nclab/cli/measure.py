@@ -81,8 +81,8 @@ def measure_arrays(
     show_progress: bool = True,
 ) -> dict[str, float]:
     """Two streaming passes (ClassStats, then NCC) and the full collapse report."""
-    from nclab.metrics import NCCAccumulator, collapse_report
-    from nclab.stats import ClassStats
+    from nclab.metrics import collapse_report
+    from nclab.stats import ClassStats, NCCAccumulator
 
     labels = np.asarray(labels)
     if labels.ndim != 1:

@@ -211,8 +211,8 @@ def depth_profile(layers: Sequence[np.ndarray], y: np.ndarray, t_grid: np.ndarra
     """Measured PFC1/2/3 of every layer at its relative depth, and the geodesic predictions (measured end and
     Procrustes-ETF end) between layer 0 and the last layer on ``t_grid`` (paper 002, Fig. 3). In-memory
     convenience over :func:`nclab.theory.geodesic.geodesic_profile` and the metric suite."""
-    from nclab.metrics import NCCAccumulator, etf_gram_error, trace_ratio
-    from nclab.stats import ClassStats
+    from nclab.metrics import etf_gram_error, trace_ratio
+    from nclab.stats import ClassStats, NCCAccumulator
     from nclab.theory.geodesic import geodesic_profile
 
     K = int(y.max()) + 1

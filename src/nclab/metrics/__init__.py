@@ -2,7 +2,7 @@
 
 Every public metric is registered in :data:`REGISTRY` with its collapse direction and source; the aliases
 ``pfc1``/``sq_dist`` (= ``trace_ratio``) and ``pfc2`` (= ``etf_gram_error``) are the same functions under the names
-papers 002 and 000 use, and the registry entry ``pfc3`` names ``NCCAccumulator``'s ``ncc_accuracy``.
+papers 002 and 000 use, and the registry entry ``pfc3`` names ``nclab.stats.NCCAccumulator``'s ``ncc_accuracy``.
 """
 
 from nclab.metrics._linalg import PsdPinv, psd_pinv
@@ -24,7 +24,7 @@ from nclab.metrics.means_geometry import (
     pfc2,
     self_duality,
 )
-from nclab.metrics.ncc import NCCAccumulator, ncc_metrics
+from nclab.metrics.ncc import ncc_metrics
 from nclab.metrics.ood import ood_orthogonality
 from nclab.metrics.probe import probe_mse_lstsq, probe_mse_optimal
 from nclab.metrics.spectra import rank_metrics, spectrum
@@ -37,7 +37,6 @@ __all__ = [
     "DegenerateMetricWarning",
     "ImbalanceWarning",
     "MetricInfo",
-    "NCCAccumulator",
     "PsdPinv",
     "TargetUnattainableWarning",
     "cdnv",

@@ -27,12 +27,12 @@ from nclab.metrics.means_geometry import (
     orthogonal_frame_error,
     self_duality,
 )
-from nclab.metrics.ncc import NCCAccumulator
 from nclab.metrics.probe import probe_mse_optimal
 from nclab.metrics.spectra import rank_metrics
 from nclab.metrics.uniformity import hyperspherical_uniformity
 from nclab.metrics.variability import nc1, trace_ratio, vci, within_class_split
 from nclab.stats.class_stats import ClassStats
+from nclab.stats.ncc import NCCAccumulator
 
 __all__ = ["DEFAULT_CONVENTIONS", "ImbalanceWarning", "collapse_report"]
 

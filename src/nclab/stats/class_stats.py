@@ -30,29 +30,37 @@ from __future__ import annotations
 import functools
 import threading
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 import torch
 
 from nclab._threads import torch_threads
+from nclab.stats.accumulator import Accumulator
 
-__all__ = ["FORMAT_VERSION", "ClassStats", "EmptyClassError", "Weighting"]
+__all__ = [
+    "ClassStats",
+    "EmptyClassError",
+    "Weighting",
+    "check_batch",
+    "check_label_range",
+    "check_labels_dtype",
+    "check_weighting",
+    "chunk_rows",
+    "to_tensor",
+    "work_buffers",
+]
 
-FORMAT_VERSION = 1
 Weighting = Literal["balanced", "empirical"]
 Track = Literal["full", "light"]
-
-_STATE_KEYS_LIGHT = ("counts", "shift", "sum_dev", "sq_dev", "unit_sums")
-_STATE_KEYS_FULL = (*_STATE_KEYS_LIGHT, "scatter_dev")
 
 
 class EmptyClassError(ValueError):
     """A quantity that needs a class mean was asked for while some classes have no sample."""
 
 
-def _to_tensor(x: Any, name: str) -> torch.Tensor:
+def to_tensor(x: Any, name: str) -> torch.Tensor:
+    """``x`` (numpy array, scalar, list or torch tensor) as a detached tensor, without a copy where possible."""
     if isinstance(x, torch.Tensor):
         return x.detach()
     if isinstance(x, np.ndarray) or np.isscalar(x) or isinstance(x, list | tuple):
@@ -63,35 +71,6 @@ def _to_tensor(x: Any, name: str) -> torch.Tensor:
             arr = np.array(arr)
         return torch.from_numpy(np.ascontiguousarray(arr))
     raise TypeError(f"{name} must be a numpy array or a torch tensor, got {type(x).__name__}")
-
-
-def write_arrays(path: str | Path, meta: Mapping[str, str], arrays: Mapping[str, np.ndarray]) -> Path:
-    """Atomically write string metadata and named arrays to ``.npz`` (default) or ``.safetensors`` (needs the
-    ``safetensors`` package): the one file format of nclab's statistics objects."""
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    if path.suffix == ".safetensors":
-        from safetensors.numpy import save_file
-
-        save_file({k: np.ascontiguousarray(v) for k, v in arrays.items()}, str(tmp), metadata=dict(meta))
-    else:
-        with open(tmp, "wb") as fh:
-            np.savez(fh, **{f"meta__{k}": np.array(v) for k, v in meta.items()}, **arrays)
-    tmp.replace(path)
-    return path
-
-
-def read_arrays(path: str | Path) -> tuple[dict[str, str], dict[str, np.ndarray]]:
-    """``(metadata, arrays)`` of a file written by :func:`write_arrays`."""
-    path = Path(path)
-    if path.suffix == ".safetensors":
-        from safetensors import safe_open
-
-        with safe_open(str(path), framework="numpy") as fh:
-            return dict(fh.metadata() or {}), {k: fh.get_tensor(k) for k in fh.keys()}
-    with np.load(path, allow_pickle=False) as fh:
-        meta = {k[6:]: str(fh[k]) for k in fh.files if k.startswith("meta__")}
-        return meta, {k: fh[k] for k in fh.files if not k.startswith("meta__")}
 
 
 def chunk_rows(rows: int, dim: int) -> int:
@@ -113,15 +92,17 @@ def _strict_upper(d: int) -> np.ndarray:
 
 
 def check_weighting(weighting: str) -> None:
+    """``weighting`` must be ``"balanced"`` or ``"empirical"``."""
     if weighting not in ("balanced", "empirical"):
         raise ValueError(f"weighting must be 'balanced' or 'empirical', got {weighting!r}")
 
 
-class ClassStats:
+class ClassStats(Accumulator):
     """Streaming class statistics of features ``H: (N, d)`` with labels ``y: (N,)`` in ``[0, K)``.
 
-    Modelled on torchmetrics' ``Metric``: :meth:`update` per batch, accessors to read, :meth:`merge` and
-    :meth:`all_reduce` to combine, :meth:`state_dict` / :meth:`save` to persist. Accumulation is float64 on
+    An :class:`~nclab.stats.Accumulator`: :meth:`update` per batch, accessors to read, :meth:`merge` and
+    :meth:`all_reduce` to combine (exact: the moments are re-expressed about common shifts), :meth:`reset`,
+    :meth:`state_dict` / :meth:`save` / :meth:`load` to persist. Accumulation is float64 on
     the device of the first features seen (a torch CUDA tensor keeps the state on the GPU); accessors return
     float64 numpy arrays.
 
@@ -162,8 +143,15 @@ class ClassStats:
         self.dim = int(dim)
         self.track: Track = track
         self.check_finite = bool(check_finite)
-        self._device: torch.device | None = torch.device(device) if device is not None else None
-        self._state: dict[str, torch.Tensor] | None = None
+        super().__init__(device)
+        K, d = self.num_classes, self.dim
+        self.add_state("counts", (K,), torch.int64)
+        self.add_state("shift", (K, d), reduce="shift")
+        self.add_state("sum_dev", (K, d))
+        self.add_state("sq_dev", (K,))
+        self.add_state("unit_sums", (K, d))
+        if track == "full":
+            self.add_state("scatter_dev", (d, d))
         self._memo: dict[Any, Any] = {}  # derived quantities of the current state (see `memo`)
         self._all_shifted = False  # True once every class has its shift (counts never decrease but on load)
         if self._device is not None:
@@ -189,15 +177,15 @@ class ClassStats:
             raise ValueError(f"batch_size must be a positive int or None, got {batch_size!r}")
         if not hasattr(H, "shape"):
             H = np.asarray(H)
-        Ht = _to_tensor(H, "features") if batch_size is None else None
+        Ht = to_tensor(H, "features") if batch_size is None else None
         shape = tuple(H.shape)
         if len(shape) != 2:
             raise ValueError(f"features must be 2-D (N, d), got shape {shape}")
-        yt = _to_tensor(y, "labels")
+        yt = to_tensor(y, "labels")
         if num_classes is None:
             if yt.numel() == 0:
                 raise ValueError("cannot infer num_classes from empty labels; pass num_classes")
-            _check_labels_dtype(yt)
+            check_labels_dtype(yt)
             num_classes = max(int(yt.max()) + 1, 2)
         stats = cls(num_classes, shape[1], track=track, check_finite=check_finite)
         if batch_size is None:
@@ -208,20 +196,59 @@ class ClassStats:
         return stats
 
     def _allocate(self, device: torch.device) -> None:
-        K, d = self.num_classes, self.dim
-        f64 = dict(dtype=torch.float64, device=device)
-        state = {
-            "counts": torch.zeros(K, dtype=torch.int64, device=device),
-            "shift": torch.zeros(K, d, **f64),
-            "sum_dev": torch.zeros(K, d, **f64),
-            "sq_dev": torch.zeros(K, **f64),
-            "unit_sums": torch.zeros(K, d, **f64),
-        }
-        if self.track == "full":
-            state["scatter_dev"] = torch.zeros(d, d, **f64)
-        self._state = state
-        self._device = device
+        super()._allocate(device)
         self._all_shifted = False
+
+    # ------------------------------------------------------------------ accumulator protocol
+    def _config(self) -> dict[str, Any]:
+        return {"num_classes": self.num_classes, "dim": self.dim, "track": self.track}
+
+    @classmethod
+    def _from_config(
+        cls, config: Mapping[str, Any], buffers: Mapping[str, np.ndarray], device: torch.device | None
+    ) -> ClassStats:
+        return cls(int(config["num_classes"]), int(config["dim"]), track=config["track"], device=device)
+
+    def _changed(self) -> None:
+        self._memo.clear()
+        self._all_shifted = False  # a loaded or reset state may lack shifts the skip assumed
+
+    def _shift_counts(self) -> torch.Tensor:
+        assert self._state is not None
+        return self._state["counts"]
+
+    def _reshift(
+        self, state: Mapping[str, torch.Tensor], counts: torch.Tensor, to: Mapping[str, torch.Tensor]
+    ) -> dict[str, torch.Tensor]:
+        """Moments about ``to["shift"]``: with ``delta = shift - to`` per class, ``S + n delta``,
+        ``q + 2 <delta, S> + n ||delta||^2`` and ``C + delta^T S + S^T delta + sum_k n_k delta_k delta_k^T``."""
+        has = counts > 0
+        delta = torch.where(has[:, None], state["shift"] - to["shift"], torch.zeros_like(to["shift"]))
+        S = state["sum_dev"]
+        nf = counts.to(torch.float64)
+        out = {
+            "sum_dev": S + nf[:, None] * delta,
+            "sq_dev": state["sq_dev"] + 2 * (delta * S).sum(dim=1) + nf * (delta * delta).sum(dim=1),
+        }
+        if "scatter_dev" in state:
+            C = state["scatter_dev"]
+            # CPU accumulators hold one triangle (syrk); mirroring a full symmetric matrix leaves it unchanged
+            C = torch.tril(C) + torch.tril(C, -1).T
+            cross = delta.T @ S
+            out["scatter_dev"] = C + cross + cross.T + (delta * nf[:, None]).T @ delta
+        return out
+
+    def __add__(self, other: ClassStats) -> ClassStats:
+        out = self.copy()
+        return out.merge(other)
+
+    def copy(self) -> ClassStats:
+        """An independent copy (same configuration and state, same device)."""
+        out = ClassStats(self.num_classes, self.dim, track=self.track, check_finite=self.check_finite)
+        if self._state is not None:
+            out._device = self._device
+            out._state = {k: v.clone() for k, v in self._state.items()}
+        return out
 
     # ------------------------------------------------------------------ accumulation
     def update(self, features: Any, labels: Any) -> ClassStats:
@@ -336,145 +363,7 @@ class ClassStats:
     def _scratch(self, rows: int) -> tuple[torch.Tensor, torch.Tensor]:
         return work_buffers(2, rows, self.dim, self._device)  # type: ignore[arg-type]
 
-    # ------------------------------------------------------------------ combination
-    def _check_compatible(self, other: ClassStats) -> None:
-        if not isinstance(other, ClassStats):
-            raise TypeError(f"can only merge ClassStats, got {type(other).__name__}")
-        if (other.num_classes, other.dim) != (self.num_classes, self.dim):
-            raise ValueError(
-                f"incompatible ClassStats: (K={self.num_classes}, d={self.dim}) vs "
-                f"(K={other.num_classes}, d={other.dim})"
-            )
-        if other.track != self.track:
-            raise ValueError(f"incompatible ClassStats: track={self.track!r} vs track={other.track!r}")
-
-    def merge(self, other: ClassStats) -> ClassStats:
-        """Add the statistics of ``other`` (built on disjoint data) into ``self``, exactly; returns ``self``."""
-        self._check_compatible(other)
-        if other._state is None:
-            return self
-        if self._state is None:
-            self._allocate(other._device)
-        assert self._state is not None
-        theirs = {k: v.to(self._device) for k, v in other._state.items()}
-        new = (self._state["counts"] == 0) & (theirs["counts"] > 0)
-        self._state["shift"][new] = theirs["shift"][new]
-        _add_reshifted(self._state, theirs)
-        self._memo.clear()
-        return self
-
-    def __add__(self, other: ClassStats) -> ClassStats:
-        out = self.copy()
-        return out.merge(other)
-
-    def copy(self) -> ClassStats:
-        out = ClassStats(self.num_classes, self.dim, track=self.track, check_finite=self.check_finite)
-        if self._state is not None:
-            out._device = self._device
-            out._state = {k: v.clone() for k, v in self._state.items()}
-        return out
-
-    def all_reduce(self, group: Any = None) -> ClassStats:
-        """Sum the statistics of every rank of ``torch.distributed`` in place (exact; returns ``self``).
-
-        Ranks may have seen different classes: each class is re-expressed about the shift of the lowest rank
-        that saw it, after which every accumulator is a plain sum.
-        """
-        import torch.distributed as dist
-
-        if not (dist.is_available() and dist.is_initialized()):
-            raise RuntimeError("all_reduce needs an initialised torch.distributed process group")
-        if self._state is None:
-            self._allocate(torch.device("cpu"))
-        st = self._state
-        assert st is not None
-        _, (common,) = agree_on_shifts(st["counts"] > 0, (st["shift"],), group)
-        mine = {k: v.clone() for k, v in st.items()}
-        mine_shift = torch.where((st["counts"] > 0)[:, None], st["shift"], common)
-        mine["shift"] = mine_shift
-        for key in st:
-            st[key].zero_()
-        st["shift"].copy_(common)
-        _add_reshifted(st, mine)
-        for key in st:
-            if key != "shift":
-                dist.all_reduce(st[key], op=dist.ReduceOp.SUM, group=group)
-        self._memo.clear()
-        return self
-
-    # ------------------------------------------------------------------ persistence
-    def state_dict(self) -> dict[str, Any]:
-        """Metadata plus CPU copies of the accumulators (numpy arrays)."""
-        meta = {
-            "format_version": FORMAT_VERSION,
-            "num_classes": self.num_classes,
-            "dim": self.dim,
-            "track": self.track,
-        }
-        if self._state is None:
-            return {**meta, "state": None}
-        return {**meta, "state": {k: v.cpu().numpy().copy() for k, v in self._state.items()}}
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> ClassStats:
-        version = int(state.get("format_version", -1))
-        if version != FORMAT_VERSION:
-            raise ValueError(f"unsupported ClassStats format_version {version} (this nclab reads {FORMAT_VERSION})")
-        for key, mine in (("num_classes", self.num_classes), ("dim", self.dim), ("track", self.track)):
-            if state.get(key) != mine:
-                raise ValueError(f"state has {key}={state.get(key)!r}, these ClassStats have {key}={mine!r}")
-        arrays = state.get("state")
-        self._memo.clear()
-        self._all_shifted = False
-        if arrays is None:
-            self._state = None
-            return self
-        keys = _STATE_KEYS_FULL if self.track == "full" else _STATE_KEYS_LIGHT
-        missing = [k for k in keys if k not in arrays]
-        if missing:
-            raise ValueError(f"state is missing accumulators {missing}")
-        K, d = self.num_classes, self.dim
-        expected = {"counts": (K,), "shift": (K, d), "sum_dev": (K, d), "sq_dev": (K,), "unit_sums": (K, d)}
-        expected["scatter_dev"] = (d, d)
-        for k in keys:
-            arr = np.asarray(arrays[k])
-            if tuple(arr.shape) != expected[k]:
-                raise ValueError(f"state accumulator {k!r} has shape {tuple(arr.shape)}, expected {expected[k]}")
-            want = np.int64 if k == "counts" else np.float64
-            if arr.dtype != want:
-                raise ValueError(f"state accumulator {k!r} has dtype {arr.dtype}, expected {np.dtype(want)}")
-        device = self._device or torch.device("cpu")
-        self._state = {k: _to_tensor(arrays[k], k).to(device).clone() for k in keys}
-        self._device = device
-        self._memo.clear()
-        return self
-
-    def save(self, path: str | Path) -> Path:
-        """Write to ``.npz`` (default) or ``.safetensors`` (needs the ``safetensors`` package)."""
-        sd = self.state_dict()
-        return write_arrays(path, {k: str(v) for k, v in sd.items() if k != "state"}, sd["state"] or {})
-
-    @classmethod
-    def load(cls, path: str | Path, *, device: str | torch.device | None = None) -> ClassStats:
-        path = Path(path)
-        meta, arrays = read_arrays(path)
-        if "format_version" not in meta:
-            raise ValueError(f"{path} is not an nclab ClassStats file (no format_version)")
-        out = cls(int(meta["num_classes"]), int(meta["dim"]), track=meta["track"], device=device)  # type: ignore[arg-type]
-        return out.load_state_dict(
-            {
-                "format_version": int(meta["format_version"]),
-                "num_classes": int(meta["num_classes"]),
-                "dim": int(meta["dim"]),
-                "track": meta["track"],
-                "state": arrays or None,
-            }
-        )
-
     # ------------------------------------------------------------------ accessors
-    @property
-    def device(self) -> torch.device | None:
-        return self._device
-
     def _get(self, key: str) -> np.ndarray:
         if self._state is None:
             if key == "counts":
@@ -667,7 +556,8 @@ class ClassStats:
 
 
 # ---------------------------------------------------------------------- helpers
-def _check_labels_dtype(y: torch.Tensor) -> None:
+def check_labels_dtype(y: torch.Tensor) -> None:
+    """Labels must have an integer dtype (float labels are an error, not silently truncated)."""
     if y.is_floating_point() or y.is_complex() or y.dtype == torch.bool:
         raise TypeError(f"labels must have an integer dtype, got {y.dtype}")
 
@@ -678,8 +568,8 @@ def check_batch(features: Any, labels: Any, dim: int) -> tuple[torch.Tensor, tor
     The one place for batch validation of every streaming accumulator (ClassStats, NCCAccumulator, ...):
     2-D float features of dimension ``dim``, 1-D integer labels with one entry per row.
     """
-    x = _to_tensor(features, "features")
-    y = _to_tensor(labels, "labels")
+    x = to_tensor(features, "features")
+    y = to_tensor(labels, "labels")
     if x.ndim != 2:
         raise ValueError(f"features must be 2-D (B, d), got shape {tuple(x.shape)}")
     if x.shape[1] != dim:
@@ -690,7 +580,7 @@ def check_batch(features: Any, labels: Any, dim: int) -> tuple[torch.Tensor, tor
         raise ValueError(
             f"labels must be 1-D with one entry per feature row: features {tuple(x.shape)}, labels {tuple(y.shape)}"
         )
-    _check_labels_dtype(y)
+    check_labels_dtype(y)
     return x, y
 
 
@@ -732,24 +622,6 @@ def work_buffers(count: int, rows: int, dim: int, device: torch.device) -> tuple
     return tuple(buf[i * n : (i + 1) * n].view(rows, dim) for i in range(count))
 
 
-def agree_on_shifts(
-    seen: torch.Tensor, shifts: tuple[torch.Tensor, ...], group: Any = None
-) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
-    """Per-class shifts common to every rank of ``torch.distributed``: those of the lowest rank that saw the class
-    (``seen (K,)`` bool; a MIN all-reduce of the owner, then a SUM of the owners' shifts, zeros elsewhere).
-    Returns whether any rank saw each class and the common shifts (zero for classes nobody saw)."""
-    import torch.distributed as dist
-
-    rank, world = dist.get_rank(group), dist.get_world_size(group)
-    owner = torch.where(seen, rank, world).to(torch.int64)  # `world` means nobody
-    dist.all_reduce(owner, op=dist.ReduceOp.MIN, group=group)
-    mine = (owner == rank)[:, None]
-    common = tuple(torch.where(mine, s, torch.zeros_like(s)) for s in shifts)
-    for c in common:
-        dist.all_reduce(c, op=dist.ReduceOp.SUM, group=group)
-    return owner < world, common
-
-
 def _syrk_update(C: torch.Tensor, z: torch.Tensor) -> None:
     """``C += z^T z`` (only the lower triangle is guaranteed on the CPU; see ``within_scatter``)."""
     if C.device.type == "cpu":
@@ -763,22 +635,3 @@ def _syrk_update(C: torch.Tensor, z: torch.Tensor) -> None:
             Cn[...] = out.T
     else:
         C.addmm_(z.T, z)
-
-
-def _add_reshifted(dst: dict[str, torch.Tensor], src: Mapping[str, torch.Tensor]) -> None:
-    """Add ``src``'s moments into ``dst`` after re-expressing them about ``dst``'s shifts (exact)."""
-    n = src["counts"]
-    has = n > 0
-    delta = torch.where(has[:, None], src["shift"] - dst["shift"], torch.zeros_like(dst["shift"]))
-    S = src["sum_dev"]
-    nf = n.to(torch.float64)
-    dst["counts"] += n
-    dst["sum_dev"] += S + nf[:, None] * delta
-    dst["sq_dev"] += src["sq_dev"] + 2 * (delta * S).sum(dim=1) + nf * (delta * delta).sum(dim=1)
-    dst["unit_sums"] += src["unit_sums"]
-    if "scatter_dev" in dst:
-        Cs = src["scatter_dev"]
-        if Cs.device.type == "cpu":  # syrk'd accumulators hold one triangle: symmetrise before adding
-            Cs = torch.tril(Cs) + torch.tril(Cs, -1).T
-        cross = delta.T @ S
-        dst["scatter_dev"] += Cs + cross + cross.T + (delta * nf[:, None]).T @ delta

@@ -1,18 +1,17 @@
 """Theory engines: the MSE loss decomposition and central path (paper 004), the geodesic model of progressive
 feedforward collapse (paper 002). Sub-modules: :mod:`~nclab.theory.mse`, :mod:`~nclab.theory.snr`,
-:mod:`~nclab.theory.central_path`, :mod:`~nclab.theory.paired_stats`, :mod:`~nclab.theory.geodesic`,
-:mod:`~nclab.theory.joint_gd`. See docs/theory.md."""
+:mod:`~nclab.theory.central_path`, :mod:`~nclab.theory.geodesic` (its streaming passes are accumulators in
+:mod:`nclab.stats`), :mod:`~nclab.theory.joint_gd`. See docs/theory.md."""
 
 from nclab.theory import central_path, geodesic
 from nclab.theory.central_path import CentralPathRun, closed_form_omega, simulate
 from nclab.theory.geodesic import (
-    GeodesicNCC,
     GeodesicPrediction,
     GeodesicProfile,
+    geodesic_ncc,
     geodesic_profile,
     predict,
     procrustes_etf,
-    relative_depth,
     s01,
 )
 from nclab.theory.mse import (
@@ -26,7 +25,6 @@ from nclab.theory.mse import (
     mse_loss_from_stats,
     paper_lambda,
 )
-from nclab.theory.paired_stats import PairedClassStats, PathStats
 from nclab.theory.snr import SNR, central_path_terms, nc1_from_omega, renormalize, snr_matrix
 
 __all__ = [
@@ -34,16 +32,14 @@ __all__ = [
     "LAMBDA_CONVENTIONS",
     "SNR",
     "CentralPathRun",
-    "GeodesicNCC",
     "GeodesicPrediction",
     "GeodesicProfile",
-    "PairedClassStats",
-    "PathStats",
     "central_path",
     "central_path_terms",
     "closed_form_omega",
     "decomposition_table",
     "geodesic",
+    "geodesic_ncc",
     "geodesic_profile",
     "ls_classifier",
     "ls_classifier_from_stats",
@@ -54,7 +50,6 @@ __all__ = [
     "paper_lambda",
     "predict",
     "procrustes_etf",
-    "relative_depth",
     "renormalize",
     "s01",
     "simulate",

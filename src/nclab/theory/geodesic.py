@@ -11,10 +11,10 @@ Class means move on the same lines, so with centred class means ``Ht(t) = (1 - t
 
 (spec 002, Sec. 2.5 [derived]; the same functions as ``nclab.metrics.trace_ratio`` and ``etf_gram_error`` at
 every t). PFC3(t), the NCC accuracy, is *not* a function of second moments: it is computed exactly by a second
-pass over the paired samples (:class:`GeodesicNCC`), from the three per-sample, per-class scalars
-``a = ||h0 - mu0_c||^2``, ``b = <h0 - mu0_c, h1 - mu1_c>``, ``c = ||h1 - mu1_c||^2`` whose quadratic
-``(1-t)^2 a + 2t(1-t) b + t^2 c`` is the squared distance to class c's mean at time t. No Gaussian or other
-approximation is used.
+pass over the paired samples (:class:`~nclab.stats.GeodesicNCC`, built by :func:`geodesic_ncc`), from the three
+per-sample, per-class scalars ``a = ||h0 - mu0_c||^2``, ``b = <h0 - mu0_c, h1 - mu1_c>``, ``c = ||h1 - mu1_c||^2``
+whose quadratic ``(1-t)^2 a + 2t(1-t) b + t^2 c`` is the squared distance to class c's mean at time t.
+No Gaussian or other approximation is used.
 
 End variants (paper 002, Sec. 3.2 "transparent model"): ``end="measured"`` (the paper's blue curve),
 ``"class_means"`` (each sample's end replaced by its class mean: exact NC1 at t = 1), ``"etf"`` (collapsed onto
@@ -33,20 +33,19 @@ import torch
 
 from nclab.geometry import simplex_etf
 from nclab.metrics import etf_gram_error
-from nclab.stats.class_stats import _check_labels_dtype
-from nclab.theory.paired_stats import PairedClassStats, PathStats
+from nclab.stats import GeodesicNCC, PairedClassStats, PathStats
+from nclab.stats.class_stats import check_labels_dtype, to_tensor
 
 __all__ = [
     "EndVariant",
-    "GeodesicNCC",
     "GeodesicPrediction",
     "GeodesicProfile",
     "endpoint_means",
+    "geodesic_ncc",
     "geodesic_profile",
     "pfc1_slope_at_start",
     "predict",
     "procrustes_etf",
-    "relative_depth",
     "s01",
 ]
 
@@ -114,7 +113,7 @@ def s01(paired: PairedClassStats, end: EndVariant = "measured", weighting: Weigh
 @dataclass(frozen=True)
 class GeodesicPrediction:
     """``t (T,)``; ``pfc1``, ``pfc2`` ``(T,)`` closed forms; ``pfc3 (T,)`` exact NCC accuracy when a
-    :class:`GeodesicNCC` pass was given, else None; ``trace_w``, ``trace_b`` ``(T,)``; the quadratic
+    :class:`~nclab.stats.GeodesicNCC` pass was given, else None; ``trace_w``, ``trace_b`` ``(T,)``; the quadratic
     coefficients ``A0, A01, A1`` (Tr Sigma_W) and ``B0, B01, B1`` (Tr Sigma_B); ``end``; ``weighting``."""
 
     t: np.ndarray
@@ -170,7 +169,8 @@ def predict(
     Sec. III; spec 002 Sec. 2.5).
 
     ``paired``: the first pass over ``(h0, h1, y)``; ``t_grid``: times in [0, 1]; ``end``: see the module doc;
-    ``ncc``: a :class:`GeodesicNCC` second pass built from the same ``paired``, ``t_grid`` and ``end`` (else
+    ``ncc``: a :class:`~nclab.stats.GeodesicNCC` second pass from :func:`geodesic_ncc` with the same ``paired``,
+    ``t_grid``, ``end`` and ``weighting`` (else
     ``pfc3`` is None). PFC1 is ``inf`` where Tr Sigma_B(t) = 0 and PFC2 nan where G(t) = 0 (degenerate).
     """
     _check_end(end)
@@ -187,8 +187,12 @@ def predict(
     pfc2 = np.array([etf_gram_error((1 - s) * Ht0 + s * Ht1, center=False) for s in t])
     pfc3 = None
     if ncc is not None:
-        if ncc.end != end or not np.array_equal(ncc.t, t):
-            raise ValueError("the GeodesicNCC pass was built for a different end variant or t_grid")
+        _, _, mu1 = endpoint_means(paired, end, weighting)
+        same_end = ncc.collapsed_end == (end != "measured") and np.array_equal(ncc.end_means, mu1)
+        if not same_end or not np.array_equal(ncc.t, t):
+            raise ValueError(
+                "the GeodesicNCC pass was built for a different end variant or t_grid (build it with geodesic_ncc)"
+            )
         pfc3 = ncc.accuracy()
     return GeodesicPrediction(
         t=t, pfc1=pfc1, pfc2=pfc2, pfc3=pfc3, trace_w=tw, trace_b=tb, coefficients=coef, end=end, weighting=weighting
@@ -207,89 +211,16 @@ def pfc1_slope_at_start(
     return 2.0 * ((A01 - A0) * B0 - A0 * (B01 - B0)) / B0**2
 
 
-class GeodesicNCC:
-    """Second pass: exact NCC accuracy ``PFC3(t)`` of the interpolated features on ``t_grid``.
-
-    Built from the first pass ``paired`` (its class means of both ends; for ``end != "measured"`` the end
-    features are replaced as in :func:`endpoint_means`, which uses ``weighting`` for the ETF's centre). Feed the
-    same ``(h0, h1, y)`` batches again with :meth:`update`. Per batch: three ``(B, d) x (d, K)`` products, then
-    ``O(B K T)``. Ties go to the lower class index (``argmin``), as in ``nclab.metrics.NCCAccumulator``.
-    """
-
-    def __init__(
-        self, paired: PairedClassStats, t_grid: Any, *, end: EndVariant = "measured", weighting: Weighting = "balanced"
-    ) -> None:
-        _check_end(end)
-        self.end = end
-        self.t = np.asarray(t_grid, dtype=np.float64).ravel()
-        mu0 = paired.start.means
-        _, _, mu1 = endpoint_means(paired, end, weighting)
-        # centre both ends by their mean of class means: the expanded distances then cancel far less
-        self._g0 = mu0.mean(axis=0)
-        self._g1 = mu1.mean(axis=0)
-        self._m0 = torch.from_numpy(mu0 - self._g0)
-        self._m1 = torch.from_numpy(mu1 - self._g1)
-        self.num_classes, self.dim = mu0.shape
-        self._correct = np.zeros(self.t.size, dtype=np.int64)
-        self._count = 0
-        tt = torch.from_numpy(self.t)
-        self._w = torch.stack([(1 - tt) ** 2, 2 * tt * (1 - tt), tt**2])  # (3, T)
-
-    def update(self, h0: Any, h1: Any, y: Any) -> GeodesicNCC:
-        x0 = torch.as_tensor(np.asarray(h0.cpu() if isinstance(h0, torch.Tensor) else h0), dtype=torch.float64)
-        x1 = torch.as_tensor(np.asarray(h1.cpu() if isinstance(h1, torch.Tensor) else h1), dtype=torch.float64)
-        yt = torch.as_tensor(np.asarray(y.cpu() if isinstance(y, torch.Tensor) else y))
-        _check_labels_dtype(yt)  # float labels are an error, not silently truncated
-        yt = yt.to(torch.int64)
-        if x0.ndim != 2 or x0.shape != x1.shape or x0.shape[1] != self.dim or yt.shape != (x0.shape[0],):
-            raise ValueError(
-                f"expected h0, h1 (B, {self.dim}) and y (B,), "
-                f"got {tuple(x0.shape)}, {tuple(x1.shape)}, {tuple(yt.shape)}"
-            )
-        if yt.numel() and (int(yt.min()) < 0 or int(yt.max()) >= self.num_classes):
-            raise ValueError(f"labels must lie in [0, {self.num_classes})")
-        u = x0 - torch.from_numpy(self._g0)
-        if self.end == "measured":
-            v = x1 - torch.from_numpy(self._g1)
-        else:  # collapsed end: the sample sits at its class's end mean
-            v = self._m1[yt]
-        m0, m1 = self._m0, self._m1
-        a = (u * u).sum(1, keepdim=True) - 2 * u @ m0.T + (m0 * m0).sum(1)
-        c = (v * v).sum(1, keepdim=True) - 2 * v @ m1.T + (m1 * m1).sum(1)
-        b = (u * v).sum(1, keepdim=True) - u @ m1.T - v @ m0.T + (m0 * m1).sum(1)
-        dist = torch.einsum("bk,t->btk", a, self._w[0]) + torch.einsum("bk,t->btk", b, self._w[1])
-        dist += torch.einsum("bk,t->btk", c, self._w[2])
-        pred = dist.argmin(dim=2)  # (B, T)
-        self._correct += (pred == yt[:, None]).sum(dim=0).numpy()
-        self._count += int(yt.numel())
-        return self
-
-    def accuracy(self) -> np.ndarray:
-        """``PFC3(t)`` on the grid, ``(T,)``."""
-        if self._count == 0:
-            raise ValueError("GeodesicNCC has seen no sample: feed the (h0, h1, y) batches with update()")
-        return self._correct / self._count
-
-
-def relative_depth(step_norms: Any) -> np.ndarray:
-    """Relative-depth coordinates of measured layers 0..L (paper 002, Sec. IV-A / spec 002 Sec. 2.4):
-
-        t_l = sum_{j < l} s_j / sum_j s_j,    s_j = sum_i ||h^{j+1}_i - h^j_i||   (norms not squared)
-
-    ``step_norms``: ``(L,)`` per-block sums ``s_j``, or ``(L, N)`` per-sample norms (summed over samples).
-    Returns ``(L + 1,)`` from 0 to 1; ``l / L`` for constant-speed straight lines.
-    """
-    s = np.asarray(step_norms, dtype=np.float64)
-    if s.ndim == 2:
-        s = s.sum(axis=1)
-    if s.ndim != 1 or s.size == 0:
-        raise ValueError(f"step_norms must be (L,) or (L, N) with L >= 1, got shape {np.shape(step_norms)}")
-    if np.any(s < 0) or not np.all(np.isfinite(s)):
-        raise ValueError("step norms must be finite and >= 0")
-    total = s.sum()
-    if total == 0:
-        raise ValueError("no layer moves any sample (all step norms are 0): relative depth is undefined")
-    return np.concatenate([[0.0], np.cumsum(s) / total])
+def geodesic_ncc(
+    paired: PairedClassStats, t_grid: Any, *, end: EndVariant = "measured", weighting: Weighting = "balanced"
+) -> GeodesicNCC:
+    """The second pass of end variant ``end``: an empty :class:`~nclab.stats.GeodesicNCC` against the start
+    means of ``paired`` and the end means of :func:`endpoint_means` (``weighting`` places the ETF's centre),
+    with each sample's end at its class's end mean for the collapsed variants. Feed it the same ``(h0, h1, y)``
+    batches again, then pass it to :func:`predict`."""
+    _check_end(end)
+    _, _, mu1 = endpoint_means(paired, end, weighting)
+    return GeodesicNCC(paired.start.means, mu1, t_grid, collapsed_end=end != "measured")
 
 
 @dataclass
@@ -318,14 +249,15 @@ def geodesic_profile(
     """Relative depths and geodesic predictions for the features ``layers = [h^0 .. h^L]`` (each ``(N, d)``, the
     same samples and dimension; numpy or torch) with labels ``y (N,)`` -- paper 002, Fig. 3.
 
-    Streams ``batch_size`` rows at a time through :class:`PathStats` and :class:`PairedClassStats` (pass 1),
-    then :class:`GeodesicNCC` (pass 2): float64 work memory O(batch_size (L+1) d), whatever N. Predictions are
-    evaluated at the layers' relative depths, or on ``t_grid`` when given (e.g. a fine grid for a plot).
+    Streams ``batch_size`` rows at a time through :class:`~nclab.stats.PathStats` and
+    :class:`~nclab.stats.PairedClassStats` (pass 1), then :class:`~nclab.stats.GeodesicNCC` (pass 2): float64 work
+    memory O(batch_size (L+1) d), whatever N. Predictions are evaluated at the layers' relative depths, or on
+    ``t_grid`` when given (e.g. a fine grid for a plot).
     """
     if len(layers) < 2:
         raise ValueError(f"need at least 2 measured layers (h^0 and h^L), got {len(layers)}")
-    yt = torch.as_tensor(np.asarray(y.cpu() if isinstance(y, torch.Tensor) else y))
-    _check_labels_dtype(yt)
+    yt = to_tensor(y, "labels")
+    check_labels_dtype(yt)
     yt = yt.to(torch.int64)
     N = int(yt.shape[0])
     if any(int(h.shape[0]) != N for h in layers):
@@ -340,7 +272,7 @@ def geodesic_profile(
     t = path.relative_depth() if t_grid is None else np.asarray(t_grid, dtype=np.float64)
     preds = {}
     for end in ends:
-        ncc = GeodesicNCC(paired, t, end=end)
+        ncc = geodesic_ncc(paired, t, end=end)
         for r in rows:
             ncc.update(layers[0][r], layers[-1][r], yt[r])
         preds[end] = predict(paired, t, end=end, ncc=ncc)

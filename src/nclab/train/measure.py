@@ -32,8 +32,8 @@ from torch import nn
 
 from nclab._threads import blas_threads
 from nclab.io.run_table import OUTPUT_LAYER
-from nclab.metrics import NCCAccumulator, collapse_report, gnc1
-from nclab.stats import ClassStats
+from nclab.metrics import collapse_report, gnc1
+from nclab.stats import ClassStats, NCCAccumulator
 from nclab.train.hooks import FeatureHooks, LayerSpec, eval_mode, resolve_layers
 
 __all__ = ["FeatureCache", "SplitMeasurement", "find_classifier", "measure_split"]

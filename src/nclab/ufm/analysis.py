@@ -15,7 +15,6 @@ from typing import Any
 import numpy as np
 
 from nclab.metrics import (
-    NCCAccumulator,
     collapse_report,
     etf_gram_error,
     nc1,
@@ -23,7 +22,7 @@ from nclab.metrics import (
     self_duality,
 )
 from nclab.metrics.means_geometry import DegenerateMetricWarning, TargetUnattainableWarning
-from nclab.stats import ClassStats
+from nclab.stats import ClassStats, NCCAccumulator
 from nclab.ufm.models import ModelSpec, evaluate
 
 __all__ = ["UFM_CONVENTIONS", "collapse_reports", "feature_levels", "level_stats", "quick_metrics"]

@@ -6,8 +6,7 @@ import numpy as np
 import pytest
 import torch.multiprocessing as mp
 
-from nclab.stats import ClassStats
-from nclab.theory import PairedClassStats
+from nclab.stats import ClassStats, PairedClassStats
 from tests._distributed import free_port, gloo_group
 
 K, D = 5, 4
@@ -41,9 +40,9 @@ def test_save_load_roundtrip_is_exact_and_updates_continue(tmp_path, suffix):
     H0, H1, y = _data()
     p = PairedClassStats.from_arrays(H0[:120], H1[:120], y[:120], num_classes=K)
     q = PairedClassStats.load(p.save(tmp_path / f"paired{suffix}"))
-    assert q.state_dict()["paired"].keys() == p.state_dict()["paired"].keys()
-    for k, v in p.state_dict()["paired"].items():
-        np.testing.assert_array_equal(q.state_dict()["paired"][k], v)
+    assert q.state_dict()["state"].keys() == p.state_dict()["state"].keys()
+    for k, v in p.state_dict()["state"].items():
+        np.testing.assert_array_equal(q.state_dict()["state"][k], v)
     # both continue identically (shifts restored, the class first seen later gets its own shift)
     p.update(H0[120:], H1[120:], y[120:])
     q.update(H0[120:], H1[120:], y[120:])
@@ -64,7 +63,7 @@ def test_load_state_dict_validates_before_changing_anything():
     p = PairedClassStats.from_arrays(H0, H1, y, num_classes=K)
     before = p.cross_within().copy()
     sd = p.state_dict()
-    bad = {**sd, "paired": {**sd["paired"], "cross": np.zeros(K + 1)}}
+    bad = {**sd, "state": {**sd["state"], "cross": np.zeros(K + 1)}}
     with pytest.raises(ValueError, match="'cross' has shape"):
         p.load_state_dict(bad)
     with pytest.raises(ValueError, match="format_version"):

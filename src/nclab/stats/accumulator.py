@@ -1,0 +1,437 @@
+"""The accumulator protocol shared by every streaming statistic of nclab (in the spirit of torchmetrics' ``Metric``).
+
+A streaming accumulator reads batches once (:meth:`Accumulator.update`) and keeps float64 / int64 tensors whose
+combination over disjoint data is exact. Each subclass *declares* its state in ``__init__`` with
+:meth:`Accumulator.add_state` (name, shape, dtype and how the part reduces); the base class then supplies, once
+for all of them, :meth:`~Accumulator.merge`, :meth:`~Accumulator.all_reduce` (``torch.distributed``),
+:meth:`~Accumulator.reset`, :meth:`~Accumulator.state_dict` / :meth:`~Accumulator.load_state_dict` and
+:meth:`~Accumulator.save` / :meth:`~Accumulator.load`.
+
+Reductions
+----------
+``"sum"``
+    Combined by addition (counts, sums of moments).
+``"shift"``
+    A per-class reference point (row k belongs to class k), fixed at the first sample of the class and never
+    changed while the class has samples; the ``"sum"`` moments are taken about it, so that nearly collapsed
+    features far from the origin keep their digits. On :meth:`~Accumulator.merge` this side's shift of a class
+    is kept (the other's is adopted for classes only the other has seen); on :meth:`~Accumulator.all_reduce`
+    every rank takes the shift of the lowest rank that saw the class (:func:`agree_on_shifts`). In both cases
+    the subclass' :meth:`~Accumulator._reshift` re-expresses its moments about the common shifts exactly, after
+    which every ``"sum"`` part is a plain sum.
+
+An accumulator may also hold *buffers* (constant arrays it was built from, e.g. the class means an NCC pass
+measures against: equal on both sides of a merge, and saved with the state) and *children* (accumulators it
+owns, e.g. the two ends of :class:`~nclab.stats.PairedClassStats`), which every operation visits after the
+accumulator's own state.
+
+Persistence
+-----------
+``save(path)`` writes ``.npz`` (default) or ``.safetensors`` (needs the ``safetensors`` package), atomically
+(:func:`nclab.io.atomic.atomic_write_bytes`). Metadata (JSON-encoded strings): ``kind`` (the class name),
+``format_version`` (:data:`FORMAT_VERSION`), the configuration (e.g. ``num_classes``, ``dim``, ``track``) and
+``has_state``; arrays: ``state__<name>``, ``buffer__<name>``, and the same keys prefixed ``<child>__`` for each
+child. ``load`` checks the kind, the version, the configuration, and every array's presence, shape and dtype
+before anything changes, and names the file and the problem in its ``ValueError``.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import zipfile
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar, Literal, TypeVar
+
+import numpy as np
+import torch
+
+from nclab.io.atomic import atomic_write_bytes
+
+__all__ = ["FORMAT_VERSION", "Accumulator", "Reduction", "StateSpec", "agree_on_shifts"]
+
+#: Version of the state-dict and file layout written by :meth:`Accumulator.save`.
+FORMAT_VERSION = 2
+
+Reduction = Literal["sum", "shift"]
+A = TypeVar("A", bound="Accumulator")
+
+_META = "meta__"
+
+
+@dataclass(frozen=True)
+class StateSpec:
+    """One declared part of an accumulator's state: its shape, dtype and reduction."""
+
+    shape: tuple[int, ...]
+    dtype: torch.dtype
+    reduce: Reduction
+
+    @property
+    def numpy_dtype(self) -> np.dtype:
+        return torch.empty(0, dtype=self.dtype).numpy().dtype
+
+
+def agree_on_shifts(
+    seen: torch.Tensor, shifts: tuple[torch.Tensor, ...], group: Any = None
+) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
+    """Per-class shifts common to every rank of ``torch.distributed``: those of the lowest rank that saw the class
+    (``seen (K,)`` bool; a MIN all-reduce of the owner, then a SUM of the owners' shifts, zeros elsewhere).
+    Returns whether any rank saw each class and the common shifts (zero for classes nobody saw)."""
+    import torch.distributed as dist
+
+    rank, world = dist.get_rank(group), dist.get_world_size(group)
+    owner = torch.where(seen, rank, world).to(torch.int64)  # `world` means nobody
+    dist.all_reduce(owner, op=dist.ReduceOp.MIN, group=group)
+    mine = (owner == rank)[:, None]
+    common = tuple(torch.where(mine, s, torch.zeros_like(s)) for s in shifts)
+    for c in common:
+        dist.all_reduce(c, op=dist.ReduceOp.SUM, group=group)
+    return owner < world, common
+
+
+class Accumulator(ABC):
+    """Base class of nclab's streaming accumulators; see the module documentation for the protocol.
+
+    Subclasses call ``super().__init__(device)`` and :meth:`add_state` in ``__init__``, implement :meth:`update`,
+    :meth:`_config` and :meth:`_from_config`, and, when they declare ``"shift"`` states, :meth:`_shift_counts`
+    and :meth:`_reshift`. The state is allocated lazily, on the device of the first batch, unless ``device`` is
+    given.
+    """
+
+    #: Names of the attributes holding child accumulators (visited after the own state, in this order).
+    children: ClassVar[tuple[str, ...]] = ()
+    #: Readable names of buffers, for error messages.
+    buffer_labels: ClassVar[Mapping[str, str]] = {}
+
+    def __init__(self, device: str | torch.device | None = None) -> None:
+        self._specs: dict[str, StateSpec] = {}
+        self._state: dict[str, torch.Tensor] | None = None
+        self._home: torch.device | None = torch.device(device) if device is not None else None
+        self._device: torch.device | None = self._home
+
+    @property
+    def kind(self) -> str:
+        """The name of the accumulator class, as written to files."""
+        return type(self).__name__
+
+    # ------------------------------------------------------------------ declaration
+    def add_state(
+        self, name: str, shape: tuple[int, ...], dtype: torch.dtype = torch.float64, reduce: Reduction = "sum"
+    ) -> None:
+        """Declare a state tensor ``name`` of ``shape`` and ``dtype``, combined by ``reduce`` (``"sum"`` or
+        ``"shift"``)."""
+        if reduce not in ("sum", "shift"):
+            raise ValueError(f"reduce must be 'sum' or 'shift', got {reduce!r}")
+        if "__" in name or name in self._specs:
+            raise ValueError(f"state name {name!r} is taken or contains '__'")
+        self._specs[name] = StateSpec(tuple(int(s) for s in shape), dtype, reduce)
+
+    # ------------------------------------------------------------------ subclass hooks
+    @abstractmethod
+    def update(self, *args: Any, **kwargs: Any) -> Accumulator:
+        """Accumulate one batch; returns ``self``."""
+
+    @abstractmethod
+    def _config(self) -> dict[str, Any]:
+        """JSON-able configuration (e.g. ``num_classes``, ``dim``): must match to merge or load."""
+
+    @classmethod
+    @abstractmethod
+    def _from_config(
+        cls: type[A], config: Mapping[str, Any], buffers: Mapping[str, np.ndarray], device: torch.device | None
+    ) -> A:
+        """An empty accumulator of this configuration and these buffers (what :meth:`load` fills)."""
+
+    def _buffers(self) -> dict[str, np.ndarray]:
+        """Constant arrays the accumulator was built from: equal on both sides of a merge, saved with the state."""
+        return {}
+
+    def _shift_counts(self) -> torch.Tensor:
+        """Samples per class ``(K,)``: a shift row is set exactly where its class has samples."""
+        raise NotImplementedError(f"{self.kind} declares shift states but no _shift_counts")
+
+    def _reshift(
+        self, state: Mapping[str, torch.Tensor], counts: torch.Tensor, to: Mapping[str, torch.Tensor]
+    ) -> dict[str, torch.Tensor]:
+        """The ``"sum"`` parts of ``state`` (taken about ``state``'s shifts, ``counts`` samples per class)
+        re-expressed exactly about the shifts ``to``; parts that do not depend on the shift may be left out."""
+        raise NotImplementedError(f"{self.kind} declares shift states but no _reshift")
+
+    def _check_consistency(self, sd: Mapping[str, Any]) -> None:  # noqa: B027 (optional hook)
+        """Cross-checks of a validated state dict (e.g. children that must agree); raise ``ValueError``."""
+
+    def _changed(self) -> None:  # noqa: B027 (optional hook)
+        """Called after merge, all_reduce, load_state_dict and reset (e.g. to drop cached derived values)."""
+
+    def _allocate(self, device: torch.device) -> None:
+        """Zero state on ``device``; subclasses extend it to move their own tensors there."""
+        self._state = {n: torch.zeros(s.shape, dtype=s.dtype, device=device) for n, s in self._specs.items()}
+        self._device = device
+
+    # ------------------------------------------------------------------ helpers
+    @property
+    def device(self) -> torch.device | None:
+        """Where the state lives (None until the first batch, unless a device was given)."""
+        return self._device
+
+    def _shift_names(self) -> list[str]:
+        return [n for n, s in self._specs.items() if s.reduce == "shift"]
+
+    def _child(self, name: str) -> Accumulator:
+        return getattr(self, name)
+
+    def _check_mergeable(self, other: Accumulator) -> None:
+        if type(other) is not type(self):
+            raise TypeError(f"can only merge {self.kind}, got {type(other).__name__}")
+        mine, theirs = self._config(), other._config()
+        for key in mine:
+            if mine[key] != theirs.get(key):
+                raise ValueError(f"incompatible {self.kind}: {key}={mine[key]!r} vs {key}={theirs.get(key)!r}")
+        a, b = self._buffers(), other._buffers()
+        for key in (*a, *(k for k in b if k not in a)):
+            if key not in a or key not in b or not np.array_equal(a[key], b[key]):
+                raise ValueError(f"incompatible {self.kind}: different {self.buffer_labels.get(key, key)}")
+
+    # ------------------------------------------------------------------ combination
+    def merge(self: A, other: A) -> A:
+        """Add the statistics of ``other`` (built on disjoint data, same configuration) into ``self``, exactly;
+        returns ``self``."""
+        self._check_mergeable(other)
+        if other._state is not None:
+            if self._state is None:
+                self._allocate(other._device)  # type: ignore[arg-type]
+            st = self._state
+            assert st is not None
+            theirs = {k: v.to(self._device) for k, v in other._state.items()}
+            shifts = self._shift_names()
+            if shifts:
+                n_theirs = other._shift_counts().to(self._device)
+                adopt = (self._shift_counts() == 0) & (n_theirs > 0)
+                for s in shifts:
+                    st[s][adopt] = theirs[s][adopt]
+                theirs.update(self._reshift(theirs, n_theirs, {s: st[s] for s in shifts}))
+            for name, spec in self._specs.items():
+                if spec.reduce == "sum":
+                    st[name] += theirs[name]
+        for c in self.children:
+            self._child(c).merge(other._child(c))
+        self._changed()
+        return self
+
+    def all_reduce(self: A, group: Any = None) -> A:
+        """Sum the statistics of every rank of ``torch.distributed`` in place, exactly (returns ``self``).
+
+        Ranks may have seen different classes: each class is first re-expressed about the shift of the lowest
+        rank that saw it, after which every ``"sum"`` part is a plain SUM all-reduce.
+        """
+        import torch.distributed as dist
+
+        if not (dist.is_available() and dist.is_initialized()):
+            raise RuntimeError(f"{self.kind}.all_reduce needs an initialised torch.distributed process group")
+        if self._state is None:
+            self._allocate(self._device or torch.device("cpu"))
+        st = self._state
+        assert st is not None
+        shifts = self._shift_names()
+        if shifts:
+            counts = self._shift_counts()
+            _, common = agree_on_shifts(counts > 0, tuple(st[s] for s in shifts), group)
+            to = dict(zip(shifts, common, strict=True))
+            st.update(self._reshift(st, counts, to))
+            st.update(to)
+        for name, spec in self._specs.items():
+            if spec.reduce == "sum":
+                dist.all_reduce(st[name], op=dist.ReduceOp.SUM, group=group)
+        for c in self.children:
+            self._child(c).all_reduce(group)
+        self._changed()
+        return self
+
+    def reset(self: A) -> A:
+        """Back to the empty state of a fresh accumulator (on the device given at construction, if any)."""
+        self._state = None
+        self._device = self._home
+        if self._home is not None:
+            self._allocate(self._home)
+        for c in self.children:
+            self._child(c).reset()
+        self._changed()
+        return self
+
+    # ------------------------------------------------------------------ state dicts
+    def state_dict(self) -> dict[str, Any]:
+        """``kind``, ``format_version``, the configuration, ``state`` (CPU numpy copies, or None before the first
+        batch), ``buffers`` (if any) and one nested state dict per child."""
+        sd: dict[str, Any] = {"kind": self.kind, "format_version": FORMAT_VERSION, **self._config()}
+        sd["state"] = None if self._state is None else {k: v.cpu().numpy().copy() for k, v in self._state.items()}
+        buffers = self._buffers()
+        if buffers:
+            sd["buffers"] = {k: np.array(v, copy=True) for k, v in buffers.items()}
+        for c in self.children:
+            sd[c] = self._child(c).state_dict()
+        return sd
+
+    def _validate(self, sd: Mapping[str, Any]) -> None:
+        kind = sd.get("kind")
+        if kind != self.kind:
+            raise ValueError(f"state is of kind {kind!r}, not {self.kind!r}")
+        version = sd.get("format_version")
+        if version != FORMAT_VERSION:
+            raise ValueError(f"unsupported {self.kind} format_version {version!r} (this nclab reads {FORMAT_VERSION})")
+        for key, mine in self._config().items():
+            if sd.get(key) != mine:
+                raise ValueError(f"state has {key}={sd.get(key)!r}, these {self.kind} have {key}={mine!r}")
+        buffers = sd.get("buffers") or {}
+        for key, mine in self._buffers().items():
+            if key not in buffers:
+                raise ValueError(f"state is missing buffer {key!r}")
+            if not np.array_equal(np.asarray(buffers[key]), mine):
+                raise ValueError(f"state was built with a different {self.buffer_labels.get(key, key)}")
+        arrays = sd.get("state")
+        if arrays is not None:
+            if not isinstance(arrays, Mapping):
+                raise ValueError(f"state must be a mapping of arrays or None, got {type(arrays).__name__}")
+            for name, spec in self._specs.items():
+                if name not in arrays:
+                    raise ValueError(f"state is missing {name!r}")
+                arr = np.asarray(arrays[name])
+                if tuple(arr.shape) != spec.shape:
+                    raise ValueError(f"state {name!r} has shape {tuple(arr.shape)}, expected {spec.shape}")
+                if arr.dtype != spec.numpy_dtype:
+                    raise ValueError(f"state {name!r} has dtype {arr.dtype}, expected {spec.numpy_dtype}")
+        for c in self.children:
+            child = self._child(c)
+            if not isinstance(sd.get(c), Mapping):
+                raise ValueError(f"state is missing the {child.kind} state of {c}")
+            child._validate(sd[c])
+        self._check_consistency(sd)
+
+    def _assign(self, sd: Mapping[str, Any]) -> None:
+        arrays = sd["state"]
+        if arrays is None:
+            self._state = None
+            self._device = self._home
+            if self._home is not None:
+                self._allocate(self._home)
+        else:
+            self._allocate(self._device or torch.device("cpu"))
+            assert self._state is not None
+            for name, t in self._state.items():
+                t.copy_(torch.from_numpy(np.array(arrays[name], copy=True)))
+        for c in self.children:
+            self._child(c)._assign(sd[c])
+        self._changed()
+
+    def load_state_dict(self: A, sd: Mapping[str, Any]) -> A:
+        """Restore :meth:`state_dict` output; everything (kind, version, configuration, buffers, each array's
+        presence, shape and dtype, the children) is validated before anything changes. Returns ``self``."""
+        self._validate(sd)
+        self._assign(sd)
+        return self
+
+    # ------------------------------------------------------------------ files
+    def save(self, path: str | Path) -> Path:
+        """Write to ``.npz`` (default) or ``.safetensors`` (needs ``safetensors``), atomically; returns the path."""
+        path = Path(path)
+        meta, arrays = _flatten(self.state_dict())
+        if path.suffix == ".safetensors":
+            from safetensors.numpy import save as st_save
+
+            data = st_save({k: np.array(v, order="C") for k, v in arrays.items()}, metadata=meta)  # keeps 0-d
+        else:
+            buf = io.BytesIO()
+            np.savez(buf, **{_META + k: np.array(v) for k, v in meta.items()}, **arrays)
+            data = buf.getvalue()
+        return atomic_write_bytes(path, data)
+
+    @classmethod
+    def load(cls: type[A], path: str | Path, *, device: str | torch.device | None = None) -> A:
+        """Read a file written by :meth:`save`; ``ValueError`` naming the file for anything malformed."""
+        path = Path(path)
+        meta, arrays = _read(path)
+        try:
+            sd = _unflatten(meta, arrays)
+            if sd.get("kind") != cls.__name__:
+                raise ValueError(f"not an nclab {cls.__name__} file (kind {sd.get('kind')!r})")
+            config = {k: v for k, v in sd.items() if k not in ("kind", "format_version", "state", "buffers")}
+            out = cls._from_config(config, sd.get("buffers") or {}, torch.device(device) if device else None)
+            return out.load_state_dict(sd)
+        except (ValueError, KeyError, TypeError) as err:
+            raise ValueError(f"{path}: {err}") from err
+
+
+# ---------------------------------------------------------------------- file layout
+def _flatten(sd: Mapping[str, Any], prefix: str = "") -> tuple[dict[str, str], dict[str, np.ndarray]]:
+    meta: dict[str, str] = {}
+    arrays: dict[str, np.ndarray] = {}
+    for key, value in sd.items():
+        if key == "state":
+            meta[prefix + "has_state"] = json.dumps(value is not None)
+            arrays.update({f"{prefix}state__{k}": v for k, v in (value or {}).items()})
+        elif key == "buffers":
+            arrays.update({f"{prefix}buffer__{k}": np.asarray(v) for k, v in value.items()})
+        elif isinstance(value, Mapping):
+            m, a = _flatten(value, f"{prefix}{key}__")
+            meta.update(m)
+            arrays.update(a)
+        else:
+            meta[prefix + key] = json.dumps(value)
+    return meta, arrays
+
+
+def _unflatten(meta: Mapping[str, str], arrays: Mapping[str, np.ndarray]) -> dict[str, Any]:
+    sd: dict[str, Any] = {}
+    nested_meta: dict[str, dict[str, str]] = {}
+    nested_arrays: dict[str, dict[str, np.ndarray]] = {}
+    for key, value in meta.items():
+        head, sep, rest = key.partition("__")
+        if sep:
+            nested_meta.setdefault(head, {})[rest] = value
+            continue
+        try:
+            sd[key] = json.loads(value)
+        except json.JSONDecodeError as err:
+            raise ValueError(f"metadata {key!r} is not valid JSON ({value!r})") from err
+    state: dict[str, np.ndarray] = {}
+    buffers: dict[str, np.ndarray] = {}
+    for key, arr in arrays.items():
+        head, _, rest = key.partition("__")
+        if head == "state":
+            state[rest] = arr
+        elif head == "buffer":
+            buffers[rest] = arr
+        else:
+            nested_arrays.setdefault(head, {})[rest] = arr
+    has_state = sd.pop("has_state", True)
+    if has_state and not state:
+        raise ValueError("metadata says the file holds a state, but it has no state arrays")
+    sd["state"] = state if has_state else None
+    if buffers:
+        sd["buffers"] = buffers
+    for child in {*nested_meta, *nested_arrays}:
+        sd[child] = _unflatten(nested_meta.get(child, {}), nested_arrays.get(child, {}))
+    return sd
+
+
+def _read(path: Path) -> tuple[dict[str, str], dict[str, np.ndarray]]:
+    if not path.exists():
+        raise FileNotFoundError(f"no accumulator file at {path}")
+    try:
+        if path.suffix == ".safetensors":
+            from safetensors import safe_open
+
+            with safe_open(str(path), framework="numpy") as fh:
+                return dict(fh.metadata() or {}), {k: fh.get_tensor(k) for k in fh.keys()}
+        with np.load(path, allow_pickle=False) as fh:
+            meta = {k[len(_META) :]: str(fh[k]) for k in fh.files if k.startswith(_META)}
+            return meta, {k: fh[k] for k in fh.files if not k.startswith(_META)}
+    except (OSError, EOFError, ValueError, zipfile.BadZipFile, KeyError) as err:
+        raise ValueError(f"{path}: cannot read an accumulator file (truncated or not {path.suffix}): {err}") from err
+    except Exception as err:  # safetensors raises its own SafetensorError for a malformed header
+        if type(err).__name__ != "SafetensorError":
+            raise
+        raise ValueError(f"{path}: cannot read an accumulator file (truncated or not {path.suffix}): {err}") from err

@@ -1,0 +1,315 @@
+"""The accumulator protocol, checked on every accumulator of nclab.stats with one small factory each: merge of two
+halves == one pass, all_reduce over 2 gloo processes == one pass, save/load round trips, corrupt files rejected
+with the file and the problem named, reset back to the empty state."""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch.multiprocessing as mp
+
+from nclab.stats import (
+    Accumulator,
+    ClassStats,
+    GeodesicNCC,
+    NCCAccumulator,
+    PairedClassStats,
+    PathStats,
+)
+from tests._distributed import free_port, gloo_group
+
+K, D, N = 4, 5, 120
+HALF = N // 2
+T_GRID = np.linspace(0.0, 1.0, 5)
+
+
+def _data() -> dict[str, np.ndarray]:
+    """Three layers of the same samples far from the origin; class 3 appears only in the second half (so the
+    merge adopts its shift from the other side, and in all_reduce rank 1 alone has it)."""
+    rng = np.random.default_rng(5)
+    y = np.concatenate([rng.integers(0, K - 1, HALF), rng.integers(0, K, HALF)])
+    y[HALF:][:3] = K - 1
+    centres = rng.normal(size=(3, K, D))
+    layers = [1e3 * (i + 1) + (3.0 - i) * centres[i][y] + rng.normal(size=(N, D)) for i in range(3)]
+    return {"y": y, "h0": layers[0], "h1": layers[1], "h2": layers[2]}
+
+
+DATA = _data()
+assert K - 1 not in DATA["y"][:HALF] and K - 1 in DATA["y"][HALF:]
+
+
+@dataclass(frozen=True)
+class Factory:
+    """How to build an empty accumulator, feed it the rows ``idx`` of DATA, and read what it measured."""
+
+    name: str
+    make: Callable[[], Accumulator]
+    feed: Callable[[Any, Any], None]
+    observe: Callable[[Any], dict[str, Any]]
+
+
+def _class_stats_obs(s: ClassStats) -> dict[str, Any]:
+    # means of the classes present (the first half lacks class K-1)
+    out = {"counts": s.counts, "means": s.drop_empty().means, "class_ss": s.class_ss, "unit_sums": s.unit_sums}
+    if s.track == "full":
+        out["within_scatter"] = s.within_scatter()
+    return out
+
+
+def _paired_obs(p: PairedClassStats) -> dict[str, Any]:
+    out = {"cross": p.cross_within(), "coupling": p.coupling_cost()}
+    out.update({f"start_{k}": v for k, v in _class_stats_obs(p.start).items()})
+    out.update({f"end_{k}": v for k, v in _class_stats_obs(p.end).items()})
+    return out
+
+
+def _pass1() -> ClassStats:
+    return ClassStats.from_arrays(DATA["h1"], DATA["y"], K)
+
+
+_W = np.random.default_rng(9).normal(size=(K, D))
+_B = np.random.default_rng(10).normal(size=K)
+
+FACTORIES = [
+    Factory(
+        "ClassStats",
+        lambda: ClassStats(K, D),
+        lambda a, i: a.update(DATA["h1"][i], DATA["y"][i]),
+        _class_stats_obs,
+    ),
+    Factory(
+        "ClassStats-light",
+        lambda: ClassStats(K, D, track="light"),
+        lambda a, i: a.update(DATA["h1"][i], DATA["y"][i]),
+        _class_stats_obs,
+    ),
+    Factory(
+        "NCCAccumulator",
+        lambda: NCCAccumulator(_pass1(), W=_W, b=_B),
+        lambda a, i: a.update(DATA["h1"][i], DATA["y"][i]),
+        lambda a: a.per_class(),
+    ),
+    Factory(
+        "PairedClassStats",
+        lambda: PairedClassStats(K, D),
+        lambda a, i: a.update(DATA["h0"][i], DATA["h2"][i], DATA["y"][i]),
+        _paired_obs,
+    ),
+    Factory(
+        "PathStats",
+        lambda: PathStats(3),
+        lambda a, i: a.update([DATA["h0"][i], DATA["h1"][i], DATA["h2"][i]]),
+        lambda a: {
+            "norms": a.step_norm_sums,
+            "sq": a.step_sq_sums,
+            "end": a.end_sq_sum,
+            "n": np.int64(a.num_samples),
+        },
+    ),
+    Factory(
+        "GeodesicNCC",
+        lambda: GeodesicNCC(
+            ClassStats.from_arrays(DATA["h0"], DATA["y"], K).means,
+            ClassStats.from_arrays(DATA["h2"], DATA["y"], K).means,
+            T_GRID,
+        ),
+        lambda a, i: a.update(DATA["h0"][i], DATA["h2"][i], DATA["y"][i]),
+        lambda a: {"correct": np.rint(a.accuracy() * a.num_samples).astype(np.int64), "n": np.int64(a.num_samples)},
+    ),
+]
+BY_NAME = {f.name: f for f in FACTORIES}
+IDS = [f.name for f in FACTORIES]
+FIRST, SECOND, ALL = slice(0, HALF), slice(HALF, N), slice(0, N)
+
+
+def _one_pass(f: Factory) -> Accumulator:
+    a = f.make()
+    f.feed(a, ALL)
+    return a
+
+
+def _assert_observed_equal(got: dict[str, Any], want: dict[str, Any], rtol: float) -> None:
+    assert got.keys() == want.keys()
+    for key, w in want.items():
+        g, w = np.asarray(got[key]), np.asarray(w)
+        if np.issubdtype(w.dtype, np.integer):
+            np.testing.assert_array_equal(g, w, err_msg=key)  # counts: exactly
+        else:
+            scale = float(np.max(np.abs(w))) if w.size else 0.0
+            np.testing.assert_allclose(g, w, rtol=rtol, atol=rtol * scale, err_msg=key)
+
+
+def _assert_state_dicts_equal(a: Any, b: Any) -> None:
+    if isinstance(a, dict):
+        assert isinstance(b, dict) and a.keys() == b.keys()
+        for k in a:
+            _assert_state_dicts_equal(a[k], b[k])
+    elif isinstance(a, np.ndarray):
+        np.testing.assert_array_equal(a, b)
+        assert a.dtype == b.dtype
+    else:
+        assert a == b
+
+
+# ---------------------------------------------------------------------- merge
+@pytest.mark.parametrize("f", FACTORIES, ids=IDS)
+def test_merge_of_two_halves_equals_one_pass(f):
+    a, b = f.make(), f.make()
+    f.feed(a, FIRST)
+    f.feed(b, SECOND)  # class K-1 first appears here: its shift is adopted from b
+    ref = f.observe(_one_pass(f))
+    _assert_observed_equal(f.observe(a.merge(b)), ref, rtol=1e-12)
+    # merging into an empty accumulator, and merging an empty one in, are exact copies
+    whole = _one_pass(f)
+    _assert_observed_equal(f.observe(f.make().merge(whole)), ref, rtol=0)
+    _assert_observed_equal(f.observe(whole.merge(f.make())), ref, rtol=0)
+    with pytest.raises(TypeError, match="can only merge"):
+        a.merge(object())
+
+
+# ---------------------------------------------------------------------- all_reduce
+def _worker(rank: int, world: int, port: int, out_dir: str) -> None:
+    with gloo_group(rank, world, port):
+        for f in FACTORIES:
+            a = f.make()
+            f.feed(a, FIRST if rank == 0 else SECOND)
+            a.all_reduce()
+            a.save(os.path.join(out_dir, f"{f.name}_rank{rank}.npz"))
+
+
+@pytest.fixture(scope="module")
+def reduced_dir(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("all_reduce")
+    mp.spawn(_worker, args=(2, free_port(), str(out)), nprocs=2, join=True)
+    return out
+
+
+@pytest.mark.distributed
+@pytest.mark.parametrize("f", FACTORIES, ids=IDS)
+def test_all_reduce_over_two_processes_equals_one_pass(f, reduced_dir):
+    ref = f.observe(_one_pass(f))
+    cls = type(f.make())
+    for rank in range(2):
+        _assert_observed_equal(f.observe(cls.load(reduced_dir / f"{f.name}_rank{rank}.npz")), ref, rtol=1e-12)
+
+
+@pytest.mark.parametrize("f", FACTORIES, ids=IDS)
+def test_all_reduce_without_process_group_is_a_clear_error(f):
+    with pytest.raises(RuntimeError, match="process group"):
+        f.make().all_reduce()
+
+
+# ---------------------------------------------------------------------- persistence
+@pytest.mark.parametrize("suffix", [".npz", ".safetensors"])
+@pytest.mark.parametrize("f", FACTORIES, ids=IDS)
+def test_save_load_round_trip_is_exact_and_updates_continue(f, suffix, tmp_path):
+    a = f.make()
+    f.feed(a, FIRST)
+    path = a.save(tmp_path / f"acc{suffix}")
+    b = type(a).load(path)
+    _assert_state_dicts_equal(b.state_dict(), a.state_dict())
+    _assert_observed_equal(f.observe(b), f.observe(a), rtol=0)
+    f.feed(a, SECOND)
+    f.feed(b, SECOND)  # the class first seen now gets the same shift in both
+    _assert_observed_equal(f.observe(b), f.observe(a), rtol=0)
+    # an empty accumulator round-trips as empty
+    e = type(a).load(f.make().save(tmp_path / f"empty{suffix}"))
+    _assert_state_dicts_equal(e.state_dict(), f.make().state_dict())
+
+
+def _rewrite_npz(path: Path, edit: Callable[[dict[str, np.ndarray]], None]) -> None:
+    with np.load(path) as fh:
+        arrays = {k: fh[k] for k in fh.files}
+    edit(arrays)
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    path.write_bytes(buf.getvalue())
+
+
+def _first_state_key(arrays: dict[str, np.ndarray]) -> str:
+    return next(k for k in arrays if k.startswith("state__"))
+
+
+def _corrupt_shape(arrays: dict[str, np.ndarray]) -> None:
+    k = _first_state_key(arrays)
+    arrays[k] = np.concatenate([arrays[k].ravel(), arrays[k].ravel()[:1]])
+
+
+def _corrupt_dtype(arrays: dict[str, np.ndarray]) -> None:
+    k = _first_state_key(arrays)
+    arrays[k] = arrays[k].astype(np.float32 if arrays[k].dtype == np.int64 else np.int64)
+
+
+def _drop_key(arrays: dict[str, np.ndarray]) -> None:
+    del arrays[_first_state_key(arrays)]
+
+
+def _bump_version(arrays: dict[str, np.ndarray]) -> None:
+    arrays["meta__format_version"] = np.array("99")
+
+
+CORRUPTIONS = {
+    "version": (_bump_version, "format_version 99"),
+    "shape": (_corrupt_shape, "has shape"),
+    "dtype": (_corrupt_dtype, "has dtype"),
+    "missing": (_drop_key, "missing"),
+}
+
+
+@pytest.mark.parametrize("problem", list(CORRUPTIONS))
+@pytest.mark.parametrize("f", FACTORIES, ids=IDS)
+def test_corrupt_files_are_rejected_naming_file_and_problem(f, problem, tmp_path):
+    a = f.make()
+    f.feed(a, ALL)
+    path = a.save(tmp_path / "acc.npz")
+    edit, message = CORRUPTIONS[problem]
+    _rewrite_npz(path, edit)
+    with pytest.raises(ValueError, match=re.escape(str(path)) + ".*" + message):
+        type(a).load(path)
+
+
+@pytest.mark.parametrize("suffix", [".npz", ".safetensors"])
+@pytest.mark.parametrize("f", FACTORIES, ids=IDS)
+def test_truncated_and_foreign_files_are_rejected(f, suffix, tmp_path):
+    a = f.make()
+    f.feed(a, ALL)
+    path = a.save(tmp_path / f"acc{suffix}")
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    with pytest.raises(ValueError, match=re.escape(str(path)) + ".*truncated"):
+        type(a).load(path)
+    other = next(g for g in FACTORIES if type(g.make()) is not type(a))
+    foreign = other.make()
+    other.feed(foreign, ALL)
+    wrong = foreign.save(tmp_path / f"other{suffix}")
+    with pytest.raises(ValueError, match=re.escape(str(wrong)) + f".*not an nclab {type(a).__name__} file"):
+        type(a).load(wrong)
+
+
+def test_load_state_dict_validates_everything_before_changing_anything():
+    p = PairedClassStats(K, D)
+    p.update(DATA["h0"], DATA["h2"], DATA["y"])
+    before = p.state_dict()
+    bad = p.state_dict()
+    bad["end"]["state"]["sum_dev"] = bad["end"]["state"]["sum_dev"][:, :2]  # only a child is wrong
+    with pytest.raises(ValueError, match="'sum_dev' has shape"):
+        p.load_state_dict(bad)
+    _assert_state_dicts_equal(p.state_dict(), before)
+
+
+# ---------------------------------------------------------------------- reset
+@pytest.mark.parametrize("f", FACTORIES, ids=IDS)
+def test_reset_returns_to_the_empty_state(f):
+    a = f.make()
+    f.feed(a, FIRST)
+    assert a.reset() is a
+    _assert_state_dicts_equal(a.state_dict(), f.make().state_dict())
+    f.feed(a, ALL)  # and accumulates afresh, exactly as a new accumulator would
+    _assert_observed_equal(f.observe(a), f.observe(_one_pass(f)), rtol=0)
