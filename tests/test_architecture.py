@@ -18,8 +18,6 @@ import functools
 from collections import defaultdict
 from pathlib import Path
 
-import pytest
-
 SRC = Path(__file__).resolve().parents[1] / "src"
 ROOT = "nclab"
 
@@ -39,12 +37,6 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("nclab.cli",),
     ("nclab.__main__",),
 )
-
-#: Imports known to close a cycle that another part of issue 11 removes (the theory accumulators move out of
-#: theory/geodesic.py and theory/paired_stats.py; the run table moves from nclab.train to nclab.io). They are
-#: left out of both graphs; each entry is an edge (importer, imported) of the file graph, and its package edge
-#: is ignored with it. Empty this tuple once those changes are merged: any other cycle fails today.
-KNOWN_CYCLE_EDGES: tuple[tuple[str, str], ...] = ()
 
 
 def _module_name(path: Path, src: Path = SRC) -> str:
@@ -100,15 +92,12 @@ def _package(module: str) -> str:
 
 @functools.cache
 def _graphs() -> tuple[dict[str, set[str]], dict[str, set[str]]]:
-    """(file graph, package graph), the known cycle edges left out."""
+    """(file graph, package graph) of every import under src/nclab."""
     modules = _modules()
-    known = set(KNOWN_CYCLE_EDGES)
     files: dict[str, set[str]] = {m: set() for m in modules}
     packages: dict[str, set[str]] = defaultdict(set)
     for module, path in modules.items():
         for target in _imports(module, path, modules):
-            if (module, target) in known:
-                continue
             files[module].add(target)
             if _package(module) != _package(target):
                 packages[_package(module)].add(_package(target))
@@ -249,14 +238,3 @@ def test_packages_import_only_lower_layers():
         if layer[imported] >= layer[importer]
     ]
     assert not bad, "imports of a package in the same or a higher layer:\n" + "\n".join(bad)
-
-
-@pytest.mark.parametrize("edge", KNOWN_CYCLE_EDGES)
-def test_known_cycle_edges_still_exist(edge):
-    """An allow-list entry whose import is gone must be removed, so the list cannot hide a later cycle."""
-    modules = _modules()
-    importer, imported = edge
-    assert importer in modules, f"{importer} no longer exists: remove {edge} from KNOWN_CYCLE_EDGES"
-    assert imported in _imports(importer, modules[importer], modules), (
-        f"{importer} no longer imports {imported}: remove {edge} from KNOWN_CYCLE_EDGES"
-    )
