@@ -7,10 +7,9 @@ import pytest
 import torch
 
 from nclab.geometry.frames import orthogonal_frame, simplex_etf
+from nclab.metrics import DegenerateMetricWarning, TargetUnattainableWarning
 from nclab.metrics._registry import REGISTRY, collapse_direction
 from nclab.metrics.geometry import (
-    DegenerateMetricWarning,
-    TargetUnattainableWarning,
     equiangularity,
     equinorm,
     etf_gram_error,

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from nclab.geometry.frames import simplex_etf
+from nclab.metrics import DegenerateMetricWarning
 from nclab.metrics._registry import REGISTRY, collapse_direction
-from nclab.metrics.geometry import DegenerateMetricWarning
 from nclab.metrics.gnc import check_normalized_stats, gnc1, gnc3, normalize_features
 from nclab.metrics.ncc import NCCAccumulator, ncc_metrics
 from nclab.stats import ClassStats, EmptyClassError

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 from scipy.linalg import solve_triangular
 
-from nclab._arrays import as_rows
+from nclab.validation import as_rows
 
 __all__ = [
     "HullDistance",
@@ -186,7 +186,7 @@ def dist_to_hull(w: Any, A: Any) -> HullDistance:
     ``h = (w - p)/||w - p||``, ``min_j <w - a_j, h> <= dist <= ||w - p||`` (see :class:`HullDistance`); the gap
     is at roundoff level (< 1e-8 for well-scaled problems). ``m = 1`` gives ``||w - a_1||``.
     """
-    A = as_rows(A, "A", min_rows=1)
+    A = as_rows(A, name="A", min_rows=1)
     w = _as_point(w, "w", A.shape[1])
     S, lam, x, it = _wolfe(A - w)
     return _certify(w, A, S, lam, x, it)
@@ -294,7 +294,7 @@ def one_vs_rest(
     not depend on it; ``-1``: automatic, all classes for ``K <= 512``, ``d + 1`` otherwise; ``None``: all).
     Memory ``O(K d + K candidates)``. Rattlers (Def 3.4): ``dist_k > rho (1 + rattler_rtol)``.
     """
-    W = as_rows(W, "W")
+    W = as_rows(W, name="W")
     if normalize:
         W = _normalize_rows(W)
     K, d = W.shape
@@ -382,7 +382,7 @@ def rho_one_vs_rest(W: Any, *, normalize: bool = False, candidates: int | None =
     :func:`one_vs_rest`), and ``rho = min(min ub, their distances)``. Memory ``O(K d + 64 K)``.
     0 when two rows coincide (or one is in the hull of the others).
     """
-    W = as_rows(W, "W")
+    W = as_rows(W, name="W")
     if normalize:
         W = _normalize_rows(W)
     K, d = W.shape
@@ -438,7 +438,7 @@ def one_vs_one(W: Any, *, block: int = 1024) -> OneVsOne:
     """One-vs-one separation of ``W (K, d)``, ``K >= 2`` (paper 003, eq. (11)): the minimum pairwise chordal
     distance (rows as given), the maximum pairwise cosine and the minimum angle (rows normalised; zero rows
     raise). Memory ``O(block K)``."""
-    W = as_rows(W, "W")
+    W = as_rows(W, name="W")
     U = _normalize_rows(W)
     sq = np.einsum("kd,kd->k", W, W)
     best_d2, best_cos, pair = np.inf, -np.inf, (0, 1)
@@ -477,8 +477,8 @@ def hardmax_value(W: Any, H: Any, y: Any = None) -> float:
     """HardMax loss ``max_i max_{k' != y_i} <w_k' - w_{y_i}, h_i>`` (paper 003, eq. (5)), ``W (K, d)``,
     ``H (N, d)`` with labels ``y (N,)`` (default: ``N = K`` and ``y_i = i``, one feature per class).
     ``min_H hardmax_value(W, H) = -rho_one_vs_rest(W)`` on unit ``H`` (Lemma C.4); computed in blocks."""
-    W = as_rows(W, "W")
-    H = as_rows(H, "H", min_rows=1)
+    W = as_rows(W, name="W")
+    H = as_rows(H, name="H", min_rows=1)
     if H.shape[1] != W.shape[1]:
         raise ValueError(f"H has dimension {H.shape[1]}, W has {W.shape[1]}")
     K = W.shape[0]

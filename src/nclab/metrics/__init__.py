@@ -8,10 +8,9 @@ papers 002 and 000 use, and the registry entry ``pfc3`` names ``NCCAccumulator``
 from nclab.metrics._linalg import PsdPinv, psd_pinv
 from nclab.metrics._registry import REGISTRY, MetricInfo, collapse_direction
 from nclab.metrics.cdnv import cdnv
+from nclab.metrics.common import DegenerateMetricWarning, TargetUnattainableWarning
 from nclab.metrics.cosine import class_separation, within_class_cosine, within_class_cosine_distance
 from nclab.metrics.geometry import (
-    DegenerateMetricWarning,
-    TargetUnattainableWarning,
     equiangularity,
     equinorm,
     etf_gram_error,

@@ -23,12 +23,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from nclab._arrays import as_rows
 from nclab.metrics._linalg import DEFAULT_RTOL, psd_pinv
 from nclab.metrics._registry import metric
-from nclab.metrics.geometry import _unit_rows
-from nclab.metrics.variability import _SB_ZERO, nc1
+from nclab.metrics.common import SB_ZERO_RTOL, unit_directions
+from nclab.metrics.variability import nc1
 from nclab.stats.class_stats import ClassStats, Weighting, check_weighting
+from nclab.validation import as_rows
 
 __all__ = ["check_normalized_stats", "gnc1", "gnc3", "normalize_features"]
 
@@ -124,7 +124,7 @@ def gnc1(
     # Sigma_B = 0 up to roundoff (nc1's threshold): no class separation, inf, as nc1
     scale = float(np.linalg.norm(mu, axis=1).max())
     p = psd_pinv(sb, max_rank=min(d, K), rtol=rtol)
-    if p.rank == 0 or np.trace(sb) <= _SB_ZERO * scale**2:
+    if p.rank == 0 or np.trace(sb) <= SB_ZERO_RTOL * scale**2:
         return float("inf")
     return p.trace_with(stats.sigma_w(copy=False)) / K
 
@@ -150,16 +150,16 @@ def gnc3(W: Any, stats: ClassStats, *, normalize_w: bool = True, renormalize_mea
         raise TypeError(f"gnc3 expects ClassStats, got {type(stats).__name__}")
     counts = stats.require_nonempty("gnc3")
     hbar = stats.unit_sums / counts[:, None].astype(np.float64)
-    Wr = as_rows(W, "W")
+    Wr = as_rows(W, name="W")
     if Wr.shape != hbar.shape:
         raise ValueError(f"W has shape {Wr.shape}, but the ClassStats have (K, d) = {hbar.shape}")
     if normalize_w:
-        U = _unit_rows(Wr, float(np.linalg.norm(Wr, axis=1).max()), "gnc3")
+        U = unit_directions(Wr, float(np.linalg.norm(Wr, axis=1).max()), "gnc3")
         if U is None:
             return float("nan")
         Wr = U
     if renormalize_means:
-        Hn = _unit_rows(hbar, 1.0, "gnc3")  # hbar_k is a mean of unit vectors: its scale is 1
+        Hn = unit_directions(hbar, 1.0, "gnc3")  # hbar_k is a mean of unit vectors: its scale is 1
         if Hn is None:
             return float("nan")
         hbar = Hn

@@ -12,7 +12,7 @@ import numpy as np
 
 from nclab.metrics._linalg import DEFAULT_RTOL, psd_pinv, stats_eig
 from nclab.metrics._registry import metric
-from nclab.metrics.variability import _check_stats, _whitened_between
+from nclab.metrics.common import check_stats, whitened_between
 from nclab.stats.class_stats import ClassStats
 
 __all__ = ["probe_mse_lstsq", "probe_mse_optimal"]
@@ -34,13 +34,13 @@ def probe_mse_optimal(stats: ClassStats, rtol: float = DEFAULT_RTOL) -> float:
     Sigma_T^+ uses ``psd_pinv`` with relative tolerance ``rtol``; the result is clipped at 0 against roundoff
     (a squared loss is >= 0). Needs ``track="full"``; reference implementation: :func:`probe_mse_lstsq`.
     """
-    _check_stats(stats)
+    check_stats(stats)
     pi = stats.counts / stats.num_samples
     M = stats.centered_means("empirical")
-    whitened = _whitened_between(stats, rtol)
+    whitened = whitened_between(stats, rtol)
     if whitened is not None:
         # 2 L* = tr(Pi (P_c - U U^T)) + sum_j ||Pi^{1/2} u_j||^2 / (1 + s_j^2) (P_c: projector orthogonal to
-        # sqrt(pi)), sums of non-negative terms, accurate near collapse (see _whitened_between).
+        # sqrt(pi)), sums of non-negative terms, accurate near collapse (see whitened_between).
         U, sv = whitened
         r = int(np.sum(sv * sv > rtol * sv[0] * sv[0])) if sv.size and sv[0] > 0 else 0
         weights = pi @ (U[:, :r] ** 2)

@@ -13,7 +13,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from nclab._arrays import as_rows
 from nclab.metrics._registry import REGISTRY
 from nclab.metrics.cdnv import cdnv
 from nclab.metrics.cosine import class_separation, within_class_cosine
@@ -31,6 +30,7 @@ from nclab.metrics.probe import probe_mse_optimal
 from nclab.metrics.spectra import rank_metrics
 from nclab.metrics.variability import nc1, trace_ratio, vci, within_class_split
 from nclab.stats.class_stats import ClassStats
+from nclab.validation import as_rows
 
 __all__ = ["DEFAULT_CONVENTIONS", "ImbalanceWarning", "collapse_report"]
 
@@ -168,7 +168,7 @@ def _report(
         out["orthogonal_frame_error"] = orthogonal_frame_error(stats)
 
     if W is not None:
-        Wa = as_rows(W, "W")
+        Wa = as_rows(W, name="W")
         if Wa.shape != (stats.num_classes, stats.dim):
             raise ValueError(f"W must be (K, d) = ({stats.num_classes}, {stats.dim}), got {Wa.shape}")
         out["equinorm_w"] = equinorm(Wa, ddof=c["ddof"])

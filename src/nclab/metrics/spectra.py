@@ -13,7 +13,7 @@ import numpy as np
 
 from nclab.metrics._linalg import DEFAULT_RTOL, psd_pinv, stats_eigvals
 from nclab.metrics._registry import metric
-from nclab.metrics.variability import _check_stats
+from nclab.metrics.common import check_stats
 from nclab.stats.class_stats import ClassStats, Weighting
 
 __all__ = ["rank_metrics", "spectrum"]
@@ -23,7 +23,7 @@ Convention = Literal["eigenvalues", "singular_values"]
 
 
 def _validate(stats: ClassStats, which: Which, center: bool) -> None:
-    _check_stats(stats)
+    check_stats(stats)
     if which not in ("total", "within", "between"):
         raise ValueError(f"which must be 'total', 'within' or 'between', got {which!r}")
     if not center and which != "total":

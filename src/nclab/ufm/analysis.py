@@ -22,7 +22,7 @@ from nclab.metrics import (
     orthogonal_frame_error,
     self_duality,
 )
-from nclab.metrics.geometry import DegenerateMetricWarning, TargetUnattainableWarning
+from nclab.metrics.common import DegenerateMetricWarning, TargetUnattainableWarning
 from nclab.stats import ClassStats
 from nclab.ufm.models import ModelSpec, evaluate
 
