@@ -11,6 +11,7 @@ from nclab.metrics.cdnv import cdnv
 from nclab.metrics.common import DegenerateMetricWarning, TargetUnattainableWarning
 from nclab.metrics.cosine import class_separation, within_class_cosine, within_class_cosine_distance
 from nclab.metrics.geometry import (
+    classifier_accuracy_on_means,
     equiangularity,
     equinorm,
     etf_gram_error,
@@ -39,6 +40,7 @@ __all__ = [
     "cdnv",
     "check_normalized_stats",
     "class_separation",
+    "classifier_accuracy_on_means",
     "collapse_direction",
     "collapse_report",
     "equiangularity",

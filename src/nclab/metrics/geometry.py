@@ -50,9 +50,10 @@ from nclab.metrics.common import (
     zero_rows,
 )
 from nclab.stats.class_stats import ClassStats, Weighting
-from nclab.validation import as_rows
+from nclab.validation import as_rows, check_choice, check_finite
 
 __all__ = [
+    "classifier_accuracy_on_means",
     "equiangularity",
     "equinorm",
     "etf_gram_error",
@@ -328,8 +329,7 @@ def self_duality(
 
     Zero ``W``, zero (centred) means, or (cosine) any zero row: nan + :class:`DegenerateMetricWarning`.
     """
-    if variant not in ("frobenius", "gram", "cosine"):
-        raise ValueError(f"variant must be 'frobenius', 'gram' or 'cosine', got {variant!r}")
+    check_choice(variant, SelfDualityVariant, name="variant")
     if squared is not None and not isinstance(squared, bool):
         raise TypeError(f"squared must be a bool or None, got {squared!r}")
     if variant == "cosine" and squared is not None:
@@ -360,3 +360,53 @@ def self_duality(
         return degenerate(name, "the cross-Gram W M^T is zero (W orthogonal to every class mean)")
     dist = _gram_distance(G, _etf_target(Wr.shape[0]))
     return dist**2 if squared else dist
+
+
+# ---------------------------------------------------------------------------------------------- NC4
+@metric(
+    "classifier_accuracy_on_means",
+    "higher",
+    "NC4 (Papyan et al. 2020) at the class means: argmax_j(w_j . mu_k + b_j) = k; bias included (004, A3, A4)",
+    needs=("W", "stats"),
+)
+def classifier_accuracy_on_means(W: Any, stats: ClassStats | Any, b: Any = None) -> float:
+    """Fraction of classes whose mean the affine classifier assigns to its own class:
+    ``(1/K) #{k : argmax_j (w_j . mu_k + b_j) = k}``.
+
+    The nearest-class-mean rule classifies every class mean correctly, so this is the agreement of the
+    classifier's decision ``argmax(W h + b)`` with NCC at the points ``h = mu_k`` (NC4 of Papyan et al. 2020,
+    evaluated where the class's features collapse under NC1). It is 1 at collapse and needs no pass over the
+    samples; :class:`~nclab.metrics.NCCAccumulator` measures the same agreement sample by sample.
+
+    Parameters
+    ----------
+    W : array_like, (K, d)
+        Classifier rows (``nn.Linear`` layout).
+    stats : ClassStats or array_like (K, d)
+        Its uncentred class means (the classifier acts on raw features), or the means themselves.
+    b : array_like (K,), optional
+        Bias; None for a bias-free head. It matters: with features far from the origin, ``W mu_G`` is a
+        class-dependent offset that only the bias cancels (``b = -W mu_G`` for ``W`` proportional to the
+        centred means).
+
+    Ties go to the lowest class index (as ``torch.argmax`` in the NCC accumulator). Range [0, 1]; K = 2 with
+    an exactly collapsed, self-dual classifier gives 1.
+
+    Example
+    -------
+    >>> M = np.array([[1.0, 0.0], [-1.0, 0.0]]) + 10.0
+    >>> classifier_accuracy_on_means(M - M.mean(0), M, b=-(M - M.mean(0)) @ M.mean(0))
+    1.0
+    """
+    M = stats.means if isinstance(stats, ClassStats) else as_rows(stats, name="means")
+    Wr = as_rows(W, name="W")
+    if Wr.shape != M.shape:
+        raise ValueError(f"W has shape {Wr.shape}, but the class means have shape {M.shape}")
+    K = M.shape[0]
+    logits = M @ Wr.T
+    if b is not None:
+        bias = check_finite(b, name="b")
+        if bias.shape != (K,):
+            raise ValueError(f"b must have shape (K,) = ({K},), got {bias.shape}")
+        logits = logits + bias
+    return float(np.mean(np.argmax(logits, axis=1) == np.arange(K)))
