@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 from scipy.linalg import solve_triangular
 
-from nclab.validation import as_rows
+from nclab.validation import as_rows, unit_rows
 
 __all__ = [
     "HullDistance",
@@ -296,7 +296,7 @@ def one_vs_rest(
     """
     W = as_rows(W, name="W")
     if normalize:
-        W = _normalize_rows(W)
+        W = unit_rows(W, zero="raise", name="W")
     K, d = W.shape
     num = _num_candidates(K, d, candidates)
     _, cand = _scan(W, num)
@@ -384,7 +384,7 @@ def rho_one_vs_rest(W: Any, *, normalize: bool = False, candidates: int | None =
     """
     W = as_rows(W, name="W")
     if normalize:
-        W = _normalize_rows(W)
+        W = unit_rows(W, zero="raise", name="W")
     K, d = W.shape
     num = _num_candidates(K, d, candidates)
     if num is None:
@@ -415,13 +415,6 @@ def rho_one_vs_rest(W: Any, *, normalize: bool = False, candidates: int | None =
     return best
 
 
-def _normalize_rows(W: np.ndarray) -> np.ndarray:
-    n = np.linalg.norm(W, axis=1, keepdims=True)
-    if np.any(n == 0):
-        raise ValueError(f"W has zero rows ({int(np.sum(n == 0))}); they cannot be put on the sphere")
-    return W / n
-
-
 @dataclass(frozen=True)
 class OneVsOne:
     """Tammes quantities of :func:`one_vs_one` for unit rows: ``chordal = min_{j != k} ||w_j - w_k||``,
@@ -439,7 +432,7 @@ def one_vs_one(W: Any, *, block: int = 1024) -> OneVsOne:
     distance (rows as given), the maximum pairwise cosine and the minimum angle (rows normalised; zero rows
     raise). Memory ``O(block K)``."""
     W = as_rows(W, name="W")
-    U = _normalize_rows(W)
+    U = unit_rows(W, zero="raise", name="W")
     sq = np.einsum("kd,kd->k", W, W)
     best_d2, best_cos, pair = np.inf, -np.inf, (0, 1)
     K = W.shape[0]

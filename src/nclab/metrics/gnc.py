@@ -28,7 +28,7 @@ from nclab.metrics._registry import metric
 from nclab.metrics.common import SB_ZERO_RTOL, unit_directions
 from nclab.metrics.variability import nc1
 from nclab.stats.class_stats import ClassStats, Weighting, check_weighting
-from nclab.validation import as_rows
+from nclab.validation import as_rows, unit_rows
 
 __all__ = ["check_normalized_stats", "gnc1", "gnc3", "normalize_features"]
 
@@ -45,17 +45,12 @@ def normalize_features(H: Any) -> Any:
     if isinstance(H, torch.Tensor):
         if not H.is_floating_point():
             raise TypeError(f"features must have a floating dtype, got {H.dtype}")
-        work = H if H.dtype in (torch.float32, torch.float64) else H.float()
-        norms = torch.linalg.vector_norm(work, dim=-1, keepdim=True)
-        out = work / torch.where(norms > 0, norms, torch.ones_like(norms))
-        return out.to(H.dtype)
+        return unit_rows(H, zero="keep", name="H")
     A = np.asarray(H)
     if A.dtype.kind not in "fiu":
         raise TypeError(f"features must be a numeric array, got dtype {A.dtype}")
     out_dtype = A.dtype if A.dtype.kind == "f" else np.dtype(np.float64)
-    work = A.astype(np.float64)
-    norms = np.linalg.norm(work, axis=-1, keepdims=True)
-    return (work / np.where(norms > 0, norms, 1.0)).astype(out_dtype)
+    return unit_rows(A, zero="keep", name="H").astype(out_dtype)
 
 
 def check_normalized_stats(stats: ClassStats, tol: float = NORMALIZED_TOL) -> None:
