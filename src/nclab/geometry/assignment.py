@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from nclab.validation import unit_rows
+from nclab.validation import check_choice, unit_rows
 
 __all__ = ["antipodal_pairs", "code_symmetries", "enumerate_assignments"]
 
@@ -82,8 +82,7 @@ def enumerate_assignments(
     K = G.shape[0]
     if K > MAX_K:
         raise ValueError(f"enumerating the {K}! assignments is limited to K <= {MAX_K}, got K={K}")
-    if up_to not in ("symmetry", "antipodal"):
-        raise ValueError(f"up_to must be 'symmetry' or 'antipodal', got {up_to!r}")
+    check_choice(up_to, ("symmetry", "antipodal"), name="up_to")
     syms = code_symmetries(W, tol=tol)
     seen: set[tuple[int, ...]] = set()
     reps: list[np.ndarray] = []

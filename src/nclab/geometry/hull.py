@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 from scipy.linalg import solve_triangular
 
-from nclab.validation import as_rows, unit_rows
+from nclab.validation import as_rows, check_labels, unit_rows
 
 __all__ = [
     "HullDistance",
@@ -479,9 +479,7 @@ def hardmax_value(W: Any, H: Any, y: Any = None) -> float:
         if H.shape[0] != K:
             raise ValueError(f"without labels H must have one row per class (K={K}), got {H.shape[0]} rows")
         y = np.arange(K)
-    y = np.asarray(y)
-    if y.shape != (H.shape[0],) or y.dtype.kind not in "iu" or (y.size and (y.min() < 0 or y.max() >= K)):
-        raise ValueError(f"y must be {H.shape[0]} integer labels in [0, {K}), got shape {y.shape} dtype {y.dtype}")
+    y = check_labels(y, K=K, name="y", num_rows=H.shape[0])
     best = -np.inf
     for s in range(0, H.shape[0], 4096):
         Z = H[s : s + 4096] @ W.T  # logits <w_j, h_i>

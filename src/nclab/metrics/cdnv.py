@@ -11,6 +11,7 @@ import numpy as np
 from nclab.metrics._registry import metric
 from nclab.metrics.common import SB_ZERO_RTOL, check_stats
 from nclab.stats.class_stats import ClassStats
+from nclab.validation import check_int
 
 __all__ = ["cdnv"]
 
@@ -50,8 +51,7 @@ def cdnv(stats: ClassStats, exponent: float = 1, tile: int | None = None) -> flo
     K = stats.num_classes
     if tile is None:
         tile = max(1, _TILE_BUDGET // K)
-    if isinstance(tile, bool) or not isinstance(tile, int | np.integer) or tile < 1:
-        raise ValueError(f"tile must be a positive int, got {tile!r}")
+    tile = check_int(tile, name="tile", low=1)
     mu = stats.means
     raw_sq = np.einsum("kd,kd->k", mu, mu)
     mu = mu - mu.mean(axis=0)  # only differences enter; centring shrinks the cancellation of the expansion
