@@ -9,7 +9,6 @@ from scipy.optimize import minimize
 from nclab.geometry import (
     dist_to_hull,
     hardmax_value,
-    normalize_rows,
     one_vs_one,
     one_vs_rest,
     one_vs_rest_distances,
@@ -21,6 +20,7 @@ from nclab.geometry import (
     simplex_etf,
     softmax_code_bounds,
 )
+from nclab.validation import unit_rows
 
 
 def _scipy_dist(w, A):
@@ -114,7 +114,7 @@ def test_optimal_features_equal_w_for_etf_and_polygon():
 
 def test_rattlers_detected():
     # a square with one vertex pushed away from its neighbours' midpoint: the opposite vertex keeps slack
-    W = normalize_rows(np.array([[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0], [0.3, -1.0]]))
+    W = unit_rows(np.array([[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0], [0.3, -1.0]]), zero="raise")
     ovr = one_vs_rest(W)
     assert ovr.rattlers.size > 0
     assert np.all(ovr.distances[ovr.rattlers] > ovr.rho * (1 + 1e-4))

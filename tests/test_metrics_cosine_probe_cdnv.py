@@ -245,7 +245,7 @@ def test_probe_edge_cases(rng):
     assert probe_mse_lstsq(H @ U.T + 1.0, y2) == pytest.approx(probe_mse_lstsq(H, y2), rel=1e-9)
     # two never-seen classes add constant-zero targets, fitted exactly by the bias: same loss
     assert probe_mse_lstsq(H, y2, num_classes=5) == pytest.approx(probe_mse_lstsq(H, y2), rel=1e-12)
-    with pytest.raises(ValueError, match="labels must lie"):
+    with pytest.raises(ValueError, match=r"y: label 2 is out of range \[0, 2\)"):
         probe_mse_lstsq(H, y2, num_classes=2)
     with pytest.raises(TypeError, match="integer"):
         probe_mse_lstsq(H, y2.astype(float))

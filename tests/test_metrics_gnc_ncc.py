@@ -7,9 +7,9 @@ import pytest
 import torch
 
 from nclab.geometry.frames import simplex_etf
+from nclab.metrics import DegenerateMetricWarning
 from nclab.metrics._registry import REGISTRY, collapse_direction
 from nclab.metrics.gnc import check_normalized_stats, gnc1, gnc3, normalize_features
-from nclab.metrics.means_geometry import DegenerateMetricWarning
 from nclab.metrics.ncc import ncc_metrics
 from nclab.stats import ClassStats, EmptyClassError, NCCAccumulator
 

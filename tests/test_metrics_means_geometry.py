@@ -7,10 +7,10 @@ import pytest
 import torch
 
 from nclab.geometry.frames import orthogonal_frame, simplex_etf
+from nclab.metrics import DegenerateMetricWarning, TargetUnattainableWarning, collapse_report
 from nclab.metrics._registry import REGISTRY, collapse_direction
 from nclab.metrics.means_geometry import (
-    DegenerateMetricWarning,
-    TargetUnattainableWarning,
+    classifier_accuracy_on_means,
     equiangularity,
     equinorm,
     etf_gram_error,
@@ -457,3 +457,44 @@ def test_pair_cosine_tiles_cover_all_pairs_across_tiles():
     assert equiangularity(V) == pytest.approx(np.std(G[~np.eye(K, dtype=bool)], ddof=1), rel=1e-10)
     with pytest.warns(TargetUnattainableWarning):
         assert max_angle(V) == pytest.approx(np.abs(c + 1.0 / (K - 1)).mean(), rel=1e-10)
+
+
+# ---------------------------------------------------------------------------------------------- NC4 at the means
+def test_classifier_accuracy_on_means_brute_force(rng):
+    K, d = 6, 8
+    H, y = _data(rng, K=K, d=d)
+    stats = ClassStats.from_arrays(H, y, num_classes=K)
+    W, b = rng.normal(size=(K, d)), rng.normal(size=K)
+    M = np.stack([H[y == k].mean(axis=0) for k in range(K)])
+    expect = np.mean([int(np.argmax([W[j] @ M[k] + b[j] for j in range(K)]) == k) for k in range(K)])
+    assert classifier_accuracy_on_means(W, stats, b) == expect
+    assert classifier_accuracy_on_means(torch.tensor(W), M, torch.tensor(b)) == expect
+    assert REGISTRY["classifier_accuracy_on_means"].direction == "higher"
+    with pytest.raises(ValueError, match=r"b must have shape \(K,\) = \(6,\)"):
+        classifier_accuracy_on_means(W, stats, b[:3])
+    with pytest.raises(ValueError, match="b contains NaN or inf"):
+        classifier_accuracy_on_means(W, stats, np.full(K, np.nan))
+
+
+def test_collapse_report_uses_the_bias():
+    # collapsed features far from the origin, a self-dual head W = centred means: only the bias -W mu_G makes
+    # argmax(W mu_k + b) = k; without it W mu_G (a class-dependent offset) decides for every class alike
+    K, d = 4, 5
+    M = simplex_etf(K, d, seed=0)
+    offset = np.array([40.0, -25.0, 10.0, 5.0, 30.0])
+    stats = _collapsed_stats(M, offset=offset)
+    W = M.copy()  # = the centred class means (the ETF rows sum to zero)
+    b = -W @ offset
+    with_bias = collapse_report(stats, W=W, b=b)
+    assert with_bias["classifier_accuracy_on_means"] == 1.0
+    logits = (M + offset) @ W.T  # no bias: every class mean goes to argmax_j w_j . offset
+    assert np.all(np.argmax(logits, axis=1) == np.argmax(W @ offset))
+    assert collapse_report(stats, W=W)["classifier_accuracy_on_means"] == 1.0 / K
+    # b touches nothing else: the NC2/NC3 statistics of W are bias-free by definition
+    without = collapse_report(stats, W=W, b=np.zeros(K))
+    assert without["classifier_accuracy_on_means"] == 1.0 / K
+    assert {k: v for k, v in with_bias.items() if k != "classifier_accuracy_on_means"} == {
+        k: v for k, v in without.items() if k != "classifier_accuracy_on_means"
+    }
+    with pytest.raises(ValueError, match="a bias b needs its classifier W"):
+        collapse_report(stats, b=b)

@@ -17,41 +17,41 @@ from nclab.theory.central_path import (
     simulate,
 )
 
-C, N, P = 4, 5, 6
+K, n, d = 4, 5, 6
 
 
 @pytest.fixture
 def X():
-    return initial_features(C, N, P, mean_scale=1.0, seed=3)
+    return initial_features(K, n, d, mean_scale=1.0, seed=3)
 
 
 def test_renormalized_manifold_and_corrected_nc1_identity(rng):
-    y = np.repeat(np.arange(C), 25)
-    H = 2 * rng.normal(size=(C, P))[y] + rng.normal(size=(len(y), P)) @ rng.normal(size=(P, P)) + 7.0
+    y = np.repeat(np.arange(K), 25)
+    H = 2 * rng.normal(size=(K, d))[y] + rng.normal(size=(len(y), d)) @ rng.normal(size=(d, d)) + 7.0
     Xr = renormalize(H, y)
     st = ClassStats.from_arrays(Xr, y)
-    assert np.abs(st.sigma_w() - np.eye(P)).max() <= 1e-10
+    assert np.abs(st.sigma_w() - np.eye(d)).max() <= 1e-10
     snr = snr_matrix(st)
     assert np.allclose(snr.matrix, st.centered_means(), atol=1e-10)  # SNR = class means of X
     assert np.allclose(snr.omega, snr_matrix(ClassStats.from_arrays(H, y)).omega, rtol=1e-10)  # invariance
-    # corrected App. D.6 (factor C): Tr(Sigma_W Sigma_B^+)/C = sum 1/omega^2 on the manifold ...
+    # corrected App. D.6 (factor K): Tr(Sigma_W Sigma_B^+)/K = sum 1/omega^2 on the manifold ...
     assert nc1(st) == pytest.approx(nc1_from_omega(snr.omega), rel=1e-10)
-    # ... and the uncorrected statement (no /C) is off by exactly C
-    assert nc1(st, normalize=False) == pytest.approx(C * nc1_from_omega(snr.omega), rel=1e-10)
-    assert snr.sigma_w_rank == P
+    # ... and the uncorrected statement (no /K) is off by exactly K
+    assert nc1(st, normalize=False) == pytest.approx(K * nc1_from_omega(snr.omega), rel=1e-10)
+    assert snr.sigma_w_rank == d
 
 
 def test_nc1_bounds_sum_inv_omega2_off_manifold(rng):
-    y = np.repeat(np.arange(C), 20)
+    y = np.repeat(np.arange(K), 20)
     for _ in range(25):
-        H = rng.normal(size=(C, P))[y] + rng.normal(size=(len(y), P)) @ rng.normal(size=(P, P))
+        H = rng.normal(size=(K, d))[y] + rng.normal(size=(len(y), d)) @ rng.normal(size=(d, d))
         st = ClassStats.from_arrays(H, y)
         assert nc1(st) >= nc1_from_omega(snr_matrix(st).omega) * (1 - 1e-12)
 
 
 def test_snr_singular_sigma_w_is_a_clear_error(rng):
-    y = np.repeat(np.arange(C), 2)  # N - C = 4 < P = 6
-    H = rng.normal(size=(len(y), P))
+    y = np.repeat(np.arange(K), 2)  # N - K = 4 < d = 6
+    H = rng.normal(size=(len(y), d))
     with pytest.raises(ValueError, match="Sigma_W is singular"):
         snr_matrix(ClassStats.from_arrays(H, y))
     assert snr_matrix(ClassStats.from_arrays(H, y), singular="pinv").sigma_w_rank == 4
@@ -60,51 +60,51 @@ def test_snr_singular_sigma_w_is_a_clear_error(rng):
 @pytest.mark.parametrize("projection", ["oblique", "orthogonal"])
 def test_projections_tangent_and_idempotent(X, rng, projection):
     Z = rng.normal(size=X.shape)
-    PZ = project(X, Z, C, projection)
-    D = X - np.repeat(X.reshape(C, N, P).mean(1), N, axis=0)
+    PZ = project(X, Z, K, projection)
+    D = X - np.repeat(X.reshape(K, n, d).mean(1), n, axis=0)
     S = D.T @ PZ / X.shape[0]
     assert np.abs(S + S.T).max() <= 1e-12  # tangent: X Cm Z^T + Z Cm X^T = 0
-    assert np.abs(project(X, PZ, C, projection) - PZ).max() <= 1e-12 * np.abs(PZ).max()
+    assert np.abs(project(X, PZ, K, projection) - PZ).max() <= 1e-12 * np.abs(PZ).max()
 
 
 def test_gradient_matches_finite_differences(X, rng):
-    L, G = ls_loss_grad(X, C)
+    L, G = ls_loss_grad(X, K)
     assert np.abs(G.sum(axis=0)).max() <= 1e-14  # G 1 = 0
     assert np.abs(G.T @ X).max() <= 1e-13  # G X^T = 0: orthogonal to the fibres
     E = rng.normal(size=X.shape)
     eps = 1e-5
-    fd = (ls_loss_grad(X + eps * E, C)[0] - ls_loss_grad(X - eps * E, C)[0]) / (2 * eps)
+    fd = (ls_loss_grad(X + eps * E, K)[0] - ls_loss_grad(X - eps * E, K)[0]) / (2 * eps)
     assert fd == pytest.approx(float(np.sum(G * E)), rel=1e-6)
-    assert L == pytest.approx(central_path_terms(omega_of(X, C)[0], C)["L"], rel=1e-12)  # Lemma 1
+    assert L == pytest.approx(central_path_terms(omega_of(X, K)[0], K)["L"], rel=1e-12)  # Lemma 1
 
 
 @pytest.mark.parametrize("projection", ["oblique", "orthogonal"])
 def test_instantaneous_rates_by_finite_differences(X, projection):
-    om, _, _ = omega_of(X, C)
-    D = -project(X, ls_loss_grad(X, C)[1], C, projection)
+    om, _, _ = omega_of(X, K)
+    D = -project(X, ls_loss_grad(X, K)[1], K, projection)
     eps = 1e-6
-    fd = (omega_of(X + eps * D, C)[0] - omega_of(X - eps * D, C)[0]) / (2 * eps)
-    expect = omega_rate(om, C, N, projection)
+    fd = (omega_of(X + eps * D, K)[0] - omega_of(X - eps * D, K)[0]) / (2 * eps)
+    expect = omega_rate(om, K, n, projection)
     assert np.max(np.abs(fd - expect) / expect) <= 1e-5
-    other = omega_rate(om, C, N, "orthogonal" if projection == "oblique" else "oblique")
+    other = omega_rate(om, K, n, "orthogonal" if projection == "oblique" else "oblique")
     assert np.min(np.abs(fd - other) / other) > 0.1  # the two flows really differ (spec 004, Sec. 3.7)
 
 
 def test_unprojected_gradient_has_the_oblique_rate(X):
     # the paper's Lemma 4 direction (no projection) moves omega exactly like the oblique flow
-    om, _, _ = omega_of(X, C)
-    D = -ls_loss_grad(X, C)[1]
+    om, _, _ = omega_of(X, K)
+    D = -ls_loss_grad(X, K)[1]
     eps = 1e-6
-    fd = (omega_of(X + eps * D, C)[0] - omega_of(X - eps * D, C)[0]) / (2 * eps)
-    assert np.allclose(fd, omega_rate(om, C, N, "oblique"), rtol=1e-5)
+    fd = (omega_of(X + eps * D, K)[0] - omega_of(X - eps * D, K)[0]) / (2 * eps)
+    assert np.allclose(fd, omega_rate(om, K, n, "oblique"), rtol=1e-5)
 
 
 def test_renormalized_step_is_second_order(X):
     # Lemma 2: renormalize(X - eta G) = X - eta Pi(G) + O(eta^2)
-    G = ls_loss_grad(X, C)[1]
+    G = ls_loss_grad(X, K)[1]
 
     def err(eta):
-        return np.linalg.norm(renormalized_step(X, eta, C, "oblique") - (X - eta * project(X, G, C, "oblique")))
+        return np.linalg.norm(renormalized_step(X, eta, K, "oblique") - (X - eta * project(X, G, K, "oblique")))
 
     for eta in (1e-1, 3e-2):
         assert 3.5 <= err(eta) / err(eta / 2) <= 4.5
@@ -119,14 +119,14 @@ def test_closed_forms_reproduce_spec_regression_values():
     assert np.allclose(orth[:, 2], [4.308, 8.980, 16.569, 29.771], atol=6e-4)
     assert np.allclose(obl[:, 0], [10.953, 31.803, 100.011, 316.217], atol=6e-4)
     assert np.allclose(obl[:, 2], [8.630, 31.052, 99.774, 316.142], atol=6e-4)
-    # asymptotics: (4t/N)^{1/4} (Prop. 2 / Cor. 1) and sqrt(2t/(CN)) (oblique)
+    # asymptotics: (4t/n)^{1/4} (Prop. 2 / Cor. 1) and sqrt(2t/(K n)) (oblique)
     assert orth[-1, 0] / (4 * 1e6 / 5) ** 0.25 == pytest.approx(1, abs=0.01)
     assert obl[-1, 0] / np.sqrt(2e6 / 20) == pytest.approx(1, abs=1e-3)
 
 
 @pytest.mark.parametrize("projection", ["oblique", "orthogonal"])
 def test_integrated_flow_matches_closed_form(projection):
-    run = simulate(C, N, P, 1e4, projection, num_checkpoints=6, seed=1)
+    run = simulate(K, n, d, 1e4, projection, num_checkpoints=6, seed=1)
     assert run.max_relative_error() <= 1e-6
     assert run.offdiag.max() <= 1e-8  # singular vectors constant (Lemma 6)
     assert run.drift.max() <= 1e-8
@@ -151,7 +151,7 @@ def test_discrete_renormalized_gd_follows_the_oblique_flow():
 
 
 def test_simulate_input_errors():
-    with pytest.raises(ValueError, match="C N - C >= P"):
+    with pytest.raises(ValueError, match="K n - K >= d"):
         simulate(4, 2, 6, 1.0)
     with pytest.raises(ValueError, match="projection must be"):
         simulate(4, 5, 6, 1.0, "paper")  # type: ignore[arg-type]

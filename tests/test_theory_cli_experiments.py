@@ -47,7 +47,7 @@ def test_cli_simulate(tmp_path):
     last = rows[-1]
     assert last["omega_1"] == pytest.approx(last["omega_1_oblique"], rel=1e-6)
     bad = runner.invoke(app, ["simulate", "-C", "4", "-N", "2", "-P", "6"])
-    assert bad.exit_code == 2 and "C N - C >= P" in bad.output
+    assert bad.exit_code == 2 and "K n - K >= d" in bad.output
 
 
 def test_experiment_central_path_flow_tiny(tmp_path):

@@ -18,23 +18,23 @@ from nclab.theory import (
 )
 
 
-def _data(rng, C=4, n_per=(12, 9, 15, 10), P=6, offset=0.0):
-    y = np.concatenate([np.full(n, k) for k, n in enumerate(n_per[:C])])
-    H = 2.0 * rng.normal(size=(C, P))[y] + rng.normal(size=(len(y), P)) + offset
+def _data(rng, K=4, n_per=(12, 9, 15, 10), d=6, offset=0.0):
+    y = np.concatenate([np.full(n, k) for k, n in enumerate(n_per[:K])])
+    H = 2.0 * rng.normal(size=(K, d))[y] + rng.normal(size=(len(y), d)) + offset
     return H, y
 
 
 def _ridge_lstsq(H, y, lam, bias):
     """Reference: lstsq on the stacked system [H~/sqrt(n); sqrt(lam) I] W~^T = [Y/sqrt(n); 0]."""
     n, _ = H.shape
-    C = y.max() + 1
+    K = y.max() + 1
     A = np.hstack([H, np.ones((n, 1))]) if bias else H
-    Y = np.eye(C)[y]
+    Y = np.eye(K)[y]
     A_aug = np.vstack([A / np.sqrt(n), np.sqrt(lam) * np.eye(A.shape[1])])
-    Y_aug = np.vstack([Y / np.sqrt(n), np.zeros((A.shape[1], C))])
+    Y_aug = np.vstack([Y / np.sqrt(n), np.zeros((A.shape[1], K))])
     Wt, *_ = np.linalg.lstsq(A_aug, Y_aug, rcond=None)
     Wt = Wt.T
-    return (Wt[:, :-1], Wt[:, -1]) if bias else (Wt, np.zeros(C))
+    return (Wt[:, :-1], Wt[:, -1]) if bias else (Wt, np.zeros(K))
 
 
 @pytest.mark.parametrize("lam", [0.0, 0.05, 1.3])
@@ -49,16 +49,16 @@ def test_ls_closed_form_equals_ridge_lstsq(rng, lam, bias):
 
 
 def test_ls_lambda0_balanced_matches_paper_eq6(rng):
-    # Eq. (6): W_LS = C^{-1} Mbar^T Sigma_T^{-1}, b_LS = C^{-1} 1 - W_LS mu_G (columns transposed to rows)
+    # Eq. (6): W_LS = K^{-1} Mbar^T Sigma_T^{-1}, b_LS = K^{-1} 1 - W_LS mu_G (columns transposed to rows)
     H, y = _data(rng, n_per=(10, 10, 10, 10))
-    C = 4
+    K = 4
     W, b = ls_classifier(H, y, 0.0)
     mu = H.mean(axis=0)
-    means = np.stack([H[y == k].mean(axis=0) for k in range(C)])
+    means = np.stack([H[y == k].mean(axis=0) for k in range(K)])
     st = (H - mu).T @ (H - mu) / len(y)
-    W6 = np.linalg.solve(st, (means - mu).T / C).T
+    W6 = np.linalg.solve(st, (means - mu).T / K).T
     assert np.allclose(W, W6, rtol=0, atol=1e-12)
-    assert np.allclose(b, 1.0 / C - W6 @ mu, rtol=0, atol=1e-12)
+    assert np.allclose(b, 1.0 / K - W6 @ mu, rtol=0, atol=1e-12)
 
 
 @pytest.mark.parametrize("lam", [0.0, 0.01, 0.7])
@@ -109,34 +109,34 @@ def test_l_ls_affine_invariance_only_without_weight_decay(rng):
 
 def test_lemma1_spectral_form_on_central_path(rng):
     # balanced, lambda = 0, W = W_LS: L, L_NC1, L_NC2/3 are functions of the SNR singular values only
-    C, N, P = 5, 20, 7
-    y = np.repeat(np.arange(C), N)
-    H = 1.5 * rng.normal(size=(C, P))[y] + rng.normal(size=(C * N, P)) @ rng.normal(size=(P, P))
+    K, n, d = 5, 20, 7
+    y = np.repeat(np.arange(K), n)
+    H = 1.5 * rng.normal(size=(K, d))[y] + rng.normal(size=(K * n, d)) @ rng.normal(size=(d, d))
     W, b = ls_classifier(H, y, 0.0)
     out = mse_decomposition(H, y, W, b, 0.0)
     omega = snr_matrix(ClassStats.from_arrays(H, y)).omega
-    spec = central_path_terms(omega, C)
+    spec = central_path_terms(omega, K)
     for key in ("L", "L_NC1", "L_NC23"):
         assert out[key] == pytest.approx(spec[key], rel=1e-10)
-    assert central_path_terms([], C)["L"] == pytest.approx((C - 1) / (2 * C))
+    assert central_path_terms([], K)["L"] == pytest.approx((K - 1) / (2 * K))
 
 
-@pytest.mark.parametrize("convention,factor", [("mse_mean", "C/2"), ("mse_sum", "1/2"), ("paper", "1")])
+@pytest.mark.parametrize("convention,factor", [("mse_mean", "K/2"), ("mse_sum", "1/2"), ("paper", "1")])
 def test_lambda_conventions_match_training_objectives(rng, convention, factor):
-    C, P, n = 4, 5, 32
+    K, d, n = 4, 5, 32
     wd = 5e-3
-    H = rng.normal(size=(n, P))
-    y = np.arange(n) % C
-    W = rng.normal(size=(C, P))
-    b = rng.normal(size=C)
-    lam = paper_lambda(wd, C, convention)
-    assert lam == pytest.approx({"C/2": C * wd / 2, "1/2": wd / 2, "1": wd}[factor])
+    H = rng.normal(size=(n, d))
+    y = np.arange(n) % K
+    W = rng.normal(size=(K, d))
+    b = rng.normal(size=K)
+    lam = paper_lambda(wd, K, convention)
+    assert lam == pytest.approx({"K/2": K * wd / 2, "1/2": wd / 2, "1": wd}[factor])
     Ht, Wt, bt = (torch.tensor(a) for a in (H, W, b))
     out = Ht @ Wt.T + bt
-    target = torch.nn.functional.one_hot(torch.tensor(y), C).double()
+    target = torch.nn.functional.one_hot(torch.tensor(y), K).double()
     penalty = 0.5 * wd * (Wt.square().sum() + bt.square().sum())
     if convention == "mse_mean":
-        J, scale = torch.nn.MSELoss()(out, target) + penalty, 2.0 / C
+        J, scale = torch.nn.MSELoss()(out, target) + penalty, 2.0 / K
     elif convention == "mse_sum":
         J, scale = torch.nn.MSELoss(reduction="sum")(out, target) / n + penalty, 2.0
     else:
@@ -186,7 +186,7 @@ def test_errors(rng):
         mse_decomposition(H, y, W, np.zeros(4), 0.1, weight_decay=0.1)
     with pytest.raises(ValueError, match="exactly one of lam"):
         mse_decomposition(H, y, W, np.zeros(4))
-    with pytest.raises(ValueError, match=r"W must have shape \(C, P\)"):
+    with pytest.raises(ValueError, match=r"W must have shape \(K, d\)"):
         mse_decomposition(H, y, W.T, np.zeros(4), 0.1)
     with pytest.raises(ValueError, match="unknown lambda convention"):
         paper_lambda(0.1, 4, "bogus")  # type: ignore[arg-type]

@@ -28,6 +28,7 @@ import torch
 from nclab.data.digits import load_digits
 from nclab.data.errors import CorruptDatasetError, DatasetNotFoundError
 from nclab.data.formats import read_cifar_batch, read_idx, read_stl10, read_svhn_mat
+from nclab.validation import unit_rows
 
 __all__ = ["DATASETS", "ArrayDataset", "balanced_subset", "digits_split_indices", "load"]
 
@@ -247,7 +248,7 @@ def _read_gaussian(split: str, root: Any, opts: dict[str, Any]) -> tuple[np.ndar
         raise ValueError(f"gaussian needs K >= 2, d >= 1, n >= 1; got K={K}, d={d}, n={n}")
     # class means: shared by the splits (seeded by `seed` alone); noise: seeded by (seed, split)
     g = np.random.default_rng([seed, 0]).standard_normal((K, d))
-    means = sep * g / np.linalg.norm(g, axis=1, keepdims=True)
+    means = sep * unit_rows(g, zero="raise", name="class means")
     rng = np.random.default_rng([seed, 1 + ("train", "test").index(split)])
     y = np.repeat(np.arange(K), n)
     X = means[y] + rng.standard_normal((K * n, d))

@@ -27,7 +27,7 @@ from nclab.geometry.hull import (
     rho_one_vs_one,
     rho_one_vs_rest,
 )
-from nclab.geometry.oblique import normalize_rows, random_oblique, retract, tangent
+from nclab.geometry.oblique import random_oblique, retract, tangent
 
 __all__ = [
     "CodeBounds",
@@ -41,7 +41,6 @@ __all__ = [
     "enumerate_assignments",
     "hardmax_value",
     "icosahedron",
-    "normalize_rows",
     "octahedron",
     "one_vs_one",
     "one_vs_rest",

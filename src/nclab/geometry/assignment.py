@@ -16,6 +16,8 @@ from typing import Any, Literal
 
 import numpy as np
 
+from nclab.validation import check_choice, unit_rows
+
 __all__ = ["antipodal_pairs", "code_symmetries", "enumerate_assignments"]
 
 MAX_K = 9  # K! assignments are enumerated
@@ -58,8 +60,8 @@ def code_symmetries(W: Any, *, tol: float = 1e-8) -> np.ndarray:
 def antipodal_pairs(W: Any, assignment: Any, *, tol: float = 1e-8) -> list[tuple[int, int]]:
     """Pairs of classes ``(c, c')``, ``c < c'``, whose code vectors are antipodal (cosine ``-1`` within
     ``tol``) under ``assignment`` (``assignment[c]`` = code row of class ``c``)."""
-    W = np.asarray(W, dtype=np.float64)
-    U = W / np.linalg.norm(W, axis=1, keepdims=True)
+    # a zero code row has no direction: its cosines are nan, so it is antipodal to nothing
+    U = unit_rows(W, zero="nan", name="W")
     a = np.asarray(assignment)
     C = U[a] @ U[a].T
     K = len(a)
@@ -80,8 +82,7 @@ def enumerate_assignments(
     K = G.shape[0]
     if K > MAX_K:
         raise ValueError(f"enumerating the {K}! assignments is limited to K <= {MAX_K}, got K={K}")
-    if up_to not in ("symmetry", "antipodal"):
-        raise ValueError(f"up_to must be 'symmetry' or 'antipodal', got {up_to!r}")
+    check_choice(up_to, ("symmetry", "antipodal"), name="up_to")
     syms = code_symmetries(W, tol=tol)
     seen: set[tuple[int, ...]] = set()
     reps: list[np.ndarray] = []

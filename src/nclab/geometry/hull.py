@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 from scipy.linalg import solve_triangular
 
-from nclab._arrays import as_rows
+from nclab.validation import as_rows, check_labels, unit_rows
 
 __all__ = [
     "HullDistance",
@@ -186,7 +186,7 @@ def dist_to_hull(w: Any, A: Any) -> HullDistance:
     ``h = (w - p)/||w - p||``, ``min_j <w - a_j, h> <= dist <= ||w - p||`` (see :class:`HullDistance`); the gap
     is at roundoff level (< 1e-8 for well-scaled problems). ``m = 1`` gives ``||w - a_1||``.
     """
-    A = as_rows(A, "A", min_rows=1)
+    A = as_rows(A, name="A", min_rows=1)
     w = _as_point(w, "w", A.shape[1])
     S, lam, x, it = _wolfe(A - w)
     return _certify(w, A, S, lam, x, it)
@@ -294,9 +294,9 @@ def one_vs_rest(
     not depend on it; ``-1``: automatic, all classes for ``K <= 512``, ``d + 1`` otherwise; ``None``: all).
     Memory ``O(K d + K candidates)``. Rattlers (Def 3.4): ``dist_k > rho (1 + rattler_rtol)``.
     """
-    W = as_rows(W, "W")
+    W = as_rows(W, name="W")
     if normalize:
-        W = _normalize_rows(W)
+        W = unit_rows(W, zero="raise", name="W")
     K, d = W.shape
     num = _num_candidates(K, d, candidates)
     _, cand = _scan(W, num)
@@ -382,9 +382,9 @@ def rho_one_vs_rest(W: Any, *, normalize: bool = False, candidates: int | None =
     :func:`one_vs_rest`), and ``rho = min(min ub, their distances)``. Memory ``O(K d + 64 K)``.
     0 when two rows coincide (or one is in the hull of the others).
     """
-    W = as_rows(W, "W")
+    W = as_rows(W, name="W")
     if normalize:
-        W = _normalize_rows(W)
+        W = unit_rows(W, zero="raise", name="W")
     K, d = W.shape
     num = _num_candidates(K, d, candidates)
     if num is None:
@@ -415,13 +415,6 @@ def rho_one_vs_rest(W: Any, *, normalize: bool = False, candidates: int | None =
     return best
 
 
-def _normalize_rows(W: np.ndarray) -> np.ndarray:
-    n = np.linalg.norm(W, axis=1, keepdims=True)
-    if np.any(n == 0):
-        raise ValueError(f"W has zero rows ({int(np.sum(n == 0))}); they cannot be put on the sphere")
-    return W / n
-
-
 @dataclass(frozen=True)
 class OneVsOne:
     """Tammes quantities of :func:`one_vs_one` for unit rows: ``chordal = min_{j != k} ||w_j - w_k||``,
@@ -438,8 +431,8 @@ def one_vs_one(W: Any, *, block: int = 1024) -> OneVsOne:
     """One-vs-one separation of ``W (K, d)``, ``K >= 2`` (paper 003, eq. (11)): the minimum pairwise chordal
     distance (rows as given), the maximum pairwise cosine and the minimum angle (rows normalised; zero rows
     raise). Memory ``O(block K)``."""
-    W = as_rows(W, "W")
-    U = _normalize_rows(W)
+    W = as_rows(W, name="W")
+    U = unit_rows(W, zero="raise", name="W")
     sq = np.einsum("kd,kd->k", W, W)
     best_d2, best_cos, pair = np.inf, -np.inf, (0, 1)
     K = W.shape[0]
@@ -477,8 +470,8 @@ def hardmax_value(W: Any, H: Any, y: Any = None) -> float:
     """HardMax loss ``max_i max_{k' != y_i} <w_k' - w_{y_i}, h_i>`` (paper 003, eq. (5)), ``W (K, d)``,
     ``H (N, d)`` with labels ``y (N,)`` (default: ``N = K`` and ``y_i = i``, one feature per class).
     ``min_H hardmax_value(W, H) = -rho_one_vs_rest(W)`` on unit ``H`` (Lemma C.4); computed in blocks."""
-    W = as_rows(W, "W")
-    H = as_rows(H, "H", min_rows=1)
+    W = as_rows(W, name="W")
+    H = as_rows(H, name="H", min_rows=1)
     if H.shape[1] != W.shape[1]:
         raise ValueError(f"H has dimension {H.shape[1]}, W has {W.shape[1]}")
     K = W.shape[0]
@@ -486,9 +479,7 @@ def hardmax_value(W: Any, H: Any, y: Any = None) -> float:
         if H.shape[0] != K:
             raise ValueError(f"without labels H must have one row per class (K={K}), got {H.shape[0]} rows")
         y = np.arange(K)
-    y = np.asarray(y)
-    if y.shape != (H.shape[0],) or y.dtype.kind not in "iu" or (y.size and (y.min() < 0 or y.max() >= K)):
-        raise ValueError(f"y must be {H.shape[0]} integer labels in [0, {K}), got shape {y.shape} dtype {y.dtype}")
+    y = check_labels(y, K=K, name="y", num_rows=H.shape[0])
     best = -np.inf
     for s in range(0, H.shape[0], 4096):
         Z = H[s : s + 4096] @ W.T  # logits <w_j, h_i>

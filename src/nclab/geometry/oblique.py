@@ -7,16 +7,9 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["normalize_rows", "random_oblique", "retract", "tangent"]
+from nclab.validation import unit_rows
 
-
-def normalize_rows(X: Any) -> np.ndarray:
-    """``X`` with every row divided by its L2 norm (last axis); zero rows raise (they have no direction)."""
-    X = np.asarray(X, dtype=np.float64)
-    n = np.linalg.norm(X, axis=-1, keepdims=True)
-    if np.any(n == 0):
-        raise ValueError(f"{int(np.sum(n == 0))} zero rows cannot be put on the sphere")
-    return X / n
+__all__ = ["random_oblique", "retract", "tangent"]
 
 
 def tangent(X: Any, G: Any) -> np.ndarray:
@@ -28,8 +21,8 @@ def tangent(X: Any, G: Any) -> np.ndarray:
 
 
 def retract(X: Any, V: Any, step: float = 1.0) -> np.ndarray:
-    """Retraction by renormalisation: ``normalize_rows(X + step V)``."""
-    return normalize_rows(np.asarray(X, dtype=np.float64) + step * np.asarray(V, dtype=np.float64))
+    """Retraction by renormalisation: ``unit_rows(X + step V)``; a zero row raises (it has no direction)."""
+    return unit_rows(np.asarray(X, dtype=np.float64) + step * np.asarray(V, dtype=np.float64), zero="raise")
 
 
 def random_oblique(K: int, d: int, rng: np.random.Generator | int | None = None) -> np.ndarray:
@@ -37,4 +30,4 @@ def random_oblique(K: int, d: int, rng: np.random.Generator | int | None = None)
     if K < 1 or d < 1:
         raise ValueError(f"K and d must be >= 1, got K={K}, d={d}")
     gen = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
-    return normalize_rows(gen.normal(size=(K, d)))
+    return unit_rows(gen.normal(size=(K, d)), zero="raise")

@@ -9,12 +9,12 @@ from nclab.metrics._linalg import PsdPinv, psd_pinv
 from nclab.metrics._registry import REGISTRY, MetricInfo, collapse_direction
 from nclab.metrics.cdnv import cdnv
 from nclab.metrics.collapse_report import DEFAULT_CONVENTIONS, ImbalanceWarning, collapse_report
+from nclab.metrics.common import DegenerateMetricWarning, TargetUnattainableWarning
 from nclab.metrics.cosine import class_separation, within_class_cosine, within_class_cosine_distance
 from nclab.metrics.duality import duality_distances, uniform_duality
 from nclab.metrics.gnc import check_normalized_stats, gnc1, gnc3, normalize_features
 from nclab.metrics.means_geometry import (
-    DegenerateMetricWarning,
-    TargetUnattainableWarning,
+    classifier_accuracy_on_means,
     equiangularity,
     equinorm,
     etf_gram_error,
@@ -42,6 +42,7 @@ __all__ = [
     "cdnv",
     "check_normalized_stats",
     "class_separation",
+    "classifier_accuracy_on_means",
     "collapse_direction",
     "collapse_report",
     "duality_distances",

@@ -9,8 +9,9 @@ from __future__ import annotations
 import numpy as np
 
 from nclab.metrics._registry import metric
-from nclab.metrics.variability import _SB_ZERO, _check_stats
+from nclab.metrics.common import SB_ZERO_RTOL, check_stats
 from nclab.stats.class_stats import ClassStats
+from nclab.validation import check_int
 
 __all__ = ["cdnv"]
 
@@ -44,14 +45,13 @@ def cdnv(stats: ClassStats, exponent: float = 1, tile: int | None = None) -> flo
     not separated), whatever their variances; hence ``inf`` when Sigma_B = 0. "Coincide" is up to roundoff:
     ``||mu_i - mu_j||^2 <= (8 eps)^2 max(||mu_i||^2, ||mu_j||^2)``, eps the float64 machine epsilon.
     """
-    _check_stats(stats)
+    check_stats(stats)
     if isinstance(exponent, bool) or not np.isfinite(exponent) or exponent <= 0:
         raise ValueError(f"exponent must be a positive number, got {exponent!r}")
     K = stats.num_classes
     if tile is None:
         tile = max(1, _TILE_BUDGET // K)
-    if isinstance(tile, bool) or not isinstance(tile, int | np.integer) or tile < 1:
-        raise ValueError(f"tile must be a positive int, got {tile!r}")
+    tile = check_int(tile, name="tile", low=1)
     mu = stats.means
     raw_sq = np.einsum("kd,kd->k", mu, mu)
     mu = mu - mu.mean(axis=0)  # only differences enter; centring shrinks the cancellation of the expansion
@@ -73,7 +73,7 @@ def cdnv(stats: ClassStats, exponent: float = 1, tile: int | None = None) -> flo
                 d2[ri[s : s + step], ci[s : s + step]] = np.einsum("pd,pd->p", diff, diff)
         d2 = np.where(keep, d2, 1.0)
         # coincident means (up to roundoff of the raw means): classes not separated
-        if np.any(d2 <= _SB_ZERO * np.maximum(raw_sq[rows, None], raw_sq[None, cols])):
+        if np.any(d2 <= SB_ZERO_RTOL * np.maximum(raw_sq[rows, None], raw_sq[None, cols])):
             return float("inf")
         num = var[rows, None] + var[None, cols]
         total += float(np.sum(np.where(keep, num / (2.0 * d2**exponent), 0.0)))

@@ -11,15 +11,15 @@ from dataclasses import replace
 from typing import Any
 
 import numpy as np
-import torch
 
-from nclab._arrays import as_rows
 from nclab.metrics._registry import REGISTRY
 from nclab.metrics.cdnv import cdnv
+from nclab.metrics.common import check_stats
 from nclab.metrics.cosine import class_separation, within_class_cosine
 from nclab.metrics.duality import uniform_duality
 from nclab.metrics.gnc import gnc3
 from nclab.metrics.means_geometry import (
+    classifier_accuracy_on_means,
     equiangularity,
     equinorm,
     etf_gram_error,
@@ -33,6 +33,7 @@ from nclab.metrics.uniformity import hyperspherical_uniformity
 from nclab.metrics.variability import nc1, trace_ratio, vci, within_class_split
 from nclab.stats.class_stats import ClassStats
 from nclab.stats.ncc import NCCAccumulator
+from nclab.validation import as_rows, check_finite
 
 __all__ = ["DEFAULT_CONVENTIONS", "ImbalanceWarning", "collapse_report"]
 
@@ -100,7 +101,11 @@ def collapse_report(
         ``track="full"`` enables the d x d metrics (nc1, vci, within-class split, probe loss, ranks);
         ``track="light"`` reports the O(K d) ones (trace ratio, CDNV, cosine, NC2 statistics).
     W, b : array_like, optional
-        Classifier rows and bias; add classifier NC2 statistics (``*_w``), NC3 (``self_duality``) and GNC3.
+        Classifier rows ``(K, d)`` and bias ``(K,)`` (torch tensors accepted). ``W`` adds the classifier NC2
+        statistics (``*_w``, rows as given), NC3 (``self_duality``) and GNC3, none of which involves ``b``;
+        and ``classifier_accuracy_on_means``, NC4 at the class means: the fraction of classes ``k`` with
+        ``argmax(W mu_k + b) = k``, the decision rule of the head with its bias (omit ``b`` only for a
+        bias-free head: then ``argmax(W mu_k)``). ``b`` without ``W`` raises ``ValueError``.
     ncc : NCCAccumulator or its ``compute()`` dict, optional
         Adds ``ncc_accuracy`` (PFC3), and with a classifier ``ncc_mismatch`` (NC4), ``classifier_accuracy``.
     conventions : mapping, optional
@@ -116,15 +121,12 @@ def collapse_report(
         Metric name -> value, in a stable order. Each name is in ``nclab.metrics.REGISTRY`` with its
         direction ("lower" / "higher" is more collapsed) and source.
     """
-    if not isinstance(stats, ClassStats):
-        raise TypeError(f"collapse_report needs ClassStats, got {type(stats).__name__}")
-    if stats.num_samples == 0:
-        raise ValueError("collapse_report: these ClassStats have seen no sample")
-    stats.means  # noqa: B018 -- raises EmptyClassError naming the empty classes
+    check_stats(stats)
+    b_arr = None
     if b is not None:
         if W is None:
             raise ValueError("a bias b needs its classifier W")
-        b_arr = np.asarray(b.detach().cpu() if isinstance(b, torch.Tensor) else b, dtype=np.float64)
+        b_arr = check_finite(b, name="b")
         if b_arr.shape != (stats.num_classes,):
             raise ValueError(f"b must be (K,) = ({stats.num_classes},), got {b_arr.shape}")
     c = _resolve(conventions)
@@ -139,7 +141,7 @@ def collapse_report(
             stacklevel=2,
         )
     try:
-        return _report(stats, W, ncc, c, wt)
+        return _report(stats, W, b_arr, ncc, c, wt)
     finally:
         # the d x d matrices and eigendecompositions shared by this report's metrics (ClassStats.memo) can
         # be large (4 d x d float64 arrays); do not keep them alive after the report unless asked
@@ -148,7 +150,12 @@ def collapse_report(
 
 
 def _report(
-    stats: ClassStats, W: Any, ncc: NCCAccumulator | Mapping[str, Any] | None, c: dict[str, Any], wt: str
+    stats: ClassStats,
+    W: Any,
+    b: np.ndarray | None,
+    ncc: NCCAccumulator | Mapping[str, Any] | None,
+    c: dict[str, Any],
+    wt: str,
 ) -> dict[str, float]:
     out: dict[str, float] = {}
     full = stats.track == "full"
@@ -177,7 +184,7 @@ def _report(
     out["uniformity_log_var"] = uniformity["var"]
 
     if W is not None:
-        Wa = as_rows(W, "W")
+        Wa = as_rows(W, name="W")
         if Wa.shape != (stats.num_classes, stats.dim):
             raise ValueError(f"W must be (K, d) = ({stats.num_classes}, {stats.dim}), got {Wa.shape}")
         out["equinorm_w"] = equinorm(Wa, ddof=c["ddof"])
@@ -193,6 +200,7 @@ def _report(
         )
         out["gnc3"] = gnc3(Wa, stats)
         out["uniform_duality"] = uniform_duality(Wa, stats, ddof=c["ddof"], weighting=wt)
+        out["classifier_accuracy_on_means"] = classifier_accuracy_on_means(Wa, stats, b)
 
     if full:
         out["probe_mse_optimal"] = probe_mse_optimal(stats)

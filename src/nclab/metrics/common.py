@@ -1,4 +1,5 @@
-"""Building blocks shared by the metric modules: the ClassStats check and the unit directions of class vectors.
+"""Building blocks shared by the metric modules: the ClassStats check, the "zero" thresholds, the degenerate-value
+warnings, the unit directions of class vectors, and the whitened between-class factor of VCI and the probe loss.
 
 Public so that every metric module imports them by name (none reaches into another module's private helpers).
 """
@@ -8,11 +9,41 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
+from scipy.linalg import lapack, solve_triangular
 
-from nclab.metrics.means_geometry import ZERO_RTOL, DegenerateMetricWarning
-from nclab.stats.class_stats import ClassStats
+from nclab.metrics._linalg import stats_eigvals
+from nclab.stats.class_stats import ClassStats, Weighting
+from nclab.validation import unit_rows
 
-__all__ = ["check_stats", "unit_directions"]
+__all__ = [
+    "SB_ZERO_RTOL",
+    "WHITEN_ALWAYS_COND",
+    "ZERO_RTOL",
+    "DegenerateMetricWarning",
+    "TargetUnattainableWarning",
+    "between_is_zero",
+    "check_stats",
+    "degenerate",
+    "rows_str",
+    "total_condition",
+    "unit_directions",
+    "whitened_between",
+    "zero_rows",
+]
+
+# Sigma_B counts as zero when Tr Sigma_B <= SB_ZERO_RTOL * max_k ||mu_k||^2: centring K equal class means leaves
+# roundoff of a few ulps of ||mu_k|| (e.g. Tr Sigma_B = 1e-32, not 0), which must not read as a separation.
+SB_ZERO_RTOL = (8 * np.finfo(np.float64).eps) ** 2
+
+ZERO_RTOL = 1e-12  # a (centred) vector is "zero" below ZERO_RTOL * (largest norm of the uncentred input)
+
+
+class DegenerateMetricWarning(RuntimeWarning):
+    """A metric is undefined for these inputs (e.g. a zero vector whose direction is needed): it is nan."""
+
+
+class TargetUnattainableWarning(UserWarning):
+    """The reference frame (simplex ETF, orthogonal frame) does not fit in dimension d: the metric is > 0."""
 
 
 def check_stats(stats: ClassStats, *, name: str = "stats") -> None:
@@ -28,19 +59,94 @@ def check_stats(stats: ClassStats, *, name: str = "stats") -> None:
     stats.means  # noqa: B018 -- raises EmptyClassError naming the empty classes
 
 
-def unit_directions(V: np.ndarray, scale: float, metric_name: str) -> np.ndarray | None:
-    """The unit rows of ``V (K, d)``, or None after a :class:`DegenerateMetricWarning` naming the rows whose norm
-    is ``<= ZERO_RTOL * scale`` (``scale``: the largest norm of the uncentred input; all rows when it is 0): a
-    metric of directions is then nan."""
+def between_is_zero(stats: ClassStats, weighting: Weighting) -> bool:
+    """All class means equal up to roundoff: ``Tr Sigma_B <= SB_ZERO_RTOL * max_k ||mu_k||^2``."""
+    mu = stats.means
+    scale = float(np.max(np.einsum("kd,kd->k", mu, mu)))
+    return stats.trace_b(weighting) <= SB_ZERO_RTOL * scale
+
+
+def zero_rows(V: np.ndarray, scale: float) -> np.ndarray:
+    """Indices of the rows of ``V`` with norm ``<= ZERO_RTOL * scale`` (all rows when ``scale = 0``)."""
     norms = np.linalg.norm(V, axis=1)
-    zero = np.flatnonzero(norms <= ZERO_RTOL * scale) if scale > 0 else np.arange(V.shape[0])
+    return np.flatnonzero(norms <= ZERO_RTOL * scale) if scale > 0 else np.arange(V.shape[0])
+
+
+def degenerate(metric_name: str, why: str) -> float:
+    """Warn (:class:`DegenerateMetricWarning`) that ``metric_name`` is undefined because ``why``; return nan."""
+    warnings.warn(f"{metric_name} is undefined: {why}; returning nan", DegenerateMetricWarning, stacklevel=3)
+    return float("nan")
+
+
+def rows_str(idx: np.ndarray) -> str:
+    """The first ten indices of ``idx`` for a message."""
+    return ", ".join(map(str, idx[:10])) + (" ..." if idx.size > 10 else "")
+
+
+def unit_directions(V: np.ndarray, scale: float, metric_name: str) -> np.ndarray | None:
+    """The unit rows of ``V`` (:func:`nclab.validation.unit_rows` with ``zero="nan"`` below
+    ``ZERO_RTOL * scale``), or None after a :class:`DegenerateMetricWarning` naming the zero rows: a metric of
+    directions is then nan."""
+    U = unit_rows(V, zero="nan", atol=ZERO_RTOL * scale if scale > 0 else np.inf)
+    zero = np.flatnonzero(np.isnan(U).any(axis=1))
     if zero.size:
-        shown = ", ".join(map(str, zero[:10])) + (" ..." if zero.size > 10 else "")
-        warnings.warn(
-            f"{metric_name} is undefined: rows {shown} have zero norm, so their directions are undefined; "
-            "returning nan",
-            DegenerateMetricWarning,
-            stacklevel=3,
-        )
+        degenerate(metric_name, f"rows {rows_str(zero)} have zero norm, so their cosines are undefined")
         return None
-    return V / norms[:, None]
+    return U
+
+
+# Below this (estimated) condition number of Sigma_W the whitened form keeps ~13 digits (relative errors ~ eps *
+# sqrt(cond) through the Cholesky factor) and is used whatever Sigma_T's conditioning: it costs a Cholesky
+# factorisation, where the Sigma_T form needs a full eigendecomposition of Sigma_T.
+WHITEN_ALWAYS_COND = 1e6
+
+
+def total_condition(stats: ClassStats, rtol: float) -> float:
+    """cond_2(Sigma_T) as the Sigma_T forms see it: ``inf`` when the tolerance drops any eigenvalue.
+
+    A dropped eigenvalue is evidence against the Sigma_T forms, not a reason to ignore its direction: Sigma_W is
+    positive definite whenever this is asked (Sigma_T >= Sigma_W), so the dropped directions are real
+    within-class variance that the truncated pseudo-inverse discards (near collapse with anisotropic noise the
+    whole of V_W can fall under ``rtol * lambda_max``). The eigenvalues are the ones the rank metrics need anyway.
+    """
+    wt = stats_eigvals(stats, "total")
+    if not wt[-1] > rtol * wt[0]:
+        return float("inf")
+    return float(wt[0] / wt[-1])
+
+
+def whitened_between(stats: ClassStats, rtol: float) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(U, s)`` of the thin SVD of ``B = Pi^{1/2} M L^{-T}`` (K, d), M the empirically centred class means,
+    Pi = diag(n_k / N), ``Sigma_W = L L^T`` (Cholesky; ``B B^T = Pi^{1/2} M Sigma_W^{-1} M^T Pi^{1/2}``, so U and
+    s are those of the symmetric whitening ``Pi^{1/2} M Sigma_W^{-1/2}``); or None when Sigma_W is numerically
+    singular (Cholesky fails, or LAPACK's estimate of cond_1(Sigma_W) exceeds 1 / rtol), or conditioned worse than
+    both 1e6 and Sigma_T (then the Sigma_T forms are the accurate ones; a Sigma_T that loses an eigenvalue to the
+    ``rtol`` cut counts as infinitely conditioned, :func:`total_condition`).
+
+    Shared by :func:`vci` and :func:`nclab.metrics.probe_mse_optimal`. With S = B B^T, Woodbury gives
+    ``Pi^{1/2} M Sigma_T^{-1} M^T Pi^{1/2} = S (I + S)^{-1}``, so Tr(Sigma_T^+ Sigma_B) = sum_j s_j^2 / (1 + s_j^2)
+    and the residual terms are sums of positive 1 / (1 + s_j^2): no cancellation near collapse, where Sigma_T
+    has noise-only eigenvalues next to O(1) ones. ``B^T sqrt(pi) = 0``, so U is orthogonal to sqrt(pi).
+    """
+
+    def compute() -> tuple[np.ndarray, np.ndarray] | None:
+        sw = stats.sigma_w(copy=False)
+        L, info = lapack.dpotrf(sw, lower=1, clean=1)
+        if info != 0:  # not numerically positive definite
+            return None
+        # LAPACK's estimate of 1 / cond_1(Sigma_W) from the factor (O(d^2); an eigendecomposition just for the
+        # condition number would cost as much as the rest of the report); cond_1 is within a factor d of cond_2,
+        # and the choice of form only matters when the two condition numbers are orders of magnitude apart
+        rcond, info = lapack.dpocon(L, float(np.abs(sw).sum(axis=0).max()), uplo="L")
+        if info != 0 or not rcond > rtol:
+            return None
+        if 1.0 / rcond > WHITEN_ALWAYS_COND and 1.0 / rcond >= total_condition(stats, rtol):
+            return None  # ill-conditioned Sigma_W, and Sigma_T no better: the Sigma_T forms are the accurate ones
+        # whiten with the Cholesky factor Sigma_W = L L^T: B = A L^{-T} has the same B B^T (hence the same U and
+        # singular values) as A Sigma_W^{-1/2}, at a fraction of an eigendecomposition's cost
+        A = stats.between_factor("empirical")  # Pi^{1/2} M
+        B = solve_triangular(L, A.T, lower=True, check_finite=False).T
+        U, sv, _ = np.linalg.svd(B, full_matrices=False)
+        return U, sv
+
+    return stats.memo(("whitened_between", rtol), compute)

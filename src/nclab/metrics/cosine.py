@@ -29,7 +29,7 @@ from __future__ import annotations
 import numpy as np
 
 from nclab.metrics._registry import metric
-from nclab.metrics.variability import _check_stats
+from nclab.metrics.common import check_stats
 from nclab.stats.class_stats import ClassStats, Weighting, check_weighting
 
 __all__ = ["class_separation", "within_class_cosine", "within_class_cosine_distance"]
@@ -40,7 +40,7 @@ _DTOTAL_TOL = 1e-12
 
 def _within_sims(stats: ClassStats, include_self: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per class: sum of similarities over the counted pairs, number of counted pairs; and U."""
-    _check_stats(stats)
+    check_stats(stats)
     n = stats.counts.astype(np.float64)
     U = stats.unit_sums
     sq = np.einsum("kd,kd->k", U, U)

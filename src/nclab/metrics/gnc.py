@@ -23,12 +23,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from nclab._arrays import as_rows
 from nclab.metrics._linalg import DEFAULT_RTOL, psd_pinv
 from nclab.metrics._registry import metric
-from nclab.metrics.means_geometry import _unit_rows
-from nclab.metrics.variability import _SB_ZERO, nc1
+from nclab.metrics.common import SB_ZERO_RTOL, unit_directions
+from nclab.metrics.variability import nc1
 from nclab.stats.class_stats import ClassStats, Weighting, check_weighting
+from nclab.validation import as_rows, unit_rows
 
 __all__ = ["check_normalized_stats", "gnc1", "gnc3", "normalize_features"]
 
@@ -45,17 +45,12 @@ def normalize_features(H: Any) -> Any:
     if isinstance(H, torch.Tensor):
         if not H.is_floating_point():
             raise TypeError(f"features must have a floating dtype, got {H.dtype}")
-        work = H if H.dtype in (torch.float32, torch.float64) else H.float()
-        norms = torch.linalg.vector_norm(work, dim=-1, keepdim=True)
-        out = work / torch.where(norms > 0, norms, torch.ones_like(norms))
-        return out.to(H.dtype)
+        return unit_rows(H, zero="keep", name="H")
     A = np.asarray(H)
     if A.dtype.kind not in "fiu":
         raise TypeError(f"features must be a numeric array, got dtype {A.dtype}")
     out_dtype = A.dtype if A.dtype.kind == "f" else np.dtype(np.float64)
-    work = A.astype(np.float64)
-    norms = np.linalg.norm(work, axis=-1, keepdims=True)
-    return (work / np.where(norms > 0, norms, 1.0)).astype(out_dtype)
+    return unit_rows(A, zero="keep", name="H").astype(out_dtype)
 
 
 def check_normalized_stats(stats: ClassStats, tol: float = NORMALIZED_TOL) -> None:
@@ -124,7 +119,7 @@ def gnc1(
     # Sigma_B = 0 up to roundoff (nc1's threshold): no class separation, inf, as nc1
     scale = float(np.linalg.norm(mu, axis=1).max())
     p = psd_pinv(sb, max_rank=min(d, K), rtol=rtol)
-    if p.rank == 0 or np.trace(sb) <= _SB_ZERO * scale**2:
+    if p.rank == 0 or np.trace(sb) <= SB_ZERO_RTOL * scale**2:
         return float("inf")
     return p.trace_with(stats.sigma_w(copy=False)) / K
 
@@ -150,16 +145,16 @@ def gnc3(W: Any, stats: ClassStats, *, normalize_w: bool = True, renormalize_mea
         raise TypeError(f"gnc3 expects ClassStats, got {type(stats).__name__}")
     counts = stats.require_nonempty("gnc3")
     hbar = stats.unit_sums / counts[:, None].astype(np.float64)
-    Wr = as_rows(W, "W")
+    Wr = as_rows(W, name="W")
     if Wr.shape != hbar.shape:
         raise ValueError(f"W has shape {Wr.shape}, but the ClassStats have (K, d) = {hbar.shape}")
     if normalize_w:
-        U = _unit_rows(Wr, float(np.linalg.norm(Wr, axis=1).max()), "gnc3")
+        U = unit_directions(Wr, float(np.linalg.norm(Wr, axis=1).max()), "gnc3")
         if U is None:
             return float("nan")
         Wr = U
     if renormalize_means:
-        Hn = _unit_rows(hbar, 1.0, "gnc3")  # hbar_k is a mean of unit vectors: its scale is 1
+        Hn = unit_directions(hbar, 1.0, "gnc3")  # hbar_k is a mean of unit vectors: its scale is 1
         if Hn is None:
             return float("nan")
         hbar = Hn

@@ -41,13 +41,19 @@ from typing import Any, Literal
 
 import numpy as np
 
-from nclab._arrays import as_rows
 from nclab.metrics._registry import REGISTRY, metric
+from nclab.metrics.common import (
+    ZERO_RTOL,
+    TargetUnattainableWarning,
+    degenerate,
+    unit_directions,
+    zero_rows,
+)
 from nclab.stats.class_stats import ClassStats, Weighting
+from nclab.validation import as_rows, check_choice, check_finite
 
 __all__ = [
-    "DegenerateMetricWarning",
-    "TargetUnattainableWarning",
+    "classifier_accuracy_on_means",
     "equiangularity",
     "equinorm",
     "etf_gram_error",
@@ -58,17 +64,7 @@ __all__ = [
     "self_duality",
 ]
 
-ZERO_RTOL = 1e-12  # a (centred) vector is "zero" below ZERO_RTOL * (largest norm of the uncentred input)
-
 SelfDualityVariant = Literal["frobenius", "gram", "cosine"]
-
-
-class DegenerateMetricWarning(RuntimeWarning):
-    """A metric is undefined for these inputs (e.g. a zero vector whose direction is needed): it is nan."""
-
-
-class TargetUnattainableWarning(UserWarning):
-    """The reference frame (simplex ETF, orthogonal frame) does not fit in dimension d: the metric is > 0."""
 
 
 # ---------------------------------------------------------------------------------------------- helpers
@@ -77,7 +73,7 @@ def _vectors(X: ClassStats | Any, center: bool, weighting: Weighting, name: str 
     if isinstance(X, ClassStats):
         # shared by the geometry metrics of one report (read-only, cached until the statistics change)
         return X.memo(("geometry_rows", center, weighting), lambda: _stats_vectors(X, center, weighting))
-    raw = as_rows(X, name)
+    raw = as_rows(X, name=name)
     V = raw - raw.mean(axis=0) if center else raw
     return V, float(np.linalg.norm(raw, axis=1).max())
 
@@ -95,28 +91,6 @@ def _etf_pair_moments(X: ClassStats | Any, U: np.ndarray, weighting: Weighting) 
     if isinstance(X, ClassStats):
         return X.memo(("etf_pair_moments", weighting), lambda: _pair_cosine_moments(U, shift))
     return _pair_cosine_moments(U, shift)
-
-
-def _zero_rows(V: np.ndarray, scale: float) -> np.ndarray:
-    norms = np.linalg.norm(V, axis=1)
-    return np.flatnonzero(norms <= ZERO_RTOL * scale) if scale > 0 else np.arange(V.shape[0])
-
-
-def _degenerate(metric_name: str, why: str) -> float:
-    warnings.warn(f"{metric_name} is undefined: {why}; returning nan", DegenerateMetricWarning, stacklevel=3)
-    return float("nan")
-
-
-def _rows_str(idx: np.ndarray) -> str:
-    return ", ".join(map(str, idx[:10])) + (" ..." if idx.size > 10 else "")
-
-
-def _unit_rows(V: np.ndarray, scale: float, metric_name: str) -> np.ndarray | None:
-    zero = _zero_rows(V, scale)
-    if zero.size:
-        _degenerate(metric_name, f"rows {_rows_str(zero)} have zero norm, so their cosines are undefined")
-        return None
-    return V / np.linalg.norm(V, axis=1, keepdims=True)
 
 
 def _spread_from_moments(count: int, m2: float, ddof: int) -> float:
@@ -193,8 +167,8 @@ def equinorm(vectors_or_stats: ClassStats | Any, ddof: int = 1, *, weighting: We
     """
     V, scale = _vectors(vectors_or_stats, center=isinstance(vectors_or_stats, ClassStats), weighting=weighting)
     norms = np.linalg.norm(V, axis=1)
-    if _zero_rows(V, scale).size == V.shape[0]:
-        return _degenerate("equinorm", "every vector has zero norm")
+    if zero_rows(V, scale).size == V.shape[0]:
+        return degenerate("equinorm", "every vector has zero norm")
     return _spread(norms, ddof) / float(norms.mean())
 
 
@@ -207,7 +181,7 @@ def equiangularity(vectors_or_stats: ClassStats | Any, ddof: int = 1, *, weighti
     A zero-norm vector makes its cosines undefined: nan with :class:`DegenerateMetricWarning`.
     """
     V, scale = _vectors(vectors_or_stats, center=isinstance(vectors_or_stats, ClassStats), weighting=weighting)
-    U = _unit_rows(V, scale, "equiangularity")
+    U = unit_directions(V, scale, "equiangularity")
     if U is None:
         return float("nan")
     # shift by the simplex-ETF cosine so that nearly equiangular vectors keep the digits of their spread
@@ -227,7 +201,7 @@ def max_angle(vectors_or_stats: ClassStats | Any, *, weighting: Weighting = "bal
     V, scale = _vectors(vectors_or_stats, center=isinstance(vectors_or_stats, ClassStats), weighting=weighting)
     K, d = V.shape
     _warn_unattainable("max_angle", K, d, K - 1, "simplex ETF")
-    U = _unit_rows(V, scale, "max_angle")
+    U = unit_directions(V, scale, "max_angle")
     if U is None:
         return float("nan")
     count, _, _, abs_sum = _etf_pair_moments(vectors_or_stats, U, weighting)
@@ -251,8 +225,8 @@ def etf_gram_error(X: ClassStats | Any, center: bool = True, *, weighting: Weigh
     V, scale = _vectors(X, center=center, weighting=weighting)
     K, d = V.shape
     _warn_unattainable("etf_gram_error", K, d, K - 1, "simplex ETF")
-    if _zero_rows(V, scale).size == K:
-        return _degenerate("etf_gram_error", "every (centred) row is zero, so G = 0 has no direction")
+    if zero_rows(V, scale).size == K:
+        return degenerate("etf_gram_error", "every (centred) row is zero, so G = 0 has no direction")
     return _gram_distance(V @ V.T, _etf_target(K))
 
 
@@ -284,7 +258,7 @@ def etf_gram_error_from_eigvals(eigvals: Any, K: int) -> float:
     s[: top.size] = top
     norm = np.linalg.norm(s)
     if norm == 0:
-        return _degenerate("etf_gram_error", "all eigenvalues are zero, so G = 0 has no direction")
+        return degenerate("etf_gram_error", "all eigenvalues are zero, so G = 0 has no direction")
     return float(np.linalg.norm(s / norm - 1.0 / np.sqrt(K - 1)))
 
 
@@ -297,8 +271,8 @@ def etf_gram_error_spectral(X: ClassStats | Any, *, weighting: Weighting = "bala
     V, scale = _vectors(X, center=True, weighting=weighting)
     K, d = V.shape
     _warn_unattainable("etf_gram_error", K, d, K - 1, "simplex ETF")
-    if _zero_rows(V, scale).size == K:
-        return _degenerate("etf_gram_error", "every centred row is zero, so G = 0 has no direction")
+    if zero_rows(V, scale).size == K:
+        return degenerate("etf_gram_error", "every centred row is zero, so G = 0 has no direction")
     sv = np.linalg.svd(V, compute_uv=False)
     return etf_gram_error_from_eigvals(sv**2, K)
 
@@ -314,8 +288,8 @@ def orthogonal_frame_error(X: ClassStats | Any) -> float:
     V, scale = _vectors(X, center=False, weighting="balanced")
     K, d = V.shape
     _warn_unattainable("orthogonal_frame_error", K, d, K, "orthogonal frame")
-    if _zero_rows(V, scale).size == K:
-        return _degenerate("orthogonal_frame_error", "every row is zero, so G = 0 has no direction")
+    if zero_rows(V, scale).size == K:
+        return degenerate("orthogonal_frame_error", "every row is zero, so G = 0 has no direction")
     return _gram_distance(V @ V.T, np.eye(K) / np.sqrt(K))
 
 
@@ -355,14 +329,13 @@ def self_duality(
 
     Zero ``W``, zero (centred) means, or (cosine) any zero row: nan + :class:`DegenerateMetricWarning`.
     """
-    if variant not in ("frobenius", "gram", "cosine"):
-        raise ValueError(f"variant must be 'frobenius', 'gram' or 'cosine', got {variant!r}")
+    check_choice(variant, SelfDualityVariant, name="variant")
     if squared is not None and not isinstance(squared, bool):
         raise TypeError(f"squared must be a bool or None, got {squared!r}")
     if variant == "cosine" and squared is not None:
         raise ValueError("squared applies to the 'frobenius' and 'gram' variants only")
     M, m_scale = _vectors(stats, center=center_means, weighting=weighting, name="means")
-    Wr = as_rows(W, "W")
+    Wr = as_rows(W, name="W")
     if Wr.shape != M.shape:
         raise ValueError(f"W has shape {Wr.shape}, but the class means have shape {M.shape}")
     w_scale = float(np.linalg.norm(Wr, axis=1).max())
@@ -370,20 +343,70 @@ def self_duality(
         Wr = Wr - Wr.mean(axis=0)
     name = f"self_duality[{variant}]"
     if variant == "cosine":
-        Uw = _unit_rows(Wr, w_scale, name)
-        Um = _unit_rows(M, m_scale, name) if Uw is not None else None
+        Uw = unit_directions(Wr, w_scale, name)
+        Um = unit_directions(M, m_scale, name) if Uw is not None else None
         if Uw is None or Um is None:
             return float("nan")
         return float(np.mean(1.0 - np.einsum("kd,kd->k", Uw, Um)))
-    if _zero_rows(Wr, w_scale).size == Wr.shape[0]:
-        return _degenerate(name, "W is zero")
-    if _zero_rows(M, m_scale).size == M.shape[0]:
-        return _degenerate(name, "the (centred) class means are all zero")
+    if zero_rows(Wr, w_scale).size == Wr.shape[0]:
+        return degenerate(name, "W is zero")
+    if zero_rows(M, m_scale).size == M.shape[0]:
+        return degenerate(name, "the (centred) class means are all zero")
     if variant == "frobenius":
         dist = float(np.linalg.norm(Wr / np.linalg.norm(Wr) - M / np.linalg.norm(M)))
         return dist**2 if (squared is None or squared) else dist
     G = Wr @ M.T
     if np.linalg.norm(G) <= ZERO_RTOL * np.linalg.norm(Wr) * np.linalg.norm(M):
-        return _degenerate(name, "the cross-Gram W M^T is zero (W orthogonal to every class mean)")
+        return degenerate(name, "the cross-Gram W M^T is zero (W orthogonal to every class mean)")
     dist = _gram_distance(G, _etf_target(Wr.shape[0]))
     return dist**2 if squared else dist
+
+
+# ---------------------------------------------------------------------------------------------- NC4
+@metric(
+    "classifier_accuracy_on_means",
+    "higher",
+    "NC4 (Papyan et al. 2020) at the class means: argmax_j(w_j . mu_k + b_j) = k; bias included (004, A3, A4)",
+    needs=("W", "stats"),
+)
+def classifier_accuracy_on_means(W: Any, stats: ClassStats | Any, b: Any = None) -> float:
+    """Fraction of classes whose mean the affine classifier assigns to its own class:
+    ``(1/K) #{k : argmax_j (w_j . mu_k + b_j) = k}``.
+
+    The nearest-class-mean rule classifies every class mean correctly, so this is the agreement of the
+    classifier's decision ``argmax(W h + b)`` with NCC at the points ``h = mu_k`` (NC4 of Papyan et al. 2020,
+    evaluated where the class's features collapse under NC1). It is 1 at collapse and needs no pass over the
+    samples; :class:`~nclab.metrics.NCCAccumulator` measures the same agreement sample by sample.
+
+    Parameters
+    ----------
+    W : array_like, (K, d)
+        Classifier rows (``nn.Linear`` layout).
+    stats : ClassStats or array_like (K, d)
+        Its uncentred class means (the classifier acts on raw features), or the means themselves.
+    b : array_like (K,), optional
+        Bias; None for a bias-free head. It matters: with features far from the origin, ``W mu_G`` is a
+        class-dependent offset that only the bias cancels (``b = -W mu_G`` for ``W`` proportional to the
+        centred means).
+
+    Ties go to the lowest class index (as ``torch.argmax`` in the NCC accumulator). Range [0, 1]; K = 2 with
+    an exactly collapsed, self-dual classifier gives 1.
+
+    Example
+    -------
+    >>> M = np.array([[1.0, 0.0], [-1.0, 0.0]]) + 10.0
+    >>> classifier_accuracy_on_means(M - M.mean(0), M, b=-(M - M.mean(0)) @ M.mean(0))
+    1.0
+    """
+    M = stats.means if isinstance(stats, ClassStats) else as_rows(stats, name="means")
+    Wr = as_rows(W, name="W")
+    if Wr.shape != M.shape:
+        raise ValueError(f"W has shape {Wr.shape}, but the class means have shape {M.shape}")
+    K = M.shape[0]
+    logits = M @ Wr.T
+    if b is not None:
+        bias = check_finite(b, name="b")
+        if bias.shape != (K,):
+            raise ValueError(f"b must have shape (K,) = ({K},), got {bias.shape}")
+        logits = logits + bias
+    return float(np.mean(np.argmax(logits, axis=1) == np.arange(K)))

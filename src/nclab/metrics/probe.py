@@ -12,8 +12,9 @@ import numpy as np
 
 from nclab.metrics._linalg import DEFAULT_RTOL, psd_pinv, stats_eig
 from nclab.metrics._registry import metric
-from nclab.metrics.variability import _check_stats, _whitened_between
+from nclab.metrics.common import check_stats, whitened_between
 from nclab.stats.class_stats import ClassStats
+from nclab.validation import check_features, check_int, check_labels
 
 __all__ = ["probe_mse_lstsq", "probe_mse_optimal"]
 
@@ -34,13 +35,13 @@ def probe_mse_optimal(stats: ClassStats, rtol: float = DEFAULT_RTOL) -> float:
     Sigma_T^+ uses ``psd_pinv`` with relative tolerance ``rtol``; the result is clipped at 0 against roundoff
     (a squared loss is >= 0). Needs ``track="full"``; reference implementation: :func:`probe_mse_lstsq`.
     """
-    _check_stats(stats)
+    check_stats(stats)
     pi = stats.counts / stats.num_samples
     M = stats.centered_means("empirical")
-    whitened = _whitened_between(stats, rtol)
+    whitened = whitened_between(stats, rtol)
     if whitened is not None:
         # 2 L* = tr(Pi (P_c - U U^T)) + sum_j ||Pi^{1/2} u_j||^2 / (1 + s_j^2) (P_c: projector orthogonal to
-        # sqrt(pi)), sums of non-negative terms, accurate near collapse (see _whitened_between).
+        # sqrt(pi)), sums of non-negative terms, accurate near collapse (see whitened_between).
         U, sv = whitened
         r = int(np.sum(sv * sv > rtol * sv[0] * sv[0])) if sv.size and sv[0] > 0 else 0
         weights = pi @ (U[:, :r] ** 2)
@@ -68,23 +69,10 @@ def probe_mse_lstsq(H: Any, y: Any, num_classes: int | None = None) -> float:
     solution, which attains the minimum. ``H: (N, d)``, ``y: (N,)`` integer labels in [0, K); K defaults to
     ``max(y) + 1``. Lower = more collapsed. Memory O(N (d + K)): for moderate N only.
     """
-    H = np.asarray(H, dtype=np.float64)
-    y = np.asarray(y)
-    if H.ndim != 2:
-        raise ValueError(f"features must be 2-D (N, d), got shape {H.shape}")
-    if y.ndim != 1 or y.shape[0] != H.shape[0]:
-        raise ValueError(f"labels must be 1-D with one entry per feature row: {H.shape} vs {y.shape}")
-    if H.shape[0] == 0:
-        raise ValueError("no samples")
-    if not np.issubdtype(y.dtype, np.integer):
-        raise TypeError(f"labels must have an integer dtype, got {y.dtype}")
-    if not np.all(np.isfinite(H)):
-        raise ValueError("features contain NaN or inf")
-    K = int(y.max()) + 1 if num_classes is None else int(num_classes)
-    if K < 2:
-        raise ValueError(f"num_classes must be >= 2, got {K}")
-    if y.min() < 0 or y.max() >= K:
-        raise ValueError(f"labels must lie in [0, {K})")
+    H = check_features(H, name="H")
+    y = check_labels(y, K=None, name="y", num_rows=H.shape[0])
+    K = check_int(int(y.max()) + 1 if num_classes is None else num_classes, name="num_classes", low=2)
+    y = check_labels(y, K=K, name="y")
     N = H.shape[0]
     X = np.hstack([H - H.mean(axis=0), np.ones((N, 1))])
     Y = np.zeros((N, K))

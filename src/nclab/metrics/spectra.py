@@ -13,8 +13,9 @@ import numpy as np
 
 from nclab.metrics._linalg import DEFAULT_RTOL, psd_pinv, stats_eigvals
 from nclab.metrics._registry import metric
-from nclab.metrics.variability import _check_stats
+from nclab.metrics.common import check_stats
 from nclab.stats.class_stats import ClassStats, Weighting
+from nclab.validation import check_choice
 
 __all__ = ["rank_metrics", "spectrum"]
 
@@ -23,9 +24,8 @@ Convention = Literal["eigenvalues", "singular_values"]
 
 
 def _validate(stats: ClassStats, which: Which, center: bool) -> None:
-    _check_stats(stats)
-    if which not in ("total", "within", "between"):
-        raise ValueError(f"which must be 'total', 'within' or 'between', got {which!r}")
+    check_stats(stats)
+    check_choice(which, Which, name="which")
     if not center and which != "total":
         raise ValueError("center=False is only defined for which='total' (raw second moment E[h h^T])")
 
@@ -94,8 +94,7 @@ def rank_metrics(
     Direction "none" (diagnostics). Needs ``track="full"``. Keywords ``weighting``, ``center`` as in
     :func:`spectrum`.
     """
-    if convention not in ("eigenvalues", "singular_values"):
-        raise ValueError(f"convention must be 'eigenvalues' or 'singular_values', got {convention!r}")
+    check_choice(convention, Convention, name="convention")
     lam = spectrum(stats, which=which, weighting=weighting, center=center, rtol=rtol)
     lam = lam[lam > 0]
     if lam.size == 0:

@@ -12,10 +12,10 @@ from typing import Any, Literal
 
 import numpy as np
 
-from nclab._arrays import as_rows
 from nclab.metrics._registry import metric
 from nclab.metrics.common import check_stats, unit_directions
 from nclab.stats.class_stats import ClassStats, Weighting
+from nclab.validation import as_rows
 
 __all__ = ["hyperspherical_uniformity"]
 

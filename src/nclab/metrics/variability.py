@@ -25,35 +25,15 @@ from dataclasses import replace
 from typing import Literal
 
 import numpy as np
-from scipy.linalg import lapack, solve_triangular
 
-from nclab.metrics._linalg import DEFAULT_RTOL, RankPolicy, psd_pinv, stats_between_eig, stats_eig, stats_eigvals
+from nclab.metrics._linalg import DEFAULT_RTOL, RankPolicy, psd_pinv, stats_between_eig, stats_eig
 from nclab.metrics._registry import REGISTRY, metric
+from nclab.metrics.common import between_is_zero, check_stats, whitened_between
 from nclab.stats.class_stats import ClassStats, Weighting, check_weighting
 
 __all__ = ["fuzziness", "nc1", "pfc1", "sq_dist", "trace_ratio", "vci", "within_class_split"]
 
 VciRank = Literal["min", "numerical"] | int
-
-
-def _check_stats(stats: ClassStats) -> None:
-    if not isinstance(stats, ClassStats):
-        raise TypeError(f"expected ClassStats, got {type(stats).__name__}")
-    if stats.num_samples == 0:
-        raise ValueError("these ClassStats have seen no sample")
-    stats.means  # noqa: B018 -- raises EmptyClassError naming the empty classes
-
-
-# Sigma_B counts as zero when Tr Sigma_B <= _SB_ZERO * max_k ||mu_k||^2: centring K equal class means leaves
-# roundoff of a few ulps of ||mu_k|| (e.g. Tr Sigma_B = 1e-32, not 0), which must not read as a separation.
-_SB_ZERO = (8 * np.finfo(np.float64).eps) ** 2
-
-
-def _between_is_zero(stats: ClassStats, weighting: Weighting) -> bool:
-    """All class means equal up to roundoff (Sigma_B = 0)."""
-    mu = stats.means
-    scale = float(np.max(np.einsum("kd,kd->k", mu, mu)))
-    return stats.trace_b(weighting) <= _SB_ZERO * scale
 
 
 def _check_rank(rank: RankPolicy) -> None:
@@ -99,10 +79,10 @@ def nc1(
     Returns ``inf`` when Sigma_B = 0 (all class means equal: no class separation), whatever Sigma_W is.
     Needs ``track="full"``.
     """
-    _check_stats(stats)
+    check_stats(stats)
     sw = stats.sigma_w(copy=False)
     pb = _pinv_b(stats, weighting, rank, rtol)
-    if pb.rank == 0 or _between_is_zero(stats, weighting):
+    if pb.rank == 0 or between_is_zero(stats, weighting):
         return float("inf")
     value = pb.trace_with(sw)
     return value / stats.num_classes if normalize else value
@@ -146,10 +126,10 @@ def trace_ratio(stats: ClassStats, weighting: Weighting = "balanced") -> float:
 
     Returns ``inf`` when Tr Sigma_B = 0 (all class means equal), whatever Sigma_W is.
     """
-    _check_stats(stats)
+    check_stats(stats)
     tw = stats.trace_w()
     tb = stats.trace_b(weighting)
-    if _between_is_zero(stats, weighting):
+    if between_is_zero(stats, weighting):
         return float("inf")
     return tw / tb
 
@@ -158,63 +138,6 @@ pfc1 = trace_ratio
 sq_dist = trace_ratio
 REGISTRY["pfc1"] = replace(trace_ratio.info, name="pfc1")  # type: ignore[attr-defined]
 REGISTRY["sq_dist"] = replace(trace_ratio.info, name="sq_dist")  # type: ignore[attr-defined]
-
-
-# Below this (estimated) condition number of Sigma_W the whitened form keeps ~13 digits (relative errors ~ eps *
-# sqrt(cond) through the Cholesky factor) and is used whatever Sigma_T's conditioning: it costs a Cholesky
-# factorisation, where the Sigma_T form needs a full eigendecomposition of Sigma_T.
-_WHITEN_ALWAYS_COND = 1e6
-
-
-def _total_condition(stats: ClassStats, rtol: float) -> float:
-    """cond_2(Sigma_T) as the Sigma_T forms see it: ``inf`` when the tolerance drops any eigenvalue.
-
-    A dropped eigenvalue is evidence against the Sigma_T forms, not a reason to ignore its direction: Sigma_W is
-    positive definite whenever this is asked (Sigma_T >= Sigma_W), so the dropped directions are real
-    within-class variance that the truncated pseudo-inverse discards (near collapse with anisotropic noise the
-    whole of V_W can fall under ``rtol * lambda_max``). The eigenvalues are the ones the rank metrics need anyway.
-    """
-    wt = stats_eigvals(stats, "total")
-    if not wt[-1] > rtol * wt[0]:
-        return float("inf")
-    return float(wt[0] / wt[-1])
-
-
-def _whitened_between(stats: ClassStats, rtol: float) -> tuple[np.ndarray, np.ndarray] | None:
-    """``(U, s)`` of the thin SVD of ``B = Pi^{1/2} M L^{-T}`` (K, d), M the empirically centred class means,
-    Pi = diag(n_k / N), ``Sigma_W = L L^T`` (Cholesky; ``B B^T = Pi^{1/2} M Sigma_W^{-1} M^T Pi^{1/2}``, so U and
-    s are those of the symmetric whitening ``Pi^{1/2} M Sigma_W^{-1/2}``); or None when Sigma_W is numerically
-    singular (Cholesky fails, or LAPACK's estimate of cond_1(Sigma_W) exceeds 1 / rtol), or conditioned worse than
-    both 1e6 and Sigma_T (then the Sigma_T forms are the accurate ones; a Sigma_T that loses an eigenvalue to the
-    ``rtol`` cut counts as infinitely conditioned, :func:`_total_condition`).
-
-    Shared by :func:`vci` and :func:`nclab.metrics.probe_mse_optimal`. With S = B B^T, Woodbury gives
-    ``Pi^{1/2} M Sigma_T^{-1} M^T Pi^{1/2} = S (I + S)^{-1}``, so Tr(Sigma_T^+ Sigma_B) = sum_j s_j^2 / (1 + s_j^2)
-    and the residual terms are sums of positive 1 / (1 + s_j^2): no cancellation near collapse, where Sigma_T
-    has noise-only eigenvalues next to O(1) ones. ``B^T sqrt(pi) = 0``, so U is orthogonal to sqrt(pi).
-    """
-
-    def compute() -> tuple[np.ndarray, np.ndarray] | None:
-        sw = stats.sigma_w(copy=False)
-        L, info = lapack.dpotrf(sw, lower=1, clean=1)
-        if info != 0:  # not numerically positive definite
-            return None
-        # LAPACK's estimate of 1 / cond_1(Sigma_W) from the factor (O(d^2); an eigendecomposition just for the
-        # condition number would cost as much as the rest of the report); cond_1 is within a factor d of cond_2,
-        # and the choice of form only matters when the two condition numbers are orders of magnitude apart
-        rcond, info = lapack.dpocon(L, float(np.abs(sw).sum(axis=0).max()), uplo="L")
-        if info != 0 or not rcond > rtol:
-            return None
-        if 1.0 / rcond > _WHITEN_ALWAYS_COND and 1.0 / rcond >= _total_condition(stats, rtol):
-            return None  # ill-conditioned Sigma_W, and Sigma_T no better: the Sigma_T forms are the accurate ones
-        # whiten with the Cholesky factor Sigma_W = L L^T: B = A L^{-T} has the same B B^T (hence the same U and
-        # singular values) as A Sigma_W^{-1/2}, at a fraction of an eigendecomposition's cost
-        A = stats.between_factor("empirical")  # Pi^{1/2} M
-        B = solve_triangular(L, A.T, lower=True, check_finite=False).T
-        U, sv, _ = np.linalg.svd(B, full_matrices=False)
-        return U, sv
-
-    return stats.memo(("whitened_between", rtol), compute)
 
 
 def _vci_rank(stats: ClassStats, rank: VciRank, weighting: Weighting, rtol: float) -> int:
@@ -287,14 +210,14 @@ def vci(
     is 0) is clipped to 0 (paper 000 Thm 5.2: VCI >= 0); anything larger is returned as computed, so a real
     violation stays visible. Returns 1.0 when Sigma_B = 0 (for ``rank="numerical"`` too). Needs ``track="full"``.
     """
-    _check_stats(stats)
+    check_stats(stats)
     check_weighting(weighting)
     r = _vci_rank(stats, rank, weighting, rtol)
-    if r == 0 or _between_is_zero(stats, weighting):
+    if r == 0 or between_is_zero(stats, weighting):
         return 1.0
     counts = stats.counts
     if weighting == "empirical" or np.all(counts == counts[0]):
-        whitened = _whitened_between(stats, rtol)
+        whitened = whitened_between(stats, rtol)
         if whitened is not None:
             # r VCI = r - m + sum_{j <= m} 1 / (1 + s_j^2), m = min(d, K - 1): a sum of positive terms
             sv = whitened[1]
@@ -333,10 +256,10 @@ def within_class_split(
 
     With Sigma_B = 0, V_B = {0}: in_span = 0, orthogonal = Tr Sigma_W, rank = 0. Needs ``track="full"``.
     """
-    _check_stats(stats)
+    check_stats(stats)
     sw = stats.sigma_w(copy=False)
     pb = _pinv_b(stats, weighting, rank, rtol)
-    r = 0 if _between_is_zero(stats, weighting) else pb.rank
+    r = 0 if between_is_zero(stats, weighting) else pb.rank
     V = pb.basis[:, :r]
     in_span = float(np.einsum("ij,ij->", V, sw @ V))
     # The V_B^perp part is often orders of magnitude smaller than the V_B part (paper 000 Fig. 1 plots it): the

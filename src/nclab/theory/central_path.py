@@ -1,17 +1,20 @@
 """Dynamics on the central path of paper 004 (Sec. 3): the renormalised gradient flow and its closed forms.
 
-Unconstrained features, lambda = 0, balanced classes in class-major order (``y = repeat(arange(C), N)``; the
-paper's "i then c" order), rows ``X (CN, P)``. The loss is the central-path loss ``L_LS(X)`` (the MSE of the
-LS classifier with bias), its gradient ``G = (1/n) (X W_LS^T + b_LS - Y) W_LS`` (envelope theorem, spec 004
+Paper 004 writes C (classes), N (samples per class) and P (dimension); here they are K, n and d, and
+N = K n is the total number of rows.
+
+Unconstrained features, lambda = 0, balanced classes in class-major order (``y = repeat(arange(K), n)``; the
+paper's "i then c" order), rows ``X (N, d)``. The loss is the central-path loss ``L_LS(X)`` (the MSE of the
+LS classifier with bias), its gradient ``G = (1/N) (X W_LS^T + b_LS - Y) W_LS`` (envelope theorem, spec 004
 Sec. 2.7), and the state lives on the renormalised manifold ``{X : Sigma_W(X) = I}``. Two tangent projections
-(spec 004, Sec. 3.3 and 3.7), written for rows with ``S = (X - M_X[y])^T Z / n``, ``Sym = S + S^T``:
+(spec 004, Sec. 3.3 and 3.7), written for rows with ``S = (X - M_X[y])^T Z / N``, ``Sym = S + S^T``:
 
 * ``"oblique"`` (the paper's Prop. 4, and to first order the renormalise-after-each-step algorithm of
-  App. D.1 it motivates): ``Pi(Z) = Z - 1/2 X Sym``. Its flow obeys ``domega/dt = omega / (C N (C + omega^2))``
-  [derived; the paper's Prop. 2 is wrong for this flow], closed form ``C^2 N log w + (C N / 2) w^2 = a + t``.
+  App. D.1 it motivates): ``Pi(Z) = Z - 1/2 X Sym``. Its flow obeys ``domega/dt = omega / (K n (K + omega^2))``
+  [derived; the paper's Prop. 2 is wrong for this flow], closed form ``K^2 n log w + (K n / 2) w^2 = a + t``.
 * ``"orthogonal"`` (Frobenius-orthogonal): ``Pi(Z) = Z - 1/2 (X - M_X[y]) Sym``. Its flow is the paper's
-  Lemma 5, ``domega/dt = omega / (N (C + omega^2)^2)``, closed form (Prop. 2)
-  ``C^2 N log w + C N w^2 + (N/4) w^4 = a + t``.
+  Lemma 5, ``domega/dt = omega / (n (K + omega^2)^2)``, closed form (Prop. 2)
+  ``K^2 n log w + K n w^2 + (n/4) w^4 = a + t``.
 
 Both keep the SNR singular vectors constant and drive max/min omega -> 1 (the ETF limit). Integration is adaptive
 (DOP853) between checkpoints, with a retraction (renormalisation) at every checkpoint (spec 004, pitfall 19).
@@ -26,8 +29,9 @@ import numpy as np
 import scipy.integrate
 import scipy.optimize
 
-from nclab.theory.mse import _ls_from_moments, _Moments
+from nclab.theory.mse import Moments, ls_from_moments
 from nclab.theory.snr import inv_sqrt_psd
+from nclab.validation import check_choice
 
 __all__ = [
     "CentralPathRun",
@@ -49,87 +53,86 @@ Projection = Literal["oblique", "orthogonal"]
 
 
 def _check_projection(projection: str) -> None:
-    if projection not in ("oblique", "orthogonal"):
-        raise ValueError(f"projection must be 'oblique' or 'orthogonal', got {projection!r}")
+    check_choice(projection, Projection, name="projection")
 
 
-def class_major_labels(C: int, N: int) -> np.ndarray:
-    """``y = [0]*N + [1]*N + ... + [C-1]*N`` (``Y = I_C (x) 1_N^T``)."""
-    return np.repeat(np.arange(C), N)
+def class_major_labels(K: int, n: int) -> np.ndarray:
+    """``y = [0]*n + [1]*n + ... + [K-1]*n`` (``Y = I_K (x) 1_n^T``)."""
+    return np.repeat(np.arange(K), n)
 
 
-def _class_means(X: np.ndarray, C: int) -> np.ndarray:
-    return X.reshape(C, -1, X.shape[1]).mean(axis=1)
+def _class_means(X: np.ndarray, K: int) -> np.ndarray:
+    return X.reshape(K, -1, X.shape[1]).mean(axis=1)
 
 
-def _moments_rows(X: np.ndarray, C: int) -> _Moments:
-    n = X.shape[0]
-    M = _class_means(X, C)
-    D = X - np.repeat(M, n // C, axis=0)
+def _moments_rows(X: np.ndarray, K: int) -> Moments:
+    N = X.shape[0]
+    M = _class_means(X, K)
+    D = X - np.repeat(M, N // K, axis=0)
     mu = M.mean(axis=0)
-    sw = D.T @ D / n
+    sw = D.T @ D / N
     Mc = M - mu
-    return _Moments(pi=np.full(C, 1.0 / C), means=M, mu=mu, sigma_w=sw, sigma_t=sw + Mc.T @ Mc / C)
+    return Moments(pi=np.full(K, 1.0 / K), means=M, mu=mu, sigma_w=sw, sigma_t=sw + Mc.T @ Mc / K)
 
 
-def ls_loss_grad(X: np.ndarray, C: int) -> tuple[float, np.ndarray]:
-    """Central-path loss ``L_LS(X)`` (lambda = 0, with bias) and its gradient ``(CN, P)`` (spec 004, Sec. 2.7).
+def ls_loss_grad(X: np.ndarray, K: int) -> tuple[float, np.ndarray]:
+    """Central-path loss ``L_LS(X)`` (lambda = 0, with bias) and its gradient ``(N, d)`` (spec 004, Sec. 2.7).
 
     The LS classifier is :func:`nclab.theory.mse.ls_classifier`'s solver; the gradient has zero column sums
     (the global mean does not move) and is orthogonal to the fibre directions ``X S``.
     """
-    n = X.shape[0]
-    W, b = _ls_from_moments(_moments_rows(X, C), 0.0, True)
+    N = X.shape[0]
+    W, b = ls_from_moments(_moments_rows(X, K), 0.0, True)
     R = X @ W.T + b
-    R[np.arange(n), np.repeat(np.arange(C), n // C)] -= 1.0
-    return 0.5 * float(np.sum(R * R)) / n, R @ W / n
+    R[np.arange(N), np.repeat(np.arange(K), N // K)] -= 1.0
+    return 0.5 * float(np.sum(R * R)) / N, R @ W / N
 
 
-def project(X: np.ndarray, Z: np.ndarray, C: int, projection: Projection = "oblique") -> np.ndarray:
-    """Tangent projection of ``Z (CN, P)`` at ``X`` on ``{Sigma_W = I}`` (paper 004, Prop. 4; spec 004 Sec. 3.3)."""
+def project(X: np.ndarray, Z: np.ndarray, K: int, projection: Projection = "oblique") -> np.ndarray:
+    """Tangent projection of ``Z (N, d)`` at ``X`` on ``{Sigma_W = I}`` (paper 004, Prop. 4; spec 004 Sec. 3.3)."""
     _check_projection(projection)
-    n = X.shape[0]
-    D = X - np.repeat(_class_means(X, C), n // C, axis=0)  # = n * Cm X in the paper's notation
-    S = D.T @ Z / n
+    N = X.shape[0]
+    D = X - np.repeat(_class_means(X, K), N // K, axis=0)  # = N * Cm X in the paper's notation
+    S = D.T @ Z / N
     Sym = S + S.T
     return Z - 0.5 * (X if projection == "oblique" else D) @ Sym
 
 
-def renormalize_features(X: np.ndarray, C: int) -> np.ndarray:
+def renormalize_features(X: np.ndarray, K: int) -> np.ndarray:
     """Retraction onto the manifold: ``(X - mu_G) Sigma_W(X)^{-1/2}`` (a move along the fibre: omega unchanged)."""
-    m = _moments_rows(X, C)
+    m = _moments_rows(X, K)
     return (X - m.mu) @ inv_sqrt_psd(m.sigma_w)
 
 
-def omega_of(X: np.ndarray, C: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Singular values (C-1,) and singular vectors ``left (C, C-1)``, ``right (P, C-1)`` of the SNR of rows X."""
-    m = _moments_rows(X, C)
+def omega_of(X: np.ndarray, K: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Singular values (K-1,) and singular vectors ``left (K, K-1)``, ``right (d, K-1)`` of the SNR of rows X."""
+    m = _moments_rows(X, K)
     S = (m.means - m.mu) @ inv_sqrt_psd(m.sigma_w)
     U, s, Vt = np.linalg.svd(S, full_matrices=False)
-    return s[: C - 1], U[:, : C - 1], Vt[: C - 1].T
+    return s[: K - 1], U[:, : K - 1], Vt[: K - 1].T
 
 
 # ---------------------------------------------------------------------------------------------- closed forms
-def omega_rate(omega: Any, C: int, N: int, projection: Projection = "oblique") -> np.ndarray:
-    """``domega/dt``: oblique ``w / (C N (C + w^2))`` [derived]; orthogonal ``w / (N (C + w^2)^2)`` (Lemma 5)."""
+def omega_rate(omega: Any, K: int, n: int, projection: Projection = "oblique") -> np.ndarray:
+    """``domega/dt``: oblique ``w / (K n (K + w^2))`` [derived]; orthogonal ``w / (n (K + w^2)^2)`` (Lemma 5)."""
     _check_projection(projection)
     w = np.asarray(omega, dtype=np.float64)
     if projection == "oblique":
-        return w / (C * N * (C + w * w))
-    return w / (N * (C + w * w) ** 2)
+        return w / (K * n * (K + w * w))
+    return w / (n * (K + w * w) ** 2)
 
 
-def flow_potential(omega: Any, C: int, N: int, projection: Projection = "oblique") -> np.ndarray:
-    """``F(w)`` with ``F(omega(t)) = F(omega(0)) + t``: orthogonal ``C^2 N log w + C N w^2 + (N/4) w^4``
-    (paper 004, Prop. 2); oblique ``C^2 N log w + (C N / 2) w^2`` [derived, spec 004 Sec. 3.7]."""
+def flow_potential(omega: Any, K: int, n: int, projection: Projection = "oblique") -> np.ndarray:
+    """``F(w)`` with ``F(omega(t)) = F(omega(0)) + t``: orthogonal ``K^2 n log w + K n w^2 + (n/4) w^4``
+    (paper 004, Prop. 2); oblique ``K^2 n log w + (K n / 2) w^2`` [derived, spec 004 Sec. 3.7]."""
     _check_projection(projection)
     w = np.asarray(omega, dtype=np.float64)
     if projection == "oblique":
-        return C * C * N * np.log(w) + 0.5 * C * N * w * w
-    return C * C * N * np.log(w) + C * N * w * w + 0.25 * N * w**4
+        return K * K * n * np.log(w) + 0.5 * K * n * w * w
+    return K * K * n * np.log(w) + K * n * w * w + 0.25 * n * w**4
 
 
-def closed_form_omega(omega0: Any, t: Any, C: int, N: int, projection: Projection = "oblique") -> np.ndarray:
+def closed_form_omega(omega0: Any, t: Any, K: int, n: int, projection: Projection = "oblique") -> np.ndarray:
     """``omega_j(t)`` solving ``F(omega) = F(omega_j(0)) + t`` (bracketed root finding), shape ``(T, J)``."""
     w0 = np.atleast_1d(np.asarray(omega0, dtype=np.float64))
     ts = np.atleast_1d(np.asarray(t, dtype=np.float64))
@@ -139,52 +142,52 @@ def closed_form_omega(omega0: Any, t: Any, C: int, N: int, projection: Projectio
         raise ValueError("t must be >= 0")
     out = np.empty((ts.size, w0.size))
     for j, w in enumerate(w0):
-        F0 = float(flow_potential(w, C, N, projection))
+        F0 = float(flow_potential(w, K, n, projection))
         for i, tt in enumerate(ts):
             if tt == 0:
                 out[i, j] = w
                 continue
             hi = 2.0 * w
-            while flow_potential(hi, C, N, projection) < F0 + tt:
+            while flow_potential(hi, K, n, projection) < F0 + tt:
                 hi *= 2.0
             level = F0 + float(tt)
             out[i, j] = scipy.optimize.brentq(
-                lambda x, lv=level: float(flow_potential(x, C, N, projection)) - lv, w, hi, xtol=1e-300, rtol=1e-15
+                lambda x, lv=level: float(flow_potential(x, K, n, projection)) - lv, w, hi, xtol=1e-300, rtol=1e-15
             )
     return out
 
 
 # ---------------------------------------------------------------------------------------------- simulation
-def initial_features(C: int, N: int, P: int, *, mean_scale: float = 1.0, seed: int = 0) -> np.ndarray:
-    """Gaussian features around Gaussian class means, renormalised: rows ``(CN, P)`` on the manifold."""
-    if N * C - C < P:
-        raise ValueError(f"Sigma_W needs C N - C >= P to be invertible; got C={C}, N={N}, P={P}")
+def initial_features(K: int, n: int, d: int, *, mean_scale: float = 1.0, seed: int = 0) -> np.ndarray:
+    """Gaussian features around Gaussian class means, renormalised: rows ``(N, d)`` on the manifold."""
+    if n * K - K < d:
+        raise ValueError(f"Sigma_W needs K n - K >= d to be invertible; got K={K}, n={n}, d={d}")
     rng = np.random.default_rng(seed)
-    means = mean_scale * rng.normal(size=(C, P))
-    H = np.repeat(means, N, axis=0) + rng.normal(size=(C * N, P))
-    return renormalize_features(H, C)
+    means = mean_scale * rng.normal(size=(K, d))
+    H = np.repeat(means, n, axis=0) + rng.normal(size=(K * n, d))
+    return renormalize_features(H, K)
 
 
-def renormalized_step(X: np.ndarray, eta: float, C: int, projection: Projection = "oblique") -> np.ndarray:
+def renormalized_step(X: np.ndarray, eta: float, K: int, projection: Projection = "oblique") -> np.ndarray:
     """One discrete step. Oblique: paper 004, App. D.1 literally, ``renormalize(X - eta G)``; orthogonal:
     ``renormalize(X - eta Pi_orth(G))``. Both agree with ``X - eta Pi(G)`` to ``O(eta^2)`` (Lemma 2)."""
-    _, G = ls_loss_grad(X, C)
-    step = G if projection == "oblique" else project(X, G, C, "orthogonal")
-    return renormalize_features(X - eta * step, C)
+    _, G = ls_loss_grad(X, K)
+    step = G if projection == "oblique" else project(X, G, K, "orthogonal")
+    return renormalize_features(X - eta * step, K)
 
 
 @dataclass
 class CentralPathRun:
-    """Trajectory of :func:`simulate`: ``t (T,)``; ``omega (T, C-1)`` measured; ``omega_oblique`` and
-    ``omega_orthogonal (T, C-1)`` the two closed forms from ``omega[0]``; ``ratio`` max/min omega;
+    """Trajectory of :func:`simulate`: ``t (T,)``; ``omega (T, K-1)`` measured; ``omega_oblique`` and
+    ``omega_orthogonal (T, K-1)`` the two closed forms from ``omega[0]``; ``ratio`` max/min omega;
     ``etf_distance`` ``||SNR/omega_max - U0 V0^T||_F``; ``offdiag`` max off-diagonal of ``U0^T SNR_t V0`` over
     omega_max (singular-vector drift); ``drift`` ``||Sigma_W(X) - I||_F`` before each retraction; ``loss``
     ``L_LS(X)``; ``metrics`` NC metrics of the renormalised features with ``W = W_LS`` (nc1, etf_gram_error,
     self_duality, equinorm); ``X`` final features."""
 
-    C: int
-    N: int
-    P: int
+    K: int
+    n: int
+    d: int
     projection: str
     method: str
     t: np.ndarray
@@ -223,12 +226,12 @@ class CentralPathRun:
         return rows
 
 
-def _nc_metrics(X: np.ndarray, C: int) -> dict[str, float]:
+def _nc_metrics(X: np.ndarray, K: int) -> dict[str, float]:
     from nclab.metrics import equinorm, etf_gram_error, nc1, self_duality
     from nclab.stats import ClassStats
 
-    stats = ClassStats.from_arrays(X, class_major_labels(C, X.shape[0] // C), num_classes=C)
-    W, _ = _ls_from_moments(_moments_rows(X, C), 0.0, True)
+    stats = ClassStats.from_arrays(X, class_major_labels(K, X.shape[0] // K), num_classes=K)
+    W, _ = ls_from_moments(_moments_rows(X, K), 0.0, True)
     return {
         "nc1": nc1(stats),
         "etf_gram_error": etf_gram_error(stats),
@@ -238,9 +241,9 @@ def _nc_metrics(X: np.ndarray, C: int) -> dict[str, float]:
 
 
 def simulate(
-    C: int,
-    N: int,
-    P: int,
+    K: int,
+    n: int,
+    d: int,
     t_end: float,
     projection: Projection = "oblique",
     *,
@@ -259,56 +262,55 @@ def simulate(
 
     Parameters
     ----------
-    C, N, P : classes, samples per class, feature dimension (``C N - C >= P``).
+    K, n, d : classes, samples per class, feature dimension (``K n - K >= d``).
     t_end : final time; checkpoints are ``0`` and ``num_checkpoints`` log-spaced times in ``[t_first, t_end]``
         (``t_first`` default ``t_end / 10^3``).
     projection : "oblique" (the paper's Prop. 4 / App. D.1 algorithm) or "orthogonal" (the flow of Prop. 2).
     method : "ode" (DOP853 with ``rtol``/``atol`` between checkpoints, retraction at each) or "gd" (discrete
         :func:`renormalized_step` with step ``eta``; time = steps * eta; checkpoints rounded to steps).
-    X0 : optional initial rows ``(CN, P)`` (class-major); default :func:`initial_features` with ``seed``.
+    X0 : optional initial rows ``(N, d)`` (class-major); default :func:`initial_features` with ``seed``.
     """
     _check_projection(projection)
-    if method not in ("ode", "gd"):
-        raise ValueError(f"method must be 'ode' or 'gd', got {method!r}")
+    check_choice(method, ("ode", "gd"), name="method")
     if not (t_end > 0):
         raise ValueError(f"t_end must be > 0, got {t_end}")
-    X = initial_features(C, N, P, mean_scale=mean_scale, seed=seed) if X0 is None else renormalize_features(X0, C)
-    if X.shape != (C * N, P):
-        raise ValueError(f"X0 must have shape (C N, P) = ({C * N}, {P}), got {X.shape}")
+    X = initial_features(K, n, d, mean_scale=mean_scale, seed=seed) if X0 is None else renormalize_features(X0, K)
+    if X.shape != (K * n, d):
+        raise ValueError(f"X0 must have shape (K n, d) = ({K * n}, {d}), got {X.shape}")
     t_first = t_end / 1e3 if t_first is None else t_first
     times = np.concatenate([[0.0], np.geomspace(t_first, t_end, num_checkpoints)])
     if method == "gd":
         steps = np.unique(np.round(times / eta).astype(np.int64))
         times = steps * eta
 
-    om0, left0, right0 = omega_of(X, C)
+    om0, left0, right0 = omega_of(X, K)
     frames: list[tuple[np.ndarray, float]] = [(X, 0.0)]
     n_steps_done = 0
     for k in range(1, times.size):
         if method == "ode":
 
             def rhs(_t: float, v: np.ndarray) -> np.ndarray:
-                Xv = v.reshape(C * N, P)
-                return -project(Xv, ls_loss_grad(Xv, C)[1], C, projection).ravel()
+                Xv = v.reshape(K * n, d)
+                return -project(Xv, ls_loss_grad(Xv, K)[1], K, projection).ravel()
 
             sol = scipy.integrate.solve_ivp(
                 rhs, (times[k - 1], times[k]), X.ravel(), method="DOP853", rtol=rtol, atol=atol
             )
             if not sol.success:
                 raise RuntimeError(f"ODE integration failed at t={times[k - 1]}: {sol.message}")
-            Xn = sol.y[:, -1].reshape(C * N, P)
+            Xn = sol.y[:, -1].reshape(K * n, d)
         else:
             Xn = X
             target = round(times[k] / eta)
             for _ in range(target - n_steps_done):
-                Xn = renormalized_step(Xn, eta, C, projection)
+                Xn = renormalized_step(Xn, eta, K, projection)
             n_steps_done = target
-        m = _moments_rows(Xn, C)
-        drift = float(np.linalg.norm(m.sigma_w - np.eye(P)))
-        X = renormalize_features(Xn, C)
+        m = _moments_rows(Xn, K)
+        drift = float(np.linalg.norm(m.sigma_w - np.eye(d)))
+        X = renormalize_features(Xn, K)
         frames.append((X, drift))
 
-    T, J = times.size, C - 1
+    T, J = times.size, K - 1
     omega = np.empty((T, J))
     etf = np.empty(T)
     off = np.empty(T)
@@ -316,27 +318,27 @@ def simulate(
     metrics: dict[str, list[float]] = {}
     target_frame = left0 @ right0.T
     for i, (Xi, _) in enumerate(frames):
-        om, _, _ = omega_of(Xi, C)
-        m = _moments_rows(Xi, C)
+        om, _, _ = omega_of(Xi, K)
+        m = _moments_rows(Xi, K)
         S = (m.means - m.mu) @ inv_sqrt_psd(m.sigma_w)
         omega[i] = om
         etf[i] = float(np.linalg.norm(S / om[0] - target_frame))
         A = left0.T @ S @ right0
         off[i] = float(np.max(np.abs(A - np.diag(np.diag(A)))) / om[0])
-        loss[i] = ls_loss_grad(Xi, C)[0]
+        loss[i] = ls_loss_grad(Xi, K)[0]
         if nc_metrics:
-            for key, v in _nc_metrics(Xi, C).items():
+            for key, v in _nc_metrics(Xi, K).items():
                 metrics.setdefault(key, []).append(v)
     return CentralPathRun(
-        C=C,
-        N=N,
-        P=P,
+        K=K,
+        n=n,
+        d=d,
         projection=projection,
         method=method,
         t=times,
         omega=omega,
-        omega_oblique=closed_form_omega(om0, times, C, N, "oblique"),
-        omega_orthogonal=closed_form_omega(om0, times, C, N, "orthogonal"),
+        omega_oblique=closed_form_omega(om0, times, K, n, "oblique"),
+        omega_orthogonal=closed_form_omega(om0, times, K, n, "orthogonal"),
         ratio=omega[:, 0] / omega[:, -1],
         etf_distance=etf,
         offdiag=off,

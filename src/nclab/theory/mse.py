@@ -1,7 +1,9 @@
 """The least-squares (ridge) classifier and the exact MSE loss decomposition of paper 004 (Sec. 2).
 
-Conventions (rows are samples): features ``H (N, P)``, labels ``y (N,)`` in ``[0, C)``, classifier ``W (C, P)``,
-bias ``b (C,)``; the paper's columns are transposed here and nowhere else. The loss is paper 004, eq. (2)-(3),
+Conventions (rows are samples): features ``H (N, d)``, labels ``y (N,)`` in ``[0, K)``, classifier ``W (K, d)``,
+bias ``b (K,)``; the paper's columns are transposed here and nowhere else. Paper 004 writes C (classes),
+N (samples per class) and P (dimension); the code writes K, n and d, and N = K n for the total count. The loss
+is paper 004, eq. (2)-(3),
 
     L(W, b, H) = (1/(2N)) sum_i ||W h_i + b - e_{y_i}||^2 + (lam/2) (||W||_F^2 + ||b||^2),
 
@@ -17,7 +19,7 @@ run. Every term is a sum of non-negative pieces (no raw second moments are subtr
     L_NC23       = 1/2 sum_c pi_c ||W_LS mu_c + b_LS - e_c||^2                              (Thm 2)
     L_perp       = 1/2 [tr(dW Sigma_T dW^T) + ||dW mu_G + db||^2 + lam (||dW||^2 + ||db||^2)]  (Thm 1)
 
-with ``pi_c = n_c / N`` and ``mu_G`` the sample mean. For balanced classes ``pi_c = 1/C`` and these are the
+with ``pi_c = n_c / N`` and ``mu_G`` the sample mean. For balanced classes ``pi_c = 1/K`` and these are the
 paper's formulas (L_NC23 = (1/(2C)) ||W~_LS M~ - I||_F^2); with the empirical weights the identities
 L = L_LS + L_perp and L_LS = L_NC1 + L_NC23 stay exact on imbalanced data too (the spectral theory of Sec. 3
 does not: it needs balance).
@@ -34,14 +36,17 @@ import scipy.linalg
 
 from nclab.metrics import psd_pinv
 from nclab.stats import ClassStats
+from nclab.validation import check_features, check_labels
 
 __all__ = [
     "DECOMPOSITION_KEYS",
     "LAMBDA_CONVENTIONS",
     "LambdaConvention",
+    "Moments",
     "decomposition_table",
     "ls_classifier",
     "ls_classifier_from_stats",
+    "ls_from_moments",
     "mse_decomposition",
     "mse_decomposition_from_stats",
     "mse_loss_from_stats",
@@ -52,7 +57,7 @@ LambdaConvention = Literal["mse_mean", "mse_sum", "paper"]
 
 #: Training objective -> paper 004 lambda, for PyTorch-style coupled weight decay ``wd`` (= penalty (wd/2)||theta||^2).
 LAMBDA_CONVENTIONS: dict[str, str] = {
-    "mse_mean": "nn.MSELoss() (mean over samples and the C outputs) + (wd/2)||theta||^2  ->  lam = C * wd / 2",
+    "mse_mean": "nn.MSELoss() (mean over samples and the K outputs) + (wd/2)||theta||^2  ->  lam = K * wd / 2",
     "mse_sum": "nn.MSELoss(reduction='sum') / n (sum over outputs, mean over samples) + (wd/2)||theta||^2  ->  "
     "lam = wd / 2 (the reference Colab of paper 004)",
     "paper": "(1/(2n)) sum ||f - y||^2 + (wd/2)||theta||^2, the paper's own objective  ->  lam = wd",
@@ -75,8 +80,8 @@ DECOMPOSITION_KEYS = (
 def paper_lambda(weight_decay: float, num_classes: int, convention: LambdaConvention = "mse_mean") -> float:
     """Paper 004's lambda for a network trained with weight decay ``weight_decay`` (see :data:`LAMBDA_CONVENTIONS`).
 
-    ``"mse_mean"``: objective ``nn.MSELoss()`` + ``(wd/2)||theta||^2`` = ``(2/C) [L_paper]`` with
-    ``lam = C wd / 2`` (spec 004, pitfall 6); ``"mse_sum"``: the Colab's loss summed over outputs, ``lam = wd/2``;
+    ``"mse_mean"``: objective ``nn.MSELoss()`` + ``(wd/2)||theta||^2`` = ``(2/K) [L_paper]`` with
+    ``lam = K wd / 2`` (spec 004, pitfall 6); ``"mse_sum"``: the Colab's loss summed over outputs, ``lam = wd/2``;
     ``"paper"``: ``lam = wd``. The decomposition identity holds for any lambda; only "L_perp ~ 0" depends on
     using the lambda that the classifier was actually trained with.
     """
@@ -107,17 +112,19 @@ def _resolve_lambda(
 
 # ---------------------------------------------------------------------------------------------- moments
 @dataclass(frozen=True)
-class _Moments:
-    """The second-order summary the decomposition reads: all float64."""
+class Moments:
+    """The second-order summary that the LS classifier and the decomposition read (all float64): class weights
+    ``pi_c = n_c / N``, uncentred class means, the sample mean, Sigma_W and Sigma_T. Built from ClassStats here
+    and from class-major rows by :mod:`nclab.theory.central_path`."""
 
-    pi: np.ndarray  # (C,) n_c / N
-    means: np.ndarray  # (C, P) uncentred class means
-    mu: np.ndarray  # (P,) sample mean
-    sigma_w: np.ndarray  # (P, P)
-    sigma_t: np.ndarray  # (P, P) about the sample mean
+    pi: np.ndarray  # (K,) n_c / N
+    means: np.ndarray  # (K, d) uncentred class means
+    mu: np.ndarray  # (d,) sample mean
+    sigma_w: np.ndarray  # (d, d)
+    sigma_t: np.ndarray  # (d, d) about the sample mean
 
 
-def _moments(stats: ClassStats) -> _Moments:
+def _moments(stats: ClassStats) -> Moments:
     if not isinstance(stats, ClassStats):
         raise TypeError(f"expected ClassStats, got {type(stats).__name__}")
     if stats.track != "full":
@@ -135,11 +142,11 @@ def _moments(stats: ClassStats) -> _Moments:
         sw = stats.sigma_w(copy=False)
         Mc = means - mu
         st = sw + (Mc * pi[:, None]).T @ Mc
-        return _Moments(pi=pi, means=means, mu=mu, sigma_w=sw, sigma_t=(st + st.T) / 2)
+        return Moments(pi=pi, means=means, mu=mu, sigma_w=sw, sigma_t=(st + st.T) / 2)
     # Sigma_T about the sample mean = Sigma_W + empirical Sigma_B: ClassStats' cached, read-only matrices (shared
     # with a collapse_report of the same statistics)
     means = stats.means
-    return _Moments(
+    return Moments(
         pi=pi, means=means, mu=pi @ means, sigma_w=stats.sigma_w(copy=False), sigma_t=stats.sigma_t(copy=False)
     )
 
@@ -147,24 +154,25 @@ def _moments(stats: ClassStats) -> _Moments:
 def _solve_psd(A: np.ndarray, B: np.ndarray) -> np.ndarray:
     """``A^{-1} B`` for symmetric PSD ``A``; the minimum-norm (pseudo-inverse) solution when ``A`` is singular."""
     # A Cholesky solve (no condition estimate: ill-conditioned but PD systems still get the best float64 can
-    # do, and scipy.linalg.solve's estimate tripled the cost at P = 128); only a failed Cholesky (singular A,
-    # e.g. lam = 0 with N < P) falls back to the pseudo-inverse.
+    # do, and scipy.linalg.solve's estimate tripled the cost at d = 128); only a failed Cholesky (singular A,
+    # e.g. lam = 0 with N < d) falls back to the pseudo-inverse.
     try:
         return scipy.linalg.cho_solve(scipy.linalg.cho_factor(A, lower=True, check_finite=False), B, check_finite=False)
     except (np.linalg.LinAlgError, scipy.linalg.LinAlgError):
         return psd_pinv(A).pinv @ B
 
 
-def _ls_from_moments(m: _Moments, lam: float, bias: bool) -> tuple[np.ndarray, np.ndarray]:
-    C, P = m.means.shape
-    R = m.pi[:, None] * m.means  # (1/N) Y^T H, (C, P)
+def ls_from_moments(m: Moments, lam: float, bias: bool) -> tuple[np.ndarray, np.ndarray]:
+    """``(W_LS (K, d), b_LS (K,))`` of :func:`ls_classifier` from the :class:`Moments` (``lam >= 0`` unchecked)."""
+    K, d = m.means.shape
+    R = m.pi[:, None] * m.means  # (1/N) Y^T H, (K, d)
     if not bias:
-        A = m.sigma_t + np.outer(m.mu, m.mu) + lam * np.eye(P)
-        return _solve_psd(A, R.T).T, np.zeros(C)
+        A = m.sigma_t + np.outer(m.mu, m.mu) + lam * np.eye(d)
+        return _solve_psd(A, R.T).T, np.zeros(K)
     # Eliminating b from the normal equations W(S_T + mu mu^T + lam I) + b mu^T = R, W mu + (1 + lam) b = pi
     # leaves a system in the *centred* covariance (well conditioned even for features far from the origin):
     # W (S_T + lam/(1+lam) mu mu^T + lam I) = R - pi mu^T / (1 + lam)   (spec 004, Sec. 2.2, unextended form).
-    A = m.sigma_t + (lam / (1.0 + lam)) * np.outer(m.mu, m.mu) + lam * np.eye(P)
+    A = m.sigma_t + (lam / (1.0 + lam)) * np.outer(m.mu, m.mu) + lam * np.eye(d)
     rhs = R - np.outer(m.pi, m.mu) / (1.0 + lam)
     W = _solve_psd(A, rhs.T).T
     b = (m.pi - W @ m.mu) / (1.0 + lam)
@@ -175,40 +183,43 @@ def ls_classifier_from_stats(stats: ClassStats, lam: float, bias: bool = True) -
     """The LS classifier of paper 004, Prop. 1, from ClassStats; see :func:`ls_classifier`."""
     if not (lam >= 0):
         raise ValueError(f"lam must be >= 0, got {lam}")
-    return _ls_from_moments(_moments(stats), float(lam), bias)
+    return ls_from_moments(_moments(stats), float(lam), bias)
 
 
 def ls_classifier(
     H: Any, y: Any, lam: float, bias: bool = True, *, num_classes: int | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Least-squares (ridge) classifier ``(W_LS (C, P), b_LS (C,))`` minimising the loss of paper 004, eq. (3).
+    """Least-squares (ridge) classifier ``(W_LS (K, d), b_LS (K,))`` minimising the loss of paper 004, eq. (3).
 
     Paper 004, Prop. 1 (Webb & Lowe 1990): ``W~_LS = ((1/N) Y H~^T)((1/N) H~ H~^T + lam I)^{-1}`` in extended
     coordinates ``h~ = [h; 1]``, ``W~ = [W, b]`` (bias penalised by lam). Solved (never inverted) in float64 in
     the centred unextended form. ``bias=False`` fits ``W`` alone (``b = 0``). With ``lam = 0`` and singular
-    second moments (e.g. ``N < P``) the minimum-norm solution is returned.
+    second moments (e.g. ``N < d``) the minimum-norm solution is returned.
     """
-    stats = ClassStats.from_arrays(_rows(H), _labels(y), num_classes=num_classes)
+    H = check_features(H, name="H")
+    stats = ClassStats.from_arrays(
+        H, check_labels(y, K=num_classes, name="y", num_rows=H.shape[0]), num_classes=num_classes
+    )
     return ls_classifier_from_stats(stats, lam, bias)
 
 
 # ---------------------------------------------------------------------------------------------- losses
-def _loss(m: _Moments, W: np.ndarray, b: np.ndarray, lam: float) -> float:
-    C = m.means.shape[0]
+def _loss(m: Moments, W: np.ndarray, b: np.ndarray, lam: float) -> float:
+    K = m.means.shape[0]
     fit = np.einsum("ij,ij->", W @ m.sigma_w, W)
-    fit += float(m.pi @ np.sum((m.means @ W.T + b - np.eye(C)) ** 2, axis=1))
+    fit += float(m.pi @ np.sum((m.means @ W.T + b - np.eye(K)) ** 2, axis=1))
     return float(0.5 * fit + 0.5 * lam * (float(np.sum(W * W)) + float(b @ b)))
 
 
-def _check_classifier(W: Any, b: Any, C: int, P: int) -> tuple[np.ndarray, np.ndarray, bool]:
+def _check_classifier(W: Any, b: Any, K: int, d: int) -> tuple[np.ndarray, np.ndarray, bool]:
     W = np.asarray(W, dtype=np.float64)
-    if W.shape != (C, P):
-        raise ValueError(f"W must have shape (C, P) = ({C}, {P}) (rows = classes), got {W.shape}")
+    if W.shape != (K, d):
+        raise ValueError(f"W must have shape (K, d) = ({K}, {d}) (rows = classes), got {W.shape}")
     if b is None:
-        return W, np.zeros(C), False
+        return W, np.zeros(K), False
     b = np.asarray(b, dtype=np.float64)
-    if b.shape != (C,):
-        raise ValueError(f"b must have shape (C,) = ({C},), got {b.shape}")
+    if b.shape != (K,):
+        raise ValueError(f"b must have shape (K,) = ({K},), got {b.shape}")
     if not (np.all(np.isfinite(W)) and np.all(np.isfinite(b))):
         raise ValueError("classifier contains NaN or inf")
     return W, b, True
@@ -221,12 +232,12 @@ def mse_loss_from_stats(stats: ClassStats, W: Any, b: Any, lam: float) -> float:
     return _loss(m, W, b, float(lam))
 
 
-def _decompose(m: _Moments, W: np.ndarray, b: np.ndarray, bias: bool, lam: float, L: float | None) -> dict[str, float]:
-    C, P = m.means.shape
-    W_ls, b_ls = _ls_from_moments(m, lam, bias)
-    sw_l = m.sigma_w + lam * np.eye(P)
+def _decompose(m: Moments, W: np.ndarray, b: np.ndarray, bias: bool, lam: float, L: float | None) -> dict[str, float]:
+    K, d = m.means.shape
+    W_ls, b_ls = ls_from_moments(m, lam, bias)
+    sw_l = m.sigma_w + lam * np.eye(d)
     L_nc1 = 0.5 * (np.einsum("ij,ij->", W_ls @ sw_l, W_ls) + lam * float(b_ls @ b_ls))
-    L_nc23 = 0.5 * float(m.pi @ np.sum((m.means @ W_ls.T + b_ls - np.eye(C)) ** 2, axis=1))
+    L_nc23 = 0.5 * float(m.pi @ np.sum((m.means @ W_ls.T + b_ls - np.eye(K)) ** 2, axis=1))
     dW, db = W - W_ls, b - b_ls
     L_perp = 0.5 * (
         np.einsum("ij,ij->", dW @ m.sigma_t, dW)
@@ -290,7 +301,7 @@ def mse_decomposition(
 
     Parameters
     ----------
-    H : (N, P) features; y : (N,) labels in [0, C); W : (C, P); b : (C,) or None (a bias-free model: the
+    H : (N, d) features; y : (N,) labels in [0, K); W : (K, d); b : (K,) or None (a bias-free model: the
         LS classifier is then fitted without bias too).
     lam : paper 004's lambda. Or ``weight_decay=`` with ``convention=`` (:func:`paper_lambda`), not both.
 
@@ -302,13 +313,13 @@ def mse_decomposition(
         ``(W, b) = (W_LS, b_LS)`` when ``lam > 0``), ``identity_residual = |L - (L_NC1 + L_NC23 + L_perp)|``,
         ``ls_residual = |L_LS - (L_NC1 + L_NC23)|``, ``proximity_ratio = L_perp / L_LS`` and ``lambda``.
     """
-    H = _rows(H)
-    y = _labels(y)
+    H = check_features(H, name="H")
+    y = check_labels(y, K=num_classes, name="y", num_rows=H.shape[0])
     stats = ClassStats.from_arrays(H, y, num_classes=num_classes)
     m = _moments(stats)
     W, b, bias = _check_classifier(W, b, *m.means.shape)
-    C = m.means.shape[0]
-    lam_ = _resolve_lambda(lam, weight_decay, convention, C)
+    K = m.means.shape[0]
+    lam_ = _resolve_lambda(lam, weight_decay, convention, K)
     R = H @ W.T + b
     R[np.arange(len(y)), y] -= 1.0
     L = 0.5 * float(np.sum(R * R)) / len(y) + 0.5 * lam_ * (float(np.sum(W * W)) + float(b @ b))
@@ -352,26 +363,3 @@ def decomposition_table(
             row["train_error"] = float(rec["train_error"])
         rows.append(row)
     return rows
-
-
-# ---------------------------------------------------------------------------------------------- inputs
-def _rows(H: Any) -> np.ndarray:
-    if hasattr(H, "detach"):
-        H = H.detach().cpu().numpy()
-    H = np.asarray(H, dtype=np.float64)
-    if H.ndim != 2:
-        raise ValueError(f"features H must be 2-D (N, P), got shape {H.shape}")
-    if not np.all(np.isfinite(H)):
-        raise ValueError("features H contain NaN or inf")
-    return H
-
-
-def _labels(y: Any) -> np.ndarray:
-    if hasattr(y, "detach"):
-        y = y.detach().cpu().numpy()
-    y = np.asarray(y)
-    if y.ndim != 1:
-        raise ValueError(f"labels y must be 1-D, got shape {y.shape}")
-    if not np.issubdtype(y.dtype, np.integer):
-        raise TypeError(f"labels y must have an integer dtype, got {y.dtype}")
-    return y.astype(np.int64)

@@ -1,7 +1,10 @@
 """The SNR matrix of paper 004 (Sec. 3.2), its singular values omega, and the central-path loss in omega.
 
-Rows convention: the paper's ``SNR = Sigma_W^{-1/2} Mbar`` (P x C, columns = centred class means) is returned
-transposed, ``snr = Mbar_rows Sigma_W^{-1/2}`` of shape ``(C, P)``; its singular values are the same. The
+Paper 004 writes C (classes), N (samples per class) and P (dimension); here they are K, n and d (N = K n rows
+in total).
+
+Rows convention: the paper's ``SNR = Sigma_W^{-1/2} Mbar`` (d x K, columns = centred class means) is returned
+transposed, ``snr = Mbar_rows Sigma_W^{-1/2}`` of shape ``(K, d)``; its singular values are the same. The
 renormalised features are ``X = (H - mu_G) Sigma_W^{-1/2}`` (rows), whose within-class covariance is I and
 whose centred class means are the SNR matrix.
 """
@@ -14,6 +17,7 @@ from typing import Any, Literal
 import numpy as np
 
 from nclab.stats import ClassStats
+from nclab.validation import check_choice, check_features, check_int, check_labels
 
 __all__ = [
     "SNR",
@@ -27,8 +31,8 @@ __all__ = [
 
 @dataclass(frozen=True)
 class SNR:
-    """``matrix (C, P)``: ``Mbar Sigma_W^{-1/2}`` (rows = classes); ``omega (C-1,)``: its nonzero singular values,
-    descending; ``left (C, C-1)`` / ``right (P, C-1)``: the matching singular vectors (``matrix ~= left diag(omega)
+    """``matrix (K, d)``: ``Mbar Sigma_W^{-1/2}`` (rows = classes); ``omega (K-1,)``: its nonzero singular values,
+    descending; ``left (K, K-1)`` / ``right (d, K-1)``: the matching singular vectors (``matrix ~= left diag(omega)
     right^T``; ``left`` is the paper's V-hat, ``right`` its U-hat); ``sigma_w_rank``: numerical rank of Sigma_W."""
 
     matrix: np.ndarray
@@ -44,6 +48,7 @@ def inv_sqrt_psd(A: np.ndarray, *, rtol: float = 1e-12, singular: Literal["raise
     Eigenvalues ``<= rtol * max`` count as zero: ``singular="raise"`` rejects them (naming the rank),
     ``"pinv"`` returns the pseudo-inverse square root (those directions dropped).
     """
+    check_choice(singular, ("raise", "pinv"), name="singular")
     A = np.asarray(A, dtype=np.float64)
     w, V = np.linalg.eigh((A + A.T) / 2)
     top = w.max() if w.size else 0.0
@@ -52,16 +57,15 @@ def inv_sqrt_psd(A: np.ndarray, *, rtol: float = 1e-12, singular: Literal["raise
         if singular == "raise":
             raise ValueError(
                 f"Sigma_W is singular (numerical rank {int(keep.sum())} < {A.shape[0]}): the SNR matrix needs a "
-                f"full-rank within-class covariance (N - C >= P); pass singular='pinv' to drop null directions"
+                f"full-rank within-class covariance (N - K >= d for N samples); pass singular='pinv' to drop null "
+                "directions"
             )
-        if singular != "pinv":
-            raise ValueError(f"singular must be 'raise' or 'pinv', got {singular!r}")
     Vk = V[:, keep]
     return (Vk / np.sqrt(w[keep])) @ Vk.T
 
 
 def snr_matrix(stats: ClassStats, *, rtol: float = 1e-12, singular: Literal["raise", "pinv"] = "raise") -> SNR:
-    """SNR matrix ``Sigma_W^{-1/2} Mbar`` of paper 004, Def. 2 (rows form, ``(C, P)``) and its singular values.
+    """SNR matrix ``Sigma_W^{-1/2} Mbar`` of paper 004, Def. 2 (rows form, ``(K, d)``) and its singular values.
 
     ``Mbar`` = class means centred by the mean of class means (balanced: the paper's setting). Needs
     ``track="full"`` and a full-rank Sigma_W (see :func:`inv_sqrt_psd` for ``singular``). The omega_j are
@@ -72,54 +76,54 @@ def snr_matrix(stats: ClassStats, *, rtol: float = 1e-12, singular: Literal["rai
     sw = stats.sigma_w()
     isq = inv_sqrt_psd(sw, rtol=rtol, singular=singular)
     S = stats.centered_means("balanced") @ isq
-    C = stats.num_classes
+    K = stats.num_classes
     U, s, Vt = np.linalg.svd(S, full_matrices=False)
-    r = min(C - 1, s.size)
+    r = min(K - 1, s.size)
     ev = np.linalg.eigvalsh(sw)
     rank_w = int(np.sum(ev > rtol * max(ev.max(), 0.0)))
     return SNR(matrix=S, omega=s[:r].copy(), left=U[:, :r], right=Vt[:r].T, sigma_w_rank=rank_w)
 
 
 def renormalize(H: Any, y: Any, num_classes: int | None = None) -> np.ndarray:
-    """Renormalised features ``X = (H - mu_G) Sigma_W^{-1/2}``, ``(N, P)`` (paper 004, Sec. 3.1 / App. D.1).
+    """Renormalised features ``X = (H - mu_G) Sigma_W^{-1/2}``, ``(N, d)`` (paper 004, Sec. 3.1 / App. D.1).
 
     ``mu_G`` is the sample mean (the paper's global mean); afterwards ``Sigma_W(X) = I`` and the centred class
     means of X are the SNR matrix.
     """
-    H = np.asarray(H, dtype=np.float64)
-    stats = ClassStats.from_arrays(H, y, num_classes=num_classes)
+    H = check_features(H, name="H")
+    stats = ClassStats.from_arrays(
+        H, check_labels(y, K=num_classes, name="y", num_rows=H.shape[0]), num_classes=num_classes
+    )
     return (H - stats.global_mean("empirical")) @ inv_sqrt_psd(stats.sigma_w())
 
 
 def central_path_terms(omega: Any, num_classes: int) -> dict[str, float]:
     """Spectral form of the loss on the central path, lambda = 0 (paper 004, Lemma 1):
 
-        L = 1/2 sum_j 1/(omega_j^2 + C),  L_NC1 = 1/2 sum_j omega_j^2/(C + omega_j^2)^2,
-        L_NC23 = 1/2 sum_j C/(C + omega_j^2)^2,
+        L = 1/2 sum_j 1/(omega_j^2 + K),  L_NC1 = 1/2 sum_j omega_j^2/(K + omega_j^2)^2,
+        L_NC23 = 1/2 sum_j K/(K + omega_j^2)^2,
 
-    over the C - 1 nonzero singular values (pad with zeros if fewer are given: ``L(omega = 0) = (C-1)/(2C)``).
+    over the K - 1 nonzero singular values (pad with zeros if fewer are given: ``L(omega = 0) = (K-1)/(2C)``).
     """
-    C = int(num_classes)
-    if C < 2:
-        raise ValueError(f"num_classes must be >= 2, got {num_classes}")
-    w = np.zeros(C - 1)
+    K = check_int(num_classes, name="num_classes", low=2)
+    w = np.zeros(K - 1)
     om = np.asarray(omega, dtype=np.float64).ravel()
-    if om.size > C - 1:
-        raise ValueError(f"at most C - 1 = {C - 1} nonzero singular values, got {om.size}")
+    if om.size > K - 1:
+        raise ValueError(f"at most K - 1 = {K - 1} nonzero singular values, got {om.size}")
     w[: om.size] = om
     w2 = w * w
     return {
-        "L": float(0.5 * np.sum(1.0 / (w2 + C))),
-        "L_NC1": float(0.5 * np.sum(w2 / (C + w2) ** 2)),
-        "L_NC23": float(0.5 * np.sum(C / (C + w2) ** 2)),
+        "L": float(0.5 * np.sum(1.0 / (w2 + K))),
+        "L_NC1": float(0.5 * np.sum(w2 / (K + w2) ** 2)),
+        "L_NC23": float(0.5 * np.sum(K / (K + w2) ** 2)),
     }
 
 
 def nc1_from_omega(omega: Any) -> float:
-    """``sum_j 1/omega_j^2``: equals ``Tr(Sigma_W Sigma_B^+)/C`` (``nclab.metrics.nc1``) on renormalised features.
+    """``sum_j 1/omega_j^2``: equals ``Tr(Sigma_W Sigma_B^+)/K`` (``nclab.metrics.nc1``) on renormalised features.
 
-    Paper 004, App. D.6 drops the factor C [spec 004, Sec. 1.3, derived]: the correct statement is
-    ``Tr(Sigma_B^+ Sigma_W)/C = sum 1/omega^2`` when Sigma_W = I; in general coordinates ``nc1 >= sum 1/omega^2``.
+    Paper 004, App. D.6 drops the factor K [spec 004, Sec. 1.3, derived]: the correct statement is
+    ``Tr(Sigma_B^+ Sigma_W)/K = sum 1/omega^2`` when Sigma_W = I; in general coordinates ``nc1 >= sum 1/omega^2``.
     """
     om = np.asarray(omega, dtype=np.float64)
     if np.any(om <= 0):

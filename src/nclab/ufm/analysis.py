@@ -21,7 +21,7 @@ from nclab.metrics import (
     orthogonal_frame_error,
     self_duality,
 )
-from nclab.metrics.means_geometry import DegenerateMetricWarning, TargetUnattainableWarning
+from nclab.metrics.common import DegenerateMetricWarning, TargetUnattainableWarning
 from nclab.stats import ClassStats, NCCAccumulator
 from nclab.ufm.models import ModelSpec, evaluate
 

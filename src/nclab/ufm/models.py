@@ -30,6 +30,7 @@ from typing import Any, Literal
 import numpy as np
 
 from nclab.ufm.conventions import check_lams, to_canonical
+from nclab.validation import check_int
 
 __all__ = [
     "UFM_MODELS",
@@ -67,12 +68,6 @@ def class_labels(K: int, n: int) -> np.ndarray:
 def one_hot_targets(K: int, n: int) -> np.ndarray:
     """``Y (K n, K)``: row ``i`` is ``e_{y_i}`` (the transpose of paper 001's ``I_K ⊗ 1_n^T``)."""
     return np.repeat(np.eye(K), n, axis=0)
-
-
-def _check_int(name: str, value: Any, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < minimum:
-        raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
-    return int(value)
 
 
 @dataclass(frozen=True)
@@ -188,13 +183,13 @@ def make_spec(
     """
     if model not in UFM_MODELS:
         raise ValueError(f"unknown UFM model {model!r}; known: {', '.join(UFM_MODELS)}")
-    K = _check_int("K", K, 2)
-    n = _check_int("n", n, 1)
-    d = _check_int("d", d, 1)
+    K = check_int(K, name="K", low=2)
+    n = check_int(n, name="n", low=1)
+    d = check_int(d, name="d", low=1)
     lams_c = to_canonical(check_lams(lams), convention, K=K, n=n)
     extended = model.startswith("extended")
     if extended:
-        depth = _check_int("depth", 2 if depth is None else depth, 2)
+        depth = check_int(2 if depth is None else depth, name="depth", low=2)
         required = lambda_keys(model, depth)
     else:
         if depth not in (None, 1):

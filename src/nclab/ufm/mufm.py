@@ -23,6 +23,7 @@ import numpy as np
 from scipy.optimize import minimize
 
 from nclab.ufm.conventions import to_canonical
+from nclab.validation import unit_rows
 
 __all__ = [
     "alignment",
@@ -41,7 +42,7 @@ def gaussian_data(K: int, n: int, d: int, *, seed: int = 0) -> np.ndarray:
     ``(K n, d)`` class-major."""
     rng = np.random.default_rng(seed)
     mu = rng.standard_normal((K, d))
-    mu /= np.linalg.norm(mu, axis=1, keepdims=True)
+    mu = unit_rows(mu, zero="raise", name="mu")
     return np.repeat(mu, n, axis=0) + rng.standard_normal((K * n, d))
 
 

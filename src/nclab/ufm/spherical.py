@@ -32,7 +32,7 @@ import torch
 
 from nclab.geometry.bounds import softmax_code_bounds
 from nclab.geometry.hull import hardmax_value, one_vs_one, one_vs_rest
-from nclab.geometry.oblique import normalize_rows
+from nclab.validation import unit_rows
 
 __all__ = [
     "CESphereResult",
@@ -57,7 +57,8 @@ def _check_dk(d: int, K: int, restarts: int) -> None:
 
 
 def _unit(X: torch.Tensor) -> torch.Tensor:
-    return X / torch.linalg.vector_norm(X, dim=-1, keepdim=True)
+    # random Gaussian starts and optimiser iterates: a zero row is a divergence, left visible as nan
+    return unit_rows(X, zero="nan")
 
 
 def _geometric(a: float, b: float, t: float) -> float:
@@ -220,7 +221,7 @@ def hardmax_ufm(
     y = np.repeat(np.arange(K), n)
     vals = np.array([hardmax_value(Wn[r], Hn[r].reshape(K * n, d), y) for r in range(restarts)])
     r = int(np.argmin(vals))
-    return normalize_rows(Wn[r]), normalize_rows(Hn[r]), float(vals[r])
+    return unit_rows(Wn[r], zero="raise"), unit_rows(Hn[r], zero="raise"), float(vals[r])
 
 
 def softmax_code_search(
@@ -252,7 +253,7 @@ def softmax_code_search(
         tau=tau,
         lr=lr,
     )
-    Ws = [normalize_rows(w) for w in W.numpy()]
+    Ws = [unit_rows(w, zero="raise") for w in W.numpy()]
     vals = np.array([one_vs_rest(w).rho for w in Ws])
     r = int(np.argmax(vals))
     return _certificate(Ws[r], float(vals[r]), vals, {"objective": "rho_one_vs_rest", "seed": seed})
@@ -285,7 +286,7 @@ def tammes_search(
         tau=tau,
         lr=lr,
     )
-    Ws = [normalize_rows(w) for w in W.numpy()]
+    Ws = [unit_rows(w, zero="raise") for w in W.numpy()]
     vals = np.array([one_vs_one(w).chordal for w in Ws])
     r = int(np.argmax(vals))
     return _certificate(Ws[r], float(vals[r]), vals, {"objective": "rho_one_vs_one", "seed": seed})
@@ -351,7 +352,7 @@ def ce_ufm_sphere(
         )
         losses = _ce_loss(W, H, tau).numpy()
         r = int(np.argmin(losses))
-        Wr, Hr = normalize_rows(W[r].numpy()), normalize_rows(H[r].numpy())
+        Wr, Hr = unit_rows(W[r].numpy(), zero="raise"), unit_rows(H[r].numpy(), zero="raise")
         out["W"].append(Wr)
         out["H"].append(Hr)
         out["loss"].append(float(losses[r]))

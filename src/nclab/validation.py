@@ -1,0 +1,277 @@
+"""Argument validation shared by nclab's functions (modelled on scikit-learn's ``sklearn.utils.validation``).
+
+Every helper takes the checked argument's ``name`` (keyword-only, like every option here) and puts it in its
+error message, so that a user sees ``ValueError: W must be ...`` for the argument they passed, not a message
+about some internal variable. Each helper either returns the validated value (converted: float64 numpy arrays,
+``int``, ``float``) or raises:
+
+* ``TypeError`` for a wrong kind of value (a float where an int is needed, float labels, ``bool`` as a number);
+* ``ValueError`` for a right kind with a wrong value (shape, range, NaN/inf, unknown choice).
+
+Array inputs may be numpy arrays, nested lists or torch tensors (any device, with or without
+``requires_grad``); tensors are detached and copied to the CPU. Vocabulary: ``K`` classes, ``N`` samples,
+``d`` dimension; rows are classes (``W (K, d)``, class means) or samples (``H (N, d)``).
+
+The one row normalisation of nclab is :func:`unit_rows`. A zero row has no direction, and what to do with it
+depends on the caller, so each caller states its policy with ``zero=`` (see docs/conventions.md, "Validation").
+
+This module imports nothing from nclab (every package may use it without an import cycle).
+"""
+
+from __future__ import annotations
+
+import typing
+from typing import Any, Literal
+
+import numpy as np
+
+__all__ = [
+    "ZeroRowPolicy",
+    "as_rows",
+    "check_choice",
+    "check_features",
+    "check_finite",
+    "check_int",
+    "check_labels",
+    "check_positive",
+    "unit_rows",
+]
+
+ZeroRowPolicy = Literal["raise", "keep", "nan"]
+
+# The ignore-index sentinels of the usual training losses (torch's CrossEntropyLoss default is -100): a label
+# equal to one of them is named as such, because the fix (drop those samples) differs from a wrong K.
+_IGNORE_INDEX_SENTINELS = (-100, -1)
+
+
+def _to_numpy(X: Any) -> Any:
+    if hasattr(X, "detach"):  # torch tensors, also with requires_grad or on an accelerator
+        return X.detach().cpu().numpy()
+    return X
+
+
+def check_finite(X: Any, *, name: str) -> np.ndarray:
+    """``X`` as a float64 numpy array (any shape, scalars too), checked to contain no NaN or inf.
+
+    Raises
+    ------
+    ValueError
+        ``"{name} contains NaN or inf (non-finite values)"``.
+    """
+    A = np.array(_to_numpy(X), dtype=np.float64)
+    if not np.all(np.isfinite(A)):
+        raise ValueError(f"{name} contains NaN or inf (non-finite values)")
+    return A
+
+
+def as_rows(X: Any, *, name: str = "X", min_rows: int = 2) -> np.ndarray:
+    """A float64 numpy copy of the matrix ``X (rows, columns)``, checked: 2-D, at least ``min_rows`` rows and
+    one column, all finite.
+
+    ``X`` holds one row per class (``W (K, d)``, class means; default ``min_rows=2``: a class geometry needs two
+    classes) or per sample (``H (N, d)``, pass ``min_rows=1``).
+
+    Raises
+    ------
+    ValueError
+        Naming ``name``: not 2-D, too few rows, no column, NaN or inf.
+
+    Example
+    -------
+    >>> as_rows([[1, 0], [0, 1]], name="W").dtype
+    dtype('float64')
+    """
+    A = np.array(_to_numpy(X), dtype=np.float64)
+    if A.ndim != 2:
+        raise ValueError(f"{name} must be 2-D (one row per class or sample), got shape {A.shape}")
+    if A.shape[0] < min_rows:
+        raise ValueError(f"{name} needs at least {min_rows} rows, got {A.shape[0]}")
+    if A.shape[1] < 1:
+        raise ValueError(f"{name} needs at least one column, got shape {A.shape}")
+    return check_finite(A, name=name)
+
+
+def check_features(H: Any, *, name: str = "H", dim: int | None = None) -> np.ndarray:
+    """Features ``H (N, d)``, one row per sample, as a finite float64 numpy array with at least one row; ``dim``
+    (optional) is the required ``d``.
+
+    Raises
+    ------
+    ValueError
+        Naming ``name``: not 2-D, no row, wrong dimension, NaN or inf.
+    """
+    A = as_rows(H, name=name, min_rows=1)
+    if dim is not None and A.shape[1] != dim:
+        raise ValueError(f"{name} has dimension {A.shape[1]}, expected d = {dim}")
+    return A
+
+
+def check_labels(y: Any, *, K: int | None, name: str = "y", num_rows: int | None = None) -> np.ndarray:
+    """Integer class labels ``y (N,)`` in ``0 .. K-1`` as an int64 numpy array.
+
+    Parameters
+    ----------
+    y : array-like or torch tensor of integers
+        One label per sample.
+    K : int or None
+        Number of classes; None checks only ``y >= 0`` (the caller infers ``K = max(y) + 1``).
+    name : str
+        The argument's name, used in every message.
+    num_rows : int or None
+        Required number of labels (one per row of the features).
+
+    Raises
+    ------
+    TypeError
+        A float, complex or bool dtype (labels are class indices, never scores or one-hot rows).
+    ValueError
+        Not 1-D, wrong length, or a label outside ``[0, K)``. A negative label equal to an ignore-index
+        sentinel (-100, -1) is reported as such: those samples must be dropped before measuring.
+
+    Example
+    -------
+    >>> check_labels([0, 2, 1], K=3).tolist()
+    [0, 2, 1]
+    """
+    Y = np.asarray(_to_numpy(y))
+    if Y.dtype.kind not in "iu":
+        raise TypeError(f"{name} must have an integer dtype (class indices), got {Y.dtype}")
+    if Y.ndim != 1:
+        raise ValueError(f"{name} must be 1-D (one label per sample), got shape {Y.shape}")
+    if num_rows is not None and Y.shape[0] != num_rows:
+        raise ValueError(f"{name} must have one label per row: {num_rows} rows, got {Y.shape[0]} labels")
+    Y = Y.astype(np.int64)
+    if Y.size == 0:
+        return Y
+    lo = int(Y.min())
+    if lo < 0:
+        if lo in _IGNORE_INDEX_SENTINELS:
+            count = int(np.sum(Y == lo))
+            raise ValueError(
+                f"{name} contains {count} label(s) {lo}, an ignore-index sentinel (e.g. torch's "
+                f"CrossEntropyLoss ignore_index): drop those samples before measuring"
+            )
+        raise ValueError(f"{name}: label {lo} is out of range [0, {K if K is not None else 'K'})")
+    hi = int(Y.max())
+    if K is not None and hi >= K:
+        raise ValueError(f"{name}: label {hi} is out of range [0, {K})")
+    return Y
+
+
+def check_choice(value: Any, choices: Any, *, name: str) -> Any:
+    """``value`` if it is one of ``choices``: an iterable of allowed values or a ``typing.Literal`` (whose
+    arguments are read).
+
+    Raises
+    ------
+    ValueError
+        ``"{name} must be one of 'a', 'b', got 'c'"``.
+
+    Example
+    -------
+    >>> check_choice("gram", Literal["frobenius", "gram"], name="variant")
+    'gram'
+    """
+    allowed = typing.get_args(choices) if typing.get_origin(choices) is Literal else tuple(choices)
+    for c in allowed:
+        # bools are ints: True must not pass for a choice 1
+        if isinstance(value, bool) == isinstance(c, bool) and _equal(value, c):
+            return value
+    listed = ", ".join(repr(c) for c in allowed)
+    raise ValueError(f"{name} must be one of {listed}, got {value!r}")
+
+
+def _equal(a: Any, b: Any) -> bool:
+    try:
+        return bool(a == b)
+    except (TypeError, ValueError):  # an array compared with a string has no single truth value
+        return False
+
+
+def check_int(value: Any, *, name: str, low: int | None = None, high: int | None = None) -> int:
+    """``value`` as a Python ``int``, checked ``low <= value <= high`` (either bound optional).
+
+    Python and numpy integers pass; ``bool`` and floats (also integral ones such as ``3.0``) raise
+    ``TypeError``, an out-of-range value ``ValueError`` naming ``name``.
+    """
+    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+        raise TypeError(f"{name} must be an int, got {value!r} ({type(value).__name__})")
+    v = int(value)
+    if (low is not None and v < low) or (high is not None and v > high):
+        if high is None:
+            raise ValueError(f"{name} must be an int >= {low}, got {v}")
+        if low is None:
+            raise ValueError(f"{name} must be an int <= {high}, got {v}")
+        raise ValueError(f"{name} must be an int in [{low}, {high}], got {v}")
+    return v
+
+
+def check_positive(value: Any, *, name: str, strict: bool = True) -> float:
+    """``value`` as a finite ``float``, checked ``> 0`` (``strict=True``) or ``>= 0``.
+
+    ``bool`` and non-numbers raise ``TypeError``; NaN, inf and out-of-range values ``ValueError`` naming
+    ``name``.
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
+        raise TypeError(f"{name} must be a number, got {value!r} ({type(value).__name__})")
+    v = float(value)
+    if not np.isfinite(v) or (v <= 0 if strict else v < 0):
+        raise ValueError(f"{name} must be a finite number {'>' if strict else '>='} 0, got {value!r}")
+    return v
+
+
+def unit_rows(X: Any, *, zero: ZeroRowPolicy, atol: float = 0.0, name: str = "X") -> Any:
+    """Every row of ``X`` (along the last axis) divided by its L2 norm: ``U_i = X_i / ||X_i||``.
+
+    Parameters
+    ----------
+    X : array-like or torch tensor, shape (..., d)
+        Numpy/list in: float64 numpy out. Torch in: torch out, same dtype and device (half precision is
+        normalised in float32 and cast back), differentiable; no device synchronisation unless
+        ``zero="raise"``.
+    zero : {"raise", "keep", "nan"}
+        What a zero row (``||X_i|| <= atol``, no direction) becomes; no default, every caller states it:
+        ``"raise"`` a ``ValueError`` naming ``name`` and the rows; ``"keep"`` stays as it is (zero when
+        ``atol = 0``, as ``torch.nn.functional.normalize``); ``"nan"`` a row of NaN (a metric built on it is
+        then NaN, and the caller can find the rows with ``isnan``).
+    atol : float
+        Norm at or below which a row counts as zero (default 0: exactly zero rows only). Callers that centre
+        their rows pass a threshold relative to the uncentred scale, since centring equal rows leaves roundoff.
+    name : str
+        The argument's name, used in the error message.
+
+    Returns
+    -------
+    The normalised rows, same shape as ``X``.
+
+    Example
+    -------
+    >>> unit_rows([[3.0, 4.0], [0.0, 0.0]], zero="keep").tolist()
+    [[0.6, 0.8], [0.0, 0.0]]
+    """
+    check_choice(zero, ZeroRowPolicy, name="zero")
+    if hasattr(X, "detach"):
+        import torch
+
+        work = X if X.dtype in (torch.float32, torch.float64) else X.float()
+        norms = torch.linalg.vector_norm(work, dim=-1, keepdim=True)
+        bad = norms <= atol
+        if zero == "raise" and bool(bad.any()):
+            _raise_zero_rows(bad.reshape(-1).cpu().numpy(), name)
+        fill = torch.ones_like(norms) if zero == "keep" else torch.full_like(norms, float("nan"))
+        out = work / torch.where(bad, fill, norms)
+        return out.to(X.dtype)
+    A = np.array(_to_numpy(X), dtype=np.float64)
+    norms = np.linalg.norm(A, axis=-1, keepdims=True)
+    bad = norms <= atol
+    if not bad.any():
+        return A / norms
+    if zero == "raise":
+        _raise_zero_rows(bad.reshape(-1), name)
+    return A / np.where(bad, 1.0 if zero == "keep" else np.nan, norms)
+
+
+def _raise_zero_rows(bad: np.ndarray, name: str) -> None:
+    idx = np.flatnonzero(bad)
+    listed = ", ".join(map(str, idx[:10])) + (" ..." if idx.size > 10 else "")
+    raise ValueError(f"{name} has {idx.size} zero row(s) ({listed}): a zero row has no direction")
