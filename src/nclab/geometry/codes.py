@@ -65,6 +65,7 @@ __all__ = [
     "POLISH_MAX_VARS",
     "CodeSearch",
     "KKTCertificate",
+    "code_kkt",
     "softmax_code",
     "softmax_code_search",
     "tammes",
@@ -223,8 +224,6 @@ def _slsqp(pieces: _Pieces, X0: np.ndarray, maxiter: int = 200, margin: float = 
     Only a working set of pieces enters the SQP: those within ``margin`` of the smallest (the far pairs cannot
     become active in a local step, and the dense QP subproblem costs ``O(n^2 m)``). Pieces that end below the
     new minimum are added and the solve repeated, so the answer is that of the full problem."""
-    M, d = X0.shape
-    n = M * d
     f = pieces.values(X0)
     work = np.flatnonzero(f <= f.min() + margin)
     X = X0
@@ -369,6 +368,31 @@ def _kkt(pieces: _Pieces, X: np.ndarray, active_tol: float = 1e-9, tol: float = 
     J -= np.sum(J * X, axis=-1, keepdims=True) * X  # tangent parts
     hd = dist_to_hull(np.zeros(J[0].size), J.reshape(A.size, -1))
     return KKTCertificate(hd.distance, pieces.pairs[A], hd.weights, active_tol, tol, bool(hd.distance <= tol))
+
+
+def code_kkt(W: Any, problem: str = "softmax", *, active_tol: float = 1e-9, tol: float = KKT_TOL) -> KKTCertificate:
+    """First-order (KKT) certificate of a code ``W (K, d)`` for the Softmax Code or the Tammes problem.
+
+    For ``problem="tammes"`` the pieces are ``f_ij = -<w_i, w_j>``; for ``"softmax"`` ``f_kj = <w_k - w_j, h_k>``
+    with the optimal features ``h_k`` of ``W`` (:func:`nclab.geometry.optimal_features`). The residual is
+    ``dist(0, conv{P_T grad f_c : f_c - min f <= active_tol})``, solved exactly (Wolfe); ``ok`` when it is
+    ``<= tol``. A KKT point is locally stationary; this says nothing about global optimality.
+
+    Examples
+    --------
+    >>> from nclab.geometry import icosahedron
+    >>> code_kkt(icosahedron(), "tammes").ok
+    True
+    """
+    from nclab._arrays import as_rows
+    from nclab.geometry.hull import optimal_features
+
+    W = normalize_rows(as_rows(W, "W"))
+    if problem == "tammes":
+        return _kkt(_tammes_pieces(W.shape[0]), W, active_tol, tol)
+    if problem == "softmax":
+        return _kkt(_softmax_pieces(W.shape[0]), np.concatenate([W, optimal_features(W)]), active_tol, tol)
+    raise ValueError(f"problem must be 'softmax' or 'tammes', got {problem!r}")
 
 
 # ----------------------------------------------------------------------------------------------------------
