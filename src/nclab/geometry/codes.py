@@ -73,7 +73,7 @@ __all__ = [
 ]
 
 #: largest number of variables (``M d + 1``) the dense SQP polish is run on by default
-POLISH_MAX_VARS = 400
+POLISH_MAX_VARS = 200
 #: KKT residual below which a code is reported as a certified KKT point
 KKT_TOL = 1e-9
 
@@ -226,15 +226,18 @@ def _slsqp(pieces: _Pieces, X0: np.ndarray, maxiter: int = 200, margin: float = 
     new minimum are added and the solve repeated, so the answer is that of the full problem."""
     f = pieces.values(X0)
     work = np.flatnonzero(f <= f.min() + margin)
-    X = X0
+    X, best, best_v = X0, X0, float(f.min())
     for _ in range(5):
         X = _slsqp_on(_subset(pieces, work), X, maxiter)
         f = pieces.values(X)
+        if np.isfinite(f).all() and f.min() > best_v:
+            best, best_v = X, float(f.min())
         missing = np.setdiff1d(np.flatnonzero(f <= f.min() + margin), work)
         if missing.size == 0:
             break
         work = np.union1d(work, missing)
-    return X
+    # SQP is not monotone: from a poor start on a large problem it can leave the basin for a worse point
+    return best
 
 
 def _subset(pieces: _Pieces, idx: np.ndarray) -> _Pieces:
@@ -270,6 +273,8 @@ def _slsqp_on(pieces: _Pieces, X0: np.ndarray, maxiter: int) -> np.ndarray:
     c = np.zeros(n + 1)
     c[n] = -1.0
     z0 = np.append(X0.ravel(), pieces.values(X0).min())
+    # a box trust region around the start keeps the SQP steps local (one point moves at most ~0.3 per solve)
+    box = [(v - 0.3, v + 0.3) for v in X0.ravel()] + [(None, None)]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         res = minimize(
@@ -277,6 +282,7 @@ def _slsqp_on(pieces: _Pieces, X0: np.ndarray, maxiter: int) -> np.ndarray:
             z0,
             jac=lambda z: c,
             method="SLSQP",
+            bounds=box,
             constraints=[
                 {"type": "ineq", "fun": ineq, "jac": ineq_jac},
                 {"type": "eq", "fun": eq, "jac": eq_jac},
