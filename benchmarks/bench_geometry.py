@@ -10,6 +10,14 @@ For each K (random unit rows, d = 512):
   * the dense ``K x K`` Gram matrix a naive implementation would hold, for scale.
 Softmax Code (d=10, K=100): best-of-``--code-restarts`` wall time and value, against one restart (baseline) and
 the Thm 3.9 bounds.
+
+Code searches, new vs old (``--codes-only`` runs just this part): ``nclab.geometry.codes`` (multi-start at a fixed
+temperature, SQP polish, Newton on the KKT equations) against the previous search, re-implemented below as the
+baseline (torch Adam on the smoothed objective with the temperature continuation 0.2 -> 1e-4, 1500 + 5K
+steps, 8 restarts), on Tammes (3, 13), (3, 14), (3, 24) and Softmax Codes (3, 9), (4, 10), (3, 13): wall time,
+value, and the KKT residual of the new code.
+
+    OPENBLAS_NUM_THREADS=1 python benchmarks/bench_geometry.py --codes-only
 """
 
 from __future__ import annotations
@@ -20,7 +28,15 @@ import tracemalloc
 
 import numpy as np
 
-from nclab.geometry import random_oblique, rho_one_vs_rest, softmax_code_bounds
+from nclab.geometry import (
+    one_vs_one,
+    one_vs_rest,
+    random_oblique,
+    rho_one_vs_rest,
+    softmax_code_bounds,
+    softmax_code_search,
+    tammes_search,
+)
 from nclab.geometry.hull import _class_distance, _num_candidates, _scan
 
 
@@ -60,8 +76,6 @@ def bench_rho(K: int, d: int, sample: int, seed: int) -> None:
 
 
 def bench_code(restarts: int, seed: int) -> None:
-    from nclab.ufm.spherical import softmax_code_search
-
     d, K = 10, 100
     one, t1, _ = timed(lambda: softmax_code_search(d, K, restarts=1, seed=seed))
     best, tb, mb = timed(lambda: softmax_code_search(d, K, restarts=restarts, seed=seed))
@@ -75,6 +89,61 @@ def bench_code(restarts: int, seed: int) -> None:
     )
 
 
+def old_search(kind: str, d: int, K: int, restarts: int = 8, seed: int = 0) -> float:
+    """The search before issue 17 (baseline): Adam + retraction on the smoothed objective, ``tau`` 0.2 (Softmax)
+    or 0.1 (Tammes) -> 1e-4 and step size 0.05 -> 1e-4 geometrically over ``1500 + 5K`` steps, restarts batched;
+    the best exact value."""
+    import torch
+
+    from nclab.ufm.spherical import smoothed_hardmax
+
+    def unit(X):
+        return X / torch.linalg.vector_norm(X, dim=-1, keepdim=True)
+
+    def tammes_loss(W, tau):
+        iu = torch.triu_indices(K, K, offset=1)
+        C = W @ W.transpose(-1, -2)
+        return tau * torch.logsumexp(C[..., iu[0], iu[1]] / tau, dim=-1)
+
+    gen = torch.Generator().manual_seed(seed)
+    W0 = unit(torch.randn((restarts, K, d), generator=gen, dtype=torch.float64))
+    ps = [W0.clone().requires_grad_(True)] + ([W0.clone().requires_grad_(True)] if kind == "softmax" else [])
+    opt = torch.optim.Adam(ps, lr=0.05)
+    steps, tau0 = 1500 + 5 * K, (0.2 if kind == "softmax" else 0.1)
+    torch.set_num_threads(1)
+    for s in range(steps):
+        t = s / (steps - 1)
+        for g in opt.param_groups:
+            g["lr"] = 0.05 * (1e-4 / 0.05) ** t
+        tau = tau0 * (1e-4 / tau0) ** t
+        opt.zero_grad()
+        U = [unit(p) for p in ps]
+        loss = smoothed_hardmax(U[0], U[1].unsqueeze(-2), tau) if kind == "softmax" else tammes_loss(U[0], tau)
+        loss.sum().backward()
+        opt.step()
+        with torch.no_grad():
+            for p in ps:
+                p.copy_(unit(p))
+    Ws = [w.detach().numpy() for w in unit(ps[0])]
+    return max(one_vs_one(w).chordal if kind == "tammes" else one_vs_rest(w).rho for w in Ws)
+
+
+def bench_searches(seed: int) -> None:
+    for kind, d, K in [("tammes", 3, 13), ("tammes", 3, 14), ("tammes", 3, 24), ("softmax", 3, 9),
+                       ("softmax", 4, 10), ("softmax", 3, 13)]:  # fmt: skip
+        old, t_old, _ = timed(lambda kind=kind, d=d, K=K: old_search(kind, d, K, seed=seed))
+        fn = tammes_search if kind == "tammes" else softmax_code_search
+        new, t_new, _ = timed(lambda fn=fn, d=d, K=K: fn(d, K, seed=seed))
+
+        def show(v: float, kind: str = kind) -> str:
+            return f"{v:.9f}" + (f" ({np.degrees(2 * np.arcsin(v / 2)):.6f} deg)" if kind == "tammes" else "")
+
+        print(
+            f"{kind:>7} (d={d}, K={K}): old {show(old)} in {t_old:5.2f} s | new {show(new.value)} in "
+            f"{t_new:5.2f} s, KKT residual {new.kkt.residual:.1e} ({len(new.kkt.multipliers)} active)"
+        )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--d", type=int, default=512)
@@ -83,7 +152,11 @@ def main() -> None:
     ap.add_argument("--code-restarts", type=int, default=4)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--skip-code", action="store_true")
+    ap.add_argument("--codes-only", action="store_true", help="only the new-vs-old code searches")
     args = ap.parse_args()
+    if args.codes_only:
+        bench_searches(args.seed)
+        return
     for K in args.ks:
         bench_rho(K, args.d, args.sample, args.seed)
     if not args.skip_code:

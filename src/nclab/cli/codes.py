@@ -34,7 +34,7 @@ def _emit(rows: list[dict[str, Any]], fmt: Format, title: str) -> None:
 
 
 def _search(kind: str, d: int, K: int, restarts: int, seed: int, steps: int | None, out: Path | None, fmt: Format):
-    from nclab.ufm.spherical import softmax_code_search, tammes_search
+    from nclab.geometry.codes import softmax_code_search, tammes_search
 
     fn = softmax_code_search if kind == "softmax" else tammes_search
     try:

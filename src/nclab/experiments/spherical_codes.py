@@ -98,7 +98,8 @@ def d2_codes(out: Path, scale: str, seed: int) -> dict[str, Any]:
 @register("gnc-tau-maxcos", summary="CE-UFM max cosine vs tau at (d,K)=(3,7) with the HardMax line (Fig. C.1)",
           paper="003")  # fmt: skip
 def tau_maxcos(out: Path, scale: str, seed: int) -> dict[str, Any]:
-    from nclab.ufm.spherical import ce_ufm_sphere, softmax_code_search
+    from nclab.geometry.codes import softmax_code_search
+    from nclab.ufm.spherical import ce_ufm_sphere
 
     check_scale(scale)
     d, K = 3, 7
@@ -145,7 +146,7 @@ def tau_maxcos(out: Path, scale: str, seed: int) -> dict[str, Any]:
 @register("gnc-bounds-vs-d", summary="numerical Softmax Code optimum and Thm 3.9 bounds vs d (Fig. 3, theory part)",
           paper="003")  # fmt: skip
 def bounds_vs_d(out: Path, scale: str, seed: int) -> dict[str, Any]:
-    from nclab.ufm.spherical import softmax_code_search
+    from nclab.geometry.codes import softmax_code_search
 
     check_scale(scale)
     K = 30 if scale == "tiny" else 1000

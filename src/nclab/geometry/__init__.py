@@ -1,10 +1,19 @@
-"""Reference geometries and the margins of paper 003: frames, hull distances, Thm 3.9 bounds, assignments.
+"""Reference geometries and the margins of paper 003: frames, hull distances, Thm 3.9 bounds, Softmax and
+Tammes codes (search, exact polish, KKT certificate), assignments.
 
 Rows are classes: a code or classifier is ``(K, d)``.
 """
 
 from nclab.geometry.assignment import antipodal_pairs, code_symmetries, enumerate_assignments
 from nclab.geometry.bounds import CodeBounds, softmax_code_bounds
+from nclab.geometry.codes import (
+    CodeSearch,
+    KKTCertificate,
+    softmax_code,
+    softmax_code_search,
+    tammes,
+    tammes_search,
+)
 from nclab.geometry.frames import (
     cross_polytope_subset,
     icosahedron,
@@ -31,7 +40,9 @@ from nclab.geometry.oblique import random_oblique, retract, tangent
 
 __all__ = [
     "CodeBounds",
+    "CodeSearch",
     "HullDistance",
+    "KKTCertificate",
     "OneVsOne",
     "OneVsRest",
     "antipodal_pairs",
@@ -54,6 +65,10 @@ __all__ = [
     "rho_one_vs_one",
     "rho_one_vs_rest",
     "simplex_etf",
+    "softmax_code",
     "softmax_code_bounds",
+    "softmax_code_search",
+    "tammes",
+    "tammes_search",
     "tangent",
 ]

@@ -126,6 +126,9 @@ def _wolfe(
         Rn = _cholesky_append(R, P[S] @ P[j] + 1.0, sq[j] + 1.0)
         if Rn is None:  # numerically dependent: x is optimal to working precision
             break
+        # a major cycle strictly decreases ||x||^2 in exact arithmetic; on a degenerate optimal face (e.g. the
+        # cross-polytope) roundoff makes it cycle instead, so a cycle that does not decrease it is undone
+        prev = (list(S), lam.copy(), R, x.copy())
         R = Rn
         S.append(j)
         lam = np.append(lam, 0.0)
@@ -149,6 +152,9 @@ def _wolfe(
             lam = np.clip(lam, 0.0, None)
             lam /= lam.sum()
         x = lam @ P[S]
+        if float(x @ x) >= xx:
+            S, lam, R, x = prev
+            break
     return np.asarray(S, dtype=np.intp), lam, x, it
 
 

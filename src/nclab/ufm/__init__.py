@@ -5,8 +5,8 @@
 * :mod:`nclab.ufm.closed_forms` -- closed forms: ``closed_forms.optimum(model, K=, n=, d=, lams=)``.
 * :mod:`nclab.ufm.models` -- the objectives with analytic gradients; :mod:`nclab.ufm.mufm` -- paper 002's MUFM;
   :mod:`nclab.ufm.conventions` -- lambda normalisations; :mod:`nclab.ufm.analysis` -- collapse reports.
-* :mod:`nclab.ufm.spherical` -- K > d models on the sphere (paper 003): Softmax Codes, Tammes, CE-UFM with
-  temperature continuation, HardMax, weight-decay CE UFM.
+* :mod:`nclab.ufm.spherical` -- K > d models on the sphere (paper 003): CE-UFM with temperature continuation,
+  HardMax, weight-decay CE UFM (the Softmax and Tammes codes are in :mod:`nclab.geometry.codes`).
 """
 
 from nclab.ufm import closed_forms, conventions, models, mufm, spherical
@@ -16,15 +16,10 @@ from nclab.ufm.models import UFM_MODELS, ModelSpec, evaluate, make_spec
 from nclab.ufm.solvers import SOLVERS, UFMResult, solve
 from nclab.ufm.spherical import (
     CESphereResult,
-    CodeSearch,
     WDResult,
     ce_ufm_sphere,
     hardmax_ufm,
     smoothed_hardmax,
-    softmax_code,
-    softmax_code_search,
-    tammes,
-    tammes_search,
     wd_ufm,
 )
 
@@ -32,7 +27,6 @@ __all__ = [
     "SOLVERS",
     "UFM_MODELS",
     "CESphereResult",
-    "CodeSearch",
     "ModelSpec",
     "UFMResult",
     "WDResult",
@@ -48,12 +42,8 @@ __all__ = [
     "models",
     "mufm",
     "smoothed_hardmax",
-    "softmax_code",
-    "softmax_code_search",
     "solve",
     "spherical",
-    "tammes",
-    "tammes_search",
     "to_canonical",
     "wd_ufm",
 ]

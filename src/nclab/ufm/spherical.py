@@ -1,7 +1,7 @@
-"""Spherical UFMs of paper 003: Softmax Codes, Tammes codes, the CE-UFM on the sphere and the HardMax problem.
+"""Spherical UFMs of paper 003: the HardMax problem, the CE-UFM on the sphere and the weight-decay CE UFM.
 
-Layout: a code or classifier ``W (K, d)`` has one unit row per class; features ``H (K, n, d)`` are ``n`` unit
-rows per class (class-major; ``H.reshape(K * n, d)`` is the usual ``(N, d)``). Paper 003 writes columns.
+Layout: a classifier ``W (K, d)`` has one unit row per class; features ``H (K, n, d)`` are ``n`` unit rows per
+class (class-major; ``H.reshape(K * n, d)`` is the usual ``(N, d)``). Paper 003 writes columns.
 
 All problems live on products of spheres (the oblique manifold). They are solved with Adam steps on the
 Euclidean gradient of ``f(X / ||X||)`` followed by the renormalising retraction (at unit rows this gradient is
@@ -9,14 +9,14 @@ the Riemannian gradient ``g - <x, g> x``), batched over independent restarts, wi
 the temperature ``tau`` and of the step size (spec 003, Sec. 5: plain GD at small ``tau`` stalls because CE
 gradients scale like ``exp(-margin/tau)``; continuation and normalised steps fix it).
 
-* Softmax Code (Def 2.1, eq. (3)): maximise ``rho_one_vs_rest(W)``, via the smoothed HardMax problem with
-  ``n = 1``: ``tau LSE_{k, k' != k} <w_k' - w_k, h_k> / tau`` over ``(W, H)``, ``tau -> 0`` (Lemma 3.1 and
-  Thm 3.2: its minimisers tend to HardMax optima, whose ``W`` are Softmax Codes, value ``-rho*``).
-* Tammes (eq. (11)): maximise the minimum pairwise distance, via ``tau LSE_{k < k'} <w_k, w_k'> / tau``.
+* HardMax (eq. (5)) with ``n`` features per class, via the smoothed HardMax
+  ``tau LSE_{k, i, k' != k} <w_k' - w_k, h_ki> / tau``, ``tau -> 0`` (Lemma 3.1 and Thm 3.2: its minimisers tend
+  to HardMax optima, whose ``W`` are Softmax Codes, value ``-rho*``).
 * CE-UFM on the sphere (eq. (2)), with ``tau`` continuation and warm starts.
 * WD CE-UFM (eq. (B.1)): delegated to the UFM zoo (``nclab.ufm.solvers.solve("ce-wd", ...)``).
 
-The returned codes are the best restart by the *exact* objective (``nclab.geometry``), with a certificate.
+The codes themselves (Softmax Codes, Tammes codes, with an exact polish and a KKT certificate) are geometry:
+:mod:`nclab.geometry.codes`.
 """
 
 from __future__ import annotations
@@ -24,27 +24,21 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 
-from nclab.geometry.bounds import softmax_code_bounds
 from nclab.geometry.hull import hardmax_value, one_vs_one, one_vs_rest
 from nclab.validation import unit_rows
 
 __all__ = [
     "CESphereResult",
-    "CodeSearch",
     "WDResult",
     "ce_ufm_sphere",
     "hardmax_ufm",
     "smoothed_hardmax",
-    "softmax_code",
-    "softmax_code_search",
-    "tammes",
-    "tammes_search",
     "wd_ufm",
 ]
 
@@ -130,55 +124,6 @@ def smoothed_hardmax(W: torch.Tensor, H: torch.Tensor, tau: float) -> torch.Tens
     return tau * torch.logsumexp((A / tau).flatten(-3), dim=-1)
 
 
-def _tammes_loss(W: torch.Tensor, tau: float) -> torch.Tensor:
-    """``tau LSE_{k < k'} <w_k, w_k'> / tau`` per batch element: a smooth maximum of the pairwise cosines."""
-    C = W @ W.transpose(-1, -2)
-    K = W.shape[-2]
-    iu = torch.triu_indices(K, K, offset=1)
-    return tau * torch.logsumexp(C[..., iu[0], iu[1]] / tau, dim=-1)
-
-
-@dataclass(frozen=True)
-class CodeSearch:
-    """Best code of a multi-restart search and its certificate.
-
-    ``W (K, d)``: the best restart by the exact objective ``value`` (``rho_one_vs_rest`` for Softmax Codes,
-    ``rho_one_vs_one`` for Tammes); ``values``: every restart's exact value; ``min_angle_deg``/``max_cos``:
-    Tammes quantities of ``W``; ``rho_one_vs_rest``; ``hardmax``: ``hardmax_value(W, optimal_features(W))``,
-    which equals ``-rho_one_vs_rest`` (Lemma C.4, a check on the hull solver); ``max_gap``: largest duality gap of
-    the one-vs-rest QPs; ``rattlers``; ``bounds``: Thm 3.9 (``None`` for ``d < 2``); ``within_bounds``.
-    """
-
-    W: np.ndarray
-    value: float
-    values: np.ndarray
-    rho_one_vs_rest: float
-    rho_one_vs_one: float
-    max_cos: float
-    min_angle_deg: float
-    hardmax: float
-    max_gap: float
-    rattlers: np.ndarray
-    bounds: Any
-    within_bounds: bool | None
-    info: dict[str, Any] = field(default_factory=dict)
-
-
-def _certificate(W: np.ndarray, value: float, values: np.ndarray, info: dict[str, Any]) -> CodeSearch:
-    K, d = W.shape
-    ovr = one_vs_rest(W)
-    ovo = one_vs_one(W)
-    hm = hardmax_value(W, ovr.features)
-    bounds = softmax_code_bounds(d, K) if d >= 2 else None
-    within = None
-    if bounds is not None and bounds.valid:
-        within = bool(bounds.lower <= ovr.rho <= bounds.upper)
-    return CodeSearch(
-        W, value, values, ovr.rho, ovo.chordal, ovo.max_cos, ovo.min_angle_deg, hm, float(ovr.gaps.max()),
-        ovr.rattlers, bounds, within, info,
-    )  # fmt: skip
-
-
 def _init(restarts: int, K: int, d: int, gen: torch.Generator, extra: tuple[int, ...] = ()) -> torch.Tensor:
     return _unit(torch.randn((restarts, K, *extra, d), generator=gen, dtype=torch.float64))
 
@@ -222,79 +167,6 @@ def hardmax_ufm(
     vals = np.array([hardmax_value(Wn[r], Hn[r].reshape(K * n, d), y) for r in range(restarts)])
     r = int(np.argmin(vals))
     return unit_rows(Wn[r], zero="raise"), unit_rows(Hn[r], zero="raise"), float(vals[r])
-
-
-def softmax_code_search(
-    d: int,
-    K: int,
-    *,
-    restarts: int = 8,
-    seed: int = 0,
-    steps: int | None = None,
-    tau: tuple[float, float] = (0.2, 1e-4),
-    lr: tuple[float, float] = (0.05, 1e-4),
-) -> CodeSearch:
-    """Numerical Softmax Code (paper 003, Def 2.1): ``max_{W in OB(d, K)} rho_one_vs_rest(W)``.
-
-    Smoothed HardMax with ``n = 1`` over ``(W, H)`` on the oblique manifold (Adam + retraction, ``tau`` and step
-    size decaying geometrically from ``tau[0]``/``lr[0]`` to ``tau[1]``/``lr[1]`` over ``steps``, default
-    ``1500 + 5K``), batched over ``restarts`` seeded starts; the best restart by the exact ``rho_one_vs_rest``
-    is returned with a :class:`CodeSearch` certificate (duality gaps, HardMax identity, Thm 3.9 bounds). For
-    ``d = 2`` and ``K <= d + 1`` it reaches the closed forms (regular polygon, simplex ETF); for large ``K`` the
-    value is a lower bound on the optimum (non-convex; spec 003, pitfall 12).
-    """
-    _check_dk(d, K, restarts)
-    gen = torch.Generator().manual_seed(int(seed))
-    W0 = _init(restarts, K, d, gen)
-    W, _ = _optimize(
-        [W0, W0.clone()],
-        lambda p, t: smoothed_hardmax(p[0], p[1].unsqueeze(-2), t).sum(),
-        steps=_schedule(steps, K),
-        tau=tau,
-        lr=lr,
-    )
-    Ws = [unit_rows(w, zero="raise") for w in W.numpy()]
-    vals = np.array([one_vs_rest(w).rho for w in Ws])
-    r = int(np.argmax(vals))
-    return _certificate(Ws[r], float(vals[r]), vals, {"objective": "rho_one_vs_rest", "seed": seed})
-
-
-def softmax_code(d: int, K: int, *, restarts: int = 8, seed: int = 0, **kwargs: Any) -> np.ndarray:
-    """``(K, d)``: the best numerical Softmax Code of :func:`softmax_code_search` (unit rows)."""
-    return softmax_code_search(d, K, restarts=restarts, seed=seed, **kwargs).W
-
-
-def tammes_search(
-    d: int,
-    K: int,
-    *,
-    restarts: int = 8,
-    seed: int = 0,
-    steps: int | None = None,
-    tau: tuple[float, float] = (0.1, 1e-4),
-    lr: tuple[float, float] = (0.05, 1e-4),
-) -> CodeSearch:
-    """Numerical Tammes code (paper 003, eq. (11)): ``max_{W in OB(d, K)} min_{k != k'} ||w_k - w_k'||``, by a
-    smooth maximum ``tau LSE`` of the pairwise cosines with the same continuation and restarts as
-    :func:`softmax_code_search`; the best restart by the exact minimum distance ``value``."""
-    _check_dk(d, K, restarts)
-    gen = torch.Generator().manual_seed(int(seed))
-    (W,) = _optimize(
-        [_init(restarts, K, d, gen)],
-        lambda p, t: _tammes_loss(p[0], t).sum(),
-        steps=_schedule(steps, K),
-        tau=tau,
-        lr=lr,
-    )
-    Ws = [unit_rows(w, zero="raise") for w in W.numpy()]
-    vals = np.array([one_vs_one(w).chordal for w in Ws])
-    r = int(np.argmax(vals))
-    return _certificate(Ws[r], float(vals[r]), vals, {"objective": "rho_one_vs_one", "seed": seed})
-
-
-def tammes(d: int, K: int, *, restarts: int = 8, seed: int = 0, **kwargs: Any) -> np.ndarray:
-    """``(K, d)``: the best numerical Tammes code of :func:`tammes_search` (unit rows)."""
-    return tammes_search(d, K, restarts=restarts, seed=seed, **kwargs).W
 
 
 @dataclass(frozen=True)
