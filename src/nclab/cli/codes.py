@@ -51,7 +51,11 @@ def _search(kind: str, d: int, K: int, restarts: int, seed: int, steps: int | No
         "hardmax": res.hardmax,
         "max_duality_gap": res.max_gap,
         "rattlers": int(res.rattlers.size),
-        "restart_values": [float(v) for v in res.values],
+        "polished_values": [float(v) for v in res.values],
+        "kkt_residual": float("nan") if res.kkt is None else res.kkt.residual,
+        "kkt_ok": None if res.kkt is None else bool(res.kkt.ok),
+        "active_constraints": None if res.kkt is None else int(len(res.kkt.active)),
+        "certifies": res.certifies,
     }
     if res.bounds is not None:
         row.update(bound_lower=res.bounds.lower, bound_upper=res.bounds.upper, bound_valid=res.bounds.valid)
@@ -59,7 +63,7 @@ def _search(kind: str, d: int, K: int, restarts: int, seed: int, steps: int | No
         np.save(out, res.W)
         row["saved"] = str(out)
     if fmt == Format.table:
-        row["restart_values"] = ", ".join(f"{v:.6g}" for v in row["restart_values"])
+        row["polished_values"] = ", ".join(f"{v:.6g}" for v in row["polished_values"])
         table = Table(title=f"{'Softmax Code' if kind == 'softmax' else 'Tammes code'} (d={d}, K={K})")
         table.add_column("quantity")
         table.add_column("value", justify="right")
@@ -72,16 +76,18 @@ def _search(kind: str, d: int, K: int, restarts: int, seed: int, steps: int | No
 
 _D = Annotated[int, typer.Option("--d", "-d", help="feature dimension d")]
 _K = Annotated[int, typer.Option("--K", "-K", help="number of classes K")]
-_R = Annotated[int, typer.Option(help="random restarts (best by the exact objective)")]
+_R = Annotated[int, typer.Option(help="diversified starts (random + spiral/polygon) before the polish")]
 _S = Annotated[int, typer.Option(help="random seed")]
-_ST = Annotated[int | None, typer.Option(help="optimisation steps (default 1500 + 5K)")]
+_ST = Annotated[
+    int | None, typer.Option(help="coarse smoothed steps per start (default 300 when polished, else 1500 + 5K)")
+]
 _O = Annotated[Path | None, typer.Option("--out", "-o", help="save the code W (K, d) to this .npy file")]
 _F = Annotated[Format, typer.Option("--format", "-f", help="output format")]
 
 
 @app.command()
 def softmax(
-    d: _D, K: _K, restarts: _R = 8, seed: _S = 0, steps: _ST = None, out: _O = None, fmt: _F = Format.table
+    d: _D, K: _K, restarts: _R = 16, seed: _S = 0, steps: _ST = None, out: _O = None, fmt: _F = Format.table
 ) -> None:
     """Numerical Softmax Code: maximise the one-vs-rest margin of K unit vectors in R^d (paper 003, eq. (3))."""
     _search("softmax", d, K, restarts, seed, steps, out, fmt)
@@ -89,7 +95,7 @@ def softmax(
 
 @app.command()
 def tammes(
-    d: _D, K: _K, restarts: _R = 8, seed: _S = 0, steps: _ST = None, out: _O = None, fmt: _F = Format.table
+    d: _D, K: _K, restarts: _R = 16, seed: _S = 0, steps: _ST = None, out: _O = None, fmt: _F = Format.table
 ) -> None:
     """Numerical Tammes code: maximise the minimum pairwise distance of K unit vectors (paper 003, eq. (11))."""
     _search("tammes", d, K, restarts, seed, steps, out, fmt)
