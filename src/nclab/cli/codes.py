@@ -54,7 +54,7 @@ def _search(kind: str, d: int, K: int, restarts: int, seed: int, steps: int | No
         "polished_values": [float(v) for v in res.values],
         "kkt_residual": float("nan") if res.kkt is None else res.kkt.residual,
         "kkt_ok": None if res.kkt is None else bool(res.kkt.ok),
-        "active_constraints": None if res.kkt is None else int(len(res.kkt.active)),
+        "active_constraints": None if res.kkt is None else len(res.kkt.active),
         "certifies": res.certifies,
     }
     if res.bounds is not None:
