@@ -50,7 +50,7 @@ def test_gnc_metrics_on_collapsed_spherical_data(W):
     H = W[y]  # h_ki = w_k: GNC1 and GNC3 collapse, NCC exact
     stats = ClassStats.from_arrays(normalize_features(H), y)
     assert gnc1(stats) == pytest.approx(0.0, abs=1e-20)
-    assert gnc3(W, stats) == pytest.approx(0.0, abs=1e-12)
+    assert gnc3(stats, W=W) == pytest.approx(0.0, abs=1e-12)
     ncc = NCCAccumulator(stats, W).update(H, y).compute()
     assert ncc["ncc_accuracy"] == 1.0 and ncc["classifier_accuracy"] == 1.0
     assert rho_one_vs_rest(W) > 0  # GNC2 of the classifier: its margin

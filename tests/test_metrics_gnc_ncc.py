@@ -156,16 +156,16 @@ def test_gnc3_matches_brute_force(rng):
     ref /= K
     raw = ClassStats.from_arrays(H, y)
     unit = ClassStats.from_arrays(normalize_features(H), y)
-    assert gnc3(W, raw) == pytest.approx(ref, rel=1e-10)
-    assert gnc3(W, unit) == pytest.approx(ref, rel=1e-10)  # same from raw or normalised statistics
-    assert gnc3(torch.from_numpy(W), raw) == pytest.approx(ref, rel=1e-10)
+    assert gnc3(raw, W=W) == pytest.approx(ref, rel=1e-10)
+    assert gnc3(unit, W=W) == pytest.approx(ref, rel=1e-10)  # same from raw or normalised statistics
+    assert gnc3(raw, W=torch.from_numpy(W)) == pytest.approx(ref, rel=1e-10)
     cos = np.mean(
         [1 - W[k] @ raw.unit_sums[k] / (np.linalg.norm(W[k]) * np.linalg.norm(raw.unit_sums[k])) for k in range(K)]
     )
-    assert gnc3(W, raw, renormalize_means=True) == pytest.approx(cos, rel=1e-10)
+    assert gnc3(raw, W=W, renormalize_means=True) == pytest.approx(cos, rel=1e-10)
     Wn = normalize_features(W)
-    assert gnc3(Wn, raw, normalize_w=False) == pytest.approx(ref, rel=1e-10)
-    assert gnc3(W, raw, normalize_w=False) != pytest.approx(ref, rel=1e-3)
+    assert gnc3(raw, W=Wn, normalize_w=False) == pytest.approx(ref, rel=1e-10)
+    assert gnc3(raw, W=W, normalize_w=False) != pytest.approx(ref, rel=1e-3)
 
 
 def test_gnc3_zero_when_collapsed_and_aligned(rng):
@@ -173,17 +173,17 @@ def test_gnc3_zero_when_collapsed_and_aligned(rng):
     W = normalize_features(rng.normal(size=(K, d)))
     y = np.repeat(np.arange(K), 3)
     stats = ClassStats.from_arrays(4.0 * W[y], y)  # raw features: any positive scale
-    assert gnc3(W, stats) == pytest.approx(0.0, abs=1e-14)
-    assert gnc3(10 * W, stats) == pytest.approx(0.0, abs=1e-14)
-    assert gnc3(-W, stats) == pytest.approx(2.0)
+    assert gnc3(stats, W=W) == pytest.approx(0.0, abs=1e-14)
+    assert gnc3(stats, W=10 * W) == pytest.approx(0.0, abs=1e-14)
+    assert gnc3(stats, W=-W) == pytest.approx(2.0)
     # within-class spread keeps GNC3 > 0 even with aligned directions (hbar_k is not renormalised)
     Hs = np.concatenate([W[y] + 0.3 * rng.normal(size=(len(y), d)) for _ in range(4)])
     ys = np.tile(y, 4)
     s2 = ClassStats.from_arrays(Hs, ys)
     hb = s2.unit_sums / s2.counts[:, None]
-    assert gnc3(hb, s2) == pytest.approx(np.mean(1 - np.linalg.norm(hb, axis=1)), rel=1e-10)
-    assert gnc3(hb, s2) > 1e-3
-    assert gnc3(hb, s2, renormalize_means=True) == pytest.approx(0.0, abs=1e-14)
+    assert gnc3(s2, W=hb) == pytest.approx(np.mean(1 - np.linalg.norm(hb, axis=1)), rel=1e-10)
+    assert gnc3(s2, W=hb) > 1e-3
+    assert gnc3(s2, W=hb, renormalize_means=True) == pytest.approx(0.0, abs=1e-14)
 
 
 def test_gnc3_degenerate(rng):
@@ -191,11 +191,11 @@ def test_gnc3_degenerate(rng):
     W = rng.normal(size=(3, 3))
     W[1] = 0
     with pytest.warns(DegenerateMetricWarning, match="rows 1"):
-        assert np.isnan(gnc3(W, stats))
+        assert np.isnan(gnc3(stats, W=W))
     with pytest.raises(ValueError, match="shape"):
-        gnc3(np.ones((3, 2)), stats)
+        gnc3(stats, W=np.ones((3, 2)))
     with pytest.raises(EmptyClassError):
-        gnc3(np.ones((4, 3)), ClassStats.from_arrays(rng.normal(size=(9, 3)), np.arange(9) % 3, num_classes=4))
+        gnc3(ClassStats.from_arrays(rng.normal(size=(9, 3)), np.arange(9) % 3, num_classes=4), W=np.ones((4, 3)))
 
 
 # ---------------------------------------------------------------------------------------------- NCC
@@ -408,5 +408,5 @@ def test_no_warnings_on_regular_inputs(rng):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         gnc1(stats)
-        gnc3(rng.normal(size=(4, 6)), stats)
+        gnc3(stats, W=rng.normal(size=(4, 6)))
         ncc_metrics(stats, H, y, W=rng.normal(size=(4, 6)), b=rng.normal(size=4))

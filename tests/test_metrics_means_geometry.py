@@ -147,33 +147,33 @@ def test_self_duality_zero_for_aligned_classifier(K, rng):
     stats = ClassStats.from_arrays(H, y)
     M = stats.centered_means()
     for alpha in (1e-3, 1.0, 42.0):
-        assert self_duality(alpha * M, stats) == pytest.approx(0.0, abs=1e-12)
-        assert self_duality(alpha * M, stats, squared=False) == pytest.approx(0.0, abs=1e-7)
-        assert self_duality(alpha * M, stats, "cosine") == pytest.approx(0.0, abs=1e-12)
+        assert self_duality(stats, W=alpha * M) == pytest.approx(0.0, abs=1e-12)
+        assert self_duality(stats, W=alpha * M, squared=False) == pytest.approx(0.0, abs=1e-7)
+        assert self_duality(stats, "cosine", W=alpha * M) == pytest.approx(0.0, abs=1e-12)
         # uncentred means (paper 001, bias-free models)
-        assert self_duality(alpha * stats.means, stats, center_means=False) == pytest.approx(0.0, abs=1e-12)
+        assert self_duality(stats, W=alpha * stats.means, center_means=False) == pytest.approx(0.0, abs=1e-12)
         # a classifier with a common row offset, centred first
-        assert self_duality(alpha * M + rng.normal(size=d), stats, center_w=True) == pytest.approx(0.0, abs=1e-12)
+        assert self_duality(stats, W=alpha * M + rng.normal(size=d), center_w=True) == pytest.approx(0.0, abs=1e-12)
     # the gram variant is 0 only when, in addition, the means are a simplex ETF
     E = simplex_etf(K, d, scale=2.0, seed=1)
     sE = _collapsed_stats(E, offset=rng.normal(size=d))
     for variant in ("frobenius", "gram", "cosine"):
-        assert self_duality(5.0 * E, sE, variant) == pytest.approx(0.0, abs=1e-12)
+        assert self_duality(sE, variant, W=5.0 * E) == pytest.approx(0.0, abs=1e-12)
     if K > 2:
-        assert self_duality(M, stats, "gram") > 1e-3  # random means: not an ETF
+        assert self_duality(stats, "gram", W=M) > 1e-3  # random means: not an ETF
 
 
 def test_self_duality_opposite_and_bounds():
     E = simplex_etf(4, 5, seed=0)
-    assert self_duality(-E, E) == pytest.approx(4.0)  # ||a - (-a)||^2 with unit-Frobenius a
-    assert self_duality(-E, E, squared=False) == pytest.approx(2.0)
-    assert self_duality(-E, E, "cosine") == pytest.approx(2.0)
+    assert self_duality(E, W=-E) == pytest.approx(4.0)  # ||a - (-a)||^2 with unit-Frobenius a
+    assert self_duality(E, W=-E, squared=False) == pytest.approx(2.0)
+    assert self_duality(E, "cosine", W=-E) == pytest.approx(2.0)
     with pytest.raises(ValueError, match="variant"):
-        self_duality(E, E, "nope")
+        self_duality(E, "nope", W=E)
     with pytest.raises(ValueError, match="squared"):
-        self_duality(E, E, "cosine", squared=True)
+        self_duality(E, "cosine", W=E, squared=True)
     with pytest.raises(ValueError, match="shape"):
-        self_duality(E[:, :3], E)
+        self_duality(E, W=E[:, :3])
 
 
 # ---------------------------------------------------------------------------------------------- closed forms
@@ -266,17 +266,17 @@ def test_every_metric_matches_brute_force(weighting, rng):
         nA, nB = sum(_norm(a) ** 2 for a in A) ** 0.5, sum(_norm(b) ** 2 for b in B) ** 0.5
         return sum((A[k][j] / nA - B[k][j] / nB) ** 2 for k in range(K) for j in range(d))
 
-    assert self_duality(W, stats, **kw) == pytest.approx(frob(W, M), rel=1e-10)
-    assert self_duality(W, stats, squared=False, **kw) == pytest.approx(frob(W, M) ** 0.5, rel=1e-10)
-    assert self_duality(W, stats, center_means=False) == pytest.approx(frob(W, mu), rel=1e-10)
-    assert self_duality(W, stats, center_w=True, **kw) == pytest.approx(frob(Wc, M), rel=1e-10)
+    assert self_duality(stats, W=W, **kw) == pytest.approx(frob(W, M), rel=1e-10)
+    assert self_duality(stats, W=W, squared=False, **kw) == pytest.approx(frob(W, M) ** 0.5, rel=1e-10)
+    assert self_duality(stats, W=W, center_means=False) == pytest.approx(frob(W, mu), rel=1e-10)
+    assert self_duality(stats, W=W, center_w=True, **kw) == pytest.approx(frob(Wc, M), rel=1e-10)
     gram = _brute_gram_error(_gram(W, M), _etf_entry(K))
-    assert self_duality(W, stats, "gram", **kw) == pytest.approx(gram, rel=1e-10)
-    assert self_duality(W, stats, "gram", squared=True, **kw) == pytest.approx(gram**2, rel=1e-10)
+    assert self_duality(stats, "gram", W=W, **kw) == pytest.approx(gram, rel=1e-10)
+    assert self_duality(stats, "gram", W=W, squared=True, **kw) == pytest.approx(gram**2, rel=1e-10)
     cos = sum(1 - _dot(W[k], M[k]) / (_norm(W[k]) * _norm(M[k])) for k in range(K)) / K
-    assert self_duality(W, stats, "cosine", **kw) == pytest.approx(cos, rel=1e-10)
+    assert self_duality(stats, "cosine", W=W, **kw) == pytest.approx(cos, rel=1e-10)
     # means given as an array instead of ClassStats
-    assert self_duality(W, mu, **kw) == pytest.approx(frob(W, mu - mu.mean(0)), rel=1e-10)
+    assert self_duality(mu, W=W, **kw) == pytest.approx(frob(W, mu - mu.mean(0)), rel=1e-10)
 
 
 def test_torch_inputs(rng):
@@ -284,8 +284,8 @@ def test_torch_inputs(rng):
     Wt = torch.from_numpy(W)
     for fn in (equinorm, equiangularity, max_angle, etf_gram_error, orthogonal_frame_error):
         assert fn(Wt) == pytest.approx(fn(W.astype(np.float64)), rel=1e-12)
-    assert self_duality(Wt, W.astype(np.float64) * 2, center_means=False) == pytest.approx(0.0, abs=1e-12)
-    assert self_duality(Wt, W.astype(np.float64)) > 1e-3  # array means are centred by default
+    assert self_duality(W.astype(np.float64) * 2, W=Wt, center_means=False) == pytest.approx(0.0, abs=1e-12)
+    assert self_duality(W.astype(np.float64), W=Wt) > 1e-3  # array means are centred by default
 
 
 # ------------------------------------------------------------------------------------------ degenerate inputs
@@ -357,7 +357,7 @@ def test_empty_class_raises_clear_error(rng):
         lambda: etf_gram_error(stats),
         lambda: etf_gram_error_spectral(stats),
         lambda: orthogonal_frame_error(stats),
-        lambda: self_duality(W, stats),
+        lambda: self_duality(stats, W=W),
     ):
         with pytest.raises(EmptyClassError, match="drop_empty"):
             call()
@@ -373,7 +373,7 @@ def test_zero_norm_centred_mean(rng):
     with pytest.warns(DegenerateMetricWarning):
         assert np.isnan(max_angle(stats))
     with pytest.warns(DegenerateMetricWarning):
-        assert np.isnan(self_duality(rng.normal(size=(3, 4)), stats, "cosine"))
+        assert np.isnan(self_duality(stats, "cosine", W=rng.normal(size=(3, 4))))
     # norms and Gram distances are still defined
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -381,7 +381,7 @@ def test_zero_norm_centred_mean(rng):
         G = np.array([[1.0, 0, -1], [0, 0, 0], [-1, 0, 1]])
         expected = np.linalg.norm(G / np.linalg.norm(G) - (np.eye(3) - 1 / 3) / np.sqrt(2))
         assert etf_gram_error(stats) == pytest.approx(expected, rel=1e-10)
-        assert np.isfinite(self_duality(rng.normal(size=(3, 4)), stats))
+        assert np.isfinite(self_duality(stats, W=rng.normal(size=(3, 4))))
     # a zero classifier row
     W = rng.normal(size=(3, 4))
     W[2] = 0
@@ -400,20 +400,20 @@ def test_all_identical_features(value):
         with pytest.warns(DegenerateMetricWarning, match="undefined"):
             assert np.isnan(fn(stats))
     with pytest.warns(DegenerateMetricWarning):
-        assert np.isnan(self_duality(np.eye(K, d), stats))
+        assert np.isnan(self_duality(stats, W=np.eye(K, d)))
     with pytest.warns(DegenerateMetricWarning):
-        assert np.isnan(self_duality(np.eye(K, d), stats, "gram"))
+        assert np.isnan(self_duality(stats, "gram", W=np.eye(K, d)))
     if value == 0.0:
         with pytest.warns(DegenerateMetricWarning):
             assert np.isnan(orthogonal_frame_error(stats))
         with pytest.warns(DegenerateMetricWarning):
-            assert np.isnan(self_duality(np.eye(K, d), stats, center_means=False))
+            assert np.isnan(self_duality(stats, W=np.eye(K, d), center_means=False))
     else:
         # uncentred Gram = c 11^T: ||11^T/K - I/sqrt(K)||^2 = 2 - 2/sqrt(K)
         assert orthogonal_frame_error(stats) == pytest.approx(np.sqrt(2 - 2 / np.sqrt(K)), rel=1e-12)
         assert etf_gram_error(stats, center=False) == pytest.approx(np.sqrt(2), rel=1e-12)  # <11^T, E> = 0
     with pytest.warns(DegenerateMetricWarning):
-        assert np.isnan(self_duality(np.zeros((K, d)), np.eye(K, d)))
+        assert np.isnan(self_duality(np.eye(K, d), W=np.zeros((K, d))))
     with pytest.warns(DegenerateMetricWarning):
         assert np.isnan(etf_gram_error_from_eigvals(np.zeros(3), K))
 
@@ -467,13 +467,13 @@ def test_classifier_accuracy_on_means_brute_force(rng):
     W, b = rng.normal(size=(K, d)), rng.normal(size=K)
     M = np.stack([H[y == k].mean(axis=0) for k in range(K)])
     expect = np.mean([int(np.argmax([W[j] @ M[k] + b[j] for j in range(K)]) == k) for k in range(K)])
-    assert classifier_accuracy_on_means(W, stats, b) == expect
-    assert classifier_accuracy_on_means(torch.tensor(W), M, torch.tensor(b)) == expect
+    assert classifier_accuracy_on_means(stats, W=W, b=b) == expect
+    assert classifier_accuracy_on_means(M, W=torch.tensor(W), b=torch.tensor(b)) == expect
     assert REGISTRY["classifier_accuracy_on_means"].direction == "higher"
     with pytest.raises(ValueError, match=r"b must have shape \(K,\) = \(6,\)"):
-        classifier_accuracy_on_means(W, stats, b[:3])
+        classifier_accuracy_on_means(stats, W=W, b=b[:3])
     with pytest.raises(ValueError, match="b contains NaN or inf"):
-        classifier_accuracy_on_means(W, stats, np.full(K, np.nan))
+        classifier_accuracy_on_means(stats, W=W, b=np.full(K, np.nan))
 
 
 def test_collapse_report_uses_the_bias():

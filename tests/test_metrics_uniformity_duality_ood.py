@@ -130,26 +130,26 @@ def test_uniform_duality_matches_per_class_loops(rng, ddof, weighting):
     M = stats.means - stats.global_mean(weighting)
     dots = [float(w @ m) for w, m in zip(W, M, strict=True)]
     coss = [float(w @ m) / (np.linalg.norm(w) * np.linalg.norm(m)) for w, m in zip(W, M, strict=True)]
-    got_dot = uniform_duality(W, stats, "dot", ddof=ddof, weighting=weighting)
-    got_cos = uniform_duality(W, stats, ddof=ddof, weighting=weighting)
+    got_dot = uniform_duality(stats, "dot", W=W, ddof=ddof, weighting=weighting)
+    got_cos = uniform_duality(stats, W=W, ddof=ddof, weighting=weighting)
     assert got_dot == pytest.approx(np.var(dots, ddof=ddof), rel=1e-12)
     assert got_cos == pytest.approx(np.var(coss, ddof=ddof), rel=1e-12)
     raw = stats.means
     coss_raw = [float(w @ m) / (np.linalg.norm(w) * np.linalg.norm(m)) for w, m in zip(W, raw, strict=True)]
-    assert uniform_duality(W, stats, ddof=ddof, center_means=False) == pytest.approx(np.var(coss_raw, ddof=ddof))
+    assert uniform_duality(stats, W=W, ddof=ddof, center_means=False) == pytest.approx(np.var(coss_raw, ddof=ddof))
 
 
 def test_uniform_duality_is_zero_for_per_class_scales_and_equal_angles(rng):
     stats, _, _ = sample_stats(rng)
     M = stats.centered_means()
-    assert uniform_duality(np.diag(rng.uniform(0.5, 3, 7)) @ M, stats) == pytest.approx(0.0, abs=1e-30)
+    assert uniform_duality(stats, W=np.diag(rng.uniform(0.5, 3, 7)) @ M) == pytest.approx(0.0, abs=1e-30)
     # d = 2: a rotation by 60 degrees puts every w_k at cosine 1/2 to m_k, no spread; the dot form sees the norms
     stats, _, _ = sample_stats(rng, d=2)
     M = stats.centered_means()
     W = M @ np.array([[0.5, -math.sqrt(3) / 2], [math.sqrt(3) / 2, 0.5]]).T
-    assert uniform_duality(W, stats) == pytest.approx(0.0, abs=1e-28)
+    assert uniform_duality(stats, W=W) == pytest.approx(0.0, abs=1e-28)
     norms2 = np.einsum("kd,kd->k", M, M)
-    assert uniform_duality(W, stats, "dot") == pytest.approx(np.var(0.5 * norms2, ddof=1), rel=1e-12)
+    assert uniform_duality(stats, "dot", W=W) == pytest.approx(np.var(0.5 * norms2, ddof=1), rel=1e-12)
 
 
 def test_duality_distances_match_loops_and_the_cosine_self_duality(rng):
@@ -157,10 +157,10 @@ def test_duality_distances_match_loops_and_the_cosine_self_duality(rng):
     W = rng.normal(size=(7, 5))
     M = stats.centered_means()
     ref = [np.linalg.norm(w / np.linalg.norm(w) - m / np.linalg.norm(m)) for w, m in zip(W, M, strict=True)]
-    got = duality_distances(W, stats)
+    got = duality_distances(stats, W=W)
     np.testing.assert_allclose(got, ref, rtol=1e-13)
-    assert np.mean(got**2) / 2 == pytest.approx(self_duality(W, stats, variant="cosine"), rel=1e-12)
-    np.testing.assert_allclose(duality_distances(2.5 * M, stats), 0.0, atol=1e-15)
+    assert np.mean(got**2) / 2 == pytest.approx(self_duality(stats, W=W, variant="cosine"), rel=1e-12)
+    np.testing.assert_allclose(duality_distances(stats, W=2.5 * M), 0.0, atol=1e-15)
 
 
 def test_duality_degenerate_and_bad_inputs(rng):
@@ -168,18 +168,18 @@ def test_duality_degenerate_and_bad_inputs(rng):
     W = rng.normal(size=(7, 5))
     W[3] = 0.0
     with pytest.warns(DegenerateMetricWarning, match="rows 3"):
-        assert math.isnan(uniform_duality(W, stats))
+        assert math.isnan(uniform_duality(stats, W=W))
     with pytest.warns(DegenerateMetricWarning, match="rows 3"):
-        assert np.all(np.isnan(duality_distances(W, stats)))
-    assert math.isfinite(uniform_duality(W, stats, "dot"))  # the dot form needs no direction
+        assert np.all(np.isnan(duality_distances(stats, W=W)))
+    assert math.isfinite(uniform_duality(stats, "dot", W=W))  # the dot form needs no direction
     with pytest.raises(ValueError, match=r"W must be \(K, d\)"):
-        uniform_duality(W[:, :4], stats)
+        uniform_duality(stats, W=W[:, :4])
     with pytest.raises(ValueError, match="ddof=7"):
-        uniform_duality(W, stats, ddof=7)
+        uniform_duality(stats, W=W, ddof=7)
     with pytest.raises(ValueError, match="similarity"):
-        uniform_duality(W, stats, "angle")
+        uniform_duality(stats, "angle", W=W)
     with pytest.raises(TypeError, match="stats must be a ClassStats"):
-        duality_distances(W, W)
+        duality_distances(W, W=W)
 
 
 # ---------------------------------------------------------------- NC5 (NECO)
@@ -227,8 +227,8 @@ def test_nc5_degenerate_and_bad_inputs(rng):
 def test_new_metrics_are_registered():
     expected = {
         "hyperspherical_uniformity": ("none", ("stats",)),
-        "uniform_duality": ("lower", ("W", "stats")),
-        "duality_distances": ("lower", ("W", "stats")),
+        "uniform_duality": ("lower", ("stats", "W")),
+        "duality_distances": ("lower", ("stats", "W")),
         "ood_orthogonality": ("lower", ("stats",)),
     }
     for name, (direction, needs) in expected.items():
@@ -244,7 +244,7 @@ def test_collapse_report_carries_the_log_uniformity_and_uniform_duality(rng):
     rep = collapse_report(stats, W=W)
     uni = hyperspherical_uniformity(stats)
     assert (rep["uniformity_log_energy"], rep["uniformity_log_var"]) == (uni["mean"], uni["var"])
-    assert rep["uniform_duality"] == uniform_duality(W, stats)
+    assert rep["uniform_duality"] == uniform_duality(stats, W=W)
     assert {REGISTRY[k].direction for k in ("uniformity_log_energy", "uniformity_log_var", "uniform_duality")} == {
         "lower"
     }

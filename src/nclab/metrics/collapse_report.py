@@ -191,16 +191,16 @@ def _report(
         out["equiangularity_w"] = equiangularity(Wa, ddof=c["ddof"])
         out["max_angle_w"] = max_angle(Wa)
         out["self_duality"] = self_duality(
-            Wa,
             stats,
+            W=Wa,
             variant=c["self_duality_variant"],
             center_w=c["center_w"],
             center_means=c["center_means"],
             weighting=wt,
         )
-        out["gnc3"] = gnc3(Wa, stats)
-        out["uniform_duality"] = uniform_duality(Wa, stats, ddof=c["ddof"], weighting=wt)
-        out["classifier_accuracy_on_means"] = classifier_accuracy_on_means(Wa, stats, b)
+        out["gnc3"] = gnc3(stats, W=Wa)
+        out["uniform_duality"] = uniform_duality(stats, W=Wa, ddof=c["ddof"], weighting=wt)
+        out["classifier_accuracy_on_means"] = classifier_accuracy_on_means(stats, W=Wa, b=b)
 
     if full:
         out["probe_mse_optimal"] = probe_mse_optimal(stats)

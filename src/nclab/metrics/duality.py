@@ -35,13 +35,13 @@ def _pairs(W: Any, stats: ClassStats, center_means: bool, weighting: Weighting) 
     "uniform_duality",
     "lower",
     "Wu & Papyan 2024 (UNC3, uniform duality); rhubarbwu/neural-collapse similarities",
-    needs=("W", "stats"),
+    needs=("stats", "W"),
 )
 def uniform_duality(
-    W: Any,
     stats: ClassStats,
     similarity: Similarity = "cosine",
     *,
+    W: Any,
     ddof: int = 1,
     center_means: bool = True,
     weighting: Weighting = "balanced",
@@ -95,7 +95,7 @@ def uniform_duality(
     >>> from nclab.stats import ClassStats
     >>> M = simplex_etf(3, 2)
     >>> stats = ClassStats.from_arrays(M, np.arange(3))
-    >>> uniform_duality(np.diag([1.0, 2.0, 3.0]) @ M, stats)  # every w_k ∝ mu_k: all cosines 1
+    >>> uniform_duality(stats, W=np.diag([1.0, 2.0, 3.0]) @ M)  # every w_k ∝ mu_k: all cosines 1
     0.0
     """
     if similarity not in ("cosine", "dot"):
@@ -121,12 +121,12 @@ def uniform_duality(
     "duality_distances",
     "lower",
     "rhubarbwu/neural-collapse distance_norms (per-class NC3 distances)",
-    needs=("W", "stats"),
+    needs=("stats", "W"),
 )
 def duality_distances(
-    W: Any,
     stats: ClassStats,
     *,
+    W: Any,
     center_means: bool = True,
     weighting: Weighting = "balanced",
 ) -> np.ndarray:
@@ -151,7 +151,7 @@ def duality_distances(
     -------
     numpy.ndarray (K,)
         Each in [0, 2]; lower = more collapsed (0 for ``w_k ∝ m_k`` with a positive factor). A per-class
-        diagonal of NC3: ``mean(delta**2) / 2`` is ``self_duality(W, stats, variant="cosine")``. All ``nan``
+        diagonal of NC3: ``mean(delta**2) / 2`` is ``self_duality(stats, W=W, variant="cosine")``. All ``nan``
         with a :class:`~nclab.metrics.DegenerateMetricWarning` when a row of ``W`` or a centred mean is zero.
 
     See Also
@@ -165,7 +165,7 @@ def duality_distances(
     >>> from nclab.geometry import simplex_etf
     >>> from nclab.stats import ClassStats
     >>> M = simplex_etf(3, 2)
-    >>> duality_distances(-M, ClassStats.from_arrays(M, np.arange(3)))  # opposite directions: 2 each
+    >>> duality_distances(ClassStats.from_arrays(M, np.arange(3)), W=-M)  # opposite directions: 2 each
     array([2., 2., 2.])
     """
     Wr, M = _pairs(W, stats, center_means, weighting)

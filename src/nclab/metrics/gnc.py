@@ -128,9 +128,9 @@ def gnc1(
     "gnc3",
     "lower",
     "003 GNC3: mean_k (1 - w_k^T hbar_k), unit w_k, hbar_k = mean of unit features",
-    needs=("W", "stats"),
+    needs=("stats", "W"),
 )
-def gnc3(W: Any, stats: ClassStats, *, normalize_w: bool = True, renormalize_means: bool = False) -> float:
+def gnc3(stats: ClassStats, *, W: Any, normalize_w: bool = True, renormalize_means: bool = False) -> float:
     """``mean_k (1 - w_k^T hbar_k)`` (paper 003), in ``[0, 2]``.
 
     ``w_k``: rows of ``W (K, d)``, L2-normalised (``normalize_w=True``; paper 003 keeps them on the sphere,

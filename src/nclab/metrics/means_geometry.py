@@ -298,13 +298,13 @@ def orthogonal_frame_error(X: ClassStats | Any) -> float:
     "self_duality",
     "lower",
     "004 Fig. 6 (frobenius); 001 NC3 (uncentred); public code (gram, cosine)",
-    needs=("W", "stats"),
+    needs=("stats", "W"),
 )
 def self_duality(
-    W: Any,
     stats: ClassStats | Any,
     variant: SelfDualityVariant = "frobenius",
     *,
+    W: Any,
     center_w: bool = False,
     squared: bool | None = None,
     center_means: bool = True,
@@ -367,9 +367,9 @@ def self_duality(
     "classifier_accuracy_on_means",
     "higher",
     "NC4 (Papyan et al. 2020) at the class means: argmax_j(w_j . mu_k + b_j) = k; bias included (004, A3, A4)",
-    needs=("W", "stats"),
+    needs=("stats", "W"),
 )
-def classifier_accuracy_on_means(W: Any, stats: ClassStats | Any, b: Any = None) -> float:
+def classifier_accuracy_on_means(stats: ClassStats | Any, *, W: Any, b: Any = None) -> float:
     """Fraction of classes whose mean the affine classifier assigns to its own class:
     ``(1/K) #{k : argmax_j (w_j . mu_k + b_j) = k}``.
 
@@ -395,7 +395,7 @@ def classifier_accuracy_on_means(W: Any, stats: ClassStats | Any, b: Any = None)
     Example
     -------
     >>> M = np.array([[1.0, 0.0], [-1.0, 0.0]]) + 10.0
-    >>> classifier_accuracy_on_means(M - M.mean(0), M, b=-(M - M.mean(0)) @ M.mean(0))
+    >>> classifier_accuracy_on_means(M, W=M - M.mean(0), b=-(M - M.mean(0)) @ M.mean(0))
     1.0
     """
     M = stats.means if isinstance(stats, ClassStats) else as_rows(stats, name="means")

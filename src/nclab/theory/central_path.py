@@ -235,7 +235,7 @@ def _nc_metrics(X: np.ndarray, K: int) -> dict[str, float]:
     return {
         "nc1": nc1(stats),
         "etf_gram_error": etf_gram_error(stats),
-        "self_duality": self_duality(W, stats),
+        "self_duality": self_duality(stats, W=W),
         "equinorm": equinorm(stats),
     }
 

@@ -100,5 +100,7 @@ def quick_metrics(spec: ModelSpec, params: Mapping[str, np.ndarray]) -> dict[str
             if spec.d >= spec.K:
                 out[f"{name}/nc2_of"] = orthogonal_frame_error(stats)
             if name == deepest:
-                out[f"{name}/nc3"] = self_duality(params[spec.classifier_key], stats, squared=False, center_means=False)
+                out[f"{name}/nc3"] = self_duality(
+                    stats, W=params[spec.classifier_key], squared=False, center_means=False
+                )
     return out
