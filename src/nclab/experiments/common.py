@@ -9,6 +9,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from nclab.io.atomic import atomic_write_bytes, atomic_write_text
+
 __all__ = ["SCALES", "check_scale", "html_table", "png", "pyplot", "write_csv"]
 
 #: The scales every experiment may declare: test suite (seconds), 2-core CPU (minutes), the paper's sizes.
@@ -38,7 +40,7 @@ def png(fig: Any, path: Path | None = None, *, dpi: int = 110) -> bytes:
     pyplot().close(fig)
     data = buf.getvalue()
     if path is not None:
-        Path(path).write_bytes(data)
+        atomic_write_bytes(path, data)
     return data
 
 
@@ -47,10 +49,11 @@ def write_csv(path: Path, rows: Sequence[dict[str, Any]]) -> None:
     keys: list[str] = []
     for row in rows:
         keys += [k for k in row if k not in keys]
-    with Path(path).open("w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=keys)
-        writer.writeheader()
-        writer.writerows(rows)
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=keys, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    atomic_write_text(path, buf.getvalue())
 
 
 def html_table(rows: Sequence[dict[str, Any]]) -> str:

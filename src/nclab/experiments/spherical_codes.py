@@ -20,6 +20,7 @@ from nclab.geometry.assignment import antipodal_pairs, code_symmetries, enumerat
 from nclab.geometry.bounds import softmax_code_bounds
 from nclab.geometry.frames import regular_polygon
 from nclab.geometry.hull import one_vs_rest
+from nclab.io.atomic import atomic_write_bytes
 from nclab.report import write_report
 
 #: CIFAR10 classes of the assignment experiments (paper 003, Fig. 4 and Fig. B.6)
@@ -244,7 +245,7 @@ def assignment(out: Path, scale: str, seed: int) -> dict[str, Any]:
             ax.set_title(row["id"], fontsize=8)
         figures.append((f"{name}: representatives of the antipodal pairings", png(fig)))
     for caption, image in figures:
-        (out / (caption.split(":")[0] + ".png")).write_bytes(image)
+        atomic_write_bytes(out / (caption.split(":")[0] + ".png"), image)
     write_report(out / "report.html", "Paper 003, Sec. 4: class assignments up to symmetry", sections, figures)
     return summary
 

@@ -19,6 +19,7 @@ import numpy as np
 
 from nclab.experiments.common import png, pyplot, write_csv
 from nclab.experiments.registry import register
+from nclab.io.atomic import atomic_write_text
 
 __all__ = ["depth_profile", "train_fc_resnet"]
 
@@ -28,7 +29,7 @@ def _finish(out: Path, title: str, sections: list[tuple[str, str]], figures: lis
 
     numeric = {k: float(v) for k, v in summary.items() if isinstance(v, int | float) and not isinstance(v, bool)}
     write_report(out / "report.html", title, [*sections, ("Summary", metrics_table_html(numeric))], figures)
-    (out / "summary.json").write_text(json.dumps(summary, indent=2, default=float) + "\n")
+    atomic_write_text(out / "summary.json", json.dumps(summary, indent=2, default=float) + "\n")
     return summary
 
 

@@ -8,6 +8,7 @@ import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from nclab.io.atomic import atomic_write_text
 from nclab.metrics import REGISTRY
 
 _CSS = """
@@ -63,7 +64,4 @@ def write_report(
         f"<!doctype html><html lang=en><head><meta charset=utf-8><title>{html.escape(title)}</title>"
         f"<style>{_CSS}</style></head><body>{''.join(parts)}</body></html>\n"
     )
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(doc, encoding="utf-8")
-    tmp.replace(path)
-    return path
+    return atomic_write_text(path, doc)
