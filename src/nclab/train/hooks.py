@@ -110,7 +110,9 @@ class FeatureHooks:
 
     def __enter__(self) -> FeatureHooks:
         self._handles = [
-            m.register_forward_pre_hook(self._pre_hook(n)) if n in self.inputs else m.register_forward_hook(self._hook(n))
+            m.register_forward_pre_hook(self._pre_hook(n))
+            if n in self.inputs
+            else m.register_forward_hook(self._hook(n))
             for n, m in self.layers.items()
         ]
         return self

@@ -314,7 +314,12 @@ class StatsPass(PassSink):
     """
 
     def __init__(
-        self, plan: MeasurePlan, y: torch.Tensor | None, loss_fn: LossFn | None, cache_mb: float, unit: ClassStats | None
+        self,
+        plan: MeasurePlan,
+        y: torch.Tensor | None,
+        loss_fn: LossFn | None,
+        cache_mb: float,
+        unit: ClassStats | None,
     ) -> None:
         self.plan, self.labels, self.loss_fn, self.unit = plan, y, loss_fn, unit
         # None once streaming

@@ -1,0 +1,24 @@
+"""Collapse measurement for training code outside nclab: :class:`CollapseMonitor` (any loop, any iterable of
+batches, distributed-aware), its :class:`Schedule`, and the classifier detection rules."""
+
+from nclab.monitor.monitor import (
+    CLASSIFIER_METRICS,
+    Classifier,
+    CollapseMonitor,
+    MonitorResult,
+    Schedule,
+    find_linear_classifier,
+    next_token_targets,
+    reduce_ncc_counts,
+)
+
+__all__ = [
+    "CLASSIFIER_METRICS",
+    "Classifier",
+    "CollapseMonitor",
+    "MonitorResult",
+    "Schedule",
+    "find_linear_classifier",
+    "next_token_targets",
+    "reduce_ncc_counts",
+]
