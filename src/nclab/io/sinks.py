@@ -126,7 +126,8 @@ class WandbSink:
 
 
 class MLflowSink:
-    """Metrics of an MLflow run (``tracking_uri``: e.g. a local ``file:`` store or a server), step = epoch."""
+    """Metrics of an MLflow run (``tracking_uri``: e.g. a local ``sqlite:///PATH`` store or a server), step =
+    epoch."""
 
     def __init__(
         self, tracking_uri: str | None = None, *, experiment: str = "nclab", run_name: str | None = None
@@ -161,7 +162,8 @@ SINKS: dict[str, type] = {
 def make_sink(spec: str | Mapping[str, Any], out: str | Path) -> MetricSink:
     """A sink from a config entry: a kind name (``"table"``, ``"tensorboard"``, ``"wandb"``, ``"mlflow"``) or
     ``{"kind": NAME, **options}``; ``out`` is the run directory (the table's directory, TensorBoard's
-    ``out/tensorboard``, W&B's ``dir``, MLflow's ``file:`` store ``out/mlruns`` unless options say otherwise).
+    ``out/tensorboard``, W&B's ``dir``, MLflow's local store ``sqlite:///out/mlflow.db`` unless options say
+    otherwise; MLflow 3 refuses new ``file:`` stores, its maintained local backend is SQLite).
     """
     opts = {"kind": spec} if isinstance(spec, str) else dict(spec)
     kind = opts.pop("kind", None)
@@ -174,4 +176,4 @@ def make_sink(spec: str | Mapping[str, Any], out: str | Path) -> MetricSink:
         return TensorBoardSink(opts.pop("log_dir", out / "tensorboard"))
     if kind == "wandb":
         return WandbSink(dir=opts.pop("dir", out), **opts)
-    return MLflowSink(opts.pop("tracking_uri", (out / "mlruns").resolve().as_uri()), **opts)
+    return MLflowSink(opts.pop("tracking_uri", f"sqlite:///{(out / 'mlflow.db').resolve()}"), **opts)
