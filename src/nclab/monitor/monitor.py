@@ -437,7 +437,9 @@ class CollapseMonitor:
         return self.schedule.due(epoch)
 
     # ------------------------------------------------------------------ measuring
-    def _batches(self, data: Any) -> Callable[[], Iterable[tuple[Any, torch.Tensor]]]:
+    def batches(self, data: Any) -> Callable[[], Iterable[tuple[Any, torch.Tensor]]]:
+        """A re-iterable pass over ``data`` as ``(inputs, labels)`` on the monitor's device (a one-shot iterator
+        is kept in a list, as the two passes read it twice)."""
         if isinstance(data, tuple) and len(data) == 2 and all(isinstance(t, torch.Tensor) for t in data):
             x, y = data  # one batch of tensors
             data = [(x, y)]
@@ -460,7 +462,8 @@ class CollapseMonitor:
 
         return batches
 
-    def _plan(self) -> MeasurePlan:
+    def plan(self) -> MeasurePlan:
+        """The measurement plan with the classifier's current weights (:class:`nclab.train.measure.MeasurePlan`)."""
         clf = None if self.classifier is None else self.classifier.refreshed()
         self.classifier = clf
         return MeasurePlan(
@@ -484,8 +487,8 @@ class CollapseMonitor:
         with ``labels`` too) or one ``(x, y)`` pair of tensors. A held-out split's NCC uses the class means of
         the latest training measurement (its own when there is none yet). The model's train/eval mode (per
         module) and the grad mode are restored. Rows go to the sinks (rank 0) and to :attr:`rows`."""
-        plan = self._plan()
-        batches = self._batches(data)
+        plan = self.plan()
+        batches = self.batches(data)
         loss = None if self.loss_fn is None else (lambda out, y, h, fn=self.loss_fn: fn(out, y))
         modes = {m: m.training for m in self.model.modules()}
         msgs: list[str] = []
