@@ -32,6 +32,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("nclab.metrics", "nclab.nets"),
     ("nclab.report", "nclab.theory", "nclab.ufm"),
     ("nclab.train",),
+    ("nclab.monitor",),
+    ("nclab.integrations",),
     ("nclab",),  # the top-level package's re-exports
     ("nclab.experiments",),
     ("nclab.cli",),

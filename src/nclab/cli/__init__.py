@@ -1,20 +1,22 @@
 """The ``nclab`` command, the application layer above the library (library packages never import it).
 
 One module per command group, each a Typer app or command function: :mod:`~nclab.cli.measure`,
-:mod:`~nclab.cli.train` (``train``, ``report``, ``demo``), :mod:`~nclab.cli.ufm`, :mod:`~nclab.cli.codes`,
+:mod:`~nclab.cli.extract`, :mod:`~nclab.cli.train` (``train``, ``report``, ``demo``), :mod:`~nclab.cli.ufm`,
+:mod:`~nclab.cli.codes`,
 :mod:`~nclab.cli.theory`, :mod:`~nclab.cli.experiment`; :mod:`nclab.cli.common` holds the consoles, the app
 settings and the error exit they share. :data:`app` assembles them (console script ``nclab``, ``python -m nclab``).
 """
 
 from __future__ import annotations
 
-from nclab.cli import codes, experiment, measure, theory, train, ufm
+from nclab.cli import codes, experiment, extract, measure, theory, train, ufm
 from nclab.cli.common import make_app
 
 __all__ = ["app", "main"]
 
 app = make_app("nclab", "Measure, simulate and predict neural collapse.")
 app.command("measure")(measure.measure_command)
+app.command("extract")(extract.extract_command)
 app.command("demo")(train.demo_command)
 app.command("train")(train.train_command)
 app.command("report")(train.report_command)

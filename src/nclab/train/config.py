@@ -211,6 +211,25 @@ class CheckpointConfig(_Strict):
     keep_measured: bool = False  # also keep checkpoints/epoch_NNNN.pt at every measured epoch
 
 
+class LogConfig(_Strict):
+    """Where the measured rows go besides the run directory's ``metrics.csv`` (always written: resume reads it).
+    Each entry is a kind of :data:`nclab.io.sinks.SINKS` (``"tensorboard"``, ``"wandb"``, ``"mlflow"``;
+    ``"table"`` is the default table) or ``{kind: ..., **options}`` (:func:`nclab.io.sinks.make_sink`)."""
+
+    sinks: list[str | dict[str, Any]] = Field(default_factory=lambda: ["table"])
+
+    @field_validator("sinks")
+    @classmethod
+    def _kinds(cls, v: list[str | dict[str, Any]]) -> list[str | dict[str, Any]]:
+        from nclab.io.sinks import SINKS
+
+        for spec in v:
+            kind = spec if isinstance(spec, str) else spec.get("kind")
+            if kind not in SINKS:
+                raise ValueError(f"unknown sink {kind!r}; known: {', '.join(sorted(SINKS))}")
+        return v
+
+
 class RunConfig(_Strict):
     name: str = "run"
     seed: int = 0
@@ -223,6 +242,7 @@ class RunConfig(_Strict):
     train: TrainConfig = Field(default_factory=TrainConfig)
     measure: MeasureConfig = Field(default_factory=MeasureConfig)
     checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig)
+    log: LogConfig = Field(default_factory=LogConfig)
     report: bool = True  # write report.html at the end
     notes: str = ""
 

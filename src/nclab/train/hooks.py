@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -63,27 +63,58 @@ def _first_tensor(output: Any) -> torch.Tensor:
 
 class FeatureHooks:
     """Context manager registering one forward hook per layer. Each hook flattens the output to ``(B, d)``
-    (detached) and calls ``sink(name, features)``; without a sink the last batch's features are kept in
-    ``self.features`` (cloned)."""
+    (detached; ``flatten=False`` keeps its shape, e.g. ``(B, T, d)`` for a sequence model) and calls
+    ``sink(name, features)``; without a sink the last batch's features are kept in ``self.features`` (cloned).
+    Layers named in ``inputs`` are measured at their module's first input instead of its output (a classifier's
+    input is the penultimate feature of a model where no module outputs exactly it)."""
 
-    def __init__(self, model: nn.Module, layers: LayerSpec = None, sink: Sink | None = None) -> None:
+    def __init__(
+        self,
+        model: nn.Module,
+        layers: LayerSpec = None,
+        sink: Sink | None = None,
+        *,
+        inputs: Collection[str] = (),
+        flatten: bool = True,
+    ) -> None:
         self.layers = resolve_layers(model, layers)
+        unknown = set(inputs) - set(self.layers)
+        if unknown:
+            raise KeyError(f"inputs {sorted(unknown)} are not among the layers {list(self.layers)}")
         self.sink = sink
+        self.inputs = frozenset(inputs)
+        self.flatten = flatten
         self.features: dict[str, torch.Tensor] = {}
         self._handles: list[Any] = []
 
+    def _emit(self, name: str, value: Any) -> None:
+        feats = _first_tensor(value).detach()
+        if self.flatten:
+            feats = feats.flatten(1)
+        if self.sink is not None:
+            self.sink(name, feats)
+        else:
+            self.features[name] = feats.clone()
+
     def _hook(self, name: str) -> Callable[..., None]:
         def fn(module: nn.Module, inputs: Any, output: Any) -> None:
-            feats = _first_tensor(output).detach().flatten(1)
-            if self.sink is not None:
-                self.sink(name, feats)
-            else:
-                self.features[name] = feats.clone()
+            self._emit(name, output)
+
+        return fn
+
+    def _pre_hook(self, name: str) -> Callable[..., None]:
+        def fn(module: nn.Module, inputs: Any) -> None:
+            self._emit(name, inputs)
 
         return fn
 
     def __enter__(self) -> FeatureHooks:
-        self._handles = [m.register_forward_hook(self._hook(n)) for n, m in self.layers.items()]
+        self._handles = [
+            m.register_forward_pre_hook(self._pre_hook(n))
+            if n in self.inputs
+            else m.register_forward_hook(self._hook(n))
+            for n, m in self.layers.items()
+        ]
         return self
 
     def remove(self) -> None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,9 +36,24 @@ from nclab.metrics import collapse_report, gnc1
 from nclab.stats import ClassStats, NCCAccumulator
 from nclab.train.hooks import FeatureHooks, LayerSpec, eval_mode, resolve_layers
 
-__all__ = ["FeatureCache", "SplitMeasurement", "find_classifier", "measure_split"]
+__all__ = [
+    "FeatureCache",
+    "MeasurePlan",
+    "PassSink",
+    "SplitMeasurement",
+    "StatsPass",
+    "find_classifier",
+    "forward_pass",
+    "layer_rows",
+    "measure_split",
+    "ncc_pass",
+    "tensor_batches",
+]
 
 LossFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+#: ``targets_fn(features, batch) -> (features (M, d), labels (M,))``: one layer's raw output of one batch to the
+#: samples it holds (e.g. a language model's hidden states at position t labelled by token t + 1).
+TargetsFn = Callable[[torch.Tensor, Any], tuple[torch.Tensor, torch.Tensor]]
 
 
 @dataclass
@@ -187,34 +202,54 @@ class FeatureCache:
         return self._buffers
 
 
+def _call_model(model: nn.Module, x: Any) -> Any:
+    return model(x)
+
+
 @dataclass(frozen=True)
-class _Plan:
-    """What the passes of one measurement share."""
+class MeasurePlan:
+    """What the passes of one measurement share.
+
+    ``layers``: ``{name: module}`` in order; ``penultimate``: the layer the classifier ``W (K, d)``, ``b (K,)``
+    reads (NC3 / NC4 there only); ``full_layers``: ``"penultimate"`` (full statistics there, light elsewhere),
+    ``"all"``, or a collection of layer names; ``batch_size``: rows per forward pass of :func:`tensor_batches`;
+    ``advance(n)``: progress callback; ``threads``: BLAS threads while measuring. The seams for models outside
+    nclab: ``inputs`` names layers whose module *input* is measured (the classifier's input is the penultimate
+    feature of a model with no module producing it); ``call(model, x)`` runs a batch and returns the logits
+    ``(n, K)`` (or anything else, then no error is counted); ``targets_fn`` turns a layer's raw output and the
+    batch into ``(features, labels)`` (token-level collapse).
+    """
 
     layers: dict[str, nn.Module]
     penultimate: str
     num_classes: int
     W: np.ndarray | None
     b: np.ndarray | None
-    full_layers: str
+    full_layers: str | Collection[str]
     batch_size: int
     advance: Callable[[int], None] | None
     threads: int | None
+    inputs: frozenset[str] = frozenset()
+    call: Callable[[nn.Module, Any], Any] = _call_model
+    targets_fn: TargetsFn | None = None
 
     def track(self, name: str) -> str:
-        return "full" if name == self.penultimate or self.full_layers == "all" else "light"
+        if isinstance(self.full_layers, str):
+            return "full" if name == self.penultimate or self.full_layers == "all" else "light"
+        return "full" if name in self.full_layers else "light"
 
     def classifier_at(self, name: str) -> tuple[np.ndarray | None, np.ndarray | None]:
         """``(W, b)`` at the penultimate layer (NC3, NC4 there), ``(None, None)`` elsewhere."""
         return (self.W, self.b) if name == self.penultimate else (None, None)
 
 
-class _PassSink:
-    """Hook sink of one forward pass; :func:`_forward` sets the labels ``y`` and the sample offset ``start`` of
-    the batch in flight and hands the batch's network outputs to :meth:`after_batch`."""
+class PassSink:
+    """Hook sink of one forward pass; :func:`forward_pass` sets the labels ``y``, the sample offset ``start`` and
+    the ``batch`` in flight and hands the batch's network outputs to :meth:`after_batch`."""
 
     y: torch.Tensor
     start: int = 0
+    batch: Any = None
 
     def __call__(self, name: str, f: torch.Tensor) -> None:
         raise NotImplementedError
@@ -223,30 +258,76 @@ class _PassSink:
         """Called once the batch's hooks have run, with its outputs ``(n, K)``."""
 
 
-def _forward(model: nn.Module, x: torch.Tensor, y: torch.Tensor, plan: _Plan, sink: _PassSink) -> None:
-    """One eval-mode pass over the split in batches, ``sink`` hooked on the measured layers."""
-    with eval_mode(model), FeatureHooks(model, plan.layers, sink=sink):
-        for start in range(0, int(y.shape[0]), plan.batch_size):
-            sink.y, sink.start = y[start : start + plan.batch_size], start
-            sink.after_batch(model(x[start : start + plan.batch_size]))
+Batches = Callable[[], Iterable[tuple[Any, torch.Tensor]]]
+
+
+def tensor_batches(x: torch.Tensor, y: torch.Tensor, batch_size: int) -> Batches:
+    """A re-iterable pass over ``(x, y)`` in row batches of ``batch_size`` (the form :func:`forward_pass` takes)."""
+
+    def batches() -> Iterable[tuple[torch.Tensor, torch.Tensor]]:
+        for start in range(0, int(y.shape[0]), batch_size):
+            yield x[start : start + batch_size], y[start : start + batch_size]
+
+    return batches
+
+
+class _Targets:
+    """Hook sink that maps each layer's raw output through ``targets_fn`` before the pass's sink sees it (the
+    labels of the mapped rows replace the batch's for that call)."""
+
+    def __init__(self, sink: PassSink, fn: TargetsFn) -> None:
+        self.sink, self.fn = sink, fn
+
+    def __call__(self, name: str, f: torch.Tensor) -> None:
+        feats, labels = self.fn(f, self.sink.batch)
+        held = self.sink.y
+        self.sink.y = labels.to(feats.device)
+        try:
+            self.sink(name, feats.reshape(feats.shape[0], -1))
+        finally:
+            self.sink.y = held
+
+
+def forward_pass(model: nn.Module, batches: Batches, plan: MeasurePlan, sink: PassSink) -> None:
+    """One eval-mode pass over ``batches()`` (pairs ``(inputs, labels)``), ``sink`` hooked on the measured layers
+    (through ``plan.targets_fn`` when set)."""
+    targets = plan.targets_fn
+    hook = sink if targets is None else _Targets(sink, targets)
+    with eval_mode(model), FeatureHooks(model, plan.layers, sink=hook, inputs=plan.inputs, flatten=targets is None):
+        start = 0
+        for x, y in batches():
+            sink.y, sink.start, sink.batch = y, start, (x, y)
+            sink.after_batch(plan.call(model, x))
+            start += int(y.shape[0])
             if plan.advance is not None:
-                plan.advance(int(sink.y.shape[0]))
+                plan.advance(int(y.shape[0]))
 
 
-class _StatsPass(_PassSink):
+class StatsPass(PassSink):
     """Pass 1: ``ClassStats`` per layer, the network's loss and error, and (cosine heads) the statistics of the
     normalised penultimate features. A layer's batch goes into the feature cache while it fits (its statistics
-    are then built in one update from the whole buffer by :meth:`finish`), else straight into its statistics."""
+    are then built in one update from the whole buffer by :meth:`finish`), else straight into its statistics.
+
+    ``y``: the split's labels ``(N,)`` when known in advance (enables the cache), ``None`` for a pass over an
+    iterable of batches (streamed). Counters for the error and loss: ``wrong``, ``scored`` (samples whose
+    outputs were logits), ``loss_sum``, ``seen``; all plain sums, so ranks of a distributed pass add them.
+    """
 
     def __init__(
-        self, plan: _Plan, y: torch.Tensor, loss_fn: LossFn | None, cache_mb: float, unit: ClassStats | None
+        self,
+        plan: MeasurePlan,
+        y: torch.Tensor | None,
+        loss_fn: LossFn | None,
+        cache_mb: float,
+        unit: ClassStats | None,
     ) -> None:
         self.plan, self.labels, self.loss_fn, self.unit = plan, y, loss_fn, unit
-        self.cache: FeatureCache | None = FeatureCache(int(y.shape[0]), cache_mb)  # None once streaming
+        # None once streaming
+        self.cache: FeatureCache | None = None if y is None else FeatureCache(int(y.shape[0]), cache_mb)
         self.features: dict[str, torch.Tensor] | None = None  # the whole split's, after finish() when cached
         self.stats: dict[str, ClassStats] = {}
         self.h: torch.Tensor | None = None  # the penultimate features of the batch in flight (the loss's h)
-        self.loss_sum, self.wrong = 0.0, 0
+        self.loss_sum, self.wrong, self.scored, self.seen = 0.0, 0, 0, 0
 
     def __call__(self, name: str, f: torch.Tensor) -> None:
         if self.cache is None or not self.cache.store(name, f, self.start):
@@ -257,10 +338,15 @@ class _StatsPass(_PassSink):
                 self.unit.update(F.normalize(f.to(torch.float64), dim=1), self.y)
 
     def after_batch(self, out: torch.Tensor) -> None:
-        self.wrong += int((out.argmax(dim=1) != self.y).sum())
+        n = int(self.y.shape[0])
+        self.seen += n
+        if isinstance(out, torch.Tensor) and out.ndim == 2 and out.shape[0] == n and self.plan.targets_fn is None:
+            self.wrong += int((out.argmax(dim=1) != self.y).sum())
+            self.scored += n
         if self.loss_fn is not None:
-            self.loss_sum += float(self.loss_fn(out, self.y, out if self.h is None else self.h)) * int(self.y.shape[0])
+            self.loss_sum += float(self.loss_fn(out, self.y, out if self.h is None else self.h)) * n
         if self.cache is not None and self.cache.overflowed:  # too large to keep: stream from here on
+            assert self.labels is not None
             for name, f, y in self.cache.drain(self.labels):
                 self.fold(name, f, y)
             self.cache = None
@@ -273,6 +359,7 @@ class _StatsPass(_PassSink):
 
     def finish(self) -> None:
         if self.cache is not None:
+            assert self.labels is not None
             self.features = self.cache.complete()
             for name, f in self.features.items():
                 self.fold(name, f, self.labels)
@@ -282,16 +369,14 @@ class _StatsPass(_PassSink):
 
     @property
     def error(self) -> float:
-        N = int(self.labels.shape[0])
-        return self.wrong / N if N else math.nan
+        return self.wrong / self.scored if self.scored else math.nan
 
     @property
     def loss(self) -> float:
-        N = int(self.labels.shape[0])
-        return self.loss_sum / N if (N and self.loss_fn is not None) else math.nan
+        return self.loss_sum / self.seen if (self.seen and self.loss_fn is not None) else math.nan
 
 
-class _NCCPass(_PassSink):
+class _NCCPass(PassSink):
     """Pass 2 without cached features: each layer's batch into its NCC accumulator."""
 
     def __init__(self, ncc: Mapping[str, NCCAccumulator]) -> None:
@@ -303,17 +388,18 @@ class _NCCPass(_PassSink):
             acc.update(f, self.y)
 
 
-def _ncc_pass(
+def ncc_pass(
     model: nn.Module,
-    x: torch.Tensor,
-    y: torch.Tensor,
-    plan: _Plan,
+    batches: Batches,
+    y: torch.Tensor | None,
+    plan: MeasurePlan,
     reference: Mapping[str, ClassStats],
     features: Mapping[str, torch.Tensor] | None,
     msgs: list[str],
 ) -> dict[str, NCCAccumulator]:
-    """Pass 2: NCC against the reference means, from the cached features when there are some (one update per
-    layer), else by a second forward pass; layers whose reference has an empty class are skipped."""
+    """Pass 2: NCC against the reference means, from the cached ``features`` of the split with labels ``y`` when
+    there are some (one update per layer), else by a second forward pass over ``batches()``; layers whose
+    reference has an empty class are skipped (with a message in ``msgs``)."""
     ncc: dict[str, NCCAccumulator] = {}
     for name in plan.layers:
         if name not in reference or reference[name].empty_classes.size:
@@ -322,17 +408,18 @@ def _ncc_pass(
         W, b = plan.classifier_at(name)
         ncc[name] = NCCAccumulator(reference[name], W=W, b=b)
     if ncc and features is not None:
+        assert y is not None
         for name, acc in ncc.items():
             acc.update(features[name], y)
         if plan.advance is not None:
             plan.advance(int(y.shape[0]))
     elif ncc:
-        _forward(model, x, y, plan, _NCCPass(ncc))
+        forward_pass(model, batches, plan, _NCCPass(ncc))
     return ncc
 
 
-def _layer_rows(
-    plan: _Plan,
+def layer_rows(
+    plan: MeasurePlan,
     name: str,
     stats: ClassStats,
     ncc: NCCAccumulator | None,
@@ -340,8 +427,9 @@ def _layer_rows(
     conventions: Mapping[str, Any] | None,
     msgs: list[str],
 ) -> list[tuple[str, str, float]]:
-    """The report step of one layer: ``collapse_report`` (plus ``gnc1`` at a cosine head's penultimate layer) as
-    rows; its warnings, or why it failed, go to ``msgs``."""
+    """The report step of one layer: ``collapse_report`` of ``stats`` (with the plan's classifier and the NCC
+    counts ``ncc``; plus ``gnc1`` from ``unit`` at a cosine head's penultimate layer) as ``(layer, metric,
+    value)`` rows; its warnings, or why it failed, go to ``msgs``."""
     pen = name == plan.penultimate
     W, b = plan.classifier_at(name)
     with warnings.catch_warnings(record=True) as caught:
@@ -400,7 +488,7 @@ def measure_split(
     if penultimate not in layer_map:
         raise KeyError(f"penultimate layer {penultimate!r} is not among the measured layers {list(layer_map)}")
     W, b = find_classifier(model)
-    plan = _Plan(layer_map, penultimate, num_classes, W, b, full_layers, batch_size, advance, blas_threads)
+    plan = MeasurePlan(layer_map, penultimate, num_classes, W, b, full_layers, batch_size, advance, blas_threads)
     return _measure(model, x, y, plan, loss_fn, reference, conventions, cache_mb, geodesic)
 
 
@@ -408,7 +496,7 @@ def _measure(
     model: nn.Module,
     x: torch.Tensor,
     y: torch.Tensor,
-    plan: _Plan,
+    plan: MeasurePlan,
     loss_fn: LossFn | None,
     reference: Mapping[str, ClassStats] | None,
     conventions: Mapping[str, Any] | None,
@@ -418,16 +506,17 @@ def _measure(
     with blas_threads(plan.threads):
         cosine = bool(getattr(getattr(model, "head", None), "cosine", False))
         unit = ClassStats(plan.num_classes, plan.W.shape[1], track="full") if (cosine and plan.W is not None) else None
-        p1 = _StatsPass(plan, y, loss_fn, cache_mb, unit)
-        _forward(model, x, y, plan, p1)
+        p1 = StatsPass(plan, y, loss_fn, cache_mb, unit)
+        batches = tensor_batches(x, y, plan.batch_size)
+        forward_pass(model, batches, plan, p1)
         p1.finish()
         msgs: list[str] = []
-        ncc = _ncc_pass(model, x, y, plan, p1.stats if reference is None else reference, p1.features, msgs)
+        ncc = ncc_pass(model, batches, y, plan, p1.stats if reference is None else reference, p1.features, msgs)
         rows = [(OUTPUT_LAYER, "error", p1.error)]
         if loss_fn is not None:
             rows.append((OUTPUT_LAYER, "loss", p1.loss))
         for name in plan.layers:
-            rows += _layer_rows(plan, name, p1.stats[name], ncc.get(name), unit, conventions, msgs)
+            rows += layer_rows(plan, name, p1.stats[name], ncc.get(name), unit, conventions, msgs)
         if geodesic:
             rows += _geodesic_rows(plan.layers, p1.features, y, plan.num_classes, msgs)
     return SplitMeasurement(

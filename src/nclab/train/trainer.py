@@ -41,6 +41,7 @@ from nclab._threads import blas_threads, torch_threads
 from nclab.data import ArrayDataset, load
 from nclab.io.atomic import atomic_torch_save, atomic_write_text
 from nclab.io.run_table import OUTPUT_LAYER, MetricRow, write_metrics
+from nclab.io.sinks import MetricSink, RunTableSink, make_sink
 from nclab.nets import CollapseNet, build_model
 from nclab.theory.mse import mse_decomposition_from_stats
 from nclab.train.config import ConfigError, RunConfig, resolve_config
@@ -153,6 +154,9 @@ class Trainer:
                 f"start: {cfg.name} ({cfg.data.name}, {cfg.model.name}, loss {cfg.loss.name}); "
                 f"N_train={len(self.train_data)}; paper-004 lambda of this objective = {lam:g}"
             )
+        # the table is the checkpoint's own write (write_metrics); the other sinks get each measurement's rows
+        self.sinks: list[MetricSink] = [make_sink(s, self.out) for s in cfg.log.sinks if s != "table"]
+        self.sinks = [s for s in self.sinks if not isinstance(s, RunTableSink)]
         self.bar = _progress(console or Console(stderr=True), progress)
         self._epoch_task = self.bar.add_task("epochs", total=E, completed=self.state.epoch, info="")
         self._batch_task = self.bar.add_task("batches", total=1, info="")
@@ -236,6 +240,7 @@ class Trainer:
         against the training means), adding the rows and the epoch to the state; returns the eval-mode training
         error (nan when the train split is not measured)."""
         epoch, m, model = self.state.epoch, self.cfg.measure, self.model
+        first_new = len(self.state.rows)
         layers = None if m.layers == "all" else ([model.penultimate_name] if m.layers == "penultimate" else m.layers)
         ref = None
         train_error = math.nan
@@ -271,6 +276,8 @@ class Trainer:
             for st in res.stats.values():  # the d x d caches the report kept for the decomposition
                 st.clear_memo()
         self.state.measured.append(epoch)
+        for sink in self.sinks:
+            sink.write(self.state.rows[first_new:])
         return train_error
 
     @torch.no_grad()
@@ -324,6 +331,8 @@ class Trainer:
             "timings": st.timings,
         }
         atomic_write_text(self.out / "summary.json", json.dumps(summary, indent=2) + "\n")
+        for sink in self.sinks:
+            sink.close()
         t = st.timings
         self.log(
             f"done: zero-error epoch {st.zero_error_epoch}; train {t['train_s']:.1f}s, measure {t['measure_s']:.1f}s"

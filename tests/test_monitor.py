@@ -1,0 +1,187 @@
+"""CollapseMonitor: every number against a direct ClassStats / collapse_report computation on the same features,
+the classifier detection rules, the schedule, and that measuring leaves the model as it found it."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+import nclab
+from nclab.io.run_table import OUTPUT_LAYER, read_metrics
+from nclab.metrics import collapse_report, ncc_metrics
+from nclab.monitor import CLASSIFIER_METRICS, CollapseMonitor, Schedule, find_linear_classifier
+from nclab.stats import ClassStats
+
+K, D, N = 4, 6, 96
+
+
+class FcNet(nn.Module):
+    """torchvision-style: the classifier is ``fc`` and its input is a flattened pooled feature."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(D, 16), nn.BatchNorm1d(16), nn.ReLU(), nn.Linear(16, 8), nn.Tanh())
+        self.drop = nn.Dropout(0.3)
+        self.fc = nn.Linear(8, K)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(self.drop(self.body(x)))
+
+
+@pytest.fixture(scope="module")
+def data():
+    g = torch.Generator().manual_seed(3)
+    y = torch.arange(N) % K
+    x = 2.0 * torch.randn(K, D, generator=g)[y] + torch.randn(N, D, generator=g)
+    xt = torch.randn(40, D, generator=g) + 2.0 * torch.randn(K, D, generator=g)[torch.arange(40) % K]
+    return x, y, xt, torch.arange(40) % K
+
+
+@pytest.fixture()
+def net(data):
+    torch.manual_seed(0)
+    model = FcNet()
+    x, y, _, _ = data
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(5):  # BN running statistics and weights off their initial values
+        opt.zero_grad()
+        nn.functional.cross_entropy(model(x), y).backward()
+        opt.step()
+    return model
+
+
+def _penultimate(model: FcNet, x: torch.Tensor) -> torch.Tensor:
+    with torch.no_grad():
+        model.eval()
+        h = model.body(x)
+        model.train()
+    return h
+
+
+def _batches(x, y, size=25):
+    return [(x[i : i + size], y[i : i + size]) for i in range(0, len(y), size)]
+
+
+def _reference(H: torch.Tensor, y: torch.Tensor, model: FcNet, train: ClassStats | None = None, track="full"):
+    stats = ClassStats.from_arrays(H.double().numpy(), y.numpy(), K, track=track)
+    W, b = model.fc.weight.detach().double().numpy(), model.fc.bias.detach().double().numpy()
+    ncc = ncc_metrics(train or stats, H, y, W=W, b=b)
+    return collapse_report(stats, W=W, b=b, ncc=ncc)
+
+
+def test_fc_classifier_is_found_and_every_metric_equals_a_direct_report(net, data):
+    x, y, _, _ = data
+    assert find_linear_classifier(net, K)[0] == "fc"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a found classifier: no warning
+        monitor = CollapseMonitor(net, num_classes=K)
+    res = monitor.measure(_batches(x, y), split="train", epoch=3)
+    ref = _reference(_penultimate(net, x), y, net)
+    got = res.reports["penultimate"]
+    assert set(got) == set(ref)
+    assert set(CLASSIFIER_METRICS) - {"ncc_mismatch_nobias"} <= set(got)  # NC3 / NC4 with no extra argument
+    for met, v in ref.items():
+        assert got[met] == pytest.approx(v, rel=1e-10, abs=1e-12), met
+    with torch.no_grad():
+        net.eval()
+        wrong = float((net(x).argmax(1) != y).double().mean())
+        net.train()
+    assert res.value(OUTPUT_LAYER, "error") == wrong
+    assert res.missing == ()
+    assert {(r.epoch, r.split) for r in res.rows} == {(3, "train")}
+
+
+def test_held_out_split_ncc_uses_the_training_means(net, data):
+    x, y, xt, yt = data
+    monitor = CollapseMonitor(net, num_classes=K)
+    train = monitor.measure(_batches(x, y), split="train", epoch=0)
+    test = monitor.measure(iter(_batches(xt, yt, 16)), split="test", epoch=0)  # a one-shot iterator
+    ref = _reference(_penultimate(net, xt), yt, net, train=train.stats["penultimate"])
+    for met in ("ncc_accuracy", "ncc_mismatch", "nc1", "self_duality", "classifier_accuracy"):
+        assert test.value("penultimate", met) == pytest.approx(ref[met], rel=1e-10, abs=1e-12), met
+
+
+def test_no_classifier_warns_naming_the_missing_metrics(data):
+    x, y, _, _ = data
+    torch.manual_seed(1)
+    body = nn.Sequential(nn.Linear(D, 8), nn.Tanh(), nn.Linear(8, 7))  # 7 outputs: not a K-way classifier
+    with pytest.warns(UserWarning, match="self_duality.*ncc_mismatch"):
+        monitor = CollapseMonitor(body, num_classes=K, layers=["1"])
+    res = monitor.measure((x, y), epoch=0)
+    assert res.missing == CLASSIFIER_METRICS
+    assert any("missing" in w and "self_duality" in w for w in res.warnings)
+    got = res.reports["1"]
+    assert not set(CLASSIFIER_METRICS) & set(got)
+    with torch.no_grad():
+        H = body[1](body[0](x))
+    ref = collapse_report(
+        ClassStats.from_arrays(H.double().numpy(), y.numpy(), K),
+        ncc=ncc_metrics(ClassStats.from_arrays(H.double().numpy(), y.numpy(), K), H, y),
+    )
+    for met, v in ref.items():
+        assert got[met] == pytest.approx(v, rel=1e-10, abs=1e-12), met
+
+
+def test_classifier_given_as_pair_or_parameter_name(net, data):
+    x, y, _, _ = data
+    by_name = CollapseMonitor(net, num_classes=K, classifier="fc.weight", layers=["body"])
+    pair = CollapseMonitor(net, num_classes=K, classifier=(net.fc.weight, net.fc.bias), layers=["body"])
+    a, b = by_name.measure((x, y)), pair.measure((x, y))
+    assert by_name.classifier.name == "fc"
+    assert a.reports["body"] == b.reports["body"]
+    ref = _reference(_penultimate(net, x), y, net)
+    assert a.value("body", "self_duality") == pytest.approx(ref["self_duality"], rel=1e-10)
+
+
+def test_mode_and_grad_state_are_restored(net, data):
+    x, y, _, _ = data
+    net.train()
+    net.body[1].eval()  # a frozen batch norm inside a training model stays frozen
+    monitor = CollapseMonitor(net, num_classes=K)
+    with torch.enable_grad():
+        monitor.measure(_batches(x, y))
+        assert torch.is_grad_enabled()
+    assert net.training and net.drop.training and not net.body[1].training
+    net.eval()
+    monitor.measure(_batches(x, y))
+    assert not any(m.training for m in net.modules())
+
+
+def test_track_per_layer_and_regex_layers(net, data):
+    x, y, _, _ = data
+    monitor = CollapseMonitor(net, num_classes=K, layers=r"body\.[14]", track={"body.1": "full"})
+    assert list(monitor.layers) == ["body.1", "body.4"] and monitor.penultimate == "body.4"
+    res = monitor.measure((x, y))
+    assert "nc1" in res.reports["body.1"] and "nc1" in res.reports["body.4"]
+    light = CollapseMonitor(net, num_classes=K, layers=["body.1", "penultimate"], track="light").measure((x, y))
+    assert "nc1" not in light.reports["body.1"] and "nc1" not in light.reports["penultimate"]
+    full = _reference(_penultimate(net, x), y, net, track="light")
+    assert light.value("penultimate", "trace_ratio") == pytest.approx(full["trace_ratio"], rel=1e-10)
+
+
+def test_bfloat16_model_accumulates_in_float64(net, data):
+    x, y, _, _ = data
+    model = net.to(torch.bfloat16)
+    res = CollapseMonitor(model, num_classes=K).measure([(x.bfloat16(), y)])
+    with torch.no_grad():
+        model.eval()
+        H = model.body(x.bfloat16())
+    ref = _reference(H, y, model)
+    assert res.stats["penultimate"].means.dtype == np.float64
+    for met in ("nc1", "trace_ratio", "self_duality", "ncc_accuracy"):
+        assert res.value("penultimate", met) == pytest.approx(ref[met], rel=1e-9, abs=1e-12), met
+
+
+def test_schedule_sinks_and_top_level_export(net, data, tmp_path):
+    x, y, _, _ = data
+    assert nclab.CollapseMonitor is CollapseMonitor
+    monitor = CollapseMonitor(net, num_classes=K, schedule=Schedule.log(100, 5), out=tmp_path)
+    done = [e for e in range(101) if monitor.maybe_measure(_batches(x, y), epoch=e) is not None]
+    assert done == [0, 1, 3, 10, 32, 100]
+    assert CollapseMonitor(net, num_classes=K, schedule=[2, 7]).due(7)
+    table = read_metrics(tmp_path)
+    assert table == monitor.rows and sorted({r.epoch for r in table}) == done
