@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from nclab.nets import CMFHead, FixedHead, build_model, make_head
-from nclab.train.hooks import FeatureHooks, extract_features, resolve_layers
+from nclab.train.hooks import FeatureHooks, collect_features, resolve_layers
 
 CASES = [
     ("mlp", (1, 8, 8), {"widths": [16, 12]}, {"layer1": 16, "layer2": 12}),
@@ -67,7 +67,7 @@ def test_measured_layer_shapes(name, shape, opts, dims):
     model = build_model(name, shape, 5, **opts)
     assert list(model.measured_layers()) == list(dims)
     x = torch.randn(3, *shape)
-    feats = extract_features(model, x)
+    feats = collect_features(model, x)
     assert {k: v.shape for k, v in feats.items()} == {k: (3, d) for k, d in dims.items()}
     model.eval()
     with torch.no_grad():
@@ -80,7 +80,7 @@ def test_measured_layer_shapes(name, shape, opts, dims):
 def test_fc_resnet_blocks_are_residual():
     torch.manual_seed(0)
     m = build_model("fc_resnet", (6,), 3, width=5, num_blocks=2).eval()
-    f = extract_features(m, torch.randn(4, 6))
+    f = collect_features(m, torch.randn(4, 6))
     lin = m.blocks[0].v[0]
     torch.testing.assert_close(f["layer1"], f["layer0"] + torch.relu(lin(f["layer0"])))
 
@@ -91,7 +91,7 @@ def test_pfc_resnet_measured_blocks_are_exactly_residual(block):
     torch.manual_seed(0)
     m = build_model("pfc_resnet", (2, 8, 8), 3, stages=[[3, 4, 1], [4, 4, 3]], block=block).eval()
     x = torch.randn(5, 2, 8, 8)
-    f = extract_features(m, x)
+    f = collect_features(m, x)
     for i, blk in enumerate(m.stages[-1]):
         inp = f[f"layer{i}"].reshape(5, 4, 4, 4)
         with torch.no_grad():

@@ -12,7 +12,7 @@ from nclab.io.run_table import OUTPUT_LAYER
 from nclab.metrics import collapse_report, ncc_metrics
 from nclab.nets import build_model
 from nclab.stats import ClassStats
-from nclab.train.hooks import extract_features
+from nclab.train.hooks import collect_features
 from nclab.train.measure import measure_split
 
 
@@ -42,7 +42,7 @@ def _loss(out, y, h):
 def test_measure_split_equals_a_brute_force_report(setup):
     model, data, _ = setup
     res = measure_split(model, data.x, data.y, 10, penultimate=model.penultimate_name, loss_fn=_loss)
-    feats = extract_features(model, data.x)
+    feats = collect_features(model, data.x)
     W = model.head.weight.detach().double().numpy()
     b = model.head.bias.detach().double().numpy()
     got = _rows(res)
@@ -68,7 +68,7 @@ def test_held_out_split_uses_the_training_means_for_ncc(setup):
     train_res = measure_split(model, data.x, data.y, 10, penultimate=model.penultimate_name)
     res = measure_split(model, test.x, test.y, 10, penultimate=model.penultimate_name, reference=train_res.stats)
     got = _rows(res)
-    feats = extract_features(model, test.x)
+    feats = collect_features(model, test.x)
     for name, H in feats.items():
         means = train_res.stats[name].means
         d2 = ((H.double().numpy()[:, None, :] - means[None]) ** 2).sum(-1)
@@ -113,7 +113,7 @@ def test_geodesic_rows_match_the_in_memory_profile_and_the_measured_ends():
     model = build_model("fc_resnet", data.input_shape, 10, width=12, num_blocks=3)
     res = measure_split(model, data.x, data.y, 10, penultimate=model.penultimate_name, geodesic=True)
     got = _rows(res)
-    feats = extract_features(model, data.x)
+    feats = collect_features(model, data.x)
     names = list(feats)
     prof = geodesic_profile([feats[n].double() for n in names], data.y, 10, batch_size=37)
     pred = prof.predictions["measured"]

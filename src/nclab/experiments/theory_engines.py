@@ -186,7 +186,7 @@ def train_fc_resnet(
     import torch
 
     from nclab.nets import FCResNet
-    from nclab.train.hooks import extract_features
+    from nclab.train.hooks import collect_features
 
     torch.manual_seed(seed)
     model = FCResNet((X.shape[1],), int(y.max()) + 1, width=X.shape[1], num_blocks=blocks, block="double")
@@ -202,7 +202,7 @@ def train_fc_resnet(
             opt.zero_grad()
             torch.nn.functional.cross_entropy(model(Xt), yt).backward()
             opt.step()
-        feats = extract_features(model, Xt)
+        feats = collect_features(model, Xt)
     finally:
         torch.set_num_threads(threads)
     return [f.double().numpy() for f in feats.values()]

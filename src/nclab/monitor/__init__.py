@@ -11,7 +11,6 @@ from nclab.monitor.monitor import (
     Schedule,
     find_linear_classifier,
     next_token_targets,
-    reduce_ncc_counts,
 )
 
 __all__ = [
@@ -23,5 +22,4 @@ __all__ = [
     "extract_features",
     "find_linear_classifier",
     "next_token_targets",
-    "reduce_ncc_counts",
 ]

@@ -30,7 +30,6 @@ from torch import nn
 from nclab._threads import blas_threads
 from nclab.io.run_table import OUTPUT_LAYER, MetricRow
 from nclab.io.sinks import MetricSink, make_sink
-from nclab.metrics import NCCAccumulator
 from nclab.stats import ClassStats
 from nclab.train.hooks import resolve_layers
 from nclab.train.measure import MeasurePlan, StatsPass, TargetsFn, forward_pass, layer_rows, ncc_pass
@@ -44,7 +43,6 @@ __all__ = [
     "Schedule",
     "find_linear_classifier",
     "next_token_targets",
-    "reduce_ncc_counts",
 ]
 
 #: Metrics that need the classifier ``W`` (and NC4's NCC comparison with it); without a classifier they are
@@ -233,21 +231,6 @@ def next_token_targets(features: torch.Tensor, batch: Any) -> tuple[torch.Tensor
         return h, y
     keep = mask[:, 1:].reshape(-1).to(h.device).bool()
     return h[keep], y[keep]
-
-
-def reduce_ncc_counts(acc: NCCAccumulator, group: Any = None) -> None:
-    """Sum ``acc``'s integer counts over the ranks of ``torch.distributed`` (exact). A stand-in until the NCC
-    accumulator has its own ``all_reduce``: this is the one place to swap."""
-    import torch.distributed as dist
-
-    own = getattr(acc, "all_reduce", None)
-    if callable(own):
-        own(group)
-        return
-    if acc._counts is None:  # this rank saw no sample: zeros of the right shape join the sum
-        acc._allocate(torch.device("cpu"))
-    for counts in acc._counts.values():
-        dist.all_reduce(counts, op=dist.ReduceOp.SUM, group=group)
 
 
 def _distributed() -> bool:
@@ -513,7 +496,7 @@ class CollapseMonitor:
                 ncc = ncc_pass(self.model, batches, None, plan, reference, None, msgs)
                 if _distributed():
                     for acc in ncc.values():
-                        reduce_ncc_counts(acc)
+                        acc.all_reduce()
                 layer_out: list[tuple[str, str, float]] = [(OUTPUT_LAYER, "error", p1.error)] if p1.scored else []
                 if self.loss_fn is not None:
                     layer_out.append((OUTPUT_LAYER, "loss", p1.loss))

@@ -7,7 +7,7 @@ attaches to any ``nn.Module`` by layer names or regex.
 """
 
 from nclab.train.config import ConfigError, RunConfig, apply_overrides, deep_merge, load_config, resolve_config
-from nclab.train.hooks import FeatureHooks, eval_mode, extract_features, resolve_layers
+from nclab.train.hooks import FeatureHooks, collect_features, eval_mode, resolve_layers
 from nclab.train.losses import make_loss, paper004_lambda, within_class_cosine_penalty
 from nclab.train.measure import FeatureCache, SplitMeasurement, find_classifier, measure_split
 from nclab.train.optim import lr_at, make_optimizer
@@ -25,9 +25,9 @@ __all__ = [
     "SplitMeasurement",
     "Trainer",
     "apply_overrides",
+    "collect_features",
     "deep_merge",
     "eval_mode",
-    "extract_features",
     "find_classifier",
     "load_config",
     "lr_at",

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 from torch import nn
 
-__all__ = ["FeatureHooks", "eval_mode", "extract_features", "resolve_layers"]
+__all__ = ["FeatureHooks", "collect_features", "eval_mode", "resolve_layers"]
 
 LayerSpec = None | str | Sequence[str] | Mapping[str, nn.Module]
 Sink = Callable[[str, torch.Tensor], None]
@@ -149,10 +149,12 @@ def eval_mode(model: nn.Module) -> Iterator[None]:
 
 
 @torch.no_grad()
-def extract_features(
+def collect_features(
     model: nn.Module, x: torch.Tensor, layers: LayerSpec = None, batch_size: int = 1024
 ) -> dict[str, torch.Tensor]:
-    """Eval-mode features of every layer for inputs ``x``: ``{name: (N, d_l)}`` float32 tensors."""
+    """Eval-mode features of every layer for inputs ``x``, in memory: ``{name: (N, d_l)}`` float32 tensors.
+
+    For features too large for memory, :func:`nclab.extract_features` streams them to memory-mapped files."""
     chunks: dict[str, list[torch.Tensor]] = {}
     with eval_mode(model), FeatureHooks(model, layers, sink=lambda n, f: chunks.setdefault(n, []).append(f.clone())):
         for start in range(0, x.shape[0], batch_size):
