@@ -42,6 +42,13 @@ def _data() -> dict[str, np.ndarray]:
     return {"y": y, "h0": layers[0], "h1": layers[1], "h2": layers[2]}
 
 
+try:  # the approximate NCC index is an optional extra (nclab[ann])
+    import faiss  # noqa: F401
+
+    HAVE_FAISS = True
+except ImportError:
+    HAVE_FAISS = False
+
 DATA = _data()
 assert K - 1 not in DATA["y"][:HALF] and K - 1 in DATA["y"][HALF:]
 
@@ -96,6 +103,18 @@ FACTORIES = [
         lambda: NCCAccumulator(_pass1(), W=_W, b=_B),
         lambda a, i: a.update(DATA["h1"][i], DATA["y"][i]),
         lambda a: a.per_class(),
+    ),
+    *(
+        [
+            Factory(
+                "NCCAccumulator-hnsw",
+                lambda: NCCAccumulator(_pass1(), W=_W, b=_B, index="hnsw"),
+                lambda a, i: a.update(DATA["h1"][i], DATA["y"][i]),
+                lambda a: a.per_class(),
+            )
+        ]
+        if HAVE_FAISS
+        else []
     ),
     Factory(
         "PairedClassStats",

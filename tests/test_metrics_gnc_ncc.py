@@ -250,7 +250,8 @@ def test_ncc_matches_per_sample_brute_force(dtype, rng):
     np.testing.assert_array_equal(pc["ncc_correct"], np.bincount(y[ref_ncc == y], minlength=K))
     # without a classifier: only the NCC accuracy
     only = ncc_metrics(stats, Hb, yb, batch_size=50)
-    assert set(only) == {"ncc_accuracy", "ncc_error", "num_samples", "class_counts"}
+    assert set(only) == {"ncc_accuracy", "ncc_error", "num_samples", "class_counts", "ncc_index"}
+    assert only["ncc_index"] == "exact"
     assert only["ncc_accuracy"] == pytest.approx(ref["ncc_accuracy"], abs=1e-15)
     # without a bias: mismatch is argmax(W h) vs NCC and no separate nobias entry
     nob = ncc_metrics(stats, Hb, yb, W=W)

@@ -10,6 +10,7 @@ from typing import Any
 
 from nclab.metrics._registry import REGISTRY, MetricInfo
 from nclab.stats import ClassStats, NCCAccumulator
+from nclab.stats.ncc import NCCIndex
 
 __all__ = ["ncc_metrics"]
 
@@ -31,10 +32,19 @@ _register(MetricInfo("classifier_accuracy", "none", "argmax(Wh + b) vs labels (n
 
 
 def ncc_metrics(
-    stats: ClassStats, features: Any, labels: Any, W: Any = None, b: Any = None, *, batch_size: int = 8192
+    stats: ClassStats,
+    features: Any,
+    labels: Any,
+    W: Any = None,
+    b: Any = None,
+    *,
+    batch_size: int = 8192,
+    index: NCCIndex = "exact",
 ) -> dict[str, Any]:
-    """One-shot :class:`NCCAccumulator` over ``features (N, d)``, ``labels (N,)`` in ``batch_size`` chunks."""
-    acc = NCCAccumulator(stats, W=W, b=b)
+    """One-shot :class:`NCCAccumulator` over ``features (N, d)``, ``labels (N,)`` in ``batch_size`` chunks;
+    ``index="hnsw"`` for the approximate nearest-centre search (extra ``nclab[ann]``; the result's ``ncc_index``
+    says which was used)."""
+    acc = NCCAccumulator(stats, W=W, b=b, index=index)
     n = len(features)
     if n == 0:
         raise ValueError("ncc_metrics: no features given")
