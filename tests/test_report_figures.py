@@ -3,8 +3,20 @@
 import math
 import re
 
+from matplotlib.text import Text
+
 from nclab.io.run_table import OUTPUT_LAYER, MetricRow, write_metrics
-from nclab.report.figures import compare_figure, curves_figure, depth_figure, heatmap_figure, train_test_figure
+from nclab.report.figures import (
+    FIGURE_DPI,
+    MAX_WIDTH_IN,
+    MIN_FONT_PT,
+    compare_figure,
+    curves_figure,
+    depth_figure,
+    figure_png,
+    heatmap_figure,
+    train_test_figure,
+)
 from nclab.report.run_report import collapse_summary, write_run_report
 
 ROWS = [
@@ -21,11 +33,21 @@ ROWS = [
 ] + [MetricRow(e, s, OUTPUT_LAYER, "error", max(0.0, 0.3 - 0.1 * e)) for e in (0, 1, 3, 10) for s in ("train", "test")]
 
 
-def _is_png(b: bytes) -> bool:
+def _is_png(fig) -> bool:
+    """The figure is readable at 1:1 in a 1280-px window, then renders as a PNG.
+
+    Method: the PNG is rendered at FIGURE_DPI and shown at its pixel size, so a text of s points is
+    s * FIGURE_DPI / 72 CSS pixels high (its font size); every visible text must reach 10 px, and the figure
+    must fit MAX_WIDTH_IN * FIGURE_DPI = 1200 px."""
+    fig.canvas.draw()
+    sizes = [t.get_fontsize() for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip()]
+    assert sizes and min(sizes) * FIGURE_DPI / 72 >= 10.0, min(sizes)
+    assert min(sizes) >= MIN_FONT_PT and fig.get_size_inches()[0] <= MAX_WIDTH_IN + 1e-9
+    b = figure_png(fig)
     return b[:8] == b"\x89PNG\r\n\x1a\n" and len(b) > 1000
 
 
-def test_figures_are_pngs():
+def test_figures_are_readable_pngs():
     assert _is_png(curves_figure(ROWS, ["trace_ratio", "nc1", "missing"], zero_error_epoch=3))
     assert _is_png(heatmap_figure(ROWS))
     assert _is_png(train_test_figure(ROWS, ["nc1"], "b", zero_error_epoch=3))

@@ -14,6 +14,8 @@ from nclab.experiments.training import run_demo
 from nclab.io import read_metrics
 from nclab.metrics import REGISTRY
 from nclab.train import ConfigError, resolve_config, train
+from nclab.train.config import deep_merge
+from nclab.train.trainer import measurement_epochs, run_id
 
 FAST = {
     "name": "fast",
@@ -76,6 +78,45 @@ def test_metrics_file_schema(fast_run):
     assert summary["zero_error_epoch"] == fast_run.zero_error_epoch
     saved = yaml.safe_load((fast_run.out / "config.yaml").read_text())
     assert resolve_config(saved) == fast_run.config
+
+
+def _duplicate_keys(rows) -> list:
+    seen: dict = {}
+    for r in rows:
+        key = (r.epoch, r.split, r.layer, r.metric)
+        seen[key] = seen.get(key, 0) + 1
+    return [k for k, c in seen.items() if c > 1]
+
+
+def test_table_key_unique_when_zero_error_is_reached_between_measurements(fast_run):
+    # the zero-error check and the extra measurement it triggers used to both write (zero, train, output, error)
+    zero = fast_run.zero_error_epoch
+    assert zero not in measurement_epochs(12, 4)  # the case that duplicated the row
+    assert _duplicate_keys(read_metrics(fast_run.out)) == []
+    assert fast_run.series("error", "output")[zero] == 0.0
+    summary = yaml.safe_load((fast_run.out / "summary.json").read_text())
+    assert summary["zero_error_epoch"] == zero and summary["run_id"] == run_id(fast_run.config)
+
+
+@pytest.mark.parametrize("path", sorted((Path(__file__).resolve().parents[1] / "configs").glob("*.yaml")), ids=str)
+def test_shipped_configs_tiny_runs_have_a_tidy_table(path, tmp_path):
+    """Every shipped config, shrunk to a few images and epochs, writes one row per (epoch, split, layer, metric)."""
+    from nclab.data import DatasetNotFoundError
+
+    raw = yaml.safe_load(path.read_text())
+    tiny = {
+        "data": {"per_class": 6, "test_per_class": 3},
+        "train": {"epochs": 3, "batch_size": 16, "threads": 1},
+        "measure": {"num_log": 2, "zero_error_check": "every_epoch"},
+        "report": False,
+    }
+    try:
+        run = train(resolve_config(deep_merge(raw, tiny)), tmp_path / "run", progress=False)
+    except DatasetNotFoundError as err:
+        pytest.skip(f"{path.name}: {err}")
+    rows = read_metrics(run.out)
+    assert len(rows) == len(run.rows) > 0
+    assert _duplicate_keys(rows) == []
 
 
 class _Kill(Exception):

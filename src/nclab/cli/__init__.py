@@ -2,19 +2,43 @@
 
 One module per command group, each a Typer app or command function: :mod:`~nclab.cli.measure`,
 :mod:`~nclab.cli.extract`, :mod:`~nclab.cli.train` (``train``, ``report``, ``demo``), :mod:`~nclab.cli.ufm`,
-:mod:`~nclab.cli.codes`,
-:mod:`~nclab.cli.theory`, :mod:`~nclab.cli.experiment`; :mod:`nclab.cli.common` holds the consoles, the app
-settings and the error exit they share. :data:`app` assembles them (console script ``nclab``, ``python -m nclab``).
+:mod:`~nclab.cli.codes`, :mod:`~nclab.cli.theory`, :mod:`~nclab.cli.metrics`, :mod:`~nclab.cli.experiment`;
+:mod:`nclab.cli.common` holds the consoles, the app settings and the error exit they share (``--debug`` shows
+tracebacks). :data:`app` assembles them (console script ``nclab``, ``python -m nclab``).
 """
 
 from __future__ import annotations
 
-from nclab.cli import codes, experiment, extract, measure, theory, train, ufm
-from nclab.cli.common import make_app
+from typing import Annotated
+
+import typer
+
+from nclab import __version__
+from nclab.cli import codes, experiment, extract, measure, metrics, theory, train, ufm
+from nclab.cli.common import make_app, set_debug
 
 __all__ = ["app", "main"]
 
 app = make_app("nclab", "Measure, simulate and predict neural collapse.")
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"nclab {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    debug: Annotated[bool, typer.Option("--debug", help="print the traceback of an error")] = False,
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="print the version and exit")
+    ] = False,
+) -> None:
+    """Measure, simulate and predict neural collapse."""
+    set_debug(debug)
+
+
 app.command("measure")(measure.measure_command)
 app.command("extract")(extract.extract_command)
 app.command("demo")(train.demo_command)
@@ -23,6 +47,7 @@ app.command("report")(train.report_command)
 app.add_typer(ufm.app, name="ufm", help="Unconstrained-features models: solvers against closed forms.")
 app.add_typer(codes.app, name="codes", help="Softmax Codes, Tammes codes and their bounds (K > d).")
 app.add_typer(theory.app, name="theory", help="MSE central path and the geodesic model of collapse.")
+app.add_typer(metrics.app, name="metrics", help="The registered collapse metrics: label, direction, definition.")
 app.add_typer(experiment.app, name="experiment", help="Registered reproductions of the papers' experiments.")
 
 

@@ -6,13 +6,14 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.table import Table
 
-from nclab.cli.common import console, err_console, fail, make_app
+from nclab.cli.common import console, err_console, make_app, user_errors
 
 __all__ = ["app", "demo_command", "report_command", "train_command"]
 
@@ -33,23 +34,13 @@ def train_command(
     progress: Annotated[bool, typer.Option(help="show progress bars")] = True,
 ) -> None:
     """Train a network past zero training error, measuring every collapse metric per epoch, layer and split."""
-    from nclab.data import CorruptDatasetError, DatasetNotFoundError
-    from nclab.train.config import ConfigError, load_config
+    from nclab.train.config import load_config
     from nclab.train.trainer import train
 
-    try:
+    with user_errors():
         cfg = load_config(config, set_ or [])
         run_dir = out or Path("runs") / cfg.name
         result = train(cfg, run_dir, resume=resume, overwrite=overwrite, progress=progress, console=err_console)
-    except (
-        ConfigError,
-        FileNotFoundError,
-        FileExistsError,
-        DatasetNotFoundError,
-        CorruptDatasetError,
-        FloatingPointError,
-    ) as err:
-        fail(err)
     _print_result(result)
 
 
@@ -63,7 +54,7 @@ def _print_result(result) -> None:
     for k, v in collapse_summary(result.rows, result.penultimate, result.zero_error_epoch).items():
         table.add_row(k, f"{v:.4g}")
     console.print(table)
-    console.print(f"run directory: [bold]{result.out}[/bold] (metrics.csv, report.html, log.txt)")
+    err_console.print(f"run directory: {result.out} (metrics.csv, report.html, log.txt)", markup=False, highlight=False)
 
 
 @app.command("report")
@@ -71,21 +62,48 @@ def report_command(run_dir: Annotated[Path, typer.Argument(help="a training run 
     """(Re)build RUN_DIR/report.html from its metrics.csv."""
     from nclab.report.run_report import write_run_report
 
-    try:
+    with user_errors():
         path = write_run_report(run_dir)
-    except (FileNotFoundError, ValueError) as err:
-        fail(err)
-    console.print(f"report written to [bold]{path}[/bold]")
+    err_console.print(f"report written to {path}", markup=False, highlight=False)
 
 
 @app.command("demo")
 def demo_command(
     out: Annotated[Path, typer.Option(help="output folder")] = Path("runs/demo"),
     epochs: Annotated[int | None, typer.Option(help="shorten the runs (default: the demo config's 200)")] = None,
+    overwrite: Annotated[
+        bool, typer.Option("--overwrite", help="replace runs in OUT made with a different config")
+    ] = False,
+    progress: Annotated[bool, typer.Option(help="show progress bars (plain lines when not a terminal)")] = True,
 ) -> None:
     """The main job: train an MLP on the embedded digits with MSE and with CE past zero training error, measure
-    every collapse metric per epoch and layer, and write report.html (runs in OUT/mse, OUT/ce)."""
+    every collapse metric per epoch and layer, and write report.html (runs in OUT/mse, OUT/ce). Ends with each
+    run's zero-error epoch and how far NC1 fell. Refuses to replace a different run already in OUT unless
+    --overwrite (the same config is re-run in place)."""
     from nclab.experiments.training import run_demo
 
-    path = run_demo(out, epochs=epochs, console=err_console)
-    console.print(f"demo report: [bold]{path}[/bold] (runs in {out / 'mse'} and {out / 'ce'})")
+    with user_errors():
+        path = run_demo(out, epochs=epochs, progress=progress, console=err_console, overwrite=overwrite)
+    _print_demo_summary(out)
+    err_console.print(f"demo report: {path} (runs in {out / 'mse'} and {out / 'ce'})", markup=False, highlight=False)
+
+
+def _print_demo_summary(out: Path) -> None:
+    import json
+
+    from nclab.io.run_table import read_metrics
+    from nclab.report.run_report import collapse_summary
+
+    table = Table(title="nclab demo")
+    for col in ("run", "zero-error epoch", "NC1 first", "NC1 last", "NC1 drop (orders of magnitude)"):
+        table.add_column(col, justify="right")
+    for loss in ("mse", "ce"):
+        summary = json.loads((out / loss / "summary.json").read_text())
+        zero = summary.get("zero_error_epoch")
+        stats = collapse_summary(read_metrics(out / loss), summary["penultimate"], zero)
+        first, last = stats.get("nc1 first measured", float("nan")), stats.get("nc1 last", float("nan"))
+        drop = math.log10(first / last) if first > 0 and last > 0 else float("nan")
+        table.add_row(
+            loss.upper(), "not reached" if zero is None else str(zero), f"{first:.3g}", f"{last:.3g}", f"{drop:.2f}"
+        )
+    console.print(table)

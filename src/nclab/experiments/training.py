@@ -13,6 +13,7 @@ import copy
 from pathlib import Path
 from typing import Any
 
+import yaml
 from rich.console import Console
 
 from nclab.experiments.registry import register
@@ -50,12 +51,21 @@ def demo_config(loss: str) -> dict[str, Any]:
     return deep_merge(DEMO_CONFIG, {"name": f"demo-{loss}", "loss": {"name": loss}, **DEMO_LOSS_OVERRIDES[loss]})
 
 
-def run_demo(out: Path, *, epochs: int | None = None, progress: bool = True, console: Console | None = None) -> Path:
+def run_demo(
+    out: Path,
+    *,
+    epochs: int | None = None,
+    progress: bool = True,
+    console: Console | None = None,
+    overwrite: bool = False,
+) -> Path:
     """The ``nclab demo`` runs: an MLP on the embedded digits, trained with MSE and with CE well past zero
     training error (``configs/demo-digits-mlp.yaml`` with ``loss.name`` switched), each in its own subfolder
     ``out/mse`` and ``out/ce`` (metrics.csv, report.html, ...), plus ``out/report.html`` comparing them.
     Returns the path of that summary report. ``epochs`` shortens the runs (tests); ``console`` receives the
-    progress lines (default: a console on stderr)."""
+    progress lines (default: a console on stderr). A run already in ``out/mse`` or ``out/ce`` is re-run in place
+    when its resolved config is the one about to run; a different one raises ``FileExistsError`` (nothing is
+    touched) unless ``overwrite``."""
     from nclab.io.run_table import relabel_output
     from nclab.report.figures import compare_figure
     from nclab.report.html import metrics_table_html, write_report
@@ -66,8 +76,19 @@ def run_demo(out: Path, *, epochs: int | None = None, progress: bool = True, con
     out = Path(out)
     console = console or Console(stderr=True)
     runs = {}
-    for loss in ("mse", "ce"):
-        cfg = resolve_config(demo_config(loss), [f"train.epochs={epochs}"] if epochs else [])
+    cfgs = {
+        loss: resolve_config(demo_config(loss), [f"train.epochs={epochs}"] if epochs else [])
+        for loss in DEMO_LOSS_OVERRIDES
+    }
+    if not overwrite:
+        for loss, cfg in cfgs.items():
+            saved = out / loss / "config.yaml"
+            if saved.is_file() and yaml.safe_load(saved.read_text()) != cfg.to_dict():
+                raise FileExistsError(
+                    f"{out / loss} holds a different run (its config.yaml differs from this demo's); "
+                    "pass --overwrite to replace it or --out to write elsewhere"
+                )
+    for loss, cfg in cfgs.items():
         console.print(f"[bold]demo[/bold]: training {cfg.name} ({cfg.train.epochs} epochs) into {out / loss}")
         runs[loss] = train(cfg, out / loss, overwrite=True, progress=progress, console=console)
     summary = {}

@@ -1,5 +1,11 @@
 """Matplotlib figures of a long-format metrics table (:class:`nclab.io.run_table.MetricRow` rows), returned as
-PNG bytes for :func:`nclab.report.write_report`.
+:class:`matplotlib.figure.Figure` objects; :func:`figure_png` (called by :func:`nclab.report.write_report`) turns
+them into PNG bytes at :data:`FIGURE_DPI`.
+
+Readability: figures are at most :data:`MAX_WIDTH_IN` inches wide, so at :data:`FIGURE_DPI` they fit a
+1280-px-wide window at 1:1, and no text is smaller than :data:`MIN_FONT_PT` points, i.e.
+``MIN_FONT_PT * FIGURE_DPI / 72`` = 12.5 px at 1:1. Each y axis is labelled with the metric's name and its
+collapse label (``nclab metrics list``); a legend appears only where two or more curves share a panel.
 
 * :func:`curves_figure` -- one panel per metric, value vs epoch, one curve per layer (input side light, the
   penultimate layer dark), log y-axis for positive metrics whose collapse direction is "lower", a red
@@ -23,12 +29,33 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
-from matplotlib.ticker import LogLocator, NullLocator
+from matplotlib.figure import Figure
+from matplotlib.ticker import LogFormatterSciNotation, LogLocator, NullLocator
 
 from nclab.io.run_table import OUTPUT_LAYER, MetricRow
 from nclab.metrics import REGISTRY
 
-__all__ = ["compare_figure", "curves_figure", "heatmap_figure", "layers_of", "series", "train_test_figure"]
+__all__ = [
+    "FIGURE_DPI",
+    "MAX_WIDTH_IN",
+    "MIN_FONT_PT",
+    "compare_figure",
+    "curves_figure",
+    "depth_figure",
+    "figure_png",
+    "heatmap_figure",
+    "layers_of",
+    "series",
+    "train_test_figure",
+]
+
+#: Resolution of the PNGs in reports; the HTML shows them at this size (1 image pixel = 1 CSS pixel).
+FIGURE_DPI = 100
+#: Widest figure, inches: 12 in x 100 dpi = 1200 px fits a 1280-px window beside the page margins.
+MAX_WIDTH_IN = 12.0
+#: Smallest font in the figures, points (9 pt at 100 dpi = 12.5 px).
+MIN_FONT_PT = 9.0
+_FONTS = {"title": 11, "label": 10, "tick": MIN_FONT_PT, "legend": MIN_FONT_PT}
 
 _LABELS = {
     "trace_ratio": "trace_ratio (PFC1)",
@@ -40,11 +67,25 @@ _LABELS = {
 }
 
 
-def _png(fig: plt.Figure) -> bytes:
+def figure_png(fig: Figure, dpi: int = FIGURE_DPI) -> Figure:
+    """``fig`` as PNG bytes at ``dpi`` (its size in inches times ``dpi`` pixels); closes the figure."""
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=80)  # no bbox_inches="tight": it redraws the figure (slow)
+    fig.savefig(buf, format="png", dpi=dpi)  # no bbox_inches="tight": it redraws the figure (slow)
     plt.close(fig)
     return buf.getvalue()
+
+
+def _ylabel(metric: str) -> str:
+    from nclab.metrics.glossary import GLOSSARY
+
+    label = GLOSSARY.get(metric, ("",))[0]
+    return f"{metric} ({label})" if label else metric
+
+
+def _legend(ax: plt.Axes) -> None:
+    handles, _ = ax.get_legend_handles_labels()
+    if len(handles) > 1:
+        ax.legend(fontsize=_FONTS["legend"], loc="best")
 
 
 def layers_of(rows: Sequence[MetricRow], metric: str | None = None, split: str = "train") -> list[str]:
@@ -79,11 +120,16 @@ def _decorate(ax: plt.Axes, metric: str, zero_epoch: int | None, log: bool) -> N
         ax.set_yscale("log")
         # 1-2-5 major ticks: values spanning less than a decade still get labelled (minor ticks are off below)
         ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
-    if zero_epoch is not None:
-        ax.axvline(zero_epoch, color="red", lw=1.2, ls="--", label=f"zero train error (epoch {zero_epoch})")
-    ax.set_title(_LABELS.get(metric, metric), fontsize=9)
-    ax.set_xlabel("epoch", fontsize=8)
-    ax.tick_params(labelsize=7)
+        lo, hi = ax.get_ylim()
+        if lo > 0 and hi / lo < 10:  # within a decade 1-2-5 can leave one label: label every integer multiple
+            ax.yaxis.set_major_locator(LogLocator(base=10, subs=tuple(range(1, 10))))
+            ax.yaxis.set_major_formatter(LogFormatterSciNotation(labelOnlyBase=False))
+    if zero_epoch is not None:  # explained in the captions: no legend entry of its own
+        ax.axvline(zero_epoch, color="red", lw=1.2, ls="--")
+    ax.set_title(_LABELS.get(metric, metric), fontsize=_FONTS["title"])
+    ax.set_xlabel("epoch", fontsize=_FONTS["label"])
+    ax.set_ylabel(_ylabel(metric), fontsize=_FONTS["label"])
+    ax.tick_params(labelsize=_FONTS["tick"])
     # minor ticks of log / symlog axes dominate matplotlib's layout time: major ticks and grid only
     ax.xaxis.set_minor_locator(NullLocator())
     ax.yaxis.set_minor_locator(NullLocator())
@@ -93,7 +139,7 @@ def _decorate(ax: plt.Axes, metric: str, zero_epoch: int | None, log: bool) -> N
 def _grid(n: int, ncols: int = 3) -> tuple[plt.Figure, np.ndarray]:
     ncols = min(ncols, max(n, 1))
     nrows = math.ceil(n / ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(4.2 * ncols, 3.0 * nrows), squeeze=False)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(MAX_WIDTH_IN * ncols / 3, 3.4 * nrows), squeeze=False)
     for ax in axes.flat[n:]:
         ax.set_visible(False)
     return fig, axes
@@ -107,7 +153,7 @@ def curves_figure(
     layers: Sequence[str] | None = None,
     zero_error_epoch: int | None = None,
     title: str | None = None,
-) -> bytes:
+) -> Figure:
     """One panel per metric (skipping metrics with no rows), one curve per layer."""
     metrics = [m for m in metrics if any(r.metric == m and r.split == split for r in rows)]
     fig, axes = _grid(len(metrics))
@@ -121,12 +167,11 @@ def curves_figure(
             color = cmap(0.85 * (1 - i / max(len(lays) - 1, 1))) if len(lays) > 1 else "C0"
             ax.plot(e, v, marker="o", ms=2.5, lw=1.2, color=color, label=lay)
         _decorate(ax, metric, zero_error_epoch, _log_ok(metric, np.concatenate(allv) if allv else np.zeros(0)))
-        if len(lays) > 1 or zero_error_epoch is not None:
-            ax.legend(fontsize=6, loc="best")
+        _legend(ax)
     if title:
-        fig.suptitle(title, fontsize=10)
+        fig.suptitle(title, fontsize=_FONTS["title"])
     fig.tight_layout()
-    return _png(fig)
+    return fig
 
 
 def heatmap_figure(
@@ -135,10 +180,12 @@ def heatmap_figure(
     *,
     split: str = "train",
     title: str | None = None,
-) -> bytes:
+) -> Figure:
     """Layer x epoch heatmaps (rows = layers, input side at the top; columns = measured epochs)."""
     metrics = [m for m in metrics if any(r.metric == m and r.split == split for r in rows)]
-    fig, axes = plt.subplots(1, max(len(metrics), 1), figsize=(4.6 * max(len(metrics), 1), 3.4), squeeze=False)
+    fig, axes = plt.subplots(
+        1, max(len(metrics), 1), figsize=(MAX_WIDTH_IN * min(max(len(metrics), 1), 3) / 3, 3.8), squeeze=False
+    )
     for ax, metric in zip(axes.flat, metrics, strict=False):
         lays = layers_of(rows, metric, split)
         epochs = sorted({r.epoch for r in rows if r.split == split and r.metric == metric})
@@ -152,22 +199,22 @@ def heatmap_figure(
         shown = np.log10(grid) if log else grid
         im = ax.imshow(shown, aspect="auto", cmap="magma_r" if log else "viridis", interpolation="nearest")
         cb = fig.colorbar(im, ax=ax)
-        cb.set_label(f"log10 {metric}" if log else metric, fontsize=7)
-        cb.ax.tick_params(labelsize=6)
-        ax.set_yticks(range(len(lays)), lays, fontsize=6)
-        step = max(1, len(epochs) // 10)
-        ax.set_xticks(range(0, len(epochs), step), [str(e) for e in epochs[::step]], fontsize=6)
-        ax.set_xlabel("epoch", fontsize=8)
-        ax.set_title(_LABELS.get(metric, metric), fontsize=9)
+        cb.set_label(f"log10 {_ylabel(metric)}" if log else _ylabel(metric), fontsize=_FONTS["label"])
+        cb.ax.tick_params(labelsize=_FONTS["tick"])
+        ax.set_yticks(range(len(lays)), lays, fontsize=_FONTS["tick"])
+        step = max(1, len(epochs) // 6)
+        ax.set_xticks(range(0, len(epochs), step), [str(e) for e in epochs[::step]], fontsize=_FONTS["tick"])
+        ax.set_xlabel("epoch", fontsize=_FONTS["label"])
+        ax.set_title(_LABELS.get(metric, metric), fontsize=_FONTS["title"])
     if title:
-        fig.suptitle(title, fontsize=10)
+        fig.suptitle(title, fontsize=_FONTS["title"])
     fig.tight_layout()
-    return _png(fig)
+    return fig
 
 
 def train_test_figure(
     rows: Sequence[MetricRow], metrics: Sequence[str], layer: str, *, zero_error_epoch: int | None = None
-) -> bytes:
+) -> Figure:
     """Train (solid) vs test (dashed) curves of ``metrics`` at ``layer``."""
     metrics = [m for m in metrics if series(rows, m, layer, "train")[0].size and series(rows, m, layer, "test")[0].size]
     fig, axes = _grid(len(metrics))
@@ -178,36 +225,40 @@ def train_test_figure(
             vals.append(v)
             ax.plot(e, v, ls=ls, marker="o", ms=2.5, lw=1.2, label=split)
         _decorate(ax, metric, zero_error_epoch, _log_ok(metric, np.concatenate(vals)))
-        ax.legend(fontsize=6)
-    fig.suptitle(f"train vs test at layer {layer}", fontsize=10)
+        _legend(ax)
+    # layer names such as "layer3" already say "layer"
+    fig.suptitle(f"train vs test at {layer}", fontsize=_FONTS["title"])
     fig.tight_layout()
-    return _png(fig)
+    return fig
 
 
 def decomposition_figure(
     rows: Sequence[MetricRow], *, split: str = "train", zero_error_epoch: int | None = None
-) -> bytes:
+) -> Figure:
     """Paper 004 Fig. 2: the MSE loss and its decomposition L = L_NC1 + L_NC2/3 + L_perp on one log axis, and the
     proximity ratio L_perp / L_LS (the central-path approximation holds where it is small)."""
     fig, axes = _grid(2, ncols=2)
+    fig.set_size_inches(MAX_WIDTH_IN * 2 / 3, 3.6)
     for key, label in (("L", "L"), ("L_NC1", "L_NC1"), ("L_NC23", "L_NC2/3"), ("L_perp", "L_perp"), ("L_LS", "L_LS")):
         e, v = series(rows, f"mse_{key}", OUTPUT_LAYER, split)
         if e.size:
             axes[0, 0].plot(e, np.maximum(v, 1e-300), marker="o", ms=2.5, lw=1.2, label=label)
     _decorate(axes[0, 0], "mse decomposition", zero_error_epoch, log=True)
-    axes[0, 0].set_title(f"MSE loss decomposition ({split})", fontsize=9)
-    axes[0, 0].legend(fontsize=6)
+    axes[0, 0].set_title(f"MSE loss decomposition ({split})", fontsize=_FONTS["title"])
+    axes[0, 0].set_ylabel("loss term", fontsize=_FONTS["label"])
+    _legend(axes[0, 0])
     e, v = series(rows, "mse_proximity_ratio", OUTPUT_LAYER, split)
     axes[0, 1].plot(e, np.maximum(v, 1e-300), marker="o", ms=2.5, lw=1.2, color="C4")
     _decorate(axes[0, 1], "proximity", zero_error_epoch, log=True)
-    axes[0, 1].set_title("L_perp / L_LS (distance from the central path)", fontsize=9)
+    axes[0, 1].set_title("L_perp / L_LS (distance from the central path)", fontsize=_FONTS["title"])
+    axes[0, 1].set_ylabel("proximity ratio L_perp / L_LS", fontsize=_FONTS["label"])
     fig.tight_layout()
-    return _png(fig)
+    return fig
 
 
 def compare_figure(
     runs: Mapping[str, tuple[Sequence[MetricRow], int | None]], metrics: Sequence[str], layer: str, split: str = "train"
-) -> bytes:
+) -> Figure:
     """``runs``: label -> (rows, zero-error epoch); one panel per metric with one curve per run (and a dotted
     vertical line, in the run's colour, at its zero-error epoch)."""
     fig, axes = _grid(len(metrics))
@@ -220,12 +271,12 @@ def compare_figure(
             if zero is not None:
                 ax.axvline(zero, color=f"C{i}", ls=":", lw=1.0)
         _decorate(ax, metric, None, _log_ok(metric, np.concatenate(vals) if vals else np.zeros(0)))
-        ax.legend(fontsize=6)
+        _legend(ax)
     fig.tight_layout()
-    return _png(fig)
+    return fig
 
 
-def depth_figure(rows: Sequence[MetricRow], *, split: str = "train", epochs: Sequence[int] | None = None) -> bytes:
+def depth_figure(rows: Sequence[MetricRow], *, split: str = "train", epochs: Sequence[int] | None = None) -> Figure:
     """Paper 002 Fig. 3: PFC1-3 of the measured layers against their relative depth (markers) and the geodesic
     model's prediction at the same depths (dashed), one colour per epoch (default: the first, a middle and the
     last epoch with ``relative_depth`` rows)."""
@@ -253,9 +304,11 @@ def depth_figure(rows: Sequence[MetricRow], *, split: str = "train", epochs: Seq
         values = np.concatenate(vals) if vals else np.zeros(0)
         if metric != "ncc_accuracy" and _log_ok(metric, values):
             ax.set_yscale("log")
-        ax.set_xlabel("relative depth t_l")
-        ax.set_title(title, fontsize=9)
+        ax.set_xlabel("relative depth t_l", fontsize=_FONTS["label"])
+        ax.set_ylabel(_ylabel(metric), fontsize=_FONTS["label"])
+        ax.tick_params(labelsize=_FONTS["tick"])
+        ax.set_title(title, fontsize=_FONTS["title"])
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=6)
+        _legend(ax)
     fig.tight_layout()
-    return _png(fig)
+    return fig

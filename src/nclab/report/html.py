@@ -1,67 +1,142 @@
-"""Self-contained HTML reports: inline CSS, figures embedded as base64 PNG, no external asset."""
+"""Self-contained HTML reports: inline CSS, figures embedded as base64 PNG, no external asset, no JavaScript.
+
+Layout of :func:`write_report`: the title, a table of contents (anchors to every part), the figures first, then
+the tables, then the folded parts (the resolved config) in ``<details>``. Figures are shown at their pixel size
+(``width`` = the PNG's width, CSS pixels, scaled down only in a narrower window), so the font sizes of
+:mod:`nclab.report.figures` hold at 1:1 in a 1280-px window.
+"""
 
 from __future__ import annotations
 
 import base64
 import html
 import math
+import re
+import struct
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from nclab.io.atomic import atomic_write_text
 from nclab.metrics import REGISTRY
+from nclab.metrics.glossary import GLOSSARY
+
+if TYPE_CHECKING:  # matplotlib is imported only when a Figure is actually rendered
+    from matplotlib.figure import Figure
+
+__all__ = ["format_value", "metrics_table_html", "write_report"]
 
 _CSS = """
-body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem;
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:76rem;margin:2rem auto;padding:0 1rem;
 color:#1b1b1b}h1{font-size:1.5rem}table{border-collapse:collapse;margin:1rem 0}
 th,td{border-bottom:1px solid #ddd;padding:.3rem .8rem;text-align:left}td.num{text-align:right;
-font-variant-numeric:tabular-nums}th{background:#f4f4f4}.note{color:#555;font-size:.9rem}img{max-width:100%}
+font-variant-numeric:tabular-nums}th{background:#f4f4f4}.note{color:#555;font-size:.9rem}img{max-width:100%;height:auto}
+nav ol{columns:2;font-size:.95rem}figure{margin:1rem 0}figcaption{color:#333;font-size:.95rem}
 """
 
 
-def _fmt(v: float) -> str:
+def format_value(v: float) -> str:
+    """A table cell: 4 significant figures (``nan`` and ``inf`` as such, integers whole).
+
+    Examples
+    --------
+    >>> format_value(0.123456789), format_value(12345678.0), format_value(3.0)
+    ('0.1235', '1.235e+07', '3')
+    """
     v = float(v)
     if math.isnan(v) or math.isinf(v):
         return str(v)
-    return f"{v:.6g}"
+    if v.is_integer() and abs(v) < 1e6:
+        return str(int(v))
+    return f"{v:.4g}"
 
 
 def metrics_table_html(report: Mapping[str, float]) -> str:
-    """An HTML table of metric, value and collapse direction (from the metric registry)."""
+    """An HTML table of quantity and value (4 significant figures); when some names are registered metrics, also
+    the collapse direction and the source, as a key of the bibliography (docs/references.md)."""
+    known = any(name in REGISTRY for name in report)
     rows = []
     for name, value in report.items():
-        info = REGISTRY.get(name)
-        direction = {"lower": "lower", "higher": "higher"}.get(info.direction if info else "", "")
-        source = html.escape(info.source) if info else ""
-        rows.append(
-            f"<tr><td>{html.escape(name)}</td><td class=num>{_fmt(value)}</td>"
-            f"<td>{direction}</td><td class=note>{source}</td></tr>"
-        )
-    return (
-        "<table><thead><tr><th>metric</th><th>value</th><th>collapse is</th><th>source</th></tr></thead>"
-        f"<tbody>{''.join(rows)}</tbody></table>"
-    )
+        cells = f"<td>{html.escape(name)}</td><td class=num>{format_value(value)}</td>"
+        if known:
+            info = REGISTRY.get(name)
+            direction = {"lower": "lower", "higher": "higher"}.get(info.direction if info else "", "")
+            citation = GLOSSARY.get(name, ("", "", ""))[2]
+            cells += f"<td>{direction}</td><td class=note>{html.escape(citation)}</td>"
+        rows.append(f"<tr>{cells}</tr>")
+    head = "<th>quantity</th><th>value</th>" + ("<th>more collapsed</th><th>source</th>" if known else "")
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+
+
+def _anchor(text: str, used: set[str]) -> str:
+    base = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:40] or "part"
+    slug, i = base, 2
+    while slug in used:
+        slug, i = f"{base}-{i}", i + 1
+    used.add(slug)
+    return slug
+
+
+def _png_width(png: bytes) -> int:
+    return struct.unpack(">I", png[16:20])[0]  # the IHDR chunk's width
 
 
 def write_report(
     path: str | Path,
     title: str,
     sections: Sequence[tuple[str, str]],
-    figures: Sequence[tuple[str, bytes]] = (),
+    figures: Sequence[tuple[str, Figure | bytes]] = (),
+    folded: Sequence[tuple[str, str]] = (),
 ) -> Path:
-    """Write ``report.html``: ``sections`` are (heading, HTML body) pairs, ``figures`` (caption, PNG bytes)."""
+    """Write a self-contained ``report.html`` (the folder is created when missing).
+
+    Parameters
+    ----------
+    path : str or Path
+        The file to write (atomically: a temporary file renamed over it).
+    title : str
+        The page's title and heading.
+    sections : sequence of (heading, HTML body)
+        Tables and text, shown after the figures.
+    figures : sequence of (caption, Figure or PNG bytes)
+        Shown first; a matplotlib Figure is rendered at :data:`nclab.report.figures.FIGURE_DPI` and closed.
+    folded : sequence of (heading, HTML body)
+        Shown last, each folded in a ``<details>`` (the resolved config).
+
+    Returns
+    -------
+    Path
+        ``path``.
+    """
     path = Path(path)
-    parts = [f"<h1>{html.escape(title)}</h1>"]
-    for heading, body in sections:
-        parts.append(f"<h2>{html.escape(heading)}</h2>{body}")
-    for caption, png in figures:
+    used: set[str] = set()
+    toc, parts = [], []
+    for i, (caption, fig) in enumerate(figures):
+        if isinstance(fig, bytes):
+            png = fig
+        else:
+            from nclab.report.figures import figure_png
+
+            png = figure_png(fig)
         data = base64.b64encode(png).decode("ascii")
+        anchor = _anchor(f"figure {i + 1}", used)
+        toc.append(f'<li><a href="#{anchor}">Figure {i + 1}: {html.escape(caption)}</a></li>')
         parts.append(
-            f'<figure><img alt="{html.escape(caption)}" src="data:image/png;base64,{data}">'
-            f"<figcaption>{html.escape(caption)}</figcaption></figure>"
+            f'<figure id="{anchor}"><img alt="{html.escape(caption)}" width="{_png_width(png)}" '
+            f'src="data:image/png;base64,{data}"><figcaption>Figure {i + 1}: {html.escape(caption)}</figcaption>'
+            "</figure>"
         )
+    for heading, body in sections:
+        anchor = _anchor(heading, used)
+        toc.append(f'<li><a href="#{anchor}">{html.escape(heading)}</a></li>')
+        parts.append(f'<h2 id="{anchor}">{html.escape(heading)}</h2>{body}')
+    for heading, body in folded:
+        anchor = _anchor(heading, used)
+        toc.append(f'<li><a href="#{anchor}">{html.escape(heading)}</a></li>')
+        parts.append(f'<details id="{anchor}"><summary>{html.escape(heading)}</summary>{body}</details>')
+    nav = f"<nav><h2>Contents</h2><ol>{''.join(toc)}</ol></nav>" if len(toc) > 1 else ""
     doc = (
         f"<!doctype html><html lang=en><head><meta charset=utf-8><title>{html.escape(title)}</title>"
-        f"<style>{_CSS}</style></head><body>{''.join(parts)}</body></html>\n"
+        f"<style>{_CSS}</style></head><body><h1>{html.escape(title)}</h1>{nav}{''.join(parts)}</body></html>\n"
     )
     return atomic_write_text(path, doc)

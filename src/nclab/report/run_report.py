@@ -1,6 +1,7 @@
-"""``report.html`` of a training run directory (``nclab report RUN_DIR``): summary table, collapse curves at
-the penultimate layer, per-layer curves and layer x epoch heatmaps, train vs test, loss and error.
-Self-contained (figures inlined as base64 PNG)."""
+"""``report.html`` of a training run directory (``nclab report RUN_DIR``): figures first (collapse curves at the
+penultimate layer, loss and error, per-layer curves and layer x epoch heatmaps, train vs test), then the summary
+and last-epoch tables and the timings, and the resolved config folded. Self-contained (figures inlined as base64
+PNG)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import yaml
+from matplotlib.figure import Figure
 
 from nclab.io.run_table import OUTPUT_LAYER, MetricRow, read_metrics, relabel_output
 from nclab.report.figures import (
@@ -78,6 +80,9 @@ def write_run_report(run_dir: str | Path, title: str | None = None) -> Path:
     config = (run_dir / "config.yaml").read_text() if (run_dir / "config.yaml").is_file() else ""
     cfg = yaml.safe_load(config) or {}
     zero = summary.get("zero_error_epoch")
+    if zero is None:  # rows without a summary.json (a user's own table): the first epoch they show at zero error
+        zero = next((e for e, v in zip(*series(rows, "error", OUTPUT_LAYER), strict=True) if v == 0.0), None)
+        zero = None if zero is None else int(zero)
     pen = summary.get("penultimate") or next((r.layer for r in rows if r.metric == "nc1"), None)
     name = cfg.get("name", run_dir.name)
     title = (
@@ -88,7 +93,8 @@ def write_run_report(run_dir: str | Path, title: str | None = None) -> Path:
     stats = collapse_summary(rows, pen, zero) if pen else {}
     head = (
         f"<p>First epoch with zero training error (eval mode): <b>{zero if zero is not None else 'not reached'}</b>"
-        f" (red dashed line in the figures). Penultimate layer: <code>{html.escape(str(pen))}</code>. "
+        f" (red dashed line in the figures). Run id: <code>{html.escape(str(summary.get('run_id', '-')))}</code>. "
+        f"Penultimate layer: <code>{html.escape(str(pen))}</code>. "
         f"Measured epochs: {', '.join(str(e) for e in summary.get('measured_epochs', []))}.</p>"
         "<p class=note>Curves are eval-mode measurements over the training split (test: its own class statistics, "
         "NCC against the training means). Lower is more collapsed except ncc_accuracy and within_class_cosine.</p>"
@@ -104,9 +110,15 @@ def write_run_report(run_dir: str | Path, title: str | None = None) -> Path:
     t = summary.get("timings", {})
     if t:
         sections.append(("Timings", metrics_table_html({k: float(v) for k, v in t.items()})))
-    sections.append(("Config (resolved)", f"<pre>{html.escape(config)}</pre>"))
 
-    figures: list[tuple[str, bytes]] = []
+    figures: list[tuple[str, Figure]] = []
+    if pen:  # the paper-style panels first
+        figures.append(
+            (
+                f"Collapse metrics at the penultimate layer ({pen}), train split; red dashed line: zero-error epoch",
+                curves_figure(rows, PENULTIMATE_METRICS, layers=[pen], zero_error_epoch=zero),
+            )
+        )
     figures.append(
         (
             "Loss and error (output layer): eval-mode loss / error at measured epochs, running values every epoch",
@@ -118,13 +130,6 @@ def write_run_report(run_dir: str | Path, title: str | None = None) -> Path:
             ),
         )
     )
-    if pen:
-        figures.append(
-            (
-                f"Collapse metrics at the penultimate layer ({pen}), train split",
-                curves_figure(rows, PENULTIMATE_METRICS, layers=[pen], zero_error_epoch=zero),
-            )
-        )
     if any(r.metric == "mse_L_NC1" for r in rows):
         figures.append(
             (
@@ -167,4 +172,5 @@ def write_run_report(run_dir: str | Path, title: str | None = None) -> Path:
                 ),
             )
         )
-    return write_report(run_dir / "report.html", title, sections, figures)
+    folded = [("Config (resolved)", f"<pre>{html.escape(config)}</pre>")] if config else []
+    return write_report(run_dir / "report.html", title, sections, figures, folded)

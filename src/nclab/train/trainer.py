@@ -18,10 +18,17 @@ rewritten with a checkpoint), so a run killed at any moment loses at most the ep
 (``checkpoint.every``, default 1: the epoch in progress) and never a row already in ``metrics.csv``; and
 ``resume=True`` continues with bit-identical results (same machine, same thread count: CPU kernels are
 deterministic for a fixed thread count).
+
+Progress: with ``progress=True`` the run directory is printed at the start; on a terminal rich progress bars
+follow, elsewhere (a pipe, a batch job's log) one plain line per epoch, at most every
+:data:`PLAIN_PROGRESS_EVERY_S` seconds (the first and last epoch and the zero-error epoch always), with epoch,
+running loss and error, and the run directory. A run that fails before its first epoch ends (bad data, an
+unknown layer, impossible sizes) removes the folder it created, so no half-made run is left behind.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import shutil
@@ -49,9 +56,28 @@ from nclab.train.losses import LossFn, make_loss, paper004_lambda
 from nclab.train.measure import SplitMeasurement, find_classifier, measure_split
 from nclab.train.optim import lr_at, make_optimizer
 
-__all__ = ["RunResult", "RunState", "Trainer", "measurement_epochs", "train"]
+__all__ = ["PLAIN_PROGRESS_EVERY_S", "RunResult", "RunState", "Trainer", "measurement_epochs", "run_id", "train"]
 
 CHECKPOINT_FORMAT = 1
+
+#: Least seconds between two plain progress lines (stdout not a terminal); a batch log stays short.
+PLAIN_PROGRESS_EVERY_S = 5.0
+
+
+def run_id(config: RunConfig) -> str:
+    """The run's identifier ``NAME-HASH``: the config name and the first 10 hex digits of the SHA-256 of the
+    resolved config (keys sorted), so two runs share an id exactly when they share a resolved config.
+    ``summary.json`` records it beside the zero-error epoch.
+
+    Examples
+    --------
+    >>> cfg = resolve_config({"name": "x", "data": {"name": "digits"}, "model": {"name": "mlp"}})
+    >>> rid = run_id(cfg)
+    >>> rid.startswith("x-"), len(rid) == len("x-") + 10, rid == run_id(resolve_config(cfg.to_dict()))
+    (True, True, True)
+    """
+    text = yaml.safe_dump(config.to_dict(), sort_keys=True)
+    return f"{config.name}-{hashlib.sha256(text.encode()).hexdigest()[:10]}"
 
 
 def measurement_epochs(epochs: int, num_log: int) -> list[int]:
@@ -157,7 +183,11 @@ class Trainer:
         # the table is the checkpoint's own write (write_metrics); the other sinks get each measurement's rows
         self.sinks: list[MetricSink] = [make_sink(s, self.out) for s in cfg.log.sinks if s != "table"]
         self.sinks = [s for s in self.sinks if not isinstance(s, RunTableSink)]
-        self.bar = _progress(console or Console(stderr=True), progress)
+        self.console = console or Console(stderr=True)
+        # a live bar only redraws on a terminal: piped, it would stay silent until the run ends
+        self.plain = progress and not self.console.is_terminal
+        self._last_plain = -math.inf
+        self.bar = _progress(self.console, progress and not self.plain)
         self._epoch_task = self.bar.add_task("epochs", total=E, completed=self.state.epoch, info="")
         self._batch_task = self.bar.add_task("batches", total=1, info="")
 
@@ -213,9 +243,24 @@ class Trainer:
             self.checkpoint()
         tpt = f" | TPT from {st.zero_error_epoch}" if st.zero_error_epoch else ""
         self.bar.update(self._epoch_task, advance=1, info=f"loss {run_loss:.4g} err {run_err:.3f}{tpt}")
+        self._plain_line(epoch, run_loss, run_err)
         self.log(
             f"epoch {epoch}: lr {lr:.4g} running loss {run_loss:.6g} running error {run_err:.4f}"
             + ("" if math.isnan(err) else f" eval train error {err:.4f}")
+        )
+
+    def _plain_line(self, epoch: int, run_loss: float, run_err: float) -> None:
+        now = time.monotonic()
+        due = now - self._last_plain >= PLAIN_PROGRESS_EVERY_S or epoch == self.state.zero_error_epoch
+        if not self.plain or not (due or epoch == self.cfg.train.epochs):
+            return
+        self._last_plain = now
+        tpt = f" zero-error epoch {self.state.zero_error_epoch}" if self.state.zero_error_epoch else ""
+        self.console.print(
+            f"epoch {epoch}/{self.cfg.train.epochs} loss {run_loss:.4g} error {run_err:.4f}{tpt} run {self.out}",
+            soft_wrap=True,
+            markup=False,
+            highlight=False,
         )
 
     def _check_and_measure(self, run_err: float) -> float:
@@ -227,7 +272,8 @@ class Trainer:
             err = self.measure()
         elif st.zero_error_epoch is None and (m.zero_error_check == "every_epoch" or run_err <= m.zero_error_gate):
             err = self.eval_error()
-            st.rows.append(MetricRow(st.epoch, "train", OUTPUT_LAYER, "error", err))  # the check is a measurement too
+            if err != 0.0:  # at zero, the measurement below records this epoch's error (one row per key)
+                st.rows.append(MetricRow(st.epoch, "train", OUTPUT_LAYER, "error", err))  # the check is a measurement
         if st.zero_error_epoch is None and err == 0.0:
             st.zero_error_epoch = st.epoch
             self.log(f"epoch {st.epoch}: training error reached 0 (terminal phase begins)")
@@ -318,6 +364,7 @@ class Trainer:
         """Write ``summary.json`` (and ``report.html`` with ``config.report``); the run's :class:`RunResult`."""
         cfg, st, model, data = self.cfg, self.state, self.model, self.train_data
         summary = {
+            "run_id": run_id(cfg),
             "name": cfg.name,
             "epochs": cfg.train.epochs,
             "zero_error_epoch": st.zero_error_epoch,
@@ -481,12 +528,43 @@ def train(
     Writes ``config.yaml`` (resolved), ``metrics.csv`` (+ ``metrics.parquet`` with pyarrow), ``log.txt``,
     ``checkpoints/last.pt``, ``summary.json`` and ``report.html`` (``config.report``). ``on_epoch_end(epoch)``
     is called after each epoch's checkpoint (tests use it to interrupt a run). The loop is :class:`Trainer`'s.
+    When the run fails before its first epoch is checkpointed and ``out`` did not exist before, ``out`` is removed.
     """
     cfg = config if isinstance(config, RunConfig) else resolve_config(config)
     out = Path(out)
+    created = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
+    try:
+        return _run(cfg, out, resume, overwrite, progress, console, on_epoch_end)
+    except BaseException:
+        # a run that never finished an epoch holds nothing worth keeping; a folder the caller made stays
+        if created and _last_epoch(out) == 0:
+            shutil.rmtree(out, ignore_errors=True)
+        raise
+
+
+def _last_epoch(out: Path) -> int:
+    try:
+        return int(torch.load(out / "checkpoints" / "last.pt", map_location="cpu", weights_only=True)["epoch"])
+    except (OSError, RuntimeError, KeyError):  # missing or unreadable: no finished epoch either
+        return 0
+
+
+def _run(
+    cfg: RunConfig,
+    out: Path,
+    resume: bool,
+    overwrite: bool,
+    progress: bool,
+    console: Console | None,
+    on_epoch_end: Callable[[int], None] | None,
+) -> RunResult:
     saved = _prepare_dir(cfg, out, resume, overwrite)
     atomic_write_text(out / "config.yaml", yaml.safe_dump(cfg.to_dict(), sort_keys=False))
+    if progress:
+        (console or Console(stderr=True)).print(
+            f"nclab train {cfg.name}: run directory {out}", soft_wrap=True, markup=False, highlight=False
+        )
     # train.threads governs the BLAS of numpy/scipy too (the measurements' syrk and eigendecompositions): with
     # torch on one thread and OpenBLAS on two, a few BLAS calls per run stall for 100+ ms waking their pool
     # (measured: the demo's eigh time 0.75 s -> 0.07 s, benchmarks/RESULTS.md)
