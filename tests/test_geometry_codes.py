@@ -8,7 +8,7 @@ import pytest
 from nclab.geometry import icosahedron, one_vs_rest, optimal_features, random_oblique
 from nclab.geometry.codes import CERTIFIES, code_kkt, softmax_code, softmax_code_search, tammes_search
 
-# Best known Tammes codes on S^2: the largest minimum angle (degrees) of K points [SHS] (N. J. A. Sloane with
+# Best known Tammes codes on S^2: the largest minimum angle (degrees) of K points [Sloane 2000] (N. J. A. Sloane with
 # R. H. Hardin, W. D. Smith et al., Tables of spherical codes, packings in 3 dimensions,
 # neilsloane.com/packings/dim3). Proven optimal for K <= 14 and K = 24; the others are the best known.
 TAMMES_S2 = {

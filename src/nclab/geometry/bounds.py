@@ -1,4 +1,4 @@
-"""Theorem 3.9 of paper 003: bounds on the optimal one-vs-rest margin of K unit vectors in R^d."""
+"""Theorem 3.9 of [Jiang et al. 2024]: bounds on the optimal one-vs-rest margin of K unit vectors in R^d."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ class CodeBounds:
 
 
 def softmax_code_bounds(d: int, K: int) -> CodeBounds:
-    """Bounds of paper 003, Thm 3.9 / eq. (13), evaluated in log-gamma form (no overflow for d in the thousands):
+    """Bounds of [Jiang et al. 2024, Thm. 3.9 / eq. (13)], evaluated in log-gamma form (no overflow for d in the thousands):
 
     ``lower = (1/2) [ (sqrt(pi)/K) Gamma((d+1)/2) / Gamma(d/2 + 1) ]^(2/(d-1))``,
     ``upper = 2 [ (2 sqrt(pi)/K) Gamma((d+1)/2) / Gamma(d/2) ]^(1/(d-1))``,

@@ -1,6 +1,6 @@
 """Class-distance normalised variance (CDNV) of Galanti et al. (2021), computed tile-wise in bounded memory.
 
-Not a metric of paper 000 (which only cites Galanti et al.; spec 000 Sec. 1.8); included as the standard
+Not a metric of [Xu & Liu 2023] (which only cites Galanti et al.; [Galanti et al. 2022]); included as the standard
 extra NC1 baseline (conventions survey: rhubarbwu/neural-collapse ``variability_cdnv``, Galanti et al.).
 """
 
@@ -22,7 +22,7 @@ _TILE_BUDGET = 1 << 22
 _CANCEL_RATIO = 1e-3
 
 
-@metric("cdnv", "lower", "Galanti et al. 2021 (CDNV); not in paper 000 (spec 000 Sec. 1.8)")
+@metric("cdnv", "lower", "[Galanti et al. 2022] (CDNV); not in [Xu & Liu 2023] [Galanti et al. 2022]")
 def cdnv(stats: ClassStats, exponent: float = 1, tile: int | None = None) -> float:
     """CDNV = mean over unordered class pairs i < j of (var_i + var_j) / (2 ||mu_i - mu_j||^(2 exponent)).
 

@@ -46,14 +46,14 @@ class ImbalanceWarning(UserWarning):
 #: ``docs/conventions.md`` explains each row.
 DEFAULT_CONVENTIONS: dict[str, Any] = {
     "weighting": "balanced",  # global mean and Sigma_B: mean of class means, /K  ("empirical": n_k/N)
-    "nc1_normalize": True,  # NC1 = Tr(Sigma_W Sigma_B^+)/K  (False: no 1/K, paper 000 / reference notebook)
+    "nc1_normalize": True,  # NC1 = Tr(Sigma_W Sigma_B^+)/K  (False: no 1/K, [Xu & Liu 2023] / reference notebook)
     "pinv_rank": None,  # Sigma_B^+ truncated at min(d, K-1)  ("numerical" or an int)
-    "vci_rank": "min",  # rank(Sigma_B) := min(d, K-1) in VCI (paper 000 eq. (9))
+    "vci_rank": "min",  # rank(Sigma_B) := min(d, K-1) in VCI [Xu & Liu 2023, eq. (9)]
     "cdnv_exponent": 1,  # ||mu_i - mu_j||^2 in the CDNV denominator  (2: the quartic variant)
-    "ddof": 1,  # std of norms / cosines in equinorm, equiangularity (reference Colab of paper 004)
-    "self_duality_variant": "frobenius",  # NC3 form: "frobenius" (004) | "gram" | "cosine"
+    "ddof": 1,  # std of norms / cosines in equinorm, equiangularity (reference Colab of [Han et al. 2022])
+    "self_duality_variant": "frobenius",  # NC3 form: "frobenius" ([Han et al. 2022]) | "gram" | "cosine"
     "center_w": False,  # subtract the mean classifier row before NC3
-    "center_means": True,  # NC3 against centred class means (False: paper 001's uncentred form)
+    "center_means": True,  # NC3 against centred class means (False: The [Tirer & Bruna 2022] uncentred form)
 }
 
 # Report keys that are parts of a registered metric: classifier-side NC2 statistics are the same functions

@@ -40,7 +40,7 @@ def _ood_mean(ood: ClassStats | Any, dim: int) -> np.ndarray:
     return v
 
 
-@metric("ood_orthogonality", "lower", "Ammar et al. 2024 (NECO, NC5); rhubarbwu orthogonality_deviation")
+@metric("ood_orthogonality", "lower", "[Ammar et al. 2024] (NECO, NC5); rhubarbwu orthogonality_deviation")
 def ood_orthogonality(
     stats: ClassStats,
     ood: ClassStats | Any,

@@ -1,4 +1,4 @@
-"""Nearest-class-centre (NCC) counts: PFC3 / NCC accuracy (papers 002, 003) and NC4 mismatch (paper 004).
+"""Nearest-class-centre (NCC) counts: PFC3 / NCC accuracy ([Wang et al. 2024; Jiang et al. 2024]) and NC4 mismatch [Han et al. 2022].
 
 NCC needs the class means first, so it is a **second pass** over the data (the same training data, or a
 held-out split measured with the training means): build :class:`~nclab.stats.ClassStats` in pass 1, then::
@@ -77,7 +77,7 @@ class NCCAccumulator(Accumulator):
     W : (K, d) array, optional
         Classifier rows (``nn.Linear`` layout). Enables ``ncc_mismatch`` (NC4) and ``classifier_accuracy``.
     b : (K,) array, optional
-        Classifier bias (needs ``W``). NC4 includes it (paper 004); ``ncc_mismatch_nobias`` is reported too.
+        Classifier bias (needs ``W``). NC4 includes it [Han et al. 2022]; ``ncc_mismatch_nobias`` is reported too.
     check_finite : bool
         Reject NaN/inf features (one extra O(B d) scan per batch).
     device : torch device, optional
