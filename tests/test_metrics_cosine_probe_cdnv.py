@@ -213,7 +213,7 @@ def test_cdnv_exact_and_degenerate(rng):
 # ---------------- probe
 def test_probe_thm51_reference_value():
     """[Xu & Liu 2023, Thm. 5.1] test: K=5, N=40 per class, p=8, means ~ 2 N(0, I), noise N(0, I); reference value
-    0.121886463316 (the spec's numbers come from default_rng(0) with this construction)."""
+    0.121886463316 (the reference numbers come from default_rng(0) with this construction)."""
     rng = np.random.default_rng(0)
     K, n, d = 5, 40, 8
     y = np.repeat(np.arange(K), n)

@@ -137,7 +137,7 @@ def test_orthogonal_frame_closed_forms(K):
     E = simplex_etf(K, K + 2, seed=K)
     assert orthogonal_frame_error(E) == pytest.approx(closed, rel=1e-12)
     if K == 4:
-        assert closed == pytest.approx(0.5176, abs=1e-4)  # value quoted in the [Tirer & Bruna 2022] spec
+        assert closed == pytest.approx(0.5176, abs=1e-4)  # independently computed reference value
 
 
 @pytest.mark.parametrize("K", [2, 4, 7])
@@ -192,7 +192,7 @@ def test_spectral_closed_form_matches_direct(K, d, rng):
             stats = ClassStats.from_arrays(H, y)
             lam = np.linalg.eigvalsh(stats.sigma_b())
             assert etf_gram_error_from_eigvals(lam, K) == pytest.approx(etf_gram_error(stats), rel=1e-10)
-            # and the trace form of the [Wang et al. 2024] spec
+            # and the trace form of [Wang et al. 2024, eq. (8)]
             Mc = stats.centered_means()
             G = Mc @ Mc.T
             trace_form = np.sqrt(2 - 2 * np.trace(G) / (np.sqrt(K - 1) * np.linalg.norm(G)))

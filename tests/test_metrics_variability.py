@@ -195,7 +195,7 @@ def test_vci_collapsed_d_less_than_k_minus_1(rng):
 
 
 def test_vci_zero_without_collapse_when_noise_avoids_vb(rng):
-    """[Xu & Liu 2023, Thm. 5.2] test (iii) / P6: VCI = 0 although Sigma_W is large (noise in a complement of V_B)."""
+    """[Xu & Liu 2023, Thm. 5.2] case (iii): VCI = 0 although Sigma_W is large (noise in a complement of V_B)."""
     K, d, n = 4, 10, 30
     M = simplex_etf(K, d, scale=2.0)  # spans the first K - 1 coordinates
     y = np.repeat(np.arange(K), n)

@@ -18,7 +18,7 @@ def class_means(H, K):
     return H.reshape(K, -1, H.shape[1]).mean(axis=1)
 
 
-# ------------------------------------------------------------------ reference numbers of the spec
+# ------------------------------------------------------------------ independently computed reference numbers
 def test_spec_reference_values():
     # [Tirer & Bruna 2022, Sec. 6] defaults: K=4, d=20, n=50, all lambda = 5e-3
     lam = 5e-3

@@ -1,4 +1,4 @@
-"""UFM solvers: the papers' GD recipe within the spec's iteration budgets, central-path and alternating
+"""UFM solvers: the papers' GD recipe within fixed iteration budgets, central-path and alternating
 solvers against L-BFGS and theory, result layout and collapse reports of every feature level."""
 
 import itertools

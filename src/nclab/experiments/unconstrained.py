@@ -1,7 +1,7 @@
 """Registered UFM experiments ([Tirer & Bruna 2022; Wang et al. 2024]): figures, CSV tables and a self-contained report.html.
 
 ``nclab experiment run NAME --scale tiny|cpu|paper``. The [Tirer & Bruna 2022] sizes and lambdas are lost from its text
-file [Tirer & Bruna 2022, Sec. 6]; "cpu" and "paper" use the spec's suggested defaults (K=4, d=20, n=50, lambda=5e-3,
+file [Tirer & Bruna 2022, Sec. 6]; "cpu" and "paper" use the defaults (K=4, d=20, n=50, lambda=5e-3,
 GD lr 0.1, 1e5 iterations, metrics every 5e3).
 """
 

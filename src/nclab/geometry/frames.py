@@ -61,7 +61,7 @@ def simplex_etf(
 ) -> np.ndarray:
     """Simplex equiangular tight frame, ``(K, d)``: unit-norm rows (times ``scale``) summing to zero, with
     pairwise cosines ``-1/(K-1)``; needs ``d >= K - 1`` (``K = d + 1`` included: the frame is built in the
-    ``(K-1)``-dimensional subspace orthogonal to ``1``, the fix of the [Jiang et al. 2024] pitfall 14). ``seed`` or ``rng``
+    ``(K-1)``-dimensional subspace orthogonal to ``1``, which [Jiang et al. 2024] leaves implicit). ``seed`` or ``rng``
     applies a random rotation.
 
     Gram: ``K/(K-1) (I - 11^T/K)``. Margin [Jiang et al. 2024, Thm. 3.3]: ``rho = K/(K-1)``, the nearest point of the hull
@@ -154,8 +154,8 @@ def icosahedron(*, scale: float = 1.0, seed: int | None = None, rng: np.random.G
     ``(0, +-1, +-phi) / sqrt(1 + phi^2)``, ``phi`` the golden ratio.
 
     Gram: off-diagonal entries ``+-1/sqrt(5)`` (5 of each per row) and ``-1`` (the antipode). Margin:
-    ``rho = 1 - 1/sqrt(5) = 0.5527864``, attained at the centroid ``w_k/sqrt(5)`` of the 5 neighbours (paper
-    [Jiang et al. 2024] spec, Sec. 4 table); the Tammes optimum for ``(3, 12)``, minimum angle ``arccos(1/sqrt(5)) = 63.435``
+    ``rho = 1 - 1/sqrt(5) = 0.5527864``, attained at the centroid ``w_k/sqrt(5)`` of the 5 neighbours (the icosahedron of
+    [Jiang et al. 2024, Sec. 4]); the Tammes optimum for ``(3, 12)``, minimum angle ``arccos(1/sqrt(5)) = 63.435``
     degrees.
     """
     phi = (1.0 + math.sqrt(5.0)) / 2.0

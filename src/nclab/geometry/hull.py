@@ -219,7 +219,7 @@ def _class_distance(W: np.ndarray, k: int, cand: np.ndarray | None) -> HullDista
     """``dist(w_k, conv(others))`` for row ``k`` of ``W``.
 
     With ``cand`` (indices of other classes): column generation. Solve on the candidates, then test every class
-    with the optimality condition of the spec, Sec. 2.1 (``p`` is optimal iff ``max_j <w_j, w_k - p> <=
+    with the optimality condition of the min-norm point (``p`` is optimal iff ``max_j <w_j, w_k - p> <=
     <p, w_k - p>``, i.e. ``min_j <w_j - w_k, x> >= ||x||^2`` for ``x = p - w_k``), add the violators and re-solve,
     until none violates. Memory ``O(|cand| d + K)``; one ``K x d`` product per round.
     """

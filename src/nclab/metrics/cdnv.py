@@ -1,7 +1,7 @@
-"""Class-distance normalised variance (CDNV) of Galanti et al. (2021), computed tile-wise in bounded memory.
+"""Class-distance normalised variance (CDNV) [Galanti et al. 2022], computed tile-wise in bounded memory.
 
-Not a metric of [Xu & Liu 2023] (which only cites Galanti et al.; [Galanti et al. 2022]); included as the standard
-extra NC1 baseline (conventions survey: rhubarbwu/neural-collapse ``variability_cdnv``, Galanti et al.).
+Not a metric of [Xu & Liu 2023] (which only cites it); included as the standard
+extra NC1 baseline ([neural-collapse (rhubarbwu)] ``variability_cdnv``, [Galanti et al. 2022]).
 """
 
 from __future__ import annotations
@@ -22,12 +22,12 @@ _TILE_BUDGET = 1 << 22
 _CANCEL_RATIO = 1e-3
 
 
-@metric("cdnv", "lower", "[Galanti et al. 2022] (CDNV); not in [Xu & Liu 2023] [Galanti et al. 2022]")
+@metric("cdnv", "lower", "[Galanti et al. 2022] (CDNV); not in [Xu & Liu 2023]")
 def cdnv(stats: ClassStats, exponent: float = 1, tile: int | None = None) -> float:
     """CDNV = mean over unordered class pairs i < j of (var_i + var_j) / (2 ||mu_i - mu_j||^(2 exponent)).
 
     ``var_k = class_ss_k / n_k`` is the mean squared distance of the class-k features to their class mean
-    (biased, population normalisation, as Galanti et al. and rhubarbwu/neural-collapse; a few codes use
+    (biased, population normalisation, as [Galanti et al. 2022] and [neural-collapse (rhubarbwu)]; a few codes use
     n_k - 1). Range [0, inf); lower = more collapsed. Invariant under rotations and translation; with
     ``exponent=1`` also under global scaling.
 

@@ -34,7 +34,7 @@ def _pairs(W: Any, stats: ClassStats, center_means: bool, weighting: Weighting) 
 @metric(
     "uniform_duality",
     "lower",
-    "[Wu & Papyan 2024] (UNC3, uniform duality); rhubarbwu/neural-collapse similarities",
+    "[Wu & Papyan 2024] (UNC3, uniform duality); [neural-collapse (rhubarbwu)] similarities",
     needs=("W", "stats"),
 )
 def uniform_duality(
@@ -120,7 +120,7 @@ def uniform_duality(
 @metric(
     "duality_distances",
     "lower",
-    "rhubarbwu/neural-collapse distance_norms (per-class NC3 distances)",
+    "[neural-collapse (rhubarbwu)] distance_norms (per-class NC3 distances)",
     needs=("W", "stats"),
 )
 def duality_distances(

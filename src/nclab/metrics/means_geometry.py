@@ -235,7 +235,7 @@ pfc2 = etf_gram_error  # [Wang et al. 2024] name: the same function, not a copy
 
 
 def etf_gram_error_from_eigvals(eigvals: Any, K: int) -> float:
-    """Spectral closed form of the centred :func:`etf_gram_error` ([Wang et al. 2024] spec, Sec. 2.2, [derived]).
+    """Spectral closed form of the centred :func:`etf_gram_error` (derived from [Wang et al. 2024, eq. (8)]).
 
     ``eigvals``: the eigenvalues of the centred Gram ``G`` (= squared singular values of the centred means),
     or of ``Sigma_B`` (any positive multiple: the form is scale-free); at most ``K - 1`` are nonzero. With

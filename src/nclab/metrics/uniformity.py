@@ -39,7 +39,7 @@ def _kernel_values(d2: np.ndarray, kernel: Kernel, s: float) -> np.ndarray:
 @metric(
     "hyperspherical_uniformity",
     "none",
-    "[Liu et al. 2023] (GNC2, hyperspherical uniformity gap); rhubarbwu/neural-collapse kernel_stats",
+    "[Liu et al. 2023] (GNC2, hyperspherical uniformity gap); [neural-collapse (rhubarbwu)] kernel_stats",
 )
 def hyperspherical_uniformity(
     X: ClassStats | Any,

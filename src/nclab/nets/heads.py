@@ -3,7 +3,7 @@ row per class) and ``bias`` ``(K,)`` or ``None``, which is what the collapse met
 
 * :class:`LinearHead` -- ``W h + b`` (bias optional).
 * :class:`CosineHead` -- ``cos(w_k, h) / tau`` with learned ``W`` ([Jiang et al. 2024, eq. (1)]; ``tau`` divides the
-  logits, ``logit_scale = 1 / tau`` is accepted instead, spec README "Temperature").
+  logits, ``logit_scale = 1 / tau`` is accepted instead, docs/conventions.md).
 * :class:`FixedHead` -- a given code ``(K, d)`` with a class assignment (a permutation), not trained
   [Jiang et al. 2024, Sec. 4]; linear or cosine logits.
 * :class:`CMFHead` -- the class-mean-feature classifier of [Jiang et al. 2024, Sec. 5]: ``W <- beta W + (1 - beta) Hbar``
@@ -97,7 +97,7 @@ class CMFHead(nn.Module):
     ``weight (K, d)`` is a buffer (not trained by gradient), initialised to random unit rows (from the global
     torch RNG, so seeded with the model). :meth:`observe` applies ``w_k <- beta w_k + (1 - beta) hbar_k`` for
     each class present in the batch, ``hbar_k`` = mean of its L2-normalised detached features; then rows are
-    put back on the sphere when ``renormalize`` (the spec leaves these choices open, [Jiang et al. 2024, Sec. 5]).
+    put back on the sphere when ``renormalize`` ([Jiang et al. 2024, Sec. 5] leaves these choices open).
     """
 
     cosine = True

@@ -20,7 +20,7 @@ cosines of all ordered pairs of class ``c``, ``n_c`` self-pairs included):
 * ``"pairs_over_n"``: the literal reading, the same per-class average further divided by ``n_c``;
 * ``"with_self"``: ``mean_c ||S_c||^2 / n_c^2`` (self-pairs included, Kornblith's form).
 
-It is **added** (``loss = CE + cosreg_weight x R``): [Xu & Liu 2023, Table 2]'s Cos Sim falls as the weight grows, so
+It is **added** (``loss = CE + cosreg_weight x R``): Cos Sim in [Xu & Liu 2023, Table 2] falls as the weight grows, so
 the term penalises within-class similarity.
 """
 

@@ -4,8 +4,8 @@ Pass 1 (forward, hooks on every measured layer): ``ClassStats`` per layer -- ``t
 penultimate layer (d x d, for NC1, VCI, ranks, probe loss), ``"light"`` (O(K d)) elsewhere, enough for the
 per-layer PFC metrics; the network's loss and error on the split; for cosine heads also full statistics of the
 L2-normalised penultimate features (GNC1, [Jiang et al. 2024]). Pass 2: the NCC pass (``NCCAccumulator``) per layer,
-against the class means of ``reference`` statistics -- the training split's for a held-out split (spec README,
-"NC4 / NCC"), the split's own otherwise; the classifier ``W, b`` enter at the penultimate layer only (NC4).
+against the class means of ``reference`` statistics -- the training split's for a held-out split (docs/conventions.md,
+"NC4 split and means"), the split's own otherwise; the classifier ``W, b`` enter at the penultimate layer only (NC4).
 When the split's features fit in ``cache_mb``, pass 1 keeps them (:class:`FeatureCache`) and builds each
 layer's statistics in one update after the forward pass, and pass 2 reuses them (one NCC update per layer);
 otherwise both stream batch by batch and pass 2 runs the forward pass again.

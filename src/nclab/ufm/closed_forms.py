@@ -14,7 +14,7 @@ matrix of the class means is ``M W^T + 1 b^T`` (row k = logits of class k). ``J 
   ``L* = (1-p)^2/2 + (3/2) K beta t^2`` with ``p = t^3``. Depth ``L`` (``q = L + 1`` factors) generalises
   it: ``beta = (n lam_H1 prod lam_Wl)^(1/q)``, ``t^(2q-2) - t^(q-2) + K beta = 0``, ``p = t^q``,
   ``L* = (1-p)^2/2 + (q/2) K beta t^2`` (three-term AM-GM becomes q-term; [derived], linear chain only).
-* CE with weight decay ([derived] here from [Zhu et al. 2021]'s ETF theorem): with ``x = w_k . h̄_k``,
+* CE with weight decay (derived here from the ETF theorem of [Zhu et al. 2021]): with ``x = w_k . h̄_k``,
   ``g(x) = log(1 + (K-1) e^{-K x/(K-1)}) + c x``; nonzero iff ``c < 1``, ``e^{-Kx/(K-1)} = c/(K - (K-1)c)``.
 * Thm 5.1 (fixed perturbed features): :func:`attenuation_factor`.
 """

@@ -304,10 +304,10 @@ def alternating(
     theory: Any = None,
     log_every: int = 100,
 ) -> tuple[dict[str, np.ndarray], list[dict[str, float]], dict[str, Any]]:
-    """Exact block-coordinate minimisation ([Wang et al. 2024] spec Sec. 3.7): ``(W, b) <- ridge_step(H)``, then
+    """Exact block-coordinate minimisation ([Wang et al. 2024, Thm. 4]): ``(W, b) <- ridge_step(H)``, then
     ``H <- _h_step(W, b)``; each step minimises a strictly convex quadratic, so the objective never increases.
 
-    Starts at ``H = X`` for the MUFM (as the spec prescribes) and at ``H ~ N(0,1)`` otherwise (``H = 0`` is a
+    Starts at ``H = X`` for the MUFM (as [Wang et al. 2024, Sec. IV-B] prescribes) and at ``H ~ N(0,1)`` otherwise (``H = 0`` is a
     fixed point of the UFM). Stops when the gradient norm (after an H step only the W/b part is nonzero)
     is <= ``gtol``, when it has not decreased by 1% in ``patience`` sweeps, or after ``iters`` sweeps.
     Convergence is linear and can be slow (about 3e4 sweeps for the [Wang et al. 2024] K=5, n=100, d=20 configuration).
