@@ -97,7 +97,7 @@ def test_softmax_code_reaches_closed_form_values_exactly(d, K, rho):
 
 def test_softmax_code_d3_k13_beats_the_previous_search():
     """The previous tau-continuation search returned 0.44777 (0.44911 with 64 restarts); the polished code
-    is 1.8% higher, a KKT point, and its minimum angle is Tammes' 57.1367 deg."""
+    is 1.8% higher, a KKT point, and its minimum angle is the Tammes optimum 57.1367 deg [Musin & Tarasov 2012]."""
     res = softmax_code_search(3, 13)
     assert res.value == pytest.approx(0.457363513, abs=1e-9)
     assert res.value > 1.018 * 0.44911

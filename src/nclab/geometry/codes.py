@@ -40,8 +40,8 @@ onto the tangent space of the spheres) is computed exactly by Wolfe's algorithm
 What is **not** certified: global optimality. The search is a heuristic over many basins; the tests compare it
 with the best known Tammes codes on ``S^2`` for ``K = 4..24`` [Sloane 2000] and closed forms.
 
-References: [Sloane 2000] N. J. A. Sloane, with R. H. Hardin, W. D. Smith and others, *Tables of spherical codes*
-(packings in 3 dimensions), http://neilsloane.com/packings/dim3 ; [Jiang et al. 2024] (Softmax Codes, HardMax).
+References (full citations in docs/references.md): [Tammes 1930] (the problem), [Sloane 2000] (the table),
+[Jiang et al. 2024] (Softmax Codes, HardMax).
 """
 
 from __future__ import annotations
