@@ -49,11 +49,7 @@ def _defined_keys() -> set[str]:
 
 def _citing_files() -> list[Path]:
     wanted = ("src/", "docs/", "configs/", "tests/", "benchmarks/", "README.md")
-    return [
-        p
-        for p in _tracked_files()
-        if str(p.relative_to(ROOT)).startswith(wanted) and p != REFERENCES
-    ]
+    return [p for p in _tracked_files() if str(p.relative_to(ROOT)).startswith(wanted) and p != REFERENCES]
 
 
 def _used_keys() -> dict[str, list[str]]:
@@ -74,7 +70,7 @@ def _used_keys() -> dict[str, list[str]]:
 def test_citation_pattern_matches_keys_and_not_indexing():
     text = "x[0], a[i, 2020], [0, 1], [K, d], see [Han et al. 2022, Sec. 2] and [Tirer & Bruna 2022; Wang et al. 2024]."
     found = [m.group(1) for m in CITATION.finditer(text)]
-    assert found == ["Han et al. 2022, Sec. 2", "Tirer & Bruna 2022; Wang et al. 2024"]
+    assert found == ["[Han et al. 2022], Sec. 2", "[Tirer & Bruna 2022]; Wang et al. 2024"]
     assert [m.group(1) for m in SOFTWARE.finditer("[neural-collapse (rhubarbwu)], [docs (x)](y), H[idx (0)]")] == [
         "neural-collapse (rhubarbwu)"
     ]
@@ -82,7 +78,13 @@ def test_citation_pattern_matches_keys_and_not_indexing():
 
 def test_references_define_the_five_papers():
     keys = _defined_keys()
-    for key in ("Xu & Liu 2023", "Tirer & Bruna 2022", "Wang et al. 2024", "Jiang et al. 2024", "Han et al. 2022"):
+    for key in (
+        "[Xu & Liu 2023]",
+        "[Tirer & Bruna 2022]",
+        "[Wang et al. 2024]",
+        "[Jiang et al. 2024]",
+        "[Han et al. 2022]",
+    ):
         assert key in keys
     # each paper entry carries its arXiv id
     assert len(re.findall(r"arXiv:\d{4}\.\d{5}", _read(REFERENCES))) >= 5

@@ -124,7 +124,8 @@ def test_code_kkt_separates_stationary_from_arbitrary_codes():
 
 
 def test_large_problems_skip_the_polish_and_say_so():
-    """(20, 100) exceeds the polish size; the smoothed search alone beats the earlier reference value 0.696 (a weak optimum)."""
+    """(20, 100) exceeds the polish size; the smoothed search alone beats the earlier reference value 0.696 (a weak
+    optimum)."""
     res = softmax_code_search(20, 100, restarts=1)
     assert res.kkt is None and res.info["polished"] is False
     assert "Not certified: local or global optimality" in res.certifies

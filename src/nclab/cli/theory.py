@@ -84,7 +84,8 @@ def decompose(
     num_classes: Annotated[int | None, typer.Option("--num-classes", "-k", help="C (default max label + 1)")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
 ) -> None:
-    """Exact MSE decomposition L = L_NC1 + L_NC2/3 + L_perp of saved features and classifier [Han et al. 2022, Sec. 2]."""
+    """Exact MSE decomposition L = L_NC1 + L_NC2/3 + L_perp of saved features and classifier
+    [Han et al. 2022, Sec. 2]."""
     from nclab.io.arrays import load_array
     from nclab.stats import ClassStats
     from nclab.theory.mse import mse_decomposition_from_stats

@@ -7,7 +7,8 @@ each candidate the dataset's customary sub-folder (``cifar-10-batches-py``, ``st
 too. Nothing is ever downloaded: a missing dataset raises :class:`DatasetNotFoundError` saying where nclab
 looked, which files it expects and how to get them.
 
-Preprocessing (deterministic, no augmentation, as [Wang et al. 2024; Han et al. 2022] measure collapse on the training split with
+Preprocessing (deterministic, no augmentation, as [Wang et al. 2024; Han et al. 2022] measure collapse on the training
+split with
 test-time transforms): images are scaled to [0, 1], optionally zero-padded to ``pad_to`` pixels ([Han et al. 2022]
 pads 28x28 (Fashion-)MNIST to 32x32 before normalising, like ``transforms.Pad(2)``), then standardised per
 channel with the conventional constants of each dataset (``normalize=True``; e.g. MNIST 0.1307 / 0.3081 as

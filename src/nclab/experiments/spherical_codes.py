@@ -245,7 +245,9 @@ def assignment(out: Path, scale: str, seed: int) -> dict[str, Any]:
         figures.append((f"{name}: representatives of the antipodal pairings", png(fig)))
     for caption, image in figures:
         (out / (caption.split(":")[0] + ".png")).write_bytes(image)
-    write_report(out / "report.html", "[Jiang et al. 2024, Sec. 4]: class assignments up to symmetry", sections, figures)
+    write_report(
+        out / "report.html", "[Jiang et al. 2024, Sec. 4]: class assignments up to symmetry", sections, figures
+    )
     return summary
 
 

@@ -1,10 +1,13 @@
-"""Registered experiments of the theory engines ([Han et al. 2022; Wang et al. 2024]). Import this module to register them.
+"""Registered experiments of the theory engines ([Han et al. 2022; Wang et al. 2024]). Import this module to register
+them.
 
 * ``central-path-flow`` [Han et al. 2022, Sec. 3]: the renormalised flow under both projections, omega_j(t) against both
   closed forms (log-log), max/min omega, distance to the ETF, NC metrics of the renormalised features.
-* ``mse-decomposition-ufm`` ([Han et al. 2022, Fig. 2] analogue on the unconstrained-features model): joint GD on (W, b, H),
+* ``mse-decomposition-ufm`` ([Han et al. 2022, Fig. 2] analogue on the unconstrained-features model): joint GD on (W, b,
+  H),
   L, L_NC1, L_NC2/3, L_perp against the step, log scale, red line at the first zero-error step.
-* ``geodesic-digits`` ([Wang et al. 2024, Fig. 3] analogue): a small fully connected ResNet trained on the embedded digits;
+* ``geodesic-digits`` ([Wang et al. 2024, Fig. 3] analogue): a small fully connected ResNet trained on the embedded
+  digits;
   PFC1/2/3 of every block output against relative depth, with the geodesic prediction overlaid.
 """
 
@@ -106,7 +109,8 @@ def central_path_flow(out: Path, scale: str, seed: int) -> dict:
     return _finish(out, "Central-path dynamics [Han et al. 2022, Sec. 3]", [("Setup", note)], figures, summary)
 
 
-# ---------------------------------------------------------------------------------------------- [Han et al. 2022, Fig. 2] (UFM)
+# ----------------------------------------------------------------------------------------------
+# [Han et al. 2022, Fig. 2] (UFM)
 _UFM_SCALES = {
     "tiny": dict(C=4, N=10, P=8, steps=300, record_every=10),
     "cpu": dict(C=10, N=50, P=32, steps=5000, record_every=25),
@@ -115,7 +119,8 @@ _UFM_SCALES = {
 
 
 def plot_decomposition(rows: Sequence[dict[str, float]], x_key: str = "epoch", zero_error: float | None = None):
-    """[Han et al. 2022, Fig. 2] panel: L, L_NC1, L_NC2/3, L_perp against ``x_key`` (log y), red line at ``zero_error``."""
+    """[Han et al. 2022, Fig. 2] panel: L, L_NC1, L_NC2/3, L_perp against ``x_key`` (log y), red line at
+    ``zero_error``."""
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(6, 4))
     x = [r[x_key] for r in rows]
@@ -130,7 +135,8 @@ def plot_decomposition(rows: Sequence[dict[str, float]], x_key: str = "epoch", z
 
 @register(
     "mse-decomposition-ufm",
-    summary="004 Fig. 2 analogue: MSE decomposition L = L_NC1 + L_NC2/3 + L_perp along joint GD on the UFM",
+    summary="[Han et al. 2022, Fig. 2] analogue: MSE decomposition L = L_NC1 + L_NC2/3 + L_perp "
+    "along joint GD on the UFM",
     paper="004",
 )
 def mse_decomposition_ufm(out: Path, scale: str, seed: int) -> dict:
@@ -167,19 +173,26 @@ def mse_decomposition_ufm(out: Path, scale: str, seed: int) -> dict:
     }
     note = (
         f"<p>Unconstrained features, C={cfg['C']}, N={cfg['N']} per class, P={cfg['P']}; full-batch joint GD on "
-        f"(W, b, H) of the [Han et al. 2022] L with lambda={lam} plus a per-sample feature penalty (nclab.theory.joint_gd). "
+        f"(W, b, H) of the [Han et al. 2022] L with lambda={lam} plus a per-sample feature penalty "
+        "(nclab.theory.joint_gd). "
         "L_perp/L_LS measures how close the pair is to the central path ([Han et al. 2022] extension).</p>"
     )
     return _finish(
-        out, "MSE decomposition along joint GD ([Han et al. 2022, Fig. 2] analogue)", [("Setup", note)], figures, summary
+        out,
+        "MSE decomposition along joint GD ([Han et al. 2022, Fig. 2] analogue)",
+        [("Setup", note)],
+        figures,
+        summary,
     )
 
 
-# ---------------------------------------------------------------------------------------------- [Wang et al. 2024, Fig. 3]
+# ----------------------------------------------------------------------------------------------
+# [Wang et al. 2024, Fig. 3]
 def train_fc_resnet(
     X: np.ndarray, y: np.ndarray, *, blocks: int, steps: int, seed: int, lr: float = 0.05, weight_decay: float = 5e-4
 ) -> list[np.ndarray]:
-    """Train the [Wang et al. 2024] fully connected ResNet (:class:`nclab.nets.FCResNet`, width = input dimension, blocks
+    """Train the [Wang et al. 2024] fully connected ResNet (:class:`nclab.nets.FCResNet`, width = input dimension,
+    blocks
     ``x + W2 relu(W1 x)``) with CE, full-batch SGD (momentum 0.9, coupled weight decay); return the eval-mode
     features of its measured layers (embedding, then every block), float64."""
     import torch
@@ -242,7 +255,8 @@ _GEO_SCALES = {
 
 @register(
     "geodesic-digits",
-    summary="002 Fig. 3 analogue: per-block PFC1/2/3 of an FC ResNet on digits vs the geodesic prediction",
+    summary="[Wang et al. 2024, Fig. 3] analogue: per-block PFC1/2/3 of an FC ResNet on digits"
+    "vs the geodesic prediction",
     paper="002",
 )
 def geodesic_digits(out: Path, scale: str, seed: int) -> dict:
@@ -295,10 +309,15 @@ def geodesic_digits(out: Path, scale: str, seed: int) -> dict:
     note = (
         f"<p>A fully connected ResNet (64-d, {cfg['blocks']} blocks h + W2 relu(W1 h), linear head) trained on "
         f"the embedded digits with CE, full-batch SGD (momentum 0.9, wd 5e-4) for {cfg['steps']} steps. "
-        "Layer 0 = the pixels. Green: measured PFC metrics at the relative depth ([Wang et al. 2024, Sec. IV]-A); blue: "
+        "Layer 0 = the pixels. Green: measured PFC metrics at the relative depth ([Wang et al. 2024, Sec. IV-A]); "
+        "blue: "
         "the straight-line interpolation between layer 0 and the last block (closed forms; PFC3 by an exact "
         "second pass); grey: the same with the end collapsed onto the Procrustes-nearest ETF.</p>"
     )
     return _finish(
-        out, "Geodesic model of progressive collapse ([Wang et al. 2024, Fig. 3] analogue)", [("Setup", note)], figures, summary
+        out,
+        "Geodesic model of progressive collapse ([Wang et al. 2024, Fig. 3] analogue)",
+        [("Setup", note)],
+        figures,
+        summary,
     )

@@ -81,7 +81,8 @@ def run_demo(out: Path, *, epochs: int | None = None, progress: bool = True, con
     fig = compare_figure(merged, ["nc1", "trace_ratio", "etf_gram_error", "self_duality", "ncc_mismatch", "error"], pen)
     links = "".join(f'<li><a href="{k}/report.html">{k.upper()} run report</a></li>' for k in runs)
     body = (
-        "<p>Digits (embedded, balanced subset), MLP with three measured hidden layers, trained with MSE [Han et al. 2022] "
+        "<p>Digits (embedded, balanced subset), MLP with three measured hidden layers, trained with MSE "
+        "[Han et al. 2022] "
         f"and with cross-entropy past zero training error. Per-run reports:</p><ul>{links}</ul>"
         + metrics_table_html(summary)
     )

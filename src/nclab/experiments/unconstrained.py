@@ -1,4 +1,5 @@
-"""Registered UFM experiments ([Tirer & Bruna 2022; Wang et al. 2024]): figures, CSV tables and a self-contained report.html.
+"""Registered UFM experiments ([Tirer & Bruna 2022; Wang et al. 2024]): figures, CSV tables and a self-contained
+report.html.
 
 ``nclab experiment run NAME --scale tiny|cpu|paper``. The [Tirer & Bruna 2022] sizes and lambdas are lost from its text
 file [Tirer & Bruna 2022, Sec. 6]; "cpu" and "paper" use the defaults (K=4, d=20, n=50, lambda=5e-3,
@@ -33,7 +34,11 @@ _FIG_MODELS = {
 }
 
 
-@register("ufm-figures", summary="[Tirer & Bruna 2022, Figs. 1-4]: GD objective and NC1/NC2/NC3 per feature level", paper="001")
+@register(
+    "ufm-figures",
+    summary="[Tirer & Bruna 2022, Figs. 1-4]: GD objective and NC1/NC2/NC3 per feature level",
+    paper="001",
+)
 def figures_001(out: Path, scale: str, seed: int) -> dict[str, Any]:
     check_scale(scale)
     K, d, n, lam = (4, 12, 8, 5e-3) if scale == "tiny" else (4, 20, 50, 5e-3)
@@ -229,10 +234,14 @@ def _pfc(H: np.ndarray, K: int, n: int) -> dict[str, float]:
     return {"pfc1": trace_ratio(st), "pfc2": etf_gram_error(st), "ncc_accuracy": ncc_metrics(st, H, y)["ncc_accuracy"]}
 
 
-@register("mufm-tradeoff", summary="[Wang et al. 2024, Figs. 4-5]: MUFM vs UFM optima and metrics vs lambda/lambda_W", paper="002")
+@register(
+    "mufm-tradeoff",
+    summary="[Wang et al. 2024, Figs. 4-5]: MUFM vs UFM optima and metrics vs lambda/lambda_W",
+    paper="002",
+)
 def mufm_tradeoff(out: Path, scale: str, seed: int) -> dict[str, Any]:
     check_scale(scale)
-    K, n, d, lam_W = (3, 10, 8, 0.005) if scale == "tiny" else (5, 100, 20, 0.005)  # [Wang et al. 2024, Sec. IV]-B
+    K, n, d, lam_W = (3, 10, 8, 0.005) if scale == "tiny" else (5, 100, 20, 0.005)  # [Wang et al. 2024, Sec. IV-B]
     ratios = (0.1, 1.0, 4.0) if scale == "tiny" else (0.1, 0.2, 0.4, 1.0, 2.0, 4.0)
     X = mufm.gaussian_data(K, n, d, seed=seed)
     data = _pfc(X, K, n)
@@ -291,5 +300,7 @@ def mufm_tradeoff(out: Path, scale: str, seed: int) -> dict[str, Any]:
             metrics_table_html({k: v for k, v in rows[min(1, len(rows) - 1)].items() if k != "lambda/lambda_W"}),
         ),
     ]
-    write_report(out / "report.html", "MUFM vs UFM [Wang et al. 2024, Figs. 4-5]", sections, [("metrics vs lambda", image)])
+    write_report(
+        out / "report.html", "MUFM vs UFM [Wang et al. 2024, Figs. 4-5]", sections, [("metrics vs lambda", image)]
+    )
     return {"data": data, "ufm": ufm_m, "sweep": rows}

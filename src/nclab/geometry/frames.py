@@ -64,8 +64,22 @@ def simplex_etf(
     ``(K-1)``-dimensional subspace orthogonal to ``1``, which [Jiang et al. 2024] leaves implicit). ``seed`` or ``rng``
     applies a random rotation.
 
-    Gram: ``K/(K-1) (I - 11^T/K)``. Margin [Jiang et al. 2024, Thm. 3.3]: ``rho = K/(K-1)``, the nearest point of the hull
+    Gram: ``K/(K-1) (I - 11^T/K)``. Margin [Jiang et al. 2024, Thm. 3.3]: ``rho = K/(K-1)``, the nearest point of the
+    hull
     of the others being their centroid ``-w_k/(K-1)``; this is the Softmax Code for ``K <= d + 1``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from nclab.geometry import simplex_etf
+    >>> E = simplex_etf(4, 3)
+    >>> print(np.round(E @ E.T, 4) + 0.0)
+    [[ 1.     -0.3333 -0.3333 -0.3333]
+     [-0.3333  1.     -0.3333 -0.3333]
+     [-0.3333 -0.3333  1.     -0.3333]
+     [-0.3333 -0.3333 -0.3333  1.    ]]
+    >>> print(np.round(E.sum(axis=0), 12) + 0.0)
+    [0. 0. 0.]
     """
     d = _check_kd(K, d, K - 1)
     E = np.sqrt(K / (K - 1)) * (np.eye(K) - 1.0 / K)  # rows: unit norm, cos = -1/(K-1), span K-1 dims
@@ -104,7 +118,8 @@ def regular_polygon(
     """Regular ``K``-gon on the unit circle, ``(K, d)``: row ``k`` is ``(cos(2 pi k/K + phase), sin(...))`` in
     the first two coordinates; ``K >= 2``, ``d >= 2``.
 
-    Gram: ``cos(2 pi (j - k)/K)``. Margin ([Jiang et al. 2024, Thm. 3.3], d = 2): ``rho = 1 - cos(2 pi / K)``, the nearest
+    Gram: ``cos(2 pi (j - k)/K)``. Margin ([Jiang et al. 2024, Thm. 3.3], d = 2): ``rho = 1 - cos(2 pi / K)``, the
+    nearest
     point of the hull of the others being the midpoint of the two neighbours (``K = 2``: the antipodal pair,
     ``rho = 2``). This is the Softmax Code and the Tammes optimum (minimum angle ``2 pi / K``) for ``d = 2``.
     """
@@ -154,7 +169,8 @@ def icosahedron(*, scale: float = 1.0, seed: int | None = None, rng: np.random.G
     ``(0, +-1, +-phi) / sqrt(1 + phi^2)``, ``phi`` the golden ratio.
 
     Gram: off-diagonal entries ``+-1/sqrt(5)`` (5 of each per row) and ``-1`` (the antipode). Margin:
-    ``rho = 1 - 1/sqrt(5) = 0.5527864``, attained at the centroid ``w_k/sqrt(5)`` of the 5 neighbours (the icosahedron of
+    ``rho = 1 - 1/sqrt(5) = 0.5527864``, attained at the centroid ``w_k/sqrt(5)`` of the 5 neighbours (the icosahedron
+    of
     [Jiang et al. 2024, Sec. 4]); the Tammes optimum for ``(3, 12)``, minimum angle ``arccos(1/sqrt(5)) = 63.435``
     degrees.
     """

@@ -299,6 +299,15 @@ def one_vs_rest(
     nearest classes each QP starts from (column generation with an exact violator check, so the answer does
     not depend on it; ``-1``: automatic, all classes for ``K <= 512``, ``d + 1`` otherwise; ``None``: all).
     Memory ``O(K d + K candidates)``. Rattlers (Def 3.4): ``dist_k > rho (1 + rattler_rtol)``.
+
+    Examples
+    --------
+    The regular tetrahedron (a simplex ETF, ``K = 4`` in ``d = 3``): every class has margin ``4/3``.
+
+    >>> from nclab.geometry import one_vs_rest, simplex_etf
+    >>> res = one_vs_rest(simplex_etf(4, 3))
+    >>> print(f"{res.rho:.6f}", res.support_sizes.tolist(), res.rattlers.tolist())
+    1.333333 [3, 3, 3, 3] []
     """
     W = as_rows(W, name="W")
     if normalize:
@@ -458,7 +467,8 @@ def one_vs_one(W: Any, *, block: int = 1024) -> OneVsOne:
 
 
 def rho_one_vs_one(W: Any) -> float:
-    """``rho_one-vs-one(W) = min_{k != k'} ||w_k - w_k'||`` ([Jiang et al. 2024, eq. (11)], the Tammes objective); for unit
+    """``rho_one-vs-one(W) = min_{k != k'} ||w_k - w_k'||`` ([Jiang et al. 2024, eq. (11)], the Tammes objective); for
+    unit
     rows ``= 2 sin(theta_min / 2)``. Always ``>= rho_one_vs_rest(W)`` (each ``w_k'`` is in the hull of the
     others)."""
     return one_vs_one(W).chordal

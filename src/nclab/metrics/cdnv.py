@@ -44,6 +44,20 @@ def cdnv(stats: ClassStats, exponent: float = 1, tile: int | None = None) -> flo
     Works with ``track="light"`` statistics. Returns ``inf`` if two class means coincide (those classes are
     not separated), whatever their variances; hence ``inf`` when Sigma_B = 0. "Coincide" is up to roundoff:
     ``||mu_i - mu_j||^2 <= (8 eps)^2 max(||mu_i||^2, ||mu_j||^2)``, eps the float64 machine epsilon.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from nclab.geometry import simplex_etf
+    >>> from nclab.stats import ClassStats
+    >>> K, n, d = 3, 20, 4
+    >>> y = np.repeat(np.arange(K), n)
+    >>> H = 4 * simplex_etf(K, d)[y] + 0.5 * np.random.default_rng(0).standard_normal((K * n, d))
+    >>> stats = ClassStats.from_arrays(H, y, num_classes=K)
+
+    >>> from nclab.metrics import cdnv
+    >>> print(f"{cdnv(stats):.4f}")
+    0.0199
     """
     check_stats(stats)
     if isinstance(exponent, bool) or not np.isfinite(exponent) or exponent <= 0:

@@ -7,7 +7,8 @@ float64.
 
 Conventions (``docs/conventions.md``; rows drafted in ``docs/_rows_geometry.md``)
 -----------------------------------------------------------------------------
-* NC2 primary form: :func:`etf_gram_error` (= PFC2 of [Wang et al. 2024] = NC2_ETF of [Tirer & Bruna 2022]), with its spectral
+* NC2 primary form: :func:`etf_gram_error` (= PFC2 of [Wang et al. 2024] = NC2_ETF of [Tirer & Bruna 2022]), with its
+  spectral
   closed form :func:`etf_gram_error_spectral`; :func:`orthogonal_frame_error` (NC2_OF of [Tirer & Bruna 2022],
   uncentred).
 * PNAS / [Han et al. 2022] diagnostics: :func:`equinorm`, :func:`equiangularity` (``ddof=1`` by default, as
@@ -156,13 +157,14 @@ def _gram_distance(G: np.ndarray, target: np.ndarray) -> float:
 
 
 # ---------------------------------------------------------------------------------------------- PNAS NC2
-@metric("equinorm", "lower", "004 Fig. 3 / [Papyan et al. 2020] (NC2 equinorm)")
+@metric("equinorm", "lower", "[Han et al. 2022, Fig. 3] / [Papyan et al. 2020] (NC2 equinorm)")
 def equinorm(vectors_or_stats: ClassStats | Any, ddof: int = 1, *, weighting: Weighting = "balanced") -> float:
     """``std_k(||v_k||) / mean_k(||v_k||)`` (coefficient of variation of the norms).
 
     ``vectors_or_stats``: a ClassStats (``v_k = mu_k - mu_G``, centred about ``global_mean(weighting)``) or a
     ``(K, d)`` array used as given (classifier rows ``w_k``: not centred, bias excluded, as in [Han et al. 2022]).
-    ``ddof=1`` is ``torch.std`` (the reference Colab of [Han et al. 2022]); ``ddof=0`` the population std (numpy's default).
+    ``ddof=1`` is ``torch.std`` (the reference Colab of [Han et al. 2022]); ``ddof=0`` the population std (numpy's
+    default).
     Returns nan with :class:`DegenerateMetricWarning` when every norm is zero.
     """
     V, scale = _vectors(vectors_or_stats, center=isinstance(vectors_or_stats, ClassStats), weighting=weighting)
@@ -172,7 +174,7 @@ def equinorm(vectors_or_stats: ClassStats | Any, ddof: int = 1, *, weighting: We
     return _spread(norms, ddof) / float(norms.mean())
 
 
-@metric("equiangularity", "lower", "004 Fig. 4 / [Papyan et al. 2020] (NC2 equiangularity)")
+@metric("equiangularity", "lower", "[Han et al. 2022, Fig. 4] / [Papyan et al. 2020] (NC2 equiangularity)")
 def equiangularity(vectors_or_stats: ClassStats | Any, ddof: int = 1, *, weighting: Weighting = "balanced") -> float:
     """Standard deviation of the off-diagonal cosines ``cos(v_k, v_l)``, ``k != l`` (K(K-1) entries, each pair
     twice, as ``torch.std`` over the off-diagonal of the cosine matrix in the [Han et al. 2022] reference code).
@@ -191,7 +193,7 @@ def equiangularity(vectors_or_stats: ClassStats | Any, ddof: int = 1, *, weighti
     return _spread_from_moments(2 * count, 2 * m2, ddof)
 
 
-@metric("max_angle", "lower", "004 Fig. 5 / [Papyan et al. 2020] (NC2 maximal angle, shifted cosine)")
+@metric("max_angle", "lower", "[Han et al. 2022, Fig. 5] / [Papyan et al. 2020] (NC2 maximal angle, shifted cosine)")
 def max_angle(vectors_or_stats: ClassStats | Any, *, weighting: Weighting = "balanced") -> float:
     """``mean_{k<l} |cos(v_k, v_l) + 1/(K-1)|`` (the mean over ordered pairs ``k != l`` is the same number).
 
@@ -263,7 +265,8 @@ def etf_gram_error_from_eigvals(eigvals: Any, K: int) -> float:
 
 
 def etf_gram_error_spectral(X: ClassStats | Any, *, weighting: Weighting = "balanced") -> float:
-    """The centred :func:`etf_gram_error` from the singular values of the centred rows (the [Wang et al. 2024] closed form).
+    """The centred :func:`etf_gram_error` from the singular values of the centred rows (the [Wang et al. 2024] closed
+    form).
 
     Agrees with ``etf_gram_error(X, center=True)`` to rounding (a test oracle); see
     :func:`etf_gram_error_from_eigvals` for the formula.
@@ -297,7 +300,7 @@ def orthogonal_frame_error(X: ClassStats | Any) -> float:
 @metric(
     "self_duality",
     "lower",
-    "004 Fig. 6 (frobenius); [Tirer & Bruna 2022] NC3 (uncentred); public code (gram, cosine)",
+    "[Han et al. 2022, Fig. 6] (frobenius); [Tirer & Bruna 2022] NC3 (uncentred); public code (gram, cosine)",
     needs=("W", "stats"),
 )
 def self_duality(
@@ -320,9 +323,11 @@ def self_duality(
 
     variant
         ``"frobenius"``: ``|| W/||W||_F - M/||M||_F ||_F^2`` ([Han et al. 2022, Fig. 6]; squared by default,
-        ``squared=False`` gives the distance, in ``[0, 2]``, = the [Tirer & Bruna 2022] NC3 with ``center_means=False``).
+        ``squared=False`` gives the distance, in ``[0, 2]``, = the [Tirer & Bruna 2022] NC3 with
+        ``center_means=False``).
         ``"gram"``: the ETF Gram error of the cross-Gram ``G = W M^T``,
-        ``|| G/||G||_F - (I - 11^T/K)/sqrt(K-1) ||_F`` ([neural-collapse (rhubarbwu)], [Neural-Collapse (tding1)], [Guiding-Neural-Collapse (evanmarkou)]; unsquared by default). It
+        ``|| G/||G||_F - (I - 11^T/K)/sqrt(K-1) ||_F`` ([neural-collapse (rhubarbwu)], [Neural-Collapse (tding1)],
+        [Guiding-Neural-Collapse (evanmarkou)]; unsquared by default). It
         is 0 only when ``W ∝ M`` *and* ``M`` is a simplex ETF: it mixes NC2 into NC3.
         ``"cosine"``: ``mean_k (1 - cos(w_k, m_k))`` (in ``[0, 2]``; per-class directions only, PNAS's
         definition of NC3 before Frobenius normalisation). ``squared`` must be left ``None``.
@@ -366,7 +371,8 @@ def self_duality(
 @metric(
     "classifier_accuracy_on_means",
     "higher",
-    "NC4 [Papyan et al. 2020] at the class means: argmax_j(w_j . mu_k + b_j) = k; bias included ([Han et al. 2022], [nc-toolbox (felixsh)], [NC notebooks (Han, Papyan & Donoho)])",
+    "NC4 [Papyan et al. 2020] at the class means: argmax_j(w_j . mu_k + b_j) = k; bias included "
+    "([Han et al. 2022], [nc-toolbox (felixsh)], [NC notebooks (Han, Papyan & Donoho)])",
     needs=("W", "stats"),
 )
 def classifier_accuracy_on_means(W: Any, stats: ClassStats | Any, b: Any = None) -> float:

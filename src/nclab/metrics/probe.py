@@ -1,7 +1,8 @@
 """Optimal unregularised MSE linear probe with bias on one-hot targets [Xu & Liu 2023, Sec. 5, Thm 5.1].
 
 The loss is the [Xu & Liu 2023] ``L(W, b) = (1 / (2 N)) sum_i ||W h_i + b - e_{y_i}||^2`` (N = K n samples in the
-balanced case, i.e. its 1/(2KN)), minimised over W (K x d) and b (K) with no regularisation. It is the closed-form counterpart of the usual linear-probe
+balanced case, i.e. its 1/(2KN)), minimised over W (K x d) and b (K) with no regularisation. It is the closed-form
+counterpart of the usual linear-probe
 protocol (an L2-regularised L-BFGS fit with the strength chosen on a validation split, [Kornblith et al. 2019]).
 """
 

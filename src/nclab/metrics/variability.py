@@ -47,7 +47,12 @@ def _pinv_b(stats: ClassStats, weighting: Weighting, rank: RankPolicy, rtol: flo
     return psd_pinv(eig=eig, rank=rank, max_rank=min(stats.dim, stats.num_classes - 1), rtol=rtol)
 
 
-@metric("nc1", "lower", "[Papyan et al. 2020] NC1; [Xu & Liu 2023, Sec. 3.2] (Fuzziness); [Tirer & Bruna 2022; [Jiang et al. 2024]; Han et al. 2022]")
+@metric(
+    "nc1",
+    "lower",
+    "[Papyan et al. 2020] NC1; [Xu & Liu 2023, Sec. 3.2] (Fuzziness); "
+    "[Tirer & Bruna 2022; Jiang et al. 2024; Han et al. 2022]",
+)
 def nc1(
     stats: ClassStats,
     normalize: bool = True,
@@ -64,7 +69,8 @@ def nc1(
     Parameters
     ----------
     normalize : bool
-        True (default): divide by K, Papyan's definition used by [Tirer & Bruna 2022; [Jiang et al. 2024]; Han et al. 2022] and most code.
+        True (default): divide by K, Papyan's definition used by
+        [Tirer & Bruna 2022; Jiang et al. 2024; Han et al. 2022] and most code.
         False: ``Tr(Sigma_B^+ Sigma_W)`` as written in [Xu & Liu 2023, Sec. 3.2] and logged by the reference Colab of
         [Han et al. 2022] (see :func:`fuzziness`).
     weighting : {"balanced", "empirical"}
@@ -78,6 +84,25 @@ def nc1(
 
     Returns ``inf`` when Sigma_B = 0 (all class means equal: no class separation), whatever Sigma_W is.
     Needs ``track="full"``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from nclab.geometry import simplex_etf
+    >>> from nclab.stats import ClassStats
+    >>> K, n, d = 3, 20, 4
+    >>> y = np.repeat(np.arange(K), n)
+    >>> H = 4 * simplex_etf(K, d)[y] + 0.5 * np.random.default_rng(0).standard_normal((K * n, d))
+    >>> stats = ClassStats.from_arrays(H, y, num_classes=K)
+
+    >>> from nclab.metrics import nc1
+    >>> print(f"{nc1(stats):.4f}")
+    0.0168
+
+    Exactly collapsed features (every sample at its class mean) give 0:
+
+    >>> print(f"{nc1(ClassStats.from_arrays(simplex_etf(K, d)[y], y, num_classes=K)):.4f}")
+    0.0000
     """
     check_stats(stats)
     sw = stats.sigma_w(copy=False)
@@ -107,7 +132,9 @@ def fuzziness(
     return nc1(stats, normalize=normalize, weighting=weighting, rank=rank, rtol=rtol)
 
 
-@metric("trace_ratio", "lower", "[Wang et al. 2024] PFC1; [Xu & Liu 2023, eq. (4)] (Squared Distance, [Hui et al. 2022])")
+@metric(
+    "trace_ratio", "lower", "[Wang et al. 2024] PFC1; [Xu & Liu 2023, eq. (4)] (Squared Distance, [Hui et al. 2022])"
+)
 def trace_ratio(stats: ClassStats, weighting: Weighting = "balanced") -> float:
     """Trace ratio Tr(Sigma_W) / Tr(Sigma_B).
 
@@ -125,6 +152,20 @@ def trace_ratio(stats: ClassStats, weighting: Weighting = "balanced") -> float:
         sample mean.
 
     Returns ``inf`` when Tr Sigma_B = 0 (all class means equal), whatever Sigma_W is.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from nclab.geometry import simplex_etf
+    >>> from nclab.stats import ClassStats
+    >>> K, n, d = 3, 20, 4
+    >>> y = np.repeat(np.arange(K), n)
+    >>> H = 4 * simplex_etf(K, d)[y] + 0.5 * np.random.default_rng(0).standard_normal((K * n, d))
+    >>> stats = ClassStats.from_arrays(H, y, num_classes=K)
+
+    >>> from nclab.metrics import trace_ratio
+    >>> print(f"{trace_ratio(stats):.4f}")
+    0.0598
     """
     check_stats(stats)
     tw = stats.trace_w()
@@ -209,6 +250,20 @@ def vci(
     Roundoff below 0 (at most ``r * 1e-9`` in absolute terms, e.g. -1e-12 when d >= N - 1 and the exact value
     is 0) is clipped to 0 ([Xu & Liu 2023, Thm. 5.2]: VCI >= 0); anything larger is returned as computed, so a real
     violation stays visible. Returns 1.0 when Sigma_B = 0 (for ``rank="numerical"`` too). Needs ``track="full"``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from nclab.geometry import simplex_etf
+    >>> from nclab.stats import ClassStats
+    >>> K, n, d = 3, 20, 4
+    >>> y = np.repeat(np.arange(K), n)
+    >>> H = 4 * simplex_etf(K, d)[y] + 0.5 * np.random.default_rng(0).standard_normal((K * n, d))
+    >>> stats = ClassStats.from_arrays(H, y, num_classes=K)
+
+    >>> from nclab.metrics import vci
+    >>> print(f"{vci(stats):.4f}")
+    0.0233
     """
     check_stats(stats)
     check_weighting(weighting)

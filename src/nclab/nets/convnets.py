@@ -35,7 +35,8 @@ class SmallCNN(CollapseNet):
     """``[conv3x3 -> BN -> ReLU -> maxpool2] x len(channels) -> flatten -> Linear(hidden) -> BN -> ReLU -> head``.
     Measured: ``block1..blockS`` (feature maps) and ``fc`` (penultimate, ``d = hidden``). ``batchnorm=False``
     drops every BN. The BN of the hidden layer keeps its ReLU units alive under the large effective learning rate of
-    the [Han et al. 2022] summed MSE: without it, 56-95 of 128 units died in the Fashion-MNIST CPU-scale runs and MSE stalled
+    the [Han et al. 2022] summed MSE: without it, 56-95 of 128 units died in the Fashion-MNIST CPU-scale runs and MSE
+    stalled
     at 0.1-0.4% training error (docs/training.md)."""
 
     def __init__(

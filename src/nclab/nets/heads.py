@@ -6,7 +6,8 @@ row per class) and ``bias`` ``(K,)`` or ``None``, which is what the collapse met
   logits, ``logit_scale = 1 / tau`` is accepted instead, docs/conventions.md).
 * :class:`FixedHead` -- a given code ``(K, d)`` with a class assignment (a permutation), not trained
   [Jiang et al. 2024, Sec. 4]; linear or cosine logits.
-* :class:`CMFHead` -- the class-mean-feature classifier of [Jiang et al. 2024, Sec. 5]: ``W <- beta W + (1 - beta) Hbar``
+* :class:`CMFHead` -- the class-mean-feature classifier of [Jiang et al. 2024, Sec. 5]:
+  ``W <- beta W + (1 - beta) Hbar``
   with ``Hbar`` the class means of the current mini-batch's (L2-normalised, detached) features; classes absent
   from the batch keep their row; rows re-normalised to the sphere after each update (``renormalize``).
   The trainer calls :meth:`CMFHead.observe` after each training forward pass.
@@ -65,7 +66,8 @@ class CosineHead(nn.Module):
 
 
 class FixedHead(nn.Module):
-    """A fixed classifier: row ``k`` is ``code[assignment[k]]`` ([Jiang et al. 2024, Sec. 4]: which code vector each class
+    """A fixed classifier: row ``k`` is ``code[assignment[k]]`` ([Jiang et al. 2024, Sec. 4]: which code vector each
+    class
     gets matters). ``cosine=True`` gives cosine logits ``/ tau``; otherwise ``W h`` (no bias)."""
 
     def __init__(

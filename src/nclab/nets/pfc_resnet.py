@@ -1,4 +1,5 @@
-"""The convolutional ResNet family of [Wang et al. 2024] (Table I): stages of residual blocks whose last stage is measured.
+"""The convolutional ResNet family of [Wang et al. 2024] (Table I): stages of residual blocks whose last stage is
+measured.
 
 Each stage is a *transition* (3x3 convolution with stride 1 or 2 -> BN -> ReLU, changing the channel count and
 halving the side) followed by ``n`` residual blocks ``x -> x + v(x)`` that keep the shape ``C x H x W``. The
@@ -20,7 +21,7 @@ from nclab.nets.base import CollapseNet, Residual
 
 __all__ = ["TABLE_I", "PFCResNet"]
 
-#: [Wang et al. 2024, Table I] [Wang et al. 2024, Table I]: per dataset, the stages ``(channels, side, blocks)``; the last stage is
+#: [Wang et al. 2024, Table I]: per dataset, the stages ``(channels, side, blocks)``; the last stage is
 #: the measured one (d = 3136 / 4096 / 18432 / 8192). The MNIST row is the fully connected ``FCResNet``.
 TABLE_I: dict[str, tuple[tuple[int, int, int], ...]] = {
     "fashion-mnist": ((32, 14, 5), (64, 7, 4)),
@@ -55,7 +56,8 @@ class _ResBlock(Residual):
 
 
 class PFCResNet(CollapseNet):
-    """The [Wang et al. 2024] conv ResNet: ``stages`` of ``(channels, side, blocks)`` (or ``table=`` a :data:`TABLE_I` row).
+    """The [Wang et al. 2024] conv ResNet: ``stages`` of ``(channels, side, blocks)`` (or ``table=`` a :data:`TABLE_I`
+    row).
 
     ``input_shape`` ``(C, H, W)`` with ``H = W``; each stage's side must be its input side or half of it (one
     stride-1 or stride-2 transition). ``block``: ``"preact"`` (default) or ``"post"``. ``pool=False`` (default,

@@ -187,7 +187,8 @@ def train_test_figure(
 def decomposition_figure(
     rows: Sequence[MetricRow], *, split: str = "train", zero_error_epoch: int | None = None
 ) -> bytes:
-    """[Han et al. 2022, Fig. 2]: the MSE loss and its decomposition L = L_NC1 + L_NC2/3 + L_perp on one log axis, and the
+    """[Han et al. 2022, Fig. 2]: the MSE loss and its decomposition L = L_NC1 + L_NC2/3 + L_perp on one log axis, and
+    the
     proximity ratio L_perp / L_LS (the central-path approximation holds where it is small)."""
     fig, axes = _grid(2, ncols=2)
     for key, label in (("L", "L"), ("L_NC1", "L_NC1"), ("L_NC23", "L_NC2/3"), ("L_perp", "L_perp"), ("L_LS", "L_LS")):

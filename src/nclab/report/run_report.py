@@ -26,7 +26,8 @@ from nclab.report.html import metrics_table_html, write_report
 
 __all__ = ["PENULTIMATE_METRICS", "collapse_summary", "write_run_report"]
 
-#: Metrics plotted at the penultimate layer (NC1-NC4 of papers [Han et al. 2022] / PNAS, VCI of [Xu & Liu 2023], CDNV, cosine).
+#: Metrics plotted at the penultimate layer (NC1-NC4 of papers [Han et al. 2022] / PNAS, VCI of [Xu & Liu 2023], CDNV,
+#: cosine).
 PENULTIMATE_METRICS = (
     "nc1",
     "vci",
@@ -128,7 +129,8 @@ def write_run_report(run_dir: str | Path, title: str | None = None) -> Path:
     if any(r.metric == "mse_L_NC1" for r in rows):
         figures.append(
             (
-                "MSE loss decomposition at the penultimate layer [Han et al. 2022, Fig. 2]: L = L_NC1 + L_NC2/3 + L_perp",
+                "MSE loss decomposition at the penultimate layer [Han et al. 2022, Fig. 2]: "
+                "L = L_NC1 + L_NC2/3 + L_perp",
                 decomposition_figure(rows, zero_error_epoch=zero),
             )
         )
@@ -149,7 +151,8 @@ def write_run_report(run_dir: str | Path, title: str | None = None) -> Path:
     if any(r.metric == "relative_depth" for r in rows):
         figures.append(
             (
-                "[Wang et al. 2024, Fig. 3]: PFC1-3 of the measured layers at their relative depth (markers) and the geodesic "
+                "[Wang et al. 2024, Fig. 3]: PFC1-3 of the measured layers at their relative depth (markers) "
+                "and the geodesic "
                 "model's straight line between the first and last of them (dashed), train split",
                 depth_figure(rows),
             )

@@ -1,4 +1,5 @@
-"""Nearest-class-centre (NCC) counts: PFC3 / NCC accuracy ([Wang et al. 2024; Jiang et al. 2024]) and NC4 mismatch [Han et al. 2022].
+"""Nearest-class-centre (NCC) counts: PFC3 / NCC accuracy ([Wang et al. 2024; Jiang et al. 2024]) and NC4 mismatch
+[Han et al. 2022].
 
 NCC needs the class means first, so it is a **second pass** over the data (the same training data, or a
 held-out split measured with the training means): build :class:`~nclab.stats.ClassStats` in pass 1, then::
@@ -82,6 +83,23 @@ class NCCAccumulator(Accumulator):
         Reject NaN/inf features (one extra O(B d) scan per batch).
     device : torch device, optional
         Where to count. Default: the device of the first features passed to :meth:`update`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from nclab.geometry import simplex_etf
+    >>> from nclab.stats import ClassStats
+    >>> K, n, d = 3, 20, 4
+    >>> y = np.repeat(np.arange(K), n)
+    >>> H = 4 * simplex_etf(K, d)[y] + 0.5 * np.random.default_rng(0).standard_normal((K * n, d))
+    >>> stats = ClassStats.from_arrays(H, y, num_classes=K)
+
+    >>> from nclab.stats import NCCAccumulator
+    >>> W, b = simplex_etf(K, d), np.zeros(K)
+    >>> acc = NCCAccumulator(stats, W, b).update(H, y)
+    >>> out = acc.compute()
+    >>> print(f"{out['ncc_accuracy']:.3f} {out['ncc_mismatch']:.3f}")
+    1.000 0.000
     """
 
     buffer_labels: ClassVar[Mapping[str, str]] = {"means": "class means", "W": "classifier W", "b": "classifier b"}

@@ -173,7 +173,8 @@ class PairedClassStats(Accumulator):
         return out
 
     def trace_w_cross(self) -> float:
-        """``A01 = (1/N) sum_k cross_k``: the cross term of ``Tr Sigma_W(t)`` along the line [Wang et al. 2024, Fig. 3]."""
+        """``A01 = (1/N) sum_k cross_k``: the cross term of ``Tr Sigma_W(t)`` along the line
+        [Wang et al. 2024, Fig. 3]."""
         n = self.num_samples
         if n == 0:
             raise ValueError("PairedClassStats are empty")

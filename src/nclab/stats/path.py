@@ -21,7 +21,7 @@ __all__ = ["PathStats", "relative_depth"]
 
 
 def relative_depth(step_norms: Any) -> np.ndarray:
-    """Relative-depth coordinates of measured layers 0..L ([Wang et al. 2024, Sec. IV]-A / [Wang et al. 2024, Fig. 3]):
+    """Relative-depth coordinates of measured layers 0..L ([Wang et al. 2024, Sec. IV-A] / [Wang et al. 2024, Fig. 3]):
 
         t_l = sum_{j < l} s_j / sum_j s_j,    s_j = sum_i ||h^{j+1}_i - h^j_i||   (norms not squared)
 
@@ -154,7 +154,9 @@ class PathStats(Accumulator):
         return self.step_sq_sums / self.num_samples
 
     def straightness_index(self) -> float:
-        """``sum_i ||h^L_i - h^0_i||^2 / (L sum_i sum_l ||h^{l+1}_i - h^l_i||^2)`` in ``[0, 1]`` [extension, [Wang et al. 2024]]: 1 iff every sample moves on a straight line with equal steps (Cauchy-Schwarz per sample).
+        """``sum_i ||h^L_i - h^0_i||^2 / (L sum_i sum_l ||h^{l+1}_i - h^l_i||^2)`` in ``[0, 1]``
+        [extension, [Wang et al. 2024]]: 1 iff every sample moves on a straight line with equal steps (Cauchy-Schwarz
+        per sample).
         Returns nan when nothing moves."""
         L = self.num_layers - 1
         total = float(self.step_sq_sums.sum())

@@ -5,7 +5,8 @@ N = K n is the total number of rows.
 
 Unconstrained features, lambda = 0, balanced classes in class-major order (``y = repeat(arange(K), n)``; the
 paper's "i then c" order), rows ``X (N, d)``. The loss is the central-path loss ``L_LS(X)`` (the MSE of the
-LS classifier with bias), its gradient ``G = (1/N) (X W_LS^T + b_LS - Y) W_LS`` (envelope theorem, [Han et al. 2022]), and the state lives on the renormalised manifold ``{X : Sigma_W(X) = I}``. Two tangent projections
+LS classifier with bias), its gradient ``G = (1/N) (X W_LS^T + b_LS - Y) W_LS`` (envelope theorem, [Han et al. 2022]),
+and the state lives on the renormalised manifold ``{X : Sigma_W(X) = I}``. Two tangent projections
 ([Han et al. 2022, App. D.2] and 3.7), written for rows with ``S = (X - M_X[y])^T Z / N``, ``Sym = S + S^T``:
 
 * ``"oblique"`` (the paper's Prop. 4, and to first order the renormalise-after-each-step algorithm of
@@ -88,7 +89,8 @@ def ls_loss_grad(X: np.ndarray, K: int) -> tuple[float, np.ndarray]:
 
 
 def project(X: np.ndarray, Z: np.ndarray, K: int, projection: Projection = "oblique") -> np.ndarray:
-    """Tangent projection of ``Z (N, d)`` at ``X`` on ``{Sigma_W = I}`` ([Han et al. 2022, Prop. 4]; [Han et al. 2022, App. D.2])."""
+    """Tangent projection of ``Z (N, d)`` at ``X`` on ``{Sigma_W = I}`` ([Han et al. 2022, Prop. 4];
+    [Han et al. 2022, App. D.2])."""
     _check_projection(projection)
     N = X.shape[0]
     D = X - np.repeat(_class_means(X, K), N // K, axis=0)  # = N * Cm X in the paper's notation
@@ -268,6 +270,15 @@ def simulate(
     method : "ode" (DOP853 with ``rtol``/``atol`` between checkpoints, retraction at each) or "gd" (discrete
         :func:`renormalized_step` with step ``eta``; time = steps * eta; checkpoints rounded to steps).
     X0 : optional initial rows ``(N, d)`` (class-major); default :func:`initial_features` with ``seed``.
+
+    Examples
+    --------
+    >>> from nclab.theory import simulate
+    >>> run = simulate(3, 4, 4, 1.0, num_checkpoints=3)
+    >>> print(run.t.round(4).tolist())
+    [0.0, 0.001, 0.0316, 1.0]
+    >>> print(f"{run.metrics['nc1'][0]:.4f} -> {run.metrics['nc1'][-1]:.4f}")
+    1.9179 -> 1.8335
     """
     _check_projection(projection)
     check_choice(method, ("ode", "gd"), name="method")

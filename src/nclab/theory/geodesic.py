@@ -165,7 +165,8 @@ def predict(
     weighting: Weighting = "balanced",
     ncc: GeodesicNCC | None = None,
 ) -> GeodesicPrediction:
-    """PFC1(t), PFC2(t) (closed forms) and PFC3(t) (exact, from ``ncc``) along the straight line ([Wang et al. 2024, Sec. III]; [Wang et al. 2024, Fig. 3]).
+    """PFC1(t), PFC2(t) (closed forms) and PFC3(t) (exact, from ``ncc``) along the straight line
+    ([Wang et al. 2024, Sec. III]; [Wang et al. 2024, Fig. 3]).
 
     ``paired``: the first pass over ``(h0, h1, y)``; ``t_grid``: times in [0, 1]; ``end``: see the module doc;
     ``ncc``: a :class:`~nclab.stats.GeodesicNCC` second pass from :func:`geodesic_ncc` with the same ``paired``,
@@ -225,7 +226,8 @@ def geodesic_ncc(
 @dataclass
 class GeodesicProfile:
     """The geodesic model at the measured layers of one network: ``relative_depth (L+1,)`` (``t_l``, unsquared
-    step norms, [Wang et al. 2024, Fig. 3]), ``predictions`` per end variant (PFC1-3 of the straight line *at those t_l*,
+    step norms, [Wang et al. 2024, Fig. 3]), ``predictions`` per end variant (PFC1-3 of the straight line *at those
+    t_l*,
     so predicted and measured values pair up layer by layer), ``s01`` (Thm 1 condition), ``straightness_index``
     and ``kinetic_energy (L,)`` (per-block transport)."""
 

@@ -5,7 +5,8 @@ An extension suggested by [Han et al. 2022] (not in the paper): when does the ce
 
     J = (1/(2n)) ||H W^T + 1 b^T - Y||_F^2 + (lam/2)(||W||_F^2 + ||b||^2) + (lam_H/(2n)) ||H||_F^2,
 
-the first two terms being the [Han et al. 2022] L (``lam`` is its lambda) and the last a per-sample feature penalty. W and
+the first two terms being the [Han et al. 2022] L (``lam`` is its lambda) and the last a per-sample feature penalty. W
+and
 b take steps ``lr``; each feature row takes ``lr * N`` (its gradient carries a 1/N, so a common step would freeze
 the features). Every ``record_every`` steps the decomposition of L (with the same ``lam``) is logged.
 

@@ -55,7 +55,8 @@ __all__ = [
 
 LambdaConvention = Literal["mse_mean", "mse_sum", "paper"]
 
-#: Training objective -> [Han et al. 2022] lambda, for PyTorch-style coupled weight decay ``wd`` (= penalty (wd/2)||theta||^2).
+#: Training objective -> [Han et al. 2022] lambda, for PyTorch-style coupled weight decay ``wd`` (= penalty
+#: (wd/2)||theta||^2).
 LAMBDA_CONVENTIONS: dict[str, str] = {
     "mse_mean": "nn.MSELoss() (mean over samples and the K outputs) + (wd/2)||theta||^2  ->  lam = K * wd / 2",
     "mse_sum": "nn.MSELoss(reduction='sum') / n (sum over outputs, mean over samples) + (wd/2)||theta||^2  ->  "
@@ -78,7 +79,8 @@ DECOMPOSITION_KEYS = (
 
 
 def paper_lambda(weight_decay: float, num_classes: int, convention: LambdaConvention = "mse_mean") -> float:
-    """The [Han et al. 2022] lambda for a network trained with weight decay ``weight_decay`` (see :data:`LAMBDA_CONVENTIONS`).
+    """The [Han et al. 2022] lambda for a network trained with weight decay ``weight_decay`` (see
+    :data:`LAMBDA_CONVENTIONS`).
 
     ``"mse_mean"``: objective ``nn.MSELoss()`` + ``(wd/2)||theta||^2`` = ``(2/K) [L_paper]`` with
     ``lam = K wd / 2`` [Han et al. 2022]; ``"mse_sum"``: the Colab's loss summed over outputs, ``lam = wd/2``;
@@ -276,6 +278,21 @@ def mse_decomposition_from_stats(
     ``data_loss``: optionally the measured ``(1/(2N)) sum_i ||W h_i + b - e_{y_i}||^2`` of the same pass (e.g.
     accumulated by the training loop); then ``L = data_loss + (lam/2)(||W||^2 + ||b||^2)`` and the identity
     residual compares two independent computations. Without it, ``L`` is evaluated from the statistics.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from nclab.geometry import simplex_etf
+    >>> from nclab.stats import ClassStats
+    >>> K, n, d = 3, 20, 4
+    >>> y = np.repeat(np.arange(K), n)
+    >>> H = 4 * simplex_etf(K, d)[y] + 0.5 * np.random.default_rng(0).standard_normal((K * n, d))
+    >>> stats = ClassStats.from_arrays(H, y, num_classes=K)
+
+    >>> from nclab.theory import mse_decomposition_from_stats
+    >>> out = mse_decomposition_from_stats(stats, simplex_etf(K, d) / 4, np.full(K, 1 / K), lam=1e-3)
+    >>> print(f"{out['L']:.5f} = {out['L_NC1']:.5f} + {out['L_NC23']:.5f} + {out['L_perp']:.5f}")
+    0.10409 = 0.00780 + 0.00018 + 0.09611
     """
     m = _moments(stats)
     W, b, bias = _check_classifier(W, b, *m.means.shape)

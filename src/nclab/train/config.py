@@ -116,7 +116,8 @@ class ModelConfig(_Strict):
 class LossConfig(_Strict):
     """``ce``: cross-entropy of ``logits / tau``, optional label smoothing. ``mse``: squared error to one-hot
     targets scaled by ``target_scale``; ``reduction="mean"`` is ``nn.MSELoss()`` (mean over the B x K entries,
-    the [Han et al. 2022] training loss), ``"sum_half"`` is the [Han et al. 2022] L = (1/2) mean_i ||f(x_i) - y_i||^2 (eq. (2)).
+    the [Han et al. 2022] training loss), ``"sum_half"`` is the [Han et al. 2022] L = (1/2) mean_i ||f(x_i) - y_i||^2
+    (eq. (2)).
     ``ce_cosreg``: CE + ``cosreg_weight`` x within-class cosine regulariser [Xu & Liu 2023, Sec. 6.3]."""
 
     name: Literal["ce", "mse", "ce_cosreg"] = "ce"

@@ -65,7 +65,8 @@ def _geodesic_rows(
     num_classes: int,
     msgs: list[str],
 ) -> list[tuple[str, str, float]]:
-    """Rows of the [Wang et al. 2024] geodesic model over the leading measured layers of one dimension (see measure_split)."""
+    """Rows of the [Wang et al. 2024] geodesic model over the leading measured layers of one dimension (see
+    measure_split)."""
     from nclab.theory.geodesic import geodesic_profile
 
     if cache is None:

@@ -10,7 +10,8 @@ fractions scale with it) for a 2-core machine. Data and model are left to the ru
   override ``optim.lr``), /10 at epochs 117 and 233;
 * ``xu2023-vci`` [Xu & Liu 2023, Sec. 3.2]: CE, SGD Nesterov 0.9, wd 8e-5, batch 256, lr 0.1, 10-epoch linear warmup
   from 1e-5, cosine, 300 epochs;
-* ``jiang2023-gnc`` ([Jiang et al. 2024, Fig. 2] / B.3): cosine head tau 0.1, CE, SGD 0.9, wd 5e-4, lr 0.1, cosine, 200 epochs.
+* ``jiang2023-gnc`` ([Jiang et al. 2024, Fig. 2] / B.3): cosine head tau 0.1, CE, SGD 0.9, wd 5e-4, lr 0.1, cosine, 200
+  epochs.
 """
 
 from __future__ import annotations

@@ -408,7 +408,8 @@ class Trainer:
         return tot_loss / seen, tot_wrong / seen
 
     def _mse_decomposition(self, res: SplitMeasurement, data: ArrayDataset) -> list[tuple[str, float]]:
-        """The [Han et al. 2022] loss decomposition (Fig. 2) of an MSE run at the penultimate layer: L = L_NC1 + L_NC2/3 +
+        """The [Han et al. 2022] loss decomposition (Fig. 2) of an MSE run at the penultimate layer: L = L_NC1 + L_NC2/3
+        +
         L_perp, with the lambda this run trains with (``paper004_lambda``). Only for MSE on unit one-hot targets
         with a linear head, from the full ClassStats of the same pass (no extra pass)."""
         loss, model = self.cfg.loss, self.model

@@ -85,7 +85,8 @@ def collapse_reports(
 
 def quick_metrics(spec: ModelSpec, params: Mapping[str, np.ndarray]) -> dict[str, float]:
     """The [Tirer & Bruna 2022] four NC numbers per level, for GD logs: ``<level>/nc1`` (Papyan, pinv), ``/nc2_etf``
-    (centred Gram error), ``/nc2_of`` (uncentred, d >= K) and, at the deepest level, ``/nc3`` ([Tirer & Bruna 2022, eq. (28)]: unsquared Frobenius distance to the uncentred means)."""
+    (centred Gram error), ``/nc2_of`` (uncentred, d >= K) and, at the deepest level, ``/nc3``
+    ([Tirer & Bruna 2022, eq. (28)]: unsquared Frobenius distance to the uncentred means)."""
     levels = feature_levels(spec, params)
     deepest = list(levels)[-1]
     out: dict[str, float] = {}

@@ -1,5 +1,6 @@
 """Closed-form UFM optima ([Tirer & Bruna 2022], reconstructed and derived in [Tirer & Bruna 2022]), pure functions of
-``(K, n, d, lambdas)`` in the [Tirer & Bruna 2022] convention (``convention="002"`` maps the [Wang et al. 2024] normalisation).
+``(K, n, d, lambdas)`` in the [Tirer & Bruna 2022] convention (``convention="002"`` maps the [Wang et al. 2024]
+normalisation).
 
 Row layout: class means ``M (K, d)`` (row k = h̄_k), so the papers' ``H̄^T H̄`` is ``M M^T`` here; the logit
 matrix of the class means is ``M W^T + 1 b^T`` (row k = logits of class k). ``J = I_K - 11^T/K``.
@@ -44,7 +45,8 @@ __all__ = [
 
 
 def threshold_c(K: int, n: int, lam_H: float, lam_W: float) -> float:
-    """The [Tirer & Bruna 2022] threshold ``c = K sqrt(n lam_H lam_W)`` (Thm 3.1/3.2): the optimum is nonzero iff c < 1."""
+    """The [Tirer & Bruna 2022] threshold ``c = K sqrt(n lam_H lam_W)`` (Thm 3.1/3.2): the optimum is nonzero iff c <
+    1."""
     return K * math.sqrt(n * lam_H * lam_W)
 
 
@@ -297,7 +299,9 @@ def optimum_for_spec(spec: ModelSpec, *, strict: bool = False) -> Optimum | None
             )
         if spec.loss == "ce":
             if spec.depth != 1:
-                raise ValueError("no closed form for the CE extended models ([Tirer & Bruna 2022] reports ETFs empirically)")
+                raise ValueError(
+                    "no closed form for the CE extended models ([Tirer & Bruna 2022] reports ETFs empirically)"
+                )
             return _ce(spec)
         if spec.depth == 1:
             return _two_factor(spec)
@@ -323,6 +327,13 @@ def optimum(
 
     Raises ``ValueError`` for unknown models, negative or zero lambdas, and ``d`` below what the theorem
     needs (``d >= K`` for orthogonal frames, ``d >= K - 1`` for simplex ETFs) when the optimum is nonzero.
+
+    Examples
+    --------
+    >>> from nclab.ufm.closed_forms import optimum
+    >>> opt = optimum("mse-bias", K=4, n=5, d=8, lams={"W": 5e-3, "H": 5e-3})
+    >>> print(f"{opt.loss:.6f} {opt.nonzero} {opt.threshold:.6f}")
+    0.032791 True 0.044721
     """
     spec = make_spec(model, K=K, n=n, d=d, lams=lams, convention=convention, depth=depth, bias=bias)  # type: ignore[arg-type]
     out = optimum_for_spec(spec, strict=True)
@@ -354,7 +365,8 @@ def ridge_solution(H: Any, *, K: int, n: int, lam_W: float) -> np.ndarray:
 def ridge_step(spec: ModelSpec, H: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
     """Exact minimiser of the objective over ``(W, b)`` for fixed features ``H (N, d)`` (MSE).
 
-    ``W = Y^T H (H^T H + N lam_W I)^{-1}`` without bias ([Tirer & Bruna 2022, eq. (36)], transposed; [Wang et al. 2024, Thm. 4](b)
+    ``W = Y^T H (H^T H + N lam_W I)^{-1}`` without bias ([Tirer & Bruna 2022, eq. (36)], transposed;
+    [Wang et al. 2024, Thm. 4](b)
     reads ``n lam_W`` in its convention); with a bias, the same ridge regression on ``[H, 1]`` with penalty
     ``N diag(lam_W I, lam_b)`` (``lam_b = 0`` for the free bias, eqs. (46)-(47)).
     """

@@ -1,13 +1,15 @@
 """Regularisation-weight (lambda) conventions of the UFM papers and the one mapping between them.
 
-Canonical convention (``"001"``, [Tirer & Bruna 2022, eqs. (3)-(5), (23), (24)]; also [Jiang et al. 2024; Han et al. 2022]):
+Canonical convention (``"001"``, [Tirer & Bruna 2022, eqs. (3)-(5), (23), (24)]; also
+[Jiang et al. 2024; Han et al. 2022]):
 
     L = 1/(2Kn) ||W H^T + 1 b^T - Y||_F^2 + lam_W/2 ||W||_F^2 + lam_H/2 ||H - X||_F^2 + lam_b/2 ||b||^2
 
 i.e. a sample-averaged data term and un-normalised ridge terms. Every closed form in :mod:`nclab.ufm.closed_forms`
 is stated in it.
 
-Normalised convention (``"002"``; [Wang et al. 2024, eq. (13)] and the follow-up of [Tirer & Bruna 2022], [Tirer et al. 2023]): every penalty is averaged over the objects it counts,
+Normalised convention (``"002"``; [Wang et al. 2024, eq. (13)] and the follow-up of [Tirer & Bruna 2022],
+[Tirer et al. 2023]): every penalty is averaged over the objects it counts,
 
     lam'_W/(2K) ||W||^2,  lam'_H/(2Kn) ||H||^2,  lam'/(2Kn) ||H - X||^2  (the [Wang et al. 2024] transport term)
 

@@ -15,7 +15,8 @@ The chain (``depth`` = number of weight matrices, classifier included) in the [T
 * ``X = 0`` except for the MUFM ([Wang et al. 2024, eq. (13)], the transport term ``lam/(2Kn) ||H - X||^2``).
 * ``sigma`` = identity (``extended-linear``, eq. (23)) or ReLU (``extended-relu``, eq. (24)).
 
-Gradients (``G_Z = (Z - Y)/N`` for MSE, ``(softmax(Z) - Y)/N`` for CE; [Tirer & Bruna 2022, eqs. (3)-(4)]-2.3, transposed):
+Gradients (``G_Z = (Z - Y)/N`` for MSE, ``(softmax(Z) - Y)/N`` for CE; [Tirer & Bruna 2022, eqs. (3)-(4)]-2.3,
+transposed):
 ``grad W_depth = G_Z^T F + lam W``, ``grad b = G_Z^T 1 + lam_b b``, ``G_F = G_Z W``;
 ``G_{Z_l} = G_{F_l} * sigma'(Z_l)``, ``grad W_l = G_{Z_l}^T F_{l-1} + lam W_l``, ``G_{F_{l-1}} = G_{Z_l} W_l``;
 ``grad H1 = G_{F_0} + lam_H (H1 - X)``.
@@ -175,7 +176,10 @@ def make_spec(
     """Validate a model name, sizes and weights and build its :class:`ModelSpec`.
 
     ``lams`` keys: ``"W", "H", "b"`` (two-factor models), ``"W1" .. "W{depth}", "H1"`` (extended; ``W{depth}``
-    is the classifier, default depth 2 = [Tirer & Bruna 2022, eq. (23)]/(24)), ``"W", "transport"`` (``mufm``, [Wang et al. 2024, eq. (13)] with data ``X (Kn, d)``), ``"W"`` (``ridge``: features ``H (Kn, d)`` held fixed, [Tirer & Bruna 2022, eq. (25)]). ``convention`` names the normalisation they are written in (:mod:`nclab.ufm.conventions`).
+    is the classifier, default depth 2 = [Tirer & Bruna 2022, eq. (23)]/(24)), ``"W", "transport"`` (``mufm``,
+    [Wang et al. 2024, eq. (13)] with data ``X (Kn, d)``), ``"W"`` (``ridge``: features ``H (Kn, d)`` held fixed,
+    [Tirer & Bruna 2022, eq. (25)]). ``convention`` names the normalisation they are written in
+    (:mod:`nclab.ufm.conventions`).
     ``loss="ce"`` gives the cross-entropy version of any model (``ce-wd`` is the bias-free CE UFM with weight
     decay; ``bias="free"|"ridge"`` adds a bias to it).
     """
@@ -217,7 +221,10 @@ def make_spec(
     if model == "ce-wd" and loss != "ce":
         raise ValueError("'ce-wd' is the cross-entropy model; use 'mse-bias-free' for MSE")
     if model in ("mufm", "ridge") and loss != "mse":
-        raise ValueError(f"{model!r} is implemented for the MSE loss only ([Wang et al. 2024, Thm. 4] / [Tirer & Bruna 2022, eq. (25)])")
+        raise ValueError(
+            f"{model!r} is implemented for the MSE loss only "
+            "([Wang et al. 2024, Thm. 4] / [Tirer & Bruna 2022, eq. (25)])"
+        )
     N = K * n
     Xa = None
     fixed: dict[str, np.ndarray] = {}
@@ -258,7 +265,8 @@ def _balanced_array(A: Any, name: str, K: int, n: int, d: int) -> np.ndarray:
 def default_init_scale(spec: ModelSpec) -> dict[str, float]:
     """The papers' GD initialisation scales (std of i.i.d. normal entries).
 
-    Two-factor models ([Tirer & Bruna 2022] Thms 3.1/3.2 experiments, [Wang et al. 2024, Sec. IV]-B): N(0, 1) for every tensor.
+    Two-factor models ([Tirer & Bruna 2022] Thms 3.1/3.2 experiments, [Wang et al. 2024, Sec. IV-B]): N(0, 1) for every
+    tensor.
     Extended linear [Tirer & Bruna 2022, Sec. 6]: 0.1 N(0, 1). Extended ReLU (Appendix G): W's 0.1, H1 0.2.
     """
     keys = spec.param_keys

@@ -1,6 +1,7 @@
 """Multilayer unconstrained features model (MUFM) of [Wang et al. 2024] (eqs. (12)-(13), Thms 3-4).
 
-In the [Tirer & Bruna 2022] convention (``lam_T = lam/(Kn)``, ``lam_W = lam'_W/K`` from the [Wang et al. 2024] normalisation, see
+In the [Tirer & Bruna 2022] convention (``lam_T = lam/(Kn)``, ``lam_W = lam'_W/K`` from the [Wang et al. 2024]
+normalisation, see
 :mod:`nclab.ufm.conventions`), the reduced MUFM (13) is
 
     L(W, H) = 1/(2Kn) ||H W^T - Y||^2 + lam_W/2 ||W||^2 + lam_T/2 ||H - X||^2          (the "mufm" model)
@@ -38,7 +39,7 @@ __all__ = [
 
 
 def gaussian_data(K: int, n: int, d: int, *, seed: int = 0) -> np.ndarray:
-    """[Wang et al. 2024, Sec. IV]-B data: ``x_{k,i} ~ N(mu_k, I_d)`` with ``mu_k`` uniform on the unit sphere,
+    """[Wang et al. 2024, Sec. IV-B] data: ``x_{k,i} ~ N(mu_k, I_d)`` with ``mu_k`` uniform on the unit sphere,
     ``(K n, d)`` class-major."""
     rng = np.random.default_rng(seed)
     mu = rng.standard_normal((K, d))

@@ -252,7 +252,8 @@ class WDResult:
 
 
 def wd_ufm(d: int, K: int, n: int = 1, *, lam: float = 5e-3, seed: int = 0, starts: int = 1) -> WDResult:
-    """Weight-decay CE UFM ([Jiang et al. 2024], eq. (B.1)): ``min (1/(nK)) sum CE(W h_ki, k) + (lam/2)(||W||^2 + ||H||^2)``
+    """Weight-decay CE UFM ([Jiang et al. 2024], eq. (B.1)):
+    ``min (1/(nK)) sum CE(W h_ki, k) + (lam/2)(||W||^2 + ||H||^2)``
     (no temperature, no norm constraint; ``lam`` is unspecified in the paper, 5e-3 by default). This is the
     ``ce-wd`` model of the UFM zoo in its canonical [Tirer & Bruna 2022] lambda convention, solved there by L-BFGS."""
     from nclab.ufm.solvers import solve
