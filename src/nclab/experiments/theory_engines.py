@@ -255,7 +255,7 @@ _GEO_SCALES = {
 
 @register(
     "geodesic-digits",
-    summary="[Wang et al. 2024, Fig. 3] analogue: per-block PFC1/2/3 of an FC ResNet on digits"
+    summary="[Wang et al. 2024, Fig. 3] analogue: per-block PFC1/2/3 of an FC ResNet on digits "
     "vs the geodesic prediction",
     paper="002",
 )

@@ -26,8 +26,8 @@ from nclab.report.html import metrics_table_html, write_report
 
 __all__ = ["PENULTIMATE_METRICS", "collapse_summary", "write_run_report"]
 
-#: Metrics plotted at the penultimate layer (NC1-NC4 of papers [Han et al. 2022] / PNAS, VCI of [Xu & Liu 2023], CDNV,
-#: cosine).
+#: Metrics plotted at the penultimate layer (NC1-NC4 of [Han et al. 2022] / [Papyan et al. 2020], VCI of
+#: [Xu & Liu 2023], CDNV, cosine).
 PENULTIMATE_METRICS = (
     "nc1",
     "vci",

@@ -155,7 +155,8 @@ class PathStats(Accumulator):
 
     def straightness_index(self) -> float:
         """``sum_i ||h^L_i - h^0_i||^2 / (L sum_i sum_l ||h^{l+1}_i - h^l_i||^2)`` in ``[0, 1]``
-        [extension, [Wang et al. 2024]]: 1 iff every sample moves on a straight line with equal steps (Cauchy-Schwarz
+        (an extension of [Wang et al. 2024]): 1 iff every sample moves on a straight line with equal steps
+        (Cauchy-Schwarz
         per sample).
         Returns nan when nothing moves."""
         L = self.num_layers - 1

@@ -125,7 +125,7 @@ def omega_rate(omega: Any, K: int, n: int, projection: Projection = "oblique") -
 
 def flow_potential(omega: Any, K: int, n: int, projection: Projection = "oblique") -> np.ndarray:
     """``F(w)`` with ``F(omega(t)) = F(omega(0)) + t``: orthogonal ``K^2 n log w + K n w^2 + (n/4) w^4``
-    [Han et al. 2022, Prop. 2]; oblique ``K^2 n log w + (K n / 2) w^2`` [derived, [Han et al. 2022]]."""
+    [Han et al. 2022, Prop. 2]; oblique ``K^2 n log w + (K n / 2) w^2`` (derived here, see docs/theory.md, Errata)."""
     _check_projection(projection)
     w = np.asarray(omega, dtype=np.float64)
     if projection == "oblique":

@@ -10,7 +10,8 @@ and the multilayer form (12), with layers ``H^0 = X, H^1, ..., H^L = H``, is
 
     L_ml = 1/(2Kn) ||H^L W^T - Y||^2 + lam_W/2 ||W||^2 + lam_T/2 sum_l ||H^{l+1} - H^l||^2.
 
-Corrected Thm 3 [derived, [Wang et al. 2024, eq. (12)]]: by Cauchy-Schwarz ``sum_l ||a_l||^2 >= ||sum_l a_l||^2 / L``
+Corrected [Wang et al. 2024, Thm. 3] (derived here, see docs/ufm.md, Errata): by Cauchy-Schwarz
+``sum_l ||a_l||^2 >= ||sum_l a_l||^2 / L``
 (the paper's (14) drops the 1/L), with equality iff the steps are equal, so (12) equals (13) with
 ``lam_T / L`` and the optimal layers are equally spaced on the segment from X to H^L.
 """
