@@ -1,4 +1,4 @@
-"""Margins of many classes and the Softmax Code solver (paper 003), with baselines measured in the same run.
+"""Margins of many classes and the Softmax Code solver [Jiang et al. 2024], with baselines measured in the same run.
 
     python benchmarks/bench_geometry.py [--d 512] [--ks 1000 10000] [--sample 20] [--code-restarts 4]
 

@@ -1,4 +1,4 @@
-"""Time to reach |L - L*| <= 1e-8 on the bias-free UFM (paper 001 Thm 3.1): the float64 L-BFGS reference
+"""Time to reach |L - L*| <= 1e-8 on the bias-free UFM [Tirer & Bruna 2022, Thm. 3.1]: the float64 L-BFGS reference
 solver vs the papers' GD recipe (lr 0.1, N(0, 1) init), measured in the same run; prints the ratio.
 
     .venv/bin/python benchmarks/bench_ufm.py            # both configurations

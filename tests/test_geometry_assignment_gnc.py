@@ -1,4 +1,4 @@
-"""Assignment enumeration (paper 003, Sec. 4 / App. B.5) and GNC metrics on collapsed spherical data."""
+"""Assignment enumeration ([Jiang et al. 2024, Sec. 4] / App. B.5) and GNC metrics on collapsed spherical data."""
 
 import math
 
@@ -54,7 +54,7 @@ def test_gnc_metrics_on_collapsed_spherical_data(W):
     ncc = NCCAccumulator(stats, W).update(H, y).compute()
     assert ncc["ncc_accuracy"] == 1.0 and ncc["classifier_accuracy"] == 1.0
     assert rho_one_vs_rest(W) > 0  # GNC2 of the classifier: its margin
-    # noise of size sigma raises GNC1 roughly as sigma^2 (spec 003, Sec. 10.5, item 8); the means span R^d here,
+    # noise of size sigma raises GNC1 roughly as sigma^2 ([Jiang et al. 2024], item 8); the means span R^d here,
     # otherwise the pseudo-inverse of Sigma_B inverts noise-level directions and GNC1 is O(1) for any sigma
     rng = np.random.default_rng(0)
     vals = []

@@ -8,7 +8,7 @@ import pytest
 from nclab.geometry import icosahedron, one_vs_rest, optimal_features, random_oblique
 from nclab.geometry.codes import CERTIFIES, code_kkt, softmax_code, softmax_code_search, tammes_search
 
-# Best known Tammes codes on S^2: the largest minimum angle (degrees) of K points [SHS] (N. J. A. Sloane with
+# Best known Tammes codes on S^2: the largest minimum angle (degrees) of K points [Sloane 2000] (N. J. A. Sloane with
 # R. H. Hardin, W. D. Smith et al., Tables of spherical codes, packings in 3 dimensions,
 # neilsloane.com/packings/dim3). Proven optimal for K <= 14 and K = 24; the others are the best known.
 TAMMES_S2 = {
@@ -97,7 +97,7 @@ def test_softmax_code_reaches_closed_form_values_exactly(d, K, rho):
 
 def test_softmax_code_d3_k13_beats_the_previous_search():
     """The previous tau-continuation search returned 0.44777 (0.44911 with 64 restarts); the polished code
-    is 1.8% higher, a KKT point, and its minimum angle is Tammes' 57.1367 deg."""
+    is 1.8% higher, a KKT point, and its minimum angle is the Tammes optimum 57.1367 deg [Musin & Tarasov 2012]."""
     res = softmax_code_search(3, 13)
     assert res.value == pytest.approx(0.457363513, abs=1e-9)
     assert res.value > 1.018 * 0.44911
@@ -124,7 +124,8 @@ def test_code_kkt_separates_stationary_from_arbitrary_codes():
 
 
 def test_large_problems_skip_the_polish_and_say_so():
-    """(20, 100) exceeds the polish size; the smoothed search alone beats the spec's 0.696 (a weak optimum)."""
+    """(20, 100) exceeds the polish size; the smoothed search alone beats the earlier reference value 0.696 (a weak
+    optimum)."""
     res = softmax_code_search(20, 100, restarts=1)
     assert res.kkt is None and res.info["polished"] is False
     assert "Not certified: local or global optimality" in res.certifies

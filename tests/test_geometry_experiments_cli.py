@@ -1,4 +1,4 @@
-"""Paper 003 geometry experiments (tiny scale) and the ``nclab codes`` sub-app."""
+"""[Jiang et al. 2024] geometry experiments (tiny scale) and the ``nclab codes`` sub-app."""
 
 import json
 import math

@@ -1,4 +1,4 @@
-"""Reference configurations (paper 003, Thm 3.3): Gram matrices and exact one-vs-rest margins."""
+"""Reference configurations [Jiang et al. 2024, Thm. 3.3]: Gram matrices and exact one-vs-rest margins."""
 
 import math
 

@@ -1,4 +1,5 @@
-"""Hull distances and margins (paper 003, Sec. 2.1, Lemma C.4/C.6, Thm 3.9) against exact and independent values."""
+"""Hull distances and margins ([Jiang et al. 2024, Sec. 2.1], Lemma C.4/C.6, Thm 3.9) against exact and independent
+values."""
 
 import math
 

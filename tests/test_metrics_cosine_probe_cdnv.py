@@ -71,7 +71,7 @@ def test_cosine_metrics_against_pairwise_brute_force(rng, counts, weighting, inc
 
 
 def test_cosine_paper_formula_balanced(rng):
-    """Paper 000 Sec. 3.2 literally (balanced): d_within over K N^2 terms, d_total over K^2 N^2 terms."""
+    """[Xu & Liu 2023, Sec. 3.2] literally (balanced): d_within over K N^2 terms, d_total over K^2 N^2 terms."""
     K, n, d = 3, 6, 4
     H, y = make_data(rng, K, n, d, offset=1.0)
     Z = H / np.linalg.norm(H, axis=1, keepdims=True)
@@ -84,7 +84,7 @@ def test_cosine_paper_formula_balanced(rng):
 
 
 def test_cosine_invariances(rng):
-    """Paper 000 Obs. 4.4: invariant to per-sample positive scaling and orthogonal maps, not general maps."""
+    """[Xu & Liu 2023] Obs. 4.4: invariant to per-sample positive scaling and orthogonal maps, not general maps."""
     K, n, d = 4, 15, 6
     H, y = make_data(rng, K, n, d, offset=0.7)
     Q, _ = np.linalg.qr(rng.normal(size=(d, d)))
@@ -212,8 +212,8 @@ def test_cdnv_exact_and_degenerate(rng):
 
 # ---------------- probe
 def test_probe_thm51_reference_value():
-    """Spec 000 Thm 5.1 test: K=5, N=40 per class, p=8, means ~ 2 N(0, I), noise N(0, I); reference value
-    0.121886463316 (the spec's numbers come from default_rng(0) with this construction)."""
+    """[Xu & Liu 2023, Thm. 5.1] test: K=5, N=40 per class, p=8, means ~ 2 N(0, I), noise N(0, I); reference value
+    0.121886463316 (the reference numbers come from default_rng(0) with this construction)."""
     rng = np.random.default_rng(0)
     K, n, d = 5, 40, 8
     y = np.repeat(np.arange(K), n)

@@ -1,4 +1,5 @@
-"""GNC1/GNC3 on normalised features (paper 003) and the streaming NCC / NC4 accumulator (papers 002, 004)."""
+"""GNC1/GNC3 on normalised features [Jiang et al. 2024] and the streaming NCC / NC4 accumulator
+([Wang et al. 2024; Han et al. 2022])."""
 
 import warnings
 

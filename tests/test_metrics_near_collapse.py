@@ -13,7 +13,7 @@ from tests.conftest import brute_stats
 
 @pytest.mark.parametrize("eps", [1e-2, 1e-4, 1e-6])
 def test_probe_identity_holds_to_relative_precision_near_collapse(eps):
-    # paper 000 Thm 5.1: VCI = 2K L* / (K-1) on balanced data; both sides ~ eps^2, compared relatively
+    # [Xu & Liu 2023, Thm. 5.1]: VCI = 2K L* / (K-1) on balanced data; both sides ~ eps^2, compared relatively
     rng = np.random.default_rng(0)
     K, d, n = 6, 9, 50
     y = np.repeat(np.arange(K), n)
@@ -54,7 +54,7 @@ def test_within_class_split_keeps_the_digits_of_a_tiny_orthogonal_part():
 
 
 def test_vci_is_zero_not_negative_when_d_exceeds_n():
-    # d >= N - 1: the fitted probe interpolates, VCI = 0 exactly (spec 000, P5); roundoff must not go below 0
+    # d >= N - 1: the fitted probe interpolates, VCI = 0 exactly [Xu & Liu 2023]; roundoff must not go below 0
     rng = np.random.default_rng(0)
     H = rng.normal(size=(512, 512)).astype(np.float32)
     y = rng.integers(0, 10, 512)

@@ -1,5 +1,5 @@
 """nc1 / fuzziness / trace_ratio (pfc1, sq_dist) / vci / within_class_split: brute force, exact geometries,
-invariances, paper 000 identities and degenerate inputs."""
+invariances, [Xu & Liu 2023] identities and degenerate inputs."""
 
 import numpy as np
 import pytest
@@ -98,7 +98,7 @@ def test_trace_ratio_is_paper_eq4(rng, K, counts, d):
     s = stats_of(H, y)
     for w in ("balanced", "empirical"):
         assert trace_ratio(s, weighting=w) == pytest.approx(np.trace(ref["sw"]) / np.trace(ref[w]), rel=RTOL)
-    if len(set(counts)) == 1:  # paper 000 eq. (4), literally
+    if len(set(counts)) == 1:  # [Xu & Liu 2023, eq. (4)], literally
         n = counts[0]
         num = sum(np.sum((h - ref["means"][k]) ** 2) for h, k in zip(H, y, strict=True))
         mg = H.mean(axis=0)
@@ -160,7 +160,7 @@ def test_exact_etf_collapse(K, d):
     M = simplex_etf(K, d, scale=3.0, seed=1)
     y = np.repeat(np.arange(K), 7)
     s = stats_of(M[y], y)
-    assert vci(s) == 0.0  # exactly, not -0.005 (spec 000, P4)
+    assert vci(s) == 0.0  # exactly, not -0.005 [Xu & Liu 2023]
     assert vci(s, weighting="balanced") == pytest.approx(0.0, abs=1e-13)
     assert nc1(s) == 0.0 and trace_ratio(s) == 0.0 and fuzziness(s) == 0.0
     assert probe_mse_optimal(s) == pytest.approx(0.0, abs=1e-13)
@@ -186,7 +186,7 @@ def test_etf_with_tiny_noise_gives_tiny_nc1(rng):
 
 
 def test_vci_collapsed_d_less_than_k_minus_1(rng):
-    K, d = 10, 4  # spec 000 Thm 5.2 test (iv): Tr = p = rank, VCI = 0
+    K, d = 10, 4  # [Xu & Liu 2023, Thm. 5.2] test (iv): Tr = p = rank, VCI = 0
     M = rng.normal(size=(K, d))
     y = np.repeat(np.arange(K), 3)
     s = stats_of(M[y], y)
@@ -195,7 +195,7 @@ def test_vci_collapsed_d_less_than_k_minus_1(rng):
 
 
 def test_vci_zero_without_collapse_when_noise_avoids_vb(rng):
-    """Spec 000 Thm 5.2 test (iii) / P6: VCI = 0 although Sigma_W is large (noise in a complement of V_B)."""
+    """[Xu & Liu 2023, Thm. 5.2] case (iii): VCI = 0 although Sigma_W is large (noise in a complement of V_B)."""
     K, d, n = 4, 10, 30
     M = simplex_etf(K, d, scale=2.0)  # spans the first K - 1 coordinates
     y = np.repeat(np.arange(K), n)
@@ -283,7 +283,7 @@ def test_fuzziness_obs42_counterexample():
 
 
 def test_fuzziness_invariant_under_block_maps_but_not_general(rng):
-    """Paper 000 Obs. 4.2: maps acting separately on V_B and V_B^perp keep Fuzziness."""
+    """[Xu & Liu 2023] Obs. 4.2: maps acting separately on V_B and V_B^perp keep Fuzziness."""
     K, n, d = 3, 30, 5
     H, y = make_data(rng, K, n, d)
     s = stats_of(H, y)
@@ -304,16 +304,16 @@ def test_trace_ratio_not_invariant_under_general_linear_map(rng):
 
 
 def test_vci_changes_under_per_sample_scaling(rng):
-    """Spec 000 Test E: per-sample scaling is not linear; VCI does not claim invariance to it."""
+    """[Xu & Liu 2023] Test E: per-sample scaling is not linear; VCI does not claim invariance to it."""
     H, y = make_data(rng, 4, 25, 6)
     scale = np.exp(rng.normal(size=(H.shape[0], 1)))
     assert abs(vci(stats_of(H * scale, y)) - vci(stats_of(H, y))) > 1e-3
 
 
-# ---------------- paper 000 identities
+# ---------------- [Xu & Liu 2023] identities
 @pytest.mark.parametrize("K,n,d", [(5, 40, 8), (3, 10, 2), (2, 25, 1), (8, 6, 12)])
 def test_vci_equals_scaled_optimal_probe_loss(rng, K, n, d):
-    """Paper 000 Thm 5.1 with rank(Sigma_B) = K - 1: VCI = 1 - Tr/(K-1) and L* = (1 - 1/K - Tr/K)/2,
+    """[Xu & Liu 2023, Thm. 5.1] with rank(Sigma_B) = K - 1: VCI = 1 - Tr/(K-1) and L* = (1 - 1/K - Tr/K)/2,
     hence VCI = 2 K L* / (K - 1)."""
     H, y = make_data(rng, K, n, d)
     s = stats_of(H, y)
@@ -335,7 +335,7 @@ def test_vci_empirical_weighting_is_balanced_target_probe_on_imbalanced_data(rng
     beta = np.linalg.lstsq(X, T, rcond=None)[0]
     L_tilde = np.sum((X @ beta - T) ** 2) / (2 * N)
     assert vci(s) == pytest.approx(2 * L_tilde / (K - 1), rel=1e-9)
-    # and the general closed form of the unweighted probe (spec 000, P3)
+    # and the general closed form of the unweighted probe [Xu & Liu 2023]
     assert probe_mse_optimal(s) == pytest.approx(probe_mse_lstsq(H, y), rel=RTOL)
     # Pillai's trace: sum of squared canonical correlations between features and one-hot labels
     Xc = H - H.mean(axis=0)
@@ -345,7 +345,7 @@ def test_vci_empirical_weighting_is_balanced_target_probe_on_imbalanced_data(rng
 
 
 def test_vci_bounds_and_jensen_bound(rng):
-    """0 <= VCI <= 1 (Thm 5.2) and VCI <= F_raw / (r + F_raw) (spec 000 Sec. 1.5 (c))."""
+    """0 <= VCI <= 1 (Thm 5.2) and VCI <= F_raw / (r + F_raw) ([Xu & Liu 2023, Def. 5.3] (c))."""
     for _ in range(30):
         K, d, n = int(rng.integers(2, 7)), int(rng.integers(1, 9)), int(rng.integers(2, 9))
         H, y = make_data(rng, K, n, d, sep=float(rng.uniform(0.1, 3)))
@@ -358,7 +358,7 @@ def test_vci_bounds_and_jensen_bound(rng):
 def test_vci_pure_noise_expectation():
     """Pure Gaussian noise (no class signal), d >= K - 1: Tr(Sigma_T^+ Sigma_B) is Pillai's trace under the
     null, E = d (K - 1) / (N - 1) exactly (exchangeability of the N - 1 Helmert rows), so E[VCI] =
-    1 - d / (N - 1) (spec 000's 1 - p / (K N) up to the -1). Over 100 replicates with K = 10, N = 2000, d = 16
+    1 - d / (N - 1) (the [Xu & Liu 2023] 1 - p / (K N) up to the -1). Over 100 replicates with K = 10, N = 2000, d = 16
     the trace has mean 0.07204 and sd ~0.0085 (~ sqrt(2 d (K - 1)) / N), so the replicate mean has sd ~8.5e-4:
     tolerance 4e-3 (~4.7 sd)."""
     rng = np.random.default_rng(7)
@@ -372,7 +372,7 @@ def test_vci_pure_noise_expectation():
 
 @pytest.mark.parametrize("d", [19, 20, 40])
 def test_vci_zero_when_d_at_least_n_minus_1(rng, d):
-    """Spec 000 P5: with d >= N - 1 least squares interpolates the labels, VCI = 0 (K = 4, N = 20)."""
+    """[Xu & Liu 2023]: with d >= N - 1 least squares interpolates the labels, VCI = 0 (K = 4, N = 20)."""
     K, n = 4, 5
     y = np.repeat(np.arange(K), n)
     s = stats_of(rng.normal(size=(K * n, d)), y)

@@ -14,7 +14,7 @@ CASES = [
     ("mlp", (1, 8, 8), {"widths": [16, 12]}, {"layer1": 16, "layer2": 12}),
     ("fc_resnet", (1, 8, 8), {"width": 10, "num_blocks": 3}, {"layer0": 10, "layer1": 10, "layer2": 10, "layer3": 10}),
     ("cnn", (1, 28, 28), {"channels": [4, 6], "hidden": 9}, {"block1": 4 * 14 * 14, "block2": 6 * 7 * 7, "fc": 9}),
-    # paper 002 Table I family: only the last stage is measured (its transition's output, then each block)
+    # [Wang et al. 2024, Table I] family: only the last stage is measured (its transition's output, then each block)
     ("pfc_resnet", (1, 28, 28), {"stages": [[3, 14, 1], [4, 7, 2]]}, {f"layer{i}": 4 * 7 * 7 for i in range(3)}),
     (
         "pfc_resnet",
@@ -87,7 +87,7 @@ def test_fc_resnet_blocks_are_residual():
 
 @pytest.mark.parametrize("block", ["preact", "post"])
 def test_pfc_resnet_measured_blocks_are_exactly_residual(block):
-    """Paper 002's x^(l+1) = x^(l) + v_l(x^(l)) at every measured layer (transitions outside the blocks)."""
+    """The [Wang et al. 2024] x^(l+1) = x^(l) + v_l(x^(l)) at every measured layer (transitions outside the blocks)."""
     torch.manual_seed(0)
     m = build_model("pfc_resnet", (2, 8, 8), 3, stages=[[3, 4, 1], [4, 4, 3]], block=block).eval()
     x = torch.randn(5, 2, 8, 8)
@@ -103,7 +103,7 @@ def test_pfc_resnet_measured_blocks_are_exactly_residual(block):
     [("fashion-mnist", (1, 28, 28), 3136, 5), ("cifar10", (3, 32, 32), 4096, 5), ("cifar100", (3, 32, 32), 8192, 5)],
 )
 def test_pfc_resnet_table_i_dimensions(table, shape, d, layers):
-    """Table I of paper 002: measured dimension d = C H W of the last stage and L + 1 measured layers."""
+    """Table I of [Wang et al. 2024]: measured dimension d = C H W of the last stage and L + 1 measured layers."""
     m = build_model("pfc_resnet", shape, 10, table=table)
     assert m.feature_dim == d and len(m.measured_layers()) == layers
 

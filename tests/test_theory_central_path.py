@@ -1,4 +1,4 @@
-"""Paper 004, Sec. 3: SNR matrix, renormalised manifold, projections, rates, closed forms, simulator."""
+"""[Han et al. 2022, Sec. 3]: SNR matrix, renormalised manifold, projections, rates, closed forms, simulator."""
 
 import numpy as np
 import pytest
@@ -87,7 +87,7 @@ def test_instantaneous_rates_by_finite_differences(X, projection):
     expect = omega_rate(om, K, n, projection)
     assert np.max(np.abs(fd - expect) / expect) <= 1e-5
     other = omega_rate(om, K, n, "orthogonal" if projection == "oblique" else "oblique")
-    assert np.min(np.abs(fd - other) / other) > 0.1  # the two flows really differ (spec 004, Sec. 3.7)
+    assert np.min(np.abs(fd - other) / other) > 0.1  # the two flows really differ [Han et al. 2022]
 
 
 def test_unprojected_gradient_has_the_oblique_rate(X):

@@ -1,4 +1,4 @@
-"""Paper 002, Sec. III: paired statistics, the geodesic closed forms, Thms 1-2, relative depth, transport."""
+"""[Wang et al. 2024, Sec. III]: paired statistics, the geodesic closed forms, Thms 1-2, relative depth, transport."""
 
 import warnings
 

@@ -1,4 +1,4 @@
-"""Paper 004, Sec. 2: the LS classifier, the exact loss decomposition, lambda conventions, streaming form."""
+"""[Han et al. 2022, Sec. 2]: the LS classifier, the exact loss decomposition, lambda conventions, streaming form."""
 
 import numpy as np
 import pytest

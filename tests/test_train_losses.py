@@ -17,7 +17,7 @@ def test_mse_reductions_and_paper004_lambda():
     mean = make_loss(LossConfig(name="mse"), K)(logits, y, logits)
     half = make_loss(LossConfig(name="mse", reduction="sum_half"), K)(logits, y, logits)
     torch.testing.assert_close(mean, torch.nn.functional.mse_loss(logits, torch.eye(K)[y]))
-    torch.testing.assert_close(mean, (2 / K) * half)  # nn.MSELoss = (2/K) x paper 004's L
+    torch.testing.assert_close(mean, (2 / K) * half)  # nn.MSELoss = (2/K) x the [Han et al. 2022] L
     # objective mean + (wd/2)|theta|^2 = (2/K) [L + (K wd / 4)|theta|^2] -> lambda = K wd / 2
     assert paper004_lambda(5e-4, 10) == pytest.approx(2.5e-3) and paper004_lambda(5e-4, 10, "sum_half") == 5e-4
     scaled = make_loss(LossConfig(name="mse", target_scale=3.0), K)(logits, y, logits)
@@ -51,7 +51,7 @@ def test_lr_schedules():
     step = ScheduleConfig(name="multistep")
     lrs = [lr_at(i, 1.0, step, 350) for i in range(350)]
     assert lrs[115] == 1.0 and lrs[116] == pytest.approx(0.1) and lrs[232] == pytest.approx(0.1)
-    assert lrs[233] == pytest.approx(0.01)  # paper 004: /10 at 350//3 = 116 and 2*350//3 = 233
+    assert lrs[233] == pytest.approx(0.01)  # [Han et al. 2022]: /10 at 350//3 = 116 and 2*350//3 = 233
     cos = ScheduleConfig(name="cosine", warmup_epochs=10, warmup_start_lr=1e-5)
     assert lr_at(0, 0.1, cos, 100) == 1e-5 and lr_at(10, 0.1, cos, 100) == pytest.approx(0.1)
     assert lr_at(55, 0.1, cos, 100) == pytest.approx(0.05) and lr_at(5, 0.1, cos, 100) == pytest.approx(0.05 + 5e-6)

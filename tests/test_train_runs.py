@@ -210,7 +210,7 @@ def test_run_demo_short(tmp_path):
 
 
 def test_mse_runs_log_the_paper004_decomposition(tmp_path):
-    # paper 004 Thms 1-2 at every measured epoch of an MSE run, from the statistics of the measurement pass
+    # [Han et al. 2022] Thms 1-2 at every measured epoch of an MSE run, from the statistics of the measurement pass
     run_demo(tmp_path, epochs=6, progress=False)
     rows = read_metrics(tmp_path / "mse")
     table: dict = {}
@@ -229,7 +229,7 @@ def test_mse_runs_log_the_paper004_decomposition(tmp_path):
         assert t["mse_L_perp"] >= 0 and t["mse_L_LS"] <= t["mse_L"] * (1 + 1e-12)
         assert t["mse_proximity_ratio"] == pytest.approx(t["mse_L_perp"] / t["mse_L_LS"], rel=1e-9)
         # independent check: L (from class statistics) minus the per-sample eval loss of the same pass
-        # (nn.MSELoss mean = 2/K of paper 004's data term) is the weight penalty, the same on both splits
+        # (nn.MSELoss mean = 2/K of the [Han et al. 2022] data term) is the weight penalty, the same on both splits
         penalty.setdefault(e, []).append(t["mse_L"] - K / 2 * t["loss"])
     for e, vals in penalty.items():
         # the eval loss is a float32 forward pass (the statistics are float64): float32-level agreement

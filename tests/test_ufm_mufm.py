@@ -1,4 +1,4 @@
-"""Paper 002's MUFM: exact alternating solver, Thm 4 identities, corrected Thm 3 (lambda/L), UFM limit."""
+"""The [Wang et al. 2024] MUFM: exact alternating solver, Thm 4 identities, corrected Thm 3 (lambda/L), UFM limit."""
 
 import numpy as np
 import pytest
@@ -27,7 +27,7 @@ def test_alternating_fixed_point_and_contraction(solved):
     lam_T = to_canonical({"transport": 0.01}, "002", K=K, n=n)["transport"]
     assert mufm.stationarity_residual(W, H, X, lam_T, K=K, n=n) < 1e-10
     assert res.grad_norm < 1e-9
-    # within-class part: P H = P X (I + W^T W / lam)^{-1}, lam = N lam_T (paper 002 convention's lam)
+    # within-class part: P H = P X (I + W^T W / lam)^{-1}, lam = N lam_T ([Wang et al. 2024] convention's lam)
     P = mufm.within_class_projector(K, n)
     lam = K * n * lam_T
     np.testing.assert_allclose(P @ H, P @ X @ np.linalg.inv(np.eye(d) + W.T @ W / lam), atol=1e-10)
@@ -62,7 +62,7 @@ def test_zero_data_recovers_ufm():
 
 
 def test_multilayer_form_equals_reduced_form_with_lambda_over_L():
-    # spec 002 Sec. 3.6 [derived]: K=3, d=6, n=4, L=4, lam=0.5, lam_W=0.05 (paper 002 convention)
+    # [Wang et al. 2024, eq. (12)]: K=3, d=6, n=4, L=4, lam=0.5, lam_W=0.05 ([Wang et al. 2024] convention)
     Kc, nc, dc, L = 3, 4, 6, 4
     X = mufm.gaussian_data(Kc, nc, dc, seed=0)
     lams = dict(W=0.05, transport=0.5)

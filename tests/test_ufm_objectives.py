@@ -11,7 +11,7 @@ from nclab.ufm.models import evaluate, init_params
 
 
 def torch_objective(spec, params):
-    """Independent forward pass in torch (paper 001 eqs. (3), (23), (24) in row layout) for autograd."""
+    """Independent forward pass in torch ([Tirer & Bruna 2022, eqs. (3), (23), (24)] in row layout) for autograd."""
     t = {k: torch.tensor(v, dtype=torch.float64, requires_grad=k not in spec.fixed) for k, v in params.items()}
     F = t[spec.feature_key]
     for key in spec.weight_keys[:-1]:
@@ -80,7 +80,7 @@ def test_relu_kink_is_exercised():
 
 def test_convention_002_maps_to_canonical_objective():
     K, n, d = 4, 6, 7
-    lw2, lh2 = 0.3, 0.5  # paper 002 / follow-up normalisation
+    lw2, lh2 = 0.3, 0.5  # [Wang et al. 2024] / follow-up normalisation
     canon = conventions.to_canonical({"W": lw2, "H": lh2}, "002", K=K, n=n)
     assert canon == pytest.approx({"W": lw2 / K, "H": lh2 / (K * n)})
     assert conventions.from_canonical(canon, "002", K=K, n=n) == pytest.approx({"W": lw2, "H": lh2})
@@ -93,7 +93,7 @@ def test_convention_002_maps_to_canonical_objective():
         + lh2 / (2 * K * n) * np.sum(p["H"] ** 2)
     )
     assert evaluate(spec, p).loss == pytest.approx(direct, rel=1e-14)
-    # the follow-up paper's threshold sqrt(lam'_H lam'_W) is paper 001's c
+    # the follow-up paper's threshold sqrt(lam'_H lam'_W) is the [Tirer & Bruna 2022] c
     opt = closed_forms.optimum("mse-bias-free", K=K, n=n, d=d, lams={"W": lw2, "H": lh2}, convention="002")
     assert opt.threshold == pytest.approx(math.sqrt(lw2 * lh2), rel=1e-14)
     # MUFM transport weight lam/(2Kn) ||H - X||^2

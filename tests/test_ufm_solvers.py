@@ -1,4 +1,4 @@
-"""UFM solvers: the papers' GD recipe within the spec's iteration budgets, central-path and alternating
+"""UFM solvers: the papers' GD recipe within fixed iteration budgets, central-path and alternating
 solvers against L-BFGS and theory, result layout and collapse reports of every feature level."""
 
 import itertools
@@ -10,7 +10,7 @@ import pytest
 from nclab.metrics import REGISTRY
 from nclab.ufm import solve
 
-LAM = 5e-3  # spec 001 Sec. 5 default configuration: K=4, d=20, n=50, all lambda = 5e-3
+LAM = 5e-3  # [Tirer & Bruna 2022, Sec. 6] default configuration: K=4, d=20, n=50, all lambda = 5e-3
 DEFAULT = dict(K=4, n=50, d=20)
 
 
@@ -52,12 +52,12 @@ def test_gd_stop_gap_and_divergence_flag():
         init_scale=1.0,
         iters=2000,
         metrics_every=0,
-    )  # spec 001 pitfall 5: scale 1.0 diverges
+    )  # [Tirer & Bruna 2022]: scale 1.0 diverges
     assert bad.info["diverged"]
 
 
 def test_gd_three_factor_init_scale_study():
-    lams = dict(W1=0.02, W2=0.02, H1=0.02)  # K=4, n=10: K beta = 0.172, L* = 0.2427 (spec 001 pitfall 5)
+    lams = dict(W1=0.02, W2=0.02, H1=0.02)  # K=4, n=10: K beta = 0.172, L* = 0.2427 [Tirer & Bruna 2022]
     small = solve(
         "extended-linear", K=4, n=10, d=20, lams=lams, solver="gd", init_scale=0.01, iters=3000, metrics_every=0
     )

@@ -1,4 +1,5 @@
-"""Spherical UFM solvers of paper 003: HardMax, CE-UFM on the sphere, WD-UFM (the codes: test_geometry_codes.py)."""
+"""Spherical UFM solvers of [Jiang et al. 2024]: HardMax, CE-UFM on the sphere, WD-UFM (the codes:
+test_geometry_codes.py)."""
 
 import math
 
@@ -43,7 +44,8 @@ def test_ce_ufm_sphere_d2_equals_polygon_at_every_tau():
 
 
 def test_wd_ufm_self_dual_in_direction_not_in_length():
-    # paper 003, Fig. B.1(c)/B.2 (K = 30, d = 2, n = 1): with weight decay the class means have unequal lengths
+    # [Jiang et al. 2024], Fig. B.1(c)/B.2 (K = 30, d = 2, n = 1): with weight decay the class means have unequal
+    # lengths
     # and the ratios ||w_k|| / ||hbar_k|| vary by class, while w_k stays parallel to hbar_k
     res = wd_ufm(2, 30, 1, lam=5e-3, seed=0)
     assert res.cosines.min() > 0.999

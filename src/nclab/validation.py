@@ -76,8 +76,8 @@ def as_rows(X: Any, *, name: str = "X", min_rows: int = 2) -> np.ndarray:
     ValueError
         Naming ``name``: not 2-D, too few rows, no column, NaN or inf.
 
-    Example
-    -------
+    Examples
+    --------
     >>> as_rows([[1, 0], [0, 1]], name="W").dtype
     dtype('float64')
     """

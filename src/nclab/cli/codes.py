@@ -1,4 +1,4 @@
-"""``nclab codes``: Softmax Codes, Tammes codes and Thm 3.9 bounds of paper 003 from the command line."""
+"""``nclab codes``: Softmax Codes, Tammes codes and Thm 3.9 bounds of [Jiang et al. 2024] from the command line."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from rich.table import Table
 
 from nclab.cli.common import console, fail, make_app
 
-app = make_app("codes", "Spherical codes of paper 003: Softmax Codes, Tammes codes, Thm 3.9 bounds.")
+app = make_app("codes", "Spherical codes of [Jiang et al. 2024]: Softmax Codes, Tammes codes, Thm 3.9 bounds.")
 
 
 class Format(StrEnum):
@@ -89,7 +89,7 @@ _F = Annotated[Format, typer.Option("--format", "-f", help="output format")]
 def softmax(
     d: _D, K: _K, restarts: _R = 16, seed: _S = 0, steps: _ST = None, out: _O = None, fmt: _F = Format.table
 ) -> None:
-    """Numerical Softmax Code: maximise the one-vs-rest margin of K unit vectors in R^d (paper 003, eq. (3))."""
+    """Numerical Softmax Code: maximise the one-vs-rest margin of K unit vectors in R^d [Jiang et al. 2024, eq. (3)]."""
     _search("softmax", d, K, restarts, seed, steps, out, fmt)
 
 
@@ -97,7 +97,7 @@ def softmax(
 def tammes(
     d: _D, K: _K, restarts: _R = 16, seed: _S = 0, steps: _ST = None, out: _O = None, fmt: _F = Format.table
 ) -> None:
-    """Numerical Tammes code: maximise the minimum pairwise distance of K unit vectors (paper 003, eq. (11))."""
+    """Numerical Tammes code: maximise the minimum pairwise distance of K unit vectors [Jiang et al. 2024, eq. (11)]."""
     _search("tammes", d, K, restarts, seed, steps, out, fmt)
 
 
@@ -107,7 +107,7 @@ def bounds(
     K: Annotated[list[int], typer.Option("--K", "-K", help="number(s) of classes, repeatable")],
     fmt: _F = Format.table,
 ) -> None:
-    """Thm 3.9 bounds on the optimal one-vs-rest margin (paper 003, eq. (13)) for every (d, K) given."""
+    """Thm 3.9 bounds on the optimal one-vs-rest margin [Jiang et al. 2024, eq. (13)] for every (d, K) given."""
     from nclab.geometry.bounds import softmax_code_bounds
 
     rows = []

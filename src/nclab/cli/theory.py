@@ -12,7 +12,7 @@ from rich.table import Table
 
 from nclab.cli.common import console, fail, make_app
 
-app = make_app("theory", "Theory engines: MSE decomposition and central-path dynamics (paper 004).")
+app = make_app("theory", "Theory engines: MSE decomposition and central-path dynamics [Han et al. 2022].")
 
 
 class ProjectionChoice(StrEnum):
@@ -74,7 +74,7 @@ def decompose(
     labels: Annotated[str, typer.Argument(help="integer labels (N,)")],
     classifier: Annotated[str, typer.Option("--classifier", "-w", help="classifier W (C, P), rows = classes")],
     bias: Annotated[str | None, typer.Option("--bias", "-b", help="bias b (C,); omit for a bias-free head")] = None,
-    lam: Annotated[float | None, typer.Option("--lam", help="paper 004's lambda")] = None,
+    lam: Annotated[float | None, typer.Option("--lam", help="the [Han et al. 2022] lambda")] = None,
     weight_decay: Annotated[
         float | None, typer.Option("--weight-decay", help="training weight decay (mapped by --convention)")
     ] = None,
@@ -84,7 +84,8 @@ def decompose(
     num_classes: Annotated[int | None, typer.Option("--num-classes", "-k", help="C (default max label + 1)")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
 ) -> None:
-    """Exact MSE decomposition L = L_NC1 + L_NC2/3 + L_perp of saved features and classifier (paper 004, Sec. 2)."""
+    """Exact MSE decomposition L = L_NC1 + L_NC2/3 + L_perp of saved features and classifier
+    [Han et al. 2022, Sec. 2]."""
     from nclab.io.arrays import load_array
     from nclab.stats import ClassStats
     from nclab.theory.mse import mse_decomposition_from_stats

@@ -12,7 +12,9 @@ from rich.table import Table
 
 from nclab.cli.common import console, fail, make_app
 
-app = make_app("ufm", "Unconstrained-features models: closed forms vs numerical optima (papers 001, 002).")
+app = make_app(
+    "ufm", "Unconstrained-features models: closed forms vs numerical optima ([Tirer & Bruna 2022; Wang et al. 2024])."
+)
 
 
 def _parse_lams(items: list[str]) -> dict[str, float]:
@@ -84,7 +86,10 @@ def solve(
     d: Annotated[int, typer.Option("--d", help="feature dimension")] = 8,
     lam: Annotated[list[str] | None, typer.Option("--lam", help="KEY=VALUE, repeatable (default: all 5e-3)")] = None,
     solver: Annotated[str, typer.Option(help="lbfgs | gd | central | alternating")] = "lbfgs",
-    convention: Annotated[str, typer.Option(help="lambda convention: 001 (paper 001) | 002 (normalised)")] = "001",
+    convention: Annotated[
+        str,
+        typer.Option(help='lambda convention: "001" ([Tirer & Bruna 2022]) | "002" (normalised, [Wang et al. 2024])'),
+    ] = "001",
     seed: Annotated[int, typer.Option(help="random seed")] = 0,
     iters: Annotated[int | None, typer.Option(help="GD iterations (gd solver)")] = None,
     depth: Annotated[int | None, typer.Option(help="number of weight matrices (extended models)")] = None,

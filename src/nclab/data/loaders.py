@@ -7,11 +7,12 @@ each candidate the dataset's customary sub-folder (``cifar-10-batches-py``, ``st
 too. Nothing is ever downloaded: a missing dataset raises :class:`DatasetNotFoundError` saying where nclab
 looked, which files it expects and how to get them.
 
-Preprocessing (deterministic, no augmentation, as papers 002/004 measure collapse on the training split with
-test-time transforms): images are scaled to [0, 1], optionally zero-padded to ``pad_to`` pixels (paper 004
+Preprocessing (deterministic, no augmentation, as [Wang et al. 2024; Han et al. 2022] measure collapse on the training
+split with
+test-time transforms): images are scaled to [0, 1], optionally zero-padded to ``pad_to`` pixels ([Han et al. 2022]
 pads 28x28 (Fashion-)MNIST to 32x32 before normalising, like ``transforms.Pad(2)``), then standardised per
 channel with the conventional constants of each dataset (``normalize=True``; e.g. MNIST 0.1307 / 0.3081 as
-in the reference Colab of paper 004), so the train and test splits get the same affine map.
+in the reference Colab of [Han et al. 2022]), so the train and test splits get the same affine map.
 """
 
 from __future__ import annotations
@@ -377,7 +378,7 @@ def load(
     seed : int
         Seed of the subsample (and of the ``gaussian`` mixture).
     pad_to : int, optional
-        Zero-pad images to ``pad_to x pad_to`` before normalising (paper 004: 28 -> 32 for (Fashion-)MNIST).
+        Zero-pad images to ``pad_to x pad_to`` before normalising ([Han et al. 2022]: 28 -> 32 for (Fashion-)MNIST).
     normalize : bool
         Standardise image channels with the dataset's conventional mean / std (images only).
     """

@@ -1,4 +1,4 @@
-"""Registered experiments of paper 003's geometry (UFM scale, CPU-cheap): ``nclab experiment run NAME``.
+"""Registered experiments of the [Jiang et al. 2024] geometry (UFM scale, CPU-cheap): ``nclab experiment run NAME``.
 
 * ``gnc-d2-codes``: learned d = 2 codes, spherical constraint vs weight decay (Fig. B.1(c,d), B.2).
 * ``gnc-tau-maxcos``: maximum cosine of the CE-UFM optimum vs temperature at (d, K) = (3, 7) (Fig. C.1).
@@ -23,7 +23,7 @@ from nclab.geometry.hull import one_vs_rest
 from nclab.io.atomic import atomic_write_bytes
 from nclab.report import write_report
 
-#: CIFAR10 classes of the assignment experiments (paper 003, Fig. 4 and Fig. B.6)
+#: CIFAR10 classes of the assignment experiments ([Jiang et al. 2024, Fig. 4] and Fig. B.6)
 SQUARE_CLASSES = ("automobile", "cat", "dog", "truck")
 HEXAGON_CLASSES = ("automobile", "cat", "deer", "dog", "horse", "truck")
 
@@ -80,7 +80,7 @@ def d2_codes(out: Path, scale: str, seed: int) -> dict[str, Any]:
     f2 = png(fig2, out / "length_ratio.png")
     write_report(
         out / "report.html",
-        "Paper 003, d = 2 codes: spherical constraint (SC) vs weight decay (WD)",
+        "[Jiang et al. 2024], d = 2 codes: spherical constraint (SC) vs weight decay (WD)",
         [
             (
                 "Setup",
@@ -133,7 +133,7 @@ def tau_maxcos(out: Path, scale: str, seed: int) -> dict[str, Any]:
     }
     write_report(
         out / "report.html",
-        "Paper 003, Fig. C.1: CE-UFM max cosine vs temperature, (d, K) = (3, 7)",
+        "[Jiang et al. 2024], Fig. C.1: CE-UFM max cosine vs temperature, (d, K) = (3, 7)",
         [
             ("Values", html_table(rows)),
             ("Summary", html_table([{"quantity": k, "value": v} for k, v in summary.items()])),
@@ -191,7 +191,7 @@ def bounds_vs_d(out: Path, scale: str, seed: int) -> dict[str, Any]:
     }
     write_report(
         out / "report.html",
-        f"Paper 003, Fig. 3 (theory): optimal one-vs-rest margin and Thm 3.9 bounds vs d, K = {K}",
+        f"[Jiang et al. 2024, Fig. 3] (theory): optimal one-vs-rest margin and Thm 3.9 bounds vs d, K = {K}",
         [
             ("Values", html_table(rows)),
             (
@@ -246,7 +246,9 @@ def assignment(out: Path, scale: str, seed: int) -> dict[str, Any]:
         figures.append((f"{name}: representatives of the antipodal pairings", png(fig)))
     for caption, image in figures:
         atomic_write_bytes(out / (caption.split(":")[0] + ".png"), image)
-    write_report(out / "report.html", "Paper 003, Sec. 4: class assignments up to symmetry", sections, figures)
+    write_report(
+        out / "report.html", "[Jiang et al. 2024, Sec. 4]: class assignments up to symmetry", sections, figures
+    )
     return summary
 
 

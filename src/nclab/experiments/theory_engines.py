@@ -1,10 +1,13 @@
-"""Registered experiments of the theory engines (papers 004 and 002). Import this module to register them.
+"""Registered experiments of the theory engines ([Han et al. 2022; Wang et al. 2024]). Import this module to register
+them.
 
-* ``central-path-flow`` (004, Sec. 3): the renormalised flow under both projections, omega_j(t) against both
+* ``central-path-flow`` [Han et al. 2022, Sec. 3]: the renormalised flow under both projections, omega_j(t) against both
   closed forms (log-log), max/min omega, distance to the ETF, NC metrics of the renormalised features.
-* ``mse-decomposition-ufm`` (004, Fig. 2 analogue on the unconstrained-features model): joint GD on (W, b, H),
+* ``mse-decomposition-ufm`` ([Han et al. 2022, Fig. 2] analogue on the unconstrained-features model): joint GD on (W, b,
+  H),
   L, L_NC1, L_NC2/3, L_perp against the step, log scale, red line at the first zero-error step.
-* ``geodesic-digits`` (002, Fig. 3 analogue): a small fully connected ResNet trained on the embedded digits;
+* ``geodesic-digits`` ([Wang et al. 2024, Fig. 3] analogue): a small fully connected ResNet trained on the embedded
+  digits;
   PFC1/2/3 of every block output against relative depth, with the geodesic prediction overlaid.
 """
 
@@ -33,7 +36,7 @@ def _finish(out: Path, title: str, sections: list[tuple[str, str]], figures: lis
     return summary
 
 
-# ---------------------------------------------------------------------------------------------- 004 flow
+# ---------------------------------------------------------------------------------------------- [Han et al. 2022] flow
 _FLOW_SCALES = {
     "tiny": dict(C=4, N=5, P=6, t_end=1e3, num_checkpoints=8),
     "cpu": dict(C=4, N=5, P=6, t_end=1e6, num_checkpoints=40),
@@ -97,17 +100,18 @@ def central_path_flow(out: Path, scale: str, seed: int) -> dict:
         summary[f"{proj}_final_etf_distance"] = float(run.etf_distance[-1])
         summary[f"{proj}_max_singular_vector_drift"] = float(run.offdiag.max())
     note = (
-        "<p>Renormalised gradient flow of the central-path MSE (paper 004, eq. (5)), integrated with DOP853 "
+        "<p>Renormalised gradient flow of the central-path MSE [Han et al. 2022, eq. (5)], integrated with DOP853 "
         "(rtol 1e-10) and retracted onto Sigma_W = I at every checkpoint. The paper's Prop. 2 ODE "
         "(C^2 N log w + C N w^2 + N w^4/4 = a + t) is the flow of the Frobenius-orthogonal projection; the oblique "
         "projection of Prop. 4, which the paper's renormalise-after-each-step algorithm follows, obeys "
         "dw/dt = w/(C N (C + w^2)) [derived], i.e. C^2 N log w + (C N/2) w^2 = a + t. Each simulation matches "
         "its own closed form and not the other.</p>"
     )
-    return _finish(out, "Central-path dynamics (paper 004, Sec. 3)", [("Setup", note)], figures, summary)
+    return _finish(out, "Central-path dynamics [Han et al. 2022, Sec. 3]", [("Setup", note)], figures, summary)
 
 
-# ---------------------------------------------------------------------------------------------- 004 Fig. 2 (UFM)
+# ----------------------------------------------------------------------------------------------
+# [Han et al. 2022, Fig. 2] (UFM)
 _UFM_SCALES = {
     "tiny": dict(C=4, N=10, P=8, steps=300, record_every=10),
     "cpu": dict(C=10, N=50, P=32, steps=5000, record_every=25),
@@ -116,7 +120,8 @@ _UFM_SCALES = {
 
 
 def plot_decomposition(rows: Sequence[dict[str, float]], x_key: str = "epoch", zero_error: float | None = None):
-    """Paper 004, Fig. 2 panel: L, L_NC1, L_NC2/3, L_perp against ``x_key`` (log y), red line at ``zero_error``."""
+    """[Han et al. 2022, Fig. 2] panel: L, L_NC1, L_NC2/3, L_perp against ``x_key`` (log y), red line at
+    ``zero_error``."""
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(6, 4))
     x = [r[x_key] for r in rows]
@@ -131,7 +136,8 @@ def plot_decomposition(rows: Sequence[dict[str, float]], x_key: str = "epoch", z
 
 @register(
     "mse-decomposition-ufm",
-    summary="004 Fig. 2 analogue: MSE decomposition L = L_NC1 + L_NC2/3 + L_perp along joint GD on the UFM",
+    summary="[Han et al. 2022, Fig. 2] analogue: MSE decomposition L = L_NC1 + L_NC2/3 + L_perp "
+    "along joint GD on the UFM",
     paper="004",
 )
 def mse_decomposition_ufm(out: Path, scale: str, seed: int) -> dict:
@@ -168,19 +174,26 @@ def mse_decomposition_ufm(out: Path, scale: str, seed: int) -> dict:
     }
     note = (
         f"<p>Unconstrained features, C={cfg['C']}, N={cfg['N']} per class, P={cfg['P']}; full-batch joint GD on "
-        f"(W, b, H) of paper 004's L with lambda={lam} plus a per-sample feature penalty (nclab.theory.joint_gd). "
-        "L_perp/L_LS measures how close the pair is to the central path (spec 004, Sec. 5.4 extension).</p>"
+        f"(W, b, H) of the [Han et al. 2022] L with lambda={lam} plus a per-sample feature penalty "
+        "(nclab.theory.joint_gd). "
+        "L_perp/L_LS measures how close the pair is to the central path ([Han et al. 2022] extension).</p>"
     )
     return _finish(
-        out, "MSE decomposition along joint GD (paper 004, Fig. 2 analogue)", [("Setup", note)], figures, summary
+        out,
+        "MSE decomposition along joint GD ([Han et al. 2022, Fig. 2] analogue)",
+        [("Setup", note)],
+        figures,
+        summary,
     )
 
 
-# ---------------------------------------------------------------------------------------------- 002 Fig. 3
+# ----------------------------------------------------------------------------------------------
+# [Wang et al. 2024, Fig. 3]
 def train_fc_resnet(
     X: np.ndarray, y: np.ndarray, *, blocks: int, steps: int, seed: int, lr: float = 0.05, weight_decay: float = 5e-4
 ) -> list[np.ndarray]:
-    """Train paper 002's fully connected ResNet (:class:`nclab.nets.FCResNet`, width = input dimension, blocks
+    """Train the [Wang et al. 2024] fully connected ResNet (:class:`nclab.nets.FCResNet`, width = input dimension,
+    blocks
     ``x + W2 relu(W1 x)``) with CE, full-batch SGD (momentum 0.9, coupled weight decay); return the eval-mode
     features of its measured layers (embedding, then every block), float64."""
     import torch
@@ -210,7 +223,7 @@ def train_fc_resnet(
 
 def depth_profile(layers: Sequence[np.ndarray], y: np.ndarray, t_grid: np.ndarray) -> dict[str, Any]:
     """Measured PFC1/2/3 of every layer at its relative depth, and the geodesic predictions (measured end and
-    Procrustes-ETF end) between layer 0 and the last layer on ``t_grid`` (paper 002, Fig. 3). In-memory
+    Procrustes-ETF end) between layer 0 and the last layer on ``t_grid`` [Wang et al. 2024, Fig. 3]. In-memory
     convenience over :func:`nclab.theory.geodesic.geodesic_profile` and the metric suite."""
     from nclab.metrics import etf_gram_error, trace_ratio
     from nclab.stats import ClassStats, NCCAccumulator
@@ -243,7 +256,8 @@ _GEO_SCALES = {
 
 @register(
     "geodesic-digits",
-    summary="002 Fig. 3 analogue: per-block PFC1/2/3 of an FC ResNet on digits vs the geodesic prediction",
+    summary="[Wang et al. 2024, Fig. 3] analogue: per-block PFC1/2/3 of an FC ResNet on digits "
+    "vs the geodesic prediction",
     paper="002",
 )
 def geodesic_digits(out: Path, scale: str, seed: int) -> dict:
@@ -296,10 +310,15 @@ def geodesic_digits(out: Path, scale: str, seed: int) -> dict:
     note = (
         f"<p>A fully connected ResNet (64-d, {cfg['blocks']} blocks h + W2 relu(W1 h), linear head) trained on "
         f"the embedded digits with CE, full-batch SGD (momentum 0.9, wd 5e-4) for {cfg['steps']} steps. "
-        "Layer 0 = the pixels. Green: measured PFC metrics at the relative depth (paper 002, Sec. IV-A); blue: "
+        "Layer 0 = the pixels. Green: measured PFC metrics at the relative depth ([Wang et al. 2024, Sec. IV-A]); "
+        "blue: "
         "the straight-line interpolation between layer 0 and the last block (closed forms; PFC3 by an exact "
         "second pass); grey: the same with the end collapsed onto the Procrustes-nearest ETF.</p>"
     )
     return _finish(
-        out, "Geodesic model of progressive collapse (paper 002, Fig. 3 analogue)", [("Setup", note)], figures, summary
+        out,
+        "Geodesic model of progressive collapse ([Wang et al. 2024, Fig. 3] analogue)",
+        [("Setup", note)],
+        figures,
+        summary,
     )

@@ -1,7 +1,7 @@
 """Registered training experiments (``nclab experiment run NAME --scale tiny|cpu|paper``).
 
-* ``fashion-mnist-cnn`` -- the paper 004 figure set at CPU scale: a balanced Fashion-MNIST subset padded to
-  32 x 32, a small CNN, trained with MSE and with CE (paper 004 recipe: SGD 0.9, wd 5e-4, batch 128, lr /10 at
+* ``fashion-mnist-cnn`` -- the [Han et al. 2022] figure set at CPU scale: a balanced Fashion-MNIST subset padded to
+  32 x 32, a small CNN, trained with MSE and with CE ([Han et al. 2022] recipe: SGD 0.9, wd 5e-4, batch 128, lr /10 at
   1/3 and 2/3 of the epochs), NC1-NC4 at the penultimate layer per measured epoch, train and test, with MSE vs
   CE overlays (Figs. 3-8, 10, 12 analogues). Needs the Fashion-MNIST files (``dataset-fashion-mnist``).
 * ``digits-mlp-demo`` -- the ``nclab demo`` runs (MSE and CE on the embedded digits).
@@ -102,7 +102,8 @@ def run_demo(
     fig = compare_figure(merged, ["nc1", "trace_ratio", "etf_gram_error", "self_duality", "ncc_mismatch", "error"], pen)
     links = "".join(f'<li><a href="{k}/report.html">{k.upper()} run report</a></li>' for k in runs)
     body = (
-        "<p>Digits (embedded, balanced subset), MLP with three measured hidden layers, trained with MSE (paper 004) "
+        "<p>Digits (embedded, balanced subset), MLP with three measured hidden layers, trained with MSE "
+        "[Han et al. 2022] "
         f"and with cross-entropy past zero training error. Per-run reports:</p><ul>{links}</ul>"
         + metrics_table_html(summary)
     )
@@ -114,7 +115,7 @@ def run_demo(
     )
 
 
-#: Fashion-MNIST + small CNN (paper 004 recipe); ``SCALES`` shrink it.
+#: Fashion-MNIST + small CNN ([Han et al. 2022] recipe); ``SCALES`` shrink it.
 FASHION_MNIST_CNN: dict[str, Any] = {
     "name": "fashion-mnist-cnn",
     "preset": "han2022-mse",
@@ -147,7 +148,7 @@ SCALES: dict[str, dict[str, Any]] = {
 
 #: Per-loss settings of the CPU scale (measured on the CPU-scale subset, docs/training.md): weight decay 5e-3 as in
 #: the demo (at 5e-4 NC1 moves ~0.1 order of magnitude in the 50 epochs after zero training error, at 5e-3 0.7-0.9);
-#: MSE on paper 004's own loss scaling (lambda = wd). Both pass zero training error (epochs ~29 and ~16).
+#: MSE on the [Han et al. 2022] own loss scaling (lambda = wd). Both pass zero training error (epochs ~29 and ~16).
 CPU_LOSS_OVERRIDES: dict[str, dict[str, Any]] = {
     "mse": {"loss": {"reduction": "sum_half"}, "optim": {"lr": 0.04, "weight_decay": 5e-3}},
     "ce": {"optim": {"lr": 0.05, "weight_decay": 5e-3}},
@@ -168,7 +169,7 @@ def _fashion_cfg(scale: str, seed: int, loss: str) -> Any:
 @register(
     "fashion-mnist-cnn",
     summary="Fashion-MNIST subset, small CNN, MSE vs CE past zero training error: NC1-NC4 per epoch "
-    "(paper 004 at CPU scale)",
+    "([Han et al. 2022] at CPU scale)",
     paper="004",
 )
 def fashion_mnist_cnn(out: Path, scale: str, seed: int) -> dict[str, Any]:
@@ -190,11 +191,11 @@ def fashion_mnist_cnn(out: Path, scale: str, seed: int) -> dict[str, Any]:
     metrics = ["nc1", "equinorm", "equiangularity", "max_angle", "self_duality", "ncc_mismatch"]
     figs = [
         (
-            f"Paper 004 Figs. 3-8 / 10 analogues at layer {pen}, train split (dotted: zero-error epochs)",
+            f"[Han et al. 2022, Figs. 3-8] / 10 analogues at layer {pen}, train split (dotted: zero-error epochs)",
             compare_figure({k.upper(): (r.rows, r.zero_error_epoch) for k, r in runs.items()}, metrics, pen),
         ),
         (
-            "Paper 004 Fig. 12 analogue: NC1 on the test split",
+            "[Han et al. 2022, Fig. 12] analogue: NC1 on the test split",
             compare_figure({k.upper(): (r.rows, r.zero_error_epoch) for k, r in runs.items()}, ["nc1"], pen, "test"),
         ),
     ]

@@ -1,7 +1,8 @@
-"""Registered UFM experiments (papers 001 and 002): figures, CSV tables and a self-contained report.html.
+"""Registered UFM experiments ([Tirer & Bruna 2022; Wang et al. 2024]): figures, CSV tables and a self-contained
+report.html.
 
-``nclab experiment run NAME --scale tiny|cpu|paper``. The paper-001 sizes and lambdas are lost from its text
-file (spec 001 Sec. 5); "cpu" and "paper" use the spec's suggested defaults (K=4, d=20, n=50, lambda=5e-3,
+``nclab experiment run NAME --scale tiny|cpu|paper``. The [Tirer & Bruna 2022] sizes and lambdas are lost from its text
+file [Tirer & Bruna 2022, Sec. 6]; "cpu" and "paper" use the defaults (K=4, d=20, n=50, lambda=5e-3,
 GD lr 0.1, 1e5 iterations, metrics every 5e3).
 """
 
@@ -33,7 +34,11 @@ _FIG_MODELS = {
 }
 
 
-@register("ufm-figures", summary="paper 001 Figs 1-4: GD objective and NC1/NC2/NC3 per feature level", paper="001")
+@register(
+    "ufm-figures",
+    summary="[Tirer & Bruna 2022, Figs. 1-4]: GD objective and NC1/NC2/NC3 per feature level",
+    paper="001",
+)
 def figures_001(out: Path, scale: str, seed: int) -> dict[str, Any]:
     check_scale(scale)
     K, d, n, lam = (4, 12, 8, 5e-3) if scale == "tiny" else (4, 20, 50, 5e-3)
@@ -77,7 +82,7 @@ def figures_001(out: Path, scale: str, seed: int) -> dict[str, Any]:
         figures.append((fig_name, png(fig, out / f"{fig_name}.png", dpi=90)))
         summary[fig_name] = {"loss": res.loss, "L_star": res.theory.loss, "gap": res.gap, "iters": iters}
     sections = [("Runs", metrics_table_html({f"{k} gap": v["gap"] for k, v in summary.items()}))]
-    write_report(out / "report.html", "UFM figures (paper 001 Figs 1-4)", sections, figures)
+    write_report(out / "report.html", "UFM figures [Tirer & Bruna 2022, Figs. 1-4]", sections, figures)
     return summary
 
 
@@ -143,7 +148,7 @@ def threshold_sweep(out: Path, scale: str, seed: int) -> dict[str, Any]:
 )
 def init_scale_study(out: Path, scale: str, seed: int) -> dict[str, Any]:
     check_scale(scale)
-    K, n, d, lam = 4, 10, 20, 0.02  # spec 001 pitfall 5
+    K, n, d, lam = 4, 10, 20, 0.02  # [Tirer & Bruna 2022]
     iters = 3000 if scale == "tiny" else 40_000
     scales = (0.01, 0.03, 0.1, 0.3, 1.0)
     rows = []
@@ -189,7 +194,7 @@ def init_scale_study(out: Path, scale: str, seed: int) -> dict[str, Any]:
 @register("ufm-thm51", summary="Thm 5.1 Monte Carlo: ||W_hat - f W*||/||W*|| vs n (slope -1/2)", paper="001")
 def thm51_monte_carlo(out: Path, scale: str, seed: int) -> dict[str, Any]:
     check_scale(scale)
-    K, d, lam_W, nlam_H, sigma = 4, 20, 0.01, 0.02, 0.3  # spec 001 Sec. 8
+    K, d, lam_W, nlam_H, sigma = 4, 20, 0.01, 0.02, 0.3  # [Tirer & Bruna 2022]
     ns = [100, 400, 1600] if scale == "tiny" else [100, 300, 1000, 3000, 10_000, 20_000]
     reps = 3 if scale == "tiny" else 10
     rows = []
@@ -222,17 +227,21 @@ def thm51_monte_carlo(out: Path, scale: str, seed: int) -> dict[str, Any]:
     return {"slope": slope, "factor": rows[0]["factor"], "errors": [r["rel_error"] for r in rows]}
 
 
-# ---------------------------------------------------------------------------------------------- paper 002
+# ---------------------------------------------------------------------------------------------- [Wang et al. 2024]
 def _pfc(H: np.ndarray, K: int, n: int) -> dict[str, float]:
     y = np.repeat(np.arange(K), n)
     st = ClassStats.from_arrays(H, y, num_classes=K)
     return {"pfc1": trace_ratio(st), "pfc2": etf_gram_error(st), "ncc_accuracy": ncc_metrics(st, H, y)["ncc_accuracy"]}
 
 
-@register("mufm-tradeoff", summary="paper 002 Figs 4-5: MUFM vs UFM optima and metrics vs lambda/lambda_W", paper="002")
+@register(
+    "mufm-tradeoff",
+    summary="[Wang et al. 2024, Figs. 4-5]: MUFM vs UFM optima and metrics vs lambda/lambda_W",
+    paper="002",
+)
 def mufm_tradeoff(out: Path, scale: str, seed: int) -> dict[str, Any]:
     check_scale(scale)
-    K, n, d, lam_W = (3, 10, 8, 0.005) if scale == "tiny" else (5, 100, 20, 0.005)  # paper 002 Sec. IV-B
+    K, n, d, lam_W = (3, 10, 8, 0.005) if scale == "tiny" else (5, 100, 20, 0.005)  # [Wang et al. 2024, Sec. IV-B]
     ratios = (0.1, 1.0, 4.0) if scale == "tiny" else (0.1, 0.2, 0.4, 1.0, 2.0, 4.0)
     X = mufm.gaussian_data(K, n, d, seed=seed)
     data = _pfc(X, K, n)
@@ -291,5 +300,7 @@ def mufm_tradeoff(out: Path, scale: str, seed: int) -> dict[str, Any]:
             metrics_table_html({k: v for k, v in rows[min(1, len(rows) - 1)].items() if k != "lambda/lambda_W"}),
         ),
     ]
-    write_report(out / "report.html", "MUFM vs UFM (paper 002 Figs 4-5)", sections, [("metrics vs lambda", image)])
+    write_report(
+        out / "report.html", "MUFM vs UFM [Wang et al. 2024, Figs. 4-5]", sections, [("metrics vs lambda", image)]
+    )
     return {"data": data, "ufm": ufm_m, "sweep": rows}

@@ -1,4 +1,4 @@
-"""Reference geometries and the margins of paper 003: frames, hull distances, Thm 3.9 bounds, Softmax and
+"""Reference geometries and the margins of [Jiang et al. 2024]: frames, hull distances, Thm 3.9 bounds, Softmax and
 Tammes codes (search, exact polish, KKT certificate), assignments.
 
 Rows are classes: a code or classifier is ``(K, d)``.

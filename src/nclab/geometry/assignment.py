@@ -1,11 +1,11 @@
-"""Class-to-code assignments up to the symmetries of the code (paper 003, Sec. 4 and App. B.5).
+"""Class-to-code assignments up to the symmetries of the code ([Jiang et al. 2024, Sec. 4] and App. B.5).
 
 When ``K > d + 1`` a Softmax Code is not equiangular, so which class gets which code vector matters. An
 assignment is a permutation ``a`` with ``a[c] = `` the code row given to class ``c``. Two assignments are
 equivalent when an isometry of the code maps one onto the other; isometries of a code that spans its space
 are exactly the permutations ``g`` of its rows that preserve the Gram matrix (``G[g][:, g] = G``), which act
 on assignments by ``a -> g o a``. The action is free, so there are ``K! / |Aut|`` classes: 3 for the square
-(``4!/8``), 60 for the regular hexagon (``6!/12``). Paper 003 counts the hexagon's "15 assignments" by the
+(``4!/8``), 60 for the regular hexagon (``6!/12``). [Jiang et al. 2024] counts the hexagon's "15 assignments" by the
 coarser invariant of which classes sit antipodal (``5 * 3 * 1`` pairings): ``up_to="antipodal"``.
 """
 

@@ -1,4 +1,4 @@
-"""Theorem 3.9 of paper 003: bounds on the optimal one-vs-rest margin of K unit vectors in R^d."""
+"""Theorem 3.9 of [Jiang et al. 2024]: bounds on the optimal one-vs-rest margin of K unit vectors in R^d."""
 
 from __future__ import annotations
 
@@ -23,7 +23,8 @@ class CodeBounds:
 
 
 def softmax_code_bounds(d: int, K: int) -> CodeBounds:
-    """Bounds of paper 003, Thm 3.9 / eq. (13), evaluated in log-gamma form (no overflow for d in the thousands):
+    """Bounds of [Jiang et al. 2024, Thm. 3.9 / eq. (13)], evaluated in log-gamma form (no overflow for d in the
+    thousands):
 
     ``lower = (1/2) [ (sqrt(pi)/K) Gamma((d+1)/2) / Gamma(d/2 + 1) ]^(2/(d-1))``,
     ``upper = 2 [ (2 sqrt(pi)/K) Gamma((d+1)/2) / Gamma(d/2) ]^(1/(d-1))``,
@@ -31,6 +32,13 @@ def softmax_code_bounds(d: int, K: int) -> CodeBounds:
     stated under ``K >= sqrt(2 pi sqrt(e) d)`` (``valid``; ``min_K`` is that threshold). ``d >= 2``, ``K >= 2``.
     Example: ``(d, K) = (10, 100)`` gives ``[0.16970, 1.50488]``. The values are returned also when the
     condition fails (e.g. ``(2, 4)``), flagged invalid.
+
+    Examples
+    --------
+    >>> from nclab.geometry import softmax_code_bounds
+    >>> bounds = softmax_code_bounds(3, 12)
+    >>> print(f"{bounds.lower:.4f} {bounds.upper:.4f} {bounds.valid}")
+    0.0556 1.1547 True
     """
     d, K = int(d), int(K)
     if d < 2:

@@ -1,6 +1,6 @@
-"""Softmax Codes and Tammes codes (paper 003, Def 2.1 and eq. (11)): a global search and an exact local polish.
+"""Softmax Codes and Tammes codes [Jiang et al. 2024, Def. 2.1 and eq. (11)]: a global search and an exact local polish.
 
-Rows are classes: a code ``W`` is ``(K, d)`` with unit rows (paper 003 writes columns).
+Rows are classes: a code ``W`` is ``(K, d)`` with unit rows ([Jiang et al. 2024] writes columns).
 
 **Problems.** Both are max-min problems over products of unit spheres, ``max_X min_c f_c(X)``, with bilinear
 pieces ``f_c``:
@@ -8,7 +8,7 @@ pieces ``f_c``:
 * Tammes: ``X = W``, ``f_ij = -<w_i, w_j>`` for ``i < j`` (maximising the minimum angle; the chordal minimum
   distance is ``sqrt(2 - 2 max_ij <w_i, w_j>)``);
 * Softmax Code: ``X = (W, H)`` with one unit feature ``h_k`` per class, ``f_kj = <w_k - w_j, h_k>`` for
-  ``j != k``; ``max_H min_{k, j} f_kj = rho_one_vs_rest(W)`` (paper 003, Lemma C.4), so the joint problem is
+  ``j != k``; ``max_H min_{k, j} f_kj = rho_one_vs_rest(W)`` ([Jiang et al. 2024], Lemma C.4), so the joint problem is
   ``max_W rho_one_vs_rest(W)``, the HardMax problem (5) with ``n = 1`` (Thm 3.2).
 
 **Algorithm.**
@@ -38,10 +38,10 @@ onto the tangent space of the spheres) is computed exactly by Wolfe's algorithm
 * the Thm 3.9 bounds only bracket the optimum; ``within_bounds`` checks the returned margin against them.
 
 What is **not** certified: global optimality. The search is a heuristic over many basins; the tests compare it
-with the best known Tammes codes on ``S^2`` for ``K = 4..24`` [SHS] and closed forms.
+with the best known Tammes codes on ``S^2`` for ``K = 4..24`` [Sloane 2000] and closed forms.
 
-References: [SHS] N. J. A. Sloane, with R. H. Hardin, W. D. Smith and others, *Tables of spherical codes*
-(packings in 3 dimensions), http://neilsloane.com/packings/dim3 ; paper 003 (Softmax Codes, HardMax).
+References (full citations in docs/references.md): [Tammes 1930] (the problem), [Sloane 2000] (the table),
+[Jiang et al. 2024] (Softmax Codes, HardMax).
 """
 
 from __future__ import annotations
@@ -197,7 +197,7 @@ def _coarse(
 
 
 def _spiral(K: int) -> np.ndarray:
-    """Generalised spiral points on ``S^2`` (Rakhmanov, Saff and Zhou 1994), ``(K, 3)``."""
+    """Generalised spiral points on ``S^2`` [Rakhmanov et al. 1994], ``(K, 3)``."""
     z = 1.0 - (2.0 * np.arange(K) + 1.0) / K
     phi = np.pi * (3.0 - math.sqrt(5.0)) * np.arange(K)
     r = np.sqrt(np.maximum(0.0, 1.0 - z * z))
@@ -579,7 +579,7 @@ def softmax_code_search(
     lr: tuple[float, float] = (0.05, 1e-4),
     polish: bool | None = None,
 ) -> CodeSearch:
-    """Softmax Code (paper 003, Def 2.1): ``max_{W in OB(d, K)} rho_one_vs_rest(W)``, with a KKT certificate.
+    """Softmax Code [Jiang et al. 2024, Def. 2.1]: ``max_{W in OB(d, K)} rho_one_vs_rest(W)``, with a KKT certificate.
 
     The joint max-min problem ``max_{W, H} min_{k != j} <w_k - w_j, h_k>`` over unit rows (HardMax with
     ``n = 1``, Thm 3.2) is searched from ``restarts`` starts (random and structured) by a smoothed coarse phase,
@@ -645,12 +645,12 @@ def tammes_search(
     lr: tuple[float, float] = (0.05, 1e-4),
     polish: bool | None = None,
 ) -> CodeSearch:
-    """Tammes code (paper 003, eq. (11)): ``max_{W in OB(d, K)} min_{i != j} ||w_i - w_j||``, with a KKT
+    """Tammes code [Jiang et al. 2024, eq. (11)]: ``max_{W in OB(d, K)} min_{i != j} ||w_i - w_j||``, with a KKT
     certificate.
 
     Same search as :func:`softmax_code_search` on the pieces ``f_ij = -<w_i, w_j>`` (minimising the largest
     cosine). ``value`` is the exact minimum chordal distance ``2 sin(theta_min / 2)``; ``min_angle_deg`` the
-    minimum angle. With the defaults it reaches the best known codes on ``S^2`` for ``K = 4..24`` [SHS] to
+    minimum angle. With the defaults it reaches the best known codes on ``S^2`` for ``K = 4..24`` [Sloane 2000] to
     ``1e-6`` degrees (tested).
 
     See Also

@@ -2,7 +2,7 @@
 
 Every frame is built in a canonical position (first coordinates) and optionally moved by a uniformly random
 orthogonal map of ``R^d`` (``seed=`` or ``rng=``), which changes no Gram matrix and no margin. Each docstring
-gives the Gram matrix ``W W^T`` (unit ``scale``) and the one-vs-rest margin ``rho`` of paper 003, eq. (3)
+gives the Gram matrix ``W W^T`` (unit ``scale``) and the one-vs-rest margin ``rho`` of [Jiang et al. 2024, eq. (3)]
 (:func:`nclab.geometry.rho_one_vs_rest`).
 """
 
@@ -61,11 +61,25 @@ def simplex_etf(
 ) -> np.ndarray:
     """Simplex equiangular tight frame, ``(K, d)``: unit-norm rows (times ``scale``) summing to zero, with
     pairwise cosines ``-1/(K-1)``; needs ``d >= K - 1`` (``K = d + 1`` included: the frame is built in the
-    ``(K-1)``-dimensional subspace orthogonal to ``1``, the fix of paper 003's pitfall 14). ``seed`` or ``rng``
+    ``(K-1)``-dimensional subspace orthogonal to ``1``, which [Jiang et al. 2024] leaves implicit). ``seed`` or ``rng``
     applies a random rotation.
 
-    Gram: ``K/(K-1) (I - 11^T/K)``. Margin (paper 003, Thm 3.3): ``rho = K/(K-1)``, the nearest point of the hull
+    Gram: ``K/(K-1) (I - 11^T/K)``. Margin [Jiang et al. 2024, Thm. 3.3]: ``rho = K/(K-1)``, the nearest point of the
+    hull
     of the others being their centroid ``-w_k/(K-1)``; this is the Softmax Code for ``K <= d + 1``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from nclab.geometry import simplex_etf
+    >>> E = simplex_etf(4, 3)
+    >>> print(np.round(E @ E.T, 4) + 0.0)
+    [[ 1.     -0.3333 -0.3333 -0.3333]
+     [-0.3333  1.     -0.3333 -0.3333]
+     [-0.3333 -0.3333  1.     -0.3333]
+     [-0.3333 -0.3333 -0.3333  1.    ]]
+    >>> print(np.round(E.sum(axis=0), 12) + 0.0)
+    [0. 0. 0.]
     """
     d = _check_kd(K, d, K - 1)
     E = np.sqrt(K / (K - 1)) * (np.eye(K) - 1.0 / K)  # rows: unit norm, cos = -1/(K-1), span K-1 dims
@@ -104,7 +118,8 @@ def regular_polygon(
     """Regular ``K``-gon on the unit circle, ``(K, d)``: row ``k`` is ``(cos(2 pi k/K + phase), sin(...))`` in
     the first two coordinates; ``K >= 2``, ``d >= 2``.
 
-    Gram: ``cos(2 pi (j - k)/K)``. Margin (paper 003, Thm 3.3, d = 2): ``rho = 1 - cos(2 pi / K)``, the nearest
+    Gram: ``cos(2 pi (j - k)/K)``. Margin ([Jiang et al. 2024, Thm. 3.3], d = 2): ``rho = 1 - cos(2 pi / K)``, the
+    nearest
     point of the hull of the others being the midpoint of the two neighbours (``K = 2``: the antipodal pair,
     ``rho = 2``). This is the Softmax Code and the Tammes optimum (minimum angle ``2 pi / K``) for ``d = 2``.
     """
@@ -128,7 +143,7 @@ def cross_polytope_subset(
     Gram: entries in ``{1, 0, -1}``, ``-1`` exactly on the pairs ``(2i, 2i+1)``. Margin: ``rho = 1`` for
     ``K >= 3`` (on the hull of the others ``<w_k, v> <= 0``, so ``dist >= 1``, and ``0`` is in that hull since
     the others contain a complete antipodal pair, so ``dist <= 1``); ``K = 2``: ``rho = 2``. For
-    ``d + 1 < K <= 2d`` this is a Softmax Code (paper 003, Thm 3.3), with minimum angle 90 degrees (Tammes,
+    ``d + 1 < K <= 2d`` this is a Softmax Code [Jiang et al. 2024, Thm. 3.3], with minimum angle 90 degrees (Tammes,
     Rankin's bound).
     """
     if K < 2:
@@ -154,8 +169,9 @@ def icosahedron(*, scale: float = 1.0, seed: int | None = None, rng: np.random.G
     ``(0, +-1, +-phi) / sqrt(1 + phi^2)``, ``phi`` the golden ratio.
 
     Gram: off-diagonal entries ``+-1/sqrt(5)`` (5 of each per row) and ``-1`` (the antipode). Margin:
-    ``rho = 1 - 1/sqrt(5) = 0.5527864``, attained at the centroid ``w_k/sqrt(5)`` of the 5 neighbours (paper
-    003 spec, Sec. 4 table); the Tammes optimum for ``(3, 12)``, minimum angle ``arccos(1/sqrt(5)) = 63.435``
+    ``rho = 1 - 1/sqrt(5) = 0.5527864``, attained at the centroid ``w_k/sqrt(5)`` of the 5 neighbours (the icosahedron
+    of
+    [Jiang et al. 2024, Sec. 4]); the Tammes optimum for ``(3, 12)``, minimum angle ``arccos(1/sqrt(5)) = 63.435``
     degrees.
     """
     phi = (1.0 + math.sqrt(5.0)) / 2.0

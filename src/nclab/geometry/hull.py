@@ -1,11 +1,11 @@
-"""Distances to convex hulls and the margins of paper 003: one-vs-rest (Softmax Code) and one-vs-one (Tammes).
+"""Distances to convex hulls and the margins of [Jiang et al. 2024]: one-vs-rest (Softmax Code) and one-vs-one (Tammes).
 
-Rows are classes: a code or classifier ``W`` is ``(K, d)`` (paper 003 writes columns; transposed here).
+Rows are classes: a code or classifier ``W`` is ``(K, d)`` ([Jiang et al. 2024] writes columns; transposed here).
 
 ``dist(w, A) = min_{v in simplex} ||w - A^T v||`` (``A (m, d)``, one point per row) is solved exactly by Wolfe's
-minimum-norm-point algorithm (Wolfe 1976) on the shifted points ``a_j - w``, with an incrementally updated
+minimum-norm-point algorithm [Wolfe 1976] on the shifted points ``a_j - w``, with an incrementally updated
 Cholesky factor of ``G_S + 1 1^T`` (``G_S`` the Gram matrix of the support), so each step is ``O(m d + s^2)``.
-Every answer carries the weak-duality certificate of paper 003, Lemma C.4/C.6:
+Every answer carries the weak-duality certificate of [Jiang et al. 2024], Lemma C.4/C.6:
 
 * upper bound: ``||w - A^T v||`` for the returned simplex weights ``v``;
 * lower bound: ``min_j <w - a_j, h>`` for the returned unit feature ``h = (w - p)/||w - p||``;
@@ -101,7 +101,7 @@ def _cholesky_delete(R: np.ndarray, i: int) -> np.ndarray:
 def _wolfe(
     P: np.ndarray, *, start: int | None = None, max_iter: int | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
-    """Minimum-norm point of ``conv(rows of P)`` (Wolfe 1976). Returns (support indices, their weights, x, iters).
+    """Minimum-norm point of ``conv(rows of P)`` [Wolfe 1976]. Returns (support indices, their weights, x, iters).
 
     ``M_S = P_S P_S^T + 1 1^T`` is positive definite iff the support is affinely independent; its solution of
     ``M_S a = 1``, normalised to sum 1, is the affine minimiser of the support (the ``1 1^T`` term turns the
@@ -185,7 +185,7 @@ def _certify(w: np.ndarray, A: np.ndarray, S: np.ndarray, lam: np.ndarray, x: np
 
 
 def dist_to_hull(w: Any, A: Any) -> HullDistance:
-    """Distance from ``w (d,)`` to the convex hull of the rows of ``A (m, d)`` (paper 003, Sec. 2.1).
+    """Distance from ``w (d,)`` to the convex hull of the rows of ``A (m, d)`` [Jiang et al. 2024, Sec. 2.1].
 
     Solves the simplex-constrained QP ``min_{v >= 0, 1^T v = 1} ||w - A^T v||^2`` (the dual (C.22) of Lemma
     C.6) exactly with Wolfe's minimum-norm-point algorithm, and certifies it by weak duality: for the unit
@@ -219,7 +219,7 @@ def _class_distance(W: np.ndarray, k: int, cand: np.ndarray | None) -> HullDista
     """``dist(w_k, conv(others))`` for row ``k`` of ``W``.
 
     With ``cand`` (indices of other classes): column generation. Solve on the candidates, then test every class
-    with the optimality condition of the spec, Sec. 2.1 (``p`` is optimal iff ``max_j <w_j, w_k - p> <=
+    with the optimality condition of the min-norm point (``p`` is optimal iff ``max_j <w_j, w_k - p> <=
     <p, w_k - p>``, i.e. ``min_j <w_j - w_k, x> >= ||x||^2`` for ``x = p - w_k``), add the violators and re-solve,
     until none violates. Memory ``O(|cand| d + K)``; one ``K x d`` product per round.
     """
@@ -292,13 +292,22 @@ def _num_candidates(K: int, d: int, candidates: int | None) -> int | None:
 def one_vs_rest(
     W: Any, *, normalize: bool = False, rattler_rtol: float = 1e-4, candidates: int | None = -1
 ) -> OneVsRest:
-    """One-vs-rest distances of every class of ``W (K, d)``, ``K >= 2`` (paper 003, Sec. 2.1 and eq. (3)).
+    """One-vs-rest distances of every class of ``W (K, d)``, ``K >= 2`` [Jiang et al. 2024, Sec. 2.1 and eq. (3)].
 
     ``dist_k = min_{v in simplex} ||w_k - sum_{j != k} v_j w_j||``, ``rho = min_k dist_k``. Rows are used as
     given (``normalize=True`` first puts them on the sphere, as GNC2 does). ``candidates``: the number of
     nearest classes each QP starts from (column generation with an exact violator check, so the answer does
     not depend on it; ``-1``: automatic, all classes for ``K <= 512``, ``d + 1`` otherwise; ``None``: all).
     Memory ``O(K d + K candidates)``. Rattlers (Def 3.4): ``dist_k > rho (1 + rattler_rtol)``.
+
+    Examples
+    --------
+    The regular tetrahedron (a simplex ETF, ``K = 4`` in ``d = 3``): every class has margin ``4/3``.
+
+    >>> from nclab.geometry import one_vs_rest, simplex_etf
+    >>> res = one_vs_rest(simplex_etf(4, 3))
+    >>> print(f"{res.rho:.6f}", res.support_sizes.tolist(), res.rattlers.tolist())
+    1.333333 [3, 3, 3, 3] []
     """
     W = as_rows(W, name="W")
     if normalize:
@@ -319,13 +328,13 @@ def one_vs_rest(
 
 
 def one_vs_rest_distances(W: Any, *, normalize: bool = False, candidates: int | None = -1) -> np.ndarray:
-    """``(K,)``: ``dist(w_k, conv{w_j : j != k})`` for each row of ``W (K, d)`` (paper 003, Sec. 2.1); see
+    """``(K,)``: ``dist(w_k, conv{w_j : j != k})`` for each row of ``W (K, d)`` [Jiang et al. 2024, Sec. 2.1]; see
     :func:`one_vs_rest`."""
     return one_vs_rest(W, normalize=normalize, candidates=candidates).distances
 
 
 def _project_simplex(V: np.ndarray) -> np.ndarray:
-    """Row-wise Euclidean projection onto the probability simplex (sort-based, Held et al. 1974)."""
+    """Row-wise Euclidean projection onto the probability simplex (sort-based, [Held et al. 1974])."""
     U = -np.sort(-V, axis=1)
     css = np.cumsum(U, axis=1) - 1.0
     idx = np.arange(1, V.shape[1] + 1)
@@ -376,7 +385,7 @@ def _batched_bounds(
 
 
 def rho_one_vs_rest(W: Any, *, normalize: bool = False, candidates: int | None = -1) -> float:
-    """``rho_one-vs-rest(W) = min_k dist(w_k, conv{w_j : j != k})`` (paper 003, eq. (3); GNC2 on unit rows).
+    """``rho_one-vs-rest(W) = min_k dist(w_k, conv{w_j : j != k})`` ([Jiang et al. 2024, eq. (3)]; GNC2 on unit rows).
 
     Exact, with pruning by certified bounds. Small ``K`` (``<= 512``): every class has the weak-duality lower
     bound ``min_{j != k} <w_k - w_j, w_k>/||w_k||`` (``h = w_k/||w_k||`` in Lemma C.4); classes are solved
@@ -434,7 +443,7 @@ class OneVsOne:
 
 
 def one_vs_one(W: Any, *, block: int = 1024) -> OneVsOne:
-    """One-vs-one separation of ``W (K, d)``, ``K >= 2`` (paper 003, eq. (11)): the minimum pairwise chordal
+    """One-vs-one separation of ``W (K, d)``, ``K >= 2`` [Jiang et al. 2024, eq. (11)]: the minimum pairwise chordal
     distance (rows as given), the maximum pairwise cosine and the minimum angle (rows normalised; zero rows
     raise). Memory ``O(block K)``."""
     W = as_rows(W, name="W")
@@ -458,7 +467,8 @@ def one_vs_one(W: Any, *, block: int = 1024) -> OneVsOne:
 
 
 def rho_one_vs_one(W: Any) -> float:
-    """``rho_one-vs-one(W) = min_{k != k'} ||w_k - w_k'||`` (paper 003, eq. (11), the Tammes objective); for unit
+    """``rho_one-vs-one(W) = min_{k != k'} ||w_k - w_k'||`` ([Jiang et al. 2024, eq. (11)], the Tammes objective); for
+    unit
     rows ``= 2 sin(theta_min / 2)``. Always ``>= rho_one_vs_rest(W)`` (each ``w_k'`` is in the hull of the
     others)."""
     return one_vs_one(W).chordal
@@ -466,14 +476,14 @@ def rho_one_vs_one(W: Any) -> float:
 
 def optimal_features(W: Any, *, normalize: bool = False) -> np.ndarray:
     """``H*(W) (K, d)``: for each class the unit feature minimising ``max_{k' != k} <w_k' - w_k, h>`` over the
-    sphere (paper 003, Lemma C.4 and eq. (9)): ``h_k = P_S(w_k - P_{conv(others)}(w_k))``; the minimum is
+    sphere ([Jiang et al. 2024], Lemma C.4 and eq. (9)): ``h_k = P_S(w_k - P_{conv(others)}(w_k))``; the minimum is
     ``-dist_k``. When ``w_k`` lies in the hull of the others, ``w_k/||w_k||`` (optimal for unit rows, value 0).
     For an ETF or a regular polygon ``H*(W) = W`` (Thm 3.8)."""
     return one_vs_rest(W, normalize=normalize).features
 
 
 def hardmax_value(W: Any, H: Any, y: Any = None) -> float:
-    """HardMax loss ``max_i max_{k' != y_i} <w_k' - w_{y_i}, h_i>`` (paper 003, eq. (5)), ``W (K, d)``,
+    """HardMax loss ``max_i max_{k' != y_i} <w_k' - w_{y_i}, h_i>`` [Jiang et al. 2024, eq. (5)], ``W (K, d)``,
     ``H (N, d)`` with labels ``y (N,)`` (default: ``N = K`` and ``y_i = i``, one feature per class).
     ``min_H hardmax_value(W, H) = -rho_one_vs_rest(W)`` on unit ``H`` (Lemma C.4); computed in blocks."""
     W = as_rows(W, name="W")

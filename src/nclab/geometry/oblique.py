@@ -1,5 +1,5 @@
 """The oblique manifold ``OB(d, K)``: ``K`` unit vectors in ``R^d``, stored as the rows of a ``(K, d)`` array
-(paper 003 writes the columns of a ``d x K`` matrix)."""
+([Jiang et al. 2024] writes the columns of a ``d x K`` matrix)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,8 @@
 
 Every public metric is registered in :data:`REGISTRY` with its collapse direction and source; the aliases
 ``pfc1``/``sq_dist`` (= ``trace_ratio``) and ``pfc2`` (= ``etf_gram_error``) are the same functions under the names
-papers 002 and 000 use, and the registry entry ``pfc3`` names ``nclab.stats.NCCAccumulator``'s ``ncc_accuracy``.
+[Wang et al. 2024; Xu & Liu 2023] use, and the registry entry ``pfc3`` names ``nclab.stats.NCCAccumulator``'s
+``ncc_accuracy``.
 """
 
 from nclab.metrics._linalg import PsdPinv, psd_pinv

@@ -3,7 +3,7 @@
 Policy (``docs/conventions.md``, row "pseudo-inverse"): symmetric eigendecomposition in float64; eigenvalues
 ``<= rtol * lambda_max`` count as zero (``rtol`` = 1e-12 by default: the statistics are float64); the kept
 eigenvalues are further capped at ``max_rank`` (e.g. ``min(d, K - 1)`` for a centred Sigma_B), keeping the
-largest. Paper 000 (Sec. 4) shows why both the default ``np.linalg.pinv`` threshold and a bare top-(K-1)
+largest. [Xu & Liu 2023] (Sec. 4) shows why both the default ``np.linalg.pinv`` threshold and a bare top-(K-1)
 truncation are unreliable for Sigma_B; the tolerance guard is what makes exactly collapsed data give 0.
 """
 

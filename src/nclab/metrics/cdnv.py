@@ -1,7 +1,7 @@
-"""Class-distance normalised variance (CDNV) of Galanti et al. (2021), computed tile-wise in bounded memory.
+"""Class-distance normalised variance (CDNV) [Galanti et al. 2022], computed tile-wise in bounded memory.
 
-Not a metric of paper 000 (which only cites Galanti et al.; spec 000 Sec. 1.8); included as the standard
-extra NC1 baseline (conventions survey: rhubarbwu/neural-collapse ``variability_cdnv``, Galanti et al.).
+Not a metric of [Xu & Liu 2023] (which only cites it); included as the standard
+extra NC1 baseline ([neural-collapse (rhubarbwu)] ``variability_cdnv``, [Galanti et al. 2022]).
 """
 
 from __future__ import annotations
@@ -22,12 +22,12 @@ _TILE_BUDGET = 1 << 22
 _CANCEL_RATIO = 1e-3
 
 
-@metric("cdnv", "lower", "Galanti et al. 2021 (CDNV); not in paper 000 (spec 000 Sec. 1.8)")
+@metric("cdnv", "lower", "[Galanti et al. 2022] (CDNV); not in [Xu & Liu 2023]")
 def cdnv(stats: ClassStats, exponent: float = 1, tile: int | None = None) -> float:
     """CDNV = mean over unordered class pairs i < j of (var_i + var_j) / (2 ||mu_i - mu_j||^(2 exponent)).
 
     ``var_k = class_ss_k / n_k`` is the mean squared distance of the class-k features to their class mean
-    (biased, population normalisation, as Galanti et al. and rhubarbwu/neural-collapse; a few codes use
+    (biased, population normalisation, as [Galanti et al. 2022] and [neural-collapse (rhubarbwu)]; a few codes use
     n_k - 1). Range [0, inf); lower = more collapsed. Invariant under rotations and translation; with
     ``exponent=1`` also under global scaling.
 
@@ -44,6 +44,20 @@ def cdnv(stats: ClassStats, exponent: float = 1, tile: int | None = None) -> flo
     Works with ``track="light"`` statistics. Returns ``inf`` if two class means coincide (those classes are
     not separated), whatever their variances; hence ``inf`` when Sigma_B = 0. "Coincide" is up to roundoff:
     ``||mu_i - mu_j||^2 <= (8 eps)^2 max(||mu_i||^2, ||mu_j||^2)``, eps the float64 machine epsilon.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from nclab.geometry import simplex_etf
+    >>> from nclab.stats import ClassStats
+    >>> K, n, d = 3, 20, 4
+    >>> y = np.repeat(np.arange(K), n)
+    >>> H = 4 * simplex_etf(K, d)[y] + 0.5 * np.random.default_rng(0).standard_normal((K * n, d))
+    >>> stats = ClassStats.from_arrays(H, y, num_classes=K)
+
+    >>> from nclab.metrics import cdnv
+    >>> print(f"{cdnv(stats):.4f}")
+    0.0199
     """
     check_stats(stats)
     if isinstance(exponent, bool) or not np.isfinite(exponent) or exponent <= 0:

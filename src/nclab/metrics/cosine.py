@@ -1,4 +1,4 @@
-"""Cosine-similarity collapse metrics of Kornblith et al. (2021), as used by paper 000 Sec. 3.2.
+"""Cosine-similarity collapse metrics of Kornblith et al. (2021), as used by [Xu & Liu 2023, Sec. 3.2].
 
 All three are computed on the raw (uncentred) features from the per-class sums of L2-normalised features
 ``U_k = sum_{y_i = k} h_i / ||h_i||`` (``ClassStats.unit_sums``) in O(K d), with no pairwise loop:
@@ -11,15 +11,15 @@ A feature vector that is exactly zero has no direction: it enters ``U_k`` as the
 similarity 0 with everything, itself included (``include_self=False`` is exact only without zero features).
 
 Weighting: "balanced" (default) averages per-class (and per-class-pair) mean similarities with equal class
-weights; "empirical" averages over all sample pairs. Both equal the formulas of paper 000 / Kornblith et al.
+weights; "empirical" averages over all sample pairs. Both equal the formulas of [Xu & Liu 2023] / Kornblith et al.
 on balanced data (n_k = n):
 
     d_within = sum_k sum_{i,j} (1 - sim(h_ki, h_kj)) / (K n^2),
     d_total  = sum_{k,l} sum_{i,j} (1 - sim(h_ki, h_lj)) / (K^2 n^2).
 
 Functions: :func:`within_class_cosine` = 1 - d_within (mean within-class cosine similarity, higher = more
-collapsed; Kornblith's "simplified quantity", and what paper 000's Table 2 "Cos Sim" column behaves like,
-spec 000 P2), :func:`within_class_cosine_distance` = d_within (what paper 000's text calls "Cosine
+collapsed; Kornblith's "simplified quantity", and what [Xu & Liu 2023, Table 2] "Cos Sim" column behaves like,
+[Xu & Liu 2023]), :func:`within_class_cosine_distance` = d_within (what the [Xu & Liu 2023] text calls "Cosine
 Similarity"; lower = more collapsed), :func:`class_separation` = R^2 = 1 - d_within / d_total (higher = more
 collapsed). All work with ``track="light"`` statistics.
 """
@@ -62,29 +62,29 @@ def _mean_within(sums: np.ndarray, pairs: np.ndarray, weighting: Weighting) -> f
     return float(sums.sum() / pairs.sum())
 
 
-@metric("within_class_cosine", "higher", "paper 000 Sec. 3.2 (1 - d_within, Kornblith et al. 2021)")
+@metric("within_class_cosine", "higher", "[Xu & Liu 2023, Sec. 3.2] (1 - d_within, [Kornblith et al. 2021])")
 def within_class_cosine(stats: ClassStats, weighting: Weighting = "balanced", include_self: bool = True) -> float:
-    """Mean within-class cosine similarity = 1 - d_within (paper 000 Sec. 3.2; Kornblith et al. 2021).
+    """Mean within-class cosine similarity = 1 - d_within ([Xu & Liu 2023, Sec. 3.2]; [Kornblith et al. 2021]).
 
     ``(1/K) sum_k (1/n_k^2) sum_{i,j in k} sim(h_i, h_j)`` on raw features (balanced weighting; "empirical":
     ``sum_k ||U_k||^2 / sum_k n_k^2``). Range [-1, 1] (>= 0 with ``include_self=True``, as the i = j terms
     give ||U_k||^2 >= 0); 1 iff the features of each class share one direction. Higher = more collapsed.
     Invariant under per-sample positive scaling and orthogonal maps, not under general linear maps nor
-    translation (paper 000 Obs. 4.4).
+    translation ([Xu & Liu 2023] Obs. 4.4).
 
     include_self : bool
-        Count the i = j pairs (default, as paper 000 and Kornblith et al. write d_within); False averages over
+        Count the i = j pairs (default, as [Xu & Liu 2023] and Kornblith et al. write d_within); False averages over
         the n_k (n_k - 1) ordered pairs of distinct samples (needs n_k >= 2).
     """
     sums, pairs, _ = _within_sims(stats, include_self)
     return _mean_within(sums, pairs, weighting)
 
 
-@metric("within_class_cosine_distance", "lower", "paper 000 Sec. 3.2 (d_within, Kornblith et al. 2021)")
+@metric("within_class_cosine_distance", "lower", "[Xu & Liu 2023, Sec. 3.2] (d_within, [Kornblith et al. 2021])")
 def within_class_cosine_distance(
     stats: ClassStats, weighting: Weighting = "balanced", include_self: bool = True
 ) -> float:
-    """Within-class cosine distance d_within = 1 - :func:`within_class_cosine` (paper 000 Sec. 3.2).
+    """Within-class cosine distance d_within = 1 - :func:`within_class_cosine` [Xu & Liu 2023, Sec. 3.2].
 
     Range [0, 2] ([0, 1] with ``include_self=True``); lower = more collapsed. Keywords as in
     :func:`within_class_cosine`.
@@ -92,9 +92,9 @@ def within_class_cosine_distance(
     return 1.0 - within_class_cosine(stats, weighting=weighting, include_self=include_self)
 
 
-@metric("class_separation", "higher", "paper 000 Sec. 3.2; Kornblith et al. 2021 (R^2 = 1 - d_within/d_total)")
+@metric("class_separation", "higher", "[Xu & Liu 2023, Sec. 3.2]; [Kornblith et al. 2021] (R^2 = 1 - d_within/d_total)")
 def class_separation(stats: ClassStats, weighting: Weighting = "balanced", include_self: bool = True) -> float:
-    """Kornblith et al.'s class separation R^2 = 1 - d_within / d_total (paper 000 Sec. 3.2).
+    """Kornblith et al.'s class separation R^2 = 1 - d_within / d_total [Xu & Liu 2023, Sec. 3.2].
 
     d_within as in :func:`within_class_cosine_distance`; d_total is the mean cosine distance over all pairs
     (same-class pairs included): with balanced weighting the mean over all K^2 ordered class pairs (k, l) of

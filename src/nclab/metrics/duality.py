@@ -2,7 +2,7 @@
 the per-class distances of the normalised pairs.
 
 Self-duality (NC3, :func:`nclab.metrics.self_duality`) asks ``w_k ∝ mu_k - mu_G`` with one common scale. With
-many classes (language models, Wu & Papyan 2024) the weaker *uniform* duality is what is observed: the
+many classes (language models, [Wu & Papyan 2024]) the weaker *uniform* duality is what is observed: the
 per-class similarity of ``w_k`` and ``mu_k - mu_G`` is the same for every class, whatever it is.
 """
 
@@ -34,7 +34,7 @@ def _pairs(W: Any, stats: ClassStats, center_means: bool, weighting: Weighting) 
 @metric(
     "uniform_duality",
     "lower",
-    "Wu & Papyan 2024 (UNC3, uniform duality); rhubarbwu/neural-collapse similarities",
+    "[Wu & Papyan 2024] (UNC3, uniform duality); [neural-collapse (rhubarbwu)] similarities",
     needs=("stats", "W"),
 )
 def uniform_duality(
@@ -120,7 +120,7 @@ def uniform_duality(
 @metric(
     "duality_distances",
     "lower",
-    "rhubarbwu/neural-collapse distance_norms (per-class NC3 distances)",
+    "[neural-collapse (rhubarbwu)] distance_norms (per-class NC3 distances)",
     needs=("stats", "W"),
 )
 def duality_distances(

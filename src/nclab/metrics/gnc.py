@@ -1,6 +1,6 @@
-"""Generalized neural collapse (paper 003): GNC1 and GNC3 on L2-normalised features.
+"""Generalized neural collapse [Jiang et al. 2024]: GNC1 and GNC3 on L2-normalised features.
 
-Paper 003 works on the sphere: features ``h / ||h||`` and classifier rows ``w_k / ||w_k||``. Its GNC1 is
+[Jiang et al. 2024] works on the sphere: features ``h / ||h||`` and classifier rows ``w_k / ||w_k||``. Its GNC1 is
 ``(1/K) tr(Sigma_W Sigma_B^+)`` with the **uncentred** ``Sigma_B = (1/K) sum_k hbar_k hbar_k^T``, and its
 GNC3 is ``mean_k (1 - w_k^T hbar_k)`` with ``hbar_k`` the mean of the unit-norm features of class ``k`` (not
 re-normalised, so GNC3 -> 0 needs both within-class collapse and alignment).
@@ -91,10 +91,10 @@ def gnc1(
     tol: float = NORMALIZED_TOL,
     rtol: float = DEFAULT_RTOL,
 ) -> float:
-    """``(1/K) tr(Sigma_W Sigma_B^+)`` on **L2-normalised** features (paper 003).
+    """``(1/K) tr(Sigma_W Sigma_B^+)`` on **L2-normalised** features [Jiang et al. 2024].
 
     ``stats`` must be built on normalised features (:func:`normalize_features`); ``check=True`` verifies it
-    (:func:`check_normalized_stats`, ``ValueError`` otherwise). ``center=False`` (default, paper 003 as
+    (:func:`check_normalized_stats`, ``ValueError`` otherwise). ``center=False`` (default, [Jiang et al. 2024] as
     written): ``Sigma_B = (1/K) sum_k mu_k mu_k^T`` (empirical weighting: ``sum_k (n_k/N) mu_k mu_k^T``),
     pseudo-inverse capped at rank ``min(d, K)``; ``center=True``: the centred ``stats.sigma_b(weighting)``
     capped at ``min(d, K - 1)`` (Papyan's NC1 of the normalised features). Pseudo-inverse: ``psd_pinv``
@@ -131,11 +131,11 @@ def gnc1(
     needs=("stats", "W"),
 )
 def gnc3(stats: ClassStats, *, W: Any, normalize_w: bool = True, renormalize_means: bool = False) -> float:
-    """``mean_k (1 - w_k^T hbar_k)`` (paper 003), in ``[0, 2]``.
+    """``mean_k (1 - w_k^T hbar_k)`` [Jiang et al. 2024], in ``[0, 2]``.
 
-    ``w_k``: rows of ``W (K, d)``, L2-normalised (``normalize_w=True``; paper 003 keeps them on the sphere,
+    ``w_k``: rows of ``W (K, d)``, L2-normalised (``normalize_w=True``; [Jiang et al. 2024] keeps them on the sphere,
     where this changes nothing). ``hbar_k = unit_sums_k / n_k``: the mean of the L2-normalised features of
-    class ``k``, **not** re-normalised (paper 003), so ``||hbar_k|| <= 1`` and the metric sees within-class
+    class ``k``, **not** re-normalised [Jiang et al. 2024], so ``||hbar_k|| <= 1`` and the metric sees within-class
     spread; ``renormalize_means=True`` divides ``hbar_k`` by its norm (then it is ``mean_k (1 - cos(w_k,
     hbar_k))`` on normalised features, the public GNC code's form without centring). Works on ClassStats of
     raw or of normalised features. A zero row of ``W`` (or a zero ``hbar_k`` with ``renormalize_means``):

@@ -7,15 +7,16 @@ float64.
 
 Conventions (``docs/conventions.md``; rows drafted in ``docs/_rows_geometry.md``)
 -----------------------------------------------------------------------------
-* NC2 primary form: :func:`etf_gram_error` (= PFC2 of paper 002 = NC2_ETF of paper 001), with its spectral
-  closed form :func:`etf_gram_error_spectral`; :func:`orthogonal_frame_error` (NC2_OF of paper 001,
+* NC2 primary form: :func:`etf_gram_error` (= PFC2 of [Wang et al. 2024] = NC2_ETF of [Tirer & Bruna 2022]), with its
+  spectral
+  closed form :func:`etf_gram_error_spectral`; :func:`orthogonal_frame_error` (NC2_OF of [Tirer & Bruna 2022],
   uncentred).
-* PNAS / paper 004 diagnostics: :func:`equinorm`, :func:`equiangularity` (``ddof=1`` by default, as
+* PNAS / [Han et al. 2022] diagnostics: :func:`equinorm`, :func:`equiangularity` (``ddof=1`` by default, as
   ``torch.std`` in the reference Colab; the spread is over the K(K-1) off-diagonal entries, each pair twice),
   :func:`max_angle`.
 * ``weighting`` (where the global mean matters) applies to ClassStats inputs; arrays are centred, where a
   metric centres, by their plain mean row.
-* NC3: :func:`self_duality` (paper 004's squared Frobenius form with centred means by default).
+* NC3: :func:`self_duality` (the [Han et al. 2022] squared Frobenius form with centred means by default).
 
 Degenerate inputs (never a silent NaN)
 --------------------------------------
@@ -156,13 +157,14 @@ def _gram_distance(G: np.ndarray, target: np.ndarray) -> float:
 
 
 # ---------------------------------------------------------------------------------------------- PNAS NC2
-@metric("equinorm", "lower", "004 Fig. 3 / Papyan et al. PNAS 2020 (NC2 equinorm)")
+@metric("equinorm", "lower", "[Han et al. 2022, Fig. 3] / [Papyan et al. 2020] (NC2 equinorm)")
 def equinorm(vectors_or_stats: ClassStats | Any, ddof: int = 1, *, weighting: Weighting = "balanced") -> float:
     """``std_k(||v_k||) / mean_k(||v_k||)`` (coefficient of variation of the norms).
 
     ``vectors_or_stats``: a ClassStats (``v_k = mu_k - mu_G``, centred about ``global_mean(weighting)``) or a
-    ``(K, d)`` array used as given (classifier rows ``w_k``: not centred, bias excluded, as in paper 004).
-    ``ddof=1`` is ``torch.std`` (the reference Colab of 004); ``ddof=0`` the population std (numpy's default).
+    ``(K, d)`` array used as given (classifier rows ``w_k``: not centred, bias excluded, as in [Han et al. 2022]).
+    ``ddof=1`` is ``torch.std`` (the reference Colab of [Han et al. 2022]); ``ddof=0`` the population std (numpy's
+    default).
     Returns nan with :class:`DegenerateMetricWarning` when every norm is zero.
     """
     V, scale = _vectors(vectors_or_stats, center=isinstance(vectors_or_stats, ClassStats), weighting=weighting)
@@ -172,10 +174,10 @@ def equinorm(vectors_or_stats: ClassStats | Any, ddof: int = 1, *, weighting: We
     return _spread(norms, ddof) / float(norms.mean())
 
 
-@metric("equiangularity", "lower", "004 Fig. 4 / Papyan et al. PNAS 2020 (NC2 equiangularity)")
+@metric("equiangularity", "lower", "[Han et al. 2022, Fig. 4] / [Papyan et al. 2020] (NC2 equiangularity)")
 def equiangularity(vectors_or_stats: ClassStats | Any, ddof: int = 1, *, weighting: Weighting = "balanced") -> float:
     """Standard deviation of the off-diagonal cosines ``cos(v_k, v_l)``, ``k != l`` (K(K-1) entries, each pair
-    twice, as ``torch.std`` over the off-diagonal of the cosine matrix in paper 004's reference code).
+    twice, as ``torch.std`` over the off-diagonal of the cosine matrix in the [Han et al. 2022] reference code).
 
     Same inputs as :func:`equinorm`. K = 2 (a single pair) returns ``0.0``: one angle has no spread.
     A zero-norm vector makes its cosines undefined: nan with :class:`DegenerateMetricWarning`.
@@ -187,11 +189,11 @@ def equiangularity(vectors_or_stats: ClassStats | Any, ddof: int = 1, *, weighti
     # shift by the simplex-ETF cosine so that nearly equiangular vectors keep the digits of their spread
     count, _, m2, _ = _etf_pair_moments(vectors_or_stats, U, weighting)
     # the K(K-1) off-diagonal entries of the cosine matrix are each unordered pair twice (torch.std over the
-    # off-diagonal entries in the reference code of paper 004): same mean, twice the count and the squares
+    # off-diagonal entries in the reference code of [Han et al. 2022]): same mean, twice the count and the squares
     return _spread_from_moments(2 * count, 2 * m2, ddof)
 
 
-@metric("max_angle", "lower", "004 Fig. 5 / Papyan et al. PNAS 2020 (NC2 maximal angle, shifted cosine)")
+@metric("max_angle", "lower", "[Han et al. 2022, Fig. 5] / [Papyan et al. 2020] (NC2 maximal angle, shifted cosine)")
 def max_angle(vectors_or_stats: ClassStats | Any, *, weighting: Weighting = "balanced") -> float:
     """``mean_{k<l} |cos(v_k, v_l) + 1/(K-1)|`` (the mean over ordered pairs ``k != l`` is the same number).
 
@@ -209,7 +211,7 @@ def max_angle(vectors_or_stats: ClassStats | Any, *, weighting: Weighting = "bal
 
 
 # ---------------------------------------------------------------------------------------------- Gram forms
-@metric("etf_gram_error", "lower", "002 PFC2 eq. (8) / 001 NC2_ETF eq. (27)")
+@metric("etf_gram_error", "lower", "002 PFC2 eq. (8) / [Tirer & Bruna 2022] NC2_ETF eq. (27)")
 def etf_gram_error(X: ClassStats | Any, center: bool = True, *, weighting: Weighting = "balanced") -> float:
     """``|| G / ||G||_F - (I - 11^T/K) / sqrt(K-1) ||_F`` with ``G = X X^T``, ``(K, K)``.
 
@@ -231,11 +233,11 @@ def etf_gram_error(X: ClassStats | Any, center: bool = True, *, weighting: Weigh
 
 
 REGISTRY["pfc2"] = dataclasses.replace(etf_gram_error.info, name="pfc2")  # type: ignore[attr-defined]
-pfc2 = etf_gram_error  # paper 002 name: the same function, not a copy
+pfc2 = etf_gram_error  # [Wang et al. 2024] name: the same function, not a copy
 
 
 def etf_gram_error_from_eigvals(eigvals: Any, K: int) -> float:
-    """Spectral closed form of the centred :func:`etf_gram_error` (paper 002 spec, Sec. 2.2, [derived]).
+    """Spectral closed form of the centred :func:`etf_gram_error` (derived from [Wang et al. 2024, eq. (8)]).
 
     ``eigvals``: the eigenvalues of the centred Gram ``G`` (= squared singular values of the centred means),
     or of ``Sigma_B`` (any positive multiple: the form is scale-free); at most ``K - 1`` are nonzero. With
@@ -263,7 +265,8 @@ def etf_gram_error_from_eigvals(eigvals: Any, K: int) -> float:
 
 
 def etf_gram_error_spectral(X: ClassStats | Any, *, weighting: Weighting = "balanced") -> float:
-    """The centred :func:`etf_gram_error` from the singular values of the centred rows (002's closed form).
+    """The centred :func:`etf_gram_error` from the singular values of the centred rows (the [Wang et al. 2024] closed
+    form).
 
     Agrees with ``etf_gram_error(X, center=True)`` to rounding (a test oracle); see
     :func:`etf_gram_error_from_eigvals` for the formula.
@@ -297,7 +300,7 @@ def orthogonal_frame_error(X: ClassStats | Any) -> float:
 @metric(
     "self_duality",
     "lower",
-    "004 Fig. 6 (frobenius); 001 NC3 (uncentred); public code (gram, cosine)",
+    "[Han et al. 2022, Fig. 6] (frobenius); [Tirer & Bruna 2022] NC3 (uncentred); public code (gram, cosine)",
     needs=("stats", "W"),
 )
 def self_duality(
@@ -313,16 +316,18 @@ def self_duality(
     """Distance between the classifier ``W (K, d)`` and the class means ``M (K, d)``.
 
     ``stats``: a ClassStats (its means) or a ``(K, d)`` array of class means. ``center_means=True`` (default)
-    uses ``M = mu_k - mu_G`` (paper 004, trained heads with bias); ``center_means=False`` the uncentred means
-    (paper 001's NC3, needed at bias-free and regularised-bias optima where ``W ∝`` uncentred means).
+    uses ``M = mu_k - mu_G`` ([Han et al. 2022], trained heads with bias); ``center_means=False`` the uncentred means
+    (the [Tirer & Bruna 2022] NC3, needed at bias-free and regularised-bias optima where ``W ∝`` uncentred means).
     ``center_w=True`` subtracts the mean row of ``W`` first (MSE fork of tding1/Neural-Collapse). The bias is
     never used.
 
     variant
-        ``"frobenius"``: ``|| W/||W||_F - M/||M||_F ||_F^2`` (paper 004 Fig. 6; squared by default,
-        ``squared=False`` gives the distance, in ``[0, 2]``, = paper 001's NC3 with ``center_means=False``).
+        ``"frobenius"``: ``|| W/||W||_F - M/||M||_F ||_F^2`` ([Han et al. 2022, Fig. 6]; squared by default,
+        ``squared=False`` gives the distance, in ``[0, 2]``, = the [Tirer & Bruna 2022] NC3 with
+        ``center_means=False``).
         ``"gram"``: the ETF Gram error of the cross-Gram ``G = W M^T``,
-        ``|| G/||G||_F - (I - 11^T/K)/sqrt(K-1) ||_F`` (public code A1/A5/A9; unsquared by default). It
+        ``|| G/||G||_F - (I - 11^T/K)/sqrt(K-1) ||_F`` ([neural-collapse (rhubarbwu)], [Neural-Collapse (tding1)],
+        [Guiding-Neural-Collapse (evanmarkou)]; unsquared by default). It
         is 0 only when ``W ∝ M`` *and* ``M`` is a simplex ETF: it mixes NC2 into NC3.
         ``"cosine"``: ``mean_k (1 - cos(w_k, m_k))`` (in ``[0, 2]``; per-class directions only, PNAS's
         definition of NC3 before Frobenius normalisation). ``squared`` must be left ``None``.
@@ -366,7 +371,8 @@ def self_duality(
 @metric(
     "classifier_accuracy_on_means",
     "higher",
-    "NC4 (Papyan et al. 2020) at the class means: argmax_j(w_j . mu_k + b_j) = k; bias included (004, A3, A4)",
+    "NC4 [Papyan et al. 2020] at the class means: argmax_j(w_j . mu_k + b_j) = k; bias included "
+    "([Han et al. 2022], [nc-toolbox (felixsh)], [NC notebooks (Han, Papyan & Donoho)])",
     needs=("stats", "W"),
 )
 def classifier_accuracy_on_means(stats: ClassStats | Any, *, W: Any, b: Any = None) -> float:
@@ -374,7 +380,7 @@ def classifier_accuracy_on_means(stats: ClassStats | Any, *, W: Any, b: Any = No
     ``(1/K) #{k : argmax_j (w_j . mu_k + b_j) = k}``.
 
     The nearest-class-mean rule classifies every class mean correctly, so this is the agreement of the
-    classifier's decision ``argmax(W h + b)`` with NCC at the points ``h = mu_k`` (NC4 of Papyan et al. 2020,
+    classifier's decision ``argmax(W h + b)`` with NCC at the points ``h = mu_k`` (NC4 of [Papyan et al. 2020],
     evaluated where the class's features collapse under NC1). It is 1 at collapse and needs no pass over the
     samples; :class:`~nclab.metrics.NCCAccumulator` measures the same agreement sample by sample.
 

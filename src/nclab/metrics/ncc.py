@@ -1,4 +1,5 @@
-"""NCC metrics: PFC3 / NCC accuracy (papers 002, 003) and NC4 mismatch (paper 004) in one call.
+"""NCC metrics: PFC3 / NCC accuracy ([Wang et al. 2024; Jiang et al. 2024]) and NC4 mismatch [Han et al. 2022] in one
+call.
 
 The streaming second pass is :class:`nclab.stats.NCCAccumulator`; :func:`ncc_metrics` runs it over arrays in
 memory, and this module registers the metric names it reports.
@@ -22,12 +23,27 @@ def _register(info: MetricInfo) -> None:
 
 
 _NEEDS = ("stats", "features", "labels")
-_register(MetricInfo("ncc_accuracy", "higher", "002 PFC3 eq. (9) / 003 App. B.4 (NCC accuracy vs labels)", _NEEDS))
-_register(MetricInfo("pfc3", "higher", "002 PFC3 eq. (9) / 003 App. B.4 (NCC accuracy vs labels)", _NEEDS))
 _register(
-    MetricInfo("ncc_mismatch", "lower", "004 Fig. 8 (NC4: argmax(Wh + b) != NCC, bias included)", (*_NEEDS, "W", "b"))
+    MetricInfo(
+        "ncc_accuracy", "higher", "002 PFC3 eq. (9) / [Jiang et al. 2024] App. B.4 (NCC accuracy vs labels)", _NEEDS
+    )
 )
-_register(MetricInfo("ncc_mismatch_nobias", "lower", "public code A1 (NC4 with the bias ignored)", (*_NEEDS, "W")))
+_register(
+    MetricInfo("pfc3", "higher", "002 PFC3 eq. (9) / [Jiang et al. 2024] App. B.4 (NCC accuracy vs labels)", _NEEDS)
+)
+_register(
+    MetricInfo(
+        "ncc_mismatch",
+        "lower",
+        "[Han et al. 2022, Fig. 8] (NC4: argmax(Wh + b) != NCC, bias included)",
+        (*_NEEDS, "W", "b"),
+    )
+)
+_register(
+    MetricInfo(
+        "ncc_mismatch_nobias", "lower", "[neural-collapse (rhubarbwu)] (NC4 with the bias ignored)", (*_NEEDS, "W")
+    )
+)
 _register(MetricInfo("classifier_accuracy", "none", "argmax(Wh + b) vs labels (not a collapse metric)", (*_NEEDS, "W")))
 
 

@@ -40,7 +40,11 @@ def _ood_mean(ood: ClassStats | Any, dim: int) -> np.ndarray:
     return v
 
 
-@metric("ood_orthogonality", "lower", "Ammar et al. 2024 (NECO, NC5); rhubarbwu orthogonality_deviation")
+@metric(
+    "ood_orthogonality",
+    "lower",
+    "[Ammar et al. 2024] (NECO, NC5); [neural-collapse (rhubarbwu)] orthogonality_deviation",
+)
 def ood_orthogonality(
     stats: ClassStats,
     ood: ClassStats | Any,
@@ -57,8 +61,9 @@ def ood_orthogonality(
         {\\lVert \\mu_k - c \\rVert \\, \\lVert \\mu_G^{OOD} - c \\rVert}
 
     where ``mu_k`` (d,) are the ID class means of ``stats``, ``mu_G^OOD`` (d,) the sample mean of the OOD
-    features, and ``c`` the centring: ``c = 0`` by default (``center=False``: raw means, as NECO's NC5 and
-    rhubarbwu's ``orthogonality_deviation`` are used), ``c = stats.global_mean(weighting)`` with
+    features, and ``c`` the centring: ``c = 0`` by default (``center=False``: raw means, as NC5 of [Ammar et al. 2024]
+    and
+    ``orthogonality_deviation`` of [neural-collapse (rhubarbwu)] are used), ``c = stats.global_mean(weighting)`` with
     ``center=True`` (both sides relative to the ID global mean, the frame in which NC2 is stated).
 
     Parameters

@@ -1,7 +1,9 @@
-"""Optimal unregularised MSE linear probe with bias on one-hot targets (paper 000 Sec. 5, Thm 5.1).
+"""Optimal unregularised MSE linear probe with bias on one-hot targets [Xu & Liu 2023, Sec. 5, Thm 5.1].
 
-The loss is paper 000's ``L(W, b) = (1 / (2 N)) sum_i ||W h_i + b - e_{y_i}||^2`` (N = K n samples in the
-balanced case, i.e. its 1/(2KN)), minimised over W (K x d) and b (K) with no regularisation.
+The loss is the [Xu & Liu 2023] ``L(W, b) = (1 / (2 N)) sum_i ||W h_i + b - e_{y_i}||^2`` (N = K n samples in the
+balanced case, i.e. its 1/(2KN)), minimised over W (K x d) and b (K) with no regularisation. It is the closed-form
+counterpart of the usual linear-probe
+protocol (an L2-regularised L-BFGS fit with the strength chosen on a validation split, [Kornblith et al. 2019]).
 """
 
 from __future__ import annotations
@@ -19,12 +21,12 @@ from nclab.validation import check_features, check_int, check_labels
 __all__ = ["probe_mse_lstsq", "probe_mse_optimal"]
 
 
-@metric("probe_mse_optimal", "lower", "paper 000 Thm 5.1 (optimal MSE linear-probe loss, closed form)")
+@metric("probe_mse_optimal", "lower", "[Xu & Liu 2023, Thm. 5.1] (optimal MSE linear-probe loss, closed form)")
 def probe_mse_optimal(stats: ClassStats, rtol: float = DEFAULT_RTOL) -> float:
     """Optimal MSE linear-probe loss L* = min_{W, b} (1/(2N)) sum_i ||W h_i + b - e_{y_i}||^2, in closed form.
 
-    Balanced classes (paper 000 Thm 5.1): ``L* = 1/2 - 1/(2K) - Tr(Sigma_T^+ Sigma_B) / (2K)``.
-    This function evaluates the exact form for any class counts (spec 000, P3, [derived]),
+    Balanced classes [Xu & Liu 2023, Thm. 5.1]: ``L* = 1/2 - 1/(2K) - Tr(Sigma_T^+ Sigma_B) / (2K)``.
+    This function evaluates the exact form for any class counts [Xu & Liu 2023],
 
         L* = (1/2) [ (1 - sum_k pi_k^2) - sum_k pi_k^2 (mu_k - mu_G)^T Sigma_T^+ (mu_k - mu_G) ],
 
@@ -57,13 +59,13 @@ def probe_mse_optimal(stats: ClassStats, rtol: float = DEFAULT_RTOL) -> float:
 @metric(
     "probe_mse_lstsq",
     "lower",
-    "paper 000 Thm 5.1 (optimal MSE linear-probe loss, direct least squares)",
+    "[Xu & Liu 2023, Thm. 5.1] (optimal MSE linear-probe loss, direct least squares)",
     needs=("features", "labels"),
 )
 def probe_mse_lstsq(H: Any, y: Any, num_classes: int | None = None) -> float:
     """Optimal MSE linear-probe loss by direct least squares (reference for :func:`probe_mse_optimal`).
 
-    Solves ``min_{W, b} (1/(2N)) sum_i ||W h_i + b - e_{y_i}||^2`` (paper 000 Sec. 5, its 1/(2KN) with
+    Solves ``min_{W, b} (1/(2N)) sum_i ||W h_i + b - e_{y_i}||^2`` ([Xu & Liu 2023, Sec. 5], its 1/(2KN) with
     N = K n) with ``numpy.linalg.lstsq`` on the design ``[H - mean(H), 1]`` (centring changes only b, and
     helps conditioning) against one-hot targets, in float64; rank-deficient designs get the minimum-norm
     solution, which attains the minimum. ``H: (N, d)``, ``y: (N,)`` integer labels in [0, K); K defaults to

@@ -1,4 +1,4 @@
-"""Spectra of Sigma_T / Sigma_W / Sigma_B (paper 000 Fig. 2) and representation-rank metrics on them.
+"""Spectra of Sigma_T / Sigma_W / Sigma_B [Xu & Liu 2023, Fig. 2] and representation-rank metrics on them.
 
 Eigenvalues come from :func:`nclab.metrics._linalg.psd_pinv` (symmetric eigh in float64, clipped at 0);
 eigenvalues ``<= rtol * lambda_max`` are treated as exact zeros everywhere here (the numerical-rank
@@ -50,7 +50,7 @@ def spectrum(
     center: bool = True,
     rtol: float = DEFAULT_RTOL,
 ) -> np.ndarray:
-    """Eigenvalues ``(d,)``, descending, of Sigma_T (``which="total"``), Sigma_W or Sigma_B (paper 000 Fig 2).
+    """Eigenvalues ``(d,)``, descending, of Sigma_T (``which="total"``), Sigma_W or Sigma_B [Xu & Liu 2023, Fig. 2].
 
     ``weighting`` selects Sigma_B (``which="between"`` only). ``center=False`` (total only) gives the raw
     second moment ``(1/N) sum_i h_i h_i^T = Sigma_T + mu_G mu_G^T``. Eigenvalues ``<= rtol * lambda_max`` are
@@ -67,7 +67,7 @@ def spectrum(
     return lam
 
 
-@metric("rank_metrics", "none", "RankMe (Garrido et al. 2023); effective rank (Roy & Vetterli 2007); stable rank")
+@metric("rank_metrics", "none", "RankMe [Garrido et al. 2023]; effective rank [Roy & Vetterli 2007]; stable rank")
 def rank_metrics(
     stats: ClassStats,
     which: Which = "total",

@@ -1,4 +1,4 @@
-"""Hyperspherical uniformity of the class means (GNC2 of Liu et al. 2023), tiled in bounded memory.
+"""Hyperspherical uniformity of the class means (GNC2 of [Liu et al. 2023]), tiled in bounded memory.
 
 With more classes than dimensions (K > d + 1) no simplex ETF exists; Liu et al. (2023) replace NC2 by the
 requirement that the normalised centred class means spread uniformly over the sphere, measured by the pair
@@ -39,7 +39,7 @@ def _kernel_values(d2: np.ndarray, kernel: Kernel, s: float) -> np.ndarray:
 @metric(
     "hyperspherical_uniformity",
     "none",
-    "Liu et al. 2023 (GNC2, hyperspherical uniformity gap); rhubarbwu/neural-collapse kernel_stats",
+    "[Liu et al. 2023] (GNC2, hyperspherical uniformity gap); [neural-collapse (rhubarbwu)] kernel_stats",
 )
 def hyperspherical_uniformity(
     X: ClassStats | Any,

@@ -47,7 +47,12 @@ def _pinv_b(stats: ClassStats, weighting: Weighting, rank: RankPolicy, rtol: flo
     return psd_pinv(eig=eig, rank=rank, max_rank=min(stats.dim, stats.num_classes - 1), rtol=rtol)
 
 
-@metric("nc1", "lower", "Papyan et al. 2020 NC1; paper 000 Sec. 3.2 (Fuzziness); papers 001, 003, 004")
+@metric(
+    "nc1",
+    "lower",
+    "[Papyan et al. 2020] NC1; [Xu & Liu 2023, Sec. 3.2] (Fuzziness); "
+    "[Tirer & Bruna 2022; Jiang et al. 2024; Han et al. 2022]",
+)
 def nc1(
     stats: ClassStats,
     normalize: bool = True,
@@ -55,29 +60,49 @@ def nc1(
     rank: RankPolicy = None,
     rtol: float = DEFAULT_RTOL,
 ) -> float:
-    """NC1 = Tr(Sigma_W Sigma_B^+) / K (Papyan et al. 2020; paper 000 Sec. 3.2 calls it Fuzziness).
+    """NC1 = Tr(Sigma_W Sigma_B^+) / K ([Papyan et al. 2020]; [Xu & Liu 2023, Sec. 3.2] calls it Fuzziness).
 
     Range [0, inf); lower = more collapsed (0 iff the within-class variance has no component in V_B, e.g.
     Sigma_W = 0). Invariant under rotations, global scaling and translation of the features, and under maps
-    acting separately on V_B and V_B^perp (paper 000 Obs. 4.2), but not under general invertible maps.
+    acting separately on V_B and V_B^perp ([Xu & Liu 2023] Obs. 4.2), but not under general invertible maps.
 
     Parameters
     ----------
     normalize : bool
-        True (default): divide by K, Papyan's definition used by papers 001, 003, 004 and most code.
-        False: ``Tr(Sigma_B^+ Sigma_W)`` as written in paper 000 Sec. 3.2 and logged by the reference Colab of
-        paper 004 (see :func:`fuzziness`).
+        True (default): divide by K, Papyan's definition used by
+        [Tirer & Bruna 2022; Jiang et al. 2024; Han et al. 2022] and most code.
+        False: ``Tr(Sigma_B^+ Sigma_W)`` as written in [Xu & Liu 2023, Sec. 3.2] and logged by the reference Colab of
+        [Han et al. 2022] (see :func:`fuzziness`).
     weighting : {"balanced", "empirical"}
         Sigma_B and its centring (``ClassStats.sigma_b``); balanced is every paper's definition.
     rank : None, "numerical" or int
         Pseudo-inverse of Sigma_B (``psd_pinv``): None (default) keeps eigenvalues > ``rtol * lambda_max``,
         capped at ``min(d, K - 1)``; "numerical" drops the cap; an int r keeps the top r (still above the
-        tolerance). Paper 000 Sec. 4.3 shows this choice matters when Sigma_B has tiny trailing eigenvalues.
+        tolerance). [Xu & Liu 2023, Sec. 4.3] shows this choice matters when Sigma_B has tiny trailing eigenvalues.
     rtol : float
         Relative eigenvalue tolerance of the pseudo-inverse (1e-12: the statistics are float64).
 
     Returns ``inf`` when Sigma_B = 0 (all class means equal: no class separation), whatever Sigma_W is.
     Needs ``track="full"``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from nclab.geometry import simplex_etf
+    >>> from nclab.stats import ClassStats
+    >>> K, n, d = 3, 20, 4
+    >>> y = np.repeat(np.arange(K), n)
+    >>> H = 4 * simplex_etf(K, d)[y] + 0.5 * np.random.default_rng(0).standard_normal((K * n, d))
+    >>> stats = ClassStats.from_arrays(H, y, num_classes=K)
+
+    >>> from nclab.metrics import nc1
+    >>> print(f"{nc1(stats):.4f}")
+    0.0168
+
+    Exactly collapsed features (every sample at its class mean) give 0:
+
+    >>> print(f"{nc1(ClassStats.from_arrays(simplex_etf(K, d)[y], y, num_classes=K)):.4f}")
+    0.0000
     """
     check_stats(stats)
     sw = stats.sigma_w(copy=False)
@@ -88,7 +113,7 @@ def nc1(
     return value / stats.num_classes if normalize else value
 
 
-@metric("fuzziness", "lower", "paper 000 Sec. 3.2 (Fuzziness = Tr[Sigma_B^+ Sigma_W], no 1/K)")
+@metric("fuzziness", "lower", "[Xu & Liu 2023, Sec. 3.2] (Fuzziness = Tr[Sigma_B^+ Sigma_W], no 1/K)")
 def fuzziness(
     stats: ClassStats,
     normalize: bool = False,
@@ -96,28 +121,30 @@ def fuzziness(
     rank: RankPolicy = None,
     rtol: float = DEFAULT_RTOL,
 ) -> float:
-    """Fuzziness = Tr(Sigma_B^+ Sigma_W) (paper 000 Sec. 3.2, "Separation Fuzziness"): :func:`nc1` with
-    ``normalize=False`` by default, as paper 000 writes it.
+    """Fuzziness = Tr(Sigma_B^+ Sigma_W) ([Xu & Liu 2023, Sec. 3.2], "Separation Fuzziness"): :func:`nc1` with
+    ``normalize=False`` by default, as [Xu & Liu 2023] writes it.
 
-    Note (spec 000, pitfall P1): the values of paper 000's Table 2 fit the /K form (``normalize=True``).
+    Note [Xu & Liu 2023]: the values of [Xu & Liu 2023, Table 2] fit the /K form (``normalize=True``).
     Range [0, inf), lower = more collapsed; ``inf`` when Sigma_B = 0. Not invariant under general invertible
-    maps (paper 000 Obs. 4.2: Sigma_B = diag(1, 0), Sigma_W = I, U = [[1, 1], [0, 1]] maps 1 to 2).
+    maps ([Xu & Liu 2023] Obs. 4.2: Sigma_B = diag(1, 0), Sigma_W = I, U = [[1, 1], [0, 1]] maps 1 to 2).
     Keywords as in :func:`nc1`.
     """
     return nc1(stats, normalize=normalize, weighting=weighting, rank=rank, rtol=rtol)
 
 
-@metric("trace_ratio", "lower", "paper 002 PFC1; paper 000 eq. (4) (Squared Distance, Hui et al. 2022)")
+@metric(
+    "trace_ratio", "lower", "[Wang et al. 2024] PFC1; [Xu & Liu 2023, eq. (4)] (Squared Distance, [Hui et al. 2022])"
+)
 def trace_ratio(stats: ClassStats, weighting: Weighting = "balanced") -> float:
     """Trace ratio Tr(Sigma_W) / Tr(Sigma_B).
 
-    This one function is PFC1 (paper 002) and the "Squared Distance" of paper 000, eq. (4),
-    ``sum_{k,i} ||h_ki - mu_k||^2 / (n sum_k ||mu_k - mu_G||^2)`` with n the per-class count of paper 000
+    This one function is PFC1 [Wang et al. 2024] and the "Squared Distance" of [Xu & Liu 2023, eq. (4)],
+    ``sum_{k,i} ||h_ki - mu_k||^2 / (n sum_k ||mu_k - mu_G||^2)`` with n the per-class count of [Xu & Liu 2023]
     (= Tr Sigma_W / Tr Sigma_B for balanced classes); ``pfc1`` and ``sq_dist`` are aliases of this function,
     not copies.
 
     Range [0, inf); lower = more collapsed. Invariant under rotations, isotropic scaling and translation
-    (paper 000 Obs. 4.3), not under general invertible maps. Needs only O(K d) state: works with
+    ([Xu & Liu 2023] Obs. 4.3), not under general invertible maps. Needs only O(K d) state: works with
     ``track="light"``.
 
     weighting : {"balanced", "empirical"}
@@ -125,6 +152,20 @@ def trace_ratio(stats: ClassStats, weighting: Weighting = "balanced") -> float:
         sample mean.
 
     Returns ``inf`` when Tr Sigma_B = 0 (all class means equal), whatever Sigma_W is.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from nclab.geometry import simplex_etf
+    >>> from nclab.stats import ClassStats
+    >>> K, n, d = 3, 20, 4
+    >>> y = np.repeat(np.arange(K), n)
+    >>> H = 4 * simplex_etf(K, d)[y] + 0.5 * np.random.default_rng(0).standard_normal((K * n, d))
+    >>> stats = ClassStats.from_arrays(H, y, num_classes=K)
+
+    >>> from nclab.metrics import trace_ratio
+    >>> print(f"{trace_ratio(stats):.4f}")
+    0.0598
     """
     check_stats(stats)
     tw = stats.trace_w()
@@ -152,41 +193,41 @@ def _vci_rank(stats: ClassStats, rank: VciRank, weighting: Weighting, rtol: floa
     raise ValueError(f"rank must be 'min', 'numerical' or a positive int, got {rank!r}")
 
 
-@metric("vci", "lower", "paper 000 Def. 5.3 (Variability Collapse Index, Xu & Liu 2023)")
+@metric("vci", "lower", "[Xu & Liu 2023, Def. 5.3] (Variability Collapse Index, [Xu & Liu 2023])")
 def vci(
     stats: ClassStats,
     rank: VciRank = "min",
     weighting: Weighting = "empirical",
     rtol: float = DEFAULT_RTOL,
 ) -> float:
-    """Variability Collapse Index VCI = 1 - Tr(Sigma_T^+ Sigma_B) / rank(Sigma_B) (paper 000, Def. 5.3).
+    """Variability Collapse Index VCI = 1 - Tr(Sigma_T^+ Sigma_B) / rank(Sigma_B) [Xu & Liu 2023, Def. 5.3].
 
-    Range [0, 1] (paper 000 Thm 5.2); lower = more collapsed. VCI = 0 for fully collapsed features
-    (Sigma_W = 0), and more generally iff V_B and V_W intersect only in 0 (spec 000, P6); VCI = 1 when Sigma_B
-    = 0. Invariant under every invertible linear map and translation of the features (paper 000 Cor. 5.4),
-    also when Sigma_T is singular. Identity (paper 000 Thm 5.1): on balanced data with rank(Sigma_B) = K - 1,
+    Range [0, 1] [Xu & Liu 2023, Thm. 5.2]; lower = more collapsed. VCI = 0 for fully collapsed features
+    (Sigma_W = 0), and more generally iff V_B and V_W intersect only in 0 [Xu & Liu 2023]; VCI = 1 when Sigma_B
+    = 0. Invariant under every invertible linear map and translation of the features [Xu & Liu 2023, Cor. 5.4],
+    also when Sigma_T is singular. Identity [Xu & Liu 2023, Thm. 5.1]: on balanced data with rank(Sigma_B) = K - 1,
     ``VCI = 2 K L* / (K - 1)``, L* the optimal unregularised MSE probe loss (:func:`probe_mse_optimal`), i.e.
     1 - R^2 of the least-squares regression of the one-hot labels on the features; and Tr(Sigma_T^+ Sigma_B)
     is Pillai's trace (sum of squared canonical correlations between features and labels). It is a fitted
     R^2-type statistic: on pure noise E[VCI] = 1 - d (K - 1) / ((N - 1) min(d, K - 1)), and VCI = 0 as soon as
-    d >= N - 1 (spec 000, P5): compare values at equal (N, d) only.
+    d >= N - 1 [Xu & Liu 2023]: compare values at equal (N, d) only.
 
     Parameters
     ----------
     rank : "min" (default), "numerical" or int
-        The denominator rank(Sigma_B): ``min(d, K - 1)`` as in all of paper 000's experiments; the numerical
+        The denominator rank(Sigma_B): ``min(d, K - 1)`` as in all of the [Xu & Liu 2023] experiments; the numerical
         rank of Sigma_B (eigenvalues > ``rtol * lambda_max``); or a given int.
     weighting : "empirical" (default) or "balanced"
         Sigma_B with weights n_k / N about the sample mean (default) or 1/K about the mean of class means.
         Both agree on balanced data (the paper's setting). Sigma_T is always the total covariance about the
         sample mean, and only the empirical Sigma_B satisfies Sigma_T = Sigma_W + Sigma_B on imbalanced data
-        (spec 000, P3), which keeps VCI in [0, 1] and keeps the probe identity: with empirical weighting VCI
+        [Xu & Liu 2023], which keeps VCI in [0, 1] and keeps the probe identity: with empirical weighting VCI
         equals 2 L~ / (K - 1) (when rank = K - 1), L~ the optimal MSE probe loss for targets
         e_k / sqrt(pi_k), pi_k = n_k / N (Tr(Sigma_T^+ Sigma_B) stays Pillai's trace). With
         "balanced" weighting on imbalanced data VCI may leave [0, 1].
     rtol : float
         Relative eigenvalue tolerance of the pseudo-inverse of Sigma_T (1e-12). The guard matters: numpy's
-        default rcond gives VCI = -0.005 on exactly collapsed data (spec 000, P4).
+        default rcond gives VCI = -0.005 on exactly collapsed data [Xu & Liu 2023].
 
     Computation (two algebraically equal forms, the better conditioned one is used):
 
@@ -207,8 +248,22 @@ def vci(
       up to 1e8).
 
     Roundoff below 0 (at most ``r * 1e-9`` in absolute terms, e.g. -1e-12 when d >= N - 1 and the exact value
-    is 0) is clipped to 0 (paper 000 Thm 5.2: VCI >= 0); anything larger is returned as computed, so a real
+    is 0) is clipped to 0 ([Xu & Liu 2023, Thm. 5.2]: VCI >= 0); anything larger is returned as computed, so a real
     violation stays visible. Returns 1.0 when Sigma_B = 0 (for ``rank="numerical"`` too). Needs ``track="full"``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from nclab.geometry import simplex_etf
+    >>> from nclab.stats import ClassStats
+    >>> K, n, d = 3, 20, 4
+    >>> y = np.repeat(np.arange(K), n)
+    >>> H = 4 * simplex_etf(K, d)[y] + 0.5 * np.random.default_rng(0).standard_normal((K * n, d))
+    >>> stats = ClassStats.from_arrays(H, y, num_classes=K)
+
+    >>> from nclab.metrics import vci
+    >>> print(f"{vci(stats):.4f}")
+    0.0233
     """
     check_stats(stats)
     check_weighting(weighting)
@@ -233,7 +288,7 @@ def vci(
     return 0.0 if -1e-9 < value < 0.0 else value
 
 
-@metric("within_class_split", "none", "paper 000 Sec. 4.1, Fig. 1 (within-class variance in V_B and V_B^perp)")
+@metric("within_class_split", "none", "[Xu & Liu 2023, Sec. 4.1, Fig. 1] (within-class variance in V_B and V_B^perp)")
 def within_class_split(
     stats: ClassStats,
     weighting: Weighting = "balanced",
@@ -241,13 +296,13 @@ def within_class_split(
     normalize: bool = False,
     rtol: float = DEFAULT_RTOL,
 ) -> dict[str, float | int]:
-    """Split of the within-class variance along V_B = span{mu_k - mu_G} (paper 000 Sec. 4.1, Fig. 1).
+    """Split of the within-class variance along V_B = span{mu_k - mu_G} [Xu & Liu 2023, Sec. 4.1, Fig. 1].
 
     Returns ``{"in_span": Tr(P_B Sigma_W), "orthogonal": Tr((I - P_B) Sigma_W), "rank": dim V_B}``, where P_B
     is the orthogonal projector onto the eigenvectors kept by the pseudo-inverse of Sigma_B (``psd_pinv``
     with ``rank``, ``rtol`` and the cap ``min(d, K - 1)``, exactly as in :func:`nc1`), so that
     ``in_span + orthogonal = Tr Sigma_W``. Equivalently ``(1/N) sum_i ||P_B (h_i - mu_{y_i})||^2`` and its
-    complement. A diagnostic (direction "none"): paper 000 Fig. 1 shows the V_B part shrinking and the
+    complement. A diagnostic (direction "none"): [Xu & Liu 2023, Fig. 1] shows the V_B part shrinking and the
     V_B^perp part growing during training.
 
     normalize : bool
@@ -262,7 +317,7 @@ def within_class_split(
     r = 0 if between_is_zero(stats, weighting) else pb.rank
     V = pb.basis[:, :r]
     in_span = float(np.einsum("ij,ij->", V, sw @ V))
-    # The V_B^perp part is often orders of magnitude smaller than the V_B part (paper 000 Fig. 1 plots it): the
+    # The V_B^perp part is often orders of magnitude smaller than the V_B part ([Xu & Liu 2023, Fig. 1] plots it): the
     # difference from the trace is used only while it keeps >= 13 digits (it is >= 1e-3 Tr Sigma_W); below that
     # it is summed directly over an orthonormal basis of the complement, so no digit is lost either way.
     total = float(np.trace(sw))

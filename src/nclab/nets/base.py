@@ -2,7 +2,7 @@
 measure.
 
 ``forward(x) = head(features(x))``; ``features(x)`` is the penultimate representation ``(B, d)`` (the input of
-the classifier, where papers 000 and 004 measure collapse); ``measured_layers()`` is an ordered dict
+the classifier, where [Xu & Liu 2023; Han et al. 2022] measure collapse); ``measured_layers()`` is an ordered dict
 ``name -> module`` whose **outputs** are measured (flattened to ``(B, d_l)``), from the input side to the
 penultimate layer, which is always its last entry (``penultimate_name``).
 """
@@ -59,7 +59,7 @@ class CollapseNet(nn.Module):
 
 class Residual(nn.Module):
     """``x + v(x)`` with the residual branch ``self.v`` set by the subclass; nothing after the sum, so the block is
-    exactly the identity plus its residual (paper 002's ``x^(l+1) = x^(l) + v_l(x^(l))``)."""
+    exactly the identity plus its residual (the [Wang et al. 2024] ``x^(l+1) = x^(l) + v_l(x^(l))``)."""
 
     v: nn.Module
 

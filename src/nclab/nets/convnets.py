@@ -1,7 +1,7 @@
 """Convolutional networks for small images (no torchvision): a small CNN, VGG-11-BN, ResNet-18 with the
-CIFAR stem (paper 004's MNIST/CIFAR recipe), and a CIFAR-style DenseNet. ``width`` scales every channel
+CIFAR stem (the [Han et al. 2022] MNIST/CIFAR recipe), and a CIFAR-style DenseNet. ``width`` scales every channel
 count (``width=64`` is the standard size for ResNet/VGG; CPU-scale configs use 8-16). Intermediate measured
-layers are conv feature maps, flattened ``C x H x W`` (paper 002 measures flattened, not pooled, features).
+layers are conv feature maps, flattened ``C x H x W`` ([Wang et al. 2024] measures flattened, not pooled, features).
 """
 
 from __future__ import annotations
@@ -35,7 +35,8 @@ class SmallCNN(CollapseNet):
     """``[conv3x3 -> BN -> ReLU -> maxpool2] x len(channels) -> flatten -> Linear(hidden) -> BN -> ReLU -> head``.
     Measured: ``block1..blockS`` (feature maps) and ``fc`` (penultimate, ``d = hidden``). ``batchnorm=False``
     drops every BN. The BN of the hidden layer keeps its ReLU units alive under the large effective learning rate of
-    paper 004's summed MSE: without it, 56-95 of 128 units died in the Fashion-MNIST CPU-scale runs and MSE stalled
+    the [Han et al. 2022] summed MSE: without it, 56-95 of 128 units died in the Fashion-MNIST CPU-scale runs and MSE
+    stalled
     at 0.1-0.4% training error (docs/training.md)."""
 
     def __init__(
@@ -74,8 +75,8 @@ _VGG11 = (1, "M", 2, "M", 4, 4, "M", 8, 8, "M", 8, 8, "M")  # channels in units 
 
 
 class VGG11(CollapseNet):
-    """VGG-11 with batch norm (Simonyan & Zisserman config A; PNAS / paper 004 use BN VGGs), global average
-    pooling and a linear head (the PNAS VGG head is unspecified, spec 004 Sec. 4.2). A max-pool is skipped
+    """VGG-11 with batch norm (Simonyan & Zisserman config A; PNAS / [Han et al. 2022] use BN VGGs), global average
+    pooling and a linear head (the PNAS VGG head is unspecified, [Han et al. 2022, App. A.2]). A max-pool is skipped
     when the map is already 1x1 (small inputs). Measured: ``stage1..stage5`` (after each pool) and ``pool``
     (penultimate, ``d = 8 * width``; 512 at ``width=64``)."""
 
@@ -130,7 +131,7 @@ class _BasicBlock(nn.Module):
 
 
 class ResNet18(CollapseNet):
-    """ResNet-18 with the small-image ("CIFAR") stem of the paper 004 Colab: a 3x3 stride-1 conv (no bias) and
+    """ResNet-18 with the small-image ("CIFAR") stem of the [Han et al. 2022] Colab: a 3x3 stride-1 conv (no bias) and
     no max-pool; stages of 2 BasicBlocks with ``width * (1, 2, 4, 8)`` channels. Measured: ``stem``, every
     block ``layer{s}.{b}`` and ``pool`` (penultimate, ``d = 8 * width``; 512 at ``width=64``)."""
 
@@ -187,7 +188,7 @@ class _DenseLayer(nn.Module):
 
 
 class DenseNet(CollapseNet):
-    """CIFAR-style DenseNet (Huang et al. 2017): 3 dense blocks of ``n`` layers with growth rate ``growth``,
+    """CIFAR-style DenseNet [Huang et al. 2017]: 3 dense blocks of ``n`` layers with growth rate ``growth``,
     ``n = (depth - 4) / 3`` (``/ 6`` with bottlenecks, "-BC"), transitions BN-ReLU-conv1x1(compression)-avgpool.
     DenseNet-40 (k = 12) is ``depth=40, growth=12``; the CPU default is a small DenseNet-BC (depth 22).
     Measured: ``block1..block3`` (the output of each dense block, after its transition for blocks 1-2) and

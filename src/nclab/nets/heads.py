@@ -2,11 +2,12 @@
 row per class) and ``bias`` ``(K,)`` or ``None``, which is what the collapse metrics read.
 
 * :class:`LinearHead` -- ``W h + b`` (bias optional).
-* :class:`CosineHead` -- ``cos(w_k, h) / tau`` with learned ``W`` (paper 003 eq. (1); ``tau`` divides the
-  logits, ``logit_scale = 1 / tau`` is accepted instead, spec README "Temperature").
+* :class:`CosineHead` -- ``cos(w_k, h) / tau`` with learned ``W`` ([Jiang et al. 2024, eq. (1)]; ``tau`` divides the
+  logits, ``logit_scale = 1 / tau`` is accepted instead, docs/conventions.md).
 * :class:`FixedHead` -- a given code ``(K, d)`` with a class assignment (a permutation), not trained
-  (paper 003 Sec. 4); linear or cosine logits.
-* :class:`CMFHead` -- the class-mean-feature classifier of paper 003 Sec. 5: ``W <- beta W + (1 - beta) Hbar``
+  [Jiang et al. 2024, Sec. 4]; linear or cosine logits.
+* :class:`CMFHead` -- the class-mean-feature classifier of [Jiang et al. 2024, Sec. 5]:
+  ``W <- beta W + (1 - beta) Hbar``
   with ``Hbar`` the class means of the current mini-batch's (L2-normalised, detached) features; classes absent
   from the batch keep their row; rows re-normalised to the sphere after each update (``renormalize``).
   The trainer calls :meth:`CMFHead.observe` after each training forward pass.
@@ -46,7 +47,7 @@ class LinearHead(nn.Linear):
 
 
 class CosineHead(nn.Module):
-    """``logits_k = <w_k / ||w_k||, h / ||h||> / tau`` (paper 003), learned ``weight (K, d)``, no bias."""
+    """``logits_k = <w_k / ||w_k||, h / ||h||> / tau`` [Jiang et al. 2024], learned ``weight (K, d)``, no bias."""
 
     cosine = True
 
@@ -65,7 +66,8 @@ class CosineHead(nn.Module):
 
 
 class FixedHead(nn.Module):
-    """A fixed classifier: row ``k`` is ``code[assignment[k]]`` (paper 003 Sec. 4: which code vector each class
+    """A fixed classifier: row ``k`` is ``code[assignment[k]]`` ([Jiang et al. 2024, Sec. 4]: which code vector each
+    class
     gets matters). ``cosine=True`` gives cosine logits ``/ tau``; otherwise ``W h`` (no bias)."""
 
     def __init__(
@@ -92,12 +94,12 @@ class FixedHead(nn.Module):
 
 
 class CMFHead(nn.Module):
-    """Class-mean-feature classifier (paper 003 Sec. 5 / App. B.1), cosine logits ``/ tau``.
+    """Class-mean-feature classifier ([Jiang et al. 2024, Sec. 5] / App. B.1), cosine logits ``/ tau``.
 
     ``weight (K, d)`` is a buffer (not trained by gradient), initialised to random unit rows (from the global
     torch RNG, so seeded with the model). :meth:`observe` applies ``w_k <- beta w_k + (1 - beta) hbar_k`` for
     each class present in the batch, ``hbar_k`` = mean of its L2-normalised detached features; then rows are
-    put back on the sphere when ``renormalize`` (the spec leaves these choices open, spec 003 Sec. 3.8).
+    put back on the sphere when ``renormalize`` ([Jiang et al. 2024, Sec. 5] leaves these choices open).
     """
 
     cosine = True

@@ -1,4 +1,4 @@
-"""Fully connected networks: the plain MLP and the fully connected ResNet of paper 002."""
+"""Fully connected networks: the plain MLP and the fully connected ResNet of [Wang et al. 2024]."""
 
 from __future__ import annotations
 
@@ -61,7 +61,7 @@ class MLP(CollapseNet):
 
 
 class _FCBlock(Residual):
-    """``x + v(x)``: ``v = act(W x)`` (``"single"``, the form of paper 002's theory, Thm 1) or
+    """``x + v(x)``: ``v = act(W x)`` (``"single"``, the form of the [Wang et al. 2024] theory, Thm 1) or
     ``Linear -> (BN) -> act -> Linear`` (``"double"``)."""
 
     def __init__(self, width: int, kind: str, activation: str, batchnorm: bool) -> None:
@@ -82,7 +82,7 @@ class _FCBlock(Residual):
 
 
 class FCResNet(CollapseNet):
-    """The fully connected ResNet of paper 002 (MNIST row of Table I: width 1000, 10 blocks): an input
+    """The fully connected ResNet of [Wang et al. 2024] (MNIST row of Table I: width 1000, 10 blocks): an input
     embedding ``D -> d`` (Linear + act, measured as ``layer0``) then ``L`` residual blocks
     ``x^(l+1) = x^(l) + v_l(x^(l))`` of constant width ``d`` (measured as ``layer1..layerL``; ``layerL`` is
     the penultimate layer). All measured layers have the same dimension, as the PFC analysis needs."""

@@ -1,10 +1,11 @@
-"""The convolutional ResNet family of paper 002 (Table I): stages of residual blocks whose last stage is measured.
+"""The convolutional ResNet family of [Wang et al. 2024] (Table I): stages of residual blocks whose last stage is
+measured.
 
 Each stage is a *transition* (3x3 convolution with stride 1 or 2 -> BN -> ReLU, changing the channel count and
 halving the side) followed by ``n`` residual blocks ``x -> x + v(x)`` that keep the shape ``C x H x W``. The
 transitions live outside the blocks, so every measured block maps ``R^d -> R^d`` (``d = C H W``) and
-``x^(l+1) = x^(l) + v_l(x^(l))`` holds exactly, as the geodesic analysis of paper 002 needs (spec 002, Sec. 6.1).
-Measured (spec 002 Sec. 1.4, [inferred] there): ``layer0`` = the input of the last stage's first block (the
+``x^(l+1) = x^(l) + v_l(x^(l))`` holds exactly, as the geodesic analysis of [Wang et al. 2024] needs [Wang et al. 2024].
+Measured ([Wang et al. 2024], [inferred] there): ``layer0`` = the input of the last stage's first block (the
 output of its transition) and ``layer1..layerL`` = its blocks' outputs, flattened ``C x H x W`` (not pooled);
 with ``pool=True`` a global average pool follows and is measured as ``pool`` (the classifier input).
 """
@@ -20,7 +21,7 @@ from nclab.nets.base import CollapseNet, Residual
 
 __all__ = ["TABLE_I", "PFCResNet"]
 
-#: Paper 002, Table I (spec 002 Sec. 4.2): per dataset, the stages ``(channels, side, blocks)``; the last stage is
+#: [Wang et al. 2024, Table I]: per dataset, the stages ``(channels, side, blocks)``; the last stage is
 #: the measured one (d = 3136 / 4096 / 18432 / 8192). The MNIST row is the fully connected ``FCResNet``.
 TABLE_I: dict[str, tuple[tuple[int, int, int], ...]] = {
     "fashion-mnist": ((32, 14, 5), (64, 7, 4)),
@@ -55,7 +56,8 @@ class _ResBlock(Residual):
 
 
 class PFCResNet(CollapseNet):
-    """Paper 002's conv ResNet: ``stages`` of ``(channels, side, blocks)`` (or ``table=`` a :data:`TABLE_I` row).
+    """The [Wang et al. 2024] conv ResNet: ``stages`` of ``(channels, side, blocks)`` (or ``table=`` a :data:`TABLE_I`
+    row).
 
     ``input_shape`` ``(C, H, W)`` with ``H = W``; each stage's side must be its input side or half of it (one
     stride-1 or stride-2 transition). ``block``: ``"preact"`` (default) or ``"post"``. ``pool=False`` (default,

@@ -9,11 +9,11 @@ collapse label (``nclab metrics list``); a legend appears only where two or more
 
 * :func:`curves_figure` -- one panel per metric, value vs epoch, one curve per layer (input side light, the
   penultimate layer dark), log y-axis for positive metrics whose collapse direction is "lower", a red
-  vertical line at the first zero-training-error epoch (paper 004 Fig. 2 / PNAS style);
-* :func:`heatmap_figure` -- layer x epoch heatmaps (paper 002 Sec. 6: PFC1-3 = trace ratio, ETF Gram error,
+  vertical line at the first zero-training-error epoch ([Han et al. 2022, Fig. 2] / PNAS style);
+* :func:`heatmap_figure` -- layer x epoch heatmaps ([Wang et al. 2024, Sec. 6]: PFC1-3 = trace ratio, ETF Gram error,
   NCC accuracy), log colour scale for the "lower" metrics;
 * :func:`train_test_figure` -- train vs test curves of metrics at one layer;
-* :func:`compare_figure` -- one metric of several runs overlaid (e.g. MSE vs CE, paper 004 Fig. 10).
+* :func:`compare_figure` -- one metric of several runs overlaid (e.g. MSE vs CE, [Han et al. 2022, Fig. 10]).
 
 The x-axis is ``symlog`` (linear below epoch 1), so epoch 0 and the log-spaced epochs are all visible.
 """
@@ -235,7 +235,8 @@ def train_test_figure(
 def decomposition_figure(
     rows: Sequence[MetricRow], *, split: str = "train", zero_error_epoch: int | None = None
 ) -> Figure:
-    """Paper 004 Fig. 2: the MSE loss and its decomposition L = L_NC1 + L_NC2/3 + L_perp on one log axis, and the
+    """[Han et al. 2022, Fig. 2]: the MSE loss and its decomposition L = L_NC1 + L_NC2/3 + L_perp on one log axis, and
+    the
     proximity ratio L_perp / L_LS (the central-path approximation holds where it is small)."""
     fig, axes = _grid(2, ncols=2)
     fig.set_size_inches(MAX_WIDTH_IN * 2 / 3, 3.6)
@@ -277,7 +278,7 @@ def compare_figure(
 
 
 def depth_figure(rows: Sequence[MetricRow], *, split: str = "train", epochs: Sequence[int] | None = None) -> Figure:
-    """Paper 002 Fig. 3: PFC1-3 of the measured layers against their relative depth (markers) and the geodesic
+    """[Wang et al. 2024, Fig. 3]: PFC1-3 of the measured layers against their relative depth (markers) and the geodesic
     model's prediction at the same depths (dashed), one colour per epoch (default: the first, a middle and the
     last epoch with ``relative_depth`` rows)."""
     have = sorted({r.epoch for r in rows if r.split == split and r.metric == "relative_depth"})

@@ -28,7 +28,8 @@ from nclab.report.html import metrics_table_html, write_report
 
 __all__ = ["PENULTIMATE_METRICS", "collapse_summary", "write_run_report"]
 
-#: Metrics plotted at the penultimate layer (NC1-NC4 of papers 004 / PNAS, VCI of 000, CDNV, cosine).
+#: Metrics plotted at the penultimate layer (NC1-NC4 of [Han et al. 2022] / [Papyan et al. 2020], VCI of
+#: [Xu & Liu 2023], CDNV, cosine).
 PENULTIMATE_METRICS = (
     "nc1",
     "vci",
@@ -44,7 +45,7 @@ PENULTIMATE_METRICS = (
     "gnc1",
     "gnc3",
 )
-#: Metrics plotted per layer (paper 002: PFC1-3) and as heatmaps.
+#: Metrics plotted per layer ([Wang et al. 2024]: PFC1-3) and as heatmaps.
 LAYER_METRICS = ("trace_ratio", "etf_gram_error", "ncc_accuracy", "cdnv")
 
 
@@ -133,7 +134,8 @@ def write_run_report(run_dir: str | Path, title: str | None = None) -> Path:
     if any(r.metric == "mse_L_NC1" for r in rows):
         figures.append(
             (
-                "MSE loss decomposition at the penultimate layer (paper 004, Fig. 2): L = L_NC1 + L_NC2/3 + L_perp",
+                "MSE loss decomposition at the penultimate layer [Han et al. 2022, Fig. 2]: "
+                "L = L_NC1 + L_NC2/3 + L_perp",
                 decomposition_figure(rows, zero_error_epoch=zero),
             )
         )
@@ -154,7 +156,8 @@ def write_run_report(run_dir: str | Path, title: str | None = None) -> Path:
     if any(r.metric == "relative_depth" for r in rows):
         figures.append(
             (
-                "Paper 002 Fig. 3: PFC1-3 of the measured layers at their relative depth (markers) and the geodesic "
+                "[Wang et al. 2024, Fig. 3]: PFC1-3 of the measured layers at their relative depth (markers) "
+                "and the geodesic "
                 "model's straight line between the first and last of them (dashed), train split",
                 depth_figure(rows),
             )

@@ -1,4 +1,5 @@
-"""Exact NCC accuracy along the straight line between two layers' features (paper 002's PFC3(t), second pass).
+"""Exact NCC accuracy along the straight line between two layers' features (the [Wang et al. 2024] PFC3(t), second
+pass).
 
 Each sample moves on ``h_i(t) = (1 - t) h0_i + t e_i`` with ``e_i = h1_i`` (measured end) or ``e_i = nu_{y_i}``
 (collapsed end: the sample sits at its class's end mean); class means move on the same lines,

@@ -1,4 +1,5 @@
-"""Nearest-class-centre (NCC) counts: PFC3 / NCC accuracy (papers 002, 003) and NC4 mismatch (paper 004).
+"""Nearest-class-centre (NCC) counts: PFC3 / NCC accuracy ([Wang et al. 2024; Jiang et al. 2024]) and NC4 mismatch
+[Han et al. 2022].
 
 NCC needs the class means first, so it is a **second pass** over the data (the same training data, or a
 held-out split measured with the training means): build :class:`~nclab.stats.ClassStats` in pass 1, then::
@@ -100,7 +101,7 @@ class NCCAccumulator(Accumulator):
     W : (K, d) array, optional
         Classifier rows (``nn.Linear`` layout). Enables ``ncc_mismatch`` (NC4) and ``classifier_accuracy``.
     b : (K,) array, optional
-        Classifier bias (needs ``W``). NC4 includes it (paper 004); ``ncc_mismatch_nobias`` is reported too.
+        Classifier bias (needs ``W``). NC4 includes it [Han et al. 2022]; ``ncc_mismatch_nobias`` is reported too.
     check_finite : bool
         Reject NaN/inf features (one extra O(B d) scan per batch).
     device : torch device, optional
@@ -116,10 +117,19 @@ class NCCAccumulator(Accumulator):
     Examples
     --------
     >>> import numpy as np
-    >>> means = np.array([[0.0, 0.0], [4.0, 0.0], [0.0, 4.0]])
-    >>> acc = NCCAccumulator.from_means(means)
-    >>> acc.update(np.array([[0.5, 0.2], [3.0, 1.0], [1.0, 3.5]]), np.array([0, 1, 1])).compute()["ncc_accuracy"]
-    0.6666666666666666
+    >>> from nclab.geometry import simplex_etf
+    >>> from nclab.stats import ClassStats
+    >>> K, n, d = 3, 20, 4
+    >>> y = np.repeat(np.arange(K), n)
+    >>> H = 4 * simplex_etf(K, d)[y] + 0.5 * np.random.default_rng(0).standard_normal((K * n, d))
+    >>> stats = ClassStats.from_arrays(H, y, num_classes=K)
+
+    >>> from nclab.stats import NCCAccumulator
+    >>> W, b = simplex_etf(K, d), np.zeros(K)
+    >>> acc = NCCAccumulator(stats, W, b).update(H, y)
+    >>> out = acc.compute()
+    >>> print(f"{out['ncc_accuracy']:.3f} {out['ncc_mismatch']:.3f}")
+    1.000 0.000
     """
 
     buffer_labels: ClassVar[Mapping[str, str]] = {"means": "class means", "W": "classifier W", "b": "classifier b"}

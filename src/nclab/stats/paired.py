@@ -1,4 +1,4 @@
-"""Streaming statistics of two layers' features of the same samples, for the geodesic model of paper 002.
+"""Streaming statistics of two layers' features of the same samples, for the geodesic model of [Wang et al. 2024].
 
 :class:`PairedClassStats` reads ``(h0, h1, y)`` batches (layer-0 and last-layer features of the same samples,
 same dimension d) and keeps, in float64, what the closed-form geodesic needs: a :class:`~nclab.stats.ClassStats`
@@ -10,7 +10,7 @@ copied) plus the per-class cross sums
 accumulated like ClassStats' moments: about per-class shifts ``(s0_k, s1_k)`` = the first paired sample of class
 k, ``c_k = sum <h0 - s0_k, h1 - s1_k>`` and ``S0_k = sum (h0 - s0_k)``, ``S1_k = sum (h1 - s1_k)``, centred at read
 time by ``cross_k = c_k - <S0_k, S1_k> / n_k``. Every factor has the scale of the within-class spread (the shift is
-a sample of the class), so nearly collapsed features far from the origin keep their digits (spec 002, Sec. 6.3);
+a sample of the class), so nearly collapsed features far from the origin keep their digits [Wang et al. 2024];
 ``S0, S1`` are kept here rather than read back from the ClassStats means, because ``mu - s`` recomputed from an
 absolute mean would cancel. ``(s0, s1)`` are the accumulator's ``"shift"`` states: merging and ``all_reduce``
 re-express the sums about common shifts exactly (:mod:`nclab.stats.accumulator`).
@@ -173,7 +173,8 @@ class PairedClassStats(Accumulator):
         return out
 
     def trace_w_cross(self) -> float:
-        """``A01 = (1/N) sum_k cross_k``: the cross term of ``Tr Sigma_W(t)`` along the line (spec 002, Sec. 2.5)."""
+        """``A01 = (1/N) sum_k cross_k``: the cross term of ``Tr Sigma_W(t)`` along the line
+        [Wang et al. 2024, Fig. 3]."""
         n = self.num_samples
         if n == 0:
             raise ValueError("PairedClassStats are empty")

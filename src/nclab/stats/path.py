@@ -1,4 +1,4 @@
-"""Per-block transport sums over the measured layers ``h^0..h^L`` of the same samples (paper 002, Secs. 2.4, 2.6).
+"""Per-block transport sums over the measured layers ``h^0..h^L`` of the same samples [Wang et al. 2024, Sec. 2.4, 2.6].
 
 :class:`PathStats` reads all measured layers of a batch and keeps, per block ``l``, the sums of the step norms
 (relative depth, :func:`relative_depth`), of the squared step norms (kinetic energy) and the squared end-to-end
@@ -21,7 +21,7 @@ __all__ = ["PathStats", "relative_depth"]
 
 
 def relative_depth(step_norms: Any) -> np.ndarray:
-    """Relative-depth coordinates of measured layers 0..L (paper 002, Sec. IV-A / spec 002 Sec. 2.4):
+    """Relative-depth coordinates of measured layers 0..L ([Wang et al. 2024, Sec. IV-A] / [Wang et al. 2024, Fig. 3]):
 
         t_l = sum_{j < l} s_j / sum_j s_j,    s_j = sum_i ||h^{j+1}_i - h^j_i||   (norms not squared)
 
@@ -58,7 +58,7 @@ def relative_depth(step_norms: Any) -> np.ndarray:
 
 
 class PathStats(Accumulator):
-    """Per-block transport sums over the measured layers ``h^0..h^L`` (paper 002, Secs. 2.4 and 2.6).
+    """Per-block transport sums over the measured layers ``h^0..h^L`` [Wang et al. 2024, Sec. 2.4 and 2.6].
 
     ``update(layers)`` takes a sequence of ``L + 1`` arrays ``(B, d)`` (the same samples at every layer) and
     accumulates ``step_norm_sums[l] = sum_i ||h^{l+1}_i - h^l_i||`` (unsquared: relative depth),
@@ -154,8 +154,10 @@ class PathStats(Accumulator):
         return self.step_sq_sums / self.num_samples
 
     def straightness_index(self) -> float:
-        """``sum_i ||h^L_i - h^0_i||^2 / (L sum_i sum_l ||h^{l+1}_i - h^l_i||^2)`` in ``[0, 1]`` [extension, spec 002
-        Sec. 6.4]: 1 iff every sample moves on a straight line with equal steps (Cauchy-Schwarz per sample).
+        """``sum_i ||h^L_i - h^0_i||^2 / (L sum_i sum_l ||h^{l+1}_i - h^l_i||^2)`` in ``[0, 1]``
+        (an extension of [Wang et al. 2024]): 1 iff every sample moves on a straight line with equal steps
+        (Cauchy-Schwarz
+        per sample).
         Returns nan when nothing moves."""
         L = self.num_layers - 1
         total = float(self.step_sq_sums.sum())

@@ -1,5 +1,5 @@
-"""Theory engines: the MSE loss decomposition and central path (paper 004), the geodesic model of progressive
-feedforward collapse (paper 002). Sub-modules: :mod:`~nclab.theory.mse`, :mod:`~nclab.theory.snr`,
+"""Theory engines: the MSE loss decomposition and central path [Han et al. 2022], the geodesic model of progressive
+feedforward collapse [Wang et al. 2024]. Sub-modules: :mod:`~nclab.theory.mse`, :mod:`~nclab.theory.snr`,
 :mod:`~nclab.theory.central_path`, :mod:`~nclab.theory.geodesic` (its streaming passes are accumulators in
 :mod:`nclab.stats`), :mod:`~nclab.theory.joint_gd`. See docs/theory.md."""
 

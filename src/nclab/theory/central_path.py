@@ -1,13 +1,13 @@
-"""Dynamics on the central path of paper 004 (Sec. 3): the renormalised gradient flow and its closed forms.
+"""Dynamics on the central path of [Han et al. 2022] (Sec. 3): the renormalised gradient flow and its closed forms.
 
-Paper 004 writes C (classes), N (samples per class) and P (dimension); here they are K, n and d, and
+[Han et al. 2022] writes C (classes), N (samples per class) and P (dimension); here they are K, n and d, and
 N = K n is the total number of rows.
 
 Unconstrained features, lambda = 0, balanced classes in class-major order (``y = repeat(arange(K), n)``; the
 paper's "i then c" order), rows ``X (N, d)``. The loss is the central-path loss ``L_LS(X)`` (the MSE of the
-LS classifier with bias), its gradient ``G = (1/N) (X W_LS^T + b_LS - Y) W_LS`` (envelope theorem, spec 004
-Sec. 2.7), and the state lives on the renormalised manifold ``{X : Sigma_W(X) = I}``. Two tangent projections
-(spec 004, Sec. 3.3 and 3.7), written for rows with ``S = (X - M_X[y])^T Z / N``, ``Sym = S + S^T``:
+LS classifier with bias), its gradient ``G = (1/N) (X W_LS^T + b_LS - Y) W_LS`` (envelope theorem, [Han et al. 2022]),
+and the state lives on the renormalised manifold ``{X : Sigma_W(X) = I}``. Two tangent projections
+([Han et al. 2022, App. D.2] and 3.7), written for rows with ``S = (X - M_X[y])^T Z / N``, ``Sym = S + S^T``:
 
 * ``"oblique"`` (the paper's Prop. 4, and to first order the renormalise-after-each-step algorithm of
   App. D.1 it motivates): ``Pi(Z) = Z - 1/2 X Sym``. Its flow obeys ``domega/dt = omega / (K n (K + omega^2))``
@@ -17,7 +17,7 @@ Sec. 2.7), and the state lives on the renormalised manifold ``{X : Sigma_W(X) = 
   ``K^2 n log w + K n w^2 + (n/4) w^4 = a + t``.
 
 Both keep the SNR singular vectors constant and drive max/min omega -> 1 (the ETF limit). Integration is adaptive
-(DOP853) between checkpoints, with a retraction (renormalisation) at every checkpoint (spec 004, pitfall 19).
+(DOP853) between checkpoints, with a retraction (renormalisation) at every checkpoint [Han et al. 2022].
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ def _moments_rows(X: np.ndarray, K: int) -> Moments:
 
 
 def ls_loss_grad(X: np.ndarray, K: int) -> tuple[float, np.ndarray]:
-    """Central-path loss ``L_LS(X)`` (lambda = 0, with bias) and its gradient ``(N, d)`` (spec 004, Sec. 2.7).
+    """Central-path loss ``L_LS(X)`` (lambda = 0, with bias) and its gradient ``(N, d)`` [Han et al. 2022].
 
     The LS classifier is :func:`nclab.theory.mse.ls_classifier`'s solver; the gradient has zero column sums
     (the global mean does not move) and is orthogonal to the fibre directions ``X S``.
@@ -89,7 +89,8 @@ def ls_loss_grad(X: np.ndarray, K: int) -> tuple[float, np.ndarray]:
 
 
 def project(X: np.ndarray, Z: np.ndarray, K: int, projection: Projection = "oblique") -> np.ndarray:
-    """Tangent projection of ``Z (N, d)`` at ``X`` on ``{Sigma_W = I}`` (paper 004, Prop. 4; spec 004 Sec. 3.3)."""
+    """Tangent projection of ``Z (N, d)`` at ``X`` on ``{Sigma_W = I}`` ([Han et al. 2022, Prop. 4];
+    [Han et al. 2022, App. D.2])."""
     _check_projection(projection)
     N = X.shape[0]
     D = X - np.repeat(_class_means(X, K), N // K, axis=0)  # = N * Cm X in the paper's notation
@@ -124,7 +125,7 @@ def omega_rate(omega: Any, K: int, n: int, projection: Projection = "oblique") -
 
 def flow_potential(omega: Any, K: int, n: int, projection: Projection = "oblique") -> np.ndarray:
     """``F(w)`` with ``F(omega(t)) = F(omega(0)) + t``: orthogonal ``K^2 n log w + K n w^2 + (n/4) w^4``
-    (paper 004, Prop. 2); oblique ``K^2 n log w + (K n / 2) w^2`` [derived, spec 004 Sec. 3.7]."""
+    [Han et al. 2022, Prop. 2]; oblique ``K^2 n log w + (K n / 2) w^2`` (derived here, see docs/theory.md, Errata)."""
     _check_projection(projection)
     w = np.asarray(omega, dtype=np.float64)
     if projection == "oblique":
@@ -169,7 +170,7 @@ def initial_features(K: int, n: int, d: int, *, mean_scale: float = 1.0, seed: i
 
 
 def renormalized_step(X: np.ndarray, eta: float, K: int, projection: Projection = "oblique") -> np.ndarray:
-    """One discrete step. Oblique: paper 004, App. D.1 literally, ``renormalize(X - eta G)``; orthogonal:
+    """One discrete step. Oblique: [Han et al. 2022], App. D.1 literally, ``renormalize(X - eta G)``; orthogonal:
     ``renormalize(X - eta Pi_orth(G))``. Both agree with ``X - eta Pi(G)`` to ``O(eta^2)`` (Lemma 2)."""
     _, G = ls_loss_grad(X, K)
     step = G if projection == "oblique" else project(X, G, K, "orthogonal")
@@ -258,7 +259,7 @@ def simulate(
     X0: np.ndarray | None = None,
     nc_metrics: bool = True,
 ) -> CentralPathRun:
-    """Renormalised gradient flow of the central-path MSE on ``{Sigma_W = I}`` (paper 004, eq. (5), Thm 3).
+    """Renormalised gradient flow of the central-path MSE on ``{Sigma_W = I}`` [Han et al. 2022, eq. (5), Thm 3].
 
     Parameters
     ----------
@@ -269,6 +270,15 @@ def simulate(
     method : "ode" (DOP853 with ``rtol``/``atol`` between checkpoints, retraction at each) or "gd" (discrete
         :func:`renormalized_step` with step ``eta``; time = steps * eta; checkpoints rounded to steps).
     X0 : optional initial rows ``(N, d)`` (class-major); default :func:`initial_features` with ``seed``.
+
+    Examples
+    --------
+    >>> from nclab.theory import simulate
+    >>> run = simulate(3, 4, 4, 1.0, num_checkpoints=3)
+    >>> print(run.t.round(4).tolist())
+    [0.0, 0.001, 0.0316, 1.0]
+    >>> print(f"{run.metrics['nc1'][0]:.4f} -> {run.metrics['nc1'][-1]:.4f}")
+    1.9179 -> 1.8335
     """
     _check_projection(projection)
     check_choice(method, ("ode", "gd"), name="method")

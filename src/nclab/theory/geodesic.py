@@ -1,7 +1,7 @@
-"""The geodesic (straight-line) model of progressive feedforward collapse, paper 002 (Sec. III, Thms 1-2).
+"""The geodesic (straight-line) model of progressive feedforward collapse, [Wang et al. 2024] (Sec. III, Thms 1-2).
 
 Every sample moves on the straight line ``h_i(t) = (1 - t) h0_i + t h1_i``, t in [0, 1], between its layer-0
-and last-layer features (the displacement interpolation of the Wasserstein-2 geodesic, paper 002 Assumption 1).
+and last-layer features (the displacement interpolation of the Wasserstein-2 geodesic, [Wang et al. 2024] Assumption 1).
 Class means move on the same lines, so with centred class means ``Ht(t) = (1 - t) Ht0 + t Ht1`` (rows (K, d)):
 
     Tr Sigma_W(t) = (1-t)^2 A0 + 2 t (1-t) A01 + t^2 A1,     A01 = (1/N) sum_k cross_k
@@ -9,14 +9,14 @@ Class means move on the same lines, so with centred class means ``Ht(t) = (1 - t
     Tr Sigma_B(t) = sum_k w_k G(t)_kk     (w_k = 1/K balanced, n_k/N empirical)
     PFC1(t) = Tr Sigma_W(t) / Tr Sigma_B(t),   PFC2(t) = || G(t)/||G(t)||_F - (I - 11^T/K)/sqrt(K-1) ||_F
 
-(spec 002, Sec. 2.5 [derived]; the same functions as ``nclab.metrics.trace_ratio`` and ``etf_gram_error`` at
+([Wang et al. 2024, Fig. 3]; the same functions as ``nclab.metrics.trace_ratio`` and ``etf_gram_error`` at
 every t). PFC3(t), the NCC accuracy, is *not* a function of second moments: it is computed exactly by a second
 pass over the paired samples (:class:`~nclab.stats.GeodesicNCC`, built by :func:`geodesic_ncc`), from the three
 per-sample, per-class scalars ``a = ||h0 - mu0_c||^2``, ``b = <h0 - mu0_c, h1 - mu1_c>``, ``c = ||h1 - mu1_c||^2``
 whose quadratic ``(1-t)^2 a + 2t(1-t) b + t^2 c`` is the squared distance to class c's mean at time t.
 No Gaussian or other approximation is used.
 
-End variants (paper 002, Sec. 3.2 "transparent model"): ``end="measured"`` (the paper's blue curve),
+End variants ([Wang et al. 2024, Sec. 3.2] "transparent model"): ``end="measured"`` (the paper's blue curve),
 ``"class_means"`` (each sample's end replaced by its class mean: exact NC1 at t = 1), ``"etf"`` (collapsed onto
 the simplex ETF nearest to the centred start means by orthogonal Procrustes, scaled to the measured end's
 ``||Ht1||_F``, centred at the measured end's global mean).
@@ -60,7 +60,7 @@ def _check_end(end: str) -> None:
 
 def procrustes_etf(centered_means: Any, scale: float | None = None) -> np.ndarray:
     """The simplex ETF ``(K, d)`` nearest to ``centered_means (K, d)`` among rotations: ``E = s E0 R`` with
-    ``E0 = simplex_etf(K)`` and ``R = polar(E0^T M)`` (orthogonal Procrustes; spec 002, Sec. 3.4 [derived]).
+    ``E0 = simplex_etf(K)`` and ``R = polar(E0^T M)`` (orthogonal Procrustes; [Wang et al. 2024, Thm. 2]).
 
     ``scale`` fixes ``||E||_F`` (default ``||M||_F``). Its inner product with ``M`` is ``s * (nuclear norm of
     E0^T M) >= 0``, so a Procrustes end always satisfies Thm 1's condition S01 >= 0. Needs ``d >= K - 1``.
@@ -105,7 +105,7 @@ def _weights(paired: PairedClassStats, weighting: Weighting) -> np.ndarray:
 
 
 def s01(paired: PairedClassStats, end: EndVariant = "measured", weighting: Weighting = "balanced") -> float:
-    """Thm 1's condition ``S01 = sum_k <Ht0_k, Ht1_k>`` (paper 002, Thm 1; >= 0 gives monotone PFC1(t))."""
+    """Thm 1's condition ``S01 = sum_k <Ht0_k, Ht1_k>`` ([Wang et al. 2024, Thm. 1]; >= 0 gives monotone PFC1(t))."""
     Ht0, Ht1, _ = endpoint_means(paired, end, weighting)
     return float(np.einsum("kd,kd->", Ht0, Ht1))
 
@@ -128,7 +128,7 @@ class GeodesicPrediction:
 
     @property
     def ncc_error(self) -> np.ndarray | None:
-        """``1 - PFC3``: the "decreasing" form (paper 002's PFC3 is an accuracy, spec 002 pitfall 1)."""
+        """``1 - PFC3``: the "decreasing" form (the [Wang et al. 2024] PFC3 is an accuracy, [Wang et al. 2024])."""
         return None if self.pfc3 is None else 1.0 - self.pfc3
 
 
@@ -165,8 +165,8 @@ def predict(
     weighting: Weighting = "balanced",
     ncc: GeodesicNCC | None = None,
 ) -> GeodesicPrediction:
-    """PFC1(t), PFC2(t) (closed forms) and PFC3(t) (exact, from ``ncc``) along the straight line (paper 002,
-    Sec. III; spec 002 Sec. 2.5).
+    """PFC1(t), PFC2(t) (closed forms) and PFC3(t) (exact, from ``ncc``) along the straight line
+    ([Wang et al. 2024, Sec. III]; [Wang et al. 2024, Fig. 3]).
 
     ``paired``: the first pass over ``(h0, h1, y)``; ``t_grid``: times in [0, 1]; ``end``: see the module doc;
     ``ncc``: a :class:`~nclab.stats.GeodesicNCC` second pass from :func:`geodesic_ncc` with the same ``paired``,
@@ -203,7 +203,7 @@ def pfc1_slope_at_start(
     paired: PairedClassStats, end: EndVariant = "measured", weighting: Weighting = "balanced"
 ) -> float:
     """``dPFC1/dt`` at ``t = 0``: ``2 [(A01 - A0) B0 - A0 (B01 - B0)] / B0^2``; for a collapsed end
-    ``-2 A0 B01 / B0^2`` (= ``-2 A0 S01 / (K B0^2)`` balanced): positive iff S01 < 0 (spec 002, Sec. 3.3)."""
+    ``-2 A0 B01 / B0^2`` (= ``-2 A0 S01 / (K B0^2)`` balanced): positive iff S01 < 0 [Wang et al. 2024, Thm. 1]."""
     coef, _ = _coefficients(paired, end, weighting)
     A0, A01, B0, B01 = coef["A0"], coef["A01"], coef["B0"], coef["B01"]
     if B0 <= 0:
@@ -226,7 +226,8 @@ def geodesic_ncc(
 @dataclass
 class GeodesicProfile:
     """The geodesic model at the measured layers of one network: ``relative_depth (L+1,)`` (``t_l``, unsquared
-    step norms, spec 002 Sec. 2.4), ``predictions`` per end variant (PFC1-3 of the straight line *at those t_l*,
+    step norms, [Wang et al. 2024, Fig. 3]), ``predictions`` per end variant (PFC1-3 of the straight line *at those
+    t_l*,
     so predicted and measured values pair up layer by layer), ``s01`` (Thm 1 condition), ``straightness_index``
     and ``kinetic_energy (L,)`` (per-block transport)."""
 
@@ -247,7 +248,7 @@ def geodesic_profile(
     batch_size: int = 512,
 ) -> GeodesicProfile:
     """Relative depths and geodesic predictions for the features ``layers = [h^0 .. h^L]`` (each ``(N, d)``, the
-    same samples and dimension; numpy or torch) with labels ``y (N,)`` -- paper 002, Fig. 3.
+    same samples and dimension; numpy or torch) with labels ``y (N,)`` -- [Wang et al. 2024, Fig. 3].
 
     Streams ``batch_size`` rows at a time through :class:`~nclab.stats.PathStats` and
     :class:`~nclab.stats.PairedClassStats` (pass 1), then :class:`~nclab.stats.GeodesicNCC` (pass 2): float64 work

@@ -1,15 +1,16 @@
-"""Joint gradient descent on (W, b, H) of the unconstrained-features MSE, logging paper 004's decomposition.
+"""Joint gradient descent on (W, b, H) of the unconstrained-features MSE, logging the [Han et al. 2022] decomposition.
 
-An extension suggested by spec 004, Sec. 5.4 (not in the paper): when does the central-path approximation
+An extension suggested by [Han et al. 2022] (not in the paper): when does the central-path approximation
 ``L_perp << L_LS`` hold along plain joint training? Objective (rows ``H (N, d)``, class-major balanced labels):
 
     J = (1/(2n)) ||H W^T + 1 b^T - Y||_F^2 + (lam/2)(||W||_F^2 + ||b||^2) + (lam_H/(2n)) ||H||_F^2,
 
-the first two terms being paper 004's L (``lam`` is its lambda) and the last a per-sample feature penalty. W and
+the first two terms being the [Han et al. 2022] L (``lam`` is its lambda) and the last a per-sample feature penalty. W
+and
 b take steps ``lr``; each feature row takes ``lr * N`` (its gradient carries a 1/N, so a common step would freeze
 the features). Every ``record_every`` steps the decomposition of L (with the same ``lam``) is logged.
 
-Paper 004's C (classes), N (samples per class) and P (dimension) are K, n and d here; N = K n rows in total.
+The [Han et al. 2022] C (classes), N (samples per class) and P (dimension) are K, n and d here; N = K n rows in total.
 """
 
 from __future__ import annotations

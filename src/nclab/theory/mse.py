@@ -1,9 +1,9 @@
-"""The least-squares (ridge) classifier and the exact MSE loss decomposition of paper 004 (Sec. 2).
+"""The least-squares (ridge) classifier and the exact MSE loss decomposition of [Han et al. 2022] (Sec. 2).
 
 Conventions (rows are samples): features ``H (N, d)``, labels ``y (N,)`` in ``[0, K)``, classifier ``W (K, d)``,
-bias ``b (K,)``; the paper's columns are transposed here and nowhere else. Paper 004 writes C (classes),
+bias ``b (K,)``; the paper's columns are transposed here and nowhere else. [Han et al. 2022] writes C (classes),
 N (samples per class) and P (dimension); the code writes K, n and d, and N = K n for the total count. The loss
-is paper 004, eq. (2)-(3),
+is [Han et al. 2022, eq. (2)-(3)],
 
     L(W, b, H) = (1/(2N)) sum_i ||W h_i + b - e_{y_i}||^2 + (lam/2) (||W||_F^2 + ||b||^2),
 
@@ -15,7 +15,7 @@ within-class scatter without cancellation), so the same code serves arrays and t
 run. Every term is a sum of non-negative pieces (no raw second moments are subtracted):
 
     loss(W, b)   = 1/2 [tr(W Sigma_W W^T) + sum_c pi_c ||W mu_c + b - e_c||^2] + lam/2 (||W||^2 + ||b||^2)
-    L_NC1        = 1/2 [tr(W_LS (Sigma_W + lam I) W_LS^T) + lam ||b_LS||^2]               (paper 004, Thm 2)
+    L_NC1        = 1/2 [tr(W_LS (Sigma_W + lam I) W_LS^T) + lam ||b_LS||^2]               [Han et al. 2022, Thm. 2]
     L_NC23       = 1/2 sum_c pi_c ||W_LS mu_c + b_LS - e_c||^2                              (Thm 2)
     L_perp       = 1/2 [tr(dW Sigma_T dW^T) + ||dW mu_G + db||^2 + lam (||dW||^2 + ||db||^2)]  (Thm 1)
 
@@ -55,11 +55,12 @@ __all__ = [
 
 LambdaConvention = Literal["mse_mean", "mse_sum", "paper"]
 
-#: Training objective -> paper 004 lambda, for PyTorch-style coupled weight decay ``wd`` (= penalty (wd/2)||theta||^2).
+#: Training objective -> [Han et al. 2022] lambda, for PyTorch-style coupled weight decay ``wd`` (= penalty
+#: (wd/2)||theta||^2).
 LAMBDA_CONVENTIONS: dict[str, str] = {
     "mse_mean": "nn.MSELoss() (mean over samples and the K outputs) + (wd/2)||theta||^2  ->  lam = K * wd / 2",
     "mse_sum": "nn.MSELoss(reduction='sum') / n (sum over outputs, mean over samples) + (wd/2)||theta||^2  ->  "
-    "lam = wd / 2 (the reference Colab of paper 004)",
+    "lam = wd / 2 (the reference Colab of [Han et al. 2022])",
     "paper": "(1/(2n)) sum ||f - y||^2 + (wd/2)||theta||^2, the paper's own objective  ->  lam = wd",
 }
 
@@ -78,10 +79,11 @@ DECOMPOSITION_KEYS = (
 
 
 def paper_lambda(weight_decay: float, num_classes: int, convention: LambdaConvention = "mse_mean") -> float:
-    """Paper 004's lambda for a network trained with weight decay ``weight_decay`` (see :data:`LAMBDA_CONVENTIONS`).
+    """The [Han et al. 2022] lambda for a network trained with weight decay ``weight_decay`` (see
+    :data:`LAMBDA_CONVENTIONS`).
 
     ``"mse_mean"``: objective ``nn.MSELoss()`` + ``(wd/2)||theta||^2`` = ``(2/K) [L_paper]`` with
-    ``lam = K wd / 2`` (spec 004, pitfall 6); ``"mse_sum"``: the Colab's loss summed over outputs, ``lam = wd/2``;
+    ``lam = K wd / 2`` [Han et al. 2022]; ``"mse_sum"``: the Colab's loss summed over outputs, ``lam = wd/2``;
     ``"paper"``: ``lam = wd``. The decomposition identity holds for any lambda; only "L_perp ~ 0" depends on
     using the lambda that the classifier was actually trained with.
     """
@@ -102,7 +104,7 @@ def _resolve_lambda(
     lam: float | None, weight_decay: float | None, convention: LambdaConvention, num_classes: int
 ) -> float:
     if (lam is None) == (weight_decay is None):
-        raise ValueError("give exactly one of lam (paper 004's lambda) or weight_decay (with convention=)")
+        raise ValueError("give exactly one of lam (the [Han et al. 2022] lambda) or weight_decay (with convention=)")
     if lam is None:
         return paper_lambda(float(weight_decay), num_classes, convention)  # type: ignore[arg-type]
     if not (lam >= 0):
@@ -171,7 +173,7 @@ def ls_from_moments(m: Moments, lam: float, bias: bool) -> tuple[np.ndarray, np.
         return _solve_psd(A, R.T).T, np.zeros(K)
     # Eliminating b from the normal equations W(S_T + mu mu^T + lam I) + b mu^T = R, W mu + (1 + lam) b = pi
     # leaves a system in the *centred* covariance (well conditioned even for features far from the origin):
-    # W (S_T + lam/(1+lam) mu mu^T + lam I) = R - pi mu^T / (1 + lam)   (spec 004, Sec. 2.2, unextended form).
+    # W (S_T + lam/(1+lam) mu mu^T + lam I) = R - pi mu^T / (1 + lam)   ([Han et al. 2022, Prop. 1], unextended form).
     A = m.sigma_t + (lam / (1.0 + lam)) * np.outer(m.mu, m.mu) + lam * np.eye(d)
     rhs = R - np.outer(m.pi, m.mu) / (1.0 + lam)
     W = _solve_psd(A, rhs.T).T
@@ -180,7 +182,7 @@ def ls_from_moments(m: Moments, lam: float, bias: bool) -> tuple[np.ndarray, np.
 
 
 def ls_classifier_from_stats(stats: ClassStats, lam: float, bias: bool = True) -> tuple[np.ndarray, np.ndarray]:
-    """The LS classifier of paper 004, Prop. 1, from ClassStats; see :func:`ls_classifier`."""
+    """The LS classifier of [Han et al. 2022, Prop. 1], from ClassStats; see :func:`ls_classifier`."""
     if not (lam >= 0):
         raise ValueError(f"lam must be >= 0, got {lam}")
     return ls_from_moments(_moments(stats), float(lam), bias)
@@ -189,9 +191,9 @@ def ls_classifier_from_stats(stats: ClassStats, lam: float, bias: bool = True) -
 def ls_classifier(
     H: Any, y: Any, lam: float, bias: bool = True, *, num_classes: int | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Least-squares (ridge) classifier ``(W_LS (K, d), b_LS (K,))`` minimising the loss of paper 004, eq. (3).
+    """Least-squares (ridge) classifier ``(W_LS (K, d), b_LS (K,))`` minimising the loss of [Han et al. 2022, eq. (3)].
 
-    Paper 004, Prop. 1 (Webb & Lowe 1990): ``W~_LS = ((1/N) Y H~^T)((1/N) H~ H~^T + lam I)^{-1}`` in extended
+    [Han et al. 2022, Prop. 1] [Webb & Lowe 1990]: ``W~_LS = ((1/N) Y H~^T)((1/N) H~ H~^T + lam I)^{-1}`` in extended
     coordinates ``h~ = [h; 1]``, ``W~ = [W, b]`` (bias penalised by lam). Solved (never inverted) in float64 in
     the centred unextended form. ``bias=False`` fits ``W`` alone (``b = 0``). With ``lam = 0`` and singular
     second moments (e.g. ``N < d``) the minimum-norm solution is returned.
@@ -226,7 +228,7 @@ def _check_classifier(W: Any, b: Any, K: int, d: int) -> tuple[np.ndarray, np.nd
 
 
 def mse_loss_from_stats(stats: ClassStats, W: Any, b: Any, lam: float) -> float:
-    """Paper 004's regularised MSE loss ``L(W, b, H)`` from ClassStats (Pythagoras form, no cancellation)."""
+    """The [Han et al. 2022] regularised MSE loss ``L(W, b, H)`` from ClassStats (Pythagoras form, no cancellation)."""
     m = _moments(stats)
     W, b, _ = _check_classifier(W, b, *m.means.shape)
     return _loss(m, W, b, float(lam))
@@ -276,6 +278,21 @@ def mse_decomposition_from_stats(
     ``data_loss``: optionally the measured ``(1/(2N)) sum_i ||W h_i + b - e_{y_i}||^2`` of the same pass (e.g.
     accumulated by the training loop); then ``L = data_loss + (lam/2)(||W||^2 + ||b||^2)`` and the identity
     residual compares two independent computations. Without it, ``L`` is evaluated from the statistics.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from nclab.geometry import simplex_etf
+    >>> from nclab.stats import ClassStats
+    >>> K, n, d = 3, 20, 4
+    >>> y = np.repeat(np.arange(K), n)
+    >>> H = 4 * simplex_etf(K, d)[y] + 0.5 * np.random.default_rng(0).standard_normal((K * n, d))
+    >>> stats = ClassStats.from_arrays(H, y, num_classes=K)
+
+    >>> from nclab.theory import mse_decomposition_from_stats
+    >>> out = mse_decomposition_from_stats(stats, simplex_etf(K, d) / 4, np.full(K, 1 / K), lam=1e-3)
+    >>> print(f"{out['L']:.5f} = {out['L_NC1']:.5f} + {out['L_NC23']:.5f} + {out['L_perp']:.5f}")
+    0.10409 = 0.00780 + 0.00018 + 0.09611
     """
     m = _moments(stats)
     W, b, bias = _check_classifier(W, b, *m.means.shape)
@@ -297,13 +314,13 @@ def mse_decomposition(
     convention: LambdaConvention = "mse_mean",
     num_classes: int | None = None,
 ) -> dict[str, float]:
-    """Exact decomposition of paper 004's MSE loss, Thms 1-2: ``L = L_NC1 + L_NC23 + L_perp``.
+    """Exact decomposition of the [Han et al. 2022] MSE loss, Thms 1-2: ``L = L_NC1 + L_NC23 + L_perp``.
 
     Parameters
     ----------
     H : (N, d) features; y : (N,) labels in [0, K); W : (K, d); b : (K,) or None (a bias-free model: the
         LS classifier is then fitted without bias too).
-    lam : paper 004's lambda. Or ``weight_decay=`` with ``convention=`` (:func:`paper_lambda`), not both.
+    lam : The [Han et al. 2022] lambda. Or ``weight_decay=`` with ``convention=`` (:func:`paper_lambda`), not both.
 
     Returns
     -------
@@ -333,7 +350,7 @@ def decomposition_table(
     weight_decay: float | None = None,
     convention: LambdaConvention = "mse_mean",
 ) -> list[dict[str, float]]:
-    """Paper 004, Fig. 2 table: one decomposition row per measured epoch of a training run.
+    """[Han et al. 2022, Fig. 2] table: one decomposition row per measured epoch of a training run.
 
     Each record is a mapping with ``"epoch"``, ``"W"``, ``"b"`` (None for a bias-free head) and either
     ``"stats"`` (ClassStats, ``track="full"``, of the penultimate features of the train split, eval mode) or

@@ -1,6 +1,6 @@
-"""The SNR matrix of paper 004 (Sec. 3.2), its singular values omega, and the central-path loss in omega.
+"""The SNR matrix of [Han et al. 2022] (Sec. 3.2), its singular values omega, and the central-path loss in omega.
 
-Paper 004 writes C (classes), N (samples per class) and P (dimension); here they are K, n and d (N = K n rows
+[Han et al. 2022] writes C (classes), N (samples per class) and P (dimension); here they are K, n and d (N = K n rows
 in total).
 
 Rows convention: the paper's ``SNR = Sigma_W^{-1/2} Mbar`` (d x K, columns = centred class means) is returned
@@ -43,7 +43,7 @@ class SNR:
 
 
 def inv_sqrt_psd(A: np.ndarray, *, rtol: float = 1e-12, singular: Literal["raise", "pinv"] = "raise") -> np.ndarray:
-    """Symmetric ``A^{-1/2}`` by ``eigh`` in float64 (spec 004, pitfall 19).
+    """Symmetric ``A^{-1/2}`` by ``eigh`` in float64 [Han et al. 2022].
 
     Eigenvalues ``<= rtol * max`` count as zero: ``singular="raise"`` rejects them (naming the rank),
     ``"pinv"`` returns the pseudo-inverse square root (those directions dropped).
@@ -65,11 +65,11 @@ def inv_sqrt_psd(A: np.ndarray, *, rtol: float = 1e-12, singular: Literal["raise
 
 
 def snr_matrix(stats: ClassStats, *, rtol: float = 1e-12, singular: Literal["raise", "pinv"] = "raise") -> SNR:
-    """SNR matrix ``Sigma_W^{-1/2} Mbar`` of paper 004, Def. 2 (rows form, ``(K, d)``) and its singular values.
+    """SNR matrix ``Sigma_W^{-1/2} Mbar`` of [Han et al. 2022, Def. 2] (rows form, ``(K, d)``) and its singular values.
 
     ``Mbar`` = class means centred by the mean of class means (balanced: the paper's setting). Needs
     ``track="full"`` and a full-rank Sigma_W (see :func:`inv_sqrt_psd` for ``singular``). The omega_j are
-    invariant under ``H -> H A^T + c`` for any invertible A (paper 004, Sec. 3.1).
+    invariant under ``H -> H A^T + c`` for any invertible A [Han et al. 2022, Sec. 3.1].
     """
     if not isinstance(stats, ClassStats):
         raise TypeError(f"snr_matrix needs ClassStats, got {type(stats).__name__}")
@@ -85,7 +85,7 @@ def snr_matrix(stats: ClassStats, *, rtol: float = 1e-12, singular: Literal["rai
 
 
 def renormalize(H: Any, y: Any, num_classes: int | None = None) -> np.ndarray:
-    """Renormalised features ``X = (H - mu_G) Sigma_W^{-1/2}``, ``(N, d)`` (paper 004, Sec. 3.1 / App. D.1).
+    """Renormalised features ``X = (H - mu_G) Sigma_W^{-1/2}``, ``(N, d)`` ([Han et al. 2022, Sec. 3.1] / App. D.1).
 
     ``mu_G`` is the sample mean (the paper's global mean); afterwards ``Sigma_W(X) = I`` and the centred class
     means of X are the SNR matrix.
@@ -98,7 +98,7 @@ def renormalize(H: Any, y: Any, num_classes: int | None = None) -> np.ndarray:
 
 
 def central_path_terms(omega: Any, num_classes: int) -> dict[str, float]:
-    """Spectral form of the loss on the central path, lambda = 0 (paper 004, Lemma 1):
+    """Spectral form of the loss on the central path, lambda = 0 [Han et al. 2022, Lemma 1]:
 
         L = 1/2 sum_j 1/(omega_j^2 + K),  L_NC1 = 1/2 sum_j omega_j^2/(K + omega_j^2)^2,
         L_NC23 = 1/2 sum_j K/(K + omega_j^2)^2,
@@ -122,7 +122,7 @@ def central_path_terms(omega: Any, num_classes: int) -> dict[str, float]:
 def nc1_from_omega(omega: Any) -> float:
     """``sum_j 1/omega_j^2``: equals ``Tr(Sigma_W Sigma_B^+)/K`` (``nclab.metrics.nc1``) on renormalised features.
 
-    Paper 004, App. D.6 drops the factor K [spec 004, Sec. 1.3, derived]: the correct statement is
+    [Han et al. 2022], App. D.6 drops the factor K [[Han et al. 2022, App. D.6], derived]: the correct statement is
     ``Tr(Sigma_B^+ Sigma_W)/K = sum 1/omega^2`` when Sigma_W = I; in general coordinates ``nc1 >= sum 1/omega^2``.
     """
     om = np.asarray(omega, dtype=np.float64)

@@ -46,7 +46,7 @@ class DataConfig(_Strict):
     root: str | None = None
     per_class: PosInt | None = None  # balanced training subset (seeded by the run seed)
     test_per_class: PosInt | None = None  # balanced test subset (None: the whole test split)
-    pad_to: PosInt | None = None  # paper 004: 32 for (Fashion-)MNIST
+    pad_to: PosInt | None = None  # [Han et al. 2022]: 32 for (Fashion-)MNIST
     normalize: bool = True
     options: dict[str, Any] = Field(default_factory=dict)  # dataset-specific (gaussian: K, d, n, separation)
 
@@ -116,8 +116,9 @@ class ModelConfig(_Strict):
 class LossConfig(_Strict):
     """``ce``: cross-entropy of ``logits / tau``, optional label smoothing. ``mse``: squared error to one-hot
     targets scaled by ``target_scale``; ``reduction="mean"`` is ``nn.MSELoss()`` (mean over the B x K entries,
-    paper 004's training loss), ``"sum_half"`` is paper 004's L = (1/2) mean_i ||f(x_i) - y_i||^2 (eq. (2)).
-    ``ce_cosreg``: CE + ``cosreg_weight`` x within-class cosine regulariser (paper 000 Sec. 6.3)."""
+    the [Han et al. 2022] training loss), ``"sum_half"`` is the [Han et al. 2022] L = (1/2) mean_i ||f(x_i) - y_i||^2
+    (eq. (2)).
+    ``ce_cosreg``: CE + ``cosreg_weight`` x within-class cosine regulariser [Xu & Liu 2023, Sec. 6.3]."""
 
     name: Literal["ce", "mse", "ce_cosreg"] = "ce"
     tau: PosFloat = 1.0
@@ -156,7 +157,7 @@ class OptimConfig(_Strict):
 class ScheduleConfig(_Strict):
     """Per-epoch learning rate: linear warmup from ``warmup_start_lr`` over ``warmup_epochs``, then
     ``constant``, ``multistep`` (x ``gamma`` at each milestone: explicit epochs ``milestones``, else
-    ``int(epochs * f)`` for ``f`` in ``milestone_fractions``; paper 004: 1/3, 2/3 of 350 = 116, 233) or
+    ``int(epochs * f)`` for ``f`` in ``milestone_fractions``; [Han et al. 2022]: 1/3, 2/3 of 350 = 116, 233) or
     ``cosine`` (to ``min_lr``)."""
 
     name: Literal["constant", "multistep", "cosine"] = "multistep"
@@ -171,7 +172,7 @@ class ScheduleConfig(_Strict):
 class TrainConfig(_Strict):
     epochs: PosInt = 100
     batch_size: PosInt = 128
-    drop_last: bool = True  # the paper 004 Colab skips the last incomplete batch
+    drop_last: bool = True  # the [Han et al. 2022] Colab skips the last incomplete batch
     threads: PosInt | None = None  # torch and numpy/scipy BLAS threads for the run (None: leave as they are)
     device: str = "cpu"  # "cuda" works; bit-identical resume is only promised on the CPU
 
@@ -191,7 +192,7 @@ class MeasureConfig(_Strict):
     batch_size: PosInt = 256
     cache_mb: NonNegFloat = 256.0  # keep pass-1 features for the NCC pass when they fit
     blas_threads: PosInt | None = 1  # numpy/scipy BLAS threads while measuring (None: as train.threads)
-    geodesic: bool = False  # paper 002's geodesic model over the equal-width measured layers (train split)
+    geodesic: bool = False  # The [Wang et al. 2024] geodesic model over the equal-width measured layers (train split)
     zero_error_check: Literal["gated", "every_epoch"] = "gated"
     zero_error_gate: Annotated[float, Field(ge=0, le=1)] = 0.05
 

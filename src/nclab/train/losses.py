@@ -1,15 +1,15 @@
 """Training losses. Each is ``loss(logits (B, K), y (B,), features (B, d)) -> scalar``.
 
-MSE scale convention (paper 004, spec 004 pitfall 6). Paper 004 writes the loss as
+MSE scale convention ([Han et al. 2022], [Han et al. 2022]). [Han et al. 2022] writes the loss as
 ``L = (1/2) Ave_i ||W h_i + b - y_i||^2 + (lambda/2)(||W||^2 + ||b||^2)`` (eq. (2)) but trains with
 ``nn.MSELoss()`` = ``(1/(B K)) sum_{i,k} (f_k(x_i) - y_ik)^2`` = ``(2/K) x`` the data term of L, plus SGD's
 coupled weight decay ``wd`` (the gradient of ``(wd/2)||theta||^2``). Dividing that objective by ``2/K``
 gives eq. (2) with ``lambda = K wd / 2`` -- :func:`paper004_lambda`. ``reduction="sum_half"`` trains on the
 eq. (2) data term itself, for which ``lambda = wd``. (The reference Colab's decomposition uses
 ``lambda = wd / 2``, consistent with a loss *summed* over outputs without the 1/2.) Targets are
-``target_scale x`` one-hot (1 in paper 004: "vanilla" MSE).
+``target_scale x`` one-hot (1 in [Han et al. 2022]: "vanilla" MSE).
 
-Within-class cosine regulariser (paper 000 Sec. 6.3, spec 000 pitfall P9). The paper's "average within-class
+Within-class cosine regulariser ([Xu & Liu 2023, Sec. 6.3], [Xu & Liu 2023]). The paper's "average within-class
 cosine similarity divided by the number of data points of each class in the batch" is ambiguous; with
 ``u_i = h_i / ||h_i||`` and ``S_c = sum_{i in c} u_i`` over the batch (so ``||S_c||^2`` is the sum of the
 cosines of all ordered pairs of class ``c``, ``n_c`` self-pairs included):
@@ -20,7 +20,7 @@ cosines of all ordered pairs of class ``c``, ``n_c`` self-pairs included):
 * ``"pairs_over_n"``: the literal reading, the same per-class average further divided by ``n_c``;
 * ``"with_self"``: ``mean_c ||S_c||^2 / n_c^2`` (self-pairs included, Kornblith's form).
 
-It is **added** (``loss = CE + cosreg_weight x R``): paper 000 Table 2's Cos Sim falls as the weight grows, so
+It is **added** (``loss = CE + cosreg_weight x R``): Cos Sim in [Xu & Liu 2023, Table 2] falls as the weight grows, so
 the term penalises within-class similarity.
 """
 
@@ -39,7 +39,7 @@ LossFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 
 
 def paper004_lambda(weight_decay: float, num_classes: int, reduction: str = "mean") -> float:
-    """The lambda of paper 004 eq. (2) equivalent to training ``MSE(reduction) + (wd/2)||theta||^2``:
+    """The lambda of [Han et al. 2022, eq. (2)] equivalent to training ``MSE(reduction) + (wd/2)||theta||^2``:
     ``K wd / 2`` for ``nn.MSELoss()`` (``"mean"``), ``wd`` for ``"sum_half"``."""
     from nclab.theory.mse import paper_lambda  # the one definition of the mapping
 

@@ -3,9 +3,9 @@
 Pass 1 (forward, hooks on every measured layer): ``ClassStats`` per layer -- ``track="full"`` at the
 penultimate layer (d x d, for NC1, VCI, ranks, probe loss), ``"light"`` (O(K d)) elsewhere, enough for the
 per-layer PFC metrics; the network's loss and error on the split; for cosine heads also full statistics of the
-L2-normalised penultimate features (GNC1, paper 003). Pass 2: the NCC pass (``NCCAccumulator``) per layer,
-against the class means of ``reference`` statistics -- the training split's for a held-out split (spec README,
-"NC4 / NCC"), the split's own otherwise; the classifier ``W, b`` enter at the penultimate layer only (NC4).
+L2-normalised penultimate features (GNC1, [Jiang et al. 2024]). Pass 2: the NCC pass (``NCCAccumulator``) per layer,
+against the class means of ``reference`` statistics -- the training split's for a held-out split (docs/conventions.md,
+"NC4 split and means"), the split's own otherwise; the classifier ``W, b`` enter at the penultimate layer only (NC4).
 When the split's features fit in ``cache_mb``, pass 1 keeps them (:class:`FeatureCache`) and builds each
 layer's statistics in one update after the forward pass, and pass 2 reuses them (one NCC update per layer);
 otherwise both stream batch by batch and pass 2 runs the forward pass again.
@@ -13,7 +13,7 @@ otherwise both stream batch by batch and pass 2 runs the forward pass again.
 Metrics: :func:`nclab.metrics.collapse_report` per layer (so ``trace_ratio`` = PFC1, ``etf_gram_error`` =
 PFC2, ``ncc_accuracy`` = PFC3 at every layer, NC1-NC4 and the rest at the penultimate), plus ``gnc1`` for
 cosine heads. Held-out splits: variability / geometry metrics use the split's own class statistics
-(paper 004 Fig. 12 reading), NCC quantities use the training means.
+([Han et al. 2022, Fig. 12] reading), NCC quantities use the training means.
 """
 
 from __future__ import annotations
@@ -80,7 +80,8 @@ def _geodesic_rows(
     num_classes: int,
     msgs: list[str],
 ) -> list[tuple[str, str, float]]:
-    """Rows of paper 002's geodesic model over the leading measured layers of one dimension (see measure_split)."""
+    """Rows of the [Wang et al. 2024] geodesic model over the leading measured layers of one dimension (see
+    measure_split)."""
     from nclab.theory.geodesic import geodesic_profile
 
     if cache is None:
@@ -476,7 +477,7 @@ def measure_split(
     measurement's products and d x d decompositions are small, and between torch operations a multi-threaded
     BLAS call waits for cores that torch's OpenMP workers still spin on (measured on 2 cores: a d = 128 report
     30 ms with 2 threads, 3-4 ms with one; 1.3-1.6x faster with one even at d = 512-1,024; ``nclab._threads``).
-    ``geodesic``: also log paper 002's geodesic model over the leading measured layers of equal dimension
+    ``geodesic``: also log the [Wang et al. 2024] geodesic model over the leading measured layers of equal dimension
     (``layer0 .. layerL`` of ``fc_resnet`` / ``pfc_resnet``): per layer ``relative_depth`` and the straight line's
     ``geodesic_pfc1/2/3`` at that depth (measured end), and ``geodesic_s01``, ``straightness_index`` as network
     rows (:func:`nclab.theory.geodesic.geodesic_profile`, from the cached features; skipped with a warning when

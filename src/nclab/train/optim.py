@@ -15,7 +15,7 @@ __all__ = ["lr_at", "make_optimizer", "milestone_epochs"]
 
 def make_optimizer(model: nn.Module, cfg: OptimConfig) -> torch.optim.Optimizer:
     """SGD (PyTorch's coupled weight decay on every trainable parameter, biases and BN included, as paper
-    004's recipe: spec 004 pitfall 7) or AdamW (decoupled decay)."""
+    the [Han et al. 2022] recipe: [Han et al. 2022]) or AdamW (decoupled decay)."""
     params = [p for p in model.parameters() if p.requires_grad]
     if cfg.name == "sgd":
         return torch.optim.SGD(

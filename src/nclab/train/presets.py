@@ -3,14 +3,15 @@
 ``NAME`` is the paper-scale recipe; ``NAME@cpu`` the same recipe with fewer epochs (milestones given as
 fractions scale with it) for a 2-core machine. Data and model are left to the run.
 
-* ``han2022-mse`` (004 App. A.3, Colab lr): MSE (nn.MSELoss), SGD 0.9, wd 5e-4, batch 128, 350 epochs,
+* ``han2022-mse`` ([Han et al. 2022] App. A.3, Colab lr): MSE (nn.MSELoss), SGD 0.9, wd 5e-4, batch 128, 350 epochs,
   lr 0.0184, /10 at 1/3 and 2/3 of the epochs;
-* ``han2022-ce`` (004 / PNAS): the same with CE, lr 0.0679;
-* ``wang2024-pfc`` (002 Sec. 4.3): CE, SGD 0.9, wd 5e-4, batch 128, 350 epochs, lr 0.01 (0.005 for MNIST:
+* ``han2022-ce`` ([Han et al. 2022] / PNAS): the same with CE, lr 0.0679;
+* ``wang2024-pfc`` [Wang et al. 2024, Sec. 4.3]: CE, SGD 0.9, wd 5e-4, batch 128, 350 epochs, lr 0.01 (0.005 for MNIST:
   override ``optim.lr``), /10 at epochs 117 and 233;
-* ``xu2023-vci`` (000 Sec. 3.2): CE, SGD Nesterov 0.9, wd 8e-5, batch 256, lr 0.1, 10-epoch linear warmup
+* ``xu2023-vci`` [Xu & Liu 2023, Sec. 3.2]: CE, SGD Nesterov 0.9, wd 8e-5, batch 256, lr 0.1, 10-epoch linear warmup
   from 1e-5, cosine, 300 epochs;
-* ``jiang2023-gnc`` (003 Fig. 2 / B.3): cosine head tau 0.1, CE, SGD 0.9, wd 5e-4, lr 0.1, cosine, 200 epochs.
+* ``jiang2023-gnc`` ([Jiang et al. 2024, Fig. 2] / B.3): cosine head tau 0.1, CE, SGD 0.9, wd 5e-4, lr 0.1, cosine, 200
+  epochs.
 """
 
 from __future__ import annotations

@@ -178,7 +178,7 @@ class Trainer:
             lam = paper004_lambda(cfg.optim.weight_decay, self.train_data.num_classes, cfg.loss.reduction)
             self.log(
                 f"start: {cfg.name} ({cfg.data.name}, {cfg.model.name}, loss {cfg.loss.name}); "
-                f"N_train={len(self.train_data)}; paper-004 lambda of this objective = {lam:g}"
+                f"N_train={len(self.train_data)}; [Han et al. 2022] lambda of this objective = {lam:g}"
             )
         # the table is the checkpoint's own write (write_metrics); the other sinks get each measurement's rows
         self.sinks: list[MetricSink] = [make_sink(s, self.out) for s in cfg.log.sinks if s != "table"]
@@ -464,7 +464,8 @@ class Trainer:
         return tot_loss / seen, tot_wrong / seen
 
     def _mse_decomposition(self, res: SplitMeasurement, data: ArrayDataset) -> list[tuple[str, float]]:
-        """Paper 004's loss decomposition (Fig. 2) of an MSE run at the penultimate layer: L = L_NC1 + L_NC2/3 +
+        """The [Han et al. 2022] loss decomposition (Fig. 2) of an MSE run at the penultimate layer: L = L_NC1 + L_NC2/3
+        +
         L_perp, with the lambda this run trains with (``paper004_lambda``). Only for MSE on unit one-hot targets
         with a linear head, from the full ClassStats of the same pass (no extra pass)."""
         loss, model = self.cfg.loss, self.model

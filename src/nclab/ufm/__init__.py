@@ -1,11 +1,13 @@
-"""Unconstrained-features laboratory: UFM objectives, solvers and closed-form optima (papers 001, 002).
+"""Unconstrained-features laboratory: UFM objectives, solvers and closed-form optima
+([Tirer & Bruna 2022; Wang et al. 2024]).
 
 * :func:`solve` -- numerical optimum of a model (L-BFGS reference, the papers' GD, central path, exact
   alternating), returning :class:`UFMResult`.
 * :mod:`nclab.ufm.closed_forms` -- closed forms: ``closed_forms.optimum(model, K=, n=, d=, lams=)``.
-* :mod:`nclab.ufm.models` -- the objectives with analytic gradients; :mod:`nclab.ufm.mufm` -- paper 002's MUFM;
+* :mod:`nclab.ufm.models` -- the objectives with analytic gradients; :mod:`nclab.ufm.mufm` -- the [Wang et al. 2024]
+  MUFM;
   :mod:`nclab.ufm.conventions` -- lambda normalisations; :mod:`nclab.ufm.analysis` -- collapse reports.
-* :mod:`nclab.ufm.spherical` -- K > d models on the sphere (paper 003): CE-UFM with temperature continuation,
+* :mod:`nclab.ufm.spherical` -- K > d models on the sphere [Jiang et al. 2024]: CE-UFM with temperature continuation,
   HardMax, weight-decay CE UFM (the Softmax and Tammes codes are in :mod:`nclab.geometry.codes`).
 """
 

@@ -27,7 +27,7 @@ from nclab.ufm.models import ModelSpec, evaluate
 
 __all__ = ["UFM_CONVENTIONS", "collapse_reports", "feature_levels", "level_stats", "quick_metrics"]
 
-#: collapse_report conventions for UFM solutions: NC3 against the *uncentred* class means (paper 001's NC3,
+#: collapse_report conventions for UFM solutions: NC3 against the *uncentred* class means (the [Tirer & Bruna 2022] NC3,
 #: the one that vanishes at bias-free and regularised-bias optima, where W is proportional to them).
 UFM_CONVENTIONS: dict[str, Any] = {"center_means": False}
 
@@ -84,9 +84,9 @@ def collapse_reports(
 
 
 def quick_metrics(spec: ModelSpec, params: Mapping[str, np.ndarray]) -> dict[str, float]:
-    """Paper 001's four NC numbers per level, for GD logs: ``<level>/nc1`` (Papyan, pinv), ``/nc2_etf``
-    (centred Gram error), ``/nc2_of`` (uncentred, d >= K) and, at the deepest level, ``/nc3`` (paper 001
-    eq. (28): unsquared Frobenius distance to the uncentred means)."""
+    """The [Tirer & Bruna 2022] four NC numbers per level, for GD logs: ``<level>/nc1`` (Papyan, pinv), ``/nc2_etf``
+    (centred Gram error), ``/nc2_of`` (uncentred, d >= K) and, at the deepest level, ``/nc3``
+    ([Tirer & Bruna 2022, eq. (28)]: unsquared Frobenius distance to the uncentred means)."""
     levels = feature_levels(spec, params)
     deepest = list(levels)[-1]
     out: dict[str, float] = {}

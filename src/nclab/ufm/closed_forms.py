@@ -1,5 +1,6 @@
-"""Closed-form UFM optima (paper 001, reconstructed and derived in spec 001 Sec. 3), pure functions of
-``(K, n, d, lambdas)`` in paper 001's convention (``convention="002"`` maps paper 002's normalisation).
+"""Closed-form UFM optima ([Tirer & Bruna 2022], reconstructed and derived in [Tirer & Bruna 2022]), pure functions of
+``(K, n, d, lambdas)`` in the [Tirer & Bruna 2022] convention (``convention="002"`` maps the [Wang et al. 2024]
+normalisation).
 
 Row layout: class means ``M (K, d)`` (row k = h̄_k), so the papers' ``H̄^T H̄`` is ``M M^T`` here; the logit
 matrix of the class means is ``M W^T + 1 b^T`` (row k = logits of class k). ``J = I_K - 11^T/K``.
@@ -8,13 +9,13 @@ matrix of the class means is ``M W^T + 1 b^T`` (row k = logits of class k). ``J 
   ``rho = sqrt(lam_W/(n lam_H)) (1 - c)``, ``W = sqrt(n lam_H/lam_W) M``, ``L* = c - c^2/2``; else 0, ``1/2``.
 * Thm 3.2 (free bias, eq. (14)): ``b = 1/K``, ``M M^T = sqrt(lam_W/(n lam_H)) (1-c) J``,
   ``L* = (K-1)(2c - c^2)/(2K)``; else ``(K-1)/(2K)``.
-* Regularised bias (spec 001 Sec. 3.3, [derived]): switch at ``lam_b = c/(1-c)``.
+* Regularised bias [Tirer & Bruna 2022]: switch at ``lam_b = c/(1-c)``.
 * Thm 4.1/4.2 (extended, eqs. (23)/(24); [derived] quartic): ``beta = (n lam_H1 lam_W1 lam_W2)^(1/3)``,
   ``t^4 - t + K beta = 0``, nonzero iff ``K^3 n lam_H1 lam_W1 lam_W2 < 1/16``,
   ``L* = (1-p)^2/2 + (3/2) K beta t^2`` with ``p = t^3``. Depth ``L`` (``q = L + 1`` factors) generalises
   it: ``beta = (n lam_H1 prod lam_Wl)^(1/q)``, ``t^(2q-2) - t^(q-2) + K beta = 0``, ``p = t^q``,
   ``L* = (1-p)^2/2 + (q/2) K beta t^2`` (three-term AM-GM becomes q-term; [derived], linear chain only).
-* CE with weight decay ([derived] here from Zhu et al. 2021's ETF theorem): with ``x = w_k . h̄_k``,
+* CE with weight decay (derived here from the ETF theorem of [Zhu et al. 2021]): with ``x = w_k . h̄_k``,
   ``g(x) = log(1 + (K-1) e^{-K x/(K-1)}) + c x``; nonzero iff ``c < 1``, ``e^{-Kx/(K-1)} = c/(K - (K-1)c)``.
 * Thm 5.1 (fixed perturbed features): :func:`attenuation_factor`.
 """
@@ -44,7 +45,8 @@ __all__ = [
 
 
 def threshold_c(K: int, n: int, lam_H: float, lam_W: float) -> float:
-    """Paper 001's threshold ``c = K sqrt(n lam_H lam_W)`` (Thm 3.1/3.2): the optimum is nonzero iff c < 1."""
+    """The [Tirer & Bruna 2022] threshold ``c = K sqrt(n lam_H lam_W)`` (Thm 3.1/3.2): the optimum is nonzero iff c <
+    1."""
     return K * math.sqrt(n * lam_H * lam_W)
 
 
@@ -160,7 +162,7 @@ def _two_factor(spec: ModelSpec) -> Optimum:
         bias = np.full(K, 1.0 / K)
         consts["rho_E"] = (K - 1) / K * s * u
         need = K - 1
-    else:  # regularised bias, spec 001 Sec. 3.3 [derived]
+    else:  # regularised bias, [Tirer & Bruna 2022]
         lb = lams["b"]
         if c < 1 and lb > c / (1 - c):
             a = 1 - c - c / lb
@@ -297,7 +299,9 @@ def optimum_for_spec(spec: ModelSpec, *, strict: bool = False) -> Optimum | None
             )
         if spec.loss == "ce":
             if spec.depth != 1:
-                raise ValueError("no closed form for the CE extended models (paper 001 reports ETFs empirically)")
+                raise ValueError(
+                    "no closed form for the CE extended models ([Tirer & Bruna 2022] reports ETFs empirically)"
+                )
             return _ce(spec)
         if spec.depth == 1:
             return _two_factor(spec)
@@ -323,6 +327,13 @@ def optimum(
 
     Raises ``ValueError`` for unknown models, negative or zero lambdas, and ``d`` below what the theorem
     needs (``d >= K`` for orthogonal frames, ``d >= K - 1`` for simplex ETFs) when the optimum is nonzero.
+
+    Examples
+    --------
+    >>> from nclab.ufm.closed_forms import optimum
+    >>> opt = optimum("mse-bias", K=4, n=5, d=8, lams={"W": 5e-3, "H": 5e-3})
+    >>> print(f"{opt.loss:.6f} {opt.nonzero} {opt.threshold:.6f}")
+    0.032791 True 0.044721
     """
     spec = make_spec(model, K=K, n=n, d=d, lams=lams, convention=convention, depth=depth, bias=bias)  # type: ignore[arg-type]
     out = optimum_for_spec(spec, strict=True)
@@ -331,7 +342,7 @@ def optimum(
 
 
 def attenuation_factor(K: int, n: int, lam_H: float, lam_W: float, sigma: float) -> float:
-    """Thm 5.1 (paper 001 Sec. 5): ``W_hat -> f W*`` with ``f = 1 / (1 + K sigma^2 sqrt(n lam_H / lam_W))``
+    """Thm 5.1 [Tirer & Bruna 2022, Sec. 5]: ``W_hat -> f W*`` with ``f = 1 / (1 + K sigma^2 sqrt(n lam_H / lam_W))``
     for features ``H* + E`` (i.i.d. noise of variance ``sigma^2``), n -> inf with ``n lam_H`` fixed."""
     if not (lam_H > 0 and lam_W > 0 and sigma >= 0):
         raise ValueError("attenuation_factor needs lam_H > 0, lam_W > 0, sigma >= 0")
@@ -341,7 +352,7 @@ def attenuation_factor(K: int, n: int, lam_H: float, lam_W: float, sigma: float)
 
 
 def ridge_solution(H: Any, *, K: int, n: int, lam_W: float) -> np.ndarray:
-    """Exact minimiser of paper 001 eq. (25) over ``W`` for fixed class-major features ``H (K n, d)``:
+    """Exact minimiser of [Tirer & Bruna 2022, eq. (25)] over ``W`` for fixed class-major features ``H (K n, d)``:
     ``W = Y^T H (H^T H + K n lam_W I)^{-1}`` (eq. (36), transposed)."""
     H = np.asarray(H, dtype=np.float64)
     d = H.shape[1] if H.ndim == 2 else 1
@@ -354,7 +365,8 @@ def ridge_solution(H: Any, *, K: int, n: int, lam_W: float) -> np.ndarray:
 def ridge_step(spec: ModelSpec, H: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
     """Exact minimiser of the objective over ``(W, b)`` for fixed features ``H (N, d)`` (MSE).
 
-    ``W = Y^T H (H^T H + N lam_W I)^{-1}`` without bias (paper 001 eq. (36), transposed; paper 002 Thm 4(b)
+    ``W = Y^T H (H^T H + N lam_W I)^{-1}`` without bias ([Tirer & Bruna 2022, eq. (36)], transposed;
+    [Wang et al. 2024, Thm. 4](b)
     reads ``n lam_W`` in its convention); with a bias, the same ridge regression on ``[H, 1]`` with penalty
     ``N diag(lam_W I, lam_b)`` (``lam_b = 0`` for the free bias, eqs. (46)-(47)).
     """

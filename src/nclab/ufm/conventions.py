@@ -1,20 +1,21 @@
 """Regularisation-weight (lambda) conventions of the UFM papers and the one mapping between them.
 
-Canonical convention (``"001"``, paper 001 eqs. (3)-(5), (23), (24); also papers 003 and 004):
+Canonical convention (``"001"``, [Tirer & Bruna 2022, eqs. (3)-(5), (23), (24)]; also
+[Jiang et al. 2024; Han et al. 2022]):
 
     L = 1/(2Kn) ||W H^T + 1 b^T - Y||_F^2 + lam_W/2 ||W||_F^2 + lam_H/2 ||H - X||_F^2 + lam_b/2 ||b||^2
 
 i.e. a sample-averaged data term and un-normalised ridge terms. Every closed form in :mod:`nclab.ufm.closed_forms`
 is stated in it.
 
-Normalised convention (``"002"``; paper 002 eq. (13) and the follow-up of paper 001, Tirer, Huang &
-Niles-Weed 2023): every penalty is averaged over the objects it counts,
+Normalised convention (``"002"``; [Wang et al. 2024, eq. (13)] and the follow-up of [Tirer & Bruna 2022],
+[Tirer et al. 2023]): every penalty is averaged over the objects it counts,
 
-    lam'_W/(2K) ||W||^2,  lam'_H/(2Kn) ||H||^2,  lam'/(2Kn) ||H - X||^2  (paper 002's transport term)
+    lam'_W/(2K) ||W||^2,  lam'_H/(2Kn) ||H||^2,  lam'/(2Kn) ||H - X||^2  (the [Wang et al. 2024] transport term)
 
 so ``lam_W = lam'_W / K`` (per-class parameters: ``W``, ``W1``, ``W2``, ..., ``b``) and
-``lam_H = lam'_H / (Kn)`` (per-sample parameters: ``H``, ``H1`` and the MUFM transport weight). Paper 001's
-threshold ``c = K sqrt(n lam_H lam_W)`` reads ``sqrt(lam'_H lam'_W)`` in it (spec 001, Sec. 7 pitfall 2).
+``lam_H = lam'_H / (Kn)`` (per-sample parameters: ``H``, ``H1`` and the MUFM transport weight). The [Tirer & Bruna 2022]
+threshold ``c = K sqrt(n lam_H lam_W)`` reads ``sqrt(lam'_H lam'_W)`` in it [Tirer & Bruna 2022].
 The bias weight is mapped like ``W`` (``lam'_b/(2K) ||b||^2``): a project choice, the papers that use this
 convention have no bias.
 """
@@ -65,7 +66,7 @@ def _factor(key: str, K: int, n: int) -> float:
 
 
 def to_canonical(lams: Mapping[str, float], convention: str, *, K: int, n: int) -> dict[str, float]:
-    """Map weights written in ``convention`` to paper 001's (``lam = lam' / K`` or ``lam' / (Kn)``)."""
+    """Map weights written in ``convention`` to the [Tirer & Bruna 2022] (``lam = lam' / K`` or ``lam' / (Kn)``)."""
     _check_convention(convention)
     out = check_lams(lams)
     if convention == "001":

@@ -1,21 +1,22 @@
 """UFM objectives with analytic gradients: one parametrised chain model covers the whole zoo.
 
 Layout (project convention): features are rows, ``H (N, d)`` with ``N = K n`` samples ordered class-major
-(labels ``y = repeat(arange(K), n)``, targets ``Y = onehot(y) (N, K)``, the transpose of paper 001's
+(labels ``y = repeat(arange(K), n)``, targets ``Y = onehot(y) (N, K)``, the transpose of the [Tirer & Bruna 2022]
 ``Y = I_K ⊗ 1_n^T``); weights are in ``nn.Linear`` layout, a layer ``W_l (d_l, d_{l-1})`` maps features by
 ``F_l = sigma(F_{l-1} W_l^T)``; the classifier is ``W (K, d)``, the bias ``b (K,)``. The papers write columns
 (``H in R^{d x Kn}``, ``W H``); their matrices are our transposes, and nothing else changes.
 
-The chain (``depth`` = number of weight matrices, classifier included) in paper 001's convention:
+The chain (``depth`` = number of weight matrices, classifier included) in the [Tirer & Bruna 2022] convention:
 
     F_0 = H1 (or H),   F_l = sigma(F_{l-1} W_l^T)  (l < depth),   Z = F_{depth-1} W_depth^T + 1 b^T
     L = loss(Z, Y) + sum_l lam_{W_l}/2 ||W_l||^2 + lam_H/2 ||H1 - X||^2 + lam_b/2 ||b||^2
 
-* ``loss = "mse"``: ``1/(2Kn) ||Z - Y||_F^2`` (paper 001 eq. (3)); ``"ce"``: ``1/(Kn) sum_i CE(z_i, y_i)``.
-* ``X = 0`` except for the MUFM (paper 002 eq. (13), the transport term ``lam/(2Kn) ||H - X||^2``).
+* ``loss = "mse"``: ``1/(2Kn) ||Z - Y||_F^2`` [Tirer & Bruna 2022, eq. (3)]; ``"ce"``: ``1/(Kn) sum_i CE(z_i, y_i)``.
+* ``X = 0`` except for the MUFM ([Wang et al. 2024, eq. (13)], the transport term ``lam/(2Kn) ||H - X||^2``).
 * ``sigma`` = identity (``extended-linear``, eq. (23)) or ReLU (``extended-relu``, eq. (24)).
 
-Gradients (``G_Z = (Z - Y)/N`` for MSE, ``(softmax(Z) - Y)/N`` for CE; spec 001 Sec. 2.1-2.3, transposed):
+Gradients (``G_Z = (Z - Y)/N`` for MSE, ``(softmax(Z) - Y)/N`` for CE; [Tirer & Bruna 2022, eqs. (3)-(4)]-2.3,
+transposed):
 ``grad W_depth = G_Z^T F + lam W``, ``grad b = G_Z^T 1 + lam_b b``, ``G_F = G_Z W``;
 ``G_{Z_l} = G_{F_l} * sigma'(Z_l)``, ``grad W_l = G_{Z_l}^T F_{l-1} + lam W_l``, ``G_{F_{l-1}} = G_{Z_l} W_l``;
 ``grad H1 = G_{F_0} + lam_H (H1 - X)``.
@@ -66,13 +67,13 @@ def class_labels(K: int, n: int) -> np.ndarray:
 
 
 def one_hot_targets(K: int, n: int) -> np.ndarray:
-    """``Y (K n, K)``: row ``i`` is ``e_{y_i}`` (the transpose of paper 001's ``I_K ⊗ 1_n^T``)."""
+    """``Y (K n, K)``: row ``i`` is ``e_{y_i}`` (the transpose of the [Tirer & Bruna 2022] ``I_K ⊗ 1_n^T``)."""
     return np.repeat(np.eye(K), n, axis=0)
 
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """A fully specified UFM instance (weights in paper 001's canonical convention)."""
+    """A fully specified UFM instance (weights in the [Tirer & Bruna 2022] canonical convention)."""
 
     name: str
     K: int
@@ -175,9 +176,10 @@ def make_spec(
     """Validate a model name, sizes and weights and build its :class:`ModelSpec`.
 
     ``lams`` keys: ``"W", "H", "b"`` (two-factor models), ``"W1" .. "W{depth}", "H1"`` (extended; ``W{depth}``
-    is the classifier, default depth 2 = paper 001 eq. (23)/(24)), ``"W", "transport"`` (``mufm``, paper 002
-    eq. (13) with data ``X (Kn, d)``), ``"W"`` (``ridge``: features ``H (Kn, d)`` held fixed, paper 001
-    eq. (25)). ``convention`` names the normalisation they are written in (:mod:`nclab.ufm.conventions`).
+    is the classifier, default depth 2 = [Tirer & Bruna 2022, eq. (23)]/(24)), ``"W", "transport"`` (``mufm``,
+    [Wang et al. 2024, eq. (13)] with data ``X (Kn, d)``), ``"W"`` (``ridge``: features ``H (Kn, d)`` held fixed,
+    [Tirer & Bruna 2022, eq. (25)]). ``convention`` names the normalisation they are written in
+    (:mod:`nclab.ufm.conventions`).
     ``loss="ce"`` gives the cross-entropy version of any model (``ce-wd`` is the bias-free CE UFM with weight
     decay; ``bias="free"|"ridge"`` adds a bias to it).
     """
@@ -219,7 +221,10 @@ def make_spec(
     if model == "ce-wd" and loss != "ce":
         raise ValueError("'ce-wd' is the cross-entropy model; use 'mse-bias-free' for MSE")
     if model in ("mufm", "ridge") and loss != "mse":
-        raise ValueError(f"{model!r} is implemented for the MSE loss only (paper 002 Thm 4 / paper 001 eq. (25))")
+        raise ValueError(
+            f"{model!r} is implemented for the MSE loss only "
+            "([Wang et al. 2024, Thm. 4] / [Tirer & Bruna 2022, eq. (25)])"
+        )
     N = K * n
     Xa = None
     fixed: dict[str, np.ndarray] = {}
@@ -260,8 +265,9 @@ def _balanced_array(A: Any, name: str, K: int, n: int, d: int) -> np.ndarray:
 def default_init_scale(spec: ModelSpec) -> dict[str, float]:
     """The papers' GD initialisation scales (std of i.i.d. normal entries).
 
-    Two-factor models (paper 001 Thms 3.1/3.2 experiments, paper 002 Sec. IV-B): N(0, 1) for every tensor.
-    Extended linear (paper 001 Sec. 6): 0.1 N(0, 1). Extended ReLU (Appendix G): W's 0.1, H1 0.2.
+    Two-factor models ([Tirer & Bruna 2022] Thms 3.1/3.2 experiments, [Wang et al. 2024, Sec. IV-B]): N(0, 1) for every
+    tensor.
+    Extended linear [Tirer & Bruna 2022, Sec. 6]: 0.1 N(0, 1). Extended ReLU (Appendix G): W's 0.1, H1 0.2.
     """
     keys = spec.param_keys
     if spec.depth == 1:

@@ -1,6 +1,7 @@
-"""Multilayer unconstrained features model (MUFM) of paper 002 (eqs. (12)-(13), Thms 3-4).
+"""Multilayer unconstrained features model (MUFM) of [Wang et al. 2024] (eqs. (12)-(13), Thms 3-4).
 
-In paper 001's convention (``lam_T = lam/(Kn)``, ``lam_W = lam'_W/K`` from paper 002's normalisation, see
+In the [Tirer & Bruna 2022] convention (``lam_T = lam/(Kn)``, ``lam_W = lam'_W/K`` from the [Wang et al. 2024]
+normalisation, see
 :mod:`nclab.ufm.conventions`), the reduced MUFM (13) is
 
     L(W, H) = 1/(2Kn) ||H W^T - Y||^2 + lam_W/2 ||W||^2 + lam_T/2 ||H - X||^2          (the "mufm" model)
@@ -9,7 +10,8 @@ and the multilayer form (12), with layers ``H^0 = X, H^1, ..., H^L = H``, is
 
     L_ml = 1/(2Kn) ||H^L W^T - Y||^2 + lam_W/2 ||W||^2 + lam_T/2 sum_l ||H^{l+1} - H^l||^2.
 
-Corrected Thm 3 [derived, spec 002 Sec. 3.6]: by Cauchy-Schwarz ``sum_l ||a_l||^2 >= ||sum_l a_l||^2 / L``
+Corrected [Wang et al. 2024, Thm. 3] (derived here, see docs/ufm.md, Errata): by Cauchy-Schwarz
+``sum_l ||a_l||^2 >= ||sum_l a_l||^2 / L``
 (the paper's (14) drops the 1/L), with equality iff the steps are equal, so (12) equals (13) with
 ``lam_T / L`` and the optimal layers are equally spaced on the segment from X to H^L.
 """
@@ -38,7 +40,7 @@ __all__ = [
 
 
 def gaussian_data(K: int, n: int, d: int, *, seed: int = 0) -> np.ndarray:
-    """Paper 002 Sec. IV-B data: ``x_{k,i} ~ N(mu_k, I_d)`` with ``mu_k`` uniform on the unit sphere,
+    """[Wang et al. 2024, Sec. IV-B] data: ``x_{k,i} ~ N(mu_k, I_d)`` with ``mu_k`` uniform on the unit sphere,
     ``(K n, d)`` class-major."""
     rng = np.random.default_rng(seed)
     mu = rng.standard_normal((K, d))
@@ -47,7 +49,7 @@ def gaussian_data(K: int, n: int, d: int, *, seed: int = 0) -> np.ndarray:
 
 
 def equally_spaced_layers(X: np.ndarray, H_last: np.ndarray, L: int) -> list[np.ndarray]:
-    """``H^l = X + (l/L)(H^L - X)``, l = 0..L: the optimal intermediate layers (paper 002 eq. (15))."""
+    """``H^l = X + (l/L)(H^L - X)``, l = 0..L: the optimal intermediate layers [Wang et al. 2024, eq. (15)]."""
     return [X + (l / L) * (H_last - X) for l in range(L + 1)]
 
 
@@ -57,14 +59,14 @@ def _targets(K: int, n: int) -> np.ndarray:
 
 def h_given_w(W: np.ndarray, X: np.ndarray, lam_T: float, *, K: int, n: int) -> np.ndarray:
     """Exact minimiser over H for fixed W (canonical ``lam_T``): ``H = (Y W + N lam_T X)(W^T W + N lam_T I)^{-1}``
-    (paper 002's ``(W^T W + lam I)^{-1}(W^T Y + lam X)``, transposed, with ``lam = N lam_T``)."""
+    (the [Wang et al. 2024] ``(W^T W + lam I)^{-1}(W^T Y + lam X)``, transposed, with ``lam = N lam_T``)."""
     N = K * n
     G = W.T @ W + N * lam_T * np.eye(W.shape[1])
     return np.linalg.solve(G, (_targets(K, n) @ W + N * lam_T * X).T).T
 
 
 def stationarity_residual(W: np.ndarray, H: np.ndarray, X: np.ndarray, lam_T: float, *, K: int, n: int) -> float:
-    """``||H - h_given_w(W)||_F / ||H||_F``: 0 at every stationary point of the MSE-MUFM (spec 002 Sec. 3.7)."""
+    """``||H - h_given_w(W)||_F / ||H||_F``: 0 at every stationary point of the MSE-MUFM [Wang et al. 2024, Thm. 4]."""
     return float(np.linalg.norm(H - h_given_w(W, X, lam_T, K=K, n=n)) / max(np.linalg.norm(H), 1e-300))
 
 
@@ -74,7 +76,7 @@ def within_class_projector(K: int, n: int) -> np.ndarray:
 
 
 def alignment(H: np.ndarray, X: np.ndarray) -> float:
-    """``|| H/||H||_F - X/||X||_F ||_F`` (paper 002 Fig. 5, third panel)."""
+    """``|| H/||H||_F - X/||X||_F ||_F`` ([Wang et al. 2024, Fig. 5], third panel)."""
     return float(np.linalg.norm(H / np.linalg.norm(H) - X / np.linalg.norm(X)))
 
 

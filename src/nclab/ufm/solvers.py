@@ -31,7 +31,7 @@ __all__ = [
 SOLVERS: tuple[str, ...] = ("lbfgs", "gd", "central", "alternating")
 
 # Multipliers of the initial scale for successive L-BFGS starts: the 3-factor origin is a strict local
-# minimum (spec 001 Sec. 2.2), so later starts also try larger inits.
+# minimum [Tirer & Bruna 2022, eq. (23)], so later starts also try larger inits.
 _START_SCALES = (1.0, 3.0, 10.0, 0.3)
 
 
@@ -39,7 +39,7 @@ _START_SCALES = (1.0, 3.0, 10.0, 0.3)
 class UFMResult:
     """Output of :func:`solve`.
 
-    ``loss``: the full objective (paper 001 convention). ``params``: ``"W"/"H"/"b"`` (two-factor, MUFM,
+    ``loss``: the full objective ([Tirer & Bruna 2022] convention). ``params``: ``"W"/"H"/"b"`` (two-factor, MUFM,
     ridge) or ``"H1", "W1", ..., "W{depth}"`` (extended; ``W{depth}`` is the classifier, ``"W2"`` for the
     paper's depth 2); features ``(K n, d)`` class-major, ``W (K, d)``. ``history``: rows of a table
     (``iter, loss, grad_norm, gap`` and, every ``metrics_every`` GD steps, ``<level>/<metric>`` entries).
@@ -123,7 +123,7 @@ def lbfgs(
     ``seed + s`` and init scale ``init_scale * (1, 3, 10, 0.3)[s % 4]`` (papers' scales by default); the best
     final objective wins. For the extended models with ``starts >= 2`` the last start is a *balanced
     collapsed* point (:func:`balanced_start`): near the first-order threshold the all-directions-nonzero
-    basin is small and random starts end in minima with fewer active directions (spec 001 Sec. 3.4).
+    basin is small and random starts end in minima with fewer active directions [Tirer & Bruna 2022, Thm. 4.1].
     ``init`` replaces the first start. Returns (params, history, info); history has one row per start.
     """
     keys = spec.free_keys
@@ -214,8 +214,8 @@ def gradient_descent(
     stop_gap: float | None = None,
     theory: Any = None,
 ) -> tuple[dict[str, np.ndarray], list[dict[str, float]], dict[str, Any]]:
-    """Plain full-batch GD, the papers' recipe (paper 001 Sec. 6: lr 0.1, N(0,1) or 0.1 N(0,1) init,
-    NC metrics every 5e3 iterations; paper 002 Sec. IV-B: lr 0.1, N(0,1) init).
+    """Plain full-batch GD, the papers' recipe ([Tirer & Bruna 2022, Sec. 6]: lr 0.1, N(0,1) or 0.1 N(0,1) init,
+    NC metrics every 5e3 iterations; [Wang et al. 2024, Sec. IV-B]: lr 0.1, N(0,1) init).
 
     Logs ``iter, loss, grad_norm, gap`` every ``log_every`` steps (1 = the papers' per-iteration objective)
     and NC metrics of every feature level every ``metrics_every`` steps (0 disables). Stops early when
@@ -282,7 +282,7 @@ def _check_two_factor_mse(spec: ModelSpec, what: str) -> None:
 
 def _h_step(spec: ModelSpec, W: np.ndarray, b: np.ndarray | None) -> np.ndarray:
     """Exact minimiser over ``H`` for fixed ``(W, b)``: ``H = ((Y - 1 b^T) W + N lam X)(W^T W + N lam I)^{-1}``
-    (paper 002 Sec. 3.7 in its convention: ``(W^T W + lam I)^{-1}(W^T Y + lam X)``, transposed)."""
+    ([Wang et al. 2024, Sec. 3.7] in its convention: ``(W^T W + lam I)^{-1}(W^T Y + lam X)``, transposed)."""
     N, lam = spec.N, spec.lam(spec.feature_key)
     T = spec.targets if b is None else spec.targets - b
     rhs = T @ W
@@ -304,13 +304,14 @@ def alternating(
     theory: Any = None,
     log_every: int = 100,
 ) -> tuple[dict[str, np.ndarray], list[dict[str, float]], dict[str, Any]]:
-    """Exact block-coordinate minimisation (paper 002 spec Sec. 3.7): ``(W, b) <- ridge_step(H)``, then
+    """Exact block-coordinate minimisation ([Wang et al. 2024, Thm. 4]): ``(W, b) <- ridge_step(H)``, then
     ``H <- _h_step(W, b)``; each step minimises a strictly convex quadratic, so the objective never increases.
 
-    Starts at ``H = X`` for the MUFM (as the spec prescribes) and at ``H ~ N(0,1)`` otherwise (``H = 0`` is a
+    Starts at ``H = X`` for the MUFM (as [Wang et al. 2024, Sec. IV-B] prescribes) and at ``H ~ N(0,1)`` otherwise
+    (``H = 0`` is a
     fixed point of the UFM). Stops when the gradient norm (after an H step only the W/b part is nonzero)
     is <= ``gtol``, when it has not decreased by 1% in ``patience`` sweeps, or after ``iters`` sweeps.
-    Convergence is linear and can be slow (about 3e4 sweeps for paper 002's K=5, n=100, d=20 configuration).
+    Convergence is linear and can be slow (about 3e4 sweeps for the [Wang et al. 2024] K=5, n=100, d=20 configuration).
     """
     _check_two_factor_mse(spec, "alternating")
     if init is not None:
@@ -357,8 +358,8 @@ def central_path(
     maxiter: int = 20000,
     theory: Any = None,
 ) -> tuple[dict[str, np.ndarray], list[dict[str, float]], dict[str, Any]]:
-    """L-BFGS over ``H`` alone on the reduced objective ``L(W*(H), b*(H), H)`` (paper 001 App. A.1 "central
-    path"; paper 002 eq. (20)). By the envelope theorem its gradient is ``dL/dH`` at ``(W*(H), b*(H))``."""
+    """L-BFGS over ``H`` alone on the reduced objective ``L(W*(H), b*(H), H)`` ([Tirer & Bruna 2022] App. A.1 "central
+    path"; [Wang et al. 2024, eq. (20)]). By the envelope theorem its gradient is ``dL/dH`` at ``(W*(H), b*(H))``."""
     _check_two_factor_mse(spec, "central-path")
     fk = spec.feature_key
     if init is not None:
@@ -403,14 +404,15 @@ def solve(
     Parameters
     ----------
     model : str
-        One of :data:`nclab.ufm.models.UFM_MODELS`: ``mse-bias-free`` (paper 001 eq. (5)), ``mse-bias`` (eq. (14),
+        One of :data:`nclab.ufm.models.UFM_MODELS`: ``mse-bias-free`` [Tirer & Bruna 2022, eq. (5)], ``mse-bias`` (eq.
+        (14),
         free bias), ``mse-regbias`` (eq. (3), ridge bias), ``extended-linear`` (eq. (23)), ``extended-relu``
-        (eq. (24)), ``ce-wd`` (CE with weight decay), ``mufm`` (paper 002 eq. (13)), ``ridge`` (eq. (25), fixed
+        (eq. (24)), ``ce-wd`` (CE with weight decay), ``mufm`` [Wang et al. 2024, eq. (13)], ``ridge`` (eq. (25), fixed
         features ``H=``).
     K, n, d : int
         Classes, samples per class, feature dimension.
     lams : mapping
-        Ridge weights (keys: :func:`nclab.ufm.models.make_spec`), in paper 001's convention unless
+        Ridge weights (keys: :func:`nclab.ufm.models.make_spec`), in the [Tirer & Bruna 2022] convention unless
         ``convention="002"``.
     solver : {"lbfgs", "gd", "central", "alternating"}
         ``lbfgs``: float64 multi-start reference (:func:`lbfgs`); ``gd``: the papers' recipe
@@ -421,12 +423,21 @@ def solve(
     **options
         Model options ``convention, loss, depth, bias, X, H``; ``layers`` (MUFM: ``lams["transport"]`` is the
         weight of the multilayer form (12) with that many layers; it is solved as the reduced form (13) with
-        ``transport / layers``, the corrected Thm 3 of paper 002, and the equally spaced intermediate layers
+        ``transport / layers``, the corrected Thm 3 of [Wang et al. 2024], and the equally spaced intermediate layers
         are returned in ``info["layers"]``); ``theory=False`` skips the closed form; the rest go to the solver.
 
     Returns
     -------
     UFMResult
+
+    Examples
+    --------
+    A tiny UFM with a free (unregularised) bias: the exact alternating solver reaches the closed-form optimum.
+
+    >>> from nclab.ufm import solve
+    >>> res = solve("mse-bias", K=3, n=2, d=4, lams={"W": 5e-3, "H": 5e-3}, solver="alternating")
+    >>> print(f"{res.loss:.8f} {res.theory.loss:.8f}")
+    0.01399214 0.01399214
     """
     if solver not in SOLVERS:
         raise ValueError(f"unknown solver {solver!r}; known: {', '.join(SOLVERS)}")

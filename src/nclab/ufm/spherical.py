@@ -1,12 +1,12 @@
-"""Spherical UFMs of paper 003: the HardMax problem, the CE-UFM on the sphere and the weight-decay CE UFM.
+"""Spherical UFMs of [Jiang et al. 2024]: the HardMax problem, the CE-UFM on the sphere and the weight-decay CE UFM.
 
 Layout: a classifier ``W (K, d)`` has one unit row per class; features ``H (K, n, d)`` are ``n`` unit rows per
-class (class-major; ``H.reshape(K * n, d)`` is the usual ``(N, d)``). Paper 003 writes columns.
+class (class-major; ``H.reshape(K * n, d)`` is the usual ``(N, d)``). [Jiang et al. 2024] writes columns.
 
 All problems live on products of spheres (the oblique manifold). They are solved with Adam steps on the
 Euclidean gradient of ``f(X / ||X||)`` followed by the renormalising retraction (at unit rows this gradient is
 the Riemannian gradient ``g - <x, g> x``), batched over independent restarts, with a geometric continuation of
-the temperature ``tau`` and of the step size (spec 003, Sec. 5: plain GD at small ``tau`` stalls because CE
+the temperature ``tau`` and of the step size ([Jiang et al. 2024]: plain GD at small ``tau`` stalls because CE
 gradients scale like ``exp(-margin/tau)``; continuation and normalised steps fix it).
 
 * HardMax (eq. (5)) with ``n`` features per class, via the smoothed HardMax
@@ -113,7 +113,7 @@ def _run(
 
 
 def smoothed_hardmax(W: torch.Tensor, H: torch.Tensor, tau: float) -> torch.Tensor:
-    """``tau * LSE_{k, i, k' != k} (<w_k', h_ki> - <w_k, h_ki>) / tau`` per batch element (spec 003, Sec. 10.1;
+    """``tau * LSE_{k, i, k' != k} (<w_k', h_ki> - <w_k, h_ki>) / tau`` per batch element ([Jiang et al. 2024];
     Lemma A.1: within ``[L_HardMax, L_HardMax + tau log(n K (K-1))]``). ``W (..., K, d)``, ``H (..., K, n, d)``."""
     Z = torch.einsum("...kid,...jd->...kij", H, W)  # <w_j, h_ki>
     own = torch.diagonal(Z, dim1=-3, dim2=-1)  # (..., n, K): <w_k, h_ki>
@@ -143,7 +143,7 @@ def hardmax_ufm(
     tau: tuple[float, float] = (0.2, 1e-4),
     lr: tuple[float, float] = (0.05, 1e-4),
 ) -> tuple[np.ndarray, np.ndarray, float]:
-    """The HardMax problem (paper 003, eq. (5)) with ``n`` features per class, by the smoothed HardMax with
+    """The HardMax problem [Jiang et al. 2024, eq. (5)] with ``n`` features per class, by the smoothed HardMax with
     ``tau`` continuation over ``restarts`` random starts (see the module docstring).
 
     Returns ``(W (K, d), H (K, n, d), L)``: the restart with the smallest exact ``L_HardMax(W, H)``. The optimal
@@ -203,8 +203,8 @@ def ce_ufm_sphere(
     steps: int = 1500,
     lr: tuple[float, float] = (0.05, 1e-4),
 ) -> CESphereResult:
-    """UFM with the spherical constraint (paper 003, eq. (2)) at each temperature of ``taus`` (in the given
-    order, each warm-started from the previous one: the continuation of spec 003, Sec. 5).
+    """UFM with the spherical constraint [Jiang et al. 2024, eq. (2)] at each temperature of ``taus`` (in the given
+    order, each warm-started from the previous one: the continuation of [Jiang et al. 2024]).
 
     ``min_{W in OB(d,K), H in OB(d,nK)} (1/(nK)) sum_{k,i} CE(W h_ki / tau, k)``; ``restarts`` random starts
     are carried along the whole path and the best by CE is kept at each ``tau``. Each stage runs ``steps`` Adam
@@ -239,7 +239,7 @@ def ce_ufm_sphere(
 
 @dataclass(frozen=True)
 class WDResult:
-    """Weight-decay CE-UFM solution (paper 003, eq. (B.1)): ``W (K, d)``, ``H (K, n, d)``, the objective
+    """Weight-decay CE-UFM solution ([Jiang et al. 2024], eq. (B.1)): ``W (K, d)``, ``H (K, n, d)``, the objective
     ``loss``, per-class ``length_ratio = ||w_k|| / ||hbar_k||`` (Fig. B.2), ``mean_norms = ||hbar_k||`` and
     ``cosines = cos(w_k, hbar_k)``."""
 
@@ -252,9 +252,10 @@ class WDResult:
 
 
 def wd_ufm(d: int, K: int, n: int = 1, *, lam: float = 5e-3, seed: int = 0, starts: int = 1) -> WDResult:
-    """Weight-decay CE UFM (paper 003, eq. (B.1)): ``min (1/(nK)) sum CE(W h_ki, k) + (lam/2)(||W||^2 + ||H||^2)``
+    """Weight-decay CE UFM ([Jiang et al. 2024], eq. (B.1)):
+    ``min (1/(nK)) sum CE(W h_ki, k) + (lam/2)(||W||^2 + ||H||^2)``
     (no temperature, no norm constraint; ``lam`` is unspecified in the paper, 5e-3 by default). This is the
-    ``ce-wd`` model of the UFM zoo in its canonical (paper 001) lambda convention, solved there by L-BFGS."""
+    ``ce-wd`` model of the UFM zoo in its canonical [Tirer & Bruna 2022] lambda convention, solved there by L-BFGS."""
     from nclab.ufm.solvers import solve
 
     res = solve("ce-wd", K=K, n=n, d=d, lams={"W": lam, "H": lam}, solver="lbfgs", seed=seed, starts=starts)
