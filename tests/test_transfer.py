@@ -172,3 +172,102 @@ def test_mlog_spec_examples_and_units():
         mean_log_odds([90.8, 95.0])
     with pytest.raises(ValueError, match="percentages"):
         mlog([100.0], 50.0, percent=True)
+
+
+# ----------------------------------------------------------------------------------------------- the study
+def test_correlation_table_seed_means_and_spread():
+    from nclab.transfer.study import correlation_table
+
+    rows = []
+    for g, sign in (("a", 1.0), ("b", -1.0)):
+        for v in (1, 2, 3, 4):
+            for s in (0, 1):
+                noise = 0.1 if s == 0 else -0.1  # seeds disagree symmetrically: the seed means are exact
+                rows.append(
+                    {
+                        "group": g,
+                        "value": v,
+                        "seed": s,
+                        "m": float(v),
+                        "pretrain_accuracy": 0.5,
+                        "mlog": sign * v**2 + noise,
+                    }
+                )
+    table = {(c["group"], c["metric"]): c for c in correlation_table(rows, ["m"])}
+    x, y = np.array([1.0, 2, 3, 4]), np.array([1.0, 4, 9, 16])
+    assert table["a", "m"]["pearson_r"] == pytest.approx(np.corrcoef(x, y)[0, 1], abs=1e-12)
+    assert table["b", "m"]["pearson_r"] == pytest.approx(-np.corrcoef(x, y)[0, 1], abs=1e-12)
+    assert table["a", "m"]["spearman_rho"] == pytest.approx(1.0) and table["b", "m"]["spearman_rho"] == pytest.approx(
+        -1.0
+    )
+    assert table["a", "m"]["settings"] == 4 and table["pooled", "m"]["settings"] == 8
+    r0, r1 = np.corrcoef(x, y + 0.1)[0, 1], np.corrcoef(x, y - 0.1)[0, 1]
+    assert table["a", "m"]["r_seed_mean"] == pytest.approx((r0 + r1) / 2, abs=1e-12)
+    assert table["a", "m"]["r_seed_sd"] == pytest.approx(np.std([r0, r1], ddof=1), abs=1e-12)
+    assert np.isnan(table["a", "pretrain_accuracy"]["pearson_r"])  # constant: undefined, not 0
+
+
+def test_study_spec_validation_names_key():
+    from nclab.transfer.study import StudySpec
+
+    good = {
+        "name": "s",
+        "groups": [{"name": "tau", "axis": "loss.tau", "values": [0.5]}],
+        "downstream": [{"name": "t", "dataset": "digits"}],
+    }
+    spec = StudySpec.from_dict(good)
+    cfg = spec.run_config(spec.groups[0], 0.5, 3)
+    assert cfg.loss.tau == 0.5 and cfg.seed == 3
+    with pytest.raises(ValueError, match="unknown key"):
+        StudySpec.from_dict({**good, "group": []})
+    with pytest.raises(ValueError, match=r"groups\[0\] needs"):
+        StudySpec.from_dict({**good, "groups": [{"name": "tau"}]})
+    with pytest.raises(ValueError, match=r"downstream\[0\]: unknown"):
+        StudySpec.from_dict({**good, "downstream": [{"name": "t", "dataset": "digits", "clases": [1]}]})
+    with pytest.raises(ValueError, match="pooled"):
+        StudySpec.from_dict({**good, "groups": [{"name": "pooled", "axis": "loss.tau", "values": [1]}]})
+
+
+def test_make_task_resizes_rotates_and_standardises():
+    from nclab.transfer.study import make_task
+
+    task = make_task({"name": "d", "dataset": "digits", "transform": "rot90", "per_class": 10}, (1, 16, 16))
+    x = task.train[0]
+    assert tuple(x.shape) == (100, 1, 16, 16) and task.num_classes == 10
+    assert float(x.mean()) == pytest.approx(0.0, abs=1e-5) and float(x.std()) == pytest.approx(1.0, abs=1e-4)
+    plain = make_task({"name": "d", "dataset": "digits", "per_class": 10}, (1, 16, 16))
+    # the same images: rotating then standardising = standardising then rotating (statistics are rotation-invariant)
+    torch.testing.assert_close(x, torch.rot90(plain.train[0], 1, dims=(2, 3)))
+    with pytest.raises(ValueError, match="transform"):
+        make_task({"name": "d", "dataset": "digits", "transform": "flip"}, (1, 8, 8))
+
+
+def test_vci_transfer_tiny(tmp_path):
+    import csv
+
+    from nclab.experiments.registry import run
+
+    summary = run("vci-transfer", tmp_path, scale="tiny")
+    assert summary["runs"] == 6
+    rows = list(csv.DictReader((tmp_path / "table.csv").open()))
+    assert [r["run"] for r in rows] == [f"tau={t}-s0" for t in (0.2, 0.5, 1.0)] + [
+        f"lambda={w}-s0" for w in (2.5, 5.0, 10.0)
+    ]
+    for r in rows:
+        accs = [float(r["acc_heldout"]), float(r["acc_rot90"])]
+        assert float(r["mlo"]) == pytest.approx(mean_log_odds(accs), abs=1e-12)
+        assert float(r["mlog"]) == pytest.approx(mlog(accs, float(r["pretrain_accuracy"])), abs=1e-12)
+        assert 0 < float(r["vci"]) <= 1
+    corr = list(csv.DictReader((tmp_path / "correlations.csv").open()))
+    assert {c["group"] for c in corr} == {"tau", "lambda", "pooled"}
+    pooled_vci = next(c for c in corr if c["group"] == "pooled" and c["metric"] == "vci")
+    x = np.array([float(r["vci"]) for r in rows])
+    y = np.array([float(r["mlog"]) for r in rows])
+    assert float(pooled_vci["pearson_r"]) == pytest.approx(np.corrcoef(x, y)[0, 1], abs=1e-9)
+    assert (tmp_path / "fig7.png").read_bytes()[:4] == b"\x89PNG"
+    assert "Fig. 7" in (tmp_path / "report.html").read_text()
+    # finished runs are reused: a second run retrains nothing and reproduces the table
+    mtimes = {p: p.stat().st_mtime_ns for p in (tmp_path / "runs").glob("*/checkpoints/last.pt")}
+    run("vci-transfer", tmp_path, scale="tiny")
+    assert {p: p.stat().st_mtime_ns for p in mtimes} == mtimes
+    assert list(csv.DictReader((tmp_path / "table.csv").open())) == rows
