@@ -271,3 +271,50 @@ def test_vci_transfer_tiny(tmp_path):
     run("vci-transfer", tmp_path, scale="tiny")
     assert {p: p.stat().st_mtime_ns for p in mtimes} == mtimes
     assert list(csv.DictReader((tmp_path / "table.csv").open())) == rows
+
+
+# ------------------------------------------------------------------------------------------------- the CLI
+def test_cli_probe_matches_library(tmp_path):
+    import json
+
+    from typer.testing import CliRunner
+
+    from nclab.cli import app
+    from nclab.metrics import collapse_report
+    from nclab.stats import ClassStats
+
+    rng = np.random.default_rng(7)
+    y = np.repeat(np.arange(4), 50)  # balanced: the default weighting's metrics without an imbalance warning
+    H = rng.normal(size=(200, 6)) + 2 * rng.normal(size=(4, 6))[y]
+    np.save(tmp_path / "H.npy", H)
+    np.save(tmp_path / "y.npy", y)
+    task = tmp_path / "task"
+    task.mkdir()
+    Xtr, ytr = _blobs(K=3, d=6, N=150, sep=1.0, seed=8)
+    Xte, yte = _blobs(K=3, d=6, N=90, sep=1.0, seed=9)
+    for split, (X, lab) in {"train": (Xtr, ytr), "test": (Xte, yte)}.items():
+        np.save(task / f"{split}_features.npy", X.astype(np.float32))
+        np.save(task / f"{split}_labels.npy", lab)
+    res = CliRunner().invoke(
+        app,
+        [
+            "probe",
+            str(tmp_path / "H.npy"),
+            str(tmp_path / "y.npy"),
+            "-d",
+            f"t={task}",
+            "-p",
+            "0.8",
+            "--lams",
+            "1e-3:1:4",
+            "--json",
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.output)
+    ref = linear_probe((Xtr.astype(np.float32), ytr), (Xte.astype(np.float32), yte), lams=np.logspace(-3, 0, 4))
+    assert out["tasks"]["t"]["accuracy"] == ref.accuracy and out["tasks"]["t"]["lam"] == ref.lam
+    assert out["mlog"] == pytest.approx(mlog([ref.accuracy], 0.8), abs=1e-12)
+    assert out["metrics"]["vci"] == pytest.approx(collapse_report(ClassStats.from_arrays(H, y))["vci"], rel=1e-9)
+    bad = CliRunner().invoke(app, ["probe", str(tmp_path / "H.npy"), str(tmp_path / "y.npy"), "-d", "nofolder"])
+    assert bad.exit_code != 0 and "NAME=FOLDER" in bad.output

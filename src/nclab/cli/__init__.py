@@ -2,13 +2,14 @@
 
 One module per command group, each a Typer app or command function: :mod:`~nclab.cli.measure`,
 :mod:`~nclab.cli.train` (``train``, ``report``, ``demo``), :mod:`~nclab.cli.ufm`, :mod:`~nclab.cli.codes`,
-:mod:`~nclab.cli.theory`, :mod:`~nclab.cli.experiment`; :mod:`nclab.cli.common` holds the consoles, the app
-settings and the error exit they share. :data:`app` assembles them (console script ``nclab``, ``python -m nclab``).
+:mod:`~nclab.cli.theory`, :mod:`~nclab.cli.transfer` (``probe``, ``transfer run``), :mod:`~nclab.cli.experiment`;
+:mod:`nclab.cli.common` holds the consoles, the app settings and the error exit they share. :data:`app` assembles
+them (console script ``nclab``, ``python -m nclab``).
 """
 
 from __future__ import annotations
 
-from nclab.cli import codes, experiment, measure, theory, train, ufm
+from nclab.cli import codes, experiment, measure, theory, train, transfer, ufm
 from nclab.cli.common import make_app
 
 __all__ = ["app", "main"]
@@ -18,9 +19,11 @@ app.command("measure")(measure.measure_command)
 app.command("demo")(train.demo_command)
 app.command("train")(train.train_command)
 app.command("report")(train.report_command)
+app.command("probe")(transfer.probe_command)
 app.add_typer(ufm.app, name="ufm", help="Unconstrained-features models: solvers against closed forms.")
 app.add_typer(codes.app, name="codes", help="Softmax Codes, Tammes codes and their bounds (K > d).")
 app.add_typer(theory.app, name="theory", help="MSE central path and the geodesic model of collapse.")
+app.add_typer(transfer.app, name="transfer", help="Transfer studies: which collapse metric predicts transfer?")
 app.add_typer(experiment.app, name="experiment", help="Registered reproductions of the papers' experiments.")
 
 
