@@ -29,7 +29,7 @@ _HELDOUT = [5, 6, 7, 8, 9]
 #: Per scale: pretraining data and model, epochs, seeds, probe grid, downstream sizes.
 TRANSFER_SCALES: dict[str, dict[str, Any]] = {
     "tiny": {"epochs": 4, "seeds": [0], "taus": [0.2, 0.5, 1.0], "lambdas": [2.5, 5.0, 10.0], "lams": [1e-4, 1e0, 5]},
-    "cpu": {"epochs": 15, "seeds": [0, 1], "per_class": 600, "probe_per_class": 200, "lams": None},
+    "cpu": {"epochs": 12, "seeds": [0, 1], "per_class": 400, "probe_per_class": 200, "lams": None},
     "paper": {"epochs": 30, "seeds": [0, 1, 2], "per_class": None, "probe_per_class": None, "lams": None},
 }
 
