@@ -29,8 +29,8 @@ _HELDOUT = [5, 6, 7, 8, 9]
 #: Per scale: pretraining data and model, epochs, seeds, probe grid, downstream sizes.
 TRANSFER_SCALES: dict[str, dict[str, Any]] = {
     "tiny": {"epochs": 4, "seeds": [0], "taus": [0.2, 0.5, 1.0], "lambdas": [2.5, 5.0, 10.0], "lams": [1e-4, 1e0, 5]},
-    "cpu": {"epochs": 12, "seeds": [0, 1], "per_class": 400, "probe_per_class": 200, "lams": None},
-    "paper": {"epochs": 30, "seeds": [0, 1, 2], "per_class": None, "probe_per_class": None, "lams": None},
+    "cpu": {"epochs": 8, "seeds": [0, 1], "per_class": 300, "probe_per_class": 200, "lams": [1e-6, 1e2, 17]},
+    "paper": {"epochs": 30, "seeds": [0, 1, 2], "per_class": None, "probe_per_class": None, "lams": [1e-6, 1e6, 97]},
 }
 
 
@@ -81,7 +81,7 @@ def vci_transfer_study(scale: str) -> dict[str, Any]:
             "loss": {"name": "ce", "reduction": "mean"},
             "optim": {"lr": 0.05, "weight_decay": 5e-4},
             "schedule": {"name": "cosine"},
-            "train": {"epochs": s["epochs"], "batch_size": 128, "threads": 2},
+            "train": {"epochs": s["epochs"], "batch_size": 128, "threads": 1 if scale == "cpu" else None},
             "measure": {"epochs": [s["epochs"]], "splits": ["train"], "layers": "penultimate"},
             "report": False,
         },
@@ -104,8 +104,8 @@ def vci_transfer_study(scale: str) -> dict[str, Any]:
                 "test_per_class": None if ppc is None else ppc // 2,
             },
         ],
-        "probe": {"lams": lams},
-        "threads": 2,
+        "probe": {"lams": lams, "tol": 1e-6, "max_iter": 300},
+        "threads": 1 if scale == "cpu" else None,
     }
 
 

@@ -309,13 +309,16 @@ def evaluate_run(
     kw = _probe_kwargs(probe)
     for spec in tasks_spec:
         task = make_task(spec, train_data.input_shape, seed=0)
-        res = linear_probe(
-            (_features(model, task.train[0]), task.train[1]),
-            (_features(model, task.test[0]), task.test[1]),
-            score=task.score,  # type: ignore[arg-type]
-            num_classes=task.num_classes,
-            **kw,
-        )
+        # a probe's matrices are small: a second intra-op thread mostly waits (a whole fit measured 6.7x slower
+        # with two threads than with one on the loaded 2-core machine)
+        with torch_threads(1):
+            res = linear_probe(
+                (_features(model, task.train[0]), task.train[1]),
+                (_features(model, task.test[0]), task.test[1]),
+                score=task.score,  # type: ignore[arg-type]
+                num_classes=task.num_classes,
+                **kw,
+            )
         row[f"acc_{task.name}"] = res.accuracy
         row[f"lam_{task.name}"] = res.lam
         accs.append(res.accuracy)
