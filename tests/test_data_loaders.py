@@ -191,3 +191,19 @@ def test_real_fashion_mnist():
     assert len(te) == 10000 and te.class_counts.tolist() == [1000] * 10
     # standardised with the conventional constants: the full test split has mean ~0, std ~1
     assert abs(float(te.x.mean())) < 0.02 and abs(float(te.x.std()) - 1) < 0.02
+
+
+def test_class_subset_relabels_in_given_order():
+    full = load("digits", "train", normalize=False)
+    sub = load("digits", "train", classes=[7, 2], normalize=False)
+    assert sub.num_classes == 2
+    y = full.y.numpy()
+    keep = (y == 7) | (y == 2)
+    np.testing.assert_array_equal(sub.x.numpy(), full.x.numpy()[keep])
+    np.testing.assert_array_equal(sub.y.numpy(), np.where(y[keep] == 7, 0, 1))
+    bal = load("digits", "train", classes=[7, 2], per_class=5)
+    np.testing.assert_array_equal(bal.class_counts, [5, 5])
+    with pytest.raises(ValueError, match="classes must be distinct"):
+        load("digits", "train", classes=[1, 1])
+    with pytest.raises(ValueError, match="classes must be distinct"):
+        load("digits", "train", classes=[10])

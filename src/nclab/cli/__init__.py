@@ -2,9 +2,10 @@
 
 One module per command group, each a Typer app or command function: :mod:`~nclab.cli.measure`,
 :mod:`~nclab.cli.extract`, :mod:`~nclab.cli.train` (``train``, ``report``, ``demo``), :mod:`~nclab.cli.ufm`,
-:mod:`~nclab.cli.codes`, :mod:`~nclab.cli.theory`, :mod:`~nclab.cli.metrics`, :mod:`~nclab.cli.experiment`;
-:mod:`nclab.cli.common` holds the consoles, the app settings and the error exit they share (``--debug`` shows
-tracebacks). :data:`app` assembles them (console script ``nclab``, ``python -m nclab``).
+:mod:`~nclab.cli.codes`, :mod:`~nclab.cli.theory`, :mod:`~nclab.cli.metrics`, :mod:`~nclab.cli.transfer` (``probe``,
+``transfer run``), :mod:`~nclab.cli.experiment`; :mod:`nclab.cli.common` holds the consoles, the app settings and the
+error exit they share (``--debug`` shows tracebacks). :data:`app` assembles them (console script ``nclab``,
+``python -m nclab``).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Annotated
 import typer
 
 from nclab import __version__
-from nclab.cli import codes, experiment, extract, measure, metrics, theory, train, ufm
+from nclab.cli import codes, experiment, extract, measure, metrics, theory, train, transfer, ufm
 from nclab.cli.common import make_app, set_debug
 
 __all__ = ["app", "main"]
@@ -44,10 +45,12 @@ app.command("extract")(extract.extract_command)
 app.command("demo")(train.demo_command)
 app.command("train")(train.train_command)
 app.command("report")(train.report_command)
+app.command("probe")(transfer.probe_command)
 app.add_typer(ufm.app, name="ufm", help="Unconstrained-features models: solvers against closed forms.")
 app.add_typer(codes.app, name="codes", help="Softmax Codes, Tammes codes and their bounds (K > d).")
 app.add_typer(theory.app, name="theory", help="MSE central path and the geodesic model of collapse.")
 app.add_typer(metrics.app, name="metrics", help="The registered collapse metrics: label, direction, definition.")
+app.add_typer(transfer.app, name="transfer", help="Transfer studies: which collapse metric predicts transfer?")
 app.add_typer(experiment.app, name="experiment", help="Registered reproductions of the papers' experiments.")
 
 

@@ -350,6 +350,18 @@ _SPECS: dict[str, _Spec] = {
 DATASETS: tuple[str, ...] = tuple(_SPECS)
 
 
+def _select_classes(
+    X: np.ndarray, y: np.ndarray, K: int, classes: Any, name: str
+) -> tuple[np.ndarray, np.ndarray, int]:
+    keep = [int(c) for c in classes]
+    if not keep or len(set(keep)) != len(keep) or min(keep) < 0 or max(keep) >= K:
+        raise ValueError(f"classes must be distinct labels of {name!r} in [0, {K}), got {list(classes)}")
+    relabel = np.full(K, -1, dtype=np.int64)
+    relabel[keep] = np.arange(len(keep))
+    mask = relabel[y] >= 0
+    return X[mask], relabel[y[mask]], len(keep)
+
+
 def load(
     name: str,
     split: str = "train",
@@ -377,6 +389,9 @@ def load(
         Keep a balanced random subset of this many samples per class (``seed`` picks them).
     seed : int
         Seed of the subsample (and of the ``gaussian`` mixture).
+    classes : list of int, optional (keyword, any dataset)
+        Keep only these classes, relabelled ``0 .. len(classes) - 1`` in the order given (a pretraining task on
+        some classes, a downstream task on the others).
     pad_to : int, optional
         Zero-pad images to ``pad_to x pad_to`` before normalising ([Han et al. 2022]: 28 -> 32 for (Fashion-)MNIST).
     normalize : bool
@@ -387,11 +402,15 @@ def load(
     spec = _SPECS[name]
     if split not in spec.splits:
         raise ValueError(f"dataset {name!r} has splits {spec.splits}, not {split!r}")
+    options = dict(options)
+    classes = options.pop("classes", None)
     opts = dict(options, _seed=seed) if name == "gaussian" else dict(options)
     X, y, K = spec.reader(split, root, opts)
     opts.pop("_seed", None)
     if opts:
         raise ValueError(f"unknown option(s) for dataset {name!r}: {sorted(opts)}")
+    if classes is not None:
+        X, y, K = _select_classes(X, y, K, classes, name)
     if per_class is not None:
         idx = balanced_subset(y, int(per_class), K, seed)
         X, y = X[idx], y[idx]

@@ -23,6 +23,7 @@ EXPERIMENT_MODULES: list[str] = [
     "nclab.experiments.unconstrained",
     "nclab.experiments.spherical_codes",
     "nclab.experiments.theory_engines",
+    "nclab.experiments.transfer",
 ]
 
 _REGISTRY: dict[str, Experiment] = {}

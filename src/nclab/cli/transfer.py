@@ -1,0 +1,138 @@
+"""Commands ``probe`` (linear probes of saved features, MLO / MLOG) and ``transfer run`` (a transfer study)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Annotated, Any
+
+import numpy as np
+import typer
+from rich.table import Table
+
+from nclab.cli.common import console, err_console, fail, make_app
+
+__all__ = ["app", "parse_lams", "probe_command", "run_command"]
+
+app = make_app("transfer", "Transfer studies: pretrain a grid of settings, correlate collapse with MLOG.")
+
+
+def parse_lams(text: str) -> np.ndarray:
+    """``START:STOP:NUM`` (log-spaced, inclusive) or a comma-separated list of strengths."""
+    try:
+        if ":" in text:
+            start, stop, num = text.split(":")
+            return np.logspace(math.log10(float(start)), math.log10(float(stop)), int(num))
+        return np.array([float(v) for v in text.split(",")])
+    except ValueError as err:
+        raise typer.BadParameter(f"expected START:STOP:NUM or a comma list, got {text!r}", param_hint="--lams") from err
+
+
+def _task(item: str) -> tuple[str, Path]:
+    name, sep, folder = item.partition("=")
+    if not sep or not name or not folder:
+        raise typer.BadParameter(f"expected NAME=FOLDER, got {item!r}", param_hint="--downstream")
+    return name, Path(folder)
+
+
+def probe_command(
+    features: Annotated[str, typer.Argument(help="pretraining features (N, d) of the model: .npy, .npz, .pt")],
+    labels: Annotated[str, typer.Argument(help="their integer labels (N,)")],
+    downstream: Annotated[
+        list[str],
+        typer.Option(
+            "--downstream",
+            "-d",
+            help="NAME=FOLDER with {train,test}_features.npy and {train,test}_labels.npy of the same model "
+            "(repeatable)",
+        ),
+    ],
+    pretrain_accuracy: Annotated[
+        float | None, typer.Option("--pretrain-accuracy", "-p", help="pretraining test accuracy (fraction): MLOG")
+    ] = None,
+    mean_per_class: Annotated[
+        list[str] | None,
+        typer.Option("--mean-per-class", help="report mean per-class accuracy for this task (repeatable)"),
+    ] = None,
+    lams: Annotated[str, typer.Option(help="L2 grid: START:STOP:NUM (log-spaced) or a comma list")] = "1e-6:1e6:97",
+    val_fraction: Annotated[float, typer.Option(help="validation share of each task's training split")] = 0.2,
+    device: Annotated[str, typer.Option(help="cpu or cuda")] = "cpu",
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+) -> None:
+    """Probe downstream tasks on frozen features; print the collapse metrics of FEATURES, each task's probe
+    accuracy and chosen L2 strength, MLO and (with --pretrain-accuracy) MLOG."""
+    from nclab.data import load
+    from nclab.io.arrays import load_array
+    from nclab.metrics import collapse_report
+    from nclab.stats import ClassStats
+    from nclab.transfer import linear_probe, mean_log_odds, mlog
+    from nclab.transfer.study import PAPER_METRICS
+
+    grid = parse_lams(lams)
+    tasks = [_task(t) for t in downstream]
+    mpc = set(mean_per_class or [])
+    unknown = mpc - {n for n, _ in tasks}
+    if unknown:
+        fail(f"--mean-per-class names no --downstream task: {sorted(unknown)}")
+    out: dict[str, Any] = {}
+    try:
+        H = np.asarray(load_array(features, mmap=False), dtype=np.float64)
+        y = np.asarray(load_array(labels, mmap=False))
+        report = collapse_report(ClassStats.from_arrays(H, y))
+        out["metrics"] = {k: report[k] for k in PAPER_METRICS if k in report}
+        accs = []
+        out["tasks"] = {}
+        for name, folder in tasks:
+            tr, te = load("features", "train", root=folder), load("features", "test", root=folder)
+            score = "mean_per_class" if name in mpc else "top1"
+            res = linear_probe(
+                (tr.x, tr.y), (te.x, te.y), lams=grid, score=score, val_fraction=val_fraction, device=device
+            )
+            out["tasks"][name] = {"accuracy": res.accuracy, "score": score, "lam": res.lam}
+            accs.append(res.accuracy)
+        out["mlo"] = mean_log_odds(accs)
+        if pretrain_accuracy is not None:
+            out["mlog"] = mlog(accs, pretrain_accuracy)
+    except (OSError, ValueError, KeyError) as err:
+        fail(err)
+    if as_json:
+        console.print_json(json.dumps(out))
+        return
+    table = Table(title="linear probes")
+    for col in ("task", "score", "accuracy", "L2 strength"):
+        table.add_column(col)
+    for name, t in out["tasks"].items():
+        table.add_row(name, t["score"], f"{t['accuracy']:.4f}", f"{t['lam']:.3g}")
+    console.print(table)
+    for k, v in out["metrics"].items():
+        console.print(f"{k} = {v:.6g}")
+    console.print(f"MLO = {out['mlo']:.4f}" + (f", MLOG = {out['mlog']:.4f}" if "mlog" in out else ""))
+
+
+@app.command("run")
+def run_command(
+    study: Annotated[Path, typer.Argument(help="study YAML (see nclab.transfer.study)")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="study folder (finished runs in it are reused)")] = Path(
+        "transfer-study"
+    ),
+    progress: Annotated[bool, typer.Option(help="show the trainer's progress bars")] = False,
+) -> None:
+    """Run a transfer study: train every setting, probe, write table.csv, correlations.csv and fig7.png."""
+    from nclab.train.config import ConfigError
+    from nclab.transfer.study import load_study, run_study
+
+    try:
+        spec = load_study(study)
+        res = run_study(spec, out, progress=progress, log=lambda line: err_console.print(line, highlight=False))
+    except (OSError, ValueError, ConfigError) as err:
+        fail(err)
+    table = Table(title=f"{spec.name}: correlation with MLOG ({res.seconds:.0f} s)")
+    for col in ("group", "metric", "Pearson r", "Spearman rho", "r seed sd"):
+        table.add_column(col)
+    for c in res.correlations:
+        table.add_row(
+            c["group"], c["metric"], f"{c['pearson_r']:+.3f}", f"{c['spearman_rho']:+.3f}", f"{c['r_seed_sd']:.3f}"
+        )
+    console.print(table)
+    console.print(f"wrote {', '.join(str(p) for p in res.files.values())}")

@@ -1,0 +1,499 @@
+"""The transfer study of [Xu & Liu 2023, Sec. 6.3]: which collapse metric of a pretrained network predicts MLOG?
+
+A study pretrains one network per setting of a grid -- groups of values of one config axis (the paper: the CE
+temperature ``loss.tau``, and the weight ``loss.cosreg_weight`` of the within-class cosine regulariser of
+:mod:`nclab.train.losses`), times seeds -- with :func:`nclab.train.train`. For each run it then
+
+1. measures every collapse metric (:func:`nclab.metrics.collapse_report`) of the penultimate features of the
+   pretraining **training** split (the paper's "50k ImageNet train subset");
+2. scores the pretraining test accuracy ``p_0``;
+3. probes each downstream task with :func:`nclab.transfer.linear_probe` on the frozen penultimate features;
+4. computes MLO and MLOG (:mod:`nclab.transfer.scores`).
+
+It writes ``table.csv`` (one row per run: setting, every metric, ``p_0``, each task's accuracy, MLO, MLOG),
+``correlations.csv`` (Pearson r and Spearman rho of each chosen metric against MLOG, per group and pooled; with
+several seeds, on the per-setting seed means, plus the spread of the per-seed r) and ``fig7.png`` (the analogue
+of the paper's Fig. 7: metric vs MLOG, one row per group, r and rho in the legends). Runs are sequential and
+reused when their folder already holds a finished run of the same config.
+
+A study is a mapping (a YAML file for ``nclab transfer run``)::
+
+    name: my-study
+    base: {data: {name: fashion-mnist, options: {classes: [0, 1, 2, 3, 4]}}, model: {name: cnn}, ...}
+    groups:
+      - {name: tau, axis: loss.tau, values: [0.1, 0.2, 0.4, 0.6, 0.8, 1.0]}
+      - {name: lambda, axis: loss.cosreg_weight, values: [2.5, 5, 10], set: {loss.name: ce_cosreg}}
+    seeds: [0, 1]
+    downstream:
+      - {name: heldout, dataset: fashion-mnist, classes: [5, 6, 7, 8, 9], per_class: 200, test_per_class: 100}
+      - {name: digits, dataset: digits, score: mean_per_class}
+    probe: {lams: [1.0e-6, 1.0e2, 33], val_fraction: 0.2}
+    metrics: [nc1, trace_ratio, within_class_cosine, vci]
+
+Downstream inputs are brought to the pretraining input shape (bilinear resize; a grey image is repeated over
+colour channels, a colour image averaged to grey) and standardised per channel with the task's own training-split
+mean and std. ``transform`` (``none``, ``rot90``, ``transpose``, ``invert``) makes a transformed task.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+import yaml
+from scipy import stats as sps
+
+from nclab._threads import blas_threads, torch_threads
+from nclab.data import ArrayDataset, load
+from nclab.io.atomic import atomic_write_bytes, atomic_write_text
+from nclab.metrics import collapse_report
+from nclab.nets import build_model
+from nclab.stats import ClassStats
+from nclab.train import train
+from nclab.train.config import RunConfig, apply_overrides, resolve_config
+from nclab.train.hooks import collect_features
+from nclab.transfer.probe import DEFAULT_L2_GRID, linear_probe
+from nclab.transfer.scores import mean_log_odds, mlog
+
+__all__ = [
+    "PAPER_METRICS",
+    "DownstreamTask",
+    "StudyGroup",
+    "StudyResult",
+    "StudySpec",
+    "correlation_table",
+    "load_study",
+    "make_task",
+    "run_study",
+    "transfer_figure",
+]
+
+#: The four metrics of [Xu & Liu 2023, Fig. 7 / Table 2] in nclab's names: Fuzziness (NC1), Squared Distance
+#: (Tr Sigma_W / Tr Sigma_B), Cosine Similarity (mean within-class cosine, higher = more collapsed), VCI.
+PAPER_METRICS: tuple[str, ...] = ("nc1", "trace_ratio", "within_class_cosine", "vci")
+_TRANSFORMS = ("none", "rot90", "transpose", "invert")
+_TASK_KEYS = {"name", "dataset", "classes", "per_class", "test_per_class", "transform", "score", "root", "options"}
+
+
+@dataclass
+class StudyGroup:
+    """One group of runs: ``axis`` (a dotted config key) takes each of ``values``; ``set`` fixes other keys."""
+
+    name: str
+    axis: str
+    values: list[Any]
+    set: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class StudySpec:
+    """A transfer study (see the module docstring for the mapping it is read from)."""
+
+    name: str
+    base: dict[str, Any]
+    groups: list[StudyGroup]
+    downstream: list[dict[str, Any]]
+    seeds: list[int] = field(default_factory=lambda: [0])
+    probe: dict[str, Any] = field(default_factory=dict)
+    metrics: list[str] = field(default_factory=lambda: list(PAPER_METRICS))
+    threads: int | None = None
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> StudySpec:
+        """Validate ``raw``; errors name the offending key."""
+        if not isinstance(raw, Mapping):
+            raise ValueError(f"a study must be a mapping, got {type(raw).__name__}")
+        known = {"name", "base", "groups", "downstream", "seeds", "probe", "metrics", "threads"}
+        extra = sorted(set(raw) - known)
+        if extra:
+            raise ValueError(f"study: unknown key(s) {extra}; known: {sorted(known)}")
+        for key in ("name", "groups", "downstream"):
+            if key not in raw:
+                raise ValueError(f"study: missing key {key!r}")
+        groups = []
+        for i, g in enumerate(raw["groups"] or []):
+            if not isinstance(g, Mapping) or not {"name", "axis", "values"} <= set(g):
+                raise ValueError(f"study.groups[{i}] needs name, axis and values, got {g!r}")
+            if set(g) - {"name", "axis", "values", "set"}:
+                raise ValueError(
+                    f"study.groups[{i}]: unknown key(s) {sorted(set(g) - {'name', 'axis', 'values', 'set'})}"
+                )
+            if not g["values"]:
+                raise ValueError(f"study.groups[{i}].values is empty")
+            groups.append(StudyGroup(str(g["name"]), str(g["axis"]), list(g["values"]), dict(g.get("set") or {})))
+        if not groups:
+            raise ValueError("study.groups is empty")
+        if len({g.name for g in groups}) != len(groups) or "pooled" in {g.name for g in groups}:
+            raise ValueError("study.groups: names must be distinct and not 'pooled'")
+        tasks = [dict(t) for t in raw["downstream"] or []]
+        if not tasks:
+            raise ValueError("study.downstream is empty")
+        for i, t in enumerate(tasks):
+            if "name" not in t or "dataset" not in t:
+                raise ValueError(f"study.downstream[{i}] needs name and dataset, got {t!r}")
+            if set(t) - _TASK_KEYS:
+                raise ValueError(f"study.downstream[{i}]: unknown key(s) {sorted(set(t) - _TASK_KEYS)}")
+        if len({t["name"] for t in tasks}) != len(tasks):
+            raise ValueError("study.downstream: task names must be distinct")
+        seeds = [int(s) for s in raw.get("seeds", [0])]
+        if not seeds or len(set(seeds)) != len(seeds):
+            raise ValueError(f"study.seeds must be distinct integers, got {raw.get('seeds')!r}")
+        return cls(
+            name=str(raw["name"]),
+            base=dict(raw.get("base") or {}),
+            groups=groups,
+            downstream=tasks,
+            seeds=seeds,
+            probe=dict(raw.get("probe") or {}),
+            metrics=list(raw.get("metrics") or PAPER_METRICS),
+            threads=raw.get("threads"),
+        )
+
+    def trials(self) -> list[tuple[StudyGroup, Any, int]]:
+        """Every ``(group, value, seed)``, groups in order, seeds innermost."""
+        return [(g, v, s) for g in self.groups for v in g.values for s in self.seeds]
+
+    def run_config(self, group: StudyGroup, value: Any, seed: int) -> RunConfig:
+        """The validated run config of one trial: ``base``, then the group's ``set``, the axis value, the seed."""
+        sets = [f"{k}={yaml.safe_dump(v, default_flow_style=True).strip()}" for k, v in group.set.items()]
+        sets += [f"{group.axis}={yaml.safe_dump(value, default_flow_style=True).strip()}", f"seed={seed}"]
+        raw = apply_overrides(self.base, sets)
+        raw["name"] = f"{self.name}-{run_name(group, value, seed)}"
+        return resolve_config(raw)
+
+
+def load_study(path: str | Path) -> StudySpec:
+    """Read a study from a YAML file."""
+    return StudySpec.from_dict(yaml.safe_load(Path(path).read_text()))
+
+
+def run_name(group: StudyGroup, value: Any, seed: int) -> str:
+    """The folder name of a trial, e.g. ``tau=0.4-s1``."""
+    return f"{group.name}={value}-s{seed}"
+
+
+@dataclass
+class DownstreamTask:
+    """A probe task: inputs already in the pretraining input shape, ``score`` the reported accuracy."""
+
+    name: str
+    train: tuple[torch.Tensor, torch.Tensor]
+    test: tuple[torch.Tensor, torch.Tensor]
+    num_classes: int
+    score: str = "top1"
+    description: str = ""
+
+
+def _adapt(x: torch.Tensor, shape: Sequence[int]) -> torch.Tensor:
+    if x.ndim != 4:
+        raise ValueError(f"downstream inputs must be images (N, C, H, W), got shape {tuple(x.shape)}")
+    C, H, W = shape
+    if x.shape[1] != C:
+        x = x.mean(dim=1, keepdim=True) if C == 1 else x.mean(dim=1, keepdim=True).expand(-1, C, -1, -1)
+    if tuple(x.shape[2:]) != (H, W):
+        x = F.interpolate(x, size=(H, W), mode="bilinear", align_corners=False)
+    return x.contiguous()
+
+
+def _transform(x: torch.Tensor, kind: str) -> torch.Tensor:
+    if kind == "rot90":
+        return torch.rot90(x, 1, dims=(2, 3)).contiguous()
+    if kind == "transpose":
+        return x.transpose(2, 3).contiguous()
+    if kind == "invert":
+        return -x
+    return x
+
+
+def make_task(spec: Mapping[str, Any], input_shape: Sequence[int], seed: int = 0) -> DownstreamTask:
+    """Build the downstream task ``spec`` (keys: name, dataset, classes, per_class, test_per_class, transform,
+    score, root, options) for a network with inputs ``input_shape`` (C, H, W)."""
+    transform = spec.get("transform", "none")
+    if transform not in _TRANSFORMS:
+        raise ValueError(f"downstream {spec.get('name')!r}: transform must be one of {_TRANSFORMS}, got {transform!r}")
+    if len(input_shape) != 3:
+        raise ValueError(f"downstream tasks need image inputs (C, H, W), the network takes {tuple(input_shape)}")
+    opts = dict(spec.get("options") or {})
+    if spec.get("classes") is not None:
+        opts["classes"] = list(spec["classes"])
+    common = dict(root=spec.get("root"), seed=seed, **opts)
+    tr = load(spec["dataset"], "train", per_class=spec.get("per_class"), **common)
+    te = load(spec["dataset"], "test", per_class=spec.get("test_per_class"), **common)
+    xs = [_transform(_adapt(d.x, input_shape), transform) for d in (tr, te)]
+    dims = [0, 2, 3]
+    mean, std = xs[0].mean(dim=dims, keepdim=True), xs[0].std(dim=dims, keepdim=True).clamp_min(1e-8)
+    xs = [(x - mean) / std for x in xs]
+    desc = (
+        f"{spec['dataset']}"
+        + (f" classes {list(spec['classes'])}" if spec.get("classes") is not None else "")
+        + (f", {transform}" if transform != "none" else "")
+        + f": {len(tr)} train / {len(te)} test, K={tr.num_classes}, "
+        + f"input {tuple(tr.input_shape)} -> {tuple(input_shape)}"
+    )
+    return DownstreamTask(
+        name=str(spec["name"]),
+        train=(xs[0], tr.y),
+        test=(xs[1], te.y),
+        num_classes=tr.num_classes,
+        score=str(spec.get("score", "top1")),
+        description=desc,
+    )
+
+
+def _pretrain_data(cfg: RunConfig) -> tuple[ArrayDataset, ArrayDataset]:
+    # the same calls as the trainer's, so the metrics see exactly the training split the run trained on
+    d = cfg.data
+    common = dict(root=d.root, seed=cfg.seed, pad_to=d.pad_to, normalize=d.normalize, **d.options)
+    return (
+        load(d.name, "train", per_class=d.per_class, **common),
+        load(d.name, "test", per_class=d.test_per_class, **common),
+    )
+
+
+def _features(model: Any, x: torch.Tensor) -> torch.Tensor:
+    name = model.penultimate_name
+    return collect_features(model, x, layers=[name], batch_size=1024)[name]
+
+
+def _probe_kwargs(probe: Mapping[str, Any]) -> dict[str, Any]:
+    kw = dict(probe)
+    lams = kw.pop("lams", None)
+    if lams is None:
+        kw["lams"] = DEFAULT_L2_GRID
+    elif isinstance(lams, Mapping):
+        kw["lams"] = np.logspace(np.log10(lams["start"]), np.log10(lams["stop"]), int(lams["num"]))
+    else:
+        kw["lams"] = np.asarray(lams, dtype=np.float64)
+    return kw
+
+
+def _finished(run_dir: Path, cfg: RunConfig) -> bool:
+    saved = run_dir / "config.yaml"
+    return (
+        (run_dir / "summary.json").is_file()
+        and saved.is_file()
+        and yaml.safe_load(saved.read_text()) == yaml.safe_load(yaml.safe_dump(cfg.to_dict(), sort_keys=False))
+    )
+
+
+def evaluate_run(
+    run_dir: Path, cfg: RunConfig, tasks_spec: Sequence[Mapping[str, Any]], probe: Mapping[str, Any]
+) -> dict[str, Any]:
+    """Metrics on the pretraining train split, ``p_0``, every task's probe accuracy, MLO and MLOG of a run."""
+    train_data, test_data = _pretrain_data(cfg)
+    model = build_model(
+        cfg.model.name,
+        train_data.input_shape,
+        train_data.num_classes,
+        head=cfg.model.head.build_kwargs(),
+        **cfg.model.options,
+    )
+    state = torch.load(run_dir / "checkpoints" / "last.pt", map_location="cpu", weights_only=True)
+    model.load_state_dict(state["model"])
+    model.eval()
+    H = _features(model, train_data.x)
+    row: dict[str, Any] = dict(collapse_report(ClassStats.from_arrays(H, train_data.y, train_data.num_classes)))
+    with torch.no_grad():
+        pred = torch.cat([model(test_data.x[i : i + 1024]).argmax(1) for i in range(0, len(test_data), 1024)])
+    row["pretrain_accuracy"] = float((pred == test_data.y).double().mean())
+    accs = []
+    kw = _probe_kwargs(probe)
+    for spec in tasks_spec:
+        task = make_task(spec, train_data.input_shape, seed=0)
+        # a probe's matrices are small: a second intra-op thread mostly waits (a whole fit measured 6.7x slower
+        # with two threads than with one on the loaded 2-core machine)
+        with torch_threads(1):
+            res = linear_probe(
+                (_features(model, task.train[0]), task.train[1]),
+                (_features(model, task.test[0]), task.test[1]),
+                score=task.score,  # type: ignore[arg-type]
+                num_classes=task.num_classes,
+                **kw,
+            )
+        row[f"acc_{task.name}"] = res.accuracy
+        row[f"lam_{task.name}"] = res.lam
+        accs.append(res.accuracy)
+    row["mlo"] = mean_log_odds(accs)
+    row["mlog"] = mlog(accs, row["pretrain_accuracy"])
+    return row
+
+
+@dataclass
+class StudyResult:
+    """What :func:`run_study` returns: the per-run table, the correlation table and the written files."""
+
+    rows: list[dict[str, Any]]
+    correlations: list[dict[str, Any]]
+    files: dict[str, Path]
+    seconds: float
+
+
+def _corr(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    if x.size < 3 or np.ptp(x) == 0 or np.ptp(y) == 0:
+        return float("nan"), float("nan")
+    return float(sps.pearsonr(x, y)[0]), float(sps.spearmanr(x, y)[0])
+
+
+def correlation_table(
+    rows: Sequence[Mapping[str, Any]], metrics: Sequence[str], target: str = "mlog"
+) -> list[dict[str, Any]]:
+    """Pearson r and Spearman rho of each metric against ``target``, per group and pooled.
+
+    ``rows`` need ``group``, ``value``, ``seed``, the metrics and ``target``. The headline r / rho use one
+    point per setting (the mean over seeds, as the paper has one run per setting); ``r_runs`` uses every run;
+    ``r_seed_mean`` / ``r_seed_sd`` are the mean and standard deviation over seeds of the per-seed r (the
+    spread a single-seed study would see; NaN with one seed).
+    """
+    groups = list(dict.fromkeys(r["group"] for r in rows))
+    out = []
+    for gname in [*groups, "pooled"]:
+        sel = [r for r in rows if gname == "pooled" or r["group"] == gname]
+        settings = list(dict.fromkeys((r["group"], r["value"]) for r in sel))
+        seeds = sorted({r["seed"] for r in sel})
+        for m in [*metrics, "pretrain_accuracy"]:
+            mean_x = np.array([np.mean([r[m] for r in sel if (r["group"], r["value"]) == s]) for s in settings])
+            mean_y = np.array([np.mean([r[target] for r in sel if (r["group"], r["value"]) == s]) for s in settings])
+            r_set, rho_set = _corr(mean_x, mean_y)
+            r_runs, _ = _corr(np.array([r[m] for r in sel]), np.array([r[target] for r in sel]))
+            per_seed = [
+                _corr(
+                    np.array([r[m] for r in sel if r["seed"] == s]),
+                    np.array([r[target] for r in sel if r["seed"] == s]),
+                )[0]
+                for s in seeds
+            ]
+            out.append(
+                {
+                    "group": gname,
+                    "metric": m,
+                    "settings": len(settings),
+                    "seeds": len(seeds),
+                    "pearson_r": r_set,
+                    "spearman_rho": rho_set,
+                    "r_runs": r_runs,
+                    "r_seed_mean": float(np.mean(per_seed)) if len(seeds) > 1 else float("nan"),
+                    "r_seed_sd": float(np.std(per_seed, ddof=1)) if len(seeds) > 1 else float("nan"),
+                }
+            )
+    return out
+
+
+def transfer_figure(
+    rows: Sequence[Mapping[str, Any]],
+    correlations: Sequence[Mapping[str, Any]],
+    metrics: Sequence[str],
+    target: str = "mlog",
+) -> bytes:
+    """The analogue of [Xu & Liu 2023, Fig. 7]: one row per group, one column per metric, metric vs ``target``
+    (one point per run, coloured by the group's axis value), Pearson r and Spearman rho in each legend."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    groups = list(dict.fromkeys(r["group"] for r in rows))
+    fig, axes = plt.subplots(len(groups), len(metrics), figsize=(3.2 * len(metrics), 2.8 * len(groups)), squeeze=False)
+    corr = {(c["group"], c["metric"]): c for c in correlations}
+    for i, g in enumerate(groups):
+        sel = [r for r in rows if r["group"] == g]
+        vals = sorted({float(r["value"]) for r in sel})
+        for j, m in enumerate(metrics):
+            ax = axes[i, j]
+            c = corr.get((g, m), {})
+            sc = ax.scatter(
+                [r[m] for r in sel],
+                [r[target] for r in sel],
+                c=[vals.index(float(r["value"])) for r in sel],
+                cmap="viridis",
+                s=22,
+                label=f"r={c.get('pearson_r', float('nan')):+.2f}, rho={c.get('spearman_rho', float('nan')):+.2f}",
+            )
+            ax.legend(loc="best", fontsize=7, handlelength=0, markerscale=0)
+            ax.set_xlabel(m, fontsize=8)
+            ax.tick_params(labelsize=7)
+            if j == 0:
+                ax.set_ylabel(f"{g}: {target.upper()}", fontsize=8)
+            if j == len(metrics) - 1:
+                cb = fig.colorbar(sc, ax=ax, ticks=range(len(vals)))
+                cb.ax.set_yticklabels([f"{v:g}" for v in vals], fontsize=6)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100)
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def _csv(rows: Sequence[Mapping[str, Any]]) -> str:
+    keys: list[str] = []
+    for r in rows:
+        keys += [k for k in r if k not in keys]
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=keys, lineterminator="\n")
+    w.writeheader()
+    w.writerows(rows)
+    return buf.getvalue()
+
+
+def run_study(
+    spec: StudySpec | Mapping[str, Any],
+    out: str | Path,
+    *,
+    progress: bool = False,
+    log: Callable[[str], None] | None = None,
+) -> StudyResult:
+    """Run every trial of ``spec`` under ``out/runs/`` and write the study's table, correlations and figure.
+
+    Parameters
+    ----------
+    spec : StudySpec or its mapping
+    out : the study folder (``runs/<group>=<value>-s<seed>/`` per trial, reused when finished with the same config)
+    progress : show the trainer's progress bars
+    log : called with one line per finished trial
+
+    Returns
+    -------
+    StudyResult
+
+    See Also
+    --------
+    correlation_table, transfer_figure, nclab.transfer.linear_probe
+    """
+
+    spec = spec if isinstance(spec, StudySpec) else StudySpec.from_dict(spec)
+    out = Path(out)
+    (out / "runs").mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    rows: list[dict[str, Any]] = []
+    with torch_threads(spec.threads), blas_threads(spec.threads):
+        for group, value, seed in spec.trials():
+            cfg = spec.run_config(group, value, seed)
+            run_dir = out / "runs" / run_name(group, value, seed)
+            t = time.perf_counter()
+            if not _finished(run_dir, cfg):
+                train(cfg, run_dir, overwrite=True, progress=progress)
+            row = {"run": run_name(group, value, seed), "group": group.name, "axis": group.axis, "value": value}
+            row["seed"] = seed
+            row.update(evaluate_run(run_dir, cfg, spec.downstream, spec.probe))
+            rows.append(row)
+            if log is not None:
+                took = time.perf_counter() - t
+                log(f"{row['run']}: mlog {row['mlog']:+.4f}, p0 {row['pretrain_accuracy']:.4f} ({took:.1f}s)")
+    corr = correlation_table(rows, spec.metrics)
+    files = {
+        "table": atomic_write_text(out / "table.csv", _csv(rows)),
+        "correlations": atomic_write_text(out / "correlations.csv", _csv(corr)),
+        "figure": atomic_write_bytes(out / "fig7.png", transfer_figure(rows, corr, spec.metrics)),
+    }
+    seconds = time.perf_counter() - t0
+    summary = {"name": spec.name, "runs": len(rows), "seconds": seconds, "tasks": [t["name"] for t in spec.downstream]}
+    files["summary"] = atomic_write_text(out / "study.json", json.dumps(summary, indent=2) + "\n")
+    return StudyResult(rows=rows, correlations=corr, files=files, seconds=seconds)

@@ -1,0 +1,320 @@
+"""nclab.transfer: the L-BFGS probe against scikit-learn and closed forms, MLO / MLOG against the tables of
+[Xu & Liu 2023], and the study runner at tiny scale."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from nclab._threads import torch_threads
+from nclab.transfer import (
+    fit_logistic,
+    linear_probe,
+    log_odds,
+    logistic_path,
+    mean_log_odds,
+    mean_per_class_accuracy,
+    mlog,
+    sklearn_c,
+    top1_accuracy,
+)
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    # tiny problems: a second intra-op thread only adds wake-up stalls on a loaded machine
+    with torch_threads(1):
+        yield
+
+
+def _blobs(K=5, d=8, N=300, sep=1.5, seed=0):
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, K, N)
+    return rng.normal(size=(N, d)) + sep * rng.normal(size=(K, d))[y], y
+
+
+def _objective_grad(p, X, y, lam):
+    x = torch.as_tensor(X, dtype=torch.float64)
+    W = p.coef.clone().requires_grad_(True)
+    b = p.intercept.clone().requires_grad_(True)
+    loss = torch.nn.functional.cross_entropy(x @ W.T + b, torch.as_tensor(y)) + 0.5 * lam * (W * W).sum()
+    loss.backward()
+    return W.grad, b.grad
+
+
+@pytest.mark.parametrize("lam", [1e-3, 1e-1])
+def test_probe_agrees_with_sklearn(lam):
+    sk_lm = pytest.importorskip("sklearn.linear_model", reason="scikit-learn is not installed (pip install .[dev])")
+    X, y = _blobs()
+    p = fit_logistic(X, y, lam, tol=1e-10)
+    sk = sk_lm.LogisticRegression(C=sklearn_c(lam, X.shape[0]), solver="lbfgs", tol=1e-12, max_iter=10_000)
+    sk.fit(X, y)
+    coef = p.coef.numpy()
+    assert np.abs(coef - sk.coef_).max() / np.abs(sk.coef_).max() < 1e-5
+    # the multinomial intercept is defined up to a common shift: compare centred
+    bi, si = p.intercept.numpy(), sk.intercept_
+    assert np.abs((bi - bi.mean()) - (si - si.mean())).max() / np.abs(si - si.mean()).max() < 1e-5
+    np.testing.assert_array_equal(p.predict(X), sk.predict(X))
+    Xt, yt = _blobs(seed=1)
+    assert top1_accuracy(yt, p.predict(Xt)) == sk.score(Xt, yt)
+
+
+def test_probe_stationarity_and_penalised_rows_sum_to_zero():
+    X, y = _blobs(K=4, d=6, N=200)
+    p = fit_logistic(X, y, 0.05, tol=1e-11)
+    gW, gb = _objective_grad(p, X, y, 0.05)
+    # float64 line searches stall once a step changes J by less than its rounding, at |g| ~ sqrt(eps J lam)
+    # (~2e-9 here): 1e-7 is that floor with margin, and bounds the coefficient error by |g| / lam = 2e-6
+    assert float(gW.abs().max()) < 1e-7 and float(gb.abs().max()) < 1e-7
+    assert p.grad_norm == pytest.approx(max(float(gW.abs().max()), float(gb.abs().max())), rel=1e-6)
+    # the softmax gradient rows sum to zero, so sum_k dJ/dW_k = lam sum_k W_k: at the optimum sum_k W_k = 0
+    assert np.abs(p.coef.numpy().sum(axis=0)).max() < 1e-7 / 0.05
+
+
+def test_binary_one_feature_closed_form():
+    # two symmetric points per class and a huge penalty: W -> 0, b -> the log class ratio
+    X = np.array([[-1.0], [1.0], [-1.0], [1.0], [-1.0], [1.0]])
+    y = np.array([0, 0, 1, 1, 1, 1])
+    p = fit_logistic(X, y, 1e6, tol=1e-12)
+    b = p.intercept.numpy()
+    assert abs((b[1] - b[0]) - np.log(2.0)) < 1e-6
+    assert np.abs(p.coef.numpy()).max() < 1e-6
+
+
+def test_path_warm_start_matches_cold_fits_and_keeps_order():
+    X, y = _blobs(seed=3)
+    lams = [1e-2, 1.0, 1e-3]
+    path = logistic_path(X, y, lams, tol=1e-10)
+    assert [q.lam for q in path] == lams
+    for q, lam in zip(path, lams, strict=True):
+        cold = fit_logistic(X, y, lam, tol=1e-10)
+        assert np.abs(q.coef.numpy() - cold.coef.numpy()).max() / np.abs(cold.coef.numpy()).max() < 1e-6
+
+
+def test_accuracies():
+    t = np.array([0, 0, 0, 1, 2, 2])
+    p = np.array([0, 1, 1, 1, 2, 0])
+    assert top1_accuracy(t, p) == pytest.approx(3 / 6)
+    assert mean_per_class_accuracy(t, p) == pytest.approx((1 / 3 + 1 + 1 / 2) / 3)
+
+
+def test_linear_probe_protocol():
+    X, y = _blobs(K=3, d=5, N=240, sep=2.0, seed=4)
+    Xt, yt = _blobs(K=3, d=5, N=240, sep=2.0, seed=5)
+    res = linear_probe((X, y), (Xt, yt), lams=np.logspace(-4, 2, 7), score="mean_per_class", keep_probe=True)
+    assert res.lam in set(np.logspace(-4, 2, 7))
+    assert res.val_scores.shape == (7,)
+    # the refit on train + validation (here all of X) at the chosen strength is the plain fit on X
+    ref = fit_logistic(X, y, res.lam, tol=1e-9)
+    assert np.abs(res.probe.coef.numpy() - ref.coef.numpy()).max() / np.abs(ref.coef.numpy()).max() < 1e-5
+    assert res.top1 == top1_accuracy(yt, ref.predict(Xt))
+    assert res.accuracy == res.mean_per_class
+
+
+def test_probe_validation_names_argument():
+    X, y = _blobs()
+    with pytest.raises(ValueError, match="lams"):
+        logistic_path(X, y, [0.0])
+    with pytest.raises(ValueError, match="X must be a 2-D"):
+        fit_logistic(X[:, 0], y, 1.0)
+    with pytest.raises(ValueError, match="y must hold integer"):
+        fit_logistic(X, y.astype(float), 1.0)
+    with pytest.raises(ValueError, match="score"):
+        linear_probe((X, y), (X, y), score="top5")
+
+
+# [Xu & Liu 2023] Table 1 (downstream accuracies %, MLO) and Table 2 (pretraining accuracy %, MLOG), verbatim
+TABLE1 = {
+    "tau=0.1": ([90.8, 95.03, 58.85, 64.73, 74.47, 93.1, 75.45, 77.14, 84.9, 62.44], 1.445),
+    "tau=0.2": ([91.52, 95.25, 57.5, 64.1, 74.41, 92.89, 75.41, 77.65, 85.58, 63.28], 1.459),
+    "tau=0.4": ([91.64, 94.66, 57.67, 64.42, 74.63, 92.58, 74.97, 77.1, 85.59, 63.3], 1.441),
+    "tau=0.6": ([91.74, 94.14, 57.54, 61.56, 76.22, 92.42, 74.86, 76.6, 85.2, 63.51], 1.421),
+    "tau=0.8": ([92.35, 93.52, 55.64, 61.6, 75.37, 92.37, 74.2, 76.07, 84.49, 62.74], 1.39),
+    "tau=1.0": ([91.7, 93.68, 55.37, 60.14, 73.99, 91.9, 74.42, 75.96, 85.82, 62.98], 1.375),
+    "lambda=2.5": ([90.86, 92.01, 51.07, 55.14, 74.36, 91.79, 72.9, 75.44, 85.19, 62.01], 1.282),
+    "lambda=3.75": ([90.87, 90.79, 47.81, 50.44, 76.01, 91.89, 72.19, 75.31, 82.97, 60.98], 1.22),
+    "lambda=5": ([90.51, 90.03, 45.12, 50.52, 74.41, 91.63, 71.84, 74.64, 82.63, 60.38], 1.174),
+    "lambda=7.5": ([89.33, 86.54, 44.52, 46.87, 73.14, 91.64, 71.19, 74.13, 81.23, 58.55], 1.08),
+    "lambda=10": ([89.92, 83.6, 43.39, 43.55, 72.5, 91.43, 70.29, 73.76, 78.25, 56.9], 1.008),
+}
+TABLE2 = {  # accuracy %, MLOG
+    "tau=0.1": (75.4, 0.3250),
+    "tau=0.2": (76.64, 0.2704),
+    "tau=0.4": (77.53, 0.2029),
+    "tau=0.6": (77.72, 0.1711),
+    "tau=0.8": (77.83, 0.1343),
+    "tau=1.0": (77.88, 0.1161),
+    "lambda=2.5": (77.52, 0.0440),
+    "lambda=3.75": (77.31, -0.0063),
+    "lambda=5": (77.29, -0.0507),
+    "lambda=7.5": (77.46, -0.1539),
+    "lambda=10": (77.65, -0.2375),
+}
+
+
+@pytest.mark.parametrize("run", list(TABLE1))
+def test_mlo_mlog_recompute_tables(run):
+    accs, mlo = TABLE1[run]
+    acc0, mlog_table = TABLE2[run]
+    # the tables round to 3-4 digits: 5e-4 is the rounding of the printed values
+    assert mean_log_odds(accs, percent=True) == pytest.approx(mlo, abs=5e-4)
+    assert mlog(accs, acc0, percent=True) == pytest.approx(mlog_table, abs=5e-4)
+    assert mlog(np.array(accs) / 100, acc0 / 100) == pytest.approx(mlog(accs, acc0, percent=True), abs=1e-14)
+
+
+def test_mlog_spec_examples_and_units():
+    assert mean_log_odds(TABLE1["tau=0.1"][0], percent=True) == pytest.approx(1.4452, abs=5e-5)
+    assert mlog(TABLE1["lambda=10"][0], 77.65, percent=True) == pytest.approx(-0.2373, abs=5e-5)
+    assert log_odds(0.5) == 0.0
+    assert log_odds([0.75]) == pytest.approx([np.log(3.0)])
+    with pytest.raises(ValueError, match="percent=True"):
+        mean_log_odds([90.8, 95.0])
+    with pytest.raises(ValueError, match="percentages"):
+        mlog([100.0], 50.0, percent=True)
+
+
+# ----------------------------------------------------------------------------------------------- the study
+def test_correlation_table_seed_means_and_spread():
+    from nclab.transfer.study import correlation_table
+
+    rows = []
+    for g, sign in (("a", 1.0), ("b", -1.0)):
+        for v in (1, 2, 3, 4):
+            for s in (0, 1):
+                noise = 0.1 if s == 0 else -0.1  # seeds disagree symmetrically: the seed means are exact
+                rows.append(
+                    {
+                        "group": g,
+                        "value": v,
+                        "seed": s,
+                        "m": float(v),
+                        "pretrain_accuracy": 0.5,
+                        "mlog": sign * v**2 + noise,
+                    }
+                )
+    table = {(c["group"], c["metric"]): c for c in correlation_table(rows, ["m"])}
+    x, y = np.array([1.0, 2, 3, 4]), np.array([1.0, 4, 9, 16])
+    assert table["a", "m"]["pearson_r"] == pytest.approx(np.corrcoef(x, y)[0, 1], abs=1e-12)
+    assert table["b", "m"]["pearson_r"] == pytest.approx(-np.corrcoef(x, y)[0, 1], abs=1e-12)
+    assert table["a", "m"]["spearman_rho"] == pytest.approx(1.0) and table["b", "m"]["spearman_rho"] == pytest.approx(
+        -1.0
+    )
+    assert table["a", "m"]["settings"] == 4 and table["pooled", "m"]["settings"] == 8
+    r0, r1 = np.corrcoef(x, y + 0.1)[0, 1], np.corrcoef(x, y - 0.1)[0, 1]
+    assert table["a", "m"]["r_seed_mean"] == pytest.approx((r0 + r1) / 2, abs=1e-12)
+    assert table["a", "m"]["r_seed_sd"] == pytest.approx(np.std([r0, r1], ddof=1), abs=1e-12)
+    assert np.isnan(table["a", "pretrain_accuracy"]["pearson_r"])  # constant: undefined, not 0
+
+
+def test_study_spec_validation_names_key():
+    from nclab.transfer.study import StudySpec
+
+    good = {
+        "name": "s",
+        "groups": [{"name": "tau", "axis": "loss.tau", "values": [0.5]}],
+        "downstream": [{"name": "t", "dataset": "digits"}],
+    }
+    spec = StudySpec.from_dict(good)
+    cfg = spec.run_config(spec.groups[0], 0.5, 3)
+    assert cfg.loss.tau == 0.5 and cfg.seed == 3
+    with pytest.raises(ValueError, match="unknown key"):
+        StudySpec.from_dict({**good, "group": []})
+    with pytest.raises(ValueError, match=r"groups\[0\] needs"):
+        StudySpec.from_dict({**good, "groups": [{"name": "tau"}]})
+    with pytest.raises(ValueError, match=r"downstream\[0\]: unknown"):
+        StudySpec.from_dict({**good, "downstream": [{"name": "t", "dataset": "digits", "clases": [1]}]})
+    with pytest.raises(ValueError, match="pooled"):
+        StudySpec.from_dict({**good, "groups": [{"name": "pooled", "axis": "loss.tau", "values": [1]}]})
+
+
+def test_make_task_resizes_rotates_and_standardises():
+    from nclab.transfer.study import make_task
+
+    task = make_task({"name": "d", "dataset": "digits", "transform": "rot90", "per_class": 10}, (1, 16, 16))
+    x = task.train[0]
+    assert tuple(x.shape) == (100, 1, 16, 16) and task.num_classes == 10
+    assert float(x.mean()) == pytest.approx(0.0, abs=1e-5) and float(x.std()) == pytest.approx(1.0, abs=1e-4)
+    plain = make_task({"name": "d", "dataset": "digits", "per_class": 10}, (1, 16, 16))
+    # the same images: rotating then standardising = standardising then rotating (statistics are rotation-invariant)
+    torch.testing.assert_close(x, torch.rot90(plain.train[0], 1, dims=(2, 3)))
+    with pytest.raises(ValueError, match="transform"):
+        make_task({"name": "d", "dataset": "digits", "transform": "flip"}, (1, 8, 8))
+
+
+def test_vci_transfer_tiny(tmp_path):
+    import csv
+
+    from nclab.experiments.registry import run
+
+    summary = run("vci-transfer", tmp_path, scale="tiny")
+    assert summary["runs"] == 6
+    rows = list(csv.DictReader((tmp_path / "table.csv").open()))
+    assert [r["run"] for r in rows] == [f"tau={t}-s0" for t in (0.2, 0.5, 1.0)] + [
+        f"lambda={w}-s0" for w in (2.5, 5.0, 10.0)
+    ]
+    for r in rows:
+        accs = [float(r["acc_heldout"]), float(r["acc_rot90"])]
+        assert float(r["mlo"]) == pytest.approx(mean_log_odds(accs), abs=1e-12)
+        assert float(r["mlog"]) == pytest.approx(mlog(accs, float(r["pretrain_accuracy"])), abs=1e-12)
+        assert 0 < float(r["vci"]) <= 1
+    corr = list(csv.DictReader((tmp_path / "correlations.csv").open()))
+    assert {c["group"] for c in corr} == {"tau", "lambda", "pooled"}
+    pooled_vci = next(c for c in corr if c["group"] == "pooled" and c["metric"] == "vci")
+    x = np.array([float(r["vci"]) for r in rows])
+    y = np.array([float(r["mlog"]) for r in rows])
+    assert float(pooled_vci["pearson_r"]) == pytest.approx(np.corrcoef(x, y)[0, 1], abs=1e-9)
+    assert (tmp_path / "fig7.png").read_bytes()[:4] == b"\x89PNG"
+    assert "Fig. 7" in (tmp_path / "report.html").read_text()
+    # finished runs are reused: a second run retrains nothing and reproduces the table
+    mtimes = {p: p.stat().st_mtime_ns for p in (tmp_path / "runs").glob("*/checkpoints/last.pt")}
+    run("vci-transfer", tmp_path, scale="tiny")
+    assert {p: p.stat().st_mtime_ns for p in mtimes} == mtimes
+    assert list(csv.DictReader((tmp_path / "table.csv").open())) == rows
+
+
+# ------------------------------------------------------------------------------------------------- the CLI
+def test_cli_probe_matches_library(tmp_path):
+    import json
+
+    from typer.testing import CliRunner
+
+    from nclab.cli import app
+    from nclab.metrics import collapse_report
+    from nclab.stats import ClassStats
+
+    rng = np.random.default_rng(7)
+    y = np.repeat(np.arange(4), 50)  # balanced: the default weighting's metrics without an imbalance warning
+    H = rng.normal(size=(200, 6)) + 2 * rng.normal(size=(4, 6))[y]
+    np.save(tmp_path / "H.npy", H)
+    np.save(tmp_path / "y.npy", y)
+    task = tmp_path / "task"
+    task.mkdir()
+    Xtr, ytr = _blobs(K=3, d=6, N=150, sep=1.0, seed=8)
+    Xte, yte = _blobs(K=3, d=6, N=90, sep=1.0, seed=9)
+    for split, (X, lab) in {"train": (Xtr, ytr), "test": (Xte, yte)}.items():
+        np.save(task / f"{split}_features.npy", X.astype(np.float32))
+        np.save(task / f"{split}_labels.npy", lab)
+    res = CliRunner().invoke(
+        app,
+        [
+            "probe",
+            str(tmp_path / "H.npy"),
+            str(tmp_path / "y.npy"),
+            "-d",
+            f"t={task}",
+            "-p",
+            "0.8",
+            "--lams",
+            "1e-3:1:4",
+            "--json",
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.output)
+    ref = linear_probe((Xtr.astype(np.float32), ytr), (Xte.astype(np.float32), yte), lams=np.logspace(-3, 0, 4))
+    assert out["tasks"]["t"]["accuracy"] == ref.accuracy and out["tasks"]["t"]["lam"] == ref.lam
+    assert out["mlog"] == pytest.approx(mlog([ref.accuracy], 0.8), abs=1e-12)
+    assert out["metrics"]["vci"] == pytest.approx(collapse_report(ClassStats.from_arrays(H, y))["vci"], rel=1e-9)
+    bad = CliRunner().invoke(app, ["probe", str(tmp_path / "H.npy"), str(tmp_path / "y.npy"), "-d", "nofolder"])
+    assert bad.exit_code != 0 and "NAME=FOLDER" in bad.output
