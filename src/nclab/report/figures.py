@@ -45,6 +45,7 @@ __all__ = [
     "figure_png",
     "heatmap_figure",
     "layers_of",
+    "log_ticks",
     "series",
     "train_test_figure",
 ]
@@ -109,6 +110,20 @@ def _log_ok(metric: str, values: np.ndarray) -> bool:
     return direction == "lower" and finite.size > 0 and bool(np.all(finite > 0))
 
 
+def log_ticks(ax: plt.Axes, axis: str = "y") -> None:
+    """Give a log axis at least three tick labels: every integer multiple of the powers of ten within one decade,
+    1, 2 and 5 times them below three decades, the powers of ten beyond (matplotlib's default labels only the
+    powers of ten, two labels for an axis spanning 0.02 to 2)."""
+    target = ax.yaxis if axis == "y" else ax.xaxis
+    lo, hi = ax.get_ylim() if axis == "y" else ax.get_xlim()
+    decades = math.log10(hi / lo) if lo > 0 and hi > lo else math.inf
+    if decades < 3:
+        subs = tuple(float(k) for k in range(1, 10)) if decades < 1 else (1.0, 2.0, 5.0)
+        target.set_major_locator(LogLocator(base=10, subs=subs, numticks=100))
+        target.set_major_formatter(LogFormatterSciNotation(labelOnlyBase=False, minor_thresholds=(math.inf, math.inf)))
+    target.set_minor_locator(NullLocator())
+
+
 def _decorate(ax: plt.Axes, metric: str, zero_epoch: int | None, log: bool) -> None:
     ax.set_xscale("symlog", linthresh=1.0)
     # margins computed on the linear axis (e.g. around an axvline drawn before the scale switch) would show
@@ -118,12 +133,7 @@ def _decorate(ax: plt.Axes, metric: str, zero_epoch: int | None, log: bool) -> N
         ax.set_xlim(-0.3, right)
     if log:
         ax.set_yscale("log")
-        # 1-2-5 major ticks: values spanning less than a decade still get labelled (minor ticks are off below)
-        ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
-        lo, hi = ax.get_ylim()
-        if lo > 0 and hi / lo < 10:  # within a decade 1-2-5 can leave one label: label every integer multiple
-            ax.yaxis.set_major_locator(LogLocator(base=10, subs=tuple(range(1, 10))))
-            ax.yaxis.set_major_formatter(LogFormatterSciNotation(labelOnlyBase=False))
+        log_ticks(ax)
     if zero_epoch is not None:  # explained in the captions: no legend entry of its own
         ax.axvline(zero_epoch, color="red", lw=1.2, ls="--")
     ax.set_title(_LABELS.get(metric, metric), fontsize=_FONTS["title"])
