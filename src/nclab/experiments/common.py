@@ -1,8 +1,8 @@
 """What the experiment modules share: scales, figures as PNG bytes, CSV tables and HTML tables of rows.
 
 Figures follow the readability rule of :mod:`nclab.report.figures`: :func:`pyplot` sets every font to at least
-:data:`~nclab.report.figures.MIN_FONT_PT` points and lays figures out with constrained layout (so a suptitle
-never overlaps the panel titles); :func:`png` renders at :data:`~nclab.report.figures.FIGURE_DPI` and at most
+:data:`~nclab.report.figures.MIN_FONT_PT` points; :func:`png` lays figures out with constrained layout (so a
+suptitle never overlaps the panel titles) and renders at :data:`~nclab.report.figures.FIGURE_DPI` and at most
 :data:`~nclab.report.figures.MAX_WIDTH_IN` inches wide, so reports show the PNG at 1:1 in a 1280-px window
 with text of at least ``MIN_FONT_PT * FIGURE_DPI / 72`` = 12.5 px.
 """
@@ -31,7 +31,7 @@ def check_scale(scale: str, scales: Sequence[str] = SCALES) -> None:
 
 
 def pyplot() -> Any:
-    """``matplotlib.pyplot`` on the Agg backend with the report font sizes and constrained layout.
+    """``matplotlib.pyplot`` on the Agg backend with the report font sizes (:func:`png` adds constrained layout).
 
     Experiments only write files, so matplotlib is imported on first figure; the rc settings are global because
     tick labels are created when a figure is drawn, after any ``rc_context`` around its construction has ended.
@@ -53,7 +53,6 @@ def pyplot() -> Any:
             "legend.fontsize": MIN_FONT_PT,
             "legend.title_fontsize": MIN_FONT_PT,
             "figure.titlesize": MIN_FONT_PT + 3,
-            "figure.constrained_layout.use": True,
         }
     )
     return plt
@@ -82,6 +81,8 @@ def png(fig: Any, path: Path | None = None) -> bytes:
     """
     from nclab.report.figures import FIGURE_DPI, MAX_WIDTH_IN
 
+    if fig.get_layout_engine() is None:  # set here, not in rcParams: report figures choose their own layout
+        fig.set_layout_engine("constrained")
     w, h = fig.get_size_inches()
     if w > MAX_WIDTH_IN:
         fig.set_size_inches(MAX_WIDTH_IN, h)

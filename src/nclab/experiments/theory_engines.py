@@ -130,7 +130,7 @@ def plot_decomposition(rows: Sequence[dict[str, float]], x_key: str = "epoch", z
     for key, label, colour in curves:
         ax.semilogy(x, [max(r[key], 1e-300) for r in rows], color=colour, label=label)
     if zero_error is not None:
-        ax.axvline(zero_error, color="red", lw=1.2, ls="--", label=f"zero training error ({x_key} {zero_error})")
+        ax.axvline(zero_error, color="red", lw=1.2, ls="--", label=f"zero training error ({x_key} {zero_error:g})")
     ax.set_xlabel(x_key)
     ax.set_ylabel("loss term")
     log_ticks(ax)
@@ -163,7 +163,8 @@ def mse_decomposition_ufm(out: Path, scale: str, seed: int) -> dict:
     write_csv(out / "decomposition.csv", rows)
     zero = next((r["step"] for r in rows if r["train_error"] == 0), None)
     fig = plot_decomposition(rows, "step", zero)
-    figures = [("L, L_NC1, L_NC2/3, L_perp vs GD step (log y); red: first zero-error step", png(fig, out / "fig2.png"))]
+    caption = "L, L_NC1, L_NC2/3, L_perp vs GD step (log y); red dashed: first zero-error step"
+    figures = [(caption, png(fig, out / "fig2.png"))]
     last = rows[-1]
     after = [r for r in rows if zero is not None and r["step"] >= zero]
     summary = {

@@ -111,7 +111,7 @@ def run_demo(
         out / "report.html",
         "nclab demo: neural collapse of an MLP on digits, MSE vs CE",
         [("Runs", body)],
-        [(f"MSE vs CE at layer {pen} (dotted lines: zero-error epochs)", fig)],
+        [(f"MSE vs CE at the penultimate layer ({pen}); dotted lines: zero-error epochs", fig)],
     )
 
 
@@ -191,7 +191,8 @@ def fashion_mnist_cnn(out: Path, scale: str, seed: int) -> dict[str, Any]:
     metrics = ["nc1", "equinorm", "equiangularity", "max_angle", "self_duality", "ncc_mismatch"]
     figs = [
         (
-            f"[Han et al. 2022, Figs. 3-8] / 10 analogues at layer {pen}, train split (dotted: zero-error epochs)",
+            f"[Han et al. 2022, Figs. 3-8] / 10 analogues at the penultimate layer ({pen}), train split "
+            "(dotted: zero-error epochs)",
             compare_figure({k.upper(): (r.rows, r.zero_error_epoch) for k, r in runs.items()}, metrics, pen),
         ),
         (

@@ -111,17 +111,25 @@ def _log_ok(metric: str, values: np.ndarray) -> bool:
 
 
 def log_ticks(ax: plt.Axes, axis: str = "y") -> None:
-    """Give a log axis at least three tick labels: every integer multiple of the powers of ten within one decade,
-    1, 2 and 5 times them below three decades, the powers of ten beyond (matplotlib's default labels only the
-    powers of ten, two labels for an axis spanning 0.02 to 2)."""
+    """Give a log axis at least three tick labels where it spans less than three decades.
+
+    Matplotlib labels only the powers of ten, so an axis from 0.02 to 2 shows two labels. The major ticks are
+    the first of 1, {1, 2, 5}, {1, 2, 3, 5} or every integer multiple of the powers of ten that puts three
+    ticks inside the axis, all labelled; minor ticks are off (they dominate layout time on log axes).
+    """
     target = ax.yaxis if axis == "y" else ax.xaxis
     lo, hi = ax.get_ylim() if axis == "y" else ax.get_xlim()
-    decades = math.log10(hi / lo) if lo > 0 and hi > lo else math.inf
-    if decades < 3:
-        subs = tuple(float(k) for k in range(1, 10)) if decades < 1 else (1.0, 2.0, 5.0)
+    target.set_minor_locator(NullLocator())
+    if not (lo > 0 and hi > lo):
+        return
+    powers = 10.0 ** np.arange(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1)
+    for subs in ((1.0,), (1.0, 2.0, 5.0), (1.0, 2.0, 3.0, 5.0), tuple(float(k) for k in range(1, 10))):
+        ticks = np.outer(powers, subs).ravel()
+        if np.count_nonzero((ticks >= lo) & (ticks <= hi)) >= 3:
+            break
+    if subs != (1.0,):
         target.set_major_locator(LogLocator(base=10, subs=subs, numticks=100))
         target.set_major_formatter(LogFormatterSciNotation(labelOnlyBase=False, minor_thresholds=(math.inf, math.inf)))
-    target.set_minor_locator(NullLocator())
 
 
 def _decorate(ax: plt.Axes, metric: str, zero_epoch: int | None, log: bool) -> None:
