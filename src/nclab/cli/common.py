@@ -42,6 +42,7 @@ __all__ = [
     "make_app",
     "num_classes_option",
     "parse_key_values",
+    "parse_lams",
     "per_class_option",
     "set_debug",
     "user_errors",
@@ -154,6 +155,21 @@ def parse_key_values(items: Sequence[str] | None, option: str, known: Sequence[s
         if known is not None and key not in known:
             raise typer.BadParameter(f"unknown key {key!r}; known: {', '.join(known)}", param_hint=option)
         out[key] = value.strip()
+    return out
+
+
+def parse_lams(
+    items: Sequence[str] | None, known: Sequence[str], defaults: Mapping[str, float] | None = None
+) -> dict[str, float]:
+    """``--lam KEY=VALUE`` items merged over ``defaults``: a partial ``--lam`` keeps the documented default of every
+    key it does not name. An unknown key, a malformed item or a value that is not a number raises
+    ``typer.BadParameter`` naming it (exit 2)."""
+    out = dict(defaults or {})
+    for key, value in parse_key_values(items, "--lam", known).items():
+        try:
+            out[key] = float(value)
+        except ValueError:
+            raise typer.BadParameter(f"{key}={value!r}: {value!r} is not a number", param_hint="--lam") from None
     return out
 
 
