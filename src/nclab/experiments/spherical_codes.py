@@ -29,7 +29,11 @@ HEXAGON_CLASSES = ("automobile", "cat", "deer", "dog", "horse", "truck")
 
 
 # ------------------------------------------------------------------------------------------------ d = 2 codes
-@register("gnc-d2-codes", summary="d=2 UFM codes, spherical constraint vs weight decay (Fig. B.1/B.2)", paper="003")
+@register(
+    "gnc-d2-codes",
+    summary="d=2 UFM codes, spherical constraint vs weight decay (Fig. B.1/B.2)",
+    paper="[Jiang et al. 2024]",
+)
 def d2_codes(out: Path, scale: str, seed: int) -> dict[str, Any]:
     from nclab.ufm.spherical import ce_ufm_sphere, wd_ufm
 
@@ -97,7 +101,7 @@ def d2_codes(out: Path, scale: str, seed: int) -> dict[str, Any]:
 
 # ------------------------------------------------------------------------------------------ max cos vs tau
 @register("gnc-tau-maxcos", summary="CE-UFM max cosine vs tau at (d,K)=(3,7) with the HardMax line (Fig. C.1)",
-          paper="003")  # fmt: skip
+          paper="[Jiang et al. 2024]")  # fmt: skip
 def tau_maxcos(out: Path, scale: str, seed: int) -> dict[str, Any]:
     from nclab.geometry.codes import softmax_code_search
     from nclab.ufm.spherical import ce_ufm_sphere
@@ -145,7 +149,7 @@ def tau_maxcos(out: Path, scale: str, seed: int) -> dict[str, Any]:
 
 # --------------------------------------------------------------------------------------- bounds vs d, K=1000
 @register("gnc-bounds-vs-d", summary="numerical Softmax Code optimum and Thm 3.9 bounds vs d (Fig. 3, theory part)",
-          paper="003")  # fmt: skip
+          paper="[Jiang et al. 2024]")  # fmt: skip
 def bounds_vs_d(out: Path, scale: str, seed: int) -> dict[str, Any]:
     from nclab.geometry.codes import softmax_code_search
 
@@ -206,7 +210,7 @@ def bounds_vs_d(out: Path, scale: str, seed: int) -> dict[str, Any]:
 
 # ------------------------------------------------------------------------------------------------ assignments
 @register("gnc-assignment", summary="class-to-code assignments up to symmetry: square 3, hexagon 60 / 15 pairings",
-          paper="003")  # fmt: skip
+          paper="[Jiang et al. 2024]")  # fmt: skip
 def assignment(out: Path, scale: str, seed: int) -> dict[str, Any]:
     check_scale(scale)
     del seed  # deterministic enumeration

@@ -47,7 +47,7 @@ _FLOW_SCALES = {
 @register(
     "central-path-flow",
     summary="renormalised central-path flow, both projections vs the two closed forms (omega_j(t), max/min, ETF)",
-    paper="004",
+    paper="[Han et al. 2022]",
 )
 def central_path_flow(out: Path, scale: str, seed: int) -> dict:
     from nclab.theory.central_path import simulate
@@ -142,7 +142,7 @@ def plot_decomposition(rows: Sequence[dict[str, float]], x_key: str = "epoch", z
     "mse-decomposition-ufm",
     summary="[Han et al. 2022, Fig. 2] analogue: MSE decomposition L = L_NC1 + L_NC2/3 + L_perp "
     "along joint GD on the UFM",
-    paper="004",
+    paper="[Han et al. 2022]",
 )
 def mse_decomposition_ufm(out: Path, scale: str, seed: int) -> dict:
     from nclab.theory.joint_gd import joint_gd
@@ -263,7 +263,7 @@ _GEO_SCALES = {
     "geodesic-digits",
     summary="[Wang et al. 2024, Fig. 3] analogue: per-block PFC1/2/3 of an FC ResNet on digits "
     "vs the geodesic prediction",
-    paper="002",
+    paper="[Wang et al. 2024]",
 )
 def geodesic_digits(out: Path, scale: str, seed: int) -> dict:
     from nclab.data import load_digits

@@ -170,7 +170,7 @@ def _fashion_cfg(scale: str, seed: int, loss: str) -> Any:
     "fashion-mnist-cnn",
     summary="Fashion-MNIST subset, small CNN, MSE vs CE past zero training error: NC1-NC4 per epoch "
     "([Han et al. 2022] at CPU scale)",
-    paper="004",
+    paper="[Han et al. 2022]",
 )
 def fashion_mnist_cnn(out: Path, scale: str, seed: int) -> dict[str, Any]:
     from nclab.report.figures import compare_figure
@@ -219,7 +219,7 @@ def fashion_mnist_cnn(out: Path, scale: str, seed: int) -> dict[str, Any]:
 @register(
     "digits-mlp-demo",
     summary="The nclab demo: MLP on the embedded digits, MSE and CE past zero training error",
-    paper="004",
+    paper="[Han et al. 2022]",
     scales=("tiny", "cpu"),
 )
 def digits_mlp_demo(out: Path, scale: str, seed: int) -> dict[str, Any]:

@@ -37,7 +37,7 @@ _FIG_MODELS = {
 @register(
     "ufm-figures",
     summary="[Tirer & Bruna 2022, Figs. 1-4]: GD objective and NC1/NC2/NC3 per feature level",
-    paper="001",
+    paper="[Tirer & Bruna 2022]",
 )
 def figures_001(out: Path, scale: str, seed: int) -> dict[str, Any]:
     check_scale(scale)
@@ -91,7 +91,9 @@ def figures_001(out: Path, scale: str, seed: int) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------------------------- threshold sweeps
-@register("ufm-threshold-sweep", summary="lambda vs L*: closed form (line) vs L-BFGS (points)", paper="001")
+@register(
+    "ufm-threshold-sweep", summary="lambda vs L*: closed form (line) vs L-BFGS (points)", paper="[Tirer & Bruna 2022]"
+)
 def threshold_sweep(out: Path, scale: str, seed: int) -> dict[str, Any]:
     check_scale(scale)
     K, n, d = 4, 3, 8
@@ -148,7 +150,9 @@ def threshold_sweep(out: Path, scale: str, seed: int) -> dict[str, Any]:
 
 # ---------------------------------------------------------------------------------------------- init scale
 @register(
-    "ufm-init-scale", summary="3-factor model: GD init scale vs outcome (origin, optimum, divergence)", paper="001"
+    "ufm-init-scale",
+    summary="3-factor model: GD init scale vs outcome (origin, optimum, divergence)",
+    paper="[Tirer & Bruna 2022]",
 )
 def init_scale_study(out: Path, scale: str, seed: int) -> dict[str, Any]:
     check_scale(scale)
@@ -195,7 +199,9 @@ def init_scale_study(out: Path, scale: str, seed: int) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------------------------- Thm 5.1
-@register("ufm-thm51", summary="Thm 5.1 Monte Carlo: ||W_hat - f W*||/||W*|| vs n (slope -1/2)", paper="001")
+@register(
+    "ufm-thm51", summary="Thm 5.1 Monte Carlo: ||W_hat - f W*||/||W*|| vs n (slope -1/2)", paper="[Tirer & Bruna 2022]"
+)
 def thm51_monte_carlo(out: Path, scale: str, seed: int) -> dict[str, Any]:
     check_scale(scale)
     K, d, lam_W, nlam_H, sigma = 4, 20, 0.01, 0.02, 0.3  # [Tirer & Bruna 2022]
@@ -241,7 +247,7 @@ def _pfc(H: np.ndarray, K: int, n: int) -> dict[str, float]:
 @register(
     "mufm-tradeoff",
     summary="[Wang et al. 2024, Figs. 4-5]: MUFM vs UFM optima and metrics vs lambda/lambda_W",
-    paper="002",
+    paper="[Wang et al. 2024]",
 )
 def mufm_tradeoff(out: Path, scale: str, seed: int) -> dict[str, Any]:
     check_scale(scale)
