@@ -28,6 +28,7 @@ from typing import Any, NoReturn
 import typer
 from rich.console import Console
 from rich.markup import escape
+from typer.core import TyperGroup
 
 __all__ = [
     "USER_ERRORS",
@@ -71,12 +72,33 @@ def set_debug(on: bool) -> None:
     _debug["on"] = bool(on)
 
 
+class _Group(TyperGroup):
+    """A command group whose ``-h/--help`` option, and its commands', shows as a plain flag (Typer prints
+    ``<bool>`` beside an option without a metavar)."""
+
+    # typer vendors its own click: its classes are annotated as Any rather than importing a private module
+    def get_help_option(self, ctx: Any) -> Any:
+        option = super().get_help_option(ctx)
+        if option is not None:
+            option.metavar = ""
+        return option
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        command = super().get_command(ctx, cmd_name)
+        if command is not None and not isinstance(command, TyperGroup):
+            option = command.get_help_option(ctx)  # cached by the command: the metavar set here is the one shown
+            if option is not None:
+                option.metavar = ""
+        return command
+
+
 def make_app(name: str, help: str) -> typer.Typer:
     """A Typer app with nclab's settings (help on no arguments and on ``-h``, no completion, no locals in
-    tracebacks)."""
+    tracebacks, help options shown as plain flags)."""
     return typer.Typer(
         name=name,
         help=help,
+        cls=_Group,
         no_args_is_help=True,
         add_completion=False,
         pretty_exceptions_show_locals=False,
