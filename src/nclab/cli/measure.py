@@ -200,7 +200,10 @@ def measure_command(
     fmt: Annotated[OutputFormat, format_option()] = OutputFormat.table,
     batch_size: Annotated[int, typer.Option(help="rows per streamed chunk")] = 8192,
 ) -> None:
-    """Report every collapse metric of saved features (streamed; memory-mapped .npy never loads whole)."""
+    """Report every collapse metric of saved features (streamed; memory-mapped .npy never loads whole).
+
+    `nclab metrics list` describes the metrics (their NC1-NC4 / PFC / GNC label, direction, definition and
+    citation); "collapse is" says whether lower or higher values mean more collapse."""
     from nclab.io.arrays import load_array
     from nclab.stats import EmptyClassError
 
