@@ -78,7 +78,18 @@ def test_convention_switches(tmp_path, data):
     want = _expected(H, y, conventions={"cdnv_exponent": 2})["cdnv"]
     assert d2["cdnv"] == pytest.approx(want, rel=1e-12)
     bad = runner.invoke(app, [*base, "-c", "nc1_scale=2"])
-    assert bad.exit_code != 0 and "unknown convention" in bad.output
+    assert bad.exit_code == 2 and "unknown key 'nc1_scale'" in bad.output and "nc1_normalize" in bad.output
+    for item, allowed in (
+        ("nc1_normalize=foo", "true or false"),
+        ("weighting=uniform", "balanced or empirical"),
+        ("cdnv_exponent=3", "1 or 2"),
+        ("pinv_rank=0", "an int >= 1"),
+    ):
+        bad = runner.invoke(app, [*base, "-c", item])
+        key, value = item.split("=")
+        assert bad.exit_code == 2 and f"{key}='{value}' is not accepted" in bad.output and allowed in bad.output
+    ok = runner.invoke(app, [*base, "-c", "pinv_rank=numerical", "-c", "self_duality_variant=gram"])
+    assert ok.exit_code == 0, ok.output
 
 
 def test_measure_errors_are_clear(tmp_path, data):
@@ -90,7 +101,7 @@ def test_measure_errors_are_clear(tmp_path, data):
     res = runner.invoke(app, ["measure", str(tmp_path / "missing.npy"), str(tmp_path / "y.npy")])
     assert res.exit_code == 2 and "no such file" in res.output
     np.save(tmp_path / "y.npy", y)
-    res = runner.invoke(app, ["measure", str(tmp_path / "h.npy"), str(tmp_path / "y.npy"), "-k", "6"])
+    res = runner.invoke(app, ["measure", str(tmp_path / "h.npy"), str(tmp_path / "y.npy"), "-K", "6"])
     assert res.exit_code == 2 and "classes 4, 5" in res.output
 
 

@@ -130,3 +130,45 @@ def test_version_and_short_help():
     assert res.exit_code == 0 and res.stdout.strip() == f"nclab {__version__}"
     res = runner.invoke(app, ["train", "-h"])
     assert res.exit_code == 0 and "Usage" in res.stdout
+
+
+def _help(*args: str) -> str:
+    res = runner.invoke(app, [*args, "-h"], env={"COLUMNS": "200"}, terminal_width=200)
+    assert res.exit_code == 0, res.output
+    return res.output
+
+
+def test_one_cli_vocabulary():
+    """-K/--num-classes, -n/--per-class, -d/--dim and -f/--format table|json|csv wherever a command takes them;
+    no older spelling left; flags without a <bool> placeholder."""
+    for cmd, names in (
+        (("ufm", "solve"), ("--num-classes", "--per-class", "--dim", "--format", "--lam", "--lam-convention")),
+        (("theory", "simulate"), ("--num-classes", "--per-class", "--dim", "--format")),
+        (("theory", "decompose"), ("--num-classes", "--format", "--lam", "--objective")),
+        (("codes", "softmax"), ("--num-classes", "--dim", "--format")),
+        (("codes", "bounds"), ("--num-classes", "--dim", "--format")),
+        (("measure",), ("--num-classes", "--format", "--convention")),
+        (("metrics", "list"), ("--format",)),
+        (("experiment", "run"), ("--format",)),
+    ):
+        text = _help(*cmd)
+        for name in names:
+            assert name in text, (cmd, name)
+        for old in ("--K ", "--d ", "--n ", "--json", "--classes", "-C ", "-P "):
+            assert old not in text, (cmd, old)
+        if "--format" in names:
+            assert "csv" in text, cmd
+    for cmd in (("train",), ("demo",), (), ("ufm",), ("ufm", "solve"), ("measure",), ("experiment", "run")):
+        text = _help(*cmd)
+        assert "--help" in text and "<bool>" not in text, cmd
+
+
+def test_experiment_list_shows_expected_durations():
+    from nclab.experiments import list_experiments
+
+    res = runner.invoke(app, ["experiment", "list"], terminal_width=200)
+    assert res.exit_code == 0
+    for exp in list_experiments():
+        assert exp.durations.get("tiny"), exp.name  # every experiment's tiny scale has been timed
+        assert set(exp.durations) <= set(exp.scales)
+    assert "tiny: ~5 s" in res.output and "not timed" in res.output

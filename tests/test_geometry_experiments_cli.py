@@ -44,7 +44,7 @@ def test_d2_codes_experiment(tmp_path):
 
 
 def test_cli_bounds_json():
-    res = runner.invoke(app, ["bounds", "--d", "10", "--K", "100", "--format", "json"])
+    res = runner.invoke(app, ["bounds", "-d", "10", "-K", "100", "--format", "json"])
     assert res.exit_code == 0, res.output
     rows = json.loads(res.output)
     assert rows[0]["lower"] == pytest.approx(0.16970, abs=1e-5) and rows[0]["valid"] is True
@@ -52,18 +52,18 @@ def test_cli_bounds_json():
 
 def test_cli_softmax_and_tammes(tmp_path):
     out = tmp_path / "code.npy"
-    res = runner.invoke(app, ["softmax", "--d", "3", "--K", "4", "--restarts", "1", "--steps", "300",
+    res = runner.invoke(app, ["softmax", "-d", "3", "-K", "4", "--restarts", "1", "--steps", "300",
                               "--out", str(out), "--format", "json"])  # fmt: skip
     assert res.exit_code == 0, res.output
     info = json.loads(res.output)
     assert info["rho_one_vs_rest"] == pytest.approx(4 / 3, abs=1e-4)
     assert np.load(out).shape == (4, 3)
-    res = runner.invoke(app, ["tammes", "--d", "3", "--K", "6", "--restarts", "1", "--steps", "300"])
+    res = runner.invoke(app, ["tammes", "--dim", "3", "--num-classes", "6", "--restarts", "1", "--steps", "300"])
     assert res.exit_code == 0, res.output
     assert "min_angle_deg" in res.output
 
 
 def test_cli_rejects_bad_input():
-    res = runner.invoke(app, ["bounds", "--d", "1", "--K", "10"])
+    res = runner.invoke(app, ["bounds", "-d", "1", "-K", "10"])
     assert res.exit_code != 0
     assert "d >= 2" in res.output

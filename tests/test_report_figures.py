@@ -80,3 +80,30 @@ def test_run_report_is_self_contained(tmp_path):
     text = path.read_text()
     assert len(re.findall(r'src="data:image/png;base64,', text)) == 5  # loss, penultimate, layers, heatmap, train/test
     assert not re.search(r'(src|href)="(https?:)?//', text)  # no external asset
+
+
+def test_log_axes_get_at_least_three_tick_labels():
+    """An axis spanning 0.02 to 2 (two decades) gets the 1-2-5 labels, not only 10^-1 and 10^0; one within a
+    decade gets every integer multiple; trace_ratio and self_duality panels use the same rule."""
+    import matplotlib.pyplot as plt
+
+    from nclab.report.figures import log_ticks
+
+    for (lo, hi), at_least in (((0.02, 2.0), 7), ((0.3, 0.5), 3), ((1e-8, 1.0), 9)):
+        fig, ax = plt.subplots()
+        ax.semilogy([0, 1], [lo, hi])
+        log_ticks(ax)
+        fig.canvas.draw()
+        y0, y1 = ax.get_ylim()
+        shown = [t for t in ax.get_yticklabels() if t.get_text() and y0 <= t.get_position()[1] <= y1]
+        assert len(shown) >= at_least, (lo, hi, [t.get_text() for t in shown])
+        plt.close(fig)
+    rows = [
+        MetricRow(e, "train", "b", m, 2.0 / (e + 1) ** 2) for e in (0, 1, 3, 9) for m in ("trace_ratio", "self_duality")
+    ]
+    fig = curves_figure(rows, ["trace_ratio", "self_duality"])
+    fig.canvas.draw()
+    for ax in fig.axes:
+        y0, y1 = ax.get_ylim()
+        assert len([t for t in ax.get_yticklabels() if t.get_text() and y0 <= t.get_position()[1] <= y1]) >= 3
+    plt.close(fig)

@@ -23,15 +23,21 @@ def test_cli_decompose_matches_library(tmp_path, rng):
     for name, arr in (("h", H), ("y", y), ("w", W), ("b", b)):
         np.save(tmp_path / f"{name}.npy", arr)
     args = [str(tmp_path / "h.npy"), str(tmp_path / "y.npy"), "-w", str(tmp_path / "w.npy")]
-    res = runner.invoke(app, ["decompose", *args, "-b", str(tmp_path / "b.npy"), "--weight-decay", "0.02", "--json"])
+    res = runner.invoke(
+        app, ["decompose", *args, "-b", str(tmp_path / "b.npy"), "--weight-decay", "0.02", "-f", "json"]
+    )
     assert res.exit_code == 0, res.output
     got = json.loads(res.output)
     ref = mse_decomposition(H, y, W, b, weight_decay=0.02, convention="mse_mean")
     for key in ("L", "L_LS", "L_NC1", "L_NC23", "L_perp"):
         assert got[key] == pytest.approx(ref[key], rel=1e-12)
     assert got["lambda"] == pytest.approx(C * 0.02 / 2)
-    table = runner.invoke(app, ["decompose", *args, "--lam", "0.1"])
+    table = runner.invoke(app, ["decompose", *args, "--lam", "W=0.1"])
     assert table.exit_code == 0 and "L_perp" in table.output
+    as_json = json.loads(runner.invoke(app, ["decompose", *args, "--lam", "W=0.1", "-f", "json"]).output)
+    assert as_json["lambda"] == 0.1
+    unknown = runner.invoke(app, ["decompose", *args, "--lam", "Q=1"])
+    assert unknown.exit_code == 2 and "'Q'" in unknown.output and "known: W" in unknown.output
     bad = runner.invoke(
         app, ["decompose", str(tmp_path / "h.npy"), str(tmp_path / "y.npy"), "-w", str(tmp_path / "b.npy")]
     )
@@ -40,13 +46,13 @@ def test_cli_decompose_matches_library(tmp_path, rng):
 
 def test_cli_simulate(tmp_path):
     res = runner.invoke(
-        app, ["simulate", "-C", "3", "-N", "4", "-P", "3", "--t-end", "100", "--checkpoints", "3", "--json"]
+        app, ["simulate", "-K", "3", "-n", "4", "-d", "3", "--t-end", "100", "--checkpoints", "3", "-f", "json"]
     )
     assert res.exit_code == 0, res.output
     rows = json.loads(res.output)
     last = rows[-1]
     assert last["omega_1"] == pytest.approx(last["omega_1_oblique"], rel=1e-6)
-    bad = runner.invoke(app, ["simulate", "-C", "4", "-N", "2", "-P", "6"])
+    bad = runner.invoke(app, ["simulate", "--num-classes", "4", "--per-class", "2", "--dim", "6"])
     assert bad.exit_code == 2 and "K n - K >= d" in bad.output
 
 

@@ -12,7 +12,7 @@ FMNIST = Path("/usr/share/datasets/fashion-mnist")
 
 
 def test_registered():
-    assert get("fashion-mnist-cnn").paper == "004" and "tiny" in get("digits-mlp-demo").scales
+    assert get("fashion-mnist-cnn").paper == "[Han et al. 2022]" and "tiny" in get("digits-mlp-demo").scales
 
 
 @pytest.mark.skipif(not FMNIST.is_dir(), reason="Fashion-MNIST not installed (apt-get install dataset-fashion-mnist)")

@@ -301,13 +301,14 @@ def test_cli_probe_matches_library(tmp_path):
             "probe",
             str(tmp_path / "H.npy"),
             str(tmp_path / "y.npy"),
-            "-d",
+            "-t",
             f"t={task}",
             "-p",
             "0.8",
             "--lams",
             "1e-3:1:4",
-            "--json",
+            "-f",
+            "json",
         ],
     )
     assert res.exit_code == 0, res.output
@@ -316,5 +317,5 @@ def test_cli_probe_matches_library(tmp_path):
     assert out["tasks"]["t"]["accuracy"] == ref.accuracy and out["tasks"]["t"]["lam"] == ref.lam
     assert out["mlog"] == pytest.approx(mlog([ref.accuracy], 0.8), abs=1e-12)
     assert out["metrics"]["vci"] == pytest.approx(collapse_report(ClassStats.from_arrays(H, y))["vci"], rel=1e-9)
-    bad = CliRunner().invoke(app, ["probe", str(tmp_path / "H.npy"), str(tmp_path / "y.npy"), "-d", "nofolder"])
+    bad = CliRunner().invoke(app, ["probe", str(tmp_path / "H.npy"), str(tmp_path / "y.npy"), "-t", "nofolder"])
     assert bad.exit_code != 0 and "NAME=FOLDER" in bad.output

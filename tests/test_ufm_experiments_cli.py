@@ -50,17 +50,18 @@ def test_cli_solve_side_by_side():
             "solve",
             "--model",
             "mse-bias-free",
-            "--K",
+            "-K",
             "4",
-            "--n",
+            "-n",
             "10",
-            "--d",
+            "-d",
             "20",
             "--lam",
             "W=0.01",
             "--lam",
             "H=0.02",
-            "--json",
+            "-f",
+            "json",
         ],
     )
     assert r.exit_code == 0, r.output
@@ -70,7 +71,30 @@ def test_cli_solve_side_by_side():
     assert out["H class-mean Gram: diag"]["numeric"] == pytest.approx(
         out["H class-mean Gram: diag"]["theory"], rel=1e-6
     )
-    r = runner.invoke(app, ["solve", "--model", "extended-linear", "--K", "3", "--solver", "gd", "--iters", "50"])
+    r = runner.invoke(
+        app, ["solve", "--model", "extended-linear", "--num-classes", "3", "--solver", "gd", "--iters", "50"]
+    )
     assert r.exit_code == 0 and "theory" in r.output
     bad = runner.invoke(app, ["solve", "--model", "mse-bias-free", "--lam", "W=-1", "--lam", "H=0.1"])
     assert bad.exit_code == 2 and "must be finite and >= 0" in bad.output
+
+
+def test_cli_solve_edges():
+    """Partial --lam keeps the documented default, unknown keys are named, an unconverged solve warns with its
+    gradient norm, and every blank theory cell has a footnote saying why."""
+    from nclab.cli.ufm import DEFAULT_LAM
+    from nclab.ufm.closed_forms import optimum
+
+    r = runner.invoke(app, ["solve", "--model", "mse-bias", "--lam", "W=0.01", "-f", "json"])
+    assert r.exit_code == 0, r.output
+    want = optimum("mse-bias", K=4, n=5, d=8, lams={"W": 0.01, "H": DEFAULT_LAM}).loss
+    assert json.loads(r.output)["objective"]["theory"] == pytest.approx(want, rel=1e-12)
+    r = runner.invoke(app, ["solve", "--model", "mse-bias", "--lam", "Q=1"])
+    assert r.exit_code == 2 and "'Q'" in r.output and "W, H" in r.output
+    r = runner.invoke(app, ["solve", "--model", "mse-bias", "--solver", "gd", "--iters", "200"])
+    assert r.exit_code == 0 and "not converged: gradient norm" in r.output
+    grad = float(r.output.split("gradient norm ")[1].split()[0])
+    assert grad > 1e-3  # 200 GD steps from a random start: far from stationary
+    r = runner.invoke(app, ["solve", "--model", "mse-bias", "-d", "2"])
+    assert r.exit_code == 0 and "[1] no closed form:" in r.output and "d >= 3" in r.output
+    assert "[2] no theory entry: a convergence check" in r.output and "not converged" not in r.output

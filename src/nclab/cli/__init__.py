@@ -16,7 +16,7 @@ import typer
 
 from nclab import __version__
 from nclab.cli import codes, experiment, extract, measure, metrics, theory, train, transfer, ufm
-from nclab.cli.common import make_app, set_debug
+from nclab.cli.common import flag, make_app, set_debug
 
 __all__ = ["app", "main"]
 
@@ -31,9 +31,10 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _root(
-    debug: Annotated[bool, typer.Option("--debug", help="print the traceback of an error")] = False,
+    debug: Annotated[bool, flag("--debug", help="print the traceback of an error")] = False,
     version: Annotated[
-        bool, typer.Option("--version", callback=_version, is_eager=True, help="print the version and exit")
+        bool,
+        typer.Option("--version", callback=_version, is_eager=True, help="print the version and exit", metavar=""),
     ] = False,
 ) -> None:
     """Measure, simulate and predict neural collapse."""

@@ -2,38 +2,45 @@
 
 from __future__ import annotations
 
-import json
-from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
 import numpy as np
 import typer
-from rich.table import Table
 
-from nclab.cli.common import console, fail, make_app
+from nclab.cli.common import (
+    OutputFormat,
+    dim_option,
+    emit,
+    fail,
+    format_option,
+    make_app,
+    num_classes_option,
+)
 
 app = make_app("codes", "Spherical codes of [Jiang et al. 2024]: Softmax Codes, Tammes codes, Thm 3.9 bounds.")
 
+#: What every field of ``codes softmax`` / ``codes tammes`` means (printed under the table and in --help).
+FIELDS: dict[str, str] = {
+    "rho_one_vs_rest": "min over k of the distance of w_k to the convex hull of the other rows (eq. (3))",
+    "rho_one_vs_one": "minimum pairwise distance ||w_k - w_j|| (the Tammes objective, eq. (11))",
+    "min_angle_deg": "smallest angle between two rows, degrees",
+    "max_cos": "largest cosine between two rows",
+    "hardmax": "hardmax value at the optimal features; equals -rho_one_vs_rest (Lemma C.4): a solver check",
+    "max_duality_gap": "largest duality gap of the one-vs-rest hull QPs (a solver check, ~0)",
+    "rattlers": "number of classes farther than rho from the other rows' hull, free to move (Def. 3.4)",
+    "restart_values": "exact objective of every polished start, best first (spread = how rugged the landscape is)",
+    "kkt_residual": "first-order (KKT) residual of the polished code; <= 1e-9 certifies a local optimum",
+    "kkt_ok": "whether the KKT residual certifies a local optimum",
+    "active_constraints": "constraints active at the polished code",
+    "certifies": "what is and what is not certified, in words",
+    "bound_lower": "(and bound_upper) Thm 3.9 bounds on the optimal rho_one_vs_rest; bound_valid: they apply",
+}
 
-class Format(StrEnum):
-    table = "table"
-    json = "json"
 
-
-def _emit(rows: list[dict[str, Any]], fmt: Format, title: str) -> None:
-    if fmt == Format.json:
-        typer.echo(json.dumps(rows if len(rows) != 1 or title.startswith("Thm") else rows[0], indent=2))
-        return
-    table = Table(title=title)
-    for col in rows[0]:
-        table.add_column(col, justify="right")
-    for r in rows:
-        table.add_row(*(f"{v:.6g}" if isinstance(v, float) else str(v) for v in r.values()))
-    console.print(table)
-
-
-def _search(kind: str, d: int, K: int, restarts: int, seed: int, steps: int | None, out: Path | None, fmt: Format):
+def _search(
+    kind: str, d: int, K: int, restarts: int, seed: int, steps: int | None, out: Path | None, fmt: OutputFormat
+) -> None:
     from nclab.geometry.codes import softmax_code_search, tammes_search
 
     fn = softmax_code_search if kind == "softmax" else tammes_search
@@ -51,7 +58,7 @@ def _search(kind: str, d: int, K: int, restarts: int, seed: int, steps: int | No
         "hardmax": res.hardmax,
         "max_duality_gap": res.max_gap,
         "rattlers": int(res.rattlers.size),
-        "polished_values": [float(v) for v in res.values],
+        "restart_values": [float(v) for v in res.values],
         "kkt_residual": float("nan") if res.kkt is None else res.kkt.residual,
         "kkt_ok": None if res.kkt is None else bool(res.kkt.ok),
         "active_constraints": None if res.kkt is None else len(res.kkt.active),
@@ -62,50 +69,54 @@ def _search(kind: str, d: int, K: int, restarts: int, seed: int, steps: int | No
     if out is not None:
         np.save(out, res.W)
         row["saved"] = str(out)
-    if fmt == Format.table:
-        row["polished_values"] = ", ".join(f"{v:.6g}" for v in row["polished_values"])
-        table = Table(title=f"{'Softmax Code' if kind == 'softmax' else 'Tammes code'} (d={d}, K={K})")
-        table.add_column("quantity")
-        table.add_column("value", justify="right")
-        for k, v in row.items():
-            table.add_row(k, f"{v:.6g}" if isinstance(v, float) else str(v))
-        console.print(table)
-    else:
-        typer.echo(json.dumps(row, indent=2))
+    title = f"{'Softmax Code' if kind == 'softmax' else 'Tammes code'} (d={d}, K={K})"
+    if fmt is OutputFormat.json:
+        emit([], fmt, data=row)
+        return
+    row["restart_values"] = " ".join(f"{v:.6g}" for v in row["restart_values"])
+    rows = [{"quantity": k, "value": v} for k, v in row.items()]
+    if fmt is OutputFormat.csv:
+        emit(rows, fmt)
+        return
+    emit(rows, fmt, title, footnotes=[f"{k}: {v}" for k, v in FIELDS.items() if k in row])
 
 
-_D = Annotated[int, typer.Option("--d", "-d", help="feature dimension d")]
-_K = Annotated[int, typer.Option("--K", "-K", help="number of classes K")]
+_D = Annotated[int, dim_option()]
+_K = Annotated[int, num_classes_option()]
 _R = Annotated[int, typer.Option(help="diversified starts (random + spiral/polygon) before the polish")]
 _S = Annotated[int, typer.Option(help="random seed")]
 _ST = Annotated[
     int | None, typer.Option(help="coarse smoothed steps per start (default 300 when polished, else 1500 + 5K)")
 ]
 _O = Annotated[Path | None, typer.Option("--out", "-o", help="save the code W (K, d) to this .npy file")]
-_F = Annotated[Format, typer.Option("--format", "-f", help="output format")]
+_F = Annotated[OutputFormat, format_option()]
 
 
 @app.command()
 def softmax(
-    d: _D, K: _K, restarts: _R = 16, seed: _S = 0, steps: _ST = None, out: _O = None, fmt: _F = Format.table
+    d: _D, K: _K, restarts: _R = 16, seed: _S = 0, steps: _ST = None, out: _O = None, fmt: _F = OutputFormat.table
 ) -> None:
-    """Numerical Softmax Code: maximise the one-vs-rest margin of K unit vectors in R^d [Jiang et al. 2024, eq. (3)]."""
+    """Numerical Softmax Code: maximise the one-vs-rest margin of K unit vectors in R^d [Jiang et al. 2024, eq. (3)].
+
+    Fields are explained under the table."""
     _search("softmax", d, K, restarts, seed, steps, out, fmt)
 
 
 @app.command()
 def tammes(
-    d: _D, K: _K, restarts: _R = 16, seed: _S = 0, steps: _ST = None, out: _O = None, fmt: _F = Format.table
+    d: _D, K: _K, restarts: _R = 16, seed: _S = 0, steps: _ST = None, out: _O = None, fmt: _F = OutputFormat.table
 ) -> None:
-    """Numerical Tammes code: maximise the minimum pairwise distance of K unit vectors [Jiang et al. 2024, eq. (11)]."""
+    """Numerical Tammes code: maximise the minimum pairwise distance of K unit vectors [Jiang et al. 2024, eq. (11)].
+
+    Fields are explained under the table."""
     _search("tammes", d, K, restarts, seed, steps, out, fmt)
 
 
 @app.command()
 def bounds(
-    d: Annotated[list[int], typer.Option("--d", "-d", help="feature dimension(s), repeatable")],
-    K: Annotated[list[int], typer.Option("--K", "-K", help="number(s) of classes, repeatable")],
-    fmt: _F = Format.table,
+    d: Annotated[list[int], dim_option("feature dimension(s) d, repeatable")],
+    K: Annotated[list[int], num_classes_option("number(s) of classes K, repeatable")],
+    fmt: _F = OutputFormat.table,
 ) -> None:
     """Thm 3.9 bounds on the optimal one-vs-rest margin [Jiang et al. 2024, eq. (13)] for every (d, K) given."""
     from nclab.geometry.bounds import softmax_code_bounds
@@ -118,7 +129,10 @@ def bounds(
             except ValueError as err:
                 fail(err)
             rows.append({"d": dd, "K": kk, "lower": b.lower, "upper": b.upper, "valid": b.valid, "min_K": b.min_K})
-    if fmt == Format.json:
-        typer.echo(json.dumps(rows, indent=2))
-    else:
-        _emit(rows, fmt, "Thm 3.9 bounds on max rho_one-vs-rest")
+    emit(
+        rows,
+        fmt,
+        "Thm 3.9 bounds on max rho_one-vs-rest",
+        footnotes=["lower, upper: bounds on the optimal one-vs-rest margin; valid: whether Thm 3.9 applies "
+                   "(K >= min_K); min_K: the smallest K for which it does"],
+    )  # fmt: skip

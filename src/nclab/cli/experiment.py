@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated
 
 import typer
 from rich.table import Table
 
-from nclab.cli.common import console, err_console, make_app, user_errors
+from nclab.cli.common import OutputFormat, console, emit, err_console, make_app, user_errors
 
 __all__ = ["app"]
 
@@ -18,14 +17,16 @@ app = make_app("experiment", "Registered reproductions of the papers' experiment
 
 @app.command("list")
 def experiment_list() -> None:
-    """List the registered experiments."""
+    """List the registered experiments with the expected wall time of each scale on 2 CPU cores (measured;
+    "not timed" where no measurement was made)."""
     from nclab.experiments import list_experiments
 
     table = Table(title="nclab experiments")
-    for col in ("name", "paper", "scales", "summary"):
+    for col in ("name", "paper", "scale: expected time (2 cores)", "summary"):
         table.add_column(col)
     for exp in list_experiments():
-        table.add_row(exp.name, exp.paper, ", ".join(exp.scales), exp.summary)
+        times = "\n".join(f"{s}: {exp.durations.get(s, 'not timed')}" for s in exp.scales)
+        table.add_row(exp.name, exp.paper, times, exp.summary)
     console.print(table)
 
 
@@ -35,9 +36,9 @@ def experiment_run(
     scale: Annotated[str, typer.Option(help="tiny | cpu | paper")] = "cpu",
     out: Annotated[Path | None, typer.Option(help="output folder (default runs/experiments/NAME-SCALE)")] = None,
     seed: Annotated[int, typer.Option(help="random seed")] = 0,
-    format: Annotated[
-        Literal["table", "json"] | None,
-        typer.Option("--format", "-f", help="print the summary on stdout as a table or as JSON (default: none)"),
+    fmt: Annotated[
+        OutputFormat | None,
+        typer.Option("--format", "-f", help="print the summary on stdout: table, json or csv (default: nothing)"),
     ] = None,
 ) -> None:
     """Run one registered experiment and write its tables, figures and report (report.html in the output
@@ -47,13 +48,8 @@ def experiment_run(
     out = out or Path("runs/experiments") / f"{name}-{scale}"
     with user_errors():
         summary = run(name, out, scale=scale, seed=seed)
-    if format == "json":
-        typer.echo(json.dumps(summary, default=float, indent=2))
-    elif format == "table":
-        table = Table(title=f"{name} ({scale})")
-        table.add_column("quantity")
-        table.add_column("value", justify="right")
-        for k, v in summary.items():
-            table.add_row(str(k), f"{v:.4g}" if isinstance(v, float) else str(v))
-        console.print(table)
+    if fmt is OutputFormat.json:
+        emit([], fmt, data=summary)
+    elif fmt is not None:
+        emit([{"quantity": str(k), "value": v} for k, v in summary.items()], fmt, f"{name} ({scale})")
     err_console.print(f"outputs in {out} (report: {out / 'report.html'})", markup=False, highlight=False)

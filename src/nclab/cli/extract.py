@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 from torch import nn
 
-from nclab.cli.common import console, fail
+from nclab.cli.common import console, fail, per_class_option
 
 __all__ = ["extract_command", "load_model"]
 
@@ -44,7 +44,7 @@ def extract_command(
         list[str] | None, typer.Option("--layers", "-l", help="layer names (repeatable; default: penultimate)")
     ] = None,
     split: Annotated[str, typer.Option(help="train or test")] = "train",
-    per_class: Annotated[int | None, typer.Option(help="balanced subset of this many samples per class")] = None,
+    per_class: Annotated[int | None, per_class_option("balanced subset of n samples per class")] = None,
     batch_size: Annotated[int, typer.Option(help="samples per forward pass")] = 256,
 ) -> None:
     """Stream features of a trained model on a dataset split to memory-mapped .npy files, ready for

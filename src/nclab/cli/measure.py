@@ -7,9 +7,8 @@ import io
 import json
 import math
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from enum import StrEnum
 from typing import Annotated, Any
 
 import numpy as np
@@ -19,32 +18,52 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from nclab.cli.common import console, err_console, fail
+from nclab.cli.common import (
+    OutputFormat,
+    console,
+    err_console,
+    fail,
+    format_option,
+    num_classes_option,
+    parse_key_values,
+)
 
-__all__ = ["OutputFormat", "measure_arrays", "measure_command"]
+__all__ = ["CONVENTION_VALUES", "measure_arrays", "measure_command"]
 
 
-class OutputFormat(StrEnum):
-    table = "table"
-    json = "json"
-    csv = "csv"
+def _positive_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+#: The values ``-c/--convention key=value`` accepts for each key of ``DEFAULT_CONVENTIONS`` (docs/conventions.md),
+#: as (check, description for the error message).
+CONVENTION_VALUES: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "weighting": (lambda v: v in ("balanced", "empirical"), "balanced or empirical"),
+    "nc1_normalize": (lambda v: isinstance(v, bool), "true or false"),
+    "pinv_rank": (lambda v: v is None or v == "numerical" or _positive_int(v), "null, numerical or an int >= 1"),
+    "vci_rank": (lambda v: v in ("min", "numerical") or _positive_int(v), "min, numerical or an int >= 1"),
+    "cdnv_exponent": (lambda v: v in (1, 2) and not isinstance(v, bool), "1 or 2"),
+    "ddof": (lambda v: v in (0, 1) and not isinstance(v, bool), "0 or 1"),
+    "self_duality_variant": (lambda v: v in ("frobenius", "gram", "cosine"), "frobenius, gram or cosine"),
+    "center_w": (lambda v: isinstance(v, bool), "true or false"),
+    "center_means": (lambda v: isinstance(v, bool), "true or false"),
+}
 
 
 def _parse_conventions(items: list[str] | None) -> dict[str, Any]:
+    """``key=value`` items (values read as YAML scalars); an unknown key or a value the key does not accept
+    raises ``typer.BadParameter`` naming both (exit 2)."""
     from nclab.metrics.collapse_report import DEFAULT_CONVENTIONS
 
     out: dict[str, Any] = {}
-    for item in items or []:
-        if "=" not in item:
-            raise typer.BadParameter(f"expected key=value, got {item!r}", param_hint="--convention")
-        key, value = item.split("=", 1)
-        key = key.strip()
-        if key not in DEFAULT_CONVENTIONS:
+    for key, text in parse_key_values(items, "--convention", sorted(DEFAULT_CONVENTIONS)).items():
+        value = yaml.safe_load(text)
+        check, allowed = CONVENTION_VALUES[key]
+        if not check(value):
             raise typer.BadParameter(
-                f"unknown convention {key!r}; known: {', '.join(sorted(DEFAULT_CONVENTIONS))}",
-                param_hint="--convention",
+                f"{key}={text!r} is not accepted; {key} takes {allowed}", param_hint="--convention"
             )
-        out[key] = yaml.safe_load(value)
+        out[key] = value
     return out
 
 
@@ -171,14 +190,20 @@ def measure_command(
         str | None, typer.Option("--classifier", "-w", help="classifier weights W (K, d), rows = classes")
     ] = None,
     bias: Annotated[str | None, typer.Option("--bias", "-b", help="classifier bias b (K,)")] = None,
-    num_classes: Annotated[int | None, typer.Option("--num-classes", "-k", help="K (default max label + 1)")] = None,
+    num_classes: Annotated[int | None, num_classes_option("number of classes K (default max label + 1)")] = None,
     convention: Annotated[
-        list[str] | None, typer.Option("--convention", "-c", help="override a convention: key=value (repeatable)")
+        list[str] | None,
+        typer.Option(
+            "--convention", "-c", help="override a metric convention: key=value (repeatable; docs/conventions.md)"
+        ),
     ] = None,
-    fmt: Annotated[OutputFormat, typer.Option("--format", "-f", help="output format")] = OutputFormat.table,
+    fmt: Annotated[OutputFormat, format_option()] = OutputFormat.table,
     batch_size: Annotated[int, typer.Option(help="rows per streamed chunk")] = 8192,
 ) -> None:
-    """Report every collapse metric of saved features (streamed; memory-mapped .npy never loads whole)."""
+    """Report every collapse metric of saved features (streamed; memory-mapped .npy never loads whole).
+
+    `nclab metrics list` describes the metrics (their NC1-NC4 / PFC / GNC label, direction, definition and
+    citation); "collapse is" says whether lower or higher values mean more collapse."""
     from nclab.io.arrays import load_array
     from nclab.stats import EmptyClassError
 

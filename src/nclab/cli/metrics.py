@@ -2,29 +2,21 @@
 
 from __future__ import annotations
 
-import csv
 import dataclasses
-import io
-import json
-from typing import Annotated, Literal
+from typing import Annotated
 
-import typer
 from rich.table import Table
 
-from nclab.cli.common import console, make_app
+from nclab.cli.common import OutputFormat, console, emit, format_option, make_app
 
 __all__ = ["app"]
 
 app = make_app("metrics", "The registered collapse metrics.")
 
-Format = Literal["table", "json", "csv"]
-
 
 @app.command("list")
 def metrics_list(
-    format: Annotated[
-        Format, typer.Option("--format", "-f", help="table (for reading), json or csv (for programs), on stdout")
-    ] = "table",
+    fmt: Annotated[OutputFormat, format_option()] = OutputFormat.table,
 ) -> None:
     """List every registered metric: name, the collapse property it measures (NC1-NC4, PFC1-3, GNC; blank for
     diagnostics), direction (lower / higher = more collapsed, none = diagnostic), definition and citation (keys of
@@ -32,15 +24,9 @@ def metrics_list(
     from nclab.metrics.glossary import glossary_rows
 
     rows = [dataclasses.asdict(e) for e in glossary_rows()]
-    if format == "json":
-        typer.echo(json.dumps(rows, indent=2))
-    elif format == "csv":
-        buf = io.StringIO()
-        writer = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(rows)
-        typer.echo(buf.getvalue(), nl=False)
-    else:
+    if fmt is not OutputFormat.table:
+        emit(rows, fmt)
+    else:  # long definitions: fold inside the cells rather than the generic table
         table = Table(title="nclab metrics")
         for col in ("name", "label", "direction", "definition", "citation"):
             table.add_column(col, overflow="fold")

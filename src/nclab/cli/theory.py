@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
-import json
 from enum import StrEnum
 from typing import Annotated
 
 import numpy as np
 import typer
-from rich.table import Table
 
-from nclab.cli.common import console, fail, make_app
+from nclab.cli.common import (
+    OutputFormat,
+    dim_option,
+    emit,
+    fail,
+    format_option,
+    make_app,
+    num_classes_option,
+    parse_lams,
+    per_class_option,
+)
 
 app = make_app("theory", "Theory engines: MSE decomposition and central-path dynamics [Han et al. 2022].")
 
@@ -20,7 +28,7 @@ class ProjectionChoice(StrEnum):
     orthogonal = "orthogonal"
 
 
-class ConventionChoice(StrEnum):
+class ObjectiveChoice(StrEnum):
     mse_mean = "mse_mean"
     mse_sum = "mse_sum"
     paper = "paper"
@@ -28,16 +36,20 @@ class ConventionChoice(StrEnum):
 
 @app.command()
 def simulate(
-    classes: Annotated[int, typer.Option("--classes", "-C", help="number of classes C")] = 4,
-    per_class: Annotated[int, typer.Option("--per-class", "-N", help="samples per class N")] = 5,
-    dim: Annotated[int, typer.Option("--dim", "-P", help="feature dimension P (C N - C >= P)")] = 6,
+    classes: Annotated[int, num_classes_option("number of classes K (C in [Han et al. 2022])")] = 4,
+    per_class: Annotated[int, per_class_option("samples per class n (N in [Han et al. 2022])")] = 5,
+    dim: Annotated[int, dim_option("feature dimension d (P in [Han et al. 2022]; K n - K >= d)")] = 6,
     t_end: Annotated[float, typer.Option(help="final time")] = 1e4,
     projection: Annotated[ProjectionChoice, typer.Option(help="tangent projection")] = ProjectionChoice.oblique,
     checkpoints: Annotated[int, typer.Option(help="log-spaced checkpoints")] = 8,
     seed: Annotated[int, typer.Option(help="random seed of the initial features")] = 0,
-    json_out: Annotated[bool, typer.Option("--json", help="print the trajectory as JSON")] = False,
+    fmt: Annotated[OutputFormat, format_option()] = OutputFormat.table,
 ) -> None:
-    """Integrate the renormalised central-path flow; compare omega_j(t) with both closed forms."""
+    """Integrate the renormalised central-path flow; compare omega_j(t) with both closed forms.
+
+    Columns: t (flow time); omega (simulated), the singular values omega_j of the renormalised features;
+    oblique closed form and Prop. 2 (orthogonal), the two closed-form predictions; max/min, the ratio of the
+    largest to the smallest omega_j (1 = equalised, the simplex ETF)."""
     from nclab.theory.central_path import simulate as run_sim
 
     try:
@@ -47,51 +59,56 @@ def simulate(
     except (ValueError, RuntimeError) as err:
         fail(err)
         return
-    if json_out:
-        typer.echo(json.dumps(run.table(), indent=2))
+    if fmt is not OutputFormat.table:
+        emit(run.table(), fmt)
         return
-    table = Table(title=f"central-path flow ({projection.value} projection), C={classes} N={per_class} P={dim}")
-    table.add_column("t", justify="right")
-    table.add_column("omega (simulated)")
-    table.add_column("oblique closed form")
-    table.add_column("Prop. 2 (orthogonal)")
-    table.add_column("max/min", justify="right")
-    for i, t in enumerate(run.t):
-        table.add_row(
-            f"{t:.4g}",
-            " ".join(f"{w:.6g}" for w in run.omega[i]),
-            " ".join(f"{w:.6g}" for w in run.omega_oblique[i]),
-            " ".join(f"{w:.6g}" for w in run.omega_orthogonal[i]),
-            f"{run.ratio[i]:.6g}",
-        )
-    console.print(table)
-    console.print(f"max relative error vs this projection's closed form: {run.max_relative_error():.3g}")
+    rows = [
+        {
+            "t": float(t),
+            "omega (simulated)": " ".join(f"{w:.4g}" for w in run.omega[i]),
+            "oblique closed form": " ".join(f"{w:.4g}" for w in run.omega_oblique[i]),
+            "Prop. 2 (orthogonal)": " ".join(f"{w:.4g}" for w in run.omega_orthogonal[i]),
+            "max/min": float(run.ratio[i]),
+        }
+        for i, t in enumerate(run.t)
+    ]
+    title = f"central-path flow ({projection.value} projection), K={classes} n={per_class} d={dim}"
+    note = f"max relative error vs this projection's closed form: {run.max_relative_error():.3g}"
+    emit(rows, fmt, title, footnotes=[note])
 
 
 @app.command()
 def decompose(
-    features: Annotated[str, typer.Argument(help="features H (N, P): .npy, .npz, .pt, .safetensors (FILE:NAME)")],
+    features: Annotated[str, typer.Argument(help="features H (N, d): .npy, .npz, .pt, .safetensors (FILE:NAME)")],
     labels: Annotated[str, typer.Argument(help="integer labels (N,)")],
-    classifier: Annotated[str, typer.Option("--classifier", "-w", help="classifier W (C, P), rows = classes")],
-    bias: Annotated[str | None, typer.Option("--bias", "-b", help="bias b (C,); omit for a bias-free head")] = None,
-    lam: Annotated[float | None, typer.Option("--lam", help="the [Han et al. 2022] lambda")] = None,
-    weight_decay: Annotated[
-        float | None, typer.Option("--weight-decay", help="training weight decay (mapped by --convention)")
+    classifier: Annotated[str, typer.Option("--classifier", "-w", help="classifier W (K, d), rows = classes")],
+    bias: Annotated[str | None, typer.Option("--bias", "-b", help="bias b (K,); omit for a bias-free head")] = None,
+    lam: Annotated[
+        list[str] | None,
+        typer.Option("--lam", help="W=VALUE: the [Han et al. 2022] lambda on (W, b) (default W=0)"),
     ] = None,
-    convention: Annotated[
-        ConventionChoice, typer.Option(help="training objective of --weight-decay (see docs/theory.md)")
-    ] = ConventionChoice.mse_mean,
-    num_classes: Annotated[int | None, typer.Option("--num-classes", "-k", help="C (default max label + 1)")] = None,
-    json_out: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+    weight_decay: Annotated[
+        float | None, typer.Option("--weight-decay", help="training weight decay (mapped by --objective)")
+    ] = None,
+    objective: Annotated[
+        ObjectiveChoice, typer.Option(help="training objective of --weight-decay (see docs/theory.md)")
+    ] = ObjectiveChoice.mse_mean,
+    num_classes: Annotated[int | None, num_classes_option("number of classes K (default max label + 1)")] = None,
+    fmt: Annotated[OutputFormat, format_option()] = OutputFormat.table,
 ) -> None:
     """Exact MSE decomposition L = L_NC1 + L_NC2/3 + L_perp of saved features and classifier
-    [Han et al. 2022, Sec. 2]."""
+    [Han et al. 2022, Sec. 2].
+
+    Terms: L, the regularised MSE loss; L_LS, its value at the least-squares classifier of H; L_NC1, the part
+    due to within-class variability; L_NC2/3 (L_NC23), the distance of the class means and the classifier from
+    the collapsed configuration; L_perp, the distance of (W, b) from the least-squares classifier (0 on the
+    central path); lambda, the [Han et al. 2022] lambda used."""
     from nclab.io.arrays import load_array
     from nclab.stats import ClassStats
     from nclab.theory.mse import mse_decomposition_from_stats
 
-    if lam is None and weight_decay is None:
-        lam = 0.0
+    # without --lam, lambda comes from --weight-decay when given (mapped by --objective), else 0
+    lam_value = parse_lams(lam, ("W",)).get("W", None if weight_decay is not None else 0.0)
     try:
         H = load_array(features)
         y = np.asarray(load_array(labels, mmap=False))
@@ -102,20 +119,15 @@ def decompose(
         stats = ClassStats.from_arrays(H, y, num_classes=num_classes, batch_size=8192)
         R = _data_loss(H, y, W, b)
         out = mse_decomposition_from_stats(
-            stats, W, b, lam, weight_decay=weight_decay, convention=convention.value, data_loss=R
+            stats, W, b, lam_value, weight_decay=weight_decay, convention=objective.value, data_loss=R
         )
     except (ValueError, TypeError, KeyError, FileNotFoundError) as err:
         fail(err)
         return
-    if json_out:
-        typer.echo(json.dumps(out, indent=2))
+    if fmt is OutputFormat.json:
+        emit([], fmt, data=out)
         return
-    table = Table(title=f"MSE decomposition of {features} (lambda = {out['lambda']:.6g})")
-    table.add_column("term")
-    table.add_column("value", justify="right")
-    for k, v in out.items():
-        table.add_row(k, f"{v:.6g}")
-    console.print(table)
+    emit([{"term": k, "value": v} for k, v in out.items()], fmt, f"MSE decomposition of {features}")
 
 
 def _data_loss(H, y, W, b, batch: int = 8192) -> float:

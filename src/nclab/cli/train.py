@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from nclab.cli.common import console, err_console, make_app, user_errors
+from nclab.cli.common import console, err_console, flag, make_app, user_errors
 
 __all__ = ["app", "demo_command", "report_command", "train_command"]
 
@@ -27,11 +27,11 @@ def train_command(
         list[str] | None, typer.Option("--set", "-s", help="override a config key: key.path=value (repeatable)")
     ] = None,
     out: Annotated[Path | None, typer.Option(help="run directory (default runs/<config name>)")] = None,
-    resume: Annotated[
-        bool, typer.Option("--resume", help="continue the run in --out from its last checkpoint")
-    ] = False,
-    overwrite: Annotated[bool, typer.Option("--overwrite", help="replace an existing run in --out")] = False,
-    progress: Annotated[bool, typer.Option(help="show progress bars")] = True,
+    resume: Annotated[bool, flag("--resume", help="continue the run in --out from its last checkpoint")] = False,
+    overwrite: Annotated[bool, flag("--overwrite", help="replace an existing run in --out")] = False,
+    progress: Annotated[
+        bool, flag("--progress/--no-progress", help="show progress bars (plain lines when not a terminal)")
+    ] = True,
 ) -> None:
     """Train a network past zero training error, measuring every collapse metric per epoch, layer and split."""
     from nclab.train.config import load_config
@@ -71,10 +71,10 @@ def report_command(run_dir: Annotated[Path, typer.Argument(help="a training run 
 def demo_command(
     out: Annotated[Path, typer.Option(help="output folder")] = Path("runs/demo"),
     epochs: Annotated[int | None, typer.Option(help="shorten the runs (default: the demo config's 200)")] = None,
-    overwrite: Annotated[
-        bool, typer.Option("--overwrite", help="replace runs in OUT made with a different config")
-    ] = False,
-    progress: Annotated[bool, typer.Option(help="show progress bars (plain lines when not a terminal)")] = True,
+    overwrite: Annotated[bool, flag("--overwrite", help="replace runs in OUT made with a different config")] = False,
+    progress: Annotated[
+        bool, flag("--progress/--no-progress", help="show progress bars (plain lines when not a terminal)")
+    ] = True,
 ) -> None:
     """The main job: train an MLP on the embedded digits with MSE and with CE past zero training error, measure
     every collapse metric per epoch and layer, and write report.html (runs in OUT/mse, OUT/ce). Ends with each

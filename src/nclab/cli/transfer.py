@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Annotated, Any
@@ -11,7 +10,7 @@ import numpy as np
 import typer
 from rich.table import Table
 
-from nclab.cli.common import console, err_console, fail, make_app
+from nclab.cli.common import OutputFormat, console, emit, err_console, fail, format_option, make_app
 
 __all__ = ["app", "parse_lams", "probe_command", "run_command"]
 
@@ -43,7 +42,7 @@ def probe_command(
         list[str],
         typer.Option(
             "--downstream",
-            "-d",
+            "-t",
             help="NAME=FOLDER with {train,test}_features.npy and {train,test}_labels.npy of the same model "
             "(repeatable)",
         ),
@@ -58,7 +57,7 @@ def probe_command(
     lams: Annotated[str, typer.Option(help="L2 grid: START:STOP:NUM (log-spaced) or a comma list")] = "1e-6:1e6:97",
     val_fraction: Annotated[float, typer.Option(help="validation share of each task's training split")] = 0.2,
     device: Annotated[str, typer.Option(help="cpu or cuda")] = "cpu",
-    as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+    fmt: Annotated[OutputFormat, format_option()] = OutputFormat.table,
 ) -> None:
     """Probe downstream tasks on frozen features; print the collapse metrics of FEATURES, each task's probe
     accuracy and chosen L2 strength, MLO and (with --pretrain-accuracy) MLOG."""
@@ -96,8 +95,8 @@ def probe_command(
             out["mlog"] = mlog(accs, pretrain_accuracy)
     except (OSError, ValueError, KeyError) as err:
         fail(err)
-    if as_json:
-        console.print_json(json.dumps(out))
+    if fmt is not OutputFormat.table:
+        emit([{"task": name, **t} for name, t in out["tasks"].items()], fmt, data=out)
         return
     table = Table(title="linear probes")
     for col in ("task", "score", "accuracy", "L2 strength"):

@@ -2,32 +2,35 @@
 
 from __future__ import annotations
 
-import json
 import math
 from typing import Annotated, Any
 
 import numpy as np
 import typer
-from rich.table import Table
 
-from nclab.cli.common import console, fail, make_app
+from nclab.cli.common import (
+    OutputFormat,
+    console,
+    dim_option,
+    emit,
+    err_console,
+    fail,
+    format_option,
+    make_app,
+    num_classes_option,
+    parse_lams,
+    per_class_option,
+)
 
 app = make_app(
     "ufm", "Unconstrained-features models: closed forms vs numerical optima ([Tirer & Bruna 2022; Wang et al. 2024])."
 )
 
 
-def _parse_lams(items: list[str]) -> dict[str, float]:
-    out: dict[str, float] = {}
-    for item in items:
-        if "=" not in item:
-            raise typer.BadParameter(f"expected KEY=VALUE (e.g. W=0.01), got {item!r}", param_hint="--lam")
-        key, value = item.split("=", 1)
-        try:
-            out[key.strip()] = float(value)
-        except ValueError:
-            raise typer.BadParameter(f"{value!r} is not a number", param_hint="--lam") from None
-    return out
+#: The default of every lambda of ``ufm solve`` (a partial ``--lam`` keeps it for the keys it does not name).
+DEFAULT_LAM = 5e-3
+#: Relative gradient norm above which a solve is reported as not converged.
+GRAD_TOL = 1e-6
 
 
 def _class_means(H: np.ndarray, K: int) -> np.ndarray:
@@ -69,10 +72,15 @@ def side_by_side(result: Any) -> list[tuple[str, float | None, float]]:
     return rows
 
 
-def _fmt(v: float | None) -> str:
-    if v is None:
-        return "-"
-    return f"{v:.12g}" if math.isfinite(v) else str(v)
+def _no_theory_reason(result: Any) -> str:
+    """Why ``result`` has no closed form at all (the closed form's own error message)."""
+    from nclab.ufm.closed_forms import optimum_for_spec
+
+    try:
+        optimum_for_spec(result.spec, strict=True)
+    except ValueError as err:
+        return str(err)
+    return "no closed form for this model"
 
 
 @app.command()
@@ -81,21 +89,36 @@ def solve(
         str,
         typer.Option(help="mse-bias-free | mse-bias | mse-regbias | extended-linear | extended-relu | ce-wd | mufm"),
     ],
-    K: Annotated[int, typer.Option("--K", help="number of classes")] = 4,
-    n: Annotated[int, typer.Option("--n", help="samples per class")] = 5,
-    d: Annotated[int, typer.Option("--d", help="feature dimension")] = 8,
-    lam: Annotated[list[str] | None, typer.Option("--lam", help="KEY=VALUE, repeatable (default: all 5e-3)")] = None,
+    K: Annotated[int, num_classes_option()] = 4,
+    n: Annotated[int, per_class_option()] = 5,
+    d: Annotated[int, dim_option()] = 8,
+    lam: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--lam",
+            help=f"KEY=VALUE, repeatable; keys per model in `nclab ufm models`; a key not given keeps {DEFAULT_LAM:g}",
+        ),
+    ] = None,
     solver: Annotated[str, typer.Option(help="lbfgs | gd | central | alternating")] = "lbfgs",
-    convention: Annotated[
+    lam_convention: Annotated[
         str,
-        typer.Option(help='lambda convention: "001" ([Tirer & Bruna 2022]) | "002" (normalised, [Wang et al. 2024])'),
+        typer.Option(
+            "--lam-convention",
+            help='scaling of the lambdas: "001" ([Tirer & Bruna 2022]) | "002" (normalised, [Wang et al. 2024])',
+        ),
     ] = "001",
     seed: Annotated[int, typer.Option(help="random seed")] = 0,
     iters: Annotated[int | None, typer.Option(help="GD iterations (gd solver)")] = None,
     depth: Annotated[int | None, typer.Option(help="number of weight matrices (extended models)")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="print JSON instead of a table")] = False,
+    fmt: Annotated[OutputFormat, format_option()] = OutputFormat.table,
 ) -> None:
-    """Solve MODEL numerically and print theory vs numeric side by side."""
+    """Solve MODEL numerically and print theory vs numeric side by side.
+
+    Rows: objective (the regularised loss); for each feature level and for W, the mean diagonal and mean
+    off-diagonal entry of its class-mean Gram matrix (W W^T for the classifier, M W^T for the logits of the class
+    means); mean bias; gradient norm (a convergence check: 0 at a stationary point). A blank theory cell carries
+    a footnote saying why. A solve whose gradient norm exceeds 1e-6 (relative to the objective) is reported as
+    not converged on stderr."""
     from nclab.ufm.models import lambda_keys
     from nclab.ufm.solvers import solve as ufm_solve
 
@@ -103,8 +126,8 @@ def solve(
         keys = lambda_keys(model, depth)
     except ValueError as err:
         fail(err)
-    lams = _parse_lams(lam) if lam else dict.fromkeys(keys, 5e-3)
-    options: dict[str, Any] = {"convention": convention}
+    lams = parse_lams(lam, keys, dict.fromkeys(keys, DEFAULT_LAM))
+    options: dict[str, Any] = {"convention": lam_convention}
     if depth is not None:
         options["depth"] = depth
     if iters is not None:
@@ -115,23 +138,52 @@ def solve(
         result = ufm_solve(model, K=K, n=n, d=d, lams=lams, solver=solver, seed=seed, **options)
     except ValueError as err:
         fail(err)
-    rows = side_by_side(result)
-    if as_json:
-        typer.echo(json.dumps({q: {"theory": t, "numeric": v} for q, t, v in rows}, indent=2))
-        return
-    table = Table(title=f"{model} (K={K}, n={n}, d={d}, solver={solver}, lams={lams}, convention {convention})")
-    table.add_column("quantity")
-    table.add_column("theory", justify="right")
-    table.add_column("numeric", justify="right")
-    table.add_column("difference", justify="right")
-    for q, t, v in rows:
-        table.add_row(q, _fmt(t), _fmt(v), "-" if t is None else f"{v - t:.2e}")
-    console.print(table)
-    if result.theory is not None:
-        state = "nonzero" if result.theory.nonzero else "zero"
-        console.print(
-            f"theory: {state} optimum; threshold {result.theory.threshold:.6g} (critical {result.theory.critical:.6g})"
+    if not result.grad_norm <= GRAD_TOL * max(1.0, abs(result.loss)):
+        err_console.print(
+            f"warning: not converged: gradient norm {result.grad_norm:.3g} after the {solver} solve "
+            f"(tolerance {GRAD_TOL:g} x max(1, |objective|)); raise --iters or use --solver lbfgs",
+            markup=False,
+            highlight=False,
         )
+    rows = side_by_side(result)
+    if fmt is OutputFormat.json:
+        emit([], fmt, data={q: {"theory": t, "numeric": v} for q, t, v in rows})
+        return
+    notes: list[str] = []
+    marks: dict[str, str] = {}
+
+    def mark(reason: str) -> str:
+        if reason not in marks:
+            marks[reason] = f"[{len(marks) + 1}]"
+            notes.append(f"{marks[reason]} {reason}")
+        return marks[reason]
+
+    opt = result.theory
+    objective_gap = abs(result.loss - opt.loss) if opt is not None else math.inf
+    table = []
+    for q, t, v in rows:
+        if t is None:
+            if q == "gradient norm":
+                why = "no theory entry: a convergence check, 0 at a stationary point"
+            elif opt is None:
+                why = f"no closed form: {_no_theory_reason(result)}"
+            else:
+                why = "the closed form does not predict this entry"
+            table.append({"quantity": q, "theory": mark(why), "numeric": v, "difference": ""})
+            continue
+        diff = v - t
+        if abs(diff) > 1e-3 * max(1.0, abs(t)) and objective_gap <= 1e-8 * max(1.0, abs(opt.loss)):
+            q += " " + mark(
+                f"the objective equals the closed form (to {objective_gap:.1e}), so this is a global minimiser "
+                "too: the minimiser is not unique in this entry, and the closed form shows one of them"
+            )
+        table.append({"quantity": q, "theory": t, "numeric": v, "difference": diff})
+    if opt is not None:
+        state = "nonzero" if opt.nonzero else "zero"
+        notes.append(f"theory: {state} optimum; threshold {opt.threshold:.4g} (critical {opt.critical:.4g})")
+    lam_text = ", ".join(f"{k}={v:g}" for k, v in lams.items())
+    title = f"{model} (K={K}, n={n}, d={d}, solver={solver}, lambda {lam_text}, convention {lam_convention})"
+    emit(table, fmt, title, footnotes=notes if fmt is OutputFormat.table else ())
 
 
 @app.command("models")

@@ -1,4 +1,11 @@
-"""What the experiment modules share: scales, figures as PNG bytes, CSV tables and HTML tables of rows."""
+"""What the experiment modules share: scales, figures as PNG bytes, CSV tables and HTML tables of rows.
+
+Figures follow the readability rule of :mod:`nclab.report.figures`: :func:`pyplot` sets every font to at least
+:data:`~nclab.report.figures.MIN_FONT_PT` points; :func:`png` lays figures out with constrained layout (so a
+suptitle never overlaps the panel titles) and renders at :data:`~nclab.report.figures.FIGURE_DPI` and at most
+:data:`~nclab.report.figures.MAX_WIDTH_IN` inches wide, so reports show the PNG at 1:1 in a 1280-px window
+with text of at least ``MIN_FONT_PT * FIGURE_DPI / 72`` = 12.5 px.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +18,7 @@ from typing import Any
 
 from nclab.io.atomic import atomic_write_bytes, atomic_write_text
 
-__all__ = ["SCALES", "check_scale", "html_table", "png", "pyplot", "write_csv"]
+__all__ = ["SCALES", "check_scale", "html_table", "legend", "log_ticks", "png", "pyplot", "write_csv"]
 
 #: The scales every experiment may declare: test suite (seconds), 2-core CPU (minutes), the paper's sizes.
 SCALES: tuple[str, ...] = ("tiny", "cpu", "paper")
@@ -24,19 +31,64 @@ def check_scale(scale: str, scales: Sequence[str] = SCALES) -> None:
 
 
 def pyplot() -> Any:
-    """``matplotlib.pyplot`` on the Agg backend (experiments only write files; imported on first figure)."""
+    """``matplotlib.pyplot`` on the Agg backend with the report font sizes (:func:`png` adds constrained layout).
+
+    Experiments only write files, so matplotlib is imported on first figure; the rc settings are global because
+    tick labels are created when a figure is drawn, after any ``rc_context`` around its construction has ended.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from nclab.report.figures import MIN_FONT_PT
+
+    plt.rcParams.update(
+        {
+            "font.size": MIN_FONT_PT + 1,
+            "axes.titlesize": MIN_FONT_PT + 2,
+            "axes.labelsize": MIN_FONT_PT + 1,
+            "xtick.labelsize": MIN_FONT_PT,
+            "ytick.labelsize": MIN_FONT_PT,
+            "legend.fontsize": MIN_FONT_PT,
+            "legend.title_fontsize": MIN_FONT_PT,
+            "figure.titlesize": MIN_FONT_PT + 3,
+        }
+    )
     return plt
 
 
-def png(fig: Any, path: Path | None = None, *, dpi: int = 110) -> bytes:
-    """The figure as PNG bytes (also written to ``path`` when given); the figure is closed."""
+def log_ticks(ax: Any, axis: str = "y") -> None:
+    """:func:`nclab.report.figures.log_ticks` (imported here on first figure: listing experiments needs no
+    matplotlib)."""
+    from nclab.report.figures import log_ticks as report_log_ticks
+
+    report_log_ticks(ax, axis)
+
+
+def legend(ax: Any) -> None:
+    """A legend only where two or more labelled artists share the panel (one curve needs none)."""
+    handles, _ = ax.get_legend_handles_labels()
+    if len(handles) >= 2:
+        ax.legend()
+
+
+def png(fig: Any, path: Path | None = None) -> bytes:
+    """The figure as PNG bytes at ``FIGURE_DPI`` (also written to ``path`` when given); the figure is closed.
+
+    A figure wider than ``MAX_WIDTH_IN`` is narrowed to it (fonts keep their size in points) so that the report
+    can show it at 1:1.
+    """
+    from nclab.report.figures import FIGURE_DPI, MAX_WIDTH_IN
+
+    if fig.get_layout_engine() is None:  # set here, not in rcParams: report figures choose their own layout
+        fig.set_layout_engine("constrained")
+    w, h = fig.get_size_inches()
+    if w > MAX_WIDTH_IN:
+        fig.set_size_inches(MAX_WIDTH_IN, h)
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")
+    # no bbox_inches="tight": it could widen the PNG past MAX_WIDTH_IN; constrained layout keeps text inside
+    fig.savefig(buf, format="png", dpi=FIGURE_DPI)
     pyplot().close(fig)
     data = buf.getvalue()
     if path is not None:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["EXPERIMENT_MODULES", "Experiment", "get", "list_experiments", "register", "run"]
+__all__ = ["DURATIONS", "EXPERIMENT_MODULES", "Experiment", "get", "list_experiments", "register", "run"]
 
 #: Modules whose import registers experiments (one per paper or theme, all in this package).
 EXPERIMENT_MODULES: list[str] = [
@@ -25,6 +25,27 @@ EXPERIMENT_MODULES: list[str] = [
     "nclab.experiments.theory_engines",
     "nclab.experiments.transfer",
 ]
+
+#: Measured wall time per experiment and scale on the shared 2-core machine: tiny from one run of each on
+#: 2026-11-23 (other jobs running), cpu from docs/geometry.md and benchmarks/RESULTS.md. A scale not listed has
+#: not been timed; ``nclab experiment list`` says so.
+DURATIONS: dict[str, dict[str, str]] = {
+    "central-path-flow": {"tiny": "~3 s"},
+    "digits-mlp-demo": {"tiny": "~15 s", "cpu": "~40 s"},
+    "fashion-mnist-cnn": {"tiny": "~20 s", "cpu": "~1.5 min"},
+    "geodesic-digits": {"tiny": "~7 s"},
+    "gnc-assignment": {"tiny": "~2 s", "cpu": "seconds"},
+    "gnc-bounds-vs-d": {"tiny": "~13 s", "cpu": "minutes"},
+    "gnc-d2-codes": {"tiny": "~4 s", "cpu": "~1 min"},
+    "gnc-tau-maxcos": {"tiny": "~1.5 s", "cpu": "~1 min"},
+    "mse-decomposition-ufm": {"tiny": "<1 s"},
+    "mufm-tradeoff": {"tiny": "~14 s"},
+    "ufm-figures": {"tiny": "~5 s"},
+    "vci-transfer": {"cpu": "~12 min"},
+    "ufm-init-scale": {"tiny": "~4 s"},
+    "ufm-threshold-sweep": {"tiny": "~5 s"},
+    "ufm-thm51": {"tiny": "~1 s"},
+}
 
 _REGISTRY: dict[str, Experiment] = {}
 _loaded = False
@@ -37,19 +58,31 @@ class Experiment:
     name: str
     fn: ExperimentFn
     summary: str
-    paper: str
+    paper: str  #: citation key of the paper it reproduces (docs/references.md)
     scales: tuple[str, ...] = field(default=("tiny", "cpu", "paper"))
+    #: Expected wall time per scale on the 2-core reference machine, as measured (a scale missing here has not
+    #: been timed).
+    durations: dict[str, str] = field(default_factory=dict)
 
 
 def register(
-    name: str, *, summary: str, paper: str, scales: tuple[str, ...] = ("tiny", "cpu", "paper")
+    name: str,
+    *,
+    summary: str,
+    paper: str,
+    scales: tuple[str, ...] = ("tiny", "cpu", "paper"),
 ) -> Callable[[ExperimentFn], ExperimentFn]:
-    """Decorator: register ``fn(out, scale, seed) -> summary dict`` under ``name``."""
+    """Decorator: register ``fn(out, scale, seed) -> summary dict`` under ``name`` (its expected wall times
+    come from :data:`DURATIONS`)."""
 
     def wrap(fn: ExperimentFn) -> ExperimentFn:
         if name in _REGISTRY and _REGISTRY[name].fn is not fn:
             raise ValueError(f"experiment {name!r} is registered twice")
-        _REGISTRY[name] = Experiment(name=name, fn=fn, summary=summary, paper=paper, scales=tuple(scales))
+        durations = DURATIONS.get(name, {})
+        unknown = set(durations) - set(scales)
+        if unknown:
+            raise ValueError(f"experiment {name!r}: durations for undeclared scales {sorted(unknown)}")
+        _REGISTRY[name] = Experiment(name, fn, summary, paper, tuple(scales), dict(durations))
         return fn
 
     return wrap

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from nclab.experiments.common import check_scale, html_table, png, pyplot, write_csv
+from nclab.experiments.common import check_scale, html_table, legend, png, pyplot, write_csv
 from nclab.experiments.registry import register
 from nclab.geometry.assignment import antipodal_pairs, code_symmetries, enumerate_assignments
 from nclab.geometry.bounds import softmax_code_bounds
@@ -29,7 +29,11 @@ HEXAGON_CLASSES = ("automobile", "cat", "deer", "dog", "horse", "truck")
 
 
 # ------------------------------------------------------------------------------------------------ d = 2 codes
-@register("gnc-d2-codes", summary="d=2 UFM codes, spherical constraint vs weight decay (Fig. B.1/B.2)", paper="003")
+@register(
+    "gnc-d2-codes",
+    summary="d=2 UFM codes, spherical constraint vs weight decay (Fig. B.1/B.2)",
+    paper="[Jiang et al. 2024]",
+)
 def d2_codes(out: Path, scale: str, seed: int) -> dict[str, Any]:
     from nclab.ufm.spherical import ce_ufm_sphere, wd_ufm
 
@@ -74,7 +78,7 @@ def d2_codes(out: Path, scale: str, seed: int) -> dict[str, Any]:
         ax2.bar(np.arange(K) - 0.2, np.linalg.norm(W_sc, axis=1) / np.linalg.norm(H_sc, axis=1), 0.4, label="SC")
         ax2.bar(np.arange(K) + 0.2, wd.length_ratio, 0.4, label="WD")
         ax2.set_title(f"||w_k|| / ||hbar_k||, K={K}")
-        ax2.legend(fontsize=7)
+        legend(ax2)
     write_csv(out / "codes.csv", rows)
     f1 = png(fig, out / "codes.png")
     f2 = png(fig2, out / "length_ratio.png")
@@ -97,7 +101,7 @@ def d2_codes(out: Path, scale: str, seed: int) -> dict[str, Any]:
 
 # ------------------------------------------------------------------------------------------ max cos vs tau
 @register("gnc-tau-maxcos", summary="CE-UFM max cosine vs tau at (d,K)=(3,7) with the HardMax line (Fig. C.1)",
-          paper="003")  # fmt: skip
+          paper="[Jiang et al. 2024]")  # fmt: skip
 def tau_maxcos(out: Path, scale: str, seed: int) -> dict[str, Any]:
     from nclab.geometry.codes import softmax_code_search
     from nclab.ufm.spherical import ce_ufm_sphere
@@ -122,7 +126,7 @@ def tau_maxcos(out: Path, scale: str, seed: int) -> dict[str, Any]:
     ax.invert_xaxis()
     ax.set_xlabel("tau")
     ax.set_ylabel("max_{k != k'} cos(w_k, w_k')")
-    ax.legend()
+    legend(ax)
     image = png(fig, out / "maxcos_vs_tau.png")
     summary = {
         "hardmax_max_cos": hm.max_cos,
@@ -145,7 +149,7 @@ def tau_maxcos(out: Path, scale: str, seed: int) -> dict[str, Any]:
 
 # --------------------------------------------------------------------------------------- bounds vs d, K=1000
 @register("gnc-bounds-vs-d", summary="numerical Softmax Code optimum and Thm 3.9 bounds vs d (Fig. 3, theory part)",
-          paper="003")  # fmt: skip
+          paper="[Jiang et al. 2024]")  # fmt: skip
 def bounds_vs_d(out: Path, scale: str, seed: int) -> dict[str, Any]:
     from nclab.geometry.codes import softmax_code_search
 
@@ -180,7 +184,7 @@ def bounds_vs_d(out: Path, scale: str, seed: int) -> dict[str, Any]:
     ax.set_xlabel("d")
     ax.set_ylabel("rho_one-vs-rest")
     ax.set_title(f"K = {K}")
-    ax.legend(fontsize=8)
+    legend(ax)
     image = png(fig, out / "bounds_vs_d.png")
     checked = [r for r in rows if r["condition"] and not math.isnan(r["rho_opt"])]
     summary = {
@@ -206,7 +210,7 @@ def bounds_vs_d(out: Path, scale: str, seed: int) -> dict[str, Any]:
 
 # ------------------------------------------------------------------------------------------------ assignments
 @register("gnc-assignment", summary="class-to-code assignments up to symmetry: square 3, hexagon 60 / 15 pairings",
-          paper="003")  # fmt: skip
+          paper="[Jiang et al. 2024]")  # fmt: skip
 def assignment(out: Path, scale: str, seed: int) -> dict[str, Any]:
     check_scale(scale)
     del seed  # deterministic enumeration
@@ -237,12 +241,12 @@ def assignment(out: Path, scale: str, seed: int) -> dict[str, Any]:
             for c, code in enumerate(a):
                 x, y = W[code]
                 ax.plot([0, x], [0, y], color="0.7", lw=0.8)
-                ax.text(1.15 * x, 1.15 * y, classes[c], ha="center", va="center", fontsize=7)
+                ax.text(1.15 * x, 1.15 * y, classes[c], ha="center", va="center")
             ax.set_xlim(-1.6, 1.6)
             ax.set_ylim(-1.6, 1.6)
             ax.set_aspect("equal")
             ax.axis("off")
-            ax.set_title(row["id"], fontsize=8)
+            ax.set_title(row["id"])
         figures.append((f"{name}: representatives of the antipodal pairings", png(fig)))
     for caption, image in figures:
         atomic_write_bytes(out / (caption.split(":")[0] + ".png"), image)

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from nclab.experiments.common import png, pyplot, write_csv
+from nclab.experiments.common import legend, log_ticks, png, pyplot, write_csv
 from nclab.experiments.registry import register
 from nclab.io.atomic import atomic_write_text
 
@@ -47,7 +47,7 @@ _FLOW_SCALES = {
 @register(
     "central-path-flow",
     summary="renormalised central-path flow, both projections vs the two closed forms (omega_j(t), max/min, ETF)",
-    paper="004",
+    paper="[Han et al. 2022]",
 )
 def central_path_flow(out: Path, scale: str, seed: int) -> dict:
     from nclab.theory.central_path import simulate
@@ -73,11 +73,11 @@ def central_path_flow(out: Path, scale: str, seed: int) -> dict:
     axes[0].set_ylabel("omega_j(t)")
     axes[0].plot([], [], "k-", label="closed form, oblique [derived]")
     axes[0].plot([], [], "k--", label="closed form, orthogonal (Prop. 2)")
-    axes[0].legend(fontsize=7)
+    legend(axes[0])
     figures.append(
         ("omega_j(t): points = simulation, solid = oblique closed form, dashed = Prop. 2", png(fig, out / "omega.png"))
     )
-    fig, axes = plt.subplots(1, 3, figsize=(14, 3.8))
+    fig, axes = plt.subplots(1, 3, figsize=(12, 4.0))
     for proj, run in runs.items():
         axes[0].semilogx(run.t[1:], run.ratio[1:], label=proj)
         axes[1].loglog(run.t[1:], run.etf_distance[1:], label=proj)
@@ -88,7 +88,7 @@ def central_path_flow(out: Path, scale: str, seed: int) -> dict:
     axes[2].set_title("NC metrics of renormalised features")
     for ax in axes:
         ax.set_xlabel("t")
-        ax.legend(fontsize=7)
+        legend(ax)
     figures.append(("equalisation of the singular values, distance to the ETF, NC metrics", png(fig, out / "etf.png")))
     summary: dict[str, Any] = {"C": cfg["C"], "N": cfg["N"], "P": cfg["P"], "t_end": cfg["t_end"]}
     for proj, run in runs.items():
@@ -125,12 +125,16 @@ def plot_decomposition(rows: Sequence[dict[str, float]], x_key: str = "epoch", z
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(6, 4))
     x = [r[x_key] for r in rows]
-    for key, label in (("L", "L"), ("L_NC1", "L_NC1"), ("L_NC23", "L_NC2/3"), ("L_perp", "L_perp (L_LS^perp)")):
-        ax.semilogy(x, [max(r[key], 1e-300) for r in rows], label=label)
+    # explicit colours: the default cycle's fourth colour is the red of the zero-error line
+    curves = (("L", "L", "C0"), ("L_NC1", "L_NC1", "C1"), ("L_NC23", "L_NC2/3", "C2"), ("L_perp", "L_perp", "C4"))
+    for key, label, colour in curves:
+        ax.semilogy(x, [max(r[key], 1e-300) for r in rows], color=colour, label=label)
     if zero_error is not None:
-        ax.axvline(zero_error, color="red", lw=1)
+        ax.axvline(zero_error, color="red", lw=1.2, ls="--", label=f"zero training error ({x_key} {zero_error:g})")
     ax.set_xlabel(x_key)
-    ax.legend(fontsize=8)
+    ax.set_ylabel("loss term")
+    log_ticks(ax)
+    legend(ax)
     return fig
 
 
@@ -138,7 +142,7 @@ def plot_decomposition(rows: Sequence[dict[str, float]], x_key: str = "epoch", z
     "mse-decomposition-ufm",
     summary="[Han et al. 2022, Fig. 2] analogue: MSE decomposition L = L_NC1 + L_NC2/3 + L_perp "
     "along joint GD on the UFM",
-    paper="004",
+    paper="[Han et al. 2022]",
 )
 def mse_decomposition_ufm(out: Path, scale: str, seed: int) -> dict:
     from nclab.theory.joint_gd import joint_gd
@@ -159,7 +163,8 @@ def mse_decomposition_ufm(out: Path, scale: str, seed: int) -> dict:
     write_csv(out / "decomposition.csv", rows)
     zero = next((r["step"] for r in rows if r["train_error"] == 0), None)
     fig = plot_decomposition(rows, "step", zero)
-    figures = [("L, L_NC1, L_NC2/3, L_perp vs GD step (log y); red: first zero-error step", png(fig, out / "fig2.png"))]
+    caption = "L, L_NC1, L_NC2/3, L_perp vs GD step (log y); red dashed: first zero-error step"
+    figures = [(caption, png(fig, out / "fig2.png"))]
     last = rows[-1]
     after = [r for r in rows if zero is not None and r["step"] >= zero]
     summary = {
@@ -258,7 +263,7 @@ _GEO_SCALES = {
     "geodesic-digits",
     summary="[Wang et al. 2024, Fig. 3] analogue: per-block PFC1/2/3 of an FC ResNet on digits "
     "vs the geodesic prediction",
-    paper="002",
+    paper="[Wang et al. 2024]",
 )
 def geodesic_digits(out: Path, scale: str, seed: int) -> dict:
     from nclab.data import load_digits
@@ -269,21 +274,27 @@ def geodesic_digits(out: Path, scale: str, seed: int) -> dict:
     t_grid = np.linspace(0, 1, cfg["grid"])
     prof = depth_profile(layers, y, t_grid)
     plt = pyplot()
-    fig, axes = plt.subplots(1, 3, figsize=(14, 3.8))
+    fig, axes = plt.subplots(1, 3, figsize=(12, 4.0))
     tl = prof["relative_depth"]
     titles = {"pfc1": "PFC1 = Tr S_W / Tr S_B", "pfc2": "PFC2 (ETF Gram distance)", "pfc3": "PFC3 (NCC accuracy)"}
     for ax, key in zip(axes, ("pfc1", "pfc2", "pfc3"), strict=True):
         ax.plot(tl, prof["measured"][key], "o-", color="green", label="measured layers")
         ax.plot(t_grid, getattr(prof["predicted"]["measured"], key), color="blue", label="geodesic (measured end)")
-        ax.plot(t_grid, getattr(prof["predicted"]["etf"], key), ":", color="gray", label="geodesic (ETF end)")
+        etf_end = np.asarray(getattr(prof["predicted"]["etf"], key), dtype=np.float64)
         ax.set_title(titles[key])
         ax.set_xlabel("relative depth t")
         if key != "pfc3":
+            # the ETF-end curve reaches 0 at t = 1, i.e. -infinity on the log axis: keep the axis on the measured
+            # range and stop that curve where it leaves it (the legend says where it goes)
+            low = 0.1 * min(np.min(prof["measured"][key]), np.min(getattr(prof["predicted"]["measured"], key)))
+            ax.plot(t_grid, np.where(etf_end >= low, etf_end, np.nan), ":", color="gray",
+                    label="geodesic (ETF end, -> 0 at t = 1)")  # fmt: skip
             ax.set_yscale("log")
-            # the ETF-end curve reaches 0 at t = 1: keep the axis on the measured range
-            low = min(np.min(prof["measured"][key]), np.min(getattr(prof["predicted"]["measured"], key)))
-            ax.set_ylim(bottom=0.1 * low)
-    axes[0].legend(fontsize=7)
+            ax.set_ylim(bottom=low)
+            log_ticks(ax)
+        else:
+            ax.plot(t_grid, etf_end, ":", color="gray", label="geodesic (ETF end)")
+    legend(axes[0])
     figures = [("metrics vs relative depth (green) with the geodesic prediction (blue)", png(fig, out / "fig3.png"))]
     rows = []
     for i, t in enumerate(tl):

@@ -111,7 +111,7 @@ def run_demo(
         out / "report.html",
         "nclab demo: neural collapse of an MLP on digits, MSE vs CE",
         [("Runs", body)],
-        [(f"MSE vs CE at layer {pen} (dotted lines: zero-error epochs)", fig)],
+        [(f"MSE vs CE at the penultimate layer ({pen}); dotted lines: zero-error epochs", fig)],
     )
 
 
@@ -170,7 +170,7 @@ def _fashion_cfg(scale: str, seed: int, loss: str) -> Any:
     "fashion-mnist-cnn",
     summary="Fashion-MNIST subset, small CNN, MSE vs CE past zero training error: NC1-NC4 per epoch "
     "([Han et al. 2022] at CPU scale)",
-    paper="004",
+    paper="[Han et al. 2022]",
 )
 def fashion_mnist_cnn(out: Path, scale: str, seed: int) -> dict[str, Any]:
     from nclab.report.figures import compare_figure
@@ -191,7 +191,8 @@ def fashion_mnist_cnn(out: Path, scale: str, seed: int) -> dict[str, Any]:
     metrics = ["nc1", "equinorm", "equiangularity", "max_angle", "self_duality", "ncc_mismatch"]
     figs = [
         (
-            f"[Han et al. 2022, Figs. 3-8] / 10 analogues at layer {pen}, train split (dotted: zero-error epochs)",
+            f"[Han et al. 2022, Figs. 3-8] / 10 analogues at the penultimate layer ({pen}), train split "
+            "(dotted: zero-error epochs)",
             compare_figure({k.upper(): (r.rows, r.zero_error_epoch) for k, r in runs.items()}, metrics, pen),
         ),
         (
@@ -218,7 +219,7 @@ def fashion_mnist_cnn(out: Path, scale: str, seed: int) -> dict[str, Any]:
 @register(
     "digits-mlp-demo",
     summary="The nclab demo: MLP on the embedded digits, MSE and CE past zero training error",
-    paper="004",
+    paper="[Han et al. 2022]",
     scales=("tiny", "cpu"),
 )
 def digits_mlp_demo(out: Path, scale: str, seed: int) -> dict[str, Any]:

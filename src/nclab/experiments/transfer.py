@@ -113,7 +113,7 @@ def vci_transfer_study(scale: str) -> dict[str, Any]:
     "vci-transfer",
     summary="Transfer study: tau and cosine-regulariser groups, collapse metrics vs MLOG of linear probes "
     "(Fig. 7 / Tables 1-2 at CPU scale)",
-    paper="000",
+    paper="[Xu & Liu 2023]",
 )
 def run_vci_transfer(out: Path, scale: str, seed: int) -> dict[str, Any]:
     """Run the study (``seed`` shifts the seeds), write ``report.html`` with the Fig. 7 analogue and tables."""

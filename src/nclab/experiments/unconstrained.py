@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from nclab.experiments.common import check_scale, png, pyplot, write_csv
+from nclab.experiments.common import check_scale, legend, log_ticks, png, pyplot, write_csv
 from nclab.experiments.registry import register
 from nclab.metrics import etf_gram_error, ncc_metrics, trace_ratio
 from nclab.report import metrics_table_html, write_report
@@ -37,7 +37,7 @@ _FIG_MODELS = {
 @register(
     "ufm-figures",
     summary="[Tirer & Bruna 2022, Figs. 1-4]: GD objective and NC1/NC2/NC3 per feature level",
-    paper="001",
+    paper="[Tirer & Bruna 2022]",
 )
 def figures_001(out: Path, scale: str, seed: int) -> dict[str, Any]:
     check_scale(scale)
@@ -60,7 +60,8 @@ def figures_001(out: Path, scale: str, seed: int) -> dict[str, Any]:
             metrics_every=every,
         )
         write_csv(out / f"{fig_name}.csv", res.history)
-        fig, ax = plt.subplots(1, 4, figsize=(16, 3.2))
+        fig, ax = plt.subplots(2, 2, figsize=(12, 6.4))
+        ax = ax.ravel()
         it = np.array([r["iter"] for r in res.history])
         gap = np.array([r["gap"] for r in res.history])
         ax[0].semilogy(it, np.maximum(np.abs(gap), 1e-16))
@@ -76,10 +77,13 @@ def figures_001(out: Path, scale: str, seed: int) -> dict[str, Any]:
                 ax[3].plot(mit, [r[f"{level}/nc3"] for r in mrows], "o-", label=level)
         for a, t in zip(ax[1:], ("NC1", "NC2 (ETF, OF)", "NC3 (uncentred)"), strict=True):
             a.set_title(t)
-            a.legend(fontsize=7)
+            legend(a)
             a.set_xlabel("GD iteration")
+        ax[0].set_xlabel("GD iteration")
+        for a in ax[:2]:
+            log_ticks(a)
         fig.suptitle(f"{fig_name} (K={K}, d={d}, n={n}, lambda={lam}, lr 0.1)")
-        figures.append((fig_name, png(fig, out / f"{fig_name}.png", dpi=90)))
+        figures.append((fig_name, png(fig, out / f"{fig_name}.png")))
         summary[fig_name] = {"loss": res.loss, "L_star": res.theory.loss, "gap": res.gap, "iters": iters}
     sections = [("Runs", metrics_table_html({f"{k} gap": v["gap"] for k, v in summary.items()}))]
     write_report(out / "report.html", "UFM figures [Tirer & Bruna 2022, Figs. 1-4]", sections, figures)
@@ -87,14 +91,16 @@ def figures_001(out: Path, scale: str, seed: int) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------------------------- threshold sweeps
-@register("ufm-threshold-sweep", summary="lambda vs L*: closed form (line) vs L-BFGS (points)", paper="001")
+@register(
+    "ufm-threshold-sweep", summary="lambda vs L*: closed form (line) vs L-BFGS (points)", paper="[Tirer & Bruna 2022]"
+)
 def threshold_sweep(out: Path, scale: str, seed: int) -> dict[str, Any]:
     check_scale(scale)
     K, n, d = 4, 3, 8
     points = 6 if scale == "tiny" else 25
     rows = []
     plt = pyplot()
-    fig, ax = plt.subplots(1, 3, figsize=(14, 3.5))
+    fig, ax = plt.subplots(1, 3, figsize=(12, 3.8))
     worst = 0.0
     for j, (model, make) in enumerate(
         (
@@ -130,9 +136,9 @@ def threshold_sweep(out: Path, scale: str, seed: int) -> dict[str, Any]:
         ax[j].plot(grid / crit, num, "o", label="L-BFGS")
         ax[j].set_title(model)
         ax[j].set_xlabel("lambda / lambda_critical")
-        ax[j].legend()
+        legend(ax[j])
     write_csv(out / "threshold_sweep.csv", rows)
-    image = png(fig, out / "threshold_sweep.png", dpi=90)
+    image = png(fig, out / "threshold_sweep.png")
     write_report(
         out / "report.html",
         "UFM threshold sweeps",
@@ -144,7 +150,9 @@ def threshold_sweep(out: Path, scale: str, seed: int) -> dict[str, Any]:
 
 # ---------------------------------------------------------------------------------------------- init scale
 @register(
-    "ufm-init-scale", summary="3-factor model: GD init scale vs outcome (origin, optimum, divergence)", paper="001"
+    "ufm-init-scale",
+    summary="3-factor model: GD init scale vs outcome (origin, optimum, divergence)",
+    paper="[Tirer & Bruna 2022]",
 )
 def init_scale_study(out: Path, scale: str, seed: int) -> dict[str, Any]:
     check_scale(scale)
@@ -176,8 +184,8 @@ def init_scale_study(out: Path, scale: str, seed: int) -> dict[str, Any]:
     ax.axhline(0.5, color="r", ls=":", label="origin (1/2)")
     ax.set_xlabel("init scale")
     ax.set_ylabel(f"objective after {iters} GD steps")
-    ax.legend()
-    image = png(fig, out / "init_scale.png", dpi=90)
+    legend(ax)
+    image = png(fig, out / "init_scale.png")
     table = "".join(
         f"<tr><td>{r['init_scale']}</td><td>{r['final_loss']:.6g}</td><td>{r['outcome']}</td></tr>" for r in rows
     )
@@ -191,7 +199,9 @@ def init_scale_study(out: Path, scale: str, seed: int) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------------------------- Thm 5.1
-@register("ufm-thm51", summary="Thm 5.1 Monte Carlo: ||W_hat - f W*||/||W*|| vs n (slope -1/2)", paper="001")
+@register(
+    "ufm-thm51", summary="Thm 5.1 Monte Carlo: ||W_hat - f W*||/||W*|| vs n (slope -1/2)", paper="[Tirer & Bruna 2022]"
+)
 def thm51_monte_carlo(out: Path, scale: str, seed: int) -> dict[str, Any]:
     check_scale(scale)
     K, d, lam_W, nlam_H, sigma = 4, 20, 0.01, 0.02, 0.3  # [Tirer & Bruna 2022]
@@ -216,8 +226,8 @@ def thm51_monte_carlo(out: Path, scale: str, seed: int) -> dict[str, Any]:
     ax.loglog(ns, rows[0]["rel_error"] * (np.array(ns) / ns[0]) ** -0.5, "k--", label="n^(-1/2)")
     ax.set_xlabel("n")
     ax.set_ylabel("||W_hat - f W*|| / ||W*||")
-    ax.legend()
-    image = png(fig, out / "thm51.png", dpi=90)
+    legend(ax)
+    image = png(fig, out / "thm51.png")
     write_report(
         out / "report.html",
         "Thm 5.1: attenuation of the optimal classifier",
@@ -237,7 +247,7 @@ def _pfc(H: np.ndarray, K: int, n: int) -> dict[str, float]:
 @register(
     "mufm-tradeoff",
     summary="[Wang et al. 2024, Figs. 4-5]: MUFM vs UFM optima and metrics vs lambda/lambda_W",
-    paper="002",
+    paper="[Wang et al. 2024]",
 )
 def mufm_tradeoff(out: Path, scale: str, seed: int) -> dict[str, Any]:
     check_scale(scale)
@@ -281,17 +291,17 @@ def mufm_tradeoff(out: Path, scale: str, seed: int) -> dict[str, Any]:
     ufm_m = _pfc(ufm.params["H"], K, n)
     write_csv(out / "mufm_sweep.csv", rows)
     plt = pyplot()
-    fig, ax = plt.subplots(1, 4, figsize=(16, 3.2))
+    fig, ax = plt.subplots(2, 2, figsize=(12, 6.4))
     xs = [r["lambda/lambda_W"] for r in rows]
-    for a, key in zip(ax, ("pfc1", "pfc2", "ncc_accuracy", "alignment"), strict=True):
+    for a, key in zip(ax.ravel(), ("pfc1", "pfc2", "ncc_accuracy", "alignment"), strict=True):
         a.plot(xs, [r[key] for r in rows], "o-", label="MUFM")
         if key in data:
             a.axhline(data[key], color="r", ls="--", label="data X")
         a.set_xscale("log")
         a.set_xlabel("lambda / lambda_W")
         a.set_title(key)
-        a.legend(fontsize=7)
-    image = png(fig, out / "mufm_sweep.png", dpi=90)
+        legend(a)
+    image = png(fig, out / "mufm_sweep.png")
     sections = [
         ("Data X", metrics_table_html(data)),
         ("UFM (X = 0, lambda/lambda_W = 0.2)", metrics_table_html(ufm_m)),

@@ -45,6 +45,7 @@ __all__ = [
     "figure_png",
     "heatmap_figure",
     "layers_of",
+    "log_ticks",
     "series",
     "train_test_figure",
 ]
@@ -109,6 +110,28 @@ def _log_ok(metric: str, values: np.ndarray) -> bool:
     return direction == "lower" and finite.size > 0 and bool(np.all(finite > 0))
 
 
+def log_ticks(ax: plt.Axes, axis: str = "y") -> None:
+    """Give a log axis at least three tick labels where it spans less than three decades.
+
+    Matplotlib labels only the powers of ten, so an axis from 0.02 to 2 shows two labels. The major ticks are
+    the first of 1, {1, 2, 5}, {1, 2, 3, 5} or every integer multiple of the powers of ten that puts three
+    ticks inside the axis, all labelled; minor ticks are off (they dominate layout time on log axes).
+    """
+    target = ax.yaxis if axis == "y" else ax.xaxis
+    lo, hi = ax.get_ylim() if axis == "y" else ax.get_xlim()
+    target.set_minor_locator(NullLocator())
+    if not (lo > 0 and hi > lo):
+        return
+    powers = 10.0 ** np.arange(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1)
+    for subs in ((1.0,), (1.0, 2.0, 5.0), (1.0, 2.0, 3.0, 5.0), tuple(float(k) for k in range(1, 10))):
+        ticks = np.outer(powers, subs).ravel()
+        if np.count_nonzero((ticks >= lo) & (ticks <= hi)) >= 3:
+            break
+    if subs != (1.0,):
+        target.set_major_locator(LogLocator(base=10, subs=subs, numticks=100))
+        target.set_major_formatter(LogFormatterSciNotation(labelOnlyBase=False, minor_thresholds=(math.inf, math.inf)))
+
+
 def _decorate(ax: plt.Axes, metric: str, zero_epoch: int | None, log: bool) -> None:
     ax.set_xscale("symlog", linthresh=1.0)
     # margins computed on the linear axis (e.g. around an axvline drawn before the scale switch) would show
@@ -118,12 +141,7 @@ def _decorate(ax: plt.Axes, metric: str, zero_epoch: int | None, log: bool) -> N
         ax.set_xlim(-0.3, right)
     if log:
         ax.set_yscale("log")
-        # 1-2-5 major ticks: values spanning less than a decade still get labelled (minor ticks are off below)
-        ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
-        lo, hi = ax.get_ylim()
-        if lo > 0 and hi / lo < 10:  # within a decade 1-2-5 can leave one label: label every integer multiple
-            ax.yaxis.set_major_locator(LogLocator(base=10, subs=tuple(range(1, 10))))
-            ax.yaxis.set_major_formatter(LogFormatterSciNotation(labelOnlyBase=False))
+        log_ticks(ax)
     if zero_epoch is not None:  # explained in the captions: no legend entry of its own
         ax.axvline(zero_epoch, color="red", lw=1.2, ls="--")
     ax.set_title(_LABELS.get(metric, metric), fontsize=_FONTS["title"])

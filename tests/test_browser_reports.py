@@ -1,0 +1,152 @@
+"""The HTML reports as a reader sees them: rendered in headless Chromium at 1280 x 900.
+
+Reports rendered: the demo (a 3-epoch ``run_demo``: its comparison page and the MSE run's page) and one tiny
+experiment per family: UFM (``ufm-figures``), codes (``gnc-d2-codes``), theory (``mse-decomposition-ufm``,
+``geodesic-digits``) and training (``fashion-mnist-cnn``, when its dataset is installed).
+
+Method, per report:
+
+* images: every ``<img>`` of the file is a ``data:image/png;base64`` URI that decodes to a PNG (signature and a
+  nonzero IHDR width and height); in the browser every image is ``complete`` with a nonzero ``naturalWidth``;
+* console: Chromium runs with ``--enable-logging=stderr``, which writes every console message (errors, failed
+  loads) as a ``CONSOLE`` line; the reports contain no script, so any such line fails the test;
+* first viewport: a copy of the report gets a small script that, after the ``load`` event, writes the geometry
+  of the images into the DOM; ``--dump-dom`` prints it. The first figure's top edge must lie inside the window's
+  viewport (``innerHeight``, at most 900 px) and every image is shown at 1:1 (rendered width = PNG width, at
+  most 1280 px);
+* figure text: every figure is rendered by ``Figure.savefig`` (wrapped here) at a known DPI; a text of ``s``
+  points is ``s * dpi / 72`` px high in the PNG, i.e. on screen at 1:1; every visible text must reach 10 px.
+
+A control page with a console error and a broken image checks that the method detects both. Screenshots and
+the rendered copies are kept under ``runs/browser/`` (gitignored; CI artefacts).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import shutil
+import struct
+import subprocess
+from pathlib import Path
+
+import pytest
+from matplotlib.figure import Figure
+from matplotlib.text import Text
+
+from nclab.experiments.registry import run
+from nclab.experiments.training import run_demo
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")
+
+SHOTS = Path(__file__).resolve().parents[1] / "runs" / "browser"
+WINDOW = (1280, 900)
+MIN_TEXT_PX = 10.0
+FASHION = Path("/usr/share/datasets/fashion-mnist")
+
+_PROBE = """<script>addEventListener("load", () => {
+  const imgs = [...document.images].map(i => ({complete: i.complete, natural: i.naturalWidth,
+    width: i.getBoundingClientRect().width, top: i.getBoundingClientRect().top}));
+  const p = document.createElement("pre"); p.id = "nclab-probe";
+  p.textContent = JSON.stringify({imgs, innerWidth, innerHeight}); document.body.append(p);
+});</script>"""
+
+
+def _render(html_path: Path, name: str, tmp_path: Path) -> tuple[dict, list[str]]:
+    """Render a copy of ``html_path`` with the probe; return the probe's JSON and the console lines."""
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page = SHOTS / f"{name}.html"
+    page.write_text(html_path.read_text(encoding="utf-8").replace("</body>", _PROBE + "</body>"), encoding="utf-8")
+    proc = subprocess.run(
+        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+         f"--user-data-dir={tmp_path / 'chromium-profile'}", f"--window-size={WINDOW[0]},{WINDOW[1]}",
+         f"--screenshot={SHOTS / f'{name}.png'}", "--enable-logging=stderr", "--v=0", "--dump-dom",
+         page.as_uri()],
+        capture_output=True, text=True, timeout=120, check=True,
+    )  # fmt: skip
+    match = re.search(r'<pre id="nclab-probe">(.*?)</pre>', proc.stdout, re.S)
+    assert match, proc.stdout[-2000:]
+    console = [line for line in proc.stderr.splitlines() if ":CONSOLE" in line]
+    return json.loads(match.group(1).replace("&quot;", '"')), console
+
+
+def _png_size(data: bytes) -> tuple[int, int]:
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR"
+    return struct.unpack(">II", data[16:24])
+
+
+def _check_report(html_path: Path, name: str, tmp_path: Path) -> None:
+    text = html_path.read_text(encoding="utf-8")
+    sources = re.findall(r'<img[^>]*\ssrc="([^"]*)"', text)
+    assert sources, f"{name}: no figure"
+    for src in sources:
+        assert src.startswith("data:image/png;base64,"), src[:60]
+        w, h = _png_size(base64.b64decode(src.split(",", 1)[1], validate=True))
+        assert w > 0 and h > 0
+    probe, console = _render(html_path, name, tmp_path)
+    assert console == [], console
+    imgs = probe["imgs"]
+    assert len(imgs) == len(sources)
+    assert all(i["complete"] and i["natural"] > 0 for i in imgs), imgs
+    viewport = min(probe["innerHeight"], WINDOW[1])
+    assert 0 <= imgs[0]["top"] < viewport, (imgs[0], viewport)
+    for i in imgs:
+        assert i["natural"] <= WINDOW[0] and abs(i["width"] - i["natural"]) < 0.5, i
+    shot = (SHOTS / f"{name}.png").read_bytes()
+    assert _png_size(shot) == WINDOW
+
+
+@pytest.fixture
+def text_sizes(monkeypatch):
+    """Every figure saved while the fixture is active: (its smallest visible text in px at 1:1, width in px)."""
+    seen: list[tuple[float, float]] = []
+    savefig = Figure.savefig
+
+    def recording(self, *args, **kwargs):
+        out = savefig(self, *args, **kwargs)  # draws the figure: tick labels exist from here on
+        dpi = float(kwargs.get("dpi") or self.dpi)
+        sizes = [t.get_fontsize() for t in self.findobj(Text) if t.get_visible() and t.get_text().strip()]
+        seen.append((min(sizes) * dpi / 72, self.get_size_inches()[0] * dpi))
+        return out
+
+    monkeypatch.setattr(Figure, "savefig", recording)
+    return seen
+
+
+def _check_text(seen: list[tuple[float, float]], name: str) -> None:
+    assert seen, f"{name}: no figure was saved"
+    for px, width in seen:
+        assert px >= MIN_TEXT_PX, f"{name}: a figure's smallest text is {px:.1f} px at 1:1"
+        assert width <= WINDOW[0], f"{name}: a figure is {width:.0f} px wide"
+
+
+def test_the_method_detects_console_errors_and_broken_images(tmp_path):
+    page = tmp_path / "control.html"
+    page.write_text(
+        '<!doctype html><html><body><img src="data:image/png;base64,AAAA"><script>console.error("control")'
+        "</script></body></html>"
+    )
+    probe, console = _render(page, "control", tmp_path)
+    assert any('"control"' in line for line in console), console
+    assert probe["imgs"][0]["complete"] and probe["imgs"][0]["natural"] == 0
+
+
+def test_demo_reports_in_chromium(tmp_path, text_sizes):
+    summary = run_demo(tmp_path / "demo", epochs=3, progress=False)
+    _check_report(summary, "demo", tmp_path)
+    _check_report(tmp_path / "demo" / "mse" / "report.html", "demo-mse-run", tmp_path)
+    _check_text(text_sizes, "demo")
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["ufm-figures", "gnc-d2-codes", "mse-decomposition-ufm", "geodesic-digits", "fashion-mnist-cnn"],
+)
+def test_experiment_reports_in_chromium(name, tmp_path, text_sizes):
+    if name == "fashion-mnist-cnn" and not FASHION.is_dir():
+        pytest.skip("Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist)")
+    run(name, tmp_path / name, scale="tiny")
+    _check_text(text_sizes, name)
+    _check_report(tmp_path / name / "report.html", name, tmp_path)
