@@ -137,6 +137,6 @@ def test_nclab_imports_without_transformers():
     import subprocess
     import sys
 
-    code = "import sys; sys.modules['transformers'] = None; import nclab, nclab.integrations; print(nclab.CollapseMonitor)"
+    code = "import sys; sys.modules['transformers'] = None; import nclab.integrations; print(nclab.CollapseMonitor)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert "CollapseMonitor" in out.stdout
