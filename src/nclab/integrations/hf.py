@@ -88,8 +88,8 @@ class CollapseCallback(transformers.TrainerCallback):
         What to measure (any iterable of mapping batches with ``labels``, or ``(x, y)`` pairs). Default: the
         Trainer's train dataloader and, once the Trainer has built one (its first evaluation), its eval
         dataloader; pass ``eval_data`` to measure the held-out split from epoch 0 on. Iterating the Trainer's
-        shuffled train dataloader draws from its sampler's generator, so the training order differs from a run
-        without the callback; an unshuffled ``train_data`` leaves it as it was.
+        shuffled train dataloader may draw from its sampler's generator (and change the training order against
+        a run without the callback); an unshuffled ``train_data`` cannot.
     **monitor_options
         As :class:`~nclab.CollapseMonitor` (``layers``, ``classifier``, ``schedule``, ``track``, ``sinks``,
         ``out``, ...). ``targets_fn`` defaults to :func:`last_token_pooling` with the model's
