@@ -35,6 +35,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_stats.py
 	$(BIN)/python benchmarks/bench_metrics.py
 	$(BIN)/python benchmarks/bench_train.py
+	$(BIN)/python benchmarks/bench_monitor.py
 	$(BIN)/python benchmarks/bench_ufm.py --small
 	$(BIN)/python benchmarks/bench_geometry.py
 
