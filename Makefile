@@ -4,7 +4,7 @@ VENV    := .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.nclab-installed
 
-.PHONY: demo test bench lint venv clean
+.PHONY: demo test examples bench lint venv clean
 
 venv: $(STAMP)
 
@@ -21,19 +21,27 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/ruff check .
-	$(BIN)/ruff format --check src tests benchmarks
+	$(BIN)/ruff format --check src tests benchmarks examples
 	$(BIN)/python -m pytest -q
+
+# each example asserts its own results (tests/test_examples.py runs them too, so `make test` covers them)
+examples: $(STAMP)
+	$(BIN)/python examples/own_loop.py
+	$(BIN)/python examples/measure_saved_features.py
+	$(BIN)/python examples/lightning_digits.py
+	$(BIN)/python examples/hf_text.py
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_stats.py
 	$(BIN)/python benchmarks/bench_metrics.py
 	$(BIN)/python benchmarks/bench_train.py
+	$(BIN)/python benchmarks/bench_monitor.py
 	$(BIN)/python benchmarks/bench_ufm.py --small
 	$(BIN)/python benchmarks/bench_geometry.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
-	$(BIN)/ruff format --check src tests benchmarks
+	$(BIN)/ruff format --check src tests benchmarks examples
 
 clean:
 	rm -rf $(VENV) build dist .pytest_cache .ruff_cache

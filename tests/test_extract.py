@@ -67,6 +67,40 @@ def test_extracted_features_measure_to_the_monitors_numbers(tmp_path):
         assert cli[met] == pytest.approx(ref[met], rel=1e-6), met
 
 
+def test_safetensors_export_holds_the_npy_arrays_and_measures_the_same(tmp_path):
+    pytest.importorskip("safetensors", reason="reading .safetensors needs safetensors (pip install nclab[io])")
+    from safetensors.numpy import load_file
+
+    net, (x, y) = _net(), _data()
+    batches = [(x[i : i + 16], y[i : i + 16]) for i in range(0, 70, 16)]
+    npy = nclab.extract_features(net, batches, ["1", "penultimate"], out=tmp_path / "npy", num_classes=K)
+    st = nclab.extract_features(
+        net, batches, ["1", "penultimate"], out=tmp_path / "st", num_classes=K, format="safetensors"
+    )
+    target = tmp_path / "st" / "features.safetensors"
+    assert set(st) == set(npy) and set(st.values()) == {target}
+    assert sorted(p.name for p in (tmp_path / "st").iterdir()) == ["features.safetensors", "manifest.json"]
+    tensors = load_file(str(target))
+    for name, path in npy.items():
+        ref = np.load(path)
+        assert tensors[name].dtype == ref.dtype and tensors[name].shape == ref.shape
+        np.testing.assert_array_equal(tensors[name], ref)
+
+    def measure(paths: dict, spec) -> dict:
+        files = [spec(paths, "penultimate"), spec(paths, "labels"), "-w", spec(paths, "W"), "-b", spec(paths, "b")]
+        res = runner.invoke(app, ["measure", *files, "-f", "json"])
+        assert res.exit_code == 0, res.output
+        return json.loads(res.stdout)
+
+    from_npy = measure(npy, lambda p, k: str(p[k]))
+    from_st = measure(st, lambda p, k: f"{p[k]}:{k}")
+    assert from_st.keys() == from_npy.keys()
+    for key, v in from_npy.items():
+        assert from_st[key] == v or (np.isnan(v) and np.isnan(from_st[key])), key
+    with pytest.raises(ValueError, match="format"):
+        nclab.extract_features(net, batches, out=tmp_path / "x", num_classes=K, format="hdf5")
+
+
 def test_extract_command_on_a_run_directory(tmp_path):
     from nclab.data import load
     from nclab.train import resolve_config, train
@@ -88,5 +122,9 @@ def test_extract_command_on_a_run_directory(tmp_path):
     H = np.load(out / f"{pen}.npy", mmap_mode="r")
     assert H.shape == (40, 12)
     np.testing.assert_array_equal(np.load(out / "labels.npy"), test.y.numpy())
+    args = ["extract", str(run.out), "digits", "--split", "test", "--per-class", "4", "-o", str(out / "st")]
+    res = runner.invoke(app, [*args, "--format", "safetensors"])
+    assert res.exit_code == 0, res.output
+    assert (out / "st" / "features.safetensors").stat().st_size > H.nbytes and not list((out / "st").glob("*.npy"))
     bad = runner.invoke(app, ["extract", str(tmp_path / "nowhere.pt"), "digits", "-o", str(out)])
     assert bad.exit_code == 2 and "error" in bad.output

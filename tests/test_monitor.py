@@ -185,3 +185,46 @@ def test_schedule_sinks_and_top_level_export(net, data, tmp_path):
     assert CollapseMonitor(net, num_classes=K, schedule=[2, 7]).due(7)
     table = read_metrics(tmp_path)
     assert table == monitor.rows and sorted({r.epoch for r in table}) == done
+
+
+def test_kept_features_give_the_streamed_result_and_survive_inplace_ops(data):
+    """Pass 1 keeps a copy of the features for the NCC pass while they fit (cache_mb): the report equals the
+    two-forward-pass one (cache_mb=0) and the one whose budget runs out mid-pass; an in-place ReLU after the
+    measured Linear does not reach the kept copy (the statistics stay those of the pre-activation)."""
+    torch.manual_seed(1)
+    net = nn.Sequential(nn.Linear(D, 16), nn.ReLU(inplace=True), nn.Linear(16, K))
+    x, y, *_ = data
+    batches = [(x[i : i + 16], y[i : i + 16]) for i in range(0, N, 16)]
+    one_batch_mb = 16 * 16 * 4 / 2**20  # layer "0": 16 rows x 16 floats per batch
+    got = {
+        mb: CollapseMonitor(net, K, layers=["0", "penultimate"], track="full", cache_mb=mb).measure(batches).reports
+        for mb in (0.0, 2.5 * one_batch_mb, 256.0)
+    }
+    for mb in (2.5 * one_batch_mb, 256.0):
+        for layer, rep in got[0.0].items():
+            for key, v in rep.items():
+                assert got[mb][layer][key] == pytest.approx(v, rel=1e-12, abs=1e-14), (mb, layer, key)
+    pre = ClassStats(K, 16, track="full")
+    with torch.no_grad():
+        pre.update(net[0](x), y)
+    assert got[256.0]["0"]["nc1"] == pytest.approx(collapse_report(pre)["nc1"], rel=1e-12)
+    with pytest.raises(ValueError, match="cache_mb"):
+        CollapseMonitor(net, K, cache_mb=-1)
+
+
+def test_cosine_head_reports_gnc1_as_measure_split(data):
+    """An nclab network with a cosine head: the monitor reports gnc1 (of the unit-normalised penultimate
+    features) and every other row as measure_split does."""
+    from nclab.nets import build_model
+    from nclab.train.measure import measure_split
+
+    torch.manual_seed(2)
+    model = build_model("mlp", (D,), K, widths=[12, 8], head={"kind": "cosine", "tau": 0.1})
+    x, y, *_ = data
+    ref = {(lay, met): v for lay, met, v in measure_split(model, x, y, K, batch_size=32).rows}
+    res = CollapseMonitor(model, K, layers=list(model.measured_layers())).measure([(x[:50], y[:50]), (x[50:], y[50:])])
+    got = {(r.layer, r.metric): r.value for r in res.rows}
+    assert ("penultimate" not in res.reports) and (model.penultimate_name, "gnc1") in got
+    assert set(got) == set(ref)
+    for key, v in ref.items():
+        assert got[key] == pytest.approx(v, rel=1e-10, abs=1e-12), key

@@ -1,4 +1,5 @@
-"""Command ``extract``: a model's features streamed to memory-mapped ``.npy`` files for ``nclab measure``."""
+"""Command ``extract``: a model's features streamed to memory-mapped ``.npy`` files (or one ``.safetensors``
+file) for ``nclab measure``."""
 
 from __future__ import annotations
 
@@ -46,9 +47,14 @@ def extract_command(
     split: Annotated[str, typer.Option(help="train or test")] = "train",
     per_class: Annotated[int | None, per_class_option("balanced subset of n samples per class")] = None,
     batch_size: Annotated[int, typer.Option(help="samples per forward pass")] = 256,
+    format: Annotated[
+        str, typer.Option("--format", "-f", help="npy (one memory-mapped file per array) or safetensors (one file)")
+    ] = "npy",
 ) -> None:
     """Stream features of a trained model on a dataset split to memory-mapped .npy files, ready for
-    `nclab measure OUT/penultimate.npy OUT/labels.npy -w OUT/W.npy -b OUT/b.npy`."""
+    `nclab measure OUT/penultimate.npy OUT/labels.npy -w OUT/W.npy -b OUT/b.npy` (with --format safetensors:
+    OUT/features.safetensors, `nclab measure OUT/features.safetensors:penultimate
+    OUT/features.safetensors:labels -w OUT/features.safetensors:W -b OUT/features.safetensors:b`)."""
     from nclab.data import load
     from nclab.monitor import extract_features
 
@@ -56,8 +62,10 @@ def extract_command(
         ds = load(data, split, per_class=per_class)
         net = load_model(model, ds.input_shape, ds.num_classes)
         batches = ((ds.x[i : i + batch_size], ds.y[i : i + batch_size]) for i in range(0, len(ds), batch_size))
-        paths = extract_features(net, batches, layers or "penultimate", out=out, num_classes=ds.num_classes)
+        paths = extract_features(
+            net, batches, layers or "penultimate", out=out, num_classes=ds.num_classes, format=format
+        )
     except (ValueError, TypeError, KeyError, FileNotFoundError) as err:
         fail(err)
     for name, path in paths.items():
-        console.print(f"{name}: {path}")
+        console.print(f"{name}: {path}" + (f":{name}" if path.suffix == ".safetensors" else ""))

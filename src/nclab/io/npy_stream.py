@@ -1,4 +1,6 @@
-"""A ``.npy`` file written row batch by row batch when the number of rows is not known in advance.
+"""A ``.npy`` file written row batch by row batch when the number of rows is not known in advance
+(:class:`NpyAppender`), and arrays of any size copied into one ``.safetensors`` file in chunks
+(:func:`write_safetensors`).
 
 The header is written first with room for any shape, the rows are appended, and :meth:`NpyAppender.close`
 rewrites the header in place with the final ``(N, d)`` (same length, so no data moves). The result is a plain
@@ -17,12 +19,13 @@ Examples
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-__all__ = ["NpyAppender"]
+__all__ = ["NpyAppender", "write_safetensors"]
 
 _MAGIC = b"\x93NUMPY\x01\x00"
 _HEADER_BYTES = 256  # magic + length + dict, padded: a shape of two 30-digit numbers still fits
@@ -77,3 +80,68 @@ class NpyAppender:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+#: numpy dtype -> safetensors dtype code
+_SAFETENSORS_DTYPES = {
+    np.dtype(np.float64): "F64",
+    np.dtype(np.float32): "F32",
+    np.dtype(np.float16): "F16",
+    np.dtype(np.int64): "I64",
+    np.dtype(np.int32): "I32",
+    np.dtype(np.uint8): "U8",
+}
+
+
+def write_safetensors(
+    path: str | Path, arrays: dict[str, Any], *, metadata: dict[str, str] | None = None, chunk_mb: float = 64.0
+) -> Path:
+    """Write ``arrays`` (``{name: array}``, e.g. memory-mapped ``.npy`` files) to one ``.safetensors`` file,
+    copying at most ``chunk_mb`` at a time (so an array larger than memory is never loaded whole).
+
+    The format: an 8-byte little-endian header length, a JSON header ``{name: {"dtype", "shape",
+    "data_offsets": [begin, end]}, "__metadata__": {...}}`` padded with spaces to a multiple of 8 bytes, then
+    the tensors' little-endian row-major bytes back to back in header order. Readers: ``safetensors``
+    (``pip install nclab[io]``), ``nclab measure FILE:NAME``.
+
+    Examples
+    --------
+    >>> import json, tempfile, pathlib
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "f.safetensors"
+    >>> _ = write_safetensors(path, {"h": np.arange(6.0).reshape(3, 2), "y": np.array([0, 1, 1])})
+    >>> raw = path.read_bytes()
+    >>> n = int.from_bytes(raw[:8], "little")
+    >>> json.loads(raw[8 : 8 + n])["h"]
+    {'dtype': 'F64', 'shape': [3, 2], 'data_offsets': [0, 48]}
+    >>> np.frombuffer(raw[8 + n : 8 + n + 48]).tolist()
+    [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+    """
+    header: dict[str, Any] = {}
+    offset = 0
+    order = []
+    for name, arr in arrays.items():
+        dtype = np.dtype(arr.dtype).newbyteorder("=")
+        code = _SAFETENSORS_DTYPES.get(dtype)
+        if code is None:
+            known = ", ".join(str(d) for d in _SAFETENSORS_DTYPES)
+            raise ValueError(f"write_safetensors: {name!r} has dtype {arr.dtype}, not one of {known}")
+        size = int(np.prod(arr.shape, dtype=np.int64)) * dtype.itemsize
+        header[name] = {"dtype": code, "shape": [int(n) for n in arr.shape], "data_offsets": [offset, offset + size]}
+        order.append((name, arr, dtype.newbyteorder("<")))
+        offset += size
+    if metadata:
+        header["__metadata__"] = {str(k): str(v) for k, v in metadata.items()}
+    blob = json.dumps(header, separators=(",", ":")).encode()
+    blob += b" " * (-len(blob) % 8)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "wb") as fh:
+        fh.write(len(blob).to_bytes(8, "little"))
+        fh.write(blob)
+        for _, arr, little in order:
+            flat = np.reshape(arr, -1) if np.ndim(arr) <= 1 else np.reshape(arr, (arr.shape[0], -1))
+            per_row = (flat.shape[1] if flat.ndim == 2 else 1) * little.itemsize
+            step = max(1, int(chunk_mb * 2**20) // max(per_row, 1))
+            for i in range(0, flat.shape[0], step):
+                fh.write(np.ascontiguousarray(flat[i : i + step], dtype=little).tobytes())
+    return path

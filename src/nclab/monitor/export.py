@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from nclab.io.atomic import atomic_write_text
-from nclab.io.npy_stream import NpyAppender
+from nclab.io.npy_stream import NpyAppender, write_safetensors
 from nclab.monitor.monitor import PENULTIMATE, CollapseMonitor
 from nclab.train.measure import PassSink, forward_pass
 
@@ -51,6 +51,7 @@ def extract_features(
     num_classes: int | None = None,
     classifier: Any = None,
     device: str | torch.device | None = None,
+    format: str = "npy",
 ) -> dict[str, Path]:
     """Stream eval-mode features of ``layers`` over ``data`` (any iterable of ``(x, y)`` batches) to ``out``.
 
@@ -60,6 +61,12 @@ def extract_features(
     classifier follow :class:`~nclab.monitor.CollapseMonitor` (``"penultimate"`` is the classifier's input);
     ``num_classes`` (default: the classifier's rows) finds the classifier. Each file reads back memory-mapped:
     ``nclab measure out/penultimate.npy out/labels.npy -w out/W.npy -b out/b.npy``.
+
+    ``format="safetensors"``: the same arrays as named tensors of one file ``out/features.safetensors`` (the
+    manifest in its metadata too), copied from the streamed ``.npy`` files in chunks, which are then removed
+    (disk: twice the features for a moment; memory: one chunk);
+    ``nclab measure out/features.safetensors:penultimate out/features.safetensors:labels``. Every returned path
+    is then that file, the key naming the tensor.
 
     Returns
     -------
@@ -75,6 +82,8 @@ def extract_features(
     >>> np.load(paths["penultimate"], mmap_mode="r").shape, np.load(paths["labels"]).tolist()[:4]
     ((10, 8), [0, 1, 2, 0])
     """
+    if format not in ("npy", "safetensors"):
+        raise ValueError(f"format must be 'npy' or 'safetensors', got {format!r}")
     if num_classes is None:
         if classifier is None:
             raise ValueError("extract_features needs num_classes (to find the classifier) or classifier=")
@@ -109,5 +118,12 @@ def extract_features(
         if plan.b is not None:
             np.save(out / "b.npy", plan.b)
             paths["b"] = out / "b.npy"
+    if format == "safetensors":
+        arrays = {name: np.load(p, mmap_mode="r") for name, p in paths.items()}
+        target = write_safetensors(out / "features.safetensors", arrays, metadata={"nclab": json.dumps(manifest)})
+        del arrays  # the memory maps, before their files go
+        for p in paths.values():
+            p.unlink()
+        paths = dict.fromkeys(paths, target)
     atomic_write_text(out / "manifest.json", json.dumps(manifest, indent=2) + "\n")
     return paths

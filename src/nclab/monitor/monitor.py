@@ -3,8 +3,10 @@
 The monitor wraps a model, finds its classifier, hooks the layers to measure, and on each call of
 :meth:`CollapseMonitor.measure` runs the two streamed passes of :mod:`nclab.train.measure` over any iterable of
 batches -- pass 1 the class statistics (``ClassStats``, float64 whatever the model's dtype), pass 2 the NCC
-counts against the training split's class means -- then :func:`nclab.metrics.collapse_report` per layer. The
-rows go to the monitor's sinks (:mod:`nclab.io.sinks`; the run-directory table by default).
+counts against the training split's class means, read from a copy of pass 1's features when they fit in
+``cache_mb`` (else by running the model again) -- then :func:`nclab.metrics.collapse_report` per layer (with
+``gnc1`` for a cosine classifier, as the built-in trainer). The rows go to the monitor's sinks
+(:mod:`nclab.io.sinks`; the run-directory table by default).
 
 Under ``torch.distributed`` each rank passes its own shard; the statistics and the NCC counts are all-reduced
 (exact: sums of float64 moments re-expressed about a common shift, integer counts), so every rank holds the
@@ -233,6 +235,45 @@ def next_token_targets(features: torch.Tensor, batch: Any) -> tuple[torch.Tensor
     return h[keep], y[keep]
 
 
+class _KeepingStatsPass(StatsPass):
+    """Pass 1 over an iterable of batches of unknown total size, as :func:`nclab.train.measure.measure_split`
+    does with its feature cache: each layer's features (and labels) are kept while they fit in ``budget_mb``,
+    then :meth:`finish` builds the statistics in one update per layer and the NCC pass reads the kept features
+    instead of running the model again. A batch past the budget folds what was kept and streams from there on
+    (pass 2 then runs the model). Copies, not references: an in-place op after the hooked module
+    (``ReLU(inplace=True)``) would change a kept output."""
+
+    def __init__(self, plan: MeasurePlan, loss: Any, unit: ClassStats | None, budget_mb: float) -> None:
+        super().__init__(plan, None, loss, 0.0, unit)
+        self._left = budget_mb * 2**20
+        self._kept: dict[str, list[tuple[torch.Tensor, torch.Tensor]]] | None = {} if budget_mb > 0 else None
+        self.labels: torch.Tensor | None = None
+
+    def fold(self, name: str, f: torch.Tensor, y: torch.Tensor) -> None:
+        if self._kept is not None:
+            self._left -= f.numel() * f.element_size()
+            if self._left >= 0:
+                self._kept.setdefault(name, []).append((f.detach().clone(), y))
+                return
+            self._spill()
+        super().fold(name, f, y)
+
+    def _spill(self) -> None:
+        assert self._kept is not None
+        kept, self._kept = self._kept, None
+        for name, parts in kept.items():
+            super().fold(name, torch.cat([f for f, _ in parts]), torch.cat([y for _, y in parts]))
+
+    def finish(self) -> None:
+        if self._kept:
+            self.features = {}
+            for name, parts in self._kept.items():
+                f, self.labels = torch.cat([f for f, _ in parts]), torch.cat([y for _, y in parts])
+                super().fold(name, f, self.labels)
+                self.features[name] = f
+        super().finish()
+
+
 def _distributed() -> bool:
     import torch.distributed as dist
 
@@ -306,6 +347,10 @@ class CollapseMonitor:
         (e.g. :func:`next_token_targets`); with it, no error row is computed.
     loss_fn : callable, optional
         ``loss_fn(logits, y) -> scalar``: adds the network's ``loss`` row.
+    cache_mb : float, optional
+        Memory (MiB) for a copy of the measured features of pass 1; when they fit, the NCC pass reads them
+        instead of running the model again (256 by default, as ``measure.cache_mb`` of the built-in trainer;
+        ``0`` always runs the model twice). Not used with ``targets_fn``.
 
     Examples
     --------
@@ -334,6 +379,7 @@ class CollapseMonitor:
         targets_fn: TargetsFn | None = None,
         loss_fn: Callable[[Any, torch.Tensor], torch.Tensor] | None = None,
         conventions: Mapping[str, Any] | None = None,
+        cache_mb: float = 256.0,
     ) -> None:
         if int(num_classes) < 2:
             raise ValueError(f"num_classes must be >= 2, got {num_classes}")
@@ -343,6 +389,9 @@ class CollapseMonitor:
         self.targets_fn = targets_fn
         self.loss_fn = loss_fn
         self.conventions = conventions
+        if not cache_mb >= 0:
+            raise ValueError(f"cache_mb must be >= 0, got {cache_mb}")
+        self.cache_mb = float(cache_mb)
         self.classifier = _classifier(model, self.num_classes, classifier)
         self.missing: tuple[str, ...] = () if self.classifier is not None else CLASSIFIER_METRICS
         if self.classifier is None:
@@ -477,12 +526,14 @@ class CollapseMonitor:
         msgs: list[str] = []
         try:
             with blas_threads(plan.threads):
-                p1 = StatsPass(plan, None, loss, 0.0, None)
+                unit = self._unit_stats(plan)
+                budget = self.cache_mb if self.targets_fn is None else 0.0
+                p1 = _KeepingStatsPass(plan, loss, unit, budget)
                 forward_pass(self.model, batches, plan, p1)
                 p1.finish()
                 counters = [float(p1.wrong), float(p1.scored), float(p1.loss_sum), float(p1.seen)]
                 if _distributed():
-                    counters = self._reduce(p1.stats, counters)
+                    counters = self._reduce([*p1.stats.values(), *([unit] if unit is not None else [])], counters)
                     p1.wrong, p1.scored, p1.loss_sum, p1.seen = (
                         int(counters[0]),
                         int(counters[1]),
@@ -493,7 +544,7 @@ class CollapseMonitor:
                 reference = p1.stats if (train or self.train_stats is None) else self.train_stats
                 if not train and self.train_stats is None:
                     msgs.append(f"{split}: NCC against its own class means (no training measurement yet)")
-                ncc = ncc_pass(self.model, batches, None, plan, reference, None, msgs)
+                ncc = ncc_pass(self.model, batches, p1.labels, plan, reference, p1.features, msgs)
                 if _distributed():
                     for acc in ncc.values():
                         acc.all_reduce()
@@ -501,7 +552,7 @@ class CollapseMonitor:
                 if self.loss_fn is not None:
                     layer_out.append((OUTPUT_LAYER, "loss", p1.loss))
                 for name in plan.layers:
-                    layer_out += layer_rows(plan, name, p1.stats[name], ncc.get(name), None, self.conventions, msgs)
+                    layer_out += layer_rows(plan, name, p1.stats[name], ncc.get(name), unit, self.conventions, msgs)
         finally:
             for m, was in modes.items():
                 m.train(was)
@@ -525,11 +576,20 @@ class CollapseMonitor:
         """:meth:`measure` when ``epoch`` is on the schedule, else ``None``."""
         return self.measure(data, split=split, epoch=epoch) if self.due(epoch) else None
 
+    def _unit_stats(self, plan: MeasurePlan) -> ClassStats | None:
+        """Statistics of the unit-normalised penultimate features for a cosine classifier (``cosine = True``,
+        as nclab's cosine heads), from which ``gnc1`` is reported [Jiang et al. 2024], as the built-in trainer
+        does; ``None`` otherwise."""
+        clf = self.classifier
+        if clf is None or plan.W is None or not getattr(clf.module, "cosine", False):
+            return None
+        return ClassStats(plan.num_classes, int(plan.W.shape[1]), track="full")
+
     @staticmethod
-    def _reduce(stats: Mapping[str, ClassStats], counters: list[float]) -> list[float]:
+    def _reduce(stats: Iterable[ClassStats], counters: list[float]) -> list[float]:
         import torch.distributed as dist
 
-        for s in stats.values():
+        for s in stats:
             s.all_reduce()
         t = torch.tensor(counters, dtype=torch.float64)
         dist.all_reduce(t, op=dist.ReduceOp.SUM)

@@ -1,0 +1,145 @@
+"""Hugging Face callback: collapse measured on the schedule while ``transformers.Trainer`` trains.
+
+At the start of training (epoch 0, the model before its first step, as nclab's own trainer measures it) and at
+the end of each scheduled epoch ``e`` (``round(state.epoch)``, so epochs count from 1) the callback measures the
+training data and, when there is one, the evaluation data (held-out NCC against the training means) with a
+:class:`~nclab.CollapseMonitor`; it appends one log entry per measurement to ``state.log_history`` (keys
+``collapse/{split}/{layer}/{metric}``, with ``epoch`` and ``step``) and writes the monitor's sinks (the run
+table in ``out`` by default; TensorBoard, W&B or MLflow through ``sinks=``).
+
+Which feature is the penultimate one
+------------------------------------
+For ``*ForSequenceClassification`` models the penultimate feature is the pooled representation that the last
+linear layer with ``num_classes`` outputs reads (:func:`~nclab.monitor.find_linear_classifier`):
+
+- BERT, ALBERT, ELECTRA-style poolers (``BertForSequenceClassification``): the input of ``classifier``, i.e.
+  the pooler's ``tanh(dense(h_[CLS]))`` (after dropout, which is off while measuring);
+- RoBERTa, XLM-R, DeBERTa-v2 (``RobertaForSequenceClassification``): the input of ``classifier.out_proj``,
+  the head's ``tanh(dense(h_[CLS]))``;
+- DistilBERT: the input of ``classifier`` (``relu(pre_classifier(h_[CLS]))``);
+- decoder models (``GPT2ForSequenceClassification``, Llama, Mistral, Qwen: ``score``): ``score`` runs on every
+  position and the logits are pooled afterwards at the last non-padding token, so the input of ``score`` is
+  ``(B, T, d)``; the callback pools it the same way (:func:`last_token_pooling`, ``config.pad_token_id``), so
+  the feature is the hidden state of the last non-padding token. In that case no ``error`` row is measured (the
+  monitor counts errors only without a ``targets_fn``); the Trainer's own evaluation reports accuracy.
+
+Under DDP each rank measures its sampler's shard and the monitor all-reduces; rank 0 writes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import torch
+
+try:
+    import transformers
+except ImportError as err:  # pragma: no cover - depends on the environment
+    raise ImportError("nclab.integrations.hf needs transformers: pip install nclab[hf]") from err
+
+from nclab.io.sinks import tag
+from nclab.monitor import CollapseMonitor, MonitorResult
+
+__all__ = ["CollapseCallback", "last_token_pooling"]
+
+
+def last_token_pooling(
+    pad_token_id: int | None,
+) -> Callable[[torch.Tensor, Any], tuple[torch.Tensor, torch.Tensor]]:
+    """A ``targets_fn`` (:class:`~nclab.CollapseMonitor`) that pools a decoder's per-position features
+    ``(B, T, d)`` at the last token that is not ``pad_token_id`` (the rightmost one, for left or right padding;
+    the last position when ``pad_token_id`` is ``None``), as ``GPT2ForSequenceClassification`` pools its logits.
+    Features that are already ``(B, d)`` pass through. Labels are the batch's.
+
+    Examples
+    --------
+    >>> pool = last_token_pooling(0)
+    >>> h = torch.arange(12.0).reshape(2, 3, 2)  # B = 2, T = 3, d = 2
+    >>> ids = torch.tensor([[5, 6, 0], [7, 8, 9]])
+    >>> feats, y = pool(h, ({"input_ids": ids}, torch.tensor([1, 0])))
+    >>> feats.tolist(), y.tolist()
+    ([[2.0, 3.0], [10.0, 11.0]], [1, 0])
+    """
+
+    def pool(features: torch.Tensor, batch: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        inputs, labels = batch
+        if features.ndim == 2:
+            return features, labels
+        if pad_token_id is None:
+            return features[:, -1], labels
+        ids = inputs["input_ids"] if isinstance(inputs, Mapping) else inputs
+        keep = (ids != pad_token_id).to(features.device, torch.int64)
+        positions = torch.arange(ids.shape[-1], device=features.device)
+        last = (positions * keep).argmax(-1)
+        return features[torch.arange(features.shape[0], device=features.device), last], labels
+
+    return pool
+
+
+class CollapseCallback(transformers.TrainerCallback):
+    """Measure collapse during ``transformers.Trainer.train``.
+
+    Parameters
+    ----------
+    num_classes : int
+        ``K`` (``config.num_labels`` of a sequence classifier).
+    train_data, eval_data : iterable of batches, optional
+        What to measure (any iterable of mapping batches with ``labels``, or ``(x, y)`` pairs). Default: the
+        Trainer's train dataloader and, once the Trainer has built one (its first evaluation), its eval
+        dataloader; pass ``eval_data`` to measure the held-out split from epoch 0 on. Iterating the Trainer's
+        shuffled train dataloader may draw from its sampler's generator (and change the training order against
+        a run without the callback); an unshuffled ``train_data`` cannot.
+    **monitor_options
+        As :class:`~nclab.CollapseMonitor` (``layers``, ``classifier``, ``schedule``, ``track``, ``sinks``,
+        ``out``, ...). ``targets_fn`` defaults to :func:`last_token_pooling` with the model's
+        ``config.pad_token_id`` when the classifier is ``score`` (decoder models, see the module docstring).
+
+    Attributes
+    ----------
+    results : list of MonitorResult
+        Every measurement, in order.
+    monitor : CollapseMonitor or None
+        The monitor of the current ``train()`` call.
+    """
+
+    def __init__(
+        self, num_classes: int, *, train_data: Any = None, eval_data: Any = None, **monitor_options: Any
+    ) -> None:
+        self.num_classes = num_classes
+        self.train_data, self.eval_data = train_data, eval_data
+        self.options = monitor_options
+        self.monitor: CollapseMonitor | None = None
+        self.results: list[MonitorResult] = []
+
+    def _options(self, model: torch.nn.Module) -> dict[str, Any]:
+        opts = dict(self.options)
+        if "targets_fn" not in opts and isinstance(getattr(model, "score", None), torch.nn.Linear):
+            opts["targets_fn"] = last_token_pooling(getattr(getattr(model, "config", None), "pad_token_id", None))
+        return opts
+
+    def _measure(self, state: Any, epoch: int, kwargs: Mapping[str, Any]) -> None:
+        assert self.monitor is not None
+        if not self.monitor.due(epoch):
+            return
+        train = self.train_data if self.train_data is not None else kwargs.get("train_dataloader")
+        held = self.eval_data if self.eval_data is not None else kwargs.get("eval_dataloader")
+        for split, data in (("train", train), ("test", held)):
+            if data is None:
+                continue
+            res = self.monitor.measure(data, split=split, epoch=epoch)
+            self.results.append(res)
+            entry: dict[str, float] = {tag(r): float(r.value) for r in res.rows}
+            state.log_history.append({**entry, "epoch": float(epoch), "step": int(state.global_step)})
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        model = kwargs["model"]
+        self.monitor = CollapseMonitor(model, self.num_classes, **self._options(model))
+        self._measure(state, 0, kwargs)
+
+    def on_epoch_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self._measure(state, round(state.epoch or 0), kwargs)
+
+    def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if self.monitor is not None:
+            self.monitor.close()
