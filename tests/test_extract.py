@@ -123,7 +123,7 @@ def test_extract_command_on_a_run_directory(tmp_path):
     assert H.shape == (40, 12)
     np.testing.assert_array_equal(np.load(out / "labels.npy"), test.y.numpy())
     args = ["extract", str(run.out), "digits", "--split", "test", "--per-class", "4", "-o", str(out / "st")]
-    res = runner.invoke(app, [*args, "--format", "safetensors"])
+    res = runner.invoke(app, [*args, "--file-format", "safetensors"])
     assert res.exit_code == 0, res.output
     assert (out / "st" / "features.safetensors").stat().st_size > H.nbytes and not list((out / "st").glob("*.npy"))
     bad = runner.invoke(app, ["extract", str(tmp_path / "nowhere.pt"), "digits", "-o", str(out)])

@@ -48,11 +48,11 @@ def extract_command(
     per_class: Annotated[int | None, per_class_option("balanced subset of n samples per class")] = None,
     batch_size: Annotated[int, typer.Option(help="samples per forward pass")] = 256,
     format: Annotated[
-        str, typer.Option("--format", "-f", help="npy (one memory-mapped file per array) or safetensors (one file)")
+        str, typer.Option("--file-format", help="npy (one memory-mapped file per array) or safetensors (one file)")
     ] = "npy",
 ) -> None:
     """Stream features of a trained model on a dataset split to memory-mapped .npy files, ready for
-    `nclab measure OUT/penultimate.npy OUT/labels.npy -w OUT/W.npy -b OUT/b.npy` (with --format safetensors:
+    `nclab measure OUT/penultimate.npy OUT/labels.npy -w OUT/W.npy -b OUT/b.npy` (with --file-format safetensors:
     OUT/features.safetensors, `nclab measure OUT/features.safetensors:penultimate
     OUT/features.safetensors:labels -w OUT/features.safetensors:W -b OUT/features.safetensors:b`)."""
     from nclab.data import load

@@ -41,7 +41,7 @@ DURATIONS: dict[str, dict[str, str]] = {
     "mse-decomposition-ufm": {"tiny": "<1 s"},
     "mufm-tradeoff": {"tiny": "~14 s"},
     "ufm-figures": {"tiny": "~5 s"},
-    "vci-transfer": {"cpu": "~12 min"},
+    "vci-transfer": {"tiny": "~11 s", "cpu": "~12 min"},
     "ufm-init-scale": {"tiny": "~4 s"},
     "ufm-threshold-sweep": {"tiny": "~5 s"},
     "ufm-thm51": {"tiny": "~1 s"},
