@@ -249,7 +249,8 @@ def unit_rows(X: Any, *, zero: ZeroRowPolicy, atol: float = 0.0, name: str = "X"
     >>> unit_rows([[3.0, 4.0], [0.0, 0.0]], zero="keep").tolist()
     [[0.6, 0.8], [0.0, 0.0]]
     """
-    check_choice(zero, ZeroRowPolicy, name="zero")
+    if zero not in ("raise", "keep", "nan"):  # the common case skips the general check (a hot path of the metrics)
+        check_choice(zero, ZeroRowPolicy, name="zero")
     if hasattr(X, "detach"):
         import torch
 
@@ -261,7 +262,7 @@ def unit_rows(X: Any, *, zero: ZeroRowPolicy, atol: float = 0.0, name: str = "X"
         fill = torch.ones_like(norms) if zero == "keep" else torch.full_like(norms, float("nan"))
         out = work / torch.where(bad, fill, norms)
         return out.to(X.dtype)
-    A = np.array(_to_numpy(X), dtype=np.float64)
+    A = np.asarray(_to_numpy(X), dtype=np.float64)  # no copy needed: the result is a new array
     norms = np.linalg.norm(A, axis=-1, keepdims=True)
     bad = norms <= atol
     if not bad.any():

@@ -13,7 +13,6 @@ from scipy.linalg import lapack, solve_triangular
 
 from nclab.metrics._linalg import stats_eigvals
 from nclab.stats.class_stats import ClassStats, Weighting
-from nclab.validation import unit_rows
 
 __all__ = [
     "SB_ZERO_RTOL",
@@ -84,15 +83,16 @@ def rows_str(idx: np.ndarray) -> str:
 
 
 def unit_directions(V: np.ndarray, scale: float, metric_name: str) -> np.ndarray | None:
-    """The unit rows of ``V`` (:func:`nclab.validation.unit_rows` with ``zero="nan"`` below
-    ``ZERO_RTOL * scale``), or None after a :class:`DegenerateMetricWarning` naming the zero rows: a metric of
-    directions is then nan."""
-    U = unit_rows(V, zero="nan", atol=ZERO_RTOL * scale if scale > 0 else np.inf)
-    zero = np.flatnonzero(np.isnan(U).any(axis=1))
+    """The unit rows of the validated float64 ``V (K, d)``, or None after a :class:`DegenerateMetricWarning`
+    naming the rows with norm ``<= ZERO_RTOL * scale`` (all rows when ``scale = 0``): a metric of directions is
+    then nan. The policy of :func:`nclab.validation.unit_rows` with ``zero="nan"``, computed from one norm pass
+    (this runs several times per collapse report, so it skips the general helper's argument handling)."""
+    norms = np.linalg.norm(V, axis=1)
+    zero = np.flatnonzero(norms <= (ZERO_RTOL * scale if scale > 0 else np.inf))
     if zero.size:
         degenerate(metric_name, f"rows {rows_str(zero)} have zero norm, so their cosines are undefined")
         return None
-    return U
+    return V / norms[:, None]
 
 
 # Below this (estimated) condition number of Sigma_W the whitened form keeps ~13 digits (relative errors ~ eps *
