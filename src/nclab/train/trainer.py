@@ -339,7 +339,7 @@ class Trainer:
         return wrong / len(data)
 
     def checkpoint(self) -> None:
-        """Write ``checkpoints/last.pt`` (copied to ``epoch_XXXX.pt`` at a measured epoch with
+        """Write ``checkpoints/last.pt`` (copied to ``epoch_NNNN.pt`` at a measured epoch with
         ``checkpoint.keep_measured``), then ``metrics.csv``, each atomically."""
         t0 = time.perf_counter()
         st = self.state
