@@ -15,8 +15,6 @@ traceback is printed only with ``nclab --debug``.
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import math
 import traceback
@@ -29,6 +27,8 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 from typer.core import TyperGroup
+
+from nclab.io.tables import column_names, csv_text
 
 __all__ = [
     "USER_ERRORS",
@@ -230,16 +230,10 @@ def emit(
     if fmt is OutputFormat.json:
         typer.echo(json.dumps(_plain(list(rows) if data is None else data), indent=2, allow_nan=False))
         return
-    keys: list[str] = []
-    for row in rows:
-        keys += [k for k in row if k not in keys]
     if fmt is OutputFormat.csv:
-        buf = io.StringIO()
-        writer = csv.DictWriter(buf, fieldnames=keys, lineterminator="\n")
-        writer.writeheader()
-        writer.writerows([{k: repr(v) if isinstance(v, float) else v for k, v in row.items()} for row in rows])
-        typer.echo(buf.getvalue().rstrip("\n"))
+        typer.echo(csv_text(rows, exact_floats=True).rstrip("\n"))
         return
+    keys = column_names(rows)
     from rich.table import Table
 
     table = Table(title=title or None)

@@ -9,7 +9,6 @@ with text of at least ``MIN_FONT_PT * FIGURE_DPI / 72`` = 12.5 px.
 
 from __future__ import annotations
 
-import csv
 import html
 import io
 from collections.abc import Sequence
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from nclab.io.atomic import atomic_write_bytes, atomic_write_text
+from nclab.io.tables import csv_text
 
 __all__ = ["SCALES", "check_scale", "html_table", "legend", "log_ticks", "png", "pyplot", "write_csv"]
 
@@ -98,14 +98,7 @@ def png(fig: Any, path: Path | None = None) -> bytes:
 
 def write_csv(path: Path, rows: Sequence[dict[str, Any]]) -> None:
     """Write ``rows`` as a CSV table; the columns are every key in order of first appearance."""
-    keys: list[str] = []
-    for row in rows:
-        keys += [k for k in row if k not in keys]
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=keys, lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(rows)
-    atomic_write_text(path, buf.getvalue())
+    atomic_write_text(path, csv_text(rows))
 
 
 def html_table(rows: Sequence[dict[str, Any]]) -> str:

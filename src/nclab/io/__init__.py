@@ -4,6 +4,7 @@ from .npy (memory-mapped), .npz, .pt and .safetensors files, and the run-directo
 from nclab.io.arrays import iter_batches, load_array, split_key
 from nclab.io.atomic import atomic_torch_save, atomic_write_bytes, atomic_write_text
 from nclab.io.run_table import COLUMNS, OUTPUT_LAYER, MetricRow, read_metrics, relabel_output, write_metrics
+from nclab.io.tables import column_names, csv_text
 
 __all__ = [
     "COLUMNS",
@@ -12,6 +13,8 @@ __all__ = [
     "atomic_torch_save",
     "atomic_write_bytes",
     "atomic_write_text",
+    "column_names",
+    "csv_text",
     "iter_batches",
     "load_array",
     "read_metrics",

@@ -37,7 +37,6 @@ mean and std. ``transform`` (``none``, ``rot90``, ``transpose``, ``invert``) mak
 
 from __future__ import annotations
 
-import csv
 import io
 import json
 import time
@@ -55,6 +54,7 @@ from scipy import stats as sps
 from nclab._threads import blas_threads, torch_threads
 from nclab.data import ArrayDataset, load
 from nclab.io.atomic import atomic_write_bytes, atomic_write_text
+from nclab.io.tables import csv_text
 from nclab.metrics import collapse_report
 from nclab.nets import build_model
 from nclab.stats import ClassStats
@@ -432,17 +432,6 @@ def transfer_figure(
     return buf.getvalue()
 
 
-def _csv(rows: Sequence[Mapping[str, Any]]) -> str:
-    keys: list[str] = []
-    for r in rows:
-        keys += [k for k in r if k not in keys]
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=keys, lineterminator="\n")
-    w.writeheader()
-    w.writerows(rows)
-    return buf.getvalue()
-
-
 def run_study(
     spec: StudySpec | Mapping[str, Any],
     out: str | Path,
@@ -489,8 +478,8 @@ def run_study(
                 log(f"{row['run']}: mlog {row['mlog']:+.4f}, p0 {row['pretrain_accuracy']:.4f} ({took:.1f}s)")
     corr = correlation_table(rows, spec.metrics)
     files = {
-        "table": atomic_write_text(out / "table.csv", _csv(rows)),
-        "correlations": atomic_write_text(out / "correlations.csv", _csv(corr)),
+        "table": atomic_write_text(out / "table.csv", csv_text(rows)),
+        "correlations": atomic_write_text(out / "correlations.csv", csv_text(corr)),
         "figure": atomic_write_bytes(out / "fig7.png", transfer_figure(rows, corr, spec.metrics)),
     }
     seconds = time.perf_counter() - t0
