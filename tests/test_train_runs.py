@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from nclab.cli.train import app as train_app
 from nclab.experiments.training import run_demo
-from nclab.io import read_metrics
+from nclab.io import MetricRow, read_metrics
 from nclab.metrics import REGISTRY
 from nclab.train import ConfigError, resolve_config, train
 from nclab.train.config import deep_merge
@@ -96,6 +96,19 @@ def test_table_key_unique_when_zero_error_is_reached_between_measurements(fast_r
     assert fast_run.series("error", "output")[zero] == 0.0
     summary = yaml.safe_load((fast_run.out / "summary.json").read_text())
     assert summary["zero_error_epoch"] == zero and summary["run_id"] == run_id(fast_run.config)
+
+
+def test_run_result_to_frame_is_tidy_and_pivots(fast_run):
+    """The metric rows as a DataFrame: one row per MetricRow, and pivot on (epoch, split, layer) x metric works
+    because the key is unique (the failure the tidy-data requirement was written for)."""
+    pd = pytest.importorskip("pandas")
+    frame = fast_run.to_frame()
+    assert list(frame.columns) == list(MetricRow._fields)
+    assert len(frame) == len(fast_run.rows)
+    wide = frame.pivot(index=["epoch", "split", "layer"], columns="metric", values="value")
+    zero = fast_run.zero_error_epoch
+    assert wide.loc[(zero, "train", "output"), "error"] == fast_run.series("error", "output")[zero] == 0.0
+    assert isinstance(wide, pd.DataFrame)
 
 
 @pytest.mark.parametrize("path", sorted((Path(__file__).resolve().parents[1] / "configs").glob("*.yaml")), ids=str)

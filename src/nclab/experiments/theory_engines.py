@@ -86,6 +86,9 @@ def central_path_flow(out: Path, scale: str, seed: int) -> dict:
     axes[0].set_title("max/min omega")
     axes[1].set_title("||SNR/omega_max - U0 V0^T||_F")
     axes[2].set_title("NC metrics of renormalised features")
+    axes[0].set_ylabel("omega_max / omega_min")
+    axes[1].set_ylabel("distance to the ETF direction")
+    axes[2].set_ylabel("metric value")
     for ax in axes:
         ax.set_xlabel("t")
         legend(ax)
@@ -283,6 +286,7 @@ def geodesic_digits(out: Path, scale: str, seed: int) -> dict:
         etf_end = np.asarray(getattr(prof["predicted"]["etf"], key), dtype=np.float64)
         ax.set_title(titles[key])
         ax.set_xlabel("relative depth t")
+        ax.set_ylabel(key.upper())
         if key != "pfc3":
             # the ETF-end curve reaches 0 at t = 1, i.e. -infinity on the log axis: keep the axis on the measured
             # range and stop that curve where it leaves it (the legend says where it goes)

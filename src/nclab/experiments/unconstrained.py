@@ -66,6 +66,7 @@ def figures_001(out: Path, scale: str, seed: int) -> dict[str, Any]:
         gap = np.array([r["gap"] for r in res.history])
         ax[0].semilogy(it, np.maximum(np.abs(gap), 1e-16))
         ax[0].set_title("|objective - L*|")
+        ax[0].set_ylabel("objective gap |L - L*|")
         mrows = [r for r in res.history if any("/nc1" in k for k in r)]
         mit = [r["iter"] for r in mrows]
         for level in res.levels():
@@ -75,8 +76,10 @@ def figures_001(out: Path, scale: str, seed: int) -> dict[str, Any]:
                 ax[2].plot(mit, [r[f"{level}/nc2_of"] for r in mrows], "s--", label=f"{level} OF")
             if f"{level}/nc3" in mrows[0]:
                 ax[3].plot(mit, [r[f"{level}/nc3"] for r in mrows], "o-", label=level)
-        for a, t in zip(ax[1:], ("NC1", "NC2 (ETF, OF)", "NC3 (uncentred)"), strict=True):
+        ylabels = ("NC1 = tr(Sigma_W Sigma_B^+)", "NC2 Gram distance", "NC3 ||W/||W|| - M/||M|| ||_F")
+        for a, t, yl in zip(ax[1:], ("NC1", "NC2 (ETF, OF)", "NC3 (uncentred)"), ylabels, strict=True):
             a.set_title(t)
+            a.set_ylabel(yl)
             legend(a)
             a.set_xlabel("GD iteration")
         ax[0].set_xlabel("GD iteration")
@@ -136,6 +139,7 @@ def threshold_sweep(out: Path, scale: str, seed: int) -> dict[str, Any]:
         ax[j].plot(grid / crit, num, "o", label="L-BFGS")
         ax[j].set_title(model)
         ax[j].set_xlabel("lambda / lambda_critical")
+        ax[j].set_ylabel("regularised MSE objective L")
         legend(ax[j])
     write_csv(out / "threshold_sweep.csv", rows)
     image = png(fig, out / "threshold_sweep.png")
@@ -299,6 +303,7 @@ def mufm_tradeoff(out: Path, scale: str, seed: int) -> dict[str, Any]:
             a.axhline(data[key], color="r", ls="--", label="data X")
         a.set_xscale("log")
         a.set_xlabel("lambda / lambda_W")
+        a.set_ylabel(key)
         a.set_title(key)
         legend(a)
     image = png(fig, out / "mufm_sweep.png")

@@ -4,7 +4,7 @@ from .npy (memory-mapped), .npz, .pt and .safetensors files, and the run-directo
 from nclab.io.arrays import iter_batches, load_array, split_key
 from nclab.io.atomic import atomic_torch_save, atomic_write_bytes, atomic_write_text
 from nclab.io.run_table import COLUMNS, OUTPUT_LAYER, MetricRow, read_metrics, relabel_output, write_metrics
-from nclab.io.tables import column_names, csv_text
+from nclab.io.tables import column_names, csv_text, to_frame
 
 __all__ = [
     "COLUMNS",
@@ -20,5 +20,6 @@ __all__ = [
     "read_metrics",
     "relabel_output",
     "split_key",
+    "to_frame",
     "write_metrics",
 ]

@@ -1,4 +1,5 @@
-"""Tables of dicts as CSV: the one writer the experiments, the transfer study and the ``-f csv`` output share."""
+"""Tables of dicts as CSV (the one writer the experiments, the transfer study and the ``-f csv`` output share) and
+as pandas DataFrames (:func:`to_frame`, when pandas is installed)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import io
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["column_names", "csv_text"]
+__all__ = ["column_names", "csv_text", "to_frame"]
 
 
 def column_names(rows: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -42,3 +43,31 @@ def csv_text(rows: Sequence[Mapping[str, Any]], *, exact_floats: bool = False) -
         rows = [{k: repr(v) if isinstance(v, float) else v for k, v in row.items()} for row in rows]
     writer.writerows(rows)
     return buf.getvalue()
+
+
+def _as_mapping(row: Any) -> Mapping[str, Any]:
+    if isinstance(row, Mapping):
+        return row
+    if hasattr(row, "_asdict"):  # NamedTuple rows such as nclab.io.MetricRow
+        return row._asdict()
+    raise TypeError(f"rows must be mappings or named tuples, got {type(row).__name__}")
+
+
+def to_frame(rows: Sequence[Any] | Mapping[str, Any]) -> Any:
+    """A ``pandas.DataFrame`` of ``rows`` (mappings or named tuples, one row each; columns in the order of
+    :func:`column_names`), or of one summary mapping (a single row).
+
+    pandas is optional: without it this raises ``ImportError`` naming the package to install.
+
+    Examples
+    --------
+    >>> frame = to_frame([{"K": 3, "rho": 0.5}, {"K": 4}])
+    >>> list(frame.columns), frame.shape
+    (['K', 'rho'], (2, 2))
+    """
+    try:
+        import pandas as pd
+    except ImportError as exc:  # pragma: no cover - pandas is in the dev extra
+        raise ImportError("to_frame needs pandas: pip install pandas") from exc
+    records = [_as_mapping(rows)] if isinstance(rows, Mapping) else [_as_mapping(r) for r in rows]
+    return pd.DataFrame.from_records(records, columns=column_names(records))

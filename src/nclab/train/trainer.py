@@ -49,6 +49,7 @@ from nclab.data import ArrayDataset, load
 from nclab.io.atomic import atomic_torch_save, atomic_write_text
 from nclab.io.run_table import OUTPUT_LAYER, MetricRow, write_metrics
 from nclab.io.sinks import MetricSink, RunTableSink, make_sink
+from nclab.io.tables import to_frame
 from nclab.nets import CollapseNet, build_model
 from nclab.theory.mse import mse_decomposition_from_stats
 from nclab.train.config import ConfigError, RunConfig, resolve_config
@@ -107,6 +108,10 @@ class RunResult:
         loss / error / lr rows)."""
         layer = layer or self.penultimate
         return {r.epoch: r.value for r in self.rows if r.split == split and r.layer == layer and r.metric == metric}
+
+    def to_frame(self) -> Any:
+        """The metric rows as a tidy ``pandas.DataFrame`` (columns of :class:`~nclab.io.MetricRow`; needs pandas)."""
+        return to_frame(self.rows)
 
 
 def _progress(console: Console, enabled: bool) -> Progress:
