@@ -123,10 +123,11 @@ class Trial:
 
 @dataclass
 class SweepResult:
-    """What :func:`run_sweep` returns: the sweep directory and, by trial id, the trial's ``sweep.csv`` row."""
+    """What :func:`run_sweep` returns: the sweep directory and, by trial id, the trial's ``sweep.csv`` row
+    (cells as strings, as :func:`read_sweep_table` reads them)."""
 
     out: Path
-    rows: dict[str, dict[str, Any]]
+    rows: dict[str, dict[str, str]]
 
     @property
     def failed(self) -> list[str]:
@@ -398,8 +399,6 @@ def _has_checkpoint(sweep_dir: Path, t: Trial) -> bool:
 
 def _run_ray(todo: Sequence[Trial], index: _Index, spec: SweepSpec, address: str | None, num_cpus: int | None) -> None:
     ray = _import_ray()
-    if address is not None:
-        _check_address(address)
     started = not ray.is_initialized()
     if started:
         kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
@@ -481,8 +480,10 @@ def run_sweep(
     """
     spec, base, name = load_sweep(path)
     trials = expand_trials(spec, base)
-    if not local:
-        _import_ray()  # before anything is written
+    if not local:  # before anything is written
+        _import_ray()
+        if address is not None:
+            _check_address(address)
     sweep_dir = Path(out) if out is not None else Path("runs") / "sweeps" / name
     sweep_dir.mkdir(parents=True, exist_ok=True)
     index = _Index(sweep_dir, trials, echo)
@@ -500,4 +501,5 @@ def run_sweep(
             _run_local(todo, index)
         else:
             _run_ray(todo, index, spec, address, num_cpus)
-    return SweepResult(sweep_dir, {t.trial_id: index.table[t.trial_id] for t in trials})
+    written = read_sweep_table(sweep_dir)  # the rows as on disk (cells as strings), whatever ran or not
+    return SweepResult(sweep_dir, {t.trial_id: written[t.trial_id] for t in trials})
