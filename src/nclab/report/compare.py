@@ -245,7 +245,7 @@ def write_compare_report(
         (
             f"{', '.join(metrics)} at layer {layer}, {split} split, one curve per run; dotted vertical line in the "
             "run's colour: its first epoch with zero training error",
-            compare_figure(curves, list(metrics), layer, split),
+            compare_figure(curves, list(metrics), layer, split, legend_below=True),
         )
     ]
     title = f"nclab compare: {len(runs)} runs"
