@@ -2,6 +2,7 @@
 the CLI and the demo."""
 
 import csv
+import json
 import math
 from pathlib import Path
 
@@ -53,8 +54,11 @@ def test_zero_error_reached_and_detected(fast_run):
 
 def test_metrics_file_schema(fast_run):
     with open(fast_run.out / "metrics.csv", newline="") as fh:
-        header = next(csv.reader(fh))
-    assert header == ["epoch", "split", "layer", "metric", "value"]
+        reader = csv.reader(fh)
+        header, first = next(reader), next(reader)
+    # the trainer's table leads with the run's id, the one summary.json records
+    assert header == ["run_id", "epoch", "split", "layer", "metric", "value"]
+    assert first[0] == json.loads((fast_run.out / "summary.json").read_text())["run_id"]
     rows = read_metrics(fast_run.out)
     assert rows == [tuple(r) for r in fast_run.rows]
     assert {r[1] for r in rows} == {"train", "test"}
@@ -72,7 +76,8 @@ def test_metrics_file_schema(fast_run):
     # the parquet file holds the same long table, bit for bit (pyarrow comes with the dev/parquet extras)
     pq = pytest.importorskip("pyarrow.parquet")
     table = pq.read_table(fast_run.out / "metrics.parquet").to_pydict()
-    assert list(table) == ["epoch", "split", "layer", "metric", "value"]
+    assert list(table) == ["run_id", "epoch", "split", "layer", "metric", "value"]
+    assert set(table.pop("run_id")) == {first[0]}
     assert list(zip(*table.values(), strict=True)) == rows
     summary = yaml.safe_load((fast_run.out / "summary.json").read_text())
     assert summary["zero_error_epoch"] == fast_run.zero_error_epoch

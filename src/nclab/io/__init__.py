@@ -3,12 +3,22 @@ from .npy (memory-mapped), .npz, .pt and .safetensors files, and the run-directo
 
 from nclab.io.arrays import iter_batches, load_array, split_key
 from nclab.io.atomic import atomic_torch_save, atomic_write_bytes, atomic_write_text
-from nclab.io.run_table import COLUMNS, OUTPUT_LAYER, MetricRow, read_metrics, relabel_output, write_metrics
+from nclab.io.run_table import (
+    COLUMNS,
+    OUTPUT_LAYER,
+    RUN_ID_COLUMN,
+    MetricRow,
+    read_metrics,
+    read_run_id,
+    relabel_output,
+    write_metrics,
+)
 from nclab.io.tables import column_names, csv_text, to_frame
 
 __all__ = [
     "COLUMNS",
     "OUTPUT_LAYER",
+    "RUN_ID_COLUMN",
     "MetricRow",
     "atomic_torch_save",
     "atomic_write_bytes",
@@ -18,6 +28,7 @@ __all__ = [
     "iter_batches",
     "load_array",
     "read_metrics",
+    "read_run_id",
     "relabel_output",
     "split_key",
     "to_frame",

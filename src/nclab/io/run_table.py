@@ -11,6 +11,11 @@ Long format, one :class:`MetricRow` ``(epoch, split, layer, metric, value)`` per
   ``running_loss``, ``running_error``, ``lr``, ...);
 * ``value`` -- float, written with ``repr`` so it reads back bit-identically (``nan``, ``inf`` as such).
 
+A run's table (the trainer's) also carries a leading :data:`RUN_ID_COLUMN` (``run_id``, the run's
+``NAME-HASH`` of :func:`nclab.train.trainer.run_id`), the same on every row, so the tables of many runs stack
+with ``pandas.concat([pandas.read_csv(d / "metrics.csv") for d in run_dirs])`` and stay told apart.
+:func:`read_metrics` reads both layouts.
+
 Both files are written atomically (:mod:`nclab.io.atomic`): a reader, or a process killed mid-write, sees the
 previous table or the new one, never half of one.
 """
@@ -25,7 +30,16 @@ from typing import NamedTuple
 
 from nclab.io.atomic import atomic_write_bytes, atomic_write_text
 
-__all__ = ["COLUMNS", "OUTPUT_LAYER", "MetricRow", "read_metrics", "relabel_output", "write_metrics"]
+__all__ = [
+    "COLUMNS",
+    "OUTPUT_LAYER",
+    "RUN_ID_COLUMN",
+    "MetricRow",
+    "read_metrics",
+    "read_run_id",
+    "relabel_output",
+    "write_metrics",
+]
 
 #: Pseudo-layer of the rows that describe the whole network rather than one layer (loss, error, lr).
 OUTPUT_LAYER = "output"
@@ -53,25 +67,31 @@ class MetricRow(NamedTuple):
 #: Column names of ``metrics.csv`` / ``metrics.parquet``, in order (the fields of :class:`MetricRow`).
 COLUMNS: tuple[str, ...] = MetricRow._fields
 
+#: The optional first column of a run's table: the run id, constant over the file.
+RUN_ID_COLUMN = "run_id"
 
-def _csv_text(rows: Iterable[MetricRow]) -> str:
+
+def _csv_text(rows: Iterable[MetricRow], run_id: str | None) -> str:
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow(COLUMNS)
+    lead = [] if run_id is None else [run_id]
+    w.writerow([RUN_ID_COLUMN, *COLUMNS] if lead else COLUMNS)
     for r in rows:
-        w.writerow([int(r.epoch), r.split, r.layer, r.metric, repr(float(r.value))])
+        w.writerow([*lead, int(r.epoch), r.split, r.layer, r.metric, repr(float(r.value))])
     return buf.getvalue()
 
 
-def _parquet_bytes(rows: Sequence[MetricRow]) -> bytes | None:
+def _parquet_bytes(rows: Sequence[MetricRow], run_id: str | None) -> bytes | None:
     """The table as parquet, or ``None`` without ``pyarrow`` (an optional dependency)."""
     try:
         import pyarrow as pa
         import pyarrow.parquet as pq
     except ImportError:
         return None
+    columns = {} if run_id is None else {RUN_ID_COLUMN: pa.array([run_id] * len(rows), pa.string())}
     table = pa.table(
-        {
+        columns
+        | {
             "epoch": pa.array([r.epoch for r in rows], pa.int64()),
             "split": pa.array([r.split for r in rows], pa.string()),
             "layer": pa.array([r.layer for r in rows], pa.string()),
@@ -84,7 +104,7 @@ def _parquet_bytes(rows: Sequence[MetricRow]) -> bytes | None:
     return buf.getvalue().to_pybytes()
 
 
-def write_metrics(rows: Sequence[MetricRow], out: str | Path) -> list[Path]:
+def write_metrics(rows: Sequence[MetricRow], out: str | Path, run_id: str | None = None) -> list[Path]:
     """Write ``rows`` as ``out/metrics.csv`` (and ``out/metrics.parquet`` with pyarrow), atomically.
 
     Parameters
@@ -93,6 +113,8 @@ def write_metrics(rows: Sequence[MetricRow], out: str | Path) -> list[Path]:
         The whole table; each file is replaced, not appended to.
     out : str or Path
         The run directory (created with its parents when missing).
+    run_id : str, optional
+        When given, a leading :data:`RUN_ID_COLUMN` holding it on every row (what the trainer writes).
 
     Returns
     -------
@@ -112,36 +134,67 @@ def write_metrics(rows: Sequence[MetricRow], out: str | Path) -> list[Path]:
     'metrics.csv'
     >>> read_metrics(out)[1].metric
     'loss'
+    >>> _ = write_metrics(rows, out, run_id="demo-0123456789")
+    >>> (out / "metrics.csv").read_text().splitlines()[1]
+    'demo-0123456789,0,train,fc,nc1,0.1'
+    >>> [r.metric for r in read_metrics(out)], read_run_id(out)
+    (['nc1', 'loss'], 'demo-0123456789')
     """
     out = Path(out)
-    written = [atomic_write_text(out / "metrics.csv", _csv_text(rows))]
-    parquet = _parquet_bytes(rows)
+    if run_id is not None and (not run_id or any(c in run_id for c in ',"\n\r')):
+        raise ValueError(f"run_id must be a non-empty string without commas, quotes or newlines, got {run_id!r}")
+    written = [atomic_write_text(out / "metrics.csv", _csv_text(rows, run_id))]
+    parquet = _parquet_bytes(rows, run_id)
     if parquet is not None:
         written.append(atomic_write_bytes(out / "metrics.parquet", parquet))
     return written
 
 
+def _table_path(path: str | Path) -> Path:
+    path = Path(path)
+    return path / "metrics.csv" if path.is_dir() else path
+
+
+def _check_header(path: Path, header: list[str] | None) -> bool:
+    """Whether the table has the leading run-id column; raises on any other header."""
+    got = tuple(header or ())
+    if got not in (COLUMNS, (RUN_ID_COLUMN, *COLUMNS)):
+        raise ValueError(
+            f"{path}: expected the header {','.join(COLUMNS)} (optionally after {RUN_ID_COLUMN}), got {header}"
+        )
+    return got[0] == RUN_ID_COLUMN
+
+
 def read_metrics(path: str | Path) -> list[MetricRow]:
-    """The rows of a ``metrics.csv``, or of the one in the run directory ``path``, in file order.
+    """The rows of a ``metrics.csv``, or of the one in the run directory ``path``, in file order (the
+    ``run_id`` column, when present, is dropped: see :func:`read_run_id`).
 
     Raises
     ------
     ValueError
-        When the file's header is not :data:`COLUMNS`.
+        When the file's header is not :data:`COLUMNS`, optionally after :data:`RUN_ID_COLUMN`.
 
     See Also
     --------
     write_metrics
     """
-    path = Path(path)
-    if path.is_dir():
-        path = path / "metrics.csv"
+    path = _table_path(path)
     with open(path, newline="") as fh:
         reader = csv.reader(fh)
-        header = next(reader, None)
-        if tuple(header or ()) != COLUMNS:
-            raise ValueError(f"{path}: expected the header {','.join(COLUMNS)}, got {header}")
-        return [MetricRow(int(e), s, lay, m, float(v)) for e, s, lay, m, v in reader]
+        skip = int(_check_header(path, next(reader, None)))
+        return [MetricRow(int(e), s, lay, m, float(v)) for e, s, lay, m, v in (row[skip:] for row in reader)]
+
+
+def read_run_id(path: str | Path) -> str | None:
+    """The run id of a ``metrics.csv`` (or of the one in the run directory ``path``): its ``run_id`` column's
+    value, or ``None`` for a table without one (or without rows)."""
+    path = _table_path(path)
+    with open(path, newline="") as fh:
+        reader = csv.reader(fh)
+        if not _check_header(path, next(reader, None)):
+            return None
+        first = next(reader, None)
+        return None if first is None else first[0]
 
 
 def relabel_output(rows: Iterable[MetricRow], layer: str) -> list[MetricRow]:

@@ -276,22 +276,38 @@ def decomposition_figure(
 
 
 def compare_figure(
-    runs: Mapping[str, tuple[Sequence[MetricRow], int | None]], metrics: Sequence[str], layer: str, split: str = "train"
+    runs: Mapping[str, tuple[Sequence[MetricRow], int | None]],
+    metrics: Sequence[str],
+    layer: str,
+    split: str = "train",
+    *,
+    legend_below: bool = False,
 ) -> Figure:
     """``runs``: label -> (rows, zero-error epoch); one panel per metric with one curve per run (and a dotted
-    vertical line, in the run's colour, at its zero-error epoch)."""
+    vertical line, in the run's colour, at its zero-error epoch). ``legend_below``: one legend for all panels
+    under them, in columns, and panels at least 8 in wide (many runs with long labels: ``nclab compare``)."""
     fig, axes = _grid(len(metrics))
     for ax, metric in zip(axes.flat, metrics, strict=False):
         vals = []
         for i, (label, (rows, zero)) in enumerate(runs.items()):
             e, v = series(rows, metric, layer, split)
             vals.append(v)
-            ax.plot(e, v, marker="o", ms=2.5, lw=1.2, color=f"C{i}", label=label)
+            ax.plot(e, v, marker="o", ms=2.5, lw=1.2, color=f"C{i % 10}", label=label)
             if zero is not None:
-                ax.axvline(zero, color=f"C{i}", ls=":", lw=1.0)
+                ax.axvline(zero, color=f"C{i % 10}", ls=":", lw=1.0)
         _decorate(ax, metric, None, _log_ok(metric, np.concatenate(vals) if vals else np.zeros(0)))
-        _legend(ax)
-    fig.tight_layout()
+        if not legend_below:
+            _legend(ax)
+    if legend_below and runs:
+        width, height = fig.get_size_inches()
+        ncol = 2 if len(runs) > 3 else 1
+        rows_in = 0.22 * math.ceil(len(runs) / ncol) + 0.3
+        fig.set_size_inches(max(width, 8.0), height + rows_in)
+        handles, labels = axes.flat[0].get_legend_handles_labels()
+        fig.legend(handles, labels, loc="lower center", ncol=ncol, fontsize=_FONTS["legend"], frameon=False)
+        fig.tight_layout(rect=(0, rows_in / (height + rows_in), 1, 1))
+    else:
+        fig.tight_layout()
     return fig
 
 

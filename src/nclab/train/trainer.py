@@ -362,7 +362,7 @@ class Trainer:
         atomic_torch_save(payload, self.ckpt_dir / "last.pt")
         if self.cfg.checkpoint.keep_measured and st.epoch in st.measured:
             shutil.copyfile(self.ckpt_dir / "last.pt", self.ckpt_dir / f"epoch_{st.epoch:04d}.pt")
-        write_metrics(st.rows, self.out)
+        write_metrics(st.rows, self.out, run_id=run_id(self.cfg))
         st.timings["checkpoint_s"] += time.perf_counter() - t0
 
     def finish(self) -> RunResult:
