@@ -308,7 +308,9 @@ def test_extending_a_finished_run_equals_the_longer_run(run, four_epochs):
     assert "extending the run: train.epochs 2 -> 4" in " ".join(res.output.split())
     ext, ref = read_metrics(run), read_metrics(four_epochs)
     assert [r[:4] for r in ext] == [r[:4] for r in ref]
-    assert all(a.value == pytest.approx(b.value, rel=1e-12, abs=1e-12, nan_ok=True) for a, b in zip(ext, ref))
+    assert all(
+        a.value == pytest.approx(b.value, rel=1e-12, abs=1e-12, nan_ok=True) for a, b in zip(ext, ref, strict=True)
+    )
     assert yaml.safe_load((run / "config.yaml").read_text())["train"]["epochs"] == 4
     assert json.loads((run / "summary.json").read_text())["epochs"] == 4
 
@@ -327,7 +329,10 @@ def test_budget_dependent_schedules_are_named():
     for schedule, expected in [
         ({"name": "constant"}, []),
         ({"name": "multistep", "milestones": [5]}, []),
-        ({"name": "multistep", "milestones": None}, ["schedule.milestone_fractions (milestones int(train.epochs * f))"]),
+        (
+            {"name": "multistep", "milestones": None},
+            ["schedule.milestone_fractions (milestones int(train.epochs * f))"],
+        ),
         ({"name": "cosine"}, ["schedule.name=cosine (horizon train.epochs)"]),
     ]:
         assert budget_dependent_fields({"schedule": schedule, "measure": {"epochs": [0]}}) == expected
