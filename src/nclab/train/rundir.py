@@ -184,7 +184,7 @@ def _busy_message(out: str | Path, path: Path, fd: int) -> str:
         # the owner writes its record right after locking: give it a moment before reporting it unknown
         for _ in range(20):
             info = _read_owner(fd)
-            if info:
+            if info and "unreadable" not in info:  # empty or half-written: the owner is writing it now
                 break
             time.sleep(0.01)
     finally:
