@@ -232,11 +232,20 @@ def test_resume_of_a_missing_folder_is_refused_and_creates_nothing(tmp_path, cfg
     assert res.exit_code == 2 and "no such folder" in res.output and not (tmp_path / "nothing").exists()
 
 
-def test_truncated_metrics_of_a_finished_run_is_repaired(run, finished):
+@pytest.mark.parametrize("damage", ["cut mid-line", "half a line appended", "missing"])
+def test_truncated_metrics_of_a_finished_run_is_repaired(run, finished, damage):
     # probe row 95: a finished run's --resume used to leave a truncated metrics.csv as it was
     full = (finished / "metrics.csv").read_bytes()
-    (run / "metrics.csv").write_bytes(full[: len(full) // 3])  # cut mid-line
-    assert metrics_file_status(run / "metrics.csv", read_metrics(finished))[0] == "prefix"
+    rows = read_metrics(finished)
+    if damage == "missing":
+        (run / "metrics.csv").unlink()
+    else:
+        (run / "metrics.csv").write_bytes(full[: len(full) // 3] if damage == "cut mid-line" else full + b"2,tra")
+    status, n = metrics_file_status(run / "metrics.csv", rows)
+    assert status == ("missing" if damage == "missing" else "prefix")
+    assert n == {"cut mid-line": full[: len(full) // 3].count(b"\n") - 1, "half a line appended": len(rows)}.get(
+        damage, 0
+    )
     res = _cli(run, "--resume")
     assert res.exit_code == 0 and "rewritten from the checkpoint" in " ".join(res.output.split())
     assert (run / "metrics.csv").read_bytes() == full

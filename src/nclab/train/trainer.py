@@ -562,12 +562,10 @@ def _prepare_resume(cfg: RunConfig, out: Path, ckpt: Path) -> tuple[dict[str, An
             f"{'the header' if n == 0 else f'data line {n}'} (edited, or from another run), so it cannot be repaired "
             "from the checkpoint; nothing was changed. Move metrics.csv away to have it rebuilt from the checkpoint"
         )
-    if status in ("prefix", "missing") and n < len(state["rows"]):
+    if status != "same":  # fewer rows than the checkpoint, or a cut line after all of them
         write_metrics([MetricRow(*r) for r in state["rows"]], out)
-        notes.append(
-            f"metrics.csv {'was missing' if status == 'missing' else f'held {n} of the checkpoint rows'}: rewritten "
-            f"from the checkpoint ({len(state['rows'])} rows)"
-        )
+        held = "was missing" if status == "missing" else f"held {n} of the checkpoint rows, cut"
+        notes.append(f"metrics.csv {held}: rewritten from the checkpoint ({len(state['rows'])} rows)")
     return state, notes
 
 
