@@ -17,7 +17,9 @@ epoch, the torch RNG state and every metric row so far; it is written before ``m
 rewritten with a checkpoint), so a run killed at any moment loses at most the epochs since the last checkpoint
 (``checkpoint.every``, default 1: the epoch in progress) and never a row already in ``metrics.csv``; and
 ``resume=True`` continues with bit-identical results (same machine, same thread count: CPU kernels are
-deterministic for a fixed thread count).
+deterministic for a fixed thread count). Who may write the folder and when a resume is allowed (the lock
+``run.lock``, the checkpoint and ``config.yaml`` required, extending ``train.epochs``) is
+:mod:`nclab.train.rundir`'s.
 
 Progress: with ``progress=True`` the run directory is printed at the start; on a terminal rich progress bars
 follow, elsewhere (a pipe, a batch job's log) one plain line per epoch, at most every
