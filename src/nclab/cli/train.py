@@ -1,19 +1,23 @@
 """Commands ``train``, ``report`` and ``demo`` (the Typer group :data:`app`).
 
 :mod:`nclab.cli` mounts them at the top level: ``nclab train CONFIG.yaml [--set key=value ...] [--out DIR]
-[--resume]``, ``nclab report RUN_DIR`` and ``nclab demo [--out DIR] [--epochs E]``.
+[--resume]`` (or ``nclab train RUN_DIR --resume [--set train.epochs=E]`` to continue or extend a run with its
+saved config), ``nclab report RUN_DIR`` and ``nclab demo [--out DIR] [--epochs E]``.
 """
 
 from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
 
 from nclab.cli.common import console, err_console, flag, make_app, user_errors
+
+if TYPE_CHECKING:
+    from nclab.train.config import RunConfig
 
 __all__ = ["app", "demo_command", "report_command", "train_command"]
 
@@ -22,26 +26,64 @@ app = make_app("train", "Train to the terminal phase and measure collapse; build
 
 @app.command("train")
 def train_command(
-    config: Annotated[Path, typer.Argument(help="YAML run config (see configs/ and docs/training.md)")],
+    config: Annotated[
+        Path,
+        typer.Argument(
+            help="YAML run config (see configs/ and docs/training.md), or a run directory to continue with --resume",
+            metavar="CONFIG_OR_RUN_DIR",
+        ),
+    ],
     set_: Annotated[
         list[str] | None, typer.Option("--set", "-s", help="override a config key: key.path=value (repeatable)")
     ] = None,
     out: Annotated[Path | None, typer.Option(help="run directory (default runs/<config name>)")] = None,
-    resume: Annotated[bool, flag("--resume", help="continue the run in --out from its last checkpoint")] = False,
+    resume: Annotated[
+        bool,
+        flag(
+            "--resume",
+            help="continue the run in --out (or RUN_DIR) from its last checkpoint; with --set "
+            "train.epochs=E, extend a finished run",
+        ),
+    ] = False,
     overwrite: Annotated[bool, flag("--overwrite", help="replace an existing run in --out")] = False,
     progress: Annotated[
         bool, flag("--progress/--no-progress", help="show progress bars (plain lines when not a terminal)")
     ] = True,
 ) -> None:
-    """Train a network past zero training error, measuring every collapse metric per epoch, layer and split."""
+    """Train a network past zero training error, measuring every collapse metric per epoch, layer and split.
+
+    A run directory is owned by the process writing it: a second `nclab train` into it fails at once. `--resume`
+    needs the run's checkpoint and saved config.yaml, and a config equal to the saved one except train.epochs
+    (`nclab train RUN_DIR --resume --set train.epochs=400` extends a finished run)."""
     from nclab.train.config import load_config
     from nclab.train.trainer import train
 
     with user_errors():
-        cfg = load_config(config, set_ or [])
-        run_dir = out or Path("runs") / cfg.name
+        if config.is_dir():
+            cfg, run_dir = _run_dir_config(config, set_ or [], out, resume, overwrite)
+        else:
+            cfg = load_config(config, set_ or [])
+            run_dir = out or Path("runs") / cfg.name
         result = train(cfg, run_dir, resume=resume, overwrite=overwrite, progress=progress, console=err_console)
     _print_result(result)
+
+
+def _run_dir_config(
+    run_dir: Path, overrides: list[str], out: Path | None, resume: bool, overwrite: bool
+) -> tuple[RunConfig, Path]:
+    """``nclab train RUN_DIR --resume``: the run's saved config.yaml with the ``--set`` overrides, and the folder."""
+    from nclab.train.config import load_config
+    from nclab.train.rundir import RunDirError, check_resumable
+
+    if not resume:
+        raise RunDirError(
+            f"{run_dir} is a folder: pass --resume to continue the run in it, or give a CONFIG.yaml to start one"
+        )
+    if out is not None and out.resolve() != run_dir.resolve():
+        raise RunDirError(f"--out {out} differs from the run directory {run_dir}: a run is continued in place")
+    # before reading a config.yaml that may be missing
+    check_resumable(run_dir, run_dir / "checkpoints" / "last.pt", overwrite=overwrite)
+    return load_config(run_dir / "config.yaml", overrides), run_dir
 
 
 def _print_result(result) -> None:

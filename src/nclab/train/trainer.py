@@ -17,7 +17,9 @@ epoch, the torch RNG state and every metric row so far; it is written before ``m
 rewritten with a checkpoint), so a run killed at any moment loses at most the epochs since the last checkpoint
 (``checkpoint.every``, default 1: the epoch in progress) and never a row already in ``metrics.csv``; and
 ``resume=True`` continues with bit-identical results (same machine, same thread count: CPU kernels are
-deterministic for a fixed thread count).
+deterministic for a fixed thread count). Who may write the folder and when a resume is allowed (the lock
+``run.lock``, the checkpoint and ``config.yaml`` required, extending ``train.epochs``) is
+:mod:`nclab.train.rundir`'s.
 
 Progress: with ``progress=True`` the run directory is printed at the start; on a terminal rich progress bars
 follow, elsewhere (a pipe, a batch job's log) one plain line per epoch, at most every
@@ -31,6 +33,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import pickle
 import shutil
 import time
 from collections.abc import Callable
@@ -56,6 +59,16 @@ from nclab.train.config import ConfigError, RunConfig, resolve_config
 from nclab.train.losses import LossFn, make_loss, paper004_lambda
 from nclab.train.measure import SplitMeasurement, find_classifier, measure_split
 from nclab.train.optim import lr_at, make_optimizer
+from nclab.train.rundir import (
+    RunDirError,
+    RunLock,
+    acquire_run_lock,
+    budget_dependent_fields,
+    check_resumable,
+    disk_full_error,
+    metrics_file_status,
+    resume_differences,
+)
 
 __all__ = ["PLAIN_PROGRESS_EVERY_S", "RunResult", "RunState", "Trainer", "measurement_epochs", "run_id", "train"]
 
@@ -486,19 +499,21 @@ class Trainer:
         return [(f"mse_{k}", float(dec[k])) for k in keys]
 
 
-def _prepare_dir(cfg: RunConfig, out: Path, resume: bool, overwrite: bool) -> dict[str, Any] | None:
+def _load_checkpoint(ckpt: Path) -> dict[str, Any]:
+    state = torch.load(ckpt, map_location="cpu", weights_only=True)
+    if state.get("format") != CHECKPOINT_FORMAT:
+        raise ValueError(f"{ckpt}: unknown checkpoint format {state.get('format')!r}")
+    return state
+
+
+def _prepare_dir(cfg: RunConfig, out: Path, resume: bool, overwrite: bool) -> tuple[dict[str, Any] | None, list[str]]:
+    """The checkpoint to continue (``None``: a fresh run) and the notes for the log. Every refusal happens
+    before anything in ``out`` is written; a resume then repairs a ``metrics.csv`` shorter than the checkpoint's
+    rows (see :mod:`nclab.train.rundir`)."""
     ckpt = out / "checkpoints" / "last.pt"
-    cfg_path = out / "config.yaml"
-    if resume and ckpt.is_file():
-        saved = yaml.safe_load(cfg_path.read_text()) if cfg_path.is_file() else None
-        if saved is not None and saved != cfg.to_dict():
-            diff = _diff_keys(saved, cfg.to_dict())
-            raise ConfigError(f"cannot resume {out}: the config differs from the saved one at {', '.join(diff[:10])}")
-        state = torch.load(ckpt, map_location="cpu", weights_only=True)
-        if state.get("format") != CHECKPOINT_FORMAT:
-            raise ValueError(f"{ckpt}: unknown checkpoint format {state.get('format')!r}")
-        return state
-    if not resume and (ckpt.is_file() or (out / "metrics.csv").is_file()):
+    if resume:
+        return _prepare_resume(cfg, out, ckpt)
+    if ckpt.is_file() or (out / "metrics.csv").is_file():
         if not overwrite:
             raise FileExistsError(
                 f"{out} already holds a run: pass resume=True (--resume) to continue it, "
@@ -507,16 +522,58 @@ def _prepare_dir(cfg: RunConfig, out: Path, resume: bool, overwrite: bool) -> di
         for name in ("metrics.csv", "metrics.parquet", "log.txt", "summary.json", "report.html"):
             (out / name).unlink(missing_ok=True)
         shutil.rmtree(out / "checkpoints", ignore_errors=True)
-    return None
+    return None, []
 
 
-def _diff_keys(a: Any, b: Any, prefix: str = "") -> list[str]:
-    if isinstance(a, dict) and isinstance(b, dict):
-        out = []
-        for k in sorted(set(a) | set(b), key=str):
-            out += _diff_keys(a.get(k), b.get(k), f"{prefix}{k}.")
-        return out
-    return [] if a == b else [prefix.rstrip(".")]
+def _prepare_resume(cfg: RunConfig, out: Path, ckpt: Path) -> tuple[dict[str, Any], list[str]]:
+    check_resumable(out, ckpt)
+    try:
+        saved_cfg = yaml.safe_load((out / "config.yaml").read_text())
+    except yaml.YAMLError as err:
+        msg = f"cannot resume {out}: its config.yaml is not valid YAML ({err}); nothing was changed"
+        raise RunDirError(msg) from None
+    given = cfg.to_dict()
+    diff = resume_differences(saved_cfg if isinstance(saved_cfg, dict) else {}, given)
+    if diff:
+        raise ConfigError(
+            f"cannot resume {out}: the config differs from the saved one at {', '.join(diff)} (only train.epochs "
+            "may change, to extend the run); nothing was changed"
+        )
+    try:
+        state = _load_checkpoint(ckpt)
+    except (OSError, RuntimeError, EOFError, pickle.UnpicklingError, ValueError) as err:
+        msg = f"cannot resume {out}: its checkpoint {ckpt} cannot be read ({err}); nothing was changed"
+        raise RunDirError(msg) from None
+    done, budget = int(state["epoch"]), cfg.train.epochs
+    if done > budget:
+        raise RunDirError(
+            f"cannot resume {out}: its checkpoint is at epoch {done}, past train.epochs={budget} "
+            "(a run can be extended, not cut short); nothing was changed"
+        )
+    notes = []
+    old_budget = saved_cfg["train"]["epochs"]
+    if old_budget != budget:
+        note = f"extending the run: train.epochs {old_budget} -> {budget} from epoch {done}"
+        moving = budget_dependent_fields(given)
+        if moving:
+            # the epochs already trained keep the lr and measurements of the old budget: not an uninterrupted run
+            note += (
+                f"; from epoch {done + 1} on, these follow the new budget: {'; '.join(moving)} (epochs 1-{done} keep "
+                f"the old ones, recorded in metrics.csv)"
+            )
+        notes.append(note)
+    status, n = metrics_file_status(out / "metrics.csv", state["rows"])
+    if status == "different":
+        raise RunDirError(
+            f"cannot resume {out}: its metrics.csv disagrees with the checkpoint {ckpt} at "
+            f"{'the header' if n == 0 else f'data line {n}'} (edited, or from another run), so it cannot be repaired "
+            "from the checkpoint; nothing was changed. Move metrics.csv away to have it rebuilt from the checkpoint"
+        )
+    if status != "same":  # fewer rows than the checkpoint, or a cut line after all of them
+        write_metrics([MetricRow(*r) for r in state["rows"]], out)
+        held = "was missing" if status == "missing" else f"held {n} of the checkpoint rows, cut"
+        notes.append(f"metrics.csv {held}: rewritten from the checkpoint ({len(state['rows'])} rows)")
+    return state, notes
 
 
 def train(
@@ -528,6 +585,7 @@ def train(
     progress: bool = True,
     console: Console | None = None,
     on_epoch_end: Callable[[int], None] | None = None,
+    lock: bool = True,
 ) -> RunResult:
     """Run (or, with ``resume=True``, continue) the training run ``config`` in folder ``out``.
 
@@ -535,18 +593,43 @@ def train(
     ``checkpoints/last.pt``, ``summary.json`` and ``report.html`` (``config.report``). ``on_epoch_end(epoch)``
     is called after each epoch's checkpoint (tests use it to interrupt a run). The loop is :class:`Trainer`'s.
     When the run fails before its first epoch is checkpointed and ``out`` did not exist before, ``out`` is removed.
+
+    Ownership and resume (:mod:`nclab.train.rundir`): the process holds the lock ``out/run.lock`` while it
+    writes (``lock=False`` skips it, for a process that shares the run of one that holds it, such as a DDP rank
+    other than 0); a second writer fails at once with ``RunDirBusyError``. ``resume=True`` needs the checkpoint
+    and the saved ``config.yaml``; the config must equal the saved one except ``train.epochs`` (extending the
+    run); ``resume`` with ``overwrite`` is refused. A resume rewrites a ``metrics.csv`` that lost rows the
+    checkpoint holds. A full disk ends the run with a ``RunDirError`` saying how to continue.
     """
     cfg = config if isinstance(config, RunConfig) else resolve_config(config)
     out = Path(out)
+    if resume and (overwrite or not out.is_dir()):
+        check_resumable(out, out / "checkpoints" / "last.pt", overwrite=overwrite)  # refuses before touching out
     created = not out.exists()
-    out.mkdir(parents=True, exist_ok=True)
     try:
-        return _run(cfg, out, resume, overwrite, progress, console, on_epoch_end)
-    except BaseException:
+        out.mkdir(parents=True, exist_ok=True)
+        owner = acquire_run_lock(out) if lock else None
+    except OSError as err:
+        full = disk_full_error(err, out, resumable=False)
+        if full is None:
+            raise
+        raise full from err
+    try:
+        return _run(cfg, out, resume, overwrite, progress, console, on_epoch_end, owner)
+    except BaseException as err:
+        if owner is not None:
+            owner.release()  # before a cleanup that removes the folder, lock file included
         # a run that never finished an epoch holds nothing worth keeping; a folder the caller made stays
-        if created and _last_epoch(out) == 0:
+        removed = created and _last_epoch(out) == 0
+        if removed:
             shutil.rmtree(out, ignore_errors=True)
+        full = disk_full_error(err, out, resumable=(out / "checkpoints" / "last.pt").is_file())
+        if full is not None:
+            raise full from err
         raise
+    finally:
+        if owner is not None:
+            owner.release()
 
 
 def _last_epoch(out: Path) -> int:
@@ -564,18 +647,25 @@ def _run(
     progress: bool,
     console: Console | None,
     on_epoch_end: Callable[[int], None] | None,
+    owner: RunLock | None,
 ) -> RunResult:
-    saved = _prepare_dir(cfg, out, resume, overwrite)
+    con = console or Console(stderr=True)
+    notes = [owner.note] if owner is not None and owner.note else []
+    for note in notes:  # before any refusal below: the takeover happened either way
+        con.print(f"note: {note}", soft_wrap=True, markup=False, highlight=False)
+    saved, resume_notes = _prepare_dir(cfg, out, resume, overwrite)
+    for note in resume_notes:
+        con.print(f"note: {note}", soft_wrap=True, markup=False, highlight=False)
     atomic_write_text(out / "config.yaml", yaml.safe_dump(cfg.to_dict(), sort_keys=False))
     if progress:
-        (console or Console(stderr=True)).print(
-            f"nclab train {cfg.name}: run directory {out}", soft_wrap=True, markup=False, highlight=False
-        )
+        con.print(f"nclab train {cfg.name}: run directory {out}", soft_wrap=True, markup=False, highlight=False)
     # train.threads governs the BLAS of numpy/scipy too (the measurements' syrk and eigendecompositions): with
     # torch on one thread and OpenBLAS on two, a few BLAS calls per run stall for 100+ ms waking their pool
     # (measured: the demo's eigh time 0.75 s -> 0.07 s, benchmarks/RESULTS.md)
     with torch_threads(cfg.train.threads), blas_threads(cfg.train.threads):
         with Trainer(cfg, out, saved, console=console, progress=progress) as trainer:
+            for note in notes + resume_notes:
+                trainer.log(note)
             if saved is None:
                 trainer.begin()
             while not trainer.done:
