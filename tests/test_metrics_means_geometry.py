@@ -227,11 +227,15 @@ def test_invariances_of_etf_gram_error(rng):
 # ---------------------------------------------------------------------------------------------- brute force
 
 
-@pytest.mark.parametrize("weighting", ["balanced", "empirical"])
-def test_every_metric_matches_brute_force(weighting, rng):
+@pytest.mark.parametrize(("weighting", "imbalanced"), [("balanced", False), ("balanced", True), ("empirical", True)])
+def test_every_metric_matches_brute_force(weighting, imbalanced, rng):
     K, d = 5, 7
-    H, y = _data(rng, K=K, d=d, imbalanced=weighting == "empirical", offset=4.0)
+    H, y = _data(rng, K=K, d=d, imbalanced=imbalanced, offset=4.0)
     stats = ClassStats.from_arrays(H, y)
+    if imbalanced:
+        # the two centrings differ on this data, so a metric that ignored ``weighting`` fails one of the cases
+        other = "empirical" if weighting == "balanced" else "balanced"
+        assert etf_gram_error(stats, weighting=other) != pytest.approx(etf_gram_error(stats, weighting=weighting))
     M = _brute_means(H, y, K, weighting)
     mu = _brute_means(H, y, K, center=False)
     W = rng.normal(size=(K, d))
