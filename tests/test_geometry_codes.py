@@ -47,7 +47,13 @@ def _assert_kkt(res):
 def test_tammes_s2_reaches_the_best_known_codes_with_default_settings(K):
     res = tammes_search(3, K)
     assert res.min_angle_deg == pytest.approx(TAMMES_S2[K], abs=1e-4)
-    assert res.value == pytest.approx(2 * math.sin(math.radians(res.min_angle_deg) / 2), abs=1e-12)
+    # the objective and the angle recomputed from the code's rows by a loop over pairs (not from the result's fields)
+    pairs = [(i, j) for i in range(K) for j in range(i + 1, K)]
+    min_dist = min(float(np.linalg.norm(res.W[i] - res.W[j])) for i, j in pairs)
+    max_cos = max(float(res.W[i] @ res.W[j]) for i, j in pairs)
+    assert res.value == pytest.approx(min_dist, abs=1e-12)
+    assert res.min_angle_deg == pytest.approx(math.degrees(math.acos(max_cos)), abs=1e-9)
+    np.testing.assert_allclose(np.linalg.norm(res.W, axis=1), 1.0, atol=1e-14)
     assert res.rho_one_vs_rest <= res.rho_one_vs_one
     _assert_kkt(res)
     # every active pair sits at the minimum angle
@@ -130,6 +136,11 @@ def test_large_problems_skip_the_polish_and_say_so():
     assert res.kkt is None and res.info["polished"] is False
     assert "Not certified: local or global optimality" in res.certifies
     assert res.value > 0.84 and res.min_angle_deg > 81.0
+    # the reported margin is the code's one-vs-rest margin, recomputed from its rows by the hull QP, and the reported
+    # angle the smallest pairwise angle of the rows
+    assert res.value == pytest.approx(one_vs_rest(res.W).rho, abs=1e-10)
+    G = res.W @ res.W.T
+    assert res.min_angle_deg == pytest.approx(math.degrees(math.acos(G[~np.eye(100, dtype=bool)].max())), abs=1e-9)
     assert res.max_gap < 1e-8 and res.hardmax == pytest.approx(-res.rho_one_vs_rest, abs=1e-10)
     assert res.within_bounds is True
 
