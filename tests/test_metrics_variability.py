@@ -500,3 +500,16 @@ def test_psd_pinv_matrix_against_svd_pseudo_inverse(rng, rank):
     B = rng.normal(size=(d, d))
     B = B @ B.T
     assert p.trace_with(B) == pytest.approx(float(np.trace(p.pinv @ B)), rel=1e-10)
+
+
+@pytest.mark.parametrize("weighting", ["balanced", "empirical"])
+def test_vci_roundoff_below_zero_is_clipped_when_features_interpolate(weighting):
+    """d >= N - 1 (3 classes of 2 samples in R^8): the labels are an affine function of the features, so
+    Tr(Sigma_T^+ Sigma_B) = rank exactly and VCI = 0 [Xu & Liu 2023, Thm. 5.2]; the float64 value lands ~1e-15 on
+    either side of 0, and the documented clip returns exactly 0.0 for the negative side (never a negative VCI)."""
+    K, n, d = 3, 2, 8
+    y = np.repeat(np.arange(K), n)
+    for seed in range(10):
+        H = np.random.default_rng(seed).normal(size=(K * n, d))
+        v = vci(stats_of(H, y, K), weighting=weighting)
+        assert 0.0 <= v <= 1e-12
