@@ -88,6 +88,15 @@ def test_cli_solve_side_by_side():
         app, ["solve", "--model", "extended-linear", "--num-classes", "3", "--solver", "gd", "--iters", "50"]
     )
     assert r.exit_code == 0 and "theory" in r.output
+    # the theory column is Thm 4.1's closed form at the CLI defaults (n = 5, d = 8, every lambda 5e-3); 50 GD steps
+    # are far from it, and the numeric objective can only lie above the global minimum
+    r = runner.invoke(
+        app, ["solve", "--model", "extended-linear", "-K", "3", "--solver", "gd", "--iters", "50", "-f", "json"]
+    )
+    obj = json.loads(r.output[r.output.index("{") :])["objective"]
+    opt = closed_forms.optimum("extended-linear", K=3, n=5, d=8, lams=dict.fromkeys(("W1", "W2", "H1"), 5e-3))
+    assert obj["theory"] == pytest.approx(opt.loss, rel=1e-14)
+    assert obj["numeric"] > obj["theory"]
     bad = runner.invoke(app, ["solve", "--model", "mse-bias-free", "--lam", "W=-1", "--lam", "H=0.1"])
     assert bad.exit_code == 2 and "must be finite and >= 0" in bad.output
 
