@@ -35,11 +35,19 @@ def test_spec_reference_values():
     assert o3.constants["t"] == pytest.approx(0.974124, abs=1e-6)
     assert o3.constants["p"] == pytest.approx(0.924362, abs=1e-6)
     assert o3.loss == pytest.approx(0.10773571564864708, abs=1e-14)
+    # the quartic's digits, independently: the objective evaluated at the minimiser built from t and p, and a
+    # vanishing gradient there (the loss formula and the construction are separate code paths)
+    spec3 = make_spec("extended-linear", K=4, n=50, d=20, lams=dict(W1=lam, W2=lam, H1=lam))
+    ev3 = evaluate(spec3, o3.construct(seed=0))
+    assert ev3.loss == pytest.approx(0.10773571564864708, abs=1e-14)
+    assert max(np.abs(g).max() for g in ev3.grads.values()) < 1e-12
     o4 = closed_forms.optimum("extended-relu", K=4, n=50, d=20, lams=dict(W1=lam, W2=lam, H1=lam))
     assert o4.loss == o3.loss
     # [Tirer & Bruna 2022]: Thm 4.1 with K=4, n=5, all lambda = 5e-3
     o5 = closed_forms.optimum("extended-linear", K=4, n=5, d=10, lams=LX)
     assert o5.loss == pytest.approx(0.0507076242220576, abs=1e-15)
+    ev5 = evaluate(make_spec("extended-linear", K=4, n=5, d=10, lams=LX), o5.construct(seed=0))
+    assert ev5.loss == pytest.approx(0.0507076242220576, abs=1e-14)
     assert o5.constants["p"] == pytest.approx(0.965397, abs=1e-6)
     assert math.sqrt(o5.constants["W1_sq"]) == pytest.approx(1.2924, abs=1e-4)
 
