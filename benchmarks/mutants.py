@@ -180,7 +180,8 @@ def _sites(tree: ast.AST) -> Iterator[tuple[ast.AST, str, str]]:
         elif isinstance(node, ast.BoolOp):
             yield node, _SYMBOL[type(node.op)], "or" if isinstance(node.op, ast.And) else "and"
         elif isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.Not)):
-            yield node, ast.unparse(node), ast.unparse(node.operand)
+            # the operator, not the whole expression: keys stay short and free of '|' (the equivalents separator)
+            yield node, "-x" if isinstance(node.op, ast.USub) else "not x", "x"
         elif isinstance(node, ast.Constant) and type(node.value) in (int, float):
             yield node, repr(node.value), repr(node.value + 1)
         elif isinstance(node, ast.Constant) and type(node.value) is bool:
