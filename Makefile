@@ -4,7 +4,7 @@ VENV    := .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.nclab-installed
 
-.PHONY: demo test examples bench lint venv clean
+.PHONY: demo test examples bench mutants lint venv clean
 
 venv: $(STAMP)
 
@@ -38,6 +38,11 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_monitor.py
 	$(BIN)/python benchmarks/bench_ufm.py --small
 	$(BIN)/python benchmarks/bench_geometry.py
+
+# mutation testing of the core numerical modules (docs/testing.md); a sample, not part of `make test`
+MUTANTS_ARGS ?= --max-mutants 4 --seed 1
+mutants: $(STAMP)
+	$(BIN)/python benchmarks/mutants.py $(MUTANTS_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -194,6 +194,18 @@ def test_merge_of_two_halves_equals_one_pass(f):
         a.merge(object())
 
 
+# ---------------------------------------------------------------------- streaming
+@pytest.mark.parametrize("f", FACTORIES, ids=IDS)
+def test_streaming_in_batches_with_a_class_first_seen_late_equals_one_pass(f):
+    """One accumulator fed five batches in order (class K-1 first appears in the fourth, after its peers' shifts are
+    fixed) measures what one batch of everything measures: the shift of a late class must not disturb the others."""
+    a = f.make()
+    rows = np.arange(N)
+    for chunk in (*np.array_split(rows[FIRST], 3), *np.array_split(rows[SECOND], 2)):
+        f.feed(a, chunk)
+    _assert_observed_equal(f.observe(a), f.observe(_one_pass(f)), rtol=1e-12)
+
+
 # ---------------------------------------------------------------------- all_reduce
 def _worker(rank: int, world: int, port: int, out_dir: str) -> None:
     with gloo_group(rank, world, port):

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from nclab.geometry import icosahedron, one_vs_rest, optimal_features, random_oblique
+from nclab.geometry import icosahedron, one_vs_rest, optimal_features, random_oblique, retract, tangent
 from nclab.geometry.codes import CERTIFIES, code_kkt, softmax_code, softmax_code_search, tammes_search
 
 # Best known Tammes codes on S^2: the largest minimum angle (degrees) of K points [Sloane 2000] (N. J. A. Sloane with
@@ -47,7 +47,13 @@ def _assert_kkt(res):
 def test_tammes_s2_reaches_the_best_known_codes_with_default_settings(K):
     res = tammes_search(3, K)
     assert res.min_angle_deg == pytest.approx(TAMMES_S2[K], abs=1e-4)
-    assert res.value == pytest.approx(2 * math.sin(math.radians(res.min_angle_deg) / 2), abs=1e-12)
+    # the objective and the angle recomputed from the code's rows by a loop over pairs (not from the result's fields)
+    pairs = [(i, j) for i in range(K) for j in range(i + 1, K)]
+    min_dist = min(float(np.linalg.norm(res.W[i] - res.W[j])) for i, j in pairs)
+    max_cos = max(float(res.W[i] @ res.W[j]) for i, j in pairs)
+    assert res.value == pytest.approx(min_dist, abs=1e-12)
+    assert res.min_angle_deg == pytest.approx(math.degrees(math.acos(max_cos)), abs=1e-9)
+    np.testing.assert_allclose(np.linalg.norm(res.W, axis=1), 1.0, atol=1e-14)
     assert res.rho_one_vs_rest <= res.rho_one_vs_one
     _assert_kkt(res)
     # every active pair sits at the minimum angle
@@ -130,6 +136,11 @@ def test_large_problems_skip_the_polish_and_say_so():
     assert res.kkt is None and res.info["polished"] is False
     assert "Not certified: local or global optimality" in res.certifies
     assert res.value > 0.84 and res.min_angle_deg > 81.0
+    # the reported margin is the code's one-vs-rest margin, recomputed from its rows by the hull QP, and the reported
+    # angle the smallest pairwise angle of the rows
+    assert res.value == pytest.approx(one_vs_rest(res.W).rho, abs=1e-10)
+    G = res.W @ res.W.T
+    assert res.min_angle_deg == pytest.approx(math.degrees(math.acos(G[~np.eye(100, dtype=bool)].max())), abs=1e-9)
     assert res.max_gap < 1e-8 and res.hardmax == pytest.approx(-res.rho_one_vs_rest, abs=1e-10)
     assert res.within_bounds is True
 
@@ -145,3 +156,29 @@ def test_search_is_seeded_and_validates_arguments():
         tammes_search(3, 5, hops=-1)
     with pytest.raises(ValueError, match="K >= 2"):
         tammes_search(3, 1)
+
+
+def test_oblique_tangent_and_retract_against_their_definitions():
+    """tangent: row-wise (I - x x^T) g; retract: (x + t v) / ||x + t v|| row by row, a retraction (R(X, 0) = X and
+    d/dt R(X, t V) at t = 0 equals V for tangent V, checked by a central difference)."""
+    rng = np.random.default_rng(5)
+    K, d = 4, 3
+    X = random_oblique(K, d, rng)
+    np.testing.assert_allclose(np.linalg.norm(X, axis=1), 1.0, rtol=1e-15)
+    G = rng.normal(size=(K, d))
+    T = tangent(X, G)
+    for k in range(K):
+        np.testing.assert_allclose(T[k], (np.eye(d) - np.outer(X[k], X[k])) @ G[k], rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(np.sum(T * X, axis=1), 0.0, atol=1e-15)  # tangent to each sphere
+    np.testing.assert_allclose(tangent(X, T), T, atol=1e-15)  # a projection
+    t = 0.7
+    R = retract(X, T, step=t)
+    for k in range(K):
+        v = X[k] + t * T[k]
+        np.testing.assert_allclose(R[k], v / np.sqrt(v @ v), rtol=1e-14)
+    np.testing.assert_allclose(retract(X, T, step=0.0), X, rtol=1e-15)
+    eps = 1e-5
+    deriv = (retract(X, T, step=eps) - retract(X, T, step=-eps)) / (2 * eps)
+    np.testing.assert_allclose(deriv, T, atol=1e-9)  # second-order term cancels; error O(eps^2)
+    with pytest.raises(ValueError):
+        retract(X, -X)  # a zero row has no direction

@@ -61,6 +61,15 @@ def test_cli_softmax_and_tammes(tmp_path):
     res = runner.invoke(app, ["tammes", "--dim", "3", "--num-classes", "6", "--restarts", "1", "--steps", "300"])
     assert res.exit_code == 0, res.output
     assert "min_angle_deg" in res.output
+    # the optimal 6-point code on S^2 is the octahedron (+-e_i): minimum angle 90 deg, max cosine 0, pairwise
+    # distance sqrt(2), one-vs-rest margin 1 (the distance from e_1 to the hull of the other five is 1)
+    res = runner.invoke(app, ["tammes", "-d", "3", "-K", "6", "--restarts", "1", "--steps", "300", "-f", "json"])
+    info = json.loads(res.output)
+    assert info["min_angle_deg"] == pytest.approx(90.0, abs=1e-9)
+    assert info["max_cos"] == pytest.approx(0.0, abs=1e-12)
+    assert info["rho_one_vs_one"] == pytest.approx(math.sqrt(2), abs=1e-12)
+    assert info["rho_one_vs_rest"] == pytest.approx(1.0, abs=1e-12)
+    assert info["kkt_ok"] is True
 
 
 def test_cli_rejects_bad_input():

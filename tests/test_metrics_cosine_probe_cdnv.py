@@ -119,7 +119,11 @@ def test_cosine_degenerate_inputs(rng):
     y1[:4] = [0, 1, 1, 1]  # class 0 has a single sample
     with pytest.raises(ValueError, match=r"classes \[0\]"):
         class_separation(stats_of(H, y1), include_self=False)
-    assert within_class_cosine(stats_of(H, y1)) <= 1.0
+    # a single-sample class has self-similarity 1: the balanced mean over classes of (1/n_k^2) sum_ij cos(h_i, h_j)
+    U = H / np.linalg.norm(H, axis=1, keepdims=True)
+    per_class = [sum(U[i] @ U[j] for i in np.flatnonzero(y1 == k) for j in np.flatnonzero(y1 == k)) for k in range(3)]
+    want = np.mean([v / np.sum(y1 == k) ** 2 for k, v in enumerate(per_class)])
+    assert within_class_cosine(stats_of(H, y1)) == pytest.approx(want, rel=1e-12)
     with pytest.raises(ValueError, match="weighting"):
         within_class_cosine(stats_of(H, y), weighting="uniform")
     zeros = stats_of(np.zeros((6, 3)), np.repeat([0, 1], 3))  # no direction at all: similarity 0
@@ -212,14 +216,27 @@ def test_cdnv_exact_and_degenerate(rng):
 
 # ---------------- probe
 def test_probe_thm51_reference_value():
-    """[Xu & Liu 2023, Thm. 5.1] test: K=5, N=40 per class, p=8, means ~ 2 N(0, I), noise N(0, I); reference value
-    0.121886463316 (the reference numbers come from default_rng(0) with this construction)."""
+    """[Xu & Liu 2023, Thm. 5.1] test: K=5, N=40 per class, p=8, means ~ 2 N(0, I), noise N(0, I). The reference is
+    computed two independent ways: numpy's lstsq of the one-hot targets on [H, 1] (loss = ||residual||_F^2 / (2N)),
+    and Thm. 5.1's closed form L* = (1 - 1/K - Tr(Sigma_T^-1 Sigma_B) / K) / 2 from loop-built covariances.
+    (On this draw both give 0.1218864633160.)"""
     rng = np.random.default_rng(0)
     K, n, d = 5, 40, 8
     y = np.repeat(np.arange(K), n)
     H = 2 * rng.normal(size=(K, d))[y] + rng.normal(size=(K * n, d))
-    assert probe_mse_lstsq(H, y) == pytest.approx(0.121886463316, abs=1e-12)
-    assert probe_mse_optimal(stats_of(H, y)) == pytest.approx(0.121886463316, abs=1e-12)
+    N = K * n
+    A = np.hstack([H, np.ones((N, 1))])
+    Y = np.eye(K)[y]
+    B, *_ = np.linalg.lstsq(A, Y, rcond=None)
+    by_lstsq = float(np.sum((Y - A @ B) ** 2)) / (2 * N)
+    means = np.stack([sum(H[i] for i in range(N) if y[i] == k) / n for k in range(K)])
+    mu = H.mean(axis=0)
+    st = sum(np.outer(h - mu, h - mu) for h in H) / N
+    sb = sum(np.outer(m - means.mean(0), m - means.mean(0)) for m in means) / K
+    by_thm = (1 - 1 / K - np.trace(np.linalg.solve(st, sb)) / K) / 2
+    assert by_lstsq == pytest.approx(by_thm, rel=1e-12)
+    assert probe_mse_lstsq(H, y) == pytest.approx(by_lstsq, rel=1e-12)
+    assert probe_mse_optimal(stats_of(H, y)) == pytest.approx(by_thm, rel=1e-12)
 
 
 @pytest.mark.parametrize("counts,d", [([30, 30, 30], 4), ([8, 50, 21, 5], 6), ([10, 10, 10, 10], 2), ([3, 4], 12)])

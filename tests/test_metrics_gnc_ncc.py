@@ -117,7 +117,8 @@ def test_gnc1_rejects_raw_features(rng):
     Hn = normalize_features(H) * rng.choice([0.5, np.sqrt(1.75)], size=(len(y), 1))
     with pytest.raises(ValueError, match="do not look"):
         gnc1(ClassStats.from_arrays(Hn, y))
-    assert np.isfinite(gnc1(raw, check=False))
+    # check=False computes the formula anyway: the brute-force value on the raw features
+    assert gnc1(raw, check=False) == pytest.approx(_brute_gnc1(H, y, int(y.max()) + 1, center=False), rel=1e-8)
     # normalised stats pass, also when normalised in half precision
     check_normalized_stats(ClassStats.from_arrays(normalize_features(torch.from_numpy(H).half()), y))
     with pytest.raises(TypeError, match="ClassStats"):
@@ -407,8 +408,15 @@ def test_registry_directions():
 def test_no_warnings_on_regular_inputs(rng):
     H, y = _data(rng)
     stats = ClassStats.from_arrays(normalize_features(H), y)
+    W, b = rng.normal(size=(4, 6)), rng.normal(size=4)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        gnc1(stats)
-        gnc3(stats, W=rng.normal(size=(4, 6)))
-        ncc_metrics(stats, H, y, W=rng.normal(size=(4, 6)), b=rng.normal(size=4))
+        g1 = gnc1(stats)
+        g3 = gnc3(stats, W=W)
+        out = ncc_metrics(stats, H, y, W=W, b=b)
+    # and the values are the brute-force ones (no warning raised by a silently wrong branch either)
+    assert g1 == pytest.approx(_brute_gnc1(normalize_features(H), y, 4, center=False), rel=1e-8)
+    assert np.isfinite(g3) and g3 == gnc3(stats, W=torch.from_numpy(W))
+    ref, _ = _brute_ncc(H, y, stats.means, W, b)
+    for key, val in ref.items():
+        assert out[key] == pytest.approx(val, abs=1e-15), key

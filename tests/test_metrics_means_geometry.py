@@ -227,11 +227,15 @@ def test_invariances_of_etf_gram_error(rng):
 # ---------------------------------------------------------------------------------------------- brute force
 
 
-@pytest.mark.parametrize("weighting", ["balanced", "empirical"])
-def test_every_metric_matches_brute_force(weighting, rng):
+@pytest.mark.parametrize(("weighting", "imbalanced"), [("balanced", False), ("balanced", True), ("empirical", True)])
+def test_every_metric_matches_brute_force(weighting, imbalanced, rng):
     K, d = 5, 7
-    H, y = _data(rng, K=K, d=d, imbalanced=weighting == "empirical", offset=4.0)
+    H, y = _data(rng, K=K, d=d, imbalanced=imbalanced, offset=4.0)
     stats = ClassStats.from_arrays(H, y)
+    if imbalanced:
+        # the two centrings differ on this data, so a metric that ignored ``weighting`` fails one of the cases
+        other = "empirical" if weighting == "balanced" else "balanced"
+        assert etf_gram_error(stats, weighting=other) != pytest.approx(etf_gram_error(stats, weighting=weighting))
     M = _brute_means(H, y, K, weighting)
     mu = _brute_means(H, y, K, center=False)
     W = rng.normal(size=(K, d))
@@ -362,7 +366,11 @@ def test_empty_class_raises_clear_error(rng):
         with pytest.raises(EmptyClassError, match="drop_empty"):
             call()
     # the documented way out
-    assert np.isfinite(etf_gram_error(stats.drop_empty()))
+    # the documented way out: the 3 classes seen, as if class 3 had never existed
+    M3 = _brute_means(H, y, 3)
+    assert etf_gram_error(stats.drop_empty()) == pytest.approx(
+        _brute_gram_error(_gram(M3, M3), _etf_entry(3)), rel=1e-10
+    )
 
 
 def test_zero_norm_centred_mean(rng):
@@ -381,7 +389,11 @@ def test_zero_norm_centred_mean(rng):
         G = np.array([[1.0, 0, -1], [0, 0, 0], [-1, 0, 1]])
         expected = np.linalg.norm(G / np.linalg.norm(G) - (np.eye(3) - 1 / 3) / np.sqrt(2))
         assert etf_gram_error(stats) == pytest.approx(expected, rel=1e-10)
-        assert np.isfinite(self_duality(stats, W=rng.normal(size=(3, 4))))
+        # M = mu_k - mu_G = (a, 0, -a): || W/||W|| - M/||M|| ||^2 by hand
+        Wd = rng.normal(size=(3, 4))
+        M = np.stack([a, 0 * a, -a])
+        want = np.sum((Wd / np.linalg.norm(Wd) - M / np.linalg.norm(M)) ** 2)
+        assert self_duality(stats, W=Wd) == pytest.approx(want, rel=1e-10)
     # a zero classifier row
     W = rng.normal(size=(3, 4))
     W[2] = 0

@@ -455,3 +455,61 @@ def test_bad_arguments(rng):
         trace_ratio(H)
     with pytest.raises(ValueError, match="no sample"):
         trace_ratio(ClassStats(3, 4))
+
+
+@pytest.mark.parametrize("weighting", ["balanced", "empirical"])
+def test_vci_ill_conditioned_within_class_covariance_uses_total_form(rng, weighting):
+    """A within-class spread of 1e-4 along a direction the means vary in: cond(Sigma_W) ~ 1e8 while Sigma_T (lifted by
+    Sigma_B there) is better conditioned, so vci takes the Sigma_T form (``whitened_between`` is None). Imbalanced
+    classes, so the balanced case also runs its Sigma_B^emp - Sigma_B^bal correction."""
+    from nclab.metrics.common import whitened_between
+
+    K, d = 4, 5
+    counts = np.array([9, 14, 21, 30])
+    y = np.repeat(np.arange(K), counts)
+    mu = np.zeros((K, d))
+    mu[:, :3] = 3 * rng.normal(size=(K, 3))
+    H = mu[y] + rng.normal(size=(y.size, d)) * np.array([1e-4, 1, 1, 1, 1])
+    s = stats_of(H, y)
+    assert whitened_between(s, 1e-12) is None
+    ref = ref_covs(H, y, K)
+    expected = 1 - np.trace(ref_pinv(ref["st"], d) @ ref[weighting]) / min(d, K - 1)
+    # Sigma_T is well conditioned here (the means vary along the thin direction): both routes keep ~15 digits
+    assert vci(s, weighting=weighting) == pytest.approx(expected, rel=1e-12)
+
+
+@pytest.mark.parametrize("rank", [None, "numerical", 2])
+def test_psd_pinv_matrix_against_svd_pseudo_inverse(rng, rank):
+    """PsdPinv.pinv (formed on demand) equals the SVD pseudo-inverse truncated at the same rank, satisfies the
+    Moore-Penrose identities A A+ A = A, A+ A A+ = A+, and agrees with trace_with (which never forms it)."""
+    from nclab.metrics import psd_pinv
+
+    d, true_rank = 6, 4
+    F = rng.normal(size=(d, true_rank)) * np.array([3.0, 1.0, 0.5, 0.1])
+    A = F @ F.T  # PSD of rank 4; two eigenvalues are zero up to roundoff
+    p = psd_pinv(A, rank=rank)
+    r = {None: 4, "numerical": 4, 2: 2}[rank]
+    assert p.rank == r
+    U, sv, _ = np.linalg.svd(A)
+    expected = (U[:, :r] / sv[:r]) @ U[:, :r].T
+    np.testing.assert_allclose(p.pinv, expected, rtol=1e-9, atol=1e-9 * np.abs(expected).max())
+    if r == true_rank:
+        np.testing.assert_allclose(A @ p.pinv @ A, A, atol=1e-10 * np.abs(A).max())
+        np.testing.assert_allclose(p.pinv @ A @ p.pinv, p.pinv, atol=1e-9 * np.abs(p.pinv).max())
+        np.testing.assert_allclose(p.pinv, np.linalg.pinv(A, rcond=1e-12, hermitian=True), rtol=1e-8)
+    B = rng.normal(size=(d, d))
+    B = B @ B.T
+    assert p.trace_with(B) == pytest.approx(float(np.trace(p.pinv @ B)), rel=1e-10)
+
+
+@pytest.mark.parametrize("weighting", ["balanced", "empirical"])
+def test_vci_roundoff_below_zero_is_clipped_when_features_interpolate(weighting):
+    """d >= N - 1 (3 classes of 2 samples in R^8): the labels are an affine function of the features, so
+    Tr(Sigma_T^+ Sigma_B) = rank exactly and VCI = 0 [Xu & Liu 2023, Thm. 5.2]; the float64 value lands ~1e-15 on
+    either side of 0, and the documented clip returns exactly 0.0 for the negative side (never a negative VCI)."""
+    K, n, d = 3, 2, 8
+    y = np.repeat(np.arange(K), n)
+    for seed in range(10):
+        H = np.random.default_rng(seed).normal(size=(K * n, d))
+        v = vci(stats_of(H, y, K), weighting=weighting)
+        assert 0.0 <= v <= 1e-12

@@ -121,7 +121,11 @@ def test_heads():
     torch.manual_seed(0)
     h = torch.randn(7, 4)
     cos = make_head("cosine", 4, 3, tau=0.25)
-    assert float(cos(h).detach().abs().max()) <= 4.0 + 1e-6 and cos.bias is None
+    assert cos.bias is None
+    # cos(w_k, h) / tau from per-pair loops in float64: a tau that multiplied instead of dividing would give 1/16 of it
+    Wc, hc = cos.weight.detach().double(), h.double()
+    ref = torch.tensor([[float(x @ w / (x.norm() * w.norm())) / 0.25 for w in Wc] for x in hc], dtype=torch.float64)
+    torch.testing.assert_close(cos(h).detach().double(), ref, rtol=1e-5, atol=1e-6)
     assert make_head("cosine", 4, 3, logit_scale=4.0).tau == 0.25
     with pytest.raises(ValueError, match="not both"):
         make_head("cosine", 4, 3, tau=0.1, logit_scale=10)
@@ -135,6 +139,66 @@ def test_heads():
     G = etf.weight @ etf.weight.T
     torch.testing.assert_close(torch.diag(G), torch.ones(3))
     torch.testing.assert_close(G[0, 1], torch.tensor(-0.5))
+
+
+def _cosine_logits(h, W, tau):
+    """cos(w_k, h_i) / tau by explicit loops in float64 (the reference for the heads' forward)."""
+    h, W = np.asarray(h, dtype=np.float64), np.asarray(W, dtype=np.float64)
+    return np.array([[x @ w / (np.linalg.norm(x) * np.linalg.norm(w)) / tau for w in W] for x in h])
+
+
+@pytest.mark.parametrize("code_kind", ["array", "etf", "orthogonal"])
+def test_fixed_head_forward_against_loops(code_kind):
+    """[Jiang et al. 2024, Sec. 4]: row k of the fixed classifier is code[assignment[k]]; cosine logits divide by tau,
+    linear logits are <code[assignment[k]], h> with no bias."""
+    from nclab.geometry import orthogonal_frame, simplex_etf
+
+    rng = np.random.default_rng(3)
+    K, d, tau = 4, 6, 0.2
+    code = {
+        "array": rng.normal(size=(K, d)) * np.array([[1.0], [2.0], [0.5], [3.0]]),  # unequal row norms
+        "etf": simplex_etf(K, d, seed=0),
+        "orthogonal": orthogonal_frame(K, d, seed=0),
+    }[code_kind]
+    perm = [2, 0, 3, 1]
+    h = rng.normal(size=(5, d)) * np.array([[1.0], [10.0], [0.1], [3.0], [1.0]])  # unequal feature norms
+    ht = torch.tensor(h, dtype=torch.float32)
+    rows = np.asarray(code, dtype=np.float32)[perm].astype(np.float64)
+    cos = FixedHead(code, assignment=perm, cosine=True, tau=tau)
+    np.testing.assert_allclose(cos(ht).numpy(), _cosine_logits(h, rows, tau), rtol=1e-5, atol=1e-5)
+    lin = FixedHead(code, assignment=perm, cosine=False)
+    ref_lin = np.array([[sum(float(x[j]) * w[j] for j in range(d)) for w in rows] for x in ht.double().numpy()])
+    np.testing.assert_allclose(lin(ht).numpy(), ref_lin, rtol=1e-5, atol=1e-5)
+    if code_kind != "array":
+        made = make_head("fixed", d, K, code=code_kind, assignment=perm, tau=tau)
+        np.testing.assert_array_equal(made.weight.numpy(), np.asarray(code, dtype=np.float32)[perm])
+        np.testing.assert_allclose(made(ht).numpy(), cos(ht).numpy(), rtol=1e-6)
+        if code_kind == "orthogonal":  # orthonormal rows: the Gram matrix of the buffer is the identity
+            Wm = made.weight.double().numpy()
+            np.testing.assert_allclose(Wm @ Wm.T, np.eye(K), atol=1e-6)
+
+
+def test_cmf_head_forward_and_observe_against_loops():
+    """CMF [Jiang et al. 2024, Sec. 5]: forward is cos(w_k, h) / tau on the current rows; after observe, each present
+    class's row is beta w_k + (1 - beta) mean_i(h_i / ||h_i||), renormalised; absent classes keep their row."""
+    torch.manual_seed(1)
+    K, d, tau, beta = 3, 5, 0.5, 0.75
+    head = make_head("cmf", d, K, tau=tau, beta=beta)
+    assert isinstance(head, CMFHead) and not list(head.parameters())
+    rng = np.random.default_rng(4)
+    h = rng.normal(size=(6, d)) * np.array([[1.0], [4.0], [0.2], [2.0], [1.0], [7.0]])
+    ht = torch.tensor(h, dtype=torch.float32)
+    W0 = head.weight.double().numpy().copy()
+    np.testing.assert_allclose(head(ht).numpy(), _cosine_logits(h, W0, tau), rtol=1e-5, atol=1e-5)
+    y = np.array([0, 2, 0, 2, 2, 0])  # class 1 absent
+    head.observe(ht, torch.tensor(y))
+    W1 = W0.copy()
+    for k in (0, 2):
+        mean_unit = np.mean([h[i] / np.linalg.norm(h[i]) for i in range(len(y)) if y[i] == k], axis=0)
+        new = beta * W0[k] + (1 - beta) * mean_unit
+        W1[k] = new / np.linalg.norm(new)
+    np.testing.assert_allclose(head.weight.double().numpy(), W1, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(head(ht).numpy(), _cosine_logits(h, W1, tau), rtol=1e-5, atol=1e-5)
 
 
 def test_cmf_head_ema_closed_form():

@@ -3,6 +3,7 @@
 import math
 import re
 
+import numpy as np
 from matplotlib.text import Text
 
 from nclab.io.run_table import OUTPUT_LAYER, MetricRow, write_metrics
@@ -47,24 +48,94 @@ def _is_png(fig) -> bool:
     return b[:8] == b"\x89PNG\r\n\x1a\n" and len(b) > 1000
 
 
+def _lines(ax) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """The labelled curves of a panel: label -> (x, y) as plotted."""
+    return {
+        ln.get_label(): (np.asarray(ln.get_xdata(), float), np.asarray(ln.get_ydata(), float))
+        for ln in ax.get_lines()
+        if not ln.get_label().startswith("_")
+    }
+
+
+EPOCHS = np.array([0.0, 1.0, 3.0, 10.0])
+SCALE = {
+    "a": 1.0,
+    "b": 0.1,
+}  # ROWS: trace_ratio = scale / (e + 1), nc1 = scale / (e + 1)^2, etf_gram_error = 0.5 / (e + 1)
+
+
+def _depth_rows() -> list[MetricRow]:
+    depth = [
+        MetricRow(e, "train", lay, "relative_depth", v * (1 + e)) for e in (0, 5) for lay, v in (("a", 0.0), ("b", 1.0))
+    ]
+    depth += [
+        MetricRow(e, "train", lay, f"geodesic_{k}", 0.5 + 0.1 * i)
+        for e in (0, 5)
+        for lay in "ab"
+        for i, k in enumerate(("pfc1", "pfc2", "pfc3"))
+    ]
+    return depth
+
+
 def test_figures_are_readable_pngs():
     assert _is_png(curves_figure(ROWS, ["trace_ratio", "nc1", "missing"], zero_error_epoch=3))
     assert _is_png(heatmap_figure(ROWS))
     assert _is_png(train_test_figure(ROWS, ["nc1"], "b", zero_error_epoch=3))
     assert _is_png(compare_figure({"x": (ROWS, 3), "y": (ROWS, None)}, ["nc1"], "b"))
-    depth = [
-        MetricRow(e, "train", lay, m, v * (1 + e))
-        for e in (0, 5)
-        for lay, v in (("a", 0.0), ("b", 1.0))
-        for m in ("relative_depth",)
-    ]
-    depth += [
-        MetricRow(e, "train", lay, f"geodesic_{k}", 0.5)
-        for e in (0, 5)
-        for lay in "ab"
-        for k in ("pfc1", "pfc2", "pfc3")
-    ]
-    assert _is_png(depth_figure(ROWS + depth))
+    assert _is_png(depth_figure(ROWS + _depth_rows()))
+
+
+def test_curves_figure_plots_the_rows():
+    fig = curves_figure(ROWS, ["trace_ratio", "nc1", "missing"], zero_error_epoch=3)
+    panels = [ax for ax in fig.axes if ax.get_lines()]
+    assert len(panels) == 2  # "missing" has no rows: no panel
+    for ax, power in zip(panels, (1, 2), strict=True):
+        curves = _lines(ax)
+        assert set(curves) == {"a", "b"}
+        for lay, (x, y) in curves.items():
+            np.testing.assert_array_equal(x, EPOCHS)
+            np.testing.assert_allclose(y, SCALE[lay] / (EPOCHS + 1) ** power, rtol=1e-15)
+        assert ax.get_yscale() == "log"  # positive values of a "lower is better" metric
+
+
+def test_heatmap_figure_shows_log10_of_the_layer_epoch_grid():
+    fig = heatmap_figure(ROWS)
+    images = [ax.images[0] for ax in fig.axes if ax.images]
+    assert len(images) == 3
+    tr, etf, ncc = (np.asarray(im.get_array(), float) for im in images)
+    np.testing.assert_allclose(tr, np.log10([[SCALE[lay] / (e + 1) for e in EPOCHS] for lay in "ab"]), rtol=1e-14)
+    np.testing.assert_allclose(etf, np.log10([[0.5 / (e + 1) for e in EPOCHS] for _ in "ab"]), rtol=1e-14)
+    np.testing.assert_array_equal(ncc, np.full((2, 4), 0.9))  # "higher is better": shown linearly
+
+
+def test_train_test_and_compare_figures_plot_the_rows():
+    (ax,) = [a for a in train_test_figure(ROWS, ["nc1"], "b", zero_error_epoch=3).axes if a.get_lines()]
+    curves = _lines(ax)
+    assert set(curves) == {"train", "test"}
+    for x, y in curves.values():
+        np.testing.assert_array_equal(x, EPOCHS)
+        np.testing.assert_allclose(y, 0.1 / (EPOCHS + 1) ** 2, rtol=1e-15)
+    (ax,) = [a for a in compare_figure({"x": (ROWS, 3), "y": (ROWS, None)}, ["nc1"], "b").axes if a.get_lines()]
+    curves = _lines(ax)
+    assert set(curves) == {"x", "y"}
+    for x, y in curves.values():
+        np.testing.assert_array_equal(x, EPOCHS)
+        np.testing.assert_allclose(y, 0.1 / (EPOCHS + 1) ** 2, rtol=1e-15)
+    # the zero-error epoch of run "x" (and of no other run) is marked by a vertical line
+    vlines = [ln for ln in ax.get_lines() if ln.get_label().startswith("_") and np.ptp(ln.get_xdata()) == 0]
+    assert [float(ln.get_xdata()[0]) for ln in vlines] == [3.0]
+
+
+def test_depth_figure_plots_measured_and_geodesic_values_against_depth():
+    fig = depth_figure(ROWS + _depth_rows(), epochs=[0])
+    panels = [ax for ax in fig.axes if ax.get_lines()]
+    measured = {"trace_ratio": [1.0, 0.1], "etf_gram_error": [0.5, 0.5], "ncc_accuracy": [0.9, 0.9]}
+    for ax, (metric, want), geo in zip(panels, measured.items(), (0.5, 0.6, 0.7), strict=True):
+        curves = _lines(ax)
+        x, y = curves["epoch 0 measured"]
+        np.testing.assert_array_equal(x, [0.0, 1.0])  # relative depth of layers a and b at epoch 0
+        np.testing.assert_allclose(y, want, rtol=1e-15, err_msg=metric)
+        np.testing.assert_allclose(curves["epoch 0 geodesic"][1], [geo, geo], rtol=1e-15)
 
 
 def test_collapse_summary_numbers():

@@ -99,6 +99,29 @@ def test_merge_is_exact_for_any_split(cut, seed, K):
     np.testing.assert_array_equal(a.counts, np.bincount(y[:cut], minlength=K))
 
 
+@pytest.mark.parametrize("track", ["full", "light"])
+def test_classes_first_seen_in_later_batches_match_two_pass_reference(rng, track):
+    """Batch 1 holds class 0 only, batch 2 adds classes 1 and 2, batch 3 adds class 3 (and repeats the others), far
+    from the origin: every class's shift is fixed by its first batch, and a later first appearance must not re-shift
+    the classes already seen. Imbalanced counts, so both Sigma_B weightings are exercised."""
+    K, d = 4, 5
+    mu = 50.0 + 3.0 * rng.normal(size=(K, d))
+    batches = [np.zeros(7, int), np.array([0, 1, 2, 1, 2, 2, 1, 0, 2]), np.array([3, 0, 3, 1, 2, 2, 2, 0, 1, 3, 2])]
+    Hs = [mu[b] + rng.normal(size=(b.size, d)) for b in batches]
+    H, y = np.concatenate(Hs), np.concatenate(batches)
+    ref = brute_stats(H, y, K)
+    s = ClassStats(K, d, track=track)
+    for Hb, yb in zip(Hs, batches, strict=True):
+        s.update(Hb, yb)
+    np.testing.assert_array_equal(s.counts, ref["counts"])
+    np.testing.assert_allclose(s.means, ref["means"], rtol=1e-13)
+    np.testing.assert_allclose(s.class_ss, ref["ss"], rtol=1e-10)
+    if track == "full":
+        np.testing.assert_allclose(s.sigma_w(), ref["sw"], rtol=1e-10, atol=1e-13)
+        np.testing.assert_allclose(s.sigma_b("balanced"), ref["sb_bal"], rtol=1e-10, atol=1e-13)
+        np.testing.assert_allclose(s.sigma_b("empirical"), ref["sb_emp"], rtol=1e-10, atol=1e-13)
+
+
 def test_merge_then_update_keeps_exactness(rng):
     H, y = _data(rng, N=400)
     a = ClassStats.from_arrays(H[:100], y[:100], 4)
@@ -112,11 +135,19 @@ def test_any_float_dtype_and_torch_inputs(rng):
     H, y = _data(rng, N=200)
     H32 = H.astype(np.float32)
     ref = ClassStats.from_arrays(H32.astype(np.float64), y)
-    for feats in (H32, torch.from_numpy(H32), torch.from_numpy(H32).to(torch.bfloat16).float()):
+    bf = torch.from_numpy(H32).to(torch.bfloat16).float()
+    ref_bf = brute_stats(bf.double().numpy(), y, 4)  # the bf16-rounded values, accumulated in float64
+    for feats, want in ((H32, brute_stats(H32.astype(np.float64), y, 4)), (torch.from_numpy(H32), None), (bf, ref_bf)):
         s = ClassStats.from_arrays(feats, torch.from_numpy(y))
-        if feats.dtype in (np.float32, torch.float32) and not isinstance(feats, torch.Tensor):
-            np.testing.assert_allclose(s.sigma_w(), ref.sigma_w(), rtol=1e-12)
         assert s.num_samples == 200
+        np.testing.assert_array_equal(s.counts, np.bincount(y, minlength=4))
+        if want is None:  # a float32 tensor holds the same numbers as the float32 array
+            np.testing.assert_allclose(s.sigma_w(), ref.sigma_w(), rtol=1e-12)
+            np.testing.assert_allclose(s.means, ref.means, rtol=1e-12)
+        else:
+            np.testing.assert_allclose(s.means, want["means"], rtol=1e-12)
+            np.testing.assert_allclose(s.sigma_w(), want["sw"], rtol=1e-10, atol=1e-14)
+            np.testing.assert_allclose(s.sigma_b("empirical"), want["sb_emp"], rtol=1e-10, atol=1e-14)
     s16 = ClassStats.from_arrays(torch.from_numpy(H32).half(), y)
     ref16 = ClassStats.from_arrays(torch.from_numpy(H32).half().double().numpy(), y)
     np.testing.assert_allclose(s16.sigma_w(), ref16.sigma_w(), rtol=1e-12)

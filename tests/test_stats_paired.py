@@ -106,3 +106,27 @@ def test_malformed_states_and_float_labels_are_clear_errors():
         PairedClassStats(K, D).load_state_dict({k: v for k, v in sd.items() if k != "end"})
     with pytest.raises(TypeError, match="integer dtype"):
         geodesic_profile([H0, H1], y.astype(float), K)
+
+
+def test_cross_within_far_from_the_origin_with_classes_first_seen_late():
+    """Features at 1e6 from the origin with unit within-class spread, classes first appearing in the second and third
+    batches: the per-class shifts (taken from each class's first batch) keep the cross sums exact; sums about the
+    origin would lose ~1e-16 * (1e6)^2 = 1e-4 absolute per term. Reference: per-class loops on mean-subtracted data."""
+    rng = np.random.default_rng(11)
+    K, d = 3, 4
+    batches = [np.zeros(5, int), np.array([0, 1, 1, 0, 1, 1]), np.array([2, 1, 0, 2, 2, 1, 2])]
+    centre0, centre1 = 1e6 + rng.normal(size=(K, d)), -1e6 + rng.normal(size=(K, d))
+    H0s = [centre0[b] + rng.normal(size=(b.size, d)) for b in batches]
+    H1s = [
+        centre1[b] + 0.5 * H0 - 0.5 * centre0[b] + rng.normal(size=(b.size, d))
+        for b, H0 in zip(batches, H0s, strict=True)
+    ]
+    p = PairedClassStats(K, d)
+    for H0, H1, b in zip(H0s, H1s, batches, strict=True):
+        p.update(H0, H1, b)
+    y, H0, H1 = np.concatenate(batches), np.concatenate(H0s), np.concatenate(H1s)
+    ref = np.array(
+        [float(np.sum((H0[y == k] - H0[y == k].mean(0)) * (H1[y == k] - H1[y == k].mean(0)))) for k in range(K)]
+    )
+    assert np.all(ref > 1.0)  # a positive coupling of order n_k * d / 2, far above the 1e-4 roundoff
+    np.testing.assert_allclose(p.cross_within(), ref, rtol=1e-9)

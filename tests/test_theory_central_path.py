@@ -2,12 +2,14 @@
 
 import numpy as np
 import pytest
+from scipy.special import wrightomega
 
 from nclab.metrics import nc1
 from nclab.stats import ClassStats
 from nclab.theory import central_path_terms, nc1_from_omega, renormalize, snr_matrix
 from nclab.theory.central_path import (
     closed_form_omega,
+    flow_potential,
     initial_features,
     ls_loss_grad,
     omega_of,
@@ -115,6 +117,16 @@ def test_closed_forms_reproduce_spec_regression_values():
     t = [1e3, 1e4, 1e5, 1e6]
     orth = closed_form_omega(w0, t, 4, 5, "orthogonal")
     obl = closed_form_omega(w0, t, 4, 5, "oblique")
+    # oblique, independently: with u = w^2, F = (K^2 n / 2) log u + (K n / 2) u, so (u / K) e^{u / K} = e^z with
+    # z = 2 (F(w0) + t) / (K^2 n) - log K, i.e. u = K W(e^z) = K omega(z) (Wright omega; K = 4, n = 5)
+    F0 = np.array([float(flow_potential(w, 4, 5, "oblique")) for w in w0])
+    z = 2 * (F0[None, :] + np.array(t)[:, None]) / (16 * 5) - np.log(4)
+    np.testing.assert_allclose(obl, np.sqrt(4 * np.real(wrightomega(z))), rtol=1e-12)
+    # orthogonal (no closed form): the defining equation F(omega(t)) = F(omega(0)) + t holds to roundoff
+    F0o = np.array([float(flow_potential(w, 4, 5, "orthogonal")) for w in w0])
+    Ft = np.array([[float(flow_potential(v, 4, 5, "orthogonal")) for v in row] for row in orth])
+    np.testing.assert_allclose(Ft - F0o[None, :], np.broadcast_to(np.array(t)[:, None], Ft.shape), rtol=1e-9)
+    # the spec's 3-decimal values (Han et al. 2022 setting) agree with both
     assert np.allclose(orth[:, 0], [6.014, 9.355, 16.636, 29.783], atol=6e-4)
     assert np.allclose(orth[:, 2], [4.308, 8.980, 16.569, 29.771], atol=6e-4)
     assert np.allclose(obl[:, 0], [10.953, 31.803, 100.011, 316.217], atol=6e-4)

@@ -1,5 +1,7 @@
 """`nclab theory` sub-app and the registered theory experiments (tiny scale)."""
 
+import csv
+import itertools
 import json
 
 import numpy as np
@@ -36,6 +38,9 @@ def test_cli_decompose_matches_library(tmp_path, rng):
     assert table.exit_code == 0 and "L_perp" in table.output
     as_json = json.loads(runner.invoke(app, ["decompose", *args, "--lam", "W=0.1", "-f", "json"]).output)
     assert as_json["lambda"] == 0.1
+    ref = mse_decomposition(H, y, W, None, 0.1)  # no -b given: the bias-free classifier
+    for key in ("L", "L_LS", "L_NC1", "L_NC23", "L_perp"):
+        assert as_json[key] == pytest.approx(ref[key], rel=1e-12)
     unknown = runner.invoke(app, ["decompose", *args, "--lam", "Q=1"])
     assert unknown.exit_code == 2 and "'Q'" in unknown.output and "known: W" in unknown.output
     bad = runner.invoke(
@@ -78,6 +83,12 @@ def test_experiment_geodesic_digits_tiny(tmp_path):
     s = run("geodesic-digits", tmp_path, scale="tiny")
     assert s["pfc1_last"] < s["pfc1_first"]
     assert 0 < s["straightness_index"] <= 1
+    # the summary is the per-layer table it was written from
+
+    with open(tmp_path / "layers.csv") as fh:
+        pfc1 = [float(r["pfc1"]) for r in csv.DictReader(fh)]
+    assert (s["pfc1_first"], s["pfc1_last"]) == (pfc1[0], pfc1[-1])
+    assert s["pfc1_depth_violations"] == sum(b > a for a, b in itertools.pairwise(pfc1))
     rows = (tmp_path / "layers.csv").read_text().splitlines()
     assert len(rows) == 1 + 5  # header + layers 0..4
     assert (tmp_path / "fig3.png").exists() and (tmp_path / "report.html").exists()

@@ -194,3 +194,51 @@ def test_errors(rng):
         ls_classifier(H, y, -1.0)
     with pytest.raises(ValueError, match="track='full'"):
         mse_decomposition_from_stats(ClassStats.from_arrays(H, y, track="light"), W, np.zeros(4), 0.1)
+
+
+@pytest.mark.parametrize("lam", [0.0, 0.3])
+@pytest.mark.parametrize("bias", [True, False])
+def test_empty_class_against_ridge_lstsq_and_direct_loss(rng, lam, bias):
+    """num_classes = 5 with class 3 never seen: its one-hot column is all zeros, so the LS classifier is still the
+    ridge least-squares solution (with 5 target columns) and the loss is the per-sample mean; the decomposition
+    identities hold with pi_3 = 0."""
+    H, y = _data(rng, offset=1.5)
+    y = np.where(y == 3, 4, y)  # labels {0, 1, 2, 4}
+    K, d = 5, H.shape[1]
+    W, b = ls_classifier(H, y, lam, bias=bias, num_classes=K)
+    W_ref, b_ref = _ridge_lstsq(H, y, lam, bias)
+    assert W_ref.shape == (K, d)
+    np.testing.assert_allclose(np.hstack([W, b[:, None]]), np.hstack([W_ref, b_ref[:, None]]), rtol=0, atol=1e-10)
+    W2 = rng.normal(size=(K, d)) * 0.3
+    b2 = rng.normal(size=K) if bias else None
+    bb = np.zeros(K) if b2 is None else b2
+    Y = np.eye(K)[y]
+    direct = 0.5 * np.mean(np.sum((H @ W2.T + bb - Y) ** 2, axis=1)) + 0.5 * lam * (np.sum(W2**2) + np.sum(bb**2))
+    stats = ClassStats.from_arrays(H, y, num_classes=K)
+    assert mse_loss_from_stats(stats, W2, b2, lam) == pytest.approx(direct, rel=1e-12)
+    out = mse_decomposition(H, y, W2, b2, lam, num_classes=K)
+    assert out["L"] == pytest.approx(direct, rel=1e-12)
+    assert out["identity_residual"] <= 1e-10 * out["L"] and out["ls_residual"] <= 1e-10 * out["L"]
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_singular_second_moments_give_minimum_norm_interpolator(rng, bias):
+    """lam = 0 with N < d: the Cholesky solve fails and the pseudo-inverse gives the minimum-norm solution. Without
+    bias that is lstsq's H^+ Y; with bias it is the minimum-norm W of the centred system (b then fixed by the means).
+    With N <= d generic features are interpolated: H W^T + b = Y exactly."""
+    K, d = 3, 10
+    y = np.array([0, 1, 2, 0, 1, 2, 0])
+    H = rng.normal(size=(y.size, d)) + 2.0
+    W, b = ls_classifier(H, y, 0.0, bias=bias)
+    Y = np.eye(K)[y]
+    if bias:
+        mu = H.mean(axis=0)
+        pi = Y.mean(axis=0)
+        Wt, *_ = np.linalg.lstsq(H - mu, Y - pi, rcond=None)
+        W_ref, b_ref = Wt.T, pi - Wt.T @ mu
+    else:
+        Wt, *_ = np.linalg.lstsq(H, Y, rcond=None)
+        W_ref, b_ref = Wt.T, np.zeros(K)
+    np.testing.assert_allclose(W, W_ref, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(b, b_ref, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(H @ W.T + b, Y, rtol=0, atol=1e-9)

@@ -66,4 +66,6 @@ def test_presets_and_measurement_epochs():
     with pytest.raises(ValueError, match="unknown preset"):
         resolve_config({"preset": "nope"})
     ep = measurement_epochs(350, 20)
-    assert ep[0] == 0 and ep[-1] == 350 and 1 in ep and len(ep) == len(set(ep)) and ep == sorted(ep)
+    # 20 log-spaced points 350^(i/19), i = 0..19, rounded (1.36 -> 1, 3.43 -> 3 merge), plus epoch 0
+    assert ep == sorted({0, 350, *(round(350 ** (i / 19)) for i in range(20))})
+    assert ep[:5] == [0, 1, 2, 3, 5] and ep[-3:] == [189, 257, 350]  # 350^(17/19) = 188.9, 350^(18/19) = 257.0

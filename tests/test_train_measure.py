@@ -128,7 +128,8 @@ def test_geodesic_rows_match_the_in_memory_profile_and_the_measured_ends():
         assert got[(n, "geodesic_pfc2")] == pytest.approx(got[(n, "etf_gram_error")], rel=1e-9)
         assert got[(n, "geodesic_pfc3")] == pytest.approx(got[(n, "ncc_accuracy")], abs=1e-15)
     assert got[(OUTPUT_LAYER, "geodesic_s01")] == pytest.approx(prof.s01, rel=1e-12)
-    assert 0 < got[(OUTPUT_LAYER, "straightness_index")] <= 1
+    assert got[(OUTPUT_LAYER, "straightness_index")] == pytest.approx(prof.straightness_index, rel=1e-12)
+    assert 0 < prof.straightness_index <= 1
 
 
 def test_geodesic_is_skipped_with_a_message_when_it_does_not_apply(setup):

@@ -23,20 +23,31 @@ def test_spec_reference_values():
     # [Tirer & Bruna 2022, Sec. 6] defaults: K=4, d=20, n=50, all lambda = 5e-3
     lam = 5e-3
     o1 = closed_forms.optimum("mse-bias-free", K=4, n=50, d=20, lams=dict(W=lam, H=lam))
-    assert o1.loss == pytest.approx(0.13142135623730950, abs=1e-15)
+    # c = K sqrt(n lam_H lam_W) = 4 sqrt(50 * 25e-6) = sqrt(2) / 10 < 1: Thm 3.1's loss is c - c^2 / 2
+    c = math.sqrt(2) / 10
+    assert o1.loss == pytest.approx(c - c**2 / 2, rel=1e-14)  # 0.1314213562373095
     assert o1.constants["rho"] == pytest.approx(math.sqrt(1 / 50) * (1 - 0.1414213562373095), rel=1e-12)
     o2 = closed_forms.optimum("mse-bias", K=4, n=50, d=20, lams=dict(W=lam, H=lam))
-    assert o2.loss == pytest.approx(0.09856601717798213, abs=1e-15)
+    # Thm 3.2 (free bias): the bias absorbs the 1/K mean target, leaving (1 - 1/K) of the bias-free loss
+    assert o2.loss == pytest.approx((1 - 1 / 4) * (c - c**2 / 2), rel=1e-14)  # 0.09856601717798213
     o3 = closed_forms.optimum("extended-linear", K=4, n=50, d=20, lams=dict(W1=lam, W2=lam, H1=lam))
     assert o3.threshold == pytest.approx(0.073681, abs=1e-6)
     assert o3.constants["t"] == pytest.approx(0.974124, abs=1e-6)
     assert o3.constants["p"] == pytest.approx(0.924362, abs=1e-6)
     assert o3.loss == pytest.approx(0.10773571564864708, abs=1e-14)
+    # the quartic's digits, independently: the objective evaluated at the minimiser built from t and p, and a
+    # vanishing gradient there (the loss formula and the construction are separate code paths)
+    spec3 = make_spec("extended-linear", K=4, n=50, d=20, lams=dict(W1=lam, W2=lam, H1=lam))
+    ev3 = evaluate(spec3, o3.construct(seed=0))
+    assert ev3.loss == pytest.approx(0.10773571564864708, abs=1e-14)
+    assert max(np.abs(g).max() for g in ev3.grads.values()) < 1e-12
     o4 = closed_forms.optimum("extended-relu", K=4, n=50, d=20, lams=dict(W1=lam, W2=lam, H1=lam))
     assert o4.loss == o3.loss
     # [Tirer & Bruna 2022]: Thm 4.1 with K=4, n=5, all lambda = 5e-3
     o5 = closed_forms.optimum("extended-linear", K=4, n=5, d=10, lams=LX)
     assert o5.loss == pytest.approx(0.0507076242220576, abs=1e-15)
+    ev5 = evaluate(make_spec("extended-linear", K=4, n=5, d=10, lams=LX), o5.construct(seed=0))
+    assert ev5.loss == pytest.approx(0.0507076242220576, abs=1e-14)
     assert o5.constants["p"] == pytest.approx(0.965397, abs=1e-6)
     assert math.sqrt(o5.constants["W1_sq"]) == pytest.approx(1.2924, abs=1e-4)
 
@@ -225,6 +236,8 @@ def test_three_factor_regimes_with_solver():
 def test_thm_5_1_attenuation_rate():
     Kc, d, lam_W, nlam_H, sigma = 4, 20, 0.01, 0.02, 0.3
     f = closed_forms.attenuation_factor(Kc, 100, nlam_H / 100, lam_W, sigma)
+    # f = 1 / (1 + K sigma^2 sqrt(n lam_H / lam_W)) = 1 / (1 + 4 * 0.09 * sqrt(0.02 / 0.01)) = 1 / 1.50912 = 0.66264
+    assert f == pytest.approx(1 / (1 + 0.36 * math.sqrt(2)), rel=1e-14)
     assert f == pytest.approx(0.66264, abs=1e-5)  # [Tirer & Bruna 2022]
     ns = np.array([100, 400, 1600, 6400])
     errs = []

@@ -204,6 +204,11 @@ class MeasureConfig(_Strict):
         bad = [k for k in v if k not in DEFAULT_CONVENTIONS]
         if bad:
             raise ValueError(f"unknown convention {bad[0]!r}; known: {', '.join(sorted(DEFAULT_CONVENTIONS))}")
+        if "weighting" in v:
+            # checked here: at measurement time a bad value would only drop the metrics that use it, epochs later
+            from nclab.stats.class_stats import check_weighting
+
+            check_weighting(v["weighting"])
         return v
 
 
