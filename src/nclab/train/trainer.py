@@ -40,6 +40,7 @@ from typing import Any
 
 import numpy as np
 import torch
+import torch.distributed as dist
 import yaml
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
@@ -51,6 +52,7 @@ from nclab.io.run_table import OUTPUT_LAYER, MetricRow, write_metrics
 from nclab.io.sinks import MetricSink, RunTableSink, make_sink
 from nclab.nets import CollapseNet, build_model
 from nclab.theory.mse import mse_decomposition_from_stats
+from nclab.train import distributed as ddp
 from nclab.train.config import ConfigError, RunConfig, resolve_config
 from nclab.train.losses import LossFn, make_loss, paper004_lambda
 from nclab.train.measure import SplitMeasurement, find_classifier, measure_split
@@ -160,12 +162,23 @@ class Trainer:
         progress: bool = False,
     ) -> None:
         self.cfg, self.out = cfg, Path(out)
-        self.out.mkdir(parents=True, exist_ok=True)
+        #: rank 0 of a DDP run (or the single process): the one that writes (log, checkpoints, tables, report)
+        self.main = ddp.is_main()
+        if self.main:
+            self.out.mkdir(parents=True, exist_ok=True)
         self.ckpt_dir = self.out / "checkpoints"
         self.log_path = self.out / "log.txt"
-        self.device = torch.device(cfg.train.device)
+        self.device = ddp.device_for(cfg.train.device)
+        try:
+            self.batch_size = ddp.per_rank_batch(cfg.train.batch_size)
+        except ValueError as err:
+            raise ConfigError(str(err)) from None
+        if cfg.measure.geodesic and ddp.is_distributed():
+            raise ConfigError("measure.geodesic needs every training sample's features in one process: not under DDP")
         self.train_data, self.test_data = self._load_data()
         self.model, self.opt, self.loss_fn = self._build()
+        #: ``forward(x) -> (logits, h)``; in DistributedDataParallel under DDP (``self.model`` stays the bare net)
+        self.step = ddp.training_module(self.model, self.device)
         E, m = cfg.train.epochs, cfg.measure
         planned = measurement_epochs(E, m.num_log) if m.epochs == "log" else m.epochs
         self.planned = {e for e in planned if e <= E}
@@ -181,7 +194,7 @@ class Trainer:
                 f"N_train={len(self.train_data)}; [Han et al. 2022] lambda of this objective = {lam:g}"
             )
         # the table is the checkpoint's own write (write_metrics); the other sinks get each measurement's rows
-        self.sinks: list[MetricSink] = [make_sink(s, self.out) for s in cfg.log.sinks if s != "table"]
+        self.sinks: list[MetricSink] = [make_sink(s, self.out) for s in cfg.log.sinks if s != "table" and self.main]
         self.sinks = [s for s in self.sinks if not isinstance(s, RunTableSink)]
         self.console = console or Console(stderr=True)
         # a live bar only redraws on a terminal: piped, it would stay silent until the run ends
@@ -204,7 +217,9 @@ class Trainer:
         return self.state.epoch >= self.cfg.train.epochs
 
     def log(self, msg: str) -> None:
-        """Append a time-stamped line to ``log.txt``."""
+        """Append a time-stamped line to ``log.txt`` (rank 0 only)."""
+        if not self.main:
+            return
         with open(self.log_path, "a", encoding="utf-8") as fh:
             fh.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {msg}\n")
 
@@ -293,11 +308,12 @@ class Trainer:
         for split, data in (("train", self.train_data), ("test", self.test_data)):
             if split not in m.splits or data is None:
                 continue
-            task = self.bar.add_task(f"measure {split}", total=2 * len(data), info=f"epoch {epoch}")
+            part = ddp.eval_shard(len(data), m.batch_size)
+            task = self.bar.add_task(f"measure {split}", total=2 * len(data.y[part]), info=f"epoch {epoch}")
             res = measure_split(
                 model,
-                data.x.to(self.device),
-                data.y.to(self.device),
+                data.x[part].to(self.device),
+                data.y[part].to(self.device),
                 data.num_classes,
                 layers=layers,
                 penultimate=model.penultimate_name,
@@ -310,6 +326,7 @@ class Trainer:
                 advance=lambda n, t=task: self.bar.advance(t, n),
                 blas_threads=m.blas_threads,
                 geodesic=m.geodesic and split == "train",
+                distributed=ddp.is_distributed(),
             )
             self.bar.remove_task(task)
             if split == "train":
@@ -331,16 +348,21 @@ class Trainer:
         """Eval-mode error of the model on the training split (the exact zero-error check)."""
         model, data = self.model, self.train_data
         model.eval()
-        wrong, bs = 0, self.cfg.measure.batch_size
-        for s in range(0, len(data), bs):
-            out = model(data.x[s : s + bs].to(self.device))
-            wrong += int((out.argmax(1) != data.y[s : s + bs].to(self.device)).sum())
+        bs = self.cfg.measure.batch_size
+        part = ddp.eval_shard(len(data), bs)
+        x, y, wrong = data.x[part], data.y[part], 0
+        for s in range(0, len(y), bs):
+            out = model(x[s : s + bs].to(self.device))
+            wrong += int((out.argmax(1) != y[s : s + bs].to(self.device)).sum())
         model.train()
+        (wrong,) = ddp.sum_all(wrong)
         return wrong / len(data)
 
     def checkpoint(self) -> None:
         """Write ``checkpoints/last.pt`` (copied to ``epoch_NNNN.pt`` at a measured epoch with
-        ``checkpoint.keep_measured``), then ``metrics.csv``, each atomically."""
+        ``checkpoint.keep_measured``), then ``metrics.csv``, each atomically; rank 0 only."""
+        if not self.main:
+            return
         t0 = time.perf_counter()
         st = self.state
         payload = {
@@ -361,8 +383,11 @@ class Trainer:
         st.timings["checkpoint_s"] += time.perf_counter() - t0
 
     def finish(self) -> RunResult:
-        """Write ``summary.json`` (and ``report.html`` with ``config.report``); the run's :class:`RunResult`."""
+        """Write ``summary.json`` (and ``report.html`` with ``config.report``; rank 0 only); the run's
+        :class:`RunResult`."""
         cfg, st, model, data = self.cfg, self.state, self.model, self.train_data
+        if not self.main:
+            return RunResult(self.out, cfg, st.zero_error_epoch, st.measured, st.rows, model.penultimate_name)
         summary = {
             "run_id": run_id(cfg),
             "name": cfg.name,
@@ -432,10 +457,13 @@ class Trainer:
     def _train_pass(self, epoch: int) -> tuple[float, float]:
         """One epoch of mini-batch training in the order drawn from ``(seed, epoch)``; the running (train-mode)
         loss and error."""
-        cfg, data, model = self.cfg.train, self.train_data, self.model
-        gen = torch.Generator().manual_seed(self.cfg.seed * 1_000_003 + epoch)
-        perm = torch.randperm(len(data), generator=gen)
-        n_batches = len(data) // cfg.batch_size if cfg.drop_last else math.ceil(len(data) / cfg.batch_size)
+        cfg, data, model, bs = self.cfg.train, self.train_data, self.model, self.batch_size
+        if ddp.is_distributed():
+            perm = ddp.train_order(len(data), self.cfg.seed, epoch)
+        else:
+            gen = torch.Generator().manual_seed(self.cfg.seed * 1_000_003 + epoch)
+            perm = torch.randperm(len(data), generator=gen)
+        n_batches = len(perm) // bs if cfg.drop_last else math.ceil(len(perm) / bs)
         if n_batches == 0:
             raise ConfigError(
                 f"train.batch_size={cfg.batch_size} exceeds the {len(data)} training samples with drop_last: no batch"
@@ -445,10 +473,9 @@ class Trainer:
         model.train()
         tot_loss, tot_wrong, seen = 0.0, 0, 0
         for i in range(n_batches):
-            idx = perm[i * cfg.batch_size : (i + 1) * cfg.batch_size]
+            idx = perm[i * bs : (i + 1) * bs]
             xb, yb = data.x[idx].to(self.device), data.y[idx].to(self.device)
-            h = model.features(xb)
-            logits = model.head(h)
+            logits, h = self.step(xb)
             loss = self.loss_fn(logits, yb, h)
             self.opt.zero_grad(set_to_none=True)
             loss.backward()
@@ -459,6 +486,7 @@ class Trainer:
             tot_wrong += int((logits.detach().argmax(1) != yb).sum())
             seen += len(yb)
             self.bar.advance(self._batch_task)
+        tot_loss, tot_wrong, seen = ddp.sum_all(tot_loss, tot_wrong, seen)
         if not math.isfinite(tot_loss):
             raise FloatingPointError(f"training diverged at epoch {epoch} (loss {tot_loss / seen}); lower optim.lr")
         return tot_loss / seen, tot_wrong / seen
@@ -505,6 +533,27 @@ def _prepare_dir(cfg: RunConfig, out: Path, resume: bool, overwrite: bool) -> di
     return None
 
 
+def _prepare_shared(cfg: RunConfig, out: Path, resume: bool, overwrite: bool) -> dict[str, Any] | None:
+    """:func:`_prepare_dir` and ``config.yaml`` by rank 0 alone; the other ranks wait for its verdict (an error
+    there fails them too) and then load the checkpoint it resumes from. A single process just prepares."""
+    saved, error = None, None
+    if ddp.is_main():
+        # rank 0 starts writing the run directory here: a run-directory lock belongs here, taken by rank 0 only
+        try:
+            saved = _prepare_dir(cfg, out, resume, overwrite)
+            atomic_write_text(out / "config.yaml", yaml.safe_dump(cfg.to_dict(), sort_keys=False))
+        except Exception as err:
+            error = err
+    verdict = ddp.broadcast((None if error is None else f"{type(error).__name__}: {error}", saved is not None))
+    if error is not None:
+        raise error
+    if verdict[0] is not None:
+        raise RuntimeError(f"rank {ddp.rank()}: rank 0 could not prepare {out}: {verdict[0]}")
+    if verdict[1] and saved is None:
+        saved = torch.load(out / "checkpoints" / "last.pt", map_location="cpu", weights_only=True)
+    return saved
+
+
 def _diff_keys(a: Any, b: Any, prefix: str = "") -> list[str]:
     if isinstance(a, dict) and isinstance(b, dict):
         out = []
@@ -530,18 +579,31 @@ def train(
     ``checkpoints/last.pt``, ``summary.json`` and ``report.html`` (``config.report``). ``on_epoch_end(epoch)``
     is called after each epoch's checkpoint (tests use it to interrupt a run). The loop is :class:`Trainer`'s.
     When the run fails before its first epoch is checkpointed and ``out`` did not exist before, ``out`` is removed.
+
+    Under ``torchrun`` (``RANK`` / ``WORLD_SIZE`` set) the run is data-parallel (:mod:`nclab.train.distributed`):
+    ``train.batch_size`` is the global batch, every rank trains and measures its share, and rank 0 alone writes
+    ``out``; every rank returns the same rows. A lost rank fails the others within ``$NCLAB_DDP_TIMEOUT_S``.
     """
     cfg = config if isinstance(config, RunConfig) else resolve_config(config)
     out = Path(out)
-    created = not out.exists()
-    out.mkdir(parents=True, exist_ok=True)
-    try:
-        return _run(cfg, out, resume, overwrite, progress, console, on_epoch_end)
-    except BaseException:
-        # a run that never finished an epoch holds nothing worth keeping; a folder the caller made stays
-        if created and _last_epoch(out) == 0:
-            shutil.rmtree(out, ignore_errors=True)
-        raise
+    with ddp.session(cfg.train.device):
+        main = ddp.is_main()
+        created = main and not out.exists()
+        if main:
+            out.mkdir(parents=True, exist_ok=True)
+        try:
+            return _run(cfg, out, resume, overwrite, progress and main, console, on_epoch_end)
+        except BaseException as err:
+            # a run that never finished an epoch holds nothing worth keeping; a folder the caller made stays
+            if created and _last_epoch(out) == 0:
+                shutil.rmtree(out, ignore_errors=True)
+            if isinstance(err, dist.DistError):
+                raise RuntimeError(
+                    f"rank {ddp.rank()}: {type(err).__name__} in a collective: another rank of this run failed or "
+                    f"was killed; rank 0's last complete checkpoint (epoch {_last_epoch(out)}) is in "
+                    f"{out / 'checkpoints'}: continue with --resume"
+                ) from err
+            raise
 
 
 def _last_epoch(out: Path) -> int:
@@ -560,8 +622,7 @@ def _run(
     console: Console | None,
     on_epoch_end: Callable[[int], None] | None,
 ) -> RunResult:
-    saved = _prepare_dir(cfg, out, resume, overwrite)
-    atomic_write_text(out / "config.yaml", yaml.safe_dump(cfg.to_dict(), sort_keys=False))
+    saved = _prepare_shared(cfg, out, resume, overwrite)
     if progress:
         (console or Console(stderr=True)).print(
             f"nclab train {cfg.name}: run directory {out}", soft_wrap=True, markup=False, highlight=False
