@@ -253,8 +253,8 @@ def test_truncated_metrics_of_a_finished_run_is_repaired(run, finished, damage):
 
 def test_metrics_that_disagree_with_the_checkpoint_are_not_overwritten(run):
     text = (run / "metrics.csv").read_text().splitlines(keepends=True)
-    epoch, split, layer, metric, value = text[3].rstrip("\n").split(",")
-    text[3] = f"{epoch},{split},{layer},{metric},{float(value) + 1.0!r}\n"  # an edited value: not a truncation
+    *key, value = text[3].rstrip("\n").split(",")  # run_id, epoch, split, layer, metric, value
+    text[3] = f"{','.join(key)},{float(value) + 1.0!r}\n"  # an edited value: not a truncation
     (run / "metrics.csv").write_text("".join(text))
     before = _snapshot(run)
     res = _cli(run, "--resume")

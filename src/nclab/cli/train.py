@@ -1,20 +1,25 @@
 """Commands ``train``, ``report`` and ``demo`` (the Typer group :data:`app`).
 
 :mod:`nclab.cli` mounts them at the top level: ``nclab train CONFIG.yaml [--set key=value ...] [--out DIR]
-[--resume]`` (or ``nclab train RUN_DIR --resume [--set train.epochs=E]`` to continue or extend a run with its
-saved config), ``nclab report RUN_DIR`` and ``nclab demo [--out DIR] [--epochs E]``.
+[--resume] [--nproc N]`` (or ``nclab train RUN_DIR --resume [--set train.epochs=E]`` to continue or extend a
+run with its saved config), ``nclab report RUN_DIR`` and ``nclab demo [--out DIR] [--epochs E]``. ``--nproc N``
+starts ``torchrun --standalone --nproc_per_node=N -m nclab train ...`` (the same command, data-parallel: see
+:mod:`nclab.train.distributed`); under ``torchrun`` itself the option is not needed.
 """
 
 from __future__ import annotations
 
 import math
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
 
-from nclab.cli.common import console, err_console, flag, make_app, user_errors
+from nclab.cli.common import console, err_console, fail, flag, make_app, user_errors
 
 if TYPE_CHECKING:
     from nclab.train.config import RunConfig
@@ -49,12 +54,21 @@ def train_command(
     progress: Annotated[
         bool, flag("--progress/--no-progress", help="show progress bars (plain lines when not a terminal)")
     ] = True,
+    nproc: Annotated[
+        int | None,
+        typer.Option(
+            "--nproc",
+            help="train data-parallel on N processes (DDP through torchrun; gloo on the CPU, NCCL on CUDA); "
+            "train.batch_size is then the global batch",
+        ),
+    ] = None,
 ) -> None:
     """Train a network past zero training error, measuring every collapse metric per epoch, layer and split.
 
     A run directory is owned by the process writing it: a second `nclab train` into it fails at once. `--resume`
     needs the run's checkpoint and saved config.yaml, and a config equal to the saved one except train.epochs
     (`nclab train RUN_DIR --resume --set train.epochs=400` extends a finished run)."""
+    from nclab.train import distributed as ddp
     from nclab.train.config import load_config
     from nclab.train.trainer import train
 
@@ -64,8 +78,40 @@ def train_command(
         else:
             cfg = load_config(config, set_ or [])
             run_dir = out or Path("runs") / cfg.name
+        if nproc is not None and nproc > 1 and not ddp.launched():
+            argv = ["train", str(config), "--out", str(run_dir), "--progress" if progress else "--no-progress"]
+            argv += [a for s in set_ or [] for a in ("--set", s)]
+            argv += ["--resume"] * resume + ["--overwrite"] * overwrite
+            _launch(nproc, cfg.train.device, cfg.train.batch_size, argv, run_dir)
+            return
+        if nproc is not None and nproc < 1:
+            raise ValueError(f"--nproc must be at least 1, got {nproc}")
         result = train(cfg, run_dir, resume=resume, overwrite=overwrite, progress=progress, console=err_console)
-    _print_result(result)
+    if ddp.is_main():
+        _print_result(result)
+
+
+def _launch(nproc: int, device: str, batch_size: int, argv: list[str], run_dir: Path) -> None:
+    """``torchrun --standalone --nproc_per_node=nproc -m nclab`` + ``argv`` in a child process, after checking
+    what would otherwise fail on every rank at once; a failed run exits with the resume hint."""
+    import torch
+
+    if device.startswith("cuda"):
+        available, what = torch.cuda.device_count(), "CUDA devices"
+    else:
+        available, what = os.cpu_count() or 1, "CPU cores"
+    if nproc > available:
+        raise ValueError(f"--nproc {nproc} exceeds the {available} {what} of this machine (train.device={device})")
+    if batch_size % nproc:
+        raise ValueError(f"train.batch_size={batch_size} is the global batch and must divide evenly by --nproc {nproc}")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}", "-m", "nclab"]
+    rc = subprocess.call(cmd + argv)
+    if rc != 0:
+        fail(
+            f"the {nproc}-process run failed (torchrun exit code {rc}; the ranks' errors are above); nothing "
+            f"after the last complete checkpoint in {run_dir / 'checkpoints'} was kept: continue with --resume",
+            code=rc if 0 < rc < 128 else 1,
+        )
 
 
 def _run_dir_config(

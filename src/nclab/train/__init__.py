@@ -3,7 +3,8 @@
 ``train(config, out)`` runs a :class:`RunConfig` (YAML + presets + ``--set`` overrides, see
 :mod:`nclab.train.config`) into a run directory, epoch by epoch through a :class:`Trainer`; its metrics table is
 :mod:`nclab.io.run_table`'s. :func:`measure_split` measures any model on any data; :mod:`nclab.train.hooks`
-attaches to any ``nn.Module`` by layer names or regex.
+attaches to any ``nn.Module`` by layer names or regex. Under ``torchrun`` the same ``train`` is data-parallel
+(DistributedDataParallel; the plumbing is :mod:`nclab.train.distributed`, docs/scaling.md).
 """
 
 from nclab.train.config import ConfigError, RunConfig, apply_overrides, deep_merge, load_config, resolve_config

@@ -34,6 +34,7 @@ from nclab._threads import blas_threads
 from nclab.io.run_table import OUTPUT_LAYER
 from nclab.metrics import collapse_report, gnc1
 from nclab.stats import ClassStats, NCCAccumulator
+from nclab.train.distributed import sum_all
 from nclab.train.hooks import FeatureHooks, LayerSpec, eval_mode, resolve_layers
 
 __all__ = [
@@ -466,6 +467,7 @@ def measure_split(
     advance: Callable[[int], None] | None = None,
     blas_threads: int | None = 1,
     geodesic: bool = False,
+    distributed: bool = False,
 ) -> SplitMeasurement:
     """Measure ``model`` on inputs ``x (N, ...)`` with labels ``y (N,)`` (see the module docstring).
 
@@ -482,7 +484,13 @@ def measure_split(
     ``geodesic_pfc1/2/3`` at that depth (measured end), and ``geodesic_s01``, ``straightness_index`` as network
     rows (:func:`nclab.theory.geodesic.geodesic_profile`, from the cached features; skipped with a warning when
     they exceed ``cache_mb`` or fewer than two layers share a dimension).
+    ``distributed``: ``x, y`` are this rank's shard of the split (no sample in two shards,
+    :func:`nclab.train.distributed.eval_shard`); every rank calls with its shard, the statistics, NCC counts,
+    loss and error sums are all-reduced over the default process group (exactly: :mod:`nclab.stats`), and every
+    rank returns the whole split's rows. Not with ``geodesic`` (it needs every sample's features in one place).
     """
+    if distributed and geodesic:
+        raise ValueError("geodesic=True needs the whole split's features in one process: not with distributed=True")
     layer_map = resolve_layers(model, layers)
     if penultimate is None:
         penultimate = getattr(model, "penultimate_name", None) or next(reversed(layer_map))
@@ -490,7 +498,7 @@ def measure_split(
         raise KeyError(f"penultimate layer {penultimate!r} is not among the measured layers {list(layer_map)}")
     W, b = find_classifier(model)
     plan = MeasurePlan(layer_map, penultimate, num_classes, W, b, full_layers, batch_size, advance, blas_threads)
-    return _measure(model, x, y, plan, loss_fn, reference, conventions, cache_mb, geodesic)
+    return _measure(model, x, y, plan, loss_fn, reference, conventions, cache_mb, geodesic, distributed)
 
 
 def _measure(
@@ -503,6 +511,7 @@ def _measure(
     conventions: Mapping[str, Any] | None,
     cache_mb: float,
     geodesic: bool,
+    distributed: bool = False,
 ) -> SplitMeasurement:
     with blas_threads(plan.threads):
         cosine = bool(getattr(getattr(model, "head", None), "cosine", False))
@@ -511,8 +520,13 @@ def _measure(
         batches = tensor_batches(x, y, plan.batch_size)
         forward_pass(model, batches, plan, p1)
         p1.finish()
+        if distributed:
+            _all_reduce_pass(p1)
         msgs: list[str] = []
         ncc = ncc_pass(model, batches, y, plan, p1.stats if reference is None else reference, p1.features, msgs)
+        if distributed:
+            for acc in ncc.values():  # every rank skipped the same layers: the reference is the same everywhere
+                acc.all_reduce()
         rows = [(OUTPUT_LAYER, "error", p1.error)]
         if loss_fn is not None:
             rows.append((OUTPUT_LAYER, "loss", p1.loss))
@@ -527,3 +541,13 @@ def _measure(
         loss=p1.loss,
         warnings=list(dict.fromkeys(msgs)),
     )
+
+
+def _all_reduce_pass(p1: StatsPass) -> None:
+    """Pass 1 of every rank summed: the statistics per layer (in layer order, the same on every rank), the
+    normalised-feature statistics of a cosine head, and the loss and error counters."""
+    for name in p1.plan.layers:
+        p1.stats[name].all_reduce()
+    if p1.unit is not None:
+        p1.unit.all_reduce()
+    p1.loss_sum, p1.wrong, p1.scored, p1.seen = sum_all(p1.loss_sum, p1.wrong, p1.scored, p1.seen)

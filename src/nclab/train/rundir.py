@@ -36,6 +36,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from nclab.io.run_table import COLUMNS, RUN_ID_COLUMN
+
 __all__ = [
     "EXTENDABLE_KEYS",
     "LOCK_NAME",
@@ -306,6 +308,8 @@ def metrics_file_status(path: str | Path, rows: Sequence[Sequence[Any]]) -> tupl
     ``("prefix", n)`` (its ``n`` complete lines are the first ``n`` rows: truncated, or written before the
     checkpoint; a last line without its newline counts as cut), ``("missing", 0)``, or ``("different", i)``
     (line ``i`` (1-based, after the header) disagrees with the checkpoint, or the header is wrong: ``i = 0``).
+    Both layouts of :mod:`nclab.io.run_table` are read: with a leading ``run_id`` column (the trainer's; the
+    same value on every line) or without.
 
     Examples
     --------
@@ -322,14 +326,20 @@ def metrics_file_status(path: str | Path, rows: Sequence[Sequence[Any]]) -> tupl
     text = path.read_bytes().decode("utf-8", "replace")
     lines = text.split("\n")
     complete = lines[:-1]  # the text after the last newline is empty, or a line cut mid-write
-    if not complete or complete[0] != "epoch,split,layer,metric,value":
+    header = ",".join(COLUMNS)
+    if not complete or complete[0] not in (header, f"{RUN_ID_COLUMN},{header}"):
         return ("different", 0)
+    lead = int(complete[0] != header)  # the run_id column
     body = complete[1:]
     if len(body) > len(rows):
         return ("different", len(rows) + 1)
+    run_ids = set()
     for i, (fields, row) in enumerate(zip(csv.reader(io.StringIO("\n".join(body))), rows, strict=False)):
+        run_ids.update(fields[:lead])
+        fields = fields[lead:]
         ok = (
-            len(fields) == 5
+            len(run_ids) <= 1
+            and len(fields) == 5
             and fields[0] == str(int(row[0]))
             and fields[1:4] == [str(row[1]), str(row[2]), str(row[3])]
             and _same_value(fields[4], float(row[4]))

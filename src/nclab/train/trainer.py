@@ -43,6 +43,7 @@ from typing import Any
 
 import numpy as np
 import torch
+import torch.distributed as dist
 import yaml
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
@@ -55,6 +56,7 @@ from nclab.io.sinks import MetricSink, RunTableSink, make_sink
 from nclab.io.tables import to_frame
 from nclab.nets import CollapseNet, build_model
 from nclab.theory.mse import mse_decomposition_from_stats
+from nclab.train import distributed as ddp
 from nclab.train.config import ConfigError, RunConfig, resolve_config
 from nclab.train.losses import LossFn, make_loss, paper004_lambda
 from nclab.train.measure import SplitMeasurement, find_classifier, measure_split
@@ -178,12 +180,23 @@ class Trainer:
         progress: bool = False,
     ) -> None:
         self.cfg, self.out = cfg, Path(out)
-        self.out.mkdir(parents=True, exist_ok=True)
+        #: rank 0 of a DDP run (or the single process): the one that writes (log, checkpoints, tables, report)
+        self.main = ddp.is_main()
+        if self.main:
+            self.out.mkdir(parents=True, exist_ok=True)
         self.ckpt_dir = self.out / "checkpoints"
         self.log_path = self.out / "log.txt"
-        self.device = torch.device(cfg.train.device)
+        self.device = ddp.device_for(cfg.train.device)
+        try:
+            self.batch_size = ddp.per_rank_batch(cfg.train.batch_size)
+        except ValueError as err:
+            raise ConfigError(str(err)) from None
+        if cfg.measure.geodesic and ddp.is_distributed():
+            raise ConfigError("measure.geodesic needs every training sample's features in one process: not under DDP")
         self.train_data, self.test_data = self._load_data()
         self.model, self.opt, self.loss_fn = self._build()
+        #: ``forward(x) -> (logits, h)``; in DistributedDataParallel under DDP (``self.model`` stays the bare net)
+        self.step = ddp.training_module(self.model, self.device)
         E, m = cfg.train.epochs, cfg.measure
         planned = measurement_epochs(E, m.num_log) if m.epochs == "log" else m.epochs
         self.planned = {e for e in planned if e <= E}
@@ -199,7 +212,7 @@ class Trainer:
                 f"N_train={len(self.train_data)}; [Han et al. 2022] lambda of this objective = {lam:g}"
             )
         # the table is the checkpoint's own write (write_metrics); the other sinks get each measurement's rows
-        self.sinks: list[MetricSink] = [make_sink(s, self.out) for s in cfg.log.sinks if s != "table"]
+        self.sinks: list[MetricSink] = [make_sink(s, self.out) for s in cfg.log.sinks if s != "table" and self.main]
         self.sinks = [s for s in self.sinks if not isinstance(s, RunTableSink)]
         self.console = console or Console(stderr=True)
         # a live bar only redraws on a terminal: piped, it would stay silent until the run ends
@@ -222,7 +235,9 @@ class Trainer:
         return self.state.epoch >= self.cfg.train.epochs
 
     def log(self, msg: str) -> None:
-        """Append a time-stamped line to ``log.txt``."""
+        """Append a time-stamped line to ``log.txt`` (rank 0 only)."""
+        if not self.main:
+            return
         with open(self.log_path, "a", encoding="utf-8") as fh:
             fh.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {msg}\n")
 
@@ -311,11 +326,12 @@ class Trainer:
         for split, data in (("train", self.train_data), ("test", self.test_data)):
             if split not in m.splits or data is None:
                 continue
-            task = self.bar.add_task(f"measure {split}", total=2 * len(data), info=f"epoch {epoch}")
+            part = ddp.eval_shard(len(data), m.batch_size)
+            task = self.bar.add_task(f"measure {split}", total=2 * len(data.y[part]), info=f"epoch {epoch}")
             res = measure_split(
                 model,
-                data.x.to(self.device),
-                data.y.to(self.device),
+                data.x[part].to(self.device),
+                data.y[part].to(self.device),
                 data.num_classes,
                 layers=layers,
                 penultimate=model.penultimate_name,
@@ -328,6 +344,7 @@ class Trainer:
                 advance=lambda n, t=task: self.bar.advance(t, n),
                 blas_threads=m.blas_threads,
                 geodesic=m.geodesic and split == "train",
+                distributed=ddp.is_distributed(),
             )
             self.bar.remove_task(task)
             if split == "train":
@@ -349,16 +366,21 @@ class Trainer:
         """Eval-mode error of the model on the training split (the exact zero-error check)."""
         model, data = self.model, self.train_data
         model.eval()
-        wrong, bs = 0, self.cfg.measure.batch_size
-        for s in range(0, len(data), bs):
-            out = model(data.x[s : s + bs].to(self.device))
-            wrong += int((out.argmax(1) != data.y[s : s + bs].to(self.device)).sum())
+        bs = self.cfg.measure.batch_size
+        part = ddp.eval_shard(len(data), bs)
+        x, y, wrong = data.x[part], data.y[part], 0
+        for s in range(0, len(y), bs):
+            out = model(x[s : s + bs].to(self.device))
+            wrong += int((out.argmax(1) != y[s : s + bs].to(self.device)).sum())
         model.train()
+        (wrong,) = ddp.sum_all(wrong)
         return wrong / len(data)
 
     def checkpoint(self) -> None:
         """Write ``checkpoints/last.pt`` (copied to ``epoch_NNNN.pt`` at a measured epoch with
-        ``checkpoint.keep_measured``), then ``metrics.csv``, each atomically."""
+        ``checkpoint.keep_measured``), then ``metrics.csv``, each atomically; rank 0 only."""
+        if not self.main:
+            return
         t0 = time.perf_counter()
         st = self.state
         payload = {
@@ -379,8 +401,11 @@ class Trainer:
         st.timings["checkpoint_s"] += time.perf_counter() - t0
 
     def finish(self) -> RunResult:
-        """Write ``summary.json`` (and ``report.html`` with ``config.report``); the run's :class:`RunResult`."""
+        """Write ``summary.json`` (and ``report.html`` with ``config.report``; rank 0 only); the run's
+        :class:`RunResult`."""
         cfg, st, model, data = self.cfg, self.state, self.model, self.train_data
+        if not self.main:
+            return RunResult(self.out, cfg, st.zero_error_epoch, st.measured, st.rows, model.penultimate_name)
         summary = {
             "run_id": run_id(cfg),
             "name": cfg.name,
@@ -450,10 +475,13 @@ class Trainer:
     def _train_pass(self, epoch: int) -> tuple[float, float]:
         """One epoch of mini-batch training in the order drawn from ``(seed, epoch)``; the running (train-mode)
         loss and error."""
-        cfg, data, model = self.cfg.train, self.train_data, self.model
-        gen = torch.Generator().manual_seed(self.cfg.seed * 1_000_003 + epoch)
-        perm = torch.randperm(len(data), generator=gen)
-        n_batches = len(data) // cfg.batch_size if cfg.drop_last else math.ceil(len(data) / cfg.batch_size)
+        cfg, data, model, bs = self.cfg.train, self.train_data, self.model, self.batch_size
+        if ddp.is_distributed():
+            perm = ddp.train_order(len(data), self.cfg.seed, epoch)
+        else:
+            gen = torch.Generator().manual_seed(self.cfg.seed * 1_000_003 + epoch)
+            perm = torch.randperm(len(data), generator=gen)
+        n_batches = len(perm) // bs if cfg.drop_last else math.ceil(len(perm) / bs)
         if n_batches == 0:
             raise ConfigError(
                 f"train.batch_size={cfg.batch_size} exceeds the {len(data)} training samples with drop_last: no batch"
@@ -463,10 +491,9 @@ class Trainer:
         model.train()
         tot_loss, tot_wrong, seen = 0.0, 0, 0
         for i in range(n_batches):
-            idx = perm[i * cfg.batch_size : (i + 1) * cfg.batch_size]
+            idx = perm[i * bs : (i + 1) * bs]
             xb, yb = data.x[idx].to(self.device), data.y[idx].to(self.device)
-            h = model.features(xb)
-            logits = model.head(h)
+            logits, h = self.step(xb)
             loss = self.loss_fn(logits, yb, h)
             self.opt.zero_grad(set_to_none=True)
             loss.backward()
@@ -477,6 +504,7 @@ class Trainer:
             tot_wrong += int((logits.detach().argmax(1) != yb).sum())
             seen += len(yb)
             self.bar.advance(self._batch_task)
+        tot_loss, tot_wrong, seen = ddp.sum_all(tot_loss, tot_wrong, seen)
         if not math.isfinite(tot_loss):
             raise FloatingPointError(f"training diverged at epoch {epoch} (loss {tot_loss / seen}); lower optim.lr")
         return tot_loss / seen, tot_wrong / seen
@@ -570,10 +598,33 @@ def _prepare_resume(cfg: RunConfig, out: Path, ckpt: Path) -> tuple[dict[str, An
             "from the checkpoint; nothing was changed. Move metrics.csv away to have it rebuilt from the checkpoint"
         )
     if status != "same":  # fewer rows than the checkpoint, or a cut line after all of them
-        write_metrics([MetricRow(*r) for r in state["rows"]], out)
+        write_metrics([MetricRow(*r) for r in state["rows"]], out, run_id=run_id(cfg))
         held = "was missing" if status == "missing" else f"held {n} of the checkpoint rows, cut"
         notes.append(f"metrics.csv {held}: rewritten from the checkpoint ({len(state['rows'])} rows)")
     return state, notes
+
+
+def _prepare_shared(
+    cfg: RunConfig, out: Path, resume: bool, overwrite: bool
+) -> tuple[dict[str, Any] | None, list[str]]:
+    """:func:`_prepare_dir` and ``config.yaml`` by rank 0 alone; the other ranks wait for its verdict (an error
+    there fails them too) and then load the checkpoint it resumes from. A single process just prepares. Returns
+    the checkpoint resumed from (or None) and the notes of the resume."""
+    saved, notes, error = None, [], None
+    if ddp.is_main():
+        try:
+            saved, notes = _prepare_dir(cfg, out, resume, overwrite)
+            atomic_write_text(out / "config.yaml", yaml.safe_dump(cfg.to_dict(), sort_keys=False))
+        except Exception as err:
+            error = err
+    verdict = ddp.broadcast((None if error is None else f"{type(error).__name__}: {error}", saved is not None))
+    if error is not None:
+        raise error
+    if verdict[0] is not None:
+        raise RuntimeError(f"rank {ddp.rank()}: rank 0 could not prepare {out}: {verdict[0]}")
+    if verdict[1] and saved is None:
+        saved = _load_checkpoint(out / "checkpoints" / "last.pt")
+    return saved, notes
 
 
 def train(
@@ -600,36 +651,59 @@ def train(
     and the saved ``config.yaml``; the config must equal the saved one except ``train.epochs`` (extending the
     run); ``resume`` with ``overwrite`` is refused. A resume rewrites a ``metrics.csv`` that lost rows the
     checkpoint holds. A full disk ends the run with a ``RunDirError`` saying how to continue.
+
+    Under ``torchrun`` (``RANK`` / ``WORLD_SIZE`` set) the run is data-parallel (:mod:`nclab.train.distributed`):
+    ``train.batch_size`` is the global batch, every rank trains and measures its share, and rank 0 alone writes
+    ``out`` (and alone holds its lock); every rank returns the same rows. A lost rank fails the others within
+    ``$NCLAB_DDP_TIMEOUT_S``.
     """
     cfg = config if isinstance(config, RunConfig) else resolve_config(config)
     out = Path(out)
-    if resume and (overwrite or not out.is_dir()):
-        check_resumable(out, out / "checkpoints" / "last.pt", overwrite=overwrite)  # refuses before touching out
-    created = not out.exists()
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        owner = acquire_run_lock(out) if lock else None
-    except OSError as err:
-        full = disk_full_error(err, out, resumable=False)
-        if full is None:
+    with ddp.session(cfg.train.device):
+        main = ddp.is_main()
+        created = main and not out.exists()
+        owner, early = None, None
+        if main:  # the refusals that must not touch out, and the lock: rank 0's, told to every rank
+            try:
+                if resume and (overwrite or not out.is_dir()):
+                    check_resumable(out, out / "checkpoints" / "last.pt", overwrite=overwrite)
+                out.mkdir(parents=True, exist_ok=True)
+                owner = acquire_run_lock(out) if lock else None
+            except OSError as err:
+                full = disk_full_error(err, out, resumable=False)
+                if full is None:
+                    early = err
+                else:
+                    full.__cause__ = err
+                    early = full
+            except Exception as err:
+                early = err
+        verdict = ddp.broadcast(None if early is None else f"{type(early).__name__}: {early}")
+        if early is not None:
+            raise early
+        if verdict is not None:
+            raise RuntimeError(f"rank {ddp.rank()}: rank 0 could not take {out}: {verdict}")
+        try:
+            return _run(cfg, out, resume, overwrite, progress and main, console, on_epoch_end, owner)
+        except BaseException as err:
+            if owner is not None:
+                owner.release()  # before a cleanup that removes the folder, lock file included
+            # a run that never finished an epoch holds nothing worth keeping; a folder the caller made stays
+            if created and _last_epoch(out) == 0:
+                shutil.rmtree(out, ignore_errors=True)
+            if isinstance(err, dist.DistError):
+                raise RuntimeError(
+                    f"rank {ddp.rank()}: {type(err).__name__} in a collective: another rank of this run failed or "
+                    f"was killed; rank 0's last complete checkpoint (epoch {_last_epoch(out)}) is in "
+                    f"{out / 'checkpoints'}: continue with --resume"
+                ) from err
+            full = disk_full_error(err, out, resumable=(out / "checkpoints" / "last.pt").is_file())
+            if full is not None:
+                raise full from err
             raise
-        raise full from err
-    try:
-        return _run(cfg, out, resume, overwrite, progress, console, on_epoch_end, owner)
-    except BaseException as err:
-        if owner is not None:
-            owner.release()  # before a cleanup that removes the folder, lock file included
-        # a run that never finished an epoch holds nothing worth keeping; a folder the caller made stays
-        removed = created and _last_epoch(out) == 0
-        if removed:
-            shutil.rmtree(out, ignore_errors=True)
-        full = disk_full_error(err, out, resumable=(out / "checkpoints" / "last.pt").is_file())
-        if full is not None:
-            raise full from err
-        raise
-    finally:
-        if owner is not None:
-            owner.release()
+        finally:
+            if owner is not None:
+                owner.release()
 
 
 def _last_epoch(out: Path) -> int:
@@ -653,10 +727,9 @@ def _run(
     notes = [owner.note] if owner is not None and owner.note else []
     for note in notes:  # before any refusal below: the takeover happened either way
         con.print(f"note: {note}", soft_wrap=True, markup=False, highlight=False)
-    saved, resume_notes = _prepare_dir(cfg, out, resume, overwrite)
+    saved, resume_notes = _prepare_shared(cfg, out, resume, overwrite)
     for note in resume_notes:
         con.print(f"note: {note}", soft_wrap=True, markup=False, highlight=False)
-    atomic_write_text(out / "config.yaml", yaml.safe_dump(cfg.to_dict(), sort_keys=False))
     if progress:
         con.print(f"nclab train {cfg.name}: run directory {out}", soft_wrap=True, markup=False, highlight=False)
     # train.threads governs the BLAS of numpy/scipy too (the measurements' syrk and eigendecompositions): with

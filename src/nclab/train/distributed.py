@@ -1,0 +1,204 @@
+"""The torch.distributed plumbing of a DDP training run, in one place.
+
+A run launched by ``torchrun --nproc_per_node=N -m nclab train CONFIG.yaml`` (or ``nclab train --nproc N``)
+finds ``RANK`` / ``WORLD_SIZE`` in its environment; :func:`session` then joins the process group (gloo on the
+CPU, NCCL on CUDA, with a timeout so that a lost rank ends the run instead of hanging it) and leaves it at the
+end. Everything else here is a no-op in a single process, so the trainer calls it unconditionally:
+
+- :func:`rank`, :func:`world_size`, :func:`is_main`: who this process is (rank 0 alone writes the run
+  directory, the checkpoints and the report);
+- :func:`per_rank_batch`: the config's batch size is the *global* one, split evenly over the ranks;
+- :func:`train_order`: this rank's part of an epoch (``DistributedSampler`` seeded with the run's seed and
+  ``set_epoch``; it pads with repeated samples so every rank takes the same number of steps);
+- :func:`eval_shard`: this rank's part of a split for a measurement, *without* padding (a duplicated sample
+  would enter the sums twice): contiguous, cut at the measurement's batch boundaries so every sample is computed
+  in the same batch as in a single process (the rows then agree with one process to rounding);
+- :func:`sum_all`: plain sums (losses, error counts, sample counts) over the ranks; the statistics themselves
+  reduce with their accumulators' exact ``all_reduce`` (:mod:`nclab.stats`);
+- :func:`training_module`: the network as one ``forward(x) -> (logits, h)`` module, wrapped in
+  ``DistributedDataParallel`` when distributed (gradients averaged over the ranks: every loss here is a batch
+  mean and every rank's batch has the same size, so the average is the global batch's gradient);
+- :func:`broadcast`, :func:`barrier`.
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.utils.data import DistributedSampler
+
+__all__ = [
+    "DEFAULT_TIMEOUT_S",
+    "TIMEOUT_ENV",
+    "barrier",
+    "broadcast",
+    "device_for",
+    "eval_shard",
+    "is_distributed",
+    "is_main",
+    "launched",
+    "per_rank_batch",
+    "rank",
+    "session",
+    "sum_all",
+    "train_order",
+    "training_module",
+    "world_size",
+]
+
+#: Seconds a collective waits for the other ranks before the run fails (a rank killed mid-run, a hung node).
+#: Long enough for rank 0 to write a checkpoint or a report while the others wait at the next collective.
+DEFAULT_TIMEOUT_S = 600.0
+#: Environment variable overriding :data:`DEFAULT_TIMEOUT_S`.
+TIMEOUT_ENV = "NCLAB_DDP_TIMEOUT_S"
+
+
+def launched() -> bool:
+    """Whether this process was started by ``torchrun`` (or another launcher setting ``RANK`` and
+    ``WORLD_SIZE``) with more than one rank."""
+    return "RANK" in os.environ and int(os.environ.get("WORLD_SIZE", "1")) > 1
+
+
+def is_distributed() -> bool:
+    """Whether a process group of more than one rank is active."""
+    return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+
+
+def rank() -> int:
+    """This process's rank (0 in a single process; from ``RANK`` before the group is joined or after it is left)."""
+    return dist.get_rank() if is_distributed() else int(os.environ.get("RANK", "0"))
+
+
+def _rank() -> int:
+    """The rank in the process group (0 without one): what the shards are cut by."""
+    return dist.get_rank() if is_distributed() else 0
+
+
+def world_size() -> int:
+    """The number of ranks (1 in a single process)."""
+    return dist.get_world_size() if is_distributed() else 1
+
+
+def is_main() -> bool:
+    """Whether this process is rank 0, the one that writes."""
+    return rank() == 0
+
+
+def device_for(device: str) -> torch.device:
+    """The device of this rank: ``cuda`` becomes ``cuda:LOCAL_RANK`` under a launcher, anything else is kept."""
+    dev = torch.device(device)
+    if dev.type == "cuda" and dev.index is None and "LOCAL_RANK" in os.environ:
+        return torch.device("cuda", int(os.environ["LOCAL_RANK"]))
+    return dev
+
+
+@contextmanager
+def session(device: str, timeout_s: float | None = None) -> Iterator[None]:
+    """Join the process group for the block when launched by ``torchrun`` and not already in one (left at the
+    end); otherwise do nothing. Backend: NCCL for a CUDA ``device``, gloo otherwise. ``timeout_s`` (default:
+    ``$NCLAB_DDP_TIMEOUT_S`` or :data:`DEFAULT_TIMEOUT_S`) bounds every collective."""
+    if not launched() or dist.is_initialized():
+        yield
+        return
+    dev = device_for(device)
+    timeout = float(timeout_s if timeout_s is not None else os.environ.get(TIMEOUT_ENV, DEFAULT_TIMEOUT_S))
+    if dev.type == "cuda":
+        torch.cuda.set_device(dev)
+    backend = "nccl" if dev.type == "cuda" else "gloo"
+    dist.init_process_group(backend, timeout=datetime.timedelta(seconds=timeout))
+    try:
+        yield
+    finally:
+        dist.destroy_process_group()
+
+
+def per_rank_batch(global_batch: int) -> int:
+    """This rank's batch size: ``global_batch / world_size()``; ``ValueError`` when it does not divide."""
+    world = world_size()
+    if global_batch % world:
+        raise ValueError(
+            f"train.batch_size={global_batch} is the global batch and must divide evenly over the {world} ranks "
+            f"(e.g. {max(world, global_batch // world * world)})"
+        )
+    return global_batch // world
+
+
+def train_order(num_samples: int, seed: int, epoch: int) -> torch.Tensor:
+    """This rank's sample indices for ``epoch``: ``DistributedSampler(shuffle=True, seed=seed)`` after
+    ``set_epoch(epoch)`` (the same permutation on every rank, each taking every ``world``-th index; padded with
+    repeats to an equal share per rank)."""
+    sampler = DistributedSampler(range(num_samples), num_replicas=world_size(), rank=_rank(), shuffle=True, seed=seed)
+    sampler.set_epoch(epoch)
+    return torch.tensor(list(sampler), dtype=torch.long)
+
+
+def eval_shard(num_samples: int, batch_size: int) -> slice:
+    """This rank's contiguous part of a split of ``num_samples`` for a measurement in batches of ``batch_size``:
+    whole batches ``[r nb / W, (r + 1) nb / W)`` of the ``nb`` a single process would use, so each sample meets
+    the same batch-mates (bit-identical features); when there are fewer batches than ranks, an even cut of the
+    samples instead. No padding: each sample is in exactly one shard."""
+    world, r = world_size(), _rank()
+    nb = math.ceil(num_samples / batch_size)
+    if nb >= world:
+        lo, hi = r * nb // world * batch_size, (r + 1) * nb // world * batch_size
+        return slice(min(lo, num_samples), min(hi, num_samples))
+    return slice(r * num_samples // world, (r + 1) * num_samples // world)
+
+
+def sum_all(*values: float) -> tuple[float, ...]:
+    """The sums of ``values`` over the ranks (float64; integers come back as ``int``, exact below 2**53); the
+    values themselves in a single process."""
+    if not is_distributed():
+        return values
+    dev = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")
+    t = torch.tensor([float(v) for v in values], dtype=torch.float64, device=dev)
+    dist.all_reduce(t, op=dist.ReduceOp.SUM)
+    return tuple(int(s) if isinstance(v, int) else float(s) for v, s in zip(values, t.tolist(), strict=True))
+
+
+def broadcast(obj: Any) -> Any:
+    """Rank 0's ``obj`` on every rank (picklable objects; ``obj`` itself in a single process)."""
+    if not is_distributed():
+        return obj
+    box = [obj]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+def barrier() -> None:
+    """Wait for every rank (nothing in a single process)."""
+    if is_distributed():
+        dist.barrier()
+
+
+class _LogitsAndFeatures(nn.Module):
+    """``x -> (head(features(x)), features(x))``: the loss needs both, and DDP only synchronises gradients of
+    what goes through its own ``forward``."""
+
+    def __init__(self, net: nn.Module) -> None:
+        super().__init__()
+        self.net = net
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        h = self.net.features(x)
+        return self.net.head(h), h
+
+
+def training_module(net: nn.Module, device: torch.device) -> nn.Module:
+    """``net`` (a :class:`~nclab.nets.CollapseNet`) as ``forward(x) -> (logits, h)``, in
+    ``DistributedDataParallel`` when distributed (its parameters are broadcast from rank 0 here; buffers, e.g.
+    batch-norm running statistics, from rank 0 at every forward)."""
+    module = _LogitsAndFeatures(net)
+    if not is_distributed():
+        return module
+    from torch.nn.parallel import DistributedDataParallel
+
+    return DistributedDataParallel(module, device_ids=[device] if device.type == "cuda" else None)
