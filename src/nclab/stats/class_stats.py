@@ -17,8 +17,10 @@ keep ~10 significant digits of Sigma_W (a raw ``sum x x^T`` keeps none). Shifts 
 :meth:`ClassStats.merge` and :meth:`ClassStats.all_reduce` re-express one side's moments about the other's
 shifts exactly (``sum (z + delta)(z + delta)^T = C + delta S^T + S delta^T + n delta delta^T``), so merging
 is exact, whatever the split of the data. Per batch, the cost is one symmetric rank-B update of ``C``
-(BLAS ``syrk`` on the CPU, ``addmm`` on accelerators) plus O(B d) scatter-adds; ``track="light"`` skips ``C``
-and keeps O(K d) memory, for wide intermediate layers.
+(BLAS ``syrk`` on the CPU, ``addmm`` on accelerators; small batches coalesced into blocks first) plus O(B d)
+scatter-adds; ``track="light"`` skips ``C`` and keeps O(K d) memory, for wide intermediate layers.
+``compute_dtype="float32"`` forms each block's Gram in float32 and adds it to the float64 ``C`` (error bound in
+:class:`ClassStats`, derivation in docs/stats.md).
 
 Covariance conventions (shared by all five papers, see ``docs/conventions.md``): Sigma_W and Sigma_T are
 divided by the total count N (population, not N - 1 or N - K); Sigma_B is divided by K (balanced) or
@@ -128,13 +130,15 @@ class ClassStats(Accumulator):
         product in float64, Sigma_W exact to ~1e-13 relative even near collapse. ``"float32"``: the shifted rows
         are rounded to float32, coalesced into blocks of up to ``b`` rows (:meth:`gram_block_rows`) and each
         block's Gram is formed in float32 (``ssyrk``; on CUDA a float32 matmul with TF32 switched off) and added
-        to the float64 accumulator; counts, class sums and means stay float64. Error bound, entrywise:
-        ``|dC_ij| <= gamma_{b+2} sqrt(C_ii C_jj)`` with ``gamma_m = m u / (1 - m u)``, ``u = 2^-24``, hence
+        to the float64 accumulator; counts, class sums and means stay float64. Error bound, entrywise
+        [Higham 2002, Sec. 3.1]: ``|dC_ij| <= gamma_{b+2} sqrt(C_ii C_jj)`` with ``gamma_m = m u / (1 - m u)``,
+        ``u = 2^-24``, hence
         ``||d Sigma_W||_F <= gamma_{b+2} (1 + rho) Tr Sigma_W`` where ``rho = sum_k n_k ||s_k - mu_k||^2 /
         sum_k class_ss_k`` measures how far the shifts (first samples) lie from the class means (``rho ~ 1``
-        for first-sample shifts). Rounding errors of independent terms grow like ``sqrt(b) u`` in practice
-        (~1e-6 at b = 2048; measured ~1e-8 relative, near collapse included, docs/stats.md). About 1.5-2x
-        faster on the CPU.
+        for first-sample shifts). With independent rounding errors ``gamma_b`` is ``~ sqrt(b) u`` with high
+        probability [Higham & Mary 2019] (~3e-6 at b = 2,048); measured ~1e-7 relative Frobenius error of
+        Sigma_W, near collapse included (docs/stats.md). The default stays float64: the guaranteed bound at
+        b = 2,048 (~1.2e-4 (1 + rho)) is far from float64's, and the gain on the CPU is the float32 Gram's only.
 
     Examples
     --------
