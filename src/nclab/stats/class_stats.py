@@ -373,8 +373,8 @@ class ClassStats(Accumulator):
     def _gram_add(self, z: torch.Tensor) -> None:
         """``C += z^T z`` for shifted float64 rows ``z``, through the block buffer: rows are coalesced until a
         block of :meth:`gram_block_rows` is full, so that small batches still give efficient rank-b updates.
-        float64 batches of at least half a block, arriving with nothing pending, go straight to ``dsyrk``
-        (no copy)."""
+        float64 batches of at least half a block (1,024 rows at d <= 1,024), arriving with nothing pending, go
+        straight to ``dsyrk`` without the copy (smaller ones pair up: one copy buys a rank-2B update)."""
         b = self.gram_block_rows()
         rows = z.shape[0]
         if self.compute_dtype == "float64" and self._pending == 0 and 2 * rows >= b:
