@@ -269,6 +269,7 @@ class ClassStats(Accumulator):
         )
 
     def state_dict(self) -> dict[str, Any]:
+        """The protocol's state dict (pending Gram rows flushed first) plus ``compute_dtype``."""
         self._flush()
         return {**super().state_dict(), "compute_dtype": self.compute_dtype}
 
@@ -281,6 +282,7 @@ class ClassStats(Accumulator):
         return super().merge(other)
 
     def all_reduce(self, group: Any = None) -> ClassStats:
+        """Sum the statistics of every rank in place, exactly (pending Gram rows flushed first); returns ``self``."""
         self._flush()
         return super().all_reduce(group)
 
