@@ -32,12 +32,13 @@ examples: $(STAMP)
 	$(BIN)/python examples/hf_text.py
 
 bench: $(STAMP)
-	$(BIN)/python benchmarks/bench_stats.py
+	$(BIN)/python benchmarks/bench_stats.py --issue2
 	$(BIN)/python benchmarks/bench_metrics.py
 	$(BIN)/python benchmarks/bench_train.py
 	$(BIN)/python benchmarks/bench_monitor.py
 	$(BIN)/python benchmarks/bench_ufm.py --small
 	$(BIN)/python benchmarks/bench_geometry.py
+	$(BIN)/python benchmarks/bench_gpu.py
 
 # mutation testing of the core numerical modules (docs/testing.md); a sample, not part of `make test`
 MUTANTS_ARGS ?= --max-mutants 4 --seed 1

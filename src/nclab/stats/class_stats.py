@@ -17,8 +17,10 @@ keep ~10 significant digits of Sigma_W (a raw ``sum x x^T`` keeps none). Shifts 
 :meth:`ClassStats.merge` and :meth:`ClassStats.all_reduce` re-express one side's moments about the other's
 shifts exactly (``sum (z + delta)(z + delta)^T = C + delta S^T + S delta^T + n delta delta^T``), so merging
 is exact, whatever the split of the data. Per batch, the cost is one symmetric rank-B update of ``C``
-(BLAS ``syrk`` on the CPU, ``addmm`` on accelerators) plus O(B d) scatter-adds; ``track="light"`` skips ``C``
-and keeps O(K d) memory, for wide intermediate layers.
+(BLAS ``syrk`` on the CPU, ``addmm`` on accelerators; small batches coalesced into blocks first) plus O(B d)
+scatter-adds; ``track="light"`` skips ``C`` and keeps O(K d) memory, for wide intermediate layers.
+``compute_dtype="float32"`` forms each block's Gram in float32 and adds it to the float64 ``C`` (error bound in
+:class:`ClassStats`, derivation in docs/stats.md).
 
 Covariance conventions (shared by all five papers, see ``docs/conventions.md``): Sigma_W and Sigma_T are
 divided by the total count N (population, not N - 1 or N - K); Sigma_B is divided by K (balanced) or
@@ -29,7 +31,8 @@ from __future__ import annotations
 
 import functools
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any, Literal
 
 import numpy as np
@@ -40,6 +43,7 @@ from nclab.stats.accumulator import Accumulator
 
 __all__ = [
     "ClassStats",
+    "ComputeDtype",
     "EmptyClassError",
     "Weighting",
     "check_batch",
@@ -53,6 +57,7 @@ __all__ = [
 
 Weighting = Literal["balanced", "empirical"]
 Track = Literal["full", "light"]
+ComputeDtype = Literal["float32", "float64"]
 
 
 class EmptyClassError(ValueError):
@@ -120,6 +125,20 @@ class ClassStats(Accumulator):
         Where to accumulate. Default: the device of the first features passed to :meth:`update`.
     check_finite : bool
         Reject NaN/inf features (one extra O(B d) scan per batch).
+    compute_dtype : {"float64", "float32"}
+        Precision of the Gram ``sum z z^T`` of the shifted features (full track). ``"float64"`` (default): every
+        product in float64, Sigma_W exact to ~1e-13 relative even near collapse. ``"float32"``: the shifted rows
+        are rounded to float32, coalesced into blocks of up to ``b`` rows (:meth:`gram_block_rows`) and each
+        block's Gram is formed in float32 (``ssyrk``; on CUDA a float32 matmul with TF32 switched off) and added
+        to the float64 accumulator; counts, class sums and means stay float64. Error bound, entrywise
+        [Higham 2002, Sec. 3.1]: ``|dC_ij| <= gamma_{b+2} sqrt(C_ii C_jj)`` with ``gamma_m = m u / (1 - m u)``,
+        ``u = 2^-24``, hence
+        ``||d Sigma_W||_F <= gamma_{b+2} (1 + rho) Tr Sigma_W`` where ``rho = sum_k n_k ||s_k - mu_k||^2 /
+        sum_k class_ss_k`` measures how far the shifts (first samples) lie from the class means (``rho ~ 1``
+        for first-sample shifts). With independent rounding errors ``gamma_b`` is ``~ sqrt(b) u`` with high
+        probability [Higham & Mary 2019] (~3e-6 at b = 2,048); measured ~1e-7 relative Frobenius error of
+        Sigma_W, near collapse included (docs/stats.md). The default stays float64: the guaranteed bound at
+        b = 2,048 (~1.2e-4 (1 + rho)) is far from float64's, and the gain on the CPU is the float32 Gram's only.
 
     Examples
     --------
@@ -151,6 +170,7 @@ class ClassStats(Accumulator):
         track: Track = "full",
         device: str | torch.device | None = None,
         check_finite: bool = True,
+        compute_dtype: ComputeDtype = "float64",
     ) -> None:
         if isinstance(num_classes, bool) or not isinstance(num_classes, int | np.integer):
             raise TypeError(f"num_classes must be an int, got {type(num_classes).__name__}")
@@ -160,10 +180,18 @@ class ClassStats(Accumulator):
             raise ValueError(f"dim must be a positive int, got {dim!r}")
         if track not in ("full", "light"):
             raise ValueError(f"track must be 'full' or 'light', got {track!r}")
+        if compute_dtype not in ("float32", "float64"):
+            raise ValueError(f"compute_dtype must be 'float32' or 'float64', got {compute_dtype!r}")
         self.num_classes = int(num_classes)
         self.dim = int(dim)
         self.track: Track = track
         self.check_finite = bool(check_finite)
+        self.compute_dtype: ComputeDtype = compute_dtype
+        # Shifted rows waiting for their Gram (`_gram_add`): the first `_pending` rows of `_block` (b x d, in the
+        # compute dtype), and the float32 Gram output reused per block. Always flushed before the state is read.
+        self._block: torch.Tensor | None = None
+        self._gram32: torch.Tensor | None = None
+        self._pending = 0
         super().__init__(device)
         K, d = self.num_classes, self.dim
         self.add_state("counts", (K,), torch.int64)
@@ -189,10 +217,12 @@ class ClassStats(Accumulator):
         *,
         batch_size: int | None = None,
         check_finite: bool = True,
+        compute_dtype: ComputeDtype = "float64",
     ) -> ClassStats:
         """Statistics of ``H: (N, d)`` with labels ``y: (N,)``; K defaults to ``max(y) + 1``.
 
-        ``batch_size`` streams the rows in chunks (useful for memory-mapped arrays).
+        ``batch_size`` streams the rows in chunks (useful for memory-mapped arrays); ``compute_dtype`` as in
+        :class:`ClassStats`.
         """
         if batch_size is not None and (isinstance(batch_size, bool) or batch_size < 1):
             raise ValueError(f"batch_size must be a positive int or None, got {batch_size!r}")
@@ -208,7 +238,7 @@ class ClassStats(Accumulator):
                 raise ValueError("cannot infer num_classes from empty labels; pass num_classes")
             check_labels_dtype(yt)
             num_classes = max(int(yt.max()) + 1, 2)
-        stats = cls(num_classes, shape[1], track=track, check_finite=check_finite)
+        stats = cls(num_classes, shape[1], track=track, check_finite=check_finite, compute_dtype=compute_dtype)
         if batch_size is None:
             stats.update(Ht, yt)
         else:
@@ -224,15 +254,42 @@ class ClassStats(Accumulator):
     def _config(self) -> dict[str, Any]:
         return {"num_classes": self.num_classes, "dim": self.dim, "track": self.track}
 
+    # compute_dtype is not part of `_config`: it changes rounding, not the meaning of the state, so statistics
+    # of either compute dtype merge and load into each other; state_dict records it and `load` restores it.
     @classmethod
     def _from_config(
         cls, config: Mapping[str, Any], buffers: Mapping[str, np.ndarray], device: torch.device | None
     ) -> ClassStats:
-        return cls(int(config["num_classes"]), int(config["dim"]), track=config["track"], device=device)
+        return cls(
+            int(config["num_classes"]),
+            int(config["dim"]),
+            track=config["track"],
+            device=device,
+            compute_dtype=str(config.get("compute_dtype", "float64")),  # type: ignore[arg-type]
+        )
+
+    def state_dict(self) -> dict[str, Any]:
+        """The protocol's state dict (pending Gram rows flushed first) plus ``compute_dtype``."""
+        self._flush()
+        return {**super().state_dict(), "compute_dtype": self.compute_dtype}
+
+    def merge(self, other: ClassStats) -> ClassStats:
+        """Add the statistics of ``other`` (disjoint data, same configuration; its ``compute_dtype`` may differ,
+        ``self`` keeps its own) into ``self``, exactly; returns ``self``."""
+        self._flush()
+        if isinstance(other, ClassStats):
+            other._flush()
+        return super().merge(other)
+
+    def all_reduce(self, group: Any = None) -> ClassStats:
+        """Sum the statistics of every rank in place, exactly (pending Gram rows flushed first); returns ``self``."""
+        self._flush()
+        return super().all_reduce(group)
 
     def _changed(self) -> None:
         self._memo.clear()
         self._all_shifted = False  # a loaded or reset state may lack shifts the skip assumed
+        self._pending = 0  # rows of a replaced state (every combining operation flushed them first)
 
     def _shift_counts(self) -> torch.Tensor:
         assert self._state is not None
@@ -265,7 +322,14 @@ class ClassStats(Accumulator):
 
     def copy(self) -> ClassStats:
         """An independent copy (same configuration and state, same device)."""
-        out = ClassStats(self.num_classes, self.dim, track=self.track, check_finite=self.check_finite)
+        self._flush()
+        out = ClassStats(
+            self.num_classes,
+            self.dim,
+            track=self.track,
+            check_finite=self.check_finite,
+            compute_dtype=self.compute_dtype,
+        )
         if self._state is not None:
             out._device = self._device
             out._state = {k: v.clone() for k, v in self._state.items()}
@@ -297,9 +361,57 @@ class ClassStats(Accumulator):
                 stop = start + rows
                 z = self._accumulate_light(x[start:stop], y[start:stop], norms[start:stop])
                 if self.track == "full":
-                    _syrk_update(self._state["scatter_dev"], z)  # type: ignore[index]
+                    self._gram_add(z)
         self._memo.clear()
         return self
+
+    def gram_block_rows(self) -> int:
+        """Rows ``b`` of the blocks whose Gram is formed at once: 2,048, fewer for wide features (the block buffer
+        is at most 2M entries, 8 MB in float32), at least 256. Measured on 2 CPU cores at d = 256-512: float32
+        ``ssyrk`` plus the float64 add per block is within noise of its best per row from 1,024 to 4,096 rows,
+        10-25% slower at 256 (benchmarks/RESULTS.md)."""
+        return max(256, min(2048, (1 << 21) // self.dim))
+
+    def _gram_add(self, z: torch.Tensor) -> None:
+        """``C += z^T z`` for shifted float64 rows ``z``, through the block buffer: rows are coalesced until a
+        block of :meth:`gram_block_rows` is full, so that small batches still give efficient rank-b updates.
+        float64 batches of at least half a block (1,024 rows at d <= 1,024), arriving with nothing pending, go
+        straight to ``dsyrk`` without the copy (smaller ones pair up: one copy buys a rank-2B update)."""
+        b = self.gram_block_rows()
+        rows = z.shape[0]
+        if self.compute_dtype == "float64" and self._pending == 0 and 2 * rows >= b:
+            _syrk_update(self._state["scatter_dev"], z)  # type: ignore[index]
+            return
+        if self._block is None or self._block.device != z.device:
+            self._block = torch.empty((b, self.dim), dtype=_TORCH_DTYPES[self.compute_dtype], device=z.device)
+        start = 0
+        while start < rows:
+            take = min(rows - start, b - self._pending)
+            self._block[self._pending : self._pending + take].copy_(z[start : start + take])
+            self._pending += take
+            start += take
+            if self._pending == b:
+                self._flush()
+
+    def _flush(self) -> None:
+        """Add the Gram of the pending rows of the block buffer to the float64 scatter accumulator."""
+        if self._pending == 0 or self._state is None:
+            self._pending = 0
+            return
+        block = self._block[: self._pending]  # type: ignore[index]
+        self._pending = 0
+        C = self._state["scatter_dev"]
+        if block.dtype == torch.float64:
+            _syrk_update(C, block)
+            return
+        if C.device.type == "cpu":
+            if self._gram32 is None:
+                self._gram32 = torch.zeros((self.dim, self.dim), dtype=torch.float32)
+            _syrk_update(self._gram32, block, beta=0.0)
+            C.add_(self._gram32)  # the other triangle of the float32 Gram stays zero, C's is not maintained
+        else:
+            with _exact_float32_matmul():
+                C.add_(block.T @ block)
 
     def _update_rows(self, rows: int) -> int:
         """Rows per accumulation chunk. Light: :meth:`_chunk_rows` (cache-sized). Full: one rank-B syrk for
@@ -386,6 +498,8 @@ class ClassStats(Accumulator):
 
     # ------------------------------------------------------------------ accessors
     def _get(self, key: str) -> np.ndarray:
+        if key == "scatter_dev":
+            self._flush()
         if self._state is None:
             if key == "counts":
                 return np.zeros(self.num_classes, dtype=np.int64)
@@ -560,7 +674,14 @@ class ClassStats(Accumulator):
         keep = np.flatnonzero(self._get("counts") > 0)
         if keep.size < 2:
             raise ValueError(f"only {keep.size} class(es) have samples; collapse metrics need at least 2")
-        out = ClassStats(int(keep.size), self.dim, track=self.track, check_finite=self.check_finite)
+        self._flush()
+        out = ClassStats(
+            int(keep.size),
+            self.dim,
+            track=self.track,
+            check_finite=self.check_finite,
+            compute_dtype=self.compute_dtype,
+        )
         assert self._state is not None
         idx = torch.as_tensor(keep, device=self._device)
         out._device = self._device
@@ -572,7 +693,8 @@ class ClassStats(Accumulator):
     def __repr__(self) -> str:
         return (
             f"ClassStats(num_classes={self.num_classes}, dim={self.dim}, track={self.track!r}, "
-            f"num_samples={self.num_samples}, device={self._device})"
+            f"num_samples={self.num_samples}, device={self._device}"
+            + (f", compute_dtype={self.compute_dtype!r})" if self.compute_dtype != "float64" else ")")
         )
 
 
@@ -643,16 +765,36 @@ def work_buffers(count: int, rows: int, dim: int, device: torch.device) -> tuple
     return tuple(buf[i * n : (i + 1) * n].view(rows, dim) for i in range(count))
 
 
-def _syrk_update(C: torch.Tensor, z: torch.Tensor) -> None:
-    """``C += z^T z`` (only the lower triangle is guaranteed on the CPU; see ``within_scatter``)."""
-    if C.device.type == "cpu":
-        from scipy.linalg.blas import dsyrk
+_TORCH_DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
-        # A C-ordered (B, d) array is a Fortran-ordered (d, B) one: dsyrk(trans=0) gives (d, d) = z^T z,
+
+@contextmanager
+def _exact_float32_matmul() -> Iterator[None]:
+    """float32 matmuls in full float32 precision inside the block, whatever the user chose: TF32 (10-bit
+    mantissa, u = 2^-11) would void the float32-compute error bound of ClassStats."""
+    prev = torch.get_float32_matmul_precision()
+    if prev == "highest":
+        yield
+        return
+    torch.set_float32_matmul_precision("highest")
+    try:
+        yield
+    finally:
+        torch.set_float32_matmul_precision(prev)
+
+
+def _syrk_update(C: torch.Tensor, z: torch.Tensor, beta: float = 1.0) -> None:
+    """``C = beta C + z^T z`` (only the lower triangle is guaranteed on the CPU; see ``within_scatter``); float32
+    or float64, ``C`` and ``z`` of the same dtype."""
+    if C.device.type == "cpu":
+        from scipy.linalg.blas import dsyrk, ssyrk
+
+        syrk = ssyrk if C.dtype == torch.float32 else dsyrk
+        # A C-ordered (B, d) array is a Fortran-ordered (d, B) one: syrk(trans=0) gives (d, d) = z^T z,
         # written in place into C.T (Fortran-ordered view of the C-ordered accumulator), upper triangle of C.T.
         Cn = C.numpy()
-        out = dsyrk(1.0, z.numpy().T, beta=1.0, c=Cn.T, trans=0, lower=0, overwrite_c=1)
+        out = syrk(1.0, z.numpy().T, beta=beta, c=Cn.T, trans=0, lower=0, overwrite_c=1)
         if out.ctypes.data != Cn.ctypes.data:  # scipy copied instead of writing in place
             Cn[...] = out.T
     else:
-        C.addmm_(z.T, z)
+        C.addmm_(z.T, z, beta=beta)

@@ -1,0 +1,163 @@
+"""ClassStats on whatever CUDA GPU is present, against the peer baseline and the GPU's own matmul.
+
+    python benchmarks/bench_gpu.py [--n 1000000] [--d 2048] [--k 1000] [--batch 10000] [--repeats 3]
+
+At N = 10^6, d = 2,048, K = 1,000 (features generated on the device, chunk by chunk from per-chunk seeds, so
+the N x d matrix is never held), it times, each ending with Sigma_W in hand and synchronised:
+
+  * nclab ``ClassStats`` with ``compute_dtype="float64"`` and ``"float32"`` (float32 Gram blocks, TF32 off),
+  * the peer's two-pass method (one-hot matmul class means, then per-batch ``D^T D``) in float32 and float64,
+  * the plain Gram ``sum X_b^T X_b`` of the same chunks in float32 with TF32 off and with TF32 on (the floor),
+
+then ``collapse_report`` on the float64 statistics, and the demo training run (``nclab demo`` CE config) on
+``train.device: cuda`` with its measurement overhead (measurement time / training time, from the run's timers).
+Without CUDA it says so and exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+
+import torch
+
+
+def chunks(n, d, k, batch, device):
+    """``(features (B, d) float32, labels (B,))`` chunks, the same on every call (per-chunk seeds)."""
+    g = torch.Generator(device=device)
+    gm = torch.Generator(device=device).manual_seed(12345)
+    means = 3.0 * torch.randn(k, d, generator=gm, device=device)
+    for i, start in enumerate(range(0, n, batch)):
+        g.manual_seed(i)
+        b = min(batch, n - start)
+        y = torch.randint(0, k, (b,), generator=g, device=device)
+        yield means[y] + torch.randn(b, d, generator=g, device=device), y
+
+
+def nclab(args, device, compute_dtype):
+    from nclab.stats import ClassStats
+
+    s = ClassStats(args.k, args.d, compute_dtype=compute_dtype, device=device)
+    for x, y in chunks(args.n, args.d, args.k, args.batch, device):
+        s.update(x, y)
+    s.sigma_w(copy=False)
+    return s
+
+
+def peer(args, device, dtype):
+    sums = torch.zeros(args.k, args.d, dtype=dtype, device=device)
+    counts = torch.zeros(args.k, dtype=dtype, device=device)
+    for x, y in chunks(args.n, args.d, args.k, args.batch, device):
+        onehot = torch.nn.functional.one_hot(y, args.k).to(dtype)
+        sums += onehot.T @ x.to(dtype)
+        counts += onehot.sum(0)
+    means = sums / counts[:, None]
+    S = torch.zeros(args.d, args.d, dtype=dtype, device=device)
+    for x, y in chunks(args.n, args.d, args.k, args.batch, device):
+        D = x.to(dtype) - means[y]
+        S += D.T @ D
+    return (S / args.n).cpu()
+
+
+def gram(args, device, tf32):
+    prev = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    try:
+        G = torch.zeros(args.d, args.d, device=device)
+        for x, _ in chunks(args.n, args.d, args.k, args.batch, device):
+            G.addmm_(x.T, x)
+        return G.cpu()
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = prev
+
+
+def generate_only(args, device):
+    for x, _ in chunks(args.n, args.d, args.k, args.batch, device):
+        x.sum()
+
+
+def timed(fn):
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    fn()
+    torch.cuda.synchronize()
+    return time.perf_counter() - t0
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--n", type=int, default=1_000_000)
+    ap.add_argument("--d", type=int, default=2048)
+    ap.add_argument("--k", type=int, default=1000)
+    ap.add_argument("--batch", type=int, default=10_000)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--no-train", action="store_true", help="skip the demo training run")
+    args = ap.parse_args()
+    if not torch.cuda.is_available():
+        print("bench_gpu: no CUDA device (torch.cuda.is_available() is False); nothing to measure")
+        return 0
+    device = torch.device("cuda")
+    print(f"{torch.cuda.get_device_name(device)}, torch {torch.__version__}, CUDA {torch.version.cuda}")
+    print(f"N={args.n} d={args.d} K={args.k} batch={args.batch}, {args.repeats} interleaved rounds (median s)")
+    fns = {
+        "generate chunks only": lambda a: generate_only(a, device),
+        "nclab float64": lambda a: nclab(a, device, "float64"),
+        "nclab float32": lambda a: nclab(a, device, "float32"),
+        "peer float32": lambda a: peer(a, device, torch.float32),
+        "peer float64": lambda a: peer(a, device, torch.float64),
+        "float32 Gram (TF32 off)": lambda a: gram(a, device, False),
+        "TF32 Gram": lambda a: gram(a, device, True),
+    }
+    warm = argparse.Namespace(**{**vars(args), "n": 2 * args.batch})
+    for fn in fns.values():  # kernels, the caching allocator, cuBLAS handles
+        fn(warm)
+    times = {name: [] for name in fns}
+    names = list(fns)
+    for r in range(args.repeats):
+        for name in names[r % len(names) :] + names[: r % len(names)]:
+            times[name].append(timed(lambda name=name: fns[name](args)))
+    for name, ts in times.items():
+        print(f"  {name:26s} {statistics.median(ts):8.3f}")
+    med = {n: statistics.median(ts) for n, ts in times.items()}
+    gen = med["generate chunks only"]
+    print(f"  ratios after subtracting generation ({gen:.3f} s):")
+    for a, b in [
+        ("nclab float32", "peer float32"),
+        ("nclab float32", "float32 Gram (TF32 off)"),
+        ("nclab float32", "TF32 Gram"),
+        ("nclab float64", "peer float64"),
+        ("nclab float64", "nclab float32"),
+    ]:
+        print(f"    {a} / {b}: {(med[a] - gen) / max(med[b] - gen, 1e-9):.2f}")
+
+    from nclab.metrics import collapse_report
+
+    stats = nclab(args, device, "float64")
+    report_t = []
+    for _ in range(args.repeats):
+        stats.clear_memo()
+        t0 = time.perf_counter()
+        collapse_report(stats)
+        report_t.append(time.perf_counter() - t0)
+    print(f"  collapse_report (d={args.d}, K={args.k}): {statistics.median(report_t):.3f} s")
+
+    if not args.no_train:
+        from nclab.experiments.training import demo_config
+        from nclab.train import resolve_config, train
+
+        cfg = resolve_config({**demo_config("ce"), "report": False}, ["train.device=cuda"])
+        with tempfile.TemporaryDirectory() as tmp:
+            r = train(cfg, tmp, progress=False)
+        t = r.timings
+        print(
+            f"  demo CE run on cuda: train {t['train_s']:.2f} s, measure {t['measure_s']:.2f} s, "
+            f"measure/train {t['measure_s'] / t['train_s']:.2%}"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,134 @@
+"""Accelerator paths: ClassStats / NCC on CUDA, low-precision models, TF32, training with train.device: cuda.
+
+Every test compares the CUDA result with a CPU float64 computation of the same numbers; each skips, with its
+reason, where torch has no CUDA device.
+"""
+
+import numpy as np
+import pytest
+import torch
+
+from nclab.stats import ClassStats, NCCAccumulator
+from tests.conftest import brute_stats
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (torch.cuda)")
+
+CUDA = torch.device("cuda")
+
+
+def _fro_rel(a, b):
+    return np.linalg.norm(a - b) / np.linalg.norm(b)
+
+
+def _data(rng, N=6000, K=9, d=40, scale=1.0, noise=1.0):
+    y = rng.integers(0, K, N)
+    H = scale * rng.normal(size=(K, d))[y] + noise * rng.normal(size=(N, d))
+    return H, y, K
+
+
+def _stream(H, y, K, batch=500, **kwargs):
+    s = ClassStats(K, H.shape[1], **kwargs)
+    for i in range(0, len(y), batch):
+        s.update(H[i : i + batch], y[i : i + batch])
+    return s
+
+
+@pytest.mark.parametrize(("compute_dtype", "tol"), [("float64", 1e-11), ("float32", 1e-6)])
+def test_class_stats_on_cuda_match_cpu_float64(rng, compute_dtype, tol):
+    H, y, K = _data(rng)
+    ref = brute_stats(H, y, K)
+    s = _stream(torch.from_numpy(H).to(CUDA), torch.from_numpy(y).to(CUDA), K, compute_dtype=compute_dtype)
+    assert s.device.type == "cuda" and s._state["scatter_dev"].device.type == "cuda"
+    assert _fro_rel(s.sigma_w(), ref["sw"]) < tol
+    assert _fro_rel(s.sigma_b("empirical"), ref["sb_emp"]) < 1e-11
+    np.testing.assert_allclose(s.means, ref["means"], rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(s.class_ss, ref["ss"], rtol=1e-10)
+
+
+def test_float32_compute_on_cuda_near_collapse(rng):
+    H, y, K = _data(rng, N=20_000, K=10, d=64, scale=1e6, noise=1e-3)
+    ref = brute_stats(H, y, K)
+    s = _stream(torch.from_numpy(H).to(CUDA), torch.from_numpy(y).to(CUDA), K, batch=1000, compute_dtype="float32")
+    assert _fro_rel(s.sigma_w(), ref["sw"]) < 1e-6
+
+
+@pytest.mark.parametrize("tf32", [True, False])
+def test_tf32_setting_does_not_change_float32_compute(rng, tf32):
+    """TF32 (u = 2^-11) would void the float32-compute bound: the Gram runs in full float32 whatever the user
+    set, and the user's setting is restored afterwards."""
+    H, y, K = _data(rng, N=8000, d=96, scale=30.0)
+    prev = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    try:
+        s = _stream(torch.from_numpy(H).float().to(CUDA), torch.from_numpy(y).to(CUDA), K, compute_dtype="float32")
+        sw = s.sigma_w()
+        assert torch.backends.cuda.matmul.allow_tf32 is tf32
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = prev
+    ref32 = brute_stats(H.astype(np.float32), y, K)  # the float32-rounded features the GPU saw
+    assert _fro_rel(sw, ref32["sw"]) < 1e-6
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_low_precision_model_features_on_cuda(rng, dtype):
+    """Features of a bfloat16 / float16 model: statistics of exactly those (rounded) values, in float64."""
+    K, d = 6, 32
+    model = torch.nn.Sequential(torch.nn.Linear(20, d), torch.nn.ReLU()).to(CUDA, dtype)
+    x = torch.from_numpy(rng.normal(size=(3000, 20))).to(CUDA, dtype)
+    y = torch.from_numpy(rng.integers(0, K, 3000)).to(CUDA)
+    with torch.no_grad():
+        feats = model(x)
+    assert feats.dtype == dtype
+    ref = brute_stats(feats.double().cpu().numpy(), y.cpu().numpy(), K)
+    for cd, tol in (("float64", 1e-11), ("float32", 1e-6)):
+        s = _stream(feats, y, K, compute_dtype=cd)
+        assert _fro_rel(s.sigma_w(), ref["sw"]) < tol
+        np.testing.assert_allclose(s.means, ref["means"], rtol=1e-12, atol=1e-12)
+
+
+def test_ncc_on_cuda_matches_cpu(rng):
+    H, y, K = _data(rng, N=4000, d=24, scale=2.0)
+    W, b = rng.normal(size=(K, 24)), rng.normal(size=K)
+    cpu_stats = ClassStats.from_arrays(H, y, K)
+    cpu = NCCAccumulator(cpu_stats, W, b).update(H, y).compute()
+    Ht, yt = torch.from_numpy(H).to(CUDA), torch.from_numpy(y).to(CUDA)
+    gpu_stats = ClassStats.from_arrays(Ht, yt, K)
+    acc = NCCAccumulator(gpu_stats, W, b, device=CUDA)
+    for i in range(0, len(y), 700):
+        acc.update(Ht[i : i + 700], yt[i : i + 700])
+    gpu = acc.compute()
+    # counts of discrete decisions: identical unless a sample is within rounding of a tie (none at this spread)
+    assert gpu.keys() == cpu.keys()
+    for key in cpu:
+        if isinstance(cpu[key], str):
+            assert gpu[key] == cpu[key]
+        else:
+            np.testing.assert_allclose(gpu[key], cpu[key], rtol=0, atol=1e-12, err_msg=key)
+
+
+def test_training_on_cuda_measures_like_the_cpu(tmp_path):
+    """train.device: cuda runs end to end; before the first step (same seeded weights) its measurements equal
+    the CPU run's to float32 forward-pass rounding (1e-4 relative)."""
+    from nclab.train import resolve_config, train
+
+    base = {
+        "name": "cuda",
+        "data": {"name": "digits", "per_class": 40, "test_per_class": 10},
+        "model": {"name": "mlp", "options": {"widths": [32, 32]}},
+        "loss": {"name": "ce"},
+        "optim": {"lr": 0.05, "weight_decay": 5e-3},
+        "schedule": {"name": "constant"},
+        "train": {"epochs": 3, "batch_size": 64, "threads": 1},
+        "measure": {"num_log": 2},
+        "report": False,
+    }
+    runs = {}
+    for device in ("cpu", "cuda"):
+        cfg = resolve_config({**base, "train": {**base["train"], "device": device}})
+        runs[device] = train(cfg, tmp_path / device, progress=False)
+    cpu, gpu = runs["cpu"], runs["cuda"]
+    assert gpu.measured_epochs == cpu.measured_epochs
+    for metric in ("nc1", "error"):
+        a, b = cpu.series(metric), gpu.series(metric)
+        assert np.isfinite(list(b.values())).all()
+        np.testing.assert_allclose(b[0], a[0], rtol=1e-4, atol=1e-6, err_msg=metric)
