@@ -23,6 +23,16 @@ from typing import Any
 __all__ = ["AtomicFile", "atomic_save_npy", "atomic_torch_save", "atomic_write_bytes", "atomic_write_text"]
 
 
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+#: Permissions of a new file (mkstemp creates 0600): what ``open(path, "w")`` would give under the umask.
+_NEW_FILE_MODE = 0o666 & ~_umask()
+
+
 def _fsync_dir(folder: Path) -> None:
     # Directory fsync makes the rename durable; some file systems (and Windows) do not support it.
     try:
@@ -59,6 +69,12 @@ class AtomicFile:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp_name = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent)
         self.tmp = Path(tmp_name)
+        try:
+            mode = self.path.stat().st_mode & 0o7777  # replacing a file keeps its permissions
+        except OSError:
+            mode = _NEW_FILE_MODE
+        with contextlib.suppress(OSError):
+            os.chmod(fd, mode)
         self.file = os.fdopen(fd, "w+b")
 
     def commit(self) -> Path:

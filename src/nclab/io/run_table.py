@@ -12,7 +12,8 @@ Long format, one :class:`MetricRow` ``(epoch, split, layer, metric, value)`` per
 * ``value`` -- float, written with ``repr`` so it reads back bit-identically (``nan``, ``inf`` as such).
 
 Both files are written atomically (:mod:`nclab.io.atomic`): a reader, or a process killed mid-write, sees the
-previous table or the new one, never half of one.
+previous table or the new one, never half of one. Every row ends with a newline; :func:`read_metrics` refuses
+a file that was cut anyway (copied in part, edited) with a :class:`~nclab.io.integrity.CorruptFileError`.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from nclab.io.atomic import atomic_write_bytes, atomic_write_text
+from nclab.io.integrity import CorruptFileError
 
 __all__ = ["COLUMNS", "OUTPUT_LAYER", "MetricRow", "read_metrics", "relabel_output", "write_metrics"]
 
@@ -124,10 +126,15 @@ def write_metrics(rows: Sequence[MetricRow], out: str | Path) -> list[Path]:
 def read_metrics(path: str | Path) -> list[MetricRow]:
     """The rows of a ``metrics.csv``, or of the one in the run directory ``path``, in file order.
 
+    Every writer ends each row with a newline, so a file whose last line has none was cut (a copy interrupted,
+    a disk full): it is refused rather than read with its last value silently shortened.
+
     Raises
     ------
-    ValueError
-        When the file's header is not :data:`COLUMNS`.
+    CorruptFileError
+        (a ``ValueError``) naming the file and the problem: empty, not UTF-8, a header other than
+        :data:`COLUMNS`, a last line without its newline (truncated), a row with a missing or extra field, an
+        epoch that is not an integer or a value that is not a number (with the line number).
 
     See Also
     --------
@@ -136,12 +143,35 @@ def read_metrics(path: str | Path) -> list[MetricRow]:
     path = Path(path)
     if path.is_dir():
         path = path / "metrics.csv"
-    with open(path, newline="") as fh:
-        reader = csv.reader(fh)
-        header = next(reader, None)
-        if tuple(header or ()) != COLUMNS:
-            raise ValueError(f"{path}: expected the header {','.join(COLUMNS)}, got {header}")
-        return [MetricRow(int(e), s, lay, m, float(v)) for e, s, lay, m, v in reader]
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise CorruptFileError(path, f"not a UTF-8 text file ({err.reason} at byte {err.start})") from err
+    if not text:
+        raise CorruptFileError(path, "the metrics table is empty (0 bytes)")
+    if not text.endswith("\n"):
+        last = text.rsplit("\n", 1)[-1]
+        raise CorruptFileError(path, f"truncated: the last line {last[:80]!r} has no final newline (the file was cut)")
+    reader = csv.reader(io.StringIO(text, newline=""))
+    header = next(reader, None)
+    if tuple(header or ()) != COLUMNS:
+        raise CorruptFileError(path, f"expected the header {','.join(COLUMNS)}, got {header}")
+    rows = []
+    for fields in reader:
+        line = reader.line_num
+        if len(fields) != len(COLUMNS):
+            raise CorruptFileError(path, f"line {line} has {len(fields)} fields, expected {len(COLUMNS)}: {fields}")
+        e, s, lay, m, v = fields
+        try:
+            epoch = int(e)
+        except ValueError:
+            raise CorruptFileError(path, f"line {line}: epoch {e!r} is not an integer") from None
+        try:
+            value = float(v)
+        except ValueError:
+            raise CorruptFileError(path, f"line {line}: value {v!r} is not a number") from None
+        rows.append(MetricRow(epoch, s, lay, m, value))
+    return rows
 
 
 def relabel_output(rows: Iterable[MetricRow], layer: str) -> list[MetricRow]:

@@ -46,19 +46,18 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from nclab._threads import blas_threads, torch_threads
 from nclab.data import ArrayDataset, load
-from nclab.io.atomic import atomic_torch_save, atomic_write_text
+from nclab.io.atomic import atomic_write_bytes, atomic_write_text
 from nclab.io.run_table import OUTPUT_LAYER, MetricRow, write_metrics
 from nclab.io.sinks import MetricSink, RunTableSink, make_sink
 from nclab.nets import CollapseNet, build_model
 from nclab.theory.mse import mse_decomposition_from_stats
+from nclab.train.checkpoint import checkpoint_bytes, load_checkpoint
 from nclab.train.config import ConfigError, RunConfig, resolve_config
 from nclab.train.losses import LossFn, make_loss, paper004_lambda
 from nclab.train.measure import SplitMeasurement, find_classifier, measure_split
 from nclab.train.optim import lr_at, make_optimizer
 
 __all__ = ["PLAIN_PROGRESS_EVERY_S", "RunResult", "RunState", "Trainer", "measurement_epochs", "run_id", "train"]
-
-CHECKPOINT_FORMAT = 1
 
 #: Least seconds between two plain progress lines (stdout not a terminal); a batch log stays short.
 PLAIN_PROGRESS_EVERY_S = 5.0
@@ -340,11 +339,11 @@ class Trainer:
 
     def checkpoint(self) -> None:
         """Write ``checkpoints/last.pt`` (copied to ``epoch_NNNN.pt`` at a measured epoch with
-        ``checkpoint.keep_measured``), then ``metrics.csv``, each atomically."""
+        ``checkpoint.keep_measured``), then ``metrics.csv``, each atomically; the checkpoint is sealed with its
+        checksum (:mod:`nclab.train.checkpoint`)."""
         t0 = time.perf_counter()
         st = self.state
         payload = {
-            "format": CHECKPOINT_FORMAT,
             "epoch": st.epoch,
             "model": self.model.state_dict(),
             "optimizer": self.opt.state_dict(),
@@ -354,9 +353,10 @@ class Trainer:
             "measured": st.measured,
             "timings": st.timings,
         }
-        atomic_torch_save(payload, self.ckpt_dir / "last.pt")
+        data = checkpoint_bytes(payload)
+        atomic_write_bytes(self.ckpt_dir / "last.pt", data)
         if self.cfg.checkpoint.keep_measured and st.epoch in st.measured:
-            shutil.copyfile(self.ckpt_dir / "last.pt", self.ckpt_dir / f"epoch_{st.epoch:04d}.pt")
+            atomic_write_bytes(self.ckpt_dir / f"epoch_{st.epoch:04d}.pt", data)
         write_metrics(st.rows, self.out)
         st.timings["checkpoint_s"] += time.perf_counter() - t0
 
@@ -489,10 +489,7 @@ def _prepare_dir(cfg: RunConfig, out: Path, resume: bool, overwrite: bool) -> di
         if saved is not None and saved != cfg.to_dict():
             diff = _diff_keys(saved, cfg.to_dict())
             raise ConfigError(f"cannot resume {out}: the config differs from the saved one at {', '.join(diff[:10])}")
-        state = torch.load(ckpt, map_location="cpu", weights_only=True)
-        if state.get("format") != CHECKPOINT_FORMAT:
-            raise ValueError(f"{ckpt}: unknown checkpoint format {state.get('format')!r}")
-        return state
+        return load_checkpoint(ckpt)
     if not resume and (ckpt.is_file() or (out / "metrics.csv").is_file()):
         if not overwrite:
             raise FileExistsError(
@@ -546,8 +543,8 @@ def train(
 
 def _last_epoch(out: Path) -> int:
     try:
-        return int(torch.load(out / "checkpoints" / "last.pt", map_location="cpu", weights_only=True)["epoch"])
-    except (OSError, RuntimeError, KeyError):  # missing or unreadable: no finished epoch either
+        return int(load_checkpoint(out / "checkpoints" / "last.pt")["epoch"])
+    except (OSError, ValueError):  # missing or corrupt: no finished epoch either
         return 0
 
 
