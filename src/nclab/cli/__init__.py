@@ -3,7 +3,8 @@
 One module per command group, each a Typer app or command function: :mod:`~nclab.cli.measure`,
 :mod:`~nclab.cli.extract`, :mod:`~nclab.cli.train` (``train``, ``report``, ``demo``), :mod:`~nclab.cli.ufm`,
 :mod:`~nclab.cli.codes`, :mod:`~nclab.cli.theory`, :mod:`~nclab.cli.sweep`, :mod:`~nclab.cli.compare`,
-:mod:`~nclab.cli.metrics`, :mod:`~nclab.cli.transfer` (``probe``, ``transfer run``), :mod:`~nclab.cli.experiment`;
+:mod:`~nclab.cli.metrics`, :mod:`~nclab.cli.transfer` (``probe``, ``transfer run``), :mod:`~nclab.cli.experiment`,
+:mod:`~nclab.cli.verify`;
 :mod:`nclab.cli.common` holds the consoles, the app settings and the error exit they share (``--debug`` shows
 tracebacks). :data:`app` assembles them (console script ``nclab``, ``python -m nclab``).
 """
@@ -15,7 +16,7 @@ from typing import Annotated
 import typer
 
 from nclab import __version__
-from nclab.cli import codes, compare, experiment, extract, measure, metrics, sweep, theory, train, transfer, ufm
+from nclab.cli import codes, compare, experiment, extract, measure, metrics, sweep, theory, train, transfer, ufm, verify
 from nclab.cli.common import flag, make_app, set_debug
 
 __all__ = ["app", "main"]
@@ -49,6 +50,7 @@ app.command("report")(train.report_command)
 app.command("probe")(transfer.probe_command)
 app.command("sweep")(sweep.sweep_command)
 app.command("compare")(compare.compare_command)
+app.command("verify")(verify.verify_command)
 app.add_typer(ufm.app, name="ufm", help="Unconstrained-features models: solvers against closed forms.")
 app.add_typer(codes.app, name="codes", help="Softmax Codes, Tammes codes and their bounds (K > d).")
 app.add_typer(theory.app, name="theory", help="MSE central path and the geodesic model of collapse.")

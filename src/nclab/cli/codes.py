@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any
 
-import numpy as np
 import typer
 
 from nclab.cli.common import (
@@ -17,6 +16,7 @@ from nclab.cli.common import (
     make_app,
     num_classes_option,
 )
+from nclab.io.atomic import atomic_save_npy
 
 app = make_app("codes", "Spherical codes of [Jiang et al. 2024]: Softmax Codes, Tammes codes, Thm 3.9 bounds.")
 
@@ -67,8 +67,9 @@ def _search(
     if res.bounds is not None:
         row.update(bound_lower=res.bounds.lower, bound_upper=res.bounds.upper, bound_valid=res.bounds.valid)
     if out is not None:
-        np.save(out, res.W)
-        row["saved"] = str(out)
+        # np.save's naming: a path without the suffix gets ".npy" appended
+        saved = atomic_save_npy(out if out.suffix == ".npy" else out.with_name(out.name + ".npy"), res.W)
+        row["saved"] = str(saved)
     title = f"{'Softmax Code' if kind == 'softmax' else 'Tammes code'} (d={d}, K={K})"
     if fmt is OutputFormat.json:
         emit([], fmt, data=row)

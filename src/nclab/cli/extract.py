@@ -22,13 +22,14 @@ def load_model(source: Path, input_shape: tuple[int, ...], num_classes: int) -> 
 
     from nclab.nets import build_model
     from nclab.train import RunConfig
+    from nclab.train.checkpoint import load_checkpoint
 
     if source.is_dir():
         cfg = RunConfig.model_validate(yaml.safe_load((source / "config.yaml").read_text()))
         model = build_model(
             cfg.model.name, input_shape, num_classes, head=cfg.model.head.build_kwargs(), **cfg.model.options
         )
-        saved = torch.load(source / "checkpoints" / "last.pt", map_location="cpu", weights_only=True)
+        saved = load_checkpoint(source / "checkpoints" / "last.pt")
         model.load_state_dict(saved["model"])
         return model
     obj = torch.load(source, map_location="cpu", weights_only=False)

@@ -1,8 +1,10 @@
-"""Files nclab writes and reads: atomic writes (one helper for every writer), feature / label / classifier arrays
+"""Files nclab writes and reads: atomic writes (one helper for every writer), checksums and the one error for a
+corrupt file (:mod:`nclab.io.integrity`), feature / label / classifier arrays
 from .npy (memory-mapped), .npz, .pt and .safetensors files, and the run-directory table."""
 
 from nclab.io.arrays import iter_batches, load_array, split_key
-from nclab.io.atomic import atomic_torch_save, atomic_write_bytes, atomic_write_text
+from nclab.io.atomic import AtomicFile, atomic_save_npy, atomic_torch_save, atomic_write_bytes, atomic_write_text
+from nclab.io.integrity import CorruptFileError, arrays_sha256, object_sha256
 from nclab.io.run_table import (
     COLUMNS,
     OUTPUT_LAYER,
@@ -19,7 +21,11 @@ __all__ = [
     "COLUMNS",
     "OUTPUT_LAYER",
     "RUN_ID_COLUMN",
+    "AtomicFile",
+    "CorruptFileError",
     "MetricRow",
+    "arrays_sha256",
+    "atomic_save_npy",
     "atomic_torch_save",
     "atomic_write_bytes",
     "atomic_write_text",
@@ -27,6 +33,7 @@ __all__ = [
     "csv_text",
     "iter_batches",
     "load_array",
+    "object_sha256",
     "read_metrics",
     "read_run_id",
     "relabel_output",

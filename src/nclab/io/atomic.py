@@ -1,10 +1,14 @@
 """Atomic file writes: the one helper every nclab writer uses.
 
 A reader, or a process killed mid-write, must never see half a file. Each write goes to a temporary file with a
-unique name in the destination's folder (same file system, so the rename is atomic), is flushed and fsync'ed,
-then renamed over the destination with ``os.replace``; the folder is fsync'ed too, so the rename itself survives
-a crash. Parent folders are created. On any error the temporary file is removed and the destination is left as
-it was.
+unique name in the destination's folder (same file system, so the rename is atomic; unique, so two processes
+saving to one path never share a temporary file), is flushed and fsync'ed, then renamed over the destination
+with ``os.replace``; the folder is fsync'ed too, so the rename itself survives a crash. Parent folders are
+created. On any error the temporary file is removed and the destination is left as it was.
+
+:class:`AtomicFile` is the mechanism (for writers that stream more than fits in memory, e.g.
+:class:`nclab.io.npy_stream.NpyAppender`); :func:`atomic_write_bytes`, :func:`atomic_write_text`,
+:func:`atomic_save_npy` and :func:`atomic_torch_save` write a whole payload through it.
 """
 
 from __future__ import annotations
@@ -16,7 +20,17 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-__all__ = ["atomic_torch_save", "atomic_write_bytes", "atomic_write_text"]
+__all__ = ["AtomicFile", "atomic_save_npy", "atomic_torch_save", "atomic_write_bytes", "atomic_write_text"]
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+#: Permissions of a new file (mkstemp creates 0600): what ``open(path, "w")`` would give under the umask.
+_NEW_FILE_MODE = 0o666 & ~_umask()
 
 
 def _fsync_dir(folder: Path) -> None:
@@ -33,6 +47,66 @@ def _fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
+class AtomicFile:
+    """A binary file (``.file``, opened ``w+b``) written under a unique temporary name beside ``path``:
+    :meth:`commit` flushes, fsyncs and renames it over ``path``; :meth:`abort` removes it. As a context manager
+    it commits on success and aborts on an exception.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> target = pathlib.Path(tempfile.mkdtemp()) / "x.bin"
+    >>> with AtomicFile(target) as out:
+    ...     _ = out.file.write(b"abc")
+    ...     target.exists()  # nothing at the destination until the commit
+    False
+    >>> target.read_bytes()
+    b'abc'
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent)
+        self.tmp = Path(tmp_name)
+        try:
+            mode = self.path.stat().st_mode & 0o7777  # replacing a file keeps its permissions
+        except OSError:
+            mode = _NEW_FILE_MODE
+        with contextlib.suppress(OSError):
+            os.chmod(fd, mode)
+        self.file = os.fdopen(fd, "w+b")
+
+    def commit(self) -> Path:
+        """Flush, fsync and rename the temporary file over ``path`` (and fsync the folder); returns ``path``."""
+        try:
+            self.file.flush()
+            os.fsync(self.file.fileno())
+            self.file.close()
+            os.replace(self.tmp, self.path)
+        except BaseException:
+            self.abort()
+            raise
+        _fsync_dir(self.path.parent)
+        return self.path
+
+    def abort(self) -> None:
+        """Close and remove the temporary file; ``path`` is left as it was."""
+        with contextlib.suppress(OSError):
+            self.file.close()
+        with contextlib.suppress(OSError):
+            self.tmp.unlink()
+
+    def __enter__(self) -> AtomicFile:
+        return self
+
+    def __exit__(self, exc_type: Any, *exc: Any) -> None:
+        if exc_type is None:
+            self.commit()
+        else:
+            self.abort()
+
+
 def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
     """Write ``data`` to ``path`` atomically (unique temporary sibling, fsync, rename); returns ``path``.
 
@@ -43,22 +117,9 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
     >>> p.read_bytes()
     b'abc'
     """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    tmp = Path(tmp_name)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
-    _fsync_dir(path.parent)
-    return path
+    with AtomicFile(path) as out:
+        out.file.write(data)
+    return Path(path)
 
 
 def atomic_write_text(path: str | Path, text: str) -> Path:
@@ -72,4 +133,13 @@ def atomic_torch_save(obj: Any, path: str | Path) -> Path:
 
     buf = io.BytesIO()
     torch.save(obj, buf)
+    return atomic_write_bytes(path, buf.getvalue())
+
+
+def atomic_save_npy(path: str | Path, array: Any) -> Path:
+    """``np.save(array)`` to exactly ``path`` (no ``.npy`` appended), atomically; see :func:`atomic_write_bytes`."""
+    import numpy as np
+
+    buf = io.BytesIO()
+    np.save(buf, np.asarray(array), allow_pickle=False)
     return atomic_write_bytes(path, buf.getvalue())

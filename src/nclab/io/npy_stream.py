@@ -25,6 +25,8 @@ from typing import Any
 
 import numpy as np
 
+from nclab.io.atomic import AtomicFile
+
 __all__ = ["NpyAppender", "write_safetensors"]
 
 _MAGIC = b"\x93NUMPY\x01\x00"
@@ -50,8 +52,9 @@ class NpyAppender:
         self.dtype = np.dtype(dtype)
         self.rows = 0
         self.dim: int | None = None
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._fh = open(self.path, "wb")
+        # written beside the destination and renamed over it by close(): no reader sees a header of shape (0,)
+        self._out = AtomicFile(self.path)
+        self._fh = self._out.file
         self._fh.write(_header(self.dtype, (0,)))
 
     def append(self, batch: Any) -> None:
@@ -72,8 +75,7 @@ class NpyAppender:
         shape = (self.rows,) if not self.dim else (self.rows, self.dim)
         self._fh.seek(0)
         self._fh.write(_header(self.dtype, shape))
-        self._fh.close()
-        return self.path
+        return self._out.commit()
 
     def __enter__(self) -> NpyAppender:
         return self
@@ -134,8 +136,8 @@ def write_safetensors(
     blob = json.dumps(header, separators=(",", ":")).encode()
     blob += b" " * (-len(blob) % 8)
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "wb") as fh:
+    with AtomicFile(path) as out:
+        fh = out.file
         fh.write(len(blob).to_bytes(8, "little"))
         fh.write(blob)
         for _, arr, little in order:

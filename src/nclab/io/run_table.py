@@ -17,7 +17,8 @@ with ``pandas.concat([pandas.read_csv(d / "metrics.csv") for d in run_dirs])`` a
 :func:`read_metrics` reads both layouts.
 
 Both files are written atomically (:mod:`nclab.io.atomic`): a reader, or a process killed mid-write, sees the
-previous table or the new one, never half of one.
+previous table or the new one, never half of one. Every row ends with a newline; :func:`read_metrics` refuses
+a file that was cut anyway (copied in part, edited) with a :class:`~nclab.io.integrity.CorruptFileError`.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from nclab.io.atomic import atomic_write_bytes, atomic_write_text
+from nclab.io.integrity import CorruptFileError
 
 __all__ = [
     "COLUMNS",
@@ -159,8 +161,8 @@ def _check_header(path: Path, header: list[str] | None) -> bool:
     """Whether the table has the leading run-id column; raises on any other header."""
     got = tuple(header or ())
     if got not in (COLUMNS, (RUN_ID_COLUMN, *COLUMNS)):
-        raise ValueError(
-            f"{path}: expected the header {','.join(COLUMNS)} (optionally after {RUN_ID_COLUMN}), got {header}"
+        raise CorruptFileError(
+            path, f"expected the header {','.join(COLUMNS)} (optionally after {RUN_ID_COLUMN}), got {header}"
         )
     return got[0] == RUN_ID_COLUMN
 
@@ -169,20 +171,50 @@ def read_metrics(path: str | Path) -> list[MetricRow]:
     """The rows of a ``metrics.csv``, or of the one in the run directory ``path``, in file order (the
     ``run_id`` column, when present, is dropped: see :func:`read_run_id`).
 
+    Every writer ends each row with a newline, so a file whose last line has none was cut (a copy interrupted,
+    a disk full): it is refused rather than read with its last value silently shortened.
+
     Raises
     ------
-    ValueError
-        When the file's header is not :data:`COLUMNS`, optionally after :data:`RUN_ID_COLUMN`.
+    CorruptFileError
+        (a ``ValueError``) naming the file and the problem: empty, not UTF-8, a header other than
+        :data:`COLUMNS` (optionally after :data:`RUN_ID_COLUMN`), a last line without its newline (truncated), a
+        row with a missing or extra field, an epoch that is not an integer or a value that is not a number (with
+        the line number).
 
     See Also
     --------
     write_metrics
     """
     path = _table_path(path)
-    with open(path, newline="") as fh:
-        reader = csv.reader(fh)
-        skip = int(_check_header(path, next(reader, None)))
-        return [MetricRow(int(e), s, lay, m, float(v)) for e, s, lay, m, v in (row[skip:] for row in reader)]
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise CorruptFileError(path, f"not a UTF-8 text file ({err.reason} at byte {err.start})") from err
+    if not text:
+        raise CorruptFileError(path, "the metrics table is empty (0 bytes)")
+    if not text.endswith("\n"):
+        last = text.rsplit("\n", 1)[-1]
+        raise CorruptFileError(path, f"truncated: the last line {last[:80]!r} has no final newline (the file was cut)")
+    reader = csv.reader(io.StringIO(text, newline=""))
+    skip = int(_check_header(path, next(reader, None)))
+    width = len(COLUMNS) + skip
+    rows = []
+    for fields in reader:
+        line = reader.line_num
+        if len(fields) != width:
+            raise CorruptFileError(path, f"line {line} has {len(fields)} fields, expected {width}: {fields}")
+        e, s, lay, m, v = fields[skip:]
+        try:
+            epoch = int(e)
+        except ValueError:
+            raise CorruptFileError(path, f"line {line}: epoch {e!r} is not an integer") from None
+        try:
+            value = float(v)
+        except ValueError:
+            raise CorruptFileError(path, f"line {line}: value {v!r} is not a number") from None
+        rows.append(MetricRow(epoch, s, lay, m, value))
+    return rows
 
 
 def read_run_id(path: str | Path) -> str | None:

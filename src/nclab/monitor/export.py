@@ -11,7 +11,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from nclab.io.atomic import atomic_write_text
+from nclab.io.atomic import atomic_save_npy, atomic_write_text
 from nclab.io.npy_stream import NpyAppender, write_safetensors
 from nclab.monitor.monitor import PENULTIMATE, CollapseMonitor
 from nclab.train.measure import PassSink, forward_pass
@@ -113,10 +113,10 @@ def extract_features(
         "classifier": None if monitor.classifier is None else monitor.classifier.name,
     }
     if plan.W is not None:
-        np.save(out / "W.npy", plan.W)
+        atomic_save_npy(out / "W.npy", plan.W)
         paths["W"] = out / "W.npy"
         if plan.b is not None:
-            np.save(out / "b.npy", plan.b)
+            atomic_save_npy(out / "b.npy", plan.b)
             paths["b"] = out / "b.npy"
     if format == "safetensors":
         arrays = {name: np.load(p, mmap_mode="r") for name, p in paths.items()}

@@ -30,9 +30,21 @@ Persistence
 ``save(path)`` writes ``.npz`` (default) or ``.safetensors`` (needs the ``safetensors`` package), atomically
 (:func:`nclab.io.atomic.atomic_write_bytes`). Metadata (JSON-encoded strings): ``kind`` (the class name),
 ``format_version`` (:data:`FORMAT_VERSION`), the configuration (e.g. ``num_classes``, ``dim``, ``track``) and
-``has_state``; arrays: ``state__<name>``, ``buffer__<name>``, and the same keys prefixed ``<child>__`` for each
-child. ``load`` checks the kind, the version, the configuration, and every array's presence, shape and dtype
-before anything changes, and names the file and the problem in its ``ValueError``.
+``has_state``, ``sha256``; arrays: ``state__<name>``, ``buffer__<name>``, and the same keys prefixed
+``<child>__`` for each child.
+
+Verified files
+--------------
+``sha256`` is :func:`nclab.io.integrity.arrays_sha256` of the other metadata and every array: the checksum is
+inside the file, so a file and its checksum cannot disagree after a crash. ``load`` checks, before anything
+changes and in this order: that the file reads (not truncated, empty or of another format), the kind, the
+version, the configuration, every array's presence, shape and dtype, the checksum, then the values: every
+floating-point state finite, every state declared ``nonnegative`` (counts, sums of squares) ``>= 0``, and the
+subclass' cross-checks (:meth:`Accumulator._check_consistency`, e.g. a class with no samples has zero sums;
+correct predictions never exceed the count). Any failure raises one
+:class:`~nclab.io.integrity.CorruptFileError` (a ``ValueError``) naming the file and the problem.
+:meth:`Accumulator.load_state_dict` runs the same checks but the checksum. ``Accumulator.load(path)`` on the
+base class reads any accumulator file, as the class its ``kind`` names.
 """
 
 from __future__ import annotations
@@ -50,25 +62,29 @@ import numpy as np
 import torch
 
 from nclab.io.atomic import atomic_write_bytes
+from nclab.io.integrity import CorruptFileError, arrays_sha256
 
 __all__ = ["FORMAT_VERSION", "Accumulator", "Reduction", "StateSpec", "agree_on_shifts"]
 
-#: Version of the state-dict and file layout written by :meth:`Accumulator.save`.
-FORMAT_VERSION = 2
+#: Version of the state-dict and file layout written by :meth:`Accumulator.save` (3: files carry ``sha256``).
+FORMAT_VERSION = 3
 
 Reduction = Literal["sum", "shift"]
 A = TypeVar("A", bound="Accumulator")
 
 _META = "meta__"
+_CHECKSUM = "sha256"
 
 
 @dataclass(frozen=True)
 class StateSpec:
-    """One declared part of an accumulator's state: its shape, dtype and reduction."""
+    """One declared part of an accumulator's state: its shape, dtype, reduction, and whether it is a count or a
+    sum of nonnegative terms (``nonnegative``: checked on load)."""
 
     shape: tuple[int, ...]
     dtype: torch.dtype
     reduce: Reduction
+    nonnegative: bool = False
 
     @property
     def numpy_dtype(self) -> np.dtype:
@@ -120,15 +136,22 @@ class Accumulator(ABC):
 
     # ------------------------------------------------------------------ declaration
     def add_state(
-        self, name: str, shape: tuple[int, ...], dtype: torch.dtype = torch.float64, reduce: Reduction = "sum"
+        self,
+        name: str,
+        shape: tuple[int, ...],
+        dtype: torch.dtype = torch.float64,
+        reduce: Reduction = "sum",
+        *,
+        nonnegative: bool = False,
     ) -> None:
         """Declare a state tensor ``name`` of ``shape`` and ``dtype``, combined by ``reduce`` (``"sum"`` or
-        ``"shift"``)."""
+        ``"shift"``); ``nonnegative=True`` for counts and sums of nonnegative terms (a loaded state with a
+        negative entry is refused). Floating-point states must be finite on load."""
         if reduce not in ("sum", "shift"):
             raise ValueError(f"reduce must be 'sum' or 'shift', got {reduce!r}")
         if "__" in name or name in self._specs:
             raise ValueError(f"state name {name!r} is taken or contains '__'")
-        self._specs[name] = StateSpec(tuple(int(s) for s in shape), dtype, reduce)
+        self._specs[name] = StateSpec(tuple(int(s) for s in shape), dtype, reduce, bool(nonnegative))
 
     # ------------------------------------------------------------------ subclass hooks
     @abstractmethod
@@ -162,7 +185,9 @@ class Accumulator(ABC):
         raise NotImplementedError(f"{self.kind} declares shift states but no _reshift")
 
     def _check_consistency(self, sd: Mapping[str, Any]) -> None:  # noqa: B027 (optional hook)
-        """Cross-checks of a validated state dict (e.g. children that must agree); raise ``ValueError``."""
+        """Cross-checks of the values of a state dict whose structure is valid and whose states are finite and
+        sign-correct (e.g. children that must agree, a class with no samples has zero sums); raise
+        ``ValueError``."""
 
     def _changed(self) -> None:  # noqa: B027 (optional hook)
         """Called after merge, all_reduce, load_state_dict and reset (e.g. to drop cached derived values)."""
@@ -308,6 +333,21 @@ class Accumulator(ABC):
             if not isinstance(sd.get(c), Mapping):
                 raise ValueError(f"state is missing the {child.kind} state of {c}")
             child._validate(sd[c])
+
+    def _validate_values(self, sd: Mapping[str, Any]) -> None:
+        """The invariants of a state dict that passed :meth:`_validate`: finite floats, ``nonnegative`` states
+        ``>= 0``, then :meth:`_check_consistency`; children first."""
+        for c in self.children:
+            self._child(c)._validate_values(sd[c])
+        arrays = sd.get("state")
+        if arrays is not None:
+            for name, spec in self._specs.items():
+                arr = np.asarray(arrays[name])
+                if spec.dtype.is_floating_point and not np.isfinite(arr).all():
+                    bad = int(arr.size - np.isfinite(arr).sum())
+                    raise ValueError(f"state {name!r} has {bad} non-finite entr{'y' if bad == 1 else 'ies'}")
+                if spec.nonnegative and arr.size and arr.min() < 0:
+                    raise ValueError(f"state {name!r} has a negative entry ({arr.min()!r}); it cannot be negative")
         self._check_consistency(sd)
 
     def _assign(self, sd: Mapping[str, Any]) -> None:
@@ -328,16 +368,20 @@ class Accumulator(ABC):
 
     def load_state_dict(self: A, sd: Mapping[str, Any]) -> A:
         """Restore :meth:`state_dict` output; everything (kind, version, configuration, buffers, each array's
-        presence, shape and dtype, the children) is validated before anything changes. Returns ``self``."""
+        presence, shape and dtype, the children, the values' invariants) is validated before anything changes.
+        Returns ``self``."""
         self._validate(sd)
+        self._validate_values(sd)
         self._assign(sd)
         return self
 
     # ------------------------------------------------------------------ files
     def save(self, path: str | Path) -> Path:
-        """Write to ``.npz`` (default) or ``.safetensors`` (needs ``safetensors``), atomically; returns the path."""
+        """Write to ``.npz`` (default) or ``.safetensors`` (needs ``safetensors``), atomically, sealed with the
+        checksum ``sha256`` (see the module documentation); returns the path."""
         path = Path(path)
         meta, arrays = _flatten(self.state_dict())
+        meta[_CHECKSUM] = json.dumps(arrays_sha256(meta, arrays, skip=_CHECKSUM))
         if path.suffix == ".safetensors":
             from safetensors.numpy import save as st_save
 
@@ -350,18 +394,57 @@ class Accumulator(ABC):
 
     @classmethod
     def load(cls: type[A], path: str | Path, *, device: str | torch.device | None = None) -> A:
-        """Read a file written by :meth:`save`; ``ValueError`` naming the file for anything malformed."""
+        """Read a file written by :meth:`save`, checking it (see the module documentation) before anything is
+        built. On the base class, ``Accumulator.load`` returns the class the file's ``kind`` names.
+
+        Raises
+        ------
+        CorruptFileError
+            (a ``ValueError``) naming the file and the problem: unreadable (truncated, empty, another format),
+            another kind or version, a missing or misshapen array, a checksum mismatch, an invalid value.
+        FileNotFoundError
+            When there is no file at ``path``.
+        """
         path = Path(path)
         meta, arrays = _read(path)
         try:
+            stored = meta.pop(_CHECKSUM, None)
             sd = _unflatten(meta, arrays)
-            if sd.get("kind") != cls.__name__:
-                raise ValueError(f"not an nclab {cls.__name__} file (kind {sd.get('kind')!r})")
+            kind = sd.get("kind")
+            target: type[Accumulator] = cls
+            if cls is Accumulator:
+                target = _subclasses().get(kind) if isinstance(kind, str) else None  # type: ignore[assignment]
+                if target is None:
+                    raise ValueError(f"not an nclab accumulator file (kind {kind!r})")
+            elif kind != cls.__name__:
+                raise ValueError(f"not an nclab {cls.__name__} file (kind {kind!r})")
+            version = sd.get("format_version")
+            if version != FORMAT_VERSION:
+                raise ValueError(f"unsupported {kind} format_version {version!r} (this nclab reads {FORMAT_VERSION})")
             config = {k: v for k, v in sd.items() if k not in ("kind", "format_version", "state", "buffers")}
-            out = cls._from_config(config, sd.get("buffers") or {}, torch.device(device) if device else None)
-            return out.load_state_dict(sd)
+            out = target._from_config(config, sd.get("buffers") or {}, torch.device(device) if device else None)
+            out._validate(sd)
+            if stored is None:
+                raise ValueError(f"no checksum (metadata {_CHECKSUM!r})")
+            if json.loads(stored) != arrays_sha256(meta, arrays, skip=_CHECKSUM):
+                raise ValueError("checksum mismatch: the contents changed after they were saved (bit flip, edit)")
+            out._validate_values(sd)
+            out._assign(sd)
+            return out  # type: ignore[return-value]
         except (ValueError, KeyError, TypeError) as err:
-            raise ValueError(f"{path}: {err}") from err
+            raise CorruptFileError(
+                path, str(err.args[0]) if isinstance(err, KeyError) and err.args else str(err)
+            ) from err
+
+
+def _subclasses() -> dict[str, type[Accumulator]]:
+    out: dict[str, type[Accumulator]] = {}
+    todo = list(Accumulator.__subclasses__())
+    while todo:
+        sub = todo.pop()
+        out[sub.__name__] = sub
+        todo.extend(sub.__subclasses__())
+    return out
 
 
 # ---------------------------------------------------------------------- file layout
@@ -430,8 +513,12 @@ def _read(path: Path) -> tuple[dict[str, str], dict[str, np.ndarray]]:
             meta = {k[len(_META) :]: str(fh[k]) for k in fh.files if k.startswith(_META)}
             return meta, {k: fh[k] for k in fh.files if not k.startswith(_META)}
     except (OSError, EOFError, ValueError, zipfile.BadZipFile, KeyError) as err:
-        raise ValueError(f"{path}: cannot read an accumulator file (truncated or not {path.suffix}): {err}") from err
+        raise CorruptFileError(
+            path, f"cannot read an accumulator file (truncated or not {path.suffix}): {err}"
+        ) from err
     except Exception as err:  # safetensors raises its own SafetensorError for a malformed header
         if type(err).__name__ != "SafetensorError":
             raise
-        raise ValueError(f"{path}: cannot read an accumulator file (truncated or not {path.suffix}): {err}") from err
+        raise CorruptFileError(
+            path, f"cannot read an accumulator file (truncated or not {path.suffix}): {err}"
+        ) from err

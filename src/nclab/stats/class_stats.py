@@ -194,10 +194,10 @@ class ClassStats(Accumulator):
         self._pending = 0
         super().__init__(device)
         K, d = self.num_classes, self.dim
-        self.add_state("counts", (K,), torch.int64)
+        self.add_state("counts", (K,), torch.int64, nonnegative=True)
         self.add_state("shift", (K, d), reduce="shift")
         self.add_state("sum_dev", (K, d))
-        self.add_state("sq_dev", (K,))
+        self.add_state("sq_dev", (K,), nonnegative=True)
         self.add_state("unit_sums", (K, d))
         if track == "full":
             self.add_state("scatter_dev", (d, d))
@@ -294,6 +294,41 @@ class ClassStats(Accumulator):
     def _shift_counts(self) -> torch.Tensor:
         assert self._state is not None
         return self._state["counts"]
+
+    def _check_consistency(self, sd: Mapping[str, Any]) -> None:
+        """Identities of the moments about the shifts ``z = h - s_y`` (rounding allowed for, relative 1e-6): a
+        class with no samples has zero sums; ``||sum z||^2 <= n sum ||z||^2`` (Cauchy-Schwarz);
+        ``||sum h/||h|| || <= n``; ``trace(scatter_dev) = sum_k sq_dev_k`` with a nonnegative diagonal."""
+        st = sd["state"]
+        if st is None:
+            return
+        n = np.asarray(st["counts"]).astype(np.float64)
+        S, q, U = (np.asarray(st[k]) for k in ("sum_dev", "sq_dev", "unit_sums"))
+        empty = n == 0
+        if (S[empty] != 0).any() or (q[empty] != 0).any() or (U[empty] != 0).any():
+            k = int(np.flatnonzero(empty & ((S != 0).any(1) | (q != 0) | (U != 0).any(1)))[0])
+            raise ValueError(f"state is inconsistent: class {k} has no samples but nonzero sums")
+        rtol = 1e-6
+        s2 = (S * S).sum(axis=1)
+        bad = s2 > n * q * (1 + rtol) + np.finfo(np.float64).tiny
+        if bad.any():
+            k = int(np.flatnonzero(bad)[0])
+            raise ValueError(
+                f"state is inconsistent: class {k} has ||sum_dev||^2 = {s2[k]:.6g} > counts * sq_dev = "
+                f"{n[k] * q[k]:.6g} (impossible for {int(n[k])} samples)"
+            )
+        u = np.sqrt((U * U).sum(axis=1))
+        bad = u > n * (1 + rtol)
+        if bad.any():
+            k = int(np.flatnonzero(bad)[0])
+            raise ValueError(f"state is inconsistent: class {k} has ||unit_sums|| = {u[k]:.6g} > counts = {int(n[k])}")
+        if "scatter_dev" in st:
+            diag = np.diagonal(np.asarray(st["scatter_dev"]))
+            if (diag < 0).any():
+                raise ValueError("state is inconsistent: scatter_dev has a negative diagonal entry")
+            tr, total = float(diag.sum()), float(q.sum())
+            if abs(tr - total) > rtol * max(tr, total):
+                raise ValueError(f"state is inconsistent: trace(scatter_dev) = {tr:.6g} but sum(sq_dev) = {total:.6g}")
 
     def _reshift(
         self, state: Mapping[str, torch.Tensor], counts: torch.Tensor, to: Mapping[str, torch.Tensor]

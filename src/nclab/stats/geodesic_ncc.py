@@ -76,8 +76,8 @@ class GeodesicNCC(Accumulator):
         self.collapsed_end = bool(collapsed_end)
         self._mu0, self._mu1 = mu0, mu1
         super().__init__(device)
-        self.add_state("correct", (t.size,), torch.int64)
-        self.add_state("count", (), torch.int64)
+        self.add_state("correct", (t.size,), torch.int64, nonnegative=True)
+        self.add_state("count", (), torch.int64, nonnegative=True)
         if self._device is not None:
             self._allocate(self._device)
 
@@ -89,6 +89,11 @@ class GeodesicNCC(Accumulator):
             "num_times": int(self.t.size),
             "collapsed_end": self.collapsed_end,
         }
+
+    def _check_consistency(self, sd: Mapping[str, Any]) -> None:
+        st = sd["state"]
+        if st is not None and (np.asarray(st["correct"]) > np.asarray(st["count"])).any():
+            raise ValueError(f"state is inconsistent: correct {int(np.max(st['correct']))} > count {int(st['count'])}")
 
     def _buffers(self) -> dict[str, np.ndarray]:
         return {"start_means": self._mu0, "end_means": self._mu1, "t": self.t}

@@ -193,13 +193,25 @@ class NCCAccumulator(Accumulator):
         self._ann, self._ann_always = _hnsw_index(mu - mu.mean(dim=0)) if self.index == "hnsw" else (None, None)
         super().__init__(device)
         for key in _COUNTERS if self._W is not None else _COUNTERS[:2]:
-            self.add_state(key, (K,), torch.int64)
+            self.add_state(key, (K,), torch.int64, nonnegative=True)
         if self._device is not None:
             self._allocate(self._device)
 
     # ------------------------------------------------------------------ accumulator protocol
     def _config(self) -> dict[str, Any]:
         return {"num_classes": self.num_classes, "dim": self.dim, "index": self.index}
+
+    def _check_consistency(self, sd: Mapping[str, Any]) -> None:
+        st = sd["state"]
+        if st is None:
+            return
+        n = np.asarray(st["class_counts"])
+        for key in _COUNTERS[1:]:
+            if key in st and (np.asarray(st[key]) > n).any():
+                k = int(np.flatnonzero(np.asarray(st[key]) > n)[0])
+                raise ValueError(
+                    f"state is inconsistent: class {k} has {key} {int(st[key][k])} > class_counts {int(n[k])}"
+                )
 
     def _validate(self, sd: Mapping[str, Any]) -> None:
         # states saved before the index option existed were all exact passes

@@ -59,7 +59,7 @@ class PairedClassStats(Accumulator):
         self.add_state("cross", (K,))  # sum <h0 - s0, h1 - s1>
         self.add_state("sum0", (K, d))  # sum (h0 - s0)
         self.add_state("sum1", (K, d))  # sum (h1 - s1)
-        self.add_state("coupling", ())  # sum ||h1 - h0||^2 (identity-coupling transport cost)
+        self.add_state("coupling", (), nonnegative=True)  # sum ||h1 - h0||^2 (identity-coupling transport cost)
         if self._device is not None:
             self._allocate(self._device)
 
@@ -109,6 +109,13 @@ class PairedClassStats(Accumulator):
             raise ValueError("state is inconsistent: the two ends have different class counts")
         if sd["state"] is None and n0.any():
             raise ValueError("state is inconsistent: samples counted but no paired sums")
+        if sd["state"] is not None:
+            empty = n0 == 0
+            st = sd["state"]
+            if (np.asarray(st["cross"])[empty] != 0).any() or any(
+                (np.asarray(st[k])[empty] != 0).any() for k in ("sum0", "sum1")
+            ):
+                raise ValueError("state is inconsistent: a class with no samples has nonzero paired sums")
 
     # ------------------------------------------------------------------ accumulation
     def update(self, h0: Any, h1: Any, y: Any) -> PairedClassStats:

@@ -78,16 +78,28 @@ class PathStats(Accumulator):
         self.num_layers = int(num_layers)
         super().__init__(device)
         L = self.num_layers - 1
-        self.add_state("step_norm_sums", (L,))
-        self.add_state("step_sq_sums", (L,))
-        self.add_state("end_sq_sum", ())
-        self.add_state("count", (), torch.int64)
+        self.add_state("step_norm_sums", (L,), nonnegative=True)
+        self.add_state("step_sq_sums", (L,), nonnegative=True)
+        self.add_state("end_sq_sum", (), nonnegative=True)
+        self.add_state("count", (), torch.int64, nonnegative=True)
         if self._device is not None:
             self._allocate(self._device)
 
     # ------------------------------------------------------------------ accumulator protocol
     def _config(self) -> dict[str, Any]:
         return {"num_layers": self.num_layers}
+
+    def _check_consistency(self, sd: Mapping[str, Any]) -> None:
+        """No samples: zero sums; ``(sum ||step||)^2 <= count * sum ||step||^2`` (Cauchy-Schwarz, relative 1e-6)."""
+        st = sd["state"]
+        if st is None:
+            return
+        n = int(st["count"])
+        norms, squares = np.asarray(st["step_norm_sums"]), np.asarray(st["step_sq_sums"])
+        if n == 0 and (norms.any() or squares.any() or float(st["end_sq_sum"]) != 0):
+            raise ValueError("state is inconsistent: count is 0 but the sums are not")
+        if (norms**2 > n * squares * (1 + 1e-6) + np.finfo(np.float64).tiny).any():
+            raise ValueError("state is inconsistent: (sum of step norms)^2 > count * sum of squared steps")
 
     @classmethod
     def _from_config(

@@ -50,13 +50,14 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from nclab._threads import blas_threads, torch_threads
 from nclab.data import ArrayDataset, load
-from nclab.io.atomic import atomic_torch_save, atomic_write_text
+from nclab.io.atomic import atomic_write_bytes, atomic_write_text
 from nclab.io.run_table import OUTPUT_LAYER, MetricRow, write_metrics
 from nclab.io.sinks import MetricSink, RunTableSink, make_sink
 from nclab.io.tables import to_frame
 from nclab.nets import CollapseNet, build_model
 from nclab.theory.mse import mse_decomposition_from_stats
 from nclab.train import distributed as ddp
+from nclab.train.checkpoint import checkpoint_bytes, load_checkpoint
 from nclab.train.config import ConfigError, RunConfig, resolve_config
 from nclab.train.losses import LossFn, make_loss, paper004_lambda
 from nclab.train.measure import SplitMeasurement, find_classifier, measure_split
@@ -73,8 +74,6 @@ from nclab.train.rundir import (
 )
 
 __all__ = ["PLAIN_PROGRESS_EVERY_S", "RunResult", "RunState", "Trainer", "measurement_epochs", "run_id", "train"]
-
-CHECKPOINT_FORMAT = 1
 
 #: Least seconds between two plain progress lines (stdout not a terminal); a batch log stays short.
 PLAIN_PROGRESS_EVERY_S = 5.0
@@ -378,13 +377,13 @@ class Trainer:
 
     def checkpoint(self) -> None:
         """Write ``checkpoints/last.pt`` (copied to ``epoch_NNNN.pt`` at a measured epoch with
-        ``checkpoint.keep_measured``), then ``metrics.csv``, each atomically; rank 0 only."""
+        ``checkpoint.keep_measured``), then ``metrics.csv``, each atomically; rank 0 only. The checkpoint is sealed
+        with its checksum (:mod:`nclab.train.checkpoint`)."""
         if not self.main:
             return
         t0 = time.perf_counter()
         st = self.state
         payload = {
-            "format": CHECKPOINT_FORMAT,
             "epoch": st.epoch,
             "model": self.model.state_dict(),
             "optimizer": self.opt.state_dict(),
@@ -394,9 +393,10 @@ class Trainer:
             "measured": st.measured,
             "timings": st.timings,
         }
-        atomic_torch_save(payload, self.ckpt_dir / "last.pt")
+        data = checkpoint_bytes(payload)
+        atomic_write_bytes(self.ckpt_dir / "last.pt", data)
         if self.cfg.checkpoint.keep_measured and st.epoch in st.measured:
-            shutil.copyfile(self.ckpt_dir / "last.pt", self.ckpt_dir / f"epoch_{st.epoch:04d}.pt")
+            atomic_write_bytes(self.ckpt_dir / f"epoch_{st.epoch:04d}.pt", data)
         write_metrics(st.rows, self.out, run_id=run_id(self.cfg))
         st.timings["checkpoint_s"] += time.perf_counter() - t0
 
@@ -527,13 +527,6 @@ class Trainer:
         return [(f"mse_{k}", float(dec[k])) for k in keys]
 
 
-def _load_checkpoint(ckpt: Path) -> dict[str, Any]:
-    state = torch.load(ckpt, map_location="cpu", weights_only=True)
-    if state.get("format") != CHECKPOINT_FORMAT:
-        raise ValueError(f"{ckpt}: unknown checkpoint format {state.get('format')!r}")
-    return state
-
-
 def _prepare_dir(cfg: RunConfig, out: Path, resume: bool, overwrite: bool) -> tuple[dict[str, Any] | None, list[str]]:
     """The checkpoint to continue (``None``: a fresh run) and the notes for the log. Every refusal happens
     before anything in ``out`` is written; a resume then repairs a ``metrics.csv`` shorter than the checkpoint's
@@ -568,7 +561,7 @@ def _prepare_resume(cfg: RunConfig, out: Path, ckpt: Path) -> tuple[dict[str, An
             "may change, to extend the run); nothing was changed"
         )
     try:
-        state = _load_checkpoint(ckpt)
+        state = load_checkpoint(ckpt)
     except (OSError, RuntimeError, EOFError, pickle.UnpicklingError, ValueError) as err:
         msg = f"cannot resume {out}: its checkpoint {ckpt} cannot be read ({err}); nothing was changed"
         raise RunDirError(msg) from None
@@ -623,7 +616,7 @@ def _prepare_shared(
     if verdict[0] is not None:
         raise RuntimeError(f"rank {ddp.rank()}: rank 0 could not prepare {out}: {verdict[0]}")
     if verdict[1] and saved is None:
-        saved = _load_checkpoint(out / "checkpoints" / "last.pt")
+        saved = load_checkpoint(out / "checkpoints" / "last.pt")
     return saved, notes
 
 
@@ -708,8 +701,8 @@ def train(
 
 def _last_epoch(out: Path) -> int:
     try:
-        return int(torch.load(out / "checkpoints" / "last.pt", map_location="cpu", weights_only=True)["epoch"])
-    except (OSError, RuntimeError, KeyError):  # missing or unreadable: no finished epoch either
+        return int(load_checkpoint(out / "checkpoints" / "last.pt")["epoch"])
+    except (OSError, ValueError):  # missing or corrupt: no finished epoch either
         return 0
 
 

@@ -59,6 +59,7 @@ from nclab.metrics import collapse_report
 from nclab.nets import build_model
 from nclab.stats import ClassStats
 from nclab.train import train
+from nclab.train.checkpoint import load_checkpoint
 from nclab.train.config import RunConfig, apply_overrides, resolve_config
 from nclab.train.hooks import collect_features
 from nclab.transfer.probe import DEFAULT_L2_GRID, linear_probe
@@ -297,7 +298,7 @@ def evaluate_run(
         head=cfg.model.head.build_kwargs(),
         **cfg.model.options,
     )
-    state = torch.load(run_dir / "checkpoints" / "last.pt", map_location="cpu", weights_only=True)
+    state = load_checkpoint(run_dir / "checkpoints" / "last.pt")
     model.load_state_dict(state["model"])
     model.eval()
     H = _features(model, train_data.x)

@@ -1,0 +1,40 @@
+"""Command ``verify``: check a run directory, or one file, with the checks nclab's readers run
+(:func:`nclab.train.verify.verify`: config, metrics table, checkpoint and statistics checksums and invariants)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from nclab.cli.common import OutputFormat, console, emit, err_console, format_option
+
+__all__ = ["verify_command"]
+
+
+def verify_command(
+    target: Annotated[Path, typer.Argument(help="a run directory, or one checkpoint / statistics / metrics file")],
+    fmt: Annotated[OutputFormat, format_option()] = OutputFormat.table,
+) -> None:
+    """Verify RUN_DIR_OR_FILE: config.yaml parses, metrics.csv is well formed, every checkpoint and statistics
+    file passes its checksum and invariants. Exit 0 when all is well (a one-line summary), 2 with one line per
+    problem otherwise."""
+    from nclab.train.verify import verify
+
+    findings = verify(target)
+    problems = [f for f in findings if not f.ok]
+    if fmt is not OutputFormat.table:
+        rows = [{"file": str(f.path), "kind": f.kind, "ok": f.ok, "problem": f.problem} for f in findings]
+        emit(rows, fmt)
+    elif problems:
+        for f in problems:
+            console.print(f"{f.path}: {f.problem}", markup=False, highlight=False, soft_wrap=True)
+    else:
+        kinds = ", ".join(sorted({f.kind for f in findings}))
+        files = f"{len(findings)} file{'s' if len(findings) != 1 else ''}"
+        console.print(f"OK: {files} verified in {target} ({kinds})", markup=False, highlight=False)
+    if problems:
+        if fmt is OutputFormat.table:
+            err_console.print(f"{len(problems)} of {len(findings)} failed verification", highlight=False)
+        raise typer.Exit(2)
