@@ -11,7 +11,7 @@ import warnings
 import numpy as np
 from scipy.linalg import lapack, solve_triangular
 
-from nclab.metrics._linalg import stats_eigvals
+from nclab.metrics._linalg import SB_ZERO_RTOL, ZERO_RTOL, feature_scale_sq, stats_eigvals
 from nclab.stats.class_stats import ClassStats, Weighting
 
 __all__ = [
@@ -29,12 +29,6 @@ __all__ = [
     "whitened_between",
     "zero_rows",
 ]
-
-# Sigma_B counts as zero when Tr Sigma_B <= SB_ZERO_RTOL * max_k ||mu_k||^2: centring K equal class means leaves
-# roundoff of a few ulps of ||mu_k|| (e.g. Tr Sigma_B = 1e-32, not 0), which must not read as a separation.
-SB_ZERO_RTOL = (8 * np.finfo(np.float64).eps) ** 2
-
-ZERO_RTOL = 1e-12  # a (centred) vector is "zero" below ZERO_RTOL * (largest norm of the uncentred input)
 
 
 class DegenerateMetricWarning(RuntimeWarning):
@@ -59,10 +53,10 @@ def check_stats(stats: ClassStats, *, name: str = "stats") -> None:
 
 
 def between_is_zero(stats: ClassStats, weighting: Weighting) -> bool:
-    """All class means equal up to roundoff: ``Tr Sigma_B <= SB_ZERO_RTOL * max_k ||mu_k||^2``."""
-    mu = stats.means
-    scale = float(np.max(np.einsum("kd,kd->k", mu, mu)))
-    return stats.trace_b(weighting) <= SB_ZERO_RTOL * scale
+    """All class means equal up to roundoff: ``Tr Sigma_B <= SB_ZERO_RTOL * feature_scale_sq(stats)``, the
+    largest mean squared norm of a class's raw features (``nclab.metrics._linalg``: means at the origin with
+    residuals of 1e-16 of the spread count as equal, and the decision is invariant to scaling the features)."""
+    return stats.trace_b(weighting) <= SB_ZERO_RTOL * feature_scale_sq(stats)
 
 
 def zero_rows(V: np.ndarray, scale: float) -> np.ndarray:

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from nclab.metrics._linalg import DEFAULT_RTOL, psd_pinv, stats_eig
+from nclab.metrics._linalg import DEFAULT_RTOL, check_rtol, psd_pinv, stats_eig
 from nclab.metrics._registry import metric
 from nclab.metrics.common import check_stats, whitened_between
 from nclab.stats.class_stats import ClassStats
@@ -38,6 +38,7 @@ def probe_mse_optimal(stats: ClassStats, rtol: float = DEFAULT_RTOL) -> float:
     (a squared loss is >= 0). Needs ``track="full"``; reference implementation: :func:`probe_mse_lstsq`.
     """
     check_stats(stats)
+    rtol = check_rtol(rtol)
     pi = stats.counts / stats.num_samples
     M = stats.centered_means("empirical")
     whitened = whitened_between(stats, rtol)
