@@ -299,6 +299,8 @@ def etf_gram_error_from_eigvals(eigvals: Any, K: int) -> float:
     s = np.zeros(K - 1)
     top = np.clip(lam[: K - 1], 0.0, None)
     s[: top.size] = top
+    if s.size and s[0] > 0:
+        s = s / pow2_scale(float(s[0]))  # scale-free form: no underflow or overflow in the norm
     norm = np.linalg.norm(s)
     if norm == 0:
         return degenerate("etf_gram_error", "all eigenvalues are zero, so G = 0 has no direction")
@@ -317,7 +319,7 @@ def etf_gram_error_spectral(X: ClassStats | Any, *, weighting: Weighting = "bala
     _warn_unattainable("etf_gram_error", K, d, K - 1, "simplex ETF")
     if zero_rows(V, scale).size == K:
         return degenerate("etf_gram_error", "every centred row is zero, so G = 0 has no direction")
-    sv = np.linalg.svd(V, compute_uv=False)
+    sv = np.linalg.svd(_unit_scaled(V), compute_uv=False)
     return etf_gram_error_from_eigvals(sv**2, K)
 
 
