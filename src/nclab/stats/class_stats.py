@@ -36,6 +36,7 @@ import numpy as np
 import torch
 
 from nclab._threads import torch_threads
+from nclab.memory import check_allocation, format_bytes
 from nclab.stats.accumulator import Accumulator
 
 __all__ = [
@@ -163,6 +164,7 @@ class ClassStats(Accumulator):
         self.num_classes = int(num_classes)
         self.dim = int(dim)
         self.track: Track = track
+        _check_state_size(self.num_classes, self.dim, track)
         self.check_finite = bool(check_finite)
         super().__init__(device)
         K, d = self.num_classes, self.dim
@@ -275,6 +277,17 @@ class ClassStats(Accumulator):
     def update(self, features: Any, labels: Any) -> ClassStats:
         """Accumulate a batch: ``features (B, d)`` of any float dtype, ``labels (B,)`` integers in ``[0, K)``."""
         x, y = check_batch(features, labels, self.dim)
+        B = x.shape[0]
+        if B == 0:
+            return self
+        # Every check runs on the batch's own device before the state is allocated or touched: a rejected
+        # batch leaves no trace, not even the device the first batch would pin.
+        check_label_range(y, self.num_classes)
+        # The O(B d) passes below are memory-bound; on the CPU they run on one torch thread so that torch's
+        # OpenMP workers do not spin on the cores that the BLAS syrk needs next (measured 2-3x slower otherwise,
+        # benchmarks/RESULTS.md). Row chunks bound the float64 work memory whatever the batch size.
+        with torch_threads(1, x.device):
+            norms = self._row_norms(x)
         if self._state is None:
             self._allocate(x.device)
         dev = self._device
@@ -282,17 +295,9 @@ class ClassStats(Accumulator):
         # materialising a float64 copy of the batch (these passes are memory-bound on the CPU).
         x = x.to(device=dev)
         y = y.to(device=dev, dtype=torch.int64)
-        B = x.shape[0]
-        if B == 0:
-            return self
-        check_label_range(y, self.num_classes)
-
-        # The O(B d) passes below are memory-bound; on the CPU they run on one torch thread so that torch's
-        # OpenMP workers do not spin on the cores that the BLAS syrk needs next (measured 2-3x slower otherwise,
-        # benchmarks/RESULTS.md). Row chunks bound the float64 work memory whatever the batch size.
+        norms = norms.to(device=dev)
         rows = self._update_rows(B)
         with torch_threads(1, dev):
-            norms = self._row_norms(x)
             for start in range(0, B, rows):
                 stop = start + rows
                 z = self._accumulate_light(x[start:stop], y[start:stop], norms[start:stop])
@@ -577,6 +582,25 @@ class ClassStats(Accumulator):
 
 
 # ---------------------------------------------------------------------- helpers
+def _check_state_size(K: int, d: int, track: Track) -> None:
+    """Refuse (:class:`nclab.memory.AllocationTooLarge`) state that does not fit: three K x d float64 arrays,
+    plus the d x d scatter for ``track="full"``."""
+    kd, dd = 3.0 * 8 * K * d, 8.0 * d * d if track == "full" else 0.0
+    if track == "full" and dd >= kd:
+        alternative = (
+            "use track='light' (trace ratio, CDNV, cosines and the NC2/NC3 metrics need only the K x d state; "
+            "`nclab measure --track light`), or reduce d (e.g. a random projection)"
+        )
+    else:
+        alternative = "use fewer classes (check the labels: is K right?) or reduce d"
+    check_allocation(
+        kd + dd,
+        what=f"ClassStats(num_classes={K}, dim={d}, track={track!r})"
+        + (f" (the d x d scatter alone: {format_bytes(dd)})" if dd else ""),
+        alternative=alternative,
+    )
+
+
 def check_labels_dtype(y: torch.Tensor) -> None:
     """Labels must have an integer dtype (float labels are an error, not silently truncated)."""
     if y.is_floating_point() or y.is_complex() or y.dtype == torch.bool:
@@ -591,6 +615,9 @@ def check_batch(features: Any, labels: Any, dim: int) -> tuple[torch.Tensor, tor
     """
     x = to_tensor(features, "features")
     y = to_tensor(labels, "labels")
+    for name, t in (("features", x), ("labels", y)):
+        if t.device.type == "meta":  # no data to read: every value check below would fail obscurely
+            raise ValueError(f"{name} are on the 'meta' device (no data); move them to 'cpu' or 'cuda' first")
     if x.ndim != 2:
         raise ValueError(f"features must be 2-D (B, d), got shape {tuple(x.shape)}")
     if x.shape[1] != dim:
