@@ -56,14 +56,24 @@ def test_class_stats_full_refused_suggests_light(monkeypatch: pytest.MonkeyPatch
 @pytest.mark.parametrize(
     "call",
     [
-        pytest.param(lambda: __import__("nclab.ufm", fromlist=["solve"]).solve(
-            "mse-bias", K=400, n=2, d=4, lams={"W": 5e-3, "H": 5e-3}), id="ufm-solve"),
-        pytest.param(lambda: __import__("nclab.geometry.codes", fromlist=["x"]).softmax_code_search(
-            3, 400, restarts=1), id="codes-softmax"),
-        pytest.param(lambda: __import__("nclab.geometry.codes", fromlist=["x"]).tammes_search(
-            3, 400, restarts=1), id="codes-tammes"),
-        pytest.param(lambda: __import__("nclab.theory.central_path", fromlist=["x"]).simulate(
-            400, 2, 2, 1.0), id="theory-simulate"),
+        pytest.param(
+            lambda: __import__("nclab.ufm", fromlist=["solve"]).solve(
+                "mse-bias", K=400, n=2, d=4, lams={"W": 5e-3, "H": 5e-3}
+            ),
+            id="ufm-solve",
+        ),
+        pytest.param(
+            lambda: __import__("nclab.geometry.codes", fromlist=["x"]).softmax_code_search(3, 400, restarts=1),
+            id="codes-softmax",
+        ),
+        pytest.param(
+            lambda: __import__("nclab.geometry.codes", fromlist=["x"]).tammes_search(3, 400, restarts=1),
+            id="codes-tammes",
+        ),
+        pytest.param(
+            lambda: __import__("nclab.theory.central_path", fromlist=["x"]).simulate(400, 2, 2, 1.0),
+            id="theory-simulate",
+        ),
     ],
 )
 def test_solvers_refuse_before_allocating(monkeypatch: pytest.MonkeyPatch, call) -> None:
@@ -90,7 +100,7 @@ def test_negative_sentinel_named() -> None:
 def test_infer_num_classes_accepts_gaps() -> None:
     assert infer_num_classes(np.array([0, 5, 999])) == 1000  # below the 1000 floor: K is plausible
     assert infer_num_classes(np.array([1, 1])) == 2
-    with pytest.raises(ValueError, match="relabel them to 0..K-1"):
+    with pytest.raises(ValueError, match=r"relabel them to 0\.\.K-1"):
         infer_num_classes(np.arange(0, 60_000, 20))  # 3000 labels spread evenly over 60000: no outlier
 
 

@@ -19,7 +19,14 @@ from __future__ import annotations
 import os
 import re
 
-__all__ = ["MAX_BYTES_ENV", "AllocationTooLarge", "available_bytes", "check_allocation", "configured_cap", "format_bytes"]
+__all__ = [
+    "MAX_BYTES_ENV",
+    "AllocationTooLarge",
+    "available_bytes",
+    "check_allocation",
+    "configured_cap",
+    "format_bytes",
+]
 
 #: Environment variable with a cap on any one allocation nclab checks (bytes, or e.g. ``512M``, ``8G``).
 MAX_BYTES_ENV = "NCLAB_MAX_BYTES"

@@ -56,9 +56,9 @@ import numpy as np
 from scipy.optimize import minimize
 from threadpoolctl import threadpool_limits
 
-from nclab.memory import check_allocation
 from nclab.geometry.bounds import CodeBounds, softmax_code_bounds
 from nclab.geometry.hull import dist_to_hull, hardmax_value, one_vs_one, one_vs_rest
+from nclab.memory import check_allocation
 from nclab.validation import as_rows, unit_rows
 
 __all__ = [

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from nclab.metrics._registry import metric
 from nclab.metrics._linalg import SB_ZERO_RTOL, feature_scale_sq, pow2_scale
+from nclab.metrics._registry import metric
 from nclab.metrics.common import check_stats
 from nclab.stats.class_stats import ClassStats
 from nclab.validation import check_int

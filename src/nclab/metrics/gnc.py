@@ -101,7 +101,8 @@ def gnc1(
     (eigenvalues ``<= rtol * lambda_max`` dropped). Needs ``track="full"``.
 
     ``Sigma_B = 0`` (every class mean zero, or, centred, all class means equal; up to roundoff:
-    ``tr Sigma_B <= (8 eps)^2 max_k (||mu_k||^2 + var_k)``, the feature scale of ``nc1``): ``inf`` (no class separation, whatever Sigma_W is), the
+    ``tr Sigma_B <= (8 eps)^2 max_k (||mu_k||^2 + var_k)``, the feature scale of ``nc1``): ``inf`` (no class
+    separation, whatever Sigma_W is), the
     convention of ``nc1``. ``Sigma_W = 0`` with ``Sigma_B != 0``: 0.
     """
     if not isinstance(stats, ClassStats):
