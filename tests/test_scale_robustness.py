@@ -224,3 +224,37 @@ def test_tiny_but_real_separation_is_not_zero() -> None:
 def test_rtol_outside_unit_interval_rejected(fn: Callable[..., Any], rtol: float) -> None:
     with pytest.raises(ValueError, match=r"rtol must be in \[0, 1\)"):
         fn(_stats(1.0), rtol=rtol)
+
+
+# ------------------------------------------------------------------------------------------- beyond the range
+@pytest.mark.parametrize("scale", [1e-300, 1e-250, 1e-170, 1e200, 1e300])
+@pytest.mark.parametrize(
+    "fn",
+    [etf_gram_error, etf_gram_error_spectral, orthogonal_frame_error, equinorm, equiangularity, max_angle],
+    ids=lambda f: f.__name__,
+)
+def test_array_metrics_at_any_float64_scale(fn: Callable[..., float], scale: float) -> None:
+    """Metrics of (K, d) arrays (class means, classifier rows) need no second moments: any representable scale."""
+    M = _stats(1.0).means
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert fn(scale * M) == pytest.approx(fn(M), rel=RTOL)
+
+
+@pytest.mark.parametrize("scale", [1e-152, 1e-170, 1e-250])
+def test_features_whose_squares_underflow_are_refused(scale: float) -> None:
+    with pytest.raises(ValueError, match="too small for float64 accumulation .squared norms underflow"):
+        ClassStats.from_arrays(scale * H, Y, K)
+    s = ClassStats(K, D)
+    s.update(np.zeros((3, D)), np.array([0, 1, 2]))  # exact zero rows (dead ReLU features) are fine
+    assert s.num_samples == 3
+
+
+@pytest.mark.parametrize("scale", [1e-150, 1.0, 1e150])
+def test_gnc1_of_normalized_features_scale_free(scale: float) -> None:
+    from nclab.metrics import gnc1, normalize_features
+
+    def value(s: float) -> float:
+        return gnc1(ClassStats.from_arrays(normalize_features(s * H), Y, K))
+
+    assert value(scale) == pytest.approx(value(1.0), rel=RTOL)

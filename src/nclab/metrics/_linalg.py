@@ -30,6 +30,10 @@ DEFAULT_RTOL = 1e-12
 # 1e-32 for features of norm 1, also when the means are at the origin), which must not read as a separation.
 SB_ZERO_RTOL = (8 * np.finfo(np.float64).eps) ** 2
 
+# Squared feature norms below this (2^20 times the smallest normal float64, ~2e-302) have lost digits to
+# underflow: the metrics built on second moments refuse them (features below ~1e-151 in norm).
+MIN_FEATURE_SCALE_SQ = float(np.finfo(np.float64).tiny) * 2.0**20
+
 ZERO_RTOL = 1e-12  # a (centred) vector is "zero" below ZERO_RTOL * (largest norm of the uncentred input)
 
 RankPolicy = int | Literal["numerical"] | None
@@ -78,12 +82,22 @@ def feature_scale_sq(stats: ClassStats) -> float:
     """``max_k (||mu_k||^2 + var_k)``: the largest mean squared norm of one class's raw features (``var_k =
     class_ss_k / n_k``), the scale every "zero" decision about class means is relative to. A class mean carries
     roundoff of a few ulps of its class's raw features, whatever the mean itself is (means at the origin
-    included). Needs only the O(K d) state (``track="light"`` too). Cached per state of ``stats``."""
+    included). Needs only the O(K d) state (``track="light"`` too). Cached per state of ``stats``.
+
+    Raises ``ValueError`` when the features are nonzero but their squares underflow (scale below
+    ``sqrt(MIN_FEATURE_SCALE_SQ)``, about 1e-151): the documented refusal instead of a wrong value."""
 
     def compute() -> float:
         mu = stats.means
-        second = np.einsum("kd,kd->k", mu, mu) + stats.class_ss / stats.counts
-        return float(np.max(second))
+        second = float(np.max(np.einsum("kd,kd->k", mu, mu) + stats.class_ss / stats.counts))
+        if second < MIN_FEATURE_SCALE_SQ and np.any(mu != 0):
+            # squares of features this small are subnormal or 0 in float64: variances and traces have lost
+            # their digits, and every ratio of them would be a confident wrong number
+            raise ValueError(
+                f"features are too small for float64 second moments (largest class mean norm "
+                f"{float(np.max(np.abs(mu))):.3g}); multiply them by a constant (the metrics are scale-invariant)"
+            )
+        return second
 
     return stats.memo(("feature_scale_sq",), compute)
 

@@ -25,7 +25,7 @@ import torch
 
 from nclab.metrics._linalg import DEFAULT_RTOL, SB_ZERO_RTOL, check_rtol, feature_scale_sq, psd_pinv
 from nclab.metrics._registry import metric
-from nclab.metrics.common import unit_directions
+from nclab.metrics.common import row_norms, unit_directions
 from nclab.metrics.variability import nc1
 from nclab.stats.class_stats import ClassStats, Weighting, check_weighting
 from nclab.validation import as_rows, unit_rows
@@ -150,7 +150,7 @@ def gnc3(stats: ClassStats, *, W: Any, normalize_w: bool = True, renormalize_mea
     if Wr.shape != hbar.shape:
         raise ValueError(f"W has shape {Wr.shape}, but the ClassStats have (K, d) = {hbar.shape}")
     if normalize_w:
-        U = unit_directions(Wr, float(np.linalg.norm(Wr, axis=1).max()), "gnc3")
+        U = unit_directions(Wr, float(row_norms(Wr).max()), "gnc3")
         if U is None:
             return float("nan")
         Wr = U

@@ -117,7 +117,7 @@ def nc1(
     rtol = check_rtol(rtol)
     sw = stats.sigma_w(copy=False)
     pb = _pinv_b(stats, weighting, rank, rtol)
-    if pb.rank == 0 or between_is_zero(stats, weighting):
+    if between_is_zero(stats, weighting) or pb.rank == 0:
         return float("inf")
     value = pb.trace_with(sw)
     return value / stats.num_classes if normalize else value

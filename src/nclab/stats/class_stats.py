@@ -326,12 +326,25 @@ class ClassStats(Accumulator):
             for i in range(0, x.shape[0], rows)
         ]
         norms = parts[0] if len(parts) == 1 else torch.cat(parts)
-        if self.check_finite and not bool(torch.isfinite(norms).all()):
+        if not self.check_finite:
+            return norms
+        small = norms < _MIN_ROW_NORM
+        if not bool((torch.isfinite(norms) & ~small).all()):  # one device sync in the common case
             bad = ~torch.isfinite(x).all(dim=1)
             if bool(bad.any()):
                 rows = torch.nonzero(bad).flatten()[:5].tolist()
                 raise ValueError(f"features contain NaN or inf (first bad rows of this batch: {rows})")
-            raise ValueError("features are too large for float64 accumulation (squared norms overflow)")
+            if not bool(torch.isfinite(norms).all()):
+                raise ValueError("features are too large for float64 accumulation (squared norms overflow)")
+            # exact zero rows (e.g. dead ReLU features) are fine; nonzero rows whose squares underflow are not
+            tiny = small.flatten() & (x != 0).any(dim=1)
+            if bool(tiny.any()):
+                rows = torch.nonzero(tiny).flatten()[:5].tolist()
+                raise ValueError(
+                    f"features are too small for float64 accumulation (squared norms underflow below "
+                    f"{_MIN_ROW_NORM:.2g}; first rows of this batch: {rows}); multiply the features by a constant "
+                    f"(the collapse metrics are scale-invariant)"
+                )
         return norms
 
     def clear_memo(self) -> None:
@@ -582,6 +595,11 @@ class ClassStats(Accumulator):
 
 
 # ---------------------------------------------------------------------- helpers
+# Rows with a norm below this (sqrt of 2^20 times the smallest normal float64, ~1.5e-151) have squares that
+# underflow to subnormals or 0: their variances and scatter would lose every digit.
+_MIN_ROW_NORM = float(np.sqrt(np.finfo(np.float64).tiny * 2.0**20))
+
+
 def _check_state_size(K: int, d: int, track: Track) -> None:
     """Refuse (:class:`nclab.memory.AllocationTooLarge`) state that does not fit: three K x d float64 arrays,
     plus the d x d scatter for ``track="full"``."""
