@@ -141,3 +141,17 @@ def test_etf_gram_error_tiled_matches_direct(monkeypatch: pytest.MonkeyPatch) ->
     G = V @ V.T
     T = (np.eye(50) - 1 / 50) / np.sqrt(49)
     assert direct[0] == pytest.approx(np.linalg.norm(G / np.linalg.norm(G) - T), rel=1e-13)
+
+
+def test_collapse_report_full_refused_light_works(monkeypatch: pytest.MonkeyPatch) -> None:
+    from nclab.metrics import collapse_report, trace_ratio
+
+    rng = np.random.default_rng(5)
+    y = np.repeat(np.arange(3), 4)
+    H = rng.normal(size=(12, 40)) + 3 * rng.normal(size=(3, 40))[y]
+    full = ClassStats.from_arrays(H, y, 3)  # 12.5 KiB d x d scatter
+    light = ClassStats.from_arrays(H, y, 3, track="light")
+    monkeypatch.setenv("NCLAB_MAX_BYTES", "30K")  # the report needs ~4 d x d = 50 KiB
+    with pytest.raises(AllocationTooLarge, match="d=40 .* track='light'"):
+        collapse_report(full)
+    assert collapse_report(light)["trace_ratio"] == pytest.approx(trace_ratio(full), rel=1e-12)
