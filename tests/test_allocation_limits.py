@@ -152,6 +152,6 @@ def test_collapse_report_full_refused_light_works(monkeypatch: pytest.MonkeyPatc
     full = ClassStats.from_arrays(H, y, 3)  # 12.5 KiB d x d scatter
     light = ClassStats.from_arrays(H, y, 3, track="light")
     monkeypatch.setenv("NCLAB_MAX_BYTES", "30K")  # the report needs ~4 d x d = 50 KiB
-    with pytest.raises(AllocationTooLarge, match="d=40 .* track='light'"):
+    with pytest.raises(AllocationTooLarge, match=r"d=40 .* track='light'"):
         collapse_report(full)
     assert collapse_report(light)["trace_ratio"] == pytest.approx(trace_ratio(full), rel=1e-12)

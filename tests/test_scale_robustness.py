@@ -243,7 +243,7 @@ def test_array_metrics_at_any_float64_scale(fn: Callable[..., float], scale: flo
 
 @pytest.mark.parametrize("scale", [1e-152, 1e-170, 1e-250])
 def test_features_whose_squares_underflow_are_refused(scale: float) -> None:
-    with pytest.raises(ValueError, match="too small for float64 accumulation .squared norms underflow"):
+    with pytest.raises(ValueError, match=r"too small for float64 accumulation \(squared norms underflow"):
         ClassStats.from_arrays(scale * H, Y, K)
     s = ClassStats(K, D)
     s.update(np.zeros((3, D)), np.array([0, 1, 2]))  # exact zero rows (dead ReLU features) are fine
