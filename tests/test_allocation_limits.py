@@ -4,12 +4,27 @@ batch (meta device) leaves no trace in the accumulator."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import torch
+from typer.testing import CliRunner
 
+from nclab.cli import app
+from nclab.geometry.codes import softmax_code_search, tammes_search
 from nclab.memory import AllocationTooLarge, check_allocation, configured_cap, format_bytes
+from nclab.metrics import (
+    collapse_report,
+    etf_gram_error,
+    orthogonal_frame_error,
+    self_duality,
+    trace_ratio,
+)
+from nclab.metrics import means_geometry as mg
 from nclab.stats import ClassStats
+from nclab.theory.central_path import simulate
+from nclab.ufm import solve
 from nclab.validation import infer_num_classes
 
 
@@ -56,24 +71,10 @@ def test_class_stats_full_refused_suggests_light(monkeypatch: pytest.MonkeyPatch
 @pytest.mark.parametrize(
     "call",
     [
-        pytest.param(
-            lambda: __import__("nclab.ufm", fromlist=["solve"]).solve(
-                "mse-bias", K=400, n=2, d=4, lams={"W": 5e-3, "H": 5e-3}
-            ),
-            id="ufm-solve",
-        ),
-        pytest.param(
-            lambda: __import__("nclab.geometry.codes", fromlist=["x"]).softmax_code_search(3, 400, restarts=1),
-            id="codes-softmax",
-        ),
-        pytest.param(
-            lambda: __import__("nclab.geometry.codes", fromlist=["x"]).tammes_search(3, 400, restarts=1),
-            id="codes-tammes",
-        ),
-        pytest.param(
-            lambda: __import__("nclab.theory.central_path", fromlist=["x"]).simulate(400, 2, 2, 1.0),
-            id="theory-simulate",
-        ),
+        pytest.param(lambda: solve("mse-bias", K=400, n=2, d=4, lams={"W": 5e-3, "H": 5e-3}), id="ufm-solve"),
+        pytest.param(lambda: softmax_code_search(3, 400, restarts=1), id="codes-softmax"),
+        pytest.param(lambda: tammes_search(3, 400, restarts=1), id="codes-tammes"),
+        pytest.param(lambda: simulate(400, 2, 2, 1.0), id="theory-simulate"),
     ],
 )
 def test_solvers_refuse_before_allocating(monkeypatch: pytest.MonkeyPatch, call) -> None:
@@ -127,9 +128,6 @@ def test_rejected_first_batch_pins_no_device() -> None:
 
 def test_etf_gram_error_tiled_matches_direct(monkeypatch: pytest.MonkeyPatch) -> None:
     """The K x K Gram is formed in row tiles for large K: same value as the one-block form."""
-    from nclab.metrics import etf_gram_error, orthogonal_frame_error, self_duality
-    from nclab.metrics import means_geometry as mg
-
     rng = np.random.default_rng(44)
     M, W = rng.normal(size=(50, 8)), rng.normal(size=(50, 8))
     direct = (etf_gram_error(M), orthogonal_frame_error(M), self_duality(M, "gram", W=W))
@@ -144,8 +142,6 @@ def test_etf_gram_error_tiled_matches_direct(monkeypatch: pytest.MonkeyPatch) ->
 
 
 def test_collapse_report_full_refused_light_works(monkeypatch: pytest.MonkeyPatch) -> None:
-    from nclab.metrics import collapse_report, trace_ratio
-
     rng = np.random.default_rng(5)
     y = np.repeat(np.arange(3), 4)
     H = rng.normal(size=(12, 40)) + 3 * rng.normal(size=(3, 40))[y]
@@ -155,3 +151,48 @@ def test_collapse_report_full_refused_light_works(monkeypatch: pytest.MonkeyPatc
     with pytest.raises(AllocationTooLarge, match=r"d=40 .* track='light'"):
         collapse_report(full)
     assert collapse_report(light)["trace_ratio"] == pytest.approx(trace_ratio(full), rel=1e-12)
+
+
+# ------------------------------------------------------------------------------------------- nclab measure
+def _measure(tmp_path, H: np.ndarray, y: np.ndarray, *extra: str):
+    np.save(tmp_path / "h.npy", H)
+    np.save(tmp_path / "y.npy", y)
+    return CliRunner().invoke(app, ["measure", str(tmp_path / "h.npy"), str(tmp_path / "y.npy"), *extra])
+
+
+def test_measure_sentinel_label_is_named(tmp_path) -> None:
+    y = np.repeat(np.arange(3), 4)
+    y[0] = 2**31 - 1
+    res = _measure(tmp_path, np.random.default_rng(0).normal(size=(12, 3)), y)
+    assert res.exit_code == 2
+    assert "2147483647" in res.output and "ignore-index sentinel" in res.output
+
+
+def test_measure_wide_features_suggests_track_light(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NCLAB_MAX_BYTES", "1M")
+    d = 1000  # the d x d scatter: 7.6 MiB
+    rng = np.random.default_rng(1)
+    y = np.repeat(np.arange(3), 2)
+    H = rng.normal(size=(6, d)) + 4 * rng.normal(size=(3, d))[y]
+    res = _measure(tmp_path, H, y)
+    assert res.exit_code == 2 and "--track light" in res.output and "7.63 MiB" in res.output
+    res = _measure(tmp_path, H, y, "--track", "light", "--format", "json")
+    assert res.exit_code == 0, res.output
+    expected = ClassStats.from_arrays(H, y, 3, track="light")
+    assert float(json.loads(res.stdout)["trace_ratio"]) == pytest.approx(trace_ratio(expected), rel=1e-12)
+
+
+def test_measure_nan_bias_rejected_before_streaming(tmp_path) -> None:
+    np.save(tmp_path / "w.npy", np.ones((3, 3)))
+    np.save(tmp_path / "b.npy", np.array([0.0, np.nan, 1.0]))
+    y = np.repeat(np.arange(3), 4)
+    res = _measure(
+        tmp_path,
+        np.random.default_rng(2).normal(size=(12, 3)),
+        y,
+        "-w",
+        str(tmp_path / "w.npy"),
+        "-b",
+        str(tmp_path / "b.npy"),
+    )
+    assert res.exit_code == 2 and "b contains NaN or inf" in res.output

@@ -103,13 +103,16 @@ def measure_arrays(
     """Two streaming passes (ClassStats with ``track``, then NCC) and the full collapse report."""
     from nclab.metrics import collapse_report
     from nclab.stats import ClassStats, NCCAccumulator
-    from nclab.validation import infer_num_classes
+    from nclab.validation import check_finite, infer_num_classes
 
     labels = np.asarray(labels)
     if labels.ndim != 1:
         raise ValueError(f"labels must be 1-D, got shape {labels.shape}")
     if not np.issubdtype(labels.dtype, np.integer):
         raise TypeError(f"labels must have an integer dtype, got {labels.dtype}")
+    # the classifier is checked before the streaming passes, not after the first of them
+    W = None if W is None else check_finite(W, name="W")
+    b = None if b is None else check_finite(b, name="b")
     if num_classes is None:
         num_classes = infer_num_classes(labels, name="labels")
     if len(features.shape) != 2:
