@@ -126,10 +126,12 @@ def test_rejected_first_batch_pins_no_device() -> None:
     assert s.device is None and s.num_samples == 0
 
 
-def test_etf_gram_error_tiled_matches_direct(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.filterwarnings("ignore::nclab.metrics.TargetUnattainableWarning")
+@pytest.mark.parametrize("d", [8, 60], ids=["d<K (Gram norm from d x d)", "d>=K (Gram norm from the tiles)"])
+def test_etf_gram_error_tiled_matches_direct(monkeypatch: pytest.MonkeyPatch, d: int) -> None:
     """The K x K Gram is formed in row tiles for large K: same value as the one-block form."""
     rng = np.random.default_rng(44)
-    M, W = rng.normal(size=(50, 8)), rng.normal(size=(50, 8))
+    M, W = rng.normal(size=(50, d)), rng.normal(size=(50, d))
     direct = (etf_gram_error(M), orthogonal_frame_error(M), self_duality(M, "gram", W=W))
     monkeypatch.setattr(mg, "_GRAM_TILE_ENTRIES", 7 * 50)  # 7 rows per tile
     tiled = (etf_gram_error(M), orthogonal_frame_error(M), self_duality(M, "gram", W=W))

@@ -120,7 +120,13 @@ class ClassStats(Accumulator):
     device : torch device, optional
         Where to accumulate. Default: the device of the first features passed to :meth:`update`.
     check_finite : bool
-        Reject NaN/inf features (one extra O(B d) scan per batch).
+        Reject NaN/inf features, and nonzero rows whose squared norms overflow or underflow float64 (norms
+        above ~1e154 or below ~1.5e-151: their variances would be inf or lose every digit; one extra O(B d)
+        scan per batch). A rejected batch leaves no trace, not even the device it would have pinned.
+
+    Raises :class:`nclab.memory.AllocationTooLarge` (a ``MemoryError`` and a ``ValueError``) before allocating
+    state larger than the available memory or the ``NCLAB_MAX_BYTES`` cap (``24 K d`` bytes, plus ``8 d^2``
+    for ``track="full"``), suggesting ``track="light"`` when the d x d scatter is the bulk.
 
     Examples
     --------
