@@ -198,3 +198,20 @@ def test_measure_nan_bias_rejected_before_streaming(tmp_path) -> None:
         str(tmp_path / "b.npy"),
     )
     assert res.exit_code == 2 and "b contains NaN or inf" in res.output
+
+
+def test_address_space_limit_bounds_available_memory() -> None:
+    """Under ``ulimit -v`` (as the reliability probe ran), what the limit leaves is the bound, not the RAM."""
+    import subprocess
+    import sys
+
+    code = "from nclab.memory import available_bytes; print(available_bytes())"
+    limit_kib = 4_000_000
+    out = subprocess.run(
+        ["bash", "-c", f"ulimit -v {limit_kib} && {sys.executable} -c '{code}'"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    left = int(out.stdout)
+    assert 0 < left < limit_kib * 1024

@@ -5,7 +5,8 @@ Every entry point whose memory grows as O(K^2), O(d^2), O(K d), O(n d) or O(K n 
 :func:`check_allocation` with its estimate first. The estimate is compared with
 
 * the memory available now (``psutil.virtual_memory().available`` when psutil is installed, else
-  ``MemAvailable`` of ``/proc/meminfo``, else physical pages x page size), and
+  ``MemAvailable`` of ``/proc/meminfo``, else physical pages x page size; at most what an address-space limit
+  ``ulimit -v`` leaves the process), and
 * an optional cap: the ``max_bytes`` keyword, else the environment variable ``NCLAB_MAX_BYTES`` (bytes, or a
   number with a suffix K, M, G, T: powers of 1024, e.g. ``NCLAB_MAX_BYTES=8G``),
 
@@ -74,8 +75,7 @@ def _parse_bytes(text: str, source: str) -> int:
     return value
 
 
-def available_bytes() -> int | None:
-    """Memory available to a new allocation now, in bytes (None where it cannot be determined)."""
+def _system_available() -> int | None:
     try:
         import psutil
     except ImportError:
@@ -93,6 +93,29 @@ def available_bytes() -> int | None:
         return int(os.sysconf("SC_PHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
     except (AttributeError, OSError, ValueError):
         return None
+
+
+def _address_space_left() -> int | None:
+    """What an address-space limit (``ulimit -v``, RLIMIT_AS) leaves this process, if one is set."""
+    try:
+        import resource
+
+        limit = resource.getrlimit(resource.RLIMIT_AS)[0]
+        if limit == resource.RLIM_INFINITY:
+            return None
+        with open("/proc/self/statm", encoding="ascii") as f:
+            used = int(f.read().split()[0]) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (ImportError, OSError, ValueError, AttributeError):
+        return None
+    return max(int(limit) - used, 0)
+
+
+def available_bytes() -> int | None:
+    """Memory available to a new allocation now, in bytes: the system's available memory (psutil, else
+    ``MemAvailable`` of ``/proc/meminfo``, else physical memory), and no more than an address-space limit
+    (``ulimit -v``) leaves this process; None where neither can be determined."""
+    known = [v for v in (_system_available(), _address_space_left()) if v is not None]
+    return min(known) if known else None
 
 
 def configured_cap(cap: int | str | None = None) -> int | None:
