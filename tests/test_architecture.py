@@ -27,7 +27,7 @@ APPLICATION = ("nclab.cli", "nclab.experiments", "nclab.__main__")
 
 #: Layers, lowest first: a package imports only packages of lower layers. A new package must be placed here.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("nclab._threads", "nclab.io", "nclab.validation"),
+    ("nclab._threads", "nclab.io", "nclab.memory", "nclab.validation"),
     ("nclab.stats", "nclab.geometry", "nclab.data"),
     ("nclab.metrics", "nclab.nets"),
     ("nclab.report", "nclab.theory", "nclab.ufm"),

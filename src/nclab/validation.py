@@ -34,6 +34,7 @@ __all__ = [
     "check_int",
     "check_labels",
     "check_positive",
+    "infer_num_classes",
     "unit_rows",
 ]
 
@@ -156,6 +157,41 @@ def check_labels(y: Any, *, K: int | None, name: str = "y", num_rows: int | None
     if K is not None and hi >= K:
         raise ValueError(f"{name}: label {hi} is out of range [0, {K})")
     return Y
+
+
+# Large positive labels used as "ignore" markers (int32/int64/uint16/uint32 maxima): named as sentinels.
+_LARGE_SENTINELS = (2**15 - 1, 2**16 - 1, 2**31 - 1, 2**32 - 1, 2**63 - 1)
+
+
+def infer_num_classes(y: Any, *, name: str = "labels") -> int:
+    """K = max label + 1 (at least 2) of integer labels ``y (N,)``, refused when it is implausible.
+
+    An inferred K above ``max(1000, 10 x the number of distinct labels)`` would allocate state for classes that
+    never occur (a sentinel such as 2**31 - 1 asks for terabytes): ``ValueError`` naming the label, calling it an
+    ignore-index sentinel when it is one of the usual markers or an outlier far above the other labels, and the
+    fix (drop those samples, relabel, or give K explicitly). Negative labels: :func:`check_labels`.
+    """
+    Y = check_labels(y, K=None, name=name)
+    if Y.size == 0:
+        return 2
+    hi = int(Y.max())
+    K = max(hi + 1, 2)
+    distinct = np.unique(Y)
+    if K <= max(1000, 10 * distinct.size):
+        return K
+    below = int(distinct[-2]) if distinct.size > 1 else 0
+    count = int(np.sum(Y == hi))
+    if hi in _LARGE_SENTINELS or hi > 10 * (below + 1):
+        why = (
+            f"label {hi} ({count} sample(s)) looks like an ignore-index sentinel (the other labels are <= {below}): "
+            f"drop those samples before measuring, or give the number of classes explicitly"
+        )
+    else:
+        why = "relabel them to 0..K-1 (np.unique(y, return_inverse=True)) or give the number of classes explicitly"
+    raise ValueError(
+        f"{name}: the largest label {hi} would make K = {K} classes, but only {distinct.size} distinct labels "
+        f"occur; {why}"
+    )
 
 
 def check_choice(value: Any, choices: Any, *, name: str) -> Any:

@@ -98,21 +98,26 @@ def measure_arrays(
     conventions: dict[str, Any] | None = None,
     batch_size: int = 8192,
     show_progress: bool = True,
+    track: str = "full",
 ) -> dict[str, float]:
-    """Two streaming passes (ClassStats, then NCC) and the full collapse report."""
+    """Two streaming passes (ClassStats with ``track``, then NCC) and the full collapse report."""
     from nclab.metrics import collapse_report
     from nclab.stats import ClassStats, NCCAccumulator
+    from nclab.validation import check_finite, infer_num_classes
 
     labels = np.asarray(labels)
     if labels.ndim != 1:
         raise ValueError(f"labels must be 1-D, got shape {labels.shape}")
     if not np.issubdtype(labels.dtype, np.integer):
         raise TypeError(f"labels must have an integer dtype, got {labels.dtype}")
+    # the classifier is checked before the streaming passes, not after the first of them
+    W = None if W is None else check_finite(W, name="W")
+    b = None if b is None else check_finite(b, name="b")
     if num_classes is None:
-        num_classes = max(int(labels.max()) + 1, 2) if labels.size else 2
+        num_classes = infer_num_classes(labels, name="labels")
     if len(features.shape) != 2:
         raise ValueError(f"features must be 2-D (N, d), got shape {tuple(features.shape)}")
-    stats = ClassStats(num_classes, features.shape[1])
+    stats = ClassStats(num_classes, features.shape[1], track=track)  # refuses state that does not fit
     with _progress() as progress:
         if not show_progress:
             progress.disable = True
@@ -199,6 +204,13 @@ def measure_command(
     ] = None,
     fmt: Annotated[OutputFormat, format_option()] = OutputFormat.table,
     batch_size: Annotated[int, typer.Option(help="rows per streamed chunk")] = 8192,
+    track: Annotated[
+        str,
+        typer.Option(
+            "--track",
+            help="full: every metric (keeps a d x d matrix); light: the O(K d) metrics only (for very wide features)",
+        ),
+    ] = "full",
 ) -> None:
     """Report every collapse metric of saved features (streamed; memory-mapped .npy never loads whole).
 
@@ -223,6 +235,7 @@ def measure_command(
                 conventions=conventions,
                 batch_size=batch_size,
                 show_progress=fmt is OutputFormat.table,
+                track=track,
             )
     except (ValueError, TypeError, KeyError, FileNotFoundError) as err:
         hint = ""

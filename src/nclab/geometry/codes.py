@@ -58,6 +58,7 @@ from threadpoolctl import threadpool_limits
 
 from nclab.geometry.bounds import CodeBounds, softmax_code_bounds
 from nclab.geometry.hull import dist_to_hull, hardmax_value, one_vs_one, one_vs_rest
+from nclab.memory import check_allocation
 from nclab.validation import as_rows, unit_rows
 
 __all__ = [
@@ -472,6 +473,12 @@ def _search(
 ) -> CodeSearch:
     _check(d, K, restarts, hops)
     d, K = int(d), int(K)
+    # every search step forms the K^2 pairwise differences in d dimensions (a lower estimate of its memory)
+    check_allocation(
+        8.0 * K * K * (d + 1),
+        what=f"the {kind} code search with K={K}, d={d} (K^2 pairs x d)",
+        alternative="use a smaller K (the searches are meant for codes of up to a few hundred vectors)",
+    )
     t0 = time.perf_counter()
     pieces = _tammes_pieces(K) if kind == "tammes" else _softmax_pieces(K)
     M = pieces.M

@@ -5,6 +5,11 @@ Policy (``docs/conventions.md``, row "pseudo-inverse"): symmetric eigendecomposi
 eigenvalues are further capped at ``max_rank`` (e.g. ``min(d, K - 1)`` for a centred Sigma_B), keeping the
 largest. [Xu & Liu 2023] (Sec. 4) shows why both the default ``np.linalg.pinv`` threshold and a bare top-(K-1)
 truncation are unreliable for Sigma_B; the tolerance guard is what makes exactly collapsed data give 0.
+
+This module is also the one place of the "zero" tolerances of the metrics (``SB_ZERO_RTOL``, ``ZERO_RTOL``) and
+of the feature scale they are relative to (:func:`feature_scale_sq`): every test of "Sigma_B = 0" or "two class
+means coincide" compares with the second moment of the raw features, so the decision does not change when the
+features are scaled, and class means at the origin are judged against the spread, not against their own norm.
 """
 
 from __future__ import annotations
@@ -19,6 +24,18 @@ if TYPE_CHECKING:
     from nclab.stats.class_stats import ClassStats
 
 DEFAULT_RTOL = 1e-12
+
+# Sigma_B counts as zero when Tr Sigma_B <= SB_ZERO_RTOL * feature_scale_sq(stats): a class mean is computed to a
+# few ulps of the raw features' magnitude, so equal class means leave roundoff of that size (e.g. Tr Sigma_B =
+# 1e-32 for features of norm 1, also when the means are at the origin), which must not read as a separation.
+SB_ZERO_RTOL = (8 * np.finfo(np.float64).eps) ** 2
+
+# Squared feature norms below this (2^20 times the smallest normal float64, ~2e-302) have lost digits to
+# underflow: the metrics built on second moments refuse them (features below ~1e-151 in norm).
+MIN_FEATURE_SCALE_SQ = float(np.finfo(np.float64).tiny) * 2.0**20
+
+ZERO_RTOL = 1e-12  # a (centred) vector is "zero" below ZERO_RTOL * (largest norm of the uncentred input)
+
 RankPolicy = int | Literal["numerical"] | None
 
 
@@ -40,6 +57,49 @@ class PsdPinv:
         """``Tr(A^+ B)`` for a symmetric ``B: (d, d)``, without forming ``A^+``."""
         V = self.basis
         return float(np.einsum("ij,ij->j", V, B @ V) @ (1.0 / self.eigvals[: self.rank]))
+
+
+def check_rtol(rtol: float, name: str = "rtol") -> float:
+    """``rtol`` as a float in ``[0, 1)``: a relative eigenvalue tolerance >= 1 drops every eigenvalue (the
+    pseudo-inverse would be 0 and the metric a meaningless inf or 1), so it is refused, naming the keyword."""
+    if isinstance(rtol, bool) or not isinstance(rtol, int | float | np.integer | np.floating):
+        raise TypeError(f"{name} must be a float in [0, 1), got {rtol!r}")
+    if not 0.0 <= float(rtol) < 1.0:
+        raise ValueError(f"{name} must be in [0, 1) (a relative eigenvalue tolerance), got {rtol!r}")
+    return float(rtol)
+
+
+def pow2_scale(x: float) -> float:
+    """The power of two ``2**e`` with ``x / 2**e`` in ``[0.5, 1)`` (1.0 for ``x = 0`` or non-finite ``x``):
+    dividing by it is exact, so rescaling features to O(1) before forming squares keeps every digit, also of
+    differences of nearly equal means."""
+    if not (np.isfinite(x) and x > 0):
+        return 1.0
+    return float(np.ldexp(1.0, int(np.frexp(x)[1])))
+
+
+def feature_scale_sq(stats: ClassStats) -> float:
+    """``max_k (||mu_k||^2 + var_k)``: the largest mean squared norm of one class's raw features (``var_k =
+    class_ss_k / n_k``), the scale every "zero" decision about class means is relative to. A class mean carries
+    roundoff of a few ulps of its class's raw features, whatever the mean itself is (means at the origin
+    included). Needs only the O(K d) state (``track="light"`` too). Cached per state of ``stats``.
+
+    Raises ``ValueError`` when the features are nonzero but their squares underflow (scale below
+    ``sqrt(MIN_FEATURE_SCALE_SQ)``, about 1e-151): the documented refusal instead of a wrong value."""
+
+    def compute() -> float:
+        mu = stats.means
+        second = float(np.max(np.einsum("kd,kd->k", mu, mu) + stats.class_ss / stats.counts))
+        if second < MIN_FEATURE_SCALE_SQ and np.any(mu != 0):
+            # squares of features this small are subnormal or 0 in float64: variances and traces have lost
+            # their digits, and every ratio of them would be a confident wrong number
+            raise ValueError(
+                f"features are too small for float64 second moments (largest class mean norm "
+                f"{float(np.max(np.abs(mu))):.3g}); multiply them by a constant (the metrics are scale-invariant)"
+            )
+        return second
+
+    return stats.memo(("feature_scale_sq",), compute)
 
 
 def sym_eig(A: np.ndarray, *, symmetric: bool = False) -> tuple[np.ndarray, np.ndarray]:
@@ -140,8 +200,7 @@ def psd_pinv(
         below the tolerance (a requested rank above the numerical rank is not an error: exact zeros are never
         inverted).
     """
-    if not (rtol >= 0):
-        raise ValueError(f"rtol must be >= 0, got {rtol}")
+    rtol = check_rtol(rtol)
     if (A is None) == (eig is None):
         raise ValueError("give exactly one of A or eig=(eigenvalues descending, eigenvectors)")
     w, V = sym_eig(A) if eig is None else eig

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from nclab.metrics._linalg import SB_ZERO_RTOL, feature_scale_sq, pow2_scale
 from nclab.metrics._registry import metric
-from nclab.metrics.common import SB_ZERO_RTOL, check_stats
+from nclab.metrics.common import check_stats
 from nclab.stats.class_stats import ClassStats
 from nclab.validation import check_int
 
@@ -43,7 +44,9 @@ def cdnv(stats: ClassStats, exponent: float = 1, tile: int | None = None) -> flo
 
     Works with ``track="light"`` statistics. Returns ``inf`` if two class means coincide (those classes are
     not separated), whatever their variances; hence ``inf`` when Sigma_B = 0. "Coincide" is up to roundoff:
-    ``||mu_i - mu_j||^2 <= (8 eps)^2 max(||mu_i||^2, ||mu_j||^2)``, eps the float64 machine epsilon.
+    ``||mu_i - mu_j||^2 <= (8 eps)^2 max_k (||mu_k||^2 + var_k)``, eps the float64 machine epsilon, relative to the
+    largest mean squared norm of a class's raw features (so means at the origin with residuals of 1e-16 of
+    the spread coincide, and scaling the features never changes the decision).
 
     Examples
     --------
@@ -66,10 +69,18 @@ def cdnv(stats: ClassStats, exponent: float = 1, tile: int | None = None) -> flo
     if tile is None:
         tile = max(1, _TILE_BUDGET // K)
     tile = check_int(tile, name="tile", low=1)
-    mu = stats.means
-    raw_sq = np.einsum("kd,kd->k", mu, mu)
+    # Computed on features divided by c, the power of two nearest above sqrt(feature_scale_sq) (exact): the
+    # squared distances and variances are then O(1) whatever the scale of the features (no overflow at 1e150,
+    # no underflow at 1e-150), and the result is rescaled by c^(2 - 2 exponent) (1 for exponent 1).
+    f2 = feature_scale_sq(stats)
+    if f2 == 0.0:  # every feature is 0: all class means coincide
+        return float("inf")
+    c = pow2_scale(np.sqrt(f2))
+    c2 = c * c
+    thresh = SB_ZERO_RTOL * (f2 / c2)
+    mu = stats.means / c
     mu = mu - mu.mean(axis=0)  # only differences enter; centring shrinks the cancellation of the expansion
-    var = stats.class_ss / stats.counts
+    var = stats.class_ss / stats.counts / c2
     sq = np.einsum("kd,kd->k", mu, mu)
     total = 0.0
     for a in range(0, K - 1, int(tile)):
@@ -85,10 +96,12 @@ def cdnv(stats: ClassStats, exponent: float = 1, tile: int | None = None) -> flo
             for s in range(0, ri.size, step):
                 diff = mu[rows[ri[s : s + step]]] - mu[cols[ci[s : s + step]]]
                 d2[ri[s : s + step], ci[s : s + step]] = np.einsum("pd,pd->p", diff, diff)
-        d2 = np.where(keep, d2, 1.0)
-        # coincident means (up to roundoff of the raw means): classes not separated
-        if np.any(d2 <= SB_ZERO_RTOL * np.maximum(raw_sq[rows, None], raw_sq[None, cols])):
+        # coincident means (up to the roundoff of means of features of this scale): classes not separated
+        if np.any(keep & (d2 <= thresh)):
             return float("inf")
+        d2 = np.where(keep, d2, 1.0)
         num = var[rows, None] + var[None, cols]
         total += float(np.sum(np.where(keep, num / (2.0 * d2**exponent), 0.0)))
+    if exponent != 1:
+        total *= c2 ** (1.0 - exponent)
     return total / (K * (K - 1) / 2)

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from nclab.memory import check_allocation
 from nclab.metrics._registry import REGISTRY
 from nclab.metrics.cdnv import cdnv
 from nclab.metrics.common import check_stats
@@ -142,6 +143,14 @@ def collapse_report(
     classifier_accuracy_on_means 1.0000
     """
     check_stats(stats)
+    if stats.track == "full":
+        # Sigma_W, Sigma_T and their eigendecompositions: about 3.2 d x d float64 arrays at the peak (measured)
+        d = stats.dim
+        check_allocation(
+            4.0 * 8 * d * d,
+            what=f"collapse_report of track='full' ClassStats with d={d} (d x d matrices and eigendecompositions)",
+            alternative="report the O(K d) metrics from track='light' statistics, or reduce d",
+        )
     b_arr = None
     if b is not None:
         if W is None:

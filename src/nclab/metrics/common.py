@@ -11,7 +11,7 @@ import warnings
 import numpy as np
 from scipy.linalg import lapack, solve_triangular
 
-from nclab.metrics._linalg import stats_eigvals
+from nclab.metrics._linalg import SB_ZERO_RTOL, ZERO_RTOL, feature_scale_sq, pow2_scale, stats_eigvals
 from nclab.stats.class_stats import ClassStats, Weighting
 
 __all__ = [
@@ -23,18 +23,13 @@ __all__ = [
     "between_is_zero",
     "check_stats",
     "degenerate",
+    "row_norms",
     "rows_str",
     "total_condition",
     "unit_directions",
     "whitened_between",
     "zero_rows",
 ]
-
-# Sigma_B counts as zero when Tr Sigma_B <= SB_ZERO_RTOL * max_k ||mu_k||^2: centring K equal class means leaves
-# roundoff of a few ulps of ||mu_k|| (e.g. Tr Sigma_B = 1e-32, not 0), which must not read as a separation.
-SB_ZERO_RTOL = (8 * np.finfo(np.float64).eps) ** 2
-
-ZERO_RTOL = 1e-12  # a (centred) vector is "zero" below ZERO_RTOL * (largest norm of the uncentred input)
 
 
 class DegenerateMetricWarning(RuntimeWarning):
@@ -59,15 +54,24 @@ def check_stats(stats: ClassStats, *, name: str = "stats") -> None:
 
 
 def between_is_zero(stats: ClassStats, weighting: Weighting) -> bool:
-    """All class means equal up to roundoff: ``Tr Sigma_B <= SB_ZERO_RTOL * max_k ||mu_k||^2``."""
-    mu = stats.means
-    scale = float(np.max(np.einsum("kd,kd->k", mu, mu)))
-    return stats.trace_b(weighting) <= SB_ZERO_RTOL * scale
+    """All class means equal up to roundoff: ``Tr Sigma_B <= SB_ZERO_RTOL * feature_scale_sq(stats)``, the
+    largest mean squared norm of a class's raw features (``nclab.metrics._linalg``: means at the origin with
+    residuals of 1e-16 of the spread count as equal, and the decision is invariant to scaling the features)."""
+    return stats.trace_b(weighting) <= SB_ZERO_RTOL * feature_scale_sq(stats)
+
+
+def row_norms(V: np.ndarray) -> np.ndarray:
+    """Euclidean norms of the rows of ``V (K, d)``, computed on ``V`` divided by a power of two near its largest
+    entry (exact), so rows of any float64 magnitude neither overflow nor underflow in the squares."""
+    if V.size == 0:
+        return np.zeros(V.shape[0])
+    p = pow2_scale(float(np.max(np.abs(V))))
+    return np.linalg.norm(V / p, axis=1) * p
 
 
 def zero_rows(V: np.ndarray, scale: float) -> np.ndarray:
     """Indices of the rows of ``V`` with norm ``<= ZERO_RTOL * scale`` (all rows when ``scale = 0``)."""
-    norms = np.linalg.norm(V, axis=1)
+    norms = row_norms(V)
     return np.flatnonzero(norms <= ZERO_RTOL * scale) if scale > 0 else np.arange(V.shape[0])
 
 
@@ -87,7 +91,7 @@ def unit_directions(V: np.ndarray, scale: float, metric_name: str) -> np.ndarray
     naming the rows with norm ``<= ZERO_RTOL * scale`` (all rows when ``scale = 0``): a metric of directions is
     then nan. The policy of :func:`nclab.validation.unit_rows` with ``zero="nan"``, computed from one norm pass
     (this runs several times per collapse report, so it skips the general helper's argument handling)."""
-    norms = np.linalg.norm(V, axis=1)
+    norms = row_norms(V)
     zero = np.flatnonzero(norms <= (ZERO_RTOL * scale if scale > 0 else np.inf))
     if zero.size:
         degenerate(metric_name, f"rows {rows_str(zero)} have zero norm, so their cosines are undefined")

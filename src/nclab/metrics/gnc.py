@@ -23,9 +23,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from nclab.metrics._linalg import DEFAULT_RTOL, psd_pinv
+from nclab.metrics._linalg import DEFAULT_RTOL, SB_ZERO_RTOL, check_rtol, feature_scale_sq, psd_pinv
 from nclab.metrics._registry import metric
-from nclab.metrics.common import SB_ZERO_RTOL, unit_directions
+from nclab.metrics.common import row_norms, unit_directions
 from nclab.metrics.variability import nc1
 from nclab.stats.class_stats import ClassStats, Weighting, check_weighting
 from nclab.validation import as_rows, unit_rows
@@ -101,11 +101,13 @@ def gnc1(
     (eigenvalues ``<= rtol * lambda_max`` dropped). Needs ``track="full"``.
 
     ``Sigma_B = 0`` (every class mean zero, or, centred, all class means equal; up to roundoff:
-    ``tr Sigma_B <= (8 eps)^2 max_k ||mu_k||^2``): ``inf`` (no class separation, whatever Sigma_W is), the
+    ``tr Sigma_B <= (8 eps)^2 max_k (||mu_k||^2 + var_k)``, the feature scale of ``nc1``): ``inf`` (no class
+    separation, whatever Sigma_W is), the
     convention of ``nc1``. ``Sigma_W = 0`` with ``Sigma_B != 0``: 0.
     """
     if not isinstance(stats, ClassStats):
         raise TypeError(f"gnc1 expects ClassStats (built on L2-normalised features), got {type(stats).__name__}")
+    rtol = check_rtol(rtol)
     if check:
         check_normalized_stats(stats, tol)
     counts = stats.require_nonempty("gnc1")
@@ -117,9 +119,8 @@ def gnc1(
     w = np.full(K, 1.0 / K) if weighting == "balanced" else counts / counts.sum()
     sb = (mu * w[:, None]).T @ mu
     # Sigma_B = 0 up to roundoff (nc1's threshold): no class separation, inf, as nc1
-    scale = float(np.linalg.norm(mu, axis=1).max())
     p = psd_pinv(sb, max_rank=min(d, K), rtol=rtol)
-    if p.rank == 0 or np.trace(sb) <= SB_ZERO_RTOL * scale**2:
+    if p.rank == 0 or np.trace(sb) <= SB_ZERO_RTOL * feature_scale_sq(stats):
         return float("inf")
     return p.trace_with(stats.sigma_w(copy=False)) / K
 
@@ -149,7 +150,7 @@ def gnc3(stats: ClassStats, *, W: Any, normalize_w: bool = True, renormalize_mea
     if Wr.shape != hbar.shape:
         raise ValueError(f"W has shape {Wr.shape}, but the ClassStats have (K, d) = {hbar.shape}")
     if normalize_w:
-        U = unit_directions(Wr, float(np.linalg.norm(Wr, axis=1).max()), "gnc3")
+        U = unit_directions(Wr, float(row_norms(Wr).max()), "gnc3")
         if U is None:
             return float("nan")
         Wr = U

@@ -42,11 +42,13 @@ from typing import Any, Literal
 
 import numpy as np
 
+from nclab.metrics._linalg import pow2_scale
 from nclab.metrics._registry import REGISTRY, metric
 from nclab.metrics.common import (
     ZERO_RTOL,
     TargetUnattainableWarning,
     degenerate,
+    row_norms,
     unit_directions,
     zero_rows,
 )
@@ -76,13 +78,13 @@ def _vectors(X: ClassStats | Any, center: bool, weighting: Weighting, name: str 
         return X.memo(("geometry_rows", center, weighting), lambda: _stats_vectors(X, center, weighting))
     raw = as_rows(X, name=name)
     V = raw - raw.mean(axis=0) if center else raw
-    return V, float(np.linalg.norm(raw, axis=1).max())
+    return V, float(row_norms(raw).max())
 
 
 def _stats_vectors(stats: ClassStats, center: bool, weighting: Weighting) -> tuple[np.ndarray, float]:
     raw = stats.means  # raises EmptyClassError with a clear message if a class is empty
     V = stats.centered_means(weighting) if center else raw
-    return V, float(np.linalg.norm(raw, axis=1).max())
+    return V, float(row_norms(raw).max())
 
 
 def _etf_pair_moments(X: ClassStats | Any, U: np.ndarray, weighting: Weighting) -> tuple[int, float, float, float]:
@@ -148,12 +150,52 @@ def _warn_unattainable(metric_name: str, K: int, d: int, need: int, target: str)
         )
 
 
-def _etf_target(K: int) -> np.ndarray:
-    return (np.eye(K) - 1.0 / K) / np.sqrt(K - 1)
+#: Entries of one row tile of a K x K Gram (32 MB of float64): the Gram metrics never hold the whole K x K matrix.
+_GRAM_TILE_ENTRIES = 1 << 22
 
 
-def _gram_distance(G: np.ndarray, target: np.ndarray) -> float:
-    return float(np.linalg.norm(G / np.linalg.norm(G) - target))
+def _unit_scaled(V: np.ndarray) -> np.ndarray:
+    """``V`` divided by the power of two just above its largest entry (exact; the Gram metrics are scale-free):
+    products and squares of the scaled rows are O(1), so features of any float64 magnitude (1e-150 ... 1e150)
+    neither overflow nor underflow."""
+    return V / pow2_scale(float(np.max(np.abs(V))))
+
+
+def _cross_gram_norm(A: np.ndarray, B: np.ndarray) -> float:
+    """``||A B^T||_F`` of O(1)-scaled rows, summed over row tiles (never the K x K product at once)."""
+    rows = max(1, _GRAM_TILE_ENTRIES // A.shape[0])
+    return float(np.sqrt(sum(float(np.sum((A[a : a + rows] @ B.T) ** 2)) for a in range(0, A.shape[0], rows))))
+
+
+def _gram_distance(A: np.ndarray, B: np.ndarray, target: Literal["etf", "identity"]) -> float:
+    """``|| G / ||G||_F - T ||_F`` for ``G = A B^T`` (K, K) and ``T`` the simplex-ETF Gram
+    ``(I - 11^T/K) / sqrt(K-1)`` or ``I / sqrt(K)`` (both of unit norm), in row tiles of ``G`` (O(tile K)
+    memory, never K x K for large K) and on rows scaled to unit size (:func:`_unit_scaled`). The caller has
+    checked that ``A`` and ``B`` are nonzero."""
+    K, d = A.shape
+    same = A is B
+    A = _unit_scaled(A)
+    B = A if same else _unit_scaled(B)
+    if target == "etf":
+        diag, off = 1.0 / np.sqrt(K - 1), -1.0 / (K * np.sqrt(K - 1))  # T = diag I + off 11^T
+    else:
+        diag, off = 1.0 / np.sqrt(K), 0.0
+    rows = max(1, _GRAM_TILE_ENTRIES // K)
+    if rows >= K:
+        G = A @ B.T
+        g = float(np.linalg.norm(G))
+        tiles: Iterator[tuple[int, np.ndarray]] = iter([(0, G)])
+    else:
+        # ||A A^T||_F = ||A^T A||_F (d x d, d < K here); a cross Gram needs one extra pass over the tiles
+        g = float(np.linalg.norm(A.T @ A)) if same and d < K else _cross_gram_norm(A, B)
+        tiles = ((a, A[a : a + rows] @ B.T) for a in range(0, K, rows))
+    total = 0.0
+    for a, block in tiles:
+        block = block / g - off
+        idx = np.arange(block.shape[0])
+        block[idx, a + idx] -= diag
+        total += float(np.sum(block * block))
+    return float(np.sqrt(total))
 
 
 # ---------------------------------------------------------------------------------------------- PNAS NC2
@@ -168,10 +210,10 @@ def equinorm(vectors_or_stats: ClassStats | Any, ddof: int = 1, *, weighting: We
     Returns nan with :class:`DegenerateMetricWarning` when every norm is zero.
     """
     V, scale = _vectors(vectors_or_stats, center=isinstance(vectors_or_stats, ClassStats), weighting=weighting)
-    norms = np.linalg.norm(V, axis=1)
+    norms = row_norms(V)
     if zero_rows(V, scale).size == V.shape[0]:
         return degenerate("equinorm", "every vector has zero norm")
-    return _spread(norms, ddof) / float(norms.mean())
+    return _spread(norms / float(norms.mean()), ddof)  # relative norms: no overflow in the squared deviations
 
 
 @metric("equiangularity", "lower", "[Han et al. 2022, Fig. 4] / [Papyan et al. 2020] (NC2 equiangularity)")
@@ -229,7 +271,7 @@ def etf_gram_error(X: ClassStats | Any, center: bool = True, *, weighting: Weigh
     _warn_unattainable("etf_gram_error", K, d, K - 1, "simplex ETF")
     if zero_rows(V, scale).size == K:
         return degenerate("etf_gram_error", "every (centred) row is zero, so G = 0 has no direction")
-    return _gram_distance(V @ V.T, _etf_target(K))
+    return _gram_distance(V, V, "etf")
 
 
 REGISTRY["pfc2"] = dataclasses.replace(etf_gram_error.info, name="pfc2")  # type: ignore[attr-defined]
@@ -258,6 +300,8 @@ def etf_gram_error_from_eigvals(eigvals: Any, K: int) -> float:
     s = np.zeros(K - 1)
     top = np.clip(lam[: K - 1], 0.0, None)
     s[: top.size] = top
+    if s.size and s[0] > 0:
+        s = s / pow2_scale(float(s[0]))  # scale-free form: no underflow or overflow in the norm
     norm = np.linalg.norm(s)
     if norm == 0:
         return degenerate("etf_gram_error", "all eigenvalues are zero, so G = 0 has no direction")
@@ -276,7 +320,7 @@ def etf_gram_error_spectral(X: ClassStats | Any, *, weighting: Weighting = "bala
     _warn_unattainable("etf_gram_error", K, d, K - 1, "simplex ETF")
     if zero_rows(V, scale).size == K:
         return degenerate("etf_gram_error", "every centred row is zero, so G = 0 has no direction")
-    sv = np.linalg.svd(V, compute_uv=False)
+    sv = np.linalg.svd(_unit_scaled(V), compute_uv=False)
     return etf_gram_error_from_eigvals(sv**2, K)
 
 
@@ -293,7 +337,7 @@ def orthogonal_frame_error(X: ClassStats | Any) -> float:
     _warn_unattainable("orthogonal_frame_error", K, d, K, "orthogonal frame")
     if zero_rows(V, scale).size == K:
         return degenerate("orthogonal_frame_error", "every row is zero, so G = 0 has no direction")
-    return _gram_distance(V @ V.T, np.eye(K) / np.sqrt(K))
+    return _gram_distance(V, V, "identity")
 
 
 # ---------------------------------------------------------------------------------------------- NC3
@@ -343,7 +387,7 @@ def self_duality(
     Wr = as_rows(W, name="W")
     if Wr.shape != M.shape:
         raise ValueError(f"W has shape {Wr.shape}, but the class means have shape {M.shape}")
-    w_scale = float(np.linalg.norm(Wr, axis=1).max())
+    w_scale = float(row_norms(Wr).max())
     if center_w:
         Wr = Wr - Wr.mean(axis=0)
     name = f"self_duality[{variant}]"
@@ -358,12 +402,13 @@ def self_duality(
     if zero_rows(M, m_scale).size == M.shape[0]:
         return degenerate(name, "the (centred) class means are all zero")
     if variant == "frobenius":
-        dist = float(np.linalg.norm(Wr / np.linalg.norm(Wr) - M / np.linalg.norm(M)))
+        Ws, Ms = _unit_scaled(Wr), _unit_scaled(M)  # no overflow in the norms
+        dist = float(np.linalg.norm(Ws / np.linalg.norm(Ws) - Ms / np.linalg.norm(Ms)))
         return dist**2 if (squared is None or squared) else dist
-    G = Wr @ M.T
-    if np.linalg.norm(G) <= ZERO_RTOL * np.linalg.norm(Wr) * np.linalg.norm(M):
+    Ws, Ms = _unit_scaled(Wr), _unit_scaled(M)
+    if _cross_gram_norm(Ws, Ms) <= ZERO_RTOL * np.linalg.norm(Ws) * np.linalg.norm(Ms):
         return degenerate(name, "the cross-Gram W M^T is zero (W orthogonal to every class mean)")
-    dist = _gram_distance(G, _etf_target(Wr.shape[0]))
+    dist = _gram_distance(Ws, Ms, "etf")
     return dist**2 if squared else dist
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from nclab.metrics._linalg import DEFAULT_RTOL, psd_pinv, stats_eig
+from nclab.metrics._linalg import DEFAULT_RTOL, check_rtol, pow2_scale, psd_pinv, stats_eig
 from nclab.metrics._registry import metric
 from nclab.metrics.common import check_stats, whitened_between
 from nclab.stats.class_stats import ClassStats
@@ -38,6 +38,7 @@ def probe_mse_optimal(stats: ClassStats, rtol: float = DEFAULT_RTOL) -> float:
     (a squared loss is >= 0). Needs ``track="full"``; reference implementation: :func:`probe_mse_lstsq`.
     """
     check_stats(stats)
+    rtol = check_rtol(rtol)
     pi = stats.counts / stats.num_samples
     M = stats.centered_means("empirical")
     whitened = whitened_between(stats, rtol)
@@ -76,7 +77,11 @@ def probe_mse_lstsq(H: Any, y: Any, num_classes: int | None = None) -> float:
     K = check_int(int(y.max()) + 1 if num_classes is None else num_classes, name="num_classes", low=2)
     y = check_labels(y, K=K, name="y")
     N = H.shape[0]
-    X = np.hstack([H - H.mean(axis=0), np.ones((N, 1))])
+    Hc = H - H.mean(axis=0)
+    # the loss is scale-invariant; an exact power-of-two rescaling puts the features on the scale of the
+    # constant column, so lstsq's relative rank cut-off sees both (features at 1e-50 would otherwise read as 0)
+    Hc = Hc / pow2_scale(float(np.max(np.abs(Hc))) if Hc.size else 0.0)
+    X = np.hstack([Hc, np.ones((N, 1))])
     Y = np.zeros((N, K))
     Y[np.arange(N), y] = 1.0
     beta, *_ = np.linalg.lstsq(X, Y, rcond=None)

@@ -11,7 +11,7 @@ from typing import Literal
 
 import numpy as np
 
-from nclab.metrics._linalg import DEFAULT_RTOL, psd_pinv, stats_eigvals
+from nclab.metrics._linalg import DEFAULT_RTOL, check_rtol, psd_pinv, stats_eigvals
 from nclab.metrics._registry import metric
 from nclab.metrics.common import check_stats
 from nclab.stats.class_stats import ClassStats, Weighting
@@ -56,6 +56,7 @@ def spectrum(
     second moment ``(1/N) sum_i h_i h_i^T = Sigma_T + mu_G mu_G^T``. Eigenvalues ``<= rtol * lambda_max`` are
     returned as 0.
     """
+    rtol = check_rtol(rtol)
     if center:
         _validate(stats, which, center)
         lam = np.maximum(stats_eigvals(stats, which, weighting), 0.0)

@@ -9,7 +9,9 @@ cap): the one pinv policy of nclab.
 Degenerate inputs (documented values, never an unexplained NaN):
 
 * Sigma_B = 0 (all class means equal, including all-identical features; "equal" up to roundoff:
-  Tr Sigma_B <= (8 eps)^2 max_k ||mu_k||^2, eps the float64 machine epsilon): ``nc1``, ``fuzziness`` and
+  Tr Sigma_B <= (8 eps)^2 max_k (||mu_k||^2 + var_k), eps the float64 machine epsilon: relative to the largest
+  mean squared norm of a class's raw features, so class means at the origin with roundoff residuals count as
+  equal, and scaling the features never changes the decision): ``nc1``, ``fuzziness`` and
   ``trace_ratio`` return ``inf`` (no class separation, whatever Sigma_W is); ``vci`` returns 1 (the optimal
   linear probe cannot beat the constant predictor); ``within_class_split`` puts all within-class variance in
   the orthogonal part (``normalize=True`` raises ``ValueError``: nothing to normalise by).
@@ -26,7 +28,14 @@ from typing import Literal
 
 import numpy as np
 
-from nclab.metrics._linalg import DEFAULT_RTOL, RankPolicy, psd_pinv, stats_between_eig, stats_eig
+from nclab.metrics._linalg import (
+    DEFAULT_RTOL,
+    RankPolicy,
+    check_rtol,
+    psd_pinv,
+    stats_between_eig,
+    stats_eig,
+)
 from nclab.metrics._registry import REGISTRY, metric
 from nclab.metrics.common import between_is_zero, check_stats, whitened_between
 from nclab.stats.class_stats import ClassStats, Weighting, check_weighting
@@ -105,9 +114,10 @@ def nc1(
     0.0000
     """
     check_stats(stats)
+    rtol = check_rtol(rtol)
     sw = stats.sigma_w(copy=False)
     pb = _pinv_b(stats, weighting, rank, rtol)
-    if pb.rank == 0 or between_is_zero(stats, weighting):
+    if between_is_zero(stats, weighting) or pb.rank == 0:
         return float("inf")
     value = pb.trace_with(sw)
     return value / stats.num_classes if normalize else value
@@ -266,6 +276,7 @@ def vci(
     0.0233
     """
     check_stats(stats)
+    rtol = check_rtol(rtol)
     check_weighting(weighting)
     r = _vci_rank(stats, rank, weighting, rtol)
     if r == 0 or between_is_zero(stats, weighting):
@@ -312,6 +323,7 @@ def within_class_split(
     With Sigma_B = 0, V_B = {0}: in_span = 0, orthogonal = Tr Sigma_W, rank = 0. Needs ``track="full"``.
     """
     check_stats(stats)
+    rtol = check_rtol(rtol)
     sw = stats.sigma_w(copy=False)
     pb = _pinv_b(stats, weighting, rank, rtol)
     r = 0 if between_is_zero(stats, weighting) else pb.rank

@@ -39,6 +39,7 @@ import numpy as np
 import torch
 
 from nclab._threads import torch_threads
+from nclab.memory import check_allocation, format_bytes
 from nclab.stats.accumulator import Accumulator
 
 __all__ = [
@@ -124,7 +125,9 @@ class ClassStats(Accumulator):
     device : torch device, optional
         Where to accumulate. Default: the device of the first features passed to :meth:`update`.
     check_finite : bool
-        Reject NaN/inf features (one extra O(B d) scan per batch).
+        Reject NaN/inf features, and nonzero rows whose squared norms overflow or underflow float64 (norms
+        above ~1e154 or below ~1.5e-151: their variances would be inf or lose every digit; one extra O(B d)
+        scan per batch). A rejected batch leaves no trace, not even the device it would have pinned.
     compute_dtype : {"float64", "float32"}
         Precision of the Gram ``sum z z^T`` of the shifted features (full track). ``"float64"`` (default): every
         product in float64, Sigma_W exact to ~1e-13 relative even near collapse. ``"float32"``: the shifted rows
@@ -139,6 +142,10 @@ class ClassStats(Accumulator):
         probability [Higham & Mary 2019] (~3e-6 at b = 2,048); measured ~1e-7 relative Frobenius error of
         Sigma_W, near collapse included (docs/stats.md). The default stays float64: the guaranteed bound at
         b = 2,048 (~1.2e-4 (1 + rho)) is far from float64's, and the gain on the CPU is the float32 Gram's only.
+
+    Raises :class:`nclab.memory.AllocationTooLarge` (a ``MemoryError`` and a ``ValueError``) before allocating
+    state larger than the available memory or the ``NCLAB_MAX_BYTES`` cap (``24 K d`` bytes, plus ``8 d^2``
+    for ``track="full"``), suggesting ``track="light"`` when the d x d scatter is the bulk.
 
     Examples
     --------
@@ -185,6 +192,7 @@ class ClassStats(Accumulator):
         self.num_classes = int(num_classes)
         self.dim = int(dim)
         self.track: Track = track
+        _check_state_size(self.num_classes, self.dim, track)
         self.check_finite = bool(check_finite)
         self.compute_dtype: ComputeDtype = compute_dtype
         # Shifted rows waiting for their Gram (`_gram_add`): the first `_pending` rows of `_block` (b x d, in the
@@ -374,6 +382,17 @@ class ClassStats(Accumulator):
     def update(self, features: Any, labels: Any) -> ClassStats:
         """Accumulate a batch: ``features (B, d)`` of any float dtype, ``labels (B,)`` integers in ``[0, K)``."""
         x, y = check_batch(features, labels, self.dim)
+        B = x.shape[0]
+        if B == 0:
+            return self
+        # Every check runs on the batch's own device before the state is allocated or touched: a rejected
+        # batch leaves no trace, not even the device the first batch would pin.
+        check_label_range(y, self.num_classes)
+        # The O(B d) passes below are memory-bound; on the CPU they run on one torch thread so that torch's
+        # OpenMP workers do not spin on the cores that the BLAS syrk needs next (measured 2-3x slower otherwise,
+        # benchmarks/RESULTS.md). Row chunks bound the float64 work memory whatever the batch size.
+        with torch_threads(1, x.device):
+            norms = self._row_norms(x)
         if self._state is None:
             self._allocate(x.device)
         dev = self._device
@@ -381,17 +400,9 @@ class ClassStats(Accumulator):
         # materialising a float64 copy of the batch (these passes are memory-bound on the CPU).
         x = x.to(device=dev)
         y = y.to(device=dev, dtype=torch.int64)
-        B = x.shape[0]
-        if B == 0:
-            return self
-        check_label_range(y, self.num_classes)
-
-        # The O(B d) passes below are memory-bound; on the CPU they run on one torch thread so that torch's
-        # OpenMP workers do not spin on the cores that the BLAS syrk needs next (measured 2-3x slower otherwise,
-        # benchmarks/RESULTS.md). Row chunks bound the float64 work memory whatever the batch size.
+        norms = norms.to(device=dev)
         rows = self._update_rows(B)
         with torch_threads(1, dev):
-            norms = self._row_norms(x)
             for start in range(0, B, rows):
                 stop = start + rows
                 z = self._accumulate_light(x[start:stop], y[start:stop], norms[start:stop])
@@ -468,12 +479,25 @@ class ClassStats(Accumulator):
             for i in range(0, x.shape[0], rows)
         ]
         norms = parts[0] if len(parts) == 1 else torch.cat(parts)
-        if self.check_finite and not bool(torch.isfinite(norms).all()):
+        if not self.check_finite:
+            return norms
+        small = norms < _MIN_ROW_NORM
+        if not bool((torch.isfinite(norms) & ~small).all()):  # one device sync in the common case
             bad = ~torch.isfinite(x).all(dim=1)
             if bool(bad.any()):
                 rows = torch.nonzero(bad).flatten()[:5].tolist()
                 raise ValueError(f"features contain NaN or inf (first bad rows of this batch: {rows})")
-            raise ValueError("features are too large for float64 accumulation (squared norms overflow)")
+            if not bool(torch.isfinite(norms).all()):
+                raise ValueError("features are too large for float64 accumulation (squared norms overflow)")
+            # exact zero rows (e.g. dead ReLU features) are fine; nonzero rows whose squares underflow are not
+            tiny = small.flatten() & (x != 0).any(dim=1)
+            if bool(tiny.any()):
+                rows = torch.nonzero(tiny).flatten()[:5].tolist()
+                raise ValueError(
+                    f"features are too small for float64 accumulation (squared norms underflow below "
+                    f"{_MIN_ROW_NORM:.2g}; first rows of this batch: {rows}); multiply the features by a constant "
+                    f"(the collapse metrics are scale-invariant)"
+                )
         return norms
 
     def clear_memo(self) -> None:
@@ -734,6 +758,30 @@ class ClassStats(Accumulator):
 
 
 # ---------------------------------------------------------------------- helpers
+# Rows with a norm below this (sqrt of 2^20 times the smallest normal float64, ~1.5e-151) have squares that
+# underflow to subnormals or 0: their variances and scatter would lose every digit.
+_MIN_ROW_NORM = float(np.sqrt(np.finfo(np.float64).tiny * 2.0**20))
+
+
+def _check_state_size(K: int, d: int, track: Track) -> None:
+    """Refuse (:class:`nclab.memory.AllocationTooLarge`) state that does not fit: three K x d float64 arrays,
+    plus the d x d scatter for ``track="full"``."""
+    kd, dd = 3.0 * 8 * K * d, 8.0 * d * d if track == "full" else 0.0
+    if track == "full" and dd >= kd:
+        alternative = (
+            "use track='light' (trace ratio, CDNV, cosines and the NC2/NC3 metrics need only the K x d state; "
+            "`nclab measure --track light`), or reduce d (e.g. a random projection)"
+        )
+    else:
+        alternative = "use fewer classes (check the labels: is K right?) or reduce d"
+    check_allocation(
+        kd + dd,
+        what=f"ClassStats(num_classes={K}, dim={d}, track={track!r})"
+        + (f" (the d x d scatter alone: {format_bytes(dd)})" if dd else ""),
+        alternative=alternative,
+    )
+
+
 def check_labels_dtype(y: torch.Tensor) -> None:
     """Labels must have an integer dtype (float labels are an error, not silently truncated)."""
     if y.is_floating_point() or y.is_complex() or y.dtype == torch.bool:
@@ -748,6 +796,9 @@ def check_batch(features: Any, labels: Any, dim: int) -> tuple[torch.Tensor, tor
     """
     x = to_tensor(features, "features")
     y = to_tensor(labels, "labels")
+    for name, t in (("features", x), ("labels", y)):
+        if t.device.type == "meta":  # no data to read: every value check below would fail obscurely
+            raise ValueError(f"{name} are on the 'meta' device (no data); move them to 'cpu' or 'cuda' first")
     if x.ndim != 2:
         raise ValueError(f"features must be 2-D (B, d), got shape {tuple(x.shape)}")
     if x.shape[1] != dim:

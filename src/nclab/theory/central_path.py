@@ -29,6 +29,7 @@ import numpy as np
 import scipy.integrate
 import scipy.optimize
 
+from nclab.memory import check_allocation
 from nclab.theory.mse import Moments, ls_from_moments
 from nclab.theory.snr import inv_sqrt_psd
 from nclab.validation import check_choice
@@ -282,6 +283,13 @@ def simulate(
     """
     _check_projection(projection)
     check_choice(method, ("ode", "gd"), name="method")
+    if all(isinstance(v, int | np.integer) and not isinstance(v, bool) and v >= 1 for v in (K, n, d)):
+        # one-hot targets (K, K n) and a few copies of the features (K n, d) for the flow and its checkpoints
+        check_allocation(
+            8.0 * (float(K) * K * n + 8.0 * K * n * d),
+            what=f"the central-path simulation with K={K}, n={n}, d={d} (K x Kn targets, Kn x d features)",
+            alternative="use fewer classes K, samples n or dimensions d",
+        )
     if not (t_end > 0):
         raise ValueError(f"t_end must be > 0, got {t_end}")
     X = initial_features(K, n, d, mean_scale=mean_scale, seed=seed) if X0 is None else renormalize_features(X0, K)

@@ -217,13 +217,15 @@ def _check_classifier(W: Any, b: Any, K: int, d: int) -> tuple[np.ndarray, np.nd
     W = np.asarray(W, dtype=np.float64)
     if W.shape != (K, d):
         raise ValueError(f"W must have shape (K, d) = ({K}, {d}) (rows = classes), got {W.shape}")
+    if not np.all(np.isfinite(W)):
+        raise ValueError("W contains NaN or inf")
     if b is None:
         return W, np.zeros(K), False
     b = np.asarray(b, dtype=np.float64)
     if b.shape != (K,):
         raise ValueError(f"b must have shape (K,) = ({K},), got {b.shape}")
-    if not (np.all(np.isfinite(W)) and np.all(np.isfinite(b))):
-        raise ValueError("classifier contains NaN or inf")
+    if not np.all(np.isfinite(b)):
+        raise ValueError("b contains NaN or inf")
     return W, b, True
 
 

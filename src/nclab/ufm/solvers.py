@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 from scipy.optimize import minimize
 
+from nclab.memory import check_allocation
 from nclab.ufm.closed_forms import optimum_for_spec, ridge_step
 from nclab.ufm.models import ModelSpec, default_init_scale, evaluate, init_params, make_spec
 
@@ -388,6 +389,19 @@ def central_path(
 _SPEC_OPTIONS = ("convention", "loss", "depth", "bias", "X", "H")
 
 
+def _check_size(K: Any, n: Any, d: Any) -> None:
+    """Refuse a UFM that does not fit before building it: the one-hot targets (K, K n), and the variables
+    H (d, K n), W (K, d), b (K) in about 24 copies (gradients, L-BFGS history, line-search trials)."""
+    if not all(isinstance(v, int | np.integer) and not isinstance(v, bool) and v >= 1 for v in (K, n, d)):
+        return  # make_spec names the bad size
+    variables = float(d) * K * n + float(K) * d + K
+    check_allocation(
+        8.0 * (float(K) * K * n + 24 * variables),
+        what=f"a UFM solve with K={K}, n={n}, d={d} (targets K x Kn, features d x Kn, solver copies)",
+        alternative="use a smaller K, n or d; the closed-form optimum (nclab.ufm.closed_forms) needs no solve",
+    )
+
+
 def solve(
     model: str,
     *,
@@ -441,6 +455,7 @@ def solve(
     """
     if solver not in SOLVERS:
         raise ValueError(f"unknown solver {solver!r}; known: {', '.join(SOLVERS)}")
+    _check_size(K, n, d)
     spec_kw = {k: options.pop(k) for k in _SPEC_OPTIONS if k in options}
     want_theory = options.pop("theory", True)
     layers = options.pop("layers", None)
