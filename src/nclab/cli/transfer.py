@@ -77,9 +77,10 @@ def probe_command(
         fail(f"--mean-per-class names no --downstream task: {sorted(unknown)}")
     out: dict[str, Any] = {}
     try:
-        H = np.asarray(load_array(features, mmap=False), dtype=np.float64)
+        # a .npy FEATURES is memory-mapped and accumulated in row chunks, never loaded whole
+        H = load_array(features)
         y = np.asarray(load_array(labels, mmap=False))
-        report = collapse_report(ClassStats.from_arrays(H, y))
+        report = collapse_report(ClassStats.from_arrays(H, y, batch_size=8192))
         out["metrics"] = {k: report[k] for k in PAPER_METRICS if k in report}
         accs = []
         out["tasks"] = {}
