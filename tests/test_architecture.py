@@ -32,8 +32,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("nclab.metrics", "nclab.nets"),
     ("nclab.report", "nclab.theory", "nclab.ufm"),
     ("nclab.train",),
-    ("nclab.transfer",),  # probes and the transfer study: train runs, then probes their features
     ("nclab.monitor",),
+    ("nclab.transfer",),  # probes and the transfer study: train runs, stream their features (monitor), probe them
     ("nclab.integrations",),
     ("nclab",),  # the top-level package's re-exports
     ("nclab.experiments",),

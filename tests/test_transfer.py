@@ -246,6 +246,9 @@ def test_vci_transfer_tiny(tmp_path):
     import csv
 
     from nclab.experiments.registry import run
+    from nclab.experiments.transfer import vci_transfer_study
+    from nclab.train.sweep import read_sweep_table
+    from nclab.transfer.study import PAPER_METRICS, StudySpec, evaluate_run
 
     summary = run("vci-transfer", tmp_path, scale="tiny")
     assert summary["runs"] == 6
@@ -266,6 +269,20 @@ def test_vci_transfer_tiny(tmp_path):
     assert float(pooled_vci["pearson_r"]) == pytest.approx(np.corrcoef(x, y)[0, 1], abs=1e-9)
     assert (tmp_path / "fig7.png").read_bytes()[:4] == b"\x89PNG"
     assert "Fig. 7" in (tmp_path / "report.html").read_text()
+    # the pretraining runs are the trials of a sweep: one run directory per trial id, indexed in sweep.csv
+    sweep = {t: r["status"] for t, r in read_sweep_table(tmp_path / "runs").items()}
+    assert sweep == {r["trial_id"]: "completed" for r in rows}
+    assert all((tmp_path / "runs" / r["trial_id"] / "summary.json").is_file() for r in rows)
+    # the streamed features (the default) give what the in-memory path gives, and leave no files behind
+    spec = StudySpec.from_dict(vci_transfer_study("tiny"))
+    group = spec.groups[1]
+    cfg = spec.run_config(group, group.values[0], spec.seeds[0])
+    in_memory = evaluate_run(tmp_path / "runs" / rows[3]["trial_id"], cfg, spec.downstream, spec.probe, stream=False)
+    for key in ("acc_heldout", "acc_rot90", "pretrain_accuracy", "mlog"):
+        assert float(rows[3][key]) == pytest.approx(in_memory[key], abs=1e-12)
+    for key in PAPER_METRICS:  # accumulated over row chunks of the file vs in one update
+        assert float(rows[3][key]) == pytest.approx(in_memory[key], rel=1e-10)
+    assert not list((tmp_path / "runs").glob("*/features-*"))
     # finished runs are reused: a second run retrains nothing and reproduces the table
     mtimes = {p: p.stat().st_mtime_ns for p in (tmp_path / "runs").glob("*/checkpoints/last.pt")}
     run("vci-transfer", tmp_path, scale="tiny")

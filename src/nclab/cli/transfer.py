@@ -8,9 +8,10 @@ from typing import Annotated, Any
 
 import numpy as np
 import typer
+from rich.markup import escape
 from rich.table import Table
 
-from nclab.cli.common import OutputFormat, console, emit, err_console, fail, format_option, make_app
+from nclab.cli.common import OutputFormat, console, emit, err_console, fail, flag, format_option, make_app
 
 __all__ = ["app", "parse_lams", "probe_command", "run_command"]
 
@@ -76,9 +77,10 @@ def probe_command(
         fail(f"--mean-per-class names no --downstream task: {sorted(unknown)}")
     out: dict[str, Any] = {}
     try:
-        H = np.asarray(load_array(features, mmap=False), dtype=np.float64)
+        # a .npy FEATURES is memory-mapped and accumulated in row chunks, never loaded whole
+        H = load_array(features)
         y = np.asarray(load_array(labels, mmap=False))
-        report = collapse_report(ClassStats.from_arrays(H, y))
+        report = collapse_report(ClassStats.from_arrays(H, y, batch_size=8192))
         out["metrics"] = {k: report[k] for k in PAPER_METRICS if k in report}
         accs = []
         out["tasks"] = {}
@@ -115,15 +117,29 @@ def run_command(
     out: Annotated[Path, typer.Option("--out", "-o", help="study folder (finished runs in it are reused)")] = Path(
         "transfer-study"
     ),
-    progress: Annotated[bool, typer.Option(help="show the trainer's progress bars")] = False,
+    local: Annotated[
+        bool, flag("--local", help="pretrain one trial after another in this process (default when Ray is missing)")
+    ] = False,
+    address: Annotated[
+        str | None, typer.Option(help="an existing Ray cluster (host:port, ray://host:port or auto)")
+    ] = None,
 ) -> None:
-    """Run a transfer study: train every setting, probe, write table.csv, correlations.csv and fig7.png."""
+    """Run a transfer study: pretrain every setting as a sweep (OUT/runs, on Ray when installed), probe, write
+    table.csv, correlations.csv and fig7.png."""
     from nclab.train.config import ConfigError
     from nclab.transfer.study import load_study, run_study
 
+    if local and address is not None:
+        fail("--local and --address exclude each other")
     try:
         spec = load_study(study)
-        res = run_study(spec, out, progress=progress, log=lambda line: err_console.print(line, highlight=False))
+        res = run_study(
+            spec,
+            out,
+            local=True if local else None,
+            address=address,
+            log=lambda line: err_console.print(escape(line), highlight=False),
+        )
     except (OSError, ValueError, ConfigError) as err:
         fail(err)
     table = Table(title=f"{spec.name}: correlation with MLOG ({res.seconds:.0f} s)")

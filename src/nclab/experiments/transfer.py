@@ -122,7 +122,9 @@ def run_vci_transfer(out: Path, scale: str, seed: int) -> dict[str, Any]:
 
     raw = vci_transfer_study(scale)
     raw["seeds"] = [seed + s for s in raw["seeds"]]
-    res = run_study(raw, out)
+    # in this process at tiny and cpu scale: Ray's start-up and per-trial worker cost outweigh two cores
+    # (benchmarks/RESULTS.md, Sweeps); the paper scale's long trials go to Ray when it is installed
+    res = run_study(raw, out, local=True if scale in ("tiny", "cpu") else None)
     keys = ["run", *PAPER_METRICS, "pretrain_accuracy"]
     keys += [k for k in res.rows[0] if k.startswith("acc_")] + ["mlo", "mlog"]
     table = [{k: r[k] for k in keys} for r in res.rows]

@@ -13,8 +13,18 @@ temperature ``loss.tau``, and the weight ``loss.cosreg_weight`` of the within-cl
 It writes ``table.csv`` (one row per run: setting, every metric, ``p_0``, each task's accuracy, MLO, MLOG),
 ``correlations.csv`` (Pearson r and Spearman rho of each chosen metric against MLOG, per group and pooled; with
 several seeds, on the per-setting seed means, plus the spread of the per-seed r) and ``fig7.png`` (the analogue
-of the paper's Fig. 7: metric vs MLOG, one row per group, r and rho in the legends). Runs are sequential and
-reused when their folder already holds a finished run of the same config.
+of the paper's Fig. 7: metric vs MLOG, one row per group, r and rho in the legends).
+
+The pretraining runs are the trials of a sweep (:func:`nclab.train.sweep.run_sweep`): ``runs/sweep.yaml`` (one
+override list per setting and seed), ``runs/<trial-id>/`` (an ordinary run directory), ``runs/sweep.csv`` (the
+index); on Ray when it is installed, one after another in this process otherwise or with ``local=True``. A re-run
+skips the finished trials (a changed config is a new trial id, so it trains again).
+
+Features are streamed: each split passes through the network in batches and its penultimate features go to
+``.npy`` files (:func:`nclab.monitor.extract_features`) in a temporary folder of the run, read back
+memory-mapped. The collapse metrics then accumulate over row chunks of that file, so the study holds at most one
+batch of raw features per model in memory, apart from the probe's design matrix (float64, the training split of
+one downstream task), which L-BFGS needs whole.
 
 A study is a mapping (a YAML file for ``nclab transfer run``)::
 
@@ -29,6 +39,7 @@ A study is a mapping (a YAML file for ``nclab transfer run``)::
       - {name: digits, dataset: digits, score: mean_per_class}
     probe: {lams: [1.0e-6, 1.0e2, 33], val_fraction: 0.2}
     metrics: [nc1, trace_ratio, within_class_cosine, vci]
+    resources: {num_cpus: 2, cpus_per_trial: 1}   # of the sweep (Ray), optional
 
 Downstream inputs are brought to the pretraining input shape (bilinear resize; a grey image is repeated over
 colour channels, a colour image averaged to grey) and standardised per channel with the task's own training-split
@@ -39,8 +50,10 @@ from __future__ import annotations
 
 import io
 import json
+import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -56,12 +69,14 @@ from nclab.data import ArrayDataset, load
 from nclab.io.atomic import atomic_write_bytes, atomic_write_text
 from nclab.io.tables import csv_text
 from nclab.metrics import collapse_report
+from nclab.monitor import extract_features
 from nclab.nets import build_model
 from nclab.stats import ClassStats
-from nclab.train import train
 from nclab.train.checkpoint import load_checkpoint
-from nclab.train.config import RunConfig, apply_overrides, resolve_config
+from nclab.train.config import RunConfig, resolve_config
 from nclab.train.hooks import collect_features
+from nclab.train.sweep import run_sweep
+from nclab.train.trainer import run_id
 from nclab.transfer.probe import DEFAULT_L2_GRID, linear_probe
 from nclab.transfer.scores import mean_log_odds, mlog
 
@@ -72,6 +87,7 @@ __all__ = [
     "StudyResult",
     "StudySpec",
     "correlation_table",
+    "evaluate_run",
     "load_study",
     "make_task",
     "run_study",
@@ -107,13 +123,14 @@ class StudySpec:
     probe: dict[str, Any] = field(default_factory=dict)
     metrics: list[str] = field(default_factory=lambda: list(PAPER_METRICS))
     threads: int | None = None
+    resources: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> StudySpec:
         """Validate ``raw``; errors name the offending key."""
         if not isinstance(raw, Mapping):
             raise ValueError(f"a study must be a mapping, got {type(raw).__name__}")
-        known = {"name", "base", "groups", "downstream", "seeds", "probe", "metrics", "threads"}
+        known = {"name", "base", "groups", "downstream", "seeds", "probe", "metrics", "threads", "resources"}
         extra = sorted(set(raw) - known)
         if extra:
             raise ValueError(f"study: unknown key(s) {extra}; known: {sorted(known)}")
@@ -157,19 +174,40 @@ class StudySpec:
             probe=dict(raw.get("probe") or {}),
             metrics=list(raw.get("metrics") or PAPER_METRICS),
             threads=raw.get("threads"),
+            resources=dict(raw.get("resources") or {}),
         )
 
     def trials(self) -> list[tuple[StudyGroup, Any, int]]:
         """Every ``(group, value, seed)``, groups in order, seeds innermost."""
         return [(g, v, s) for g in self.groups for v in g.values for s in self.seeds]
 
+    def overrides(self, group: StudyGroup, value: Any, seed: int) -> list[str]:
+        """The ``--set`` strings of one trial on top of ``base``: the group's ``set``, the axis value, the seed
+        and the run name ``<study>-<group>=<value>-s<seed>``."""
+        sets = [_set_string(k, v) for k, v in group.set.items()]
+        sets += [_set_string(group.axis, value), f"seed={seed}"]
+        return [*sets, _set_string("name", f"{self.name}-{run_name(group, value, seed)}")]
+
     def run_config(self, group: StudyGroup, value: Any, seed: int) -> RunConfig:
-        """The validated run config of one trial: ``base``, then the group's ``set``, the axis value, the seed."""
-        sets = [f"{k}={yaml.safe_dump(v, default_flow_style=True).strip()}" for k, v in group.set.items()]
-        sets += [f"{group.axis}={yaml.safe_dump(value, default_flow_style=True).strip()}", f"seed={seed}"]
-        raw = apply_overrides(self.base, sets)
-        raw["name"] = f"{self.name}-{run_name(group, value, seed)}"
-        return resolve_config(raw)
+        """The validated run config of one trial: ``base`` with :meth:`overrides`."""
+        return resolve_config(self.base, self.overrides(group, value, seed))
+
+    def sweep(self) -> dict[str, Any]:
+        """The sweep file (:mod:`nclab.train.sweep`) whose trials are this study's pretraining runs, in order."""
+        raw: dict[str, Any] = {
+            "name": self.name,
+            "base": self.base,
+            "overrides": [self.overrides(g, v, s) for g, v, s in self.trials()],
+        }
+        if self.resources:
+            raw["resources"] = dict(self.resources)
+        return raw
+
+
+def _set_string(key: str, value: Any) -> str:
+    # a scalar dumps as "0.1\n...\n" (YAML's end-of-document marker): keep the value alone
+    text = yaml.safe_dump(value, default_flow_style=True, width=float("inf")).strip().removesuffix("...").strip()
+    return f"{key}={text}"
 
 
 def load_study(path: str | Path) -> StudySpec:
@@ -260,9 +298,28 @@ def _pretrain_data(cfg: RunConfig) -> tuple[ArrayDataset, ArrayDataset]:
     )
 
 
-def _features(model: Any, x: torch.Tensor) -> torch.Tensor:
+_BATCH = 1024  # rows per forward pass, the same on both feature paths so that they see identical features
+
+
+def _features(
+    model: Any, x: torch.Tensor, y: torch.Tensor, folder: Path | None, num_classes: int
+) -> tuple[Any, np.ndarray]:
+    """Penultimate features of ``x`` and their labels: in memory (``folder`` None) or streamed batch by batch to
+    ``folder`` and read back memory-mapped."""
     name = model.penultimate_name
-    return collect_features(model, x, layers=[name], batch_size=1024)[name]
+    if folder is None:
+        return collect_features(model, x, layers=[name], batch_size=_BATCH)[name], y.numpy()
+    # slices are views: the list costs no copy of x, and the monitor may read it twice
+    batches = [(x[i : i + _BATCH], y[i : i + _BATCH]) for i in range(0, x.shape[0], _BATCH)]
+    paths = extract_features(model, batches, layers=[name], out=folder, num_classes=num_classes)
+    return np.load(paths[name], mmap_mode="r"), np.load(paths["labels"])
+
+
+def _design(H: Any) -> np.ndarray:
+    # the probe's design matrix, float64 in memory (a memory-mapped file is read here, once)
+    if isinstance(H, torch.Tensor):
+        return H.to(torch.float64).numpy()
+    return np.asarray(H, dtype=np.float64)
 
 
 def _probe_kwargs(probe: Mapping[str, Any]) -> dict[str, Any]:
@@ -277,19 +334,27 @@ def _probe_kwargs(probe: Mapping[str, Any]) -> dict[str, Any]:
     return kw
 
 
-def _finished(run_dir: Path, cfg: RunConfig) -> bool:
-    saved = run_dir / "config.yaml"
-    return (
-        (run_dir / "summary.json").is_file()
-        and saved.is_file()
-        and yaml.safe_load(saved.read_text()) == yaml.safe_load(yaml.safe_dump(cfg.to_dict(), sort_keys=False))
-    )
-
-
 def evaluate_run(
-    run_dir: Path, cfg: RunConfig, tasks_spec: Sequence[Mapping[str, Any]], probe: Mapping[str, Any]
+    run_dir: str | Path,
+    cfg: RunConfig,
+    tasks_spec: Sequence[Mapping[str, Any]],
+    probe: Mapping[str, Any],
+    *,
+    stream: bool = True,
 ) -> dict[str, Any]:
-    """Metrics on the pretraining train split, ``p_0``, every task's probe accuracy, MLO and MLOG of a run."""
+    """Metrics on the pretraining train split, ``p_0``, every task's probe accuracy, MLO and MLOG of a run.
+
+    Parameters
+    ----------
+    run_dir : a finished run directory of ``cfg`` (``checkpoints/last.pt``)
+    cfg : the run's config
+    tasks_spec : downstream tasks (:func:`make_task`)
+    probe : keyword arguments of :func:`nclab.transfer.linear_probe` (``lams`` also as ``{start, stop, num}``)
+    stream : stream each split's features through :func:`nclab.monitor.extract_features` to ``.npy`` files in a
+        temporary folder of ``run_dir`` (removed at the end) and read them back memory-mapped; ``False`` keeps
+        them in memory. Both give the same features, hence the same numbers.
+    """
+    run_dir = Path(run_dir)
     train_data, test_data = _pretrain_data(cfg)
     model = build_model(
         cfg.model.name,
@@ -301,28 +366,37 @@ def evaluate_run(
     state = load_checkpoint(run_dir / "checkpoints" / "last.pt")
     model.load_state_dict(state["model"])
     model.eval()
-    H = _features(model, train_data.x)
-    row: dict[str, Any] = dict(collapse_report(ClassStats.from_arrays(H, train_data.y, train_data.num_classes)))
-    with torch.no_grad():
-        pred = torch.cat([model(test_data.x[i : i + 1024]).argmax(1) for i in range(0, len(test_data), 1024)])
-    row["pretrain_accuracy"] = float((pred == test_data.y).double().mean())
-    accs = []
-    kw = _probe_kwargs(probe)
-    for spec in tasks_spec:
-        task = make_task(spec, train_data.input_shape, seed=0)
-        # a probe's matrices are small: a second intra-op thread mostly waits (a whole fit measured 6.7x slower
-        # with two threads than with one on the loaded 2-core machine)
-        with torch_threads(1):
-            res = linear_probe(
-                (_features(model, task.train[0]), task.train[1]),
-                (_features(model, task.test[0]), task.test[1]),
-                score=task.score,  # type: ignore[arg-type]
-                num_classes=task.num_classes,
-                **kw,
-            )
-        row[f"acc_{task.name}"] = res.accuracy
-        row[f"lam_{task.name}"] = res.lam
-        accs.append(res.accuracy)
+    with tempfile.TemporaryDirectory(dir=run_dir, prefix="features-") if stream else nullcontext() as tmp:
+        folder = (lambda sub: Path(tmp) / sub) if tmp is not None else (lambda sub: None)
+        K = train_data.num_classes
+        H, y = _features(model, train_data.x, train_data.y, folder("pretrain"), K)
+        # row chunks: a memory-mapped H is read a chunk at a time, never whole
+        stats = ClassStats.from_arrays(H, y, K, batch_size=_BATCH if stream else None)
+        row: dict[str, Any] = dict(collapse_report(stats))
+        del H
+        with torch.no_grad():
+            pred = torch.cat([model(test_data.x[i : i + _BATCH]).argmax(1) for i in range(0, len(test_data), _BATCH)])
+        row["pretrain_accuracy"] = float((pred == test_data.y).double().mean())
+        accs = []
+        kw = _probe_kwargs(probe)
+        for spec in tasks_spec:
+            task = make_task(spec, train_data.input_shape, seed=0)
+            Htr, ytr = _features(model, *task.train, folder(f"{task.name}-train"), K)
+            Hte, yte = _features(model, *task.test, folder(f"{task.name}-test"), K)
+            # a probe's matrices are small: a second intra-op thread mostly waits (a whole fit measured 6.7x
+            # slower with two threads than with one on the loaded 2-core machine)
+            with torch_threads(1):
+                res = linear_probe(
+                    (_design(Htr), ytr),
+                    (_design(Hte), yte),
+                    score=task.score,  # type: ignore[arg-type]
+                    num_classes=task.num_classes,
+                    **kw,
+                )
+            del Htr, Hte
+            row[f"acc_{task.name}"] = res.accuracy
+            row[f"lam_{task.name}"] = res.lam
+            accs.append(res.accuracy)
     row["mlo"] = mean_log_odds(accs)
     row["mlog"] = mlog(accs, row["pretrain_accuracy"])
     return row
@@ -437,42 +511,60 @@ def run_study(
     spec: StudySpec | Mapping[str, Any],
     out: str | Path,
     *,
-    progress: bool = False,
+    local: bool | None = None,
+    address: str | None = None,
     log: Callable[[str], None] | None = None,
 ) -> StudyResult:
-    """Run every trial of ``spec`` under ``out/runs/`` and write the study's table, correlations and figure.
+    """Pretrain every trial of ``spec`` as a sweep under ``out/runs/``, evaluate each, and write the study's
+    table, correlations and figure.
 
     Parameters
     ----------
     spec : StudySpec or its mapping
-    out : the study folder (``runs/<group>=<value>-s<seed>/`` per trial, reused when finished with the same config)
-    progress : show the trainer's progress bars
-    log : called with one line per finished trial
+    out : the study folder: ``runs/`` is the sweep directory (``sweep.yaml``, ``sweep.csv``, one run directory
+        per trial, finished trials skipped on a re-run), then ``table.csv``, ``correlations.csv``, ``fig7.png``
+        and ``study.json``
+    local : run the pretraining trials one after another in this process; ``None`` (default): on Ray when it
+        is installed or ``address`` is given, locally otherwise
+    address : an existing Ray cluster (see :func:`nclab.train.sweep.run_sweep`)
+    log : called with each line of the sweep's log and one line per evaluated trial
 
     Returns
     -------
     StudyResult
 
+    Raises
+    ------
+    ValueError
+        An invalid study, or a pretraining trial that failed (its error is in ``runs/sweep.csv``).
+
     See Also
     --------
-    correlation_table, transfer_figure, nclab.transfer.linear_probe
+    evaluate_run, correlation_table, transfer_figure, nclab.train.sweep.run_sweep
     """
 
     spec = spec if isinstance(spec, StudySpec) else StudySpec.from_dict(spec)
+    if local is None:
+        local = address is None and not _has_ray()
     out = Path(out)
-    (out / "runs").mkdir(parents=True, exist_ok=True)
+    sweep_dir = out / "runs"
+    sweep_dir.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     rows: list[dict[str, Any]] = []
     with torch_threads(spec.threads), blas_threads(spec.threads):
+        sweep_file = atomic_write_text(sweep_dir / "sweep.yaml", yaml.safe_dump(spec.sweep(), sort_keys=False))
+        # a study needs every run: a trial that failed in an earlier attempt is tried again
+        result = run_sweep(sweep_file, sweep_dir, local=local, address=address, retry_failed=True, echo=log)
+        if result.failed:
+            errors = "; ".join(f"{tid}: {result.rows[tid]['error']}" for tid in result.failed)
+            raise ValueError(f"{len(result.failed)} pretraining trial(s) failed ({sweep_dir / 'sweep.csv'}): {errors}")
         for group, value, seed in spec.trials():
             cfg = spec.run_config(group, value, seed)
-            run_dir = out / "runs" / run_name(group, value, seed)
+            tid = run_id(cfg)
             t = time.perf_counter()
-            if not _finished(run_dir, cfg):
-                train(cfg, run_dir, overwrite=True, progress=progress)
-            row = {"run": run_name(group, value, seed), "group": group.name, "axis": group.axis, "value": value}
-            row["seed"] = seed
-            row.update(evaluate_run(run_dir, cfg, spec.downstream, spec.probe))
+            row = {"run": run_name(group, value, seed), "trial_id": tid, "group": group.name, "axis": group.axis}
+            row.update(value=value, seed=seed)
+            row.update(evaluate_run(sweep_dir / tid, cfg, spec.downstream, spec.probe))
             rows.append(row)
             if log is not None:
                 took = time.perf_counter() - t
@@ -487,3 +579,9 @@ def run_study(
     summary = {"name": spec.name, "runs": len(rows), "seconds": seconds, "tasks": [t["name"] for t in spec.downstream]}
     files["summary"] = atomic_write_text(out / "study.json", json.dumps(summary, indent=2) + "\n")
     return StudyResult(rows=rows, correlations=corr, files=files, seconds=seconds)
+
+
+def _has_ray() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("ray") is not None
