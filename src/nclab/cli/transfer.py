@@ -10,7 +10,8 @@ import numpy as np
 import typer
 from rich.table import Table
 
-from nclab.cli.common import OutputFormat, console, emit, err_console, fail, format_option, make_app
+from nclab.cli.common import OutputFormat, console, emit, err_console, fail, format_option, make_app, user_errors
+from nclab.validation import check_output_dir
 
 __all__ = ["app", "parse_lams", "probe_command", "run_command"]
 
@@ -65,6 +66,7 @@ def probe_command(
     from nclab.io.arrays import load_array
     from nclab.metrics import collapse_report
     from nclab.stats import ClassStats
+    from nclab.train.config import check_device_available
     from nclab.transfer import linear_probe, mean_log_odds, mlog
     from nclab.transfer.study import PAPER_METRICS
 
@@ -75,7 +77,8 @@ def probe_command(
     if unknown:
         fail(f"--mean-per-class names no --downstream task: {sorted(unknown)}")
     out: dict[str, Any] = {}
-    try:
+    with user_errors(OSError):  # OSError: a feature file that cannot be read
+        check_device_available(device, name="--device")
         H = np.asarray(load_array(features, mmap=False), dtype=np.float64)
         y = np.asarray(load_array(labels, mmap=False))
         report = collapse_report(ClassStats.from_arrays(H, y))
@@ -93,8 +96,6 @@ def probe_command(
         out["mlo"] = mean_log_odds(accs)
         if pretrain_accuracy is not None:
             out["mlog"] = mlog(accs, pretrain_accuracy)
-    except (OSError, ValueError, KeyError) as err:
-        fail(err)
     if fmt is not OutputFormat.table:
         emit([{"task": name, **t} for name, t in out["tasks"].items()], fmt, data=out)
         return
@@ -118,14 +119,12 @@ def run_command(
     progress: Annotated[bool, typer.Option(help="show the trainer's progress bars")] = False,
 ) -> None:
     """Run a transfer study: train every setting, probe, write table.csv, correlations.csv and fig7.png."""
-    from nclab.train.config import ConfigError
     from nclab.transfer.study import load_study, run_study
 
-    try:
+    with user_errors(OSError):  # OSError: a study file or run folder that cannot be read or written
         spec = load_study(study)
+        check_output_dir(out, name="--out")  # before the first training run
         res = run_study(spec, out, progress=progress, log=lambda line: err_console.print(line, highlight=False))
-    except (OSError, ValueError, ConfigError) as err:
-        fail(err)
     table = Table(title=f"{spec.name}: correlation with MLOG ({res.seconds:.0f} s)")
     for col in ("group", "metric", "Pearson r", "Spearman rho", "r seed sd"):
         table.add_column(col)

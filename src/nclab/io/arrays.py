@@ -9,6 +9,8 @@ from typing import Any
 
 import numpy as np
 
+from nclab.validation import check_int
+
 SUFFIXES = (".npy", ".npz", ".pt", ".pth", ".safetensors")
 
 
@@ -73,7 +75,9 @@ def load_array(spec: str | Path, *, mmap: bool = True) -> Any:
 
 
 def iter_batches(features: Any, labels: Any, batch_size: int = 8192) -> Iterator[tuple[Any, Any]]:
-    """Row chunks of ``(features, labels)``; memory-mapped features are read one chunk at a time."""
+    """Row chunks of ``(features, labels)``; memory-mapped features are read one chunk at a time.
+    ``batch_size`` must be an int >= 1."""
+    batch_size = check_int(batch_size, name="batch_size", low=1)
     n = features.shape[0]
     if labels.shape[0] != n:
         raise ValueError(f"features have {n} rows but labels have {labels.shape[0]} entries")

@@ -30,6 +30,7 @@ from nclab.metrics._linalg import DEFAULT_RTOL, RankPolicy, psd_pinv, stats_betw
 from nclab.metrics._registry import REGISTRY, metric
 from nclab.metrics.common import between_is_zero, check_stats, whitened_between
 from nclab.stats.class_stats import ClassStats, Weighting, check_weighting
+from nclab.validation import check_bool
 
 __all__ = ["fuzziness", "nc1", "pfc1", "sq_dist", "trace_ratio", "vci", "within_class_split"]
 
@@ -105,6 +106,7 @@ def nc1(
     0.0000
     """
     check_stats(stats)
+    normalize = check_bool(normalize, name="normalize")
     sw = stats.sigma_w(copy=False)
     pb = _pinv_b(stats, weighting, rank, rtol)
     if pb.rank == 0 or between_is_zero(stats, weighting):
@@ -312,6 +314,7 @@ def within_class_split(
     With Sigma_B = 0, V_B = {0}: in_span = 0, orthogonal = Tr Sigma_W, rank = 0. Needs ``track="full"``.
     """
     check_stats(stats)
+    normalize = check_bool(normalize, name="normalize")
     sw = stats.sigma_w(copy=False)
     pb = _pinv_b(stats, weighting, rank, rtol)
     r = 0 if between_is_zero(stats, weighting) else pb.rank

@@ -45,16 +45,19 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from nclab._threads import blas_threads, torch_threads
-from nclab.data import ArrayDataset, load
+from nclab.data import ArrayDataset, CorruptDatasetError, load
 from nclab.io.atomic import atomic_torch_save, atomic_write_text
 from nclab.io.run_table import OUTPUT_LAYER, MetricRow, write_metrics
 from nclab.io.sinks import MetricSink, RunTableSink, make_sink
+from nclab.io.yaml_io import load_yaml_file
 from nclab.nets import CollapseNet, build_model
 from nclab.theory.mse import mse_decomposition_from_stats
-from nclab.train.config import ConfigError, RunConfig, resolve_config
+from nclab.train.config import ConfigError, RunConfig, check_device_available, resolve_config
+from nclab.train.hooks import resolve_layers
 from nclab.train.losses import LossFn, make_loss, paper004_lambda
 from nclab.train.measure import SplitMeasurement, find_classifier, measure_split
 from nclab.train.optim import lr_at, make_optimizer
+from nclab.validation import check_output_dir
 
 __all__ = ["PLAIN_PROGRESS_EVERY_S", "RunResult", "RunState", "Trainer", "measurement_epochs", "run_id", "train"]
 
@@ -403,18 +406,35 @@ class Trainer:
     def _load_data(self) -> tuple[ArrayDataset, ArrayDataset | None]:
         d = self.cfg.data
         common = dict(root=d.root, seed=self.cfg.seed, pad_to=d.pad_to, normalize=d.normalize, **d.options)
-        train = load(d.name, "train", per_class=d.per_class, **common)
-        test = None
-        if "test" in self.cfg.measure.splits:
-            test = load(d.name, "test", per_class=d.test_per_class, **common)
+        try:
+            train = load(d.name, "train", per_class=d.per_class, **common)
+            test = None
+            if "test" in self.cfg.measure.splits:
+                test = load(d.name, "test", per_class=d.test_per_class, **common)
+        except CorruptDatasetError:
+            raise
+        except (ValueError, TypeError) as err:  # a value only the loader can judge (per_class vs the data)
+            raise ConfigError(f"invalid config:\n  data: {err}") from None
         return train, test
 
     def _build(self) -> tuple[CollapseNet, torch.optim.Optimizer, LossFn]:
         cfg, data = self.cfg, self.train_data
         torch.manual_seed(cfg.seed)  # model initialisation (and CMF head rows) depend on the seed only
-        model = build_model(
-            cfg.model.name, data.input_shape, data.num_classes, head=cfg.model.head.build_kwargs(), **cfg.model.options
-        )
+        try:
+            model = build_model(
+                cfg.model.name,
+                data.input_shape,
+                data.num_classes,
+                head=cfg.model.head.build_kwargs(),
+                **cfg.model.options,
+            )
+        except (ValueError, TypeError) as err:  # a value only the constructor can judge (an activation's name)
+            raise ConfigError(f"invalid config:\n  model: {err}") from None
+        if isinstance(cfg.measure.layers, list):  # names only the built model can check: before epoch 0
+            try:
+                resolve_layers(model, cfg.measure.layers)
+            except KeyError as err:
+                raise ConfigError(f"invalid config:\n  measure.layers: {err.args[0]}") from None
         model.to(self.device)
         return model, make_optimizer(model, cfg.optim), make_loss(cfg.loss, data.num_classes)
 
@@ -485,7 +505,7 @@ def _prepare_dir(cfg: RunConfig, out: Path, resume: bool, overwrite: bool) -> di
     ckpt = out / "checkpoints" / "last.pt"
     cfg_path = out / "config.yaml"
     if resume and ckpt.is_file():
-        saved = yaml.safe_load(cfg_path.read_text()) if cfg_path.is_file() else None
+        saved = load_yaml_file(cfg_path) if cfg_path.is_file() else None
         if saved is not None and saved != cfg.to_dict():
             diff = _diff_keys(saved, cfg.to_dict())
             raise ConfigError(f"cannot resume {out}: the config differs from the saved one at {', '.join(diff[:10])}")
@@ -533,8 +553,10 @@ def train(
     """
     cfg = config if isinstance(config, RunConfig) else resolve_config(config)
     out = Path(out)
+    # user errors that need this machine (no GPU, an unwritable folder) are found before any work starts
+    check_device_available(cfg.train.device)
     created = not out.exists()
-    out.mkdir(parents=True, exist_ok=True)
+    check_output_dir(out, name="run directory", create=True)
     try:
         return _run(cfg, out, resume, overwrite, progress, console, on_epoch_end)
     except BaseException:

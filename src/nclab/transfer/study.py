@@ -55,6 +55,7 @@ from nclab._threads import blas_threads, torch_threads
 from nclab.data import ArrayDataset, load
 from nclab.io.atomic import atomic_write_bytes, atomic_write_text
 from nclab.io.tables import csv_text
+from nclab.io.yaml_io import load_yaml, load_yaml_file
 from nclab.metrics import collapse_report
 from nclab.nets import build_model
 from nclab.stats import ClassStats
@@ -173,7 +174,7 @@ class StudySpec:
 
 def load_study(path: str | Path) -> StudySpec:
     """Read a study from a YAML file."""
-    return StudySpec.from_dict(yaml.safe_load(Path(path).read_text()))
+    return StudySpec.from_dict(load_yaml_file(path))
 
 
 def run_name(group: StudyGroup, value: Any, seed: int) -> str:
@@ -281,7 +282,7 @@ def _finished(run_dir: Path, cfg: RunConfig) -> bool:
     return (
         (run_dir / "summary.json").is_file()
         and saved.is_file()
-        and yaml.safe_load(saved.read_text()) == yaml.safe_load(yaml.safe_dump(cfg.to_dict(), sort_keys=False))
+        and load_yaml_file(saved) == load_yaml(yaml.safe_dump(cfg.to_dict(), sort_keys=False))
     )
 
 
