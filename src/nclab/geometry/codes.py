@@ -438,8 +438,8 @@ class CodeSearch:
 
 
 def _check(d: int, K: int, restarts: int, hops: int, steps: int | None = None) -> None:
-    check_int(d, name="d", low=1)
-    check_int(K, name="K", low=2)
+    if check_int(d, name="d") < 1 or check_int(K, name="K") < 2:
+        raise ValueError(f"need d >= 1 and K >= 2, got d={d}, K={K}")
     check_int(restarts, name="restarts", low=1)
     check_int(hops, name="hops", low=0)
     if steps is not None:  # 0 steps would report the random start as the optimised code
