@@ -20,7 +20,9 @@ This module imports nothing from nclab (every package may use it without an impo
 
 from __future__ import annotations
 
+import os
 import typing
+from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
@@ -28,11 +30,14 @@ import numpy as np
 __all__ = [
     "ZeroRowPolicy",
     "as_rows",
+    "check_bool",
     "check_choice",
     "check_features",
     "check_finite",
     "check_int",
     "check_labels",
+    "check_output_dir",
+    "check_output_file",
     "check_positive",
     "infer_num_classes",
     "unit_rows",
@@ -194,6 +199,27 @@ def infer_num_classes(y: Any, *, name: str = "labels") -> int:
     )
 
 
+def check_bool(value: Any, *, name: str) -> bool:
+    """``value`` as a Python ``bool``: only ``True`` / ``False`` (and numpy's ``np.True_`` / ``np.False_``) pass.
+
+    Truthiness is never used: the strings ``"no"``, ``"false"``, ``"0"`` are truthy in Python, so reading them
+    as booleans would turn a user's "no" into ``True``. Ints (``0``, ``1``), strings and ``None`` raise
+    ``TypeError`` naming ``name``; a YAML or command-line value must be written ``true`` or ``false``.
+
+    Example
+    -------
+    >>> check_bool(np.True_, name="normalize")
+    True
+    >>> check_bool("no", name="center_w")
+    Traceback (most recent call last):
+        ...
+    TypeError: center_w must be true or false (a bool), got 'no' (str)
+    """
+    if isinstance(value, bool | np.bool_):
+        return bool(value)
+    raise TypeError(f"{name} must be true or false (a bool), got {value!r} ({type(value).__name__})")
+
+
 def check_choice(value: Any, choices: Any, *, name: str) -> Any:
     """``value`` if it is one of ``choices``: an iterable of allowed values or a ``typing.Literal`` (whose
     arguments are read).
@@ -312,3 +338,57 @@ def _raise_zero_rows(bad: np.ndarray, name: str) -> None:
     idx = np.flatnonzero(bad)
     listed = ", ".join(map(str, idx[:10])) + (" ..." if idx.size > 10 else "")
     raise ValueError(f"{name} has {idx.size} zero row(s) ({listed}): a zero row has no direction")
+
+
+def _nearest_existing(path: Path) -> Path:
+    for parent in (path, *path.parents):
+        if parent.exists() or parent.is_symlink():
+            return parent
+    return Path(".")
+
+
+def _check_writable_folder(folder: Path, path: Path, name: str) -> None:
+    if not folder.is_dir():
+        raise NotADirectoryError(f"{name} {path}: {folder} is a file, not a folder")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise PermissionError(f"{name} {path}: the folder {folder} is not writable")
+
+
+def check_output_dir(path: str | os.PathLike[str], *, name: str, create: bool = False) -> Path:
+    """``path`` as a ``Path``, checked to be usable as an output folder before any work starts: an existing
+    writable folder, or a missing one whose nearest existing ancestor is a writable folder. With ``create=True``
+    the missing folders are made (an ``OSError`` of the file system, e.g. a read-only mount, is re-raised as
+    ``PermissionError`` naming ``path``).
+
+    Raises ``NotADirectoryError`` (``path`` or an ancestor is a regular file) or ``PermissionError`` (not
+    writable), the message naming ``name`` and ``path``.
+    """
+    path = Path(path)
+    _check_writable_folder(_nearest_existing(path), path, name)
+    if create:
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise PermissionError(f"{name} {path}: cannot create it ({err.strerror or err})") from None
+    return path
+
+
+def check_output_file(path: str | os.PathLike[str], *, name: str, suffix: str | None = None) -> Path:
+    """``path`` as a ``Path``, checked to be writable as an output file before any work starts: its folder
+    exists and is writable, ``path`` is not a folder, and (when ``suffix`` is given, e.g. ``".npy"``) its name
+    ends in ``suffix``, so the file written is exactly the one named.
+
+    Raises ``FileNotFoundError`` (missing folder), ``NotADirectoryError``, ``IsADirectoryError``,
+    ``PermissionError`` or ``ValueError`` (wrong suffix), the message naming ``name`` and ``path``.
+    """
+    path = Path(path)
+    if suffix is not None and path.suffix != suffix:
+        raise ValueError(f"{name} {path}: the file name must end in {suffix}")
+    if path.is_dir():
+        raise IsADirectoryError(f"{name} {path}: is a folder; give a file name")
+    folder = path.parent
+    nearest = _nearest_existing(folder)
+    if nearest != folder and nearest.is_dir():
+        raise FileNotFoundError(f"{name} {path}: the folder {folder} does not exist")
+    _check_writable_folder(nearest, path, name)
+    return path

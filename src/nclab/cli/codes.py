@@ -11,12 +11,13 @@ from nclab.cli.common import (
     OutputFormat,
     dim_option,
     emit,
-    fail,
     format_option,
     make_app,
     num_classes_option,
+    user_errors,
 )
 from nclab.io.atomic import atomic_save_npy
+from nclab.validation import check_output_file
 
 app = make_app("codes", "Spherical codes of [Jiang et al. 2024]: Softmax Codes, Tammes codes, Thm 3.9 bounds.")
 
@@ -44,10 +45,10 @@ def _search(
     from nclab.geometry.codes import softmax_code_search, tammes_search
 
     fn = softmax_code_search if kind == "softmax" else tammes_search
-    try:
+    with user_errors():
+        if out is not None:  # before the search: a bad path must not cost the computation
+            check_output_file(out, name="--out", suffix=".npy")
         res = fn(d, K, restarts=restarts, seed=seed, steps=steps)
-    except ValueError as err:
-        fail(err)
     row: dict[str, Any] = {
         "d": d,
         "K": K,
@@ -82,14 +83,20 @@ def _search(
     emit(rows, fmt, title, footnotes=[f"{k}: {v}" for k, v in FIELDS.items() if k in row])
 
 
-_D = Annotated[int, dim_option()]
-_K = Annotated[int, num_classes_option()]
-_R = Annotated[int, typer.Option(help="diversified starts (random + spiral/polygon) before the polish")]
-_S = Annotated[int, typer.Option(help="random seed")]
+_D = Annotated[int, dim_option(min=1)]
+_K = Annotated[int, num_classes_option(min=2)]
+_R = Annotated[int, typer.Option(help="diversified starts (random + spiral/polygon) before the polish", min=1)]
+_S = Annotated[int, typer.Option(help="random seed", min=0)]
 _ST = Annotated[
-    int | None, typer.Option(help="coarse smoothed steps per start (default 300 when polished, else 1500 + 5K)")
+    int | None,
+    typer.Option(help="coarse smoothed steps per start (default 300 when polished, else 1500 + 5K)", min=1),
 ]
-_O = Annotated[Path | None, typer.Option("--out", "-o", help="save the code W (K, d) to this .npy file")]
+_O = Annotated[
+    Path | None,
+    typer.Option(
+        "--out", "-o", help="save the code W (K, d) to this file (its name must end in .npy; the folder must exist)"
+    ),
+]
 _F = Annotated[OutputFormat, format_option()]
 
 
@@ -125,10 +132,8 @@ def bounds(
     rows = []
     for dd in d:
         for kk in K:
-            try:
+            with user_errors():
                 b = softmax_code_bounds(dd, kk)
-            except ValueError as err:
-                fail(err)
             rows.append({"d": dd, "K": kk, "lower": b.lower, "upper": b.upper, "valid": b.valid, "min_K": b.min_K})
     emit(
         rows,

@@ -53,13 +53,18 @@ console = Console(soft_wrap=True)
 err_console = Console(stderr=True, soft_wrap=True)
 
 #: Exceptions that mean "the input is wrong", not "nclab is broken": their message is the whole report.
+#: ``TypeError`` is the wrong kind of value (float labels, a string where a number is needed: ``nclab.validation``).
 #: ``DatasetNotFoundError`` is a ``FileNotFoundError``, ``ConfigError`` and ``CorruptDatasetError`` are
-#: ``ValueError``s; an unknown layer or metric name is a ``KeyError``; a diverged run a ``FloatingPointError``.
+#: ``ValueError``s; an unknown layer or metric name is a ``KeyError``; a diverged run a ``FloatingPointError``;
+#: an output path that cannot be written a ``NotADirectoryError`` / ``IsADirectoryError`` / ``PermissionError``.
 USER_ERRORS: tuple[type[BaseException], ...] = (
     FileNotFoundError,
     FileExistsError,
     NotADirectoryError,
+    IsADirectoryError,
+    PermissionError,
     ValueError,
+    TypeError,
     KeyError,
     FloatingPointError,
 )
@@ -124,11 +129,13 @@ def fail(err: BaseException | str, hint: str = "", code: int = 2) -> NoReturn:
 
 
 @contextmanager
-def user_errors() -> Iterator[None]:
-    """Turn a :data:`USER_ERRORS` exception raised inside the block into :func:`fail` (exit code 2)."""
+def user_errors(*extra: type[BaseException]) -> Iterator[None]:
+    """Turn a :data:`USER_ERRORS` exception (or one of the ``extra`` types a command also reports as the user's:
+    a simulation that stops at its step bound is a ``RuntimeError``) raised inside the block into :func:`fail`
+    (exit code 2). Every command wraps its work in this block."""
     try:
         yield
-    except USER_ERRORS as err:
+    except (*USER_ERRORS, *extra) as err:
         fail(err)
 
 
@@ -150,19 +157,19 @@ def format_option(help: str = "table (for reading), json or csv (for programs); 
     return typer.Option("--format", "-f", help=help)
 
 
-def num_classes_option(help: str = "number of classes K") -> Any:
-    """``-K/--num-classes``."""
-    return typer.Option("--num-classes", "-K", help=help)
+def num_classes_option(help: str = "number of classes K", **kwargs: Any) -> Any:
+    """``-K/--num-classes`` (``kwargs``: more ``typer.Option`` settings, e.g. ``min=2``)."""
+    return typer.Option("--num-classes", "-K", help=help, **kwargs)
 
 
-def per_class_option(help: str = "samples per class n") -> Any:
-    """``-n/--per-class``."""
-    return typer.Option("--per-class", "-n", help=help)
+def per_class_option(help: str = "samples per class n", **kwargs: Any) -> Any:
+    """``-n/--per-class`` (``kwargs``: more ``typer.Option`` settings, e.g. ``min=1``)."""
+    return typer.Option("--per-class", "-n", help=help, **kwargs)
 
 
-def dim_option(help: str = "feature dimension d") -> Any:
-    """``-d/--dim``."""
-    return typer.Option("--dim", "-d", help=help)
+def dim_option(help: str = "feature dimension d", **kwargs: Any) -> Any:
+    """``-d/--dim`` (``kwargs``: more ``typer.Option`` settings, e.g. ``min=1``)."""
+    return typer.Option("--dim", "-d", help=help, **kwargs)
 
 
 def parse_key_values(items: Sequence[str] | None, option: str, known: Sequence[str] | None = None) -> dict[str, str]:

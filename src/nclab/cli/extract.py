@@ -9,7 +9,8 @@ from typing import Annotated
 import typer
 from torch import nn
 
-from nclab.cli.common import console, fail, per_class_option
+from nclab.cli.common import console, per_class_option, user_errors
+from nclab.validation import check_output_dir
 
 __all__ = ["extract_command", "load_model"]
 
@@ -18,14 +19,14 @@ def load_model(source: Path, input_shape: tuple[int, ...], num_classes: int) -> 
     """The network of an ``nclab train`` run directory (``config.yaml`` + ``checkpoints/last.pt``), or a whole
     module saved with ``torch.save(model, path)`` (unpickled: only files you trust)."""
     import torch
-    import yaml
 
+    from nclab.io.yaml_io import load_yaml_file
     from nclab.nets import build_model
     from nclab.train import RunConfig
     from nclab.train.checkpoint import load_checkpoint
 
     if source.is_dir():
-        cfg = RunConfig.model_validate(yaml.safe_load((source / "config.yaml").read_text()))
+        cfg = RunConfig.model_validate(load_yaml_file(source / "config.yaml"))
         model = build_model(
             cfg.model.name, input_shape, num_classes, head=cfg.model.head.build_kwargs(), **cfg.model.options
         )
@@ -47,7 +48,7 @@ def extract_command(
     ] = None,
     split: Annotated[str, typer.Option(help="train or test")] = "train",
     per_class: Annotated[int | None, per_class_option("balanced subset of n samples per class")] = None,
-    batch_size: Annotated[int, typer.Option(help="samples per forward pass")] = 256,
+    batch_size: Annotated[int, typer.Option(help="samples per forward pass", min=1)] = 256,
     format: Annotated[
         str, typer.Option("--file-format", help="npy (one memory-mapped file per array) or safetensors (one file)")
     ] = "npy",
@@ -59,14 +60,13 @@ def extract_command(
     from nclab.data import load
     from nclab.monitor import extract_features
 
-    try:
+    with user_errors():
+        check_output_dir(out, name="--out")  # before the forward passes
         ds = load(data, split, per_class=per_class)
         net = load_model(model, ds.input_shape, ds.num_classes)
         batches = ((ds.x[i : i + batch_size], ds.y[i : i + batch_size]) for i in range(0, len(ds), batch_size))
         paths = extract_features(
             net, batches, layers or "penultimate", out=out, num_classes=ds.num_classes, format=format
         )
-    except (ValueError, TypeError, KeyError, FileNotFoundError) as err:
-        fail(err)
     for name, path in paths.items():
         console.print(f"{name}: {path}" + (f":{name}" if path.suffix == ".safetensors" else ""))

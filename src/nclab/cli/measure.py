@@ -7,18 +7,18 @@ import io
 import json
 import math
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Annotated, Any
 
 import numpy as np
 import typer
-import yaml
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
 from nclab.cli.common import (
+    USER_ERRORS,
     OutputFormat,
     console,
     err_console,
@@ -28,42 +28,22 @@ from nclab.cli.common import (
     parse_key_values,
 )
 
-__all__ = ["CONVENTION_VALUES", "measure_arrays", "measure_command"]
-
-
-def _positive_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
-
-
-#: The values ``-c/--convention key=value`` accepts for each key of ``DEFAULT_CONVENTIONS`` (docs/conventions.md),
-#: as (check, description for the error message).
-CONVENTION_VALUES: dict[str, tuple[Callable[[Any], bool], str]] = {
-    "weighting": (lambda v: v in ("balanced", "empirical"), "balanced or empirical"),
-    "nc1_normalize": (lambda v: isinstance(v, bool), "true or false"),
-    "pinv_rank": (lambda v: v is None or v == "numerical" or _positive_int(v), "null, numerical or an int >= 1"),
-    "vci_rank": (lambda v: v in ("min", "numerical") or _positive_int(v), "min, numerical or an int >= 1"),
-    "cdnv_exponent": (lambda v: v in (1, 2) and not isinstance(v, bool), "1 or 2"),
-    "ddof": (lambda v: v in (0, 1) and not isinstance(v, bool), "0 or 1"),
-    "self_duality_variant": (lambda v: v in ("frobenius", "gram", "cosine"), "frobenius, gram or cosine"),
-    "center_w": (lambda v: isinstance(v, bool), "true or false"),
-    "center_means": (lambda v: isinstance(v, bool), "true or false"),
-}
+__all__ = ["measure_arrays", "measure_command"]
 
 
 def _parse_conventions(items: list[str] | None) -> dict[str, Any]:
-    """``key=value`` items (values read as YAML scalars); an unknown key or a value the key does not accept
-    raises ``typer.BadParameter`` naming both (exit 2)."""
-    from nclab.metrics.collapse_report import DEFAULT_CONVENTIONS
+    """``key=value`` items (values read as YAML scalars, so ``true`` / ``false`` are the only booleans); an
+    unknown key or a value the key does not accept (:func:`nclab.metrics.check_convention`) raises
+    ``typer.BadParameter`` naming both (exit 2)."""
+    from nclab.io.yaml_io import load_yaml
+    from nclab.metrics import DEFAULT_CONVENTIONS, check_convention
 
     out: dict[str, Any] = {}
     for key, text in parse_key_values(items, "--convention", sorted(DEFAULT_CONVENTIONS)).items():
-        value = yaml.safe_load(text)
-        check, allowed = CONVENTION_VALUES[key]
-        if not check(value):
-            raise typer.BadParameter(
-                f"{key}={text!r} is not accepted; {key} takes {allowed}", param_hint="--convention"
-            )
-        out[key] = value
+        try:
+            out[key] = check_convention(key, load_yaml(text, source=f"--convention {key}"), name=key)
+        except (TypeError, ValueError) as err:
+            raise typer.BadParameter(f"{key}={text!r} is not accepted: {err}", param_hint="--convention") from None
     return out
 
 
@@ -100,10 +80,14 @@ def measure_arrays(
     show_progress: bool = True,
     track: str = "full",
 ) -> dict[str, float]:
-    """Two streaming passes (ClassStats with ``track``, then NCC) and the full collapse report."""
-    from nclab.metrics import collapse_report
+    """Two streaming passes (ClassStats with ``track``, then NCC) and the full collapse report; the conventions
+    and ``batch_size`` are checked before the first pass."""
+    from nclab.metrics import check_conventions, collapse_report
     from nclab.stats import ClassStats, NCCAccumulator
-    from nclab.validation import check_finite, infer_num_classes
+    from nclab.validation import check_finite, check_int, infer_num_classes
+
+    batch_size = check_int(batch_size, name="batch_size", low=1)
+    check_conventions(conventions)
 
     labels = np.asarray(labels)
     if labels.ndim != 1:
@@ -203,7 +187,7 @@ def measure_command(
         ),
     ] = None,
     fmt: Annotated[OutputFormat, format_option()] = OutputFormat.table,
-    batch_size: Annotated[int, typer.Option(help="rows per streamed chunk")] = 8192,
+    batch_size: Annotated[int, typer.Option(help="rows per streamed chunk", min=1)] = 8192,
     track: Annotated[
         str,
         typer.Option(
@@ -237,7 +221,7 @@ def measure_command(
                 show_progress=fmt is OutputFormat.table,
                 track=track,
             )
-    except (ValueError, TypeError, KeyError, FileNotFoundError) as err:
+    except USER_ERRORS as err:
         hint = ""
         if isinstance(err, EmptyClassError):
             hint = " (check --num-classes against the labels)"

@@ -12,12 +12,12 @@ from nclab.cli.common import (
     OutputFormat,
     dim_option,
     emit,
-    fail,
     format_option,
     make_app,
     num_classes_option,
     parse_lams,
     per_class_option,
+    user_errors,
 )
 
 app = make_app("theory", "Theory engines: MSE decomposition and central-path dynamics [Han et al. 2022].")
@@ -36,12 +36,12 @@ class ObjectiveChoice(StrEnum):
 
 @app.command()
 def simulate(
-    classes: Annotated[int, num_classes_option("number of classes K (C in [Han et al. 2022])")] = 4,
-    per_class: Annotated[int, per_class_option("samples per class n (N in [Han et al. 2022])")] = 5,
-    dim: Annotated[int, dim_option("feature dimension d (P in [Han et al. 2022]; K n - K >= d)")] = 6,
-    t_end: Annotated[float, typer.Option(help="final time")] = 1e4,
+    classes: Annotated[int, num_classes_option("number of classes K (C in [Han et al. 2022])", min=2)] = 4,
+    per_class: Annotated[int, per_class_option("samples per class n (N in [Han et al. 2022])", min=1)] = 5,
+    dim: Annotated[int, dim_option("feature dimension d (P in [Han et al. 2022]; K n - K >= d)", min=1)] = 6,
+    t_end: Annotated[float, typer.Option(help="final time (finite, > 0)")] = 1e4,
     projection: Annotated[ProjectionChoice, typer.Option(help="tangent projection")] = ProjectionChoice.oblique,
-    checkpoints: Annotated[int, typer.Option(help="log-spaced checkpoints")] = 8,
+    checkpoints: Annotated[int, typer.Option(help="log-spaced checkpoints", min=1)] = 8,
     seed: Annotated[int, typer.Option(help="random seed of the initial features")] = 0,
     fmt: Annotated[OutputFormat, format_option()] = OutputFormat.table,
 ) -> None:
@@ -52,13 +52,10 @@ def simulate(
     largest to the smallest omega_j (1 = equalised, the simplex ETF)."""
     from nclab.theory.central_path import simulate as run_sim
 
-    try:
+    with user_errors(RuntimeError):  # RuntimeError: the ODE solver failed or reached its evaluation bound
         run = run_sim(
             classes, per_class, dim, t_end, projection.value, num_checkpoints=checkpoints, seed=seed, nc_metrics=False
         )
-    except (ValueError, RuntimeError) as err:
-        fail(err)
-        return
     if fmt is not OutputFormat.table:
         emit(run.table(), fmt)
         return
@@ -109,7 +106,7 @@ def decompose(
 
     # without --lam, lambda comes from --weight-decay when given (mapped by --objective), else 0
     lam_value = parse_lams(lam, ("W",)).get("W", None if weight_decay is not None else 0.0)
-    try:
+    with user_errors():
         H = load_array(features)
         y = np.asarray(load_array(labels, mmap=False))
         W = np.asarray(load_array(classifier, mmap=False), dtype=np.float64)
@@ -121,9 +118,6 @@ def decompose(
         out = mse_decomposition_from_stats(
             stats, W, b, lam_value, weight_decay=weight_decay, convention=objective.value, data_loss=R
         )
-    except (ValueError, TypeError, KeyError, FileNotFoundError) as err:
-        fail(err)
-        return
     if fmt is OutputFormat.json:
         emit([], fmt, data=out)
         return

@@ -158,7 +158,7 @@ def report_command(run_dir: Annotated[Path, typer.Argument(help="a training run 
 @app.command("demo")
 def demo_command(
     out: Annotated[Path, typer.Option(help="output folder")] = Path("runs/demo"),
-    epochs: Annotated[int | None, typer.Option(help="shorten the runs (default: the demo config's 200)")] = None,
+    epochs: Annotated[int | None, typer.Option(help="shorten the runs (default: the demo config's 200)", min=1)] = None,
     overwrite: Annotated[bool, flag("--overwrite", help="replace runs in OUT made with a different config")] = False,
     progress: Annotated[
         bool, flag("--progress/--no-progress", help="show progress bars (plain lines when not a terminal)")

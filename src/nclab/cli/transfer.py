@@ -11,7 +11,8 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from nclab.cli.common import OutputFormat, console, emit, err_console, fail, flag, format_option, make_app
+from nclab.cli.common import OutputFormat, console, emit, err_console, fail, flag, format_option, make_app, user_errors
+from nclab.validation import check_output_dir
 
 __all__ = ["app", "parse_lams", "probe_command", "run_command"]
 
@@ -66,6 +67,7 @@ def probe_command(
     from nclab.io.arrays import load_array
     from nclab.metrics import collapse_report
     from nclab.stats import ClassStats
+    from nclab.train.config import check_device_available
     from nclab.transfer import linear_probe, mean_log_odds, mlog
     from nclab.transfer.study import PAPER_METRICS
 
@@ -76,7 +78,8 @@ def probe_command(
     if unknown:
         fail(f"--mean-per-class names no --downstream task: {sorted(unknown)}")
     out: dict[str, Any] = {}
-    try:
+    with user_errors(OSError):  # OSError: a feature file that cannot be read
+        check_device_available(device, name="--device")
         # a .npy FEATURES is memory-mapped and accumulated in row chunks, never loaded whole
         H = load_array(features)
         y = np.asarray(load_array(labels, mmap=False))
@@ -95,8 +98,6 @@ def probe_command(
         out["mlo"] = mean_log_odds(accs)
         if pretrain_accuracy is not None:
             out["mlog"] = mlog(accs, pretrain_accuracy)
-    except (OSError, ValueError, KeyError) as err:
-        fail(err)
     if fmt is not OutputFormat.table:
         emit([{"task": name, **t} for name, t in out["tasks"].items()], fmt, data=out)
         return
@@ -126,13 +127,13 @@ def run_command(
 ) -> None:
     """Run a transfer study: pretrain every setting as a sweep (OUT/runs, on Ray when installed), probe, write
     table.csv, correlations.csv and fig7.png."""
-    from nclab.train.config import ConfigError
     from nclab.transfer.study import load_study, run_study
 
     if local and address is not None:
         fail("--local and --address exclude each other")
-    try:
+    with user_errors(OSError):  # OSError: a study file or run folder that cannot be read or written
         spec = load_study(study)
+        check_output_dir(out, name="--out")  # before the first training run
         res = run_study(
             spec,
             out,
@@ -140,8 +141,6 @@ def run_command(
             address=address,
             log=lambda line: err_console.print(escape(line), highlight=False),
         )
-    except (OSError, ValueError, ConfigError) as err:
-        fail(err)
     table = Table(title=f"{spec.name}: correlation with MLOG ({res.seconds:.0f} s)")
     for col in ("group", "metric", "Pearson r", "Spearman rho", "r seed sd"):
         table.add_column(col)

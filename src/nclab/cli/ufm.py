@@ -14,12 +14,12 @@ from nclab.cli.common import (
     dim_option,
     emit,
     err_console,
-    fail,
     format_option,
     make_app,
     num_classes_option,
     parse_lams,
     per_class_option,
+    user_errors,
 )
 
 app = make_app(
@@ -122,10 +122,8 @@ def solve(
     from nclab.ufm.models import lambda_keys
     from nclab.ufm.solvers import solve as ufm_solve
 
-    try:
+    with user_errors():
         keys = lambda_keys(model, depth)
-    except ValueError as err:
-        fail(err)
     lams = parse_lams(lam, keys, dict.fromkeys(keys, DEFAULT_LAM))
     options: dict[str, Any] = {"convention": lam_convention}
     if depth is not None:
@@ -134,10 +132,8 @@ def solve(
         if solver != "gd":
             raise typer.BadParameter("--iters applies to --solver gd", param_hint="--iters")
         options.update(iters=iters, metrics_every=0, log_every=max(1, iters // 100))
-    try:
+    with user_errors():
         result = ufm_solve(model, K=K, n=n, d=d, lams=lams, solver=solver, seed=seed, **options)
-    except ValueError as err:
-        fail(err)
     if not result.grad_norm <= GRAD_TOL * max(1.0, abs(result.loss)):
         err_console.print(
             f"warning: not converged: gradient norm {result.grad_norm:.3g} after the {solver} solve "

@@ -276,7 +276,16 @@ def _read_features(split: str, root: Any, opts: dict[str, Any]) -> tuple[np.ndar
         raise CorruptDatasetError(feats, f"features must be 2-D (N, d), got shape {X.shape}")
     if y.ndim != 1 or y.shape[0] != X.shape[0] or not np.issubdtype(y.dtype, np.integer):
         raise CorruptDatasetError(labs, f"labels must be integer (N,) with N = {X.shape[0]}, got {y.dtype} {y.shape}")
+    if y.size and int(y.min()) < 0:
+        raise CorruptDatasetError(labs, f"labels must lie in 0..K-1, got a label {int(y.min())}")
+    if not np.isfinite(X).all():
+        bad = np.argwhere(~np.isfinite(X))[0]
+        raise CorruptDatasetError(
+            feats, f"features contain NaN or inf (first at row {bad[0]}, column {bad[1]}; {X.dtype} after loading)"
+        )
     K = int(opts.pop("num_classes", 0)) or int(y.max()) + 1
+    if y.size and int(y.max()) >= K:
+        raise CorruptDatasetError(labs, f"labels must lie in 0..{K - 1} (num_classes={K}), got a label {int(y.max())}")
     return X, y.astype(np.int64), K
 
 

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nclab.validation import check_int, check_output_dir
+
 __all__ = ["DURATIONS", "EXPERIMENT_MODULES", "Experiment", "get", "list_experiments", "register", "run"]
 
 #: Modules whose import registers experiments (one per paper or theme, all in this package).
@@ -110,10 +112,11 @@ def get(name: str) -> Experiment:
 
 
 def run(name: str, out: str | Path, *, scale: str = "cpu", seed: int = 0) -> dict[str, Any]:
-    """Run experiment ``name`` at ``scale``, writing under ``out`` (created)."""
+    """Run experiment ``name`` at ``scale``, writing under ``out`` (created; a path that cannot be a writable
+    folder raises ``NotADirectoryError`` / ``PermissionError`` before the experiment starts)."""
     exp = get(name)
     if scale not in exp.scales:
         raise ValueError(f"experiment {name!r} has scales {exp.scales}, not {scale!r}")
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    check_int(seed, name="seed", low=0)
+    out = check_output_dir(out, name="output folder", create=True)
     return exp.fn(out, scale, seed)

@@ -13,10 +13,10 @@ import copy
 from pathlib import Path
 from typing import Any
 
-import yaml
 from rich.console import Console
 
 from nclab.experiments.registry import register
+from nclab.io.yaml_io import load_yaml_file
 
 __all__ = ["DEMO_CONFIG", "DEMO_LOSS_OVERRIDES", "FASHION_MNIST_CNN", "SCALES", "demo_config", "run_demo"]
 
@@ -77,13 +77,13 @@ def run_demo(
     console = console or Console(stderr=True)
     runs = {}
     cfgs = {
-        loss: resolve_config(demo_config(loss), [f"train.epochs={epochs}"] if epochs else [])
+        loss: resolve_config(demo_config(loss), [f"train.epochs={epochs}"] if epochs is not None else [])
         for loss in DEMO_LOSS_OVERRIDES
     }
     if not overwrite:
         for loss, cfg in cfgs.items():
             saved = out / loss / "config.yaml"
-            if saved.is_file() and yaml.safe_load(saved.read_text()) != cfg.to_dict():
+            if saved.is_file() and load_yaml_file(saved) != cfg.to_dict():
                 raise FileExistsError(
                     f"{out / loss} holds a different run (its config.yaml differs from this demo's); "
                     "pass --overwrite to replace it or --out to write elsewhere"

@@ -59,7 +59,7 @@ from threadpoolctl import threadpool_limits
 from nclab.geometry.bounds import CodeBounds, softmax_code_bounds
 from nclab.geometry.hull import dist_to_hull, hardmax_value, one_vs_one, one_vs_rest
 from nclab.memory import check_allocation
-from nclab.validation import as_rows, unit_rows
+from nclab.validation import as_rows, check_int, unit_rows
 
 __all__ = [
     "CERTIFIES",
@@ -438,13 +438,13 @@ class CodeSearch:
     info: dict[str, Any] = field(default_factory=dict)
 
 
-def _check(d: int, K: int, restarts: int, hops: int) -> None:
-    if int(d) < 1 or int(K) < 2:
+def _check(d: int, K: int, restarts: int, hops: int, steps: int | None = None) -> None:
+    if check_int(d, name="d") < 1 or check_int(K, name="K") < 2:
         raise ValueError(f"need d >= 1 and K >= 2, got d={d}, K={K}")
-    if int(restarts) < 1:
-        raise ValueError(f"restarts must be >= 1, got {restarts}")
-    if int(hops) < 0:
-        raise ValueError(f"hops must be >= 0, got {hops}")
+    check_int(restarts, name="restarts", low=1)
+    check_int(hops, name="hops", low=0)
+    if steps is not None:  # 0 steps would report the random start as the optimised code
+        check_int(steps, name="steps", low=1)
 
 
 def _distinct(vals: np.ndarray, k: int, rtol: float = 1e-7) -> list[int]:
@@ -471,7 +471,7 @@ def _search(
     lr: tuple[float, float],
     polish: bool | None,
 ) -> CodeSearch:
-    _check(d, K, restarts, hops)
+    _check(d, K, restarts, hops, steps)
     d, K = int(d), int(K)
     # every search step forms the K^2 pairwise differences in d dimensions (a lower estimate of its memory)
     check_allocation(

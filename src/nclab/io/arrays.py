@@ -73,7 +73,10 @@ def load_array(spec: str | Path, *, mmap: bool = True) -> Any:
 
 
 def iter_batches(features: Any, labels: Any, batch_size: int = 8192) -> Iterator[tuple[Any, Any]]:
-    """Row chunks of ``(features, labels)``; memory-mapped features are read one chunk at a time."""
+    """Row chunks of ``(features, labels)``; memory-mapped features are read one chunk at a time.
+    ``batch_size`` must be an int >= 1."""
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int | np.integer) or batch_size < 1:
+        raise ValueError(f"batch_size must be an int >= 1, got {batch_size!r}")  # range(0, n, 0) would raise
     n = features.shape[0]
     if labels.shape[0] != n:
         raise ValueError(f"features have {n} rows but labels have {labels.shape[0]} entries")

@@ -9,7 +9,13 @@ Every public metric is registered in :data:`REGISTRY` with its collapse directio
 from nclab.metrics._linalg import PsdPinv, psd_pinv
 from nclab.metrics._registry import REGISTRY, MetricInfo, collapse_direction
 from nclab.metrics.cdnv import cdnv
-from nclab.metrics.collapse_report import DEFAULT_CONVENTIONS, ImbalanceWarning, collapse_report
+from nclab.metrics.collapse_report import (
+    DEFAULT_CONVENTIONS,
+    ImbalanceWarning,
+    check_convention,
+    check_conventions,
+    collapse_report,
+)
 from nclab.metrics.common import DegenerateMetricWarning, TargetUnattainableWarning
 from nclab.metrics.cosine import class_separation, within_class_cosine, within_class_cosine_distance
 from nclab.metrics.duality import duality_distances, uniform_duality
@@ -41,6 +47,8 @@ __all__ = [
     "PsdPinv",
     "TargetUnattainableWarning",
     "cdnv",
+    "check_convention",
+    "check_conventions",
     "check_normalized_stats",
     "class_separation",
     "classifier_accuracy_on_means",

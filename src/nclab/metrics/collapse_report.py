@@ -34,9 +34,9 @@ from nclab.metrics.uniformity import hyperspherical_uniformity
 from nclab.metrics.variability import nc1, trace_ratio, vci, within_class_split
 from nclab.stats.class_stats import ClassStats
 from nclab.stats.ncc import NCCAccumulator
-from nclab.validation import as_rows, check_finite
+from nclab.validation import as_rows, check_bool, check_finite
 
-__all__ = ["DEFAULT_CONVENTIONS", "ImbalanceWarning", "collapse_report"]
+__all__ = ["DEFAULT_CONVENTIONS", "ImbalanceWarning", "check_convention", "check_conventions", "collapse_report"]
 
 
 class ImbalanceWarning(UserWarning):
@@ -76,12 +76,80 @@ for _key in ("uniformity_log_energy", "uniformity_log_var"):
     REGISTRY.setdefault(_key, replace(REGISTRY["hyperspherical_uniformity"], name=_key, direction="lower"))
 
 
-def _resolve(conventions: Mapping[str, Any] | None) -> dict[str, Any]:
+def _positive_int(v: Any) -> bool:
+    return isinstance(v, int | np.integer) and not isinstance(v, bool) and v >= 1
+
+
+def _one_of(v: Any, *allowed: Any) -> bool:
+    for a in allowed:
+        if a is None or isinstance(a, str):
+            if v is a or (isinstance(v, str) and v == a):
+                return True
+        # numbers match numbers only: True is not the choice 1, nor "1"
+        elif isinstance(v, int | float | np.number) and not isinstance(v, bool | np.bool_) and v == a:
+            return True
+    return False
+
+
+#: What each convention accepts (docs/conventions.md): a check and its description for the error message.
+#: Booleans are checked by :func:`nclab.validation.check_bool` (never by truthiness).
+_CONVENTION_VALUES: dict[str, tuple[Any, str]] = {
+    "weighting": (lambda v: _one_of(v, "balanced", "empirical"), "balanced or empirical"),
+    "nc1_normalize": (None, "true or false"),
+    "pinv_rank": (lambda v: _one_of(v, None, "numerical") or _positive_int(v), "null, numerical or an int >= 1"),
+    "vci_rank": (lambda v: _one_of(v, "min", "numerical") or _positive_int(v), "min, numerical or an int >= 1"),
+    "cdnv_exponent": (lambda v: _one_of(v, 1, 2), "1 or 2"),
+    "ddof": (lambda v: _one_of(v, 0, 1), "0 or 1"),
+    "self_duality_variant": (lambda v: _one_of(v, "frobenius", "gram", "cosine"), "frobenius, gram or cosine"),
+    "center_w": (None, "true or false"),
+    "center_means": (None, "true or false"),
+}
+
+
+def check_convention(key: str, value: Any, *, name: str | None = None) -> Any:
+    """``value`` checked as the value of convention ``key`` of :data:`DEFAULT_CONVENTIONS` (and converted:
+    numpy bools and ints to Python ones).
+
+    Allowed values: ``weighting`` "balanced" | "empirical"; ``nc1_normalize``, ``center_w``, ``center_means``
+    true | false (a ``bool``: the strings "no" / "false" are refused, never read by truthiness);
+    ``pinv_rank`` None | "numerical" | an int >= 1; ``vci_rank`` "min" | "numerical" | an int >= 1;
+    ``cdnv_exponent`` 1 | 2; ``ddof`` 0 | 1; ``self_duality_variant`` "frobenius" | "gram" | "cosine".
+
+    Raises
+    ------
+    TypeError, ValueError
+        The value is of the wrong kind / not an allowed value, the message naming ``name`` (default ``key``);
+        ``ValueError`` also for a ``key`` that is not a convention (the message lists them).
+    """
+    if key not in _CONVENTION_VALUES:
+        raise ValueError(f"unknown convention {key!r}; known: {', '.join(sorted(DEFAULT_CONVENTIONS))}")
+    name = key if name is None else name
+    check, allowed = _CONVENTION_VALUES[key]
+    if check is None:
+        return check_bool(value, name=name)
+    if not check(value):
+        raise ValueError(f"{name} must be {allowed}, got {value!r}")
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def check_conventions(conventions: Mapping[str, Any] | None, *, name: str = "conventions") -> dict[str, Any]:
+    """:data:`DEFAULT_CONVENTIONS` with ``conventions`` merged in, each value checked by
+    :func:`check_convention` (errors name ``name[KEY]``).
+
+    Example
+    -------
+    >>> check_conventions({"weighting": "empirical"})["weighting"]
+    'empirical'
+    >>> check_conventions({"center_w": "no"})
+    Traceback (most recent call last):
+        ...
+    TypeError: conventions['center_w'] must be true or false (a bool), got 'no' (str)
+    """
     conv = dict(DEFAULT_CONVENTIONS)
     for key, value in (conventions or {}).items():
         if key not in DEFAULT_CONVENTIONS:
-            raise ValueError(f"unknown convention {key!r}; known: {', '.join(sorted(DEFAULT_CONVENTIONS))}")
-        conv[key] = value
+            raise ValueError(f"{name}: unknown convention {key!r}; known: {', '.join(sorted(DEFAULT_CONVENTIONS))}")
+        conv[key] = check_convention(key, value, name=f"{name}[{key!r}]")
     return conv
 
 
@@ -110,7 +178,8 @@ def collapse_report(
     ncc : NCCAccumulator or its ``compute()`` dict, optional
         Adds ``ncc_accuracy`` (PFC3), and with a classifier ``ncc_mismatch`` (NC4), ``classifier_accuracy``.
     conventions : mapping, optional
-        Overrides of :data:`DEFAULT_CONVENTIONS`; unknown keys raise ``ValueError``.
+        Overrides of :data:`DEFAULT_CONVENTIONS`, checked by :func:`check_conventions` before any metric runs: an
+        unknown key or a bad value (``"no"`` for a bool) raises ``ValueError`` / ``TypeError`` naming it.
     keep_memo : bool
         Keep the d x d matrices and decompositions the metrics shared (``ClassStats.memo``) for later readers of
         the same statistics (e.g. the MSE decomposition of a training run); by default they are dropped, as
@@ -158,7 +227,7 @@ def collapse_report(
         b_arr = check_finite(b, name="b")
         if b_arr.shape != (stats.num_classes,):
             raise ValueError(f"b must be (K,) = ({stats.num_classes},), got {b_arr.shape}")
-    c = _resolve(conventions)
+    c = check_conventions(conventions)
     wt = c["weighting"]
     counts = stats.counts
     if wt == "balanced" and counts.min() != counts.max():

@@ -15,7 +15,7 @@ import numpy as np
 from nclab.metrics._registry import metric
 from nclab.metrics.common import check_stats, row_norms, unit_directions
 from nclab.stats.class_stats import ClassStats, Weighting
-from nclab.validation import as_rows
+from nclab.validation import as_rows, check_bool
 
 __all__ = ["duality_distances", "uniform_duality"]
 
@@ -24,7 +24,7 @@ Similarity = Literal["cosine", "dot"]
 
 def _pairs(W: Any, stats: ClassStats, center_means: bool, weighting: Weighting) -> tuple[np.ndarray, np.ndarray]:
     check_stats(stats)
-    M = stats.centered_means(weighting) if center_means else stats.means
+    M = stats.centered_means(weighting) if check_bool(center_means, name="center_means") else stats.means
     Wr = as_rows(W, name="W")
     if Wr.shape != M.shape:
         raise ValueError(f"W must be (K, d) = {M.shape}, got {Wr.shape}")

@@ -53,7 +53,7 @@ from nclab.metrics.common import (
     zero_rows,
 )
 from nclab.stats.class_stats import ClassStats, Weighting
-from nclab.validation import as_rows, check_choice, check_finite
+from nclab.validation import as_rows, check_bool, check_choice, check_finite
 
 __all__ = [
     "classifier_accuracy_on_means",
@@ -379,6 +379,8 @@ def self_duality(
     Zero ``W``, zero (centred) means, or (cosine) any zero row: nan + :class:`DegenerateMetricWarning`.
     """
     check_choice(variant, SelfDualityVariant, name="variant")
+    center_w = check_bool(center_w, name="center_w")
+    center_means = check_bool(center_means, name="center_means")
     if squared is not None and not isinstance(squared, bool):
         raise TypeError(f"squared must be a bool or None, got {squared!r}")
     if variant == "cosine" and squared is not None:

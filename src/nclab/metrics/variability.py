@@ -39,6 +39,7 @@ from nclab.metrics._linalg import (
 from nclab.metrics._registry import REGISTRY, metric
 from nclab.metrics.common import between_is_zero, check_stats, whitened_between
 from nclab.stats.class_stats import ClassStats, Weighting, check_weighting
+from nclab.validation import check_bool
 
 __all__ = ["fuzziness", "nc1", "pfc1", "sq_dist", "trace_ratio", "vci", "within_class_split"]
 
@@ -115,6 +116,7 @@ def nc1(
     """
     check_stats(stats)
     rtol = check_rtol(rtol)
+    normalize = check_bool(normalize, name="normalize")
     sw = stats.sigma_w(copy=False)
     pb = _pinv_b(stats, weighting, rank, rtol)
     if between_is_zero(stats, weighting) or pb.rank == 0:
@@ -324,6 +326,7 @@ def within_class_split(
     """
     check_stats(stats)
     rtol = check_rtol(rtol)
+    normalize = check_bool(normalize, name="normalize")
     sw = stats.sigma_w(copy=False)
     pb = _pinv_b(stats, weighting, rank, rtol)
     r = 0 if between_is_zero(stats, weighting) else pb.rank

@@ -18,11 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from nclab.io.atomic import atomic_write_text
 from nclab.io.run_table import OUTPUT_LAYER, MetricRow, read_metrics, read_run_id
 from nclab.io.tables import csv_text
+from nclab.io.yaml_io import load_yaml_file
 from nclab.report.html import format_value, write_report
 
 __all__ = [
@@ -95,7 +94,7 @@ def load_run(path: str | Path) -> RunRecord:
     path = Path(path)
     rows = read_metrics(path)
     summary = json.loads((path / "summary.json").read_text()) if (path / "summary.json").is_file() else {}
-    config = yaml.safe_load((path / "config.yaml").read_text()) if (path / "config.yaml").is_file() else {}
+    config = load_yaml_file(path / "config.yaml") if (path / "config.yaml").is_file() else {}
     pen = summary.get("penultimate") or next((r.layer for r in rows if r.metric == "nc1"), None)
     zero = summary.get("zero_error_epoch")
     if zero is None and "zero_error_epoch" not in summary:  # a table without summary: its first zero-error row

@@ -11,10 +11,10 @@ import math
 from collections.abc import Sequence
 from pathlib import Path
 
-import yaml
 from matplotlib.figure import Figure
 
 from nclab.io.run_table import OUTPUT_LAYER, MetricRow, read_metrics, relabel_output
+from nclab.io.yaml_io import load_yaml
 from nclab.report.figures import (
     curves_figure,
     decomposition_figure,
@@ -79,7 +79,7 @@ def write_run_report(run_dir: str | Path, title: str | None = None) -> Path:
     rows = read_metrics(run_dir)
     summary = json.loads((run_dir / "summary.json").read_text()) if (run_dir / "summary.json").is_file() else {}
     config = (run_dir / "config.yaml").read_text() if (run_dir / "config.yaml").is_file() else ""
-    cfg = yaml.safe_load(config) or {}
+    cfg = load_yaml(config, source=str(run_dir / "config.yaml")) or {}
     zero = summary.get("zero_error_epoch")
     if zero is None:  # rows without a summary.json (a user's own table): the first epoch they show at zero error
         zero = next((e for e, v in zip(*series(rows, "error", OUTPUT_LAYER), strict=True) if v == 0.0), None)

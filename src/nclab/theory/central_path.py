@@ -32,7 +32,7 @@ import scipy.optimize
 from nclab.memory import check_allocation
 from nclab.theory.mse import Moments, ls_from_moments
 from nclab.theory.snr import inv_sqrt_psd
-from nclab.validation import check_choice
+from nclab.validation import check_choice, check_int, check_positive
 
 __all__ = [
     "CentralPathRun",
@@ -140,8 +140,8 @@ def closed_form_omega(omega0: Any, t: Any, K: int, n: int, projection: Projectio
     ts = np.atleast_1d(np.asarray(t, dtype=np.float64))
     if np.any(w0 <= 0):
         raise ValueError("closed forms need omega(0) > 0 (a zero singular value never moves)")
-    if np.any(ts < 0):
-        raise ValueError("t must be >= 0")
+    if np.any(ts < 0) or not np.all(np.isfinite(ts)):
+        raise ValueError("t must be finite and >= 0")
     out = np.empty((ts.size, w0.size))
     for j, w in enumerate(w0):
         F0 = float(flow_potential(w, K, n, projection))
@@ -150,8 +150,13 @@ def closed_form_omega(omega0: Any, t: Any, K: int, n: int, projection: Projectio
                 out[i, j] = w
                 continue
             hi = 2.0 * w
-            while flow_potential(hi, K, n, projection) < F0 + tt:
+            # F grows without bound, so a finite level is bracketed before hi overflows (2^1100 > float max)
+            for _ in range(1100):
+                if not flow_potential(hi, K, n, projection) < F0 + tt:
+                    break
                 hi *= 2.0
+            else:
+                raise ValueError(f"closed_form_omega: no bracket for t={tt} (omega beyond the float range)")
             level = F0 + float(tt)
             out[i, j] = scipy.optimize.brentq(
                 lambda x, lv=level: float(flow_potential(x, K, n, projection)) - lv, w, hi, xtol=1e-300, rtol=1e-15
@@ -259,6 +264,8 @@ def simulate(
     seed: int = 0,
     X0: np.ndarray | None = None,
     nc_metrics: bool = True,
+    max_steps: int = 1_000_000,
+    max_evals: int = 100_000,
 ) -> CentralPathRun:
     """Renormalised gradient flow of the central-path MSE on ``{Sigma_W = I}`` [Han et al. 2022, eq. (5), Thm 3].
 
@@ -271,6 +278,10 @@ def simulate(
     method : "ode" (DOP853 with ``rtol``/``atol`` between checkpoints, retraction at each) or "gd" (discrete
         :func:`renormalized_step` with step ``eta``; time = steps * eta; checkpoints rounded to steps).
     X0 : optional initial rows ``(N, d)`` (class-major); default :func:`initial_features` with ``seed``.
+    max_steps, max_evals : bounds on the work, so that no horizon makes the simulation run without end (``t_end``
+        must also be finite): ``"gd"`` refuses ``t_end / eta > max_steps`` gradient steps (``ValueError``, before
+        any step); ``"ode"`` stops with ``RuntimeError`` after ``max_evals`` right-hand-side evaluations over all
+        checkpoints (the default horizon 1e4 at K=4, n=5, d=6 takes about 700; 1e5 of them about 90 s).
 
     Examples
     --------
@@ -283,15 +294,22 @@ def simulate(
     """
     _check_projection(projection)
     check_choice(method, ("ode", "gd"), name="method")
-    if all(isinstance(v, int | np.integer) and not isinstance(v, bool) and v >= 1 for v in (K, n, d)):
-        # one-hot targets (K, K n) and a few copies of the features (K n, d) for the flow and its checkpoints
-        check_allocation(
-            8.0 * (float(K) * K * n + 8.0 * K * n * d),
-            what=f"the central-path simulation with K={K}, n={n}, d={d} (K x Kn targets, Kn x d features)",
-            alternative="use fewer classes K, samples n or dimensions d",
+    K, n, d = check_int(K, name="K", low=2), check_int(n, name="n", low=1), check_int(d, name="d", low=1)
+    t_end = check_positive(t_end, name="t_end")  # finite: an infinite horizon never ends
+    num_checkpoints = check_int(num_checkpoints, name="num_checkpoints", low=1)
+    max_steps = check_int(max_steps, name="max_steps", low=1)
+    max_evals = check_int(max_evals, name="max_evals", low=1)
+    if method == "gd" and t_end / check_positive(eta, name="eta") > max_steps:
+        raise ValueError(
+            f"t_end / eta = {t_end / eta:.3g} gradient steps exceed max_steps={max_steps}: "
+            "raise eta or max_steps, or lower t_end"
         )
-    if not (t_end > 0):
-        raise ValueError(f"t_end must be > 0, got {t_end}")
+    # one-hot targets (K, K n) and a few copies of the features (K n, d) for the flow and its checkpoints
+    check_allocation(
+        8.0 * (float(K) * K * n + 8.0 * K * n * d),
+        what=f"the central-path simulation with K={K}, n={n}, d={d} (K x Kn targets, Kn x d features)",
+        alternative="use fewer classes K, samples n or dimensions d",
+    )
     X = initial_features(K, n, d, mean_scale=mean_scale, seed=seed) if X0 is None else renormalize_features(X0, K)
     if X.shape != (K * n, d):
         raise ValueError(f"X0 must have shape (K n, d) = ({K * n}, {d}), got {X.shape}")
@@ -304,10 +322,17 @@ def simulate(
     om0, left0, right0 = omega_of(X, K)
     frames: list[tuple[np.ndarray, float]] = [(X, 0.0)]
     n_steps_done = 0
+    evals = [0]  # right-hand-side evaluations of the ODE solver, over all checkpoints
     for k in range(1, times.size):
         if method == "ode":
 
             def rhs(_t: float, v: np.ndarray) -> np.ndarray:
+                evals[0] += 1
+                if evals[0] > max_evals:
+                    raise RuntimeError(
+                        f"ODE integration stopped after max_evals={max_evals} right-hand-side evaluations "
+                        f"(t={_t:.6g} of t_end={t_end:g}): lower t_end or raise max_evals"
+                    )
                 Xv = v.reshape(K * n, d)
                 return -project(Xv, ls_loss_grad(Xv, K)[1], K, projection).ravel()
 

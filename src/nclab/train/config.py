@@ -9,20 +9,32 @@ from __future__ import annotations
 
 import copy
 import inspect
+import typing
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    TypeAdapter,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from nclab.data.loaders import DATASETS
+from nclab.io.yaml_io import load_yaml, load_yaml_file
 from nclab.nets import NET_MODELS
 
 __all__ = [
+    "SEED_LIMIT",
     "ConfigError",
     "RunConfig",
     "apply_overrides",
+    "check_device_available",
     "deep_merge",
     "load_config",
     "resolve_config",
@@ -32,9 +44,22 @@ PosInt = Annotated[int, Field(gt=0)]
 PosFloat = Annotated[float, Field(gt=0)]
 NonNegFloat = Annotated[float, Field(ge=0)]
 
+#: Seeds are in ``0 <= seed < SEED_LIMIT``: numpy's generators refuse negative seeds and torch's take 64 bits,
+#: and the trainer derives its per-epoch seeds as ``seed * 1_000_003 + epoch``, which must stay below 2**63.
+SEED_LIMIT = 2**32
+
 
 class ConfigError(ValueError):
     """An invalid run configuration; the message lists every problem with its key path (``model.widths.0``)."""
+
+
+class _AtKey(ValueError):
+    """Raised by a validator about one sub-key of the field it checks (``options.widths``,
+    ``conventions.weighting``): the message is shown under the field's key path extended by ``key``."""
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(message)
+        self.key = key
 
 
 class _Strict(BaseModel):
@@ -47,7 +72,7 @@ class DataConfig(_Strict):
     per_class: PosInt | None = None  # balanced training subset (seeded by the run seed)
     test_per_class: PosInt | None = None  # balanced test subset (None: the whole test split)
     pad_to: PosInt | None = None  # [Han et al. 2022]: 32 for (Fashion-)MNIST
-    normalize: bool = True
+    normalize: StrictBool = True
     options: dict[str, Any] = Field(default_factory=dict)  # dataset-specific (gaussian: K, d, n, separation)
 
     @field_validator("name")
@@ -60,14 +85,14 @@ class DataConfig(_Strict):
 
 class HeadConfig(_Strict):
     kind: Literal["linear", "cosine", "fixed", "cmf"] = "linear"
-    bias: bool = True  # linear head only
+    bias: StrictBool = True  # linear head only
     tau: PosFloat | None = None  # cosine / fixed / cmf: logits are cos / tau (default 0.1)
     logit_scale: PosFloat | None = None  # = 1 / tau (give one of the two)
     beta: Annotated[float, Field(ge=0, lt=1)] = 0.9  # cmf EMA factor
-    renormalize: bool = True  # cmf: rows back on the sphere after each update
+    renormalize: StrictBool = True  # cmf: rows back on the sphere after each update
     code: Literal["etf", "orthogonal"] = "etf"  # fixed head
     assignment: list[int] | None = None  # fixed head: class k gets code row assignment[k]
-    cosine: bool = True  # fixed head: cosine logits (else W h)
+    cosine: StrictBool = True  # fixed head: cosine logits (else W h)
 
     @model_validator(mode="after")
     def _consistent(self) -> HeadConfig:
@@ -105,12 +130,42 @@ class ModelConfig(_Strict):
 
     @model_validator(mode="after")
     def _options(self) -> ModelConfig:
-        params = inspect.signature(NET_MODELS[self.name].__init__).parameters
+        init = NET_MODELS[self.name].__init__
+        params = inspect.signature(init).parameters
         allowed = [p for p in params if p not in ("self", "input_shape", "num_classes", "head")]
         bad = [k for k in self.options if k not in allowed]
         if bad:
-            raise ValueError(f"options.{bad[0]}: not an option of model {self.name!r} (options: {', '.join(allowed)})")
+            raise _AtKey(f"options.{bad[0]}", f"not an option of model {self.name!r} (options: {', '.join(allowed)})")
+        hints = typing.get_type_hints(init)
+        for key, value in self.options.items():
+            _check_option(f"options.{key}", value, hints.get(key, Any))
         return self
+
+
+def _check_option(key: str, value: Any, annotation: Any) -> None:
+    """A model option checked against the constructor's annotation (strictly: ``"3"`` is not an int, ``"no"``
+    not a bool) and, since every int option of :data:`nclab.nets.NET_MODELS` is a size or a count (widths,
+    channels, blocks, depth, growth), every int in it ``>= 1``. The remaining checks (an activation's name, a
+    block kind) are the constructor's; :class:`~nclab.train.trainer.Trainer` reports them under ``model.options``."""
+    try:
+        TypeAdapter(annotation, config=ConfigDict(strict=True)).validate_python(value)
+    except ValidationError as err:
+        e = err.errors()[0]
+        where = "".join(f"[{p}]" for p in e["loc"])
+        raise _AtKey(key, f"{e['msg'].lower()}{' at ' + where if where else ''} (got {value!r})") from None
+    for item in _ints(value):
+        if item < 1:
+            raise _AtKey(key, f"sizes and counts must be >= 1, got {value!r}")
+
+
+def _ints(value: Any) -> list[int]:
+    if isinstance(value, bool):
+        return []
+    if isinstance(value, int):
+        return [value]
+    if isinstance(value, list | tuple):
+        return [i for v in value for i in _ints(v)]
+    return []
 
 
 class LossConfig(_Strict):
@@ -143,7 +198,7 @@ class OptimConfig(_Strict):
     name: Literal["sgd", "adamw"] = "sgd"
     lr: PosFloat = 0.05
     momentum: Annotated[float, Field(ge=0, lt=1)] = 0.9
-    nesterov: bool = False
+    nesterov: StrictBool = False
     weight_decay: NonNegFloat = 5e-4  # SGD: coupled L2 on every parameter (PyTorch); AdamW: decoupled
     betas: tuple[Annotated[float, Field(ge=0, lt=1)], Annotated[float, Field(ge=0, lt=1)]] = (0.9, 0.999)
 
@@ -172,9 +227,20 @@ class ScheduleConfig(_Strict):
 class TrainConfig(_Strict):
     epochs: PosInt = 100
     batch_size: PosInt = 128
-    drop_last: bool = True  # the [Han et al. 2022] Colab skips the last incomplete batch
+    drop_last: StrictBool = True  # the [Han et al. 2022] Colab skips the last incomplete batch
     threads: PosInt | None = None  # torch and numpy/scipy BLAS threads for the run (None: leave as they are)
     device: str = "cpu"  # "cuda" works; bit-identical resume is only promised on the CPU
+
+    @field_validator("device")
+    @classmethod
+    def _device(cls, v: str) -> str:
+        import torch
+
+        try:
+            torch.device(v)
+        except (RuntimeError, TypeError):
+            raise ValueError(f"{v!r} is not a torch device (cpu, cuda, cuda:N, mps, ...)") from None
+        return v
 
 
 class MeasureConfig(_Strict):
@@ -183,7 +249,8 @@ class MeasureConfig(_Strict):
 
     epochs: Literal["log"] | list[Annotated[int, Field(ge=0)]] = "log"
     num_log: PosInt = 20
-    splits: list[Literal["train", "test"]] = Field(default_factory=lambda: ["train", "test"])
+    # at least one: a run that measures nothing would still claim measured epochs (use measure.epochs instead)
+    splits: list[Literal["train", "test"]] = Field(default_factory=lambda: ["train", "test"], min_length=1)
     layers: Literal["all", "penultimate"] | list[str] = "all"
     full_layers: Literal["penultimate", "all"] = "penultimate"  # full (d x d) ClassStats where
     conventions: dict[str, Any] = Field(default_factory=dict)  # nclab.metrics.DEFAULT_CONVENTIONS overrides
@@ -192,29 +259,32 @@ class MeasureConfig(_Strict):
     batch_size: PosInt = 256
     cache_mb: NonNegFloat = 256.0  # keep pass-1 features for the NCC pass when they fit
     blas_threads: PosInt | None = 1  # numpy/scipy BLAS threads while measuring (None: as train.threads)
-    geodesic: bool = False  # The [Wang et al. 2024] geodesic model over the equal-width measured layers (train split)
+    geodesic: StrictBool = (
+        False  # The [Wang et al. 2024] geodesic model over the equal-width measured layers (train split)
+    )
     zero_error_check: Literal["gated", "every_epoch"] = "gated"
     zero_error_gate: Annotated[float, Field(ge=0, le=1)] = 0.05
 
     @field_validator("conventions")
     @classmethod
     def _conv(cls, v: dict[str, Any]) -> dict[str, Any]:
-        from nclab.metrics import DEFAULT_CONVENTIONS
+        from nclab.metrics import DEFAULT_CONVENTIONS, check_convention
 
         bad = [k for k in v if k not in DEFAULT_CONVENTIONS]
         if bad:
             raise ValueError(f"unknown convention {bad[0]!r}; known: {', '.join(sorted(DEFAULT_CONVENTIONS))}")
-        if "weighting" in v:
-            # checked here: at measurement time a bad value would only drop the metrics that use it, epochs later
-            from nclab.stats.class_stats import check_weighting
-
-            check_weighting(v["weighting"])
-        return v
+        out = {}
+        for key, value in v.items():
+            try:
+                out[key] = check_convention(key, value, name="value")
+            except (TypeError, ValueError) as err:  # a bad value fails the config, never the run's measurements
+                raise _AtKey(key, str(err).removeprefix("value ")) from None
+        return out
 
 
 class CheckpointConfig(_Strict):
     every: PosInt = 1  # checkpoint (and rewrite metrics.csv) every this many epochs, and at the last epoch
-    keep_measured: bool = False  # also keep checkpoints/epoch_NNNN.pt at every measured epoch
+    keep_measured: StrictBool = False  # also keep checkpoints/epoch_NNNN.pt at every measured epoch
 
 
 class LogConfig(_Strict):
@@ -238,7 +308,7 @@ class LogConfig(_Strict):
 
 class RunConfig(_Strict):
     name: str = "run"
-    seed: int = 0
+    seed: Annotated[int, Field(ge=0, lt=SEED_LIMIT)] = 0
     preset: str | None = None  # recorded; already merged into the fields below
     data: DataConfig = Field(default_factory=DataConfig)
     model: ModelConfig = Field(default_factory=ModelConfig)
@@ -249,7 +319,7 @@ class RunConfig(_Strict):
     measure: MeasureConfig = Field(default_factory=MeasureConfig)
     checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig)
     log: LogConfig = Field(default_factory=LogConfig)
-    report: bool = True  # write report.html at the end
+    report: StrictBool = True  # write report.html at the end
     notes: str = ""
 
     def to_dict(self) -> dict[str, Any]:
@@ -293,7 +363,10 @@ def apply_overrides(raw: Mapping[str, Any], overrides: Sequence[str]) -> dict[st
             if not isinstance(nxt, dict):
                 raise ConfigError(f"--set {key}: {p!r} holds a value, not a section")
             node = nxt
-        node[parts[-1]] = yaml.safe_load(text)
+        try:
+            node[parts[-1]] = load_yaml(text, source=f"--set {key.strip()}")
+        except ValueError as err:
+            raise ConfigError(str(err)) from None
     return out
 
 
@@ -304,13 +377,35 @@ def _format_errors(err: ValidationError) -> str:
         msg = e["msg"].removeprefix("Value error, ")
         if e["type"] == "extra_forbidden":
             msg = "unknown key"
-        # a model-level check names its own sub-key (options.NAME): attach it to the path
-        if msg.startswith("options.") and ":" in msg:
-            sub, msg = msg.split(":", 1)
-            loc = f"{loc}.{sub}" if loc else sub
-            msg = msg.strip()
+        # a validator's complaint about one sub-key (options.NAME, a convention): attach it to the path
+        sub = e.get("ctx", {}).get("error")
+        if isinstance(sub, _AtKey):
+            loc = f"{loc}.{sub.key}" if loc else sub.key
         lines.append(f"  {loc or '(top level)'}: {msg}" + (f" (got {e['input']!r})" if _show_input(e) else ""))
     return "invalid config:\n" + "\n".join(lines)
+
+
+def check_device_available(device: str, *, name: str = "train.device") -> None:
+    """Raise :class:`ConfigError` naming ``name`` when ``device`` (a torch device string) is not one or cannot
+    be used by this torch build on this machine: CUDA not compiled in or no GPU visible, a GPU index beyond
+    the count, or no MPS. :func:`~nclab.train.trainer.train` checks it when a run starts (a saved config stays
+    readable on any machine)."""
+    import torch
+
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise ConfigError(f"{name}: {device!r} is not a torch device (cpu, cuda, cuda:N, mps, ...)") from None
+    why = ""
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        build = "in this torch build" if torch.version.cuda is None else "(no GPU visible to this torch build)"
+        why = f"CUDA is not available {build} (torch {torch.__version__}); use cpu"
+    elif dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
+        why = f"{device!r}, but this machine has {torch.cuda.device_count()} GPU(s)"
+    elif dev.type == "mps" and not torch.backends.mps.is_available():
+        why = "MPS is not available on this machine; use cpu"
+    if why:
+        raise ConfigError(f"{name}: {why}")
 
 
 def _show_input(e: Mapping[str, Any]) -> bool:
@@ -339,9 +434,9 @@ def load_config(path: str | Path, overrides: Sequence[str] = ()) -> RunConfig:
     if not path.is_file():
         raise FileNotFoundError(f"no such config file: {path}")
     try:
-        raw = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as err:
-        raise ConfigError(f"{path}: not valid YAML ({err})") from None
+        raw = load_yaml_file(path) or {}
+    except ValueError as err:  # not YAML, or a duplicate key (the message names the file and the line)
+        raise ConfigError(str(err)) from None
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: the top level must be a mapping, got {type(raw).__name__}")
     return resolve_config(raw, overrides)

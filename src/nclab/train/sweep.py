@@ -51,6 +51,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from nclab.io.atomic import atomic_write_text
 from nclab.io.run_table import OUTPUT_LAYER
+from nclab.io.yaml_io import load_yaml_file
 from nclab.train.config import ConfigError, RunConfig, load_config, resolve_config
 
 __all__ = [
@@ -157,9 +158,9 @@ def load_sweep(path: str | Path) -> tuple[SweepSpec, dict[str, Any], str]:
     if not path.is_file():
         raise FileNotFoundError(f"no such sweep file: {path}")
     try:
-        raw = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as err:
-        raise SweepError(f"{path}: not valid YAML ({err})") from None
+        raw = load_yaml_file(path)
+    except ValueError as err:  # not valid YAML, or a duplicate key (the message names the file)
+        raise SweepError(str(err)) from None
     if not isinstance(raw, dict):
         raise SweepError(f"{path}: the top level must be a mapping with base, grid / overrides / seeds")
     try:
@@ -183,9 +184,9 @@ def load_sweep(path: str | Path) -> tuple[SweepSpec, dict[str, Any], str]:
         if not base_path.is_file():
             raise SweepError(f"{path}: base: no such config file {base_path}")
         try:
-            base = yaml.safe_load(base_path.read_text()) or {}
-        except yaml.YAMLError as err:
-            raise SweepError(f"{base_path}: not valid YAML ({err})") from None
+            base = load_yaml_file(base_path) or {}
+        except ValueError as err:
+            raise SweepError(str(err)) from None
         if not isinstance(base, dict):
             raise SweepError(f"{base_path}: the top level must be a mapping")
         load_config(base_path)  # the base alone must be a valid run config

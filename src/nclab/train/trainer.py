@@ -49,16 +49,18 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from nclab._threads import blas_threads, torch_threads
-from nclab.data import ArrayDataset, load
+from nclab.data import ArrayDataset, CorruptDatasetError, load
 from nclab.io.atomic import atomic_write_bytes, atomic_write_text
 from nclab.io.run_table import OUTPUT_LAYER, MetricRow, write_metrics
 from nclab.io.sinks import MetricSink, RunTableSink, make_sink
 from nclab.io.tables import to_frame
+from nclab.io.yaml_io import load_yaml_file
 from nclab.nets import CollapseNet, build_model
 from nclab.theory.mse import mse_decomposition_from_stats
 from nclab.train import distributed as ddp
 from nclab.train.checkpoint import checkpoint_bytes, load_checkpoint
-from nclab.train.config import ConfigError, RunConfig, resolve_config
+from nclab.train.config import ConfigError, RunConfig, check_device_available, resolve_config
+from nclab.train.hooks import resolve_layers
 from nclab.train.losses import LossFn, make_loss, paper004_lambda
 from nclab.train.measure import SplitMeasurement, find_classifier, measure_split
 from nclab.train.optim import lr_at, make_optimizer
@@ -72,6 +74,7 @@ from nclab.train.rundir import (
     metrics_file_status,
     resume_differences,
 )
+from nclab.validation import check_output_dir
 
 __all__ = ["PLAIN_PROGRESS_EVERY_S", "RunResult", "RunState", "Trainer", "measurement_epochs", "run_id", "train"]
 
@@ -446,18 +449,35 @@ class Trainer:
     def _load_data(self) -> tuple[ArrayDataset, ArrayDataset | None]:
         d = self.cfg.data
         common = dict(root=d.root, seed=self.cfg.seed, pad_to=d.pad_to, normalize=d.normalize, **d.options)
-        train = load(d.name, "train", per_class=d.per_class, **common)
-        test = None
-        if "test" in self.cfg.measure.splits:
-            test = load(d.name, "test", per_class=d.test_per_class, **common)
+        try:
+            train = load(d.name, "train", per_class=d.per_class, **common)
+            test = None
+            if "test" in self.cfg.measure.splits:
+                test = load(d.name, "test", per_class=d.test_per_class, **common)
+        except CorruptDatasetError:
+            raise
+        except (ValueError, TypeError) as err:  # a value only the loader can judge (per_class vs the data)
+            raise ConfigError(f"invalid config:\n  data: {err}") from None
         return train, test
 
     def _build(self) -> tuple[CollapseNet, torch.optim.Optimizer, LossFn]:
         cfg, data = self.cfg, self.train_data
         torch.manual_seed(cfg.seed)  # model initialisation (and CMF head rows) depend on the seed only
-        model = build_model(
-            cfg.model.name, data.input_shape, data.num_classes, head=cfg.model.head.build_kwargs(), **cfg.model.options
-        )
+        try:
+            model = build_model(
+                cfg.model.name,
+                data.input_shape,
+                data.num_classes,
+                head=cfg.model.head.build_kwargs(),
+                **cfg.model.options,
+            )
+        except (ValueError, TypeError) as err:  # a value only the constructor can judge (an activation's name)
+            raise ConfigError(f"invalid config:\n  model: {err}") from None
+        if isinstance(cfg.measure.layers, list):  # names only the built model can check: before epoch 0
+            try:
+                resolve_layers(model, cfg.measure.layers)
+            except KeyError as err:
+                raise ConfigError(f"invalid config:\n  measure.layers: {err.args[0]}") from None
         model.to(self.device)
         return model, make_optimizer(model, cfg.optim), make_loss(cfg.loss, data.num_classes)
 
@@ -549,9 +569,9 @@ def _prepare_dir(cfg: RunConfig, out: Path, resume: bool, overwrite: bool) -> tu
 def _prepare_resume(cfg: RunConfig, out: Path, ckpt: Path) -> tuple[dict[str, Any], list[str]]:
     check_resumable(out, ckpt)
     try:
-        saved_cfg = yaml.safe_load((out / "config.yaml").read_text())
-    except yaml.YAMLError as err:
-        msg = f"cannot resume {out}: its config.yaml is not valid YAML ({err}); nothing was changed"
+        saved_cfg = load_yaml_file(out / "config.yaml")
+    except ValueError as err:  # not valid YAML, or a duplicate key
+        msg = f"cannot resume {out}: its config.yaml cannot be read ({err}); nothing was changed"
         raise RunDirError(msg) from None
     given = cfg.to_dict()
     diff = resume_differences(saved_cfg if isinstance(saved_cfg, dict) else {}, given)
@@ -652,6 +672,8 @@ def train(
     """
     cfg = config if isinstance(config, RunConfig) else resolve_config(config)
     out = Path(out)
+    # user errors that need this machine (no GPU, an unwritable folder) are found before any work starts
+    check_device_available(cfg.train.device)
     with ddp.session(cfg.train.device):
         main = ddp.is_main()
         created = main and not out.exists()
@@ -660,7 +682,7 @@ def train(
             try:
                 if resume and (overwrite or not out.is_dir()):
                     check_resumable(out, out / "checkpoints" / "last.pt", overwrite=overwrite)
-                out.mkdir(parents=True, exist_ok=True)
+                check_output_dir(out, name="run directory", create=True)
                 owner = acquire_run_lock(out) if lock else None
             except OSError as err:
                 full = disk_full_error(err, out, resumable=False)

@@ -20,9 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
 from nclab.io.run_table import read_metrics
+from nclab.io.yaml_io import load_yaml_file
 from nclab.stats import Accumulator
 from nclab.train.checkpoint import load_checkpoint
 from nclab.train.config import RunConfig
@@ -59,7 +58,7 @@ def _check(path: Path, kind: str, reader: Callable[[Path], object]) -> Finding:
 
 
 def _read_config(path: Path) -> None:
-    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    data = load_yaml_file(path)
     if not isinstance(data, dict):
         raise ValueError(f"not a run config (a YAML mapping), found {type(data).__name__}")
     RunConfig.model_validate(data)

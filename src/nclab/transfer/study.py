@@ -68,6 +68,7 @@ from nclab._threads import blas_threads, torch_threads
 from nclab.data import ArrayDataset, load
 from nclab.io.atomic import atomic_write_bytes, atomic_write_text
 from nclab.io.tables import csv_text
+from nclab.io.yaml_io import load_yaml_file
 from nclab.metrics import collapse_report
 from nclab.monitor import extract_features
 from nclab.nets import build_model
@@ -212,7 +213,7 @@ def _set_string(key: str, value: Any) -> str:
 
 def load_study(path: str | Path) -> StudySpec:
     """Read a study from a YAML file."""
-    return StudySpec.from_dict(yaml.safe_load(Path(path).read_text()))
+    return StudySpec.from_dict(load_yaml_file(path))
 
 
 def run_name(group: StudyGroup, value: Any, seed: int) -> str:
