@@ -13,7 +13,7 @@ from typing import Any, Literal
 import numpy as np
 
 from nclab.metrics._registry import metric
-from nclab.metrics.common import check_stats, unit_directions
+from nclab.metrics.common import check_stats, row_norms, unit_directions
 from nclab.stats.class_stats import ClassStats, Weighting
 from nclab.validation import as_rows
 
@@ -109,8 +109,8 @@ def uniform_duality(
     if similarity == "dot":
         sims = np.einsum("kd,kd->k", Wr, M)
     else:
-        Uw = unit_directions(Wr, float(np.linalg.norm(Wr, axis=1).max()), "uniform_duality (rows of W)")
-        Um = unit_directions(M, float(np.linalg.norm(stats.means, axis=1).max()), "uniform_duality (class means)")
+        Uw = unit_directions(Wr, float(row_norms(Wr).max()), "uniform_duality (rows of W)")
+        Um = unit_directions(M, float(row_norms(stats.means).max()), "uniform_duality (class means)")
         if Uw is None or Um is None:
             return float("nan")
         sims = np.einsum("kd,kd->k", Uw, Um)
@@ -169,8 +169,8 @@ def duality_distances(
     array([2., 2., 2.])
     """
     Wr, M = _pairs(W, stats, center_means, weighting)
-    Uw = unit_directions(Wr, float(np.linalg.norm(Wr, axis=1).max()), "duality_distances (rows of W)")
-    Um = unit_directions(M, float(np.linalg.norm(stats.means, axis=1).max()), "duality_distances (class means)")
+    Uw = unit_directions(Wr, float(row_norms(Wr).max()), "duality_distances (rows of W)")
+    Um = unit_directions(M, float(row_norms(stats.means).max()), "duality_distances (class means)")
     if Uw is None or Um is None:
         return np.full(Wr.shape[0], np.nan)
-    return np.linalg.norm(Uw - Um, axis=1)
+    return row_norms(Uw - Um)

@@ -25,7 +25,7 @@ import torch
 
 from nclab.metrics._linalg import DEFAULT_RTOL, psd_pinv
 from nclab.metrics._registry import metric
-from nclab.metrics.common import SB_ZERO_RTOL, unit_directions
+from nclab.metrics.common import SB_ZERO_RTOL, row_norms, unit_directions
 from nclab.metrics.variability import nc1
 from nclab.stats.class_stats import ClassStats, Weighting, check_weighting
 from nclab.validation import as_rows, unit_rows
@@ -68,7 +68,7 @@ def check_normalized_stats(stats: ClassStats, tol: float = NORMALIZED_TOL) -> No
     mu = stats.means
     n = counts.astype(np.float64)
     msq = (stats.class_ss + n * np.einsum("kd,kd->k", mu, mu)) / n
-    gap = np.linalg.norm(stats.unit_sums / n[:, None] - mu, axis=1)
+    gap = row_norms(stats.unit_sums / n[:, None] - mu)
     bad = np.flatnonzero((np.abs(msq - 1.0) > tol) | (gap > tol))
     if bad.size:
         k = int(bad[0])
@@ -117,7 +117,7 @@ def gnc1(
     w = np.full(K, 1.0 / K) if weighting == "balanced" else counts / counts.sum()
     sb = (mu * w[:, None]).T @ mu
     # Sigma_B = 0 up to roundoff (nc1's threshold): no class separation, inf, as nc1
-    scale = float(np.linalg.norm(mu, axis=1).max())
+    scale = float(row_norms(mu).max())
     p = psd_pinv(sb, max_rank=min(d, K), rtol=rtol)
     if p.rank == 0 or np.trace(sb) <= SB_ZERO_RTOL * scale**2:
         return float("inf")
@@ -149,7 +149,7 @@ def gnc3(stats: ClassStats, *, W: Any, normalize_w: bool = True, renormalize_mea
     if Wr.shape != hbar.shape:
         raise ValueError(f"W has shape {Wr.shape}, but the ClassStats have (K, d) = {hbar.shape}")
     if normalize_w:
-        U = unit_directions(Wr, float(np.linalg.norm(Wr, axis=1).max()), "gnc3")
+        U = unit_directions(Wr, float(row_norms(Wr).max()), "gnc3")
         if U is None:
             return float("nan")
         Wr = U

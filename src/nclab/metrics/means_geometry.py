@@ -47,6 +47,7 @@ from nclab.metrics.common import (
     ZERO_RTOL,
     TargetUnattainableWarning,
     degenerate,
+    row_norms,
     unit_directions,
     zero_rows,
 )
@@ -76,13 +77,13 @@ def _vectors(X: ClassStats | Any, center: bool, weighting: Weighting, name: str 
         return X.memo(("geometry_rows", center, weighting), lambda: _stats_vectors(X, center, weighting))
     raw = as_rows(X, name=name)
     V = raw - raw.mean(axis=0) if center else raw
-    return V, float(np.linalg.norm(raw, axis=1).max())
+    return V, float(row_norms(raw).max())
 
 
 def _stats_vectors(stats: ClassStats, center: bool, weighting: Weighting) -> tuple[np.ndarray, float]:
     raw = stats.means  # raises EmptyClassError with a clear message if a class is empty
     V = stats.centered_means(weighting) if center else raw
-    return V, float(np.linalg.norm(raw, axis=1).max())
+    return V, float(row_norms(raw).max())
 
 
 def _etf_pair_moments(X: ClassStats | Any, U: np.ndarray, weighting: Weighting) -> tuple[int, float, float, float]:
@@ -168,7 +169,7 @@ def equinorm(vectors_or_stats: ClassStats | Any, ddof: int = 1, *, weighting: We
     Returns nan with :class:`DegenerateMetricWarning` when every norm is zero.
     """
     V, scale = _vectors(vectors_or_stats, center=isinstance(vectors_or_stats, ClassStats), weighting=weighting)
-    norms = np.linalg.norm(V, axis=1)
+    norms = row_norms(V)
     if zero_rows(V, scale).size == V.shape[0]:
         return degenerate("equinorm", "every vector has zero norm")
     return _spread(norms, ddof) / float(norms.mean())
@@ -343,7 +344,7 @@ def self_duality(
     Wr = as_rows(W, name="W")
     if Wr.shape != M.shape:
         raise ValueError(f"W has shape {Wr.shape}, but the class means have shape {M.shape}")
-    w_scale = float(np.linalg.norm(Wr, axis=1).max())
+    w_scale = float(row_norms(Wr).max())
     if center_w:
         Wr = Wr - Wr.mean(axis=0)
     name = f"self_duality[{variant}]"

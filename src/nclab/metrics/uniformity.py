@@ -13,7 +13,7 @@ from typing import Any, Literal
 import numpy as np
 
 from nclab.metrics._registry import metric
-from nclab.metrics.common import check_stats, unit_directions
+from nclab.metrics.common import check_stats, row_norms, unit_directions
 from nclab.stats.class_stats import ClassStats, Weighting
 from nclab.validation import as_rows
 
@@ -131,7 +131,7 @@ def hyperspherical_uniformity(
         tile = max(1, _TILE_BUDGET // K)
     if isinstance(tile, bool) or not isinstance(tile, int | np.integer) or tile < 1:
         raise ValueError(f"tile must be a positive int, got {tile!r}")
-    U = unit_directions(V, float(np.linalg.norm(raw, axis=1).max()), "hyperspherical_uniformity")
+    U = unit_directions(V, float(row_norms(raw).max()), "hyperspherical_uniformity")
     if U is None:
         return {"mean": float("nan"), "var": float("nan")}
     # Chan's merge of (count, mean, sum of squared deviations) over blocks: no digit lost to one large sum
