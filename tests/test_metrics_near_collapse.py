@@ -156,3 +156,13 @@ def test_vci_and_probe_issue_17_configuration():
         exact_vci, exact_probe = exact_vci_and_probe(H, y, 5)
         assert vci(s) == pytest.approx(exact_vci, rel=1e-6, abs=0)
         assert probe_mse_optimal(s) == pytest.approx(exact_probe, rel=1e-6, abs=0)
+
+
+def test_row_norms_are_numpy_norms_bit_for_bit():
+    from nclab.metrics.common import row_norms
+
+    rng = np.random.default_rng(3)
+    # near-collapse magnitudes and a zero row: the same sums in the same order, so equal, not merely close
+    V = np.vstack([1e6 + 1e-3 * rng.standard_normal((5, 37)), np.zeros((1, 37)), rng.standard_normal((4, 37))])
+    assert np.array_equal(row_norms(V), np.linalg.norm(V, axis=1))
+    assert row_norms(V)[5] == 0.0

@@ -173,4 +173,4 @@ def duality_distances(
     Um = unit_directions(M, float(row_norms(stats.means).max()), "duality_distances (class means)")
     if Uw is None or Um is None:
         return np.full(Wr.shape[0], np.nan)
-    return np.linalg.norm(Uw - Um, axis=1)
+    return row_norms(Uw - Um)

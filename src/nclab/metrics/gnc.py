@@ -68,7 +68,7 @@ def check_normalized_stats(stats: ClassStats, tol: float = NORMALIZED_TOL) -> No
     mu = stats.means
     n = counts.astype(np.float64)
     msq = (stats.class_ss + n * np.einsum("kd,kd->k", mu, mu)) / n
-    gap = np.linalg.norm(stats.unit_sums / n[:, None] - mu, axis=1)
+    gap = row_norms(stats.unit_sums / n[:, None] - mu)
     bad = np.flatnonzero((np.abs(msq - 1.0) > tol) | (gap > tol))
     if bad.size:
         k = int(bad[0])

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from nclab.metrics._registry import metric
-from nclab.metrics.common import check_stats, unit_directions
+from nclab.metrics.common import check_stats, row_norms, unit_directions
 from nclab.stats.class_stats import ClassStats, Weighting, check_weighting
 
 __all__ = ["ood_orthogonality"]
@@ -105,7 +105,7 @@ def ood_orthogonality(
     check_weighting(weighting)
     mu = stats.means
     g = _ood_mean(ood, stats.dim)
-    scale = float(max(np.linalg.norm(mu, axis=1).max(), np.linalg.norm(g)))
+    scale = float(max(row_norms(mu).max(), np.linalg.norm(g)))
     if center:
         c = stats.global_mean(weighting)
         mu, g = mu - c, g - c

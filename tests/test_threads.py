@@ -1,0 +1,28 @@
+"""Thread-count contexts (nclab._threads): limits apply inside the block and are restored after, also nested."""
+
+from __future__ import annotations
+
+import pytest
+
+threadpoolctl = pytest.importorskip("threadpoolctl")
+
+from nclab._threads import blas_threads  # noqa: E402
+
+
+def _blas_limits() -> list[int]:
+    import scipy.linalg  # noqa: F401  -- scipy's own OpenBLAS is one of the libraries limited
+
+    return sorted(info["num_threads"] for info in threadpoolctl.threadpool_info() if info["user_api"] == "blas")
+
+
+def test_blas_threads_nested_same_limit_is_a_no_op_and_restores_the_outer_state():
+    outer = _blas_limits()
+    with blas_threads(1):
+        assert set(_blas_limits()) == {1}
+        with blas_threads(1):  # the measurement inside a training run: nothing to change
+            assert set(_blas_limits()) == {1}
+        assert set(_blas_limits()) == {1}  # the inner block did not restore the outer limits early
+        with blas_threads(2):
+            assert set(_blas_limits()) == {2}
+        assert set(_blas_limits()) == {1}
+    assert _blas_limits() == outer
