@@ -195,7 +195,7 @@ def test_bad_config_rejected_with_key_path(override, path):
         resolve_config(FAST, [override])
     assert path in str(info.value)
     if "sideways2" in override:  # the value is named too
-        assert "weighting must be 'balanced' or 'empirical', got 'sideways2'" in str(info.value)
+        assert "got 'sideways2'" in str(info.value)
 
 
 def test_cli_train_and_report(tmp_path):

@@ -29,24 +29,25 @@ EXPERIMENT_MODULES: list[str] = [
 ]
 
 #: Measured wall time per experiment and scale on the shared 2-core machine: tiny from one run of each on
-#: 2026-11-23 (other jobs running), cpu from docs/geometry.md and benchmarks/RESULTS.md. A scale not listed has
-#: not been timed; ``nclab experiment list`` says so.
+#: 2026-11-23 (other jobs running), cpu from docs/geometry.md and benchmarks/RESULTS.md, and "<= ..." cpu figures
+#: from one run each on 2026-11-23 with the machine loaded (load average 6-8 on 2 cores: upper bounds). The paper
+#: scale has not been timed on this machine (GPU-sized); ``nclab experiment list`` says so.
 DURATIONS: dict[str, dict[str, str]] = {
-    "central-path-flow": {"tiny": "~3 s"},
+    "central-path-flow": {"tiny": "~3 s", "cpu": "<= 1 min"},
     "digits-mlp-demo": {"tiny": "~15 s", "cpu": "~40 s"},
     "fashion-mnist-cnn": {"tiny": "~20 s", "cpu": "~1.5 min"},
-    "geodesic-digits": {"tiny": "~7 s"},
+    "geodesic-digits": {"tiny": "~7 s", "cpu": "<= 1.5 min"},
     "gnc-assignment": {"tiny": "~2 s", "cpu": "seconds"},
     "gnc-bounds-vs-d": {"tiny": "~13 s", "cpu": "minutes"},
     "gnc-d2-codes": {"tiny": "~4 s", "cpu": "~1 min"},
     "gnc-tau-maxcos": {"tiny": "~1.5 s", "cpu": "~1 min"},
-    "mse-decomposition-ufm": {"tiny": "<1 s"},
-    "mufm-tradeoff": {"tiny": "~14 s"},
-    "ufm-figures": {"tiny": "~5 s"},
+    "mse-decomposition-ufm": {"tiny": "<1 s", "cpu": "<= 1 min"},
+    "mufm-tradeoff": {"tiny": "~14 s", "cpu": "<= 6 min"},
+    "ufm-figures": {"tiny": "~5 s", "cpu": "<= 7 min"},
     "vci-transfer": {"tiny": "~11 s", "cpu": "~12 min"},
-    "ufm-init-scale": {"tiny": "~4 s"},
-    "ufm-threshold-sweep": {"tiny": "~5 s"},
-    "ufm-thm51": {"tiny": "~1 s"},
+    "ufm-init-scale": {"tiny": "~4 s", "cpu": "<= 2 min"},
+    "ufm-threshold-sweep": {"tiny": "~5 s", "cpu": "<= 2.5 min"},
+    "ufm-thm51": {"tiny": "~1 s", "cpu": "<= 2 min"},
 }
 
 _REGISTRY: dict[str, Experiment] = {}
