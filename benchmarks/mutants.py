@@ -9,6 +9,7 @@ the reason they cannot change any result) are left out of the score.
 
     python benchmarks/mutants.py                          # every mutant of every module (hours)
     python benchmarks/mutants.py --max-mutants 40 --seed 0 # a reproducible sample of 40 per module
+    python benchmarks/mutants.py --per-package 15 --seed 0 # 15 per package, drawn from all its modules
     python benchmarks/mutants.py --module stats/class_stats.py --list   # show the mutants, run nothing
 
 Not part of ``make test``; ``make mutants`` runs the sampled form.
@@ -304,6 +305,17 @@ def run(args: argparse.Namespace) -> int:
         if args.max_mutants and len(muts) > args.max_mutants:
             muts = sorted(rng.sample(muts, args.max_mutants), key=lambda x: x.index)
         plan[m] = muts
+    if args.per_package:
+        # one seeded sample from the union of a package's modules: a package's score then weighs its modules by
+        # their size, and a package with many small modules still gets a sample large enough to mean something
+        for g in GROUPS:
+            pool = [x for m in modules if m.split("/")[0] == g for x in plan[m]]
+            if len(pool) > args.per_package:
+                chosen = set(rng.sample(pool, args.per_package))
+                for m in modules:
+                    if m.split("/")[0] == g:
+                        plan[m] = [x for x in plan[m] if x in chosen]
+        plan = {m: muts for m, muts in plan.items() if muts}
     if args.list:
         for muts in plan.values():
             for x in muts:
@@ -371,6 +383,12 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--module", action="append", help="module prefix under src/nclab, e.g. stats/ (repeatable)")
     p.add_argument("--max-mutants", type=int, default=0, help="sample at most this many mutants per module (0: all)")
+    p.add_argument(
+        "--per-package",
+        type=int,
+        default=0,
+        help="then sample at most this many mutants per package (stats, metrics, ...) from its modules' union",
+    )
     p.add_argument("--seed", type=int, default=0, help="seed of the sampling")
     p.add_argument("--timeout-factor", type=float, default=3.0, help="per-mutant limit = factor x unmutated time")
     p.add_argument("--min-timeout", type=float, default=20.0, help="lower bound of the per-mutant limit (s)")
