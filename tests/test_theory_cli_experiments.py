@@ -91,7 +91,10 @@ def test_experiment_mse_decomposition_ufm_tiny(tmp_path):
         R = H @ W.T + b - Y
         J = (R**2).sum() / (2 * N) + lam * ((W**2).sum() + (b**2).sum()) / 2 + lam * (H**2).sum() / (2 * N)
         if step % 10 == 0:
-            ref[float(step)] = (float(J.detach()), float(np.mean(np.argmax((H @ W.T + b).detach().numpy(), axis=1) != y)))
+            ref[float(step)] = (
+                float(J.detach()),
+                float(np.mean(np.argmax((H @ W.T + b).detach().numpy(), axis=1) != y)),
+            )
         gH, gW, gb = torch.autograd.grad(J, (H, W, b))
         with torch.no_grad():
             H -= lr * N * gH
