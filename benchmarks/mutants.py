@@ -61,7 +61,7 @@ TESTS: dict[str, list[str]] = {
     "metrics/variability.py": ["tests/test_metrics_variability.py"],
     "theory/central_path.py": ["tests/test_theory_central_path.py"],
     "theory/geodesic.py": ["tests/test_theory_geodesic.py"],
-    "theory/joint_gd.py": ["tests/test_theory_cli_experiments.py"],
+    "theory/joint_gd.py": ["tests/test_theory_cli_experiments.py::test_experiment_mse_decomposition_ufm_tiny"],
     "theory/mse.py": ["tests/test_theory_mse.py"],
     "theory/snr.py": ["tests/test_theory_central_path.py", "tests/test_theory_mse.py"],
     "ufm/closed_forms.py": ["tests/test_ufm_closed_forms.py"],
@@ -294,9 +294,12 @@ def _pytest(tests: list[str], src: Path, timeout: float, markers: str) -> tuple[
 
 
 def run(args: argparse.Namespace) -> int:
-    modules = [m for m in TESTS if not args.module or any(m.startswith(p) for p in args.module)]
-    if not modules:
+    selected = [m for m in TESTS if not args.module or any(m.startswith(p) for p in args.module)]
+    if not selected:
         raise SystemExit(f"no module matches {args.module}; known: {', '.join(TESTS)}")
+    # the sample is drawn over every module and then restricted to the selected ones, so that `--module X` runs
+    # exactly X's part of the full command's sample (a long measurement can be run in parts)
+    modules = list(TESTS)
     equivalent = load_equivalent()
     rng = random.Random(args.seed)
     plan: dict[str, list[Mutant]] = {}
@@ -315,7 +318,8 @@ def run(args: argparse.Namespace) -> int:
                 for m in modules:
                     if m.split("/")[0] == g:
                         plan[m] = [x for x in plan[m] if x in chosen]
-        plan = {m: muts for m, muts in plan.items() if muts}
+    plan = {m: muts for m, muts in plan.items() if muts and m in selected}
+    modules = selected
     if args.list:
         for muts in plan.values():
             for x in muts:

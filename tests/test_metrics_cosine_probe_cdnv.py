@@ -200,6 +200,8 @@ def test_cdnv_exact_and_degenerate(rng):
     base = rng.normal(size=(4, 3))
     assert cdnv(stats_of(np.tile(base, (3, 1)), np.repeat(np.arange(3), 4))) == float("inf")
     assert cdnv(stats_of(np.ones((6, 2)), np.repeat([0, 1], 3))) == float("inf")
+    # ... also at the origin, where the relative test of coincidence compares 0 with 0 (and var / d2 is 0 / 0)
+    assert cdnv(stats_of(np.zeros((6, 2)), np.repeat([0, 1], 3))) == float("inf")
     H, y2 = make_data(rng, 3, 4, 3)
     with pytest.raises(EmptyClassError, match="classes 3"):
         cdnv(stats_of(H, y2, K=4))

@@ -3,7 +3,6 @@ the CLI and the demo."""
 
 import csv
 import json
-import math
 from pathlib import Path
 
 import numpy as np
