@@ -195,6 +195,23 @@ def test_bias_free_structure():
     np.testing.assert_allclose(W @ M.T, (1 - opt.constants["c"]) * np.eye(K), atol=1e-7)
 
 
+def test_ce_minimiser_logits_and_feature_gram_match_lbfgs():
+    res, gap = _gap("ce-wd", L2)
+    assert gap <= 1e-8
+    M = class_means(res.params["H"], K)
+    np.testing.assert_allclose(res.params["W"] @ M.T, res.theory.grams["WH"], atol=1e-6)
+    np.testing.assert_allclose(M @ M.T, res.theory.grams["H"], atol=1e-6)
+
+
+def test_regularised_bias_past_the_switch_needs_an_orthogonal_frame():
+    # lambda_b above c / (1 - c): the means gain a component a > 0 along the all-ones direction, so K (not K - 1)
+    # dimensions are needed
+    opt = closed_forms.optimum("mse-regbias", K=K, n=5, d=K, lams=dict(L2, b=10.0))
+    assert 0 < opt.constants["a"]
+    with pytest.raises(ValueError, match="orthogonal frame"):
+        closed_forms.optimum("mse-regbias", K=K, n=5, d=K - 1, lams=dict(L2, b=10.0))
+
+
 def test_free_bias_structure():
     n = 5
     res = solve("mse-bias", K=K, n=n, d=8, lams=L2)
