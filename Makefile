@@ -41,7 +41,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_gpu.py
 
 # mutation testing of the core numerical modules (docs/testing.md); a sample, not part of `make test`
-MUTANTS_ARGS ?= --max-mutants 4 --seed 1
+MUTANTS_ARGS ?= --per-package 15 --seed 0
 mutants: $(STAMP)
 	$(BIN)/python benchmarks/mutants.py $(MUTANTS_ARGS)
 

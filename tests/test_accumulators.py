@@ -23,6 +23,7 @@ from nclab.stats import (
     NCCAccumulator,
     PairedClassStats,
     PathStats,
+    agree_on_shifts,
 )
 from tests._distributed import free_port, gloo_group
 
@@ -230,6 +231,24 @@ def test_all_reduce_over_two_processes_equals_one_pass(f, reduced_dir):
     cls = type(f.make())
     for rank in range(2):
         _assert_observed_equal(f.observe(cls.load(reduced_dir / f"{f.name}_rank{rank}.npz")), ref, rtol=1e-12)
+
+
+def test_agree_on_shifts_reports_unseen_classes_as_unseen_with_zero_shift(tmp_path):
+    """In a group of one (in-process gloo, so the check runs with the fast tests) every seen class is owned by this
+    rank: its shifts come back unchanged, and a class nobody saw comes back unseen with shift 0."""
+    import torch
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    try:
+        seen = torch.tensor([True, False, True, False])
+        shifts = (torch.arange(8, dtype=torch.float64).reshape(4, 2) + 10, torch.full((4, 3), 7.0))
+        got_seen, common = agree_on_shifts(seen, tuple(s.clone() for s in shifts))
+    finally:
+        dist.destroy_process_group()
+    assert got_seen.tolist() == [True, False, True, False]
+    np.testing.assert_array_equal(common[0].numpy(), [[10, 11], [0, 0], [14, 15], [0, 0]])
+    np.testing.assert_array_equal(common[1].numpy(), [[7, 7, 7], [0, 0, 0], [7, 7, 7], [0, 0, 0]])
 
 
 @pytest.mark.parametrize("f", FACTORIES, ids=IDS)

@@ -8,6 +8,7 @@ import torch
 from typer.testing import CliRunner
 
 from nclab.cli import app
+from nclab.io import read_metrics
 from nclab.metrics import collapse_report, nc1
 from nclab.stats import ClassStats, NCCAccumulator
 
@@ -109,8 +110,16 @@ def test_demo_trains_and_writes_reports(tmp_path):
     res = runner.invoke(app, ["demo", "--out", str(tmp_path), "--epochs", "12"])
     assert res.exit_code == 0, res.output
     for run in ("mse", "ce"):
-        assert (tmp_path / run / "metrics.csv").stat().st_size > 0
         assert "<img" in (tmp_path / run / "report.html").read_text()
+        # the zero-error epoch in summary.json is the first epoch whose exact (eval-mode) train error row is 0, and
+        # every error row logged before it is positive
+        zero = json.loads((tmp_path / run / "summary.json").read_text())["zero_error_epoch"]
+        errors = sorted((r.epoch, r.value) for r in read_metrics(tmp_path / run) if r.metric == "error"
+                        and r.split == "train")  # fmt: skip
+        assert errors, run
+        first_zero = next((e for e, v in errors if v == 0.0), None)
+        assert zero == first_zero, (run, errors)
+        assert all(v > 0 for e, v in errors if zero is None or e < zero)
     html = (tmp_path / "report.html").read_text()
     assert "data:image/png;base64" in html and "http://" not in html and "https://" not in html  # self-contained
 

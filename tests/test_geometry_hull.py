@@ -70,11 +70,18 @@ def test_dist_to_hull_inside_and_single_point():
     A = np.array([[0.0, 0.0], [2.0, 0.0], [0.0, 2.0]])
     res = dist_to_hull([0.5, 0.5], A)
     assert res.distance == pytest.approx(0.0, abs=1e-12)
-    assert dist_to_hull([3.0, 4.0], A[:1]).distance == pytest.approx(5.0)
+    single = dist_to_hull([3.0, 4.0], A[:1])
+    assert single.distance == pytest.approx(5.0)
+    assert single.iterations == 1  # only the pass that certifies the start point
     # nearest point on an edge: from (2, 2) to the segment (2,0)-(0,2) at (1, 1)
     res = dist_to_hull([2.0, 2.0], A)
     assert res.distance == pytest.approx(math.sqrt(2), abs=1e-14)
     np.testing.assert_allclose(res.point, [1.0, 1.0], atol=1e-14)
+    # Wolfe by hand: start at the nearest vertex (2, 0) (first of the two at distance 2), x = (0, -2); pass 1 adds
+    # (0, 2), whose <p_j, x> = 0 < ||x||^2 = 4, and the minor cycle moves to the affine minimiser (-1, -1); pass 2
+    # finds min_j <p_j, x> = 2 = ||x||^2 and stops
+    assert res.iterations == 2
+    np.testing.assert_allclose(res.weights, [0.0, 0.5, 0.5], atol=1e-15)
 
 
 def test_dist_to_hull_validates():

@@ -200,6 +200,8 @@ def test_cdnv_exact_and_degenerate(rng):
     base = rng.normal(size=(4, 3))
     assert cdnv(stats_of(np.tile(base, (3, 1)), np.repeat(np.arange(3), 4))) == float("inf")
     assert cdnv(stats_of(np.ones((6, 2)), np.repeat([0, 1], 3))) == float("inf")
+    # ... also at the origin, where the relative test of coincidence compares 0 with 0 (and var / d2 is 0 / 0)
+    assert cdnv(stats_of(np.zeros((6, 2)), np.repeat([0, 1], 3))) == float("inf")
     H, y2 = make_data(rng, 3, 4, 3)
     with pytest.raises(EmptyClassError, match="classes 3"):
         cdnv(stats_of(H, y2, K=4))
@@ -301,6 +303,20 @@ def test_rank_metrics_against_svd_of_embedding_matrix(rng):
     np.testing.assert_allclose(between.sum(), np.trace(s.sigma_b()), rtol=1e-12)
     np.testing.assert_allclose(spectrum(s, which="within").sum(), s.trace_w(), rtol=1e-12)
     assert rank_metrics(s, which="between")["numerical_rank"] == K - 1
+
+
+def test_spectrum_zeroes_eigenvalues_below_rtol_times_the_largest():
+    # axis-aligned within-class deviations (+-a e1, +-b e2, +-c e3 about each mean, 6 samples per class):
+    # Sigma_W = diag(a^2, b^2, c^2) / 3 exactly = diag(1, 1e-3, 1e-13). The default rtol 1e-12 is relative to the
+    # largest eigenvalue 1: 1e-13 is a numerical zero, 1e-3 is not
+    a, b, c = np.sqrt(3.0), np.sqrt(3e-3), np.sqrt(3e-13)
+    dev = np.array([[a, 0, 0], [-a, 0, 0], [0, b, 0], [0, -b, 0], [0, 0, c], [0, 0, -c]])
+    means = np.array([[0.0, 0.0, 0.0], [4.0, 0.0, 0.0]])
+    H = np.concatenate([means[k] + dev for k in range(2)])
+    s = ClassStats.from_arrays(H, np.repeat([0, 1], 6))
+    lam = spectrum(s, which="within")
+    np.testing.assert_allclose(lam[:2], [1.0, 1e-3], rtol=1e-9)
+    assert lam[2] == 0.0
 
 
 def test_rank_metrics_degenerate(rng):

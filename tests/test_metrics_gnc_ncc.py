@@ -49,16 +49,30 @@ def test_normalize_features_numpy_and_torch(rng):
 # ---------------------------------------------------------------------------------------------- GNC1
 
 
-def _brute_gnc1(Hn, y, K, center):
+def _brute_gnc1(Hn, y, K, center, weighting="balanced"):
     N, d = Hn.shape
     mu = np.stack([Hn[y == k].mean(0) for k in range(K)])
     sw = np.zeros((d, d))
     for h, k in zip(Hn, y, strict=True):
         sw += np.outer(h - mu[k], h - mu[k])
     sw /= N
-    B = mu - mu.mean(0) if center else mu
-    sb = sum(np.outer(m, m) for m in B) / K
+    w = np.full(K, 1 / K) if weighting == "balanced" else np.bincount(y, minlength=K) / N
+    B = mu - w @ mu if center else mu
+    sb = sum(wk * np.outer(m, m) for wk, m in zip(w, B, strict=True))
     return np.trace(sw @ np.linalg.pinv(sb, rcond=1e-10, hermitian=True)) / K
+
+
+@pytest.mark.parametrize("center", [False, True])
+def test_gnc1_weighting_on_imbalanced_normalised_features(center, rng):
+    # class sizes 40, 10, 25, 5: balanced (1/K) and empirical (n_k/N) weights of Sigma_B differ
+    K, d = 4, 6
+    y = np.repeat(np.arange(K), [40, 10, 25, 5])
+    Hn = normalize_features(3 * rng.normal(size=(K, d))[y] + rng.normal(size=(y.size, d)))
+    stats = ClassStats.from_arrays(Hn, y, num_classes=K)
+    got = {wt: gnc1(stats, center=center, weighting=wt) for wt in ("balanced", "empirical")}
+    for wt, value in got.items():
+        assert value == pytest.approx(_brute_gnc1(Hn, y, K, center, wt), rel=1e-10), wt
+    assert abs(got["balanced"] / got["empirical"] - 1) > 0.05
 
 
 @pytest.mark.parametrize("K,d", [(4, 6), (10, 3), (3, 3)])

@@ -211,6 +211,19 @@ def test_nc5_is_zero_when_the_ood_mean_is_orthogonal():
     )
 
 
+def test_nc5_ood_mean_at_roundoff_scale_of_the_class_means_is_a_zero_direction():
+    # the zero test is relative to the largest norm of the input (ZERO_RTOL = 1e-12 times the class mean of norm
+    # 1e6 here): an OOD mean of norm 1e-7 is roundoff at that scale, its direction undefined (nan), though it is
+    # neither exactly 0 nor small next to the other class means (norm 1)
+    H = np.diag([1e6, 1.0, 1.0, 1.0, 0.0])[:4]
+    stats = ClassStats.from_arrays(H, np.arange(4))
+    g = np.array([0.0, 0.0, 0.0, 0.0, 1e-7])
+    with pytest.warns(DegenerateMetricWarning, match="the OOD mean"):
+        assert np.isnan(ood_orthogonality(stats, g, center=False))
+    # at norm 1 it is a direction, orthogonal to every class mean
+    assert ood_orthogonality(stats, 1e7 * g, center=False) == 0.0
+
+
 def test_nc5_degenerate_and_bad_inputs(rng):
     stats, _, _ = sample_stats(rng)
     with pytest.warns(DegenerateMetricWarning, match="OOD mean"):

@@ -132,6 +132,18 @@ def test_state_saved_before_the_index_option_loads_as_exact(tmp_path):
     np.testing.assert_array_equal(fresh.per_class()["ncc_correct"], acc.per_class()["ncc_correct"])
 
 
+def test_state_with_more_correct_than_samples_in_a_class_is_rejected():
+    means, H, y, _ = _many_classes(K=5, d=3, n=4)
+    acc = NCCAccumulator.from_means(means).update(H, y)
+    sd = acc.state_dict()
+    sd["state"] = dict(sd["state"])
+    correct = sd["state"]["ncc_correct"].copy()
+    correct[2] = sd["state"]["class_counts"][2] + 1  # 5 correct of 4 samples
+    sd["state"]["ncc_correct"] = correct
+    with pytest.raises(ValueError, match="class 2 has ncc_correct 5 > class_counts 4"):
+        NCCAccumulator.from_means(means).load_state_dict(sd)
+
+
 def _mixed_worker(rank: int, world: int, port: int, out_dir: str) -> None:
     means, H, y, _ = _many_classes(K=6, d=3, n=4)
     with gloo_group(rank, world, port):

@@ -3,20 +3,25 @@ the CLI and the demo."""
 
 import csv
 import json
-import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 from typer.testing import CliRunner
 
 from nclab.cli.train import app as train_app
+from nclab.data import load
 from nclab.experiments.training import run_demo
 from nclab.io import MetricRow, read_metrics
 from nclab.metrics import REGISTRY
+from nclab.nets import build_model
 from nclab.train import ConfigError, resolve_config, train
+from nclab.train.checkpoint import load_checkpoint
 from nclab.train.config import deep_merge
+from nclab.train.hooks import collect_features
 from nclab.train.trainer import measurement_epochs, run_id
+from tests.conftest import brute_stats
 
 FAST = {
     "name": "fast",
@@ -223,7 +228,29 @@ def test_run_demo_short(tmp_path):
         assert (tmp_path / loss / "metrics.csv").is_file() and (tmp_path / loss / "report.html").is_file()
         rows = read_metrics(tmp_path / loss)
         assert {r[2] for r in rows} == {"output", "layer1", "layer2", "layer3"}
-        assert all(math.isfinite(r[4]) for r in rows if r[3] == "nc1")
+        # the rows of the last epoch are the NC1 of the saved final model: rebuild it from config.yaml and the
+        # checkpoint, take its eval-mode features of the train split, and recompute NC1 = Tr(Sigma_W Sigma_B^+) / K
+        # from two-pass numpy class statistics, Sigma_B^+ on its K - 1 nonzero eigenvalues
+        cfg = resolve_config(yaml.safe_load((tmp_path / loss / "config.yaml").read_text()))
+        saved = load_checkpoint(tmp_path / loss / "checkpoints" / "last.pt")
+        assert saved["epoch"] == 3
+        d = cfg.data
+        data = load(d.name, "train", per_class=d.per_class, root=d.root, seed=cfg.seed, pad_to=d.pad_to,
+                    normalize=d.normalize, **d.options)  # fmt: skip
+        model = build_model(
+            cfg.model.name, data.input_shape, data.num_classes, head=cfg.model.head.build_kwargs(), **cfg.model.options
+        )
+        model.load_state_dict(saved["model"])
+        feats = collect_features(model, data.x)
+        y = data.y.numpy()
+        K = data.num_classes
+        logged = {r[2]: r[4] for r in rows if r[0] == 3 and r[1] == "train" and r[3] == "nc1"}
+        assert model.penultimate_name in logged  # the penultimate layer is measured at every logged epoch
+        for layer, value in logged.items():
+            ref = brute_stats(feats[layer].double().numpy(), y, K)
+            lam, V = np.linalg.eigh(ref["sb_bal"])
+            sb_pinv = (V[:, -(K - 1) :] / lam[-(K - 1) :]) @ V[:, -(K - 1) :].T
+            assert value == pytest.approx(np.trace(ref["sw"] @ sb_pinv) / K, rel=1e-9), (loss, layer)
 
 
 def test_mse_runs_log_the_paper004_decomposition(tmp_path):

@@ -5,6 +5,7 @@ import math
 
 import numpy as np
 import pytest
+from scipy.optimize import brentq, minimize_scalar
 
 from nclab.ufm import closed_forms, evaluate, make_spec, solve
 from nclab.ufm.models import class_labels
@@ -31,25 +32,40 @@ def test_spec_reference_values():
     # Thm 3.2 (free bias): the bias absorbs the 1/K mean target, leaving (1 - 1/K) of the bias-free loss
     assert o2.loss == pytest.approx((1 - 1 / 4) * (c - c**2 / 2), rel=1e-14)  # 0.09856601717798213
     o3 = closed_forms.optimum("extended-linear", K=4, n=50, d=20, lams=dict(W1=lam, W2=lam, H1=lam))
-    assert o3.threshold == pytest.approx(0.073681, abs=1e-6)
-    assert o3.constants["t"] == pytest.approx(0.974124, abs=1e-6)
-    assert o3.constants["p"] == pytest.approx(0.924362, abs=1e-6)
-    assert o3.loss == pytest.approx(0.10773571564864708, abs=1e-14)
+    # Thm 4.1 reduces to one scalar per direction: with beta = (n lam_H1 lam_W1 lam_W2)^(1/3) (= lam n^(1/3) here)
+    # and p = t^3 the product's singular value, L(t) = (1 - t^3)^2 / 2 + (3/2) K beta t^2; its nonzero stationary
+    # point solves t^4 - t + K beta = 0, the larger root (the one in (4^(-1/3), 1]). Reference root by Brent's
+    # method on that bracket (the code uses numpy.roots and Newton).
+    Kbeta = 4 * lam * 50 ** (1 / 3)  # 0.0736806...
+    t = brentq(lambda t: t**4 - t + Kbeta, 4 ** (-1 / 3), 1.0, xtol=1e-15, rtol=1e-15)
+    assert o3.threshold == pytest.approx(Kbeta, rel=1e-14)
+    assert o3.constants["t"] == pytest.approx(t, rel=1e-13)  # 0.974124
+    assert o3.constants["p"] == pytest.approx(t**3, rel=1e-13)  # 0.924362
+    loss3 = (1 - t**3) ** 2 / 2 + 1.5 * Kbeta * t**2
+    assert o3.loss == pytest.approx(loss3, rel=1e-13)  # 0.10773571564864708
+    # and the loss is the minimum of L(t) over t >= 0, by a bounded scalar search
+    assert minimize_scalar(lambda t: (1 - t**3) ** 2 / 2 + 1.5 * Kbeta * t**2, bounds=(0, 2), method="bounded",
+                           options={"xatol": 1e-10}).fun == pytest.approx(loss3, rel=1e-12)  # fmt: skip
     # the quartic's digits, independently: the objective evaluated at the minimiser built from t and p, and a
     # vanishing gradient there (the loss formula and the construction are separate code paths)
     spec3 = make_spec("extended-linear", K=4, n=50, d=20, lams=dict(W1=lam, W2=lam, H1=lam))
     ev3 = evaluate(spec3, o3.construct(seed=0))
-    assert ev3.loss == pytest.approx(0.10773571564864708, abs=1e-14)
+    assert ev3.loss == pytest.approx(loss3, rel=1e-13)
     assert max(np.abs(g).max() for g in ev3.grads.values()) < 1e-12
     o4 = closed_forms.optimum("extended-relu", K=4, n=50, d=20, lams=dict(W1=lam, W2=lam, H1=lam))
     assert o4.loss == o3.loss
     # [Tirer & Bruna 2022]: Thm 4.1 with K=4, n=5, all lambda = 5e-3
     o5 = closed_forms.optimum("extended-linear", K=4, n=5, d=10, lams=LX)
-    assert o5.loss == pytest.approx(0.0507076242220576, abs=1e-15)
+    Kbeta5 = 4 * 5e-3 * 5 ** (1 / 3)  # the same reduction, n = 5
+    t5 = brentq(lambda t: t**4 - t + Kbeta5, 4 ** (-1 / 3), 1.0, xtol=1e-15, rtol=1e-15)
+    loss5 = (1 - t5**3) ** 2 / 2 + 1.5 * Kbeta5 * t5**2
+    assert o5.loss == pytest.approx(loss5, rel=1e-13)  # 0.0507076242220576
     ev5 = evaluate(make_spec("extended-linear", K=4, n=5, d=10, lams=LX), o5.construct(seed=0))
-    assert ev5.loss == pytest.approx(0.0507076242220576, abs=1e-14)
-    assert o5.constants["p"] == pytest.approx(0.965397, abs=1e-6)
-    assert math.sqrt(o5.constants["W1_sq"]) == pytest.approx(1.2924, abs=1e-4)
+    assert ev5.loss == pytest.approx(loss5, rel=1e-13)
+    assert o5.constants["p"] == pytest.approx(t5**3, rel=1e-13)  # 0.965397
+    # balanced layers: lam_W1 ||W1||^2 per direction = beta t^2, so ||W1|| per direction = (beta / lam_W1)^(1/2) t
+    # = 5^(1/6) t (= 1.2924)
+    assert math.sqrt(o5.constants["W1_sq"]) == pytest.approx(5 ** (1 / 6) * t5, rel=1e-13)
 
 
 def test_quartic_root_and_first_order_jump():
@@ -177,6 +193,23 @@ def test_bias_free_structure():
     np.testing.assert_allclose(M @ M.T, opt.constants["rho"] * np.eye(K), atol=1e-7)  # orthogonal frame
     np.testing.assert_allclose(W, math.sqrt(n * L2["H"] / L2["W"]) * M, atol=1e-7)
     np.testing.assert_allclose(W @ M.T, (1 - opt.constants["c"]) * np.eye(K), atol=1e-7)
+
+
+def test_ce_minimiser_logits_and_feature_gram_match_lbfgs():
+    res, gap = _gap("ce-wd", L2)
+    assert gap <= 1e-8
+    M = class_means(res.params["H"], K)
+    np.testing.assert_allclose(res.params["W"] @ M.T, res.theory.grams["WH"], atol=1e-6)
+    np.testing.assert_allclose(M @ M.T, res.theory.grams["H"], atol=1e-6)
+
+
+def test_regularised_bias_past_the_switch_needs_an_orthogonal_frame():
+    # lambda_b above c / (1 - c): the means gain a component a > 0 along the all-ones direction, so K (not K - 1)
+    # dimensions are needed
+    opt = closed_forms.optimum("mse-regbias", K=K, n=5, d=K, lams=dict(L2, b=10.0))
+    assert 0 < opt.constants["a"]
+    with pytest.raises(ValueError, match="orthogonal frame"):
+        closed_forms.optimum("mse-regbias", K=K, n=5, d=K - 1, lams=dict(L2, b=10.0))
 
 
 def test_free_bias_structure():
