@@ -194,3 +194,39 @@ def test_large_K_pruned_path_is_exact():
     # a code where every class is tight (no pruning possible): the regular 600-gon in R^3
     P = regular_polygon(600, 3, seed=2)
     assert rho_one_vs_rest(P) == pytest.approx(1 - math.cos(2 * math.pi / 600), rel=1e-8)
+
+
+def test_simplex_projection_satisfies_its_optimality_conditions():
+    """x = P(v) onto {x >= 0, sum x = 1} iff x_i = max(v_i - theta, 0) for one theta with sum x = 1 (the KKT
+    conditions of min ||x - v||^2 on the simplex, which determine x uniquely)."""
+    from nclab.geometry.hull import _project_simplex
+
+    rng = np.random.default_rng(3)
+    V = np.vstack([rng.normal(size=(20, 7)), 50 * rng.normal(size=(5, 7)), np.full((1, 7), 0.3), np.eye(7)[:2]])
+    X = _project_simplex(V)
+    assert np.all(X >= 0) and np.allclose(X.sum(axis=1), 1.0, rtol=0, atol=1e-12)
+    for v, x in zip(V, X, strict=True):
+        on = x > 0
+        theta = v[on] - x[on]
+        assert np.ptp(theta) <= 1e-12 * max(1.0, np.abs(v).max())  # one common shift on the support
+        assert np.all(v[~on] <= theta[0] + 1e-12 * max(1.0, np.abs(v).max()))  # clipped entries lie below it
+    assert np.allclose(_project_simplex(np.eye(3)), np.eye(3))  # vertices are their own projections
+
+
+def test_batched_bounds_sandwich_every_exact_distance():
+    """The large-K path's certified bounds: lb_k <= dist_k <= ub_k for every class (dist_k by the exact solver),
+    the property rho_one_vs_rest's pruning relies on."""
+    from nclab.geometry.hull import _batched_bounds
+
+    rng = np.random.default_rng(7)
+    W = rng.normal(size=(70, 6))
+    W /= np.linalg.norm(W, axis=1, keepdims=True)
+    exact = one_vs_rest(W).distances
+    rows = np.arange(70)
+    D = np.einsum("kd,kd->k", W, W)[None, :] - 2.0 * W @ W.T
+    D[rows, rows] = np.inf
+    cand = np.argpartition(D, 19, axis=1)[:, :20]  # few candidates, so column generation has to work
+    lb, ub = _batched_bounds(W, rows, cand, iters=150, rounds=3)
+    slack = 1e-9
+    assert np.all(lb <= exact + slack) and np.all(exact <= ub + slack)
+    assert np.median(ub - lb) < 0.05  # and they are informative, not just valid
