@@ -5,6 +5,7 @@ batch (meta device) leaves no trace in the accumulator."""
 from __future__ import annotations
 
 import json
+import tracemalloc
 
 import numpy as np
 import pytest
@@ -83,6 +84,38 @@ def test_solvers_refuse_before_allocating(monkeypatch: pytest.MonkeyPatch, call)
         call()
     msg = str(err.value)
     assert "K=400" in msg and "MiB" in msg and ("smaller" in msg or "fewer" in msg)
+
+
+# probe row 105 (`nclab ufm solve -K 4 -n 1000000`): the estimate counted 24 copies of the variables, the
+# L-BFGS-B workspace alone is 2 maxcor + 5 = 25 of them, so a solve estimated at 6.3 GB passed a 6.8 GB limit and
+# died in scipy's allocator. The estimate must bound the measured peak, in both regimes: variables dominant
+# (d K n >> K^2 n) and targets dominant (K^2 n >> d K n).
+@pytest.mark.parametrize("solver", ["lbfgs", "central", "gd", "alternating"])
+@pytest.mark.parametrize("K,n,d", [(4, 4000, 8), (120, 20, 2)], ids=["variables-dominant", "targets-dominant"])
+def test_ufm_estimate_bounds_measured_peak(
+    monkeypatch: pytest.MonkeyPatch, solver: str, K: int, n: int, d: int
+) -> None:
+
+    estimates: list[float] = []
+    monkeypatch.setattr("nclab.ufm.solvers.check_allocation", lambda nbytes, **kw: estimates.append(nbytes))
+    options = {"maxiter": 3} if solver in ("lbfgs", "central") else {"iters": 3} if solver == "gd" else {}
+    tracemalloc.start()
+    try:
+        solve("mse-bias", K=K, n=n, d=d, lams={"W": 5e-3, "H": 5e-3}, solver=solver, theory=False, **options)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert len(estimates) == 1
+    assert peak <= estimates[0] <= 4 * peak
+
+
+def test_ufm_estimate_follows_maxcor(monkeypatch: pytest.MonkeyPatch) -> None:
+    estimates: list[float] = []
+    monkeypatch.setattr("nclab.ufm.solvers.check_allocation", lambda nbytes, **kw: estimates.append(nbytes))
+    for maxcor in (10, 50):
+        solve("mse-bias", K=3, n=2, d=4, lams={"W": 5e-3, "H": 5e-3}, theory=False, maxcor=maxcor, maxiter=2)
+    variables = 4 * 3 * 2 + 3 * 4 + 3
+    assert estimates[1] - estimates[0] == pytest.approx(8.0 * 2 * 40 * variables)  # 2 (50 - 10) more copies
 
 
 @pytest.mark.parametrize("sentinel", [2**31 - 1, 2**63 - 1, 50_000])

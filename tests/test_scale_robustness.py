@@ -250,6 +250,35 @@ def test_features_whose_squares_underflow_are_refused(scale: float) -> None:
     assert s.num_samples == 3
 
 
+# probe row 26: at 1e153 the squares (~1e307) were accepted, and the class sums of squares lost every digit to
+# overflow partway (trace_ratio 0.703, true 2.066); rows whose squares come within 2^20 of the float64 maximum
+# are refused; sums of many accepted rows that still overflow are refused when read, never returned as numbers.
+@pytest.mark.parametrize("scale", [1e153, 1e154, 1e200])
+def test_features_whose_squares_overflow_are_refused(scale: float) -> None:
+    s = ClassStats(K, D)
+    msg = r"too large for float64 accumulation \(squared norms overflow above 8\.4e\+152"
+    with pytest.raises(ValueError, match=msg):
+        s.update(scale * H, Y)
+    assert s.num_samples == 0 and s.device is None
+
+
+def test_largest_accepted_rows() -> None:
+    y = np.repeat(np.arange(3), 64)
+    rng = np.random.default_rng(3)
+    X = 5.0 * rng.normal(size=(3, 4))[y] + rng.normal(size=(3 * 64, 4))
+    X /= np.linalg.norm(X, axis=1).max()  # largest row norm exactly 1
+    ref = ClassStats.from_arrays(X, y, 3)
+    big = ClassStats.from_arrays(8e152 * X, y, 3)  # 64 rows a class: squares (<= max / 2^8) sum to a finite value
+    for fn in (trace_ratio, nc1, vci, cdnv, etf_gram_error):
+        assert fn(big) == pytest.approx(fn(ref), rel=RTOL)
+    # 2^12 rows a class at that norm: the shifted sums of squares overflow; read, they are refused, not inf / nan
+    y = np.repeat(np.arange(3), 4096)
+    X = rng.normal(size=(3 * 4096, 4))
+    over = ClassStats.from_arrays(8e152 * X / np.linalg.norm(X, axis=1).max(), y, 3, track="light")
+    with pytest.raises(ValueError, match=r"the accumulated sq_dev overflowed float64 \(12288 samples"):
+        trace_ratio(over)
+
+
 @pytest.mark.parametrize("scale", [1e-150, 1.0, 1e150])
 def test_gnc1_of_normalized_features_scale_free(scale: float) -> None:
     from nclab.metrics import gnc1, normalize_features
