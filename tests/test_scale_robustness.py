@@ -43,7 +43,9 @@ from nclab.metrics import (
 )
 from nclab.stats import ClassStats
 
-SCALES = [1e-150, 1e-100, 1e-50, 1.0, 1e50, 1e100, 1e150]
+# probe rows 25-27: cdnv was inf from ~5e14 (row 25: 1e15 here), etf_gram_error / trace_ratio / nc1 / vci wrong
+# at 1e78 ... 1e153 and at 1e-100 ... 1e-155 (vci = inf, outside [0, 1])
+SCALES = [1e-150, 1e-100, 1e-50, 1.0, 1e15, 1e50, 1e100, 1e150]
 RTOL = 1e-10
 
 K, N_PER, D = 5, 12, 7
@@ -177,6 +179,7 @@ def _means_at_origin(scale: float, coincide: str) -> ClassStats:
     return ClassStats.from_arrays(scale * H0, Y, K)
 
 
+# probe row 29: nc1 / trace_ratio / cdnv ~1e32 instead of +inf, within_class_split(normalize=True) 1.5e32
 @pytest.mark.parametrize("scale", [1e-150, 1.0, 1e150])
 def test_between_zero_at_origin_gives_documented_values(scale: float) -> None:
     st = _means_at_origin(scale, "all")
@@ -193,6 +196,7 @@ def test_between_zero_at_origin_gives_documented_values(scale: float) -> None:
         within_class_split(st, normalize=True)
 
 
+# probe row 30: cdnv 9.7e31 instead of +inf
 @pytest.mark.parametrize("scale", [1e-150, 1.0, 1e150])
 def test_two_means_coincide_at_origin_cdnv_inf(scale: float) -> None:
     st = _means_at_origin(scale, "two")
@@ -217,6 +221,7 @@ def test_tiny_but_real_separation_is_not_zero() -> None:
 
 
 # ------------------------------------------------------------------------------------------- rtol
+# probe row 34: rtol=2.0 dropped every eigenvalue (nc1 inf, vci 1.0) without complaint
 @pytest.mark.parametrize("rtol", [1.0, 2.0, -0.1, float("nan")])
 @pytest.mark.parametrize(
     "fn", [nc1, fuzziness, vci, within_class_split, probe_mse_optimal, spectrum, rank_metrics], ids=lambda f: f.__name__
@@ -241,6 +246,7 @@ def test_array_metrics_at_any_float64_scale(fn: Callable[..., float], scale: flo
         assert fn(scale * M) == pytest.approx(fn(M), rel=RTOL)
 
 
+# probe row 27: at <= 1e-155 every metric read "no separation" for well-separated data
 @pytest.mark.parametrize("scale", [1e-152, 1e-170, 1e-250])
 def test_features_whose_squares_underflow_are_refused(scale: float) -> None:
     with pytest.raises(ValueError, match=r"too small for float64 accumulation \(squared norms underflow"):
