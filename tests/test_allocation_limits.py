@@ -79,7 +79,7 @@ def test_class_stats_full_refused_suggests_light(monkeypatch: pytest.MonkeyPatch
     ],
 )
 def test_solvers_refuse_before_allocating(monkeypatch: pytest.MonkeyPatch, call) -> None:
-    # probe rows 105 (ufm solve), 108 (codes softmax / tammes), 114 (theory simulate): allocator tracebacks
+    # probe rows 105, 108, 114 (ufm solve; codes softmax / tammes; theory simulate): allocator tracebacks
     monkeypatch.setenv("NCLAB_MAX_BYTES", "1M")  # K = 400: K^2 float64 alone is 1.2 MiB
     with pytest.raises(AllocationTooLarge) as err:
         call()
