@@ -129,7 +129,8 @@ def test_local_sweep_records_failure_skips_completed_and_resumes_interrupted(tmp
     assert "1 of 3 trials failed" in res.stderr
     table = _table(out)
     assert [table[t]["status"] for t in (ok, interrupted, bad)] == ["completed", "completed", "failed"]
-    assert table[bad]["error"].startswith("KeyError: no module named 'nosuchlayer'")
+    # a bad layer name is a user error now (probe row 74): ConfigError under its key path, not a bare KeyError
+    assert table[bad]["error"].startswith("ConfigError: invalid config: measure.layers: no module named 'nosuchlayer'")
     assert table[ok]["overrides"] == "optim.lr=0.02 seed=3" and table[ok]["epochs"] == "2"
     assert _log_lines(out, "start") == [ok, bad] and _log_lines(out, "resume") == [interrupted]
     for tid in (ok, interrupted):
