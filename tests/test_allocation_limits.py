@@ -5,6 +5,7 @@ batch (meta device) leaves no trace in the accumulator."""
 from __future__ import annotations
 
 import json
+import tracemalloc
 
 import numpy as np
 import pytest
@@ -55,7 +56,7 @@ def test_format_bytes() -> None:
     assert format_bytes(80e9) == "74.5 GiB"
 
 
-def test_class_stats_full_refused_suggests_light(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_class_stats_full_refused_suggests_light(monkeypatch: pytest.MonkeyPatch) -> None:  # probe row 63
     monkeypatch.setenv("NCLAB_MAX_BYTES", "100K")
     d = 200  # full: 8 d^2 = 320 KB scatter > cap; light: 3 x 8 K d = 14.4 KB
     with pytest.raises(AllocationTooLarge) as err:
@@ -78,6 +79,7 @@ def test_class_stats_full_refused_suggests_light(monkeypatch: pytest.MonkeyPatch
     ],
 )
 def test_solvers_refuse_before_allocating(monkeypatch: pytest.MonkeyPatch, call) -> None:
+    # probe rows 105, 108, 114 (ufm solve; codes softmax / tammes; theory simulate): allocator tracebacks
     monkeypatch.setenv("NCLAB_MAX_BYTES", "1M")  # K = 400: K^2 float64 alone is 1.2 MiB
     with pytest.raises(AllocationTooLarge) as err:
         call()
@@ -85,8 +87,40 @@ def test_solvers_refuse_before_allocating(monkeypatch: pytest.MonkeyPatch, call)
     assert "K=400" in msg and "MiB" in msg and ("smaller" in msg or "fewer" in msg)
 
 
+# probe row 105 (`nclab ufm solve -K 4 -n 1000000`): the estimate counted 24 copies of the variables, the
+# L-BFGS-B workspace alone is 2 maxcor + 5 = 25 of them, so a solve estimated at 6.3 GB passed a 6.8 GB limit and
+# died in scipy's allocator. The estimate must bound the measured peak, in both regimes: variables dominant
+# (d K n >> K^2 n) and targets dominant (K^2 n >> d K n).
+@pytest.mark.parametrize("solver", ["lbfgs", "central", "gd", "alternating"])
+@pytest.mark.parametrize("K,n,d", [(4, 4000, 8), (120, 20, 2)], ids=["variables-dominant", "targets-dominant"])
+def test_ufm_estimate_bounds_measured_peak(
+    monkeypatch: pytest.MonkeyPatch, solver: str, K: int, n: int, d: int
+) -> None:
+
+    estimates: list[float] = []
+    monkeypatch.setattr("nclab.ufm.solvers.check_allocation", lambda nbytes, **kw: estimates.append(nbytes))
+    options = {"maxiter": 3} if solver in ("lbfgs", "central") else {"iters": 3} if solver == "gd" else {}
+    tracemalloc.start()
+    try:
+        solve("mse-bias", K=K, n=n, d=d, lams={"W": 5e-3, "H": 5e-3}, solver=solver, theory=False, **options)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert len(estimates) == 1
+    assert peak <= estimates[0] <= 4 * peak
+
+
+def test_ufm_estimate_follows_maxcor(monkeypatch: pytest.MonkeyPatch) -> None:
+    estimates: list[float] = []
+    monkeypatch.setattr("nclab.ufm.solvers.check_allocation", lambda nbytes, **kw: estimates.append(nbytes))
+    for maxcor in (10, 50):
+        solve("mse-bias", K=3, n=2, d=4, lams={"W": 5e-3, "H": 5e-3}, theory=False, maxcor=maxcor, maxiter=2)
+    variables = 4 * 3 * 2 + 3 * 4 + 3
+    assert estimates[1] - estimates[0] == pytest.approx(8.0 * 2 * 40 * variables)  # 2 (50 - 10) more copies
+
+
 @pytest.mark.parametrize("sentinel", [2**31 - 1, 2**63 - 1, 50_000])
-def test_sentinel_label_named(sentinel: int) -> None:
+def test_sentinel_label_named(sentinel: int) -> None:  # probe row 62
     y = np.repeat(np.arange(3), 5).astype(np.int64)
     y[4] = sentinel
     with pytest.raises(ValueError, match=f"label {sentinel} .1 sample.s.. looks like an ignore-index sentinel"):
@@ -105,7 +139,7 @@ def test_infer_num_classes_accepts_gaps() -> None:
         infer_num_classes(np.arange(0, 60_000, 20))  # 3000 labels spread evenly over 60000: no outlier
 
 
-def test_meta_batch_rejected_without_trace() -> None:
+def test_meta_batch_rejected_without_trace() -> None:  # probe row 19: the meta device stayed pinned
     s = ClassStats(3, 4)
     y = torch.tensor([0, 0, 1, 1, 2, 2])
     with pytest.raises(ValueError, match="'meta' device"):
@@ -155,6 +189,26 @@ def test_collapse_report_full_refused_light_works(monkeypatch: pytest.MonkeyPatc
     assert collapse_report(light)["trace_ratio"] == pytest.approx(trace_ratio(full), rel=1e-12)
 
 
+# probe row 44: a light collapse_report of K = 20,000 classes died allocating the 2.98 GiB K x K Gram of
+# etf_gram_error. Every metric of a light report must now fit well under one K x K float64 matrix.
+def test_light_report_of_many_classes_forms_no_k_by_k(monkeypatch: pytest.MonkeyPatch) -> None:
+    K = 6000  # K x K float64: 288 MB; the tiles (a few temporaries of at most 32 MB) and the state stay below
+    y = np.repeat(np.arange(K), 2)
+    stats = ClassStats.from_arrays(np.random.default_rng(0).normal(size=(2 * K, 8)), y, K, track="light")
+    tracemalloc.start()
+    try:
+        report = collapse_report(stats)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 8 * K * K
+    # the value by the d x d identity: with centred means V, G = V V^T and T = (I - 11^T/K)/sqrt(K-1) of unit
+    # norm, <G, T> = tr G / sqrt(K-1) (1^T G 1 = 0) and ||G||_F = ||V^T V||_F, so ||G/||G|| - T||^2 = 2 - 2 <G,T>/||G||
+    V = stats.means - stats.means.mean(axis=0)
+    inner = np.trace(V.T @ V) / np.sqrt(K - 1) / np.linalg.norm(V.T @ V)
+    assert report["etf_gram_error"] == pytest.approx(np.sqrt(2 - 2 * inner), rel=1e-10)
+
+
 # ------------------------------------------------------------------------------------------- nclab measure
 def _measure(tmp_path, H: np.ndarray, y: np.ndarray, *extra: str):
     np.save(tmp_path / "h.npy", H)
@@ -162,7 +216,7 @@ def _measure(tmp_path, H: np.ndarray, y: np.ndarray, *extra: str):
     return CliRunner().invoke(app, ["measure", str(tmp_path / "h.npy"), str(tmp_path / "y.npy"), *extra])
 
 
-def test_measure_sentinel_label_is_named(tmp_path) -> None:
+def test_measure_sentinel_label_is_named(tmp_path) -> None:  # probe row 62
     y = np.repeat(np.arange(3), 4)
     y[0] = 2**31 - 1
     res = _measure(tmp_path, np.random.default_rng(0).normal(size=(12, 3)), y)
@@ -170,7 +224,7 @@ def test_measure_sentinel_label_is_named(tmp_path) -> None:
     assert "2147483647" in res.output and "ignore-index sentinel" in res.output
 
 
-def test_measure_wide_features_suggests_track_light(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_measure_wide_features_suggests_track_light(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:  # row 63
     monkeypatch.setenv("NCLAB_MAX_BYTES", "1M")
     d = 1000  # the d x d scatter: 7.6 MiB
     rng = np.random.default_rng(1)

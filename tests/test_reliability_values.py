@@ -129,6 +129,16 @@ def test_collapse_report_checks_convention_values_first(stats, conventions, erro
         collapse_report(s, W=W, conventions=conventions)
 
 
+# probe row 23: a NaN bias was accepted by collapse_report when no NCC used it (shape checked, values not)
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_collapse_report_refuses_a_non_finite_bias(stats, bad):
+    s, W = stats
+    with pytest.raises(ValueError, match="b contains NaN or inf"):
+        collapse_report(s, W=W, b=np.array([0.0, bad, 1.0]))
+    with pytest.raises(ValueError, match="W contains NaN or inf"):
+        collapse_report(s, W=np.where(np.eye(3, 4) > 0, bad, W), b=np.zeros(3))
+
+
 def test_check_conventions_merges_over_defaults():
     conv = check_conventions({"cdnv_exponent": np.int64(2), "center_w": np.True_})
     assert conv["cdnv_exponent"] == 2 and type(conv["cdnv_exponent"]) is int

@@ -43,7 +43,9 @@ from nclab.metrics import (
 )
 from nclab.stats import ClassStats
 
-SCALES = [1e-150, 1e-100, 1e-50, 1.0, 1e50, 1e100, 1e150]
+# probe rows 25-27: cdnv was inf from ~5e14 (row 25: 1e15 here), etf_gram_error / trace_ratio / nc1 / vci wrong
+# at 1e78 ... 1e153 and at 1e-100 ... 1e-155 (vci = inf, outside [0, 1])
+SCALES = [1e-150, 1e-100, 1e-50, 1.0, 1e15, 1e50, 1e100, 1e150]
 RTOL = 1e-10
 
 K, N_PER, D = 5, 12, 7
@@ -177,6 +179,7 @@ def _means_at_origin(scale: float, coincide: str) -> ClassStats:
     return ClassStats.from_arrays(scale * H0, Y, K)
 
 
+# probe row 29: nc1 / trace_ratio / cdnv ~1e32 instead of +inf, within_class_split(normalize=True) 1.5e32
 @pytest.mark.parametrize("scale", [1e-150, 1.0, 1e150])
 def test_between_zero_at_origin_gives_documented_values(scale: float) -> None:
     st = _means_at_origin(scale, "all")
@@ -193,6 +196,7 @@ def test_between_zero_at_origin_gives_documented_values(scale: float) -> None:
         within_class_split(st, normalize=True)
 
 
+# probe row 30: cdnv 9.7e31 instead of +inf
 @pytest.mark.parametrize("scale", [1e-150, 1.0, 1e150])
 def test_two_means_coincide_at_origin_cdnv_inf(scale: float) -> None:
     st = _means_at_origin(scale, "two")
@@ -217,6 +221,7 @@ def test_tiny_but_real_separation_is_not_zero() -> None:
 
 
 # ------------------------------------------------------------------------------------------- rtol
+# probe row 34: rtol=2.0 dropped every eigenvalue (nc1 inf, vci 1.0) without complaint
 @pytest.mark.parametrize("rtol", [1.0, 2.0, -0.1, float("nan")])
 @pytest.mark.parametrize(
     "fn", [nc1, fuzziness, vci, within_class_split, probe_mse_optimal, spectrum, rank_metrics], ids=lambda f: f.__name__
@@ -241,6 +246,7 @@ def test_array_metrics_at_any_float64_scale(fn: Callable[..., float], scale: flo
         assert fn(scale * M) == pytest.approx(fn(M), rel=RTOL)
 
 
+# probe row 27: at <= 1e-155 every metric read "no separation" for well-separated data
 @pytest.mark.parametrize("scale", [1e-152, 1e-170, 1e-250])
 def test_features_whose_squares_underflow_are_refused(scale: float) -> None:
     with pytest.raises(ValueError, match=r"too small for float64 accumulation \(squared norms underflow"):
@@ -248,6 +254,35 @@ def test_features_whose_squares_underflow_are_refused(scale: float) -> None:
     s = ClassStats(K, D)
     s.update(np.zeros((3, D)), np.array([0, 1, 2]))  # exact zero rows (dead ReLU features) are fine
     assert s.num_samples == 3
+
+
+# probe row 26: at 1e153 the squares (~1e307) were accepted, and the class sums of squares lost every digit to
+# overflow partway (trace_ratio 0.703, true 2.066); rows whose squares come within 2^20 of the float64 maximum
+# are refused; sums of many accepted rows that still overflow are refused when read, never returned as numbers.
+@pytest.mark.parametrize("scale", [1e153, 1e154, 1e200])
+def test_features_whose_squares_overflow_are_refused(scale: float) -> None:
+    s = ClassStats(K, D)
+    msg = r"too large for float64 accumulation \(squared norms overflow above 8\.4e\+152"
+    with pytest.raises(ValueError, match=msg):
+        s.update(scale * H, Y)
+    assert s.num_samples == 0 and s.device is None
+
+
+def test_largest_accepted_rows() -> None:
+    y = np.repeat(np.arange(3), 64)
+    rng = np.random.default_rng(3)
+    X = 5.0 * rng.normal(size=(3, 4))[y] + rng.normal(size=(3 * 64, 4))
+    X /= np.linalg.norm(X, axis=1).max()  # largest row norm exactly 1
+    ref = ClassStats.from_arrays(X, y, 3)
+    big = ClassStats.from_arrays(8e152 * X, y, 3)  # 64 rows a class: squares (<= max / 2^8) sum to a finite value
+    for fn in (trace_ratio, nc1, vci, cdnv, etf_gram_error):
+        assert fn(big) == pytest.approx(fn(ref), rel=RTOL)
+    # 2^12 rows a class at that norm: the shifted sums of squares overflow; read, they are refused, not inf / nan
+    y = np.repeat(np.arange(3), 4096)
+    X = rng.normal(size=(3 * 4096, 4))
+    over = ClassStats.from_arrays(8e152 * X / np.linalg.norm(X, axis=1).max(), y, 3, track="light")
+    with pytest.raises(ValueError, match=r"the accumulated sq_dev overflowed float64 \(12288 samples"):
+        trace_ratio(over)
 
 
 @pytest.mark.parametrize("scale", [1e-150, 1.0, 1e150])

@@ -126,7 +126,7 @@ class ClassStats(Accumulator):
         Where to accumulate. Default: the device of the first features passed to :meth:`update`.
     check_finite : bool
         Reject NaN/inf features, and nonzero rows whose squared norms overflow or underflow float64 (norms
-        above ~1e154 or below ~1.5e-151: their variances would be inf or lose every digit; one extra O(B d)
+        above ~8.4e152 or below ~1.5e-151: their variances would be inf or lose every digit; one extra O(B d)
         scan per batch). A rejected batch leaves no trace, not even the device it would have pinned.
     compute_dtype : {"float64", "float32"}
         Precision of the Gram ``sum z z^T`` of the shifted features (full track). ``"float64"`` (default): every
@@ -482,13 +482,19 @@ class ClassStats(Accumulator):
         if not self.check_finite:
             return norms
         small = norms < _MIN_ROW_NORM
-        if not bool((torch.isfinite(norms) & ~small).all()):  # one device sync in the common case
+        if not bool(((norms <= _MAX_ROW_NORM) & ~small).all()):  # one device sync in the common case (NaN fails too)
             bad = ~torch.isfinite(x).all(dim=1)
             if bool(bad.any()):
                 rows = torch.nonzero(bad).flatten()[:5].tolist()
                 raise ValueError(f"features contain NaN or inf (first bad rows of this batch: {rows})")
-            if not bool(torch.isfinite(norms).all()):
-                raise ValueError("features are too large for float64 accumulation (squared norms overflow)")
+            large = norms.flatten() > _MAX_ROW_NORM
+            if bool(large.any()):
+                rows = torch.nonzero(large).flatten()[:5].tolist()
+                raise ValueError(
+                    f"features are too large for float64 accumulation (squared norms overflow above "
+                    f"{_MAX_ROW_NORM:.2g}; first rows of this batch: {rows}); divide the features by a constant "
+                    f"(the collapse metrics are scale-invariant)"
+                )
             # exact zero rows (e.g. dead ReLU features) are fine; nonzero rows whose squares underflow are not
             tiny = small.flatten() & (x != 0).any(dim=1)
             if bool(tiny.any()):
@@ -568,7 +574,14 @@ class ClassStats(Accumulator):
                 return np.zeros(self.num_classes)
             return np.zeros((self.num_classes, self.dim))
         t = self._state[key]
-        return t.numpy() if t.device.type == "cpu" else t.cpu().numpy()
+        arr = t.numpy() if t.device.type == "cpu" else t.cpu().numpy()
+        if key in _OVERFLOWABLE and not self.memo(("finite", key), lambda: bool(np.isfinite(arr).all())):
+            # every accepted row is finite with finite squares, so only many rows near the bound get here
+            raise ValueError(
+                f"the accumulated {key} overflowed float64 ({self.num_samples} samples whose norms lie near "
+                f"{_MAX_ROW_NORM:.2g}); divide the features by a constant (the collapse metrics are scale-invariant)"
+            )
+        return arr
 
     def _need_full(self, what: str) -> None:
         if self.track != "full":
@@ -761,6 +774,11 @@ class ClassStats(Accumulator):
 # Rows with a norm below this (sqrt of 2^20 times the smallest normal float64, ~1.5e-151) have squares that
 # underflow to subnormals or 0: their variances and scatter would lose every digit.
 _MIN_ROW_NORM = float(np.sqrt(np.finfo(np.float64).tiny * 2.0**20))
+# Rows with a norm above this (~8.4e152) have squares within 2^8 of the largest float64: sums of squares over a
+# class and the cross terms of the scatter overflow partway and lose every digit (probe row 26: 1e153).
+_MAX_ROW_NORM = float(np.sqrt(np.finfo(np.float64).max / 2.0**8))
+# Sums of squares that more rows near _MAX_ROW_NORM than that headroom could still overflow: checked when read.
+_OVERFLOWABLE = frozenset({"sum_dev", "sq_dev", "scatter_dev"})
 
 
 def _check_state_size(K: int, d: int, track: Track) -> None:

@@ -348,6 +348,10 @@ def _pack(spec: ModelSpec, H: np.ndarray, W: np.ndarray, b: np.ndarray | None) -
     return out
 
 
+# L-BFGS history length of the central-path solver; its workspace dominates that solver's memory
+_CENTRAL_MAXCOR = 30
+
+
 def central_path(
     spec: ModelSpec,
     *,
@@ -378,7 +382,7 @@ def central_path(
         H0.ravel(),
         jac=True,
         method="L-BFGS-B",
-        options={"maxiter": maxiter, "maxfun": 2 * maxiter, "gtol": gtol, "ftol": ftol, "maxcor": 30},
+        options={"maxiter": maxiter, "maxfun": 2 * maxiter, "gtol": gtol, "ftol": ftol, "maxcor": _CENTRAL_MAXCOR},
     )
     H = res.x.reshape(spec.N, spec.d)
     params = _pack(spec, H, *ridge_step(spec, H))
@@ -389,15 +393,25 @@ def central_path(
 _SPEC_OPTIONS = ("convention", "loss", "depth", "bias", "X", "H")
 
 
-def _check_size(K: Any, n: Any, d: Any) -> None:
-    """Refuse a UFM that does not fit before building it: the one-hot targets (K, K n), and the variables
-    H (d, K n), W (K, d), b (K) in about 24 copies (gradients, L-BFGS history, line-search trials)."""
+def _check_size(K: Any, n: Any, d: Any, solver: str, options: Mapping[str, Any]) -> None:
+    """Refuse a UFM that does not fit before building it. Measured peaks (tracemalloc) are about 5 arrays of
+    the one-hot targets' size (K, K n) -- targets, scores, residual, gradients -- plus copies of the variables
+    H (d, K n), W (K, d), b (K): L-BFGS-B keeps ``2 maxcor + 5`` in its workspace and about 17 more in the
+    objective, line search and best start (42 at ``maxcor=10``; 81 for ``central``, whose ``maxcor`` is 30);
+    gradient descent and the alternating solver about 7."""
     if not all(isinstance(v, int | np.integer) and not isinstance(v, bool) and v >= 1 for v in (K, n, d)):
         return  # make_spec names the bad size
+    if solver == "lbfgs":
+        maxcor = options.get("maxcor", 10)
+        copies = 2 * (maxcor if isinstance(maxcor, int) and maxcor >= 1 else 10) + 22
+    elif solver == "central":
+        copies = 2 * _CENTRAL_MAXCOR + 22
+    else:
+        copies = 10
     variables = float(d) * K * n + float(K) * d + K
     check_allocation(
-        8.0 * (float(K) * K * n + 24 * variables),
-        what=f"a UFM solve with K={K}, n={n}, d={d} (targets K x Kn, features d x Kn, solver copies)",
+        8.0 * (6.0 * K * K * n + copies * variables),
+        what=f"a UFM solve with K={K}, n={n}, d={d} (targets K x Kn, features d x Kn, {solver} solver copies)",
         alternative="use a smaller K, n or d; the closed-form optimum (nclab.ufm.closed_forms) needs no solve",
     )
 
@@ -455,7 +469,7 @@ def solve(
     """
     if solver not in SOLVERS:
         raise ValueError(f"unknown solver {solver!r}; known: {', '.join(SOLVERS)}")
-    _check_size(K, n, d)
+    _check_size(K, n, d, solver, options)
     spec_kw = {k: options.pop(k) for k in _SPEC_OPTIONS if k in options}
     want_theory = options.pop("theory", True)
     layers = options.pop("layers", None)
