@@ -62,6 +62,7 @@ __all__ = [
     "Trial",
     "expand_trials",
     "load_sweep",
+    "override_string",
     "read_sweep_table",
     "run_sweep",
     "run_trial",
@@ -195,7 +196,14 @@ def load_sweep(path: str | Path) -> tuple[SweepSpec, dict[str, Any], str]:
     return spec, base, spec.name or path.stem
 
 
-def _set_string(key: str, value: Any) -> str:
+def override_string(key: str, value: Any) -> str:
+    """The ``--set`` string ``key=value`` of a config override, the value written as flow-style YAML.
+
+    Examples
+    --------
+    >>> override_string("optim.lr", 0.1), override_string("model.options.widths", [64, 64])
+    ('optim.lr=0.1', 'model.options.widths=[64, 64]')
+    """
     # a scalar dumps as "0.1\n...\n" (YAML's end-of-document marker): keep the value alone
     text = yaml.safe_dump(value, default_flow_style=True, width=math.inf).strip().removesuffix("...").strip()
     return f"{key}={text}"
@@ -221,7 +229,7 @@ def expand_trials(spec: SweepSpec, base: Mapping[str, Any]) -> list[Trial]:
     variants: list[list[str]] = [list(v) for v in spec.overrides] if spec.overrides is not None else [[]]
     grid = spec.grid or {}
     points = [
-        [_set_string(k, v) for k, v in zip(grid, combo, strict=True)] for combo in itertools.product(*grid.values())
+        [override_string(k, v) for k, v in zip(grid, combo, strict=True)] for combo in itertools.product(*grid.values())
     ]
     seeds = [[f"seed={s}"] for s in spec.seeds] if spec.seeds is not None else [[]]
     trials: list[Trial] = []

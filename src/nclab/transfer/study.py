@@ -76,7 +76,7 @@ from nclab.stats import ClassStats
 from nclab.train.checkpoint import load_checkpoint
 from nclab.train.config import RunConfig, resolve_config
 from nclab.train.hooks import collect_features
-from nclab.train.sweep import run_sweep
+from nclab.train.sweep import override_string, run_sweep
 from nclab.train.trainer import run_id
 from nclab.transfer.probe import DEFAULT_L2_GRID, linear_probe
 from nclab.transfer.scores import mean_log_odds, mlog
@@ -185,9 +185,9 @@ class StudySpec:
     def overrides(self, group: StudyGroup, value: Any, seed: int) -> list[str]:
         """The ``--set`` strings of one trial on top of ``base``: the group's ``set``, the axis value, the seed
         and the run name ``<study>-<group>=<value>-s<seed>``."""
-        sets = [_set_string(k, v) for k, v in group.set.items()]
-        sets += [_set_string(group.axis, value), f"seed={seed}"]
-        return [*sets, _set_string("name", f"{self.name}-{run_name(group, value, seed)}")]
+        sets = [override_string(k, v) for k, v in group.set.items()]
+        sets += [override_string(group.axis, value), f"seed={seed}"]
+        return [*sets, override_string("name", f"{self.name}-{run_name(group, value, seed)}")]
 
     def run_config(self, group: StudyGroup, value: Any, seed: int) -> RunConfig:
         """The validated run config of one trial: ``base`` with :meth:`overrides`."""
@@ -203,12 +203,6 @@ class StudySpec:
         if self.resources:
             raw["resources"] = dict(self.resources)
         return raw
-
-
-def _set_string(key: str, value: Any) -> str:
-    # a scalar dumps as "0.1\n...\n" (YAML's end-of-document marker): keep the value alone
-    text = yaml.safe_dump(value, default_flow_style=True, width=float("inf")).strip().removesuffix("...").strip()
-    return f"{key}={text}"
 
 
 def load_study(path: str | Path) -> StudySpec:
