@@ -419,3 +419,17 @@ def test_resume_from_a_bit_flipped_checkpoint_refuses_with_exit_2(run_dir, tmp_p
     assert f"{bad / 'checkpoints' / 'last.pt'}: checksum mismatch" in res.stderr
     assert "Traceback" not in res.output
     assert (bad / "metrics.csv").read_bytes() == before  # nothing was overwritten
+
+
+def test_object_checksum_fast_row_path_matches_general_encoding():
+    """Rows of plain scalars take a one-call fast path; numpy scalars take the general one: same bytes, same sum,
+    while bools stay distinct from ints and every field still matters."""
+    from nclab.io.integrity import object_sha256
+
+    rows = [(e, "train", f"layer{e % 3}", "nc1", e / 7) for e in range(50)] + [(1, True, None, "x"), [2, False]]
+    general = [(np.int64(e), "train", f"layer{e % 3}", "nc1", np.float64(e / 7)) for e in range(50)]
+    general += [(np.int64(1), True, None, "x"), [np.int64(2), False]]
+    assert object_sha256({"rows": rows}) == object_sha256({"rows": general})
+    assert object_sha256([(True,)]) != object_sha256([(1,)])
+    changed = [*rows[:-3], (49, "train", "layer1", "nc1", 49 / 7 + 2**-40), *rows[-2:]]
+    assert object_sha256({"rows": rows}) != object_sha256({"rows": changed})

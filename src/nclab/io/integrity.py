@@ -82,6 +82,35 @@ def arrays_sha256(meta: Mapping[str, str], arrays: Mapping[str, Any], *, skip: s
     return h.hexdigest()
 
 
+def _str_bytes(v: str) -> bytes:
+    data = v.encode()
+    return b"S" + struct.pack("<Q", len(data)) + data
+
+
+# Exact-type encoders of the plain scalars, the same bytes as `_feed` writes for them (bool before int: exact type
+# lookup keeps True from being read as an int). They serve the fast path of `_flat_bytes`.
+_SCALAR_BYTES: dict[type, Any] = {
+    bool: lambda v: b"B1" if v else b"B0",
+    int: lambda v: b"I" + str(v).encode() + b"\0",
+    float: lambda v: b"F" + v.hex().encode() + b"\0",
+    str: _str_bytes,
+    type(None): lambda v: b"N",
+}
+
+
+def _flat_bytes(seq: list | tuple) -> bytes | None:
+    """`_feed`'s bytes of a list / tuple of plain scalars (a metric row), or None when it holds anything else.
+
+    Why: a checkpoint holds every metric row of the run (thousands of 5-tuples); one call per row instead of six
+    recursive ones makes sealing and verifying a checkpoint several times faster, with the same checksum."""
+    enc = _SCALAR_BYTES
+    try:
+        parts = [enc[type(v)](v) for v in seq]
+    except KeyError:
+        return None
+    return b"L" + struct.pack("<Q", len(seq)) + b"".join(parts)
+
+
 def _feed(h: Any, obj: Any) -> None:
     import torch
 
@@ -99,7 +128,11 @@ def _feed(h: Any, obj: Any) -> None:
     elif isinstance(obj, (list, tuple)):
         h.update(b"L" + struct.pack("<Q", len(obj)))
         for v in obj:
-            _feed(h, v)
+            flat = _flat_bytes(v) if type(v) is tuple or type(v) is list else None
+            if flat is None:
+                _feed(h, v)
+            else:
+                h.update(flat)
     elif obj is None:
         h.update(b"N")
     elif isinstance(obj, (bool, np.bool_)):

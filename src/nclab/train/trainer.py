@@ -182,6 +182,8 @@ class Trainer:
         progress: bool = False,
     ) -> None:
         self.cfg, self.out = cfg, Path(out)
+        #: :func:`run_id` of the config, computed once (hashing the YAML of the config costs ~10 ms per checkpoint)
+        self.run_id = run_id(cfg)
         #: rank 0 of a DDP run (or the single process): the one that writes (log, checkpoints, tables, report)
         self.main = ddp.is_main()
         if self.main:
@@ -400,7 +402,7 @@ class Trainer:
         atomic_write_bytes(self.ckpt_dir / "last.pt", data)
         if self.cfg.checkpoint.keep_measured and st.epoch in st.measured:
             atomic_write_bytes(self.ckpt_dir / f"epoch_{st.epoch:04d}.pt", data)
-        write_metrics(st.rows, self.out, run_id=run_id(self.cfg))
+        write_metrics(st.rows, self.out, run_id=self.run_id)
         st.timings["checkpoint_s"] += time.perf_counter() - t0
 
     def finish(self) -> RunResult:
@@ -410,7 +412,7 @@ class Trainer:
         if not self.main:
             return RunResult(self.out, cfg, st.zero_error_epoch, st.measured, st.rows, model.penultimate_name)
         summary = {
-            "run_id": run_id(cfg),
+            "run_id": self.run_id,
             "name": cfg.name,
             "epochs": cfg.train.epochs,
             "zero_error_epoch": st.zero_error_epoch,
