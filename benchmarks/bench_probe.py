@@ -11,7 +11,10 @@ classes with class means at distance ~ noise (test accuracy well below 1, so the
 
 * nclab: :func:`nclab.transfer.logistic_path`, float64, strongest penalty first, warm-started;
 * scikit-learn, cold: one ``LogisticRegression`` per strength (how a grid search fits it);
-* scikit-learn, warm: ``warm_start=True`` along the same order (its best case).
+* scikit-learn, warm: ``warm_start=True`` along the same order (its best case);
+* scikit-learn, cold, with scipy's BLAS on one thread (``nclab._threads.scipy_blas_threads``): the thread-pool fix
+  nclab's path applies (numpy's and scipy's wheels each bundle an OpenBLAS; L-BFGS-B's vector work on scipy's
+  pool spins against the loss's products on numpy's), applied to scikit-learn, to show how much of the ratio it is.
 
 Both solvers stop at the same gradient tolerance (``--tol``, on the same mean-scaled objective) and the same
 iteration cap. Reported: wall time of each, the ratio, the largest difference of test accuracy over the grid and
@@ -32,13 +35,21 @@ ratio and their median.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import time
 
 import numpy as np
 import torch
 
-from nclab._threads import blas_threads, torch_threads
+from nclab._threads import blas_threads, scipy_blas_threads, torch_threads
 from nclab.transfer import fit_logistic, logistic_path, sklearn_c, top1_accuracy
+
+#: scikit-learn runs: (label, warm_start, scipy's BLAS on one thread)
+SKLEARN_VARIANTS = [
+    ("sklearn cold", False, False),
+    ("sklearn warm_start", True, False),
+    ("sklearn cold, 1 pool", False, True),
+]
 
 
 def data(n: int, d: int, k: int, seed: int = 0) -> tuple[np.ndarray, ...]:
@@ -96,33 +107,33 @@ def main() -> None:
         acc_nc = [top1_accuracy(yte, p.predict(Xte)) for p in path]
         t_nc = time.perf_counter() - t0
         results = {}
-        for warm in (False, True):
+        for name, warm, one_pool in SKLEARN_VARIANTS:
             t0 = time.perf_counter()
             clf = LogisticRegression(solver="lbfgs", tol=args.tol, max_iter=args.max_iter, warm_start=warm)
             accs, coefs = [], []
-            for lam in lams:
-                clf.set_params(C=sklearn_c(lam, args.n))
-                clf.fit(Xtr, ytr)
-                accs.append(clf.score(Xte, yte))
-                coefs.append(clf.coef_.copy())
-            results[warm] = (time.perf_counter() - t0, accs, coefs)
+            with scipy_blas_threads(1) if one_pool else contextlib.nullcontext():
+                for lam in lams:
+                    clf.set_params(C=sklearn_c(lam, args.n))
+                    clf.fit(Xtr, ytr)
+                    accs.append(clf.score(Xte, yte))
+                    coefs.append(clf.coef_.copy())
+            results[name] = (time.perf_counter() - t0, accs, coefs)
     iters = sum(p.n_iter for p in path)
     print(f"nclab logistic_path: {t_nc:.2f} s ({iters} L-BFGS iterations over the path)")
     if scale != 1.0:
-        print(
-            f"EXTRAPOLATED to the {args.grid}-value grid (x{scale:.2f}, not measured): nclab {t_nc * scale:.0f} s, "
-            f"sklearn cold {results[False][0] * scale:.0f} s, sklearn warm_start {results[True][0] * scale:.0f} s"
-        )
-    for warm, (t, accs, coefs) in results.items():
+        others = ", ".join(f"{name} {t * scale:.0f} s" for name, (t, _, _) in results.items())
+        grid = f"{args.grid}-value grid (x{scale:.2f}, not measured)"
+        print(f"EXTRAPOLATED to the {grid}: nclab {t_nc * scale:.0f} s, {others}")
+    for name, (t, accs, coefs) in results.items():
         dacc = max(abs(a - b) for a, b in zip(acc_nc, accs, strict=True))
         dcoef = max(
             float(np.abs(p.coef.cpu().numpy() - c).max() / np.abs(c).max()) for p, c in zip(path, coefs, strict=True)
         )
-        name = "sklearn warm_start" if warm else "sklearn cold"
         print(f"{name:19s}: {t:.2f} s  ratio {t / t_nc:.2f}x  max |d acc| {dacc:.4f}  max rel |d coef| {dcoef:.1e}")
     best = int(np.argmax(acc_nc))
     print(
-        f"best test accuracy {acc_nc[best]:.4f} at lam={lams[best]:.3g} (sklearn cold: {results[False][1][best]:.4f})"
+        f"best test accuracy {acc_nc[best]:.4f} at lam={lams[best]:.3g} "
+        f"(sklearn cold: {results['sklearn cold'][1][best]:.4f})"
     )
     if torch.cuda.is_available() and args.device == "cpu":
         print("(CUDA is available: --device cuda runs the nclab path on the GPU)")
