@@ -269,7 +269,7 @@ def logistic_path(
             raise ValueError(f"init has coef shape {tuple(init.coef.shape)}, expected {(K, d)}")
         theta = torch.cat([init.coef, init.intercept[:, None]], dim=1).to(x)
     else:
-        theta = torch.zeros(K, d + 1, dtype=torch.float64, device=x.device)
+        theta = _cold_start(x, labels, K, float(lam_arr.max()))
     out: dict[int, LogisticProbe] = {}
     solved: list[tuple[float, torch.Tensor]] = []  # (lam, solution) in path order
     for i in np.argsort(-lam_arr, kind="stable"):
@@ -278,6 +278,20 @@ def logistic_path(
         solved.append((lam, theta))
         out[int(i)] = LogisticProbe(theta[:, :d].clone(), theta[:, d].clone(), lam, n_iter, grad)
     return [out[i] for i in range(lam_arr.size)]
+
+
+def _cold_start(x: torch.Tensor, labels: torch.Tensor, K: int, lam: float) -> torch.Tensor:
+    """``[W | b]`` to start the strongest penalty ``lam`` from: ``b = log`` of the class frequencies (the exact
+    optimum of the bias alone, where the bias gradient vanishes) and ``W = (S / N - f mean(x)) / lam``, minus the
+    data gradient at ``W = 0`` over ``lam`` (``S`` the class sums, ``f`` the frequencies): the solution to first
+    order in ``1 / lam``. From zero, the first fit of a 20-strength path took 32 L-BFGS iterations (15% of the
+    path). A class without samples starts at the bias of half a sample (its optimum is ``-inf``)."""
+    N, d = x.shape
+    counts = torch.bincount(labels, minlength=K).to(x.dtype)
+    freq = torch.where(counts > 0, counts, torch.full_like(counts, 0.5)) / N
+    sums = torch.zeros((K, d), dtype=x.dtype, device=x.device).index_add_(0, labels, x)
+    W = (sums / N - (counts / N)[:, None] * x.mean(dim=0)) / lam
+    return torch.cat([W, torch.log(freq)[:, None]], dim=1)
 
 
 def _path_start(solved: Sequence[tuple[float, torch.Tensor]], lam: float, last: torch.Tensor) -> torch.Tensor:
