@@ -229,7 +229,8 @@ def logistic_path(
     device: Any = None,
 ) -> list[LogisticProbe]:
     """Fit the probe at every strength of ``lams``, strongest first, each warm-started from the previous ones (the
-    first two at the previous solution, later ones at the secant through the last two solutions in ``log lam``).
+    first at ``init``, else at a one-step estimate of its solution; the second at the first solution; later ones
+    at the secant through the last two solutions in ``log lam``).
 
     Parameters
     ----------
@@ -275,23 +276,29 @@ def logistic_path(
     for i in np.argsort(-lam_arr, kind="stable"):
         lam = float(lam_arr[i])
         theta, n_iter, grad = _lbfgs(x, labels, K, lam, _path_start(solved, lam, theta), max_iter, tol)
-        solved.append((lam, theta))
+        solved = [*solved[-1:], (lam, theta)]  # the secant needs the last two
         out[int(i)] = LogisticProbe(theta[:, :d].clone(), theta[:, d].clone(), lam, n_iter, grad)
     return [out[i] for i in range(lam_arr.size)]
 
 
 def _cold_start(x: torch.Tensor, labels: torch.Tensor, K: int, lam: float) -> torch.Tensor:
-    """``[W | b]`` to start the strongest penalty ``lam`` from: ``b = log`` of the class frequencies (the exact
-    optimum of the bias alone, where the bias gradient vanishes) and ``W = (S / N - f mean(x)) / lam``, minus the
-    data gradient at ``W = 0`` over ``lam`` (``S`` the class sums, ``f`` the frequencies): the solution to first
-    order in ``1 / lam``. From zero, the first fit of a 20-strength path took 32 L-BFGS iterations (15% of the
-    path). A class without samples starts at the bias of half a sample (its optimum is ``-inf``)."""
+    """``[W | b]`` to start the strongest penalty ``lam`` from: ``b = log`` of the class frequencies ``f`` (the
+    exact optimum of the bias alone: there the bias gradient vanishes) and one gradient step from ``W = 0``,
+    ``W = (S / N - f mean(x)^T) / (lam + c)`` (``S`` the class sums). With ``c = max_k f_k Tr Cov(x)``, a bound on
+    the data term's curvature in ``W`` at that point, the step is the solution to first order in ``1 / lam`` when
+    the penalty dominates and a short, safe gradient step when it does not. From zero, the first fit of a
+    20-strength path (20,000 x 512, K = 100, lam = 10) took 32 L-BFGS iterations, from here 9. A class without samples starts at
+    the bias of half a sample (its optimum is ``-inf``)."""
     N, d = x.shape
     counts = torch.bincount(labels, minlength=K).to(x.dtype)
-    freq = torch.where(counts > 0, counts, torch.full_like(counts, 0.5)) / N
+    freq = counts / N
+    mean = x.mean(dim=0)
+    # Tr Cov(x) without an (N, d) temporary; only a damping scale, so the cancellation for far-off data is harmless
+    spread = max(float(torch.linalg.matrix_norm(x)) ** 2 / N - float(mean @ mean), 0.0)
     sums = torch.zeros((K, d), dtype=x.dtype, device=x.device).index_add_(0, labels, x)
-    W = (sums / N - (counts / N)[:, None] * x.mean(dim=0)) / lam
-    return torch.cat([W, torch.log(freq)[:, None]], dim=1)
+    W = (sums / N - freq[:, None] * mean) / (lam + float(freq.max()) * spread)
+    b = torch.log(torch.where(counts > 0, freq, torch.full_like(freq, 0.5 / N)))
+    return torch.cat([W, b[:, None]], dim=1)
 
 
 def _path_start(solved: Sequence[tuple[float, torch.Tensor]], lam: float, last: torch.Tensor) -> torch.Tensor:
