@@ -44,7 +44,7 @@ DURATIONS: dict[str, dict[str, str]] = {
     "mse-decomposition-ufm": {"tiny": "<1 s", "cpu": "<= 1 min"},
     "mufm-tradeoff": {"tiny": "~14 s", "cpu": "<= 6 min"},
     "ufm-figures": {"tiny": "~5 s", "cpu": "<= 7 min"},
-    "vci-transfer": {"tiny": "~11 s", "cpu": "~12 min"},
+    "vci-transfer": {"tiny": "~11 s", "cpu": "~4.5 min"},
     "ufm-init-scale": {"tiny": "~4 s", "cpu": "<= 2 min"},
     "ufm-threshold-sweep": {"tiny": "~5 s", "cpu": "<= 2.5 min"},
     "ufm-thm51": {"tiny": "~1 s", "cpu": "<= 2 min"},
