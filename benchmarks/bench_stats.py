@@ -11,8 +11,9 @@ features in batches of 1,000, it times
   * numpy's float64 and float32 ``X.T @ X`` of the same data (one BLAS call each: the floor),
 
 each ending with Sigma_W (d x d) in hand. The machine is shared: the methods run interleaved, ``--repeats``
-rounds in a rotated order, and each ratio is the median over rounds of the ratio within a round (both timed
-under the same load). Then each method's relative Frobenius error of Sigma_W on the near-collapse case
+rounds in a rotated order, each after a pause (``COOLDOWN_S``) so that no method shares the cores with the BLAS
+threads the previous one left spinning, and each ratio is the median over rounds of the ratio within a round (both
+timed under the same load). Then each method's relative Frobenius error of Sigma_W on the near-collapse case
 ``1e6 mu + 1e-3 noise`` (float64 features; float32 methods round them as they read them) against a two-pass
 float64 computation of the centred data. Targets (issue 18): nclab float32 <= 0.6x peer float32 and <= 1.3x
 float32 ``X.T @ X``; nclab float64 <= 1.5x float64 ``X.T @ X``.
@@ -35,6 +36,11 @@ import torch
 from nclab.stats import ClassStats
 
 CONFIGS = [(100_000, 512, 100), (50_000, 256, 1000), (50_000, 384, 60)]
+#: Idle time before each timed call. numpy and scipy each bundle an OpenBLAS with its own thread pool, whose threads
+#: spin for a while after a call: a method timed right after one that used the other pool shares the cores with
+#: those spinning threads (measured at d = 512: ClassStats 0.66-0.87 s right after numpy's X.T @ X, 0.60-0.63 s
+#: after a 0.5 s pause; X.T @ X 0.44-0.48 s right after ClassStats, 0.36-0.37 s after the pause).
+COOLDOWN_S = 0.5
 QUICK = [(20_000, 512, 100), (10_000, 256, 1000), (10_000, 384, 60)]
 
 
@@ -95,6 +101,7 @@ def time_config(N, d, K, batch, repeats, rng):
     times = {n: [] for n in names}
     for r in range(repeats):
         for n in names[r % len(names) :] + names[: r % len(names)]:  # rotated: no method always runs first
+            time.sleep(COOLDOWN_S)
             t0 = time.perf_counter()
             fns[n]()
             times[n].append(time.perf_counter() - t0)
