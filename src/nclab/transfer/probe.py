@@ -287,8 +287,8 @@ def _cold_start(x: torch.Tensor, labels: torch.Tensor, K: int, lam: float) -> to
     ``W = (S / N - f mean(x)^T) / (lam + c)`` (``S`` the class sums). With ``c = max_k f_k Tr Cov(x)``, a bound on
     the data term's curvature in ``W`` at that point, the step is the solution to first order in ``1 / lam`` when
     the penalty dominates and a short, safe gradient step when it does not. From zero, the first fit of a
-    20-strength path (20,000 x 512, K = 100, lam = 10) took 32 L-BFGS iterations, from here 9. A class without samples starts at
-    the bias of half a sample (its optimum is ``-inf``)."""
+    20-strength path (20,000 x 512, K = 100, lam = 10) took 32 L-BFGS iterations, from here 9. A class without
+    samples starts at the bias of half a sample (its optimum is ``-inf``)."""
     N, d = x.shape
     counts = torch.bincount(labels, minlength=K).to(x.dtype)
     freq = counts / N
