@@ -141,7 +141,9 @@ def test_large_problems_skip_the_polish_and_say_so():
     assert res.value == pytest.approx(one_vs_rest(res.W).rho, abs=1e-10)
     G = res.W @ res.W.T
     assert res.min_angle_deg == pytest.approx(math.degrees(math.acos(G[~np.eye(100, dtype=bool)].max())), abs=1e-9)
-    assert res.max_gap < 1e-8 and res.hardmax == pytest.approx(-res.rho_one_vs_rest, abs=1e-10)
+    # near-ties at the optimum leave certificate gaps up to ~sqrt(eps) (2.8e-8 seen with OpenBLAS 0.3.31; see
+    # dist_to_hull); the distances themselves are exact to roundoff, as the hardmax identity checks to 1e-10
+    assert res.max_gap < 1e-7 and res.hardmax == pytest.approx(-res.rho_one_vs_rest, abs=1e-10)
     assert res.within_bounds is True
 
 

@@ -27,6 +27,17 @@ def test_simplex_etf_gram_and_margin_including_K_eq_d_plus_1(K, d):
     assert rho_one_vs_rest(W) == pytest.approx(K / (K - 1), abs=1e-12)
 
 
+def test_simplex_etf_canonical_position_is_a_closed_form():
+    """Without a rotation the frame is the Helmert contrasts scaled to unit rows: the same numbers on every
+    platform (an SVD basis of the (K-1)-fold singular value would depend on the LAPACK build)."""
+    s3 = math.sqrt(3.0) / 2
+    np.testing.assert_allclose(simplex_etf(3), [[s3, 0.5], [-s3, 0.5], [0.0, -1.0]], rtol=0, atol=1e-15)
+    np.testing.assert_array_equal(simplex_etf(2, 3), [[1.0, 0.0, 0.0], [-1.0, 0.0, 0.0]])
+    W = simplex_etf(6)
+    assert np.all(np.tril(W, -2) == 0) and np.all(np.diagonal(W, -1) < 0)  # row i > 0 starts at coordinate i - 1
+    np.testing.assert_allclose(W @ W.T, 6 / 5 * (np.eye(6) - 1.0 / 6), atol=1e-15)
+
+
 def test_simplex_etf_rejects_too_small_d():
     with pytest.raises(ValueError, match="d >= 4"):
         simplex_etf(5, 3)

@@ -242,3 +242,18 @@ def test_singular_second_moments_give_minimum_norm_interpolator(rng, bias):
     np.testing.assert_allclose(W, W_ref, rtol=0, atol=1e-9)
     np.testing.assert_allclose(b, b_ref, rtol=0, atol=1e-9)
     np.testing.assert_allclose(H @ W.T + b, Y, rtol=0, atol=1e-9)
+
+
+def test_numerically_singular_second_moments_follow_the_pseudo_inverse_policy(rng):
+    """A second moment that is positive definite in float64 but conditioned beyond 1 / rtol (here one feature
+    direction 1e-11 the scale of the others: eigenvalue ratio ~1e-22) lets the Cholesky factorisation succeed on a
+    roundoff-sized pivot; the solve must still take the pseudo-inverse (that direction counts as zero, the
+    conventions' policy) instead of a weight of ~1e11 fitted to roundoff."""
+    K, d = 3, 4
+    y = np.tile(np.arange(K), 10)
+    H = rng.normal(size=(y.size, d)) + 2.0
+    H[:, -1] = 1e-11 * rng.normal(size=y.size)
+    W, _ = ls_classifier(H, y, 0.0, bias=False)
+    Wt, *_ = np.linalg.lstsq(H[:, :-1], np.eye(K)[y], rcond=None)  # the fit without the roundoff direction
+    np.testing.assert_allclose(W[:, :-1], Wt.T, rtol=0, atol=1e-9)
+    assert np.abs(W[:, -1]).max() < 1e-6

@@ -82,11 +82,20 @@ def simplex_etf(
     [0. 0. 0.]
     """
     d = _check_kd(K, d, K - 1)
-    E = np.sqrt(K / (K - 1)) * (np.eye(K) - 1.0 / K)  # rows: unit norm, cos = -1/(K-1), span K-1 dims
-    # express in an orthonormal basis of the (K-1)-dim span so it fits in d = K-1
-    U, _, _ = np.linalg.svd(E.T, full_matrices=False)
-    X = E @ U[:, : K - 1]
-    return scale * _embed(X, d, None, seed, rng)
+    # The rows of sqrt(K/(K-1)) (I - 11^T/K) (unit norm, cosines -1/(K-1)) expressed in the Helmert basis of the
+    # (K-1)-dim subspace orthogonal to 1, so that the frame fits in d = K-1. A closed form, not an SVD: the SVD of
+    # that matrix has a (K-1)-fold singular value, so its basis (hence the canonical frame) would depend on the
+    # LAPACK build.
+    return scale * _embed(np.sqrt(K / (K - 1)) * _helmert(K), d, None, seed, rng)
+
+
+def _helmert(K: int) -> np.ndarray:
+    """Orthonormal basis ``(K, K-1)`` of the vectors orthogonal to ``1``: column ``j`` (1-based) is
+    ``(1, ..., 1, -j, 0, ..., 0) / sqrt(j (j+1))`` with ``j`` ones (the Helmert contrasts)."""
+    j = np.arange(1, K)
+    V = np.triu(np.ones((K, K - 1)))  # row i, column j-1: 1 for i < j
+    V[j, j - 1] = -j
+    return V / np.sqrt(j * (j + 1.0))
 
 
 def orthogonal_frame(

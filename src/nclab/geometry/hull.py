@@ -190,7 +190,10 @@ def dist_to_hull(w: Any, A: Any) -> HullDistance:
     Solves the simplex-constrained QP ``min_{v >= 0, 1^T v = 1} ||w - A^T v||^2`` (the dual (C.22) of Lemma
     C.6) exactly with Wolfe's minimum-norm-point algorithm, and certifies it by weak duality: for the unit
     ``h = (w - p)/||w - p||``, ``min_j <w - a_j, h> <= dist <= ||w - p||`` (see :class:`HullDistance`); the gap
-    is at roundoff level (< 1e-8 for well-scaled problems). ``m = 1`` gives ``||w - a_1||``.
+    is at roundoff level for well-scaled problems, up to ~1e-7 when a point lies within ~sqrt(eps) of the affine
+    hull of the optimal support (optimised codes have such near-ties: Wolfe's step is then numerically singular and
+    stops, the distance itself exact to roundoff, the certificate's lower bound short by that much). ``m = 1``
+    gives ``||w - a_1||``.
     """
     A = as_rows(A, name="A", min_rows=1)
     w = _as_point(w, "w", A.shape[1])

@@ -95,7 +95,7 @@ def uniform_duality(
     >>> from nclab.stats import ClassStats
     >>> M = simplex_etf(3, 2)
     >>> stats = ClassStats.from_arrays(M, np.arange(3))
-    >>> uniform_duality(stats, W=np.diag([1.0, 2.0, 3.0]) @ M)  # every w_k ∝ mu_k: all cosines 1
+    >>> round(uniform_duality(stats, W=np.diag([1.0, 2.0, 3.0]) @ M), 12)  # every w_k ∝ mu_k: cosines 1 to rounding
     0.0
     """
     if similarity not in ("cosine", "dot"):

@@ -107,7 +107,7 @@ def nc1(
 
     >>> from nclab.metrics import nc1
     >>> print(f"{nc1(stats):.4f}")
-    0.0168
+    0.0172
 
     Exactly collapsed features (every sample at its class mean) give 0:
 
@@ -275,7 +275,7 @@ def vci(
 
     >>> from nclab.metrics import vci
     >>> print(f"{vci(stats):.4f}")
-    0.0233
+    0.0238
     """
     check_stats(stats)
     rtol = check_rtol(rtol)

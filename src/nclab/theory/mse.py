@@ -35,6 +35,7 @@ import numpy as np
 import scipy.linalg
 
 from nclab.metrics import psd_pinv
+from nclab.metrics._linalg import DEFAULT_RTOL
 from nclab.stats import ClassStats
 from nclab.validation import check_features, check_labels
 
@@ -154,14 +155,20 @@ def _moments(stats: ClassStats) -> Moments:
 
 
 def _solve_psd(A: np.ndarray, B: np.ndarray) -> np.ndarray:
-    """``A^{-1} B`` for symmetric PSD ``A``; the minimum-norm (pseudo-inverse) solution when ``A`` is singular."""
-    # A Cholesky solve (no condition estimate: ill-conditioned but PD systems still get the best float64 can
-    # do, and scipy.linalg.solve's estimate tripled the cost at d = 128); only a failed Cholesky (singular A,
-    # e.g. lam = 0 with N < d) falls back to the pseudo-inverse.
-    try:
-        return scipy.linalg.cho_solve(scipy.linalg.cho_factor(A, lower=True, check_finite=False), B, check_finite=False)
-    except (np.linalg.LinAlgError, scipy.linalg.LinAlgError):
-        return psd_pinv(A).pinv @ B
+    """``A^{-1} B`` for symmetric PSD ``A``; the minimum-norm (pseudo-inverse) solution when ``A`` is numerically
+    singular: its Cholesky factorisation fails, or LAPACK's estimate of ``1 / cond_1(A)`` is at most the
+    pseudo-inverse policy's ``rtol`` (``docs/conventions.md``), the test :func:`nclab.metrics.common.whitened_between`
+    applies to Sigma_W."""
+    # A Cholesky solve plus an O(d^2) condition estimate from the factor (scipy.linalg.solve's own estimate
+    # tripled the cost at d = 128). The estimate is needed, not only a failed factorisation: rounding often lets
+    # the Cholesky of a singular PSD matrix (lam = 0 with N < d) run to the end on pivots of roundoff size, and
+    # the solve then returns a huge, wrong "solution" (seen with OpenBLAS 0.3.31) instead of the minimum-norm one.
+    L, info = scipy.linalg.lapack.dpotrf(A, lower=1, clean=1)
+    if info == 0:
+        rcond, info = scipy.linalg.lapack.dpocon(L, float(np.abs(A).sum(axis=0).max()), uplo="L")
+        if info == 0 and rcond > DEFAULT_RTOL:
+            return scipy.linalg.cho_solve((L, True), B, check_finite=False)
+    return psd_pinv(A).pinv @ B
 
 
 def ls_from_moments(m: Moments, lam: float, bias: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -294,7 +301,7 @@ def mse_decomposition_from_stats(
     >>> from nclab.theory import mse_decomposition_from_stats
     >>> out = mse_decomposition_from_stats(stats, simplex_etf(K, d) / 4, np.full(K, 1 / K), lam=1e-3)
     >>> print(f"{out['L']:.5f} = {out['L_NC1']:.5f} + {out['L_NC23']:.5f} + {out['L_perp']:.5f}")
-    0.10409 = 0.00780 + 0.00018 + 0.09611
+    0.10405 = 0.00796 + 0.00019 + 0.09590
     """
     m = _moments(stats)
     W, b, bias = _check_classifier(W, b, *m.means.shape)
