@@ -6,7 +6,7 @@ Every public metric is registered in :data:`REGISTRY` with its collapse directio
 ``ncc_accuracy``.
 """
 
-from nclab.metrics._linalg import PsdPinv, psd_pinv
+from nclab.metrics._linalg import DEFAULT_RTOL, PsdPinv, psd_pinv
 from nclab.metrics._registry import REGISTRY, MetricInfo, collapse_direction
 from nclab.metrics.cdnv import cdnv
 from nclab.metrics.collapse_report import (
@@ -40,6 +40,7 @@ from nclab.metrics.variability import fuzziness, nc1, pfc1, sq_dist, trace_ratio
 
 __all__ = [
     "DEFAULT_CONVENTIONS",
+    "DEFAULT_RTOL",
     "REGISTRY",
     "DegenerateMetricWarning",
     "ImbalanceWarning",

@@ -34,8 +34,7 @@ from typing import Any, Literal
 import numpy as np
 import scipy.linalg
 
-from nclab.metrics import psd_pinv
-from nclab.metrics._linalg import DEFAULT_RTOL
+from nclab.metrics import DEFAULT_RTOL, psd_pinv
 from nclab.stats import ClassStats
 from nclab.validation import check_features, check_labels
 
