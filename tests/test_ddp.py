@@ -20,6 +20,7 @@ import nclab
 from nclab.cli.train import app as train_app
 from nclab.io import read_metrics
 from nclab.train import resolve_config, train
+from nclab.train.checkpoint import load_checkpoint
 from nclab.train.distributed import eval_shard
 from nclab.train.trainer import Trainer
 from tests._distributed import free_port, gloo_group
@@ -74,7 +75,7 @@ def _nan_none(row) -> tuple:
 def _measure_worker(rank: int, world: int, port: int, config: dict, ckpt: str, out: str, result: str) -> None:
     torch.set_num_threads(1)
     with gloo_group(rank, world, port):
-        saved = torch.load(ckpt, map_location="cpu", weights_only=True)
+        saved = load_checkpoint(ckpt)
         trainer = Trainer(resolve_config(config), out, saved)
         trainer.measure()
         trainer.eval_error()  # a collective as well: must not leave the ranks out of step
@@ -89,7 +90,7 @@ def test_distributed_measurement_matches_one_process(tmp_path):
     config = {**CONFIG, "loss": {"name": "mse"}, "train": {**CONFIG["train"], "epochs": 2}}
     run = train(config, tmp_path / "run", progress=False)
     ckpt = tmp_path / "run" / "checkpoints" / "last.pt"
-    saved = torch.load(ckpt, map_location="cpu", weights_only=True)
+    saved = load_checkpoint(ckpt)
     torch.set_num_threads(1)
     single = Trainer(resolve_config(config), tmp_path / "single", saved)
     n_before = len(single.state.rows)
@@ -165,7 +166,7 @@ def test_killed_rank_fails_cleanly_and_resume_completes(runs, tmp_path):
     assert "exitcode  : 3" in res.stderr and "rank      : 1" in res.stderr, res.stderr[-3000:]
     assert elapsed < 120  # no hang: the failure ends the run well within the collective timeout
     # what rank 0 wrote is whole: the checkpoint loads, the table parses and holds the checkpoint's rows
-    ckpt = torch.load(out / "checkpoints" / "last.pt", map_location="cpu", weights_only=True)
+    ckpt = load_checkpoint(out / "checkpoints" / "last.pt")
     assert ckpt["epoch"] in (1, 2)
     table = [_nan_none(r) for r in read_metrics(out)]
     assert table == [_nan_none(r) for r in ckpt["rows"][: len(table)]]  # the checkpoint's rows, or one epoch fewer

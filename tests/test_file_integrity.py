@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import multiprocessing as mp
 import re
 import time
@@ -21,9 +22,11 @@ from typer.testing import CliRunner
 from nclab import ClassStats
 from nclab.cli import app
 from nclab.io import CorruptFileError, arrays_sha256, read_metrics
+from nclab.io.integrity import object_sha256
+from nclab.io.run_table import COLUMNS
 from nclab.stats import Accumulator, GeodesicNCC, NCCAccumulator, PathStats
 from nclab.train import resolve_config, train
-from nclab.train.checkpoint import CHECKPOINT_KEYS, checkpoint_bytes, load_checkpoint
+from nclab.train.checkpoint import CHECKPOINT_FORMAT, CHECKPOINT_KEYS, checkpoint_bytes, load_checkpoint
 from nclab.train.verify import verify
 
 safetensors = pytest.importorskip("safetensors")
@@ -324,6 +327,58 @@ def test_checkpoint_round_trip_is_exact(tmp_path):
     for k, v in payload["model"].items():
         assert torch.equal(back["model"][k], v)
     assert back["rows"] == payload["rows"] and back["timings"] == payload["timings"]
+
+
+def test_checkpoint_rows_are_stored_by_column_and_come_back_bit_for_bit(tmp_path):
+    rows = [(e, "train" if e % 2 else "test", f"layer{e % 3}", "nc1", e / 7) for e in range(300)]
+    rows += [(300, "train", "output", "loss", float("nan")), (300, "train", "output", "gap", -float("inf"))]
+    rows += [(301, "train", "output", "count", 5), (302, "test", "fc", "nc1", np.float32(0.1))]
+    path = tmp_path / "c.pt"
+    path.write_bytes(checkpoint_bytes(_payload() | {"rows": rows}))
+    raw = torch.load(path, weights_only=True)
+    assert raw["format"] == CHECKPOINT_FORMAT == 3 and set(raw["rows"]) == {*COLUMNS, "names"}
+    assert raw["rows"]["names"][:4] == ["test", "train", "layer0", "layer1"] and raw["rows"]["value"].shape == (304,)
+    back = load_checkpoint(path)["rows"]
+    assert back[:-2] == [*rows[:-4], (300, "train", "output", "loss", back[300][4]), *rows[-3:-2]]
+    assert math.isnan(back[300][4]) and back[301][4] == -math.inf
+    assert back[-2] == (301, "train", "output", "count", 5.0) and back[-1][4] == float(np.float32(0.1))
+    assert all(type(r[0]) is int and type(r[4]) is float for r in back)
+    # rows that are not metric rows are kept as the list they are
+    odd = [(1, "train"), [2, "x", "y", "z", True]]
+    path.write_bytes(checkpoint_bytes(_payload() | {"rows": odd}))
+    assert load_checkpoint(path)["rows"] == odd
+
+
+def test_format_2_checkpoints_still_load(tmp_path):
+    """Format 2 (rows as a list of tuples, sealed the same way) is what nclab wrote before the columns."""
+    sealed = {"format": 2, **_payload()}
+    sealed["sha256"] = object_sha256(sealed)
+    path = tmp_path / "old.pt"
+    torch.save(sealed, path)
+    back = load_checkpoint(path)
+    assert back["format"] == 2 and back["rows"] == [(3, "train", "fc", "nc1", 0.25)]
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda c: c.update(layer=c["layer"] + 5), "a name code lies outside the 3 names"),
+        (lambda c: c.update(value=c["value"][:0]), "columns of different lengths"),
+        (lambda c: c.update(epoch=c["epoch"].double()), "a column is not a 1-D tensor of its dtype"),
+        (lambda c: c.pop("names"), "expected the columns"),
+    ],
+)
+def test_inconsistent_row_columns_are_refused_even_when_resealed(tmp_path, change, message):
+    path = tmp_path / "c.pt"
+    path.write_bytes(checkpoint_bytes(_payload()))
+    state = torch.load(path, weights_only=True)
+    change(state["rows"])
+    state["sha256"] = object_sha256({k: v for k, v in state.items() if k != "sha256"})
+    torch.save(state, path)
+    with pytest.raises(
+        CorruptFileError, match=re.escape(str(path)) + ": the checkpoint's metric rows are inconsistent: " + message
+    ):
+        load_checkpoint(path)
 
 
 # ---------------------------------------------------------------------- metrics.csv (probe row 96)

@@ -13,13 +13,13 @@ import time
 from pathlib import Path
 
 import pytest
-import torch
 import yaml
 from typer.testing import CliRunner
 
 from nclab.cli.train import app as train_app
 from nclab.io import read_metrics
 from nclab.train import resolve_config, train
+from nclab.train.checkpoint import load_checkpoint
 from nclab.train.rundir import (
     LOCK_NAME,
     RunDirBusyError,
@@ -130,7 +130,7 @@ def test_two_trainings_into_one_folder_one_fails_at_once(tmp_path):
     assert saved["optim"]["lr"] == lrs[winner]
     rows = read_metrics(out)
     assert {r.value for r in rows if r.metric == "lr"} == {lrs[winner]} and max(r.epoch for r in rows) == 150
-    ckpt = torch.load(out / "checkpoints" / "last.pt", map_location="cpu", weights_only=True)
+    ckpt = load_checkpoint(out / "checkpoints" / "last.pt")
     assert ckpt["epoch"] == 150 and [tuple(r) for r in rows] == [tuple(r) for r in ckpt["rows"]]
     assert (out / "log.txt").read_text().count("start:") == 1
     assert not (out / LOCK_NAME).exists()

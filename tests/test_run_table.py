@@ -3,6 +3,8 @@
 import math
 import os
 import struct
+import subprocess
+import sys
 
 import pytest
 
@@ -72,6 +74,26 @@ def test_parquet_equals_csv(tmp_path):
     from_csv = read_metrics(tmp_path)
     assert [r[:4] for r in from_parquet] == [r[:4] for r in from_csv]
     assert [_bits(r[4]) for r in from_parquet] == [_bits(r.value) for r in from_csv]
+
+
+def test_parquet_columns_are_valid_and_writing_them_does_not_import_pandas(tmp_path):
+    """The columns are built from their buffers: valid arrow (UTF-8 names included), and pyarrow's ``pa.array``,
+    which imports pandas (~0.5 s) when it is installed, is not used."""
+    pytest.importorskip("pyarrow")
+    code = (
+        "import sys, pathlib\n"
+        "from nclab.io.run_table import MetricRow, write_metrics\n"
+        "rows = [MetricRow(0, 'train', 'fc', 'nc1', 0.5), MetricRow(1, 'tëst', 'çonv', 'nc1', float('nan'))]\n"
+        f"write_metrics(rows, pathlib.Path({str(tmp_path)!r}), run_id='r-1')\n"
+        "print('pandas' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+    pq = pytest.importorskip("pyarrow.parquet")
+    table = pq.read_table(tmp_path / "metrics.parquet")
+    table.validate(full=True)
+    assert table.column("split").to_pylist() == ["train", "tëst"] and table.column("run_id").to_pylist() == ["r-1"] * 2
+    assert table.column("layer").to_pylist() == ["fc", "çonv"] and math.isnan(table.column("value")[1].as_py())
 
 
 def test_partial_file_is_never_visible(tmp_path, monkeypatch):

@@ -58,7 +58,7 @@ from nclab.io.yaml_io import load_yaml_file
 from nclab.nets import CollapseNet, build_model
 from nclab.theory.mse import mse_decomposition_from_stats
 from nclab.train import distributed as ddp
-from nclab.train.checkpoint import checkpoint_bytes, load_checkpoint
+from nclab.train.checkpoint import checkpoint_bytes, columns_to_rows, load_checkpoint
 from nclab.train.config import ConfigError, RunConfig, check_device_available, resolve_config
 from nclab.train.hooks import resolve_layers
 from nclab.train.losses import LossFn, make_loss, paper004_lambda
@@ -488,7 +488,7 @@ class Trainer:
         self.opt.load_state_dict(saved["optimizer"])
         torch.set_rng_state(saved["torch_rng"])
         st = self.state
-        st.rows = [MetricRow(*r) for r in saved["rows"]]
+        st.rows = [MetricRow(*r) for r in columns_to_rows(saved["rows"])]  # as loaded, or a raw torch.load
         st.zero_error_epoch, st.epoch = saved["zero_error_epoch"], int(saved["epoch"])
         st.timings.update(saved.get("timings", {}))
         st.measured = list(saved["measured"])
