@@ -645,7 +645,7 @@ def tammes_search(
     K: int,
     *,
     restarts: int = 16,
-    hops: int = 8,
+    hops: int = 16,
     seed: int = 0,
     steps: int | None = None,
     tau: tuple[float, float] | None = None,
@@ -658,7 +658,9 @@ def tammes_search(
     Same search as :func:`softmax_code_search` on the pieces ``f_ij = -<w_i, w_j>`` (minimising the largest
     cosine). ``value`` is the exact minimum chordal distance ``2 sin(theta_min / 2)``; ``min_angle_deg`` the
     minimum angle. With the defaults it reaches the best known codes on ``S^2`` for ``K = 4..24`` [Sloane 2000] to
-    ``1e-6`` degrees (tested).
+    ``1e-4`` degrees (tested). ``hops`` defaults to 16 here (8 for Softmax Codes): with 8, ``K = 21`` stopped at a
+    certified local optimum 3e-4 degrees short for 2 of 126 (K, seed, BLAS build) searches, with 16 for none
+    (``K = 4..24``, seeds 0-2, OpenBLAS with AVX-512 and with Haswell kernels), at 1.6x the time.
 
     See Also
     --------
