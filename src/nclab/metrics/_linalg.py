@@ -14,6 +14,7 @@ features are scaled, and class means at the origin are judged against the spread
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Literal
@@ -73,9 +74,11 @@ def pow2_scale(x: float) -> float:
     """The power of two ``2**e`` with ``x / 2**e`` in ``[0.5, 1)`` (1.0 for ``x = 0`` or non-finite ``x``):
     dividing by it is exact, so rescaling features to O(1) before forming squares keeps every digit, also of
     differences of nearly equal means."""
-    if not (np.isfinite(x) and x > 0):
+    # math, not numpy: this runs a few dozen times per report on scalars, where numpy's ufunc overhead dominates
+    if not (math.isfinite(x) and x > 0):
         return 1.0
-    return float(np.ldexp(1.0, int(np.frexp(x)[1])))
+    e = math.frexp(x)[1]
+    return math.ldexp(1.0, e) if e < 1024 else math.inf  # 2**1024 overflows (numpy's ldexp gave inf too)
 
 
 def feature_scale_sq(stats: ClassStats) -> float:

@@ -158,7 +158,7 @@ def _unit_scaled(V: np.ndarray) -> np.ndarray:
     """``V`` divided by the power of two just above its largest entry (exact; the Gram metrics are scale-free):
     products and squares of the scaled rows are O(1), so features of any float64 magnitude (1e-150 ... 1e150)
     neither overflow nor underflow."""
-    return V / pow2_scale(float(np.max(np.abs(V))))
+    return V / pow2_scale(float(np.abs(V).max()))
 
 
 def _cross_gram_norm(A: np.ndarray, B: np.ndarray) -> float:

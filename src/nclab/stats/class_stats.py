@@ -481,8 +481,11 @@ class ClassStats(Accumulator):
         norms = parts[0] if len(parts) == 1 else torch.cat(parts)
         if not self.check_finite:
             return norms
-        small = norms < _MIN_ROW_NORM
-        if not bool(((norms <= _MAX_ROW_NORM) & ~small).all()):  # one device sync in the common case (NaN fails too)
+        lo, hi = torch.aminmax(norms)
+        # one reduction and one device sync in the common case; NaN fails both comparisons, and exact zero rows
+        # (lo = 0) take the exact check below, which allows them
+        if not bool((lo >= _MIN_ROW_NORM) & (hi <= _MAX_ROW_NORM)):
+            small = norms < _MIN_ROW_NORM
             bad = ~torch.isfinite(x).all(dim=1)
             if bool(bad.any()):
                 rows = torch.nonzero(bad).flatten()[:5].tolist()
