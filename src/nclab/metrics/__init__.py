@@ -6,7 +6,7 @@ Every public metric is registered in :data:`REGISTRY` with its collapse directio
 ``ncc_accuracy``.
 """
 
-from nclab.metrics._linalg import DEFAULT_RTOL, PsdPinv, psd_pinv
+from nclab.metrics._linalg import PsdPinv, psd_cholesky, psd_pinv
 from nclab.metrics._registry import REGISTRY, MetricInfo, collapse_direction
 from nclab.metrics.cdnv import cdnv
 from nclab.metrics.collapse_report import (
@@ -40,7 +40,6 @@ from nclab.metrics.variability import fuzziness, nc1, pfc1, sq_dist, trace_ratio
 
 __all__ = [
     "DEFAULT_CONVENTIONS",
-    "DEFAULT_RTOL",
     "REGISTRY",
     "DegenerateMetricWarning",
     "ImbalanceWarning",
@@ -74,6 +73,7 @@ __all__ = [
     "pfc2",
     "probe_mse_lstsq",
     "probe_mse_optimal",
+    "psd_cholesky",
     "psd_pinv",
     "rank_metrics",
     "self_duality",

@@ -20,6 +20,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
+from scipy.linalg import lapack
 
 if TYPE_CHECKING:
     from nclab.stats.class_stats import ClassStats
@@ -185,6 +186,34 @@ def stats_eigvals(stats: ClassStats, which: str, weighting: str = "balanced") ->
     if full is not None:
         return full[0]
     return stats.memo(("eigvals", which), lambda: np.linalg.eigvalsh(_stats_matrix(stats, which))[::-1].copy())
+
+
+def psd_cholesky(A: np.ndarray, rtol: float = DEFAULT_RTOL) -> tuple[np.ndarray, float] | None:
+    """``(L, rcond)``: the lower Cholesky factor of the symmetric PSD ``A: (d, d)`` and LAPACK's estimate of
+    ``1 / cond_1(A)`` from it (O(d^2) after the O(d^3 / 3) factorisation); ``None`` when ``A`` is numerically
+    singular by this module's policy: the factorisation fails, or ``rcond <= rtol``.
+
+    Why the estimate and not only a failed factorisation: rounding often lets the Cholesky of an exactly singular
+    PSD matrix run to the end on a pivot of roundoff size (seen with OpenBLAS 0.3.31), and a solve with that factor
+    returns a huge wrong answer. ``cond_1`` is within a factor d of ``cond_2 = lambda_max / lambda_min``, so the
+    test matches the pseudo-inverse's eigenvalue cut to that factor at a fraction of an eigendecomposition's cost.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> L, rcond = psd_cholesky(np.diag([4.0, 1.0]))
+    >>> L.tolist(), rcond
+    ([[2.0, 0.0], [0.0, 1.0]], 0.25)
+    >>> print(psd_cholesky(np.diag([1.0, 1e-20])))  # positive definite in float64, singular by the policy
+    None
+    """
+    L, info = lapack.dpotrf(A, lower=1, clean=1)
+    if info != 0:
+        return None
+    rcond, info = lapack.dpocon(L, float(np.abs(A).sum(axis=0).max()), uplo="L")
+    if info != 0 or not rcond > rtol:
+        return None
+    return L, float(rcond)
 
 
 def psd_pinv(

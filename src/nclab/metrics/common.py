@@ -9,9 +9,16 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
-from scipy.linalg import lapack, solve_triangular
+from scipy.linalg import solve_triangular
 
-from nclab.metrics._linalg import SB_ZERO_RTOL, ZERO_RTOL, feature_scale_sq, pow2_scale, stats_eigvals
+from nclab.metrics._linalg import (
+    SB_ZERO_RTOL,
+    ZERO_RTOL,
+    feature_scale_sq,
+    pow2_scale,
+    psd_cholesky,
+    stats_eigvals,
+)
 from nclab.stats.class_stats import ClassStats, Weighting
 
 __all__ = [
@@ -147,16 +154,13 @@ def whitened_between(stats: ClassStats, rtol: float) -> tuple[np.ndarray, np.nda
     """
 
     def compute() -> tuple[np.ndarray, np.ndarray] | None:
-        sw = stats.sigma_w(copy=False)
-        L, info = lapack.dpotrf(sw, lower=1, clean=1)
-        if info != 0:  # not numerically positive definite
+        # the Cholesky factor and LAPACK's condition estimate (an eigendecomposition just for the condition number
+        # would cost as much as the rest of the report); the choice of form only matters when the two condition
+        # numbers are orders of magnitude apart, so cond_1's factor-d slack is harmless
+        chol = psd_cholesky(stats.sigma_w(copy=False), rtol)
+        if chol is None:  # not numerically positive definite
             return None
-        # LAPACK's estimate of 1 / cond_1(Sigma_W) from the factor (O(d^2); an eigendecomposition just for the
-        # condition number would cost as much as the rest of the report); cond_1 is within a factor d of cond_2,
-        # and the choice of form only matters when the two condition numbers are orders of magnitude apart
-        rcond, info = lapack.dpocon(L, float(np.abs(sw).sum(axis=0).max()), uplo="L")
-        if info != 0 or not rcond > rtol:
-            return None
+        L, rcond = chol
         if 1.0 / rcond > WHITEN_ALWAYS_COND and 1.0 / rcond >= total_condition(stats, rtol):
             return None  # ill-conditioned Sigma_W, and Sigma_T no better: the Sigma_T forms are the accurate ones
         # whiten with the Cholesky factor Sigma_W = L L^T: B = A L^{-T} has the same B B^T (hence the same U and

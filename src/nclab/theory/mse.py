@@ -34,7 +34,7 @@ from typing import Any, Literal
 import numpy as np
 import scipy.linalg
 
-from nclab.metrics import DEFAULT_RTOL, psd_pinv
+from nclab.metrics import psd_cholesky, psd_pinv
 from nclab.stats import ClassStats
 from nclab.validation import check_features, check_labels
 
@@ -154,20 +154,14 @@ def _moments(stats: ClassStats) -> Moments:
 
 
 def _solve_psd(A: np.ndarray, B: np.ndarray) -> np.ndarray:
-    """``A^{-1} B`` for symmetric PSD ``A``; the minimum-norm (pseudo-inverse) solution when ``A`` is numerically
-    singular: its Cholesky factorisation fails, or LAPACK's estimate of ``1 / cond_1(A)`` is at most the
-    pseudo-inverse policy's ``rtol`` (``docs/conventions.md``), the test :func:`nclab.metrics.common.whitened_between`
-    applies to Sigma_W."""
-    # A Cholesky solve plus an O(d^2) condition estimate from the factor (scipy.linalg.solve's own estimate
-    # tripled the cost at d = 128). The estimate is needed, not only a failed factorisation: rounding often lets
-    # the Cholesky of a singular PSD matrix (lam = 0 with N < d) run to the end on pivots of roundoff size, and
-    # the solve then returns a huge, wrong "solution" (seen with OpenBLAS 0.3.31) instead of the minimum-norm one.
-    L, info = scipy.linalg.lapack.dpotrf(A, lower=1, clean=1)
-    if info == 0:
-        rcond, info = scipy.linalg.lapack.dpocon(L, float(np.abs(A).sum(axis=0).max()), uplo="L")
-        if info == 0 and rcond > DEFAULT_RTOL:
-            return scipy.linalg.cho_solve((L, True), B, check_finite=False)
-    return psd_pinv(A).pinv @ B
+    """``A^{-1} B`` for symmetric PSD ``A`` by its Cholesky factor; the minimum-norm (pseudo-inverse) solution when
+    ``A`` is numerically singular by the pseudo-inverse policy (:func:`nclab.metrics.psd_cholesky`: the
+    factorisation fails, or the condition estimate says ``1 / cond_1(A) <= 1e-12``; e.g. lam = 0 with N < d).
+    No ``scipy.linalg.solve``: its own condition estimate tripled the cost at d = 128."""
+    chol = psd_cholesky(A)
+    if chol is None:
+        return psd_pinv(A).pinv @ B
+    return scipy.linalg.cho_solve((chol[0], True), B, check_finite=False)
 
 
 def ls_from_moments(m: Moments, lam: float, bias: bool) -> tuple[np.ndarray, np.ndarray]:

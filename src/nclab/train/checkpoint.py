@@ -11,7 +11,7 @@ contents no longer match the checksum (a bit flip, an edit).
 The metric rows ``(epoch, split, layer, metric, value)`` are stored by column (format 3): an int64 and a float64
 tensor, int32 codes into one list of the distinct names. A list of thousands of small tuples cost a Python-level
 call per element to pickle and to checksum, and it grows at every checkpoint: 17 ms per checkpoint at the end of
-the demo run against 4.5 ms by column (benchmarks/RESULTS.md). :func:`load_checkpoint` gives the rows back as the
+the demo run against 3.9 ms by column (benchmarks/RESULTS.md). :func:`load_checkpoint` gives the rows back as the
 list of tuples either way, and still reads format 2 (rows as that list).
 """
 
@@ -27,6 +27,7 @@ import numpy as np
 import torch
 
 from nclab.io.integrity import CorruptFileError, object_sha256
+from nclab.io.run_table import COLUMNS
 
 __all__ = [
     "CHECKPOINT_FORMAT",
@@ -42,8 +43,6 @@ __all__ = [
 CHECKPOINT_FORMAT = 3
 #: Layout versions :func:`load_checkpoint` reads.
 READABLE_FORMATS = (2, 3)
-#: The row columns of a format-3 checkpoint, besides ``names``.
-_ROW_COLUMNS = ("epoch", "split", "layer", "metric", "value")
 
 #: What a checkpoint holds besides ``format`` and ``sha256``.
 CHECKPOINT_KEYS: tuple[str, ...] = (
@@ -189,12 +188,12 @@ def columns_to_rows(cols: Any) -> Any:
     format-2 checkpoint, is returned as it is); ``ValueError`` when the columns do not fit together."""
     if not isinstance(cols, dict):
         return cols
-    if set(cols) != {*_ROW_COLUMNS, "names"}:
-        raise ValueError(f"expected the columns {', '.join(_ROW_COLUMNS)} and names")
+    if set(cols) != {*COLUMNS, "names"}:
+        raise ValueError(f"expected the columns {', '.join(COLUMNS)} and names")
     names = cols["names"]
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
         raise ValueError("names is not a list of strings")
-    tensors = [cols[c] for c in _ROW_COLUMNS]
+    tensors = [cols[c] for c in COLUMNS]
     dtypes = (torch.int64, torch.int32, torch.int32, torch.int32, torch.float64)
     if not all(
         isinstance(t, torch.Tensor) and t.dtype == dt and t.ndim == 1 for t, dt in zip(tensors, dtypes, strict=True)
