@@ -22,8 +22,8 @@ CASES = [
         {"stages": [[3, 8, 1], [5, 4, 2]], "pool": True, "block": "post"},
         {"layer0": 80, "layer1": 80, "layer2": 80, "pool": 5},
     ),
-    (
-        "vgg11",
+    (  # the batch-norm VGG-11 (torchvision's vgg11_bn); 32 px inputs give the global-pooled small-image head
+        "vgg11_bn",
         (3, 32, 32),
         {"width": 2},
         {
@@ -35,7 +35,7 @@ CASES = [
             "pool": 16,
         },
     ),
-    (
+    (  # 16 px: the small-image stem (3x3 stride-1 conv, no max-pool), so the stem keeps the input side
         "resnet18",
         (3, 16, 16),
         {"width": 2},
