@@ -22,8 +22,8 @@ CASES = [
         {"stages": [[3, 8, 1], [5, 4, 2]], "pool": True, "block": "post"},
         {"layer0": 80, "layer1": 80, "layer2": 80, "pool": 5},
     ),
-    (
-        "vgg11",
+    (  # the batch-norm VGG-11 (torchvision's vgg11_bn); 32 px inputs give the global-pooled small-image head
+        "vgg11_bn",
         (3, 32, 32),
         {"width": 2},
         {
@@ -35,7 +35,7 @@ CASES = [
             "pool": 16,
         },
     ),
-    (
+    (  # 16 px: the small-image stem (3x3 stride-1 conv, no max-pool), so the stem keeps the input side
         "resnet18",
         (3, 16, 16),
         {"width": 2},
@@ -139,6 +139,75 @@ def test_heads():
     G = etf.weight @ etf.weight.T
     torch.testing.assert_close(torch.diag(G), torch.ones(3))
     torch.testing.assert_close(G[0, 1], torch.tensor(-0.5))
+
+
+def test_linear_head_forward_with_and_without_bias():
+    """``logits_k = <w_k, h> + b_k`` ([Han et al. 2022] / PyTorch's ``nn.Linear``) and ``<w_k, h>`` without bias
+    ([Tirer & Bruna 2022]), by loops in float64, on features and class rows of very different norms: any
+    normalisation of h or W would change the logits, and the bias-free logits are homogeneous of degree 1 in h."""
+    torch.manual_seed(0)
+    K, d = 4, 5
+    h = torch.randn(6, d) * torch.tensor([[0.01], [1.0], [30.0], [2.0], [0.5], [7.0]])
+    for bias in (True, False):
+        head = make_head("linear", d, K, bias=bias)
+        with torch.no_grad():
+            head.weight.mul_(torch.tensor([[0.1], [1.0], [5.0], [20.0]]))
+        W = head.weight.detach().double()
+        b = head.bias.detach().double() if bias else torch.zeros(K, dtype=torch.float64)
+        ref = torch.tensor(
+            [
+                [sum(float(x[j]) * float(w[j]) for j in range(d)) + float(b[k]) for k, w in enumerate(W)]
+                for x in h.double()
+            ],
+            dtype=torch.float64,
+        )
+        with torch.no_grad():
+            torch.testing.assert_close(head(h).double(), ref, rtol=1e-5, atol=1e-5)
+            torch.testing.assert_close(
+                head(3 * h) - head.bias if bias else head(3 * h), 3 * (head(h) - (head.bias if bias else 0))
+            )
+        assert (head.bias is None) == (not bias)
+
+
+def test_cosine_head_is_scale_free_and_bounded():
+    """``cos(w_k, h) / tau``: invariant to rescaling each feature row and each class row (a normalisation along the
+    wrong axis, over the batch or the classes, is not), bounded by ``1 / tau``, equal to loops in float64."""
+    torch.manual_seed(0)
+    K, d, tau = 3, 4, 0.2
+    head = make_head("cosine", d, K, logit_scale=1 / tau)
+    h = torch.randn(5, d) * torch.tensor([[0.01], [1.0], [40.0], [2.0], [0.3]])
+    with torch.no_grad():
+        out = head(h)
+        torch.testing.assert_close(
+            out.double(), torch.tensor(_cosine_logits(h, head.weight.detach(), tau)), rtol=1e-5, atol=1e-5
+        )
+        torch.testing.assert_close(
+            head(h * torch.tensor([[5.0], [0.1], [1.0], [3.0], [100.0]])), out, rtol=1e-5, atol=1e-5
+        )
+        head.weight.mul_(torch.tensor([[0.1], [10.0], [2.0]]))
+        torch.testing.assert_close(head(h), out, rtol=1e-5, atol=1e-5)
+        # the same h, but each sample alone: a batch-wise normalisation would differ
+        torch.testing.assert_close(torch.cat([head(h[i : i + 1]) for i in range(5)]), out, rtol=1e-6, atol=1e-6)
+    assert float(out.abs().max()) <= 1 / tau + 1e-5
+
+
+def test_fixed_simplex_etf_head_gram_and_forward():
+    """The fixed simplex ETF classifier [Zhu et al. 2021; Jiang et al. 2024, Sec. 4]: unit rows with
+    ``<w_j, w_k> = -1 / (K - 1)`` for every pair and rows summing to 0; linear logits ``W h``, cosine logits
+    ``cos(w_k, h) / tau`` (by loops)."""
+    K, d, tau = 5, 7, 0.5
+    lin = make_head("fixed", d, K, code="etf", cosine=False)
+    W = lin.weight.double()
+    G = W @ W.T
+    expect = torch.full((K, K), -1.0 / (K - 1), dtype=torch.float64) + torch.eye(K, dtype=torch.float64) * K / (K - 1)
+    torch.testing.assert_close(G, expect, rtol=0, atol=1e-6)
+    torch.testing.assert_close(W.sum(0), torch.zeros(d, dtype=torch.float64), rtol=0, atol=1e-6)
+    h = torch.randn(4, d, generator=torch.Generator().manual_seed(1)) * torch.tensor([[0.1], [1.0], [10.0], [3.0]])
+    ref = [[sum(float(x[j]) * float(w[j]) for j in range(d)) for w in W] for x in h.double()]
+    torch.testing.assert_close(lin(h).double(), torch.tensor(ref, dtype=torch.float64), rtol=1e-5, atol=1e-5)
+    cos = make_head("fixed", d, K, code="etf", tau=tau)
+    torch.testing.assert_close(cos(h).double(), torch.tensor(_cosine_logits(h, W, tau)), rtol=1e-5, atol=1e-5)
+    assert not list(lin.parameters()) and not list(cos.parameters())
 
 
 def _cosine_logits(h, W, tau):

@@ -10,11 +10,72 @@ penultimate layer, which is always its last entry (``penultimate_name``).
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Literal
 
 import torch
 from torch import nn
 
-__all__ = ["CollapseNet", "Residual"]
+from nclab.validation import check_choice, check_int
+
+__all__ = [
+    "SMALL_IMAGE_SIDE",
+    "CollapseNet",
+    "FeatureLayer",
+    "Residual",
+    "Variant",
+    "check_feature_bottleneck",
+    "resolve_variant",
+]
+
+#: ``"imagenet"``: the reference network as torchvision builds it; ``"cifar"``: its small-image variant (a 3x3
+#: stride-1 first convolution without max-pool; VGG: a global-average-pooled single linear head); ``"auto"``:
+#: ``"cifar"`` when the input's smaller side is at most :data:`SMALL_IMAGE_SIDE` pixels, else ``"imagenet"``.
+Variant = Literal["auto", "imagenet", "cifar"]
+
+#: The largest input side (pixels) that ``variant="auto"`` treats as a small image: MNIST (28), CIFAR (32) and
+#: Tiny-ImageNet (64) get the small-image variant, STL-10 (96) and ImageNet (224) the reference one.
+SMALL_IMAGE_SIDE = 64
+
+#: How ``feature_dim=d`` sets the feature dimension: ``"linear"`` inserts a ``Linear(d_backbone, d)`` (with bias)
+#: between the pooled features and the head ([Jiang et al. 2024, App. B.3]); ``"last_block"`` sets the output
+#: width of the last residual block to ``d`` (its last convolution and batch norm) and gives that block a 1x1
+#: convolution + batch-norm shortcut to ``d`` channels ([Jiang et al. 2024, App. B.1]: "the number of channels in
+#: the second convolutional layer of the last residual block"); residual networks only.
+FeatureLayer = Literal["linear", "last_block"]
+
+
+def resolve_variant(variant: str, input_shape: Sequence[int]) -> Literal["imagenet", "cifar"]:
+    """The variant ``"imagenet"`` or ``"cifar"`` that ``variant`` (see :data:`Variant`) selects for images of
+    ``input_shape = (C, H, W)``.
+
+    Example
+    -------
+    >>> [resolve_variant("auto", (3, s, s)) for s in (32, 64, 96, 224)]
+    ['cifar', 'cifar', 'imagenet', 'imagenet']
+    >>> resolve_variant("cifar", (3, 224, 224))
+    'cifar'
+    """
+    check_choice(variant, Variant, name="variant")
+    if len(input_shape) != 3:
+        raise ValueError(f"input_shape must be (C, H, W) for an image network, got {tuple(input_shape)}")
+    if variant != "auto":
+        return variant  # type: ignore[return-value]
+    return "cifar" if min(int(s) for s in input_shape[1:]) <= SMALL_IMAGE_SIDE else "imagenet"
+
+
+def check_feature_bottleneck(
+    feature_dim: int | None, feature_layer: str, allowed: Sequence[str], *, model: str
+) -> int | None:
+    """``feature_dim`` checked (``None`` or an int ``>= 1``) and ``feature_layer`` one of ``allowed`` (a subset of
+    :data:`FeatureLayer`) for network ``model``; returns ``feature_dim``."""
+    check_choice(feature_layer, FeatureLayer, name="feature_layer")
+    if feature_layer not in allowed:
+        raise ValueError(
+            f"feature_layer={feature_layer!r} is not available for {model} (available: {', '.join(allowed)}); "
+            "'last_block' needs a residual network"
+        )
+    return None if feature_dim is None else check_int(feature_dim, name="feature_dim", low=1)
 
 
 class CollapseNet(nn.Module):
@@ -23,6 +84,15 @@ class CollapseNet(nn.Module):
     head: nn.Module
     num_classes: int
     feature_dim: int
+    #: ``(nclab prefix, reference prefix)`` pairs renaming state-dict keys to those of the reference
+    #: implementation (:func:`nclab.nets.reference_key_map`); keys without a listed prefix are equal.
+    reference_renames: tuple[tuple[str, str], ...] = ()
+    #: The reference implementation whose modules and state-dict keys this network follows (``None``: none).
+    reference: str | None = None
+
+    def init_linear(self, module: nn.Linear) -> None:
+        """Initialise a linear layer added after construction (a head built by :func:`nclab.nets.build_model`)
+        as the reference implementation initialises its classifier; the base class keeps PyTorch's default."""
 
     def features(self, x: torch.Tensor) -> torch.Tensor:  # pragma: no cover - abstract
         raise NotImplementedError
