@@ -26,12 +26,21 @@ from typing import Any
 import numpy as np
 import torch
 
+from nclab.data.augment import apply_transform
 from nclab.data.digits import load_digits
 from nclab.data.errors import CorruptDatasetError, DatasetNotFoundError
 from nclab.data.formats import read_cifar_batch, read_idx, read_stl10, read_svhn_mat
 from nclab.validation import unit_rows
 
-__all__ = ["DATASETS", "ArrayDataset", "balanced_subset", "digits_split_indices", "load"]
+__all__ = [
+    "DATASETS",
+    "ArrayDataset",
+    "balanced_subset",
+    "candidate_folders",
+    "digits_split_indices",
+    "load",
+    "normalization",
+]
 
 SYSTEM_DATA = Path("/usr/share/datasets")
 
@@ -46,9 +55,32 @@ _NORM: dict[str, tuple[tuple[float, ...], tuple[float, ...]]] = {
 }
 
 
+def normalization(name: str) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """The conventional per-channel ``(mean, std)`` of dataset ``name``'s [0, 1]-scaled training images, the
+    constants ``load(..., normalize=True)`` standardises with (for a :class:`~nclab.data.augment.Normalize` at
+    the end of an augmentation pipeline run on ``load(..., normalize=False)``).
+
+    Examples
+    --------
+    >>> normalization("mnist")
+    ((0.1307,), (0.3081,))
+    """
+    if name not in _NORM:
+        raise ValueError(f"no normalisation constants for {name!r}; datasets with constants: {', '.join(_NORM)}")
+    return _NORM[name]
+
+
 @dataclass
 class ArrayDataset(torch.utils.data.Dataset):
-    """One split of a dataset held in memory: ``x`` float32 ``(N, *input_shape)``, ``y`` int64 ``(N,)``."""
+    """One split of a dataset held in memory: ``x`` float32 ``(N, *input_shape)``, ``y`` int64 ``(N,)``.
+
+    ``transform`` (optional, a callable ``(x, generator) -> tensor`` of :mod:`nclab.data.augment`) is applied
+    by ``__getitem__`` to the one input ``x[i]`` with :func:`nclab.data.rng.item_generator` ``(seed, epoch,
+    i)``; ``set_epoch`` moves to the next epoch's draws. ``x`` itself always holds the untransformed inputs
+    (what collapse is measured on), and without a transform items are ``(x[i], y[i])`` exactly. A loop that
+    slices batches itself applies the transform to the batch: ``ds.transform(ds.x[idx].to(device),
+    generator)``.
+    """
 
     x: torch.Tensor
     y: torch.Tensor
@@ -56,16 +88,43 @@ class ArrayDataset(torch.utils.data.Dataset):
     name: str
     split: str
     info: dict[str, Any] = field(default_factory=dict)
+    transform: Any = None
+    seed: int = 0
+    epoch: int = field(default=0, init=False)
 
     def __post_init__(self) -> None:
         if self.x.shape[0] != self.y.shape[0]:
             raise ValueError(f"{self.name}/{self.split}: {self.x.shape[0]} inputs but {self.y.shape[0]} labels")
+        if self.transform is not None and not callable(self.transform):
+            raise TypeError(f"transform must be callable (x, generator) -> tensor, got {self.transform!r}")
 
     def __len__(self) -> int:
         return int(self.y.shape[0])
 
     def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
-        return self.x[i], self.y[i]
+        if self.transform is None:
+            return self.x[i], self.y[i]
+        index = int(i) % len(self)
+        return apply_transform(self.transform, self.x[index], self.seed, self.epoch, index), self.y[index]
+
+    def set_epoch(self, epoch: int) -> None:
+        """Draw the augmentation of epoch ``epoch`` in ``__getitem__``."""
+        if int(epoch) < 0:
+            raise ValueError(f"epoch must be >= 0, got {epoch}")
+        self.epoch = int(epoch)
+
+    def with_transform(self, transform: Any, *, seed: int | None = None) -> ArrayDataset:
+        """The same tensors (shared, not copied) with another ``transform`` (and augmentation ``seed``)."""
+        return ArrayDataset(
+            self.x,
+            self.y,
+            self.num_classes,
+            self.name,
+            self.split,
+            dict(self.info),
+            transform,
+            self.seed if seed is None else int(seed),
+        )
 
     @property
     def input_shape(self) -> tuple[int, ...]:
@@ -110,7 +169,9 @@ def digits_split_indices(y: np.ndarray, split: str) -> np.ndarray:
     return np.flatnonzero(test if split == "test" else ~test)
 
 
-def _candidates(name: str, root: str | Path | None) -> list[Path]:
+def candidate_folders(name: str, root: str | Path | None) -> list[Path]:
+    """Where dataset ``name`` may be, in order: ``root`` and ``root/<name>`` when ``root`` is given; else
+    ``$NCLAB_DATA/<name>``, ``$NCLAB_DATA`` (when set) and ``/usr/share/datasets/<name>``."""
     if root is not None:
         root = Path(root).expanduser()
         return [root, root / name]
@@ -135,7 +196,7 @@ def _locate(
 ) -> tuple[Path, list[Path]]:
     """The first folder (candidate or candidate/subdir) that holds one of each group of ``required`` names."""
     looked = []
-    for cand in _candidates(name, root):
+    for cand in candidate_folders(name, root):
         for sub in ("", *subdirs):
             folder = cand / sub if sub else cand
             looked.append(folder)
@@ -380,6 +441,7 @@ def load(
     *,
     pad_to: int | None = None,
     normalize: bool = True,
+    transform: Any = None,
     **options: Any,
 ) -> ArrayDataset:
     """Load one split of dataset ``name`` as an in-memory :class:`ArrayDataset`.
@@ -405,6 +467,10 @@ def load(
         Zero-pad images to ``pad_to x pad_to`` before normalising ([Han et al. 2022]: 28 -> 32 for (Fashion-)MNIST).
     normalize : bool
         Standardise image channels with the dataset's conventional mean / std (images only).
+    transform : callable ``(x, generator) -> tensor``, optional
+        Augmentation applied per item by ``__getitem__`` (see :class:`ArrayDataset`; seeded by ``seed``); ``x``
+        keeps the untransformed inputs. For the recipes' black padding, load with ``normalize=False`` and end
+        the pipeline with ``Normalize(*normalization(name))`` (e.g. :func:`nclab.data.augment.cifar_train_transform`).
     """
     if name not in _SPECS:
         raise ValueError(f"unknown dataset {name!r}; known: {', '.join(DATASETS)}")
@@ -437,4 +503,6 @@ def load(
         name=name,
         split=split,
         info=info,
+        transform=transform,
+        seed=seed,
     )

@@ -1,0 +1,469 @@
+"""Streamed image datasets: folders of JPEG / PNG files, decoded one at a time with Pillow.
+
+:class:`ImageFiles` holds only the file paths and the labels (two numpy arrays: no per-item Python objects,
+so DataLoader workers forked from the main process do not copy them page by page as reference counts change);
+``__getitem__`` opens one file, decodes it to ``uint8 (C, H, W)`` and applies the dataset's ``transform``
+(see :mod:`nclab.data.augment`) with the item's generator ``(seed, epoch, index)``. Nothing decoded is kept, so
+memory stays at a batch of images whatever the dataset's size; with ``DataLoader(num_workers=n)`` the decoding
+runs in the workers.
+
+Readers of the standard layouts (each takes the dataset's own folder; :func:`nclab.data.catalog.open_images`
+finds that folder from a root and names what it expects when it cannot):
+
+* :func:`read_image_folder` -- ``root/<class>/**/<image>`` (torchvision's ``ImageFolder``): classes are the
+  sub-folder names sorted, files found recursively, sorted, kept when their lower-cased name ends with one of
+  :data:`IMG_EXTENSIONS`.
+* :func:`read_imagenet` -- ILSVRC-2012: ``train/<wnid>/*.JPEG``; ``val/`` either as class folders
+  ``val/<wnid>/*.JPEG`` or flat ``val/ILSVRC2012_val_<8 digits>.JPEG`` with the labels of Kaggle's
+  ``LOC_val_solution.csv`` (first token of ``PredictionString``) or of the devkit's
+  ``ILSVRC2012_validation_ground_truth.txt`` (line ``n`` = ILSVRC2012_ID of image ``n``) mapped to wnids by
+  the devkit's ``meta.mat``. Class index = position of the wnid in the sorted wnids (torchvision's order).
+* :func:`read_tiny_imagenet` -- ``wnids.txt``, ``train/<wnid>/images/*.JPEG``, ``val/images/*.JPEG`` with
+  ``val/val_annotations.txt`` (``file<TAB>wnid<TAB>box``); classes = the wnids of ``wnids.txt`` sorted.
+"""
+
+from __future__ import annotations
+
+import copy
+import csv
+import os
+import warnings
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from nclab.data.augment import apply_transform
+from nclab.data.errors import CorruptDatasetError, DatasetNotFoundError
+from nclab.data.loaders import balanced_subset
+from nclab.validation import check_choice, check_int
+
+__all__ = [
+    "IMG_EXTENSIONS",
+    "ImageFiles",
+    "check_listed_files",
+    "decode_image",
+    "read_image_folder",
+    "read_imagenet",
+    "read_tiny_imagenet",
+]
+
+#: File name endings (lower-cased) taken as images, as torchvision's ``IMG_EXTENSIONS``.
+IMG_EXTENSIONS: tuple[str, ...] = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
+
+_MODES = ("RGB", "L")
+
+
+def decode_image(path: str | Path, mode: str = "RGB") -> torch.Tensor:
+    """Decode one image file with Pillow to ``uint8 (C, H, W)`` (``mode="RGB"``: C = 3; ``"L"``: C = 1), a
+    channel-first view of the decoded ``(H, W, C)`` array.
+
+    Raises :class:`CorruptDatasetError` naming the file when it is missing or Pillow cannot decode it
+    (truncated, not an image).
+    """
+    from PIL import Image, UnidentifiedImageError
+
+    path = Path(path)
+    try:
+        with Image.open(path) as im:
+            arr = np.array(im.convert(mode))  # a writable copy; convert() decodes the whole file
+    except FileNotFoundError as err:
+        raise CorruptDatasetError(path, "listed in the dataset but not on disk") from err
+    except (UnidentifiedImageError, OSError, ValueError, SyntaxError) as err:  # Pillow's ways of failing
+        raise CorruptDatasetError(path, f"cannot decode the image ({type(err).__name__}: {err})") from err
+    if arr.ndim == 2:
+        arr = arr[:, :, None]
+    # a (C, H, W) view of Pillow's (H, W, C) pixels: no second copy (transforms and collation make their own)
+    return torch.from_numpy(arr).permute(2, 0, 1)
+
+
+class ImageFiles(torch.utils.data.Dataset):
+    """Image files with integer labels, decoded on access: ``ds[i] = (transform(image), label)``.
+
+    Parameters
+    ----------
+    paths : sequence of paths
+        One file per sample.
+    labels : sequence of int
+        In ``0 .. len(classes) - 1``.
+    classes : sequence of str
+        Class names; the label is the position in this list.
+    name, split : str
+        For messages and ``repr``.
+    transform : callable ``(x, generator) -> tensor``, optional
+        Applied to the decoded ``uint8 (C, H, W)`` image with :func:`nclab.data.rng.item_generator`
+        ``(seed, epoch, index)``. Without it, items are the raw ``uint8`` images (of varying sizes: give a
+        transform that makes them equal before batching them).
+    mode : "RGB" | "L"
+        Pillow mode the images are converted to.
+    seed : int
+        Seed of the per-item augmentation (``set_epoch`` changes the epoch part).
+
+    Attributes
+    ----------
+    targets : ndarray of int64, (N,)
+    classes : list of str
+    info : dict
+        Where the samples came from (layout notes of the reader).
+
+    Examples
+    --------
+    >>> import numpy as np, tempfile, pathlib
+    >>> from PIL import Image
+    >>> root = pathlib.Path(tempfile.mkdtemp())
+    >>> for k, c in enumerate(["cat", "dog"]):
+    ...     (root / c).mkdir()
+    ...     Image.fromarray(np.full((4, 6, 3), 100 * k, np.uint8)).save(root / c / "a.png")
+    >>> ds = read_image_folder(root)
+    >>> x, y = ds[1]
+    >>> ds.classes, tuple(x.shape), int(x[0, 0, 0]), y
+    (['cat', 'dog'], (3, 4, 6), 100, 1)
+    """
+
+    def __init__(
+        self,
+        paths: Sequence[str | Path],
+        labels: Sequence[int] | np.ndarray,
+        classes: Sequence[str],
+        *,
+        name: str = "images",
+        split: str = "train",
+        transform: Any = None,
+        mode: str = "RGB",
+        seed: int = 0,
+        info: dict[str, Any] | None = None,
+    ) -> None:
+        self._paths = np.array([os.fsencode(str(p)) for p in paths], dtype=np.bytes_)
+        self.targets = np.asarray(labels, dtype=np.int64).reshape(-1)
+        self.classes = [str(c) for c in classes]
+        if self.targets.shape[0] != self._paths.shape[0]:
+            raise ValueError(f"{name}/{split}: {self._paths.shape[0]} files but {self.targets.shape[0]} labels")
+        if self.targets.size and (self.targets.min() < 0 or self.targets.max() >= len(self.classes)):
+            raise ValueError(
+                f"{name}/{split}: labels must lie in 0..{len(self.classes) - 1}, got "
+                f"[{self.targets.min()}, {self.targets.max()}]"
+            )
+        if transform is not None and not callable(transform):
+            raise TypeError(f"transform must be callable (x, generator) -> tensor, got {transform!r}")
+        self.name, self.split, self.transform = name, split, transform
+        self.mode = check_choice(mode, _MODES, name="mode")
+        self.seed = check_int(seed, name="seed", low=0)
+        self.epoch = 0
+        self.info = dict(info or {})
+
+    # ------------------------------------------------------------------ dataset protocol
+    def __len__(self) -> int:
+        return int(self.targets.shape[0])
+
+    def path(self, index: int) -> Path:
+        """The file of sample ``index``."""
+        return Path(os.fsdecode(bytes(self._paths[index])))
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+        index = int(index)
+        if not -len(self) <= index < len(self):
+            raise IndexError(f"index {index} out of range for {len(self)} samples")
+        index %= len(self)
+        x = decode_image(self.path(index), self.mode)
+        return apply_transform(self.transform, x, self.seed, self.epoch, index), int(self.targets[index])
+
+    def set_epoch(self, epoch: int) -> None:
+        """Draw the augmentation of epoch ``epoch`` (call before iterating a DataLoader over this dataset; with
+        ``persistent_workers=True`` the workers keep the epoch they started with)."""
+        self.epoch = check_int(epoch, name="epoch", low=0)
+
+    # ------------------------------------------------------------------ views
+    @property
+    def num_classes(self) -> int:
+        return len(self.classes)
+
+    @property
+    def class_counts(self) -> np.ndarray:
+        return np.bincount(self.targets, minlength=self.num_classes)
+
+    def with_transform(self, transform: Any, *, seed: int | None = None) -> ImageFiles:
+        """The same files with another ``transform`` (and ``seed``); the path arrays are shared, not copied."""
+        out = copy.copy(self)
+        out.transform = transform
+        out.seed = self.seed if seed is None else check_int(seed, name="seed", low=0)
+        out.info = dict(self.info)
+        return out
+
+    def select(
+        self, classes: Iterable[int | str] | None = None, per_class: int | None = None, seed: int = 0
+    ) -> ImageFiles:
+        """A subset: only ``classes`` (indices or names), relabelled ``0 .. len(classes) - 1`` in the order
+        given (pretrain on some classes, probe on others), then ``per_class`` samples of every class drawn
+        with :func:`nclab.data.balanced_subset` (``seed``)."""
+        paths, y, names = self._paths, self.targets, list(self.classes)
+        if classes is not None:
+            keep = [self._class_index(c) for c in classes]
+            if not keep or len(set(keep)) != len(keep):
+                raise ValueError(f"classes must be distinct classes of {self.name!r}, got {list(classes)}")
+            relabel = np.full(self.num_classes, -1, dtype=np.int64)
+            relabel[keep] = np.arange(len(keep))
+            mask = relabel[y] >= 0
+            paths, y, names = paths[mask], relabel[y[mask]], [names[k] for k in keep]
+        if per_class is not None:
+            idx = balanced_subset(y, int(per_class), len(names), seed)
+            paths, y = paths[idx], y[idx]
+        out = copy.copy(self)
+        out._paths, out.targets, out.classes = paths, y, names
+        out.info = dict(self.info, classes=None if classes is None else names, per_class=per_class)
+        return out
+
+    def _class_index(self, c: int | str) -> int:
+        if isinstance(c, str):
+            if c not in self.classes:
+                raise ValueError(f"{c!r} is not a class of {self.name!r} (e.g. {self.classes[:3]})")
+            return self.classes.index(c)
+        k = int(c)
+        if not 0 <= k < self.num_classes:
+            raise ValueError(f"class index {k} outside 0..{self.num_classes - 1} of {self.name!r}")
+        return k
+
+    def __repr__(self) -> str:
+        return (
+            f"ImageFiles({self.name}/{self.split}: N={len(self)}, K={self.num_classes}, transform={self.transform!r})"
+        )
+
+
+# -------------------------------------------------------------------------------------------- listing
+def _is_image(name: str, extensions: tuple[str, ...]) -> bool:
+    return name.lower().endswith(extensions)
+
+
+def _images_under(folder: Path, extensions: tuple[str, ...], recursive: bool = True) -> list[Path]:
+    """Image files under ``folder``, in torchvision's order (sorted walk, sorted names)."""
+    if not recursive:
+        return sorted(p for p in folder.iterdir() if p.is_file() and _is_image(p.name, extensions))
+    out = []
+    for here, _, files in sorted(os.walk(folder, followlinks=True)):
+        out += [Path(here) / f for f in sorted(files) if _is_image(f, extensions)]
+    return out
+
+
+def _subfolders(folder: Path) -> list[str]:
+    return sorted(e.name for e in os.scandir(folder) if e.is_dir())
+
+
+def read_image_folder(
+    root: str | Path,
+    *,
+    classes: Sequence[str] | None = None,
+    extensions: Sequence[str] = IMG_EXTENSIONS,
+    name: str = "image-folder",
+    split: str = "train",
+    **kwargs: Any,
+) -> ImageFiles:
+    """``root/<class>/**/<image>``, labels from the folder names (torchvision's ``ImageFolder`` order).
+
+    ``classes``: the class list to label with (e.g. the training split's, for a validation folder); every
+    class folder must be in it, listed classes without a folder have no samples. Default: the sub-folders of
+    ``root``, sorted. A class folder with no image raises :class:`CorruptDatasetError`. ``kwargs`` go to
+    :class:`ImageFiles` (``transform``, ``mode``, ``seed``).
+    """
+    root = Path(root).expanduser()
+    exts = tuple(e.lower() for e in extensions)
+    if not root.is_dir():
+        raise DatasetNotFoundError(name, [root], "root/<class>/<images>", "point root at the folder of class folders")
+    found = _subfolders(root)
+    if not found:
+        raise DatasetNotFoundError(
+            name,
+            [root],
+            "root/<class>/<images> (no class folder found)",
+            "one sub-folder per class, holding its images",
+        )
+    names = list(found) if classes is None else list(classes)
+    index = {c: k for k, c in enumerate(names)}
+    unknown = [c for c in found if c not in index]
+    if unknown:
+        raise CorruptDatasetError(root, f"class folder(s) {unknown[:5]} are not among the {len(names)} given classes")
+    paths: list[Path] = []
+    labels: list[int] = []
+    for c in found:
+        files = _images_under(root / c, exts)
+        if not files:
+            raise CorruptDatasetError(root / c, f"class folder holds no image file ({', '.join(exts)})")
+        paths += files
+        labels += [index[c]] * len(files)
+    return ImageFiles(paths, labels, names, name=name, split=split, info={"root": str(root)}, **kwargs)
+
+
+# ------------------------------------------------------------------------------------------- ImageNet
+_IMAGENET_SPLITS = ("train", "val")
+
+
+def _first_file(folders: Iterable[Path], names: Sequence[str]) -> Path | None:
+    for folder in folders:
+        for n in names:
+            if (folder / n).is_file():
+                return folder / n
+    return None
+
+
+def _imagenet_label_places(folder: Path) -> list[Path]:
+    # Kaggle: <top>/LOC_val_solution.csv beside <top>/ILSVRC/Data/CLS-LOC/{train,val}
+    return list(dict.fromkeys([folder, folder / "val", *list(folder.parents)[:3]]))
+
+
+def _imagenet_classes(folder: Path, places: list[Path]) -> list[str] | None:
+    if (folder / "train").is_dir() and _subfolders(folder / "train"):
+        return _subfolders(folder / "train")
+    mapping = _first_file(places, ["LOC_synset_mapping.txt"])
+    if mapping is not None:
+        return sorted(line.split()[0] for line in mapping.read_text().splitlines() if line.strip())
+    meta = _first_file([p / "ILSVRC2012_devkit_t12" / "data" for p in places] + places, ["meta.mat"])
+    if meta is not None:
+        return sorted(_devkit_wnids(meta).values())
+    return None
+
+
+def _devkit_wnids(meta: Path) -> dict[int, str]:
+    """ILSVRC2012_ID -> wnid of the 1000 leaf synsets (``num_children == 0``) of the devkit's ``meta.mat``."""
+    import scipy.io
+
+    try:
+        synsets = scipy.io.loadmat(meta, squeeze_me=True)["synsets"]
+        ids, wnids, children = synsets["ILSVRC2012_ID"], synsets["WNID"], synsets["num_children"]
+    except Exception as err:  # scipy's MatReadError / ValueError, or a missing field
+        raise CorruptDatasetError(meta, f"not the devkit's synsets table ({type(err).__name__}: {err})") from err
+    return {
+        int(i): str(w)
+        for i, w, c in zip(np.atleast_1d(ids), np.atleast_1d(wnids), np.atleast_1d(children), strict=True)
+        if int(c) == 0
+    }
+
+
+def _val_labels_csv(path: Path) -> dict[str, str]:
+    out = {}
+    with path.open(newline="") as fh:
+        rows = csv.reader(fh)
+        header = next(rows, None)
+        if header is None or [h.strip() for h in header[:2]] != ["ImageId", "PredictionString"]:
+            raise CorruptDatasetError(path, f"expected the header 'ImageId,PredictionString', found {header}")
+        for n, row in enumerate(rows, start=2):
+            if len(row) < 2 or not row[1].split():
+                raise CorruptDatasetError(path, f"line {n}: expected '<ImageId>,<wnid> <box> ...', got {row}")
+            out[row[0].strip()] = row[1].split()[0]
+    return out
+
+
+def _val_labels_devkit(truth: Path, meta: Path) -> dict[str, str]:
+    wnid_of = _devkit_wnids(meta)
+    out = {}
+    for n, line in enumerate(truth.read_text().split(), start=1):
+        if not line.isdigit() or int(line) not in wnid_of:
+            raise CorruptDatasetError(truth, f"line {n}: {line!r} is not an ILSVRC2012_ID of {meta.name}")
+        out[f"ILSVRC2012_val_{n:08d}"] = wnid_of[int(line)]
+    return out
+
+
+def _imagenet_val_flat(folder: Path, classes: list[str] | None, **kwargs: Any) -> ImageFiles:
+    val, places = folder / "val", _imagenet_label_places(folder)
+    csv_path = _first_file(places, ["LOC_val_solution.csv"])
+    devkit = [p / "ILSVRC2012_devkit_t12" / "data" for p in places] + places
+    truth = _first_file(devkit, ["ILSVRC2012_validation_ground_truth.txt"])
+    meta = _first_file(devkit, ["meta.mat"])
+    if csv_path is not None:
+        labels_file, wnid_of = csv_path, _val_labels_csv(csv_path)
+    elif truth is not None and meta is not None:
+        labels_file, wnid_of = truth, _val_labels_devkit(truth, meta)
+    else:
+        raise DatasetNotFoundError(
+            "imagenet",
+            places,
+            "val/ as class folders, or flat val/*.JPEG with LOC_val_solution.csv (Kaggle) or "
+            "ILSVRC2012_devkit_t12/data/{ILSVRC2012_validation_ground_truth.txt, meta.mat}",
+            "the validation labels come with the ILSVRC2012 devkit or Kaggle's ImageNet archive",
+        )
+    files = _images_under(val, tuple(IMG_EXTENSIONS), recursive=False)
+    missing = [f.name for f in files if f.stem not in wnid_of]
+    if missing:
+        raise CorruptDatasetError(labels_file, f"has no label for {len(missing)} image(s) of {val}, e.g. {missing[0]}")
+    wnids = [wnid_of[f.stem] for f in files]
+    names = classes if classes is not None else sorted(set(wnid_of.values()))
+    index = {c: k for k, c in enumerate(names)}
+    unknown = sorted({w for w in wnids if w not in index})
+    if unknown:
+        raise CorruptDatasetError(
+            labels_file, f"labels {len(unknown)} wnid(s) outside the class list, e.g. {unknown[0]}"
+        )
+    absent = len(wnid_of) - len(files)
+    if absent > 0:
+        warnings.warn(f"imagenet/val: {absent} image(s) labelled in {labels_file.name} are not in {val}", stacklevel=3)
+    info = {"root": str(folder), "val_labels": str(labels_file), "labelled_but_absent": max(absent, 0)}
+    return ImageFiles(files, [index[w] for w in wnids], names, name="imagenet", split="val", info=info, **kwargs)
+
+
+def read_imagenet(folder: str | Path, split: str = "train", **kwargs: Any) -> ImageFiles:
+    """ILSVRC-2012 in ``folder`` (holding ``train/`` and / or ``val/``; layouts in the module docstring).
+    ``kwargs`` go to :class:`ImageFiles`."""
+    split = check_choice(split, _IMAGENET_SPLITS, name="split")
+    folder = Path(folder).expanduser()
+    places = _imagenet_label_places(folder)
+    if split == "train":
+        return read_image_folder(folder / "train", name="imagenet", split="train", **kwargs)
+    classes = _imagenet_classes(folder, places)
+    if (folder / "val").is_dir() and _subfolders(folder / "val"):
+        return read_image_folder(folder / "val", classes=classes, name="imagenet", split="val", **kwargs)
+    return _imagenet_val_flat(folder, classes, **kwargs)
+
+
+# -------------------------------------------------------------------------------------- Tiny-ImageNet
+def read_tiny_imagenet(folder: str | Path, split: str = "train", **kwargs: Any) -> ImageFiles:
+    """Tiny-ImageNet (200 classes of 64 x 64 images) in ``folder`` (``tiny-imagenet-200/``; layout in the module
+    docstring). The test split has no labels and is not offered. ``kwargs`` go to :class:`ImageFiles`."""
+    split = check_choice(split, ("train", "val"), name="split")
+    folder = Path(folder).expanduser()
+    wnids_file = folder / "wnids.txt"
+    if not wnids_file.is_file():
+        raise DatasetNotFoundError("tiny-imagenet", [folder], _TINY_LAYOUT, _TINY_HOW)
+    classes = sorted(line.strip() for line in wnids_file.read_text().splitlines() if line.strip())
+    index = {c: k for k, c in enumerate(classes)}
+    exts = tuple(IMG_EXTENSIONS)
+    paths: list[Path] = []
+    labels: list[int] = []
+    if split == "train":
+        for c in classes:
+            images = folder / "train" / c / "images"
+            if not images.is_dir():
+                raise CorruptDatasetError(wnids_file, f"lists {c}, but {images} is not a folder")
+            files = _images_under(images, exts, recursive=False)
+            paths += files
+            labels += [index[c]] * len(files)
+    else:
+        ann = folder / "val" / "val_annotations.txt"
+        if not ann.is_file():
+            raise DatasetNotFoundError("tiny-imagenet", [folder / "val"], _TINY_LAYOUT, _TINY_HOW)
+        for n, line in enumerate(ann.read_text().splitlines(), start=1):
+            if not line.strip():
+                continue
+            parts = line.split("\t") if "\t" in line else line.split()
+            if len(parts) < 2 or parts[1] not in index:
+                raise CorruptDatasetError(ann, f"line {n}: expected '<file>\\t<wnid of wnids.txt>\\t...', got {line!r}")
+            paths.append(folder / "val" / "images" / parts[0])
+            labels.append(index[parts[1]])
+        check_listed_files(paths, ann)
+    return ImageFiles(paths, labels, classes, name="tiny-imagenet", split=split, info={"root": str(folder)}, **kwargs)
+
+
+_TINY_LAYOUT = "wnids.txt, train/<wnid>/images/*.JPEG, val/images/*.JPEG, val/val_annotations.txt"
+_TINY_HOW = "extract tiny-imagenet-200.zip (Stanford CS231n) into the folder"
+
+
+def check_listed_files(paths: Sequence[Path], listing: Path) -> None:
+    """Every file a split file lists exists (checked once per folder listing, not per file)."""
+    present: dict[Path, set[str]] = {}
+    missing = []
+    for p in paths:
+        names = present.get(p.parent)
+        if names is None:
+            names = present[p.parent] = set(os.listdir(p.parent)) if p.parent.is_dir() else set()
+        if p.name not in names:
+            missing.append(p)
+    if missing:
+        raise CorruptDatasetError(listing, f"lists {len(missing)} image(s) that are not on disk, e.g. {missing[0]}")
