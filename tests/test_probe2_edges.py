@@ -1,0 +1,201 @@
+"""Rows of the second reliability probe (docs/reliability.md) in the logger sinks, configs, probes and the
+transfer study: each test reproduces the probe's case and checks the refusal (its type and what its message
+names) or the result that replaces the crash.
+
+Cases that hung or retried for minutes before the fix (an unreachable MLflow server, an unopenable SQLite
+store, a YAML alias bomb) run in a child process under a timeout, so that the code before the fix fails the
+test instead of hanging it.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import nclab
+from nclab.io.sinks import RunTableSink, make_sink
+
+SRC = Path(nclab.__file__).resolve().parents[1]  # the tree under test, for child processes
+
+
+def _needs(pkg: str):
+    return pytest.mark.skipif(importlib.util.find_spec(pkg) is None, reason=f"{pkg} is not installed")
+
+
+def _child(code: str, cwd: Path, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
+    """Run ``code`` in a fresh interpreter on the tree under test; a run past ``timeout`` fails the test."""
+    env = {**os.environ, "PYTHONPATH": str(SRC), "OMP_NUM_THREADS": "1"}
+    try:
+        return subprocess.run(
+            [sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"no result within {timeout:g} s: the case hangs")
+
+
+def _cli(args: list[str], cwd: Path, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
+    return _child(f"import sys; from nclab.cli import main; sys.argv = ['nclab', *{args!r}]; main()", cwd, timeout)
+
+
+def _closed_port() -> int:
+    """A local port with nothing listening (bound, then released): a connection to it is refused at once."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+TINY = textwrap.dedent(
+    """\
+    name: tiny
+    data: {name: digits, per_class: 10, test_per_class: 5}
+    model: {name: mlp, options: {widths: [8]}}
+    train: {epochs: 1, batch_size: 50, threads: 1}
+    measure: {num_log: 1}
+    report: false
+    """
+)
+
+
+# ------------------------------------------------------------------------------------------------- sinks
+def test_p2_row_053_run_table_sink_bad_target_fails_at_construction(tmp_path):
+    from torch import nn
+
+    from nclab import CollapseMonitor
+
+    (tmp_path / "afile").write_text("a regular file")
+    with pytest.raises(NotADirectoryError, match=r"out .*afile/t: .*afile is a file, not a folder"):
+        RunTableSink(tmp_path / "afile" / "t")
+    net = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
+    # the monitor's default table sink: refused when the monitor is built, before any measurement
+    with pytest.raises(NotADirectoryError, match="afile is a file"):
+        CollapseMonitor(net, 3, out=tmp_path / "afile" / "run")
+    if Path("/proc/self").is_dir():  # the kernel's proc filesystem takes no new folders, even from root
+        with pytest.raises((FileNotFoundError, PermissionError), match="out /proc/nclab-p2-53"):
+            make_sink({"kind": "table", "out": "/proc/nclab-p2-53"}, tmp_path)
+    RunTableSink(tmp_path / "new" / "run")  # a good target is made at once
+    assert (tmp_path / "new" / "run").is_dir()
+
+
+@_needs("wandb")
+def test_p2_row_055_wandb_dir_that_cannot_be_used_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))  # where W&B's silent fallback would have gone
+    (tmp_path / "tmp").mkdir()
+    (tmp_path / "afile").write_text("a regular file")
+    with pytest.raises(NotADirectoryError, match=r"dir .*afile/wb: .*afile is a file, not a folder"):
+        make_sink({"kind": "wandb", "dir": str(tmp_path / "afile" / "wb")}, tmp_path)
+    assert list((tmp_path / "tmp").iterdir()) == []  # no run started anywhere
+
+
+@_needs("mlflow")
+def test_p2_row_057_mlflow_sqlite_store_that_cannot_be_opened(tmp_path):
+    (tmp_path / "adir").mkdir()  # a folder where the database file should be: SQLite cannot open it
+    uris = [f"sqlite:///{tmp_path / 'adir'}"]
+    if Path("/proc/self").is_dir():
+        uris.append("sqlite:////proc/nclab-p2-57.db")  # the probe's case
+    code = textwrap.dedent(
+        f"""\
+        import json, time
+        from nclab.io.sinks import make_sink
+        out = []
+        for uri in {uris!r}:
+            t = time.perf_counter()
+            try:
+                make_sink({{"kind": "mlflow", "tracking_uri": uri}}, ".")
+                out.append(["no error", "", 0.0])
+            except Exception as err:
+                out.append([type(err).__name__, str(err), time.perf_counter() - t])
+        print(json.dumps(out))
+        """
+    )
+    res = _child(code, tmp_path)  # MLflow itself retries such a file for ~100 s before its own error
+    assert res.returncode == 0, res.stderr[-2000:]
+    for uri, (kind, message, seconds) in zip(uris, json.loads(res.stdout.splitlines()[-1]), strict=True):
+        assert kind == "SinkError"
+        assert f"MLflow tracking_uri {uri!r}" in message and "unable to open database file" in message
+        assert seconds < 10
+
+
+@_needs("mlflow")
+def test_p2_row_058_mlflow_store_under_a_regular_file(tmp_path):
+    (tmp_path / "afile").write_text("a regular file")
+    uri = f"sqlite:///{tmp_path / 'afile' / 'x.db'}"
+    # a ValueError (SinkError): a user error, which the CLI reports in one paragraph with exit code 2
+    with pytest.raises(ValueError) as err:
+        make_sink({"kind": "mlflow", "tracking_uri": uri}, tmp_path)
+    assert type(err.value).__name__ == "SinkError"
+    assert str(err.value) == (
+        f"MLflow tracking_uri {uri!r}: cannot open the SQLite database {tmp_path / 'afile' / 'x.db'} "
+        f"({tmp_path / 'afile'} is a file, not a folder)"
+    )
+
+
+@_needs("mlflow")
+def test_p2_row_059_mlflow_unsupported_uri_scheme(tmp_path):
+    with pytest.raises(ValueError) as err:  # SinkError
+        make_sink({"kind": "mlflow", "tracking_uri": "bogus://x"}, tmp_path)
+    message = str(err.value)
+    assert message.startswith(
+        "MLflow tracking_uri 'bogus://x': MLflow has no tracking store for the URI scheme 'bogus'"
+    )
+    assert "registry" not in message.lower()  # MLflow's own message blamed the model registry
+
+
+@_needs("mlflow")
+def test_p2_row_060_unreachable_mlflow_server_fails_within_the_timeout(tmp_path):
+    uri = f"http://127.0.0.1:{_closed_port()}"
+    code = textwrap.dedent(
+        f"""\
+        import time
+        import mlflow, mlflow.tracking.registry, sqlalchemy.exc  # first: only the check is timed
+        from nclab.io.sinks import MLflowSink
+        t = time.perf_counter()
+        try:
+            MLflowSink({uri!r})
+            print("no error")
+        except Exception as err:
+            print(f"{{time.perf_counter() - t:.3f}} {{type(err).__name__}}: {{err}}")
+        """
+    )
+    res = _child(code, tmp_path)  # MLflow's own retries hung for over 150 s (the probe's timeout)
+    seconds, _, message = res.stdout.strip().splitlines()[-1].partition(" ")
+    assert float(seconds) < 3, message  # refused at once; a silent host would be given up after 10 s
+    assert message.startswith(f"SinkError: MLflow tracking_uri {uri!r}: the tracking server at 127.0.0.1:")
+    assert "cannot be reached within 10 s (Connection refused); start the server, or fix tracking_uri" in message
+    # the same through `nclab train`: one error paragraph, exit code 2, before any epoch
+    (tmp_path / "cfg.yaml").write_text(TINY + f"log: {{sinks: [{{kind: mlflow, tracking_uri: '{uri}'}}]}}\n")
+    res = _cli(["train", "cfg.yaml", "--out", "run", "--no-progress"], tmp_path)
+    assert res.returncode == 2, res.stderr[-2000:]
+    assert f"error: MLflow tracking_uri {uri!r}" in res.stderr and "Traceback" not in res.stderr
+    assert not (tmp_path / "run" / "metrics.csv").exists()
+
+
+def test_p2_row_062_misspelt_or_mistyped_sink_option_is_refused(tmp_path):
+    from nclab.train import ConfigError, resolve_config
+
+    with pytest.raises(ValueError, match=r"^sink 'tensorboard': unknown option 'logdir'; known: log_dir$"):
+        make_sink({"kind": "tensorboard", "logdir": "tb"}, tmp_path)
+    with pytest.raises(
+        ValueError, match=r"unknown option 'tracking'; known: tracking_uri, experiment, run_name, timeout"
+    ):
+        make_sink({"kind": "mlflow", "tracking": "sqlite:///x.db"}, tmp_path)
+    with pytest.raises(TypeError, match=r"sink 'table': option 'resume' must be true/false, got 'yes'"):
+        make_sink({"kind": "table", "resume": "yes"}, tmp_path)
+    with pytest.raises(TypeError, match=r"option 'timeout' must be a number, got True"):
+        make_sink({"kind": "mlflow", "timeout": True}, tmp_path)
+    with pytest.raises(TypeError, match=r"option 'log_dir' must be a string or a path, got 3"):
+        make_sink({"kind": "tensorboard", "log_dir": 3}, tmp_path)
+    assert not (tmp_path / "tensorboard").exists()  # nothing was made for the refused entries
+    # a training config is refused when it is read, naming the key path
+    with pytest.raises(ConfigError, match=r"log\.sinks: sink 'tensorboard': unknown option 'logdir'"):
+        resolve_config({"log": {"sinks": [{"kind": "tensorboard", "logdir": "tb"}]}})
+    assert resolve_config({"log": {"sinks": [{"kind": "table", "resume": True}]}}).log.sinks[0]["resume"] is True
