@@ -19,6 +19,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
 import nclab
 from nclab.io.sinks import RunTableSink, make_sink
@@ -199,3 +200,82 @@ def test_p2_row_062_misspelt_or_mistyped_sink_option_is_refused(tmp_path):
     with pytest.raises(ConfigError, match=r"log\.sinks: sink 'tensorboard': unknown option 'logdir'"):
         resolve_config({"log": {"sinks": [{"kind": "tensorboard", "logdir": "tb"}]}})
     assert resolve_config({"log": {"sinks": [{"kind": "table", "resume": True}]}}).log.sinks[0]["resume"] is True
+
+
+# ------------------------------------------------------------------------------------------------ configs
+_BOMB = "".join(
+    [
+        "a0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]\n",
+        *(f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]\n" for i in range(1, 9)),
+    ]
+)
+
+
+def test_p2_row_136_yaml_alias_bomb_is_refused_quickly(tmp_path):
+    from nclab.io.yaml_io import load_yaml
+
+    (tmp_path / "bomb.yaml").write_text(_BOMB + "name: bomb\n")
+    (tmp_path / "tiny.yaml").write_text(TINY)
+    (tmp_path / "sweep.yaml").write_text(_BOMB + "name: s\nbase: tiny.yaml\ngrid: {optim.lr: *a8}\n")
+    code = textwrap.dedent(
+        """\
+        import time
+        from nclab.train.config import load_config
+        from nclab.train.sweep import load_sweep
+        for load, path in ((load_config, "bomb.yaml"), (load_sweep, "sweep.yaml")):
+            t = time.perf_counter()
+            try:
+                load(path)
+                print("no error")
+            except ValueError as err:
+                print(f"{time.perf_counter() - t:.3f} {err}")
+        """
+    )
+    res = _child(code, tmp_path)  # before the fix: no return within 60 s, 340 MB and growing
+    lines = res.stdout.strip().splitlines()
+    assert len(lines) == 2, res.stderr[-2000:]
+    for line, name in zip(lines, ("bomb.yaml", "sweep.yaml"), strict=True):
+        seconds, _, message = line.partition(" ")
+        assert float(seconds) < 2.0
+        assert message.startswith(f"{name}: its YAML aliases expand it by ")
+        assert "more than the limit of 100,000 (an alias bomb?)" in message
+    # bomb.yaml as a tree: the list a0 has 1 + 10 nodes, a_i = 1 + 10 a_{i-1}; the root, 10 keys and `bomb`
+    # are 12 more. Written, it has 31 distinct nodes (a0's 11, one list node per a1..a8, root, keys, `bomb`).
+    sizes = [11]
+    for _ in range(8):
+        sizes.append(1 + 10 * sizes[-1])
+    assert f"expand it by {sum(sizes) + 12 - 31:,} nodes" in lines[0]  # 1,234,567,880
+    # the command: one error paragraph, exit code 2
+    res = _cli(["train", "bomb.yaml", "--no-progress"], tmp_path)
+    assert res.returncode == 2 and "error: bomb.yaml: its YAML aliases" in res.stderr
+    assert "Traceback" not in res.stderr
+    # row 137 still works: anchors, aliases and merge keys of ordinary size
+    doc = "common: &c {lr: 0.1, momentum: 0.9}\noptim: {<<: *c, momentum: 0.5}\nlists: [&l [1, 2], *l]\n"
+    assert load_yaml(doc) == {
+        "common": {"lr": 0.1, "momentum": 0.9},
+        "optim": {"lr": 0.1, "momentum": 0.5},
+        "lists": [[1, 2], [1, 2]],
+    }
+    with pytest.raises(ValueError, match="refers to a node that contains it"):
+        load_yaml("a: &a [1, *a]", source="loop.yaml")
+
+
+def test_p2_row_140_run_name_cannot_escape_runs(tmp_path, monkeypatch):
+    from nclab.cli import app
+
+    work = tmp_path / "a" / "b"
+    work.mkdir(parents=True)
+    (work / "tiny.yaml").write_text(TINY)
+    monkeypatch.chdir(work)
+    runner = CliRunner()
+    for name in ("../../escape", "sub/run", "/tmp/nclab-p2-140", ".."):
+        res = runner.invoke(app, ["train", "tiny.yaml", "--set", f"name={name}", "--no-progress"])
+        assert res.exit_code == 2, res.output
+        assert f"error: name {name!r} cannot name a folder under runs: it must be one folder name" in res.output
+        assert "Traceback" not in res.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a"] and not (work / "runs").exists()
+    assert not Path("/tmp/nclab-p2-140").exists()
+    # a sweep's default folder runs/sweeps/<name> follows the same rule
+    (work / "s.yaml").write_text("name: ../x\nbase: tiny.yaml\nseeds: [0]\n")
+    res = runner.invoke(app, ["sweep", "s.yaml", "--local"])
+    assert res.exit_code == 2 and "name '../x' cannot name a folder under runs/sweeps" in res.output
