@@ -18,6 +18,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
@@ -279,3 +280,122 @@ def test_p2_row_140_run_name_cannot_escape_runs(tmp_path, monkeypatch):
     (work / "s.yaml").write_text("name: ../x\nbase: tiny.yaml\nseeds: [0]\n")
     res = runner.invoke(app, ["sweep", "s.yaml", "--local"])
     assert res.exit_code == 2 and "name '../x' cannot name a folder under runs/sweeps" in res.output
+
+
+# ------------------------------------------------------------------------------------------- probe, study
+def _save_task(folder: Path, train: tuple[np.ndarray, np.ndarray], test: tuple[np.ndarray, np.ndarray]) -> None:
+    folder.mkdir()
+    for split, (X, y) in (("train", train), ("test", test)):
+        np.save(folder / f"{split}_features.npy", X.astype(np.float32))
+        np.save(folder / f"{split}_labels.npy", y)
+
+
+def _pretrain_features(tmp_path: Path) -> list[str]:
+    rng = np.random.default_rng(0)
+    y = np.repeat(np.arange(4), 30)
+    np.save(tmp_path / "H.npy", rng.normal(size=(120, 6)) + 3 * np.eye(6)[y])
+    np.save(tmp_path / "y.npy", y)
+    return [str(tmp_path / "H.npy"), str(tmp_path / "y.npy")]
+
+
+def test_p2_row_123_perfect_probe_is_a_result(tmp_path):
+    from nclab.cli import app
+    from nclab.transfer import mean_log_odds, mlog
+
+    # the closed forms: log odds of 1 is +inf, so MLO = +inf; inf - inf is nan
+    assert mean_log_odds([1.0, 0.5]) == np.inf and mean_log_odds([0.0, 0.5]) == -np.inf
+    assert np.isnan(mean_log_odds([0.0, 1.0]))
+    assert mlog([0.5], 1.0) == -np.inf and np.isnan(mlog([1.0], 1.0))
+    assert mlog([1.0, 0.9], 0.5) == np.inf
+    # d = 5000 > N = 10: separable, the probe is perfect
+    rng = np.random.default_rng(1)
+    y = np.arange(10) % 2
+    X = [rng.normal(size=(10, 5000)) for _ in range(2)]
+    for x in X:
+        x[:, 0] += 50.0 * (2 * y - 1)
+    _save_task(tmp_path / "sep", (X[0], y), (X[1], y))
+    args = ["probe", *_pretrain_features(tmp_path), "-t", f"sep={tmp_path / 'sep'}", "--lams", "1e-3:1:4"]
+    res = CliRunner().invoke(app, [*args, "-p", "0.8", "-f", "json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert out["tasks"]["sep"]["accuracy"] == 1.0 and out["mlo"] == "inf" and out["mlog"] == "inf"
+    note = "accuracy 1 (a perfect probe, log odds +inf) on 'sep': MLO = +inf, MLOG = +inf"
+    assert out["notes"] == [note] and f"note: {note}" in res.stderr
+    # CLI messages name CLI flags, never the API's percent=True
+    bad = CliRunner().invoke(app, [*args, "-p", "7"])
+    assert bad.exit_code == 2 and "--pretrain-accuracy" in bad.output and "percent" not in bad.output
+
+
+def test_p2_row_126_unseen_test_class_is_noted(tmp_path):
+    from nclab.cli import app
+    from nclab.transfer import linear_probe
+
+    rng = np.random.default_rng(2)
+    centres = 10.0 * rng.normal(size=(8, 8))  # far apart: every seen class is classified right
+    ytr = np.repeat(np.arange(4), 30)
+    yte = np.concatenate([np.repeat(np.arange(4), 10), np.full(10, 7)])
+    train = (rng.normal(size=(120, 8)) + centres[ytr], ytr)
+    test = (rng.normal(size=(50, 8)) + centres[yte], yte)
+    res = linear_probe(train, test, lams=np.logspace(-3, 0, 4))
+    assert res.top1 == 40 / 50  # the 10 samples of class 7 are all errors, nothing else
+    assert res.mean_per_class == 4 / 5  # recall 1 on classes 0-3, 0 on class 7
+    expected = (
+        "test labels [7] never occur in the training data: the probe cannot predict them, so their 10 test "
+        "sample(s) all count as errors"
+    )
+    assert res.notes == [expected]
+    assert linear_probe(train, (test[0][:40], yte[:40]), lams=[1.0]).notes == []
+    _save_task(tmp_path / "unseen", train, test)
+    cli = CliRunner().invoke(
+        app, ["probe", *_pretrain_features(tmp_path), "-t", f"u={tmp_path / 'unseen'}", "--lams", "1e-3:1:4"]
+    )
+    assert cli.exit_code == 0, cli.output
+    assert f"note: u: {expected}" in cli.stderr
+
+
+def test_p2_row_130_correlation_of_two_settings_is_nan_with_a_note(tmp_path):
+    from nclab.cli import app
+    from nclab.transfer.study import correlation_table
+
+    def rows(values):
+        return [
+            {"group": "g", "value": v, "seed": 0, "m": float(v), "pretrain_accuracy": 0.5 + v / 10, "mlog": v**2}
+            for v in values
+        ]
+
+    two = {c["metric"]: c for c in correlation_table(rows([1, 2]), ["m"]) if c["group"] == "g"}
+    assert np.isnan(two["m"]["pearson_r"]) and np.isnan(two["m"]["spearman_rho"])
+    assert two["m"]["note"] == (
+        "2 points: r and rho need at least 3 (any 2 points give r = rho = +-1, which is no evidence)"
+    )
+    three = {c["metric"]: c for c in correlation_table(rows([1, 2, 3]), ["m"]) if c["group"] == "g"}
+    x, y = np.array([1.0, 2, 3]), np.array([1.0, 4, 9])
+    assert three["m"]["pearson_r"] == pytest.approx(np.corrcoef(x, y)[0, 1], abs=1e-12)
+    assert three["m"]["spearman_rho"] == 1.0 and three["m"]["note"] == ""
+    # the command: a study of 2 settings says why its correlations are nan, on stderr and in study.json
+    study = {
+        "name": "two",
+        "base": {
+            "data": {"name": "digits", "per_class": 10, "test_per_class": 5, "options": {"classes": [0, 1, 2, 3, 4]}},
+            "model": {"name": "mlp", "options": {"widths": [16]}},
+            "train": {"epochs": 2, "batch_size": 50, "threads": 1},
+            "measure": {"num_log": 1},
+            "report": False,
+        },
+        "groups": [{"name": "tau", "axis": "loss.tau", "values": [0.5, 1.0]}],
+        "downstream": [
+            {"name": "rest", "dataset": "digits", "classes": [5, 6, 7, 8, 9], "per_class": 10, "test_per_class": 5}
+        ],
+        "probe": {"lams": [1e-2, 1.0, 3], "max_iter": 100},
+        "threads": 1,
+    }
+    (tmp_path / "study.yaml").write_text(json.dumps(study))  # JSON is YAML
+    res = CliRunner().invoke(app, ["transfer", "run", str(tmp_path / "study.yaml"), "--out", str(tmp_path / "st")])
+    assert res.exit_code == 0, res.output
+    summary = json.loads((tmp_path / "st" / "study.json").read_text())
+    assert len(summary["notes"]) == 1
+    note = summary["notes"][0]
+    assert note.startswith("r and rho are nan for tau/nc1, tau/trace_ratio, ") and note.endswith(
+        "and 4 more: " + two["m"]["note"]
+    )
+    assert f"note: {note}" in res.stderr
