@@ -171,7 +171,8 @@ def test_mlog_spec_examples_and_units():
     with pytest.raises(ValueError, match="percent=True"):
         mean_log_odds([90.8, 95.0])
     with pytest.raises(ValueError, match="percentages"):
-        mlog([100.0], 50.0, percent=True)
+        mlog([100.5], 50.0, percent=True)
+    assert mlog([100.0], 50.0, percent=True) == np.inf  # a perfect probe is a result (probe-2 row 123)
 
 
 # ----------------------------------------------------------------------------------------------- the study

@@ -70,6 +70,7 @@ def train_command(
     (`nclab train RUN_DIR --resume --set train.epochs=400` extends a finished run)."""
     from nclab.train import distributed as ddp
     from nclab.train.config import load_config
+    from nclab.train.rundir import default_run_dir
     from nclab.train.trainer import train
 
     with user_errors():
@@ -77,7 +78,7 @@ def train_command(
             cfg, run_dir = _run_dir_config(config, set_ or [], out, resume, overwrite)
         else:
             cfg = load_config(config, set_ or [])
-            run_dir = out or Path("runs") / cfg.name
+            run_dir = out or default_run_dir(cfg.name)
         if nproc is not None and nproc > 1 and not ddp.launched():
             argv = ["train", str(config), "--out", str(run_dir), "--progress" if progress else "--no-progress"]
             argv += [a for s in set_ or [] for a in ("--set", s)]

@@ -50,7 +50,10 @@ def probe_command(
         ),
     ],
     pretrain_accuracy: Annotated[
-        float | None, typer.Option("--pretrain-accuracy", "-p", help="pretraining test accuracy (fraction): MLOG")
+        float | None,
+        typer.Option(
+            "--pretrain-accuracy", "-p", min=0.0, max=1.0, help="pretraining test accuracy (fraction in [0, 1]): MLOG"
+        ),
     ] = None,
     mean_per_class: Annotated[
         list[str] | None,
@@ -62,13 +65,16 @@ def probe_command(
     fmt: Annotated[OutputFormat, format_option()] = OutputFormat.table,
 ) -> None:
     """Probe downstream tasks on frozen features; print the collapse metrics of FEATURES, each task's probe
-    accuracy and chosen L2 strength, MLO and (with --pretrain-accuracy) MLOG."""
+    accuracy and chosen L2 strength, MLO and (with --pretrain-accuracy) MLOG. A perfect probe (accuracy 1) is a
+    result: MLO is then +inf, and a note says so; notes (on stderr, and under "notes" in JSON) also name test
+    classes a task's training split lacks."""
     from nclab.data import load
     from nclab.io.arrays import load_array
     from nclab.metrics import collapse_report
     from nclab.stats import ClassStats
     from nclab.train.config import check_device_available
     from nclab.transfer import linear_probe, mean_log_odds, mlog
+    from nclab.transfer.scores import log_odds_note
     from nclab.transfer.study import PAPER_METRICS
 
     grid = parse_lams(lams)
@@ -78,6 +84,7 @@ def probe_command(
     if unknown:
         fail(f"--mean-per-class names no --downstream task: {sorted(unknown)}")
     out: dict[str, Any] = {}
+    notes: list[str] = []
     with user_errors(OSError):  # OSError: a feature file that cannot be read
         check_device_available(device, name="--device")
         # a .npy FEATURES is memory-mapped and accumulated in row chunks, never loaded whole
@@ -95,9 +102,15 @@ def probe_command(
             )
             out["tasks"][name] = {"accuracy": res.accuracy, "score": score, "lam": res.lam}
             accs.append(res.accuracy)
+            notes += [f"{name}: {note}" for note in res.notes]
         out["mlo"] = mean_log_odds(accs)
         if pretrain_accuracy is not None:
             out["mlog"] = mlog(accs, pretrain_accuracy)
+        infinite = log_odds_note(dict(zip(out["tasks"], accs, strict=True)), pretrain_accuracy)
+        notes += [infinite] if infinite is not None else []
+    out["notes"] = notes
+    for note in notes:
+        err_console.print(f"[yellow]note:[/yellow] {escape(note)}", soft_wrap=True, highlight=False)
     if fmt is not OutputFormat.table:
         emit([{"task": name, **t} for name, t in out["tasks"].items()], fmt, data=out)
         return
@@ -126,7 +139,8 @@ def run_command(
     ] = None,
 ) -> None:
     """Run a transfer study: pretrain every setting as a sweep (OUT/runs, on Ray when installed), probe, write
-    table.csv, correlations.csv and fig7.png."""
+    table.csv, correlations.csv and fig7.png. Notes (why a correlation is nan, perfect probes) go to stderr and
+    study.json."""
     from nclab.transfer.study import load_study, run_study
 
     if local and address is not None:
@@ -149,4 +163,6 @@ def run_command(
             c["group"], c["metric"], f"{c['pearson_r']:+.3f}", f"{c['spearman_rho']:+.3f}", f"{c['r_seed_sd']:.3f}"
         )
     console.print(table)
+    for note in res.notes:
+        err_console.print(f"[yellow]note:[/yellow] {escape(note)}", soft_wrap=True, highlight=False)
     console.print(f"wrote {', '.join(str(p) for p in res.files.values())}")

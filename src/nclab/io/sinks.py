@@ -7,6 +7,12 @@ measurement: one epoch, one split) and is closed once with :meth:`MetricSink.clo
 constructed; a missing package raises ``ImportError`` naming the extra to install (``pip install
 nclab[tensorboard]``, ``nclab[wandb]``, ``nclab[mlflow]``), and importing this module never needs them.
 
+Every sink checks its target when it is constructed, before any measurement runs: a folder that cannot be made
+or written (``NotADirectoryError`` / ``PermissionError`` naming the option and the path), an MLflow store that
+cannot be opened or a tracking server that does not answer (:class:`SinkError` naming the tracking URI and the
+cause). A config entry's options are checked by :func:`check_sink_spec` against :data:`SINK_OPTIONS`: an
+unknown (misspelt) option or a value of the wrong type is refused, never dropped.
+
 Examples
 --------
 >>> import tempfile, pathlib
@@ -22,6 +28,12 @@ Examples
 from __future__ import annotations
 
 import importlib
+import math
+import os
+import socket
+import sqlite3
+import urllib.parse
+import urllib.request
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -30,14 +42,22 @@ from nclab.io.run_table import MetricRow, read_metrics, write_metrics
 
 __all__ = [
     "SINKS",
+    "SINK_OPTIONS",
     "MLflowSink",
     "MetricSink",
     "RunTableSink",
+    "SinkError",
     "TensorBoardSink",
     "WandbSink",
+    "check_sink_spec",
     "make_sink",
     "tag",
 ]
+
+
+class SinkError(ValueError):
+    """A logger sink cannot be set up (an MLflow store that cannot be opened, a tracking server that does not
+    answer): the message names the sink's target and the cause."""
 
 
 def tag(row: MetricRow) -> str:
@@ -56,6 +76,25 @@ def _require(module: str, extra: str) -> Any:
         raise ImportError(f"this sink needs the {module.split('.')[0]!r} package: pip install nclab[{extra}]") from err
 
 
+def _make_folder(path: str | os.PathLike[str], name: str) -> Path:
+    """``path`` made with its parents and checked writable now: a sink whose target cannot hold its files fails
+    when it is constructed, not at its first write after a measurement. Errors name ``name`` (when given) and
+    ``path``."""
+    path = Path(path)
+    where = f"{name} {path}: " if name else ""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        blocker = next((p for p in (path, *path.parents) if p.exists() and not p.is_dir()), None)
+        if blocker is not None:
+            raise NotADirectoryError(f"{where}{blocker} is a file, not a folder") from None
+        kind = FileNotFoundError if isinstance(err, FileNotFoundError) else PermissionError
+        raise kind(f"{where}cannot create the folder {path} ({err.strerror or err})") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise PermissionError(f"{where}the folder {path} is not writable")
+    return path
+
+
 @runtime_checkable
 class MetricSink(Protocol):
     """Anything with ``write(rows)`` and ``close()``: the interface every sink implements."""
@@ -71,7 +110,8 @@ class RunTableSink:
     measurement. ``resume=True`` keeps the rows of an existing table in ``out``."""
 
     def __init__(self, out: str | Path, *, resume: bool = False) -> None:
-        self.out = Path(out)
+        # made now: a target that cannot hold the table fails here, not after the first measurement
+        self.out = _make_folder(out, "out")
         self.rows: list[MetricRow] = []
         if resume and (self.out / "metrics.csv").exists():
             self.rows = read_metrics(self.out)
@@ -104,12 +144,16 @@ class TensorBoardSink:
 
 class WandbSink:
     """A Weights & Biases run (``mode="offline"`` by default: files under ``dir``, no network). Each write is one
-    ``run.log`` call with the rows' tags and ``epoch``; the epoch is the run's x axis (``define_metric``)."""
+    ``run.log`` call with the rows' tags and ``epoch``; the epoch is the run's x axis (``define_metric``).
+    ``dir`` is made now; one that cannot be made or written raises ``NotADirectoryError`` / ``PermissionError``
+    naming it (W&B itself would fall back to a folder in the system temp directory without a word)."""
 
     def __init__(
         self, project: str = "nclab", *, dir: str | Path | None = None, mode: str = "offline", **init: Any
     ) -> None:
         wandb = _require("wandb", "wandb")
+        if dir is not None:
+            dir = _make_folder(dir, "dir")
         self.run = wandb.init(project=project, dir=None if dir is None else str(dir), mode=mode, **init)
         self.run.define_metric("epoch")
         self.run.define_metric("collapse/*", step_metric="epoch")
@@ -127,16 +171,41 @@ class WandbSink:
 
 class MLflowSink:
     """Metrics of an MLflow run (``tracking_uri``: e.g. a local ``sqlite:///PATH`` store or a server), step =
-    epoch."""
+    epoch.
+
+    The store is checked before the run is created, and every failure is one :class:`SinkError` naming the
+    tracking URI and the cause: a SQLite file that cannot be created or opened (checked with :mod:`sqlite3`
+    at once, where MLflow would retry for about 100 s), an ``http(s)`` server that does not accept a
+    connection within ``timeout`` seconds (default 10; at the URI's host and port, or at the proxy the
+    environment names for it; MLflow would retry for minutes), a URI scheme MLflow has no store for. Requests
+    after the check follow MLflow's own settings (``MLFLOW_HTTP_REQUEST_TIMEOUT``,
+    ``MLFLOW_HTTP_REQUEST_MAX_RETRIES``).
+    """
 
     def __init__(
-        self, tracking_uri: str | None = None, *, experiment: str = "nclab", run_name: str | None = None
+        self,
+        tracking_uri: str | None = None,
+        *,
+        experiment: str = "nclab",
+        run_name: str | None = None,
+        timeout: float = 10.0,
     ) -> None:
         mlflow = _require("mlflow", "mlflow")
-        self.client = mlflow.MlflowClient(tracking_uri=tracking_uri)
-        exp = self.client.get_experiment_by_name(experiment)
-        exp_id = exp.experiment_id if exp is not None else self.client.create_experiment(experiment)
-        self.run_id = self.client.create_run(exp_id, run_name=run_name).info.run_id
+        from mlflow.exceptions import MlflowException
+        from sqlalchemy.exc import SQLAlchemyError
+
+        if not (isinstance(timeout, (int, float)) and not isinstance(timeout, bool) and 0 < timeout < math.inf):
+            raise ValueError(f"timeout must be a number of seconds > 0, got {timeout!r}")
+        uri = tracking_uri if tracking_uri is not None else mlflow.get_tracking_uri()
+        self.tracking_uri = uri
+        _check_tracking_uri(uri, float(timeout))
+        try:
+            self.client = mlflow.MlflowClient(tracking_uri=uri)
+            exp = self.client.get_experiment_by_name(experiment)
+            exp_id = exp.experiment_id if exp is not None else self.client.create_experiment(experiment)
+            self.run_id = self.client.create_run(exp_id, run_name=run_name).info.run_id
+        except (MlflowException, SQLAlchemyError, OSError) as err:
+            raise SinkError(f"MLflow tracking_uri {uri!r}: {_mlflow_cause(err, uri)}") from err
 
     def write(self, rows: Sequence[MetricRow]) -> None:
         from mlflow.entities import Metric
@@ -150,6 +219,73 @@ class MLflowSink:
         self.client.set_terminated(self.run_id)
 
 
+def _check_tracking_uri(uri: str, timeout: float) -> None:
+    scheme = urllib.parse.urlsplit(uri).scheme
+    if scheme == "sqlite":
+        _check_sqlite(uri)
+    elif scheme in ("http", "https"):
+        _check_server(uri, timeout)
+
+
+def _check_sqlite(uri: str) -> None:
+    """Create / open the SQLite file of ``uri`` as MLflow would, failing at once: MLflow retries a file it
+    cannot open for about 100 s and then reports SQLAlchemy's ``unable to open database file`` without the
+    path, and a folder under a regular file as a misleading ``FileExistsError``."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        database = make_url(uri).database
+    except ArgumentError as err:
+        raise SinkError(f"MLflow tracking_uri {uri!r}: not a SQLAlchemy URL ({err})") from None
+    if not database or database == ":memory:" or database.startswith("file:"):
+        return  # an in-memory store, or SQLite's own URI syntax: nothing to check on disk
+    path = Path(database)
+    try:
+        _make_folder(path.parent, "")
+        con = sqlite3.connect(path)
+        try:
+            con.execute("PRAGMA schema_version")  # reads the header: a file that is not a database fails here
+        finally:
+            con.close()
+    except (OSError, sqlite3.Error) as err:
+        raise SinkError(f"MLflow tracking_uri {uri!r}: cannot open the SQLite database {path} ({err})") from None
+
+
+def _check_server(uri: str, timeout: float) -> None:
+    """Connect to the tracking server of ``uri`` (or to the proxy the environment names for it) within
+    ``timeout`` seconds: MLflow's own retries with backoff wait for minutes on a server that is not there."""
+    parts = urllib.parse.urlsplit(uri)
+    host, port = parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)
+    if not host:
+        raise SinkError(f"MLflow tracking_uri {uri!r}: no host in the URI")
+    proxy = urllib.request.getproxies().get(parts.scheme)
+    if proxy and not urllib.request.proxy_bypass(host):
+        proxy_parts = urllib.parse.urlsplit(proxy if "://" in proxy else f"http://{proxy}")
+        host, port = proxy_parts.hostname or host, proxy_parts.port or 80
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+    except OSError as err:
+        why = "no answer" if isinstance(err, TimeoutError) else (err.strerror or str(err))
+        raise SinkError(
+            f"MLflow tracking_uri {uri!r}: the tracking server at {host}:{port} cannot be reached within "
+            f"{timeout:g} s ({why}); start the server, or fix tracking_uri"
+        ) from None
+
+
+def _mlflow_cause(err: BaseException, uri: str) -> str:
+    from mlflow.tracking.registry import UnsupportedModelRegistryStoreURIException
+
+    if isinstance(err, UnsupportedModelRegistryStoreURIException):
+        # MLflow's message speaks of the model registry, though it is the tracking store that is missing
+        scheme = urllib.parse.urlsplit(uri).scheme
+        return (
+            f"MLflow has no tracking store for the URI scheme {scheme!r} (use sqlite:///PATH, http(s)://HOST:PORT, "
+            "postgresql://, mysql://, mssql:// or databricks)"
+        )
+    return f"{type(err).__name__}: {err}"
+
+
 #: Sink kinds by name, as ``log.sinks`` of a training config names them.
 SINKS: dict[str, type] = {
     "table": RunTableSink,
@@ -159,16 +295,82 @@ SINKS: dict[str, type] = {
 }
 
 
-def make_sink(spec: str | Mapping[str, Any], out: str | Path) -> MetricSink:
-    """A sink from a config entry: a kind name (``"table"``, ``"tensorboard"``, ``"wandb"``, ``"mlflow"``) or
-    ``{"kind": NAME, **options}``; ``out`` is the run directory (the table's directory, TensorBoard's
-    ``out/tensorboard``, W&B's ``dir``, MLflow's local store ``sqlite:///out/mlflow.db`` unless options say
-    otherwise; MLflow 3 refuses new ``file:`` stores, its maintained local backend is SQLite).
+_PATH = (str, os.PathLike)
+_NAME = (str, type(None))
+
+#: The options of each sink kind in a ``{kind: ..., **options}`` config entry, with the types they accept
+#: (:func:`check_sink_spec`). Other arguments of ``wandb.init`` go through :class:`WandbSink` itself.
+SINK_OPTIONS: dict[str, dict[str, tuple[type, ...]]] = {
+    "table": {"out": _PATH, "resume": (bool,)},
+    "tensorboard": {"log_dir": _PATH},
+    "wandb": {
+        "project": (str,),
+        "dir": _PATH,
+        "mode": (str,),
+        "entity": _NAME,
+        "name": _NAME,
+        "group": _NAME,
+        "job_type": _NAME,
+        "notes": _NAME,
+        "id": _NAME,
+        "tags": (list,),
+        "config": (Mapping,),
+        "resume": (bool, str),
+    },
+    "mlflow": {"tracking_uri": (str,), "experiment": (str,), "run_name": _NAME, "timeout": (int, float)},
+}
+
+
+def _type_names(types: tuple[type, ...]) -> str:
+    names = {str: "a string", os.PathLike: "a path", bool: "true/false", int: "a number", float: "a number"}
+    names |= {list: "a list", Mapping: "a mapping", type(None): "null"}
+    return " or ".join(dict.fromkeys(names[t] for t in types))
+
+
+def check_sink_spec(spec: str | Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The kind and options of a sink config entry (a kind name or ``{"kind": NAME, **options}``), checked
+    against :data:`SINK_OPTIONS` without constructing the sink.
+
+    Raises
+    ------
+    ValueError
+        An unknown kind, or an option the kind does not have (the message names it and the known ones).
+    TypeError
+        An option value of the wrong type (``resume: "yes"``, a number as a path).
+
+    Examples
+    --------
+    >>> check_sink_spec({"kind": "tensorboard", "log_dir": "tb"})
+    ('tensorboard', {'log_dir': 'tb'})
+    >>> check_sink_spec({"kind": "tensorboard", "logdir": "tb"})
+    Traceback (most recent call last):
+        ...
+    ValueError: sink 'tensorboard': unknown option 'logdir'; known: log_dir
     """
     opts = {"kind": spec} if isinstance(spec, str) else dict(spec)
     kind = opts.pop("kind", None)
     if kind not in SINKS:
         raise ValueError(f"sink kind must be one of {sorted(SINKS)}, got {kind!r}")
+    known = SINK_OPTIONS[kind]
+    for key, value in opts.items():
+        if key not in known:
+            raise ValueError(f"sink {kind!r}: unknown option {key!r}; known: {', '.join(known)}")
+        # bool is an int: true is no timeout, and 1 is no resume flag
+        if not isinstance(value, known[key]) or (isinstance(value, bool) and bool not in known[key]):
+            raise TypeError(f"sink {kind!r}: option {key!r} must be {_type_names(known[key])}, got {value!r}")
+    if kind == "wandb" and not all(isinstance(t, str) for t in opts.get("tags", [])):
+        raise TypeError(f"sink 'wandb': option 'tags' must be a list of strings, got {opts['tags']!r}")
+    return kind, opts
+
+
+def make_sink(spec: str | Mapping[str, Any], out: str | Path) -> MetricSink:
+    """A sink from a config entry: a kind name (``"table"``, ``"tensorboard"``, ``"wandb"``, ``"mlflow"``) or
+    ``{"kind": NAME, **options}`` (the options of :data:`SINK_OPTIONS`, checked by :func:`check_sink_spec`);
+    ``out`` is the run directory (the table's directory, TensorBoard's ``out/tensorboard``, W&B's ``dir``,
+    MLflow's local store ``sqlite:///out/mlflow.db`` unless options say otherwise; MLflow 3 refuses new
+    ``file:`` stores, its maintained local backend is SQLite).
+    """
+    kind, opts = check_sink_spec(spec)
     out = Path(out)
     if kind == "table":
         return RunTableSink(opts.pop("out", out), **opts)

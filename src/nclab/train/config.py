@@ -290,19 +290,24 @@ class CheckpointConfig(_Strict):
 class LogConfig(_Strict):
     """Where the measured rows go besides the run directory's ``metrics.csv`` (always written: resume reads it).
     Each entry is a kind of :data:`nclab.io.sinks.SINKS` (``"tensorboard"``, ``"wandb"``, ``"mlflow"``;
-    ``"table"`` is the default table) or ``{kind: ..., **options}`` (:func:`nclab.io.sinks.make_sink`)."""
+    ``"table"`` is the default table) or ``{kind: ..., **options}`` (:func:`nclab.io.sinks.make_sink`; the options
+    of :data:`nclab.io.sinks.SINK_OPTIONS`, a misspelt one is refused here, before the run starts)."""
 
     sinks: list[str | dict[str, Any]] = Field(default_factory=lambda: ["table"])
 
     @field_validator("sinks")
     @classmethod
     def _kinds(cls, v: list[str | dict[str, Any]]) -> list[str | dict[str, Any]]:
-        from nclab.io.sinks import SINKS
+        from nclab.io.sinks import SINKS, check_sink_spec
 
         for spec in v:
             kind = spec if isinstance(spec, str) else spec.get("kind")
             if kind not in SINKS:
                 raise ValueError(f"unknown sink {kind!r}; known: {', '.join(sorted(SINKS))}")
+            try:
+                check_sink_spec(spec)
+            except TypeError as err:  # pydantic reports ValueErrors only
+                raise ValueError(str(err)) from None
         return v
 
 

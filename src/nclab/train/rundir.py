@@ -48,6 +48,7 @@ __all__ = [
     "budget_dependent_fields",
     "check_resumable",
     "config_differences",
+    "default_run_dir",
     "disk_full_error",
     "metrics_file_status",
     "resume_differences",
@@ -70,6 +71,34 @@ class RunDirError(ValueError):
 
 class RunDirBusyError(RunDirError):
     """Another live process owns the run directory (holds its lock)."""
+
+
+def default_run_dir(name: str, root: str | Path = "runs") -> Path:
+    """``root / name``: the folder of a run (or of a sweep, ``root="runs/sweeps"``) when no output folder is
+    given. ``name`` comes from a config, so it must be one plain folder name that keeps the folder inside
+    ``root``.
+
+    Raises
+    ------
+    RunDirError
+        ``name`` is empty, ``.`` or ``..``, absolute, or holds a path separator (``/``, ``\\``); the message
+        names ``name``.
+
+    Examples
+    --------
+    >>> default_run_dir("tiny").as_posix()
+    'runs/tiny'
+    >>> default_run_dir("../../escape")
+    Traceback (most recent call last):
+        ...
+    nclab.train.rundir.RunDirError: name '../../escape' cannot name a folder under runs: ...
+    """
+    if not name or name in (".", "..") or "/" in name or "\\" in name or Path(name).is_absolute():
+        raise RunDirError(
+            f"name {name!r} cannot name a folder under {Path(root).as_posix()}: it must be one folder name (no '/', "
+            "'\\', '..' or absolute path), or the output folder must be given (--out)"
+        )
+    return Path(root) / name
 
 
 # --------------------------------------------------------------------------------------------- ownership

@@ -53,6 +53,7 @@ from nclab.io.atomic import atomic_write_text
 from nclab.io.run_table import OUTPUT_LAYER
 from nclab.io.yaml_io import load_yaml_file
 from nclab.train.config import ConfigError, RunConfig, load_config, resolve_config
+from nclab.train.rundir import default_run_dir
 
 __all__ = [
     "SWEEP_COLUMNS",
@@ -493,7 +494,7 @@ def run_sweep(
         _import_ray()
         if address is not None:
             _check_address(address)
-    sweep_dir = Path(out) if out is not None else Path("runs") / "sweeps" / name
+    sweep_dir = Path(out) if out is not None else default_run_dir(name, Path("runs") / "sweeps")
     sweep_dir.mkdir(parents=True, exist_ok=True)
     index = _Index(sweep_dir, trials, echo)
     atomic_write_text(sweep_dir / "sweep.yaml", Path(path).read_text())

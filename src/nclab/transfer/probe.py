@@ -342,6 +342,8 @@ class ProbeResult:
     lams: np.ndarray = field(repr=False)
     val_scores: np.ndarray = field(repr=False)
     probe: LogisticProbe | None = field(default=None, repr=False)
+    #: What the scores do not say by themselves (test classes the probe never saw in training), in words.
+    notes: list[str] = field(default_factory=list)
 
     @property
     def accuracy(self) -> float:
@@ -378,7 +380,9 @@ def linear_probe(
 
     The path over ``lams`` is fitted on the training split (warm-started); the strength with the best
     validation ``score`` wins (ties go to the stronger penalty); the probe is refit on train + validation at that
-    strength, warm-started at the winning training-split solution, and scored on ``test``.
+    strength, warm-started at the winning training-split solution, and scored on ``test``. Test classes that
+    never occur in train + validation are scored (as errors: the probe cannot predict them) and named in
+    :attr:`ProbeResult.notes`.
 
     Parameters
     ----------
@@ -431,6 +435,15 @@ def linear_probe(
         Xall, yall, float(lam_arr[i]), num_classes=K, init=path[i], max_iter=max_iter, tol=tol, device=device
     )
     pred = final.predict(Xte)
+    # a test class absent from train + validation: its logit's optimum is -inf, so it is never predicted
+    unseen = np.setdiff1d(np.unique(yte), yall)
+    notes = []
+    if unseen.size:
+        count = int(np.isin(yte, unseen).sum())
+        notes.append(
+            f"test labels {unseen.tolist()} never occur in the training data: the probe cannot predict them, so "
+            f"their {count} test sample(s) all count as errors"
+        )
     return ProbeResult(
         lam=float(lam_arr[i]),
         top1=top1_accuracy(yte, pred),
@@ -439,4 +452,5 @@ def linear_probe(
         lams=lam_arr,
         val_scores=val_scores,
         probe=final if keep_probe else None,
+        notes=notes,
     )

@@ -12,8 +12,11 @@ temperature ``loss.tau``, and the weight ``loss.cosreg_weight`` of the within-cl
 
 It writes ``table.csv`` (one row per run: setting, every metric, ``p_0``, each task's accuracy, MLO, MLOG),
 ``correlations.csv`` (Pearson r and Spearman rho of each chosen metric against MLOG, per group and pooled; with
-several seeds, on the per-setting seed means, plus the spread of the per-seed r) and ``fig7.png`` (the analogue
-of the paper's Fig. 7: metric vs MLOG, one row per group, r and rho in the legends).
+several seeds, on the per-setting seed means, plus the spread of the per-seed r; a ``note`` says why a
+correlation is nan) and ``fig7.png`` (the analogue of the paper's Fig. 7: metric vs MLOG, one row per group, r
+and rho in the legends). ``study.json`` sums up, with the ``notes`` of the study: why correlations are nan (a
+group of fewer than 3 settings: r of 2 points is +-1 whatever the data), perfect probes (MLOG = +inf), test
+classes a probe never saw.
 
 The pretraining runs are the trials of a sweep (:func:`nclab.train.sweep.run_sweep`): ``runs/sweep.yaml`` (one
 override list per setting and seed), ``runs/<trial-id>/`` (an ordinary run directory), ``runs/sweep.csv`` (the
@@ -79,7 +82,7 @@ from nclab.train.hooks import collect_features
 from nclab.train.sweep import override_string, run_sweep
 from nclab.train.trainer import run_id
 from nclab.transfer.probe import DEFAULT_L2_GRID, linear_probe
-from nclab.transfer.scores import mean_log_odds, mlog
+from nclab.transfer.scores import log_odds_note, mean_log_odds, mlog
 
 __all__ = [
     "PAPER_METRICS",
@@ -348,6 +351,12 @@ def evaluate_run(
     stream : stream each split's features through :func:`nclab.monitor.extract_features` to ``.npy`` files in a
         temporary folder of ``run_dir`` (removed at the end) and read them back memory-mapped; ``False`` keeps
         them in memory. Both give the same features, hence the same numbers.
+
+    Returns
+    -------
+    dict: the metrics, ``pretrain_accuracy``, ``acc_<task>`` and ``lam_<task>`` per task, ``mlo``, ``mlog``, and
+    ``notes`` (a list of strings: the probes' notes, prefixed with the task name, and why MLO / MLOG is
+    infinite when an accuracy is 0 or 1).
     """
     run_dir = Path(run_dir)
     train_data, test_data = _pretrain_data(cfg)
@@ -373,6 +382,7 @@ def evaluate_run(
             pred = torch.cat([model(test_data.x[i : i + _BATCH]).argmax(1) for i in range(0, len(test_data), _BATCH)])
         row["pretrain_accuracy"] = float((pred == test_data.y).double().mean())
         accs = []
+        notes: list[str] = []
         kw = _probe_kwargs(probe)
         for spec in tasks_spec:
             task = make_task(spec, train_data.input_shape, seed=0)
@@ -392,8 +402,11 @@ def evaluate_run(
             row[f"acc_{task.name}"] = res.accuracy
             row[f"lam_{task.name}"] = res.lam
             accs.append(res.accuracy)
+            notes += [f"{task.name}: {note}" for note in res.notes]
     row["mlo"] = mean_log_odds(accs)
     row["mlog"] = mlog(accs, row["pretrain_accuracy"])
+    infinite = log_odds_note(dict(zip([t["name"] for t in tasks_spec], accs, strict=True)), row["pretrain_accuracy"])
+    row["notes"] = [*notes, *([infinite] if infinite is not None else [])]
     return row
 
 
@@ -405,12 +418,24 @@ class StudyResult:
     correlations: list[dict[str, Any]]
     files: dict[str, Path]
     seconds: float
+    #: What the numbers do not say by themselves: why correlations are nan, perfect probes, unseen test classes.
+    notes: list[str] = field(default_factory=list)
 
 
-def _corr(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
-    if x.size < 3 or np.ptp(x) == 0 or np.ptp(y) == 0:
-        return float("nan"), float("nan")
-    return float(sps.pearsonr(x, y)[0]), float(sps.spearmanr(x, y)[0])
+def _corr(x: np.ndarray, y: np.ndarray, target: str = "mlog") -> tuple[float, float, str]:
+    """Pearson r and Spearman rho of ``x`` and ``y``, or nan and the reason. Two points give r = rho = +-1
+    whatever they are (a line always passes through two points), so a correlation needs at least 3."""
+    nan = float("nan")
+    if x.size < 3:
+        points = f"{x.size} point" + ("s" if x.size != 1 else "")
+        return nan, nan, f"{points}: r and rho need at least 3 (any 2 points give r = rho = +-1, which is no evidence)"
+    if not (np.all(np.isfinite(x)) and np.all(np.isfinite(y))):
+        return nan, nan, "a value is infinite or nan (e.g. MLOG = +inf of a perfect probe)"
+    if np.ptp(x) == 0:
+        return nan, nan, "the metric is constant over the points: no correlation is defined"
+    if np.ptp(y) == 0:
+        return nan, nan, f"{target} is constant over the points: no correlation is defined"
+    return float(sps.pearsonr(x, y)[0]), float(sps.spearmanr(x, y)[0]), ""
 
 
 def correlation_table(
@@ -421,7 +446,8 @@ def correlation_table(
     ``rows`` need ``group``, ``value``, ``seed``, the metrics and ``target``. The headline r / rho use one
     point per setting (the mean over seeds, as the paper has one run per setting); ``r_runs`` uses every run;
     ``r_seed_mean`` / ``r_seed_sd`` are the mean and standard deviation over seeds of the per-seed r (the
-    spread a single-seed study would see; NaN with one seed).
+    spread a single-seed study would see; NaN with one seed). ``note`` says why the headline r / rho is nan
+    (fewer than 3 settings, a constant or non-finite value), empty otherwise.
     """
     groups = list(dict.fromkeys(r["group"] for r in rows))
     out = []
@@ -432,8 +458,8 @@ def correlation_table(
         for m in [*metrics, "pretrain_accuracy"]:
             mean_x = np.array([np.mean([r[m] for r in sel if (r["group"], r["value"]) == s]) for s in settings])
             mean_y = np.array([np.mean([r[target] for r in sel if (r["group"], r["value"]) == s]) for s in settings])
-            r_set, rho_set = _corr(mean_x, mean_y)
-            r_runs, _ = _corr(np.array([r[m] for r in sel]), np.array([r[target] for r in sel]))
+            r_set, rho_set, note = _corr(mean_x, mean_y, target)
+            r_runs, _, _ = _corr(np.array([r[m] for r in sel]), np.array([r[target] for r in sel]))
             per_seed = [
                 _corr(
                     np.array([r[m] for r in sel if r["seed"] == s]),
@@ -452,6 +478,7 @@ def correlation_table(
                     "r_runs": r_runs,
                     "r_seed_mean": float(np.mean(per_seed)) if len(seeds) > 1 else float("nan"),
                     "r_seed_sd": float(np.std(per_seed, ddof=1)) if len(seeds) > 1 else float("nan"),
+                    "note": note,
                 }
             )
     return out
@@ -546,6 +573,7 @@ def run_study(
     sweep_dir.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     rows: list[dict[str, Any]] = []
+    notes: list[str] = []
     with torch_threads(spec.threads), blas_threads(spec.threads):
         sweep_file = atomic_write_text(sweep_dir / "sweep.yaml", yaml.safe_dump(spec.sweep(), sort_keys=False))
         # a study needs every run: a trial that failed in an earlier attempt is tried again
@@ -560,20 +588,41 @@ def run_study(
             row = {"run": run_name(group, value, seed), "trial_id": tid, "group": group.name, "axis": group.axis}
             row.update(value=value, seed=seed)
             row.update(evaluate_run(sweep_dir / tid, cfg, spec.downstream, spec.probe))
+            notes += [f"{row['run']}: {note}" for note in row.pop("notes")]
             rows.append(row)
             if log is not None:
                 took = time.perf_counter() - t
                 log(f"{row['run']}: mlog {row['mlog']:+.4f}, p0 {row['pretrain_accuracy']:.4f} ({took:.1f}s)")
     corr = correlation_table(rows, spec.metrics)
+    notes += _correlation_notes(corr)
     files = {
         "table": atomic_write_text(out / "table.csv", csv_text(rows)),
         "correlations": atomic_write_text(out / "correlations.csv", csv_text(corr)),
         "figure": atomic_write_bytes(out / "fig7.png", transfer_figure(rows, corr, spec.metrics)),
     }
     seconds = time.perf_counter() - t0
-    summary = {"name": spec.name, "runs": len(rows), "seconds": seconds, "tasks": [t["name"] for t in spec.downstream]}
+    summary = {
+        "name": spec.name,
+        "runs": len(rows),
+        "seconds": seconds,
+        "tasks": [t["name"] for t in spec.downstream],
+        "notes": notes,
+    }
     files["summary"] = atomic_write_text(out / "study.json", json.dumps(summary, indent=2) + "\n")
-    return StudyResult(rows=rows, correlations=corr, files=files, seconds=seconds)
+    return StudyResult(rows=rows, correlations=corr, files=files, seconds=seconds, notes=notes)
+
+
+def _correlation_notes(correlations: Sequence[Mapping[str, Any]]) -> list[str]:
+    """One line per distinct reason for a nan correlation, naming the ``group/metric`` rows it concerns."""
+    by_note: dict[str, list[str]] = {}
+    for c in correlations:
+        if c["note"]:
+            by_note.setdefault(c["note"], []).append(f"{c['group']}/{c['metric']}")
+    lines = []
+    for note, where in by_note.items():
+        listed = ", ".join(where[:6]) + (f" and {len(where) - 6} more" if len(where) > 6 else "")
+        lines.append(f"r and rho are nan for {listed}: {note}")
+    return lines
 
 
 def _has_ray() -> bool:
