@@ -252,3 +252,23 @@ def test_the_output_folder_is_locked_while_an_extraction_writes_it(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == []
     _extract(tmp_path)  # free again: the lock file is gone after the extraction
     assert not (tmp_path / "run.lock").exists() and (tmp_path / "manifest.json").is_file()
+
+
+def test_temporary_files_of_older_killed_extractions_are_removed(tmp_path):
+    # nclab before the staging folder wrote .NAME.XXXXXXXX.tmp beside the results; a kill -9 left them there
+    for name in (".layer1.npy.k2j4x8qz.tmp", ".labels.npy.p0a9c3rt.tmp"):
+        (tmp_path / name).write_bytes(b"\0" * 2**19)
+    (tmp_path / "notes.txt").write_text("the user's own file")
+    with pytest.warns(
+        UserWarning, match=r"removed 2 temporary files \(1\.0 MB\) left by an extraction that was killed"
+    ):
+        _extract(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "1.npy",
+        "W.npy",
+        "b.npy",
+        "labels.npy",
+        "manifest.json",
+        "notes.txt",
+        "penultimate.npy",
+    ]
