@@ -323,6 +323,7 @@ app(sys.argv[2:], prog_name="nclab")
 
 
 @pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads the address-space size from Linux's /proc")
 def test_p2_row_085_memmap_larger_than_the_address_space_is_streamed(tmp_path):
     headroom_mb, N, d = 96, 600_000, 64  # a 154 MB file under 96 MB of address space left
     rng = np.random.default_rng(3)
