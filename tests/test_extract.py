@@ -3,7 +3,10 @@ monitor's numbers; ``nclab extract`` on a training run directory."""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -128,3 +131,144 @@ def test_extract_command_on_a_run_directory(tmp_path):
     assert (out / "st" / "features.safetensors").stat().st_size > H.nbytes and not list((out / "st").glob("*.npy"))
     bad = runner.invoke(app, ["extract", str(tmp_path / "nowhere.pt"), "digits", "-o", str(out)])
     assert bad.exit_code == 2 and "error" in bad.output
+
+
+# ------------------------------------------------------------------------ all-or-nothing commit, manifest checks
+def _extract(out, n=70, **kw) -> dict:
+    net, (x, y) = _net(), _data()
+    return nclab.extract_features(net, [(x[:n], y[:n])], ["1", "penultimate"], out=out, num_classes=K, **kw)
+
+
+def test_npy_appender_discards_its_file_on_an_error(tmp_path):
+    target = tmp_path / "a.npy"
+    with pytest.raises(RuntimeError, match="stop"), NpyAppender(target, np.float32) as w:
+        w.append(np.ones((3, 2)))
+        raise RuntimeError("stop")
+    assert list(tmp_path.iterdir()) == []  # no truncated-but-valid file, no temporary file
+    with NpyAppender(target, np.float32) as w:
+        w.append(np.arange(6.0).reshape(3, 2))
+    raw = target.read_bytes()
+    assert w.data_offset == 256 and w.sha256 == hashlib.sha256(raw[256:]).hexdigest() and w.shape == (3, 2)
+
+
+def test_manifest_records_each_file_and_readers_refuse_files_that_disagree(tmp_path):
+    from nclab.io import CorruptFileError, load_array
+
+    paths = _extract(tmp_path)
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    assert manifest["format"] == "nclab-features" and manifest["num_samples"] == 70
+    assert sorted(manifest["files"]) == ["1.npy", "W.npy", "b.npy", "labels.npy", "penultimate.npy"]
+    for name, entry in manifest["files"].items():
+        raw = (tmp_path / name).read_bytes()
+        assert entry["bytes"] == len(raw) and entry["sha256"] == hashlib.sha256(raw[entry["data_offset"] :]).hexdigest()
+    assert manifest["files"]["1.npy"]["arrays"] == {"1": {"dtype": "float32", "shape": [70, 9], "rows": 70}}
+
+    # a valid .npy of 40 rows (128 + 960 bytes) in place of the 70 extracted (256 + 1680): refused
+    np.save(paths["penultimate"], np.load(paths["penultimate"])[:40])
+    with pytest.raises(CorruptFileError, match=r"holds 1088 bytes but .*manifest.json records 1936"):
+        load_array(paths["penultimate"])
+    # the manifest of nclab before the staged commit (shapes only) is checked too
+    old = {k: manifest[k] for k in ("layers", "num_samples", "num_classes", "penultimate", "classifier")}
+    (tmp_path / "manifest.json").write_text(json.dumps(old))
+    with pytest.raises(CorruptFileError, match=r"shape \(40, 6\) but .* records \(70, 6\)"):
+        load_array(paths["penultimate"])
+
+
+def test_measure_verifies_checksums_on_request(tmp_path):
+    paths = _extract(tmp_path)
+    H = paths["penultimate"]
+    with open(H, "r+b") as fh:  # one flipped bit in the data: size, shape and dtype still agree
+        fh.seek(300)
+        byte = fh.read(1)
+        fh.seek(300)
+        fh.write(bytes([byte[0] ^ 1]))
+    args = ["measure", str(H), str(paths["labels"]), "-f", "json"]
+    assert runner.invoke(app, args).exit_code == 0  # cheap checks only by default
+    res = runner.invoke(app, [*args, "--verify-checksum"])
+    assert res.exit_code == 2 and "penultimate.npy: checksum mismatch" in res.output, res.output
+    res = runner.invoke(app, ["measure", str(paths["1"]), str(paths["labels"]), "-f", "json", "--verify-checksum"])
+    assert res.exit_code == 0, res.output
+
+
+def test_an_interrupted_commit_is_refused_by_readers_and_finished_by_the_next_extraction(tmp_path, monkeypatch):
+    from nclab.io import load_array
+
+    _extract(tmp_path, n=40)
+    replace, moves = os.replace, []
+
+    def crash_after_two(src, dst):
+        if Path(dst).parent == tmp_path:  # a move of the commit, not a write into the staging folder
+            if len(moves) == 2:
+                raise KeyboardInterrupt  # as a kill: the commit stops between two renames
+            moves.append(dst)
+        replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", crash_after_two)
+    with pytest.raises(KeyboardInterrupt):
+        _extract(tmp_path, n=70, overwrite=True)
+    monkeypatch.setattr(os, "replace", replace)
+    assert not (tmp_path / "manifest.json").exists() and len(list(tmp_path.glob(".staging-*/COMMIT.json"))) == 1
+    with pytest.raises(ValueError, match="in the middle of replacing one extraction by another"):
+        load_array(tmp_path / "labels.npy")
+
+    with pytest.warns(UserWarning, match="finished the commit of"):
+        with pytest.raises(FileExistsError, match="70 samples"):  # the interrupted extraction, now complete
+            _extract(tmp_path, n=10)
+    assert not list(tmp_path.glob(".staging-*"))
+    for name in ("1", "penultimate", "labels"):
+        assert load_array(tmp_path / f"{name}.npy").shape[0] == 70
+
+
+def test_safetensors_extraction_is_listed_and_checked(tmp_path):
+    pytest.importorskip("safetensors")
+    from nclab.io import load_array
+
+    _extract(tmp_path, format="safetensors")
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    entry = manifest["files"]["features.safetensors"]
+    assert sorted(entry["arrays"]) == ["1", "W", "b", "labels", "penultimate"]
+    raw = (tmp_path / "features.safetensors").read_bytes()
+    assert entry["sha256"] == hashlib.sha256(raw[entry["data_offset"] :]).hexdigest()
+    H = load_array(f"{tmp_path / 'features.safetensors'}:penultimate")
+    assert isinstance(H, np.memmap) and H.shape == (70, 6)
+    res = runner.invoke(
+        app,
+        [
+            "measure",
+            f"{tmp_path}/features.safetensors:1",
+            f"{tmp_path}/features.safetensors:labels",
+            "--verify-checksum",
+        ],
+    )
+    assert res.exit_code == 0, res.output
+
+
+def test_the_output_folder_is_locked_while_an_extraction_writes_it(tmp_path):
+    from nclab.train.rundir import RunDirBusyError, acquire_run_lock
+
+    with acquire_run_lock(tmp_path):  # another writer holds the folder
+        with pytest.raises(RunDirBusyError, match="in use by another nclab process"):
+            _extract(tmp_path)
+    assert [p.name for p in tmp_path.iterdir()] == []
+    _extract(tmp_path)  # free again: the lock file is gone after the extraction
+    assert not (tmp_path / "run.lock").exists() and (tmp_path / "manifest.json").is_file()
+
+
+def test_temporary_files_of_older_killed_extractions_are_removed(tmp_path):
+    # nclab before the staging folder wrote .NAME.XXXXXXXX.tmp beside the results; a kill -9 left them there
+    for name in (".layer1.npy.k2j4x8qz.tmp", ".labels.npy.p0a9c3rt.tmp"):
+        (tmp_path / name).write_bytes(b"\0" * 2**19)
+    (tmp_path / "notes.txt").write_text("the user's own file")
+    with pytest.warns(
+        UserWarning, match=r"removed 2 temporary files \(1\.0 MB\) left by an extraction that was killed"
+    ):
+        _extract(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "1.npy",
+        "W.npy",
+        "b.npy",
+        "labels.npy",
+        "manifest.json",
+        "notes.txt",
+        "penultimate.npy",
+    ]

@@ -123,3 +123,30 @@ def test_partial_file_is_never_visible(tmp_path, monkeypatch):
         write_metrics(old, tmp_path)
     assert len(read_metrics(tmp_path)) == len(new)
     assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary file left behind
+
+
+def test_csv_and_parquet_are_one_result(tmp_path, monkeypatch):
+    """A failure while writing either file leaves both as they were (both are written before either is renamed);
+    without pyarrow a parquet copy of an earlier table is removed rather than left beside the new csv."""
+    pytest.importorskip("pyarrow")
+    write_metrics(ROWS[:3], tmp_path)
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    real_fsync, calls = os.fsync, []
+
+    def full_on_the_second(fd):  # the parquet file is written, the csv runs out of room
+        calls.append(fd)
+        if len(calls) == 2:
+            raise OSError(28, "No space left on device")
+        real_fsync(fd)
+
+    monkeypatch.setattr(nclab.io.atomic.os, "fsync", full_on_the_second)
+    with pytest.raises(OSError, match="No space left"):
+        write_metrics(ROWS, tmp_path)
+    monkeypatch.setattr(nclab.io.atomic.os, "fsync", real_fsync)
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before  # no temporary file either
+
+    import nclab.io.run_table as run_table
+
+    monkeypatch.setattr(run_table, "_parquet_bytes", lambda rows, run_id: None)  # as without pyarrow
+    assert [p.name for p in write_metrics(ROWS, tmp_path)] == ["metrics.csv"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["metrics.csv"] and len(read_metrics(tmp_path)) == len(ROWS)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import math
 import traceback
+import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from enum import StrEnum
@@ -47,6 +48,7 @@ __all__ = [
     "per_class_option",
     "set_debug",
     "user_errors",
+    "warnings_as_notes",
 ]
 
 console = Console(soft_wrap=True)
@@ -137,6 +139,23 @@ def user_errors(*extra: type[BaseException]) -> Iterator[None]:
         yield
     except (*USER_ERRORS, *extra) as err:
         fail(err)
+
+
+@contextmanager
+def warnings_as_notes() -> Iterator[None]:
+    """Show the library's warnings raised inside the block (leftovers cleaned up, imbalance, degenerate metrics)
+    as one-line ``note:`` messages on stderr, each once, when the block ends (also when it fails)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            yield
+        finally:
+            seen = set()
+            for w in caught:
+                text = f"{w.category.__name__}: {w.message}"
+                if text not in seen:
+                    seen.add(text)
+                    err_console.print(f"[yellow]note:[/yellow] {escape(text)}", soft_wrap=True, highlight=False)
 
 
 class OutputFormat(StrEnum):

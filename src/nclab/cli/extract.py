@@ -4,38 +4,86 @@ file) for ``nclab measure``."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from torch import nn
 
-from nclab.cli.common import console, per_class_option, user_errors
+from nclab.cli.common import console, flag, per_class_option, user_errors, warnings_as_notes
 from nclab.validation import check_output_dir
 
 __all__ = ["extract_command", "load_model"]
 
 
-def load_model(source: Path, input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
+def _run_config(source: Path) -> Any:
+    """The resolved config of the run directory ``source``, or ``None`` when ``source`` is a file."""
+    if not source.is_dir():
+        return None
+    from nclab.io.yaml_io import load_yaml_file
+    from nclab.train import RunConfig
+
+    return RunConfig.model_validate(load_yaml_file(source / "config.yaml"))
+
+
+def _data_options(cfg: Any) -> dict[str, Any]:
+    """The run's preprocessing (folder, padding, normalisation, dataset options), as ``nclab.data.load`` takes it."""
+    d = cfg.data
+    return dict(root=d.root, pad_to=d.pad_to, normalize=d.normalize, **d.options)
+
+
+def _mismatch(source: Path, cfg: Any, data: str, ds: Any, err: Exception) -> ValueError:
+    """Why the run's network does not fit ``ds``: both input shapes and class counts, and the first layer that
+    differs."""
+    from nclab.data import load
+
+    try:  # the run's own input shape, from one test sample of its dataset
+        own = load(cfg.data.name, "test", per_class=1, **_data_options(cfg))
+        trained = f"inputs of shape {own.input_shape} and {own.num_classes} classes"
+    except (OSError, ValueError):
+        trained = "its data cannot be loaded here to tell its input shape"
+    lines = str(err).splitlines()
+    detail = next((line.strip().rstrip(".") for line in lines if "size mismatch" in line), lines[0] if lines else "")
+    return ValueError(
+        f"the network of {source} does not fit {data}: it was trained on {cfg.data.name} ({trained}), {data} has "
+        f"inputs of shape {ds.input_shape} and {ds.num_classes} classes ({detail}). Extract features on "
+        f"{cfg.data.name}, or on a dataset with the same input shape and number of classes"
+    )
+
+
+def load_model(source: Path, ds: Any, data: str) -> nn.Module:
     """The network of an ``nclab train`` run directory (``config.yaml`` + ``checkpoints/last.pt``), or a whole
-    module saved with ``torch.save(model, path)`` (unpickled: only files you trust)."""
+    module saved with ``torch.save(model, path)`` (unpickled: only files you trust), checked to take the inputs of
+    the dataset ``ds`` (named ``data``): a network of another input size is refused naming both shapes."""
     import torch
 
-    from nclab.io.yaml_io import load_yaml_file
     from nclab.nets import build_model
-    from nclab.train import RunConfig
     from nclab.train.checkpoint import load_checkpoint
 
-    if source.is_dir():
-        cfg = RunConfig.model_validate(load_yaml_file(source / "config.yaml"))
+    cfg = _run_config(source)
+    if cfg is not None:
         model = build_model(
-            cfg.model.name, input_shape, num_classes, head=cfg.model.head.build_kwargs(), **cfg.model.options
+            cfg.model.name, ds.input_shape, ds.num_classes, head=cfg.model.head.build_kwargs(), **cfg.model.options
         )
         saved = load_checkpoint(source / "checkpoints" / "last.pt")
-        model.load_state_dict(saved["model"])
+        try:
+            model.load_state_dict(saved["model"])
+        except RuntimeError as err:  # torch's "size mismatch for blocks.0.0.weight ..."
+            raise _mismatch(source, cfg, data, ds, err) from None
         return model
     obj = torch.load(source, map_location="cpu", weights_only=False)
     if not isinstance(obj, torch.nn.Module):
         raise ValueError(f"{source}: expected a run directory or a saved nn.Module, found {type(obj).__name__}")
+    was = obj.training
+    try:  # one sample through the network: a module of another input size fails here, not mid-extraction
+        with torch.no_grad():
+            obj.eval()(ds.x[:1])
+    except RuntimeError as err:
+        first = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise ValueError(
+            f"the network in {source} cannot take {data} inputs of shape {ds.input_shape}: {first}"
+        ) from None
+    finally:
+        obj.train(was)
     return obj
 
 
@@ -52,21 +100,33 @@ def extract_command(
     format: Annotated[
         str, typer.Option("--file-format", help="npy (one memory-mapped file per array) or safetensors (one file)")
     ] = "npy",
+    overwrite: Annotated[bool, flag("--overwrite", help="replace an earlier extraction in --out as a whole")] = False,
 ) -> None:
     """Stream features of a trained model on a dataset split to memory-mapped .npy files, ready for
     `nclab measure OUT/penultimate.npy OUT/labels.npy -w OUT/W.npy -b OUT/b.npy` (with --file-format safetensors:
     OUT/features.safetensors, `nclab measure OUT/features.safetensors:penultimate
-    OUT/features.safetensors:labels -w OUT/features.safetensors:W -b OUT/features.safetensors:b`)."""
+    OUT/features.safetensors:labels -w OUT/features.safetensors:W -b OUT/features.safetensors:b`).
+
+    The files appear in OUT only when all of them are complete (with OUT/manifest.json, written last); a failure
+    leaves OUT as it was. An earlier extraction in OUT is replaced only with --overwrite. With a run directory and
+    its own dataset, the data is preprocessed as in training (the run's pad_to, normalize and options)."""
     from nclab.data import load
     from nclab.monitor import extract_features
 
-    with user_errors():
+    with user_errors(OSError), warnings_as_notes():  # OSError: a full disk, an unreadable model file
         check_output_dir(out, name="--out")  # before the forward passes
-        ds = load(data, split, per_class=per_class)
-        net = load_model(model, ds.input_shape, ds.num_classes)
+        cfg = _run_config(model)
+        ds = load(data, split, per_class=per_class, **(_data_options(cfg) if cfg and cfg.data.name == data else {}))
+        net = load_model(model, ds, data)
         batches = ((ds.x[i : i + batch_size], ds.y[i : i + batch_size]) for i in range(0, len(ds), batch_size))
         paths = extract_features(
-            net, batches, layers or "penultimate", out=out, num_classes=ds.num_classes, format=format
+            net,
+            batches,
+            layers or "penultimate",
+            out=out,
+            num_classes=ds.num_classes,
+            format=format,
+            overwrite=overwrite,
         )
     for name, path in paths.items():
         console.print(f"{name}: {path}" + (f":{name}" if path.suffix == ".safetensors" else ""))

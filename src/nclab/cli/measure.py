@@ -6,14 +6,10 @@ import csv
 import io
 import json
 import math
-import warnings
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Annotated, Any
 
 import numpy as np
 import typer
-from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
@@ -23,9 +19,11 @@ from nclab.cli.common import (
     console,
     err_console,
     fail,
+    flag,
     format_option,
     num_classes_option,
     parse_key_values,
+    warnings_as_notes,
 )
 
 __all__ = ["measure_arrays", "measure_command"]
@@ -113,20 +111,6 @@ def measure_arrays(
     return collapse_report(stats, W=W, b=b, ncc=ncc, conventions=conventions)
 
 
-@contextmanager
-def _warnings_as_notes() -> Iterator[None]:
-    """Show library warnings (imbalance, degenerate metrics) as one-line notes on stderr."""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        yield
-    seen = set()
-    for w in caught:
-        text = f"{w.category.__name__}: {w.message}"
-        if text not in seen:
-            seen.add(text)
-            err_console.print(f"[yellow]note:[/yellow] {escape(text)}", soft_wrap=True, highlight=False)
-
-
 def _json_value(v: Any) -> Any:
     """Strict JSON has no Infinity/NaN tokens: non-finite metric values (documented degenerate cases) are written
     as the strings "inf", "-inf", "nan", which ``float()`` reads back."""
@@ -195,21 +179,33 @@ def measure_command(
             help="full: every metric (keeps a d x d matrix); light: the O(K d) metrics only (for very wide features)",
         ),
     ] = "full",
+    verify_checksum: Annotated[
+        bool, flag("--verify-checksum", help="read each file once more to check its SHA-256 against manifest.json")
+    ] = False,
 ) -> None:
     """Report every collapse metric of saved features (streamed; memory-mapped .npy never loads whole).
 
-    `nclab metrics list` describes the metrics (their NC1-NC4 / PFC / GNC label, direction, definition and
-    citation); "collapse is" says whether lower or higher values mean more collapse."""
-    from nclab.io.arrays import load_array
+    Files of an `nclab extract` folder are checked against its manifest.json (size, dtype, shape; with
+    --verify-checksum also the SHA-256 of the data, which costs one more read of each file), and files of one
+    folder must all belong to its extraction. `nclab metrics list` describes the metrics (their NC1-NC4 / PFC /
+    GNC label, direction, definition and citation); "collapse is" says whether lower or higher values mean more
+    collapse."""
+    from nclab.io import manifest
+    from nclab.io.arrays import load_array, split_key
     from nclab.stats import EmptyClassError
 
     conventions = _parse_conventions(convention)
     try:
+        files = [None if spec is None else split_key(spec)[0] for spec in (features, labels, classifier, bias)]
+        manifest.check_same_extraction(files)
         H = load_array(features)
         y = np.asarray(load_array(labels, mmap=False))
         W = None if classifier is None else np.asarray(load_array(classifier, mmap=False), dtype=np.float64)
         b = None if bias is None else np.asarray(load_array(bias, mmap=False), dtype=np.float64)
-        with _warnings_as_notes():
+        unchecked = [p for p in dict.fromkeys(files) if p and verify_checksum and not manifest.verify_checksum(p)]
+        if unchecked:
+            err_console.print(f"[yellow]note:[/yellow] no checksum to verify for {', '.join(map(str, unchecked))}")
+        with warnings_as_notes():
             report = measure_arrays(
                 H,
                 y,

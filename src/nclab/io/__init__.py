@@ -1,9 +1,18 @@
-"""Files nclab writes and reads: atomic writes (one helper for every writer), checksums and the one error for a
-corrupt file (:mod:`nclab.io.integrity`), feature / label / classifier arrays
-from .npy (memory-mapped), .npz, .pt and .safetensors files, and the run-directory table."""
+"""Files nclab writes and reads: atomic writes (one helper for every writer; :func:`atomic_write_files` for several
+files that are one result, :mod:`nclab.io.staged` for a folder of them), checksums and the one error for a corrupt
+file (:mod:`nclab.io.integrity`), feature / label / classifier arrays from .npy (memory-mapped), .npz, .pt and
+.safetensors files, checked against their header and their folder's manifest (:mod:`nclab.io.manifest`), and the
+run-directory table."""
 
-from nclab.io.arrays import iter_batches, load_array, split_key
-from nclab.io.atomic import AtomicFile, atomic_save_npy, atomic_torch_save, atomic_write_bytes, atomic_write_text
+from nclab.io.arrays import ArrayRows, iter_batches, load_array, split_key
+from nclab.io.atomic import (
+    AtomicFile,
+    atomic_save_npy,
+    atomic_torch_save,
+    atomic_write_bytes,
+    atomic_write_files,
+    atomic_write_text,
+)
 from nclab.io.integrity import CorruptFileError, arrays_sha256, object_sha256
 from nclab.io.run_table import (
     COLUMNS,
@@ -21,6 +30,7 @@ __all__ = [
     "COLUMNS",
     "OUTPUT_LAYER",
     "RUN_ID_COLUMN",
+    "ArrayRows",
     "AtomicFile",
     "CorruptFileError",
     "MetricRow",
@@ -28,6 +38,7 @@ __all__ = [
     "atomic_save_npy",
     "atomic_torch_save",
     "atomic_write_bytes",
+    "atomic_write_files",
     "atomic_write_text",
     "column_names",
     "csv_text",

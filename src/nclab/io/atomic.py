@@ -8,7 +8,8 @@ created. On any error the temporary file is removed and the destination is left 
 
 :class:`AtomicFile` is the mechanism (for writers that stream more than fits in memory, e.g.
 :class:`nclab.io.npy_stream.NpyAppender`); :func:`atomic_write_bytes`, :func:`atomic_write_text`,
-:func:`atomic_save_npy` and :func:`atomic_torch_save` write a whole payload through it.
+:func:`atomic_save_npy` and :func:`atomic_torch_save` write a whole payload through it, and
+:func:`atomic_write_files` several files that are one result (all written before the first rename).
 """
 
 from __future__ import annotations
@@ -17,10 +18,19 @@ import contextlib
 import io
 import os
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["AtomicFile", "atomic_save_npy", "atomic_torch_save", "atomic_write_bytes", "atomic_write_text"]
+__all__ = [
+    "AtomicFile",
+    "atomic_save_npy",
+    "atomic_torch_save",
+    "atomic_write_bytes",
+    "atomic_write_files",
+    "atomic_write_text",
+    "fsync_folder",
+]
 
 
 def _umask() -> int:
@@ -33,8 +43,9 @@ def _umask() -> int:
 _NEW_FILE_MODE = 0o666 & ~_umask()
 
 
-def _fsync_dir(folder: Path) -> None:
-    # Directory fsync makes the rename durable; some file systems (and Windows) do not support it.
+def fsync_folder(folder: str | Path) -> None:
+    """fsync the folder ``folder``, so that renames into it survive a crash (a no-op where the file system, or
+    Windows, does not support it)."""
     try:
         fd = os.open(folder, os.O_RDONLY)
     except OSError:
@@ -87,7 +98,7 @@ class AtomicFile:
         except BaseException:
             self.abort()
             raise
-        _fsync_dir(self.path.parent)
+        fsync_folder(self.path.parent)
         return self.path
 
     def abort(self) -> None:
@@ -120,6 +131,41 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
     with AtomicFile(path) as out:
         out.file.write(data)
     return Path(path)
+
+
+def atomic_write_files(files: Mapping[str | Path, bytes]) -> list[Path]:
+    """Write several files as one result: every payload goes to its temporary file (flushed, fsync'ed) before the
+    first rename, so a failure while writing any of them (a full disk, an error) leaves every destination as it
+    was. The renames follow the order of ``files``; put the file that readers treat as the record last (it is
+    renamed last: a crash in the microseconds between two renames leaves the earlier ones new and it old).
+    Returns the paths, in order.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> d = pathlib.Path(tempfile.mkdtemp())
+    >>> [p.name for p in atomic_write_files({d / "t.parquet": b"P", d / "t.csv": b"a,b"})]
+    ['t.parquet', 't.csv']
+    """
+    staged: list[AtomicFile] = []
+    try:
+        for path, data in files.items():
+            staged.append(AtomicFile(path))
+            staged[-1].file.write(data)
+            staged[-1].file.flush()
+            os.fsync(staged[-1].file.fileno())
+    except BaseException:
+        for out in staged:
+            out.abort()
+        raise
+    for i, out in enumerate(staged):
+        try:
+            out.commit()
+        except BaseException:
+            for rest in staged[i + 1 :]:
+                rest.abort()
+            raise
+    return [out.path for out in staged]
 
 
 def atomic_write_text(path: str | Path, text: str) -> Path:

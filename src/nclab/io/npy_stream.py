@@ -4,7 +4,10 @@
 
 The header is written first with room for any shape, the rows are appended, and :meth:`NpyAppender.close`
 rewrites the header in place with the final ``(N, d)`` (same length, so no data moves). The result is a plain
-``.npy`` that ``numpy.load(..., mmap_mode="r")`` memory-maps; memory use is one batch.
+``.npy`` that ``numpy.load(..., mmap_mode="r")`` memory-maps; memory use is one batch. The SHA-256 of the data
+(the bytes after the header) is computed as the rows are written (:attr:`NpyAppender.sha256`), for a manifest.
+The file appears at its name only when :meth:`NpyAppender.close` commits it; :meth:`NpyAppender.abort` (and an
+exception inside a ``with`` block) removes what was written.
 
 Examples
 --------
@@ -19,6 +22,7 @@ Examples
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -45,13 +49,19 @@ def _header(dtype: np.dtype, shape: tuple[int, ...]) -> bytes:
 
 class NpyAppender:
     """Append ``(n, d)`` row batches of one dtype to ``path`` (a version-1.0 ``.npy``); ``close`` fixes the
-    shape. ``d`` is taken from the first batch; later batches must match it."""
+    shape and commits the file, ``abort`` discards it. ``d`` is taken from the first batch; later batches must
+    match it. ``data_offset`` is the header's length (256 bytes), ``sha256`` the hex SHA-256 of the data bytes
+    written so far (the whole data after ``close``)."""
+
+    #: Bytes before the data: every file an NpyAppender writes has this header length.
+    data_offset = _HEADER_BYTES
 
     def __init__(self, path: str | Path, dtype: Any) -> None:
         self.path = Path(path)
         self.dtype = np.dtype(dtype)
         self.rows = 0
         self.dim: int | None = None
+        self._digest = hashlib.sha256()
         # written beside the destination and renamed over it by close(): no reader sees a header of shape (0,)
         self._out = AtomicFile(self.path)
         self._fh = self._out.file
@@ -66,22 +76,43 @@ class NpyAppender:
             self.dim = dim
         elif dim != self.dim:
             raise ValueError(f"{self.path.name}: batch has {dim} columns, earlier batches {self.dim}")
-        self._fh.write(arr.tobytes())
+        data = arr.tobytes()
+        self._fh.write(data)
+        self._digest.update(data)
         self.rows += int(arr.shape[0])
 
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The shape the file has (after ``close``) or will have: ``(rows,)`` or ``(rows, d)``."""
+        return (self.rows,) if not self.dim else (self.rows, self.dim)
+
+    @property
+    def sha256(self) -> str:
+        """Hex SHA-256 of the data bytes written so far (the file's bytes after its header)."""
+        return self._digest.hexdigest()
+
     def close(self) -> Path:
+        """Write the final shape into the header and commit the file at ``path`` (flushed, fsync'ed, renamed)."""
         if self._fh.closed:
             return self.path
-        shape = (self.rows,) if not self.dim else (self.rows, self.dim)
         self._fh.seek(0)
-        self._fh.write(_header(self.dtype, shape))
+        self._fh.write(_header(self.dtype, self.shape))
         return self._out.commit()
+
+    def abort(self) -> None:
+        """Discard what was written: ``path`` is left as it was (idempotent; a no-op after ``close``)."""
+        if not self._fh.closed:
+            self._out.abort()
 
     def __enter__(self) -> NpyAppender:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
+    def __exit__(self, exc_type: Any, *exc: Any) -> None:
+        # an error part-way must not put a valid-looking, truncated file at ``path``
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
 
 
 #: numpy dtype -> safetensors dtype code
@@ -96,10 +127,17 @@ _SAFETENSORS_DTYPES = {
 
 
 def write_safetensors(
-    path: str | Path, arrays: dict[str, Any], *, metadata: dict[str, str] | None = None, chunk_mb: float = 64.0
+    path: str | Path,
+    arrays: dict[str, Any],
+    *,
+    metadata: dict[str, str] | None = None,
+    chunk_mb: float = 64.0,
+    digest: Any = None,
 ) -> Path:
     """Write ``arrays`` (``{name: array}``, e.g. memory-mapped ``.npy`` files) to one ``.safetensors`` file,
-    copying at most ``chunk_mb`` at a time (so an array larger than memory is never loaded whole).
+    copying at most ``chunk_mb`` at a time (so an array larger than memory is never loaded whole), atomically.
+    ``digest`` (a ``hashlib`` object) is updated with the data bytes (everything after the header) as they are
+    written.
 
     The format: an 8-byte little-endian header length, a JSON header ``{name: {"dtype", "shape",
     "data_offsets": [begin, end]}, "__metadata__": {...}}`` padded with spaces to a multiple of 8 bytes, then
@@ -145,5 +183,8 @@ def write_safetensors(
             per_row = (flat.shape[1] if flat.ndim == 2 else 1) * little.itemsize
             step = max(1, int(chunk_mb * 2**20) // max(per_row, 1))
             for i in range(0, flat.shape[0], step):
-                fh.write(np.ascontiguousarray(flat[i : i + step], dtype=little).tobytes())
+                data = np.ascontiguousarray(flat[i : i + step], dtype=little).tobytes()
+                fh.write(data)
+                if digest is not None:
+                    digest.update(data)
     return path

@@ -16,9 +16,12 @@ A run's table (the trainer's) also carries a leading :data:`RUN_ID_COLUMN` (``ru
 with ``pandas.concat([pandas.read_csv(d / "metrics.csv") for d in run_dirs])`` and stay told apart.
 :func:`read_metrics` reads both layouts.
 
-Both files are written atomically (:mod:`nclab.io.atomic`): a reader, or a process killed mid-write, sees the
-previous table or the new one, never half of one. Every row ends with a newline; :func:`read_metrics` refuses
-a file that was cut anyway (copied in part, edited) with a :class:`~nclab.io.integrity.CorruptFileError`.
+Both files are written as one result (:func:`nclab.io.atomic.atomic_write_files`): a reader, or a process
+killed mid-write, sees the previous table or the new one, never half of one, and a failure while writing either
+file (a full disk) leaves both as they were; without ``pyarrow`` a ``metrics.parquet`` of an earlier table is
+removed, so that no stale copy stays beside the new ``metrics.csv``. Every row ends with a newline;
+:func:`read_metrics` refuses a file that was cut anyway (copied in part, edited) with a
+:class:`~nclab.io.integrity.CorruptFileError`.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from nclab.io.atomic import atomic_write_bytes, atomic_write_text
+from nclab.io.atomic import atomic_write_files, atomic_write_text
 from nclab.io.integrity import CorruptFileError
 
 __all__ = [
@@ -166,11 +169,16 @@ def write_metrics(rows: Sequence[MetricRow], out: str | Path, run_id: str | None
     out = Path(out)
     if run_id is not None and (not run_id or any(c in run_id for c in ',"\n\r')):
         raise ValueError(f"run_id must be a non-empty string without commas, quotes or newlines, got {run_id!r}")
-    written = [atomic_write_text(out / "metrics.csv", _csv_text(rows, run_id))]
+    csv_path, parquet_path = out / "metrics.csv", out / "metrics.parquet"
     parquet = _parquet_bytes(rows, run_id)
-    if parquet is not None:
-        written.append(atomic_write_bytes(out / "metrics.parquet", parquet))
-    return written
+    if parquet is None:
+        # without pyarrow, a parquet copy of an earlier table would disagree with the new metrics.csv
+        atomic_write_text(csv_path, _csv_text(rows, run_id))
+        parquet_path.unlink(missing_ok=True)
+        return [csv_path]
+    # one result: both files written before either is renamed; the csv (the record) renamed last
+    atomic_write_files({parquet_path: parquet, csv_path: _csv_text(rows, run_id).encode("utf-8")})
+    return [csv_path, parquet_path]
 
 
 def _table_path(path: str | Path) -> Path:

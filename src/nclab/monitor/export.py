@@ -1,8 +1,33 @@
-"""Features of a model streamed to disk for ``nclab measure``: :func:`extract_features`."""
+"""Features of a model streamed to disk for ``nclab measure``: :func:`extract_features`.
+
+An extraction is one result of several files (one per layer, the labels, the classifier, ``manifest.json``), and it
+is committed all-or-nothing. Its files are written into a staging folder ``OUT/.staging-<id>/``
+(:class:`nclab.io.staged.StagedFolder`) and moved into ``OUT`` by rename only when all of them are complete, the
+manifest last; a failure (a full disk, a loader that raises, Ctrl-C) removes the staging folder, so ``OUT`` keeps
+the earlier extraction untouched, or nothing. A ``kill -9`` leaves the staging folder behind: the next extraction
+into ``OUT`` removes it (or finishes its commit, when the kill came while the files were being moved) and says
+so in a warning. An extraction is not resumable (``data`` may be a one-pass iterator): a killed one is started
+again. ``OUT`` is locked while it is written (``OUT/run.lock``, :func:`nclab.train.rundir.acquire_run_lock`).
+
+An earlier extraction in ``OUT`` is never replaced by accident: without ``overwrite=True`` (``--overwrite``) the
+call is refused before the first forward pass. Why refuse rather than replace: an extraction can take hours and
+the folder is often the only copy, and a second extraction into the same folder (another split, other layers) is
+more often a slip than an intent. With ``overwrite=True`` the earlier extraction is replaced as a whole: every
+file its manifest lists goes, so no layer file of it stays beside the new labels; files it did not write stay.
+
+The manifest (:mod:`nclab.io.manifest`) records each file's size, the dtype and shape of its arrays and the
+SHA-256 of its data, computed while the rows were written; :func:`nclab.io.arrays.load_array` refuses a file that
+disagrees with it.
+"""
 
 from __future__ import annotations
 
+import errno
+import hashlib
+import io
 import json
+import os
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -11,6 +36,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from nclab.io import CorruptFileError, manifest, staged
 from nclab.io.atomic import atomic_save_npy, atomic_write_text
 from nclab.io.npy_stream import NpyAppender, write_safetensors
 from nclab.monitor.monitor import PENULTIMATE, CollapseMonitor
@@ -20,7 +46,8 @@ __all__ = ["extract_features"]
 
 
 class _Writer(PassSink):
-    """Each layer's batch appended to ``out/LAYER.npy`` (float32), the labels once per batch to ``labels.npy``."""
+    """Each layer's batch appended to ``out/LAYER.npy`` (float32), the labels once per batch to ``labels.npy``;
+    :meth:`close` commits the files (into the staging folder), :meth:`abort` discards them."""
 
     def __init__(self, out: Path, first: str) -> None:
         self.out, self.first = out, first
@@ -40,6 +67,156 @@ class _Writer(PassSink):
         paths["labels"] = self.labels.close()
         return paths
 
+    def abort(self) -> None:
+        for w in [*self.files.values(), self.labels]:
+            w.abort()
+
+    def entries(self) -> dict[str, dict[str, Any]]:
+        """The manifest entry of each closed file, with the checksum computed as its rows were written."""
+        ws = {**self.files, "labels": self.labels}
+        return {
+            w.path.name: manifest.file_entry(
+                w.path, {n: (w.dtype, w.shape)}, data_offset=w.data_offset, sha256=w.sha256
+            )
+            for n, w in ws.items()
+        }
+
+
+def _npy_entry(path: Path, name: str) -> dict[str, Any]:
+    # the classifier's files are small: their checksum is read back rather than streamed
+    raw = path.read_bytes()
+    fh = io.BytesIO(raw)
+    version = np.lib.format.read_magic(fh)
+    read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+    shape, _, dtype = read(fh)
+    offset = fh.tell()
+    return manifest.file_entry(
+        path, {name: (dtype, shape)}, data_offset=offset, sha256=hashlib.sha256(raw[offset:]).hexdigest()
+    )
+
+
+def _new_names(plan: Any, format: str) -> set[str]:
+    if format == "safetensors":
+        return {"features.safetensors", manifest.MANIFEST_NAME}
+    names = {f"{n}.npy" for n in plan.layers} | {"labels.npy", manifest.MANIFEST_NAME}
+    return names | ({"W.npy", "b.npy"} if plan.W is not None else set())
+
+
+def _earlier_extraction(out: Path, names: set[str], overwrite: bool) -> list[str]:
+    """The files of an earlier extraction in ``out`` (what a commit removes); refused without ``overwrite``."""
+    try:
+        earlier = manifest.read_manifest(out)
+        listed = set() if earlier is None else set(manifest.listed_files(out, earlier))
+    except CorruptFileError:
+        earlier, listed = {}, set()
+    if earlier is not None:
+        # format 1 did not list the classifier's files, nor itself
+        listed |= {manifest.MANIFEST_NAME} | ({"W.npy", "b.npy"} if "files" not in earlier else set())
+    present = sorted(n for n in listed | names if (out / n).is_file())
+    if present and not overwrite:
+        if earlier:
+            what = f"layers {', '.join(earlier.get('layers') or {}) or '?'}, {earlier.get('num_samples', '?')} samples"
+        else:
+            what = "without a readable manifest.json"
+        raise FileExistsError(
+            f"{out} already holds an extraction ({what}; files {', '.join(present)}): pass overwrite=True "
+            "(--overwrite) to replace it as a whole, or extract into another folder; nothing was changed"
+        )
+    return sorted(listed)
+
+
+def _old_temporaries(out: Path) -> list[str]:
+    """Remove the hidden temporary files of extractions killed before the staging folder existed (nclab < the
+    staged commit wrote ``.LAYER.npy.XXXX.tmp`` beside the results); ``out`` is locked, so none is being written."""
+    found = [p for pat in (".*.npy.*.tmp", ".*.safetensors.*.tmp", ".manifest.json.*.tmp") for p in out.glob(pat)]
+    if not found:
+        return []
+    size = sum(p.stat().st_size for p in found if p.is_file())
+    for p in found:
+        p.unlink(missing_ok=True)
+    return [f"removed {len(found)} temporary files ({size / 2**20:.1f} MB) left by an extraction that was killed"]
+
+
+def _no_room(err: BaseException, out: Path, written: int) -> OSError | None:
+    """A full disk (or quota, or file-size limit) while staging, said in words (same errno); ``None`` for other
+    errors."""
+    if not isinstance(err, OSError) or err.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+        return None
+    where = f" writing {Path(err.filename).name}" if err.filename else ""
+    size = f"{written / 2**20:.1f} MB" if written >= 2**20 else f"{written / 2**10:.1f} kB"
+    full = OSError(
+        f"the extraction into {out} ran out of room ({os.strerror(err.errno)}{where}) after writing {size}: "
+        f"nothing was committed, so {out} holds what it held before, and the partial files were removed; free some "
+        "space (or raise the limit) and extract again"
+    )
+    full.errno = err.errno  # one argument keeps the message free of "[Errno N]"; callers may still test errno
+    return full
+
+
+class _OnePass:
+    """An iterator of batches, read as it comes: :meth:`CollapseMonitor.batches` keeps a one-shot iterator's
+    batches in a list for its two passes, but an extraction makes one pass, so its memory stays one batch."""
+
+    def __init__(self, data: Any) -> None:
+        self.data = data
+
+    def __iter__(self) -> Any:
+        return iter(self.data)
+
+
+def _stage_features(stage: Path, model: nn.Module, monitor: CollapseMonitor, plan: Any, data: Any) -> _Writer:
+    sink = _Writer(stage, next(iter(plan.layers)))
+    modes = {m: m.training for m in model.modules()}
+    if hasattr(data, "__next__"):
+        data = _OnePass(data)
+    try:
+        forward_pass(model, monitor.batches(data), plan, sink)
+        sink.close()  # commits into the staging folder only: a failure above never reaches it
+    except BaseException:
+        sink.abort()
+        raise
+    finally:
+        for m, was in modes.items():
+            m.train(was)
+    return sink
+
+
+def _stage_extraction(
+    stage: staged.StagedFolder, model: nn.Module, monitor: CollapseMonitor, plan: Any, data: Any, format: str
+) -> list[str]:
+    """Every file of the extraction, written into ``stage`` (manifest last); returns the array names."""
+    sink = _stage_features(stage.path, model, monitor, plan, data)
+    files = sink.entries()
+    names = [*sink.files, "labels"]
+    description: dict[str, Any] = {
+        "layers": {n: list(w.shape) for n, w in sink.files.items()},
+        "num_samples": sink.labels.rows,
+        "num_classes": monitor.num_classes,
+        "penultimate": monitor.penultimate,
+        "classifier": None if monitor.classifier is None else monitor.classifier.name,
+    }
+    for name, value in (("W", plan.W), ("b", plan.b)):
+        if value is not None and (name == "W" or plan.W is not None):
+            files[f"{name}.npy"] = _npy_entry(atomic_save_npy(stage.path / f"{name}.npy", value), name)
+            names.append(name)
+    head = {"format": manifest.FORMAT, "version": manifest.VERSION, "id": stage.id}
+    if format == "safetensors":
+        npy = [stage.path / f"{n}.npy" for n in names]
+        arrays = {n: np.load(p, mmap_mode="r") for n, p in zip(names, npy, strict=True)}
+        digest = hashlib.sha256()
+        meta = {"nclab": json.dumps(head | description)}
+        target = write_safetensors(stage.path / "features.safetensors", arrays, metadata=meta, digest=digest)
+        shapes = {n: (a.dtype, a.shape) for n, a in arrays.items()}
+        del arrays  # the memory maps, before their files go
+        for p in npy:
+            p.unlink()
+        with open(target, "rb") as fh:
+            offset = 8 + int.from_bytes(fh.read(8), "little")
+        files = {target.name: manifest.file_entry(target, shapes, data_offset=offset, sha256=digest.hexdigest())}
+    text = json.dumps(head | description | {"files": files}, indent=2) + "\n"
+    atomic_write_text(stage.path / manifest.MANIFEST_NAME, text)
+    return names
+
 
 @torch.no_grad()
 def extract_features(
@@ -52,15 +229,23 @@ def extract_features(
     classifier: Any = None,
     device: str | torch.device | None = None,
     format: str = "npy",
+    overwrite: bool = False,
 ) -> dict[str, Path]:
     """Stream eval-mode features of ``layers`` over ``data`` (any iterable of ``(x, y)`` batches) to ``out``.
 
     Writes ``out/LAYER.npy`` ``(N, d)`` float32 per layer and ``out/labels.npy`` ``(N,)`` int64, one batch at a
     time (memory: one batch, whatever ``N``); with a classifier also ``out/W.npy`` ``(K, d)`` and ``out/b.npy``
-    (float64), and ``out/manifest.json`` (layers, shapes, ``K``, the penultimate layer). Layers and the
-    classifier follow :class:`~nclab.monitor.CollapseMonitor` (``"penultimate"`` is the classifier's input);
-    ``num_classes`` (default: the classifier's rows) finds the classifier. Each file reads back memory-mapped:
+    (float64), and ``out/manifest.json`` (layers, shapes, ``K``, the penultimate layer, and per file its size,
+    dtype, shape and the SHA-256 of its data: :mod:`nclab.io.manifest`). Layers and the classifier follow
+    :class:`~nclab.monitor.CollapseMonitor` (``"penultimate"`` is the classifier's input); ``num_classes``
+    (default: the classifier's rows) finds the classifier. Each file reads back memory-mapped:
     ``nclab measure out/penultimate.npy out/labels.npy -w out/W.npy -b out/b.npy``.
+
+    The files are committed all-or-nothing (see the module): on any error ``out`` keeps what it held; a full disk
+    raises an ``OSError`` (same errno) saying so. An earlier extraction in ``out`` is refused with
+    ``FileExistsError`` unless ``overwrite=True``, which replaces it as a whole. Leftovers of a killed extraction
+    are removed (a ``UserWarning`` says what). ``out`` is locked while written (``RunDirBusyError`` when another
+    process holds it).
 
     ``format="safetensors"``: the same arrays as named tensors of one file ``out/features.safetensors`` (the
     manifest in its metadata too), copied from the streamed ``.npy`` files in chunks, which are then removed
@@ -78,9 +263,12 @@ def extract_features(
     >>> import tempfile
     >>> net = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
     >>> x, y = torch.randn(10, 4), torch.arange(10) % 3
-    >>> paths = extract_features(net, [(x[:6], y[:6]), (x[6:], y[6:])], out=tempfile.mkdtemp(), num_classes=3)
+    >>> out = tempfile.mkdtemp()
+    >>> paths = extract_features(net, [(x[:6], y[:6]), (x[6:], y[6:])], out=out, num_classes=3)
     >>> np.load(paths["penultimate"], mmap_mode="r").shape, np.load(paths["labels"]).tolist()[:4]
     ((10, 8), [0, 1, 2, 0])
+    >>> sorted(p.name for p in Path(out).iterdir())
+    ['W.npy', 'b.npy', 'labels.npy', 'manifest.json', 'penultimate.npy']
     """
     if format not in ("npy", "safetensors"):
         raise ValueError(f"format must be 'npy' or 'safetensors', got {format!r}")
@@ -89,41 +277,31 @@ def extract_features(
             raise ValueError("extract_features needs num_classes (to find the classifier) or classifier=")
         W = classifier[0] if isinstance(classifier, tuple | list) else getattr(classifier, "weight", None)
         num_classes = int(W.shape[0]) if W is not None else 2
-    import warnings
-
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # no classifier is fine here: the features are still exported
         monitor = CollapseMonitor(model, num_classes, layers=layers, classifier=classifier, device=device)
+    from nclab.train.rundir import acquire_run_lock
+
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     plan = monitor.plan()
-    sink = _Writer(out, next(iter(plan.layers)))
-    modes = {m: m.training for m in model.modules()}
-    try:
-        forward_pass(model, monitor.batches(data), plan, sink)
-    finally:
-        paths = sink.close()
-        for m, was in modes.items():
-            m.train(was)
-    manifest: dict[str, Any] = {
-        "layers": {n: list(np.load(p, mmap_mode="r").shape) for n, p in paths.items() if n != "labels"},
-        "num_samples": int(np.load(paths["labels"], mmap_mode="r").shape[0]),
-        "num_classes": monitor.num_classes,
-        "penultimate": monitor.penultimate,
-        "classifier": None if monitor.classifier is None else monitor.classifier.name,
-    }
-    if plan.W is not None:
-        atomic_save_npy(out / "W.npy", plan.W)
-        paths["W"] = out / "W.npy"
-        if plan.b is not None:
-            atomic_save_npy(out / "b.npy", plan.b)
-            paths["b"] = out / "b.npy"
+    with acquire_run_lock(out) as lock:
+        # out is ours now: what is left of a killed writer is not being written
+        notes = [lock.note] if lock.note else []
+        for note in notes + staged.recover_staging(out) + _old_temporaries(out):
+            warnings.warn(f"{out}: {note}", UserWarning, stacklevel=2)
+        replaced = _earlier_extraction(out, _new_names(plan, format), overwrite)
+        stage = staged.StagedFolder(out, record=manifest.MANIFEST_NAME)
+        try:
+            names = _stage_extraction(stage, model, monitor, plan, data, format)
+            stage.commit(replaces=replaced)
+        except BaseException as err:
+            written = stage.nbytes()
+            stage.abort()
+            full = _no_room(err, out, written)
+            if full is not None:
+                raise full from err
+            raise
     if format == "safetensors":
-        arrays = {name: np.load(p, mmap_mode="r") for name, p in paths.items()}
-        target = write_safetensors(out / "features.safetensors", arrays, metadata={"nclab": json.dumps(manifest)})
-        del arrays  # the memory maps, before their files go
-        for p in paths.values():
-            p.unlink()
-        paths = dict.fromkeys(paths, target)
-    atomic_write_text(out / "manifest.json", json.dumps(manifest, indent=2) + "\n")
-    return paths
+        return dict.fromkeys(names, out / "features.safetensors")
+    return {n: out / f"{n}.npy" for n in names}
