@@ -31,6 +31,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("nclab.stats", "nclab.geometry", "nclab.data"),
     ("nclab.metrics", "nclab.nets"),
     ("nclab.report", "nclab.theory", "nclab.ufm"),
+    ("nclab.measure",),  # the measurement engine: hooks, passes, classifier, schedule (any model, any loop)
     ("nclab.train",),
     ("nclab.monitor",),
     ("nclab.transfer",),  # probes and the transfer study: train runs, stream their features (monitor), probe them

@@ -5,6 +5,12 @@ Layers are chosen by ``resolve_layers(model, spec)``: ``None`` -> the model's ow
 networks); a list of names from ``model.named_modules()``; a string -> a regular expression matched in full
 against those names; or a ready ``{name: module}`` mapping. For nclab networks the names of
 ``measured_layers()`` are accepted besides the module names.
+
+A layer whose output is not one tensor (an ``nn.LSTM``'s ``(output, (h, c))``, a block returning
+``(features, attention)``) is measured only with an explicit ``select``: an index into the tuple, or a callable
+``output -> tensor``, per layer (``select={"rnn": 0}``) or for every layer. Without one the hook raises,
+naming the layer and the tuple's elements: taking the first element silently measured the wrong tensor
+whenever the features were not first.
 """
 
 from __future__ import annotations
@@ -18,10 +24,14 @@ from typing import Any
 import torch
 from torch import nn
 
-__all__ = ["FeatureHooks", "collect_features", "eval_mode", "resolve_layers"]
+__all__ = ["FeatureHooks", "LayerSpec", "SelectSpec", "collect_features", "eval_mode", "resolve_layers"]
 
 LayerSpec = None | str | Sequence[str] | Mapping[str, nn.Module]
 Sink = Callable[[str, torch.Tensor], None]
+#: Which tensor of a layer's output to measure: an index into a tuple / list output, or ``output -> tensor``.
+Selector = int | Callable[[Any], torch.Tensor]
+#: One selector for every layer, or ``{layer: selector}``.
+SelectSpec = None | Selector | Mapping[str, Selector]
 
 
 def resolve_layers(model: nn.Module, spec: LayerSpec = None) -> OrderedDict[str, nn.Module]:
@@ -53,19 +63,57 @@ def resolve_layers(model: nn.Module, spec: LayerSpec = None) -> OrderedDict[str,
     return out
 
 
-def _first_tensor(output: Any) -> torch.Tensor:
+def _describe(output: Any) -> str:
+    """``output`` in a few words: ``Tensor (30, 8)``, ``a tuple of 2 (Tensor (30, 1), Tensor (30, 8))``."""
     if isinstance(output, torch.Tensor):
-        return output
-    if isinstance(output, list | tuple) and output and isinstance(output[0], torch.Tensor):
-        return output[0]
-    raise TypeError(f"cannot measure a layer whose output is {type(output).__name__}")
+        return f"Tensor {tuple(output.shape)}"
+    if isinstance(output, tuple | list):
+        inner = ", ".join(_describe(o) if isinstance(o, torch.Tensor) else type(o).__name__ for o in output)
+        return f"a {type(output).__name__} of {len(output)} ({inner})"
+    return f"a {type(output).__name__}"
+
+
+def _check_selector(name: str, selector: Any) -> Selector:
+    if callable(selector):
+        return selector
+    if isinstance(selector, bool) or not isinstance(selector, int):
+        raise TypeError(
+            f"select for layer {name!r} must be an int (an index into the layer's tuple output) or a callable "
+            f"output -> tensor, got {selector!r} ({type(selector).__name__})"
+        )
+    return selector
+
+
+def _select(name: str, output: Any, selector: Selector | None) -> torch.Tensor:
+    """The tensor of ``output`` to measure at layer ``name`` (see the module docstring)."""
+    if selector is None:
+        if isinstance(output, torch.Tensor):
+            return output
+        raise TypeError(
+            f"layer {name!r} returned {_describe(output)}, not a tensor: say what to measure with "
+            f"select={{{name!r}: i}} (the index of the features in the tuple) or select={{{name!r}: fn}} "
+            "(a callable output -> tensor)"
+        )
+    if callable(selector):
+        out = selector(output)
+        what = f"select={{{name!r}: {getattr(selector, '__name__', 'fn')}}}"
+    elif isinstance(output, tuple | list) and -len(output) <= selector < len(output):
+        out, what = output[selector], f"select={{{name!r}: {selector}}}"
+    else:
+        raise ValueError(
+            f"select={{{name!r}: {selector}}} needs a tuple output, but layer {name!r} returned {_describe(output)}"
+        )
+    if not isinstance(out, torch.Tensor):
+        raise TypeError(f"{what} gave {_describe(out)} at layer {name!r}, not a tensor")
+    return out
 
 
 class FeatureHooks:
-    """Context manager registering one forward hook per layer. Each hook flattens the output to ``(B, d)``
-    (detached; ``flatten=False`` keeps its shape, e.g. ``(B, T, d)`` for a sequence model) and calls
-    ``sink(name, features)``; without a sink the last batch's features are kept in ``self.features`` (cloned).
-    Layers named in ``inputs`` are measured at their module's first input instead of its output (a classifier's
+    """Context manager registering one forward hook per layer. Each hook takes the layer's output (through
+    ``select`` for a layer that returns a tuple, see the module docstring), flattens it to ``(B, d)`` (detached;
+    ``flatten=False`` keeps its shape, e.g. ``(B, T, d)`` for a sequence model) and calls ``sink(name,
+    features)``; without a sink the last batch's features are kept in ``self.features`` (cloned). Layers named
+    in ``inputs`` are measured at their module's first positional input instead of its output (a classifier's
     input is the penultimate feature of a model where no module outputs exactly it)."""
 
     def __init__(
@@ -76,6 +124,7 @@ class FeatureHooks:
         *,
         inputs: Collection[str] = (),
         flatten: bool = True,
+        select: SelectSpec = None,
     ) -> None:
         self.layers = resolve_layers(model, layers)
         unknown = set(inputs) - set(self.layers)
@@ -84,11 +133,12 @@ class FeatureHooks:
         self.sink = sink
         self.inputs = frozenset(inputs)
         self.flatten = flatten
+        self.selectors = _selectors(select, self.layers, self.inputs)
         self.features: dict[str, torch.Tensor] = {}
         self._handles: list[Any] = []
 
     def _emit(self, name: str, value: Any) -> None:
-        feats = _first_tensor(value).detach()
+        feats = _select(name, value, self.selectors.get(name)).detach()
         if self.flatten:
             feats = feats.flatten(1)
         if self.sink is not None:
@@ -126,10 +176,26 @@ class FeatureHooks:
         self.remove()
 
 
+def _selectors(select: SelectSpec, layers: Mapping[str, nn.Module], inputs: frozenset[str]) -> dict[str, Selector]:
+    """``{layer: selector}`` of ``select``, checked; an ``inputs`` layer reads its module's first positional
+    input (index 0 of the positional inputs) unless ``select`` says otherwise."""
+    if isinstance(select, Mapping):
+        unknown = [n for n in select if n not in layers]
+        if unknown:
+            raise KeyError(f"select names {unknown}, which are not among the measured layers {list(layers)}")
+        chosen = {n: _check_selector(n, s) for n, s in select.items()}
+    elif select is not None:
+        chosen = {n: _check_selector(n, select) for n in layers}
+    else:
+        chosen = {}
+    return {**dict.fromkeys(inputs, 0), **chosen}
+
+
 @contextmanager
 def eval_mode(model: nn.Module) -> Iterator[None]:
-    """``model`` in eval mode inside the block (batch norm on its running statistics, no dropout), then back in
-    the mode it was in, even when the block raises.
+    """``model`` in eval mode inside the block (batch norm on its running statistics, no dropout), then every
+    module back in the mode it was in (a frozen batch norm inside a training model stays frozen), even when the
+    block raises.
 
     Examples
     --------
@@ -140,23 +206,30 @@ def eval_mode(model: nn.Module) -> Iterator[None]:
     >>> net.training
     True
     """
-    was = model.training
+    modes = [(m, m.training) for m in model.modules()]
     model.eval()
     try:
         yield
     finally:
-        model.train(was)
+        first = modes[0][1]
+        if all(was == first for _, was in modes):
+            model.train(first)
+        else:  # parents first (modules() order), so each module ends in its own mode; train() overrides still run
+            for m, was in modes:
+                m.train(was)
 
 
 @torch.no_grad()
 def collect_features(
-    model: nn.Module, x: torch.Tensor, layers: LayerSpec = None, batch_size: int = 1024
+    model: nn.Module, x: torch.Tensor, layers: LayerSpec = None, batch_size: int = 1024, *, select: SelectSpec = None
 ) -> dict[str, torch.Tensor]:
-    """Eval-mode features of every layer for inputs ``x``, in memory: ``{name: (N, d_l)}`` float32 tensors.
+    """Eval-mode features of every layer for inputs ``x``, in memory: ``{name: (N, d_l)}`` float32 tensors
+    (``select``: see the module docstring).
 
     For features too large for memory, :func:`nclab.extract_features` streams them to memory-mapped files."""
     chunks: dict[str, list[torch.Tensor]] = {}
-    with eval_mode(model), FeatureHooks(model, layers, sink=lambda n, f: chunks.setdefault(n, []).append(f.clone())):
+    sink = lambda n, f: chunks.setdefault(n, []).append(f.clone())  # noqa: E731
+    with eval_mode(model), FeatureHooks(model, layers, sink=sink, select=select):
         for start in range(0, x.shape[0], batch_size):
             model(x[start : start + batch_size])
     return {n: torch.cat(c) for n, c in chunks.items()}

@@ -1,135 +1,81 @@
-"""One measurement of a network on one data split: the eval-mode passes that feed the metric suite.
+"""The passes of a measurement: a forward pass with hooks on the measured layers, and the sinks it feeds.
 
-Pass 1 (forward, hooks on every measured layer): ``ClassStats`` per layer -- ``track="full"`` at the
-penultimate layer (d x d, for NC1, VCI, ranks, probe loss), ``"light"`` (O(K d)) elsewhere, enough for the
-per-layer PFC metrics; the network's loss and error on the split; for cosine heads also full statistics of the
-L2-normalised penultimate features (GNC1, [Jiang et al. 2024]). Pass 2: the NCC pass (``NCCAccumulator``) per layer,
-against the class means of ``reference`` statistics -- the training split's for a held-out split (docs/conventions.md,
-"NC4 split and means"), the split's own otherwise; the classifier ``W, b`` enter at the penultimate layer only (NC4).
-When the split's features fit in ``cache_mb``, pass 1 keeps them (:class:`FeatureCache`) and builds each
-layer's statistics in one update after the forward pass, and pass 2 reuses them (one NCC update per layer);
-otherwise both stream batch by batch and pass 2 runs the forward pass again.
+:func:`forward_pass` runs the model in eval mode over ``batches()`` and hands each measured layer's features of
+each batch, with the :class:`Batch` in flight, to a :class:`PassSink`. Between the hooks and the sink it checks
+what a sink cannot see: the batch's labels (1-D class indices, before the model runs), that each layer's output
+has the batch dimension first, and that each hooked module runs once per forward pass.
 
-Metrics: :func:`nclab.metrics.collapse_report` per layer (so ``trace_ratio`` = PFC1, ``etf_gram_error`` =
-PFC2, ``ncc_accuracy`` = PFC3 at every layer, NC1-NC4 and the rest at the penultimate), plus ``gnc1`` for
-cosine heads. Held-out splits: variability / geometry metrics use the split's own class statistics
-([Han et al. 2022, Fig. 12] reading), NCC quantities use the training means.
+Pass 1 (:class:`StatsPass`): ``ClassStats`` per layer -- ``track="full"`` at the penultimate layer (d x d, for
+NC1, VCI, ranks, probe loss), ``"light"`` (O(K d)) elsewhere, enough for the per-layer PFC metrics; the
+network's loss and error (:class:`~nclab.measure.PassCounts`); for cosine heads also full statistics of the
+L2-normalised penultimate features (GNC1, [Jiang et al. 2024]). Pass 2 (:func:`ncc_pass`): ``NCCAccumulator``
+per layer against the class means of a reference -- the training split's for a held-out split
+(docs/conventions.md, "NC4 split and means"), the split's own otherwise; the classifier ``W, b`` enter at the
+penultimate layer only (NC4).
+
+Pass 1 keeps the features for pass 2 while they fit in ``cache_mb``: with the split's size known,
+:class:`FeatureCache` preallocates one ``(N, d)`` buffer per layer and the statistics are built in one update
+after the pass; over an iterable of unknown size, :class:`KeepingStatsPass` keeps copies of the batches. Either
+way, once the features outgrow the budget the pass streams from there on and pass 2 runs the model again -- or,
+for a one-shot iterator that cannot be read twice, refuses at once.
 """
 
 from __future__ import annotations
 
-import math
-import warnings
-from collections import OrderedDict
-from collections.abc import Callable, Collection, Iterable, Mapping
-from dataclasses import dataclass, field
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from nclab._threads import blas_threads
-from nclab.io.run_table import OUTPUT_LAYER
-from nclab.metrics import collapse_report, gnc1
+from nclab.measure.batches import Batches, check_label_batch
+from nclab.measure.counts import PassCounts
+from nclab.measure.hooks import FeatureHooks, eval_mode
+from nclab.measure.plan import MeasurePlan
 from nclab.stats import ClassStats, NCCAccumulator
-from nclab.train.distributed import sum_all
-from nclab.train.hooks import FeatureHooks, LayerSpec, eval_mode, resolve_layers
 
 __all__ = [
+    "Batch",
     "FeatureCache",
-    "MeasurePlan",
+    "KeepingStatsPass",
+    "NCCPass",
     "PassSink",
-    "SplitMeasurement",
     "StatsPass",
-    "find_classifier",
     "forward_pass",
-    "layer_rows",
-    "measure_split",
     "ncc_pass",
-    "tensor_batches",
+    "unit_stats",
 ]
 
-LossFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
-#: ``targets_fn(features, batch) -> (features (M, d), labels (M,))``: one layer's raw output of one batch to the
-#: samples it holds (e.g. a language model's hidden states at position t labelled by token t + 1).
-TargetsFn = Callable[[torch.Tensor, Any], tuple[torch.Tensor, torch.Tensor]]
+#: Features of a layer with their labels: ``(features (n, d), labels (n,))``.
+Labelled = tuple[torch.Tensor, torch.Tensor]
 
 
-@dataclass
-class SplitMeasurement:
-    """Rows ``(layer, metric, value)`` in layer order, the pass-1 statistics per layer, and warnings."""
+@dataclass(frozen=True)
+class Batch:
+    """The batch in flight: the model's ``inputs``, the ``labels (n,)`` of its samples (of a layer's mapped
+    samples under ``targets_fn``), and ``start``, the offset of its first sample in the pass."""
 
-    rows: list[tuple[str, str, float]]
-    stats: dict[str, ClassStats]
-    error: float
-    loss: float
-    warnings: list[str] = field(default_factory=list)
+    inputs: Any
+    labels: torch.Tensor
+    start: int = 0
 
-    def value(self, layer: str, metric: str) -> float:
-        for lay, met, v in self.rows:
-            if lay == layer and met == metric:
-                return v
-        raise KeyError(f"no {metric!r} at layer {layer!r}")
+    @property
+    def size(self) -> int:
+        return int(self.labels.shape[0])
 
 
-def _geodesic_rows(
-    layer_map: Mapping[str, nn.Module],
-    cache: Mapping[str, torch.Tensor] | None,
-    y: torch.Tensor,
-    num_classes: int,
-    msgs: list[str],
-) -> list[tuple[str, str, float]]:
-    """Rows of the [Wang et al. 2024] geodesic model over the leading measured layers of one dimension (see
-    measure_split)."""
-    from nclab.theory.geodesic import geodesic_profile
+class PassSink:
+    """What a :func:`forward_pass` feeds: ``sink(name, features (n, d), batch)`` for each measured layer of each
+    batch, then :meth:`after_batch` with the batch's network outputs."""
 
-    if cache is None:
-        msgs.append("geodesic: skipped (the split's features exceed measure.cache_mb)")
-        return []
-    names = list(layer_map)
-    segment = [names[0]]
-    for name in names[1:]:
-        if cache[name].shape[1] != cache[names[0]].shape[1]:
-            break
-        segment.append(name)
-    if len(segment) < 2:
-        msgs.append("geodesic: skipped (needs at least two leading measured layers of the same dimension)")
-        return []
-    try:
-        prof = geodesic_profile([cache[n] for n in segment], y, num_classes)
-    except ValueError as err:  # e.g. an empty class in a small subset, or no layer moving any sample
-        msgs.append(f"geodesic: skipped ({err})")
-        return []
-    pred = prof.predictions["measured"]
-    rows = [(OUTPUT_LAYER, "geodesic_s01", prof.s01), (OUTPUT_LAYER, "straightness_index", prof.straightness_index)]
-    for i, name in enumerate(segment):
-        rows.append((name, "relative_depth", float(prof.relative_depth[i])))
-        rows += [(name, f"geodesic_{k}", float(getattr(pred, k)[i])) for k in ("pfc1", "pfc2", "pfc3")]
-    return rows
+    def __call__(self, name: str, f: torch.Tensor, batch: Batch) -> None:
+        raise NotImplementedError
 
-
-def find_classifier(model: nn.Module) -> tuple[np.ndarray | None, np.ndarray | None]:
-    """The classifier ``W (K, d)`` and bias ``b (K,)`` of ``model.head``, as float64 arrays.
-
-    ``(None, None)`` when the model has no ``head`` with a ``weight``; ``b`` is ``None`` for a head without bias.
-
-    Examples
-    --------
-    >>> net = nn.Module()
-    >>> net.head = nn.Linear(8, 3)
-    >>> W, b = find_classifier(net)
-    >>> W.shape, b.shape, W.dtype
-    ((3, 8), (3,), dtype('float64'))
-    """
-    head = getattr(model, "head", None)
-    W = getattr(head, "weight", None)
-    if W is None:
-        return None, None
-    b = getattr(head, "bias", None)
-    to = lambda t: t.detach().to("cpu", torch.float64).numpy()  # noqa: E731
-    return to(W), (None if b is None else to(b))
+    def after_batch(self, out: Any, batch: Batch) -> None:
+        """Called once the batch's hooks have run, with its outputs (logits ``(n, K)`` for a classifier)."""
 
 
 class FeatureCache:
@@ -204,153 +150,129 @@ class FeatureCache:
         return self._buffers
 
 
-def _call_model(model: nn.Module, x: Any) -> Any:
-    return model(x)
+class _Router:
+    """Between the hooks and a pass's sink: holds the batch in flight, checks each layer's output against it,
+    and hands the sink ``(n, d)`` features -- flattened, or mapped by ``targets_fn`` (whose labels then replace
+    the batch's for that layer)."""
 
+    def __init__(self, plan: MeasurePlan, sink: PassSink) -> None:
+        self.plan, self.sink = plan, sink
+        self.batch: Batch | None = None
+        self.calls: Counter[str] = Counter()  # hook calls per layer in the batch in flight
+        self.batches = 0
 
-@dataclass(frozen=True)
-class MeasurePlan:
-    """What the passes of one measurement share.
+    def begin(self, batch: Batch) -> None:
+        self.batch = batch
+        self.calls.clear()
 
-    ``layers``: ``{name: module}`` in order; ``penultimate``: the layer the classifier ``W (K, d)``, ``b (K,)``
-    reads (NC3 / NC4 there only); ``full_layers``: ``"penultimate"`` (full statistics there, light elsewhere),
-    ``"all"``, or a collection of layer names; ``batch_size``: rows per forward pass of :func:`tensor_batches`;
-    ``advance(n)``: progress callback; ``threads``: BLAS threads while measuring. The seams for models outside
-    nclab: ``inputs`` names layers whose module *input* is measured (the classifier's input is the penultimate
-    feature of a model with no module producing it); ``call(model, x)`` runs a batch and returns the logits
-    ``(n, K)`` (or anything else, then no error is counted); ``targets_fn`` turns a layer's raw output and the
-    batch into ``(features, labels)`` (token-level collapse).
-    """
+    def __call__(self, name: str, out: torch.Tensor) -> None:
+        self.calls[name] += 1
+        if self.calls[name] > 1:  # a module run twice in one forward pass: reported by end()
+            return
+        batch, targets = self.batch, self.plan.targets_fn
+        assert batch is not None
+        if targets is not None:
+            feats, labels = targets(out, (batch.inputs, batch.labels))
+            self.sink(name, feats.reshape(feats.shape[0], -1), replace(batch, labels=labels.to(feats.device)))
+            return
+        if out.ndim == 0 or out.shape[0] != batch.size:
+            raise ValueError(
+                f"layer {name!r} output has shape {tuple(out.shape)}, but the batch has {batch.size} samples: the "
+                "batch dimension must come first (e.g. batch_first=True for an RNN), or map the output to one row "
+                "per sample with targets_fn"
+            )
+        self.sink(name, out.flatten(1) if out.ndim > 1 else out[:, None], batch)
 
-    layers: dict[str, nn.Module]
-    penultimate: str
-    num_classes: int
-    W: np.ndarray | None
-    b: np.ndarray | None
-    full_layers: str | Collection[str]
-    batch_size: int
-    advance: Callable[[int], None] | None
-    threads: int | None
-    inputs: frozenset[str] = frozenset()
-    call: Callable[[nn.Module, Any], Any] = _call_model
-    targets_fn: TargetsFn | None = None
-
-    def track(self, name: str) -> str:
-        if isinstance(self.full_layers, str):
-            return "full" if name == self.penultimate or self.full_layers == "all" else "light"
-        return "full" if name in self.full_layers else "light"
-
-    def classifier_at(self, name: str) -> tuple[np.ndarray | None, np.ndarray | None]:
-        """``(W, b)`` at the penultimate layer (NC3, NC4 there), ``(None, None)`` elsewhere."""
-        return (self.W, self.b) if name == self.penultimate else (None, None)
-
-
-class PassSink:
-    """Hook sink of one forward pass; :func:`forward_pass` sets the labels ``y``, the sample offset ``start`` and
-    the ``batch`` in flight and hands the batch's network outputs to :meth:`after_batch`."""
-
-    y: torch.Tensor
-    start: int = 0
-    batch: Any = None
-
-    def __call__(self, name: str, f: torch.Tensor) -> None:
-        raise NotImplementedError
-
-    def after_batch(self, out: torch.Tensor) -> None:
-        """Called once the batch's hooks have run, with its outputs ``(n, K)``."""
-
-
-Batches = Callable[[], Iterable[tuple[Any, torch.Tensor]]]
-
-
-def tensor_batches(x: torch.Tensor, y: torch.Tensor, batch_size: int) -> Batches:
-    """A re-iterable pass over ``(x, y)`` in row batches of ``batch_size`` (the form :func:`forward_pass` takes)."""
-
-    def batches() -> Iterable[tuple[torch.Tensor, torch.Tensor]]:
-        for start in range(0, int(y.shape[0]), batch_size):
-            yield x[start : start + batch_size], y[start : start + batch_size]
-
-    return batches
-
-
-class _Targets:
-    """Hook sink that maps each layer's raw output through ``targets_fn`` before the pass's sink sees it (the
-    labels of the mapped rows replace the batch's for that call)."""
-
-    def __init__(self, sink: PassSink, fn: TargetsFn) -> None:
-        self.sink, self.fn = sink, fn
-
-    def __call__(self, name: str, f: torch.Tensor) -> None:
-        feats, labels = self.fn(f, self.sink.batch)
-        held = self.sink.y
-        self.sink.y = labels.to(feats.device)
-        try:
-            self.sink(name, feats.reshape(feats.shape[0], -1))
-        finally:
-            self.sink.y = held
+    def end(self) -> None:
+        self.batches += 1
+        for name, n in self.calls.items():
+            if n > 1:
+                module = type(self.plan.layers[name]).__name__
+                raise ValueError(
+                    f"layer {name!r} ({module}) ran {n} times in one forward pass (a module applied more than "
+                    "once, e.g. weight-tied): its features are not one row per sample; measure a module that runs "
+                    "once per forward pass (e.g. the block's own output, or one of its submodules)"
+                )
 
 
 def forward_pass(model: nn.Module, batches: Batches, plan: MeasurePlan, sink: PassSink) -> None:
     """One eval-mode pass over ``batches()`` (pairs ``(inputs, labels)``), ``sink`` hooked on the measured layers
-    (through ``plan.targets_fn`` when set)."""
-    targets = plan.targets_fn
-    hook = sink if targets is None else _Targets(sink, targets)
-    with eval_mode(model), FeatureHooks(model, plan.layers, sink=hook, inputs=plan.inputs, flatten=targets is None):
+    (see the module docstring; through ``plan.targets_fn`` when set).
+
+    Raises
+    ------
+    ValueError
+        The data yielded no batch; labels that are not 1-D class indices (one-hot rows named as such); a
+        layer output whose first dimension is not the batch; a hooked module run more than once per forward.
+    TypeError
+        A layer returning a tuple without ``plan.select`` for it (:mod:`nclab.measure.hooks`).
+    """
+    route = _Router(plan, sink)
+    hooks = FeatureHooks(model, plan.layers, sink=route, inputs=plan.inputs, flatten=False, select=plan.select)
+    with eval_mode(model), hooks:
         start = 0
         for x, y in batches():
-            sink.y, sink.start, sink.batch = y, start, (x, y)
-            sink.after_batch(plan.call(model, x))
-            start += int(y.shape[0])
+            check_label_batch(y, plan.num_classes)
+            batch = Batch(x, y, start)
+            route.begin(batch)
+            out = plan.call(model, x)
+            route.end()
+            sink.after_batch(out, batch)
+            start += batch.size
             if plan.advance is not None:
-                plan.advance(int(y.shape[0]))
+                plan.advance(batch.size)
+    if not route.batches:
+        raise ValueError("the data yielded no batch: nothing to measure (an empty loader, or an iterator used up)")
+
+
+def unit_stats(plan: MeasurePlan) -> ClassStats | None:
+    """Full statistics of the unit-normalised penultimate features for a cosine classifier (``gnc1``,
+    [Jiang et al. 2024]); ``None`` otherwise."""
+    if not plan.cosine or plan.W is None:
+        return None
+    return ClassStats(plan.num_classes, int(plan.W.shape[1]), track="full")
 
 
 class StatsPass(PassSink):
-    """Pass 1: ``ClassStats`` per layer, the network's loss and error, and (cosine heads) the statistics of the
-    normalised penultimate features. A layer's batch goes into the feature cache while it fits (its statistics
-    are then built in one update from the whole buffer by :meth:`finish`), else straight into its statistics.
+    """Pass 1: ``ClassStats`` per layer, the network's loss and error (:attr:`counts`), and (cosine heads,
+    ``unit``) the statistics of the normalised penultimate features. A layer's batch goes into the feature cache
+    while it fits (its statistics are then built in one update from the whole buffer by :meth:`finish`), else
+    straight into its statistics.
 
-    ``y``: the split's labels ``(N,)`` when known in advance (enables the cache), ``None`` for a pass over an
-    iterable of batches (streamed). Counters for the error and loss: ``wrong``, ``scored`` (samples whose
-    outputs were logits), ``loss_sum``, ``seen``; all plain sums, so ranks of a distributed pass add them.
+    ``y``: the split's labels ``(N,)`` when known in advance (enables the :class:`FeatureCache`), ``None`` for
+    a pass over an iterable of batches (streamed; :class:`KeepingStatsPass` keeps them instead). ``device``:
+    where the counts live (the model's). After :meth:`finish`, :attr:`cached` holds each layer's features of the
+    whole split with their labels when they were kept, for pass 2.
     """
 
     def __init__(
-        self,
-        plan: MeasurePlan,
-        y: torch.Tensor | None,
-        loss_fn: LossFn | None,
-        cache_mb: float,
-        unit: ClassStats | None,
+        self, plan: MeasurePlan, y: torch.Tensor | None, unit: ClassStats | None, device: torch.device | None = None
     ) -> None:
-        self.plan, self.labels, self.loss_fn, self.unit = plan, y, loss_fn, unit
+        self.plan, self.labels, self.unit = plan, y, unit
         # None once streaming
-        self.cache: FeatureCache | None = None if y is None else FeatureCache(int(y.shape[0]), cache_mb)
-        self.features: dict[str, torch.Tensor] | None = None  # the whole split's, after finish() when cached
+        self.cache: FeatureCache | None = None if y is None else FeatureCache(int(y.shape[0]), plan.cache_mb)
+        self.cached: dict[str, Labelled] | None = None
         self.stats: dict[str, ClassStats] = {}
-        self.h: torch.Tensor | None = None  # the penultimate features of the batch in flight (the loss's h)
-        self.loss_sum, self.wrong, self.scored, self.seen = 0.0, 0, 0, 0
+        self.counts = PassCounts(device)
+        self._h: torch.Tensor | None = None  # the penultimate features of the batch in flight (the loss's h)
 
-    def __call__(self, name: str, f: torch.Tensor) -> None:
-        if self.cache is None or not self.cache.store(name, f, self.start):
-            self.fold(name, f, self.y)
+    def __call__(self, name: str, f: torch.Tensor, batch: Batch) -> None:
+        if self.cache is None or not self.cache.store(name, f, batch.start):
+            self.fold(name, f, batch.labels)
         if name == self.plan.penultimate:
-            self.h = f
+            self._h = f
             if self.unit is not None:
-                self.unit.update(F.normalize(f.to(torch.float64), dim=1), self.y)
+                self.unit.update(F.normalize(f.to(torch.float64), dim=1), batch.labels)
 
-    def after_batch(self, out: torch.Tensor) -> None:
-        n = int(self.y.shape[0])
-        self.seen += n
-        if isinstance(out, torch.Tensor) and out.ndim == 2 and out.shape[0] == n and self.plan.targets_fn is None:
-            self.wrong += int((out.argmax(dim=1) != self.y).sum())
-            self.scored += n
-        if self.loss_fn is not None:
-            self.loss_sum += float(self.loss_fn(out, self.y, out if self.h is None else self.h)) * n
+    def after_batch(self, out: Any, batch: Batch) -> None:
+        y, loss_fn = batch.labels, self.plan.loss_fn
+        loss = None if loss_fn is None else loss_fn(out, y, out if self._h is None else self._h)
+        self.counts.update(out if self.plan.targets_fn is None else None, y, loss)
+        self._h = None
         if self.cache is not None and self.cache.overflowed:  # too large to keep: stream from here on
             assert self.labels is not None
-            for name, f, y in self.cache.drain(self.labels):
-                self.fold(name, f, y)
+            for name, f, labels in self.cache.drain(self.labels):
+                self.fold(name, f, labels)
             self.cache = None
 
     def fold(self, name: str, f: torch.Tensor, y: torch.Tensor) -> None:
@@ -360,48 +282,112 @@ class StatsPass(PassSink):
         s.update(f, y)
 
     def finish(self) -> None:
+        """Build the statistics of the cached layers; check that every layer produced output."""
         if self.cache is not None:
             assert self.labels is not None
-            self.features = self.cache.complete()
-            for name, f in self.features.items():
+            self.cached = {}
+            for name, f in self.cache.complete().items():
                 self.fold(name, f, self.labels)
+                self.cached[name] = (f, self.labels)
         missing = [n for n in self.plan.layers if n not in self.stats]
         if missing:
             raise RuntimeError(f"layers {missing} produced no output during the forward pass (not on its path?)")
 
+    def all_reduce(self) -> None:
+        """Sum pass 1 over the ranks: the statistics per layer (in layer order, the same on every rank), the
+        normalised-feature statistics of a cosine head, and the counts."""
+        for name in self.plan.layers:
+            self.stats[name].all_reduce()
+        if self.unit is not None:
+            self.unit.all_reduce()
+        self.counts.all_reduce()
+
     @property
     def error(self) -> float:
-        return self.wrong / self.scored if self.scored else math.nan
+        return self.counts.error
 
     @property
     def loss(self) -> float:
-        return self.loss_sum / self.seen if (self.seen and self.loss_fn is not None) else math.nan
+        return self.counts.loss if self.plan.loss_fn is not None else float("nan")
 
 
-class _NCCPass(PassSink):
+class KeepingStatsPass(StatsPass):
+    """Pass 1 over an iterable of batches of unknown total size, with the feature cache of :class:`StatsPass`:
+    each layer's features (and labels) are kept while they fit in ``plan.cache_mb``, then :meth:`finish` builds
+    the statistics in one update per layer and the NCC pass reads the kept features instead of running the model
+    again. A batch past the budget folds what was kept and streams from there on (pass 2 then runs the model) --
+    unless the data is ``one_shot`` (an iterator: it cannot be read again), which is then refused at once, before
+    more memory goes. Copies, not references: an in-place op after the hooked module (``ReLU(inplace=True)``)
+    would change a kept output."""
+
+    def __init__(
+        self, plan: MeasurePlan, unit: ClassStats | None, device: torch.device | None = None, *, one_shot: bool = False
+    ) -> None:
+        super().__init__(plan, None, unit, device)
+        self.one_shot = one_shot
+        self._left = plan.cache_mb * 2**20
+        self._kept: dict[str, list[Labelled]] | None = {} if (plan.cache_mb > 0 or one_shot) else None
+
+    def fold(self, name: str, f: torch.Tensor, y: torch.Tensor) -> None:
+        if self._kept is not None:
+            self._left -= f.numel() * f.element_size()
+            if self._left >= 0:
+                self._kept.setdefault(name, []).append((f.detach().clone(), y))
+                return
+            if self.one_shot:
+                self._refuse()
+            self._spill()
+        super().fold(name, f, y)
+
+    def _refuse(self) -> None:
+        seen = self.counts.seen
+        self._kept = None  # the copies go now, not when the caller lets go of the error
+        raise ValueError(
+            "the data is a one-shot iterator (a generator, iter(...), itertools.cycle) and its features outgrew "
+            f"cache_mb={self.plan.cache_mb:g} MiB after {seen} samples: the NCC pass would need to read it a "
+            "second time. Pass a re-iterable (a DataLoader, a list of batches) or raise cache_mb; an endless "
+            "iterator (itertools.cycle) cannot be measured"
+        )
+
+    def _spill(self) -> None:
+        assert self._kept is not None
+        kept, self._kept = self._kept, None
+        for name, parts in kept.items():
+            super().fold(name, torch.cat([f for f, _ in parts]), torch.cat([y for _, y in parts]))
+
+    def finish(self) -> None:
+        if self._kept:
+            self.cached = {}
+            for name, parts in self._kept.items():
+                f, y = torch.cat([f for f, _ in parts]), torch.cat([y for _, y in parts])
+                super().fold(name, f, y)
+                self.cached[name] = (f, y)
+        super().finish()
+
+
+class NCCPass(PassSink):
     """Pass 2 without cached features: each layer's batch into its NCC accumulator."""
 
     def __init__(self, ncc: Mapping[str, NCCAccumulator]) -> None:
         self.ncc = ncc
 
-    def __call__(self, name: str, f: torch.Tensor) -> None:
+    def __call__(self, name: str, f: torch.Tensor, batch: Batch) -> None:
         acc = self.ncc.get(name)
         if acc is not None:
-            acc.update(f, self.y)
+            acc.update(f, batch.labels)
 
 
 def ncc_pass(
     model: nn.Module,
     batches: Batches,
-    y: torch.Tensor | None,
     plan: MeasurePlan,
     reference: Mapping[str, ClassStats],
-    features: Mapping[str, torch.Tensor] | None,
+    cached: Mapping[str, Labelled] | None,
     msgs: list[str],
 ) -> dict[str, NCCAccumulator]:
-    """Pass 2: NCC against the reference means, from the cached ``features`` of the split with labels ``y`` when
-    there are some (one update per layer), else by a second forward pass over ``batches()``; layers whose
-    reference has an empty class are skipped (with a message in ``msgs``)."""
+    """Pass 2: NCC against the reference means, from pass 1's ``cached`` features with their labels when there
+    are some (one update per layer), else by a second forward pass over ``batches()``; layers whose reference has
+    an empty class are skipped (with a message in ``msgs``)."""
     ncc: dict[str, NCCAccumulator] = {}
     for name in plan.layers:
         if name not in reference or reference[name].empty_classes.size:
@@ -409,145 +395,11 @@ def ncc_pass(
             continue
         W, b = plan.classifier_at(name)
         ncc[name] = NCCAccumulator(reference[name], W=W, b=b)
-    if ncc and features is not None:
-        assert y is not None
+    if ncc and cached is not None:
         for name, acc in ncc.items():
-            acc.update(features[name], y)
+            acc.update(*cached[name])
         if plan.advance is not None:
-            plan.advance(int(y.shape[0]))
+            plan.advance(int(next(iter(cached.values()))[1].shape[0]))
     elif ncc:
-        forward_pass(model, batches, plan, _NCCPass(ncc))
+        forward_pass(model, batches, plan, NCCPass(ncc))
     return ncc
-
-
-def layer_rows(
-    plan: MeasurePlan,
-    name: str,
-    stats: ClassStats,
-    ncc: NCCAccumulator | None,
-    unit: ClassStats | None,
-    conventions: Mapping[str, Any] | None,
-    msgs: list[str],
-) -> list[tuple[str, str, float]]:
-    """The report step of one layer: ``collapse_report`` of ``stats`` (with the plan's classifier and the NCC
-    counts ``ncc``; plus ``gnc1`` from ``unit`` at a cosine head's penultimate layer) as ``(layer, metric,
-    value)`` rows; its warnings, or why it failed, go to ``msgs``."""
-    pen = name == plan.penultimate
-    W, b = plan.classifier_at(name)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        try:
-            # keep_memo at the penultimate layer: the caller may read more of its statistics (the trainer's MSE
-            # decomposition reuses Sigma_W and Sigma_T; it clears the caches when done)
-            rep = collapse_report(stats, W=W, b=b, ncc=ncc, conventions=conventions, keep_memo=pen)
-            if pen and unit is not None:
-                rep["gnc1"] = gnc1(unit, check=False)
-        except ValueError as err:  # e.g. an empty class in a small held-out subset
-            msgs.append(f"{name}: metrics skipped ({err})")
-            rep = {}
-    msgs += [f"{name}: {w.message}" for w in caught]
-    return [(name, k, float(v)) for k, v in rep.items()]
-
-
-@torch.no_grad()
-def measure_split(
-    model: nn.Module,
-    x: torch.Tensor,
-    y: torch.Tensor,
-    num_classes: int,
-    *,
-    layers: LayerSpec = None,
-    penultimate: str | None = None,
-    loss_fn: LossFn | None = None,
-    reference: Mapping[str, ClassStats] | None = None,
-    full_layers: str = "penultimate",
-    conventions: Mapping[str, Any] | None = None,
-    batch_size: int = 256,
-    cache_mb: float = 256.0,
-    advance: Callable[[int], None] | None = None,
-    blas_threads: int | None = 1,
-    geodesic: bool = False,
-    distributed: bool = False,
-) -> SplitMeasurement:
-    """Measure ``model`` on inputs ``x (N, ...)`` with labels ``y (N,)`` (see the module docstring).
-
-    ``layers``: as :func:`nclab.train.hooks.resolve_layers` (default: the model's ``measured_layers()``);
-    ``penultimate``: the layer whose output feeds the classifier (default: the model's ``penultimate_name``,
-    else the last layer); the classifier is read from ``model.head.weight`` / ``.bias`` when present
-    (:func:`find_classifier`). ``advance(n)`` is called after each batch of each pass (progress bars).
-    ``blas_threads``: numpy/scipy BLAS threads while measuring (``None``: unchanged). One by default: the
-    measurement's products and d x d decompositions are small, and between torch operations a multi-threaded
-    BLAS call waits for cores that torch's OpenMP workers still spin on (measured on 2 cores: a d = 128 report
-    30 ms with 2 threads, 3-4 ms with one; 1.3-1.6x faster with one even at d = 512-1,024; ``nclab._threads``).
-    ``geodesic``: also log the [Wang et al. 2024] geodesic model over the leading measured layers of equal dimension
-    (``layer0 .. layerL`` of ``fc_resnet`` / ``pfc_resnet``): per layer ``relative_depth`` and the straight line's
-    ``geodesic_pfc1/2/3`` at that depth (measured end), and ``geodesic_s01``, ``straightness_index`` as network
-    rows (:func:`nclab.theory.geodesic.geodesic_profile`, from the cached features; skipped with a warning when
-    they exceed ``cache_mb`` or fewer than two layers share a dimension).
-    ``distributed``: ``x, y`` are this rank's shard of the split (no sample in two shards,
-    :func:`nclab.train.distributed.eval_shard`); every rank calls with its shard, the statistics, NCC counts,
-    loss and error sums are all-reduced over the default process group (exactly: :mod:`nclab.stats`), and every
-    rank returns the whole split's rows. Not with ``geodesic`` (it needs every sample's features in one place).
-    """
-    if distributed and geodesic:
-        raise ValueError("geodesic=True needs the whole split's features in one process: not with distributed=True")
-    layer_map = resolve_layers(model, layers)
-    if penultimate is None:
-        penultimate = getattr(model, "penultimate_name", None) or next(reversed(layer_map))
-    if penultimate not in layer_map:
-        raise KeyError(f"penultimate layer {penultimate!r} is not among the measured layers {list(layer_map)}")
-    W, b = find_classifier(model)
-    plan = MeasurePlan(layer_map, penultimate, num_classes, W, b, full_layers, batch_size, advance, blas_threads)
-    return _measure(model, x, y, plan, loss_fn, reference, conventions, cache_mb, geodesic, distributed)
-
-
-def _measure(
-    model: nn.Module,
-    x: torch.Tensor,
-    y: torch.Tensor,
-    plan: MeasurePlan,
-    loss_fn: LossFn | None,
-    reference: Mapping[str, ClassStats] | None,
-    conventions: Mapping[str, Any] | None,
-    cache_mb: float,
-    geodesic: bool,
-    distributed: bool = False,
-) -> SplitMeasurement:
-    with blas_threads(plan.threads):
-        cosine = bool(getattr(getattr(model, "head", None), "cosine", False))
-        unit = ClassStats(plan.num_classes, plan.W.shape[1], track="full") if (cosine and plan.W is not None) else None
-        p1 = StatsPass(plan, y, loss_fn, cache_mb, unit)
-        batches = tensor_batches(x, y, plan.batch_size)
-        forward_pass(model, batches, plan, p1)
-        p1.finish()
-        if distributed:
-            _all_reduce_pass(p1)
-        msgs: list[str] = []
-        ncc = ncc_pass(model, batches, y, plan, p1.stats if reference is None else reference, p1.features, msgs)
-        if distributed:
-            for acc in ncc.values():  # every rank skipped the same layers: the reference is the same everywhere
-                acc.all_reduce()
-        rows = [(OUTPUT_LAYER, "error", p1.error)]
-        if loss_fn is not None:
-            rows.append((OUTPUT_LAYER, "loss", p1.loss))
-        for name in plan.layers:
-            rows += layer_rows(plan, name, p1.stats[name], ncc.get(name), unit, conventions, msgs)
-        if geodesic:
-            rows += _geodesic_rows(plan.layers, p1.features, y, plan.num_classes, msgs)
-    return SplitMeasurement(
-        rows=rows,
-        stats=OrderedDict((n, p1.stats[n]) for n in plan.layers),
-        error=p1.error,
-        loss=p1.loss,
-        warnings=list(dict.fromkeys(msgs)),
-    )
-
-
-def _all_reduce_pass(p1: StatsPass) -> None:
-    """Pass 1 of every rank summed: the statistics per layer (in layer order, the same on every rank), the
-    normalised-feature statistics of a cosine head, and the loss and error counters."""
-    for name in p1.plan.layers:
-        p1.stats[name].all_reduce()
-    if p1.unit is not None:
-        p1.unit.all_reduce()
-    p1.loss_sum, p1.wrong, p1.scored, p1.seen = sum_all(p1.loss_sum, p1.wrong, p1.scored, p1.seen)
