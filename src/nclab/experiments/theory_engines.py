@@ -20,8 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from nclab.experiments.catalog import register
 from nclab.experiments.common import legend, log_ticks, png, pyplot, write_csv
-from nclab.experiments.registry import register
 from nclab.io.atomic import atomic_write_text
 
 __all__ = ["depth_profile", "train_fc_resnet"]
