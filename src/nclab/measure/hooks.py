@@ -68,7 +68,7 @@ def _describe(output: Any) -> str:
     if isinstance(output, torch.Tensor):
         return f"Tensor {tuple(output.shape)}"
     if isinstance(output, tuple | list):
-        inner = ", ".join(_describe(o) if isinstance(o, torch.Tensor) else type(o).__name__ for o in output)
+        inner = ", ".join(_describe(o) for o in output)
         return f"a {type(output).__name__} of {len(output)} ({inner})"
     return f"a {type(output).__name__}"
 

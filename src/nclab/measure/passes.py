@@ -178,8 +178,8 @@ class _Router:
         if out.ndim == 0 or out.shape[0] != batch.size:
             raise ValueError(
                 f"layer {name!r} output has shape {tuple(out.shape)}, but the batch has {batch.size} samples: the "
-                "batch dimension must come first (e.g. batch_first=True for an RNN), or map the output to one row "
-                "per sample with targets_fn"
+                f"batch dimension must come first (batch_first=True for an RNN, or select={{{name!r}: fn}} returning "
+                "the output batch first), or targets_fn must map it to one row per sample"
             )
         self.sink(name, out.flatten(1) if out.ndim > 1 else out[:, None], batch)
 
@@ -341,10 +341,11 @@ class KeepingStatsPass(StatsPass):
 
     def _refuse(self) -> None:
         seen = self.counts.seen
+        where = f"after {seen} samples" if seen else "in its first batch"
         self._kept = None  # the copies go now, not when the caller lets go of the error
         raise ValueError(
             "the data is a one-shot iterator (a generator, iter(...), itertools.cycle) and its features outgrew "
-            f"cache_mb={self.plan.cache_mb:g} MiB after {seen} samples: the NCC pass would need to read it a "
+            f"cache_mb={self.plan.cache_mb:g} MiB {where}: the NCC pass would need to read it a "
             "second time. Pass a re-iterable (a DataLoader, a list of batches) or raise cache_mb; an endless "
             "iterator (itertools.cycle) cannot be measured"
         )
