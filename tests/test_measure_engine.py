@@ -126,3 +126,36 @@ def test_eval_mode_restores_each_module_and_survives_errors():
         assert not any(m.training for m in net.modules())
         raise RuntimeError("inside")
     assert net.training and net[2].training and not net[1].training
+
+
+class _Pair(nn.Module):
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return x[:, :1], 2.0 * x
+
+
+class _PairNet(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.pair, self.fc = _Pair(), nn.Linear(3, K)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(self.pair(x)[1])
+
+
+def test_select_picks_a_tuple_element_and_refuses_what_it_cannot_pick():
+    from nclab.measure import collect_features
+
+    net, x = _PairNet(), torch.randn(6, 3)
+    assert torch.equal(collect_features(net, x, ["pair"], select={"pair": 1})["pair"], 2.0 * x)
+    assert torch.equal(collect_features(net, x, ["pair"], select=-2)["pair"], x[:, :1])  # one selector for all
+    assert torch.equal(collect_features(net, x, ["pair"], select=lambda o: o[0] + o[1])["pair"], x[:, :1] + 2 * x)
+    with pytest.raises(TypeError, match=r"returned a tuple of 2 \(Tensor \(6, 1\), Tensor \(6, 3\)\)"):
+        collect_features(net, x, ["pair"])
+    with pytest.raises(ValueError, match=r"select=\{'pair': 2\} indexes a tuple output that has an element 2"):
+        collect_features(net, x, ["pair"], select={"pair": 2})
+    with pytest.raises(TypeError, match=r"must be an int .* or a callable"):
+        collect_features(net, x, ["pair"], select={"pair": True})
+    with pytest.raises(TypeError, match=r"gave a str at layer 'pair', not a tensor"):
+        collect_features(net, x, ["pair"], select=lambda o: "no")
+    with pytest.raises(KeyError, match="select names"):
+        collect_features(net, x, ["pair"], select={"fc": 0})

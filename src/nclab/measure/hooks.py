@@ -97,12 +97,14 @@ def _select(name: str, output: Any, selector: Selector | None) -> torch.Tensor:
     if callable(selector):
         out = selector(output)
         what = f"select={{{name!r}: {getattr(selector, '__name__', 'fn')}}}"
-    elif isinstance(output, tuple | list) and -len(output) <= selector < len(output):
-        out, what = output[selector], f"select={{{name!r}: {selector}}}"
     else:
-        raise ValueError(
-            f"select={{{name!r}: {selector}}} needs a tuple output, but layer {name!r} returned {_describe(output)}"
-        )
+        what = f"select={{{name!r}: {selector}}}"
+        if not isinstance(output, tuple | list) or not -len(output) <= selector < len(output):
+            raise ValueError(
+                f"{what} indexes a tuple output that has an element {selector}, but layer {name!r} returned "
+                f"{_describe(output)}"
+            )
+        out = output[selector]
     if not isinstance(out, torch.Tensor):
         raise TypeError(f"{what} gave {_describe(out)} at layer {name!r}, not a tensor")
     return out
@@ -184,8 +186,8 @@ def _selectors(select: SelectSpec, layers: Mapping[str, nn.Module], inputs: froz
         if unknown:
             raise KeyError(f"select names {unknown}, which are not among the measured layers {list(layers)}")
         chosen = {n: _check_selector(n, s) for n, s in select.items()}
-    elif select is not None:
-        chosen = {n: _check_selector(n, select) for n in layers}
+    elif select is not None:  # one selector for every layer's output (inputs layers keep their first input)
+        chosen = {n: _check_selector(n, select) for n in layers if n not in inputs}
     else:
         chosen = {}
     return {**dict.fromkeys(inputs, 0), **chosen}

@@ -332,12 +332,10 @@ class Trainer:
                 continue
             part = ddp.eval_shard(len(data), m.batch_size)
             task = self.bar.add_task(f"measure {split}", total=2 * len(data.y[part]), info=f"epoch {epoch}")
-            here = replace(
-                plan, advance=lambda n, t=task: self.bar.advance(t, n), geodesic=plan.geodesic and split == "train"
-            )
-            res = measure_split(
-                self.model, (data.x[part].to(self.device), data.y[part].to(self.device)), here, reference=ref
-            )
+            x, y = data.x[part].to(self.device), data.y[part].to(self.device)
+            advance = lambda n, t=task: self.bar.advance(t, n)  # noqa: E731
+            here = replace(plan, advance=advance, geodesic=plan.geodesic and split == "train")  # geodesic: train only
+            res = measure_split(self.model, (x, y), here, reference=ref)
             self.bar.remove_task(task)
             if split == "train":
                 ref, train_error = res.stats, res.error
