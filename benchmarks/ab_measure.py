@@ -2,8 +2,9 @@
 
 The base commit's ``src/nclab`` is extracted into a temporary folder as a package named ``nclab_base``; both
 versions then measure the same trained demo model alternately (A B A B ...), so that a shared machine's drifting
-speed affects both sides alike; prints the median times and the paired median ratio new/base, then the same for
-``collapse_report`` on each layer (with the largest relative difference of the reported values).
+speed affects both sides alike; prints the median times and the paired median ratio new/base, how many of the
+measurement's rows are bit-identical, then the same timings for ``collapse_report`` on each layer (with the
+largest relative difference of the reported values).
 
     .venv/bin/python benchmarks/ab_measure.py [--base COMMIT] [--rounds N]
 """
@@ -41,6 +42,31 @@ def extract_base(commit: str, dest: Path) -> None:
         f.write_text(pattern.sub(r"\1 nclab_base", f.read_text()))
 
 
+def measurer(pkg: str, loss_fn: Any) -> Any:
+    """``run(model, x, y, reference=None) -> SplitMeasurement`` of one measurement of the digits model (K = 10)
+    by the package ``pkg`` (``nclab`` or ``nclab_base``), through whichever API it has: ``nclab.measure`` (a
+    plan value), or ``nclab.train.measure`` (keywords) before the engine moved there."""
+    try:
+        mod = importlib.import_module(f"{pkg}.measure")
+    except ModuleNotFoundError:
+        mod = None
+    if mod is not None and hasattr(mod, "MeasurePlan"):
+
+        def run(model: Any, x: Any, y: Any, reference: Any = None) -> Any:
+            plan = mod.MeasurePlan.of(model, 10, penultimate=model.penultimate_name, loss_fn=loss_fn)
+            return mod.measure_split(model, (x, y), plan, reference=reference)
+
+        return run
+    old = importlib.import_module(f"{pkg}.train.measure")
+
+    def run_old(model: Any, x: Any, y: Any, reference: Any = None) -> Any:
+        return old.measure_split(
+            model, x, y, 10, penultimate=model.penultimate_name, loss_fn=loss_fn, reference=reference
+        )
+
+    return run_old
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--base", default="HEAD", help="commit to compare the working tree against (default HEAD)")
@@ -49,10 +75,8 @@ def main() -> None:
     tmp = tempfile.TemporaryDirectory()
     extract_base(args.base, Path(tmp.name))
     sys.path.insert(0, tmp.name)
-    old = importlib.import_module("nclab_base.train.measure")
     old_metrics = importlib.import_module("nclab_base.metrics")
     import nclab.metrics as new_metrics
-    import nclab.train.measure as new
     from nclab.data import load
     from nclab.nets import build_model
 
@@ -74,11 +98,13 @@ def main() -> None:
     def loss_fn(out: torch.Tensor, y: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
         return torch.nn.functional.cross_entropy(out, y)
 
-    def measure(mod: Any) -> tuple[float, Any]:
+    old, new = measurer("nclab_base", loss_fn), measurer("nclab", loss_fn)
+
+    def measure(run: Any) -> tuple[float, Any, Any]:
         t0 = time.perf_counter()
-        r = mod.measure_split(model, tr.x, tr.y, 10, penultimate=model.penultimate_name, loss_fn=loss_fn)
-        mod.measure_split(model, te.x, te.y, 10, penultimate=model.penultimate_name, loss_fn=loss_fn, reference=r.stats)
-        return time.perf_counter() - t0, r
+        r = run(model, tr.x, tr.y)
+        t = run(model, te.x, te.y, reference=r.stats)
+        return time.perf_counter() - t0, r, t
 
     a, b = [], []
     for _ in range(args.rounds):
@@ -90,7 +116,13 @@ def main() -> None:
         f"measurement (train + test): base {1e3 * statistics.median(a):.2f} ms, new {1e3 * statistics.median(b):.2f}"
         f" ms; new/base paired median {statistics.median(ratios):.3f} (quartiles {ratios[q]:.3f}-{ratios[-q - 1]:.3f})"
     )
-    r_old, r_new = measure(old)[1], measure(new)[1]
+    (_, r_old, t_old), (_, r_new, t_new) = measure(old), measure(new)
+    rows_old, rows_new = r_old.rows + t_old.rows, r_new.rows + t_new.rows
+    same = sum(
+        ro[:2] == rn[:2] and (ro[2] == rn[2] or (ro[2] != ro[2] and rn[2] != rn[2]))  # NaN == NaN here
+        for ro, rn in zip(rows_old, rows_new, strict=False)
+    )
+    print(f"rows (train + test): {same} of {len(rows_old)} base / {len(rows_new)} new bit-identical, in the same order")
     W = model.head.weight.detach().double().numpy()
     bias = model.head.bias.detach().double().numpy()
     for layer in r_new.stats:

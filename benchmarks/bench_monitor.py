@@ -30,7 +30,8 @@ def monitor_overhead(epochs: int | None, loss: str = "ce", dataloader: bool = Fa
     from nclab._threads import blas_threads, torch_threads
     from nclab.data import load
     from nclab.experiments.training import demo_config
-    from nclab.monitor import CollapseMonitor, Schedule
+    from nclab.measure import Schedule
+    from nclab.monitor import CollapseMonitor
     from nclab.nets import build_model
     from nclab.train import resolve_config
     from nclab.train.losses import make_loss

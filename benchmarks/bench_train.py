@@ -48,9 +48,9 @@ def overhead(epochs: int | None, loss: str = "ce") -> dict[str, float]:
 
 def throughput(steps: int = 300) -> dict[str, float]:
     from nclab.data import load
+    from nclab.measure import FeatureHooks
     from nclab.nets import build_model
     from nclab.stats import ClassStats
-    from nclab.train.hooks import FeatureHooks
 
     torch.set_num_threads(1)
     data = load("digits", "train", per_class=130)

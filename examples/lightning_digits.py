@@ -25,7 +25,7 @@ from torch.utils.data import DataLoader, TensorDataset
 from nclab.data import load
 from nclab.integrations.lightning import CollapseCallback
 from nclab.io.run_table import read_metrics
-from nclab.monitor import Schedule
+from nclab.measure import Schedule
 
 EPOCHS = 100
 

@@ -24,7 +24,7 @@ from torch.utils.data import DataLoader, TensorDataset
 from nclab import CollapseMonitor
 from nclab.data import load
 from nclab.io.run_table import read_metrics
-from nclab.monitor import Schedule
+from nclab.measure import Schedule
 
 
 class MLP(nn.Module):

@@ -12,8 +12,9 @@ from torch import nn
 
 import nclab
 from nclab.io.run_table import OUTPUT_LAYER, read_metrics
+from nclab.measure import MeasurePlan, Schedule, find_classifier, measure_split
 from nclab.metrics import collapse_report, ncc_metrics
-from nclab.monitor import CLASSIFIER_METRICS, CollapseMonitor, Schedule, find_linear_classifier
+from nclab.monitor import CLASSIFIER_METRICS, CollapseMonitor
 from nclab.stats import ClassStats
 
 K, D, N = 4, 6, 96
@@ -75,7 +76,7 @@ def _reference(H: torch.Tensor, y: torch.Tensor, model: FcNet, train: ClassStats
 
 def test_fc_classifier_is_found_and_every_metric_equals_a_direct_report(net, data):
     x, y, _, _ = data
-    assert find_linear_classifier(net, K)[0] == "fc"
+    assert find_classifier(net, K).name == "fc"
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a found classifier: no warning
         monitor = CollapseMonitor(net, num_classes=K)
@@ -216,12 +217,11 @@ def test_cosine_head_reports_gnc1_as_measure_split(data):
     """An nclab network with a cosine head: the monitor reports gnc1 (of the unit-normalised penultimate
     features) and every other row as measure_split does."""
     from nclab.nets import build_model
-    from nclab.train.measure import measure_split
 
     torch.manual_seed(2)
     model = build_model("mlp", (D,), K, widths=[12, 8], head={"kind": "cosine", "tau": 0.1})
     x, y, *_ = data
-    ref = {(lay, met): v for lay, met, v in measure_split(model, x, y, K, batch_size=32).rows}
+    ref = {(lay, met): v for lay, met, v in measure_split(model, (x, y), MeasurePlan.of(model, K, batch_size=32)).rows}
     res = CollapseMonitor(model, K, layers=list(model.measured_layers())).measure([(x[:50], y[:50]), (x[50:], y[50:])])
     got = {(r.layer, r.metric): r.value for r in res.rows}
     assert ("penultimate" not in res.reports) and (model.penultimate_name, "gnc1") in got

@@ -7,8 +7,8 @@ import pytest
 import torch
 from torch import nn
 
+from nclab.measure import FeatureHooks, collect_features, resolve_layers
 from nclab.nets import CMFHead, FixedHead, build_model, make_head
-from nclab.train.hooks import FeatureHooks, collect_features, resolve_layers
 
 CASES = [
     ("mlp", (1, 8, 8), {"widths": [16, 12]}, {"layer1": 16, "layer2": 12}),

@@ -5,9 +5,9 @@ import math
 import pytest
 import torch
 
+from nclab.measure import measurement_epochs
 from nclab.train import lr_at, make_loss, paper004_lambda, preset_dict, resolve_config, within_class_cosine_penalty
 from nclab.train.config import LossConfig, ScheduleConfig
-from nclab.train.trainer import measurement_epochs
 
 
 def test_mse_reductions_and_paper004_lambda():

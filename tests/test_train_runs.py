@@ -14,13 +14,13 @@ from nclab.cli.train import app as train_app
 from nclab.data import load
 from nclab.experiments.training import run_demo
 from nclab.io import MetricRow, read_metrics
+from nclab.measure import collect_features, measurement_epochs
 from nclab.metrics import REGISTRY
 from nclab.nets import build_model
 from nclab.train import ConfigError, resolve_config, train
 from nclab.train.checkpoint import load_checkpoint
 from nclab.train.config import deep_merge
-from nclab.train.hooks import collect_features
-from nclab.train.trainer import measurement_epochs, run_id
+from nclab.train.trainer import run_id
 from tests.conftest import brute_stats
 
 FAST = {

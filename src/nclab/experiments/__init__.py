@@ -1,12 +1,14 @@
 """The papers' experiments, the application layer above the library: ``nclab experiment list`` / ``run``.
 
-:mod:`nclab.experiments.registry` holds the registry; each module here defines the experiments of one paper or
+:mod:`nclab.experiments.registry` looks experiments up, :mod:`nclab.experiments.catalog` holds what the
+modules registered; each module here defines the experiments of one paper or
 theme (:mod:`~nclab.experiments.training`, :mod:`~nclab.experiments.unconstrained`,
 :mod:`~nclab.experiments.spherical_codes`, :mod:`~nclab.experiments.theory_engines`) and
 :mod:`nclab.experiments.common` the figure, CSV and scale helpers they share. Library packages never import
 this package.
 """
 
-from nclab.experiments.registry import EXPERIMENT_MODULES, Experiment, get, list_experiments, register, run
+from nclab.experiments.catalog import Experiment, register
+from nclab.experiments.registry import EXPERIMENT_MODULES, get, list_experiments, run
 
 __all__ = ["EXPERIMENT_MODULES", "Experiment", "get", "list_experiments", "register", "run"]

@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from nclab.experiments.catalog import register
 from nclab.experiments.common import check_scale, html_table, legend, png, pyplot, write_csv
-from nclab.experiments.registry import register
 from nclab.geometry.assignment import antipodal_pairs, code_symmetries, enumerate_assignments
 from nclab.geometry.bounds import softmax_code_bounds
 from nclab.geometry.frames import regular_polygon

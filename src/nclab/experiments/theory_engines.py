@@ -20,8 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from nclab.experiments.catalog import register
 from nclab.experiments.common import legend, log_ticks, png, pyplot, write_csv
-from nclab.experiments.registry import register
 from nclab.io.atomic import atomic_write_text
 
 __all__ = ["depth_profile", "train_fc_resnet"]
@@ -206,8 +206,8 @@ def train_fc_resnet(
     features of its measured layers (embedding, then every block), float64."""
     import torch
 
+    from nclab.measure import collect_features
     from nclab.nets import FCResNet
-    from nclab.train.hooks import collect_features
 
     torch.manual_seed(seed)
     model = FCResNet((X.shape[1],), int(y.max()) + 1, width=X.shape[1], num_blocks=blocks, block="double")

@@ -15,7 +15,7 @@ from typing import Any
 
 from rich.console import Console
 
-from nclab.experiments.registry import register
+from nclab.experiments.catalog import register
 from nclab.io.yaml_io import load_yaml_file
 
 __all__ = ["DEMO_CONFIG", "DEMO_LOSS_OVERRIDES", "FASHION_MNIST_CNN", "SCALES", "demo_config", "run_demo"]

@@ -16,8 +16,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from nclab.experiments.catalog import register
 from nclab.experiments.common import check_scale, html_table
-from nclab.experiments.registry import register
 
 __all__ = ["TRANSFER_SCALES", "vci_transfer_study"]
 

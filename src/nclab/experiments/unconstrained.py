@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from nclab.experiments.catalog import register
 from nclab.experiments.common import check_scale, legend, log_ticks, png, pyplot, write_csv
-from nclab.experiments.registry import register
 from nclab.metrics import etf_gram_error, ncc_metrics, trace_ratio
 from nclab.report import metrics_table_html, write_report
 from nclab.stats import ClassStats

@@ -10,7 +10,7 @@ table in ``out`` by default; TensorBoard, W&B or MLflow through ``sinks=``).
 Which feature is the penultimate one
 ------------------------------------
 For ``*ForSequenceClassification`` models the penultimate feature is the pooled representation that the last
-linear layer with ``num_classes`` outputs reads (:func:`~nclab.monitor.find_linear_classifier`):
+linear layer with ``num_classes`` outputs reads (:func:`~nclab.measure.find_classifier`):
 
 - BERT, ALBERT, ELECTRA-style poolers (``BertForSequenceClassification``): the input of ``classifier``, i.e.
   the pooler's ``tanh(dense(h_[CLS]))`` (after dropout, which is off while measuring);

@@ -39,8 +39,8 @@ from torch import nn
 from nclab.io import CorruptFileError, manifest, staged
 from nclab.io.atomic import atomic_save_npy, atomic_write_text
 from nclab.io.npy_stream import NpyAppender, write_safetensors
+from nclab.measure import Batch, PassSink, forward_pass
 from nclab.monitor.monitor import PENULTIMATE, CollapseMonitor
-from nclab.train.measure import PassSink, forward_pass
 
 __all__ = ["extract_features"]
 
@@ -54,13 +54,13 @@ class _Writer(PassSink):
         self.files: dict[str, NpyAppender] = {}
         self.labels = NpyAppender(out / "labels.npy", np.int64)
 
-    def __call__(self, name: str, f: torch.Tensor) -> None:
+    def __call__(self, name: str, f: torch.Tensor, batch: Batch) -> None:
         w = self.files.get(name)
         if w is None:
             w = self.files[name] = NpyAppender(self.out / f"{name}.npy", np.float32)
         w.append(f.detach().to("cpu", torch.float32).numpy())
         if name == self.first:  # one label row per feature row, written with the first layer's rows
-            self.labels.append(self.y.detach().cpu().numpy())
+            self.labels.append(batch.labels.detach().cpu().numpy())
 
     def close(self) -> dict[str, Path]:
         paths = {n: w.close() for n, w in self.files.items()}

@@ -1,16 +1,20 @@
 """Collapse measured inside any training loop: :class:`CollapseMonitor`.
 
-The monitor wraps a model, finds its classifier, hooks the layers to measure, and on each call of
-:meth:`CollapseMonitor.measure` runs the two streamed passes of :mod:`nclab.train.measure` over any iterable of
-batches -- pass 1 the class statistics (``ClassStats``, float64 whatever the model's dtype), pass 2 the NCC
-counts against the training split's class means, read from a copy of pass 1's features when they fit in
-``cache_mb`` (else by running the model again) -- then :func:`nclab.metrics.collapse_report` per layer (with
-``gnc1`` for a cosine classifier, as the built-in trainer). The rows go to the monitor's sinks
-(:mod:`nclab.io.sinks`; the run-directory table by default).
+The monitor wraps a model, finds its classifier (:func:`nclab.measure.find_classifier`), hooks the layers to
+measure, and on each call of :meth:`CollapseMonitor.measure` runs the two streamed passes of
+:mod:`nclab.measure` over any iterable of batches -- pass 1 the class statistics (``ClassStats``, float64
+whatever the model's dtype), pass 2 the NCC counts against the training split's class means, read from a copy of
+pass 1's features when they fit in ``cache_mb`` (else by running the model again) -- then
+:func:`nclab.metrics.collapse_report` per layer (with ``gnc1`` for a cosine classifier, as the built-in trainer).
+The rows go to the monitor's sinks (:mod:`nclab.io.sinks`; the run-directory table by default).
 
-Under ``torch.distributed`` each rank passes its own shard; the statistics and the NCC counts are all-reduced
-(exact: sums of float64 moments re-expressed about a common shift, integer counts), so every rank holds the
-same report, and rank 0 alone writes to the sinks.
+A monitor is bound to the model it was built with: its hooks and classifier are that model's modules.
+Assigning ``monitor.model`` raises, and so does measuring after a measured module or the classifier was
+replaced in the model (e.g. a new head for fine-tuning): build a new monitor then.
+
+Under ``torch.distributed`` each rank passes its own shard; the statistics, the NCC counts and the loss and
+error counts are all-reduced (exact: sums of float64 moments re-expressed about a common shift, integer counts),
+so every rank holds the same report, and rank 0 alone writes to the sinks.
 
 Token-level collapse of a language model [Wu & Papyan 2024] (classes = next tokens, ``K`` = the vocabulary):
 pass ``targets_fn`` (e.g. :func:`next_token_targets`) and ``track="light"`` for a large ``K``.
@@ -25,27 +29,32 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 from torch import nn
 
 from nclab._threads import blas_threads
-from nclab.io.run_table import OUTPUT_LAYER, MetricRow
+from nclab.io.run_table import MetricRow
 from nclab.io.sinks import MetricSink, make_sink
+from nclab.measure import (
+    KeepingStatsPass,
+    MeasurePlan,
+    Schedule,
+    TargetsFn,
+    check_epoch,
+    find_classifier,
+    is_distributed,
+    iterable_batches,
+    rank,
+    resolve_layers,
+    run_passes,
+)
+from nclab.measure.batches import Batches, is_one_shot
+from nclab.measure.hooks import SelectSpec
+from nclab.measure.passes import unit_stats
 from nclab.stats import ClassStats
-from nclab.train.hooks import resolve_layers
-from nclab.train.measure import MeasurePlan, StatsPass, TargetsFn, forward_pass, layer_rows, ncc_pass
-from nclab.train.trainer import measurement_epochs
+from nclab.validation import check_int, check_positive
 
-__all__ = [
-    "CLASSIFIER_METRICS",
-    "Classifier",
-    "CollapseMonitor",
-    "MonitorResult",
-    "Schedule",
-    "find_linear_classifier",
-    "next_token_targets",
-]
+__all__ = ["CLASSIFIER_METRICS", "PENULTIMATE", "CollapseMonitor", "MonitorResult", "next_token_targets"]
 
 #: Metrics that need the classifier ``W`` (and NC4's NCC comparison with it); without a classifier they are
 #: missing from the report, and the monitor says so.
@@ -63,140 +72,6 @@ CLASSIFIER_METRICS: tuple[str, ...] = (
 
 #: The layer name of the classifier's input when no named module outputs it (``layers="penultimate"``).
 PENULTIMATE = "penultimate"
-
-
-@dataclass(frozen=True)
-class Classifier:
-    """A model's classifier: ``W (K, d)``, ``b (K,)`` or ``None`` (float64 arrays, read at each measurement
-    from ``module`` when there is one), its ``name`` (module path, or ``"(W, b)"`` when given as arrays)."""
-
-    name: str
-    module: nn.Module | None
-    W: np.ndarray
-    b: np.ndarray | None
-
-    def refreshed(self) -> Classifier:
-        """The current weights of ``module`` (they change while training); arrays given directly stay."""
-        if self.module is None:
-            return self
-        return _from_module(self.name, self.module)
-
-
-def _f64(t: Any) -> np.ndarray:
-    if isinstance(t, torch.Tensor):
-        return t.detach().to("cpu", torch.float64).numpy()
-    return np.asarray(t, dtype=np.float64)
-
-
-def _from_module(name: str, module: nn.Module) -> Classifier:
-    W = getattr(module, "weight", None)
-    if not isinstance(W, torch.Tensor) or W.ndim != 2:
-        raise TypeError(f"classifier {name!r} has no 2-D weight (K, d)")
-    b = getattr(module, "bias", None)
-    return Classifier(name, module, _f64(W), None if b is None else _f64(b))
-
-
-def find_linear_classifier(model: nn.Module, num_classes: int) -> tuple[str, nn.Module] | None:
-    """The module that classifies: ``model.head`` with a weight (nclab networks), else the last ``nn.Linear``
-    in module order with ``num_classes`` outputs (``fc`` of torchvision, ``classifier`` / ``score`` of Hugging
-    Face heads, ``lm_head`` of a language model with ``K`` = its vocabulary); ``None`` when there is none.
-
-    Examples
-    --------
-    >>> net = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
-    >>> find_linear_classifier(net, 3)[0]
-    '2'
-    >>> find_linear_classifier(net, 5) is None
-    True
-    """
-    head = getattr(model, "head", None)
-    if isinstance(getattr(head, "weight", None), torch.Tensor):
-        return "head", head
-    found = None
-    for name, mod in model.named_modules():
-        if isinstance(mod, nn.Linear) and mod.out_features == num_classes:
-            found = (name, mod)
-    return found
-
-
-def _classifier(model: nn.Module, num_classes: int, spec: Any) -> Classifier | None:
-    """The classifier named by ``spec`` (see :class:`CollapseMonitor`)."""
-    if spec is False:
-        return None
-    if spec is None:
-        hit = find_linear_classifier(model, num_classes)
-        return None if hit is None else _from_module(*hit)
-    if isinstance(spec, nn.Module):
-        name = next((n for n, m in model.named_modules() if m is spec), type(spec).__name__)
-        return _from_module(name, spec)
-    if isinstance(spec, str):
-        modules = dict(model.named_modules())
-        if spec in modules:
-            return _from_module(spec, modules[spec])
-        params = dict(model.named_parameters())
-        if spec in params:  # a weight parameter: its bias, if any, is the sibling ".bias"
-            owner = spec.rsplit(".", 1)[0] if "." in spec else ""
-            bias = params.get(f"{owner}.bias" if owner else "bias")
-            return Classifier(
-                owner or spec,
-                modules.get(owner) if owner else None,
-                _f64(params[spec]),
-                None if bias is None else _f64(bias),
-            )
-        raise KeyError(f"classifier {spec!r} is neither a module nor a parameter of {type(model).__name__}")
-    if isinstance(spec, tuple | list) and len(spec) == 2:
-        W, b = spec
-        return Classifier("(W, b)", None, _f64(W), None if b is None else _f64(b))
-    raise TypeError("classifier must be None (find it), False (none), a module, a (W, b) pair or a name")
-
-
-class Schedule:
-    """The epochs to measure: ``every(n)`` (0, n, 2n, ...), ``log(epochs, num)`` (0, ``epochs`` and ``num``
-    log-spaced epochs between, as the built-in trainer), or ``at(epochs)``.
-
-    Examples
-    --------
-    >>> [e for e in range(12) if Schedule.every(5).due(e)]
-    [0, 5, 10]
-    >>> [e for e in range(101) if Schedule.log(100, 5).due(e)]
-    [0, 1, 3, 10, 32, 100]
-    """
-
-    def __init__(self, rule: Callable[[int], bool], text: str) -> None:
-        self._rule, self._text = rule, text
-
-    @classmethod
-    def every(cls, n: int) -> Schedule:
-        if int(n) < 1:
-            raise ValueError(f"schedule: every must be >= 1, got {n}")
-        return cls(lambda e: e % int(n) == 0, f"every {n}")
-
-    @classmethod
-    def log(cls, epochs: int, num: int = 20) -> Schedule:
-        pts = frozenset(measurement_epochs(int(epochs), int(num)))
-        return cls(pts.__contains__, f"log({epochs}, {num})")
-
-    @classmethod
-    def at(cls, epochs: Iterable[int]) -> Schedule:
-        pts = frozenset(int(e) for e in epochs)
-        return cls(pts.__contains__, f"at {sorted(pts)}")
-
-    @classmethod
-    def coerce(cls, spec: Schedule | int | Iterable[int] | None) -> Schedule:
-        """``None`` -> every epoch; an int -> :meth:`every`; epochs -> :meth:`at`."""
-        if spec is None:
-            return cls.every(1)
-        if isinstance(spec, Schedule):
-            return spec
-        if isinstance(spec, int):
-            return cls.every(spec)
-        return cls.at(spec)
-
-    def due(self, epoch: int) -> bool:
-        return bool(self._rule(int(epoch)))
-
-    def __repr__(self) -> str:
-        return f"Schedule({self._text})"
 
 
 @dataclass
@@ -235,107 +110,35 @@ def next_token_targets(features: torch.Tensor, batch: Any) -> tuple[torch.Tensor
     return h[keep], y[keep]
 
 
-class _KeepingStatsPass(StatsPass):
-    """Pass 1 over an iterable of batches of unknown total size, as :func:`nclab.train.measure.measure_split`
-    does with its feature cache: each layer's features (and labels) are kept while they fit in ``budget_mb``,
-    then :meth:`finish` builds the statistics in one update per layer and the NCC pass reads the kept features
-    instead of running the model again. A batch past the budget folds what was kept and streams from there on
-    (pass 2 then runs the model). Copies, not references: an in-place op after the hooked module
-    (``ReLU(inplace=True)``) would change a kept output."""
-
-    def __init__(self, plan: MeasurePlan, loss: Any, unit: ClassStats | None, budget_mb: float) -> None:
-        super().__init__(plan, None, loss, 0.0, unit)
-        self._left = budget_mb * 2**20
-        self._kept: dict[str, list[tuple[torch.Tensor, torch.Tensor]]] | None = {} if budget_mb > 0 else None
-        self.labels: torch.Tensor | None = None
-
-    def fold(self, name: str, f: torch.Tensor, y: torch.Tensor) -> None:
-        if self._kept is not None:
-            self._left -= f.numel() * f.element_size()
-            if self._left >= 0:
-                self._kept.setdefault(name, []).append((f.detach().clone(), y))
-                return
-            self._spill()
-        super().fold(name, f, y)
-
-    def _spill(self) -> None:
-        assert self._kept is not None
-        kept, self._kept = self._kept, None
-        for name, parts in kept.items():
-            super().fold(name, torch.cat([f for f, _ in parts]), torch.cat([y for _, y in parts]))
-
-    def finish(self) -> None:
-        if self._kept:
-            self.features = {}
-            for name, parts in self._kept.items():
-                f, self.labels = torch.cat([f for f, _ in parts]), torch.cat([y for _, y in parts])
-                super().fold(name, f, self.labels)
-                self.features[name] = f
-        super().finish()
-
-
-def _distributed() -> bool:
-    import torch.distributed as dist
-
-    return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
-
-
-def _rank() -> int:
-    import torch.distributed as dist
-
-    return dist.get_rank() if (dist.is_available() and dist.is_initialized()) else 0
-
-
-def _to(obj: Any, device: torch.device) -> Any:
-    if isinstance(obj, torch.Tensor):
-        return obj.to(device, non_blocking=True)
-    if isinstance(obj, Mapping):
-        return {k: _to(v, device) for k, v in obj.items()}
-    if isinstance(obj, tuple | list):
-        return type(obj)(_to(v, device) for v in obj)
-    return obj
-
-
-def _split_batch(batch: Any) -> tuple[Any, torch.Tensor | None]:
-    """``(inputs, labels)`` of a batch: a ``(x, y, ...)`` sequence, or a mapping with ``labels`` (Hugging Face
-    style; the rest are the model's keyword inputs)."""
-    if isinstance(batch, Mapping):
-        inputs = {k: v for k, v in batch.items() if k not in ("labels", "label")}
-        return inputs, batch.get("labels", batch.get("label"))
-    if isinstance(batch, tuple | list) and len(batch) >= 2:
-        return batch[0], batch[1]
-    raise TypeError(f"a batch must be (x, y) or a mapping with 'labels', got {type(batch).__name__}")
-
-
-def _call(model: nn.Module, x: Any) -> Any:
-    out = model(**x) if isinstance(x, Mapping) else model(x)
-    logits = getattr(out, "logits", None)
-    return out if logits is None else logits
-
-
 class CollapseMonitor:
     """Measure neural collapse of ``model`` inside any training loop.
 
     Parameters
     ----------
     model : nn.Module
-        Any model; float32 or bfloat16 (statistics accumulate in float64 either way).
+        Any model; float32 or bfloat16 (statistics accumulate in float64 either way). The monitor stays bound
+        to it (see the module docstring).
     num_classes : int
-        ``K`` (for token-level collapse: the vocabulary size).
+        ``K >= 2`` (for token-level collapse: the vocabulary size).
     layers : str or sequence of str, optional
         ``"penultimate"`` (default): the classifier's input (an nclab network's ``penultimate_name``); a list of
         module names (``"penultimate"`` allowed among them); or a regex matched in full against module names.
     classifier : nn.Module, (W, b), str, None or False
         The classifier ``W (K, d)``, ``b (K,)``: a module, a pair of arrays, a module or weight-parameter name,
-        ``None`` to find it (:func:`find_linear_classifier`), ``False`` for none. Without one, NC3 / NC4 and the
-        other :data:`CLASSIFIER_METRICS` cannot be computed: a ``UserWarning`` names them and each result's
-        ``missing`` lists them.
+        ``None`` to find it (:func:`nclab.measure.find_classifier`), ``False`` for none. Without one, NC3 / NC4
+        and the other :data:`CLASSIFIER_METRICS` cannot be computed: a ``UserWarning`` names them and each
+        result's ``missing`` lists them.
     schedule : Schedule, int, iterable of int or None
-        When :meth:`due` is true (:meth:`Schedule.coerce`); :meth:`maybe_measure` follows it.
+        When :meth:`due` is true (:meth:`nclab.measure.Schedule.coerce`; a string, float or bool is refused);
+        :meth:`maybe_measure` follows it.
     track : str or mapping, optional
         ``"full"`` (d x d statistics: NC1, ranks, ...) or ``"light"`` (O(K d)) per layer: a mapping ``{layer:
         track}``, or one value for every layer. Default: full at the penultimate layer, light elsewhere. Use
         ``"light"`` for a large ``K``.
+    select : int, callable or mapping, optional
+        For a layer whose output is a tuple (an ``nn.LSTM``, a block returning ``(h, attention)``): which element
+        to measure, an index or a callable ``output -> tensor``, per layer (``{"rnn": 0}``) or for every layer.
+        Without it such a layer is refused with its elements named (:mod:`nclab.measure.hooks`).
     device : str or torch.device, optional
         Where batches go (default: the device of the model's first parameter).
     sinks : sequence of MetricSink or sink specs, optional
@@ -350,7 +153,8 @@ class CollapseMonitor:
     cache_mb : float, optional
         Memory (MiB) for a copy of the measured features of pass 1; when they fit, the NCC pass reads them
         instead of running the model again (256 by default, as ``measure.cache_mb`` of the built-in trainer;
-        ``0`` always runs the model twice). Not used with ``targets_fn``.
+        ``0`` always runs the model twice). Data given as a one-shot iterator (a generator) is read once: it is
+        measured while its features fit, and refused, naming ``cache_mb``, as soon as they do not.
 
     Examples
     --------
@@ -373,6 +177,7 @@ class CollapseMonitor:
         classifier: Any = None,
         schedule: Schedule | int | Iterable[int] | None = None,
         track: str | Mapping[str, str] | None = None,
+        select: SelectSpec = None,
         device: str | torch.device | None = None,
         sinks: Sequence[MetricSink | str | Mapping[str, Any]] | None = None,
         out: str | Path | None = None,
@@ -381,18 +186,14 @@ class CollapseMonitor:
         conventions: Mapping[str, Any] | None = None,
         cache_mb: float = 256.0,
     ) -> None:
-        if int(num_classes) < 2:
-            raise ValueError(f"num_classes must be >= 2, got {num_classes}")
-        self.model = model
-        self.num_classes = int(num_classes)
+        self._model = model
+        self.num_classes = check_int(num_classes, name="num_classes", low=2)
         self.schedule = Schedule.coerce(schedule)
         self.targets_fn = targets_fn
         self.loss_fn = loss_fn
         self.conventions = conventions
-        if not cache_mb >= 0:
-            raise ValueError(f"cache_mb must be >= 0, got {cache_mb}")
-        self.cache_mb = float(cache_mb)
-        self.classifier = _classifier(model, self.num_classes, classifier)
+        self.cache_mb = check_positive(cache_mb, name="cache_mb", strict=False)
+        self.classifier = find_classifier(model, self.num_classes, classifier)
         self.missing: tuple[str, ...] = () if self.classifier is not None else CLASSIFIER_METRICS
         if self.classifier is None:
             warnings.warn(
@@ -404,10 +205,12 @@ class CollapseMonitor:
             )
         self.layers, self.inputs, self.penultimate = self._resolve(layers)
         self.full_layers = self._tracks(track)
+        self.select = select
+        self._bound = self._module_paths()
         self._device = None if device is None else torch.device(device)
         if sinks is None:
             sinks = [] if out is None else ["table"]
-        if _rank() != 0:  # rank 0 alone writes: other ranks open no file or logger run
+        if rank() != 0:  # rank 0 alone writes: other ranks open no file or logger run
             sinks = []
         self.sinks: list[MetricSink] = [
             s if isinstance(s, MetricSink) else make_sink(s, Path(out) if out is not None else Path(".")) for s in sinks
@@ -418,6 +221,20 @@ class CollapseMonitor:
         self.train_stats: dict[str, ClassStats] | None = None
 
     # ------------------------------------------------------------------ set-up
+    @property
+    def model(self) -> nn.Module:
+        """The model the monitor was built with (read-only: the hooks and the classifier are its modules)."""
+        return self._model
+
+    @model.setter
+    def model(self, other: nn.Module) -> None:
+        if other is not self._model:
+            raise AttributeError(
+                "CollapseMonitor.model cannot be reassigned: the monitor is bound to the model it was built with "
+                "(its measured layers and classifier are that model's modules); build a new "
+                "CollapseMonitor(other_model, ...) to measure another model"
+            )
+
     def _resolve(self, spec: str | Sequence[str]) -> tuple[OrderedDict[str, nn.Module], frozenset[str], str]:
         model = self.model
         own = getattr(model, "penultimate_name", None) if hasattr(model, "measured_layers") else None
@@ -457,6 +274,29 @@ class CollapseMonitor:
             raise ValueError(f"track must be 'full' or 'light' per measured layer {list(self.layers)}, got {track!r}")
         return {n for n, t in per.items() if t == "full"}
 
+    def _module_paths(self) -> dict[str, nn.Module]:
+        """``{path in the model: module}`` of every hooked module and the classifier module, as built."""
+        paths = {id(m): n for n, m in self.model.named_modules()}
+        clf = [] if self.classifier is None or self.classifier.module is None else [self.classifier.module]
+        return {paths[id(m)]: m for m in [*self.layers.values(), *clf] if id(m) in paths}
+
+    def _check_bound(self) -> None:
+        """Refuse to measure when a module the monitor hooks, or its classifier, was replaced in the model."""
+        now = dict(self.model.named_modules())
+        for path, module in self._bound.items():
+            if now.get(path) is module:
+                continue
+            clf = self.classifier
+            what = (
+                f"the classifier {clf.name!r}" if clf is not None and clf.module is module else f"the module {path!r}"
+            )
+            was = "removed from" if path not in now else f"replaced by another {type(now[path]).__name__} in"
+            raise RuntimeError(
+                f"{what} was {was} {type(self.model).__name__} after the CollapseMonitor was built; the monitor is "
+                "bound to the modules it was built with (its hooks and classifier): build a new "
+                "CollapseMonitor(model, ...) after changing the model (e.g. a new head for fine-tuning)"
+            )
+
     @property
     def device(self) -> torch.device:
         if self._device is not None:
@@ -465,51 +305,35 @@ class CollapseMonitor:
         return torch.device("cpu") if p is None else p.device
 
     def due(self, epoch: int) -> bool:
-        """Whether ``epoch`` is on the schedule."""
+        """Whether ``epoch`` (an ``int >= 0``) is on the schedule."""
         return self.schedule.due(epoch)
 
     # ------------------------------------------------------------------ measuring
-    def batches(self, data: Any) -> Callable[[], Iterable[tuple[Any, torch.Tensor]]]:
-        """A re-iterable pass over ``data`` as ``(inputs, labels)`` on the monitor's device (a one-shot iterator
-        is kept in a list, as the two passes read it twice)."""
-        if isinstance(data, tuple) and len(data) == 2 and all(isinstance(t, torch.Tensor) for t in data):
-            x, y = data  # one batch of tensors
-            data = [(x, y)]
-        elif not hasattr(data, "__iter__"):
-            raise TypeError(f"measure needs an iterable of (x, y) batches or an (x, y) pair, got {type(data).__name__}")
-        if iter(data) is data:  # a generator or iterator: one pass only, so keep its batches for pass 2
-            data = list(data)
-        device = self.device
-
-        def batches() -> Iterable[tuple[Any, torch.Tensor]]:
-            for batch in data:
-                x, y = _split_batch(batch)
-                x = _to(x, device)
-                if y is None:
-                    if self.targets_fn is None:
-                        raise ValueError("a batch has no labels (and no targets_fn gives them)")
-                    first = next(iter(x.values())) if isinstance(x, Mapping) else x
-                    y = torch.zeros(first.shape[0], dtype=torch.long, device=device)
-                yield x, _to(torch.as_tensor(y), device)
-
-        return batches
+    def batches(self, data: Any) -> Batches:
+        """A pass over ``data`` as ``(inputs, labels)`` on the monitor's device (:func:`nclab.measure.iterable_batches`:
+        a one-shot iterator gives one pass only)."""
+        return iterable_batches(data, self.device, need_labels=self.targets_fn is None)
 
     def plan(self) -> MeasurePlan:
-        """The measurement plan with the classifier's current weights (:class:`nclab.train.measure.MeasurePlan`)."""
+        """The measurement plan with the classifier's current weights (:class:`nclab.measure.MeasurePlan`)."""
         clf = None if self.classifier is None else self.classifier.refreshed()
         self.classifier = clf
+        loss = None if self.loss_fn is None else (lambda out, y, h, fn=self.loss_fn: fn(out, y))
         return MeasurePlan(
             layers=dict(self.layers),
             penultimate=self.penultimate,
             num_classes=self.num_classes,
             W=None if clf is None else clf.W,
             b=None if clf is None else clf.b,
+            cosine=clf is not None and clf.cosine,
             full_layers=frozenset(self.full_layers),
-            batch_size=0,
-            advance=None,
+            cache_mb=self.cache_mb,
+            loss_fn=loss,
+            conventions=self.conventions,
             threads=1,
+            distributed=is_distributed(),
             inputs=self.inputs,
-            call=_call,
+            select=self.select,
             targets_fn=self.targets_fn,
         )
 
@@ -518,44 +342,29 @@ class CollapseMonitor:
         """Measure on ``data``: any iterable of batches ``(x, y)`` (a DataLoader, a list, a generator; mappings
         with ``labels`` too) or one ``(x, y)`` pair of tensors. A held-out split's NCC uses the class means of
         the latest training measurement (its own when there is none yet). The model's train/eval mode (per
-        module) and the grad mode are restored. Rows go to the sinks (rank 0) and to :attr:`rows`."""
+        module) and the grad mode are restored. Rows go to the sinks (rank 0) and to :attr:`rows`.
+
+        Raises
+        ------
+        TypeError, ValueError
+            ``epoch`` not an ``int >= 0``; data that yields no batch; labels that are not class indices ``(n,)``
+            (one-hot rows named as such) or that live on the ``meta`` device; a one-shot iterator whose features
+            outgrow ``cache_mb``; a measured layer whose output is a tuple (without ``select``), whose first
+            dimension is not the batch, or that runs more than once per forward pass.
+        RuntimeError
+            A measured module or the classifier was replaced in the model after the monitor was built.
+        """
+        epoch = check_epoch(epoch)
+        self._check_bound()
         plan = self.plan()
-        batches = self.batches(data)
-        loss = None if self.loss_fn is None else (lambda out, y, h, fn=self.loss_fn: fn(out, y))
-        modes = {m: m.training for m in self.model.modules()}
+        train = split == "train"
         msgs: list[str] = []
-        try:
-            with blas_threads(plan.threads):
-                unit = self._unit_stats(plan)
-                budget = self.cache_mb if self.targets_fn is None else 0.0
-                p1 = _KeepingStatsPass(plan, loss, unit, budget)
-                forward_pass(self.model, batches, plan, p1)
-                p1.finish()
-                counters = [float(p1.wrong), float(p1.scored), float(p1.loss_sum), float(p1.seen)]
-                if _distributed():
-                    counters = self._reduce([*p1.stats.values(), *([unit] if unit is not None else [])], counters)
-                    p1.wrong, p1.scored, p1.loss_sum, p1.seen = (
-                        int(counters[0]),
-                        int(counters[1]),
-                        counters[2],
-                        int(counters[3]),
-                    )
-                train = split == "train"
-                reference = p1.stats if (train or self.train_stats is None) else self.train_stats
-                if not train and self.train_stats is None:
-                    msgs.append(f"{split}: NCC against its own class means (no training measurement yet)")
-                ncc = ncc_pass(self.model, batches, p1.labels, plan, reference, p1.features, msgs)
-                if _distributed():
-                    for acc in ncc.values():
-                        acc.all_reduce()
-                layer_out: list[tuple[str, str, float]] = [(OUTPUT_LAYER, "error", p1.error)] if p1.scored else []
-                if self.loss_fn is not None:
-                    layer_out.append((OUTPUT_LAYER, "loss", p1.loss))
-                for name in plan.layers:
-                    layer_out += layer_rows(plan, name, p1.stats[name], ncc.get(name), unit, self.conventions, msgs)
-        finally:
-            for m, was in modes.items():
-                m.train(was)
+        if not train and self.train_stats is None:
+            msgs.append(f"{split}: NCC against its own class means (no training measurement yet)")
+        reference = None if (train or self.train_stats is None) else self.train_stats
+        with blas_threads(plan.threads):
+            p1 = KeepingStatsPass(plan, unit_stats(plan), self.device, one_shot=is_one_shot(data))
+            layer_out = run_passes(self.model, self.batches(data), plan, p1, reference, msgs)
         if train:
             self.train_stats = dict(p1.stats)
         if self.missing:
@@ -563,37 +372,18 @@ class CollapseMonitor:
         reports: dict[str, dict[str, float]] = {}
         for lay, met, v in layer_out:
             reports.setdefault(lay, {})[met] = v
-        rows = [MetricRow(int(epoch), split, lay, met, v) for lay, met, v in layer_out]
+        rows = [MetricRow(epoch, split, lay, met, v) for lay, met, v in layer_out]
         self.rows.extend(rows)
-        if _rank() == 0:
+        if rank() == 0:
             for sink in self.sinks:
                 sink.write(rows)
         return MonitorResult(
-            int(epoch), split, rows, reports, OrderedDict(p1.stats), list(dict.fromkeys(msgs)), self.missing
+            epoch, split, rows, reports, OrderedDict(p1.stats), list(dict.fromkeys(msgs)), self.missing
         )
 
     def maybe_measure(self, data: Any, *, split: str = "train", epoch: int = 0) -> MonitorResult | None:
         """:meth:`measure` when ``epoch`` is on the schedule, else ``None``."""
         return self.measure(data, split=split, epoch=epoch) if self.due(epoch) else None
-
-    def _unit_stats(self, plan: MeasurePlan) -> ClassStats | None:
-        """Statistics of the unit-normalised penultimate features for a cosine classifier (``cosine = True``,
-        as nclab's cosine heads), from which ``gnc1`` is reported [Jiang et al. 2024], as the built-in trainer
-        does; ``None`` otherwise."""
-        clf = self.classifier
-        if clf is None or plan.W is None or not getattr(clf.module, "cosine", False):
-            return None
-        return ClassStats(plan.num_classes, int(plan.W.shape[1]), track="full")
-
-    @staticmethod
-    def _reduce(stats: Iterable[ClassStats], counters: list[float]) -> list[float]:
-        import torch.distributed as dist
-
-        for s in stats:
-            s.all_reduce()
-        t = torch.tensor(counters, dtype=torch.float64)
-        dist.all_reduce(t, op=dist.ReduceOp.SUM)
-        return [float(v) for v in t]
 
     def close(self) -> None:
         """Close every sink (rank 0; other ranks never opened a writer's output)."""

@@ -5,8 +5,9 @@ finds ``RANK`` / ``WORLD_SIZE`` in its environment; :func:`session` then joins t
 CPU, NCCL on CUDA, with a timeout so that a lost rank ends the run instead of hanging it) and leaves it at the
 end. Everything else here is a no-op in a single process, so the trainer calls it unconditionally:
 
-- :func:`rank`, :func:`world_size`, :func:`is_main`: who this process is (rank 0 alone writes the run
-  directory, the checkpoints and the report);
+- :func:`world_size`, :func:`is_main`: who this process is (rank 0 alone writes the run directory, the
+  checkpoints and the report; :func:`nclab.measure.rank` and :func:`nclab.measure.is_distributed` are the
+  measurement engine's, read here too);
 - :func:`per_rank_batch`: the config's batch size is the *global* one, split evenly over the ranks;
 - :func:`train_order`: this rank's part of an epoch (``DistributedSampler`` seeded with the run's seed and
   ``set_epoch``; it pads with repeated samples so every rank takes the same number of steps);
@@ -35,6 +36,8 @@ import torch.distributed as dist
 from torch import nn
 from torch.utils.data import DistributedSampler
 
+from nclab.measure.distributed import is_distributed, rank
+
 __all__ = [
     "DEFAULT_TIMEOUT_S",
     "TIMEOUT_ENV",
@@ -42,11 +45,9 @@ __all__ = [
     "broadcast",
     "device_for",
     "eval_shard",
-    "is_distributed",
     "is_main",
     "launched",
     "per_rank_batch",
-    "rank",
     "session",
     "sum_all",
     "train_order",
@@ -65,16 +66,6 @@ def launched() -> bool:
     """Whether this process was started by ``torchrun`` (or another launcher setting ``RANK`` and
     ``WORLD_SIZE``) with more than one rank."""
     return "RANK" in os.environ and int(os.environ.get("WORLD_SIZE", "1")) > 1
-
-
-def is_distributed() -> bool:
-    """Whether a process group of more than one rank is active."""
-    return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
-
-
-def rank() -> int:
-    """This process's rank (0 in a single process; from ``RANK`` before the group is joined or after it is left)."""
-    return dist.get_rank() if is_distributed() else int(os.environ.get("RANK", "0"))
 
 
 def _rank() -> int:

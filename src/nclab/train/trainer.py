@@ -1,7 +1,7 @@
 """Train to the terminal phase and measure collapse on a schedule: ``train(config, out)``.
 
 Per epoch: one pass of mini-batch training (shuffled by a generator seeded with ``(seed, epoch)``, so the order
-does not depend on any saved RNG state), then, at measured epochs, :func:`nclab.train.measure.measure_split`
+does not depend on any saved RNG state), then, at measured epochs, :func:`nclab.measure.measure_split`
 on the train split (and the test split), then an atomic checkpoint and an atomic rewrite of ``metrics.csv``.
 The run's state lives in one :class:`Trainer` (``epoch()``, ``measure()``, ``checkpoint()``, its
 :class:`RunState`); :func:`train` prepares the folder and loops over it.
@@ -37,11 +37,10 @@ import pickle
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 import torch.distributed as dist
 import yaml
@@ -55,14 +54,22 @@ from nclab.io.run_table import OUTPUT_LAYER, MetricRow, write_metrics
 from nclab.io.sinks import MetricSink, RunTableSink, make_sink
 from nclab.io.tables import to_frame
 from nclab.io.yaml_io import load_yaml_file
+from nclab.measure import (
+    MeasurePlan,
+    SplitMeasurement,
+    find_classifier,
+    is_distributed,
+    measure_split,
+    measurement_epochs,
+    rank,
+    resolve_layers,
+)
 from nclab.nets import CollapseNet, build_model
 from nclab.theory.mse import mse_decomposition_from_stats
 from nclab.train import distributed as ddp
 from nclab.train.checkpoint import checkpoint_bytes, columns_to_rows, load_checkpoint
 from nclab.train.config import ConfigError, RunConfig, check_device_available, resolve_config
-from nclab.train.hooks import resolve_layers
 from nclab.train.losses import LossFn, make_loss, paper004_lambda
-from nclab.train.measure import SplitMeasurement, find_classifier, measure_split
 from nclab.train.optim import lr_at, make_optimizer
 from nclab.train.rundir import (
     RunDirError,
@@ -76,7 +83,7 @@ from nclab.train.rundir import (
 )
 from nclab.validation import check_output_dir
 
-__all__ = ["PLAIN_PROGRESS_EVERY_S", "RunResult", "RunState", "Trainer", "measurement_epochs", "run_id", "train"]
+__all__ = ["PLAIN_PROGRESS_EVERY_S", "RunResult", "RunState", "Trainer", "run_id", "train"]
 
 #: Least seconds between two plain progress lines (stdout not a terminal); a batch log stays short.
 PLAIN_PROGRESS_EVERY_S = 5.0
@@ -96,13 +103,6 @@ def run_id(config: RunConfig) -> str:
     """
     text = yaml.safe_dump(config.to_dict(), sort_keys=True)
     return f"{config.name}-{hashlib.sha256(text.encode()).hexdigest()[:10]}"
-
-
-def measurement_epochs(epochs: int, num_log: int) -> list[int]:
-    """``{0, epochs} U round(logspace(0, log10(epochs), num_log))``, sorted (the zero-error epoch is added
-    during the run)."""
-    pts = np.unique(np.round(np.logspace(0, math.log10(max(epochs, 1)), num_log)).astype(int))
-    return sorted({0, epochs, *(int(p) for p in pts if 1 <= p <= epochs)})
 
 
 @dataclass
@@ -195,7 +195,7 @@ class Trainer:
             self.batch_size = ddp.per_rank_batch(cfg.train.batch_size)
         except ValueError as err:
             raise ConfigError(str(err)) from None
-        if cfg.measure.geodesic and ddp.is_distributed():
+        if cfg.measure.geodesic and is_distributed():
             raise ConfigError("measure.geodesic needs every training sample's features in one process: not under DDP")
         self.train_data, self.test_data = self._load_data()
         self.model, self.opt, self.loss_fn = self._build()
@@ -322,9 +322,9 @@ class Trainer:
         """Measure the model at the current epoch on the configured splits (:func:`measure_split`; the test split
         against the training means), adding the rows and the epoch to the state; returns the eval-mode training
         error (nan when the train split is not measured)."""
-        epoch, m, model = self.state.epoch, self.cfg.measure, self.model
+        epoch, m = self.state.epoch, self.cfg.measure
         first_new = len(self.state.rows)
-        layers = None if m.layers == "all" else ([model.penultimate_name] if m.layers == "penultimate" else m.layers)
+        plan = self.measure_plan()
         ref = None
         train_error = math.nan
         for split, data in (("train", self.train_data), ("test", self.test_data)):
@@ -332,24 +332,10 @@ class Trainer:
                 continue
             part = ddp.eval_shard(len(data), m.batch_size)
             task = self.bar.add_task(f"measure {split}", total=2 * len(data.y[part]), info=f"epoch {epoch}")
-            res = measure_split(
-                model,
-                data.x[part].to(self.device),
-                data.y[part].to(self.device),
-                data.num_classes,
-                layers=layers,
-                penultimate=model.penultimate_name,
-                loss_fn=self.loss_fn,
-                reference=ref,
-                full_layers=m.full_layers,
-                conventions=m.conventions,
-                batch_size=m.batch_size,
-                cache_mb=m.cache_mb,
-                advance=lambda n, t=task: self.bar.advance(t, n),
-                blas_threads=m.blas_threads,
-                geodesic=m.geodesic and split == "train",
-                distributed=ddp.is_distributed(),
-            )
+            x, y = data.x[part].to(self.device), data.y[part].to(self.device)
+            advance = lambda n, t=task: self.bar.advance(t, n)  # noqa: E731
+            here = replace(plan, advance=advance, geodesic=plan.geodesic and split == "train")  # geodesic: train only
+            res = measure_split(self.model, (x, y), here, reference=ref)
             self.bar.remove_task(task)
             if split == "train":
                 ref, train_error = res.stats, res.error
@@ -364,6 +350,26 @@ class Trainer:
         for sink in self.sinks:
             sink.write(self.state.rows[first_new:])
         return train_error
+
+    def measure_plan(self) -> MeasurePlan:
+        """The :class:`~nclab.measure.MeasurePlan` of the config's ``measure`` section for the model as it is now
+        (the classifier's current weights)."""
+        m, model = self.cfg.measure, self.model
+        layers = None if m.layers == "all" else ([model.penultimate_name] if m.layers == "penultimate" else m.layers)
+        return MeasurePlan.of(
+            model,
+            self.train_data.num_classes,
+            layers=layers,
+            penultimate=model.penultimate_name,
+            loss_fn=self.loss_fn,
+            full_layers=m.full_layers,
+            conventions=m.conventions,
+            batch_size=m.batch_size,
+            cache_mb=m.cache_mb,
+            threads=m.blas_threads,
+            geodesic=m.geodesic,
+            distributed=is_distributed(),
+        )
 
     @torch.no_grad()
     def eval_error(self) -> float:
@@ -498,7 +504,7 @@ class Trainer:
         """One epoch of mini-batch training in the order drawn from ``(seed, epoch)``; the running (train-mode)
         loss and error."""
         cfg, data, model, bs = self.cfg.train, self.train_data, self.model, self.batch_size
-        if ddp.is_distributed():
+        if is_distributed():
             perm = ddp.train_order(len(data), self.cfg.seed, epoch)
         else:
             gen = torch.Generator().manual_seed(self.cfg.seed * 1_000_003 + epoch)
@@ -538,13 +544,13 @@ class Trainer:
         with a linear head, from the full ClassStats of the same pass (no extra pass)."""
         loss, model = self.cfg.loss, self.model
         stats = res.stats.get(model.penultimate_name)
-        W, b = find_classifier(model)
-        if loss.name != "mse" or loss.target_scale != 1.0 or W is None or stats is None or stats.track != "full":
+        clf = find_classifier(model)
+        if loss.name != "mse" or loss.target_scale != 1.0 or clf is None or stats is None or stats.track != "full":
             return []
         if getattr(model.head, "cosine", False) or stats.empty_classes.size:
             return []
         lam = paper004_lambda(self.cfg.optim.weight_decay, data.num_classes, loss.reduction)
-        dec = mse_decomposition_from_stats(stats, W, b, lam=lam)
+        dec = mse_decomposition_from_stats(stats, clf.W, clf.b, lam=lam)
         keys = ("L", "L_LS", "L_NC1", "L_NC23", "L_perp", "proximity_ratio")
         return [(f"mse_{k}", float(dec[k])) for k in keys]
 
@@ -636,7 +642,7 @@ def _prepare_shared(
     if error is not None:
         raise error
     if verdict[0] is not None:
-        raise RuntimeError(f"rank {ddp.rank()}: rank 0 could not prepare {out}: {verdict[0]}")
+        raise RuntimeError(f"rank {rank()}: rank 0 could not prepare {out}: {verdict[0]}")
     if verdict[1] and saved is None:
         saved = load_checkpoint(out / "checkpoints" / "last.pt")
     return saved, notes
@@ -699,7 +705,7 @@ def train(
         if early is not None:
             raise early
         if verdict is not None:
-            raise RuntimeError(f"rank {ddp.rank()}: rank 0 could not take {out}: {verdict}")
+            raise RuntimeError(f"rank {rank()}: rank 0 could not take {out}: {verdict}")
         try:
             return _run(cfg, out, resume, overwrite, progress and main, console, on_epoch_end, owner)
         except BaseException as err:
@@ -710,7 +716,7 @@ def train(
                 shutil.rmtree(out, ignore_errors=True)
             if isinstance(err, dist.DistError):
                 raise RuntimeError(
-                    f"rank {ddp.rank()}: {type(err).__name__} in a collective: another rank of this run failed or "
+                    f"rank {rank()}: {type(err).__name__} in a collective: another rank of this run failed or "
                     f"was killed; rank 0's last complete checkpoint (epoch {_last_epoch(out)}) is in "
                     f"{out / 'checkpoints'}: continue with --resume"
                 ) from err

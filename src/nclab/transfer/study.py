@@ -72,13 +72,13 @@ from nclab.data import ArrayDataset, load
 from nclab.io.atomic import atomic_write_bytes, atomic_write_text
 from nclab.io.tables import csv_text
 from nclab.io.yaml_io import load_yaml_file
+from nclab.measure import collect_features
 from nclab.metrics import collapse_report
 from nclab.monitor import extract_features
 from nclab.nets import build_model
 from nclab.stats import ClassStats
 from nclab.train.checkpoint import load_checkpoint
 from nclab.train.config import RunConfig, resolve_config
-from nclab.train.hooks import collect_features
 from nclab.train.sweep import override_string, run_sweep
 from nclab.train.trainer import run_id
 from nclab.transfer.probe import DEFAULT_L2_GRID, linear_probe

@@ -1,5 +1,5 @@
-"""measure_split: the numbers of one measurement against a brute-force reference built from the same features,
-and independence from how the pass is cut (cached vs streamed features, batch size)."""
+"""nclab.measure.measure_split: the numbers of one measurement against a brute-force reference built from the same
+features, and independence from how the pass is cut (cached vs streamed features, batch size)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,10 @@ import torch
 
 from nclab.data import load
 from nclab.io.run_table import OUTPUT_LAYER
+from nclab.measure import MeasurePlan, collect_features, measure_split
 from nclab.metrics import collapse_report, ncc_metrics
 from nclab.nets import build_model
 from nclab.stats import ClassStats
-from nclab.train.hooks import collect_features
-from nclab.train.measure import measure_split
 
 
 @pytest.fixture(scope="module")
@@ -39,9 +38,15 @@ def _loss(out, y, h):
     return torch.nn.functional.cross_entropy(out, y)
 
 
+def _measure(model, x, y, num_classes=10, reference=None, **options):
+    """measure_split of the plan MeasurePlan.of builds for ``model`` with ``options``."""
+    plan = MeasurePlan.of(model, num_classes, penultimate=model.penultimate_name, **options)
+    return measure_split(model, (x, y), plan, reference=reference)
+
+
 def test_measure_split_equals_a_brute_force_report(setup):
     model, data, _ = setup
-    res = measure_split(model, data.x, data.y, 10, penultimate=model.penultimate_name, loss_fn=_loss)
+    res = _measure(model, data.x, data.y, loss_fn=_loss)
     feats = collect_features(model, data.x)
     W = model.head.weight.detach().double().numpy()
     b = model.head.bias.detach().double().numpy()
@@ -65,8 +70,8 @@ def test_measure_split_equals_a_brute_force_report(setup):
 
 def test_held_out_split_uses_the_training_means_for_ncc(setup):
     model, data, test = setup
-    train_res = measure_split(model, data.x, data.y, 10, penultimate=model.penultimate_name)
-    res = measure_split(model, test.x, test.y, 10, penultimate=model.penultimate_name, reference=train_res.stats)
+    train_res = _measure(model, data.x, data.y)
+    res = _measure(model, test.x, test.y, reference=train_res.stats)
     got = _rows(res)
     feats = collect_features(model, test.x)
     for name, H in feats.items():
@@ -94,8 +99,7 @@ def test_result_does_not_depend_on_caching(setup, batch_size, cache_mb):
     model, data, _ = setup
 
     def rows(**kw):
-        kw = dict(penultimate=model.penultimate_name, loss_fn=_loss, batch_size=batch_size, **kw)
-        return _rows(measure_split(model, data.x, data.y, 10, **kw))
+        return _rows(_measure(model, data.x, data.y, loss_fn=_loss, batch_size=batch_size, **kw))
 
     ref, got = rows(), rows(cache_mb=cache_mb)
     assert set(got) == set(ref)
@@ -111,7 +115,7 @@ def test_geodesic_rows_match_the_in_memory_profile_and_the_measured_ends():
     torch.manual_seed(1)
     data = load("digits", "train", per_class=20)
     model = build_model("fc_resnet", data.input_shape, 10, width=12, num_blocks=3)
-    res = measure_split(model, data.x, data.y, 10, penultimate=model.penultimate_name, geodesic=True)
+    res = _measure(model, data.x, data.y, geodesic=True)
     got = _rows(res)
     feats = collect_features(model, data.x)
     names = list(feats)
@@ -134,10 +138,10 @@ def test_geodesic_rows_match_the_in_memory_profile_and_the_measured_ends():
 
 def test_geodesic_is_skipped_with_a_message_when_it_does_not_apply(setup):
     model, data, _ = setup  # MLP 24 / 20 / 16: no two leading layers share a dimension
-    res = measure_split(model, data.x, data.y, 10, penultimate=model.penultimate_name, geodesic=True)
+    res = _measure(model, data.x, data.y, geodesic=True)
     assert not any(m.startswith("geodesic") for _, m, _ in res.rows)
     assert any("geodesic: skipped (needs at least two" in w for w in res.warnings)
-    res = measure_split(model, data.x, data.y, 10, penultimate=model.penultimate_name, geodesic=True, cache_mb=0)
+    res = _measure(model, data.x, data.y, geodesic=True, cache_mb=0)
     assert any("geodesic: skipped (the split's features exceed" in w for w in res.warnings)
 
 
@@ -147,6 +151,6 @@ def test_geodesic_failure_is_a_warning_not_an_abort():
     data = load("digits", "train", per_class=10)
     keep = data.y < 3
     model = build_model("fc_resnet", data.input_shape, 4, width=8, num_blocks=2)
-    res = measure_split(model, data.x[keep], data.y[keep], 4, penultimate=model.penultimate_name, geodesic=True)
+    res = _measure(model, data.x[keep], data.y[keep], 4, geodesic=True)
     assert any(w.startswith("geodesic: skipped") for w in res.warnings)
     assert not any(m.startswith("geodesic") for _, m, _ in res.rows)

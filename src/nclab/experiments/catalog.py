@@ -1,0 +1,82 @@
+"""The experiments registered so far: :func:`register` (the decorator each experiment module uses) and
+:data:`EXPERIMENTS`.
+
+An experiment is a function ``fn(out: Path, scale: str, seed: int) -> dict`` registered with :func:`register`.
+It writes its outputs (tables, figures, ``report.html``) under ``out`` and returns a small JSON-able summary.
+``scale`` is one of the experiment's declared scales: ``"tiny"`` (what the test suite runs, seconds), ``"cpu"``
+(minutes on 2 cores, the default of the CLI), ``"paper"`` (the paper's sizes). Looking experiments up (which
+first imports every module that defines some) is :mod:`nclab.experiments.registry`'s: the experiment modules
+import this module, and the registry imports them, so neither imports the other back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["DURATIONS", "EXPERIMENTS", "Experiment", "register"]
+
+#: Measured wall time per experiment and scale on the shared 2-core machine: tiny from one run of each on
+#: 2026-11-23 (other jobs running), cpu from docs/geometry.md and benchmarks/RESULTS.md, and "<= ..." cpu figures
+#: from one run each on 2026-11-23 with the machine loaded (load average 6-8 on 2 cores: upper bounds). The paper
+#: scale has not been timed on this machine (GPU-sized); ``nclab experiment list`` says so.
+DURATIONS: dict[str, dict[str, str]] = {
+    "central-path-flow": {"tiny": "~3 s", "cpu": "<= 1 min"},
+    "digits-mlp-demo": {"tiny": "~15 s", "cpu": "~40 s"},
+    "fashion-mnist-cnn": {"tiny": "~20 s", "cpu": "~1.5 min"},
+    "geodesic-digits": {"tiny": "~7 s", "cpu": "<= 1.5 min"},
+    "gnc-assignment": {"tiny": "~2 s", "cpu": "seconds"},
+    "gnc-bounds-vs-d": {"tiny": "~13 s", "cpu": "minutes"},
+    "gnc-d2-codes": {"tiny": "~4 s", "cpu": "~1 min"},
+    "gnc-tau-maxcos": {"tiny": "~1.5 s", "cpu": "~1 min"},
+    "mse-decomposition-ufm": {"tiny": "<1 s", "cpu": "<= 1 min"},
+    "mufm-tradeoff": {"tiny": "~14 s", "cpu": "<= 6 min"},
+    "ufm-figures": {"tiny": "~5 s", "cpu": "<= 7 min"},
+    "vci-transfer": {"tiny": "~11 s", "cpu": "~4.5 min"},
+    "ufm-init-scale": {"tiny": "~4 s", "cpu": "<= 2 min"},
+    "ufm-threshold-sweep": {"tiny": "~5 s", "cpu": "<= 2.5 min"},
+    "ufm-thm51": {"tiny": "~1 s", "cpu": "<= 2 min"},
+}
+
+ExperimentFn = Callable[[Path, str, int], dict[str, Any]]
+
+
+#: Every registered experiment by name (filled as the experiment modules are imported).
+EXPERIMENTS: dict[str, Experiment] = {}
+
+
+@dataclass(frozen=True)
+class Experiment:
+    name: str
+    fn: ExperimentFn
+    summary: str
+    paper: str  #: citation key of the paper it reproduces (docs/references.md)
+    scales: tuple[str, ...] = field(default=("tiny", "cpu", "paper"))
+    #: Expected wall time per scale on the 2-core reference machine, as measured (a scale missing here has not
+    #: been timed).
+    durations: dict[str, str] = field(default_factory=dict)
+
+
+def register(
+    name: str,
+    *,
+    summary: str,
+    paper: str,
+    scales: tuple[str, ...] = ("tiny", "cpu", "paper"),
+) -> Callable[[ExperimentFn], ExperimentFn]:
+    """Decorator: register ``fn(out, scale, seed) -> summary dict`` under ``name`` (its expected wall times
+    come from :data:`DURATIONS`)."""
+
+    def wrap(fn: ExperimentFn) -> ExperimentFn:
+        if name in EXPERIMENTS and EXPERIMENTS[name].fn is not fn:
+            raise ValueError(f"experiment {name!r} is registered twice")
+        durations = DURATIONS.get(name, {})
+        unknown = set(durations) - set(scales)
+        if unknown:
+            raise ValueError(f"experiment {name!r}: durations for undeclared scales {sorted(unknown)}")
+        EXPERIMENTS[name] = Experiment(name, fn, summary, paper, tuple(scales), dict(durations))
+        return fn
+
+    return wrap

@@ -1,0 +1,142 @@
+"""What one measurement does, as a value: :class:`MeasurePlan`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from nclab.measure.batches import call_model
+from nclab.measure.classifier import find_classifier
+from nclab.measure.hooks import LayerSpec, SelectSpec, resolve_layers
+from nclab.validation import check_int
+
+__all__ = ["LossFn", "MeasurePlan", "TargetsFn"]
+
+#: ``loss_fn(outputs, labels, penultimate_features) -> scalar``: the network's loss of one batch (a batch mean).
+LossFn = Callable[[Any, torch.Tensor, torch.Tensor], torch.Tensor]
+#: ``targets_fn(features, batch) -> (features (M, d), labels (M,))``: one layer's raw output of one batch to the
+#: samples it holds (e.g. a language model's hidden states at position t labelled by token t + 1); ``batch`` is
+#: the ``(inputs, labels)`` pair.
+TargetsFn = Callable[[torch.Tensor, Any], tuple[torch.Tensor, torch.Tensor]]
+
+
+@dataclass(frozen=True)
+class MeasurePlan:
+    """What the passes of one measurement share.
+
+    Attributes
+    ----------
+    layers : dict[str, nn.Module]
+        ``{name: module}`` in order (:func:`~nclab.measure.resolve_layers`).
+    penultimate : str
+        The layer the classifier reads (NC3 / NC4 there only).
+    num_classes : int
+        ``K >= 2``.
+    W, b : ndarray or None
+        The classifier ``W (K, d)``, ``b (K,)``, float64 (:func:`~nclab.measure.find_classifier`).
+    cosine : bool
+        The classifier scores by cosine: ``gnc1`` of the unit-normalised penultimate features is reported too.
+    full_layers : str or collection of str
+        ``"penultimate"`` (full statistics there, light elsewhere), ``"all"``, or the layer names.
+    batch_size : int
+        Rows per forward pass of :func:`~nclab.measure.tensor_batches` (:func:`~nclab.measure.measure_split`).
+    cache_mb : float
+        Memory (MiB) for pass 1's features: when they fit, pass 2 reads them instead of running the model again.
+    loss_fn : LossFn or None
+        Adds the network's ``loss`` row.
+    conventions : mapping or None
+        Overrides of :data:`nclab.metrics.DEFAULT_CONVENTIONS`.
+    threads : int or None
+        numpy/scipy BLAS threads while measuring (``None``: unchanged).
+    geodesic : bool
+        Also the [Wang et al. 2024] geodesic rows (:func:`~nclab.measure.measure_split`).
+    distributed : bool
+        Every rank measures its shard; statistics and counts are all-reduced over the default process group.
+    advance : callable or None
+        ``advance(n)`` after each batch of each pass (progress bars).
+    inputs : frozenset of str
+        Layers measured at their module's input (the classifier's input: the penultimate feature of a model
+        with no module producing it).
+    select : SelectSpec
+        Which tensor of a tuple-returning layer (:mod:`nclab.measure.hooks`).
+    call : callable
+        ``call(model, x)`` runs a batch and returns the logits ``(n, K)`` (or anything else: then no error is
+        counted); :func:`~nclab.measure.call_model` by default.
+    targets_fn : TargetsFn or None
+        Turns a layer's raw output and the batch into ``(features, labels)`` (token-level collapse).
+    """
+
+    layers: Mapping[str, nn.Module]
+    penultimate: str
+    num_classes: int
+    W: np.ndarray | None = None
+    b: np.ndarray | None = None
+    cosine: bool = False
+    full_layers: str | Collection[str] = "penultimate"
+    batch_size: int = 256
+    cache_mb: float = 256.0
+    loss_fn: LossFn | None = None
+    conventions: Mapping[str, Any] | None = None
+    threads: int | None = 1
+    geodesic: bool = False
+    distributed: bool = False
+    advance: Callable[[int], None] | None = None
+    inputs: frozenset[str] = frozenset()
+    select: SelectSpec = None
+    call: Callable[[nn.Module, Any], Any] = call_model
+    targets_fn: TargetsFn | None = None
+
+    def __post_init__(self) -> None:
+        check_int(self.num_classes, name="num_classes", low=2)
+        check_int(self.batch_size, name="batch_size", low=1)
+        if self.penultimate not in self.layers:
+            raise KeyError(
+                f"penultimate layer {self.penultimate!r} is not among the measured layers {list(self.layers)}"
+            )
+        if self.distributed and self.geodesic:
+            raise ValueError("geodesic needs the whole split's features in one process: not with distributed")
+
+    @classmethod
+    def of(
+        cls,
+        model: nn.Module,
+        num_classes: int,
+        *,
+        layers: LayerSpec = None,
+        penultimate: str | None = None,
+        **options: Any,
+    ) -> MeasurePlan:
+        """The plan for ``model``: ``layers`` resolved (default: the model's ``measured_layers()``),
+        ``penultimate`` (default: the model's ``penultimate_name``, else the last layer), the classifier found
+        by :func:`~nclab.measure.find_classifier` (``model.head``, its current weights); ``options`` set the other
+        fields.
+
+        Examples
+        --------
+        >>> from nclab.nets import build_model
+        >>> plan = MeasurePlan.of(build_model("mlp", (4,), 3, widths=[8, 6]), 3, batch_size=64)
+        >>> list(plan.layers), plan.penultimate, plan.W.shape, plan.batch_size
+        (['layer1', 'layer2'], 'layer2', (3, 6), 64)
+        """
+        layer_map = resolve_layers(model, layers)
+        if penultimate is None:
+            penultimate = getattr(model, "penultimate_name", None) or next(reversed(layer_map))
+        clf = find_classifier(model)
+        if clf is not None:
+            options = {"W": clf.W, "b": clf.b, "cosine": clf.cosine, **options}
+        return cls(layer_map, penultimate, num_classes, **options)
+
+    def track(self, name: str) -> str:
+        """``"full"`` or ``"light"`` statistics at layer ``name``."""
+        if isinstance(self.full_layers, str):
+            return "full" if name == self.penultimate or self.full_layers == "all" else "light"
+        return "full" if name in self.full_layers else "light"
+
+    def classifier_at(self, name: str) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """``(W, b)`` at the penultimate layer (NC3, NC4 there), ``(None, None)`` elsewhere."""
+        return (self.W, self.b) if name == self.penultimate else (None, None)

@@ -1,0 +1,198 @@
+"""One measurement of a network on one data split: :func:`measure_split`, and the steps it shares with
+:class:`~nclab.monitor.CollapseMonitor` (:func:`run_passes`, :func:`layer_rows`).
+
+Metrics: :func:`nclab.metrics.collapse_report` per layer (so ``trace_ratio`` = PFC1, ``etf_gram_error`` =
+PFC2, ``ncc_accuracy`` = PFC3 at every layer, NC1-NC4 and the rest at the penultimate), plus ``gnc1`` for
+cosine heads. Held-out splits: variability / geometry metrics use the split's own class statistics
+([Han et al. 2022, Fig. 12] reading), NCC quantities use the training means. The passes are
+:mod:`nclab.measure.passes`'.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+
+from nclab._threads import blas_threads
+from nclab.io.run_table import OUTPUT_LAYER
+from nclab.measure.batches import Batches, tensor_batches
+from nclab.measure.passes import StatsPass, forward_pass, ncc_pass, unit_stats
+from nclab.measure.plan import MeasurePlan
+from nclab.metrics import collapse_report, gnc1
+from nclab.stats import ClassStats, NCCAccumulator
+
+__all__ = ["Row", "SplitMeasurement", "layer_rows", "measure_split", "run_passes"]
+
+#: ``(layer, metric, value)``.
+Row = tuple[str, str, float]
+
+
+@dataclass
+class SplitMeasurement:
+    """Rows ``(layer, metric, value)`` in layer order, the pass-1 statistics per layer, and warnings."""
+
+    rows: list[Row]
+    stats: dict[str, ClassStats]
+    error: float
+    loss: float
+    warnings: list[str] = field(default_factory=list)
+
+    def value(self, layer: str, metric: str) -> float:
+        for lay, met, v in self.rows:
+            if lay == layer and met == metric:
+                return v
+        raise KeyError(f"no {metric!r} at layer {layer!r}")
+
+
+def layer_rows(
+    plan: MeasurePlan,
+    name: str,
+    stats: ClassStats,
+    ncc: NCCAccumulator | None,
+    unit: ClassStats | None,
+    msgs: list[str],
+) -> list[Row]:
+    """The report step of one layer: ``collapse_report`` of ``stats`` (with the plan's classifier and
+    conventions, and the NCC counts ``ncc``; plus ``gnc1`` from ``unit`` at a cosine head's penultimate layer) as
+    ``(layer, metric, value)`` rows; its warnings, or why it failed, go to ``msgs``."""
+    pen = name == plan.penultimate
+    W, b = plan.classifier_at(name)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            # keep_memo at the penultimate layer: the caller may read more of its statistics (the trainer's MSE
+            # decomposition reuses Sigma_W and Sigma_T; it clears the caches when done)
+            rep = collapse_report(stats, W=W, b=b, ncc=ncc, conventions=plan.conventions, keep_memo=pen)
+            if pen and unit is not None:
+                rep["gnc1"] = gnc1(unit, check=False)
+        except ValueError as err:  # e.g. an empty class in a small held-out subset
+            msgs.append(f"{name}: metrics skipped ({err})")
+            rep = {}
+    msgs += [f"{name}: {w.message}" for w in caught]
+    return [(name, k, float(v)) for k, v in rep.items()]
+
+
+def run_passes(
+    model: nn.Module,
+    batches: Batches,
+    plan: MeasurePlan,
+    p1: StatsPass,
+    reference: Mapping[str, ClassStats] | None,
+    msgs: list[str],
+) -> list[Row]:
+    """Pass 1 into ``p1``, pass 2 (NCC against ``reference``, default ``p1``'s own statistics), both all-reduced
+    when ``plan.distributed``; then the rows: ``error`` (when some output was a logit row), ``loss`` (with
+    ``plan.loss_fn``) and each layer's report. Warnings go to ``msgs``."""
+    forward_pass(model, batches, plan, p1)
+    p1.finish()
+    if plan.distributed:
+        p1.all_reduce()
+    ncc = ncc_pass(model, batches, plan, p1.stats if reference is None else reference, p1.cached, msgs)
+    if plan.distributed:
+        for acc in ncc.values():  # every rank skipped the same layers: the reference is the same everywhere
+            acc.all_reduce()
+    rows: list[Row] = [(OUTPUT_LAYER, "error", p1.error)] if p1.counts.scored else []
+    if plan.loss_fn is not None:
+        rows.append((OUTPUT_LAYER, "loss", p1.loss))
+    for name in plan.layers:
+        rows += layer_rows(plan, name, p1.stats[name], ncc.get(name), p1.unit, msgs)
+    return rows
+
+
+def _geodesic_rows(
+    layer_map: Mapping[str, nn.Module],
+    cache: Mapping[str, torch.Tensor] | None,
+    y: torch.Tensor,
+    num_classes: int,
+    msgs: list[str],
+) -> list[Row]:
+    """Rows of the [Wang et al. 2024] geodesic model over the leading measured layers of one dimension (see
+    measure_split)."""
+    from nclab.theory.geodesic import geodesic_profile
+
+    if cache is None:
+        msgs.append("geodesic: skipped (the split's features exceed measure.cache_mb)")
+        return []
+    names = list(layer_map)
+    segment = [names[0]]
+    for name in names[1:]:
+        if cache[name].shape[1] != cache[names[0]].shape[1]:
+            break
+        segment.append(name)
+    if len(segment) < 2:
+        msgs.append("geodesic: skipped (needs at least two leading measured layers of the same dimension)")
+        return []
+    try:
+        prof = geodesic_profile([cache[n] for n in segment], y, num_classes)
+    except ValueError as err:  # e.g. an empty class in a small subset, or no layer moving any sample
+        msgs.append(f"geodesic: skipped ({err})")
+        return []
+    pred = prof.predictions["measured"]
+    rows = [(OUTPUT_LAYER, "geodesic_s01", prof.s01), (OUTPUT_LAYER, "straightness_index", prof.straightness_index)]
+    for i, name in enumerate(segment):
+        rows.append((name, "relative_depth", float(prof.relative_depth[i])))
+        rows += [(name, f"geodesic_{k}", float(getattr(pred, k)[i])) for k in ("pfc1", "pfc2", "pfc3")]
+    return rows
+
+
+@torch.no_grad()
+def measure_split(
+    model: nn.Module,
+    data: tuple[torch.Tensor, torch.Tensor],
+    plan: MeasurePlan,
+    *,
+    reference: Mapping[str, ClassStats] | None = None,
+) -> SplitMeasurement:
+    """Measure ``model`` on one split ``data = (x (N, ...), y (N,))`` as ``plan`` says (see the module
+    docstring), in batches of ``plan.batch_size``.
+
+    ``reference``: the class statistics whose means the NCC pass measures against (a held-out split's: the
+    training split's ``stats``); default: the split's own. ``plan.threads``: numpy/scipy BLAS threads while
+    measuring; one by default: the measurement's products and d x d decompositions are small, and between torch
+    operations a multi-threaded BLAS call waits for cores that torch's OpenMP workers still spin on (measured on
+    2 cores: a d = 128 report 30 ms with 2 threads, 3-4 ms with one; 1.3-1.6x faster with one even at d =
+    512-1,024; ``nclab._threads``). ``plan.geodesic``: also the [Wang et al. 2024] geodesic model over the leading
+    measured layers of equal dimension (``layer0 .. layerL`` of ``fc_resnet`` / ``pfc_resnet``): per layer
+    ``relative_depth`` and the straight line's ``geodesic_pfc1/2/3`` at that depth (measured end), and
+    ``geodesic_s01``, ``straightness_index`` as network rows (:func:`nclab.theory.geodesic.geodesic_profile`,
+    from the cached features; skipped with a warning when they exceed ``plan.cache_mb`` or fewer than two layers
+    share a dimension). ``plan.distributed``: ``x, y`` are this rank's shard of the split (no sample in two
+    shards, :func:`nclab.train.distributed.eval_shard`); every rank calls with its shard, the statistics, NCC
+    counts, loss and error sums are all-reduced over the default process group (exactly: :mod:`nclab.stats`),
+    and every rank returns the whole split's rows.
+
+    Examples
+    --------
+    >>> from nclab.nets import build_model
+    >>> torch.manual_seed(0)  # doctest: +ELLIPSIS
+    <...>
+    >>> net = build_model("mlp", (4,), 3, widths=[8, 6])
+    >>> x, y = torch.randn(30, 4), torch.arange(30) % 3
+    >>> res = measure_split(net, (x, y), MeasurePlan.of(net, 3, batch_size=16))
+    >>> res.stats["layer2"].num_samples, 0 <= res.value("layer2", "ncc_accuracy") <= 1
+    (30, True)
+    """
+    if not (isinstance(data, tuple | list) and len(data) == 2):
+        raise TypeError(f"data must be an (x, y) pair of tensors, got {type(data).__name__}")
+    x, y = data
+    if x.shape[0] != y.shape[0]:
+        raise ValueError(f"data: x has {x.shape[0]} rows but y has {y.shape[0]} labels")
+    with blas_threads(plan.threads):
+        p1 = StatsPass(plan, y, unit_stats(plan), y.device)
+        msgs: list[str] = []
+        rows = run_passes(model, tensor_batches(x, y, plan.batch_size), plan, p1, reference, msgs)
+        if plan.geodesic:
+            feats = None if p1.cached is None else {n: f for n, (f, _) in p1.cached.items()}
+            rows += _geodesic_rows(plan.layers, feats, y, plan.num_classes, msgs)
+    return SplitMeasurement(
+        rows=rows,
+        stats=OrderedDict((n, p1.stats[n]) for n in plan.layers),
+        error=p1.error,
+        loss=p1.loss,
+        warnings=list(dict.fromkeys(msgs)),
+    )
