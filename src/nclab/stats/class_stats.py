@@ -289,10 +289,8 @@ class ClassStats(Accumulator):
             other._flush()
         return super().merge(other)
 
-    def all_reduce(self, group: Any = None) -> ClassStats:
-        """Sum the statistics of every rank in place, exactly (pending Gram rows flushed first); returns ``self``."""
-        self._flush()
-        return super().all_reduce(group)
+    def _before_reduce(self) -> None:
+        self._flush()  # pending Gram rows belong to this rank's sum
 
     def _changed(self) -> None:
         self._memo.clear()
@@ -376,6 +374,7 @@ class ClassStats(Accumulator):
         if self._state is not None:
             out._device = self._device
             out._state = {k: v.clone() for k, v in self._state.items()}
+        out._reduced = self._reduced  # the same samples of every rank: reducing the copy again would double them
         return out
 
     # ------------------------------------------------------------------ accumulation
@@ -763,6 +762,7 @@ class ClassStats(Accumulator):
         out._state = {
             k: (v.clone() if k == "scatter_dev" else v.index_select(0, idx).clone()) for k, v in self._state.items()
         }
+        out._reduced = self._reduced
         return out
 
     def __repr__(self) -> str:

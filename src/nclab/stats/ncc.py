@@ -70,7 +70,6 @@ _HNSW_M = 32
 _HNSW_EF_CONSTRUCTION = 200
 _HNSW_EF_SEARCH = 64
 _HNSW_CANDIDATES = 8
-_INDEX_CODES = {"exact": 0, "hnsw": 1}
 
 _COUNTERS = ("class_counts", "ncc_correct", "clf_correct", "mismatch", "mismatch_nobias")
 
@@ -216,27 +215,6 @@ class NCCAccumulator(Accumulator):
     def _validate(self, sd: Mapping[str, Any]) -> None:
         # states saved before the index option existed were all exact passes
         super()._validate({"index": "exact", **sd})
-
-    def all_reduce(self, group: Any = None) -> NCCAccumulator:
-        """Sum the counts of every rank (see :meth:`Accumulator.all_reduce`); every rank raises ``ValueError``,
-        before any count is combined, if the ranks were built with different ``index`` options."""
-        import torch.distributed as dist
-
-        if dist.is_available() and dist.is_initialized():
-            if self._state is None:
-                self._allocate(self._device or torch.device("cpu"))
-            code = _INDEX_CODES[self.index]
-            # min of (code, -code) = (lowest code, -highest code): every rank sees the same pair, so all raise
-            seen = torch.tensor([code, -code], dtype=torch.int64, device=self._device)
-            dist.all_reduce(seen, op=dist.ReduceOp.MIN, group=group)
-            lo, hi = int(seen[0]), -int(seen[1])
-            if lo != hi:
-                names = {v: k for k, v in _INDEX_CODES.items()}
-                raise ValueError(
-                    f"incompatible NCCAccumulator: ranks were built with index={names[lo]!r} and "
-                    f"index={names[hi]!r}; approximate and exact counts cannot be combined"
-                )
-        return super().all_reduce(group)
 
     def _buffers(self) -> dict[str, np.ndarray]:
         out = {"means": self._mu}
