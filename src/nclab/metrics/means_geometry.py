@@ -118,7 +118,11 @@ def _spread(values: np.ndarray, ddof: int) -> float:
     return _spread_from_moments(values.size, float(((values - mean) ** 2).sum()), ddof)
 
 
-def _pair_cosine_tiles(U: np.ndarray, tile_entries: int = 1 << 22) -> Iterator[np.ndarray]:
+# Entries of one row tile of a K x K matrix (32 MB of float64): the metrics never form K x K at once.
+_TILE_ENTRIES = 1 << 22
+
+
+def _pair_cosine_tiles(U: np.ndarray, tile_entries: int = _TILE_ENTRIES) -> Iterator[np.ndarray]:
     """The cosines ``u_k . u_l`` of all pairs ``k < l``, in row tiles of ``U U^T`` (about ``tile_entries``
     values each, 32 MB): never the K(K-1)/2 x d pair arrays, nor the whole K x K Gram."""
     K = U.shape[0]
@@ -435,7 +439,8 @@ def classifier_accuracy_on_means(stats: StatsLike | Any, *, W: Any, b: Any = Non
     The nearest-class-mean rule classifies every class mean correctly, so this is the agreement of the
     classifier's decision ``argmax(W h + b)`` with NCC at the points ``h = mu_k`` (NC4 of [Papyan et al. 2020],
     evaluated where the class's features collapse under NC1). It is 1 at collapse and needs no pass over the
-    samples; :class:`~nclab.metrics.NCCAccumulator` measures the same agreement sample by sample.
+    samples; :class:`~nclab.metrics.NCCAccumulator` measures the same agreement sample by sample. Memory: row
+    tiles of the K x K logits (32 MB each), never the whole matrix.
 
     Parameters
     ----------
@@ -462,10 +467,19 @@ def classifier_accuracy_on_means(stats: StatsLike | Any, *, W: Any, b: Any = Non
     if Wr.shape != M.shape:
         raise ValueError(f"W has shape {Wr.shape}, but the class means have shape {M.shape}")
     K = M.shape[0]
-    logits = M @ Wr.T
+    bias = None
     if b is not None:
         bias = check_finite(b, name="b")
         if bias.shape != (K,):
             raise ValueError(f"b must have shape (K,) = ({K},), got {bias.shape}")
-        logits = logits + bias
-    return float(np.mean(np.argmax(logits, axis=1) == np.arange(K)))
+    # row tiles of the K x K logits (about _TILE_ENTRIES each; whole at K = 20,000 they were 3.2 GB, twice with
+    # the bias): each class's decision depends on its own row only
+    rows = max(1, _TILE_ENTRIES // K)
+    hits = 0
+    for start in range(0, K, rows):
+        logits = M[start : start + rows] @ Wr.T
+        if bias is not None:
+            logits += bias
+        hits += int(np.count_nonzero(np.argmax(logits, axis=1) == np.arange(start, start + logits.shape[0])))
+        del logits  # before the next tile exists
+    return hits / K
