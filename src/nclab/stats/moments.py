@@ -147,7 +147,7 @@ class ClassMoments:
     True
     """
 
-    __slots__ = ("_cache", "_stats", "_version")
+    __slots__ = ("_cache", "_stats", "_version", "dim", "num_classes", "track")
 
     def __init__(self, stats: MomentSource, *, cache: dict[Hashable, Any] | None = None) -> None:
         # the class, not the instance: a protocol isinstance would evaluate (copy) every property on Python 3.11
@@ -156,6 +156,10 @@ class ClassMoments:
         self._stats = stats
         self._cache: dict[Hashable, Any] = {} if cache is None else cache
         self._version = stats.state_version
+        # fixed for the life of the statistics: plain attributes (a report reads them hundreds of times)
+        self.num_classes: int = stats.num_classes
+        self.dim: int = stats.dim
+        self.track: str = stats.track
 
     # ------------------------------------------------------------------ the cache
     def _entries(self) -> dict[Hashable, Any]:
@@ -172,7 +176,7 @@ class ClassMoments:
         if key not in _NAMES:
             raise ValueError(f"{key!r} is not a MomentKey name (the cache's names are listed there)")
         cache = self._entries()
-        entry = (key, *params) if params else key
+        entry = (key, *params) if params else key  # the name alone when unparametrised: no tuple to hash
         if entry not in cache:
             value = compute()
             for arr in value if isinstance(value, tuple) else (value,):
@@ -194,18 +198,6 @@ class ClassMoments:
     def stats(self) -> MomentSource:
         """The statistics this view reads."""
         return self._stats
-
-    @property
-    def num_classes(self) -> int:
-        return self._stats.num_classes
-
-    @property
-    def dim(self) -> int:
-        return self._stats.dim
-
-    @property
-    def track(self) -> str:
-        return self._stats.track
 
     @property
     def counts(self) -> np.ndarray:
@@ -234,7 +226,7 @@ class ClassMoments:
         return self._stats.drop_empty()
 
     def _need_full(self, what: str) -> None:
-        if self._stats.track != "full":
+        if self.track != "full":
             raise ValueError(
                 f"{what} needs the d x d within-class scatter, which track='light' does not keep; "
                 f"rebuild these ClassStats with track='full'"
@@ -291,7 +283,7 @@ class ClassMoments:
         S = raw("sum_dev")
         # syrk fills the lower triangle of this C-ordered array (the upper one is not maintained): mirror it
         C = raw("scatter_dev")
-        W = np.where(strict_upper(self._stats.dim), C.T, C)
+        W = np.where(strict_upper(self.dim), C.T, C)
         nz = counts > 0
         Sn = S[nz] / np.sqrt(counts[nz])[:, None]
         W -= Sn.T @ Sn
@@ -360,7 +352,7 @@ class ClassMoments:
     def _class_weights(self, weighting: Weighting) -> np.ndarray:
         check_weighting(weighting)
         if weighting == "balanced":
-            return np.full(self._stats.num_classes, 1.0 / self._stats.num_classes)
+            return np.full(self.num_classes, 1.0 / self.num_classes)
         counts = self._stats.raw("counts")
         return counts / counts.sum()
 
