@@ -5,6 +5,7 @@ with the file and the problem named, reset back to the empty state."""
 from __future__ import annotations
 
 import io
+import json
 import os
 import re
 from collections.abc import Callable
@@ -249,6 +250,145 @@ def test_agree_on_shifts_reports_unseen_classes_as_unseen_with_zero_shift(tmp_pa
     assert got_seen.tolist() == [True, False, True, False]
     np.testing.assert_array_equal(common[0].numpy(), [[10, 11], [0, 0], [14, 15], [0, 0]])
     np.testing.assert_array_equal(common[1].numpy(), [[7, 7, 7], [0, 0, 0], [7, 7, 7], [0, 0, 0]])
+
+
+# ---------------------------------------------------------------------- all_reduce: the guard and the agreement
+def _same_state(a: Any, b: Any) -> bool:
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(_same_state(a[k], b[k]) for k in a)
+    if isinstance(a, np.ndarray):
+        return isinstance(b, np.ndarray) and a.dtype == b.dtype and np.array_equal(a, b)
+    return a == b
+
+
+def _refusal(call: Callable[[], Any], kind: type[Exception]) -> str:
+    try:
+        call()
+    except kind as err:
+        return str(err)
+    return "no error"
+
+
+def _guard_worker(rank: int, world: int, port: int, out_dir: str) -> None:
+    """Per accumulator: reduce once; a second all_reduce is refused on every rank and changes nothing; update after
+    the reduction adds to the reduced state on this rank and a reduction is still refused; a merged-in reduced
+    state marks the target reduced; reset() makes a fresh pass that reduces again."""
+    out: dict[str, dict[str, Any]] = {}
+    with gloo_group(rank, world, port):
+        for f in FACTORIES:
+            a = f.make()
+            f.feed(a, FIRST if rank == 0 else SECOND)
+            a.all_reduce()
+            before = a.state_dict()
+            second = _refusal(a.all_reduce, RuntimeError)
+            unchanged = _same_state(before, a.state_dict())
+            f.feed(a, FIRST)  # data only this rank sees, after the reduction
+            a.save(os.path.join(out_dir, f"{f.name}_updated_rank{rank}.npz"))
+            after_update = _refusal(a.all_reduce, RuntimeError)
+            merged = f.make().merge(a)
+            after_merge = _refusal(merged.all_reduce, RuntimeError)
+            a.reset()
+            f.feed(a, FIRST if rank == 0 else SECOND)
+            a.all_reduce()
+            a.save(os.path.join(out_dir, f"{f.name}_fresh_rank{rank}.npz"))
+            out[f.name] = {"second": second, "unchanged": unchanged, "after_update": after_update}
+            out[f.name]["after_merge"] = after_merge
+    with open(os.path.join(out_dir, f"guard_rank{rank}.json"), "w") as fh:
+        json.dump(out, fh)
+
+
+def _mismatch_worker(rank: int, world: int, port: int, out_dir: str) -> None:
+    """Ranks built with different configurations: every rank raises before anything is combined."""
+    y = DATA["y"][FIRST]
+    scenarios: dict[str, Callable[[], Accumulator]] = {
+        "dim": lambda: ClassStats(K, D if rank == 0 else D + 1),
+        "num_classes": lambda: ClassStats(K if rank == 0 else K + 1, D),
+        "track": lambda: ClassStats(K, D, track="full" if rank == 0 else "light"),
+        "kind": lambda: ClassStats(K, D) if rank == 0 else PathStats(3),
+        "classifier": lambda: NCCAccumulator(_pass1(), W=_W if rank == 0 else 2 * _W, b=_B),
+        "child": lambda: PairedClassStats(K, D, track="light" if rank == 0 else "full"),
+    }
+    out: dict[str, Any] = {}
+    with gloo_group(rank, world, port):
+        for name, make in scenarios.items():
+            a = make()
+            if isinstance(a, ClassStats):
+                a.update(DATA["h1"][FIRST][:, : a.dim] if a.dim <= D else np.ones((HALF, a.dim)), y)
+            before = a.state_dict()
+            out[name] = {"msg": _refusal(a.all_reduce, ValueError), "unchanged": _same_state(before, a.state_dict())}
+    with open(os.path.join(out_dir, f"mismatch_rank{rank}.json"), "w") as fh:
+        json.dump(out, fh)
+
+
+@pytest.fixture(scope="module")
+def guard_dir(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("guard")
+    mp.spawn(_guard_worker, args=(2, free_port(), str(out)), nprocs=2, join=True)
+    mp.spawn(_mismatch_worker, args=(2, free_port(), str(out)), nprocs=2, join=True)
+    return out
+
+
+@pytest.mark.distributed
+@pytest.mark.parametrize("f", FACTORIES, ids=IDS)
+def test_a_second_all_reduce_is_refused_on_every_rank(f, guard_dir):
+    """The double reduction the probe saw multiply the counts by the world size is refused by every rank (none
+    waits in a collective), leaves the state as it was, and stays refused after an update or a merge."""
+    ref = f.observe(_one_pass(f))
+    extra = f.make()
+    f.feed(extra, ALL)
+    f.feed(extra, FIRST)  # the reduced statistics plus this rank's update
+    cls = type(f.make())
+    for rank in range(2):
+        got = json.loads((guard_dir / f"guard_rank{rank}.json").read_text())[f.name]
+        assert got["second"] == (
+            f"{f.make().kind}.all_reduce: the statistics on ranks 0, 1 are already the sum over the ranks "
+            "(all_reduce was called before); a second reduction would count the other ranks' samples again. "
+            "Reduce once per pass; reset() before accumulating a new pass"
+        )
+        assert got["unchanged"] is True
+        assert "already the sum over the ranks" in got["after_update"]
+        assert "already the sum over the ranks" in got["after_merge"]
+        updated = cls.load(guard_dir / f"{f.name}_updated_rank{rank}.npz")
+        _assert_observed_equal(f.observe(updated), f.observe(extra), rtol=1e-12)
+        _assert_observed_equal(f.observe(cls.load(guard_dir / f"{f.name}_fresh_rank{rank}.npz")), ref, rtol=1e-12)
+
+
+@pytest.mark.distributed
+@pytest.mark.parametrize(
+    ("scenario", "expected"),
+    [
+        ("dim", f"ClassStats.all_reduce: the ranks disagree on dim (dim={D} on rank 0; dim={D + 1} on rank 1)"),
+        (
+            "num_classes",
+            f"the ranks disagree on num_classes (num_classes={K} on rank 0; num_classes={K + 1} on rank 1)",
+        ),
+        ("track", "the ranks disagree on track (track='full' on rank 0; track='light' on rank 1)"),
+        ("kind", "the ranks disagree on kind (kind='ClassStats' on rank 0; kind='PathStats' on rank 1)"),
+        ("classifier", "NCCAccumulator.all_reduce: the ranks disagree on classifier W (classifier W='sha256:"),
+        ("child", "PairedClassStats.all_reduce: the ranks disagree on end.track (end.track='light' on rank 0; "),
+    ],
+)
+def test_all_reduce_refuses_ranks_with_different_configurations(scenario, expected, guard_dir):
+    """Different K, d, track, kind, buffers or child configuration across ranks: every rank raises the same
+    ValueError naming the field, its values and the ranks, and no state changes."""
+    msgs = []
+    for rank in range(2):
+        got = json.loads((guard_dir / f"mismatch_rank{rank}.json").read_text())[scenario]
+        assert expected in got["msg"]
+        assert got["msg"].endswith(
+            "every rank must build its accumulator with the same configuration before the statistics can be summed"
+        )
+        assert got["unchanged"] is True
+        msgs.append(got["msg"].partition(".all_reduce: ")[2])  # after the rank's own class name
+    assert msgs[0] == msgs[1]
+
+
+def test_subclasses_cannot_bypass_the_guard():
+    with pytest.raises(TypeError, match="overrides all_reduce; put its preparation into _before_reduce"):
+
+        class Sneaky(PathStats):
+            def all_reduce(self, group=None):
+                return self
 
 
 @pytest.mark.parametrize("f", FACTORIES, ids=IDS)

@@ -106,6 +106,89 @@ def test_ncc_on_cuda_matches_cpu(rng):
             np.testing.assert_allclose(gpu[key], cpu[key], rtol=0, atol=1e-12, err_msg=key)
 
 
+def test_class_moments_of_cuda_statistics_match_cpu(rng):
+    """A ClassMoments view of CUDA statistics reads the state through one cached host copy per state: its Sigma_W,
+    Sigma_T, means and the whole report equal those of the same data on the CPU (float64, up to summation order)."""
+    from nclab.metrics import collapse_report
+    from nclab.stats import ClassMoments
+
+    H, y, K = _data(rng, N=5000, K=30, d=24, scale=3.0)
+    W, b = rng.normal(size=(K, 24)), rng.normal(size=K)
+    gpu = ClassMoments(_stream(torch.from_numpy(H).to(CUDA), torch.from_numpy(y).to(CUDA), K))
+    cpu = ClassStats.from_arrays(H, y, K)
+    for name in ("sigma_w", "sigma_t"):
+        assert _fro_rel(getattr(gpu, name)(), getattr(cpu, name)()) < 1e-11, name
+    np.testing.assert_allclose(gpu.means, cpu.means, rtol=1e-12)
+    want = collapse_report(cpu, W=W, b=b)
+    got = collapse_report(gpu, W=W, b=b)
+    assert got.keys() == want.keys()
+    for key in want:
+        assert got[key] == pytest.approx(want[key], rel=1e-8, abs=1e-12), key
+
+
+def test_ncc_score_blocks_on_cuda_give_the_cpu_counts(rng, monkeypatch):
+    """The NCC pass on CUDA in blocks of 1, 13 and all rows (patched budgets): the counts of the CPU pass."""
+    import nclab.memory
+
+    H, y, K = _data(rng, N=3000, K=200, d=24, scale=2.0)
+    W, b = rng.normal(size=(K, 24)), rng.normal(size=K)
+    stats = ClassStats.from_arrays(H, y, K)
+    ref = NCCAccumulator(stats, W, b).update(H, y)
+    Ht, yt = torch.from_numpy(H).to(CUDA), torch.from_numpy(y).to(CUDA)
+    for rows in (1, 13, None):
+        if rows is not None:
+            monkeypatch.setattr(nclab.memory, "WORK_BLOCK_BYTES", rows * ref._row_bytes)
+        acc = NCCAccumulator(stats, W, b, device=CUDA).update(Ht, yt)
+        for key, counts in ref.per_class().items():
+            np.testing.assert_array_equal(acc.per_class()[key], counts, err_msg=f"{rows} {key}")
+        monkeypatch.undo()
+
+
+def test_ncc_on_cuda_at_twenty_thousand_classes_stays_within_its_estimate():
+    """K = 20,000, d = 256, a batch of 16,384 rows: unbounded, the scores alone would take 4.9 GiB of GPU memory;
+    the update's peak stays within the accumulator's estimate (its O(K d) arrays plus one block of rows)."""
+    K, d, B = 20000, 256, 16384
+    gen = torch.Generator(device=CUDA).manual_seed(0)
+    means = torch.randn(K, d, dtype=torch.float64, device=CUDA, generator=gen)
+    W = torch.randn(K, d, device=CUDA, generator=gen)
+    acc = NCCAccumulator.from_means(means, W=W, b=torch.zeros(K, device=CUDA), device=CUDA)
+    x = torch.randn(B, d, device=CUDA, generator=gen)
+    y = torch.randint(0, K, (B,), device=CUDA, generator=gen)
+    torch.cuda.synchronize()
+    base = torch.cuda.memory_allocated()  # the arrays built so far, the inputs included
+    torch.cuda.reset_peak_memory_stats()
+    acc.update(x, y)
+    torch.cuda.synchronize()
+    grew = torch.cuda.max_memory_allocated() - base
+    assert grew < acc.memory_bytes(B), (grew, acc.memory_bytes(B))
+    assert acc.num_samples == B
+
+
+def test_all_reduce_guard_with_nccl():
+    """A one-GPU NCCL group: the agreement record (a uint8 all_gather of CUDA tensors) passes, a second reduction is
+    refused, and reset() makes the accumulator reducible again."""
+    import tempfile
+
+    import torch.distributed as dist
+
+    rng = np.random.default_rng(1)
+    H, y, K = _data(rng, N=600, K=5, d=8)
+    Ht, yt = torch.from_numpy(H).to(CUDA), torch.from_numpy(y).to(CUDA)
+    with tempfile.TemporaryDirectory() as tmp:
+        dist.init_process_group("nccl", init_method=f"file://{tmp}/store", rank=0, world_size=1)
+        try:
+            s = ClassStats.from_arrays(Ht, yt, K).all_reduce()
+            with pytest.raises(RuntimeError, match="already the sum over the ranks"):
+                s.all_reduce()
+            acc = NCCAccumulator(s, device=CUDA).update(Ht, yt).all_reduce()
+            s.reset().update(Ht, yt)
+            s.all_reduce()
+        finally:
+            dist.destroy_process_group()
+    assert s.num_samples == acc.num_samples == len(y)
+    np.testing.assert_allclose(s.means, ClassStats.from_arrays(H, y, K).means, rtol=1e-12)
+
+
 def test_training_on_cuda_measures_like_the_cpu(tmp_path):
     """train.device: cuda runs end to end; before the first step (same seeded weights) its measurements equal
     the CPU run's to float32 forward-pass rounding (1e-4 relative)."""

@@ -6,7 +6,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nclab.stats import ClassStats, EmptyClassError
+from nclab.stats import ClassMoments, ClassStats, EmptyClassError, MomentKey
 from tests.conftest import brute_stats
 
 
@@ -272,28 +272,86 @@ def test_chunked_from_arrays_on_memmap(tmp_path, rng):
     np.testing.assert_allclose(s.sigma_w(), ref.sigma_w(), rtol=1e-12)
 
 
-def test_memo_is_invalidated_by_every_change_and_read_only(rng):
+def test_moments_cache_follows_every_change_and_is_read_only(rng):
+    """Both kinds of view (the ClassStats' own, and one built with ClassMoments) compute a value once per state,
+    hand out read-only cached arrays, accept only MomentKey names, and forget their values whenever the statistics
+    change: a view held across an update, merge or load recomputes from the new state."""
     H, y = _data(rng, N=120)
     s = ClassStats.from_arrays(H[:60], y[:60])
-    calls = []
-    first = s.memo("k", lambda: calls.append(1) or np.arange(3.0))
-    assert s.memo("k", lambda: calls.append(1) or np.arange(3.0)) is first and len(calls) == 1
-    with pytest.raises(ValueError):
-        first[0] = 5.0  # cached arrays are read-only
+    held = ClassMoments(s)
+    for view in (s.moments(), held):
+        calls = []
+        first = view.memo(MomentKey.EIG, "within", None, compute=lambda c=calls: c.append(1) or np.arange(3.0))
+        again = view.memo(MomentKey.EIG, "within", None, compute=lambda c=calls: c.append(1) or np.arange(3.0))
+        assert again is first and len(calls) == 1
+        with pytest.raises(ValueError, match="read-only"):
+            first[0] = 5.0
+        with pytest.raises(ValueError, match="not a MomentKey name"):
+            view.memo("k", compute=lambda: 0)
+    assert s.moments().peek(MomentKey.EIG, "within", None) is not None  # one cache behind every stats.moments()
     w1 = s.within_scatter()
     w1[0, 0] = 1e9  # callers get copies: the cache is untouched
     assert s.within_scatter()[0, 0] != 1e9
+    first_state = held.sigma_w()
     for change in (
         lambda: s.update(H[60:80], y[60:80]),
         lambda: s.merge(ClassStats.from_arrays(H[80:], y[80:])),
         lambda: s.load_state_dict(s.state_dict()),
     ):
-        before = s.within_scatter()
+        held.sigma_w(copy=False)
+        version = s.state_version
         change()
-        assert "k" not in s._memo
-        s.memo("k", lambda: np.zeros(1))
-    np.testing.assert_allclose(s.within_scatter(), ClassStats.from_arrays(H, y).within_scatter(), rtol=1e-12)
-    assert not np.allclose(before, np.zeros_like(before))
+        assert s.state_version != version
+        assert held.peek(MomentKey.SIGMA_W) is None and s.moments().peek(MomentKey.SIGMA_W) is None
+        assert held.peek(MomentKey.EIG, "within", None) is None
+    np.testing.assert_allclose(held.within_scatter(), ClassStats.from_arrays(H, y).within_scatter(), rtol=1e-12)
+    assert not np.allclose(first_state, held.sigma_w())
+
+
+def test_moments_match_the_raw_moments_and_the_accessors(rng):
+    """The view's statistics from the raw moments about the shifts: means = shift + sum_dev / n, Sigma_W against
+    a direct two-pass computation; ClassStats' accessors return the same values; raw views are read-only."""
+    H, y = _data(rng, N=90)
+    s = ClassStats.from_arrays(H, y)
+    view = ClassMoments(s)
+    n = s.raw("counts")
+    np.testing.assert_array_equal(view.means, s.raw("shift") + s.raw("sum_dev") / n[:, None])
+    mu = np.stack([H[y == k].mean(axis=0) for k in range(s.num_classes)])
+    Z = H - mu[y]
+    np.testing.assert_allclose(view.sigma_w(), Z.T @ Z / len(y), rtol=1e-12)
+    for name in ("means", "class_ss"):
+        np.testing.assert_array_equal(getattr(view, name), getattr(s, name))
+    np.testing.assert_array_equal(view.sigma_t(), s.sigma_t())
+    np.testing.assert_array_equal(view.sigma_b("empirical"), s.sigma_b("empirical"))
+    assert view.trace_b("empirical") == s.trace_b("empirical")
+    with pytest.raises(ValueError, match="read-only"):
+        s.raw("sum_dev")[0, 0] = 1.0
+    with pytest.raises(ValueError, match="unknown raw moment 'scatter'"):
+        s.raw("scatter")
+    with pytest.raises(TypeError, match="ClassMoments reads ClassStats"):
+        ClassMoments(H)
+
+
+def test_a_dropped_view_frees_its_matrices_and_stats_hold_no_cycle(rng):
+    """No reference cycle between a ClassStats and its cache: dropping either frees the cached d x d matrices at
+    once (reference counting; a cycle would keep them until a garbage collection)."""
+    import gc
+    import weakref
+
+    H, y = _data(rng, N=60)
+    gc.disable()
+    try:
+        s = ClassStats.from_arrays(H, y)
+        view = ClassMoments(s)
+        cached = weakref.ref(view.sigma_w(copy=False))
+        del view
+        assert cached() is None
+        own = weakref.ref(s.sigma_w(copy=False))
+        alive = weakref.ref(s)
+        del s
+        assert alive() is None and own() is None
+    finally:
+        gc.enable()
 
 
 def test_load_state_dict_checks_shapes_and_dtypes(rng):
@@ -352,12 +410,22 @@ def test_full_track_chunks_large_batches_exactly(rng):
 
 
 def test_report_keeps_or_drops_its_caches(rng):
+    """A report on a ClassStats computes in a view of its own and keeps nothing; on a ClassMoments view it leaves
+    its values in the view (the caller's to keep or drop); keep_memo=True, kept for one merge, leaves them in the
+    ClassStats' own cache until clear_memo()."""
     from nclab.metrics import collapse_report
 
     H = rng.normal(size=(60, 5))
     y = np.arange(60) % 3
     s = ClassStats.from_arrays(H, y)
-    collapse_report(s)
-    assert s.cached("sigma_w") is None
-    collapse_report(s, keep_memo=True)
-    assert s.cached("sigma_w") is not None and not s.cached("sigma_w").flags.writeable
+    ref = collapse_report(s)
+    assert s.moments().peek(MomentKey.SIGMA_W) is None
+    view = ClassMoments(s)
+    assert collapse_report(view) == ref
+    assert view.peek(MomentKey.SIGMA_W) is not None and not view.peek(MomentKey.SIGMA_W).flags.writeable
+    assert view.peek(MomentKey.EIGVALS, "total") is not None
+    assert s.moments().peek(MomentKey.SIGMA_W) is None
+    assert collapse_report(s, keep_memo=True) == ref
+    assert s.moments().peek(MomentKey.SIGMA_W) is not None
+    s.clear_memo()
+    assert s.moments().peek(MomentKey.SIGMA_W) is None

@@ -165,5 +165,5 @@ def test_all_reduce_refuses_ranks_with_different_indexes(tmp_path):
     mp.spawn(_mixed_worker, args=(2, free_port(), str(tmp_path)), nprocs=2, join=True)
     for rank in range(2):
         msg, n = (tmp_path / f"rank{rank}.txt").read_text().split("|")
-        assert "index='exact' and index='hnsw'" in msg
+        assert "the ranks disagree on index (index='exact' on rank 0; index='hnsw' on rank 1)" in msg
         assert int(n) == 24

@@ -13,6 +13,10 @@ Every entry point whose memory grows as O(K^2), O(d^2), O(K d), O(n d) or O(K n 
 and a request above the smaller of the two raises :class:`AllocationTooLarge` naming the size, what allocates it
 and the alternative (``track="light"``, a tiled metric, a smaller problem) instead of an allocator traceback, or
 the machine swapping for minutes.
+
+Working blocks that an algorithm can size freely (the rows of NCC scores scored at once, say) are not refused but
+bounded: :func:`work_budget` gives the bytes such a block may take next to the state that stays allocated, at
+most :data:`WORK_BLOCK_BYTES`, the cap and the available memory allowing.
 """
 
 from __future__ import annotations
@@ -22,11 +26,13 @@ import re
 
 __all__ = [
     "MAX_BYTES_ENV",
+    "WORK_BLOCK_BYTES",
     "AllocationTooLarge",
     "available_bytes",
     "check_allocation",
     "configured_cap",
     "format_bytes",
+    "work_budget",
 ]
 
 #: Environment variable with a cap on any one allocation nclab checks (bytes, or e.g. ``512M``, ``8G``).
@@ -35,6 +41,11 @@ MAX_BYTES_ENV = "NCLAB_MAX_BYTES"
 # Below this size a request is not checked unless a cap is set: reading the available memory costs a file
 # read, and the small state of a typical ClassStats is created often (copies, merges, loads).
 _UNCHECKED_BYTES = 64 << 20
+
+#: Default bytes of a working block that an algorithm sizes to fit (:func:`work_budget`): large enough for its
+#: matrix products to run at full speed (hundreds of rows even at K = 20,000 classes), small next to a machine's
+#: memory.
+WORK_BLOCK_BYTES = 32 << 20
 
 _UNITS = {"": 1, "B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
@@ -150,3 +161,29 @@ def check_allocation(nbytes: float, *, what: str, alternative: str, max_bytes: i
     avail = available_bytes()
     if avail is not None and nbytes > avail:
         raise AllocationTooLarge(int(nbytes), avail, what, alternative, "the memory available now")
+
+
+def work_budget(fixed: float = 0.0, *, default: int | None = None, max_bytes: int | str | None = None) -> int:
+    """Bytes that a working block may take next to ``fixed`` bytes of state that stay allocated.
+
+    ``default`` (:data:`WORK_BLOCK_BYTES` unless given), but no more than the cap (:func:`configured_cap`) leaves
+    beside ``fixed``, nor, when the total is large enough to be checked (as :func:`check_allocation` checks), the
+    memory available now leaves beside it; at least 1. A caller sizes its blocks to this instead of refusing; what
+    cannot fit at all (``fixed`` plus one row) it refuses with :func:`check_allocation`.
+
+    Examples
+    --------
+    >>> work_budget(0, default=1 << 20, max_bytes="768K")  # the cap leaves 768 KiB
+    786432
+    >>> work_budget(512 << 10, default=1 << 20, max_bytes="768K")  # 512 KiB of state leave 256 KiB
+    262144
+    """
+    budget = float(WORK_BLOCK_BYTES if default is None else default)
+    cap = configured_cap(max_bytes)
+    if cap is not None:
+        budget = min(budget, cap - fixed)
+    if fixed + budget > _UNCHECKED_BYTES:
+        avail = available_bytes()
+        if avail is not None:
+            budget = min(budget, avail - fixed)
+    return max(int(budget), 1)

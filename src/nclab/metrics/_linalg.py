@@ -17,13 +17,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 import numpy as np
 from scipy.linalg import lapack
 
-if TYPE_CHECKING:
-    from nclab.stats.class_stats import ClassStats
+from nclab.stats.class_stats import ClassStats
+from nclab.stats.moments import ClassMoments, MomentKey, check_weighting
 
 DEFAULT_RTOL = 1e-12
 
@@ -82,11 +82,17 @@ def pow2_scale(x: float) -> float:
     return math.ldexp(1.0, e) if e < 1024 else math.inf  # 2**1024 overflows (numpy's ldexp gave inf too)
 
 
-def feature_scale_sq(stats: ClassStats) -> float:
+def moments_of(stats: ClassStats | ClassMoments) -> ClassMoments:
+    """The view of ``stats`` that the metrics read and cache in: ``stats`` itself when it is a
+    :class:`~nclab.stats.ClassMoments`, else ``stats.moments()`` (the cache a ClassStats keeps for itself)."""
+    return stats if isinstance(stats, ClassMoments) else stats.moments()
+
+
+def feature_scale_sq(stats: ClassStats | ClassMoments) -> float:
     """``max_k (||mu_k||^2 + var_k)``: the largest mean squared norm of one class's raw features (``var_k =
     class_ss_k / n_k``), the scale every "zero" decision about class means is relative to. A class mean carries
     roundoff of a few ulps of its class's raw features, whatever the mean itself is (means at the origin
-    included). Needs only the O(K d) state (``track="light"`` too). Cached per state of ``stats``.
+    included). Needs only the O(K d) state (``track="light"`` too). Cached in the view ``stats``.
 
     Raises ``ValueError`` when the features are nonzero but their squares underflow (scale below
     ``sqrt(MIN_FEATURE_SCALE_SQ)``, about 1e-151): the documented refusal instead of a wrong value."""
@@ -103,7 +109,8 @@ def feature_scale_sq(stats: ClassStats) -> float:
             )
         return second
 
-    return stats.memo(("feature_scale_sq",), compute)
+    stats = moments_of(stats)
+    return stats.memo(MomentKey.FEATURE_SCALE_SQ, compute=compute)
 
 
 def sym_eig(A: np.ndarray, *, symmetric: bool = False) -> tuple[np.ndarray, np.ndarray]:
@@ -120,7 +127,7 @@ def sym_eig(A: np.ndarray, *, symmetric: bool = False) -> tuple[np.ndarray, np.n
     return w[::-1], V[:, ::-1]
 
 
-def _between_eig(stats: ClassStats, weighting: str) -> tuple[np.ndarray, np.ndarray]:
+def _between_eig(stats: ClassMoments, weighting: str) -> tuple[np.ndarray, np.ndarray]:
     """Eigenvalues ``(d,)`` (descending) and the ``min(K, d)`` leading eigenvectors ``(d, k)`` of
     ``Sigma_B = A^T A`` from the thin SVD of its K x d factor ``A`` (``ClassStats.between_factor``): O(K^2 d)
     instead of the O(d^3) of a d x d eigendecomposition, and the eigenvalues are the squared singular values,
@@ -135,13 +142,12 @@ def _between_eig(stats: ClassStats, weighting: str) -> tuple[np.ndarray, np.ndar
     return lam, Vt.T
 
 
-def stats_between_eig(stats: ClassStats, weighting: str = "balanced") -> tuple[np.ndarray, np.ndarray]:
+def stats_between_eig(stats: ClassStats | ClassMoments, weighting: str = "balanced") -> tuple[np.ndarray, np.ndarray]:
     """Sigma_B's eigenvalues ``(d,)`` and leading ``min(K, d)`` eigenvectors ``(d, k)`` (:func:`_between_eig`),
-    once per state of ``stats``; enough for ``psd_pinv`` (its rank never exceeds k)."""
-    from nclab.stats.class_stats import check_weighting
-
+    once per state, cached in the view ``stats``; enough for ``psd_pinv`` (its rank never exceeds k)."""
     check_weighting(weighting)
-    return stats.memo(("eig_thin", "between", weighting), lambda: _between_eig(stats, weighting))
+    stats = moments_of(stats)
+    return stats.memo(MomentKey.BETWEEN_EIG, weighting, compute=lambda: _between_eig(stats, weighting))
 
 
 def _complete_basis(V: np.ndarray) -> np.ndarray:
@@ -153,39 +159,44 @@ def _complete_basis(V: np.ndarray) -> np.ndarray:
     return np.hstack([V, Q[:, V.shape[1] :]])
 
 
-def stats_eig(stats: ClassStats, which: str, weighting: str = "balanced") -> tuple[np.ndarray, np.ndarray]:
+def stats_eig(
+    stats: ClassStats | ClassMoments, which: str, weighting: str = "balanced"
+) -> tuple[np.ndarray, np.ndarray]:
     """Eigenvalues (descending) and eigenvectors (columns) of ``stats.sigma_w()``, ``stats.sigma_t()`` or
     ``stats.sigma_b(weighting)`` (the latter from the SVD of its K x d factor, :func:`_between_eig`), computed
-    once per state of ``stats`` (``ClassStats.memo``): the metrics of one report share each decomposition."""
+    once per state, cached in the view ``stats`` (:class:`~nclab.stats.ClassMoments`): the metrics of one report
+    share each decomposition."""
     if which not in ("within", "total", "between"):
         raise ValueError(f"which must be one of ['between', 'total', 'within'], got {which!r}")
-    key = ("eig", which, weighting if which == "between" else None)
+    stats = moments_of(stats)
     if which == "between":
 
         def complete() -> tuple[np.ndarray, np.ndarray]:
             lam, V = stats_between_eig(stats, weighting)
             return lam, _complete_basis(V)
 
-        return stats.memo(key, complete)
-    return stats.memo(key, lambda: sym_eig(_stats_matrix(stats, which), symmetric=True))
+        return stats.memo(MomentKey.EIG, which, weighting, compute=complete)
+    return stats.memo(MomentKey.EIG, which, None, compute=lambda: sym_eig(_stats_matrix(stats, which), symmetric=True))
 
 
-def _stats_matrix(stats: ClassStats, which: str) -> np.ndarray:
+def _stats_matrix(stats: ClassMoments, which: str) -> np.ndarray:
     """The cached, exactly symmetric Sigma_W or Sigma_T of ``stats`` (read-only, no copy)."""
     return stats.sigma_w(copy=False) if which == "within" else stats.sigma_t(copy=False)
 
 
-def stats_eigvals(stats: ClassStats, which: str, weighting: str = "balanced") -> np.ndarray:
+def stats_eigvals(stats: ClassStats | ClassMoments, which: str, weighting: str = "balanced") -> np.ndarray:
     """Eigenvalues (descending) of the matrix of :func:`stats_eig`; reuses a cached full decomposition, else
     computes (and caches) the eigenvalues alone, which is about twice as cheap."""
     if which == "between":  # the K x d SVD is cheap: always with its vectors, shared with the pseudo-inverse
         return stats_between_eig(stats, weighting)[0]
     if which not in ("within", "total"):
         raise ValueError(f"which must be one of ['between', 'total', 'within'], got {which!r}")
-    full = stats.cached(("eig", which, None))
+    stats = moments_of(stats)
+    full = stats.peek(MomentKey.EIG, which, None)
     if full is not None:
         return full[0]
-    return stats.memo(("eigvals", which), lambda: np.linalg.eigvalsh(_stats_matrix(stats, which))[::-1].copy())
+    compute = lambda: np.linalg.eigvalsh(_stats_matrix(stats, which))[::-1].copy()  # noqa: E731
+    return stats.memo(MomentKey.EIGVALS, which, compute=compute)
 
 
 def psd_cholesky(A: np.ndarray, rtol: float = DEFAULT_RTOL) -> tuple[np.ndarray, float] | None:

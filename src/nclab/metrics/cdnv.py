@@ -10,8 +10,7 @@ import numpy as np
 
 from nclab.metrics._linalg import SB_ZERO_RTOL, feature_scale_sq, pow2_scale
 from nclab.metrics._registry import metric
-from nclab.metrics.common import check_stats
-from nclab.stats.class_stats import ClassStats
+from nclab.metrics.common import StatsLike, as_moments
 from nclab.validation import check_int
 
 __all__ = ["cdnv"]
@@ -24,7 +23,7 @@ _CANCEL_RATIO = 1e-3
 
 
 @metric("cdnv", "lower", "[Galanti et al. 2022] (CDNV); not in [Xu & Liu 2023]")
-def cdnv(stats: ClassStats, exponent: float = 1, tile: int | None = None) -> float:
+def cdnv(stats: StatsLike, exponent: float = 1, tile: int | None = None) -> float:
     """CDNV = mean over unordered class pairs i < j of (var_i + var_j) / (2 ||mu_i - mu_j||^(2 exponent)).
 
     ``var_k = class_ss_k / n_k`` is the mean squared distance of the class-k features to their class mean
@@ -62,7 +61,7 @@ def cdnv(stats: ClassStats, exponent: float = 1, tile: int | None = None) -> flo
     >>> print(f"{cdnv(stats):.4f}")
     0.0199
     """
-    check_stats(stats)
+    stats = as_moments(stats)
     if isinstance(exponent, bool) or not np.isfinite(exponent) or exponent <= 0:
         raise ValueError(f"exponent must be a positive number, got {exponent!r}")
     K = stats.num_classes

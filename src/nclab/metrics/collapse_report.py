@@ -1,6 +1,8 @@
 """``collapse_report``: every applicable metric of a ClassStats (and classifier, and NCC pass) in one dict.
 
-Only calls the metric functions (one definition each); it decides which apply and passes the conventions.
+Only calls the metric functions (one definition each); it decides which apply and passes the conventions. The
+metrics of one report read one :class:`~nclab.stats.ClassMoments` view, so that they share Sigma_W, Sigma_T and
+their eigendecompositions; the report's own view is dropped when it returns (pass a view to keep its values).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import numpy as np
 from nclab.memory import check_allocation
 from nclab.metrics._registry import REGISTRY
 from nclab.metrics.cdnv import cdnv
-from nclab.metrics.common import check_stats
+from nclab.metrics.common import StatsLike, check_stats
 from nclab.metrics.cosine import class_separation, within_class_cosine
 from nclab.metrics.duality import uniform_duality
 from nclab.metrics.gnc import gnc3
@@ -32,7 +34,7 @@ from nclab.metrics.probe import probe_mse_optimal
 from nclab.metrics.spectra import rank_metrics
 from nclab.metrics.uniformity import hyperspherical_uniformity
 from nclab.metrics.variability import nc1, trace_ratio, vci, within_class_split
-from nclab.stats.class_stats import ClassStats
+from nclab.stats.moments import ClassMoments
 from nclab.stats.ncc import NCCAccumulator
 from nclab.validation import as_rows, check_bool, check_finite
 
@@ -154,7 +156,7 @@ def check_conventions(conventions: Mapping[str, Any] | None, *, name: str = "con
 
 
 def collapse_report(
-    stats: ClassStats,
+    stats: StatsLike,
     W: Any = None,
     b: Any = None,
     ncc: NCCAccumulator | Mapping[str, Any] | None = None,
@@ -166,9 +168,12 @@ def collapse_report(
 
     Parameters
     ----------
-    stats : ClassStats
+    stats : ClassStats or ClassMoments
         ``track="full"`` enables the d x d metrics (nc1, vci, within-class split, probe loss, ranks);
-        ``track="light"`` reports the O(K d) ones (trace ratio, CDNV, cosine, NC2 statistics).
+        ``track="light"`` reports the O(K d) ones (trace ratio, CDNV, cosine, NC2 statistics). A
+        :class:`~nclab.stats.ClassMoments` view keeps what the metrics computed (Sigma_W, Sigma_T, their
+        eigendecompositions) for the caller's later reads, as long as the caller holds it; for a ClassStats
+        the report computes in a view of its own, freed when it returns.
     W, b : array_like, optional
         Classifier rows ``(K, d)`` and bias ``(K,)`` (torch tensors accepted). ``W`` adds the classifier NC2
         statistics (``*_w``, rows as given), NC3 (``self_duality``) and GNC3, none of which involves ``b``;
@@ -181,9 +186,9 @@ def collapse_report(
         Overrides of :data:`DEFAULT_CONVENTIONS`, checked by :func:`check_conventions` before any metric runs: an
         unknown key or a bad value (``"no"`` for a bool) raises ``ValueError`` / ``TypeError`` naming it.
     keep_memo : bool
-        Keep the d x d matrices and decompositions the metrics shared (``ClassStats.memo``) for later readers of
-        the same statistics (e.g. the MSE decomposition of a training run); by default they are dropped, as
-        they hold several d x d float64 arrays.
+        Kept for one merge, for callers not yet passing a view: True computes in the cache that a ClassStats
+        keeps for its own accessors (``stats.moments()``), so that later ``stats.sigma_w()`` etc. reuse the
+        values until ``stats.clear_memo()``. Pass ``ClassMoments(stats)`` instead and drop it when done.
 
     Returns
     -------
@@ -238,17 +243,17 @@ def collapse_report(
             ImbalanceWarning,
             stacklevel=2,
         )
-    try:
-        return _report(stats, W, b_arr, ncc, c, wt)
-    finally:
-        # the d x d matrices and eigendecompositions shared by this report's metrics (ClassStats.memo) can
-        # be large (4 d x d float64 arrays); do not keep them alive after the report unless asked
-        if not keep_memo:
-            stats.clear_memo()
+    if isinstance(stats, ClassMoments):
+        view = stats
+    else:
+        # a view of the report's own unless asked (keep_memo): the d x d matrices and eigendecompositions its
+        # metrics share (4 d x d float64 arrays) go when it returns
+        view = stats.moments() if check_bool(keep_memo, name="keep_memo") else ClassMoments(stats)
+    return _report(view, W, b_arr, ncc, c, wt)
 
 
 def _report(
-    stats: ClassStats,
+    stats: ClassMoments,
     W: Any,
     b: np.ndarray | None,
     ncc: NCCAccumulator | Mapping[str, Any] | None,

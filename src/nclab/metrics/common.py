@@ -1,5 +1,6 @@
-"""Building blocks shared by the metric modules: the ClassStats check, the "zero" thresholds, the degenerate-value
-warnings, the unit directions of class vectors, and the whitened between-class factor of VCI and the probe loss.
+"""Building blocks shared by the metric modules: the ClassStats check and the view of its derived statistics, the
+"zero" thresholds, the degenerate-value warnings, the unit directions of class vectors, and the whitened
+between-class factor of VCI and the probe loss.
 
 Public so that every metric module imports them by name (none reaches into another module's private helpers).
 """
@@ -15,21 +16,27 @@ from nclab.metrics._linalg import (
     SB_ZERO_RTOL,
     ZERO_RTOL,
     feature_scale_sq,
+    moments_of,
     pow2_scale,
     psd_cholesky,
     stats_eigvals,
 )
-from nclab.stats.class_stats import ClassStats, Weighting
+from nclab.stats.class_stats import ClassStats
+from nclab.stats.moments import ClassMoments, MomentKey, Weighting
 
 __all__ = [
     "SB_ZERO_RTOL",
     "WHITEN_ALWAYS_COND",
     "ZERO_RTOL",
     "DegenerateMetricWarning",
+    "StatsLike",
     "TargetUnattainableWarning",
+    "as_moments",
     "between_is_zero",
     "check_stats",
     "degenerate",
+    "is_stats",
+    "moments_of",
     "row_norms",
     "rows_str",
     "total_condition",
@@ -47,13 +54,30 @@ class TargetUnattainableWarning(UserWarning):
     """The reference frame (simplex ETF, orthogonal frame) does not fit in dimension d: the metric is > 0."""
 
 
-def check_stats(stats: ClassStats, *, name: str = "stats") -> None:
-    """Raise unless ``stats`` is a :class:`~nclab.stats.ClassStats` that has seen samples in every class.
+#: What the metrics read: a ClassStats, or a view of its derived statistics that caches them
+#: (:class:`~nclab.stats.ClassMoments`; ``collapse_report`` passes one view to all its metrics).
+StatsLike = ClassStats | ClassMoments
+
+
+def is_stats(x: object) -> bool:
+    """Whether ``x`` is class statistics (a ClassStats or its ClassMoments view) rather than an array."""
+    return isinstance(x, (ClassStats, ClassMoments))
+
+
+def as_moments(stats: StatsLike, *, name: str = "stats") -> ClassMoments:
+    """:func:`moments_of` after :func:`check_stats`."""
+    check_stats(stats, name=name)
+    return moments_of(stats)
+
+
+def check_stats(stats: StatsLike, *, name: str = "stats") -> None:
+    """Raise unless ``stats`` is a :class:`~nclab.stats.ClassStats` (or its :class:`~nclab.stats.ClassMoments`
+    view) that has seen samples in every class.
 
     Raises ``TypeError`` (not a ClassStats), ``ValueError`` (no sample) or
     :class:`~nclab.stats.class_stats.EmptyClassError` (naming the empty classes), each naming ``name``.
     """
-    if not isinstance(stats, ClassStats):
+    if not is_stats(stats):
         raise TypeError(f"{name} must be a ClassStats, got {type(stats).__name__}")
     if stats.num_samples == 0:
         raise ValueError(f"{name}: these ClassStats have seen no sample")
@@ -62,7 +86,7 @@ def check_stats(stats: ClassStats, *, name: str = "stats") -> None:
     stats.require_nonempty("class means")
 
 
-def between_is_zero(stats: ClassStats, weighting: Weighting) -> bool:
+def between_is_zero(stats: StatsLike, weighting: Weighting) -> bool:
     """All class means equal up to roundoff: ``Tr Sigma_B <= SB_ZERO_RTOL * feature_scale_sq(stats)``, the
     largest mean squared norm of a class's raw features (``nclab.metrics._linalg``: means at the origin with
     residuals of 1e-16 of the spread count as equal, and the decision is invariant to scaling the features)."""
@@ -125,7 +149,7 @@ def unit_directions(V: np.ndarray, scale: float, metric_name: str) -> np.ndarray
 WHITEN_ALWAYS_COND = 1e6
 
 
-def total_condition(stats: ClassStats, rtol: float) -> float:
+def total_condition(stats: StatsLike, rtol: float) -> float:
     """cond_2(Sigma_T) as the Sigma_T forms see it: ``inf`` when the tolerance drops any eigenvalue.
 
     A dropped eigenvalue is evidence against the Sigma_T forms, not a reason to ignore its direction: Sigma_W is
@@ -139,7 +163,7 @@ def total_condition(stats: ClassStats, rtol: float) -> float:
     return float(wt[0] / wt[-1])
 
 
-def whitened_between(stats: ClassStats, rtol: float) -> tuple[np.ndarray, np.ndarray] | None:
+def whitened_between(stats: StatsLike, rtol: float) -> tuple[np.ndarray, np.ndarray] | None:
     """``(U, s)`` of the thin SVD of ``B = Pi^{1/2} M L^{-T}`` (K, d), M the empirically centred class means,
     Pi = diag(n_k / N), ``Sigma_W = L L^T`` (Cholesky; ``B B^T = Pi^{1/2} M Sigma_W^{-1} M^T Pi^{1/2}``, so U and
     s are those of the symmetric whitening ``Pi^{1/2} M Sigma_W^{-1/2}``); or None when Sigma_W is numerically
@@ -170,4 +194,5 @@ def whitened_between(stats: ClassStats, rtol: float) -> tuple[np.ndarray, np.nda
         U, sv, _ = np.linalg.svd(B, full_matrices=False)
         return U, sv
 
-    return stats.memo(("whitened_between", rtol), compute)
+    stats = moments_of(stats)
+    return stats.memo(MomentKey.WHITENED_BETWEEN, rtol, compute=compute)

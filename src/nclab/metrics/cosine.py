@@ -29,8 +29,8 @@ from __future__ import annotations
 import numpy as np
 
 from nclab.metrics._registry import metric
-from nclab.metrics.common import check_stats
-from nclab.stats.class_stats import ClassStats, Weighting, check_weighting
+from nclab.metrics.common import StatsLike, check_stats
+from nclab.stats.moments import Weighting, check_weighting
 
 __all__ = ["class_separation", "within_class_cosine", "within_class_cosine_distance"]
 
@@ -38,7 +38,7 @@ __all__ = ["class_separation", "within_class_cosine", "within_class_cosine_dista
 _DTOTAL_TOL = 1e-12
 
 
-def _within_sims(stats: ClassStats, include_self: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _within_sims(stats: StatsLike, include_self: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per class: sum of similarities over the counted pairs, number of counted pairs; and U."""
     check_stats(stats)
     n = stats.counts.astype(np.float64)
@@ -63,7 +63,7 @@ def _mean_within(sums: np.ndarray, pairs: np.ndarray, weighting: Weighting) -> f
 
 
 @metric("within_class_cosine", "higher", "[Xu & Liu 2023, Sec. 3.2] (1 - d_within, [Kornblith et al. 2021])")
-def within_class_cosine(stats: ClassStats, weighting: Weighting = "balanced", include_self: bool = True) -> float:
+def within_class_cosine(stats: StatsLike, weighting: Weighting = "balanced", include_self: bool = True) -> float:
     """Mean within-class cosine similarity = 1 - d_within ([Xu & Liu 2023, Sec. 3.2]; [Kornblith et al. 2021]).
 
     ``(1/K) sum_k (1/n_k^2) sum_{i,j in k} sim(h_i, h_j)`` on raw features (balanced weighting; "empirical":
@@ -82,7 +82,7 @@ def within_class_cosine(stats: ClassStats, weighting: Weighting = "balanced", in
 
 @metric("within_class_cosine_distance", "lower", "[Xu & Liu 2023, Sec. 3.2] (d_within, [Kornblith et al. 2021])")
 def within_class_cosine_distance(
-    stats: ClassStats, weighting: Weighting = "balanced", include_self: bool = True
+    stats: StatsLike, weighting: Weighting = "balanced", include_self: bool = True
 ) -> float:
     """Within-class cosine distance d_within = 1 - :func:`within_class_cosine` [Xu & Liu 2023, Sec. 3.2].
 
@@ -93,7 +93,7 @@ def within_class_cosine_distance(
 
 
 @metric("class_separation", "higher", "[Xu & Liu 2023, Sec. 3.2]; [Kornblith et al. 2021] (R^2 = 1 - d_within/d_total)")
-def class_separation(stats: ClassStats, weighting: Weighting = "balanced", include_self: bool = True) -> float:
+def class_separation(stats: StatsLike, weighting: Weighting = "balanced", include_self: bool = True) -> float:
     """Kornblith et al.'s class separation R^2 = 1 - d_within / d_total [Xu & Liu 2023, Sec. 3.2].
 
     d_within as in :func:`within_class_cosine_distance`; d_total is the mean cosine distance over all pairs

@@ -13,8 +13,8 @@ from typing import Any, Literal
 import numpy as np
 
 from nclab.metrics._registry import metric
-from nclab.metrics.common import check_stats, row_norms, unit_directions
-from nclab.stats.class_stats import ClassStats, Weighting
+from nclab.metrics.common import StatsLike, check_stats, row_norms, unit_directions
+from nclab.stats.moments import Weighting
 from nclab.validation import as_rows, check_bool
 
 __all__ = ["duality_distances", "uniform_duality"]
@@ -22,7 +22,7 @@ __all__ = ["duality_distances", "uniform_duality"]
 Similarity = Literal["cosine", "dot"]
 
 
-def _pairs(W: Any, stats: ClassStats, center_means: bool, weighting: Weighting) -> tuple[np.ndarray, np.ndarray]:
+def _pairs(W: Any, stats: StatsLike, center_means: bool, weighting: Weighting) -> tuple[np.ndarray, np.ndarray]:
     check_stats(stats)
     M = stats.centered_means(weighting) if check_bool(center_means, name="center_means") else stats.means
     Wr = as_rows(W, name="W")
@@ -38,7 +38,7 @@ def _pairs(W: Any, stats: ClassStats, center_means: bool, weighting: Weighting) 
     needs=("stats", "W"),
 )
 def uniform_duality(
-    stats: ClassStats,
+    stats: StatsLike,
     similarity: Similarity = "cosine",
     *,
     W: Any,
@@ -124,7 +124,7 @@ def uniform_duality(
     needs=("stats", "W"),
 )
 def duality_distances(
-    stats: ClassStats,
+    stats: StatsLike,
     *,
     W: Any,
     center_means: bool = True,

@@ -25,9 +25,9 @@ import torch
 
 from nclab.metrics._linalg import DEFAULT_RTOL, SB_ZERO_RTOL, check_rtol, feature_scale_sq, psd_pinv
 from nclab.metrics._registry import metric
-from nclab.metrics.common import row_norms, unit_directions
+from nclab.metrics.common import StatsLike, as_moments, is_stats, row_norms, unit_directions
 from nclab.metrics.variability import nc1
-from nclab.stats.class_stats import ClassStats, Weighting, check_weighting
+from nclab.stats.moments import Weighting, check_weighting
 from nclab.validation import as_rows, unit_rows
 
 __all__ = ["check_normalized_stats", "gnc1", "gnc3", "normalize_features"]
@@ -53,7 +53,7 @@ def normalize_features(H: Any) -> Any:
     return unit_rows(A, zero="keep", name="H").astype(out_dtype)
 
 
-def check_normalized_stats(stats: ClassStats, tol: float = NORMALIZED_TOL) -> None:
+def check_normalized_stats(stats: StatsLike, tol: float = NORMALIZED_TOL) -> None:
     """Raise ``ValueError`` unless ``stats`` look like statistics of L2-normalised features.
 
     Two necessary conditions, O(K d) from the accumulators: per class, the mean squared norm
@@ -62,7 +62,7 @@ def check_normalized_stats(stats: ClassStats, tol: float = NORMALIZED_TOL) -> No
     ``tol`` (default 1e-3, loose enough for features normalised in half precision). Raw features essentially
     never pass both; a pathological set could (the check cannot see individual samples).
     """
-    if not isinstance(stats, ClassStats):
+    if not is_stats(stats):
         raise TypeError(f"expected ClassStats, got {type(stats).__name__}")
     counts = stats.require_nonempty("check_normalized_stats")
     mu = stats.means
@@ -83,7 +83,7 @@ def check_normalized_stats(stats: ClassStats, tol: float = NORMALIZED_TOL) -> No
 
 @metric("gnc1", "lower", "003 GNC1 (uncentred Sigma_B as written; center=True: Papyan's centred NC1)")
 def gnc1(
-    stats: ClassStats,
+    stats: StatsLike,
     center: bool = False,
     *,
     weighting: Weighting = "balanced",
@@ -105,12 +105,13 @@ def gnc1(
     separation, whatever Sigma_W is), the
     convention of ``nc1``. ``Sigma_W = 0`` with ``Sigma_B != 0``: 0.
     """
-    if not isinstance(stats, ClassStats):
+    if not is_stats(stats):
         raise TypeError(f"gnc1 expects ClassStats (built on L2-normalised features), got {type(stats).__name__}")
     rtol = check_rtol(rtol)
     if check:
         check_normalized_stats(stats, tol)
     counts = stats.require_nonempty("gnc1")
+    stats = as_moments(stats)
     if center:  # Papyan's NC1 of the normalised features: the one nc1
         return nc1(stats, weighting=weighting, rtol=rtol)
     check_weighting(weighting)
@@ -131,7 +132,7 @@ def gnc1(
     "003 GNC3: mean_k (1 - w_k^T hbar_k), unit w_k, hbar_k = mean of unit features",
     needs=("stats", "W"),
 )
-def gnc3(stats: ClassStats, *, W: Any, normalize_w: bool = True, renormalize_means: bool = False) -> float:
+def gnc3(stats: StatsLike, *, W: Any, normalize_w: bool = True, renormalize_means: bool = False) -> float:
     """``mean_k (1 - w_k^T hbar_k)`` [Jiang et al. 2024], in ``[0, 2]``.
 
     ``w_k``: rows of ``W (K, d)``, L2-normalised (``normalize_w=True``; [Jiang et al. 2024] keeps them on the sphere,
@@ -142,7 +143,7 @@ def gnc3(stats: ClassStats, *, W: Any, normalize_w: bool = True, renormalize_mea
     raw or of normalised features. A zero row of ``W`` (or a zero ``hbar_k`` with ``renormalize_means``):
     nan and a warning.
     """
-    if not isinstance(stats, ClassStats):
+    if not is_stats(stats):
         raise TypeError(f"gnc3 expects ClassStats, got {type(stats).__name__}")
     counts = stats.require_nonempty("gnc3")
     hbar = stats.unit_sums / counts[:, None].astype(np.float64)

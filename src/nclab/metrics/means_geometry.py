@@ -46,13 +46,16 @@ from nclab.metrics._linalg import pow2_scale
 from nclab.metrics._registry import REGISTRY, metric
 from nclab.metrics.common import (
     ZERO_RTOL,
+    StatsLike,
     TargetUnattainableWarning,
     degenerate,
+    is_stats,
+    moments_of,
     row_norms,
     unit_directions,
     zero_rows,
 )
-from nclab.stats.class_stats import ClassStats, Weighting
+from nclab.stats.moments import ClassMoments, MomentKey, Weighting
 from nclab.validation import as_rows, check_bool, check_choice, check_finite
 
 __all__ = [
@@ -71,28 +74,31 @@ SelfDualityVariant = Literal["frobenius", "gram", "cosine"]
 
 
 # ---------------------------------------------------------------------------------------------- helpers
-def _vectors(X: ClassStats | Any, center: bool, weighting: Weighting, name: str = "X") -> tuple[np.ndarray, float]:
+def _vectors(X: StatsLike | Any, center: bool, weighting: Weighting, name: str = "X") -> tuple[np.ndarray, float]:
     """Rows to measure and the scale (largest uncentred row norm) that defines "zero" for them."""
-    if isinstance(X, ClassStats):
-        # shared by the geometry metrics of one report (read-only, cached until the statistics change)
-        return X.memo(("geometry_rows", center, weighting), lambda: _stats_vectors(X, center, weighting))
+    if is_stats(X):
+        # shared by the geometry metrics of one view (read-only, cached until the statistics change)
+        view = moments_of(X)
+        compute = lambda: _stats_vectors(view, center, weighting)  # noqa: E731
+        return view.memo(MomentKey.GEOMETRY_ROWS, center, weighting, compute=compute)
     raw = as_rows(X, name=name)
     V = raw - raw.mean(axis=0) if center else raw
     return V, float(row_norms(raw).max())
 
 
-def _stats_vectors(stats: ClassStats, center: bool, weighting: Weighting) -> tuple[np.ndarray, float]:
+def _stats_vectors(stats: ClassMoments, center: bool, weighting: Weighting) -> tuple[np.ndarray, float]:
     raw = stats.means  # raises EmptyClassError with a clear message if a class is empty
     V = stats.centered_means(weighting) if center else raw
     return V, float(row_norms(raw).max())
 
 
-def _etf_pair_moments(X: ClassStats | Any, U: np.ndarray, weighting: Weighting) -> tuple[int, float, float, float]:
+def _etf_pair_moments(X: StatsLike | Any, U: np.ndarray, weighting: Weighting) -> tuple[int, float, float, float]:
     """:func:`_pair_cosine_moments` of the unit rows ``U`` of ``X`` shifted by the simplex-ETF cosine 1/(K-1);
-    shared by equiangularity and max_angle when ``X`` is a ClassStats."""
+    shared by equiangularity and max_angle when ``X`` is a ClassStats (or its view)."""
     shift = 1.0 / (U.shape[0] - 1)
-    if isinstance(X, ClassStats):
-        return X.memo(("etf_pair_moments", weighting), lambda: _pair_cosine_moments(U, shift))
+    if is_stats(X):
+        compute = lambda: _pair_cosine_moments(U, shift)  # noqa: E731
+        return moments_of(X).memo(MomentKey.ETF_PAIR_MOMENTS, weighting, compute=compute)
     return _pair_cosine_moments(U, shift)
 
 
@@ -112,7 +118,11 @@ def _spread(values: np.ndarray, ddof: int) -> float:
     return _spread_from_moments(values.size, float(((values - mean) ** 2).sum()), ddof)
 
 
-def _pair_cosine_tiles(U: np.ndarray, tile_entries: int = 1 << 22) -> Iterator[np.ndarray]:
+# Entries of one row tile of a K x K matrix (32 MB of float64): the metrics never form K x K at once.
+_TILE_ENTRIES = 1 << 22
+
+
+def _pair_cosine_tiles(U: np.ndarray, tile_entries: int = _TILE_ENTRIES) -> Iterator[np.ndarray]:
     """The cosines ``u_k . u_l`` of all pairs ``k < l``, in row tiles of ``U U^T`` (about ``tile_entries``
     values each, 32 MB): never the K(K-1)/2 x d pair arrays, nor the whole K x K Gram."""
     K = U.shape[0]
@@ -200,7 +210,7 @@ def _gram_distance(A: np.ndarray, B: np.ndarray, target: Literal["etf", "identit
 
 # ---------------------------------------------------------------------------------------------- PNAS NC2
 @metric("equinorm", "lower", "[Han et al. 2022, Fig. 3] / [Papyan et al. 2020] (NC2 equinorm)")
-def equinorm(vectors_or_stats: ClassStats | Any, ddof: int = 1, *, weighting: Weighting = "balanced") -> float:
+def equinorm(vectors_or_stats: StatsLike | Any, ddof: int = 1, *, weighting: Weighting = "balanced") -> float:
     """``std_k(||v_k||) / mean_k(||v_k||)`` (coefficient of variation of the norms).
 
     ``vectors_or_stats``: a ClassStats (``v_k = mu_k - mu_G``, centred about ``global_mean(weighting)``) or a
@@ -209,7 +219,7 @@ def equinorm(vectors_or_stats: ClassStats | Any, ddof: int = 1, *, weighting: We
     default).
     Returns nan with :class:`DegenerateMetricWarning` when every norm is zero.
     """
-    V, scale = _vectors(vectors_or_stats, center=isinstance(vectors_or_stats, ClassStats), weighting=weighting)
+    V, scale = _vectors(vectors_or_stats, center=is_stats(vectors_or_stats), weighting=weighting)
     norms = row_norms(V)
     if zero_rows(V, scale).size == V.shape[0]:
         return degenerate("equinorm", "every vector has zero norm")
@@ -217,14 +227,14 @@ def equinorm(vectors_or_stats: ClassStats | Any, ddof: int = 1, *, weighting: We
 
 
 @metric("equiangularity", "lower", "[Han et al. 2022, Fig. 4] / [Papyan et al. 2020] (NC2 equiangularity)")
-def equiangularity(vectors_or_stats: ClassStats | Any, ddof: int = 1, *, weighting: Weighting = "balanced") -> float:
+def equiangularity(vectors_or_stats: StatsLike | Any, ddof: int = 1, *, weighting: Weighting = "balanced") -> float:
     """Standard deviation of the off-diagonal cosines ``cos(v_k, v_l)``, ``k != l`` (K(K-1) entries, each pair
     twice, as ``torch.std`` over the off-diagonal of the cosine matrix in the [Han et al. 2022] reference code).
 
     Same inputs as :func:`equinorm`. K = 2 (a single pair) returns ``0.0``: one angle has no spread.
     A zero-norm vector makes its cosines undefined: nan with :class:`DegenerateMetricWarning`.
     """
-    V, scale = _vectors(vectors_or_stats, center=isinstance(vectors_or_stats, ClassStats), weighting=weighting)
+    V, scale = _vectors(vectors_or_stats, center=is_stats(vectors_or_stats), weighting=weighting)
     U = unit_directions(V, scale, "equiangularity")
     if U is None:
         return float("nan")
@@ -236,13 +246,13 @@ def equiangularity(vectors_or_stats: ClassStats | Any, ddof: int = 1, *, weighti
 
 
 @metric("max_angle", "lower", "[Han et al. 2022, Fig. 5] / [Papyan et al. 2020] (NC2 maximal angle, shifted cosine)")
-def max_angle(vectors_or_stats: ClassStats | Any, *, weighting: Weighting = "balanced") -> float:
+def max_angle(vectors_or_stats: StatsLike | Any, *, weighting: Weighting = "balanced") -> float:
     """``mean_{k<l} |cos(v_k, v_l) + 1/(K-1)|`` (the mean over ordered pairs ``k != l`` is the same number).
 
     Same inputs as :func:`equinorm`. 0 iff the vectors are pairwise at the simplex-ETF angle, which needs
     ``d >= K - 1`` (:class:`TargetUnattainableWarning` otherwise). Zero-norm vector: nan + warning.
     """
-    V, scale = _vectors(vectors_or_stats, center=isinstance(vectors_or_stats, ClassStats), weighting=weighting)
+    V, scale = _vectors(vectors_or_stats, center=is_stats(vectors_or_stats), weighting=weighting)
     K, d = V.shape
     _warn_unattainable("max_angle", K, d, K - 1, "simplex ETF")
     U = unit_directions(V, scale, "max_angle")
@@ -254,7 +264,7 @@ def max_angle(vectors_or_stats: ClassStats | Any, *, weighting: Weighting = "bal
 
 # ---------------------------------------------------------------------------------------------- Gram forms
 @metric("etf_gram_error", "lower", "002 PFC2 eq. (8) / [Tirer & Bruna 2022] NC2_ETF eq. (27)")
-def etf_gram_error(X: ClassStats | Any, center: bool = True, *, weighting: Weighting = "balanced") -> float:
+def etf_gram_error(X: StatsLike | Any, center: bool = True, *, weighting: Weighting = "balanced") -> float:
     """``|| G / ||G||_F - (I - 11^T/K) / sqrt(K-1) ||_F`` with ``G = X X^T``, ``(K, K)``.
 
     ``X``: ``(K, d)`` rows (numpy or torch) or a ClassStats (its class means). ``center=True`` subtracts the
@@ -308,7 +318,7 @@ def etf_gram_error_from_eigvals(eigvals: Any, K: int) -> float:
     return float(np.linalg.norm(s / norm - 1.0 / np.sqrt(K - 1)))
 
 
-def etf_gram_error_spectral(X: ClassStats | Any, *, weighting: Weighting = "balanced") -> float:
+def etf_gram_error_spectral(X: StatsLike | Any, *, weighting: Weighting = "balanced") -> float:
     """The centred :func:`etf_gram_error` from the singular values of the centred rows (the [Wang et al. 2024] closed
     form).
 
@@ -325,7 +335,7 @@ def etf_gram_error_spectral(X: ClassStats | Any, *, weighting: Weighting = "bala
 
 
 @metric("orthogonal_frame_error", "lower", "001 NC2_OF eq. (27), uncentred means")
-def orthogonal_frame_error(X: ClassStats | Any) -> float:
+def orthogonal_frame_error(X: StatsLike | Any) -> float:
     """``|| G / ||G||_F - I / sqrt(K) ||_F``, ``G = X X^T`` of the *uncentred* rows (or ClassStats means).
 
     0 iff the rows are orthogonal with equal norms (needs ``d >= K``; :class:`TargetUnattainableWarning`
@@ -348,7 +358,7 @@ def orthogonal_frame_error(X: ClassStats | Any) -> float:
     needs=("stats", "W"),
 )
 def self_duality(
-    stats: ClassStats | Any,
+    stats: StatsLike | Any,
     variant: SelfDualityVariant = "frobenius",
     *,
     W: Any,
@@ -422,14 +432,15 @@ def self_duality(
     "([Han et al. 2022], [nc-toolbox (felixsh)], [NC notebooks (Han, Papyan & Donoho)])",
     needs=("stats", "W"),
 )
-def classifier_accuracy_on_means(stats: ClassStats | Any, *, W: Any, b: Any = None) -> float:
+def classifier_accuracy_on_means(stats: StatsLike | Any, *, W: Any, b: Any = None) -> float:
     """Fraction of classes whose mean the affine classifier assigns to its own class:
     ``(1/K) #{k : argmax_j (w_j . mu_k + b_j) = k}``.
 
     The nearest-class-mean rule classifies every class mean correctly, so this is the agreement of the
     classifier's decision ``argmax(W h + b)`` with NCC at the points ``h = mu_k`` (NC4 of [Papyan et al. 2020],
     evaluated where the class's features collapse under NC1). It is 1 at collapse and needs no pass over the
-    samples; :class:`~nclab.metrics.NCCAccumulator` measures the same agreement sample by sample.
+    samples; :class:`~nclab.metrics.NCCAccumulator` measures the same agreement sample by sample. Memory: row
+    tiles of the K x K logits (32 MB each), never the whole matrix.
 
     Parameters
     ----------
@@ -451,15 +462,24 @@ def classifier_accuracy_on_means(stats: ClassStats | Any, *, W: Any, b: Any = No
     >>> classifier_accuracy_on_means(M, W=M - M.mean(0), b=-(M - M.mean(0)) @ M.mean(0))
     1.0
     """
-    M = stats.means if isinstance(stats, ClassStats) else as_rows(stats, name="means")
+    M = stats.means if is_stats(stats) else as_rows(stats, name="means")
     Wr = as_rows(W, name="W")
     if Wr.shape != M.shape:
         raise ValueError(f"W has shape {Wr.shape}, but the class means have shape {M.shape}")
     K = M.shape[0]
-    logits = M @ Wr.T
+    bias = None
     if b is not None:
         bias = check_finite(b, name="b")
         if bias.shape != (K,):
             raise ValueError(f"b must have shape (K,) = ({K},), got {bias.shape}")
-        logits = logits + bias
-    return float(np.mean(np.argmax(logits, axis=1) == np.arange(K)))
+    # row tiles of the K x K logits (about _TILE_ENTRIES each; whole at K = 20,000 they were 3.2 GB, twice with
+    # the bias): each class's decision depends on its own row only
+    rows = max(1, _TILE_ENTRIES // K)
+    hits = 0
+    for start in range(0, K, rows):
+        logits = M[start : start + rows] @ Wr.T
+        if bias is not None:
+            logits += bias
+        hits += int(np.count_nonzero(np.argmax(logits, axis=1) == np.arange(start, start + logits.shape[0])))
+        del logits  # before the next tile exists
+    return hits / K

@@ -12,14 +12,14 @@ from typing import Any
 import numpy as np
 
 from nclab.metrics._registry import metric
-from nclab.metrics.common import check_stats, row_norms, unit_directions
-from nclab.stats.class_stats import ClassStats, Weighting, check_weighting
+from nclab.metrics.common import StatsLike, as_moments, is_stats, row_norms, unit_directions
+from nclab.stats.moments import Weighting, check_weighting
 
 __all__ = ["ood_orthogonality"]
 
 
-def _ood_mean(ood: ClassStats | Any, dim: int) -> np.ndarray:
-    if isinstance(ood, ClassStats):
+def _ood_mean(ood: StatsLike | Any, dim: int) -> np.ndarray:
+    if is_stats(ood):
         if ood.num_samples == 0:
             raise ValueError("ood: these ClassStats have seen no sample")
         if ood.dim != dim:
@@ -46,8 +46,8 @@ def _ood_mean(ood: ClassStats | Any, dim: int) -> np.ndarray:
     "[Ammar et al. 2024] (NECO, NC5); [neural-collapse (rhubarbwu)] orthogonality_deviation",
 )
 def ood_orthogonality(
-    stats: ClassStats,
-    ood: ClassStats | Any,
+    stats: StatsLike,
+    ood: StatsLike | Any,
     *,
     center: bool = False,
     weighting: Weighting = "balanced",
@@ -101,7 +101,7 @@ def ood_orthogonality(
     >>> ood_orthogonality(ClassStats.from_arrays(H, np.array([0, 1])), np.array([1.0, 1.0, 0.0]))  # cos 1/sqrt 2
     0.7071067811865475
     """
-    check_stats(stats)
+    stats = as_moments(stats)
     check_weighting(weighting)
     mu = stats.means
     g = _ood_mean(ood, stats.dim)

@@ -14,15 +14,14 @@ import numpy as np
 
 from nclab.metrics._linalg import DEFAULT_RTOL, check_rtol, pow2_scale, psd_pinv, stats_eig
 from nclab.metrics._registry import metric
-from nclab.metrics.common import check_stats, whitened_between
-from nclab.stats.class_stats import ClassStats
+from nclab.metrics.common import StatsLike, as_moments, whitened_between
 from nclab.validation import check_features, check_int, check_labels
 
 __all__ = ["probe_mse_lstsq", "probe_mse_optimal"]
 
 
 @metric("probe_mse_optimal", "lower", "[Xu & Liu 2023, Thm. 5.1] (optimal MSE linear-probe loss, closed form)")
-def probe_mse_optimal(stats: ClassStats, rtol: float = DEFAULT_RTOL) -> float:
+def probe_mse_optimal(stats: StatsLike, rtol: float = DEFAULT_RTOL) -> float:
     """Optimal MSE linear-probe loss L* = min_{W, b} (1/(2N)) sum_i ||W h_i + b - e_{y_i}||^2, in closed form.
 
     Balanced classes [Xu & Liu 2023, Thm. 5.1]: ``L* = 1/2 - 1/(2K) - Tr(Sigma_T^+ Sigma_B) / (2K)``.
@@ -37,7 +36,7 @@ def probe_mse_optimal(stats: ClassStats, rtol: float = DEFAULT_RTOL) -> float:
     Sigma_T^+ uses ``psd_pinv`` with relative tolerance ``rtol``; the result is clipped at 0 against roundoff
     (a squared loss is >= 0). Needs ``track="full"``; reference implementation: :func:`probe_mse_lstsq`.
     """
-    check_stats(stats)
+    stats = as_moments(stats)
     rtol = check_rtol(rtol)
     pi = stats.counts / stats.num_samples
     M = stats.centered_means("empirical")

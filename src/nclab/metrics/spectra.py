@@ -13,8 +13,8 @@ import numpy as np
 
 from nclab.metrics._linalg import DEFAULT_RTOL, check_rtol, psd_pinv, stats_eigvals
 from nclab.metrics._registry import metric
-from nclab.metrics.common import check_stats
-from nclab.stats.class_stats import ClassStats, Weighting
+from nclab.metrics.common import StatsLike, as_moments
+from nclab.stats.moments import ClassMoments, Weighting
 from nclab.validation import check_choice
 
 __all__ = ["rank_metrics", "spectrum"]
@@ -23,15 +23,16 @@ Which = Literal["total", "within", "between"]
 Convention = Literal["eigenvalues", "singular_values"]
 
 
-def _validate(stats: ClassStats, which: Which, center: bool) -> None:
-    check_stats(stats)
+def _validate(stats: StatsLike, which: Which, center: bool) -> ClassMoments:
+    stats = as_moments(stats)
     check_choice(which, Which, name="which")
     if not center and which != "total":
         raise ValueError("center=False is only defined for which='total' (raw second moment E[h h^T])")
+    return stats
 
 
-def _matrix(stats: ClassStats, which: Which, weighting: Weighting, center: bool) -> np.ndarray:
-    _validate(stats, which, center)
+def _matrix(stats: StatsLike, which: Which, weighting: Weighting, center: bool) -> np.ndarray:
+    stats = _validate(stats, which, center)
     if which == "total":
         st = stats.sigma_t(copy=False)
         if center:
@@ -44,7 +45,7 @@ def _matrix(stats: ClassStats, which: Which, weighting: Weighting, center: bool)
 
 
 def spectrum(
-    stats: ClassStats,
+    stats: StatsLike,
     which: Which = "total",
     weighting: Weighting = "balanced",
     center: bool = True,
@@ -58,7 +59,7 @@ def spectrum(
     """
     rtol = check_rtol(rtol)
     if center:
-        _validate(stats, which, center)
+        stats = _validate(stats, which, center)
         lam = np.maximum(stats_eigvals(stats, which, weighting), 0.0)
     else:
         p = psd_pinv(_matrix(stats, which, weighting, center), rank="numerical", rtol=rtol)
@@ -70,7 +71,7 @@ def spectrum(
 
 @metric("rank_metrics", "none", "RankMe [Garrido et al. 2023]; effective rank [Roy & Vetterli 2007]; stable rank")
 def rank_metrics(
-    stats: ClassStats,
+    stats: StatsLike,
     which: Which = "total",
     convention: Convention = "eigenvalues",
     weighting: Weighting = "balanced",

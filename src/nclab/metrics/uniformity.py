@@ -13,8 +13,8 @@ from typing import Any, Literal
 import numpy as np
 
 from nclab.metrics._registry import metric
-from nclab.metrics.common import check_stats, row_norms, unit_directions
-from nclab.stats.class_stats import ClassStats, Weighting
+from nclab.metrics.common import StatsLike, check_stats, is_stats, row_norms, unit_directions
+from nclab.stats.moments import Weighting
 from nclab.validation import as_rows
 
 __all__ = ["hyperspherical_uniformity"]
@@ -42,7 +42,7 @@ def _kernel_values(d2: np.ndarray, kernel: Kernel, s: float) -> np.ndarray:
     "[Liu et al. 2023] (GNC2, hyperspherical uniformity gap); [neural-collapse (rhubarbwu)] kernel_stats",
 )
 def hyperspherical_uniformity(
-    X: ClassStats | Any,
+    X: StatsLike | Any,
     kernel: Kernel = "log",
     *,
     s: float | None = None,
@@ -115,7 +115,7 @@ def hyperspherical_uniformity(
     """
     if kernel not in ("log", "riesz", "distance"):
         raise ValueError(f"kernel must be 'log', 'riesz' or 'distance', got {kernel!r}")
-    if isinstance(X, ClassStats):
+    if is_stats(X):
         check_stats(X, name="X")
         raw = X.means
         V = X.centered_means(weighting) if center else raw

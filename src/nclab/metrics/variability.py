@@ -37,8 +37,8 @@ from nclab.metrics._linalg import (
     stats_eig,
 )
 from nclab.metrics._registry import REGISTRY, metric
-from nclab.metrics.common import between_is_zero, check_stats, whitened_between
-from nclab.stats.class_stats import ClassStats, Weighting, check_weighting
+from nclab.metrics.common import StatsLike, as_moments, between_is_zero, whitened_between
+from nclab.stats.moments import ClassMoments, Weighting, check_weighting
 from nclab.validation import check_bool
 
 __all__ = ["fuzziness", "nc1", "pfc1", "sq_dist", "trace_ratio", "vci", "within_class_split"]
@@ -51,7 +51,7 @@ def _check_rank(rank: RankPolicy) -> None:
         raise ValueError(f"rank must be >= 1, got {rank}")
 
 
-def _pinv_b(stats: ClassStats, weighting: Weighting, rank: RankPolicy, rtol: float):
+def _pinv_b(stats: ClassMoments, weighting: Weighting, rank: RankPolicy, rtol: float):
     _check_rank(rank)
     eig = stats_between_eig(stats, weighting)
     return psd_pinv(eig=eig, rank=rank, max_rank=min(stats.dim, stats.num_classes - 1), rtol=rtol)
@@ -64,7 +64,7 @@ def _pinv_b(stats: ClassStats, weighting: Weighting, rank: RankPolicy, rtol: flo
     "[Tirer & Bruna 2022; Jiang et al. 2024; Han et al. 2022]",
 )
 def nc1(
-    stats: ClassStats,
+    stats: StatsLike,
     normalize: bool = True,
     weighting: Weighting = "balanced",
     rank: RankPolicy = None,
@@ -114,7 +114,7 @@ def nc1(
     >>> print(f"{nc1(ClassStats.from_arrays(simplex_etf(K, d)[y], y, num_classes=K)):.4f}")
     0.0000
     """
-    check_stats(stats)
+    stats = as_moments(stats)
     rtol = check_rtol(rtol)
     normalize = check_bool(normalize, name="normalize")
     sw = stats.sigma_w(copy=False)
@@ -127,7 +127,7 @@ def nc1(
 
 @metric("fuzziness", "lower", "[Xu & Liu 2023, Sec. 3.2] (Fuzziness = Tr[Sigma_B^+ Sigma_W], no 1/K)")
 def fuzziness(
-    stats: ClassStats,
+    stats: StatsLike,
     normalize: bool = False,
     weighting: Weighting = "balanced",
     rank: RankPolicy = None,
@@ -147,7 +147,7 @@ def fuzziness(
 @metric(
     "trace_ratio", "lower", "[Wang et al. 2024] PFC1; [Xu & Liu 2023, eq. (4)] (Squared Distance, [Hui et al. 2022])"
 )
-def trace_ratio(stats: ClassStats, weighting: Weighting = "balanced") -> float:
+def trace_ratio(stats: StatsLike, weighting: Weighting = "balanced") -> float:
     """Trace ratio Tr(Sigma_W) / Tr(Sigma_B).
 
     This one function is PFC1 [Wang et al. 2024] and the "Squared Distance" of [Xu & Liu 2023, eq. (4)],
@@ -179,7 +179,7 @@ def trace_ratio(stats: ClassStats, weighting: Weighting = "balanced") -> float:
     >>> print(f"{trace_ratio(stats):.4f}")
     0.0598
     """
-    check_stats(stats)
+    stats = as_moments(stats)
     tw = stats.trace_w()
     tb = stats.trace_b(weighting)
     if between_is_zero(stats, weighting):
@@ -193,7 +193,7 @@ REGISTRY["pfc1"] = replace(trace_ratio.info, name="pfc1")  # type: ignore[attr-d
 REGISTRY["sq_dist"] = replace(trace_ratio.info, name="sq_dist")  # type: ignore[attr-defined]
 
 
-def _vci_rank(stats: ClassStats, rank: VciRank, weighting: Weighting, rtol: float) -> int:
+def _vci_rank(stats: ClassMoments, rank: VciRank, weighting: Weighting, rtol: float) -> int:
     if rank == "min":
         return min(stats.dim, stats.num_classes - 1)
     if rank == "numerical":
@@ -207,7 +207,7 @@ def _vci_rank(stats: ClassStats, rank: VciRank, weighting: Weighting, rtol: floa
 
 @metric("vci", "lower", "[Xu & Liu 2023, Def. 5.3] (Variability Collapse Index, [Xu & Liu 2023])")
 def vci(
-    stats: ClassStats,
+    stats: StatsLike,
     rank: VciRank = "min",
     weighting: Weighting = "empirical",
     rtol: float = DEFAULT_RTOL,
@@ -277,7 +277,7 @@ def vci(
     >>> print(f"{vci(stats):.4f}")
     0.0238
     """
-    check_stats(stats)
+    stats = as_moments(stats)
     rtol = check_rtol(rtol)
     check_weighting(weighting)
     r = _vci_rank(stats, rank, weighting, rtol)
@@ -303,7 +303,7 @@ def vci(
 
 @metric("within_class_split", "none", "[Xu & Liu 2023, Sec. 4.1, Fig. 1] (within-class variance in V_B and V_B^perp)")
 def within_class_split(
-    stats: ClassStats,
+    stats: StatsLike,
     weighting: Weighting = "balanced",
     rank: RankPolicy = None,
     normalize: bool = False,
@@ -324,7 +324,7 @@ def within_class_split(
 
     With Sigma_B = 0, V_B = {0}: in_span = 0, orthogonal = Tr Sigma_W, rank = 0. Needs ``track="full"``.
     """
-    check_stats(stats)
+    stats = as_moments(stats)
     rtol = check_rtol(rtol)
     normalize = check_bool(normalize, name="normalize")
     sw = stats.sigma_w(copy=False)

@@ -25,6 +25,24 @@ measures against: equal on both sides of a merge, and saved with the state) and 
 owns, e.g. the two ends of :class:`~nclab.stats.PairedClassStats`), which every operation visits after the
 accumulator's own state.
 
+Distributed reduction
+---------------------
+:meth:`~Accumulator.all_reduce` replaces every rank's state by the sum over the ranks, in place: it cannot be
+undone, and it must happen once per pass. Before anything is combined, the ranks exchange a short record of their
+accumulators (one ``all_gather`` of at most :data:`AGREEMENT_BYTES` bytes: the class name, the binding
+configuration of :meth:`~Accumulator._config` such as ``num_classes``, ``dim``, ``track`` or ``index``, a digest
+of each buffer, the same for each child, and whether the accumulator was reduced already); if any field differs
+between ranks, every rank raises the same ``ValueError`` naming the field, its values and the ranks that hold
+them, and no state changes. A second ``all_reduce`` of the same accumulator would count the other ranks' samples
+again: every rank raises ``RuntimeError`` instead (as torchmetrics' ``_is_synced`` guard refuses a second sync;
+refusing rather than skipping, because a skipped call cannot tell a repeated call from new local data that the
+other ranks never receive). After a reduction the accumulator holds the statistics of every rank: ``update`` and
+``merge`` still add to them on this rank alone (say, data only this process sees), and the accumulator stays
+reduced; :meth:`~Accumulator.reset` (or loading a state) makes it a fresh, unreduced accumulator. The mark
+follows the object, not its saved state: a state saved after ``all_reduce`` loads as unreduced. Subclasses do
+not override ``all_reduce`` (the protocol refuses such a class): their preparation goes into
+:meth:`~Accumulator._before_reduce`.
+
 Persistence
 -----------
 ``save(path)`` writes ``.npz`` (default) or ``.safetensors`` (needs the ``safetensors`` package), atomically
@@ -49,6 +67,7 @@ base class reads any accumulator file, as the class its ``kind`` names.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import zipfile
@@ -64,10 +83,14 @@ import torch
 from nclab.io.atomic import atomic_write_bytes
 from nclab.io.integrity import CorruptFileError, arrays_sha256
 
-__all__ = ["FORMAT_VERSION", "Accumulator", "Reduction", "StateSpec", "agree_on_shifts"]
+__all__ = ["AGREEMENT_BYTES", "FORMAT_VERSION", "Accumulator", "Reduction", "StateSpec", "agree_on_shifts"]
 
 #: Version of the state-dict and file layout written by :meth:`Accumulator.save` (3: files carry ``sha256``).
 FORMAT_VERSION = 3
+
+#: Size of the record each rank sends before :meth:`Accumulator.all_reduce` combines anything (a record that does
+#: not fit is sent as its sha256, which still detects a difference but cannot name the field).
+AGREEMENT_BYTES = 2048
 
 Reduction = Literal["sum", "shift"]
 A = TypeVar("A", bound="Accumulator")
@@ -123,11 +146,17 @@ class Accumulator(ABC):
     #: Readable names of buffers, for error messages.
     buffer_labels: ClassVar[Mapping[str, str]] = {}
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "all_reduce" in vars(cls):  # every reduction goes through the one cross-rank check and double-call guard
+            raise TypeError(f"{cls.__name__} overrides all_reduce; put its preparation into _before_reduce instead")
+
     def __init__(self, device: str | torch.device | None = None) -> None:
         self._specs: dict[str, StateSpec] = {}
         self._state: dict[str, torch.Tensor] | None = None
         self._home: torch.device | None = torch.device(device) if device is not None else None
         self._device: torch.device | None = self._home
+        self._reduced = False  # this state is already the sum over the ranks (see all_reduce)
 
     @property
     def kind(self) -> str:
@@ -189,6 +218,10 @@ class Accumulator(ABC):
         sign-correct (e.g. children that must agree, a class with no samples has zero sums); raise
         ``ValueError``."""
 
+    def _before_reduce(self) -> None:  # noqa: B027 (optional hook)
+        """Called by :meth:`all_reduce` after the ranks agreed, before this accumulator's state is combined (e.g. to
+        fold rows still buffered into the state)."""
+
     def _changed(self) -> None:  # noqa: B027 (optional hook)
         """Called after merge, all_reduce, load_state_dict and reset (e.g. to drop cached derived values)."""
 
@@ -244,21 +277,33 @@ class Accumulator(ABC):
                     st[name] += theirs[name]
         for c in self.children:
             self._child(c).merge(other._child(c))
+        self._reduced = self._reduced or other._reduced  # the other ranks' samples are in here now
         self._changed()
         return self
 
     def all_reduce(self: A, group: Any = None) -> A:
         """Sum the statistics of every rank of ``torch.distributed`` in place, exactly (returns ``self``).
 
-        Ranks may have seen different classes: each class is first re-expressed about the shift of the lowest
-        rank that saw it, after which every ``"sum"`` part is a plain SUM all-reduce.
+        First the ranks check that they hold the same kind of accumulator with the same configuration and that
+        none of them reduced it already (see the module documentation; ``ValueError`` or ``RuntimeError`` on every
+        rank, before any state changes). Ranks may have seen different classes: each class is re-expressed about
+        the shift of the lowest rank that saw it, after which every ``"sum"`` part is a plain SUM all-reduce.
         """
         import torch.distributed as dist
 
         if not (dist.is_available() and dist.is_initialized()):
             raise RuntimeError(f"{self.kind}.all_reduce needs an initialised torch.distributed process group")
+        self._check_ranks_agree(group)
+        self._reduce(group)
+        return self
+
+    def _reduce(self, group: Any) -> None:
+        """The reduction proper, of this accumulator and its children (which the agreement check covered)."""
+        import torch.distributed as dist
+
         if self._state is None:
             self._allocate(self._device or torch.device("cpu"))
+        self._before_reduce()
         st = self._state
         assert st is not None
         shifts = self._shift_names()
@@ -272,13 +317,64 @@ class Accumulator(ABC):
             if spec.reduce == "sum":
                 dist.all_reduce(st[name], op=dist.ReduceOp.SUM, group=group)
         for c in self.children:
-            self._child(c).all_reduce(group)
+            self._child(c)._reduce(group)
+        self._reduced = True
         self._changed()
-        return self
+
+    def _agreement_record(self) -> dict[str, Any]:
+        """What every rank must share before a reduction: the kind, the binding configuration, a digest of each
+        buffer, the same for each child (``child.field``), and whether this state was reduced already."""
+        record: dict[str, Any] = {"kind": self.kind, **self._config()}
+        for key, value in self._buffers().items():
+            arr = np.ascontiguousarray(value)
+            digest = hashlib.sha256(f"{arr.dtype.str}{arr.shape}".encode() + arr.tobytes()).hexdigest()[:16]
+            record[self.buffer_labels.get(key, key)] = f"sha256:{digest}"
+        for c in self.children:
+            record.update({f"{c}.{k}": v for k, v in self._child(c)._agreement_record().items()})
+        record["reduced"] = self._reduced
+        return record
+
+    def _check_ranks_agree(self, group: Any) -> None:
+        """One all_gather of every rank's :meth:`_agreement_record`; every rank raises the same error on a
+        difference, so that no rank waits in a collective that the others never enter."""
+        import torch.distributed as dist
+
+        data = json.dumps(self._agreement_record(), sort_keys=True).encode()
+        if len(data) > AGREEMENT_BYTES:
+            data = json.dumps({"record sha256": hashlib.sha256(data).hexdigest()}).encode()
+        mine = torch.zeros(AGREEMENT_BYTES, dtype=torch.uint8, device=self._device or torch.device("cpu"))
+        mine[: len(data)] = torch.frombuffer(bytearray(data), dtype=torch.uint8)
+        world = dist.get_world_size(group)
+        gathered = [torch.empty_like(mine) for _ in range(world)]
+        dist.all_gather(gathered, mine, group=group)
+        records = [json.loads(bytes(t.cpu().numpy()).rstrip(b"\0")) for t in gathered]
+        ranks = [r if group is None else dist.get_global_rank(group, r) for r in range(world)]
+        # the kind first (other fields mean nothing across kinds), then the configuration, the reduced mark last
+        fields = sorted({k for rec in records for k in rec}, key=lambda k: (k != "kind", k == "reduced", k))
+        for field in fields:
+            holders: dict[str, list[int]] = {}
+            for rank, rec in zip(ranks, records, strict=True):
+                holders.setdefault(json.dumps(rec.get(field)), []).append(rank)
+            if field == "reduced":
+                done = holders.get("true", [])
+                if done:
+                    raise RuntimeError(
+                        f"{self.kind}.all_reduce: the statistics on {_ranks(done)} are already the sum over the "
+                        f"ranks (all_reduce was called before); a second reduction would count the other ranks' "
+                        f"samples again. Reduce once per pass; reset() before accumulating a new pass"
+                    )
+            elif len(holders) > 1:
+                found = "; ".join(f"{field}={json.loads(v)!r} on {_ranks(r)}" for v, r in holders.items())
+                raise ValueError(
+                    f"{self.kind}.all_reduce: the ranks disagree on {field} ({found}); every rank must build its "
+                    f"accumulator with the same configuration before the statistics can be summed"
+                )
 
     def reset(self: A) -> A:
-        """Back to the empty state of a fresh accumulator (on the device given at construction, if any)."""
+        """Back to the empty state of a fresh, unreduced accumulator (on the device given at construction, if
+        any)."""
         self._state = None
+        self._reduced = False
         self._device = self._home
         if self._home is not None:
             self._allocate(self._home)
@@ -352,6 +448,7 @@ class Accumulator(ABC):
 
     def _assign(self, sd: Mapping[str, Any]) -> None:
         arrays = sd["state"]
+        self._reduced = False
         if arrays is None:
             self._state = None
             self._device = self._home
@@ -435,6 +532,10 @@ class Accumulator(ABC):
             raise CorruptFileError(
                 path, str(err.args[0]) if isinstance(err, KeyError) and err.args else str(err)
             ) from err
+
+
+def _ranks(ranks: list[int]) -> str:
+    return f"rank {ranks[0]}" if len(ranks) == 1 else "ranks " + ", ".join(map(str, ranks))
 
 
 def _subclasses() -> dict[str, type[Accumulator]]:

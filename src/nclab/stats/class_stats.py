@@ -29,10 +29,7 @@ weighted by n_k / N (empirical).
 
 from __future__ import annotations
 
-import functools
-import threading
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Hashable, Mapping
 from typing import Any, Literal
 
 import numpy as np
@@ -40,7 +37,15 @@ import torch
 
 from nclab._threads import torch_threads
 from nclab.memory import check_allocation, format_bytes
+from nclab.stats._kernels import (
+    TORCH_DTYPES,
+    chunk_rows,
+    exact_float32_matmul,
+    syrk_update,
+    work_buffers,
+)
 from nclab.stats.accumulator import Accumulator
+from nclab.stats.moments import ClassMoments, Weighting, check_weighting
 
 __all__ = [
     "ClassStats",
@@ -56,7 +61,6 @@ __all__ = [
     "work_buffers",
 ]
 
-Weighting = Literal["balanced", "empirical"]
 Track = Literal["full", "light"]
 ComputeDtype = Literal["float32", "float64"]
 
@@ -77,30 +81,6 @@ def to_tensor(x: Any, name: str) -> torch.Tensor:
             arr = np.array(arr)
         return torch.from_numpy(np.ascontiguousarray(arr))
     raise TypeError(f"{name} must be a numpy array or a torch tensor, got {type(x).__name__}")
-
-
-def chunk_rows(rows: int, dim: int) -> int:
-    """Rows per chunk of an O(B d) float64 pass over a ``(rows, dim)`` batch (ClassStats, NCC): the whole batch
-    while its float64 copy fits in ~8 MB (L3), else ~1 MB chunks (measured 1.3x faster at d = 4096, slower when
-    chunks are small, benchmarks/RESULTS.md)."""
-    return rows if rows * dim <= (1 << 20) else max(32, (1 << 17) // dim)
-
-
-def _maybe_copy(a: np.ndarray, copy: bool) -> np.ndarray:
-    return a.copy() if copy else a
-
-
-@functools.lru_cache(maxsize=4)
-def _strict_upper(d: int) -> np.ndarray:
-    """Boolean mask of the strict upper triangle of a d x d matrix (cached: rebuilt per call it costs as much as
-    the mirroring it serves)."""
-    return np.triu(np.ones((d, d), dtype=bool), 1)
-
-
-def check_weighting(weighting: str) -> None:
-    """``weighting`` must be ``"balanced"`` or ``"empirical"``."""
-    if weighting not in ("balanced", "empirical"):
-        raise ValueError(f"weighting must be 'balanced' or 'empirical', got {weighting!r}")
 
 
 class ClassStats(Accumulator):
@@ -209,7 +189,11 @@ class ClassStats(Accumulator):
         self.add_state("unit_sums", (K, d))
         if track == "full":
             self.add_state("scatter_dev", (d, d))
-        self._memo: dict[Any, Any] = {}  # derived quantities of the current state (see `memo`)
+        # Per state (emptied by `_touch` whenever the statistics change): the derived values that `moments()`
+        # caches, and the checks and read-only views of the raw state (`raw`, `num_samples`, `require_nonempty`)
+        self._derived: dict[Hashable, Any] = {}
+        self._checked: dict[Hashable, Any] = {}
+        self._version = 0
         self._all_shifted = False  # True once every class has its shift (counts never decrease but on load)
         if self._device is not None:
             self._allocate(self._device)
@@ -289,13 +273,17 @@ class ClassStats(Accumulator):
             other._flush()
         return super().merge(other)
 
-    def all_reduce(self, group: Any = None) -> ClassStats:
-        """Sum the statistics of every rank in place, exactly (pending Gram rows flushed first); returns ``self``."""
-        self._flush()
-        return super().all_reduce(group)
+    def _before_reduce(self) -> None:
+        self._flush()  # pending Gram rows belong to this rank's sum
+
+    def _touch(self) -> None:
+        """The statistics changed: a new state version, and the values of the previous one dropped."""
+        self._version += 1
+        self._derived.clear()
+        self._checked.clear()
 
     def _changed(self) -> None:
-        self._memo.clear()
+        self._touch()
         self._all_shifted = False  # a loaded or reset state may lack shifts the skip assumed
         self._pending = 0  # rows of a replaced state (every combining operation flushed them first)
 
@@ -376,6 +364,7 @@ class ClassStats(Accumulator):
         if self._state is not None:
             out._device = self._device
             out._state = {k: v.clone() for k, v in self._state.items()}
+        out._reduced = self._reduced  # the same samples of every rank: reducing the copy again would double them
         return out
 
     # ------------------------------------------------------------------ accumulation
@@ -408,7 +397,7 @@ class ClassStats(Accumulator):
                 z = self._accumulate_light(x[start:stop], y[start:stop], norms[start:stop])
                 if self.track == "full":
                     self._gram_add(z)
-        self._memo.clear()
+        self._touch()
         return self
 
     def gram_block_rows(self) -> int:
@@ -426,10 +415,10 @@ class ClassStats(Accumulator):
         b = self.gram_block_rows()
         rows = z.shape[0]
         if self.compute_dtype == "float64" and self._pending == 0 and 2 * rows >= b:
-            _syrk_update(self._state["scatter_dev"], z)  # type: ignore[index]
+            syrk_update(self._state["scatter_dev"], z)  # type: ignore[index]
             return
         if self._block is None or self._block.device != z.device:
-            self._block = torch.empty((b, self.dim), dtype=_TORCH_DTYPES[self.compute_dtype], device=z.device)
+            self._block = torch.empty((b, self.dim), dtype=TORCH_DTYPES[self.compute_dtype], device=z.device)
         start = 0
         while start < rows:
             take = min(rows - start, b - self._pending)
@@ -448,15 +437,15 @@ class ClassStats(Accumulator):
         self._pending = 0
         C = self._state["scatter_dev"]
         if block.dtype == torch.float64:
-            _syrk_update(C, block)
+            syrk_update(C, block)
             return
         if C.device.type == "cpu":
             if self._gram32 is None:
                 self._gram32 = torch.zeros((self.dim, self.dim), dtype=torch.float32)
-            _syrk_update(self._gram32, block, beta=0.0)
+            syrk_update(self._gram32, block, beta=0.0)
             C.add_(self._gram32)  # the other triangle of the float32 Gram stays zero, C's is not maintained
         else:
-            with _exact_float32_matmul():
+            with exact_float32_matmul():
                 C.add_(block.T @ block)
 
     def _update_rows(self, rows: int) -> int:
@@ -510,26 +499,11 @@ class ClassStats(Accumulator):
         return norms
 
     def clear_memo(self) -> None:
-        """Drop the cached derived quantities (they are recomputed on demand)."""
-        self._memo.clear()
+        """Drop the derived values cached by :meth:`moments` (they are recomputed on demand).
 
-    def cached(self, key: Any) -> Any:
-        """The value cached under ``key`` by :meth:`memo` for the current statistics, or None."""
-        return self._memo.get(key)
-
-    def memo(self, key: Any, compute: Any) -> Any:
-        """``compute()``, cached until the statistics change (any update, merge, all_reduce or load).
-
-        Lets several metrics of one report share a d x d matrix or its eigendecomposition instead of recomputing
-        it. numpy arrays in the cached value are made read-only, so a caller cannot corrupt the cache.
-        """
-        if key not in self._memo:
-            value = compute()
-            for arr in value if isinstance(value, tuple) else (value,):
-                if isinstance(arr, np.ndarray):
-                    arr.setflags(write=False)
-            self._memo[key] = value
-        return self._memo[key]
+        Kept for one merge, for callers that manage the cache of ``collapse_report(..., keep_memo=True)``; they
+        should hold a :class:`~nclab.stats.ClassMoments` view instead and drop it when done."""
+        self._derived.clear()
 
     def _accumulate_light(self, x: torch.Tensor, y: torch.Tensor, norms: torch.Tensor) -> torch.Tensor:
         """Add a validated batch (with its row norms) to every O(K d) accumulator; returns the shifted z."""
@@ -578,7 +552,7 @@ class ClassStats(Accumulator):
             return np.zeros((self.num_classes, self.dim))
         t = self._state[key]
         arr = t.numpy() if t.device.type == "cpu" else t.cpu().numpy()
-        if key in _OVERFLOWABLE and not self.memo(("finite", key), lambda: bool(np.isfinite(arr).all())):
+        if key in _OVERFLOWABLE and not self._finite(key, arr):
             # every accepted row is finite with finite squares, so only many rows near the bound get here
             raise ValueError(
                 f"the accumulated {key} overflowed float64 ({self.num_samples} samples whose norms lie near "
@@ -586,12 +560,36 @@ class ClassStats(Accumulator):
             )
         return arr
 
-    def _need_full(self, what: str) -> None:
-        if self.track != "full":
-            raise ValueError(
-                f"{what} needs the d x d within-class scatter, which track='light' does not keep; "
-                f"rebuild these ClassStats with track='full'"
-            )
+    def _finite(self, key: str, arr: np.ndarray) -> bool:
+        """Whether the state part ``key`` is finite (scanned once per state)."""
+        done = self._checked.get(("finite", key))
+        if done is None:
+            done = self._checked[("finite", key)] = bool(np.isfinite(arr).all())
+        return done
+
+    @property
+    def state_version(self) -> int:
+        """A number that changes whenever the statistics change (update, merge, all_reduce, load, reset): how a
+        :class:`~nclab.stats.ClassMoments` view knows that its cached values are stale."""
+        return self._version
+
+    def raw(self, name: str) -> np.ndarray:
+        """The raw moment ``name`` of the state, a read-only float64 (``counts``: int64) numpy view, no copy on the
+        CPU: ``counts (K,)``, ``shift (K, d)`` (the first sample of each class), ``sum_dev (K, d)`` and
+        ``sq_dev (K,)`` (sums of ``z = h - shift_y`` and of ``||z||^2``), ``unit_sums (K, d)`` and, with
+        ``track="full"``, ``scatter_dev (d, d)`` (``sum z z^T``; on the CPU only its lower triangle is maintained,
+        :meth:`ClassMoments.within_scatter <nclab.stats.ClassMoments.within_scatter>` mirrors it). Zeros before the
+        first batch. Raises ``ValueError`` when a sum of squares overflowed float64."""
+        view = self._checked.get(("raw", name))
+        if view is None:
+            if name not in self._specs:
+                raise ValueError(f"unknown raw moment {name!r}; these ClassStats hold {', '.join(self._specs)}")
+            view = self._get(name).view()
+            view.setflags(write=False)
+            self._checked[("raw", name)] = view
+        elif name == "scatter_dev":
+            self._flush()  # rows still pending in the Gram block belong to this state
+        return view
 
     @property
     def counts(self) -> np.ndarray:
@@ -601,7 +599,10 @@ class ClassStats(Accumulator):
     @property
     def num_samples(self) -> int:
         """Total sample count N."""
-        return self.memo("num_samples", lambda: int(self._get("counts").sum()))
+        n = self._checked.get("num_samples")
+        if n is None:
+            n = self._checked["num_samples"] = int(self._get("counts").sum())
+        return n
 
     @property
     def empty_classes(self) -> np.ndarray:
@@ -610,8 +611,12 @@ class ClassStats(Accumulator):
 
     def require_nonempty(self, what: str) -> np.ndarray:
         """Counts ``(K,)``; raises :class:`EmptyClassError` naming the empty classes (``what`` needs them all)."""
-        counts = self.memo("counts", lambda: self._get("counts").copy())  # read-only; checked once per state
-        empty = self.memo("empty_classes", lambda: np.flatnonzero(counts == 0))
+        checked = self._checked.get("nonempty")  # checked once per state
+        if checked is None:
+            counts = self._get("counts").copy()
+            counts.setflags(write=False)
+            checked = self._checked["nonempty"] = (counts, np.flatnonzero(counts == 0))
+        counts, empty = checked
         if empty.size:
             shown = ", ".join(map(str, empty[:10])) + (" ..." if empty.size > 10 else "")
             raise EmptyClassError(
@@ -621,128 +626,74 @@ class ClassStats(Accumulator):
         return counts
 
     @property
-    def means(self) -> np.ndarray:
-        """Class means ``mu_k``, ``(K, d)``; raises :class:`EmptyClassError` if a class is empty."""
-        counts = self.require_nonempty("class means")
-        return self.memo("means", lambda: self._get("shift") + self._get("sum_dev") / counts[:, None]).copy()
-
-    def global_mean(self, weighting: Weighting = "balanced") -> np.ndarray:
-        """``(d,)``: the mean of class means (``"balanced"``) or the sample mean (``"empirical"``)."""
-        check_weighting(weighting)
-        return self.memo(("global_mean", weighting), lambda: self._global_mean(weighting)).copy()
-
-    def _global_mean(self, weighting: Weighting) -> np.ndarray:
-        mu = self.means
-        if weighting == "balanced":
-            return mu.mean(axis=0)
-        return (self._get("counts") / self.num_samples) @ mu
-
-    def centered_means(self, weighting: Weighting = "balanced") -> np.ndarray:
-        """``M = mu_k - mu_G``, ``(K, d)``."""
-        check_weighting(weighting)
-        return self.memo(("centered_means", weighting), lambda: self.means - self.global_mean(weighting)).copy()
-
-    @property
-    def class_ss(self) -> np.ndarray:
-        """Per-class sum of squared deviations ``sum_{y_i=k} ||h_i - mu_k||^2``, ``(K,)`` (0 for empty classes)."""
-        return self.memo("class_ss", self._class_ss).copy()
-
-    def _class_ss(self) -> np.ndarray:
-        counts = self._get("counts")
-        S = self._get("sum_dev")
-        safe = np.maximum(counts, 1)
-        return np.maximum(self._get("sq_dev") - np.einsum("kd,kd->k", S, S) / safe, 0.0)
-
-    @property
     def unit_sums(self) -> np.ndarray:
         """Per-class sums of L2-normalised features ``sum_{y_i=k} h_i / ||h_i||``, ``(K, d)``."""
         return self._get("unit_sums").copy()
 
-    # d x d accessors: cached per state (``memo``), exactly symmetric. ``copy=False`` returns the read-only cached
-    # array itself (what the metrics use: a report reads Sigma_W a handful of times, and fresh d x d copies
-    # page-fault), ``copy=True`` (default) a private writable copy.
-    def within_scatter(self, copy: bool = True) -> np.ndarray:
-        """Pooled within-class scatter ``sum_i (h_i - mu_{y_i})(h_i - mu_{y_i})^T``, ``(d, d)``."""
-        self._need_full("the within-class scatter")
-        return _maybe_copy(self.memo("within_scatter", self._within_scatter), copy)
+    # ------------------------------------------------------------------ derived statistics (ClassMoments)
+    def moments(self) -> ClassMoments:
+        """The derived statistics of these statistics (:class:`~nclab.stats.ClassMoments`), over the cache that this
+        ClassStats keeps for its own accessors below: its values live as long as this ClassStats, until the
+        statistics change or :meth:`clear_memo`. For a cache whose lifetime the caller controls (a report's, say),
+        build an independent view: ``ClassMoments(stats)``."""
+        return ClassMoments(self, cache=self._derived)
 
-    def _within_scatter(self) -> np.ndarray:
-        counts = self._get("counts")
-        S = self._get("sum_dev")
-        # syrk fills the lower triangle of this C-ordered array (the upper one is not maintained): mirror it
-        C = self._get("scatter_dev")
-        W = np.where(_strict_upper(self.dim), C.T, C)
-        nz = counts > 0
-        Sn = S[nz] / np.sqrt(counts[nz])[:, None]
-        W -= Sn.T @ Sn
-        return (W + W.T) / 2  # exactly symmetric, whatever the BLAS did for Sn^T Sn
+    # The accessors below read `moments()` (the computations and their documentation live in ClassMoments).
+    @property
+    def means(self) -> np.ndarray:
+        """Class means ``mu_k``, ``(K, d)``; raises :class:`EmptyClassError` if a class is empty
+        (:attr:`ClassMoments.means <nclab.stats.ClassMoments.means>`)."""
+        return self.moments().means
+
+    def global_mean(self, weighting: Weighting = "balanced") -> np.ndarray:
+        """``(d,)``: the mean of class means (``"balanced"``) or the sample mean (``"empirical"``)."""
+        return self.moments().global_mean(weighting)
+
+    def centered_means(self, weighting: Weighting = "balanced") -> np.ndarray:
+        """``M = mu_k - mu_G``, ``(K, d)``."""
+        return self.moments().centered_means(weighting)
+
+    @property
+    def class_ss(self) -> np.ndarray:
+        """Per-class sum of squared deviations ``sum_{y_i=k} ||h_i - mu_k||^2``, ``(K,)`` (0 for empty classes)."""
+        return self.moments().class_ss
+
+    def within_scatter(self, copy: bool = True) -> np.ndarray:
+        """Pooled within-class scatter, ``(d, d)`` (:meth:`ClassMoments.within_scatter
+        <nclab.stats.ClassMoments.within_scatter>`; ``copy=False``: the read-only cached array)."""
+        return self.moments().within_scatter(copy)
 
     def sigma_w(self, copy: bool = True) -> np.ndarray:
-        """Within-class covariance ``Sigma_W = (1/N) sum_i (h_i - mu_{y_i})(h_i - mu_{y_i})^T``, ``(d, d)``."""
-        self._need_full("the within-class scatter")
-        n = self.num_samples
-        if n == 0:
-            raise ValueError("sigma_w of empty ClassStats: no sample has been seen")
-        # from the memoised scatter if someone asked for it, else without caching the unscaled copy too
-        scatter = self.cached("within_scatter")
-        compute = (lambda: scatter / n) if scatter is not None else (lambda: self._within_scatter() / n)
-        return _maybe_copy(self.memo("sigma_w", compute), copy)
+        """Within-class covariance ``Sigma_W``, ``(d, d)`` (:meth:`ClassMoments.sigma_w
+        <nclab.stats.ClassMoments.sigma_w>`; ``copy=False``: the read-only cached array)."""
+        return self.moments().sigma_w(copy)
 
     def sigma_b(self, weighting: Weighting = "balanced", copy: bool = True) -> np.ndarray:
-        """Between-class covariance, ``(d, d)``: ``A^T A`` with ``A = between_factor(weighting)``.
-
-        balanced: ``(1/K) sum_k M_k M_k^T``; empirical: ``sum_k (n_k/N) M_k M_k^T`` about the sample mean, so
-        that ``sigma_t() == sigma_w() + sigma_b("empirical")`` exactly, also for imbalanced classes.
-        """
-        check_weighting(weighting)
-
-        def compute() -> np.ndarray:
-            A = self.between_factor(weighting)
-            B = A.T @ A
-            return (B + B.T) / 2
-
-        return _maybe_copy(self.memo(("sigma_b", weighting), compute), copy)
+        """Between-class covariance ``Sigma_B``, ``(d, d)`` (:meth:`ClassMoments.sigma_b
+        <nclab.stats.ClassMoments.sigma_b>`)."""
+        return self.moments().sigma_b(weighting, copy)
 
     def between_factor(self, weighting: Weighting = "balanced") -> np.ndarray:
-        """``A = diag(sqrt(w_k)) M``, ``(K, d)``, with ``sigma_b(weighting) = A^T A`` (w_k = 1/K or n_k/N).
-
-        The K x d factor of Sigma_B: its thin SVD gives Sigma_B's eigenvalues (squared singular values) and
-        eigenvectors in O(K^2 d) instead of an O(d^3) eigendecomposition, and resolves the small eigenvalues
-        of Sigma_B more accurately than an eigendecomposition of the formed product.
-        """
-        return np.sqrt(self._class_weights(weighting))[:, None] * self.centered_means(weighting)
+        """``A``, ``(K, d)``, with ``sigma_b(weighting) = A^T A`` (:meth:`ClassMoments.between_factor
+        <nclab.stats.ClassMoments.between_factor>`)."""
+        return self.moments().between_factor(weighting)
 
     def sigma_t(self, copy: bool = True) -> np.ndarray:
-        """Total covariance ``(1/N) sum_i (h_i - mu_G)(h_i - mu_G)^T`` about the sample mean, ``(d, d)``."""
-        compute = lambda: self.sigma_w(copy=False) + self.sigma_b("empirical", copy=False)  # noqa: E731
-        return _maybe_copy(self.memo("sigma_t", compute), copy)
+        """Total covariance about the sample mean, ``(d, d)`` (:meth:`ClassMoments.sigma_t
+        <nclab.stats.ClassMoments.sigma_t>`)."""
+        return self.moments().sigma_t(copy)
 
     def trace_w(self) -> float:
         """``Tr Sigma_W = (1/N) sum_k class_ss_k`` (available in light mode)."""
-        n = self.num_samples
-        if n == 0:
-            raise ValueError("trace_w of empty ClassStats: no sample has been seen")
-        return float(self.class_ss.sum() / n)
+        return self.moments().trace_w()
 
     def trace_b(self, weighting: Weighting = "balanced") -> float:
         """``Tr Sigma_B`` (available in light mode)."""
-        return self.memo(("trace_b", weighting), lambda: self._trace_b(weighting))
-
-    def _trace_b(self, weighting: Weighting) -> float:
-        A = self.between_factor(weighting)  # Tr A^T A = ||A||_F^2
-        return float(np.einsum("kd,kd->", A, A))
+        return self.moments().trace_b(weighting)
 
     def mean_gram(self, center: bool = True, weighting: Weighting = "balanced") -> np.ndarray:
         """Gram matrix of class means ``M M^T``, ``(K, K)``; centred about ``global_mean(weighting)``."""
-        M = self.centered_means(weighting) if center else self.means
-        return M @ M.T
-
-    def _class_weights(self, weighting: Weighting) -> np.ndarray:
-        check_weighting(weighting)
-        if weighting == "balanced":
-            return np.full(self.num_classes, 1.0 / self.num_classes)
-        counts = self._get("counts")
-        return counts / counts.sum()
+        return self.moments().mean_gram(center, weighting)
 
     def drop_empty(self) -> ClassStats:
         """A copy restricted to the classes that have samples (relabelled 0..K'-1 in order)."""
@@ -763,6 +714,7 @@ class ClassStats(Accumulator):
         out._state = {
             k: (v.clone() if k == "scatter_dev" else v.index_select(0, idx).clone()) for k, v in self._state.items()
         }
+        out._reduced = self._reduced
         return out
 
     def __repr__(self) -> str:
@@ -841,67 +793,3 @@ def check_label_range(y: torch.Tensor, num_classes: int) -> None:
     if ymin < 0 or ymax >= num_classes:
         bad = ymin if ymin < 0 else ymax
         raise ValueError(f"label {bad} is out of range [0, {num_classes})")
-
-
-class _WorkPool(threading.local):
-    """One flat float64 work buffer per thread, reused by every accumulator on the CPU."""
-
-    buf: torch.Tensor | None = None
-
-
-_WORK_POOL = _WorkPool()
-#: Work buffers up to this many float64 entries (32 MB) are kept between calls, per thread.
-WORK_POOL_MAX = 1 << 22
-
-
-def work_buffers(count: int, rows: int, dim: int, device: torch.device) -> tuple[torch.Tensor, ...]:
-    """``count`` disjoint float64 work arrays ``(rows, dim)``, contents undefined, valid until the next call in
-    this thread (no accumulator method calls another while it holds them).
-
-    Why a pool shared by all instances: fresh multi-MB temporaries are returned to the operating system when
-    freed and page-fault again on the next use, which costs more than the O(B d) arithmetic that fills them;
-    measurements create new ClassStats / NCC accumulators per split and per layer, so a per-instance buffer is
-    not enough (benchmarks/RESULTS.md). Accelerators allocate per call (their caching allocators reuse memory).
-    """
-    n = rows * dim
-    if device.type != "cpu" or count * n > WORK_POOL_MAX:
-        return tuple(torch.empty((count, rows, dim), dtype=torch.float64, device=device).unbind(0))
-    buf = _WORK_POOL.buf
-    if buf is None or buf.numel() < count * n:
-        buf = _WORK_POOL.buf = torch.empty(max(count * n, 1 << 16), dtype=torch.float64)
-    return tuple(buf[i * n : (i + 1) * n].view(rows, dim) for i in range(count))
-
-
-_TORCH_DTYPES = {"float32": torch.float32, "float64": torch.float64}
-
-
-@contextmanager
-def _exact_float32_matmul() -> Iterator[None]:
-    """float32 matmuls in full float32 precision inside the block, whatever the user chose: TF32 (10-bit
-    mantissa, u = 2^-11) would void the float32-compute error bound of ClassStats."""
-    prev = torch.get_float32_matmul_precision()
-    if prev == "highest":
-        yield
-        return
-    torch.set_float32_matmul_precision("highest")
-    try:
-        yield
-    finally:
-        torch.set_float32_matmul_precision(prev)
-
-
-def _syrk_update(C: torch.Tensor, z: torch.Tensor, beta: float = 1.0) -> None:
-    """``C = beta C + z^T z`` (only the lower triangle is guaranteed on the CPU; see ``within_scatter``); float32
-    or float64, ``C`` and ``z`` of the same dtype."""
-    if C.device.type == "cpu":
-        from scipy.linalg.blas import dsyrk, ssyrk
-
-        syrk = ssyrk if C.dtype == torch.float32 else dsyrk
-        # A C-ordered (B, d) array is a Fortran-ordered (d, B) one: syrk(trans=0) gives (d, d) = z^T z,
-        # written in place into C.T (Fortran-ordered view of the C-ordered accumulator), upper triangle of C.T.
-        Cn = C.numpy()
-        out = syrk(1.0, z.numpy().T, beta=beta, c=Cn.T, trans=0, lower=0, overwrite_c=1)
-        if out.ctypes.data != Cn.ctypes.data:  # scipy copied instead of writing in place
-            Cn[...] = out.T
-    else:
-        C.addmm_(z.T, z, beta=beta)

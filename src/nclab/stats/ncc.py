@@ -13,12 +13,24 @@ Numerical method
 ----------------
 Per batch, distances are computed in float64 on the accumulator's device, in coordinates shifted by the
 balanced global mean ``mu_G`` (the mean of the class means): with ``h' = h - mu_G`` and ``m_k = mu_k - mu_G``,
-``argmin_k ||h - mu_k||^2 = argmin_k (||m_k||^2 - 2 h'.m_k)``. Only a ``(B, K)`` score matrix exists at a
-time (never ``N x K`` or ``B x K x d``). Shifting first removes a common offset of the features, which would
-otherwise cancel catastrophically in the expanded form (features ``1e6 * c + small``). The classifier's
-decisions use ``argmax_k (W h + b)_k`` in float64, evaluated in the same shifted coordinates as
+``argmin_k ||h - mu_k||^2 = argmin_k (||m_k||^2 - 2 h'.m_k)``. Shifting first removes a common offset of the
+features, which would otherwise cancel catastrophically in the expanded form (features ``1e6 * c + small``). The
+classifier's decisions use ``argmax_k (W h + b)_k`` in float64, evaluated in the same shifted coordinates as
 ``W h' + (W mu_G + b)``, so that one matrix product ``h' [m_1 .. m_K, w_1 .. w_K]`` serves both (on the CPU
 through numpy's BLAS, measured 2.7x faster than torch's float64 ``matmul`` for these narrow products).
+
+Memory
+------
+The accumulator holds O(K d) float64 arrays: the class means, the centred means, the classifier and the
+``(d, K)`` or ``(d, 2K)`` right-hand side of the product (estimated at construction, about
+``8 K d (2 + [W]) + 16 C d`` bytes for ``C`` score columns, and refused upfront with
+:class:`nclab.memory.AllocationTooLarge` naming K, d and the estimate when that does not fit the available memory
+or ``NCLAB_MAX_BYTES``). Each update scores its batch in blocks of rows whose ``(rows, C)`` float64 scores fit the
+working budget of :func:`nclab.memory.work_budget` (32 MiB by default, less under a cap or when memory is
+short), in place, deciding each block before the next one: never ``B x K`` (at K = 20,000 with a classifier, a
+batch of 4,096 rows would need 1.3 GB of scores, and a kept ``B x K`` logit matrix as much again), ``N x K`` or
+``B x K x d``. Each row's scores and decisions do not depend on the block it is scored in, so the counts are those
+of one product over the whole batch.
 
 Ties: both ``argmin`` (NCC) and ``argmax`` (classifier) return the **lowest class index** among equal
 computed scores (``torch.argmin`` / ``torch.argmax`` semantics). Distances equal in exact arithmetic may
@@ -48,6 +60,7 @@ import numpy as np
 import torch
 
 from nclab._threads import torch_threads
+from nclab.memory import check_allocation, work_budget
 from nclab.stats.accumulator import Accumulator
 from nclab.stats.class_stats import (
     ClassStats,
@@ -70,7 +83,6 @@ _HNSW_M = 32
 _HNSW_EF_CONSTRUCTION = 200
 _HNSW_EF_SEARCH = 64
 _HNSW_CANDIDATES = 8
-_INDEX_CODES = {"exact": 0, "hnsw": 1}
 
 _COUNTERS = ("class_counts", "ncc_correct", "clf_correct", "mismatch", "mismatch_nobias")
 
@@ -113,6 +125,10 @@ class NCCAccumulator(Accumulator):
         (``faiss-cpu``), else :class:`ImportError`. Measured: the same prediction as the exact pass on 100% of
         samples at K = 2,000, d = 64 and on 99.32% at K = 20,000, d = 128 (docs/stats.md), 4.2x faster there
         after a graph build that costs about as much. The classifier part stays exact.
+
+    Raises :class:`nclab.memory.AllocationTooLarge` (a ``MemoryError`` and a ``ValueError``) at construction when
+    its O(K d) arrays (:meth:`memory_bytes`) do not fit the available memory or the ``NCLAB_MAX_BYTES`` cap; the
+    per-batch scores are bounded instead (see the module documentation, "Memory").
 
     Examples
     --------
@@ -173,6 +189,15 @@ class NCCAccumulator(Accumulator):
             raise ValueError(f"means must have shape (K, d) with K >= 2, got {tuple(mu.shape)}")
         self.num_classes = K = int(mu.shape[0])
         self.dim = d = int(mu.shape[1])
+        # before the classifier and the right-hand side are built: refuse what cannot fit, bound the rest
+        self._fixed_bytes, self._row_bytes = _memory_plan(K, d, W is not None, self.index)
+        check_allocation(
+            self._fixed_bytes + self._row_bytes,
+            what=f"NCCAccumulator(num_classes={K}, dim={d}, classifier={W is not None}, index={self.index!r}) "
+            f"(class means, classifier and score right-hand side: O(K d))",
+            alternative="use fewer classes (check the labels: is K right?) or reduce d (e.g. a random projection)",
+        )
+        self._work_bytes = work_budget(self._fixed_bytes)
         self.check_finite = bool(check_finite)
         self._mu = mu
         self._W: torch.Tensor | None = None
@@ -191,6 +216,8 @@ class NCCAccumulator(Accumulator):
             self._b = bt
         # built before any state: without faiss this raises the ImportError naming the extra
         self._ann, self._ann_always = _hnsw_index(mu - mu.mean(dim=0)) if self.index == "hnsw" else (None, None)
+        if self._ann_always is not None:  # centres re-scored for every sample: their scores, indices and order
+            self._row_bytes += 24 * int(self._ann_always.numel())
         super().__init__(device)
         for key in _COUNTERS if self._W is not None else _COUNTERS[:2]:
             self.add_state(key, (K,), torch.int64, nonnegative=True)
@@ -216,27 +243,6 @@ class NCCAccumulator(Accumulator):
     def _validate(self, sd: Mapping[str, Any]) -> None:
         # states saved before the index option existed were all exact passes
         super()._validate({"index": "exact", **sd})
-
-    def all_reduce(self, group: Any = None) -> NCCAccumulator:
-        """Sum the counts of every rank (see :meth:`Accumulator.all_reduce`); every rank raises ``ValueError``,
-        before any count is combined, if the ranks were built with different ``index`` options."""
-        import torch.distributed as dist
-
-        if dist.is_available() and dist.is_initialized():
-            if self._state is None:
-                self._allocate(self._device or torch.device("cpu"))
-            code = _INDEX_CODES[self.index]
-            # min of (code, -code) = (lowest code, -highest code): every rank sees the same pair, so all raise
-            seen = torch.tensor([code, -code], dtype=torch.int64, device=self._device)
-            dist.all_reduce(seen, op=dist.ReduceOp.MIN, group=group)
-            lo, hi = int(seen[0]), -int(seen[1])
-            if lo != hi:
-                names = {v: k for k, v in _INDEX_CODES.items()}
-                raise ValueError(
-                    f"incompatible NCCAccumulator: ranks were built with index={names[lo]!r} and "
-                    f"index={names[hi]!r}; approximate and exact counts cannot be combined"
-                )
-        return super().all_reduce(group)
 
     def _buffers(self) -> dict[str, np.ndarray]:
         out = {"means": self._mu}
@@ -305,13 +311,29 @@ class NCCAccumulator(Accumulator):
             self._allocate(x.device)
         return x.to(device=self._device)
 
-    def _predict(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """NCC predictions ``(B,)`` and, with a classifier, float64 logits ``W h`` ``(B, K)`` (bias not added),
-        in one pass over the batch in float64 (in row chunks of about 1 MB for wide features: conv features have
-        d up to tens of thousands). NaN/inf is rejected here, before any counter changes."""
-        K = self.num_classes
-        rows = chunk_rows(x.shape[0], self.dim)
-        preds, logits = [], []
+    def memory_bytes(self, batch_rows: int = 0) -> int:
+        """Estimated bytes of this accumulator's O(K d) arrays (class means, centred means, classifier, the
+        right-hand side of the score product, the counters), plus, for an update of ``batch_rows`` rows, its
+        largest working block (the float64 score rows and centred features of one block, at most the budget of
+        :func:`nclab.memory.work_budget`). The features passed in are the caller's and not counted."""
+        rows = self._score_rows(batch_rows) if batch_rows > 0 else 0
+        return int(self._fixed_bytes + rows * self._row_bytes)
+
+    def _score_rows(self, batch_rows: int) -> int:
+        """Rows scored at once: the cache-sized chunk of :func:`chunk_rows`, fewer when their scores would exceed
+        the working budget (many classes), at least one."""
+        return max(1, min(chunk_rows(batch_rows, self.dim), self._work_bytes // self._row_bytes))
+
+    def _predict(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+        """NCC predictions ``(B,)`` and, with a classifier, its decisions ``argmax(W h + b)`` and
+        ``argmax(W h)`` ``(B,)`` (None without one; the same without a bias), in float64, block by block of
+        :meth:`_score_rows` rows: each block's ``(rows, K)`` or ``(rows, 2K)`` scores are decided in place before
+        the next block, so the working memory stays within the budget whatever K and B. NaN/inf is rejected here,
+        before any counter changes."""
+        rows = self._score_rows(x.shape[0])
+        preds: list[torch.Tensor] = []
+        clf: list[torch.Tensor] = []
+        nobias: list[torch.Tensor] = []
         for start in range(0, x.shape[0], rows):
             xc = x[start : start + rows]
             (xs,) = work_buffers(1, xc.shape[0], self.dim, xc.device)
@@ -321,19 +343,38 @@ class NCCAccumulator(Accumulator):
             if self.check_finite and not bool(torch.isfinite(xs.sum())) and not bool(torch.isfinite(xs).all()):
                 bad = torch.nonzero(~torch.isfinite(x).all(dim=1)).flatten()[:5].tolist()
                 raise ValueError(f"features contain NaN or inf (first bad rows of this batch: {bad})")
-            if self._ann is None:
-                G = _matmul(xs, self._rhs)  # (rows, K) or (rows, 2K)
-                # ||h - mu_k||^2 - ||h - mu_G||^2 = ||m_k||^2 - 2 h'.m_k
-                preds.append(torch.argmin(self._m_sq - 2.0 * G[:, :K], dim=1))
-                if self._w_offset is not None:
-                    logits.append(G[:, K:] + self._w_offset)
-            else:
-                preds.append(self._ann_predict(xs))
-                if self._w_offset is not None:
-                    logits.append(_matmul(xs, self._rhs) + self._w_offset)
+            decided = self._decide(xs)  # the block's scores are freed on return, before the next block's exist
+            preds.append(decided[0])
+            if decided[1] is not None:
+                clf.append(decided[1])
+                nobias.append(decided[2])
         if not preds:
-            return x.new_zeros(0, dtype=torch.long), None
-        return torch.cat(preds), (torch.cat(logits) if logits else None)
+            none = x.new_zeros(0, dtype=torch.long)
+            return none, (none if self._W is not None else None), (none if self._W is not None else None)
+        if self._W is None:
+            return torch.cat(preds), None, None
+        return torch.cat(preds), torch.cat(clf), torch.cat(nobias)
+
+    def _decide(self, xs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+        """NCC predictions of one block of centred float64 features ``xs (rows, d)``, and with a classifier its
+        decisions with and without the bias (see :meth:`_predict`)."""
+        K = self.num_classes
+        logits = None
+        if self._ann is None:
+            G = _matmul(xs, self._rhs)  # (rows, K) or (rows, 2K)
+            # ||h - mu_k||^2 - ||h - mu_G||^2 = ||m_k||^2 - 2 h'.m_k, in place: (-2 G) + ||m||^2 is the same float64
+            # number as ||m||^2 - 2 G (the product by -2 is exact, the sum commutes), with no (rows, K) temporary
+            pred = torch.argmin(G[:, :K].mul_(-2.0).add_(self._m_sq), dim=1)
+            if self._w_offset is not None:
+                logits = G[:, K:]
+        else:
+            pred = self._ann_predict(xs)
+            if self._w_offset is not None:
+                logits = _matmul(xs, self._rhs)
+        if logits is None:
+            return pred, None, None
+        nobias = torch.argmax(logits.add_(self._w_offset), dim=1)  # W h' + W mu_G = W h
+        return pred, (torch.argmax(logits.add_(self._b), dim=1) if self._b is not None else nobias), nobias
 
     def _ann_predict(self, xs: torch.Tensor) -> torch.Tensor:
         """NCC predictions of centred float64 features ``xs (rows, d)`` through the HNSW index: its candidates
@@ -366,11 +407,9 @@ class NCCAccumulator(Accumulator):
         # cores that numpy's BLAS needs for the product in between (measured 46x slower at d = 4096 with 2
         # threads each; as in ClassStats.update)
         with torch_threads(1, x.device):
-            ncc, logits = self._predict(x)
+            ncc, clf, nobias = self._predict(x)
         flags = [torch.ones_like(y, dtype=torch.bool), ncc == y]  # one row per counter of _COUNTERS, in that order
-        if logits is not None:
-            nobias = torch.argmax(logits, dim=1)
-            clf = torch.argmax(logits + self._b, dim=1) if self._b is not None else nobias
+        if clf is not None and nobias is not None:
             flags += [clf == y, clf != ncc, nobias != ncc]
         # every per-class counter in one scatter-add (boolean indexing per counter costs a sync each)
         F = torch.stack(flags).to(torch.int64)
@@ -428,6 +467,21 @@ class NCCAccumulator(Accumulator):
             f"classifier={self.has_classifier}, "
             f"bias={self.has_bias}, index={self.index!r}, num_samples={self.num_samples}, device={self._device})"
         )
+
+
+def _memory_plan(K: int, d: int, classifier: bool, index: str) -> tuple[float, int]:
+    """``(fixed, per_row)``: estimated bytes of the O(K d) arrays an NCC pass keeps (float64 class means, centred
+    means, classifier, its offsets and the counters; the ``(d, C)`` right-hand side of the score product, formed by
+    a transposed copy, hence twice at its peak; the faiss graph of ``index="hnsw"``) and the working bytes per row
+    of a scored block (``C`` float64 scores and ``d`` centred features; the re-scored candidates with HNSW)."""
+    hnsw = index == "hnsw"
+    cols = (K if classifier else 0) + (0 if hnsw else K)  # columns of the score product
+    fixed = 8.0 * K * d * (2 + classifier) + 16.0 * cols * d + 8.0 * K * 8
+    per_row = 8 * (cols + d) + 64
+    if hnsw:  # float32 points and ~2M neighbours per node; per row: the candidates' means and their scores
+        fixed += K * (4.0 * d + 8 * _HNSW_M * 2)
+        per_row += 8 * _HNSW_CANDIDATES * (d + 4) + 4 * d
+    return fixed, per_row
 
 
 def _hnsw_index(m: torch.Tensor) -> tuple[Any, torch.Tensor]:

@@ -35,7 +35,7 @@ import numpy as np
 import scipy.linalg
 
 from nclab.metrics import psd_cholesky, psd_pinv
-from nclab.stats import ClassStats
+from nclab.stats import ClassMoments, ClassStats
 from nclab.validation import check_features, check_labels
 
 __all__ = [
@@ -126,8 +126,9 @@ class Moments:
     sigma_t: np.ndarray  # (d, d) about the sample mean
 
 
-def _moments(stats: ClassStats) -> Moments:
-    if not isinstance(stats, ClassStats):
+def _moments(stats: ClassStats | ClassMoments) -> Moments:
+    # a ClassMoments view (e.g. the one a collapse_report of the same statistics filled) shares its Sigma_W, Sigma_T
+    if not isinstance(stats, ClassStats | ClassMoments):
         raise TypeError(f"expected ClassStats, got {type(stats).__name__}")
     if stats.track != "full":
         raise ValueError("the MSE decomposition needs Sigma_W: build the ClassStats with track='full'")
@@ -181,7 +182,9 @@ def ls_from_moments(m: Moments, lam: float, bias: bool) -> tuple[np.ndarray, np.
     return W, b
 
 
-def ls_classifier_from_stats(stats: ClassStats, lam: float, bias: bool = True) -> tuple[np.ndarray, np.ndarray]:
+def ls_classifier_from_stats(
+    stats: ClassStats | ClassMoments, lam: float, bias: bool = True
+) -> tuple[np.ndarray, np.ndarray]:
     """The LS classifier of [Han et al. 2022, Prop. 1], from ClassStats; see :func:`ls_classifier`."""
     if not (lam >= 0):
         raise ValueError(f"lam must be >= 0, got {lam}")
@@ -229,7 +232,7 @@ def _check_classifier(W: Any, b: Any, K: int, d: int) -> tuple[np.ndarray, np.nd
     return W, b, True
 
 
-def mse_loss_from_stats(stats: ClassStats, W: Any, b: Any, lam: float) -> float:
+def mse_loss_from_stats(stats: ClassStats | ClassMoments, W: Any, b: Any, lam: float) -> float:
     """The [Han et al. 2022] regularised MSE loss ``L(W, b, H)`` from ClassStats (Pythagoras form, no cancellation)."""
     m = _moments(stats)
     W, b, _ = _check_classifier(W, b, *m.means.shape)
@@ -266,7 +269,7 @@ def _decompose(m: Moments, W: np.ndarray, b: np.ndarray, bias: bool, lam: float,
 
 
 def mse_decomposition_from_stats(
-    stats: ClassStats,
+    stats: ClassStats | ClassMoments,
     W: Any,
     b: Any,
     lam: float | None = None,
@@ -275,7 +278,8 @@ def mse_decomposition_from_stats(
     convention: LambdaConvention = "mse_mean",
     data_loss: float | None = None,
 ) -> dict[str, float]:
-    """Streaming form of :func:`mse_decomposition`: the same dict from ClassStats (``track="full"``).
+    """Streaming form of :func:`mse_decomposition`: the same dict from ClassStats (``track="full"``), or from a
+    :class:`~nclab.stats.ClassMoments` view of them (reusing the Sigma_W and Sigma_T a report computed in it).
 
     ``data_loss``: optionally the measured ``(1/(2N)) sum_i ||W h_i + b - e_{y_i}||^2`` of the same pass (e.g.
     accumulated by the training loop); then ``L = data_loss + (lam/2)(||W||^2 + ||b||^2)`` and the identity
@@ -285,7 +289,7 @@ def mse_decomposition_from_stats(
     --------
     >>> import numpy as np
     >>> from nclab.geometry import simplex_etf
-    >>> from nclab.stats import ClassStats
+    >>> from nclab.stats import ClassMoments, ClassStats
     >>> K, n, d = 3, 20, 4
     >>> y = np.repeat(np.arange(K), n)
     >>> H = 4 * simplex_etf(K, d)[y] + 0.5 * np.random.default_rng(0).standard_normal((K * n, d))

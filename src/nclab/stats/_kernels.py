@@ -1,0 +1,106 @@
+"""Accumulation kernels shared by the streaming accumulators: row chunking, the per-thread work buffers, the
+symmetric rank-k update of the Gram accumulator and the float32-exact matmul context.
+
+Free functions with no accumulator state: :class:`~nclab.stats.ClassStats` and
+:class:`~nclab.stats.NCCAccumulator` call them from their ``update``; :class:`~nclab.stats.ClassMoments` mirrors
+the Gram accumulator with :func:`strict_upper`.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import numpy as np
+import torch
+
+__all__ = [
+    "TORCH_DTYPES",
+    "WORK_POOL_MAX",
+    "chunk_rows",
+    "exact_float32_matmul",
+    "strict_upper",
+    "syrk_update",
+    "work_buffers",
+]
+
+#: The compute dtypes of ClassStats' Gram block, by name.
+TORCH_DTYPES = {"float32": torch.float32, "float64": torch.float64}
+
+
+def chunk_rows(rows: int, dim: int) -> int:
+    """Rows per chunk of an O(B d) float64 pass over a ``(rows, dim)`` batch (ClassStats, NCC): the whole batch
+    while its float64 copy fits in ~8 MB (L3), else ~1 MB chunks (measured 1.3x faster at d = 4096, slower when
+    chunks are small, benchmarks/RESULTS.md)."""
+    return rows if rows * dim <= (1 << 20) else max(32, (1 << 17) // dim)
+
+
+@functools.lru_cache(maxsize=4)
+def strict_upper(d: int) -> np.ndarray:
+    """Boolean mask of the strict upper triangle of a d x d matrix (cached: rebuilt per call it costs as much as
+    the mirroring it serves)."""
+    return np.triu(np.ones((d, d), dtype=bool), 1)
+
+
+class _WorkPool(threading.local):
+    """One flat float64 work buffer per thread, reused by every accumulator on the CPU."""
+
+    buf: torch.Tensor | None = None
+
+
+_WORK_POOL = _WorkPool()
+#: Work buffers up to this many float64 entries (32 MB) are kept between calls, per thread.
+WORK_POOL_MAX = 1 << 22
+
+
+def work_buffers(count: int, rows: int, dim: int, device: torch.device) -> tuple[torch.Tensor, ...]:
+    """``count`` disjoint float64 work arrays ``(rows, dim)``, contents undefined, valid until the next call in
+    this thread (no accumulator method calls another while it holds them).
+
+    Why a pool shared by all instances: fresh multi-MB temporaries are returned to the operating system when
+    freed and page-fault again on the next use, which costs more than the O(B d) arithmetic that fills them;
+    measurements create new ClassStats / NCC accumulators per split and per layer, so a per-instance buffer is
+    not enough (benchmarks/RESULTS.md). Accelerators allocate per call (their caching allocators reuse memory).
+    """
+    n = rows * dim
+    if device.type != "cpu" or count * n > WORK_POOL_MAX:
+        return tuple(torch.empty((count, rows, dim), dtype=torch.float64, device=device).unbind(0))
+    buf = _WORK_POOL.buf
+    if buf is None or buf.numel() < count * n:
+        buf = _WORK_POOL.buf = torch.empty(max(count * n, 1 << 16), dtype=torch.float64)
+    return tuple(buf[i * n : (i + 1) * n].view(rows, dim) for i in range(count))
+
+
+@contextmanager
+def exact_float32_matmul() -> Iterator[None]:
+    """float32 matmuls in full float32 precision inside the block, whatever the user chose: TF32 (10-bit
+    mantissa, u = 2^-11) would void the float32-compute error bound of ClassStats."""
+    prev = torch.get_float32_matmul_precision()
+    if prev == "highest":
+        yield
+        return
+    torch.set_float32_matmul_precision("highest")
+    try:
+        yield
+    finally:
+        torch.set_float32_matmul_precision(prev)
+
+
+def syrk_update(C: torch.Tensor, z: torch.Tensor, beta: float = 1.0) -> None:
+    """``C = beta C + z^T z`` (only the lower triangle is guaranteed on the CPU; see
+    :meth:`ClassMoments.within_scatter <nclab.stats.ClassMoments.within_scatter>`); float32 or float64, ``C`` and
+    ``z`` of the same dtype."""
+    if C.device.type == "cpu":
+        from scipy.linalg.blas import dsyrk, ssyrk
+
+        syrk = ssyrk if C.dtype == torch.float32 else dsyrk
+        # A C-ordered (B, d) array is a Fortran-ordered (d, B) one: syrk(trans=0) gives (d, d) = z^T z,
+        # written in place into C.T (Fortran-ordered view of the C-ordered accumulator), upper triangle of C.T.
+        Cn = C.numpy()
+        out = syrk(1.0, z.numpy().T, beta=beta, c=Cn.T, trans=0, lower=0, overwrite_c=1)
+        if out.ctypes.data != Cn.ctypes.data:  # scipy copied instead of writing in place
+            Cn[...] = out.T
+    else:
+        C.addmm_(z.T, z, beta=beta)

@@ -1,0 +1,360 @@
+"""The derived statistics of :class:`~nclab.stats.ClassStats`, cached by name: the view every metric reads.
+
+:class:`~nclab.stats.ClassStats` accumulates raw moments about per-class shifts (counts, shifted sums, the Gram of
+the shifted features). :class:`ClassMoments` turns them into the statistics the metrics use (class means, the
+global mean, Sigma_W, Sigma_B, Sigma_T, their traces, the K x d factor of Sigma_B, the Gram of the means) and
+caches each one under a named key of :class:`MomentKey` until the statistics change. Values the metrics derive
+from these (eigendecompositions, the whitened between-class factor, ...) are cached in the same view through
+:meth:`ClassMoments.memo`, also under a :class:`MomentKey` name: the one list of the cache's names.
+
+Cache lifetime
+--------------
+A view's cache lives as long as the view. ``ClassMoments(stats)`` builds a view whose cache is its own: hold it
+while its values are useful, drop it and the d x d matrices go with it. For example, a report and a loss
+decomposition of the same statistics share Sigma_W and Sigma_T through one view::
+
+    view = ClassMoments(stats)
+    report = collapse_report(view, W=W, b=b)
+    dec = mse_decomposition_from_stats(view, W, b, lam=lam)
+    del view                    # frees the cached matrices
+
+``stats.moments()`` returns a view over the cache that ``stats`` keeps for its own accessors (``stats.sigma_w()``,
+``stats.means``, ...) and for metrics called on ``stats`` directly: that cache lives as long as ``stats``.
+Either kind of view follows the statistics: after an ``update``, ``merge``, ``all_reduce``, ``load`` or ``reset``
+its cache is emptied and every value is recomputed from the new state (:attr:`ClassStats.state_version
+<nclab.stats.ClassStats.state_version>`). Cached numpy arrays are read-only, so that no caller can corrupt them.
+
+Conventions (``docs/conventions.md``): Sigma_W and Sigma_T are divided by the total count N; Sigma_B is divided
+by K (``weighting="balanced"``) or weighted by n_k / N (``"empirical"``). A view serves both weightings: the
+weighting is a parameter of each accessor and part of its cache key, because Sigma_T = Sigma_W +
+Sigma_B(empirical) is needed whatever weighting a report uses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+from typing import Any, Final, Literal, Protocol, TypeVar
+
+import numpy as np
+
+from nclab.stats._kernels import strict_upper
+
+__all__ = ["ClassMoments", "MomentKey", "MomentSource", "Weighting", "check_weighting"]
+
+Weighting = Literal["balanced", "empirical"]
+T = TypeVar("T")
+
+
+def check_weighting(weighting: str) -> None:
+    """``weighting`` must be ``"balanced"`` or ``"empirical"``."""
+    if weighting not in ("balanced", "empirical"):
+        raise ValueError(f"weighting must be 'balanced' or 'empirical', got {weighting!r}")
+
+
+class MomentKey:
+    """The names of the entries of a :class:`ClassMoments` cache. An entry is the name alone, or
+    ``(name, *parameters)`` for the parameters noted here; :meth:`ClassMoments.memo` refuses any other name.
+
+    Plain string constants rather than an ``Enum``: a report looks entries up a few hundred times, and a string
+    hashes in C where an ``Enum`` member hashes in Python.
+    """
+
+    # computed by ClassMoments itself
+    MEANS: Final = "means"
+    CLASS_SS: Final = "class_ss"
+    GLOBAL_MEAN: Final = "global_mean"  # (weighting,)
+    CENTERED_MEANS: Final = "centered_means"  # (weighting,)
+    WITHIN_SCATTER: Final = "within_scatter"
+    SIGMA_W: Final = "sigma_w"
+    SIGMA_B: Final = "sigma_b"  # (weighting,)
+    SIGMA_T: Final = "sigma_t"
+    TRACE_B: Final = "trace_b"  # (weighting,)
+    # computed by nclab.metrics from the above, shared by the metrics of one view
+    FEATURE_SCALE_SQ: Final = "feature_scale_sq"  # max_k (||mu_k||^2 + var_k)
+    EIG: Final = "eig"  # (which, weighting or None): eigenvalues and eigenvectors of Sigma_W, Sigma_T or Sigma_B
+    EIGVALS: Final = "eigvals"  # (which,): eigenvalues alone of Sigma_W or Sigma_T
+    BETWEEN_EIG: Final = "between_eig"  # (weighting,): Sigma_B's eigenvalues and leading eigenvectors (thin SVD)
+    WHITENED_BETWEEN: Final = "whitened_between"  # (rtol,): the SVD of the whitened between-class factor
+    GEOMETRY_ROWS: Final = "geometry_rows"  # (center, weighting): the class-mean rows of the NC2 metrics
+    ETF_PAIR_MOMENTS: Final = "etf_pair_moments"  # (weighting,): moments of the pairwise cosines about -1/(K-1)
+
+
+_NAMES = frozenset(v for k, v in vars(MomentKey).items() if k.isupper())
+
+
+class MomentSource(Protocol):
+    """What a :class:`ClassMoments` view reads from its statistics (:class:`~nclab.stats.ClassStats` is one)."""
+
+    num_classes: int
+    dim: int
+    track: str
+
+    @property
+    def state_version(self) -> int: ...
+
+    @property
+    def num_samples(self) -> int: ...
+
+    @property
+    def counts(self) -> np.ndarray: ...
+
+    @property
+    def unit_sums(self) -> np.ndarray: ...
+
+    @property
+    def empty_classes(self) -> np.ndarray: ...
+
+    def raw(self, name: str) -> np.ndarray: ...
+
+    def require_nonempty(self, what: str) -> np.ndarray: ...
+
+    def drop_empty(self) -> Any: ...
+
+
+def _maybe_copy(a: np.ndarray, copy: bool) -> np.ndarray:
+    return a.copy() if copy else a
+
+
+class ClassMoments:
+    """Derived statistics of a :class:`~nclab.stats.ClassStats`, each computed on first use and cached in this
+    view until the statistics change (see the module documentation for the cache's lifetime).
+
+    Parameters
+    ----------
+    stats : ClassStats
+        The statistics to read (any :class:`MomentSource`).
+    cache : dict, optional
+        Where to keep the cached values: by default a new dict that only this view holds;
+        :meth:`ClassStats.moments <nclab.stats.ClassStats.moments>` passes the one ``stats`` keeps for itself.
+
+    The view also answers the raw reads of its statistics (``num_classes``, ``dim``, ``track``, ``counts``,
+    ``num_samples``, ``unit_sums``, ``empty_classes``, ``require_nonempty``, ``drop_empty``), so that every metric
+    takes a view or a ClassStats alike.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from nclab.stats import ClassMoments, ClassStats
+    >>> H = np.array([[1.0, 0.0], [3.0, 0.0], [0.0, 2.0], [0.0, 4.0]])
+    >>> stats = ClassStats.from_arrays(H, np.array([0, 0, 1, 1]))
+    >>> view = ClassMoments(stats)
+    >>> print(view.sigma_w())
+    [[0.5 0. ]
+     [0.  0.5]]
+    >>> round(view.trace_b("balanced"), 12)  # ||mu_0 - mu_G||^2 / 2 + ||mu_1 - mu_G||^2 / 2, mu_G = (1, 1.5)
+    3.25
+    >>> view.sigma_w(copy=False) is view.sigma_w(copy=False)  # cached, read-only
+    True
+    """
+
+    __slots__ = ("_cache", "_stats", "_version", "dim", "num_classes", "track")
+
+    def __init__(self, stats: MomentSource, *, cache: dict[Hashable, Any] | None = None) -> None:
+        # the class, not the instance: a protocol isinstance would evaluate (copy) every property on Python 3.11
+        if not all(hasattr(type(stats), name) for name in ("raw", "state_version", "require_nonempty")):
+            raise TypeError(f"ClassMoments reads ClassStats, got {type(stats).__name__}")
+        self._stats = stats
+        self._cache: dict[Hashable, Any] = {} if cache is None else cache
+        self._version = stats.state_version
+        # fixed for the life of the statistics: plain attributes (a report reads them hundreds of times)
+        self.num_classes: int = stats.num_classes
+        self.dim: int = stats.dim
+        self.track: str = stats.track
+
+    # ------------------------------------------------------------------ the cache
+    def _entries(self) -> dict[Hashable, Any]:
+        """The cache, emptied first if the statistics changed since its values were computed."""
+        version = self._stats.state_version
+        if version != self._version:
+            self._cache.clear()
+            self._version = version
+        return self._cache
+
+    def memo(self, key: str, *params: Hashable, compute: Callable[[], T]) -> T:
+        """``compute()``, cached under ``key`` (a :class:`MomentKey` name) and ``params`` until the statistics
+        change. numpy arrays in the value (or in a tuple value) are made read-only."""
+        if key not in _NAMES:
+            raise ValueError(f"{key!r} is not a MomentKey name (the cache's names are listed there)")
+        cache = self._entries()
+        entry = (key, *params) if params else key  # the name alone when unparametrised: no tuple to hash
+        if entry not in cache:
+            value = compute()
+            for arr in value if isinstance(value, tuple) else (value,):
+                if isinstance(arr, np.ndarray):
+                    arr.setflags(write=False)
+            cache[entry] = value
+        return cache[entry]
+
+    def peek(self, key: str, *params: Hashable) -> Any:
+        """The value cached under ``key`` and ``params`` for the current statistics, or None."""
+        return self._entries().get((key, *params) if params else key)
+
+    def clear(self) -> None:
+        """Drop every cached value (they are recomputed on demand)."""
+        self._cache.clear()
+
+    # ------------------------------------------------------------------ raw reads of the statistics
+    @property
+    def stats(self) -> MomentSource:
+        """The statistics this view reads."""
+        return self._stats
+
+    @property
+    def counts(self) -> np.ndarray:
+        """Samples per class, ``(K,)`` int64."""
+        return self._stats.counts
+
+    @property
+    def num_samples(self) -> int:
+        return self._stats.num_samples
+
+    @property
+    def unit_sums(self) -> np.ndarray:
+        """Per-class sums of L2-normalised features, ``(K, d)``."""
+        return self._stats.unit_sums
+
+    @property
+    def empty_classes(self) -> np.ndarray:
+        return self._stats.empty_classes
+
+    def require_nonempty(self, what: str) -> np.ndarray:
+        """Counts ``(K,)``; raises ``EmptyClassError`` naming the empty classes (``what`` needs them all)."""
+        return self._stats.require_nonempty(what)
+
+    def drop_empty(self) -> Any:
+        """The statistics restricted to the classes that have samples (a new ClassStats)."""
+        return self._stats.drop_empty()
+
+    def _need_full(self, what: str) -> None:
+        if self.track != "full":
+            raise ValueError(
+                f"{what} needs the d x d within-class scatter, which track='light' does not keep; "
+                f"rebuild these ClassStats with track='full'"
+            )
+
+    # ------------------------------------------------------------------ derived statistics
+    @property
+    def means(self) -> np.ndarray:
+        """Class means ``mu_k``, ``(K, d)``; raises ``EmptyClassError`` if a class is empty."""
+        counts = self._stats.require_nonempty("class means")
+        raw = self._stats.raw
+        return self.memo(MomentKey.MEANS, compute=lambda: raw("shift") + raw("sum_dev") / counts[:, None]).copy()
+
+    def global_mean(self, weighting: Weighting = "balanced") -> np.ndarray:
+        """``(d,)``: the mean of class means (``"balanced"``) or the sample mean (``"empirical"``)."""
+        check_weighting(weighting)
+        return self.memo(MomentKey.GLOBAL_MEAN, weighting, compute=lambda: self._global_mean(weighting)).copy()
+
+    def _global_mean(self, weighting: Weighting) -> np.ndarray:
+        mu = self.means
+        if weighting == "balanced":
+            return mu.mean(axis=0)
+        return (self._stats.raw("counts") / self._stats.num_samples) @ mu
+
+    def centered_means(self, weighting: Weighting = "balanced") -> np.ndarray:
+        """``M = mu_k - mu_G``, ``(K, d)``."""
+        check_weighting(weighting)
+        compute = lambda: self.means - self.global_mean(weighting)  # noqa: E731
+        return self.memo(MomentKey.CENTERED_MEANS, weighting, compute=compute).copy()
+
+    @property
+    def class_ss(self) -> np.ndarray:
+        """Per-class sum of squared deviations ``sum_{y_i=k} ||h_i - mu_k||^2``, ``(K,)`` (0 for empty classes)."""
+        return self.memo(MomentKey.CLASS_SS, compute=self._class_ss).copy()
+
+    def _class_ss(self) -> np.ndarray:
+        raw = self._stats.raw
+        counts = raw("counts")
+        S = raw("sum_dev")
+        safe = np.maximum(counts, 1)
+        return np.maximum(raw("sq_dev") - np.einsum("kd,kd->k", S, S) / safe, 0.0)
+
+    # d x d accessors: cached, exactly symmetric. ``copy=False`` returns the read-only cached array itself (what the
+    # metrics use: a report reads Sigma_W a handful of times, and fresh d x d copies page-fault), ``copy=True``
+    # (default) a private writable copy.
+    def within_scatter(self, copy: bool = True) -> np.ndarray:
+        """Pooled within-class scatter ``sum_i (h_i - mu_{y_i})(h_i - mu_{y_i})^T``, ``(d, d)``."""
+        self._need_full("the within-class scatter")
+        return _maybe_copy(self.memo(MomentKey.WITHIN_SCATTER, compute=self._within_scatter), copy)
+
+    def _within_scatter(self) -> np.ndarray:
+        raw = self._stats.raw
+        counts = raw("counts")
+        S = raw("sum_dev")
+        # syrk fills the lower triangle of this C-ordered array (the upper one is not maintained): mirror it
+        C = raw("scatter_dev")
+        W = np.where(strict_upper(self.dim), C.T, C)
+        nz = counts > 0
+        Sn = S[nz] / np.sqrt(counts[nz])[:, None]
+        W -= Sn.T @ Sn
+        return (W + W.T) / 2  # exactly symmetric, whatever the BLAS did for Sn^T Sn
+
+    def sigma_w(self, copy: bool = True) -> np.ndarray:
+        """Within-class covariance ``Sigma_W = (1/N) sum_i (h_i - mu_{y_i})(h_i - mu_{y_i})^T``, ``(d, d)``."""
+        self._need_full("the within-class scatter")
+        n = self._stats.num_samples
+        if n == 0:
+            raise ValueError("sigma_w of empty ClassStats: no sample has been seen")
+        # from the cached scatter if someone asked for it, else without caching the unscaled copy too
+        scatter = self.peek(MomentKey.WITHIN_SCATTER)
+        compute = (lambda: scatter / n) if scatter is not None else (lambda: self._within_scatter() / n)
+        return _maybe_copy(self.memo(MomentKey.SIGMA_W, compute=compute), copy)
+
+    def sigma_b(self, weighting: Weighting = "balanced", copy: bool = True) -> np.ndarray:
+        """Between-class covariance, ``(d, d)``: ``A^T A`` with ``A = between_factor(weighting)``.
+
+        balanced: ``(1/K) sum_k M_k M_k^T``; empirical: ``sum_k (n_k/N) M_k M_k^T`` about the sample mean, so
+        that ``sigma_t() == sigma_w() + sigma_b("empirical")`` exactly, also for imbalanced classes.
+        """
+        check_weighting(weighting)
+
+        def compute() -> np.ndarray:
+            A = self.between_factor(weighting)
+            B = A.T @ A
+            return (B + B.T) / 2
+
+        return _maybe_copy(self.memo(MomentKey.SIGMA_B, weighting, compute=compute), copy)
+
+    def between_factor(self, weighting: Weighting = "balanced") -> np.ndarray:
+        """``A = diag(sqrt(w_k)) M``, ``(K, d)``, with ``sigma_b(weighting) = A^T A`` (w_k = 1/K or n_k/N).
+
+        The K x d factor of Sigma_B: its thin SVD gives Sigma_B's eigenvalues (squared singular values) and
+        eigenvectors in O(K^2 d) instead of an O(d^3) eigendecomposition, and resolves the small eigenvalues
+        of Sigma_B more accurately than an eigendecomposition of the formed product.
+        """
+        return np.sqrt(self._class_weights(weighting))[:, None] * self.centered_means(weighting)
+
+    def sigma_t(self, copy: bool = True) -> np.ndarray:
+        """Total covariance ``(1/N) sum_i (h_i - mu_G)(h_i - mu_G)^T`` about the sample mean, ``(d, d)``."""
+        compute = lambda: self.sigma_w(copy=False) + self.sigma_b("empirical", copy=False)  # noqa: E731
+        return _maybe_copy(self.memo(MomentKey.SIGMA_T, compute=compute), copy)
+
+    def trace_w(self) -> float:
+        """``Tr Sigma_W = (1/N) sum_k class_ss_k`` (available in light mode)."""
+        n = self._stats.num_samples
+        if n == 0:
+            raise ValueError("trace_w of empty ClassStats: no sample has been seen")
+        return float(self.class_ss.sum() / n)
+
+    def trace_b(self, weighting: Weighting = "balanced") -> float:
+        """``Tr Sigma_B`` (available in light mode)."""
+        return self.memo(MomentKey.TRACE_B, weighting, compute=lambda: self._trace_b(weighting))
+
+    def _trace_b(self, weighting: Weighting) -> float:
+        A = self.between_factor(weighting)  # Tr A^T A = ||A||_F^2
+        return float(np.einsum("kd,kd->", A, A))
+
+    def mean_gram(self, center: bool = True, weighting: Weighting = "balanced") -> np.ndarray:
+        """Gram matrix of class means ``M M^T``, ``(K, K)``; centred about ``global_mean(weighting)``."""
+        M = self.centered_means(weighting) if center else self.means
+        return M @ M.T
+
+    def _class_weights(self, weighting: Weighting) -> np.ndarray:
+        check_weighting(weighting)
+        if weighting == "balanced":
+            return np.full(self.num_classes, 1.0 / self.num_classes)
+        counts = self._stats.raw("counts")
+        return counts / counts.sum()
+
+    def __repr__(self) -> str:
+        return f"ClassMoments({self._stats!r}, cached={len(self._entries())})"
