@@ -195,11 +195,11 @@ def gnc2(W: Any) -> float:
     classifier row ``w_k`` to the convex hull of the other rows, ``min_k dist(w_k, conv{w_j : j != k})``.
 
     Higher is more collapsed: GNC2 rises to ``rho* = max_{W in OB(d, K)} rho_one_vs_rest(W)``, reached by a Softmax
-    Code (``K / (K - 1)`` for ``K <= d + 1``, the simplex ETF; see :func:`gnc2_ratio`). In ``[0, 2]``; 0 when two
-    rows point the same way (or one lies in the cone of the others). Invariant to rotations and to positive
-    rescaling of each row. Exact (hull QPs, :func:`nclab.geometry.rho_one_vs_rest`); measured 0.1 s at
-    ``(K, d) = (100, 10)`` and 9-15 s at ``(1000, 64)`` on one core. ``W (K, d)``, ``K >= 2``; a zero row: nan and
-    a :class:`~nclab.metrics.DegenerateMetricWarning`.
+    Code (``K / (K - 1)`` for ``K <= d + 1``, the simplex ETF; see :func:`gnc2_ratio`). In ``[0, 2]``; 0 exactly
+    when two rows point the same way (a unit vector lies in the hull of other unit vectors only if it is one of
+    them). Invariant to rotations and to positive rescaling of each row. Exact (hull QPs,
+    :func:`nclab.geometry.rho_one_vs_rest`); measured 0.1 s at ``(K, d) = (100, 10)`` and 9-15 s at ``(1000, 64)``
+    on one core. ``W (K, d)``, ``K >= 2``; a zero row: nan and a :class:`~nclab.metrics.DegenerateMetricWarning`.
 
     See Also
     --------
