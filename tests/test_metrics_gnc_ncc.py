@@ -257,6 +257,10 @@ def test_gnc2_is_the_margin_of_the_unit_rows(rng):
         assert gnc2(3.0 * W @ Q.T) == pytest.approx(gnc2(W), rel=1e-12)
         assert gnc2(torch.from_numpy(W)) == gnc2(W)
     assert gnc2(np.vstack([np.eye(3), np.eye(3)[:1]])) == 0.0  # two classes share a direction
+    Wz = rng.normal(size=(5, 3))
+    Wz[2] = 0.0
+    with pytest.warns(DegenerateMetricWarning, match="rows 2"):
+        assert np.isnan(gnc2(Wz))
 
 
 @pytest.mark.parametrize(
