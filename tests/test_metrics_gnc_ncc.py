@@ -17,7 +17,7 @@ from nclab.geometry.frames import (
     regular_polygon,
     simplex_etf,
 )
-from nclab.metrics import DegenerateMetricWarning, ReferenceUnknownWarning, collapse_report
+from nclab.metrics import DegenerateMetricWarning, MetricOmittedWarning, collapse_report
 from nclab.metrics._registry import REGISTRY, collapse_direction
 from nclab.metrics.gnc import (
     check_normalized_stats,
@@ -347,9 +347,26 @@ def test_measurement_at_large_K_and_d_never_searches(rng, monkeypatch):
     y = np.repeat(np.arange(K), 2)
     W = rng.normal(size=(K, d))
     stats = ClassStats.from_arrays(W[y] + 0.1 * rng.normal(size=(len(y), d)), y, track="light")
-    with pytest.warns(ReferenceUnknownWarning, match=r"\(K, d\) = \(1000, 64\)"):
+    with pytest.warns(MetricOmittedWarning, match=r"\(K, d\) = \(1000, 64\)") as record:
         rep = collapse_report(stats, W=W)
     assert "gnc2_ratio" not in rep and 0.0 < rep["gnc2"] <= 2.0
+    assert [w.filename for w in record if w.category is MetricOmittedWarning] == [__file__]  # names the caller
+
+
+def test_gnc2_is_left_out_of_reports_beyond_its_class_bound(rng, monkeypatch):
+    import nclab.metrics.gnc as gnc_module
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the margin was computed")
+
+    monkeypatch.setattr(gnc_module, "GNC2_REPORT_MAX_K", 8)
+    monkeypatch.setattr(gnc_module, "rho_one_vs_rest", refuse)
+    W = rng.normal(size=(9, 2))
+    with pytest.warns(MetricOmittedWarning, match="K = 9 > GNC2_REPORT_MAX_K = 8") as record:
+        assert gnc_module.gnc2_entries(W) == {}
+    assert record[0].filename == __file__
+    monkeypatch.undo()
+    assert gnc_module.gnc2_entries(W) == {"gnc2": gnc2(W), "gnc2_ratio": gnc2_ratio(W)}  # d = 2: closed form
 
 
 # ---------------------------------------------------------------------------------------------- NCC

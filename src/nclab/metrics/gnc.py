@@ -23,6 +23,7 @@ GNC2 is a property of the classifier alone: the one-vs-rest margin ``rho_one_vs_
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,10 +41,12 @@ from nclab.validation import as_rows, unit_rows
 
 __all__ = [
     "GNC2",
-    "ReferenceUnknownWarning",
+    "GNC2_REPORT_MAX_K",
+    "MetricOmittedWarning",
     "check_normalized_stats",
     "gnc1",
     "gnc2",
+    "gnc2_entries",
     "gnc2_margin",
     "gnc2_ratio",
     "gnc3",
@@ -53,8 +56,16 @@ __all__ = [
 NORMALIZED_TOL = 1e-3
 
 
-class ReferenceUnknownWarning(UserWarning):
-    """A metric relative to a reference value (``gnc2_ratio``) was omitted: no reference is known cheaply."""
+#: :func:`gnc2_entries` (``collapse_report``) computes GNC2 up to this many classes. ``rho_one_vs_rest`` grows
+#: faster than the rest of a report (measured on one loaded core: K = 1000, d = 32: 3.0 s against 0.15 s for the
+#: whole light report; K = 5000, d = 128: 23 s against 2.1 s; K = 10,000, d = 512: 89 s, docs/geometry.md), so a
+#: report of a language model's vocabulary (K ~ 5e4) leaves it out; call :func:`gnc2` directly for it.
+GNC2_REPORT_MAX_K = 10_000
+
+
+class MetricOmittedWarning(UserWarning):
+    """A report left a metric out: its reference value is not known cheaply (``gnc2_ratio``), or it would cost
+    far more than the rest of the report (``gnc2`` beyond :data:`GNC2_REPORT_MAX_K` classes)."""
 
 
 def normalize_features(H: Any) -> Any:
@@ -250,6 +261,29 @@ def gnc2_margin(W: Any, *, search: bool = True) -> GNC2:
     if ref.rho == 0.0:
         return GNC2(value, ref, None, f"gnc2_ratio omitted: the optimal margin for (K, d) = ({K}, {d}) is 0")
     return GNC2(value, ref, value / ref.rho, None)
+
+
+def gnc2_entries(W: Any, *, stacklevel: int = 2) -> dict[str, float]:
+    """The GNC2 entries of a report for the classifier ``W (K, d)``: ``{"gnc2", "gnc2_ratio"}``
+    (:func:`gnc2_margin`), with a :class:`MetricOmittedWarning` for each left out: ``gnc2_ratio`` when no
+    reference margin is known cheaply, both when ``K > GNC2_REPORT_MAX_K`` (then nothing is computed).
+    ``stacklevel`` as for ``warnings.warn``, counted from this function: 2 (default) names its caller;
+    ``collapse_report`` passes 4, its own caller."""
+    Wr = as_rows(W, name="W")
+    K = Wr.shape[0]
+    if K > GNC2_REPORT_MAX_K:
+        warnings.warn(
+            f"gnc2 and gnc2_ratio omitted: K = {K} > GNC2_REPORT_MAX_K = {GNC2_REPORT_MAX_K} classes, where the "
+            "exact margin costs minutes; call nclab.metrics.gnc2(W) directly if you need it",
+            MetricOmittedWarning,
+            stacklevel=stacklevel,
+        )
+        return {}
+    g = gnc2_margin(Wr)
+    if g.ratio is None:
+        warnings.warn(g.note, MetricOmittedWarning, stacklevel=stacklevel)
+        return {"gnc2": g.value}
+    return {"gnc2": g.value, "gnc2_ratio": g.ratio}
 
 
 @metric(
