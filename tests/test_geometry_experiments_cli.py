@@ -1,5 +1,6 @@
 """[Jiang et al. 2024] geometry experiments (tiny scale) and the ``nclab codes`` sub-app."""
 
+import csv
 import json
 import math
 
@@ -32,7 +33,19 @@ def test_bounds_vs_d_experiment(tmp_path):
 def test_tau_maxcos_experiment(tmp_path):
     s = run("gnc-tau-maxcos", tmp_path, scale="tiny")
     assert s["hardmax_max_cos"] == pytest.approx(s["tammes_known_max_cos"], abs=5e-3)
-    assert (tmp_path / "maxcos_vs_tau.csv").exists()
+    with open(tmp_path / "maxcos_vs_tau.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    taus = np.array([float(r["tau"]) for r in rows])
+    cos = np.array([float(r["max_cos"]) for r in rows])
+    assert s["final_tau"] == taus[-1] == 0.002 and s["final_ce_max_cos"] == cos[-1]
+    # the CE optimum keeps approaching HardMax at a tau where the usual float64 CE is exactly 0 (tau <= 0.02):
+    # the gap is proportional to tau, and the line through the small-tau points meets HardMax at tau = 0
+    assert s["final_rel_gap_to_hardmax"] == pytest.approx(s["final_gap_to_hardmax"] / s["hardmax_max_cos"])
+    assert 0 < s["final_gap_to_hardmax"] < 0.5 * s["max_cos_slope_in_tau"] * 0.01  # below its value at tau = 0.01
+    b, a = np.polyfit(taus[taus <= 0.01], cos[taus <= 0.01], 1)
+    assert (s["extrapolated_max_cos_tau0"], s["max_cos_slope_in_tau"]) == pytest.approx((a, b), rel=1e-12)
+    assert abs(s["extrapolated_gap_to_hardmax"]) < 1e-4
+    assert np.isfinite([float(r["log_ce"]) for r in rows]).all() and s["final_log_mean_ce"] < -300
 
 
 def test_d2_codes_experiment(tmp_path):

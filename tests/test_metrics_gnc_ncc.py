@@ -1,4 +1,4 @@
-"""GNC1/GNC3 on normalised features [Jiang et al. 2024] and the streaming NCC / NC4 accumulator
+"""GNC1/GNC3 on normalised features, GNC2 of the classifier [Jiang et al. 2024] and the streaming NCC / NC4 accumulator
 ([Wang et al. 2024; Han et al. 2022])."""
 
 import warnings
@@ -6,11 +6,28 @@ import warnings
 import numpy as np
 import pytest
 import torch
+from scipy.optimize import nnls
 
-from nclab.geometry.frames import simplex_etf
-from nclab.metrics import DegenerateMetricWarning
+from nclab.geometry import codes
+from nclab.geometry.frames import (
+    cross_polytope_subset,
+    icosahedron,
+    octahedron,
+    random_orthogonal,
+    regular_polygon,
+    simplex_etf,
+)
+from nclab.metrics import DegenerateMetricWarning, MetricOmittedWarning, collapse_report
 from nclab.metrics._registry import REGISTRY, collapse_direction
-from nclab.metrics.gnc import check_normalized_stats, gnc1, gnc3, normalize_features
+from nclab.metrics.gnc import (
+    check_normalized_stats,
+    gnc1,
+    gnc2,
+    gnc2_margin,
+    gnc2_ratio,
+    gnc3,
+    normalize_features,
+)
 from nclab.metrics.ncc import ncc_metrics
 from nclab.stats import ClassStats, EmptyClassError, NCCAccumulator
 
@@ -212,6 +229,144 @@ def test_gnc3_degenerate(rng):
         gnc3(stats, W=np.ones((3, 2)))
     with pytest.raises(EmptyClassError):
         gnc3(ClassStats.from_arrays(rng.normal(size=(9, 3)), np.arange(9) % 3, num_classes=4), W=np.ones((4, 3)))
+
+
+# ---------------------------------------------------------------------------------------------- GNC2
+
+
+def _brute_rho(W):
+    """min_k dist(u_k, conv{u_j : j != k}) of the unit rows u, each by NNLS with the simplex constraint appended
+    as a heavily weighted row (an independent method: no Wolfe, no pruning)."""
+    U = W / np.linalg.norm(W, axis=1, keepdims=True)
+    big = 1e4
+    dists = []
+    for k in range(len(U)):
+        A = np.delete(U, k, axis=0)
+        v, _ = nnls(np.vstack([A.T, big * np.ones(len(A))]), np.append(U[k], big))
+        dists.append(np.linalg.norm(U[k] - v @ A))
+    return min(dists)
+
+
+def test_gnc2_is_the_margin_of_the_unit_rows(rng):
+    for K, d in ((9, 3), (12, 4), (6, 5)):
+        W = rng.normal(size=(K, d)) * rng.uniform(0.1, 10.0, size=(K, 1))
+        ref = _brute_rho(W)
+        assert gnc2(W) == pytest.approx(ref, rel=1e-7)
+        # invariant to rotations and to positive rescaling of each row; torch in, the same number out
+        Q = random_orthogonal(d, rng)
+        assert gnc2(3.0 * W @ Q.T) == pytest.approx(gnc2(W), rel=1e-12)
+        assert gnc2(torch.from_numpy(W)) == gnc2(W)
+    assert gnc2(np.vstack([np.eye(3), np.eye(3)[:1]])) == 0.0  # two classes share a direction
+    Wz = rng.normal(size=(5, 3))
+    Wz[2] = 0.0
+    with pytest.warns(DegenerateMetricWarning, match="rows 2"):
+        assert np.isnan(gnc2(Wz))
+
+
+@pytest.mark.parametrize(
+    "W, rho",
+    [
+        (simplex_etf(4, 3), 4 / 3),  # K = d + 1
+        (regular_polygon(5), 1 - np.cos(2 * np.pi / 5)),
+        (regular_polygon(30), 1 - np.cos(2 * np.pi / 30)),
+        (octahedron(), 1.0),  # d + 1 < K <= 2d
+        (cross_polytope_subset(7, 4), 1.0),
+        (icosahedron(), 1 - 1 / np.sqrt(5)),  # the best known (3, 12) code
+    ],
+)
+def test_gnc2_ratio_is_one_on_the_best_known_codes(W, rho):
+    W = 2.5 * W @ random_orthogonal(W.shape[1], 0).T
+    assert gnc2(W) == pytest.approx(rho, abs=1e-12)
+    assert gnc2_ratio(W) == pytest.approx(1.0, abs=1e-12)
+    # off the code: a smaller margin, and the ratio is gnc2 / rho* exactly
+    V = W + 0.05 * np.random.default_rng(1).normal(size=W.shape)
+    g = gnc2_margin(V)
+    assert g.ratio == gnc2(V) / rho and g.ratio < 1 - 1e-3 and g.note is None and g.reference.rho == rho
+
+
+def test_gnc2_ratio_of_a_searched_code_searches_once(monkeypatch):
+    # (d, K) = (4, 9): no closed form (K > 2d), small enough (K d = 36) for the cached search
+    calls = []
+    real = codes.softmax_code_search
+
+    def counted(d, K, **kw):
+        calls.append((d, K))
+        return real(d, K, **kw)
+
+    monkeypatch.setattr(codes, "softmax_code_search", counted)
+    W = counted(4, 9).W  # the code the cached search finds (same seed, same settings)
+    assert gnc2_ratio(W) == pytest.approx(1.0, abs=1e-9)
+    assert gnc2_ratio(W @ random_orthogonal(4, 2).T) == pytest.approx(1.0, abs=1e-9)
+    g = gnc2_margin(W)
+    assert g.reference.proven is False and "softmax_code_search(4, 9)" in g.reference.source
+    assert calls == [(4, 9), (4, 9)]  # ours, then the cache's once; every later ratio reads the cache
+
+
+def test_gnc2_ratio_is_omitted_with_a_note_beyond_the_search_bound(rng, monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("a measurement ran the code search")
+
+    monkeypatch.setattr(codes, "softmax_code_search", refuse)
+    W = rng.normal(size=(60, 5))  # K d = 300: no closed form, no table entry
+    g = gnc2_margin(W)
+    assert g.value == pytest.approx(_brute_rho(W), rel=1e-7) and g.ratio is None and g.reference is None
+    assert "(K, d) = (60, 5)" in g.note and "K d = 300 > 40" in g.note
+    with pytest.raises(ValueError, match=r"gnc2_ratio omitted: .*\(60, 5\)"):
+        gnc2_ratio(W)
+    # search=False never searches, even for small problems
+    assert gnc2_margin(rng.normal(size=(9, 4)), search=False).ratio is None
+    # d = 1: the optimum is 0, so the ratio is undefined
+    g1 = gnc2_margin(np.array([[1.0], [-1.0], [2.0]]))
+    assert g1.value == 0.0 and g1.ratio is None and "is 0" in g1.note
+
+
+@pytest.mark.filterwarnings("ignore::nclab.metrics.TargetUnattainableWarning")  # K > d + 1, as intended
+def test_gnc2_in_collapse_report_only_when_K_exceeds_d(rng):
+    K, d = 7, 3
+    y = np.repeat(np.arange(K), 5)
+    W = rng.normal(size=(K, d))
+    stats = ClassStats.from_arrays(W[y] + 0.1 * rng.normal(size=(len(y), d)), y, track="light")
+    rep = collapse_report(stats, W=W)
+    assert rep["gnc2"] == gnc2(W)
+    assert rep["gnc2_ratio"] == gnc2_ratio(W)
+    assert rep["gnc2_ratio"] == pytest.approx(rep["gnc2"] / 0.7898616872693967, rel=1e-9)  # Softmax Code (3, 7)
+    assert "gnc2" not in collapse_report(stats)  # no classifier
+    y4 = np.repeat(np.arange(4), 5)
+    small = ClassStats.from_arrays(rng.normal(size=(20, 4)), y4, track="light")
+    assert not {"gnc2", "gnc2_ratio"} & set(collapse_report(small, W=rng.normal(size=(4, 4))))  # K <= d
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore::nclab.metrics.TargetUnattainableWarning")  # K > d + 1, as intended
+def test_measurement_at_large_K_and_d_never_searches(rng, monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("a measurement ran the code search")
+
+    monkeypatch.setattr(codes, "softmax_code_search", refuse)
+    K, d = 1000, 64
+    y = np.repeat(np.arange(K), 2)
+    W = rng.normal(size=(K, d))
+    stats = ClassStats.from_arrays(W[y] + 0.1 * rng.normal(size=(len(y), d)), y, track="light")
+    with pytest.warns(MetricOmittedWarning, match=r"\(K, d\) = \(1000, 64\)") as record:
+        rep = collapse_report(stats, W=W)
+    assert "gnc2_ratio" not in rep and 0.0 < rep["gnc2"] <= 2.0
+    assert [w.filename for w in record if w.category is MetricOmittedWarning] == [__file__]  # names the caller
+
+
+def test_gnc2_is_left_out_of_reports_beyond_its_class_bound(rng, monkeypatch):
+    import nclab.metrics.gnc as gnc_module
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the margin was computed")
+
+    monkeypatch.setattr(gnc_module, "GNC2_REPORT_MAX_K", 8)
+    monkeypatch.setattr(gnc_module, "rho_one_vs_rest", refuse)
+    W = rng.normal(size=(9, 2))
+    with pytest.warns(MetricOmittedWarning, match="K = 9 > GNC2_REPORT_MAX_K = 8") as record:
+        assert gnc_module.gnc2_entries(W) == {}
+    assert record[0].filename == __file__
+    monkeypatch.undo()
+    assert gnc_module.gnc2_entries(W) == {"gnc2": gnc2(W), "gnc2_ratio": gnc2_ratio(W)}  # d = 2: closed form
 
 
 # ---------------------------------------------------------------------------------------------- NCC
@@ -416,6 +571,8 @@ def test_registry_directions():
     assert collapse_direction("ncc_accuracy") == collapse_direction("pfc3") == "higher"
     assert collapse_direction("ncc_mismatch") == collapse_direction("ncc_mismatch_nobias") == "lower"
     assert collapse_direction("gnc1") == collapse_direction("gnc3") == "lower"
+    assert collapse_direction("gnc2") == collapse_direction("gnc2_ratio") == "higher"
+    assert REGISTRY["gnc2"].needs == REGISTRY["gnc2_ratio"].needs == ("W",)
     assert REGISTRY["classifier_accuracy"].direction == "none"
 
 

@@ -136,10 +136,38 @@ def test_experiment_geodesic_digits_tiny(tmp_path):
     # the summary is the per-layer table it was written from
 
     with open(tmp_path / "layers.csv") as fh:
-        pfc1 = [float(r["pfc1"]) for r in csv.DictReader(fh)]
+        table = list(csv.DictReader(fh))
+    pfc1 = [float(r["pfc1"]) for r in table]
     assert (s["pfc1_first"], s["pfc1_last"]) == (pfc1[0], pfc1[-1])
     np.testing.assert_allclose(pfc1, pfc1_ref, rtol=1e-9)
     assert s["pfc1_depth_violations"] == sum(b > a for a, b in itertools.pairwise(pfc1))
+    # all three PFC orders are counted (PFC2 must not rise with depth, PFC3 must not fall) with the last-layer level
+    pfc2, pfc3 = ([float(r[k]) for r in table] for k in ("pfc2", "pfc3"))
+    assert s["pfc2_depth_violations"] == sum(b > a for a, b in itertools.pairwise(pfc2))
+    assert s["pfc3_depth_violations"] == sum(b < a for a, b in itertools.pairwise(pfc3))
+    assert (s["pfc2_last"], s["pfc3_last"], s["pfc3_first"]) == (pfc2[-1], pfc3[-1], pfc3[0])
     rows = (tmp_path / "layers.csv").read_text().splitlines()
     assert len(rows) == 1 + 5  # header + layers 0..4
     assert (tmp_path / "fig3.png").exists() and (tmp_path / "report.html").exists()
+
+
+def test_pfc_depth_summary_counts_each_order_on_a_synthetic_profile():
+    from nclab.experiments.theory_engines import pfc_depth_summary
+
+    # PFC1 rises once (0.3 -> 0.35), PFC2 rises four times (the start of the review's geodesic-digits profile),
+    # PFC3 falls once (0.97 -> 0.96); ties are not violations
+    measured = {
+        "pfc1": [0.53, 0.43, 0.30, 0.35, 0.25, 0.25],
+        "pfc2": [0.796, 0.839, 0.877, 0.904, 0.906, 0.894],
+        "pfc3": [0.94, 0.95, 0.97, 0.96, 0.98, 0.98],
+    }
+    s = pfc_depth_summary(measured)
+    assert (s["pfc1_depth_violations"], s["pfc2_depth_violations"], s["pfc3_depth_violations"]) == (1, 4, 1)
+    assert (s["pfc1_first"], s["pfc1_last"], s["pfc2_last"], s["pfc3_last"]) == (0.53, 0.25, 0.894, 0.98)
+    # the conjecture's order itself has no violation; its reverse violates every step
+    ordered = {"pfc1": [3.0, 2.0, 1.0], "pfc2": [0.9, 0.5, 0.1], "pfc3": [0.5, 0.9, 1.0]}
+    assert [pfc_depth_summary(ordered)[f"pfc{j}_depth_violations"] for j in (1, 2, 3)] == [0, 0, 0]
+    reverse = {k: v[::-1] for k, v in ordered.items()}
+    assert [pfc_depth_summary(reverse)[f"pfc{j}_depth_violations"] for j in (1, 2, 3)] == [2, 2, 2]
+    with pytest.raises(ValueError, match="pfc2"):
+        pfc_depth_summary({**ordered, "pfc2": []})

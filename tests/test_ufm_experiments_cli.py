@@ -43,6 +43,9 @@ def test_figures_and_init_scale(tmp_path):
         assert v["L_star"] == pytest.approx(L_star, rel=1e-14)
         assert v["gap"] == pytest.approx(v["loss"] - L_star, abs=1e-15)
         assert 0 <= v["gap"] < 0.05 and v["iters"] == 3000
+    # the ReLU run reports its dead samples (none in this tiny run, so nothing is predicted or revived)
+    relu = s["fig4-thm4.2-extended-relu"]
+    assert (relu["dead_samples"], relu["predicted_gap"]) == (0, 0.0) and "revived_gap" not in relu
     for name in s:
         assert (tmp_path / "f" / f"{name}.png").exists() and (tmp_path / "f" / f"{name}.csv").exists()
     o = ex.run("ufm-init-scale", tmp_path / "i", scale="tiny")

@@ -136,3 +136,43 @@ def test_same_seed_same_numbers():
     a, b = solve("extended-relu", seed=3, **kw), solve("extended-relu", seed=3, **kw)
     assert a.loss == b.loss and all(np.array_equal(a.params[k], b.params[k]) for k in a.params)
     assert solve("extended-relu", seed=4, **kw).loss != a.loss
+
+
+def test_a_dead_relu_sample_is_where_gd_stalls_above_the_closed_form():
+    # [Tirer & Bruna 2022, eq. (24)]: ufm-figures' Fig. 4 run ends 2.1 % above L* because one sample's h1 has all its
+    # pre-activations <= 0. Build that state exactly: the closed-form optimum with one sample's h1 reflected.
+    from nclab.ufm.analysis import dead_relu_samples, revive
+    from nclab.ufm.closed_forms import optimum_for_spec
+    from nclab.ufm.models import evaluate, make_spec
+
+    K, n, d, lam = 3, 10, 8, 5e-3
+    lams = dict.fromkeys(("W1", "W2", "H1"), lam)
+    spec = make_spec("extended-relu", K=K, n=n, d=d, lams=lams)
+    theory = optimum_for_spec(spec)
+    best = theory.construct(seed=0)
+    assert evaluate(spec, best).loss == pytest.approx(theory.loss, rel=1e-13)
+    i = n + 3  # class 1
+    dead = {k: v.copy() for k, v in best.items()}
+    dead["H1"][i] = -0.5 * best["H1"][i]  # W1 h1_i = -w1 h R1 e_k / 2 <= 0: the ReLU is off everywhere
+    diag = dead_relu_samples(spec, dead, theory)
+    assert diag.samples.tolist() == [i]
+    # the excess: with h1_i = 0 and the rest at the optimum, exactly 1/(2N) minus the sample's share of L*
+    p, h2 = theory.constants["p"], theory.constants["H1_sq"]
+    assert diag.excess == pytest.approx(1 / (2 * K * n) - (1 - p) ** 2 / (2 * K * n) - lam * h2 / 2, rel=1e-14)
+    zero = {**dead, "H1": dead["H1"].copy()}
+    zero["H1"][i] = 0.0
+    assert evaluate(spec, zero).loss - theory.loss == pytest.approx(diag.excess, rel=1e-10)
+    # GD sees only the weight decay on h1_i (no data gradient through the ReLU) and stays above L* by about the
+    # excess (the others re-adjust by a second-order amount); the sample stays dead
+    ev = evaluate(spec, dead)
+    data_grad = ev.grads["H1"][i] - lam * dead["H1"][i]
+    assert np.linalg.norm(data_grad) < 1e-12 * np.linalg.norm(lam * dead["H1"][i])  # rounding of W1 h1_i = 0 only
+    res = solve("extended-relu", K=K, n=n, d=d, lams=lams, solver="gd", init=dead, iters=4000, metrics_every=0)
+    assert dead_relu_samples(spec, res.params).samples.tolist() == [i]
+    assert 0.95 * diag.excess < res.gap < diag.excess
+    # no local minimum: moving h1_i back to its class's mean is the optimum itself, and GD stays there
+    revived = revive(spec, res.params, np.array([i]))
+    again = solve("extended-relu", K=K, n=n, d=d, lams=lams, solver="gd", init=revived, iters=4000, metrics_every=0)
+    assert again.gap < 1e-5 * res.gap and dead_relu_samples(spec, again.params).samples.size == 0
+    with pytest.raises(ValueError, match="extended-relu"):
+        dead_relu_samples(make_spec("extended-linear", K=K, n=n, d=d, lams=lams), best)

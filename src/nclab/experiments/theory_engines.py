@@ -14,7 +14,7 @@ them.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,7 @@ from nclab.experiments.catalog import register
 from nclab.experiments.common import legend, log_ticks, png, pyplot, write_csv
 from nclab.io.atomic import atomic_write_text
 
-__all__ = ["depth_profile", "train_fc_resnet"]
+__all__ = ["PFC_DEPTH_DIRECTIONS", "depth_profile", "pfc_depth_summary", "train_fc_resnet"]
 
 
 def _finish(out: Path, title: str, sections: list[tuple[str, str]], figures: list, summary: dict) -> dict:
@@ -255,6 +255,33 @@ def depth_profile(layers: Sequence[np.ndarray], y: np.ndarray, t_grid: np.ndarra
     }
 
 
+#: The depth order of the PFC conjecture [Wang et al. 2024, Conjecture 1] at the end of training: PFC1 (Tr S_W /
+#: Tr S_B) and PFC2 (ETF Gram distance) decrease with depth, PFC3 (NCC accuracy) increases towards 1. +1: a layer's
+#: value may not exceed the previous layer's; -1: it may not fall below it.
+PFC_DEPTH_DIRECTIONS: dict[str, int] = {"pfc1": +1, "pfc2": +1, "pfc3": -1}
+
+
+def pfc_depth_summary(measured: Mapping[str, Sequence[float]]) -> dict[str, float | int]:
+    """Depth-order violations and the first- and last-layer levels of a per-layer PFC profile.
+
+    ``measured["pfc1"|"pfc2"|"pfc3"]``: the metric of layers ``0..L`` in depth order (layer 0 = the input).
+    ``pfc{j}_depth_violations`` counts the consecutive pairs that break the conjecture's order
+    (:data:`PFC_DEPTH_DIRECTIONS`, the order of [Wang et al. 2024, Conjecture 1]: ``m^{l+1} <= m^l`` for PFC1 and
+    PFC2, ``m^{l+1} >= m^l`` for PFC3; ties are not violations); ``pfc{j}_first`` / ``pfc{j}_last`` are the values
+    at layer 0 and at the last layer, the latter the network's NC level (the conjecture's premise: NC at the last
+    layer, i.e. PFC1 and PFC2 near 0, PFC3 near 1).
+    """
+    out: dict[str, float | int] = {}
+    for key, sign in PFC_DEPTH_DIRECTIONS.items():
+        m = np.asarray(measured[key], dtype=np.float64)
+        if m.ndim != 1 or m.size < 1:
+            raise ValueError(f"measured[{key!r}] must be a non-empty sequence of per-layer values, got shape {m.shape}")
+        out[f"{key}_depth_violations"] = int(np.count_nonzero(sign * np.diff(m) > 0))
+        out[f"{key}_first"] = float(m[0])
+        out[f"{key}_last"] = float(m[-1])
+    return out
+
+
 _GEO_SCALES = {
     "tiny": dict(blocks=4, steps=60, grid=21),
     "cpu": dict(blocks=6, steps=1500, grid=101),
@@ -317,10 +344,7 @@ def geodesic_digits(out: Path, scale: str, seed: int) -> dict:
         "steps": cfg["steps"],
         "s01": prof["s01"],
         "straightness_index": prof["straightness_index"],
-        "pfc1_first": float(prof["measured"]["pfc1"][0]),
-        "pfc1_last": float(prof["measured"]["pfc1"][-1]),
-        "pfc3_last": float(prof["measured"]["pfc3"][-1]),
-        "pfc1_depth_violations": int(np.sum(np.diff(prof["measured"]["pfc1"]) > 0)),
+        **pfc_depth_summary(prof["measured"]),
     }
     note = (
         f"<p>A fully connected ResNet (64-d, {cfg['blocks']} blocks h + W2 relu(W1 h), linear head) trained on "
@@ -328,7 +352,10 @@ def geodesic_digits(out: Path, scale: str, seed: int) -> dict:
         "Layer 0 = the pixels. Green: measured PFC metrics at the relative depth ([Wang et al. 2024, Sec. IV-A]); "
         "blue: "
         "the straight-line interpolation between layer 0 and the last block (closed forms; PFC3 by an exact "
-        "second pass); grey: the same with the end collapsed onto the Procrustes-nearest ETF.</p>"
+        "second pass); grey: the same with the end collapsed onto the Procrustes-nearest ETF. The summary counts, "
+        "per metric, the consecutive layers that break the conjecture's depth order (PFC1 and PFC2 must not rise, "
+        "PFC3 must not fall, with depth) and gives the first and last layers' values, the last being the NC level "
+        "the conjecture presupposes.</p>"
     )
     return _finish(
         out,

@@ -88,9 +88,41 @@ def figures_001(out: Path, scale: str, seed: int) -> dict[str, Any]:
         fig.suptitle(f"{fig_name} (K={K}, d={d}, n={n}, lambda={lam}, lr 0.1)")
         figures.append((fig_name, png(fig, out / f"{fig_name}.png")))
         summary[fig_name] = {"loss": res.loss, "L_star": res.theory.loss, "gap": res.gap, "iters": iters}
-    sections = [("Runs", metrics_table_html({f"{k} gap": v["gap"] for k, v in summary.items()}))]
+        if res.spec.activation == "relu":
+            summary[fig_name].update(_dead_relu_diagnosis(res, lams=dict.fromkeys(keys, lam), iters=iters // 5))
+    sections = [
+        ("Runs", metrics_table_html({f"{k} gap": v["gap"] for k, v in summary.items()})),
+        ("ReLU model (Fig. 4): the gap to L*", _DEAD_NOTE),
+    ]
     write_report(out / "report.html", "UFM figures [Tirer & Bruna 2022, Figs. 1-4]", sections, figures)
     return summary
+
+
+_DEAD_NOTE = (
+    "<p>GD on the ReLU model can end above the closed form L*: a sample whose pre-activations W1 h1 are all &lt;= 0 "
+    "gets no gradient through the ReLU, only the weight decay, which shrinks its h1 to 0. Its logits are then 0 and "
+    "it costs 1/(2N) instead of its share of L*, although this is no local minimum (moving h1 towards its class "
+    "lowers the objective). 'dead_samples' counts them, 'predicted_gap' is their number times that excess (first "
+    "order), and 'revived_gap' is the gap after moving each dead sample's h1 to its class's mean and continuing GD "
+    "for 'revived_iters' steps: it reaches L*.</p>"
+)
+
+
+def _dead_relu_diagnosis(res: Any, *, lams: dict[str, float], iters: int) -> dict[str, Any]:
+    """Dead ReLU samples of a GD result, the gap they predict, and the gap after reviving them and continuing GD."""
+    from nclab.ufm.analysis import dead_relu_samples, revive
+
+    dead = dead_relu_samples(res.spec, res.params, res.theory)
+    out: dict[str, Any] = {"dead_samples": int(dead.samples.size), "predicted_gap": dead.predicted_gap}
+    if dead.samples.size:
+        spec = res.spec
+        start = revive(spec, res.params, dead.samples)
+        again = solve(
+            spec.name, K=spec.K, n=spec.n, d=spec.d, lams=lams, solver="gd", init=start, iters=iters,
+            log_every=max(1, iters), metrics_every=0,
+        )  # fmt: skip
+        out.update(revived_gap=again.gap, revived_iters=iters)
+    return out
 
 
 # ---------------------------------------------------------------------------------------------- threshold sweeps

@@ -1,10 +1,11 @@
 """Reference geometries and the margins of [Jiang et al. 2024]: frames, hull distances, Thm 3.9 bounds, Softmax and
-Tammes codes (search, exact polish, KKT certificate), assignments.
+Tammes codes (search, exact polish, KKT certificate), the best known Softmax Code margins, assignments.
 
 Rows are classes: a code or classifier is ``(K, d)``.
 """
 
 from nclab.geometry.assignment import antipodal_pairs, code_symmetries, enumerate_assignments
+from nclab.geometry.best_known import BestKnownMargin, best_known_margin
 from nclab.geometry.bounds import CodeBounds, softmax_code_bounds
 from nclab.geometry.codes import (
     CodeSearch,
@@ -39,6 +40,7 @@ from nclab.geometry.hull import (
 from nclab.geometry.oblique import random_oblique, retract, tangent
 
 __all__ = [
+    "BestKnownMargin",
     "CodeBounds",
     "CodeSearch",
     "HullDistance",
@@ -46,6 +48,7 @@ __all__ = [
     "OneVsOne",
     "OneVsRest",
     "antipodal_pairs",
+    "best_known_margin",
     "code_symmetries",
     "cross_polytope_subset",
     "dist_to_hull",

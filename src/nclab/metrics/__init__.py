@@ -19,7 +19,19 @@ from nclab.metrics.collapse_report import (
 from nclab.metrics.common import DegenerateMetricWarning, TargetUnattainableWarning
 from nclab.metrics.cosine import class_separation, within_class_cosine, within_class_cosine_distance
 from nclab.metrics.duality import duality_distances, uniform_duality
-from nclab.metrics.gnc import check_normalized_stats, gnc1, gnc3, normalize_features
+from nclab.metrics.gnc import (
+    GNC2,
+    GNC2_REPORT_MAX_K,
+    MetricOmittedWarning,
+    check_normalized_stats,
+    gnc1,
+    gnc2,
+    gnc2_entries,
+    gnc2_margin,
+    gnc2_ratio,
+    gnc3,
+    normalize_features,
+)
 from nclab.metrics.means_geometry import (
     classifier_accuracy_on_means,
     equiangularity,
@@ -40,10 +52,13 @@ from nclab.metrics.variability import fuzziness, nc1, pfc1, sq_dist, trace_ratio
 
 __all__ = [
     "DEFAULT_CONVENTIONS",
+    "GNC2",
+    "GNC2_REPORT_MAX_K",
     "REGISTRY",
     "DegenerateMetricWarning",
     "ImbalanceWarning",
     "MetricInfo",
+    "MetricOmittedWarning",
     "PsdPinv",
     "TargetUnattainableWarning",
     "cdnv",
@@ -61,6 +76,10 @@ __all__ = [
     "etf_gram_error_spectral",
     "fuzziness",
     "gnc1",
+    "gnc2",
+    "gnc2_entries",
+    "gnc2_margin",
+    "gnc2_ratio",
     "gnc3",
     "hyperspherical_uniformity",
     "max_angle",

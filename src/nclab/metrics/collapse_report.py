@@ -20,7 +20,7 @@ from nclab.metrics.cdnv import cdnv
 from nclab.metrics.common import StatsLike, check_stats
 from nclab.metrics.cosine import class_separation, within_class_cosine
 from nclab.metrics.duality import uniform_duality
-from nclab.metrics.gnc import gnc3
+from nclab.metrics.gnc import gnc2_entries, gnc3
 from nclab.metrics.means_geometry import (
     classifier_accuracy_on_means,
     equiangularity,
@@ -176,7 +176,10 @@ def collapse_report(
         the report computes in a view of its own, freed when it returns.
     W, b : array_like, optional
         Classifier rows ``(K, d)`` and bias ``(K,)`` (torch tensors accepted). ``W`` adds the classifier NC2
-        statistics (``*_w``, rows as given), NC3 (``self_duality``) and GNC3, none of which involves ``b``;
+        statistics (``*_w``, rows as given), NC3 (``self_duality``), GNC3 and, when ``K > d``, GNC2 (``gnc2``
+        and ``gnc2_ratio``, :func:`~nclab.metrics.gnc2_entries`: the ratio only where the best known Softmax
+        Code margin is known without a search beyond ``K d = 40``, neither beyond 10,000 classes; a
+        :class:`~nclab.metrics.MetricOmittedWarning` says what is left out), none of which involves ``b``;
         and ``classifier_accuracy_on_means``, NC4 at the class means: the fraction of classes ``k`` with
         ``argmax(W mu_k + b) = k``, the decision rule of the head with its bias (omit ``b`` only for a
         bias-free head: then ``argmax(W mu_k)``). ``b`` without ``W`` raises ``ValueError``.
@@ -302,6 +305,8 @@ def _report(
             weighting=wt,
         )
         out["gnc3"] = gnc3(stats, W=Wa)
+        if stats.num_classes > stats.dim:  # no orthogonal frame fits: the classifier's target is a Softmax Code
+            out.update(gnc2_entries(Wa, stacklevel=4))
         out["uniform_duality"] = uniform_duality(stats, W=Wa, ddof=c["ddof"], weighting=wt)
         out["classifier_accuracy_on_means"] = classifier_accuracy_on_means(stats, W=Wa, b=b)
 

@@ -88,6 +88,16 @@ GLOSSARY: dict[str, tuple[str, str, str]] = {
         "Tr(Sigma_W Sigma_B^+) / K of unit-normalised features, uncentred Sigma_B",
         "[Jiang et al. 2024, Sec. 3]",
     ),
+    "gnc2": (
+        "GNC",
+        "rho_one_vs_rest of the unit classifier rows: min_k dist(w_k, conv{w_j : j != k})",
+        "[Jiang et al. 2024, Sec. 3]",
+    ),
+    "gnc2_ratio": (
+        "GNC",
+        "gnc2 / rho*, rho* the margin of the best known Softmax Code for (K, d)",
+        "[Jiang et al. 2024, Sec. 3]",
+    ),
     "gnc3": ("GNC", "mean_k (1 - w_k . hbar_k), unit w_k, hbar_k the mean unit feature", "[Jiang et al. 2024, Sec. 3]"),
     "hyperspherical_uniformity": ("GNC", "uniformity of the unit class means on the sphere", "[Liu et al. 2023]"),
     "uniformity_log_energy": ("GNC", "log Riesz energy of the unit class means", "[Liu et al. 2023]"),

@@ -1,4 +1,4 @@
-"""Generalized neural collapse [Jiang et al. 2024]: GNC1 and GNC3 on L2-normalised features.
+"""Generalized neural collapse [Jiang et al. 2024]: GNC1 and GNC3 on L2-normalised features, GNC2 on the classifier.
 
 [Jiang et al. 2024] works on the sphere: features ``h / ||h||`` and classifier rows ``w_k / ||w_k||``. Its GNC1 is
 ``(1/K) tr(Sigma_W Sigma_B^+)`` with the **uncentred** ``Sigma_B = (1/K) sum_k hbar_k hbar_k^T``, and its
@@ -14,15 +14,24 @@ The within-class covariance of normalised features cannot be recovered from stat
 
 and checks this cheaply (:func:`check_normalized_stats`). :func:`gnc3` needs only the per-class sums of unit
 vectors, which every ClassStats keeps (``unit_sums``), so it works on stats of raw or of normalised features.
+
+GNC2 is a property of the classifier alone: the one-vs-rest margin ``rho_one_vs_rest`` of its unit rows
+(:func:`gnc2`, higher is better, at most the Softmax Code optimum ``rho*``), and that margin over the best known
+``rho*`` for ``(K, d)`` (:func:`gnc2_ratio`, 1 on the best known code). ``rho*`` comes from
+:func:`nclab.geometry.best_known_margin`: closed forms, a table, or a cached search for small ``K d`` only.
 """
 
 from __future__ import annotations
 
+import warnings
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 
+from nclab.geometry.best_known import SEARCH_MAX_KD, BestKnownMargin, best_known_margin
+from nclab.geometry.hull import rho_one_vs_rest
 from nclab.metrics._linalg import DEFAULT_RTOL, SB_ZERO_RTOL, check_rtol, feature_scale_sq, psd_pinv
 from nclab.metrics._registry import metric
 from nclab.metrics.common import StatsLike, as_moments, is_stats, row_norms, unit_directions
@@ -30,9 +39,33 @@ from nclab.metrics.variability import nc1
 from nclab.stats.moments import Weighting, check_weighting
 from nclab.validation import as_rows, unit_rows
 
-__all__ = ["check_normalized_stats", "gnc1", "gnc3", "normalize_features"]
+__all__ = [
+    "GNC2",
+    "GNC2_REPORT_MAX_K",
+    "MetricOmittedWarning",
+    "check_normalized_stats",
+    "gnc1",
+    "gnc2",
+    "gnc2_entries",
+    "gnc2_margin",
+    "gnc2_ratio",
+    "gnc3",
+    "normalize_features",
+]
 
 NORMALIZED_TOL = 1e-3
+
+
+#: :func:`gnc2_entries` (``collapse_report``) computes GNC2 up to this many classes. ``rho_one_vs_rest`` grows
+#: faster than the rest of a report (measured on one loaded core: K = 1000, d = 32: 3.0 s against 0.15 s for the
+#: whole light report; K = 5000, d = 128: 23 s against 2.1 s; K = 10,000, d = 512: 89 s, docs/geometry.md), so a
+#: report of a language model's vocabulary (K ~ 5e4) leaves it out; call :func:`gnc2` directly for it.
+GNC2_REPORT_MAX_K = 10_000
+
+
+class MetricOmittedWarning(UserWarning):
+    """A report left a metric out: its reference value is not known cheaply (``gnc2_ratio``), or it would cost
+    far more than the rest of the report (``gnc2`` beyond :data:`GNC2_REPORT_MAX_K` classes)."""
 
 
 def normalize_features(H: Any) -> Any:
@@ -161,3 +194,131 @@ def gnc3(stats: StatsLike, *, W: Any, normalize_w: bool = True, renormalize_mean
             return float("nan")
         hbar = Hn
     return float(np.mean(1.0 - np.einsum("kd,kd->k", Wr, hbar)))
+
+
+@metric(
+    "gnc2",
+    "higher",
+    "003 GNC2: rho_one_vs_rest of the L2-normalised classifier rows (eq. (3)); the Softmax Code maximises it",
+    needs=("W",),
+)
+def gnc2(W: Any) -> float:
+    """``rho_one_vs_rest(W / ||W||)`` [Jiang et al. 2024, Sec. 3, eq. (3)]: the smallest distance from a unit
+    classifier row ``w_k`` to the convex hull of the other rows, ``min_k dist(w_k, conv{w_j : j != k})``.
+
+    Higher is more collapsed: GNC2 rises to ``rho* = max_{W in OB(d, K)} rho_one_vs_rest(W)``, reached by a Softmax
+    Code (``K / (K - 1)`` for ``K <= d + 1``, the simplex ETF; see :func:`gnc2_ratio`). In ``[0, 2]``; 0 exactly
+    when two rows point the same way (a unit vector lies in the hull of other unit vectors only if it is one of
+    them). Invariant to rotations and to positive rescaling of each row. Exact (hull QPs,
+    :func:`nclab.geometry.rho_one_vs_rest`); measured 0.1 s at ``(K, d) = (100, 10)`` and 9-15 s at ``(1000, 64)``
+    on one core. ``W (K, d)``, ``K >= 2``; a zero row: nan and a :class:`~nclab.metrics.DegenerateMetricWarning`.
+
+    See Also
+    --------
+    gnc2_ratio : GNC2 over the best known ``rho*``.
+    nclab.geometry.one_vs_rest : per-class distances, optimal features, rattlers.
+
+    Examples
+    --------
+    >>> from nclab.geometry import regular_polygon
+    >>> round(gnc2(3.0 * regular_polygon(6)), 12)        # 1 - cos(2 pi / 6), whatever the row lengths
+    0.5
+    """
+    Wr = as_rows(W, name="W")
+    U = unit_directions(Wr, float(row_norms(Wr).max()), "gnc2")
+    return float("nan") if U is None else rho_one_vs_rest(U)
+
+
+@dataclass(frozen=True)
+class GNC2:
+    """GNC2 of a classifier with its reference: ``value`` (:func:`gnc2`); ``reference``: the best known margin
+    ``rho*`` for ``(K, d)`` (``None`` when none is known cheaply); ``ratio = value / reference.rho`` (``None``
+    without a usable reference); ``note``: why ``ratio`` is missing (``None`` when it is present)."""
+
+    value: float
+    reference: BestKnownMargin | None
+    ratio: float | None
+    note: str | None
+
+
+def gnc2_margin(W: Any, *, search: bool = True) -> GNC2:
+    """GNC2 of ``W (K, d)`` and its ratio to the best known Softmax Code margin (see :class:`GNC2`).
+
+    ``rho*`` is :func:`nclab.geometry.best_known_margin` ``(d, K)``: a closed form, a table entry, or (``search``
+    and ``K d <= SEARCH_MAX_KD``) a code search run once per process and cached; otherwise there is no ratio, and
+    ``note`` says so. ``rho* = 0`` (``d = 1, K >= 3``) also leaves the ratio undefined.
+    """
+    Wr = as_rows(W, name="W")
+    value = gnc2(Wr)
+    K, d = Wr.shape
+    ref = best_known_margin(d, K, search=search)
+    if ref is None:
+        why = f"K d = {K * d} > {SEARCH_MAX_KD}" if search else "search=False"
+        note = (
+            f"gnc2_ratio omitted: no best known Softmax Code margin for (K, d) = ({K}, {d}) (no closed form or table "
+            f"entry, and {why}, so no code search is run); compare gnc2 with softmax_code_search({d}, {K}) yourself"
+        )
+        return GNC2(value, None, None, note)
+    if ref.rho == 0.0:
+        return GNC2(value, ref, None, f"gnc2_ratio omitted: the optimal margin for (K, d) = ({K}, {d}) is 0")
+    return GNC2(value, ref, value / ref.rho, None)
+
+
+def gnc2_entries(W: Any, *, stacklevel: int = 2) -> dict[str, float]:
+    """The GNC2 entries of a report for the classifier ``W (K, d)``: ``{"gnc2", "gnc2_ratio"}``
+    (:func:`gnc2_margin`), with a :class:`MetricOmittedWarning` for each left out: ``gnc2_ratio`` when no
+    reference margin is known cheaply, both when ``K > GNC2_REPORT_MAX_K`` (then nothing is computed).
+    ``stacklevel`` as for ``warnings.warn``, counted from this function: 2 (default) names its caller;
+    ``collapse_report`` passes 4, its own caller."""
+    Wr = as_rows(W, name="W")
+    K = Wr.shape[0]
+    if K > GNC2_REPORT_MAX_K:
+        warnings.warn(
+            f"gnc2 and gnc2_ratio omitted: K = {K} > GNC2_REPORT_MAX_K = {GNC2_REPORT_MAX_K} classes, where the "
+            "exact margin costs minutes; call nclab.metrics.gnc2(W) directly if you need it",
+            MetricOmittedWarning,
+            stacklevel=stacklevel,
+        )
+        return {}
+    g = gnc2_margin(Wr)
+    if g.ratio is None:
+        warnings.warn(g.note, MetricOmittedWarning, stacklevel=stacklevel)
+        return {"gnc2": g.value}
+    return {"gnc2": g.value, "gnc2_ratio": g.ratio}
+
+
+@metric(
+    "gnc2_ratio",
+    "higher",
+    "003 GNC2 / rho*, rho* the margin of the best known Softmax Code for (K, d); 1 on that code",
+    needs=("W",),
+)
+def gnc2_ratio(W: Any, *, search: bool = True) -> float:
+    """``gnc2(W) / rho*`` [Jiang et al. 2024, Sec. 3 and Fig. 2's "Optimal" line]: how close the classifier's margin
+    is to the best known Softmax Code for its ``(K, d)``.
+
+    1 on the best known code (and on any code with its margin); below 1 short of it; above 1 only if ``W`` beats
+    the best known value (possible where ``rho*`` is numerical, ``BestKnownMargin.proven`` False). ``rho*`` from
+    :func:`nclab.geometry.best_known_margin` (see :func:`gnc2_margin`).
+
+    Raises
+    ------
+    ValueError
+        No reference margin is known for ``(K, d)`` without a search beyond ``SEARCH_MAX_KD`` (the message says
+        what to do), or the optimal margin is 0.
+
+    See Also
+    --------
+    gnc2 : the margin itself.
+    nclab.geometry.best_known_margin : where ``rho*`` comes from.
+
+    Examples
+    --------
+    >>> from nclab.geometry import cross_polytope_subset
+    >>> gnc2_ratio(cross_polytope_subset(7, 4))            # rho = rho* = 1 for d + 1 < K <= 2d
+    1.0
+    """
+    g = gnc2_margin(W, search=search)
+    if g.ratio is None:
+        raise ValueError(g.note)
+    return g.ratio

@@ -21,6 +21,7 @@ from nclab.ufm.spherical import (
     WDResult,
     ce_ufm_sphere,
     hardmax_ufm,
+    log_mean_ce,
     smoothed_hardmax,
     wd_ufm,
 )
@@ -40,6 +41,7 @@ __all__ = [
     "feature_levels",
     "from_canonical",
     "hardmax_ufm",
+    "log_mean_ce",
     "make_spec",
     "models",
     "mufm",
