@@ -12,12 +12,12 @@ import pytest
 import torch
 from torch import nn
 
+from nclab.measure import collect_features
 from nclab.metrics import collapse_report
 from nclab.monitor import CollapseMonitor
 from nclab.nets import NET_MODELS, build_model, load_reference_state_dict, reference_key_map, to_reference_state_dict
 from nclab.stats import ClassStats
 from nclab.train.config import RunConfig
-from nclab.train.hooks import collect_features
 
 #: torchvision / timm, 1,000 classes on (3, 224, 224) (``sum(p.numel() for p in model.parameters())``)
 REFERENCE_COUNTS = {

@@ -24,7 +24,7 @@ from nclab.measure.batches import Batches, tensor_batches
 from nclab.measure.passes import StatsPass, forward_pass, ncc_pass, unit_stats
 from nclab.measure.plan import MeasurePlan
 from nclab.metrics import collapse_report, gnc1
-from nclab.stats import ClassStats, NCCAccumulator
+from nclab.stats import ClassMoments, ClassStats, NCCAccumulator
 
 __all__ = ["Row", "SplitMeasurement", "layer_rows", "measure_split", "run_passes"]
 
@@ -34,13 +34,18 @@ Row = tuple[str, str, float]
 
 @dataclass
 class SplitMeasurement:
-    """Rows ``(layer, metric, value)`` in layer order, the pass-1 statistics per layer, and warnings."""
+    """Rows ``(layer, metric, value)`` in layer order, the pass-1 statistics per layer, and warnings.
+
+    ``moments``: the :class:`~nclab.stats.ClassMoments` view the penultimate layer's report was computed in, so
+    that a caller reading more of its statistics (the trainer's MSE decomposition: Sigma_W, Sigma_T) reuses them;
+    its d x d matrices go with this object."""
 
     rows: list[Row]
     stats: dict[str, ClassStats]
     error: float
     loss: float
     warnings: list[str] = field(default_factory=list)
+    moments: dict[str, ClassMoments] = field(default_factory=dict)
 
     def value(self, layer: str, metric: str) -> float:
         for lay, met, v in self.rows:
@@ -52,22 +57,21 @@ class SplitMeasurement:
 def layer_rows(
     plan: MeasurePlan,
     name: str,
-    stats: ClassStats,
+    stats: ClassStats | ClassMoments,
     ncc: NCCAccumulator | None,
     unit: ClassStats | None,
     msgs: list[str],
 ) -> list[Row]:
-    """The report step of one layer: ``collapse_report`` of ``stats`` (with the plan's classifier and
-    conventions, and the NCC counts ``ncc``; plus ``gnc1`` from ``unit`` at a cosine head's penultimate layer) as
-    ``(layer, metric, value)`` rows; its warnings, or why it failed, go to ``msgs``."""
+    """The report step of one layer: ``collapse_report`` of ``stats`` (a ClassStats, or a view whose cached
+    statistics outlive the report; with the plan's classifier and conventions, and the NCC counts ``ncc``; plus
+    ``gnc1`` from ``unit`` at a cosine head's penultimate layer) as ``(layer, metric, value)`` rows; its warnings,
+    or why it failed, go to ``msgs``."""
     pen = name == plan.penultimate
     W, b = plan.classifier_at(name)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            # keep_memo at the penultimate layer: the caller may read more of its statistics (the trainer's MSE
-            # decomposition reuses Sigma_W and Sigma_T; it clears the caches when done)
-            rep = collapse_report(stats, W=W, b=b, ncc=ncc, conventions=plan.conventions, keep_memo=pen)
+            rep = collapse_report(stats, W=W, b=b, ncc=ncc, conventions=plan.conventions)
             if pen and unit is not None:
                 rep["gnc1"] = gnc1(unit, check=False)
         except ValueError as err:  # e.g. an empty class in a small held-out subset
@@ -84,10 +88,11 @@ def run_passes(
     p1: StatsPass,
     reference: Mapping[str, ClassStats] | None,
     msgs: list[str],
-) -> list[Row]:
+) -> tuple[list[Row], dict[str, ClassMoments]]:
     """Pass 1 into ``p1``, pass 2 (NCC against ``reference``, default ``p1``'s own statistics), both all-reduced
     when ``plan.distributed``; then the rows: ``error`` (when some output was a logit row), ``loss`` (with
-    ``plan.loss_fn``) and each layer's report. Warnings go to ``msgs``."""
+    ``plan.loss_fn``) and each layer's report. Warnings go to ``msgs``. Also returns the view the penultimate
+    layer's report was computed in (``{penultimate: ClassMoments}``, see :class:`SplitMeasurement`)."""
     forward_pass(model, batches, plan, p1)
     p1.finish()
     if plan.distributed:
@@ -99,9 +104,11 @@ def run_passes(
     rows: list[Row] = [(OUTPUT_LAYER, "error", p1.error)] if p1.counts.scored else []
     if plan.loss_fn is not None:
         rows.append((OUTPUT_LAYER, "loss", p1.loss))
+    pen = plan.penultimate
+    views = {pen: ClassMoments(p1.stats[pen])} if pen in p1.stats else {}
     for name in plan.layers:
-        rows += layer_rows(plan, name, p1.stats[name], ncc.get(name), p1.unit, msgs)
-    return rows
+        rows += layer_rows(plan, name, views.get(name, p1.stats[name]), ncc.get(name), p1.unit, msgs)
+    return rows, views
 
 
 def _geodesic_rows(
@@ -185,7 +192,7 @@ def measure_split(
     with blas_threads(plan.threads):
         p1 = StatsPass(plan, y, unit_stats(plan), y.device)
         msgs: list[str] = []
-        rows = run_passes(model, tensor_batches(x, y, plan.batch_size), plan, p1, reference, msgs)
+        rows, views = run_passes(model, tensor_batches(x, y, plan.batch_size), plan, p1, reference, msgs)
         if plan.geodesic:
             feats = None if p1.cached is None else {n: f for n, (f, _) in p1.cached.items()}
             rows += _geodesic_rows(plan.layers, feats, y, plan.num_classes, msgs)
@@ -195,4 +202,5 @@ def measure_split(
         error=p1.error,
         loss=p1.loss,
         warnings=list(dict.fromkeys(msgs)),
+        moments=views,
     )

@@ -162,7 +162,6 @@ def collapse_report(
     ncc: NCCAccumulator | Mapping[str, Any] | None = None,
     *,
     conventions: Mapping[str, Any] | None = None,
-    keep_memo: bool = False,
 ) -> dict[str, float]:
     """Every metric that applies to ``stats`` (+ classifier ``W: (K, d)``, ``b: (K,)``, + an NCC pass).
 
@@ -188,10 +187,6 @@ def collapse_report(
     conventions : mapping, optional
         Overrides of :data:`DEFAULT_CONVENTIONS`, checked by :func:`check_conventions` before any metric runs: an
         unknown key or a bad value (``"no"`` for a bool) raises ``ValueError`` / ``TypeError`` naming it.
-    keep_memo : bool
-        Kept for one merge, for callers not yet passing a view: True computes in the cache that a ClassStats
-        keeps for its own accessors (``stats.moments()``), so that later ``stats.sigma_w()`` etc. reuse the
-        values until ``stats.clear_memo()``. Pass ``ClassMoments(stats)`` instead and drop it when done.
 
     Returns
     -------
@@ -249,9 +244,9 @@ def collapse_report(
     if isinstance(stats, ClassMoments):
         view = stats
     else:
-        # a view of the report's own unless asked (keep_memo): the d x d matrices and eigendecompositions its
-        # metrics share (4 d x d float64 arrays) go when it returns
-        view = stats.moments() if check_bool(keep_memo, name="keep_memo") else ClassMoments(stats)
+        # a view of the report's own: the d x d matrices and eigendecompositions its metrics share (4 d x d
+        # float64 arrays) go when it returns; a caller that reads more of them passes a view and keeps it
+        view = ClassMoments(stats)
     return _report(view, W, b_arr, ncc, c, wt)
 
 

@@ -364,7 +364,7 @@ class CollapseMonitor:
         reference = None if (train or self.train_stats is None) else self.train_stats
         with blas_threads(plan.threads):
             p1 = KeepingStatsPass(plan, unit_stats(plan), self.device, one_shot=is_one_shot(data))
-            layer_out = run_passes(self.model, self.batches(data), plan, p1, reference, msgs)
+            layer_out, _ = run_passes(self.model, self.batches(data), plan, p1, reference, msgs)
         if train:
             self.train_stats = dict(p1.stats)
         if self.missing:

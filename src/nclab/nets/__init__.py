@@ -9,7 +9,7 @@ The papers' networks are the reference implementations': with no options, ``buil
 ``deit_small_patch16_224`` (parameter counts equal; state dicts load through :func:`load_reference_state_dict`).
 On inputs of at most 64 pixels a side the CNNs take their small-image ("CIFAR") variant unless
 ``variant="imagenet"`` is given (:data:`nclab.nets.base.Variant`). Any ``nn.Module`` (a torchvision or timm model
-included) can be measured and trained instead: see ``nclab.train.hooks.resolve_layers``.
+included) can be measured and trained instead: see ``nclab.measure.resolve_layers``.
 """
 
 from __future__ import annotations

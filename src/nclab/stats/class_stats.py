@@ -499,10 +499,9 @@ class ClassStats(Accumulator):
         return norms
 
     def clear_memo(self) -> None:
-        """Drop the derived values cached by :meth:`moments` (they are recomputed on demand).
-
-        Kept for one merge, for callers that manage the cache of ``collapse_report(..., keep_memo=True)``; they
-        should hold a :class:`~nclab.stats.ClassMoments` view instead and drop it when done."""
+        """Drop the derived values cached by :meth:`moments` (the d x d matrices the accessors and metrics called
+        on this ClassStats computed; they are recomputed on demand). A cache whose lifetime a caller controls is a
+        :class:`~nclab.stats.ClassMoments` view of its own."""
         self._derived.clear()
 
     def _accumulate_light(self, x: torch.Tensor, y: torch.Tensor, norms: torch.Tensor) -> torch.Tensor:

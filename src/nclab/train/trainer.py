@@ -344,8 +344,6 @@ class Trainer:
             self.state.rows += [MetricRow(epoch, split, lay, met, v) for lay, met, v in res.rows]
             dec = self._mse_decomposition(res, data)
             self.state.rows += [MetricRow(epoch, split, OUTPUT_LAYER, met, v) for met, v in dec]
-            for st in res.stats.values():  # the d x d caches the report kept for the decomposition
-                st.clear_memo()
         self.state.measured.append(epoch)
         for sink in self.sinks:
             sink.write(self.state.rows[first_new:])
@@ -543,7 +541,7 @@ class Trainer:
         L_perp, with the lambda this run trains with (``paper004_lambda``). Only for MSE on unit one-hot targets
         with a linear head, from the full ClassStats of the same pass (no extra pass)."""
         loss, model = self.cfg.loss, self.model
-        stats = res.stats.get(model.penultimate_name)
+        stats = res.moments.get(model.penultimate_name)  # the report's view: its Sigma_W and Sigma_T are reused
         clf = find_classifier(model)
         if loss.name != "mse" or loss.target_scale != 1.0 or clf is None or stats is None or stats.track != "full":
             return []
