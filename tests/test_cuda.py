@@ -213,5 +213,6 @@ def test_training_on_cuda_measures_like_the_cpu(tmp_path):
     assert gpu.measured_epochs == cpu.measured_epochs
     for metric in ("nc1", "error"):
         a, b = cpu.series(metric), gpu.series(metric)
+        assert 0 in b and 0 in a, (metric, sorted(a), sorted(b), (tmp_path / "cuda" / "log.txt").read_text())
         assert np.isfinite(list(b.values())).all()
         np.testing.assert_allclose(b[0], a[0], rtol=1e-4, atol=1e-6, err_msg=metric)

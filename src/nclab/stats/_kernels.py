@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import numpy as np
@@ -73,19 +73,54 @@ def work_buffers(count: int, rows: int, dim: int, device: torch.device) -> tuple
     return tuple(buf[i * n : (i + 1) * n].view(rows, dim) for i in range(count))
 
 
+def _tf32_switch() -> tuple[Callable[[], None], Callable[[], None]] | None:
+    """``(turn off, restore)`` for TF32 in cuBLAS float32 matmuls, through the API the process set it with;
+    ``None`` when TF32 is off already.
+
+    torch has three ways to set it: the legacy flag ``torch.backends.cuda.matmul.allow_tf32``, the global
+    ``torch.set_float32_matmul_precision``, and (torch >= 2.9) the per-backend ``...matmul.fp32_precision``. Once a
+    process has used the legacy flag and the newer API both, torch raises on reads through the other one
+    ("mix of the legacy and new APIs"; seen with torch 2.11 on an H200 as soon as a user sets ``allow_tf32``), so
+    this reads defensively and switches through the same API the setting came from: a user's later reads of
+    their own flag keep working."""
+    mm = torch.backends.cuda.matmul
+    per_backend = getattr(mm, "fp32_precision", None)  # torch >= 2.9; it also reflects the legacy flag
+    if per_backend == "ieee":
+        return None
+    if per_backend == "tf32":
+        try:
+            legacy = bool(mm.allow_tf32)  # raises when the per-backend API set it
+        except RuntimeError:
+            legacy = False
+        if legacy:
+            return lambda: setattr(mm, "allow_tf32", False), lambda: setattr(mm, "allow_tf32", True)
+        return lambda: setattr(mm, "fp32_precision", "ieee"), lambda: setattr(mm, "fp32_precision", "tf32")
+    try:  # "none" (or an older torch): the global precision decides
+        prev = torch.get_float32_matmul_precision()
+    except RuntimeError:  # the APIs were mixed: cuBLAS follows the legacy flag
+        if not mm.allow_tf32:
+            return None
+        return lambda: setattr(mm, "allow_tf32", False), lambda: setattr(mm, "allow_tf32", True)
+    if prev == "highest":
+        return None
+    return lambda: torch.set_float32_matmul_precision("highest"), lambda: torch.set_float32_matmul_precision(prev)
+
+
 @contextmanager
 def exact_float32_matmul() -> Iterator[None]:
-    """float32 matmuls in full float32 precision inside the block, whatever the user chose: TF32 (10-bit
-    mantissa, u = 2^-11) would void the float32-compute error bound of ClassStats."""
-    prev = torch.get_float32_matmul_precision()
-    if prev == "highest":
+    """CUDA float32 matmuls in full float32 precision inside the block, whatever the user chose: TF32 (10-bit
+    mantissa, u = 2^-11) would void the float32-compute error bound of ClassStats. The user's setting is restored
+    on exit, through the API it was made with (:func:`_tf32_switch`)."""
+    switch = _tf32_switch()
+    if switch is None:
         yield
         return
-    torch.set_float32_matmul_precision("highest")
+    off, restore = switch
+    off()
     try:
         yield
     finally:
-        torch.set_float32_matmul_precision(prev)
+        restore()
 
 
 def syrk_update(C: torch.Tensor, z: torch.Tensor, beta: float = 1.0) -> None:
