@@ -445,8 +445,8 @@ def classifier_accuracy_on_means(stats: ClassStats | Any, *, W: Any, b: Any = No
     Ties go to the lowest class index (as ``torch.argmax`` in the NCC accumulator). Range [0, 1]; K = 2 with
     an exactly collapsed, self-dual classifier gives 1.
 
-    Example
-    -------
+    Examples
+    --------
     >>> M = np.array([[1.0, 0.0], [-1.0, 0.0]]) + 10.0
     >>> classifier_accuracy_on_means(M, W=M - M.mean(0), b=-(M - M.mean(0)) @ M.mean(0))
     1.0
