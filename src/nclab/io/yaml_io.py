@@ -69,8 +69,8 @@ def load_yaml(text: str, *, source: str = "<yaml>") -> Any:
     ValueError
         ``text`` is not valid YAML (the message names ``source``).
 
-    Example
-    -------
+    Examples
+    --------
     >>> load_yaml("train: {epochs: 2}\\nseed: 0")
     {'train': {'epochs': 2}, 'seed': 0}
     >>> load_yaml("flag: no")  # a string, not False: only true / false are booleans

@@ -6,7 +6,7 @@ the vectors (e.g. the classifier ``W`` in ``nn.Linear`` layout, or precomputed m
 float64.
 
 Conventions (``docs/conventions.md``; rows drafted in ``docs/_rows_geometry.md``)
------------------------------------------------------------------------------
+---------------------------------------------------------------------------------
 * NC2 primary form: :func:`etf_gram_error` (= PFC2 of [Wang et al. 2024] = NC2_ETF of [Tirer & Bruna 2022]), with its
   spectral
   closed form :func:`etf_gram_error_spectral`; :func:`orthogonal_frame_error` (NC2_OF of [Tirer & Bruna 2022],
