@@ -61,11 +61,16 @@ nitpicky = False
 default_role = "literal"  # `x` in a docstring means code, as in the Markdown pages
 
 # --- autodoc / numpydoc ---------------------------------------------------------------------------
-autodoc_default_options = {"member-order": "bysource"}
+autodoc_default_options = {
+    "member-order": "bysource",
+    # pydantic's machinery on the config models, not part of their interface
+    "exclude-members": "model_config, model_fields, model_computed_fields",
+}
 autodoc_typehints = "none"  # the signature shows them; numpydoc's Parameters carry the prose
 autodoc_class_signature = "mixed"
 add_module_names = False
-numpydoc_show_class_members = False  # the class template lists members itself
+toc_object_entries_show_parents = "hide"  # the page outline shows "update()", not "ClassStats.update()"
+numpydoc_show_class_members = False  # autoclass :members: lists them (docs/_ext/nclab_api.py)
 numpydoc_class_members_toctree = False
 numpydoc_xref_param_type = False
 # Most public docstrings are still prose (docs/_tools/docstring_sections.py counts them); the numpydoc section

@@ -60,6 +60,63 @@ class Namespace:
     entries: list[Entry] = field(default_factory=list)
 
 
+@dataclass
+class ModulePage:
+    """A public module (no ``_`` in its path) under a documented package, for the names of its ``__all__`` that no
+    namespace documents (``nclab.io.sinks.make_sink``, imported from the module by those who use it)."""
+
+    name: str
+    module: types.ModuleType
+    package: str
+    names: list[str]
+
+
+#: The application layer: its packages' ``__all__`` is their interface; their modules' names are implementation.
+APPLICATION = ("nclab.cli", "nclab.experiments")
+
+
+def module_pages(namespaces: list[Namespace]) -> list[ModulePage]:
+    """Every public module of the library whose ``__all__`` holds names that no namespace documents, under the
+    deepest documented package that contains it (modules listed in an ``__all__`` have their own page already)."""
+    documented = {ns.name for ns in namespaces}
+    entries = [e for ns in namespaces for e in ns.entries]
+    objects = {id(e.obj) for e in entries if not _is_value(e.obj)}
+    pages = []
+    for ns in namespaces[1:]:
+        if ns.name.startswith(APPLICATION) or not hasattr(ns.module, "__path__"):
+            continue
+        package_names = set(getattr(ns.module, "__all__", ()))
+        for info in sorted(pkgutil.walk_packages(ns.module.__path__, ns.name + "."), key=_key):
+            if info.name in documented or any(part.startswith("_") for part in info.name.split(".")):
+                continue
+            module = importlib.import_module(info.name)
+            if id(module) in objects:
+                continue
+            names = [
+                n
+                for n in getattr(module, "__all__", ())
+                if _undocumented(getattr(module, n), n, objects, package_names)
+            ]
+            if names:
+                pages.append(ModulePage(info.name, module, ns.name, names))
+    return pages
+
+
+def _undocumented(obj: object, name: str, objects: set[int], package_names: set[str]) -> bool:
+    return name not in package_names if _is_value(obj) else id(obj) not in objects
+
+
+def _key(info: pkgutil.ModuleInfo) -> str:
+    return info.name
+
+
+def module_page(page: ModulePage) -> str:
+    members = ", ".join(page.names)
+    return "\n".join(
+        [_title(page.name), f".. automodule:: {page.name}", f"   :members: {members}", "   :show-inheritance:", ""]
+    )
+
+
 def public_namespaces(root: str = ROOT_PACKAGE) -> list[Namespace]:
     """The namespaces to document, ``root`` first, then its public children in alphabetical order."""
     top = importlib.import_module(root)
@@ -137,7 +194,7 @@ def summary_line(obj: object, attr_doc: list[str] | None = None) -> str:
     if _is_value(obj):
         if not attr_doc:
             text = repr(obj)
-            return f"``{text}``" if len(text) <= 60 and "`" not in text else ""
+            return f"``{text}``" if len(text) <= 60 and "`" not in text and " at 0x" not in text else ""
         doc = "\n".join(attr_doc)
     else:
         doc = inspect.getdoc(obj)
@@ -205,7 +262,9 @@ def entry_page(entry: Entry) -> str:
         lines += [f"   {line}" if line else "" for line in attribute_doc(entry.namespace, entry.name, obj)]
         lines += ["", f"   Type: ``{type(obj).__module__}.{type(obj).__qualname__}``.", ""]
         text = repr(obj)
-        if len(text) <= MAX_VALUE_REPR:
+        if " at 0x" in text:  # the default repr of an object: an address, different at every build
+            pass
+        elif len(text) <= MAX_VALUE_REPR:
             lines += ["   Value:", "", "   .. code-block:: python", "", f"      {text}", ""]
         elif isinstance(obj, dict):
             lines += ["   Keys: " + ", ".join(f"``{k}``" for k in obj) + ".", ""]
@@ -227,14 +286,18 @@ def _ref(fullname: str, display: str) -> str:
     return f":obj:`{display} <{fullname}>`"
 
 
-def namespace_page(ns: Namespace, namespaces: list[Namespace]) -> str:
+def namespace_page(ns: Namespace, namespaces: list[Namespace], modules: list[ModulePage] = ()) -> str:  # type: ignore[assignment]
     lines = [_title(ns.name), f".. automodule:: {ns.name}", "   :no-members:", "", f".. currentmodule:: {ns.name}", ""]
     depth = ns.name.count(".") + 1
-    children = [n for n in namespaces if n.name.startswith(ns.name + ".") and n.name.count(".") == depth]
+    children = [
+        (n.name, n.module) for n in namespaces if n.name.startswith(ns.name + ".") and n.name.count(".") == depth
+    ]
+    children += [(m.name, m.module) for m in modules if m.package == ns.name]
     if ns.name != ROOT_PACKAGE and children:
         lines += [_title("Modules", "-")]
-        lines += _table([(f":mod:`{c.name}`", summary_line(c.module)) for c in children])
-        lines += [".. toctree::", "   :hidden:", ""] + [f"   {c.name}" for c in children] + [""]
+        lines += _table([(f":mod:`{name}`", summary_line(module)) for name, module in children])
+        lines += [".. toctree::", "   :hidden:", ""]
+        lines += [f"   {name.rsplit('.', 1)[1]} <{name}>" for name, _ in children] + [""]
     for section in SECTIONS:
         own = [e for e in ns.entries if e.home == ns.name and section_of(e.obj) == section]
         if own:
@@ -274,17 +337,28 @@ ALIASES: dict[str, str] = {}
 
 
 def write_api(outdir: Path) -> int:
-    """Write the reference under ``outdir`` from scratch; returns the number of name pages."""
+    """Write the reference under ``outdir`` from scratch; returns the number of names documented."""
     namespaces = public_namespaces()
+    modules = module_pages(namespaces)
     ALIASES.clear()
     ALIASES.update({e.fullname: e.home_fullname for ns in namespaces for e in ns.entries if e.home != ns.name})
+    # the module path of a name its package documents (nclab.io.run_table.read_metrics -> nclab.io.read_metrics)
+    home = {id(e.obj): e.home_fullname for ns in namespaces for e in ns.entries if not _is_value(e.obj)}
+    for module_name, module in sorted(sys.modules.items()):
+        if module_name.startswith(ROOT_PACKAGE + ".") and module is not None:
+            for name in getattr(module, "__all__", ()):
+                target = home.get(id(getattr(module, name, None)))
+                if target is not None and target != f"{module_name}.{name}":
+                    ALIASES.setdefault(f"{module_name}.{name}", target)
     if outdir.exists():
         shutil.rmtree(outdir)
     (outdir / "generated").mkdir(parents=True)
     (outdir / "index.rst").write_text(index_page(namespaces), encoding="utf-8")
-    count = 0
+    for page in modules:
+        (outdir / f"{page.name}.rst").write_text(module_page(page), encoding="utf-8")
+    count = sum(len(page.names) for page in modules)
     for ns in namespaces:
-        (outdir / f"{ns.name}.rst").write_text(namespace_page(ns, namespaces), encoding="utf-8")
+        (outdir / f"{ns.name}.rst").write_text(namespace_page(ns, namespaces, modules), encoding="utf-8")
         for entry in ns.entries:
             if entry.home == ns.name:
                 (outdir / "generated" / f"{entry.fullname}.rst").write_text(entry_page(entry), encoding="utf-8")

@@ -8,7 +8,8 @@
 
 from __future__ import annotations
 
-import click
+from typing import Any
+
 import typer
 from docutils import nodes
 from docutils.statemachine import StringList
@@ -21,16 +22,18 @@ WIDTH = 80
 UNDERLINES = "-~^"
 
 
-def command_paths(group: click.Group, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
-    """Every visible command below ``group``, depth first in the group's own order (as ``--help`` lists them)."""
-    ctx = click.Context(group, info_name="nclab")
+def command_paths(group: Any, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    """Every visible command below ``group``, depth first in the group's own order (as ``--help`` lists them).
+
+    Duck-typed: Typer builds its commands on its own copy of click, so they are not ``click.Group`` instances."""
+    ctx = group.context_class(group, info_name="nclab")
     paths: list[tuple[str, ...]] = []
     for name in group.list_commands(ctx):
         command = group.get_command(ctx, name)
         if command is None or command.hidden:
             continue
         paths.append((*prefix, name))
-        if isinstance(command, click.Group):
+        if hasattr(command, "list_commands"):
             paths += command_paths(command, (*prefix, name))
     return paths
 
@@ -56,7 +59,7 @@ class CliHelp(SphinxDirective):
         from nclab.cli import app  # the checked-out tree: conf.py put src/ first on sys.path
 
         rst: list[str] = []
-        for path in [(), *command_paths(typer.main.get_command(app))]:  # type: ignore[arg-type]
+        for path in [(), *command_paths(typer.main.get_command(app))]:
             title = " ".join(("nclab", *path))
             rst += [
                 f"``{title}``",
@@ -89,18 +92,17 @@ class MetricsTable(SphinxDirective):
         import nclab.metrics
         from nclab.metrics.glossary import glossary_rows
 
-        rst = [".. list-table::", "   :header-rows: 1", "   :widths: 20 9 11 40 20", "   :class: nclab-metrics", ""]
-        rst += ["   * - metric", "     - property", "     - collapsed when", "     - definition", "     - source"]
+        rst = [".. list-table::", "   :header-rows: 1", "   :widths: 30 10 13 47", "   :class: nclab-metrics", ""]
+        rst += ["   * - metric", "     - NC", "     - collapsed", "     - definition [source]"]
         arrows = {"lower": "lower", "higher": "higher", "none": "(diagnostic)"}
         for entry in glossary_rows():
             public = entry.name in getattr(nclab.metrics, "__all__", ())
-            name = f":func:`~nclab.metrics.{entry.name}`" if public else f"``{entry.name}``"
+            name = f":obj:`~nclab.metrics.{entry.name}`" if public else f"``{entry.name}``"
             rst += [
                 f"   * - {name}",
                 f"     - {entry.label or ' '}",
                 f"     - {arrows.get(entry.direction, entry.direction)}",
-                f"     - {_plain(entry.definition)}",
-                f"     - {entry.citation or ' '}",
+                f"     - {_plain(entry.definition)} {entry.citation}".rstrip(),
             ]
         node = nodes.container()
         self.state.nested_parse(StringList(rst, source="nclab metrics list"), self.content_offset, node)

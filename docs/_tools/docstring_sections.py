@@ -41,6 +41,8 @@ def _returns_something(obj: object) -> bool:
 
 
 def missing_sections(obj: object) -> list[str]:
+    if not (getattr(obj, "__doc__", None) or "").strip():  # its own docstring, not one inherited from a base
+        return ["docstring"]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         doc = NumpyDocString(inspect.getdoc(obj) or "")
@@ -72,8 +74,11 @@ def main(show: bool) -> None:
     for package in sorted(total):
         print(f"{package:<{width}}  {total[package]:6d}  {complete[package]:6d}")
     n, c = sum(total.values()), sum(complete.values())
-    print(f"{'all':<{width}}  {n:6d}  {c:6d}  ({n - c} lack a section: " + ", ".join(
-        f"{k} {v}" for k, v in lacking.most_common()) + ")")
+    print(
+        f"{'all':<{width}}  {n:6d}  {c:6d}  ({n - c} lack a section: "
+        + ", ".join(f"{k} {v}" for k, v in lacking.most_common())
+        + ")"
+    )
 
 
 if __name__ == "__main__":

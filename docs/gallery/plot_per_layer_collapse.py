@@ -3,12 +3,12 @@ Collapse layer by layer
 =======================
 
 Collapse is strongest at the penultimate layer and weaker, but present, in the layers before it: NC1 decreases
-from layer to layer through the depth of a trained network: the progressive feedforward collapse that [Wang et al.
-2024] measure and model with a multilayer UFM. Here a six-layer MLP learns the embedded digits with
+from layer to layer through the depth of a trained network, the progressive feedforward collapse that
+[Wang et al. 2024] measure and model with a multilayer UFM. Here a six-layer MLP learns the embedded digits with
 cross-entropy, and :class:`nclab.CollapseMonitor` measures every hidden layer at a few epochs.
 
-Layers other than the penultimate one are measured ``"light"`` by default (O(K d) statistics, no NC1); ``track=
-"full"`` asks for the d x d statistics, and with them NC1, at every listed layer.
+Layers other than the penultimate one are measured ``"light"`` by default (O(K d) statistics, no NC1);
+``track="full"`` asks for the d x d statistics, and with them NC1, at every listed layer.
 """
 
 # %%
@@ -23,22 +23,20 @@ from torch.utils.data import DataLoader, TensorDataset
 from nclab import CollapseMonitor
 from nclab.data import load
 from nclab.io import read_metrics
+from nclab.nets import MLP
 
 torch.manual_seed(0)
 torch.set_num_threads(1)
 train = load("digits", "train", per_class=40)
 train_dl = DataLoader(TensorDataset(train.x.flatten(1), train.y), batch_size=50, shuffle=True)
 
-depth, width = 6, 48
-blocks: list[nn.Module] = []
-for i in range(depth):
-    blocks += [nn.Linear(64 if i == 0 else width, width), nn.ReLU()]
-model = nn.Sequential(*blocks, nn.Linear(width, 10))
-# the outputs of the ReLUs: "1", "3", ..., "11" (the last one is the penultimate layer)
-layers = [str(2 * i + 1) for i in range(depth)]
+# nclab's MLP: blocks of Linear -> BatchNorm -> ReLU, then the classifier `head`; any model works the same way
+depth, width = 6, 64
+model = MLP((64,), 10, widths=(width,) * depth, batchnorm=True)
+layers = [f"blocks.{i}" for i in range(depth)]  # module names; the last block's output is the penultimate layer
 
-epochs, measured = 200, [0, 10, 40, 200]
-opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, weight_decay=5e-4)
+epochs, measured = 100, [0, 3, 10, 30, 100]
+opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, weight_decay=5e-3)
 out = tempfile.mkdtemp(prefix="nclab-gallery-")
 monitor = CollapseMonitor(model, num_classes=10, layers=layers, track="full", schedule=measured, out=out)
 for epoch in range(epochs + 1):
@@ -54,8 +52,10 @@ monitor.close()
 # %%
 # NC1 against depth, one line per epoch
 # -------------------------------------
-# At initialisation the random layers carry the input's class structure forward with little change; as training
-# proceeds NC1 falls at every layer, most at the deepest ones, so that it decreases with depth.
+# At initialisation NC1 *grows* with depth: random layers blur the class structure of the input, and the
+# nearest-class-mean accuracy falls from layer to layer. Training reverses the order: NC1 falls at every layer, most
+# at the deepest ones, until it decreases steadily with depth and the last layers separate the training classes by
+# their means alone.
 rows = read_metrics(out)
 value = {(r.epoch, r.layer, r.metric): r.value for r in rows}
 fig, axes = plt.subplots(1, 2, figsize=(10, 4), layout="constrained")
@@ -71,6 +71,7 @@ axes[0].legend()
 plt.show()
 
 # %%
-# The numbers behind the last line:
-for layer, i in zip(layers, range(1, depth + 1), strict=True):
-    print(f"layer {i} (module {layer:>2}): NC1 {value[(epochs, layer, 'nc1')]:.3g}")
+# The numbers behind the first and the last line:
+for i, layer in enumerate(layers, 1):
+    start, end = value[(0, layer, "nc1")], value[(epochs, layer, "nc1")]
+    print(f"layer {i} ({layer}): NC1 {start:.3g} at epoch 0, {end:.3g} at epoch {epochs}")
