@@ -4,7 +4,7 @@ VENV    := .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.nclab-installed
 
-.PHONY: demo test examples bench mutants lint venv clean
+.PHONY: demo test examples bench mutants lint venv clean docs typecheck wheel-check
 
 venv: $(STAMP)
 
@@ -45,9 +45,24 @@ MUTANTS_ARGS ?= --per-package 15 --seed 0
 mutants: $(STAMP)
 	$(BIN)/python benchmarks/mutants.py $(MUTANTS_ARGS)
 
+# the documentation site, from scratch, offline, warnings as errors (the gallery's examples run: ~1 min of CPU)
+DOCS_GENERATED := docs/_build docs/api docs/auto_examples docs/sg_execution_times.rst
+docs: $(STAMP)
+	rm -rf $(DOCS_GENERATED)
+	OMP_NUM_THREADS=1 $(BIN)/python -m sphinx -W --keep-going -E -a -q -b html docs docs/_build/html
+	@echo "docs: docs/_build/html/index.html"
+
+# mypy over src/nclab ([tool.mypy] in pyproject.toml)
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+# build the wheel, install it into a fresh venv, run `nclab --version` and a small measurement outside the tree
+wheel-check: $(STAMP)
+	.ci/wheel_check.sh $(BIN)/python
+
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check src tests benchmarks examples
 
 clean:
-	rm -rf $(VENV) build dist .pytest_cache .ruff_cache
+	rm -rf $(VENV) build dist .pytest_cache .ruff_cache .mypy_cache $(DOCS_GENERATED)

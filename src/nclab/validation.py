@@ -134,8 +134,8 @@ def check_labels(y: Any, *, K: int | None, name: str = "y", num_rows: int | None
         Not 1-D, wrong length, or a label outside ``[0, K)``. A negative label equal to an ignore-index
         sentinel (-100, -1) is reported as such: those samples must be dropped before measuring.
 
-    Example
-    -------
+    Examples
+    --------
     >>> check_labels([0, 2, 1], K=3).tolist()
     [0, 2, 1]
     """
@@ -206,8 +206,8 @@ def check_bool(value: Any, *, name: str) -> bool:
     as booleans would turn a user's "no" into ``True``. Ints (``0``, ``1``), strings and ``None`` raise
     ``TypeError`` naming ``name``; a YAML or command-line value must be written ``true`` or ``false``.
 
-    Example
-    -------
+    Examples
+    --------
     >>> check_bool(np.True_, name="normalize")
     True
     >>> check_bool("no", name="center_w")
@@ -229,8 +229,8 @@ def check_choice(value: Any, choices: Any, *, name: str) -> Any:
     ValueError
         ``"{name} must be one of 'a', 'b', got 'c'"``.
 
-    Example
-    -------
+    Examples
+    --------
     >>> check_choice("gram", Literal["frobenius", "gram"], name="variant")
     'gram'
     """
@@ -306,8 +306,8 @@ def unit_rows(X: Any, *, zero: ZeroRowPolicy, atol: float = 0.0, name: str = "X"
     -------
     The normalised rows, same shape as ``X``.
 
-    Example
-    -------
+    Examples
+    --------
     >>> unit_rows([[3.0, 4.0], [0.0, 0.0]], zero="keep").tolist()
     [[0.6, 0.8], [0.0, 0.0]]
     """

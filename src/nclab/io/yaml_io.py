@@ -112,8 +112,8 @@ def load_yaml(text: str, *, source: str = "<yaml>") -> Any:
         ``text`` is not valid YAML, or its aliases expand it by more than :data:`MAX_ALIAS_EXPANSION` nodes or
         without end (the message names ``source``).
 
-    Example
-    -------
+    Examples
+    --------
     >>> load_yaml("train: {epochs: 2}\\nseed: 0")
     {'train': {'epochs': 2}, 'seed': 0}
     >>> load_yaml("flag: no")  # a string, not False: only true / false are booleans

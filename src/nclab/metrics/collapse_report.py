@@ -138,8 +138,8 @@ def check_conventions(conventions: Mapping[str, Any] | None, *, name: str = "con
     """:data:`DEFAULT_CONVENTIONS` with ``conventions`` merged in, each value checked by
     :func:`check_convention` (errors name ``name[KEY]``).
 
-    Example
-    -------
+    Examples
+    --------
     >>> check_conventions({"weighting": "empirical"})["weighting"]
     'empirical'
     >>> check_conventions({"center_w": "no"})

@@ -6,7 +6,7 @@ the vectors (e.g. the classifier ``W`` in ``nn.Linear`` layout, or precomputed m
 float64.
 
 Conventions (``docs/conventions.md``; rows drafted in ``docs/_rows_geometry.md``)
------------------------------------------------------------------------------
+---------------------------------------------------------------------------------
 * NC2 primary form: :func:`etf_gram_error` (= PFC2 of [Wang et al. 2024] = NC2_ETF of [Tirer & Bruna 2022]), with its
   spectral
   closed form :func:`etf_gram_error_spectral`; :func:`orthogonal_frame_error` (NC2_OF of [Tirer & Bruna 2022],
@@ -456,8 +456,8 @@ def classifier_accuracy_on_means(stats: StatsLike | Any, *, W: Any, b: Any = Non
     Ties go to the lowest class index (as ``torch.argmax`` in the NCC accumulator). Range [0, 1]; K = 2 with
     an exactly collapsed, self-dual classifier gives 1.
 
-    Example
-    -------
+    Examples
+    --------
     >>> M = np.array([[1.0, 0.0], [-1.0, 0.0]]) + 10.0
     >>> classifier_accuracy_on_means(M, W=M - M.mean(0), b=-(M - M.mean(0)) @ M.mean(0))
     1.0

@@ -52,7 +52,7 @@ def ood_orthogonality(
     center: bool = False,
     weighting: Weighting = "balanced",
 ) -> float:
-    """NC5 = mean_k |cos(mu_k, mu_G^OOD)|: how far the ID class means are from orthogonal to the OOD mean.
+    """NC5 = ``mean_k |cos(mu_k, mu_G^OOD)|``: how far the ID class means are from orthogonal to the OOD mean.
 
     .. math::
 

@@ -241,7 +241,7 @@ def logistic_path(
     num_classes : K, default ``max(y) + 1``
     init : a probe to start the strongest fit from (default zeros)
     max_iter : L-BFGS iterations per strength
-    tol : stop when max |dJ/dtheta| <= tol
+    tol : stop when ``max |dJ/dtheta| <= tol``
 
     Returns
     -------
