@@ -172,12 +172,22 @@ def _assign_homes(namespaces: list[Namespace]) -> None:
                 entry.alias_of = home.name  # same namespace, second name: its own page, marked as an alias
 
 
+def _is_type_alias(obj: object) -> bool:
+    """``Row = tuple[str, str, float]``: ``inspect.isclass`` says True for such aliases, but they are values
+    (autoclass fails on them)."""
+    return isinstance(obj, types.GenericAlias) or type(obj).__module__ == "typing"
+
+
 def _is_value(obj: object) -> bool:
     """Plain values (ints, strings, tuples) may be equal objects by chance; they are never deduplicated."""
+    if _is_type_alias(obj):
+        return True
     return not (inspect.isclass(obj) or inspect.isroutine(obj) or isinstance(obj, types.ModuleType))
 
 
 def section_of(obj: object) -> str:
+    if _is_type_alias(obj):
+        return "Constants and objects"
     if inspect.isclass(obj):
         return "Exceptions and warnings" if issubclass(obj, BaseException) else "Classes"
     if inspect.isroutine(obj):

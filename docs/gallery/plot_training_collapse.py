@@ -25,7 +25,7 @@ from torch.utils.data import DataLoader, TensorDataset
 from nclab import CollapseMonitor
 from nclab.data import load
 from nclab.io import read_metrics
-from nclab.monitor import Schedule
+from nclab.measure import Schedule
 
 torch.manual_seed(0)
 torch.set_num_threads(1)

@@ -10,24 +10,24 @@ The operations (:func:`apply_op`; ``z`` the image with values 0..255, ``m`` the 
 maps are inverse maps in the pixel coordinates of :mod:`nclab.data.warp`, nearest-neighbour by default,
 outside points ``fill``):
 
-============  ==============================================================  ===========================
-op            definition                                                      magnitude bins (unsigned)
-============  ==============================================================  ===========================
-ShearX        out(x, y) = z(x + m y, y)  (about the top-left corner)          linspace(0, 0.3)
-ShearY        out(x, y) = z(x, y + m x)                                       linspace(0, 0.3)
-TranslateX    out(x, y) = z(x - int(m), y)                                    linspace(0, 150/331 W)
-TranslateY    out(x, y) = z(x, y - int(m))                                    linspace(0, 150/331 H)
-Rotate        counter-clockwise by m degrees about the centre                 linspace(0, 30)
-Brightness    blend(z, 0, 1 + m)                                              linspace(0, 0.9)
-Color         blend(z, gray(z), 1 + m)                                        linspace(0, 0.9)
-Contrast      blend(z, round(mean gray(z)), 1 + m)                            linspace(0, 0.9)
-Sharpness     blend(z, smooth(z), 1 + m)                                      linspace(0, 0.9)
-Posterize     keep the top m bits: floor(z / 2^(8-m)) 2^(8-m)                 8 - round(bin / 2.25)
-Solarize      255 - z where z >= m, else z                                    linspace(255, 0)
+============  ======================================================================  =========================
+op            definition                                                              magnitude bins (unsigned)
+============  ======================================================================  =========================
+ShearX        out(x, y) = z(x + m y, y)  (about the top-left corner)                  linspace(0, 0.3)
+ShearY        out(x, y) = z(x, y + m x)                                               linspace(0, 0.3)
+TranslateX    out(x, y) = z(x - int(m), y)                                            linspace(0, 150/331 W)
+TranslateY    out(x, y) = z(x, y - int(m))                                            linspace(0, 150/331 H)
+Rotate        counter-clockwise by m degrees about the centre                         linspace(0, 30)
+Brightness    blend(z, 0, 1 + m)                                                      linspace(0, 0.9)
+Color         blend(z, gray(z), 1 + m)                                                linspace(0, 0.9)
+Contrast      blend(z, round(mean gray(z)), 1 + m)                                    linspace(0, 0.9)
+Sharpness     blend(z, smooth(z), 1 + m)                                              linspace(0, 0.9)
+Posterize     keep the top m bits: floor(z / 2^(8-m)) 2^(8-m)                         8 - round(bin / 2.25)
+Solarize      255 - z where z >= m, else z                                            linspace(255, 0)
 AutoContrast  per channel floor(z s - lo s), s = 255 / (hi - lo); hi = lo: unchanged  --
-Equalize      per channel histogram equalisation (PIL's ``ImageOps.equalize``)  --
-Invert        255 - z                                                         --
-============  ==============================================================  ===========================
+Equalize      per channel histogram equalisation (PIL's ``ImageOps.equalize``)        --
+Invert        255 - z                                                                 --
+============  ======================================================================  =========================
 
 ``blend(z, d, f) = floor(clamp(d + f (z - d), 0, 255))`` (PIL's ``ImageEnhance`` and torchvision's tensor path
 both truncate); ``gray = (19595 R + 38470 G + 7471 B + 2^15) >> 16`` (PIL's fixed-point ``L`` conversion,

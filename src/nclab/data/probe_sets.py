@@ -6,25 +6,25 @@ open_images` finds it from a root) and returns the images of one split with labe
 file a split file lists must exist (:func:`~nclab.data.folders.check_listed_files`), and a malformed line
 raises :class:`CorruptDatasetError` naming the file and the line.
 
-=============  ==========================================================  ============================  ====
-dataset        layout (inside the folder)                                  splits                        K
-=============  ==========================================================  ============================  ====
-oxford-pets    ``images/<id>.jpg``, ``annotations/{trainval,test}.txt``    trainval, test                37
+=============  ============================================================  ============================  ===
+dataset        layout (inside the folder)                                    splits                        K
+=============  ============================================================  ============================  ===
+oxford-pets    ``images/<id>.jpg``, ``annotations/{trainval,test}.txt``      trainval, test                37
                (``<id> <class 1..37> <species> <breed>``)
-flowers102     ``jpg/image_<05d>.jpg``, ``imagelabels.mat`` (``labels``,   train, val, test              102
+flowers102     ``jpg/image_<05d>.jpg``, ``imagelabels.mat`` (``labels``,     train, val, test              102
                1..102), ``setid.mat`` (``trnid``, ``valid``, ``tstid``)
-fgvc-aircraft  ``data/images/<id>.jpg``, ``data/variants.txt``,            train, val, trainval, test    100
+fgvc-aircraft  ``data/images/<id>.jpg``, ``data/variants.txt``,              train, val, trainval, test    100
                ``data/images_variant_<split>.txt`` (``<id> <variant>``)
-stanford-cars  ``devkit/{cars_meta.mat, cars_train_annos.mat}``,           train, test                   196
+stanford-cars  ``devkit/{cars_meta.mat, cars_train_annos.mat}``,             train, test                   196
                ``cars_train/``, ``cars_test/``,
                ``cars_test_annos_withlabels.mat`` (``fname``, ``class``)
 dtd            ``images/<class>/<name>.jpg``, ``labels/<split><1..10>.txt``  train, val, test (partition)  47
-food101        ``images/<class>/<id>.jpg``, ``meta/{train,test}.txt``       train, test                   101
+food101        ``images/<class>/<id>.jpg``, ``meta/{train,test}.txt``        train, test                   101
                (``<class>/<id>``), ``meta/classes.txt``
-caltech101     ``101_ObjectCategories/<class>/*.jpg`` (no official split)   train, test                   101
+caltech101     ``101_ObjectCategories/<class>/*.jpg`` (no official split)    train, test                   101
 sun397         ``<letter>/<class>/sun_*.jpg``, ``ClassName.txt``,            train, test (partition)       397
                ``Partitions/{Training,Testing}_<01..10>.txt``
-=============  ==========================================================  ============================  ====
+=============  ============================================================  ============================  ===
 
 Class order: the order of the dataset's own class list where it has one (Pets by class id, Flowers by label,
 the Aircraft variants file, the Cars meta file, Food-101's ``classes.txt``, SUN397's ``ClassName.txt``), else

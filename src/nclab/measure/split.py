@@ -26,7 +26,7 @@ from nclab.measure.plan import MeasurePlan
 from nclab.metrics import collapse_report, gnc1
 from nclab.stats import ClassMoments, ClassStats, NCCAccumulator
 
-__all__ = ["Row", "SplitMeasurement", "layer_rows", "measure_split", "run_passes"]
+__all__ = ["SplitMeasurement", "layer_rows", "measure_split", "run_passes"]
 
 #: ``(layer, metric, value)``.
 Row = tuple[str, str, float]

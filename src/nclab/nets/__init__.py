@@ -101,8 +101,8 @@ def build_model(
     initialised as the reference implementation initialises its classifier (:meth:`CollapseNet.init_linear`).
     A ready ``nn.Module`` head is used as it is.
 
-    Example
-    -------
+    Examples
+    --------
     >>> net = build_model("resnet18", (3, 224, 224), 1000)
     >>> sum(p.numel() for p in net.parameters()), net.conv1.kernel_size, net.penultimate_name
     (11689512, (7, 7), 'pool')

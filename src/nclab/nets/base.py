@@ -49,8 +49,8 @@ def resolve_variant(variant: str, input_shape: Sequence[int]) -> Literal["imagen
     """The variant ``"imagenet"`` or ``"cifar"`` that ``variant`` (see :data:`Variant`) selects for images of
     ``input_shape = (C, H, W)``.
 
-    Example
-    -------
+    Examples
+    --------
     >>> [resolve_variant("auto", (3, s, s)) for s in (32, 64, 96, 224)]
     ['cifar', 'cifar', 'imagenet', 'imagenet']
     >>> resolve_variant("cifar", (3, 224, 224))

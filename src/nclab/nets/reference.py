@@ -26,8 +26,8 @@ __all__ = ["load_reference_state_dict", "reference_key_map", "to_reference_state
 def reference_key_map(model: nn.Module) -> dict[str, str]:
     """``{nclab key: reference key}`` for every key of ``model.state_dict()``.
 
-    Example
-    -------
+    Examples
+    --------
     >>> from nclab.nets import build_model
     >>> keys = reference_key_map(build_model("resnet18", (3, 32, 32), 10, width=4))
     >>> keys["conv1.weight"], keys["layer4.1.bn2.running_var"], keys["head.bias"]
