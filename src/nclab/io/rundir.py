@@ -678,9 +678,14 @@ def read_run(path: str | Path) -> RunRecord:
     run_id = summary.get("run_id") or (saved.run_id if saved else None) or read_run_id(run.metrics) or run.path.name
     pen = summary.get("penultimate") or next((r.layer for r in rows if r.metric == "nc1"), None)
     zero = summary.get("zero_error_epoch")
-    if zero is None and "zero_error_epoch" not in summary:  # a table without summary: its first zero-error row
+    if zero is None and "zero_error_epoch" not in summary:  # a table without summary: its first zero training error
         zero = min(
-            (r.epoch for r in rows if r.layer == OUTPUT_LAYER and r.metric == "error" and r.value == 0.0), default=None
+            (
+                r.epoch
+                for r in rows
+                if r.layer == OUTPUT_LAYER and r.split == "train" and r.metric == "error" and r.value == 0.0
+            ),
+            default=None,
         )
     return RunRecord(run.path, kind, str(run_id), rows, config, summary, identity, zero, pen)
 
