@@ -331,8 +331,8 @@ def _summary_problems(files: _Files) -> list[str]:
         isinstance(s.get("paper004_lambda"), float | int) and math.isclose(s["paper004_lambda"], lam)
     ):
         wrong.append(
-            f"paper004_lambda {s.get('paper004_lambda')!r} does not follow from its num_classes {s.get('num_classes')!r} "
-            f"and the config's weight decay and loss (they give {lam!r})"
+            f"paper004_lambda {s.get('paper004_lambda')!r} does not follow from its num_classes "
+            f"{s.get('num_classes')!r} and the config's weight decay and loss (they give {lam!r})"
         )
     return list(dict.fromkeys(wrong))
 
