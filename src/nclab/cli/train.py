@@ -204,13 +204,14 @@ def _print_demo_summary(out: Path) -> None:
     import json
 
     from nclab.io.run_table import read_metrics
+    from nclab.io.rundir import RunDir
     from nclab.report.run_report import collapse_summary
 
     table = Table(title="nclab demo")
     for col in ("run", "zero-error epoch", "NC1 first", "NC1 last", "NC1 drop (orders of magnitude)"):
         table.add_column(col, justify="right")
     for loss in ("mse", "ce"):
-        summary = json.loads((out / loss / "summary.json").read_text())
+        summary = json.loads(RunDir(out / loss).summary.read_text())
         zero = summary.get("zero_error_epoch")
         stats = collapse_summary(read_metrics(out / loss), summary["penultimate"], zero)
         first, last = stats.get("nc1 first measured", float("nan")), stats.get("nc1 last", float("nan"))

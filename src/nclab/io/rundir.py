@@ -42,7 +42,16 @@ import yaml
 from nclab.io.atomic import atomic_write_text
 from nclab.io.integrity import CorruptFileError
 from nclab.io.manifest import MANIFEST_NAME, read_manifest
-from nclab.io.run_table import COLUMNS, OUTPUT_LAYER, RUN_ID_COLUMN, MetricRow, read_metrics, read_run_id
+from nclab.io.run_table import (
+    COLUMNS,
+    METRICS_NAME,
+    OUTPUT_LAYER,
+    PARQUET_NAME,
+    RUN_ID_COLUMN,
+    MetricRow,
+    read_metrics,
+    read_run_id,
+)
 from nclab.io.runlock import LOCK_NAME, RunDirBusyError, RunDirError, RunLock, acquire_run_lock, lock_holder
 from nclab.io.yaml_io import load_yaml_file
 
@@ -185,8 +194,8 @@ class RunDir:
     """
 
     CONFIG = "config.yaml"
-    METRICS = "metrics.csv"
-    PARQUET = "metrics.parquet"
+    METRICS = METRICS_NAME
+    PARQUET = PARQUET_NAME
     SUMMARY = "summary.json"
     CHECKPOINTS = "checkpoints"
     LAST = "last.pt"
