@@ -211,9 +211,9 @@ def _busy_message(out: str | Path, path: Path, fd: int) -> str:
         os.close(fd)
     if info and _is_this_process(info):
         return (
-            f"{out} is in use by another writer in this process ({_owner_text(info)}; lock file {path}): a run, "
-            "a CollapseMonitor or a table sink of another run identity that was not closed; close it first "
-            "(monitor.close(), or a `with` block), or write to another folder"
+            f"{out} is in use by another nclab process or writer ({_owner_text(info)}: this process, through a "
+            f"writer of another run that was not closed -- a run, a CollapseMonitor or a table sink; lock file "
+            f"{path}): close that writer first (monitor.close(), or a `with` block), or write to another folder"
         )
     owner = _owner_text(info) if info else "a process that has not written its record yet"
     return (
