@@ -528,11 +528,11 @@ def duplicate_rows(rows: Sequence[MetricRow]) -> tuple[list[MetricRow], list[tup
 def _duplicates_error(path: Path, clashes: Sequence[tuple[tuple[Any, ...], int, int]]) -> RunDirError:
     (epoch, split, layer, metric), a, b = clashes[0]
     return RunDirError(
-        f"{path}: {len(clashes)} row{'s' if len(clashes) > 1 else ''} repeat an (epoch, split, layer, metric) with "
-        f"another value, e.g. epoch {epoch}, split {split}, layer {layer}, metric {metric} at data lines {a} and "
-        f"{b}: the same epoch was measured twice and both kept (an older nclab appended re-measured epochs), so "
-        "nclab cannot tell which measurement is meant. Keep one measurement of each epoch (delete the other lines) "
-        "and read the run again"
+        f"{path}: {len(clashes)} {'rows repeat' if len(clashes) > 1 else 'row repeats'} an (epoch, split, layer, "
+        f"metric) with another value, e.g. epoch {epoch}, split {split}, layer {layer}, metric {metric} at data "
+        f"lines {a} and {b}: the same epoch was measured twice and both kept (an older nclab appended re-measured "
+        "epochs), so nclab cannot tell which measurement is meant. Keep one measurement of each epoch (delete the "
+        "other lines) and read the run again"
     )
 
 

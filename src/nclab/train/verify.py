@@ -110,7 +110,8 @@ def _read_table(path: Path) -> list[MetricRow]:
     if clashes:
         (epoch, split, layer, metric), a, b = clashes[0]
         raise ValueError(
-            f"{len(clashes)} row(s) repeat an (epoch, split, layer, metric) with another value, e.g. epoch {epoch}, "
+            f"{len(clashes)} {'rows repeat' if len(clashes) > 1 else 'row repeats'} an (epoch, split, layer, metric) "
+            f"with another value, e.g. epoch {epoch}, "
             f"split {split}, layer {layer}, metric {metric} at data lines {a} and {b} (an epoch measured twice)"
         )
     return rows
