@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from nclab.cli.common import err_console, user_errors
+from nclab.cli.common import err_console, user_errors, warnings_as_notes
 
 __all__ = ["compare_command"]
 
@@ -27,9 +27,10 @@ def compare_command(
     ),
 ) -> None:
     """Overlay a metric of many runs (zero-error epochs marked per run, legend from the config keys that differ)
-    and write a tidy table of the runs (run id and the differing keys as columns) as .csv beside the HTML."""
+    and write a tidy table of the runs (run id and the differing keys as columns) as .csv beside the HTML. A
+    sweep's trial without a table is named in a note; a run with an epoch measured twice is refused."""
     from nclab.report.compare import write_compare_report
 
-    with user_errors():
+    with user_errors(), warnings_as_notes():  # a sweep's trial that cannot be read is named, not dropped silently
         html_path, csv_path = write_compare_report(paths, out, metrics=metric or ["nc1"], layer=layer, split=split)
     err_console.print(f"comparison written to {html_path} (table: {csv_path})", markup=False, highlight=False)

@@ -19,10 +19,11 @@ def _run_config(source: Path) -> Any:
     """The resolved config of the run directory ``source``, or ``None`` when ``source`` is a file."""
     if not source.is_dir():
         return None
+    from nclab.io.rundir import RunDir
     from nclab.io.yaml_io import load_yaml_file
     from nclab.train import RunConfig
 
-    return RunConfig.model_validate(load_yaml_file(source / "config.yaml"))
+    return RunConfig.model_validate(load_yaml_file(RunDir(source).config))
 
 
 def _data_options(cfg: Any) -> dict[str, Any]:
@@ -56,6 +57,7 @@ def load_model(source: Path, ds: Any, data: str) -> nn.Module:
     the dataset ``ds`` (named ``data``): a network of another input size is refused naming both shapes."""
     import torch
 
+    from nclab.io.rundir import RunDir
     from nclab.nets import build_model
     from nclab.train.checkpoint import load_checkpoint
 
@@ -64,7 +66,7 @@ def load_model(source: Path, ds: Any, data: str) -> nn.Module:
         model = build_model(
             cfg.model.name, ds.input_shape, ds.num_classes, head=cfg.model.head.build_kwargs(), **cfg.model.options
         )
-        saved = load_checkpoint(source / "checkpoints" / "last.pt")
+        saved = load_checkpoint(RunDir(source).checkpoint)
         try:
             model.load_state_dict(saved["model"])
         except RuntimeError as err:  # torch's "size mismatch for blocks.0.0.weight ..."

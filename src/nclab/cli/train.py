@@ -94,8 +94,11 @@ def train_command(
 
 def _launch(nproc: int, device: str, batch_size: int, argv: list[str], run_dir: Path) -> None:
     """``torchrun --standalone --nproc_per_node=nproc -m nclab`` + ``argv`` in a child process, after checking
-    what would otherwise fail on every rank at once; a failed run exits with the resume hint."""
+    what would otherwise fail on every rank at once (a folder another process writes among them); a failed run
+    exits with what can be done next."""
     import torch
+
+    from nclab.io.rundir import RunDir
 
     if device.startswith("cuda"):
         available, what = torch.cuda.device_count(), "CUDA devices"
@@ -105,13 +108,32 @@ def _launch(nproc: int, device: str, batch_size: int, argv: list[str], run_dir: 
         raise ValueError(f"--nproc {nproc} exceeds the {available} {what} of this machine (train.device={device})")
     if batch_size % nproc:
         raise ValueError(f"train.batch_size={batch_size} is the global batch and must divide evenly by --nproc {nproc}")
+    run = RunDir(run_dir)
+    _refuse_busy(run)
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}", "-m", "nclab"]
     rc = subprocess.call(cmd + argv)
     if rc != 0:
+        if run.holder() is not None:  # another process took the folder meanwhile: its run is not ours to resume
+            then = f"{run_dir} is in use by another nclab process (lock file {run.lock_file}); write to another folder"
+        elif run.checkpoint.is_file():
+            then = f"nothing after the last complete checkpoint in {run.checkpoints} was kept: continue with --resume"
+        else:
+            then = "no checkpoint was written: start the run again"
         fail(
-            f"the {nproc}-process run failed (torchrun exit code {rc}; the ranks' errors are above); nothing "
-            f"after the last complete checkpoint in {run_dir / 'checkpoints'} was kept: continue with --resume",
+            f"the {nproc}-process run failed (torchrun exit code {rc}; the ranks' errors are above); {then}",
             code=rc if 0 < rc < 128 else 1,
+        )
+
+
+def _refuse_busy(run) -> None:
+    """Refuse, before any rank starts, a folder that another live process writes (each rank would fail on it)."""
+    from nclab.train.rundir import RunDirBusyError
+
+    holder = run.holder()
+    if holder is not None:
+        raise RunDirBusyError(
+            f"{run.path} is in use by another nclab process (pid {holder.get('pid', '?')} on host "
+            f"{holder.get('host', '?')}; lock file {run.lock_file}): wait for it to end, or write to another folder"
         )
 
 
@@ -119,8 +141,9 @@ def _run_dir_config(
     run_dir: Path, overrides: list[str], out: Path | None, resume: bool, overwrite: bool
 ) -> tuple[RunConfig, Path]:
     """``nclab train RUN_DIR --resume``: the run's saved config.yaml with the ``--set`` overrides, and the folder."""
+    from nclab.io.rundir import RunDir
     from nclab.train.config import load_config
-    from nclab.train.rundir import RunDirError, check_resumable
+    from nclab.train.rundir import RunDirError
 
     if not resume:
         raise RunDirError(
@@ -129,8 +152,8 @@ def _run_dir_config(
     if out is not None and out.resolve() != run_dir.resolve():
         raise RunDirError(f"--out {out} differs from the run directory {run_dir}: a run is continued in place")
     # before reading a config.yaml that may be missing
-    check_resumable(run_dir, run_dir / "checkpoints" / "last.pt", overwrite=overwrite)
-    return load_config(run_dir / "config.yaml", overrides), run_dir
+    RunDir(run_dir).check_resumable(overwrite=overwrite)
+    return load_config(RunDir(run_dir).config, overrides), run_dir
 
 
 def _print_result(result) -> None:
@@ -181,13 +204,14 @@ def _print_demo_summary(out: Path) -> None:
     import json
 
     from nclab.io.run_table import read_metrics
+    from nclab.io.rundir import RunDir
     from nclab.report.run_report import collapse_summary
 
     table = Table(title="nclab demo")
     for col in ("run", "zero-error epoch", "NC1 first", "NC1 last", "NC1 drop (orders of magnitude)"):
         table.add_column(col, justify="right")
     for loss in ("mse", "ce"):
-        summary = json.loads((out / loss / "summary.json").read_text())
+        summary = json.loads(RunDir(out / loss).summary.read_text())
         zero = summary.get("zero_error_epoch")
         stats = collapse_summary(read_metrics(out / loss), summary["penultimate"], zero)
         first, last = stats.get("nc1 first measured", float("nan")), stats.get("nc1 last", float("nan"))

@@ -21,6 +21,7 @@ from nclab.geometry.bounds import softmax_code_bounds
 from nclab.geometry.frames import regular_polygon
 from nclab.geometry.hull import one_vs_rest
 from nclab.io.atomic import atomic_write_bytes
+from nclab.io.rundir import RunDir
 from nclab.report import write_report
 
 #: CIFAR10 classes of the assignment experiments ([Jiang et al. 2024, Fig. 4] and Fig. B.6)
@@ -89,7 +90,7 @@ def d2_codes(out: Path, scale: str, seed: int) -> dict[str, Any]:
     f1 = png(fig, out / "codes.png")
     f2 = png(fig2, out / "length_ratio.png")
     write_report(
-        out / "report.html",
+        out / RunDir.REPORT,
         "[Jiang et al. 2024], d = 2 codes: spherical constraint (SC) vs weight decay (WD)",
         [
             (
@@ -188,7 +189,7 @@ def tau_maxcos(out: Path, scale: str, seed: int) -> dict[str, Any]:
         "least-squares line through those points.</p>"
     )
     write_report(
-        out / "report.html",
+        out / RunDir.REPORT,
         "[Jiang et al. 2024], Fig. C.1: CE-UFM max cosine vs temperature, (d, K) = (3, 7)",
         [
             ("Setup", note),
@@ -247,7 +248,7 @@ def bounds_vs_d(out: Path, scale: str, seed: int) -> dict[str, Any]:
         **{f"rho_d{r['d']}": r["rho_opt"] for r in rows if r["d"] in solve_ds},
     }
     write_report(
-        out / "report.html",
+        out / RunDir.REPORT,
         f"[Jiang et al. 2024, Fig. 3] (theory): optimal one-vs-rest margin and Thm 3.9 bounds vs d, K = {K}",
         [
             ("Values", html_table(rows)),
@@ -304,7 +305,7 @@ def assignment(out: Path, scale: str, seed: int) -> dict[str, Any]:
     for caption, image in figures:
         atomic_write_bytes(out / (caption.split(":")[0] + ".png"), image)
     write_report(
-        out / "report.html", "[Jiang et al. 2024, Sec. 4]: class assignments up to symmetry", sections, figures
+        out / RunDir.REPORT, "[Jiang et al. 2024, Sec. 4]: class assignments up to symmetry", sections, figures
     )
     return summary
 

@@ -23,6 +23,7 @@ import numpy as np
 from nclab.experiments.catalog import register
 from nclab.experiments.common import legend, log_ticks, png, pyplot, write_csv
 from nclab.io.atomic import atomic_write_text
+from nclab.io.rundir import RunDir
 
 __all__ = ["PFC_DEPTH_DIRECTIONS", "depth_profile", "pfc_depth_summary", "train_fc_resnet"]
 
@@ -31,8 +32,8 @@ def _finish(out: Path, title: str, sections: list[tuple[str, str]], figures: lis
     from nclab.report import metrics_table_html, write_report
 
     numeric = {k: float(v) for k, v in summary.items() if isinstance(v, int | float) and not isinstance(v, bool)}
-    write_report(out / "report.html", title, [*sections, ("Summary", metrics_table_html(numeric))], figures)
-    atomic_write_text(out / "summary.json", json.dumps(summary, indent=2, default=float) + "\n")
+    write_report(out / RunDir.REPORT, title, [*sections, ("Summary", metrics_table_html(numeric))], figures)
+    atomic_write_text(out / RunDir.SUMMARY, json.dumps(summary, indent=2, default=float) + "\n")
     return summary
 
 

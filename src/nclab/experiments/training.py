@@ -16,6 +16,7 @@ from typing import Any
 from rich.console import Console
 
 from nclab.experiments.catalog import register
+from nclab.io.rundir import RunDir
 from nclab.io.yaml_io import load_yaml_file
 
 __all__ = ["DEMO_CONFIG", "DEMO_LOSS_OVERRIDES", "FASHION_MNIST_CNN", "SCALES", "demo_config", "run_demo"]
@@ -82,7 +83,7 @@ def run_demo(
     }
     if not overwrite:
         for loss, cfg in cfgs.items():
-            saved = out / loss / "config.yaml"
+            saved = RunDir(out / loss).config
             if saved.is_file() and load_yaml_file(saved) != cfg.to_dict():
                 raise FileExistsError(
                     f"{out / loss} holds a different run (its config.yaml differs from this demo's); "
@@ -108,7 +109,7 @@ def run_demo(
         + metrics_table_html(summary)
     )
     return write_report(
-        out / "report.html",
+        out / RunDir.REPORT,
         "nclab demo: neural collapse of an MLP on digits, MSE vs CE",
         [("Runs", body)],
         [(f"MSE vs CE at the penultimate layer ({pen}); dotted lines: zero-error epochs", fig)],
@@ -202,7 +203,7 @@ def fashion_mnist_cnn(out: Path, scale: str, seed: int) -> dict[str, Any]:
     ]
     links = "".join(f'<li><a href="{k}/report.html">{k.upper()} run</a></li>' for k in runs)
     write_report(
-        out / "report.html",
+        out / RunDir.REPORT,
         f"fashion-mnist-cnn ({scale})",
         [
             (

@@ -18,6 +18,7 @@ from typing import Any
 
 from nclab.experiments.catalog import register
 from nclab.experiments.common import check_scale, html_table
+from nclab.io.rundir import RunDir
 
 __all__ = ["TRANSFER_SCALES", "vci_transfer_study"]
 
@@ -131,7 +132,7 @@ def run_vci_transfer(out: Path, scale: str, seed: int) -> dict[str, Any]:
     corr = [c for c in res.correlations if c["metric"] in (*PAPER_METRICS, "pretrain_accuracy")]
     fig = res.files["figure"].read_bytes()
     write_report(
-        out / "report.html",
+        out / RunDir.REPORT,
         f"vci-transfer ({scale}): which collapse metric predicts transfer?",
         [
             (

@@ -16,6 +16,7 @@ import numpy as np
 
 from nclab.experiments.catalog import register
 from nclab.experiments.common import check_scale, legend, log_ticks, png, pyplot, write_csv
+from nclab.io.rundir import RunDir
 from nclab.metrics import etf_gram_error, ncc_metrics, trace_ratio
 from nclab.report import metrics_table_html, write_report
 from nclab.stats import ClassStats
@@ -94,7 +95,7 @@ def figures_001(out: Path, scale: str, seed: int) -> dict[str, Any]:
         ("Runs", metrics_table_html({f"{k} gap": v["gap"] for k, v in summary.items()})),
         ("ReLU model (Fig. 4): the gap to L*", _DEAD_NOTE),
     ]
-    write_report(out / "report.html", "UFM figures [Tirer & Bruna 2022, Figs. 1-4]", sections, figures)
+    write_report(out / RunDir.REPORT, "UFM figures [Tirer & Bruna 2022, Figs. 1-4]", sections, figures)
     return summary
 
 
@@ -176,7 +177,7 @@ def threshold_sweep(out: Path, scale: str, seed: int) -> dict[str, Any]:
     write_csv(out / "threshold_sweep.csv", rows)
     image = png(fig, out / "threshold_sweep.png")
     write_report(
-        out / "report.html",
+        out / RunDir.REPORT,
         "UFM threshold sweeps",
         [("Worst |L_num - L*|", f"<p>{worst:.3e}</p>")],
         [("lambda vs L* (equal lambdas, K=4, n=3)", image)],
@@ -226,7 +227,7 @@ def init_scale_study(out: Path, scale: str, seed: int) -> dict[str, Any]:
         f"<tr><td>{r['init_scale']}</td><td>{r['final_loss']:.6g}</td><td>{r['outcome']}</td></tr>" for r in rows
     )
     write_report(
-        out / "report.html",
+        out / RunDir.REPORT,
         "3-factor UFM: init scale study",
         [("Outcomes", f"<table><tr><th>scale</th><th>loss</th><th>outcome</th></tr>{table}</table>")],
         [("objective vs init scale", image)],
@@ -265,7 +266,7 @@ def thm51_monte_carlo(out: Path, scale: str, seed: int) -> dict[str, Any]:
     legend(ax)
     image = png(fig, out / "thm51.png")
     write_report(
-        out / "report.html",
+        out / RunDir.REPORT,
         "Thm 5.1: attenuation of the optimal classifier",
         [("Fit", metrics_table_html({"slope": slope, "factor": rows[0]["factor"]}))],
         [("error vs n", image)],
@@ -348,6 +349,6 @@ def mufm_tradeoff(out: Path, scale: str, seed: int) -> dict[str, Any]:
         ),
     ]
     write_report(
-        out / "report.html", "MUFM vs UFM [Wang et al. 2024, Figs. 4-5]", sections, [("metrics vs lambda", image)]
+        out / RunDir.REPORT, "MUFM vs UFM [Wang et al. 2024, Figs. 4-5]", sections, [("metrics vs lambda", image)]
     )
     return {"data": data, "ufm": ufm_m, "sweep": rows}

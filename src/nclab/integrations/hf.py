@@ -1,11 +1,19 @@
 """Hugging Face callback: collapse measured on the schedule while ``transformers.Trainer`` trains.
 
-At the start of training (epoch 0, the model before its first step, as nclab's own trainer measures it) and at
-the end of each scheduled epoch ``e`` (``round(state.epoch)``, so epochs count from 1) the callback measures the
-training data and, when there is one, the evaluation data (held-out NCC against the training means) with a
-:class:`~nclab.CollapseMonitor`; it appends one log entry per measurement to ``state.log_history`` (keys
+At the start of training (the model before its first step: epoch 0 of a new run, as nclab's own trainer
+measures it) and at the end of each scheduled epoch ``e`` (``state.epoch``, so epochs count from 1) the callback
+measures the training data and, when there is one, the evaluation data (held-out NCC against the training means)
+with a :class:`~nclab.CollapseMonitor`; it appends one log entry per measurement to ``state.log_history`` (keys
 ``collapse/{split}/{layer}/{metric}``, with ``epoch`` and ``step``) and writes the monitor's sinks (the run
-table in ``out`` by default; TensorBoard, W&B or MLflow through ``sinks=``).
+table in ``out`` by default, appended to under the monitor's run identity; TensorBoard, W&B or MLflow through
+``sinks=``).
+
+Epoch numbers follow the Trainer's own counter ``state.epoch``: ``train(resume_from_checkpoint=...)`` starts at the
+checkpoint's epoch (measured again: its rows are replaced), and a second ``train()`` of the same model with the
+same callback (a new ``state`` that counts from 0) continues after the first one's last epoch. Only whole epochs are
+measured: where ``state.epoch`` is fractional (``max_steps`` within an epoch, ``num_train_epochs=1.5``) the model
+is not measured, with a warning, since the epoch column is an integer and rounding would label 0.75 of an epoch
+as epoch 1.
 
 Which feature is the penultimate one
 ------------------------------------
@@ -28,6 +36,9 @@ Under DDP each rank measures its sampler's shard and the monitor all-reduces; ra
 
 from __future__ import annotations
 
+import math
+import warnings
+import weakref
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -111,6 +122,10 @@ class CollapseCallback(transformers.TrainerCallback):
         self.options = monitor_options
         self.monitor: CollapseMonitor | None = None
         self.results: list[MonitorResult] = []
+        #: epochs the model of the last ``train()`` has been trained for, over this callback's runs, and that model
+        self._trained = 0.0
+        self._model: weakref.ref[torch.nn.Module] | None = None
+        self._base = 0.0  # the epoch number of this train()'s state.epoch 0
 
     def _options(self, model: torch.nn.Module) -> dict[str, Any]:
         opts = dict(self.options)
@@ -118,8 +133,20 @@ class CollapseCallback(transformers.TrainerCallback):
             opts["targets_fn"] = last_token_pooling(getattr(getattr(model, "config", None), "pad_token_id", None))
         return opts
 
-    def _measure(self, state: Any, epoch: int, kwargs: Mapping[str, Any]) -> None:
+    def _measure(self, state: Any, kwargs: Mapping[str, Any]) -> None:
         assert self.monitor is not None
+        label = self._base + float(state.epoch or 0)
+        self._trained = label
+        if not math.isclose(label, round(label), abs_tol=1e-9):
+            warnings.warn(
+                f"CollapseCallback: the model at epoch {label:.4g} (step {state.global_step}) is not at the end of an "
+                "epoch (max_steps, or a fractional num_train_epochs): it is not measured (nclab records whole epochs; "
+                "the epoch column is an integer)",
+                UserWarning,
+                stacklevel=3,
+            )
+            return
+        epoch = round(label)
         if not self.monitor.due(epoch):
             return
         train = self.train_data if self.train_data is not None else kwargs.get("train_dataloader")
@@ -133,12 +160,19 @@ class CollapseCallback(transformers.TrainerCallback):
             state.log_history.append({**entry, "epoch": float(epoch), "step": int(state.global_step)})
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if self.monitor is not None:  # a train() that ended in an exception: give its folder back first
+            self.monitor.close()
         model = kwargs["model"]
+        # a resumed train() restores state (epoch, step); a second plain train() counts from 0 on a trained model
+        fresh = not state.global_step
+        same = self._model is not None and self._model() is model
+        self._base = self._trained if fresh and same else 0.0
+        self._model = weakref.ref(model)
         self.monitor = CollapseMonitor(model, self.num_classes, **self._options(model))
-        self._measure(state, 0, kwargs)
+        self._measure(state, kwargs)
 
     def on_epoch_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        self._measure(state, round(state.epoch or 0), kwargs)
+        self._measure(state, kwargs)
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if self.monitor is not None:

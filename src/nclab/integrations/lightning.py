@@ -1,18 +1,30 @@
 """Lightning callback: collapse measured on the schedule, before training and at the end of training epochs.
 
-At the start of training (epoch 0, the model before its first step, as nclab's own trainer measures it) and at
-the end of each scheduled epoch ``e`` (``trainer.current_epoch + 1``, so epochs count from 1) the callback
-measures the train dataloader and the first validation dataloader with a :class:`~nclab.CollapseMonitor`
-(held-out NCC against the training means), logs each row under ``collapse/{split}/{layer}/{metric}`` and
-writes the monitor's sinks (the run table in ``out`` by default). Epoch ``e >= 1`` is logged through
-``pl_module.log_dict`` (so the values reach every logger and ``trainer.callback_metrics``, and checkpoint
-callbacks can monitor them); epoch 0 directly through ``trainer.logger.log_metrics`` with step 0, since values
-logged in ``on_train_start`` would only reach the loggers merged into the first epoch's. Under DDP each rank
-measures its sampler's shard and the monitor all-reduces, so every rank logs the same values.
+At the start of training (the model before its first step: epoch 0 of a new fit, as nclab's own trainer
+measures it) and at the end of each scheduled epoch ``e`` (``trainer.current_epoch + 1``, so epochs count from 1)
+the callback measures the train dataloader and the first validation dataloader with a
+:class:`~nclab.CollapseMonitor` (held-out NCC against the training means), logs each row under
+``collapse/{split}/{layer}/{metric}`` and writes the monitor's sinks (the run table in ``out`` by default). Epoch
+``e >= 1`` is logged through ``pl_module.log_dict`` (so the values reach every logger and
+``trainer.callback_metrics``, and checkpoint callbacks can monitor them); the start of training directly through
+``trainer.logger.log_metrics`` at the current step, since values logged in ``on_train_start`` would only reach
+the loggers merged into the first epoch's. Under DDP each rank measures its sampler's shard and the monitor
+all-reduces, so every rank logs the same values.
+
+Epoch numbers follow the trainer's own counter: a fit resumed from a checkpoint (``fit(ckpt_path=...)``)
+starts at the checkpoint's epoch (its first measurement is that epoch again, and replaces its rows in the table),
+and a second fit of the same module with the same callback continues after the first one's last epoch. The table
+in ``out`` is appended to (the monitor's run identity; see :class:`~nclab.CollapseMonitor`). Only whole epochs are
+measured: an epoch cut short (``max_steps``, ``max_time``, a stop request mid-epoch) is not measured, with a
+warning, since the epoch column is an integer and rounding would label half an epoch as a whole one. With
+``fast_dev_run`` (Lightning suppresses logging and checkpointing) nothing is measured and no table is written.
 """
 
 from __future__ import annotations
 
+import math
+import warnings
+import weakref
 from typing import Any
 
 try:
@@ -29,46 +41,90 @@ __all__ = ["CollapseCallback"]
 class CollapseCallback(pl.Callback):
     """Measure collapse during ``Trainer.fit``; ``num_classes`` and ``monitor_options`` as
     :class:`~nclab.CollapseMonitor` (``layers``, ``classifier``, ``schedule``, ``track``, ``sinks``, ``out``,
-    ...). :attr:`results` keeps every measurement; :attr:`monitor` is the monitor of the current fit."""
+    ``run_id``, ``overwrite``, ...). :attr:`results` keeps every measurement; :attr:`monitor` is the monitor of the
+    current fit."""
 
     def __init__(self, num_classes: int, **monitor_options: Any) -> None:
         self.num_classes = num_classes
         self.options = monitor_options
         self.monitor: CollapseMonitor | None = None
         self.results: list[MonitorResult] = []
+        #: epochs the model of the last fit has been trained for, over this callback's fits, and that model
+        self._trained = 0.0
+        self._model: weakref.ref[pl.LightningModule] | None = None
+        self._base = 0.0  # the epoch number of this fit's trainer epoch 0
 
-    def _measure(self, trainer: pl.Trainer, pl_module: pl.LightningModule, epoch: int) -> dict[str, float]:
+    def _measure(self, trainer: pl.Trainer, epoch: float, where: str) -> dict[str, float]:
         assert self.monitor is not None
-        if not self.monitor.due(epoch):
+        label = self._base + epoch
+        if not math.isclose(label, round(label), abs_tol=1e-9):
+            warnings.warn(
+                f"CollapseCallback: {where} is at epoch {label:.4g}, not at the end of an epoch: that model is not "
+                "measured (nclab records whole epochs; the epoch column is an integer)",
+                UserWarning,
+                stacklevel=3,
+            )
+            return {}
+        if not self.monitor.due(round(label)):
             return {}
         rows = []
-        res = self.monitor.measure(trainer.train_dataloader, split="train", epoch=epoch)
+        res = self.monitor.measure(trainer.train_dataloader, split="train", epoch=round(label))
         self.results.append(res)
         rows += res.rows
         val = trainer.val_dataloaders
         if isinstance(val, list | tuple):
             val = val[0] if val else None
         if val is not None:
-            res = self.monitor.measure(val, split="test", epoch=epoch)
+            res = self.monitor.measure(val, split="test", epoch=round(label))
             self.results.append(res)
             rows += res.rows
         return {tag(r): float(r.value) for r in rows}
 
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if self.monitor is not None:  # a fit that ended in an exception: give its folder back first
+            self.monitor.close()
+        self.monitor = None
+        if trainer.fast_dev_run:
+            warnings.warn(
+                "CollapseCallback: fast_dev_run: nothing is measured and no table is written (Lightning suppresses "
+                "logging and checkpointing in this mode)",
+                UserWarning,
+                stacklevel=2,
+            )
+            return
         self.monitor = CollapseMonitor(pl_module, self.num_classes, **self.options)
 
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        # the dataloaders exist from here on (the validation ones too); no step has been taken yet
-        values = self._measure(trainer, pl_module, 0)
+        if self.monitor is None:
+            return
+        # the loops are restored here (not yet in on_fit_start): a resumed fit's current_epoch is the checkpoint's
+        fresh = trainer.current_epoch == 0 and trainer.global_step == 0
+        same = self._model is not None and self._model() is pl_module
+        self._base = self._trained if fresh and same else 0.0
+        self._model = weakref.ref(pl_module)
+        self._trained = self._base + trainer.current_epoch
+        # the dataloaders exist from here on (the validation ones too); no step of this fit has been taken yet
+        values = self._measure(trainer, trainer.current_epoch, "the model at the start of training")
         if values:
             for logger in trainer.loggers:
-                logger.log_metrics(values, step=0)
+                logger.log_metrics(values, step=trainer.global_step)
 
     def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        values = self._measure(trainer, pl_module, trainer.current_epoch + 1)
+        if self.monitor is None:
+            return
+        done = trainer.fit_loop.epoch_loop.batch_progress.current.completed
+        total = trainer.num_training_batches
+        part = 1.0 if not math.isfinite(total) or done >= total else done / total
+        epoch = trainer.current_epoch + part
+        self._trained = self._base + epoch
+        values = self._measure(trainer, epoch, f"the model after {done} of the epoch's {total} batches")
         if values:
             pl_module.log_dict(values, on_step=False, on_epoch=True)
 
     def on_fit_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if self.monitor is not None:
+            self.monitor.close()
+
+    def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:
         if self.monitor is not None:
             self.monitor.close()

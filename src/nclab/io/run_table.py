@@ -77,6 +77,9 @@ COLUMNS: tuple[str, ...] = MetricRow._fields
 #: The optional first column of a run's table: the run id, constant over the file.
 RUN_ID_COLUMN = "run_id"
 
+#: File names of the table in a run directory (:class:`nclab.io.rundir.RunDir` names them from here).
+METRICS_NAME, PARQUET_NAME = "metrics.csv", "metrics.parquet"
+
 
 def _csv_text(rows: Iterable[MetricRow], run_id: str | None) -> str:
     buf = io.StringIO()
@@ -169,7 +172,7 @@ def write_metrics(rows: Sequence[MetricRow], out: str | Path, run_id: str | None
     out = Path(out)
     if run_id is not None and (not run_id or any(c in run_id for c in ',"\n\r')):
         raise ValueError(f"run_id must be a non-empty string without commas, quotes or newlines, got {run_id!r}")
-    csv_path, parquet_path = out / "metrics.csv", out / "metrics.parquet"
+    csv_path, parquet_path = out / METRICS_NAME, out / PARQUET_NAME
     parquet = _parquet_bytes(rows, run_id)
     if parquet is None:
         # without pyarrow, a parquet copy of an earlier table would disagree with the new metrics.csv
@@ -183,7 +186,7 @@ def write_metrics(rows: Sequence[MetricRow], out: str | Path, run_id: str | None
 
 def _table_path(path: str | Path) -> Path:
     path = Path(path)
-    return path / "metrics.csv" if path.is_dir() else path
+    return path / METRICS_NAME if path.is_dir() else path
 
 
 def _check_header(path: Path, header: list[str] | None) -> bool:

@@ -34,11 +34,14 @@ import socket
 import sqlite3
 import urllib.parse
 import urllib.request
+import warnings
+import weakref
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from nclab.io.run_table import MetricRow, read_metrics, write_metrics
+from nclab.io.run_table import MetricRow, write_metrics
+from nclab.io.rundir import RunDir, RunIdentity
 
 __all__ = [
     "SINKS",
@@ -104,24 +107,85 @@ class MetricSink(Protocol):
     def close(self) -> None: ...
 
 
-class RunTableSink:
-    """The run directory's ``metrics.csv`` (and ``metrics.parquet`` with pyarrow): every row written so far,
-    rewritten atomically after each :meth:`write`, so the table on disk is always complete up to the last
-    measurement. ``resume=True`` keeps the rows of an existing table in ``out``."""
+def _stamp(path: Path) -> tuple[int, int, int] | None:
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return None
+    return (st.st_mtime_ns, st.st_size, st.st_ino)
 
-    def __init__(self, out: str | Path, *, resume: bool = False) -> None:
+
+class RunTableSink:
+    """The run directory's ``metrics.csv`` (and ``metrics.parquet`` with pyarrow): every row of the run, rewritten
+    atomically after each :meth:`write`, so the table on disk is always complete up to the last measurement.
+
+    The sink is a writer of the folder (:class:`~nclab.io.rundir.RunDir`): it holds the folder's lock from its
+    construction to :meth:`close` (shared with other sinks of the same run in this process; a write after
+    ``close`` takes it again for the write), and follows :meth:`~nclab.io.rundir.RunDir.open_table`: with an
+    ``identity`` it continues a table of the same run and refuses any other (a training run's folder, another
+    run's rows, rows without a run id), before anything is written; without one it starts a table in an empty
+    folder, and ``resume=True`` continues the table there. ``overwrite=True`` replaces the run in the folder.
+    Rows of an ``(epoch, split)`` already in the table replace its rows (measuring an epoch twice never
+    duplicates it). The table carries ``identity.run_id`` in its ``run_id`` column, and ``identity.json`` beside it.
+
+    Raises
+    ------
+    RunDirError
+        The folder holds another run (the message names it, both run ids and ``overwrite=True``).
+    RunDirBusyError
+        Another writer holds the folder (a training run, another process, a monitor of another run).
+    """
+
+    def __init__(
+        self,
+        out: str | Path,
+        *,
+        identity: RunIdentity | None = None,
+        resume: bool = False,
+        overwrite: bool = False,
+    ) -> None:
         # made now: a target that cannot hold the table fails here, not after the first measurement
         self.out = _make_folder(out, "out")
-        self.rows: list[MetricRow] = []
-        if resume and (self.out / "metrics.csv").exists():
-            self.rows = read_metrics(self.out)
+        self.dir = RunDir(self.out)
+        self.identity = identity
+        self._share = None if identity is None else identity.run_id
+        lock = self.dir.lock(share=self._share)
+        try:
+            self.rows: list[MetricRow] = self.dir.open_table(identity, resume=resume, overwrite=overwrite)
+            #: the run id written in the table's ``run_id`` column (a table resumed without identity keeps its own)
+            self.run_id = identity.run_id if identity is not None else self.dir.recorded_run_id()
+        except BaseException:
+            lock.release()
+            raise
+        if lock.note:
+            warnings.warn(f"{self.out}: {lock.note}", UserWarning, stacklevel=2)
+        self._lock = lock
+        self._stamp = _stamp(self.dir.metrics)
+        self._release = weakref.finalize(self, lock.release)  # an unclosed sink gives the folder back when collected
 
     def write(self, rows: Sequence[MetricRow]) -> None:
-        self.rows.extend(rows)
-        write_metrics(self.rows, self.out)
+        rows = list(rows)
+        if not rows:
+            return
+        again = None if self._release.alive else self.dir.lock(share=self._share)
+        try:
+            if _stamp(self.dir.metrics) != self._stamp:  # another writer of this run wrote it (or it was changed)
+                self.rows = self.dir.open_table(self.identity, resume=self.identity is None)
+            keys = {(r.epoch, r.split) for r in rows}
+            merged = [r for r in self.rows if (r.epoch, r.split) not in keys] + rows
+            merged.sort(key=lambda r: r.epoch)  # stable: a re-measured epoch goes back to its place
+            if self.identity is not None:
+                self.dir.write_identity(self.identity)
+            write_metrics(merged, self.out, run_id=self.run_id)
+            self.rows = merged
+            self._stamp = _stamp(self.dir.metrics)
+        finally:
+            if again is not None:
+                again.release()
 
     def close(self) -> None:
-        """Nothing to release: each write leaves a complete table."""
+        """Give the folder back (release the lock); each write already left a complete table."""
+        self._release()
 
 
 class TensorBoardSink:
@@ -301,7 +365,7 @@ _NAME = (str, type(None))
 #: The options of each sink kind in a ``{kind: ..., **options}`` config entry, with the types they accept
 #: (:func:`check_sink_spec`). Other arguments of ``wandb.init`` go through :class:`WandbSink` itself.
 SINK_OPTIONS: dict[str, dict[str, tuple[type, ...]]] = {
-    "table": {"out": _PATH, "resume": (bool,)},
+    "table": {"out": _PATH, "resume": (bool,), "overwrite": (bool,)},
     "tensorboard": {"log_dir": _PATH},
     "wandb": {
         "project": (str,),
@@ -363,17 +427,25 @@ def check_sink_spec(spec: str | Mapping[str, Any]) -> tuple[str, dict[str, Any]]
     return kind, opts
 
 
-def make_sink(spec: str | Mapping[str, Any], out: str | Path) -> MetricSink:
+def make_sink(
+    spec: str | Mapping[str, Any],
+    out: str | Path,
+    *,
+    identity: RunIdentity | None = None,
+    overwrite: bool = False,
+) -> MetricSink:
     """A sink from a config entry: a kind name (``"table"``, ``"tensorboard"``, ``"wandb"``, ``"mlflow"``) or
     ``{"kind": NAME, **options}`` (the options of :data:`SINK_OPTIONS`, checked by :func:`check_sink_spec`);
     ``out`` is the run directory (the table's directory, TensorBoard's ``out/tensorboard``, W&B's ``dir``,
     MLflow's local store ``sqlite:///out/mlflow.db`` unless options say otherwise; MLflow 3 refuses new
-    ``file:`` stores, its maintained local backend is SQLite).
+    ``file:`` stores, its maintained local backend is SQLite). ``identity`` and ``overwrite`` go to the table
+    (:class:`RunTableSink`; an ``overwrite`` option of the entry wins).
     """
     kind, opts = check_sink_spec(spec)
     out = Path(out)
     if kind == "table":
-        return RunTableSink(opts.pop("out", out), **opts)
+        opts.setdefault("overwrite", overwrite)
+        return RunTableSink(opts.pop("out", out), identity=identity, **opts)
     if kind == "tensorboard":
         return TensorBoardSink(opts.pop("log_dir", out / "tensorboard"))
     if kind == "wandb":

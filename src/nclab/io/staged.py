@@ -21,7 +21,7 @@ the staging folder means it was not moved yet; once it is moved, only the cleanu
 :func:`interrupted_commit` tells a reader that ``OUT`` is in that state. A staging folder without the journal was
 never complete, and is removed.
 
-One process at a time may write ``OUT`` (holding its lock, :func:`nclab.train.rundir.acquire_run_lock`, is the
+One process at a time may write ``OUT`` (holding its lock, :meth:`nclab.io.rundir.RunDir.lock`, is the
 caller's part): recovery would otherwise remove a live writer's staging folder.
 
 Examples

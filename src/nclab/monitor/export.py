@@ -7,7 +7,7 @@ manifest last; a failure (a full disk, a loader that raises, Ctrl-C) removes the
 the earlier extraction untouched, or nothing. A ``kill -9`` leaves the staging folder behind: the next extraction
 into ``OUT`` removes it (or finishes its commit, when the kill came while the files were being moved) and says
 so in a warning. An extraction is not resumable (``data`` may be a one-pass iterator): a killed one is started
-again. ``OUT`` is locked while it is written (``OUT/run.lock``, :func:`nclab.train.rundir.acquire_run_lock`).
+again. ``OUT`` is locked while it is written (``OUT/run.lock``, :meth:`nclab.io.rundir.RunDir.lock`).
 
 An earlier extraction in ``OUT`` is never replaced by accident: without ``overwrite=True`` (``--overwrite``) the
 call is refused before the first forward pass. Why refuse rather than replace: an extraction can take hours and
@@ -39,6 +39,7 @@ from torch import nn
 from nclab.io import CorruptFileError, manifest, staged
 from nclab.io.atomic import atomic_save_npy, atomic_write_text
 from nclab.io.npy_stream import NpyAppender, write_safetensors
+from nclab.io.rundir import RunDir
 from nclab.measure import Batch, PassSink, forward_pass
 from nclab.monitor.monitor import PENULTIMATE, CollapseMonitor
 
@@ -280,12 +281,10 @@ def extract_features(
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # no classifier is fine here: the features are still exported
         monitor = CollapseMonitor(model, num_classes, layers=layers, classifier=classifier, device=device)
-    from nclab.train.rundir import acquire_run_lock
-
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     plan = monitor.plan()
-    with acquire_run_lock(out) as lock:
+    with RunDir(out).lock() as lock:
         # out is ours now: what is left of a killed writer is not being written
         notes = [lock.note] if lock.note else []
         for note in notes + staged.recover_staging(out) + _old_temporaries(out):

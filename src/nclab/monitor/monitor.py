@@ -8,6 +8,14 @@ pass 1's features when they fit in ``cache_mb`` (else by running the model again
 :func:`nclab.metrics.collapse_report` per layer (with ``gnc1`` for a cosine classifier, as the built-in trainer).
 The rows go to the monitor's sinks (:mod:`nclab.io.sinks`; the run-directory table by default).
 
+A monitor with ``out=`` is a writer of that folder (:class:`nclab.io.rundir.RunDir`): its table sink holds the
+folder's lock until :meth:`CollapseMonitor.close`, and the monitor has a run identity, :attr:`CollapseMonitor.identity`
+(``NAME-HASH`` of K, the measured layers, the conventions and the shapes of the model's parameters; or
+``run_id=``). Pointed at a folder with rows of its own run (a re-run script, a resumed loop, a second monitor of
+the same run) it appends to them; the folder of another run, of ``nclab train`` included, is refused with an
+error naming the folder and both run ids (``overwrite=True`` starts over there). The same ``(epoch, split)``
+measured twice replaces its rows.
+
 A monitor is bound to the model it was built with: its hooks and classifier are that model's modules.
 Assigning ``monitor.model`` raises, and so does measuring after a measured module or the classifier was
 replaced in the model (e.g. a new head for fine-tuning): build a new monitor then.
@@ -22,6 +30,7 @@ pass ``targets_fn`` (e.g. :func:`next_token_targets`) and ``track="light"`` for 
 
 from __future__ import annotations
 
+import json
 import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -34,6 +43,7 @@ from torch import nn
 
 from nclab._threads import blas_threads
 from nclab.io.run_table import MetricRow
+from nclab.io.rundir import RunIdentity
 from nclab.io.sinks import MetricSink, make_sink
 from nclab.measure import (
     KeepingStatsPass,
@@ -144,7 +154,12 @@ class CollapseMonitor:
     sinks : sequence of MetricSink or sink specs, optional
         Default: the run table in ``out`` when ``out`` is given, else none (rows are still returned).
     out : path, optional
-        The run directory of the default table sink (and of sink specs given by name).
+        The run directory of the default table sink (and of sink specs given by name): appended to when it holds
+        rows of this run, refused when it holds another run (see the module docstring).
+    run_id : str, optional
+        The run's id in the table (default: :attr:`identity`'s hash); name the same run across model changes.
+    overwrite : bool
+        Replace the run in ``out`` instead of refusing it.
     targets_fn : callable, optional
         ``targets_fn(features, batch) -> (features (M, d), labels (M,))`` applied to each layer's raw output
         (e.g. :func:`next_token_targets`); with it, no error row is computed.
@@ -185,6 +200,8 @@ class CollapseMonitor:
         loss_fn: Callable[[Any, torch.Tensor], torch.Tensor] | None = None,
         conventions: Mapping[str, Any] | None = None,
         cache_mb: float = 256.0,
+        run_id: str | None = None,
+        overwrite: bool = False,
     ) -> None:
         self._model = model
         self.num_classes = check_int(num_classes, name="num_classes", low=2)
@@ -208,12 +225,16 @@ class CollapseMonitor:
         self.select = select
         self._bound = self._module_paths()
         self._device = None if device is None else torch.device(device)
+        #: The run identity of the monitor's table (:class:`~nclab.io.rundir.RunIdentity`).
+        self.identity = self._identity(run_id)
         if sinks is None:
             sinks = [] if out is None else ["table"]
         if rank() != 0:  # rank 0 alone writes: other ranks open no file or logger run
             sinks = []
+        folder = Path(out) if out is not None else Path(".")
         self.sinks: list[MetricSink] = [
-            s if isinstance(s, MetricSink) else make_sink(s, Path(out) if out is not None else Path(".")) for s in sinks
+            s if isinstance(s, MetricSink) else make_sink(s, folder, identity=self.identity, overwrite=overwrite)
+            for s in sinks
         ]
         self.rows: list[MetricRow] = []
         #: The training split's statistics from the latest ``measure(split="train")``: NCC reference of the
@@ -221,6 +242,22 @@ class CollapseMonitor:
         self.train_stats: dict[str, ClassStats] | None = None
 
     # ------------------------------------------------------------------ set-up
+    def _identity(self, run_id: str | None) -> RunIdentity:
+        """What makes two monitors one run: K, the measured layers, the conventions and the parameter shapes."""
+        if run_id is not None:
+            return RunIdentity.explicit(run_id)
+        conventions = None
+        if self.conventions is not None:  # plain values only: the identity is hashed as YAML
+            conventions = json.loads(json.dumps(dict(self.conventions), default=str, sort_keys=True))
+        hashed = {
+            "num_classes": self.num_classes,
+            "layers": list(self.layers),
+            "penultimate": self.penultimate,
+            "conventions": conventions,
+            "parameters": {n: list(p.shape) for n, p in self.model.named_parameters()},
+        }
+        return RunIdentity.of(type(self.model).__name__, hashed)
+
     @property
     def model(self) -> nn.Module:
         """The model the monitor was built with (read-only: the hooks and the classifier are its modules)."""
@@ -373,7 +410,8 @@ class CollapseMonitor:
         for lay, met, v in layer_out:
             reports.setdefault(lay, {})[met] = v
         rows = [MetricRow(epoch, split, lay, met, v) for lay, met, v in layer_out]
-        self.rows.extend(rows)
+        # an (epoch, split) measured again replaces its rows, here as in the table
+        self.rows = [r for r in self.rows if (r.epoch, r.split) != (epoch, split)] + rows
         if rank() == 0:
             for sink in self.sinks:
                 sink.write(rows)
@@ -386,7 +424,8 @@ class CollapseMonitor:
         return self.measure(data, split=split, epoch=epoch) if self.due(epoch) else None
 
     def close(self) -> None:
-        """Close every sink (rank 0; other ranks never opened a writer's output)."""
+        """Close every sink (rank 0; other ranks never opened a writer's output); the table sink gives the folder
+        back (its lock)."""
         for sink in self.sinks:
             sink.close()
 

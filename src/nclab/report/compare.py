@@ -1,7 +1,9 @@
 """Many runs in one report: overlaid curves of a metric, and a tidy table of the runs.
 
 :func:`find_runs` turns run directories and sweep directories (``sweep.csv`` and its trial folders, or any folder
-of run folders) into run directories; :func:`load_run` reads one (metrics, summary, resolved config);
+of run folders) into run directories, with a warning for each trial it cannot read; :func:`load_run` reads one
+(:func:`nclab.io.rundir.read_run`: metrics, summary, resolved config; a table with an epoch measured twice is
+refused);
 :func:`differing_keys` finds the config keys whose values differ between runs (the legend and the table's
 columns); :func:`runs_table` is the tidy table (one row per run: ``run_id``, the run folder, the differing keys,
 the zero-error epoch and the last value of each metric); :func:`write_compare_report` writes ``compare.html``
@@ -10,18 +12,16 @@ and, beside it, the table as ``compare.csv``.
 
 from __future__ import annotations
 
-import csv
 import html
 import json
+import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from nclab.io.atomic import atomic_write_text
-from nclab.io.run_table import OUTPUT_LAYER, MetricRow, read_metrics, read_run_id
+from nclab.io.rundir import PENULTIMATE, RunDir, RunRecord, read_run
 from nclab.io.tables import csv_text
-from nclab.io.yaml_io import load_yaml_file
 from nclab.report.html import format_value, write_report
 
 __all__ = [
@@ -34,38 +34,35 @@ __all__ = [
     "write_compare_report",
 ]
 
-#: ``layer`` value meaning each run's own penultimate layer (from its ``summary.json``).
-PENULTIMATE = "penultimate"
-
-
-@dataclass
-class RunRecord:
-    """One run directory, read: its id, rows, zero-error epoch, penultimate layer and resolved config."""
-
-    path: Path
-    run_id: str
-    rows: list[MetricRow]
-    zero_error_epoch: int | None
-    penultimate: str | None
-    config: dict[str, Any]
-
-    def layer(self, name: str) -> str:
-        """``name``, with :data:`PENULTIMATE` resolved to this run's penultimate layer."""
-        if name != PENULTIMATE:
-            return name
-        if self.penultimate is None:
-            raise ValueError(f"{self.path}: no summary.json or nc1 rows to tell the penultimate layer; pass --layer")
-        return self.penultimate
-
 
 def _is_run(path: Path) -> bool:
-    return (path / "metrics.csv").is_file()
+    return RunDir(path).metrics.is_file()
+
+
+def _sweep_trials(sweep: Path) -> list[Path]:
+    """The trials of the sweep folder ``sweep`` in ``sweep.csv`` order that hold a table; a warning names each
+    one that does not (a failed trial, or a table removed), rather than leaving it out silently."""
+    found = []
+    for row in read_run(sweep).summary["trials"]:
+        trial = sweep / row["trial_id"]
+        if _is_run(trial):
+            found.append(trial)
+            continue
+        status = row.get("status") or "unknown"
+        why = "its folder is missing" if not trial.is_dir() else "it holds no metrics.csv"
+        warnings.warn(
+            f"{sweep}: trial {row['trial_id']} (status {status}) could not be read: {why}; it is left out"
+            + ("" if status == "failed" else " (a re-run of the sweep repairs a completed trial from its checkpoint)"),
+            UserWarning,
+            stacklevel=3,
+        )
+    return found
 
 
 def find_runs(paths: Sequence[str | Path]) -> list[Path]:
     """The run directories named by ``paths``, in order, each once: a run directory (it holds ``metrics.csv``)
-    as itself; a sweep directory as its trials in ``sweep.csv`` order (those with a ``metrics.csv``); any other
-    folder as its sub-folders that are runs, by name.
+    as itself; a sweep directory as its trials in ``sweep.csv`` order (those with a ``metrics.csv``; a
+    ``UserWarning`` names each other one); any other folder as its sub-folders that are runs, by name.
 
     Raises
     ------
@@ -78,9 +75,8 @@ def find_runs(paths: Sequence[str | Path]) -> list[Path]:
             raise FileNotFoundError(f"no such run or sweep directory: {p}")
         if _is_run(p):
             found = [p]
-        elif (p / "sweep.csv").is_file():
-            with open(p / "sweep.csv", newline="") as fh:
-                found = [p / row["trial_id"] for row in csv.DictReader(fh) if _is_run(p / row["trial_id"])]
+        elif RunDir(p).sweep_table.is_file():
+            found = _sweep_trials(p)
         else:
             found = sorted(d for d in p.iterdir() if d.is_dir() and _is_run(d))
         if not found:
@@ -90,19 +86,12 @@ def find_runs(paths: Sequence[str | Path]) -> list[Path]:
 
 
 def load_run(path: str | Path) -> RunRecord:
-    """Read the run directory ``path`` (``metrics.csv``, and ``summary.json`` / ``config.yaml`` when present)."""
-    path = Path(path)
-    rows = read_metrics(path)
-    summary = json.loads((path / "summary.json").read_text()) if (path / "summary.json").is_file() else {}
-    config = load_yaml_file(path / "config.yaml") if (path / "config.yaml").is_file() else {}
-    pen = summary.get("penultimate") or next((r.layer for r in rows if r.metric == "nc1"), None)
-    zero = summary.get("zero_error_epoch")
-    if zero is None and "zero_error_epoch" not in summary:  # a table without summary: its first zero-error row
-        zero = min(
-            (r.epoch for r in rows if r.layer == OUTPUT_LAYER and r.metric == "error" and r.value == 0.0), default=None
-        )
-    rid = summary.get("run_id") or read_run_id(path) or path.name
-    return RunRecord(path, rid, rows, zero, pen, config or {})
+    """Read the run directory ``path`` (:func:`nclab.io.rundir.read_run`: ``metrics.csv``, and ``summary.json`` /
+    ``config.yaml`` when present); a folder without a table is refused (``FileNotFoundError``)."""
+    record = read_run(path)
+    if record.kind not in ("train", "monitor"):
+        raise FileNotFoundError(f"{record.path} is a {record.kind} folder, not a run directory (no metrics.csv)")
+    return record
 
 
 def flatten_config(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:

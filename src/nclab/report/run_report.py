@@ -1,20 +1,22 @@
-"""``report.html`` of a training run directory (``nclab report RUN_DIR``): figures first (collapse curves at the
-penultimate layer, loss and error, per-layer curves and layer x epoch heatmaps, train vs test), then the summary
-and last-epoch tables and the timings, and the resolved config folded. Self-contained (figures inlined as base64
-PNG)."""
+"""``report.html`` of a run directory (``nclab report RUN_DIR``; a training run, or a monitor's or callback's):
+figures first (collapse curves at the penultimate layer, loss and error, per-layer curves and layer x epoch
+heatmaps, train vs test), then the summary and last-epoch tables and the timings, and the resolved config folded.
+Self-contained (figures inlined as base64 PNG). The run is read once (:func:`nclab.io.rundir.read_run`, a
+:class:`~nclab.io.rundir.RunRecord`); :func:`run_sections` and :func:`run_figures` summarise it, and
+:func:`write_run_report` lays them out."""
 
 from __future__ import annotations
 
 import html
-import json
 import math
 from collections.abc import Sequence
 from pathlib import Path
 
+import yaml
 from matplotlib.figure import Figure
 
-from nclab.io.run_table import OUTPUT_LAYER, MetricRow, read_metrics, relabel_output
-from nclab.io.yaml_io import load_yaml
+from nclab.io.run_table import OUTPUT_LAYER, MetricRow, relabel_output
+from nclab.io.rundir import RunDir, RunRecord, read_run
 from nclab.report.figures import (
     curves_figure,
     decomposition_figure,
@@ -26,7 +28,7 @@ from nclab.report.figures import (
 )
 from nclab.report.html import metrics_table_html, write_report
 
-__all__ = ["PENULTIMATE_METRICS", "collapse_summary", "write_run_report"]
+__all__ = ["PENULTIMATE_METRICS", "collapse_summary", "run_figures", "run_sections", "write_run_report"]
 
 #: Metrics plotted at the penultimate layer (NC1-NC4 of [Han et al. 2022] / [Papyan et al. 2020], VCI of
 #: [Xu & Liu 2023], CDNV, cosine).
@@ -71,37 +73,43 @@ def collapse_summary(rows: Sequence[MetricRow], penultimate: str, zero_epoch: in
     return out
 
 
-def write_run_report(run_dir: str | Path, title: str | None = None) -> Path:
-    """Write ``RUN_DIR/report.html`` from ``metrics.csv``, ``summary.json`` and ``config.yaml``."""
-    run_dir = Path(run_dir)
-    if not (run_dir / "metrics.csv").is_file():
-        raise FileNotFoundError(f"{run_dir} has no metrics.csv: not a training run directory")
-    rows = read_metrics(run_dir)
-    summary = json.loads((run_dir / "summary.json").read_text()) if (run_dir / "summary.json").is_file() else {}
-    config = (run_dir / "config.yaml").read_text() if (run_dir / "config.yaml").is_file() else ""
-    cfg = load_yaml(config, source=str(run_dir / "config.yaml")) or {}
-    zero = summary.get("zero_error_epoch")
-    if zero is None:  # rows without a summary.json (a user's own table): the first epoch they show at zero error
-        zero = next((e for e, v in zip(*series(rows, "error", OUTPUT_LAYER), strict=True) if v == 0.0), None)
-        zero = None if zero is None else int(zero)
-    pen = summary.get("penultimate") or next((r.layer for r in rows if r.metric == "nc1"), None)
-    name = cfg.get("name", run_dir.name)
+def _record(run: str | Path | RunRecord) -> RunRecord:
+    record = run if isinstance(run, RunRecord) else read_run(run)
+    if record.kind not in ("train", "monitor"):
+        raise FileNotFoundError(f"{record.path} is a {record.kind} folder, not a run directory (no metrics.csv)")
+    return record
+
+
+def write_run_report(run: str | Path | RunRecord, title: str | None = None) -> Path:
+    """Write ``report.html`` into the run directory ``run`` (a folder, read with
+    :func:`~nclab.io.rundir.read_run`, or its :class:`~nclab.io.rundir.RunRecord`): :func:`run_sections`, then
+    :func:`run_figures`, then the resolved config folded."""
+    record = _record(run)
+    cfg = record.config
     title = (
         title
-        or f"nclab run {name}: {cfg.get('data', {}).get('name', '?')}, {cfg.get('model', {}).get('name', '?')}, "
-        f"loss {cfg.get('loss', {}).get('name', '?')}"
+        or f"nclab run {cfg.get('name', record.path.name)}: {cfg.get('data', {}).get('name', '?')}, "
+        f"{cfg.get('model', {}).get('name', '?')}, loss {cfg.get('loss', {}).get('name', '?')}"
     )
+    config = yaml.safe_dump(cfg, sort_keys=False) if cfg else ""
+    folded = [("Config (resolved)", f"<pre>{html.escape(config)}</pre>")] if config else []
+    return write_report(RunDir(record.path).report, title, run_sections(record), run_figures(record), folded)
+
+
+def run_sections(record: RunRecord) -> list[tuple[str, str]]:
+    """The report's tables of one run: the summary (zero-error epoch, run id, NC1 before and after it), every
+    metric at the last epoch at the penultimate layer, the timings."""
+    rows, summary, pen, zero = record.rows, record.summary, record.penultimate, record.zero_error_epoch
     stats = collapse_summary(rows, pen, zero) if pen else {}
     head = (
         f"<p>First epoch with zero training error (eval mode): <b>{zero if zero is not None else 'not reached'}</b>"
-        f" (red dashed line in the figures). Run id: <code>{html.escape(str(summary.get('run_id', '-')))}</code>. "
+        f" (red dashed line in the figures). Run id: <code>{html.escape(record.run_id)}</code>. "
         f"Penultimate layer: <code>{html.escape(str(pen))}</code>. "
         f"Measured epochs: {', '.join(str(e) for e in summary.get('measured_epochs', []))}.</p>"
         "<p class=note>Curves are eval-mode measurements over the training split (test: its own class statistics, "
         "NCC against the training means). Lower is more collapsed except ncc_accuracy and within_class_cosine.</p>"
     )
     sections = [("Summary", head + metrics_table_html(stats))]
-    last_rows = {}
     if pen:
         last_epoch = max((r.epoch for r in rows if r.layer == pen and r.split == "train"), default=None)
         last_rows = {r.metric: r.value for r in rows if r.epoch == last_epoch and r.split == "train" and r.layer == pen}
@@ -111,7 +119,13 @@ def write_run_report(run_dir: str | Path, title: str | None = None) -> Path:
     t = summary.get("timings", {})
     if t:
         sections.append(("Timings", metrics_table_html({k: float(v) for k, v in t.items()})))
+    return sections
 
+
+def run_figures(record: RunRecord) -> list[tuple[str, Figure]]:
+    """The report's figures of one run, captioned: the paper-style panels at the penultimate layer first, then
+    loss and error, the MSE decomposition, per-layer curves and heatmaps, depth, train vs test."""
+    rows, pen, zero = record.rows, record.penultimate, record.zero_error_epoch
     figures: list[tuple[str, Figure]] = []
     if pen:  # the paper-style panels first
         figures.append(
@@ -175,5 +189,4 @@ def write_run_report(run_dir: str | Path, title: str | None = None) -> Path:
                 ),
             )
         )
-    folded = [("Config (resolved)", f"<pre>{html.escape(config)}</pre>")] if config else []
-    return write_report(run_dir / "report.html", title, sections, figures, folded)
+    return figures

@@ -1,7 +1,9 @@
 """Training checkpoints (``checkpoints/last.pt``), sealed with a checksum and verified on every read.
 
 A checkpoint is a ``torch.save``'d dictionary (read with ``weights_only=True``: no code runs on load) with the
-keys :data:`CHECKPOINT_KEYS`, ``format`` (:data:`CHECKPOINT_FORMAT`) and ``sha256``:
+keys :data:`CHECKPOINT_KEYS` (the trainer adds ``run_id`` and ``config``, the run that wrote it, which
+``nclab verify`` and ``--resume`` check ``config.yaml`` and ``metrics.csv`` against; files without them still load),
+``format`` (:data:`CHECKPOINT_FORMAT`) and ``sha256``:
 :func:`nclab.io.integrity.object_sha256` of the dictionary without ``sha256`` -- the checksum is inside the file,
 so a crash can never leave a file and its checksum disagreeing. :func:`checkpoint_bytes` seals a payload;
 :func:`load_checkpoint` refuses, with one :class:`~nclab.io.integrity.CorruptFileError` naming the file and the

@@ -26,11 +26,19 @@ Layout: ``SWEEP_DIR/sweep.yaml`` (the sweep file as given), ``SWEEP_DIR/<trial-i
 directory), ``SWEEP_DIR/sweep.csv`` (one row per trial: id, overrides, status, key results, error; rewritten
 atomically by the driver after every change) and ``SWEEP_DIR/sweep.log`` (one line per trial started, resumed,
 skipped or finished). Status: ``pending``, ``running`` (submitted or in progress), ``completed``, ``failed``.
-A re-run skips completed trials (status ``completed`` and a ``summary.json``), resumes a trial whose run
-directory holds a checkpoint (the trainer's ``resume=True``: an interrupted trial continues from its last
-checkpoint), starts the pending ones and leaves failed ones as they are unless ``retry_failed`` (their errors are
-mostly deterministic: a bad layer name fails again). A failed trial records ``ExceptionType: message`` and does
+A re-run skips completed trials (status ``completed`` and a readable run: ``summary.json`` and ``metrics.csv``),
+resumes a trial whose run directory holds a checkpoint (the trainer's ``resume=True``: an interrupted trial
+continues from its last checkpoint), starts the pending ones and leaves failed ones as they are unless
+``retry_failed`` (their errors are mostly deterministic: a bad layer name fails again). A completed trial that
+lost a file (its ``metrics.csv`` deleted) is reported as ``damaged`` (in ``sweep.log`` and ``sweep.csv``) and run
+again, which rebuilds its table from its checkpoint. A failed trial records ``ExceptionType: message`` and does
 not stop the others.
+
+One driver at a time: the sweep directory is locked while a driver writes it (``SWEEP_DIR/run.lock``,
+:meth:`nclab.io.rundir.RunDir.lock`), so a second ``nclab sweep`` into it fails at once, naming the first; each
+trial's run directory has its own lock. A sweep directory belongs to one sweep file: another file (a different
+``name``, ``base``, ``grid``, ``overrides`` or ``seeds``; ``resources`` may change) is refused, naming the keys
+that differ, so that ``sweep.csv`` never mixes the trials of two sweeps.
 """
 
 from __future__ import annotations
@@ -51,6 +59,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from nclab.io.atomic import atomic_write_text
 from nclab.io.run_table import OUTPUT_LAYER
+from nclab.io.rundir import RunDir, config_differences, read_run
 from nclab.io.yaml_io import load_yaml_file
 from nclab.train.config import ConfigError, RunConfig, load_config, resolve_config
 from nclab.train.rundir import default_run_dir
@@ -277,7 +286,7 @@ def run_trial(config: Mapping[str, Any], out: str | Path) -> dict[str, Any]:
 
     out = Path(out)
     t0 = time.perf_counter()
-    resume = (out / "checkpoints" / "last.pt").is_file()
+    resume = RunDir(out).checkpoint.is_file()
     try:
         result = train(resolve_config(config), out, resume=resume, progress=False)
     except Exception as err:  # a trial's failure is data for sweep.csv, not the end of the sweep
@@ -298,7 +307,7 @@ def run_trial(config: Mapping[str, Any], out: str | Path) -> dict[str, Any]:
 # ------------------------------------------------------------------------------------------ the index
 def read_sweep_table(sweep_dir: str | Path) -> dict[str, dict[str, str]]:
     """``sweep.csv`` of ``sweep_dir`` as ``{trial_id: row}`` (cells as strings); empty when there is none."""
-    path = Path(sweep_dir) / "sweep.csv"
+    path = RunDir(sweep_dir).sweep_table
     if not path.is_file():
         return {}
     with open(path, newline="") as fh:
@@ -322,7 +331,7 @@ def _write_table(sweep_dir: Path, table: Mapping[str, Mapping[str, Any]]) -> Non
     w.writerow(SWEEP_COLUMNS)
     for row in table.values():
         w.writerow([_cell(row.get(c)) for c in SWEEP_COLUMNS])
-    atomic_write_text(sweep_dir / "sweep.csv", buf.getvalue())
+    atomic_write_text(RunDir(sweep_dir).sweep_table, buf.getvalue())
 
 
 class _Index:
@@ -342,14 +351,23 @@ class _Index:
 
     def skip_reason(self, t: Trial, retry_failed: bool) -> str | None:
         status = self.table[t.trial_id].get("status")
-        if status == "completed" and (self.dir / t.trial_id / "summary.json").is_file():
-            return "completed"
+        if status in ("completed", "damaged"):
+            damage = _damage(self.dir / t.trial_id)
+            if damage is None:
+                if status == "damaged":  # repaired by hand (or by a run that was stopped after it)
+                    self.update(t.trial_id, status="completed", error="")
+                return "completed"
+            # reported, then run again: the trainer's resume rebuilds a lost table from the checkpoint
+            how = "continuing it from its checkpoint" if _has_checkpoint(self.dir, t) else "running it again"
+            self.log(f"damaged {t.trial_id}: marked completed, but {damage}; {how}")
+            self.update(t.trial_id, status="damaged", error=f"damaged: {damage}")
+            return None
         if status == "failed" and not retry_failed:
             return "failed before; --retry-failed runs it again"
         return None
 
     def log(self, msg: str) -> None:
-        with open(self.dir / "sweep.log", "a") as fh:
+        with open(RunDir(self.dir).sweep_log, "a") as fh:
             fh.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {msg}\n")
         if self.echo is not None:
             self.echo(msg)
@@ -404,7 +422,42 @@ def _run_local(todo: Sequence[Trial], index: _Index) -> None:
 
 
 def _has_checkpoint(sweep_dir: Path, t: Trial) -> bool:
-    return (sweep_dir / t.trial_id / "checkpoints" / "last.pt").is_file()
+    return RunDir(sweep_dir / t.trial_id).checkpoint.is_file()
+
+
+def _damage(trial: Path) -> str | None:
+    """What a completed trial's run directory lost (``None`` when it reads as a finished run)."""
+    run = RunDir(trial)
+    lost = [p.name for p in (run.summary, run.metrics) if not p.is_file()]
+    if lost:
+        return f"its {' and '.join(lost)} {'is' if len(lost) == 1 else 'are'} missing"
+    try:
+        read_run(trial)
+    except (OSError, ValueError) as err:
+        return f"it cannot be read ({err})"
+    return None
+
+
+def _check_same_sweep(run: RunDir, path: Path) -> None:
+    """Refuse a sweep file other than the one the sweep directory ``run`` was made with (``resources`` may
+    change: they do not change the trials)."""
+    if not run.sweep_file.is_file():
+        return
+    try:
+        old = load_yaml_file(run.sweep_file)
+    except ValueError as err:
+        raise SweepError(
+            f"{run.path} holds a sweep.yaml that cannot be read ({err}): run into another folder"
+        ) from None
+    new = load_yaml_file(path)
+    axes = [{k: v for k, v in (d if isinstance(d, dict) else {}).items() if k != "resources"} for d in (old, new)]
+    keys = config_differences(*axes)
+    if keys:
+        raise SweepError(
+            f"{run.path} holds another sweep: its sweep.yaml differs from {path} at {', '.join(keys)}, so the two "
+            f"sweeps' trials would mix in {run.sweep_table.name}. Run this sweep into another folder (--out), or "
+            f"move {run.path} away first; nothing was changed"
+        )
 
 
 def _run_ray(todo: Sequence[Trial], index: _Index, spec: SweepSpec, address: str | None, num_cpus: int | None) -> None:
@@ -464,7 +517,7 @@ def run_sweep(
     path : str or Path
         The sweep file (see the module docstring).
     out : str or Path, optional
-        The sweep directory.
+        The sweep directory (locked while the sweep runs; it must not hold another sweep file's sweep).
     local : bool
         Run the trials one after another in this process (no Ray); same directory layout.
     address : str, optional
@@ -485,8 +538,10 @@ def run_sweep(
     Raises
     ------
     SweepError
-        An invalid sweep file (nothing is written then), Ray missing (names the ``nclab[sweep]`` extra) or an
-        address where no cluster answers.
+        An invalid sweep file (nothing is written then), Ray missing (names the ``nclab[sweep]`` extra), an
+        address where no cluster answers, or a sweep directory of another sweep file (naming the keys).
+    RunDirBusyError
+        Another driver is running a sweep into ``out``.
     """
     spec, base, name = load_sweep(path)
     trials = expand_trials(spec, base)
@@ -496,20 +551,25 @@ def run_sweep(
             _check_address(address)
     sweep_dir = Path(out) if out is not None else default_run_dir(name, Path("runs") / "sweeps")
     sweep_dir.mkdir(parents=True, exist_ok=True)
-    index = _Index(sweep_dir, trials, echo)
-    atomic_write_text(sweep_dir / "sweep.yaml", Path(path).read_text())
-    todo = []
-    for t in trials:
-        reason = index.skip_reason(t, retry_failed)
-        if reason is None:
-            todo.append(t)
-        else:
-            index.log(f"skip {t.trial_id} ({reason})")
-    _write_table(sweep_dir, index.table)
-    if todo:
-        if local:
-            _run_local(todo, index)
-        else:
-            _run_ray(todo, index, spec, address, num_cpus)
-    written = read_sweep_table(sweep_dir)  # the rows as on disk (cells as strings), whatever ran or not
+    run = RunDir(sweep_dir)
+    with run.lock() as lock:  # one driver at a time; a second one fails here, before touching sweep.csv
+        _check_same_sweep(run, Path(path))
+        index = _Index(sweep_dir, trials, echo)
+        if lock.note:
+            index.log(f"note: {lock.note}")
+        atomic_write_text(run.sweep_file, Path(path).read_text())
+        todo = []
+        for t in trials:
+            reason = index.skip_reason(t, retry_failed)
+            if reason is None:
+                todo.append(t)
+            else:
+                index.log(f"skip {t.trial_id} ({reason})")
+        _write_table(sweep_dir, index.table)
+        if todo:
+            if local:
+                _run_local(todo, index)
+            else:
+                _run_ray(todo, index, spec, address, num_cpus)
+        written = read_sweep_table(sweep_dir)  # the rows as on disk (cells as strings), whatever ran or not
     return SweepResult(sweep_dir, {t.trial_id: written[t.trial_id] for t in trials})

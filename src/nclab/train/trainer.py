@@ -17,9 +17,10 @@ epoch, the torch RNG state and every metric row so far; it is written before ``m
 rewritten with a checkpoint), so a run killed at any moment loses at most the epochs since the last checkpoint
 (``checkpoint.every``, default 1: the epoch in progress) and never a row already in ``metrics.csv``; and
 ``resume=True`` continues with bit-identical results (same machine, same thread count: CPU kernels are
-deterministic for a fixed thread count). Who may write the folder and when a resume is allowed (the lock
-``run.lock``, the checkpoint and ``config.yaml`` required, extending ``train.epochs``) is
-:mod:`nclab.train.rundir`'s.
+deterministic for a fixed thread count). The folder's files, its lock ``run.lock`` and the rules for starting
+and resuming are :class:`nclab.io.rundir.RunDir`'s; when a resume is allowed (the checkpoint and an unedited
+``config.yaml`` required, extending ``train.epochs``) is :mod:`nclab.train.rundir`'s. The checkpoint holds the
+run id and the config that trained it, so an edited ``config.yaml`` is refused, naming the key.
 
 Progress: with ``progress=True`` the run directory is printed at the start; on a terminal rich progress bars
 follow, elsewhere (a pipe, a batch job's log) one plain line per epoch, at most every
@@ -30,7 +31,6 @@ unknown layer, impossible sizes) removes the folder it created, so no half-made 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import pickle
@@ -50,7 +50,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from nclab._threads import blas_threads, torch_threads
 from nclab.data import ArrayDataset, CorruptDatasetError, load
 from nclab.io.atomic import atomic_write_bytes, atomic_write_text
-from nclab.io.run_table import OUTPUT_LAYER, MetricRow, write_metrics
+from nclab.io.run_table import OUTPUT_LAYER, MetricRow, read_run_id, write_metrics
+from nclab.io.rundir import RunDir, run_id_of
 from nclab.io.sinks import MetricSink, RunTableSink, make_sink
 from nclab.io.tables import to_frame
 from nclab.io.yaml_io import load_yaml_file
@@ -74,9 +75,7 @@ from nclab.train.optim import lr_at, make_optimizer
 from nclab.train.rundir import (
     RunDirError,
     RunLock,
-    acquire_run_lock,
     budget_dependent_fields,
-    check_resumable,
     disk_full_error,
     metrics_file_status,
     resume_differences,
@@ -101,8 +100,7 @@ def run_id(config: RunConfig) -> str:
     >>> rid.startswith("x-"), len(rid) == len("x-") + 10, rid == run_id(resolve_config(cfg.to_dict()))
     (True, True, True)
     """
-    text = yaml.safe_dump(config.to_dict(), sort_keys=True)
-    return f"{config.name}-{hashlib.sha256(text.encode()).hexdigest()[:10]}"
+    return run_id_of(config.name, config.to_dict())
 
 
 @dataclass
@@ -188,8 +186,9 @@ class Trainer:
         self.main = ddp.is_main()
         if self.main:
             self.out.mkdir(parents=True, exist_ok=True)
-        self.ckpt_dir = self.out / "checkpoints"
-        self.log_path = self.out / "log.txt"
+        #: the folder's files (:class:`~nclab.io.rundir.RunDir`)
+        self.run_dir = RunDir(self.out)
+        self.log_path = self.run_dir.log
         self.device = ddp.device_for(cfg.train.device)
         try:
             self.batch_size = ddp.per_rank_batch(cfg.train.batch_size)
@@ -401,11 +400,14 @@ class Trainer:
             "zero_error_epoch": st.zero_error_epoch,
             "measured": st.measured,
             "timings": st.timings,
+            # who trained it: verify and resume check config.yaml and metrics.csv against these
+            "run_id": self.run_id,
+            "config": self.cfg.to_dict(),
         }
         data = checkpoint_bytes(payload)
-        atomic_write_bytes(self.ckpt_dir / "last.pt", data)
+        atomic_write_bytes(self.run_dir.checkpoint, data)
         if self.cfg.checkpoint.keep_measured and st.epoch in st.measured:
-            atomic_write_bytes(self.ckpt_dir / f"epoch_{st.epoch:04d}.pt", data)
+            atomic_write_bytes(self.run_dir.epoch_checkpoint(st.epoch), data)
         write_metrics(st.rows, self.out, run_id=self.run_id)
         st.timings["checkpoint_s"] += time.perf_counter() - t0
 
@@ -429,7 +431,7 @@ class Trainer:
             "paper004_lambda": paper004_lambda(cfg.optim.weight_decay, data.num_classes, cfg.loss.reduction),
             "timings": st.timings,
         }
-        atomic_write_text(self.out / "summary.json", json.dumps(summary, indent=2) + "\n")
+        atomic_write_text(self.run_dir.summary, json.dumps(summary, indent=2) + "\n")
         for sink in self.sinks:
             sink.close()
         t = st.timings
@@ -555,32 +557,26 @@ class Trainer:
 
 def _prepare_dir(cfg: RunConfig, out: Path, resume: bool, overwrite: bool) -> tuple[dict[str, Any] | None, list[str]]:
     """The checkpoint to continue (``None``: a fresh run) and the notes for the log. Every refusal happens
-    before anything in ``out`` is written; a resume then repairs a ``metrics.csv`` shorter than the checkpoint's
-    rows (see :mod:`nclab.train.rundir`)."""
-    ckpt = out / "checkpoints" / "last.pt"
+    before anything in ``out`` is written (:meth:`RunDir.start`, :func:`_prepare_resume`); a resume then repairs a
+    ``metrics.csv`` shorter than the checkpoint's rows (see :mod:`nclab.train.rundir`)."""
+    run = RunDir(out)
     if resume:
-        return _prepare_resume(cfg, out, ckpt)
-    if ckpt.is_file() or (out / "metrics.csv").is_file():
-        if not overwrite:
-            raise FileExistsError(
-                f"{out} already holds a run: pass resume=True (--resume) to continue it, "
-                "overwrite=True, or choose another output folder"
-            )
-        for name in ("metrics.csv", "metrics.parquet", "log.txt", "summary.json", "report.html"):
-            (out / name).unlink(missing_ok=True)
-        shutil.rmtree(out / "checkpoints", ignore_errors=True)
+        return _prepare_resume(cfg, run)
+    run.start(overwrite=overwrite)
     return None, []
 
 
-def _prepare_resume(cfg: RunConfig, out: Path, ckpt: Path) -> tuple[dict[str, Any], list[str]]:
-    check_resumable(out, ckpt)
+def _prepare_resume(cfg: RunConfig, run: RunDir) -> tuple[dict[str, Any], list[str]]:
+    out, ckpt = run.path, run.checkpoint
+    run.check_resumable()
     try:
-        saved_cfg = load_yaml_file(out / "config.yaml")
+        saved_cfg = load_yaml_file(run.config)
     except ValueError as err:  # not valid YAML, or a duplicate key
         msg = f"cannot resume {out}: its config.yaml cannot be read ({err}); nothing was changed"
         raise RunDirError(msg) from None
+    saved_cfg = saved_cfg if isinstance(saved_cfg, dict) else {}
     given = cfg.to_dict()
-    diff = resume_differences(saved_cfg if isinstance(saved_cfg, dict) else {}, given)
+    diff = resume_differences(saved_cfg, given)
     if diff:
         raise ConfigError(
             f"cannot resume {out}: the config differs from the saved one at {', '.join(diff)} (only train.epochs "
@@ -591,6 +587,7 @@ def _prepare_resume(cfg: RunConfig, out: Path, ckpt: Path) -> tuple[dict[str, An
     except (OSError, RuntimeError, EOFError, pickle.UnpicklingError, ValueError) as err:
         msg = f"cannot resume {out}: its checkpoint {ckpt} cannot be read ({err}); nothing was changed"
         raise RunDirError(msg) from None
+    _check_saved_config(run, saved_cfg, state)
     done, budget = int(state["epoch"]), cfg.train.epochs
     if done > budget:
         raise RunDirError(
@@ -609,7 +606,7 @@ def _prepare_resume(cfg: RunConfig, out: Path, ckpt: Path) -> tuple[dict[str, An
                 f"the old ones, recorded in metrics.csv)"
             )
         notes.append(note)
-    status, n = metrics_file_status(out / "metrics.csv", state["rows"])
+    status, n = metrics_file_status(run.metrics, state["rows"])
     if status == "different":
         raise RunDirError(
             f"cannot resume {out}: its metrics.csv disagrees with the checkpoint {ckpt} at "
@@ -623,6 +620,55 @@ def _prepare_resume(cfg: RunConfig, out: Path, ckpt: Path) -> tuple[dict[str, An
     return state, notes
 
 
+def _dotted(config: Any, key: str) -> Any:
+    for part in key.split("."):
+        config = config.get(part) if isinstance(config, dict) else None
+    return config
+
+
+def _check_saved_config(run: RunDir, saved: dict[str, Any], state: dict[str, Any]) -> None:
+    """Refuse a ``config.yaml`` edited after the run wrote it (the config given is compared with it, so an edit
+    would otherwise continue the checkpoint under another config and relabel every row): it must equal the config
+    in the checkpoint except :data:`~nclab.train.rundir.EXTENDABLE_KEYS`; an older checkpoint without one, the run
+    id that the run's rows record must be the hash of ``config.yaml``."""
+    out, ckpt = run.path, run.checkpoint
+    trained = state.get("config")
+    if isinstance(trained, dict):
+        edited = resume_differences(trained, saved)
+        if edited:
+            values = "; ".join(
+                f"{k} is {_dotted(saved, k)!r} in config.yaml, {_dotted(trained, k)!r} in the checkpoint"
+                for k in edited[:4]
+            )
+            raise RunDirError(
+                f"cannot resume {out}: its config.yaml was edited after the run wrote it: it differs from the config "
+                f"that trained the checkpoint {ckpt} at {', '.join(edited)} ({values}); only train.epochs may change "
+                "(to extend the run). Nothing was changed: restore config.yaml, or train the new config in another "
+                "folder"
+            )
+        return
+    try:
+        recorded = state.get("run_id") or (read_run_id(run.metrics) if run.metrics.is_file() else None)
+    except ValueError:  # an unreadable header: metrics_file_status reports it
+        recorded = None
+    name = str(saved.get("name", ""))
+    if recorded is None or recorded == run_id_of(name, saved):
+        return
+    # an extension killed before its first checkpoint: config.yaml has the new budget, the rows the old one's id
+    done = int(state["epoch"])
+    budget = _dotted(saved, "train.epochs")
+    if isinstance(budget, int) and any(
+        run_id_of(name, {**saved, "train": {**saved["train"], "epochs": e}}) == recorded
+        for e in range(done, max(done, budget) + 1)
+    ):
+        return
+    raise RunDirError(
+        f"cannot resume {out}: its config.yaml hashes to the run id {run_id_of(name, saved)}, but the run's "
+        f"metrics.csv records {recorded}: config.yaml was edited after the run wrote it (or the table is another "
+        "run's). Nothing was changed: restore config.yaml, or train the new config in another folder"
+    )
+
+
 def _prepare_shared(
     cfg: RunConfig, out: Path, resume: bool, overwrite: bool
 ) -> tuple[dict[str, Any] | None, list[str]]:
@@ -630,19 +676,20 @@ def _prepare_shared(
     there fails them too) and then load the checkpoint it resumes from. A single process just prepares. Returns
     the checkpoint resumed from (or None) and the notes of the resume."""
     saved, notes, error = None, [], None
+    run = RunDir(out)
     if ddp.is_main():
         try:
             saved, notes = _prepare_dir(cfg, out, resume, overwrite)
-            atomic_write_text(out / "config.yaml", yaml.safe_dump(cfg.to_dict(), sort_keys=False))
+            atomic_write_text(run.config, yaml.safe_dump(cfg.to_dict(), sort_keys=False))
         except Exception as err:
             error = err
     verdict = ddp.broadcast((None if error is None else f"{type(error).__name__}: {error}", saved is not None))
     if error is not None:
         raise error
     if verdict[0] is not None:
-        raise RuntimeError(f"rank {rank()}: rank 0 could not prepare {out}: {verdict[0]}")
+        raise RunDirError(f"rank {rank()}: rank 0 could not prepare {out}: {verdict[0]}")
     if verdict[1] and saved is None:
-        saved = load_checkpoint(out / "checkpoints" / "last.pt")
+        saved = load_checkpoint(run.checkpoint)
     return saved, notes
 
 
@@ -664,12 +711,13 @@ def train(
     is called after each epoch's checkpoint (tests use it to interrupt a run). The loop is :class:`Trainer`'s.
     When the run fails before its first epoch is checkpointed and ``out`` did not exist before, ``out`` is removed.
 
-    Ownership and resume (:mod:`nclab.train.rundir`): the process holds the lock ``out/run.lock`` while it
-    writes (``lock=False`` skips it, for a process that shares the run of one that holds it, such as a DDP rank
-    other than 0); a second writer fails at once with ``RunDirBusyError``. ``resume=True`` needs the checkpoint
-    and the saved ``config.yaml``; the config must equal the saved one except ``train.epochs`` (extending the
-    run); ``resume`` with ``overwrite`` is refused. A resume rewrites a ``metrics.csv`` that lost rows the
-    checkpoint holds. A full disk ends the run with a ``RunDirError`` saying how to continue.
+    Ownership and resume (:class:`~nclab.io.rundir.RunDir`, :mod:`nclab.train.rundir`): the process holds the
+    lock ``out/run.lock`` while it writes (``lock=False`` skips it, for a process that shares the run of one that
+    holds it, such as a DDP rank other than 0); a second writer fails at once with ``RunDirBusyError``.
+    ``resume=True`` needs the checkpoint and the saved ``config.yaml``, unedited (it must equal the config in the
+    checkpoint); the config must equal the saved one except ``train.epochs`` (extending the run); ``resume`` with
+    ``overwrite`` is refused. A resume rewrites a ``metrics.csv`` that lost rows the checkpoint holds. A full disk
+    ends the run with a ``RunDirError`` saying how to continue.
 
     Under ``torchrun`` (``RANK`` / ``WORLD_SIZE`` set) the run is data-parallel (:mod:`nclab.train.distributed`):
     ``train.batch_size`` is the global batch, every rank trains and measures its share, and rank 0 alone writes
@@ -687,9 +735,9 @@ def train(
         if main:  # the refusals that must not touch out, and the lock: rank 0's, told to every rank
             try:
                 if resume and (overwrite or not out.is_dir()):
-                    check_resumable(out, out / "checkpoints" / "last.pt", overwrite=overwrite)
+                    RunDir(out).check_resumable(overwrite=overwrite)
                 check_output_dir(out, name="run directory", create=True)
-                owner = acquire_run_lock(out) if lock else None
+                owner = RunDir(out).lock() if lock else None
             except OSError as err:
                 full = disk_full_error(err, out, resumable=False)
                 if full is None:
@@ -702,8 +750,8 @@ def train(
         verdict = ddp.broadcast(None if early is None else f"{type(early).__name__}: {early}")
         if early is not None:
             raise early
-        if verdict is not None:
-            raise RuntimeError(f"rank {rank()}: rank 0 could not take {out}: {verdict}")
+        if verdict is not None:  # rank 0 says why (a user error, exit 2 each): no traceback per rank
+            raise RunDirError(f"rank {rank()}: rank 0 could not take {out}: {verdict}")
         try:
             return _run(cfg, out, resume, overwrite, progress and main, console, on_epoch_end, owner)
         except BaseException as err:
@@ -716,9 +764,9 @@ def train(
                 raise RuntimeError(
                     f"rank {rank()}: {type(err).__name__} in a collective: another rank of this run failed or "
                     f"was killed; rank 0's last complete checkpoint (epoch {_last_epoch(out)}) is in "
-                    f"{out / 'checkpoints'}: continue with --resume"
+                    f"{RunDir(out).checkpoints}: continue with --resume"
                 ) from err
-            full = disk_full_error(err, out, resumable=(out / "checkpoints" / "last.pt").is_file())
+            full = disk_full_error(err, out, resumable=RunDir(out).checkpoint.is_file())
             if full is not None:
                 raise full from err
             raise
@@ -729,7 +777,7 @@ def train(
 
 def _last_epoch(out: Path) -> int:
     try:
-        return int(load_checkpoint(out / "checkpoints" / "last.pt")["epoch"])
+        return int(load_checkpoint(RunDir(out).checkpoint)["epoch"])
     except (OSError, ValueError):  # missing or corrupt: no finished epoch either
         return 0
 

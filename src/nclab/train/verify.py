@@ -1,41 +1,71 @@
-"""Verify the files of a run directory, or one file, with the checks their readers run: ``verify(path)``.
+"""Verify a run directory, a sweep, an extraction or one file: each file with the checks its reader runs, then the
+files against each other. ``verify(path)``.
 
-A run directory (:func:`nclab.train.train`'s output): ``config.yaml`` parses and validates as a
+Each file on its own (one :class:`Finding` per file): ``config.yaml`` parses and validates as a
 :class:`~nclab.train.RunConfig`; ``metrics.csv`` is well formed (:func:`nclab.io.run_table.read_metrics`: header,
-five fields a row, numbers, a final newline); every checkpoint ``checkpoints/*.pt`` passes
-:func:`~nclab.train.checkpoint.load_checkpoint` (format, keys, checksum); ``summary.json`` parses; and every
-statistics file (``.npz`` / ``.safetensors`` written by :meth:`nclab.stats.Accumulator.save`, anywhere below
-the directory) passes :meth:`~nclab.stats.Accumulator.load` (checksum and invariants). Array files of other
-origin (e.g. ``nclab extract``'s features) are not statistics files and are skipped.
+five fields a row, numbers, a final newline) and measures no ``(epoch, split, layer, metric)`` twice with two
+values; every checkpoint ``checkpoints/*.pt`` passes :func:`~nclab.train.checkpoint.load_checkpoint` (format,
+keys, checksum); ``summary.json`` parses; ``identity.json`` (a monitor's or callback's run) is a run identity whose
+id is the hash of what it records; every statistics file (``.npz`` / ``.safetensors`` written by
+:meth:`nclab.stats.Accumulator.save`, anywhere below the folder) passes :meth:`~nclab.stats.Accumulator.load`.
+Array files of other origin are skipped.
 
-A single file is checked by its name: ``.pt`` / ``.pth`` a checkpoint, ``.npz`` / ``.safetensors`` a statistics
-file, ``.csv`` a metrics table, ``.yaml`` / ``.yml`` a run config, ``.json`` JSON.
+The files against each other (findings with ``cross=True``; run when every file passed on its own, since a
+damaged file would only repeat its own finding):
+
+* ``run id``: the ``run_id`` column of ``metrics.csv`` is the hash of ``config.yaml``
+  (:func:`nclab.io.rundir.run_id_of`; an extension killed before its first checkpoint, whose ``config.yaml`` holds
+  the new ``train.epochs``, passes), or the ``run_id`` of ``identity.json``;
+* ``config vs checkpoint``: ``config.yaml`` equals the config that trained the checkpoint except ``train.epochs``,
+  and the checkpoint's run id is the table's;
+* ``metrics vs checkpoint``: every row of ``metrics.csv`` is the checkpoint's row, and none is missing (a changed
+  digit, a deleted row, a clean cut, another run's table);
+* ``parquet vs csv``: ``metrics.parquet`` holds the rows and run id of ``metrics.csv`` (needs pyarrow);
+* ``summary``: ``summary.json`` agrees with the config (name, epochs, run id, lambda), the checkpoint (zero-error
+  epoch, measured epochs, timings) and the rows (zero-error epoch, penultimate layer).
+
+Checkpoints written before nclab recorded the run id and config in them are cross-checked by their rows only. A
+sweep folder verifies ``sweep.yaml``, ``sweep.csv`` and every completed trial's run directory (a completed trial
+that lost a file is reported); an extraction folder verifies each file its ``manifest.json`` lists (size and
+SHA-256) and that no commit is half done. A single file is checked by its name: ``.pt`` / ``.pth`` a checkpoint,
+``.npz`` / ``.safetensors`` a statistics file, ``.csv`` a metrics table, ``.yaml`` / ``.yml`` a run config,
+``.json`` JSON.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from nclab.io.run_table import read_metrics
+from nclab.io.integrity import CorruptFileError
+from nclab.io.manifest import listed_files, read_manifest, verify_checksum
+from nclab.io.run_table import OUTPUT_LAYER, MetricRow, read_metrics, read_run_id
+from nclab.io.rundir import RunDir, duplicate_rows, metrics_file_status, read_run, run_id_of
+from nclab.io.staged import interrupted_commit
 from nclab.io.yaml_io import load_yaml_file
 from nclab.stats import Accumulator
 from nclab.train.checkpoint import load_checkpoint
 from nclab.train.config import RunConfig
+from nclab.train.losses import paper004_lambda
+from nclab.train.rundir import resume_differences
 
 __all__ = ["Finding", "verify"]
 
 
 @dataclass(frozen=True)
 class Finding:
-    """The verdict on one file: what it is checked as (``kind``) and the ``problem``, ``None`` when it passed."""
+    """The verdict on one file, or on two files checked against each other (``cross``): what is checked
+    (``kind``) and the ``problem``, ``None`` when it passed."""
 
     path: Path
     kind: str
     problem: str | None = None
+    cross: bool = False
 
     @property
     def ok(self) -> bool:
@@ -50,22 +80,48 @@ def _message(err: BaseException, path: Path) -> str:
 
 
 def _check(path: Path, kind: str, reader: Callable[[Path], object]) -> Finding:
+    return _read(path, kind, reader)[1]
+
+
+def _read(path: Path, kind: str, reader: Callable[[Path], Any]) -> tuple[Any, Finding]:
+    """What ``reader`` returns for ``path`` (``None`` when it failed) and the finding."""
     try:
-        reader(path)
+        value = reader(path)
     except (OSError, ValueError, KeyError, TypeError) as err:
-        return Finding(path, kind, _message(err, path) or type(err).__name__)
-    return Finding(path, kind)
+        return None, Finding(path, kind, _message(err, path) or type(err).__name__)
+    return value, Finding(path, kind)
 
 
-def _read_config(path: Path) -> None:
+def _read_config(path: Path) -> dict[str, Any]:
     data = load_yaml_file(path)
     if not isinstance(data, dict):
         raise ValueError(f"not a run config (a YAML mapping), found {type(data).__name__}")
     RunConfig.model_validate(data)
+    return data
 
 
-def _read_json(path: Path) -> None:
-    json.loads(path.read_text(encoding="utf-8"))
+def _read_json(path: Path) -> Any:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _read_table(path: Path) -> list[MetricRow]:
+    rows = read_metrics(path)
+    _, clashes = duplicate_rows(rows)
+    if clashes:
+        (epoch, split, layer, metric), a, b = clashes[0]
+        raise ValueError(
+            f"{len(clashes)} {'rows repeat' if len(clashes) > 1 else 'row repeats'} an (epoch, split, layer, metric) "
+            f"with another value, e.g. epoch {epoch}, "
+            f"split {split}, layer {layer}, metric {metric} at data lines {a} and {b} (an epoch measured twice)"
+        )
+    return rows
+
+
+def _read_identity(path: Path) -> Any:
+    ident = RunDir(path.parent).saved_identity()
+    if ident is not None and not ident.consistent():
+        raise ValueError(f"its run_id {ident.run_id} is not the hash of the identity it records (edited)")
+    return ident
 
 
 def _is_statistics_file(path: Path) -> bool:
@@ -97,34 +153,328 @@ _BY_SUFFIX: dict[str, tuple[str, Callable[[Path], object]]] = {
 }
 
 
-def _verify_dir(run: Path) -> list[Finding]:
-    config, metrics, ckpts = run / "config.yaml", run / "metrics.csv", run / "checkpoints"
-    if not (config.exists() or metrics.exists() or ckpts.is_dir()):
-        return [
-            Finding(run, "run directory", "not an nclab run directory (no config.yaml, metrics.csv or checkpoints/)")
-        ]
-    out = [
-        _check(config, "run config", _read_config) if config.exists() else Finding(config, "run config", "missing"),
-        _check(metrics, "metrics table", read_metrics)
-        if metrics.exists()
-        else Finding(metrics, "metrics table", "missing"),
-    ]
-    if (run / "summary.json").exists():
-        out.append(_check(run / "summary.json", "JSON", _read_json))
-    checkpoints = sorted(ckpts.glob("*.pt")) if ckpts.is_dir() else []
-    if ckpts.is_dir() and not (ckpts / "last.pt").exists():
-        out.append(Finding(ckpts / "last.pt", "checkpoint", "missing"))
-    out += [_check(p, "checkpoint", load_checkpoint) for p in checkpoints]
+def _statistics_files(folder: Path) -> list[Finding]:
+    out = []
     for suffix in (".npz", ".safetensors"):
-        for p in sorted(run.rglob(f"*{suffix}")):
+        for p in sorted(folder.rglob(f"*{suffix}")):
             if p.is_file() and _is_statistics_file(p):
                 out.append(_check(p, "statistics", Accumulator.load))
     return out
 
 
+@dataclass
+class _Files:
+    """The files of a run as read (``None``: missing or unreadable) and their findings."""
+
+    findings: list[Finding]
+    config: dict[str, Any] | None = None
+    rows: list[MetricRow] | None = None
+    table_id: str | None = None
+    summary: dict[str, Any] | None = None
+    state: dict[str, Any] | None = None
+
+
+def _train_files(run: RunDir) -> _Files:
+    files = _Files([])
+    add = files.findings.append
+    if run.config.exists():
+        files.config, f = _read(run.config, "run config", _read_config)
+        add(f)
+    else:
+        add(Finding(run.config, "run config", "missing"))
+    _table(run, files)
+    if run.summary.exists():
+        summary, f = _read(run.summary, "JSON", _read_json)
+        files.summary = summary if isinstance(summary, dict) else None
+        add(f)
+    checkpoints = sorted(run.checkpoints.glob("*.pt")) if run.checkpoints.is_dir() else []
+    if run.checkpoints.is_dir() and not run.checkpoint.exists():
+        add(Finding(run.checkpoint, "checkpoint", "missing"))
+    for p in checkpoints:
+        state, f = _read(p, "checkpoint", load_checkpoint)
+        if p == run.checkpoint:
+            files.state = state
+        add(f)
+    files.findings += _statistics_files(run.path)
+    return files
+
+
+def _table(run: RunDir, files: _Files) -> None:
+    if not run.metrics.exists():
+        files.findings.append(Finding(run.metrics, "metrics table", "missing"))
+        return
+    files.rows, f = _read(run.metrics, "metrics table", _read_table)
+    files.findings.append(f)
+    if files.rows is not None:
+        files.table_id = read_run_id(run.metrics)
+
+
+# ------------------------------------------------------------------------------------------ cross-checks
+def _same(a: float, b: float) -> bool:
+    return a == b or (math.isnan(a) and math.isnan(b))
+
+
+def _parquet_vs_csv(run: RunDir, rows: Sequence[MetricRow], table_id: str | None) -> str | None:
+    """Why ``metrics.parquet`` is not ``metrics.csv`` (``None`` when it is)."""
+    import pyarrow.parquet as pq
+
+    try:
+        table = pq.read_table(run.parquet).to_pydict()
+    except Exception as err:  # pyarrow raises its own types for a damaged file
+        return f"cannot be read ({type(err).__name__}: {err})"
+    ids = set(table.get("run_id", []))
+    if ids and ids != {table_id}:
+        return f"holds run_id {', '.join(sorted(map(str, ids)))}, metrics.csv holds {table_id} (another run's table)"
+    got = list(zip(*(table.get(c, []) for c in MetricRow._fields), strict=True))
+    if len(got) != len(rows):
+        return f"holds {len(got)} rows, metrics.csv {len(rows)}"
+    for i, (g, r) in enumerate(zip(got, rows, strict=True), 1):
+        if tuple(g[:4]) != tuple(r[:4]) or not _same(float(g[4]), r.value):
+            return f"row {i} is {tuple(g)}, metrics.csv's is {tuple(r)}"
+    return None
+
+
+def _expected_ids(files: _Files) -> set[str]:
+    """The run ids the table may carry: the hash of ``config.yaml``, and where the checkpoint's config differs
+    from it in ``train.epochs`` only (an extension that has not written its first checkpoint), the checkpoint's."""
+    assert files.config is not None
+    name = str(files.config.get("name", ""))
+    ids = {run_id_of(name, files.config)}
+    trained = (files.state or {}).get("config")
+    if isinstance(trained, dict) and not resume_differences(trained, files.config):
+        ids.add(run_id_of(name, trained))
+    return ids
+
+
+def _config_vs_checkpoint(run: RunDir, files: _Files) -> list[Finding]:
+    state, out = files.state, []
+    assert state is not None
+    trained = state.get("config")
+    if isinstance(trained, dict) and files.config is not None:
+        keys = resume_differences(trained, files.config)
+        problem = None
+        if keys:
+            problem = (
+                f"differs from the config that trained {run.checkpoint} at {', '.join(keys)} (edited after the run "
+                "wrote it, or the checkpoint is another run's)"
+            )
+        out.append(Finding(run.config, "config vs checkpoint", problem, cross=True))
+    rid = state.get("run_id")
+    if isinstance(rid, str) and files.table_id is not None:
+        problem = (
+            None
+            if rid == files.table_id or files.config is None or rid in _expected_ids(files)
+            else (
+                f"was written by run {rid}, {run.metrics.name} records run {files.table_id} (another run's checkpoint, "
+                "or another run's table)"
+            )
+        )
+        out.append(Finding(run.checkpoint, "checkpoint run id", problem, cross=True))
+    return out
+
+
+def _rows_vs_checkpoint(run: RunDir, state: Mapping[str, Any]) -> Finding:
+    status, n = metrics_file_status(run.metrics, state["rows"])
+    total = len(state["rows"])
+    problem = None
+    if status == "different":
+        where = "its header" if n == 0 else f"data line {n}"
+        problem = (
+            f"disagrees with the {total} rows of {run.checkpoint} at {where} (edited, rows deleted, or another "
+            "run's table)"
+        )
+    elif status == "prefix":
+        problem = (
+            f"holds the first {n} of the {total} rows of {run.checkpoint} (cut, or written before it): `nclab train "
+            f"{run.path} --resume` rebuilds it from the checkpoint"
+        )
+    return Finding(run.metrics, "metrics vs checkpoint", problem, cross=True)
+
+
+def _first_zero(rows: Sequence[MetricRow]) -> int | None:
+    zero = (r.epoch for r in rows if (r.split, r.layer, r.metric) == ("train", OUTPUT_LAYER, "error") and r.value == 0)
+    return min(zero, default=None)
+
+
+def _summary_problems(files: _Files) -> list[str]:
+    """What in ``summary.json`` disagrees with the config, the checkpoint and the rows."""
+    s, cfg, state, rows = files.summary or {}, files.config or {}, files.state, files.rows or []
+    wrong = []
+
+    def differs(key: str, want: Any, source: str) -> None:
+        if s.get(key) != want:
+            wrong.append(f"{key} is {s.get(key)!r}, {source} says {want!r}")
+
+    if files.table_id is not None:
+        differs("run_id", files.table_id, "metrics.csv")
+    if cfg:
+        differs("name", cfg.get("name"), "config.yaml")
+    if state is not None:
+        if isinstance(s.get("epochs"), int) and s["epochs"] < state["epoch"]:
+            return wrong  # a summary of an earlier finish, before the run was extended: the rest describes that
+        differs("epochs", state["epoch"], "the checkpoint")
+        differs("zero_error_epoch", state["zero_error_epoch"], "the checkpoint")
+        differs("measured_epochs", list(state["measured"]), "the checkpoint")
+        for key in ("train_s", "measure_s"):
+            want = state.get("timings", {}).get(key)
+            if (s.get("timings") or {}).get(key) != want:
+                wrong.append(f"timings.{key} is {(s.get('timings') or {}).get(key)!r}, the checkpoint says {want!r}")
+    zero = _first_zero(rows)
+    if zero is not None:
+        differs("zero_error_epoch", zero, "the first zero training error in metrics.csv")
+    if s.get("penultimate") is not None and rows and not any(r.layer == s["penultimate"] for r in rows):
+        wrong.append(f"penultimate is {s['penultimate']!r}, a layer without rows in metrics.csv")
+    try:
+        lam = paper004_lambda(cfg["optim"]["weight_decay"], s["num_classes"], cfg["loss"]["reduction"])
+    except (KeyError, TypeError, ValueError):
+        lam = None
+    if lam is not None and not (
+        isinstance(s.get("paper004_lambda"), float | int) and math.isclose(s["paper004_lambda"], lam)
+    ):
+        wrong.append(
+            f"paper004_lambda {s.get('paper004_lambda')!r} does not follow from its num_classes "
+            f"{s.get('num_classes')!r} and the config's weight decay and loss (they give {lam!r})"
+        )
+    return list(dict.fromkeys(wrong))
+
+
+def _train_cross(run: RunDir, files: _Files) -> list[Finding]:
+    out = []
+    if files.config is not None and files.table_id is not None:
+        ids = _expected_ids(files)
+        problem = (
+            None
+            if files.table_id in ids
+            else (
+                f"records run {files.table_id}, but {run.config.name} hashes to {min(ids)}: config.yaml was edited "
+                "after the run wrote it, or the table is another run's"
+            )
+        )
+        out.append(Finding(run.metrics, "run id", problem, cross=True))
+    if files.state is not None:
+        out += _config_vs_checkpoint(run, files)
+        if files.rows is not None:
+            out.append(_rows_vs_checkpoint(run, files.state))
+    out += _common_cross(run, files)
+    if files.summary is not None:
+        wrong = _summary_problems(files)
+        out.append(Finding(run.summary, "summary", "; ".join(wrong) or None, cross=True))
+    return out
+
+
+def _common_cross(run: RunDir, files: _Files) -> list[Finding]:
+    if files.rows is None or not run.parquet.exists():
+        return []
+    try:
+        import pyarrow  # noqa: F401  (an optional dependency)
+    except ImportError:
+        return []
+    return [Finding(run.parquet, "parquet vs csv", _parquet_vs_csv(run, files.rows, files.table_id), cross=True)]
+
+
+# ------------------------------------------------------------------------------------------ folders
+def _verify_train(run: RunDir) -> list[Finding]:
+    files = _train_files(run)
+    if not all(f.ok for f in files.findings):
+        return files.findings
+    return files.findings + _train_cross(run, files)
+
+
+def _verify_monitor(run: RunDir) -> list[Finding]:
+    files = _Files([])
+    _table(run, files)
+    ident = None
+    if run.identity.exists():
+        ident, f = _read(run.identity, "run identity", _read_identity)
+        files.findings.append(f)
+    files.findings += _statistics_files(run.path)
+    if not all(f.ok for f in files.findings):
+        return files.findings
+    out = list(files.findings)
+    if ident is not None and files.rows:
+        problem = (
+            None
+            if files.table_id == ident.run_id
+            else (f"records run {files.table_id}, {run.identity.name} says {ident.run_id} (another run's table)")
+        )
+        out.append(Finding(run.metrics, "run id", problem, cross=True))
+    return out + _common_cross(run, files)
+
+
+def _verify_sweep(run: RunDir) -> list[Finding]:
+    out = []
+    if run.sweep_file.exists():
+        out.append(_check(run.sweep_file, "sweep file", load_yaml_file))
+    try:
+        trials = read_run(run.path).summary["trials"]
+    except (OSError, ValueError) as err:
+        return [*out, Finding(run.sweep_table, "sweep table", _message(err, run.sweep_table))]
+    out.append(Finding(run.sweep_table, "sweep table"))
+    for row in trials:
+        trial = run.path / str(row.get("trial_id"))
+        if row.get("status") != "completed":
+            continue  # failed, pending or running: nothing is claimed about its folder yet
+        if not trial.is_dir():
+            out.append(Finding(trial, "trial", "missing: sweep.csv marks the trial completed"))
+            continue
+        found = _verify_folder(RunDir(trial))
+        if not RunDir(trial).metrics.exists() or not RunDir(trial).summary.exists():
+            lost = [n for n in (RunDir.METRICS, RunDir.SUMMARY) if not (trial / n).exists()]
+            found.append(
+                Finding(
+                    trial,
+                    "trial",
+                    f"damaged: sweep.csv marks it completed, but its {' and '.join(lost)} "
+                    f"{'is' if len(lost) == 1 else 'are'} missing (running the sweep again repairs it from its "
+                    "checkpoint)",
+                )
+            )
+        out += found
+    return out
+
+
+def _verify_extraction(run: RunDir) -> list[Finding]:
+    try:
+        manifest = read_manifest(run.path) or {}
+    except CorruptFileError as err:
+        return [Finding(run.manifest, "manifest", err.problem)]
+    out = [Finding(run.manifest, "manifest")]
+    pending = interrupted_commit(run.path)
+    if pending is not None:
+        out.append(
+            Finding(pending, "extraction", "a commit is half done (`nclab extract` into the folder finishes it)")
+        )
+    for name, entry in sorted(listed_files(run.path, manifest).items()):
+        path = run.path / name
+        if not path.is_file():
+            out.append(Finding(path, "features", "missing (listed in manifest.json)"))
+            continue
+        recorded = entry.get("bytes")
+        if recorded is not None and path.stat().st_size != recorded:
+            problem = f"holds {path.stat().st_size} bytes, manifest.json records {recorded}"
+            out.append(Finding(path, "features", problem))
+            continue
+        out.append(_check(path, "features", verify_checksum))
+    return out
+
+
+def _verify_folder(run: RunDir) -> list[Finding]:
+    kind = run.kind()
+    if kind == "train" or (kind == "other" and run.checkpoints.is_dir()):
+        return _verify_train(run)
+    if kind == "monitor":
+        return _verify_monitor(run)
+    if kind == "sweep":
+        return _verify_sweep(run)
+    if kind == "extraction":
+        return _verify_extraction(run)
+    problem = "not an nclab run directory (no config.yaml, metrics.csv, checkpoints/, sweep.csv or manifest.json)"
+    return [Finding(run.path, "run directory", problem)]
+
+
 def verify(path: str | Path) -> list[Finding]:
-    """Check the run directory or the file ``path``; one :class:`Finding` per file checked (see the module
-    documentation for the checks). The run is sound when every finding is ``ok``.
+    """Check the run directory, sweep, extraction or file ``path``; one :class:`Finding` per file checked and
+    per cross-check (see the module documentation). The run is sound when every finding is ``ok``.
 
     Examples
     --------
@@ -141,7 +491,7 @@ def verify(path: str | Path) -> list[Finding]:
     if not path.exists():
         return [Finding(path, "path", "no such file or directory")]
     if path.is_dir():
-        return _verify_dir(path)
+        return _verify_folder(RunDir(path))
     kind, reader = _BY_SUFFIX.get(path.suffix.lower(), ("file", None))  # type: ignore[arg-type]
     if reader is None:
         known = ", ".join(sorted(_BY_SUFFIX))

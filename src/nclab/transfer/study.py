@@ -70,6 +70,7 @@ from scipy import stats as sps
 from nclab._threads import blas_threads, torch_threads
 from nclab.data import ArrayDataset, load
 from nclab.io.atomic import atomic_write_bytes, atomic_write_text
+from nclab.io.rundir import RunDir
 from nclab.io.tables import csv_text
 from nclab.io.yaml_io import load_yaml_file
 from nclab.measure import collect_features
@@ -367,7 +368,7 @@ def evaluate_run(
         head=cfg.model.head.build_kwargs(),
         **cfg.model.options,
     )
-    state = load_checkpoint(run_dir / "checkpoints" / "last.pt")
+    state = load_checkpoint(RunDir(run_dir).checkpoint)
     model.load_state_dict(state["model"])
     model.eval()
     with tempfile.TemporaryDirectory(dir=run_dir, prefix="features-") if stream else nullcontext() as tmp:
@@ -574,13 +575,16 @@ def run_study(
     t0 = time.perf_counter()
     rows: list[dict[str, Any]] = []
     notes: list[str] = []
-    with torch_threads(spec.threads), blas_threads(spec.threads):
-        sweep_file = atomic_write_text(sweep_dir / "sweep.yaml", yaml.safe_dump(spec.sweep(), sort_keys=False))
+    # one writer of the study folder at a time (its sweep directory has its own lock, taken by run_sweep)
+    with RunDir(out).lock(), torch_threads(spec.threads), blas_threads(spec.threads):
+        # the study's own sweep file: a study with more seeds or values extends its sweep in place
+        sweep_file = atomic_write_text(RunDir(sweep_dir).sweep_file, yaml.safe_dump(spec.sweep(), sort_keys=False))
         # a study needs every run: a trial that failed in an earlier attempt is tried again
         result = run_sweep(sweep_file, sweep_dir, local=local, address=address, retry_failed=True, echo=log)
         if result.failed:
             errors = "; ".join(f"{tid}: {result.rows[tid]['error']}" for tid in result.failed)
-            raise ValueError(f"{len(result.failed)} pretraining trial(s) failed ({sweep_dir / 'sweep.csv'}): {errors}")
+            table = RunDir(sweep_dir).sweep_table
+            raise ValueError(f"{len(result.failed)} pretraining trial(s) failed ({table}): {errors}")
         for group, value, seed in spec.trials():
             cfg = spec.run_config(group, value, seed)
             tid = run_id(cfg)
@@ -593,22 +597,22 @@ def run_study(
             if log is not None:
                 took = time.perf_counter() - t
                 log(f"{row['run']}: mlog {row['mlog']:+.4f}, p0 {row['pretrain_accuracy']:.4f} ({took:.1f}s)")
-    corr = correlation_table(rows, spec.metrics)
-    notes += _correlation_notes(corr)
-    files = {
-        "table": atomic_write_text(out / "table.csv", csv_text(rows)),
-        "correlations": atomic_write_text(out / "correlations.csv", csv_text(corr)),
-        "figure": atomic_write_bytes(out / "fig7.png", transfer_figure(rows, corr, spec.metrics)),
-    }
-    seconds = time.perf_counter() - t0
-    summary = {
-        "name": spec.name,
-        "runs": len(rows),
-        "seconds": seconds,
-        "tasks": [t["name"] for t in spec.downstream],
-        "notes": notes,
-    }
-    files["summary"] = atomic_write_text(out / "study.json", json.dumps(summary, indent=2) + "\n")
+        corr = correlation_table(rows, spec.metrics)
+        notes += _correlation_notes(corr)
+        files = {
+            "table": atomic_write_text(out / "table.csv", csv_text(rows)),
+            "correlations": atomic_write_text(out / "correlations.csv", csv_text(corr)),
+            "figure": atomic_write_bytes(out / "fig7.png", transfer_figure(rows, corr, spec.metrics)),
+        }
+        seconds = time.perf_counter() - t0
+        summary = {
+            "name": spec.name,
+            "runs": len(rows),
+            "seconds": seconds,
+            "tasks": [t["name"] for t in spec.downstream],
+            "notes": notes,
+        }
+        files["summary"] = atomic_write_text(out / "study.json", json.dumps(summary, indent=2) + "\n")
     return StudyResult(rows=rows, correlations=corr, files=files, seconds=seconds, notes=notes)
 
 
