@@ -124,7 +124,7 @@ def _monitor_peak(K: int, N: int) -> tuple[int, dict[str, float]]:
     return peak, out["penultimate"]
 
 
-def test_p2_row_40_monitor_ncc_pass_is_bounded_whatever_the_split_size(monkeypatch):
+def test_p2_row_040_monitor_ncc_pass_is_bounded_whatever_the_split_size(monkeypatch):
     """Through CollapseMonitor (public API): K = 200 classes, the whole split's cached features scored in one NCC
     update. Before, the score block grew with the split (12,000 rows: 37 MB traced, 24,000: 74 MB, plus the torch
     temporaries: 4.8 GB at the probe's K = 20,000). Under a 4 MiB cap the peak is the same for 6,000 and 24,000
