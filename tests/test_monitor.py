@@ -329,3 +329,21 @@ def test_results_read_back_as_rows_and_frames(tmp_path, net, data, monkeypatch):
     (tmp_path / "sweep" / "sweep.yaml").write_text("name: s\n")
     with pytest.raises(ValueError, match="is a sweep, not a run"):
         nclab.read_metrics(tmp_path / "sweep")
+
+
+def test_a_layer_too_wide_for_full_statistics_is_refused_before_allocating(data, monkeypatch):
+    """The default measures a 20,000-wide layer light (a warning); asking for full there is refused by the memory
+    check before the 3.2 GB scatter is allocated, naming the way out."""
+    from nclab.memory import AllocationTooLarge
+
+    monkeypatch.setenv("NCLAB_MAX_BYTES", "1G")
+    torch.manual_seed(5)
+    net = nn.Sequential(nn.Linear(D, 20_000), nn.ReLU(), nn.Linear(20_000, K))
+    x, y, *_ = data
+    with pytest.warns(UserWarning, match=r"layer '0' \(d = 20000 > FULL_TRACK_MAX_DIM = 1024\) is measured light"):
+        res = CollapseMonitor(net, K, layers=["0", "penultimate"], track={"penultimate": "light"}).measure((x, y))
+    assert "trace_ratio" in res.reports["0"] and "nc1" not in res.reports["0"]
+    with pytest.raises(
+        AllocationTooLarge, match=r"ClassStats\(num_classes=4, dim=20000, track='full'\).*track='light'"
+    ):
+        CollapseMonitor(net, K, layers=["0", "penultimate"], track={"0": "full"}).measure((x, y))

@@ -477,7 +477,8 @@ class CollapseMonitor:
                 )
         if notes and rank() == 0:
             for note in notes:
-                warnings.warn(f"CollapseMonitor: {note}", UserWarning, stacklevel=3)
+                # 4: past measure and its torch.no_grad wrapper, at the caller of measure
+                warnings.warn(f"CollapseMonitor: {note}", UserWarning, stacklevel=4)
         return notes
 
     @property
