@@ -22,8 +22,8 @@ import torch
 import transformers
 from torch.utils.data import Dataset
 
+import nclab
 from nclab.integrations.hf import CollapseCallback
-from nclab.io.run_table import read_metrics
 
 K, VOCAB, T, EPOCHS = 4, 64, 12, 12
 
@@ -83,7 +83,7 @@ def main(out: Path) -> None:
     trainer.remove_callback(transformers.trainer_callback.PrinterCallback)  # it prints every logged dict
     trainer.train()
 
-    value = {(r.epoch, r.split, r.layer, r.metric): r.value for r in read_metrics(out / "collapse")}
+    value = {(r.epoch, r.split, r.layer, r.metric): r.value for r in nclab.read_metrics(out / "collapse")}
     first, last = value[(0, "train", "penultimate", "nc1")], value[(EPOCHS, "train", "penultimate", "nc1")]
     ncc_error = 1 - value[(EPOCHS, "test", "penultimate", "ncc_accuracy")]
     net_error = value[(EPOCHS, "test", "output", "error")]
