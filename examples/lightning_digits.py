@@ -22,9 +22,9 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
+import nclab
 from nclab.data import load
 from nclab.integrations.lightning import CollapseCallback
-from nclab.io.run_table import read_metrics
 from nclab.measure import Schedule
 
 EPOCHS = 100
@@ -71,7 +71,7 @@ def main(out: Path) -> None:
     )
     trainer.fit(DigitsMLP(), train_dl, val_dl)
 
-    value = {(r.epoch, r.split, r.layer, r.metric): r.value for r in read_metrics(out / "collapse")}
+    value = {(r.epoch, r.split, r.layer, r.metric): r.value for r in nclab.read_metrics(out / "collapse")}
     first, last = value[(0, "train", "penultimate", "nc1")], value[(EPOCHS, "train", "penultimate", "nc1")]
     ncc_error = 1 - value[(EPOCHS, "test", "penultimate", "ncc_accuracy")]
     net_error = value[(EPOCHS, "test", "output", "error")]

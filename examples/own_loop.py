@@ -21,9 +21,9 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
+import nclab
 from nclab import CollapseMonitor
 from nclab.data import load
-from nclab.io.run_table import read_metrics
 from nclab.measure import Schedule
 
 
@@ -60,7 +60,7 @@ def main(out: Path, epochs: int = 150) -> None:
             opt.step()
     monitor.close()
 
-    rows = read_metrics(out)
+    rows = nclab.read_metrics(out)  # typed rows of the run directory (to_frame(): pandas)
     value = {(r.epoch, r.split, r.layer, r.metric): r.value for r in rows}
     first, last = value[(0, "train", "penultimate", "nc1")], value[(epochs, "train", "penultimate", "nc1")]
     print(f"classifier found: {monitor.classifier.name}; NC1 {first:.3g} -> {last:.3g}")

@@ -4,6 +4,8 @@ direct CollapseMonitor.measure of the final model."""
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 import torch
 from torch.utils.data import DataLoader, Dataset
@@ -81,7 +83,7 @@ def test_callback_rows_equal_a_direct_measurement(tmp_path, family):
     trainer.train()
 
     logged = [e for e in trainer.state.log_history if any(k.startswith("collapse/") for k in e)]
-    assert [(e["epoch"], e["step"]) for e in logged] == [(0.0, 0), (0.0, 0), (1.0, 4), (1.0, 4), (2.0, 8), (2.0, 8)]
+    assert [(e["epoch"], e["step"]) for e in logged] == [(0.0, 0), (1.0, 4), (2.0, 8)]  # both splits per entry
     table = read_metrics(tmp_path / "run")
     assert sorted({(r.epoch, r.split) for r in table}) == [(e, s) for e in (0, 1, 2) for s in ("test", "train")]
 
@@ -89,7 +91,7 @@ def test_callback_rows_equal_a_direct_measurement(tmp_path, family):
     ref_train = direct.measure(DataLoader(train, batch_size=16), epoch=2)
     ref_test = direct.measure(eval_dl, split="test", epoch=2)
     got = {(r.split, r.layer, r.metric): r.value for r in table if r.epoch == 2}
-    last = {**logged[-2], **logged[-1]}
+    last = logged[-1]
     for res in (ref_train, ref_test):
         assert res.rows
         for r in res.rows:
@@ -140,3 +142,103 @@ def test_nclab_imports_without_transformers():
     code = "import sys; sys.modules['transformers'] = None; import nclab.integrations; print(nclab.CollapseMonitor)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert "CollapseMonitor" in out.stdout
+
+
+def _args(tmp_path, **kw):
+    base = dict(
+        output_dir=str(tmp_path / "hf"),
+        num_train_epochs=2,
+        per_device_train_batch_size=12,
+        per_device_eval_batch_size=12,
+        learning_rate=5e-3,
+        report_to=[],
+        save_strategy="no",
+        logging_strategy="no",
+        eval_strategy="no",
+        use_cpu=True,
+        disable_tqdm=True,
+        seed=0,
+    )
+    return transformers.TrainingArguments(**{**base, **kw})
+
+
+def test_attached_callback_reaches_report_to_tensorboard_and_measures_eval_from_epoch_0(tmp_path, monkeypatch):
+    """ux-2 task 4: through ``Trainer.log``, HF's own TensorBoard run holds every collapse value (keys as the
+    Lightning callback's, under HF's ``train/`` namespace, at the Trainer's step), and the Trainer's
+    eval_dataset is measured from epoch 0 without ``eval_data=``."""
+    pytest.importorskip("accelerate", reason="transformers.Trainer needs accelerate (pip install nclab[hf])")
+    pytest.importorskip("tensorboard", reason="tensorboard is not installed")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from nclab.integrations.hf import CollapseCallback
+    from nclab.io.sinks import tag
+
+    monkeypatch.setenv("TENSORBOARD_LOGGING_DIR", str(tmp_path / "hf-tb"))
+    train, held = Tokens(48, seed=1), Tokens(24, seed=2)
+    trainer = transformers.Trainer(
+        model=_model("bert"), args=_args(tmp_path, report_to=["tensorboard"]), train_dataset=train, eval_dataset=held
+    )
+    cb = CollapseCallback(K, out=tmp_path / "run").attach(trainer)
+    assert cb.trainer is trainer and sum(c is cb for c in trainer.callback_handler.callbacks) == 1
+    assert cb.attach(trainer) is cb and sum(c is cb for c in trainer.callback_handler.callbacks) == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # attached: nothing is missing, nothing to warn about
+        trainer.train()
+
+    table = read_metrics(tmp_path / "run")
+    assert sorted({(r.epoch, r.split) for r in table}) == [(e, s) for e in (0, 1, 2) for s in ("test", "train")]
+    acc = EventAccumulator(str(tmp_path / "hf-tb"))
+    acc.Reload()
+    collapse = {t for t in acc.Tags()["scalars"] if "collapse/" in t}
+    assert collapse == {f"train/{tag(r)}" for r in table}
+    steps = {0: 0, 1: 4, 2: 8}  # 48 samples / 12 per step: 4 steps per epoch
+    for r in table:
+        (event,) = [e for e in acc.Scalars(f"train/{tag(r)}") if e.step == steps[r.epoch]]
+        assert event.value == pytest.approx(r.value, rel=1e-6, abs=1e-7)  # event files hold float32
+    # log_history has one entry per measured epoch, both splits, with the Trainer's epoch and step
+    logged = [e for e in trainer.state.log_history if "collapse/train/penultimate/nc1" in e]
+    assert [(e["epoch"], e["step"]) for e in logged] == [(0.0, 0), (1.0, 4), (2.0, 8)]
+    assert logged[0]["collapse/test/output/error"] == next(
+        r.value for r in table if (r.epoch, r.split, r.layer, r.metric) == (0, "test", "output", "error")
+    )
+
+
+def test_plain_callbacks_form_says_once_what_is_missing(tmp_path):
+    """``Trainer(callbacks=[cb])`` without ``attach``: one warning naming the report_to loggers and the held-out
+    split, and the table still has every training epoch (the held-out split from the first evaluation on)."""
+    pytest.importorskip("accelerate", reason="transformers.Trainer needs accelerate (pip install nclab[hf])")
+    pytest.importorskip("tensorboard", reason="tensorboard is not installed")
+    from nclab.integrations.hf import CollapseCallback
+
+    train, held = Tokens(48, seed=1), Tokens(24, seed=2)
+    cb = CollapseCallback(K, out=tmp_path / "run")
+    args = _args(tmp_path, report_to=["tensorboard"], eval_strategy="epoch")
+    trainer = transformers.Trainer(
+        model=_model("bert"), args=args, train_dataset=train, eval_dataset=held, callbacks=[cb]
+    )
+    with pytest.warns(UserWarning) as record:
+        trainer.train()
+        trainer.train()  # a second run with the same callback: no second warning
+    said = [str(w.message) for w in record if "not attached" in str(w.message)]
+    assert len(said) == 1
+    assert "report_to loggers (tensorboard)" in said[0] and "callback.attach(trainer)" in said[0]
+    assert "held-out split" in said[0]
+    table = read_metrics(tmp_path / "run")
+    # the eval dataloader exists once the Trainer's first evaluation (end of epoch 1, after on_epoch_end) ran
+    assert sorted({(r.epoch, r.split) for r in table}) == [
+        (0, "train"),
+        (1, "train"),
+        (2, "test"),
+        (2, "train"),
+        (3, "test"),
+        (3, "train"),
+        (4, "test"),
+        (4, "train"),
+    ]
+
+
+def test_attach_refuses_what_is_not_a_trainer():
+    from nclab.integrations.hf import CollapseCallback
+
+    with pytest.raises(TypeError, match=r"trainer must be a transformers\.Trainer, got dict"):
+        CollapseCallback(K).attach({})

@@ -105,3 +105,40 @@ def test_callback_rows_equal_a_direct_measurement(tmp_path):
         assert last[f"collapse/{split}/{layer}/{metric}"] == pytest.approx(v, rel=1e-6, abs=1e-7)
     nc1 = got[("train", "penultimate", "nc1")]
     assert float(trainer.callback_metrics["collapse/train/penultimate/nc1"]) == pytest.approx(nc1, rel=1e-6)
+
+
+def test_validation_split_is_measured_from_epoch_0_without_sanity_check(tmp_path):
+    """No sanity check and validation every second epoch: Lightning has not loaded the val dataloader at the start
+    of training, the callback loads it (as Lightning does for its progress bar) and measures it at epochs 0 and 1
+    too; epoch 0's held-out rows equal a direct measurement of the initial weights."""
+    from nclab.data import load
+    from nclab.integrations.lightning import CollapseCallback
+    from nclab.monitor import CollapseMonitor
+
+    torch.manual_seed(0)
+    tr, te = load("digits", "train", per_class=15), load("digits", "test", per_class=5)
+    train_dl = DataLoader(TensorDataset(tr.x.flatten(1), tr.y), batch_size=50)
+    val_dl = DataLoader(TensorDataset(te.x.flatten(1), te.y), batch_size=50)
+    cb = CollapseCallback(10, out=tmp_path / "run")
+    trainer = pl.Trainer(
+        max_epochs=2,
+        callbacks=[cb],
+        logger=Recorder(),
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        default_root_dir=tmp_path,
+        accelerator="cpu",
+        num_sanity_val_steps=0,
+        check_val_every_n_epoch=2,
+    )
+    model = Tiny()
+    initial = CollapseMonitor(model, 10)
+    initial.measure(train_dl, epoch=0)
+    held = initial.measure(val_dl, split="test", epoch=0)
+    trainer.fit(model, train_dl, val_dl)
+    table = read_metrics(tmp_path / "run")
+    assert sorted({(r.epoch, r.split) for r in table}) == [(e, s) for e in (0, 1, 2) for s in ("test", "train")]
+    got = {(r.layer, r.metric): r.value for r in table if (r.epoch, r.split) == (0, "test")}
+    assert got == pytest.approx({(r.layer, r.metric): r.value for r in held.rows}, rel=1e-12, abs=1e-14)
+    assert trainer.fit_loop.epoch_loop.val_loop.batch_progress.total.completed == 1  # validation ran once, epoch 2

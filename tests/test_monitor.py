@@ -221,10 +221,129 @@ def test_cosine_head_reports_gnc1_as_measure_split(data):
     torch.manual_seed(2)
     model = build_model("mlp", (D,), K, widths=[12, 8], head={"kind": "cosine", "tau": 0.1})
     x, y, *_ = data
-    ref = {(lay, met): v for lay, met, v in measure_split(model, (x, y), MeasurePlan.of(model, K, batch_size=32)).rows}
+    # every layer is narrower than FULL_TRACK_MAX_DIM: the monitor measures all of them in full
+    plan = MeasurePlan.of(model, K, batch_size=32, full_layers="all")
+    ref = {(lay, met): v for lay, met, v in measure_split(model, (x, y), plan).rows}
     res = CollapseMonitor(model, K, layers=list(model.measured_layers())).measure([(x[:50], y[:50]), (x[50:], y[50:])])
     got = {(r.layer, r.metric): r.value for r in res.rows}
     assert ("penultimate" not in res.reports) and (model.penultimate_name, "gnc1") in got
     assert set(got) == set(ref)
     for key, v in ref.items():
         assert got[key] == pytest.approx(v, rel=1e-10, abs=1e-12), key
+
+
+def test_layers_up_to_full_track_max_dim_are_full_and_wider_ones_warn_once(data):
+    """ux-2 task 2: every requested layer of width d <= FULL_TRACK_MAX_DIM gets NC1 (the boundary d = 1,024
+    included), equal to a direct computation; a wider one is light with one warning naming it, d and the fix."""
+    from nclab.measure import FULL_TRACK_MAX_DIM
+
+    assert FULL_TRACK_MAX_DIM == 1024
+    torch.manual_seed(4)
+    net = nn.Sequential(
+        nn.Linear(D, FULL_TRACK_MAX_DIM), nn.Tanh(), nn.Linear(FULL_TRACK_MAX_DIM, FULL_TRACK_MAX_DIM + 1), nn.Tanh()
+    )
+    net.append(nn.Linear(FULL_TRACK_MAX_DIM + 1, 8)).append(nn.Tanh()).append(nn.Linear(8, K))
+    x, y, *_ = data
+    monitor = CollapseMonitor(net, K, layers=["0", "2", "penultimate"])
+    assert monitor.tracks == {"0": "auto", "2": "auto", "penultimate": "full"}
+    with pytest.warns(UserWarning) as record:
+        res = monitor.measure(_batches(x, y), epoch=0)
+    said = [str(w.message) for w in record]
+    assert said == [
+        "CollapseMonitor: layer '2' (d = 1025 > FULL_TRACK_MAX_DIM = 1024) is measured light: no nc1, vci or ranks "
+        "there; pass track={'2': 'full'} to measure it in full (a d x d scatter of 8.02 MiB)"
+    ]
+    assert res.warnings == [said[0].removeprefix("CollapseMonitor: ")]
+    assert monitor.tracks == {"0": "full", "2": "light", "penultimate": "full"}
+    with torch.no_grad():
+        h0 = net[0](x)  # layer "0": the first Linear's output
+    direct = collapse_report(ClassStats.from_arrays(h0.double().numpy(), y.numpy(), K))
+    assert res.value("0", "nc1") == pytest.approx(direct["nc1"], rel=1e-9)
+    assert res.value("0", "vci") == pytest.approx(direct["vci"], rel=1e-9)
+    assert "nc1" not in res.reports["2"] and "trace_ratio" in res.reports["2"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # said once per monitor
+        again = monitor.measure(_batches(x, y), epoch=1)
+    assert again.warnings == [] and "nc1" not in again.reports["2"]
+    asked = CollapseMonitor(net, K, layers=["0", "2", "penultimate"], track={"2": "full", "0": "light"})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # an explicit choice is not warned about
+        full = asked.measure(_batches(x, y))
+    assert "nc1" in full.reports["2"] and "nc1" not in full.reports["0"]
+    assert asked.tracks == {"0": "light", "2": "full", "penultimate": "full"}
+
+
+def test_settings_name_what_is_measured(net, data):
+    x, y, *_ = data
+    monitor = CollapseMonitor(
+        net, K, layers=["body.1", "penultimate"], schedule=[0, 4], conventions={"weighting": "empirical"}
+    )
+    monitor.measure((x, y))
+    assert monitor.settings == {
+        "num_classes": K,
+        "layers": ["body.1", "penultimate"],
+        "penultimate": "penultimate",
+        "classifier": "fc",
+        "schedule": "Schedule(at [0, 4])",
+        "track/body.1": "full",
+        "track/penultimate": "full",
+        **{f"conventions/{k}": v for k, v in nclab.metrics.DEFAULT_CONVENTIONS.items()},
+        "conventions/weighting": "empirical",
+        "run_id": monitor.identity.run_id,
+        "run_name": "FcNet",
+    }
+
+
+def test_results_read_back_as_rows_and_frames(tmp_path, net, data, monkeypatch):
+    """``nclab.read_metrics(run_dir)`` (through read_run) and ``MonitorResult.to_frame()``: the measured rows,
+    bit for bit, with the run's id; pandas only for frames."""
+    import sys
+
+    pd = pytest.importorskip("pandas")
+    x, y, xt, yt = data
+    with CollapseMonitor(net, K, out=tmp_path / "run") as monitor:
+        res = monitor.measure((x, y), epoch=0)
+        held = monitor.measure((xt, yt), split="test", epoch=0)
+        later = monitor.measure((x, y), epoch=3)
+    table = nclab.read_metrics(tmp_path / "run")
+    assert list(table) == monitor.rows and isinstance(table[0], nclab.io.MetricRow)
+    assert table.run_id == monitor.identity.run_id and table.penultimate == "penultimate"
+    assert table.series("nc1") == {0: res.value("penultimate", "nc1"), 3: later.value("penultimate", "nc1")}
+    assert table.series("error", layer="output", split="test") == {0: held.value("output", "error")}
+    with pytest.raises(KeyError, match=r"no 'nc2' at layer 'penultimate' on 'train'; measured there: .*nc1"):
+        table.series("nc2")
+    frame = table.to_frame()
+    assert frame.columns.tolist() == ["run_id", "epoch", "split", "layer", "metric", "value"]
+    assert len(frame) == len(monitor.rows) and set(frame["run_id"]) == {monitor.identity.run_id}
+    pivot = frame.pivot_table(index="epoch", columns=["split", "metric"], values="value")
+    assert pivot.loc[3, ("train", "nc1")] == later.value("penultimate", "nc1")
+    one = res.to_frame()
+    assert one.columns.tolist() == ["epoch", "split", "layer", "metric", "value"] and len(one) == len(res.rows)
+    assert one.set_index(["layer", "metric"])["value"].to_dict() == {(r.layer, r.metric): r.value for r in res.rows}
+    assert isinstance(monitor.to_frame(), pd.DataFrame) and len(monitor.to_frame()) == len(monitor.rows)
+    monkeypatch.setitem(sys.modules, "pandas", None)  # what an environment without pandas imports
+    with pytest.raises(ImportError, match="needs pandas"):
+        res.to_frame()
+    assert nclab.read_metrics(tmp_path / "run") == table  # rows need no pandas
+    (tmp_path / "sweep").mkdir()
+    (tmp_path / "sweep" / "sweep.yaml").write_text("name: s\n")
+    with pytest.raises(ValueError, match="is a sweep, not a run"):
+        nclab.read_metrics(tmp_path / "sweep")
+
+
+def test_a_layer_too_wide_for_full_statistics_is_refused_before_allocating(data, monkeypatch):
+    """The default measures a 20,000-wide layer light (a warning); asking for full there is refused by the memory
+    check before the 3.2 GB scatter is allocated, naming the way out."""
+    from nclab.memory import AllocationTooLarge
+
+    monkeypatch.setenv("NCLAB_MAX_BYTES", "1G")
+    torch.manual_seed(5)
+    net = nn.Sequential(nn.Linear(D, 20_000), nn.ReLU(), nn.Linear(20_000, K))
+    x, y, *_ = data
+    with pytest.warns(UserWarning, match=r"layer '0' \(d = 20000 > FULL_TRACK_MAX_DIM = 1024\) is measured light"):
+        res = CollapseMonitor(net, K, layers=["0", "penultimate"], track={"penultimate": "light"}).measure((x, y))
+    assert "trace_ratio" in res.reports["0"] and "nc1" not in res.reports["0"]
+    with pytest.raises(
+        AllocationTooLarge, match=r"ClassStats\(num_classes=4, dim=20000, track='full'\).*track='light'"
+    ):
+        CollapseMonitor(net, K, layers=["0", "penultimate"], track={"0": "full"}).measure((x, y))

@@ -7,8 +7,9 @@ from layer to layer through the depth of a trained network, the progressive feed
 [Wang et al. 2024] measure and model with a multilayer UFM. Here a six-layer MLP learns the embedded digits with
 cross-entropy, and :class:`nclab.CollapseMonitor` measures every hidden layer at a few epochs.
 
-Layers other than the penultimate one are measured ``"light"`` by default (O(K d) statistics, no NC1);
-``track="full"`` asks for the d x d statistics, and with them NC1, at every listed layer.
+Every listed layer up to :data:`~nclab.measure.FULL_TRACK_MAX_DIM` (1,024) wide gets the d x d statistics, and
+with them NC1, by default; a wider one would be measured ``"light"`` (O(K d) statistics, no NC1) with a warning
+saying so, and ``track={layer: "full"}`` would ask for the full statistics there.
 """
 
 # %%
@@ -20,9 +21,9 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
+import nclab
 from nclab import CollapseMonitor
 from nclab.data import load
-from nclab.io import read_metrics
 from nclab.nets import MLP
 
 torch.manual_seed(0)
@@ -38,7 +39,7 @@ layers = [f"blocks.{i}" for i in range(depth)]  # module names; the last block's
 epochs, measured = 100, [0, 3, 10, 30, 100]
 opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, weight_decay=5e-3)
 out = tempfile.mkdtemp(prefix="nclab-gallery-")
-monitor = CollapseMonitor(model, num_classes=10, layers=layers, track="full", schedule=measured, out=out)
+monitor = CollapseMonitor(model, num_classes=10, layers=layers, schedule=measured, out=out)
 for epoch in range(epochs + 1):
     monitor.maybe_measure(train_dl, epoch=epoch)  # the training split, when the schedule says so
     if epoch == epochs:
@@ -56,7 +57,7 @@ monitor.close()
 # nearest-class-mean accuracy falls from layer to layer. Training reverses the order: NC1 falls at every layer, most
 # at the deepest ones, until it decreases steadily with depth and the last layers separate the training classes by
 # their means alone.
-rows = read_metrics(out)
+rows = nclab.read_metrics(out)
 value = {(r.epoch, r.layer, r.metric): r.value for r in rows}
 fig, axes = plt.subplots(1, 2, figsize=(10, 4), layout="constrained")
 colors = plt.cm.viridis(np.linspace(0.1, 0.9, len(measured)))

@@ -7,7 +7,7 @@ zero training error, while :class:`nclab.CollapseMonitor` measures every collaps
 terminal phase of training of [Papyan et al. 2020], at a scale that runs in seconds on one CPU core.
 
 The monitor finds the classifier (``model.fc``), hooks its input (the penultimate features), and writes one row per
-value to ``metrics.csv`` in its run directory. :func:`nclab.io.read_metrics` reads them back.
+value to ``metrics.csv`` in its run directory. :func:`nclab.read_metrics` reads them back.
 """
 
 # %%
@@ -22,9 +22,9 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
+import nclab
 from nclab import CollapseMonitor
 from nclab.data import load
-from nclab.io import read_metrics
 from nclab.measure import Schedule
 
 torch.manual_seed(0)
@@ -71,7 +71,7 @@ monitor.close()
 # -------------------
 # Each row is ``(epoch, split, layer, metric, value)``; the network-level rows (loss, error) have the layer
 # ``"output"``.
-rows = read_metrics(out)
+rows = nclab.read_metrics(out)
 
 
 def curve(metric: str, split: str = "train", layer: str = "penultimate") -> tuple[list[int], list[float]]:

@@ -3,7 +3,7 @@
 from typing import Any
 
 __version__ = "0.1.0"
-__all__ = ["ClassStats", "CollapseMonitor", "__version__", "extract_features"]
+__all__ = ["ClassStats", "CollapseMonitor", "__version__", "extract_features", "read_metrics"]
 
 
 def __getattr__(name: str) -> Any:
@@ -17,6 +17,10 @@ def __getattr__(name: str) -> Any:
         from nclab import monitor
 
         return getattr(monitor, name)
+    if name == "read_metrics":  # a run directory's rows: nclab.io.read_run_metrics
+        from nclab.io.rundir import read_run_metrics
+
+        return read_run_metrics
     raise AttributeError(f"module 'nclab' has no attribute {name!r}")
 
 

@@ -1,19 +1,34 @@
 """Hugging Face callback: collapse measured on the schedule while ``transformers.Trainer`` trains.
 
+::
+
+    trainer = Trainer(model=model, args=args, train_dataset=train_ds, eval_dataset=eval_ds)
+    CollapseCallback(num_classes=K, out="runs/hf").attach(trainer)
+    trainer.train()
+
 At the start of training (the model before its first step: epoch 0 of a new run, as nclab's own trainer
 measures it) and at the end of each scheduled epoch ``e`` (``state.epoch``, so epochs count from 1) the callback
-measures the training data and, when there is one, the evaluation data (held-out NCC against the training means)
-with a :class:`~nclab.CollapseMonitor`; it appends one log entry per measurement to ``state.log_history`` (keys
-``collapse/{split}/{layer}/{metric}``, with ``epoch`` and ``step``) and writes the monitor's sinks (the run
-table in ``out`` by default, appended to under the monitor's run identity; TensorBoard, W&B or MLflow through
-``sinks=``).
+measures the training data and the held-out data (NCC against the training means) with a
+:class:`~nclab.CollapseMonitor`, and writes the monitor's sinks (the run table in ``out`` by default, appended to
+under the monitor's run identity; TensorBoard, W&B or MLflow through ``sinks=``).
+
+Attached to its Trainer (:meth:`CollapseCallback.attach`), the callback logs each epoch's values through
+``Trainer.log``, keyed ``collapse/{split}/{layer}/{metric}`` as the Lightning callback's: every ``report_to``
+integration receives them (HF's TensorBoard and W&B integrations file every key that does not start with
+``eval_`` under ``train/``, as they do the Trainer's own loss: ``train/collapse/test/penultimate/nc1``; MLflow keeps
+the key), and so do ``state.log_history`` and the console. The held-out split is the Trainer's ``eval_dataset``
+(the first one of a dict), measured from epoch 0 on through ``Trainer.get_eval_dataloader``. Why ``attach``: a
+``TrainerCallback`` is never given its Trainer, and ``Trainer(callbacks=[cb])`` alone leaves the callback without
+``Trainer.log`` and without a way to build the eval dataloader before the Trainer's first evaluation; the callback
+then appends its values to ``state.log_history`` only, measures the held-out split from the first evaluation on
+(or ``eval_data=`` from epoch 0), and says so once in a warning.
 
 Epoch numbers follow the Trainer's own counter ``state.epoch``: ``train(resume_from_checkpoint=...)`` starts at the
 checkpoint's epoch (measured again: its rows are replaced), and a second ``train()`` of the same model with the
-same callback (a new ``state`` that counts from 0) continues after the first one's last epoch. Only whole epochs are
-measured: where ``state.epoch`` is fractional (``max_steps`` within an epoch, ``num_train_epochs=1.5``) the model
-is not measured, with a warning, since the epoch column is an integer and rounding would label 0.75 of an epoch
-as epoch 1.
+same callback (a new ``state`` that counts from 0) continues after the first one's last epoch in the table (the
+Trainer's log keeps its own ``epoch``). Only whole epochs are measured: where ``state.epoch`` is fractional
+(``max_steps`` within an epoch, ``num_train_epochs=1.5``) the model is not measured, with a warning, since the
+epoch column is an integer and rounding would label 0.75 of an epoch as epoch 1.
 
 Which feature is the penultimate one
 ------------------------------------
@@ -89,7 +104,7 @@ def last_token_pooling(
 
 
 class CollapseCallback(transformers.TrainerCallback):
-    """Measure collapse during ``transformers.Trainer.train``.
+    """Measure collapse during ``transformers.Trainer.train``; :meth:`attach` it to the Trainer.
 
     Parameters
     ----------
@@ -97,10 +112,11 @@ class CollapseCallback(transformers.TrainerCallback):
         ``K`` (``config.num_labels`` of a sequence classifier).
     train_data, eval_data : iterable of batches, optional
         What to measure (any iterable of mapping batches with ``labels``, or ``(x, y)`` pairs). Default: the
-        Trainer's train dataloader and, once the Trainer has built one (its first evaluation), its eval
-        dataloader; pass ``eval_data`` to measure the held-out split from epoch 0 on. Iterating the Trainer's
-        shuffled train dataloader may draw from its sampler's generator (and change the training order against
-        a run without the callback); an unshuffled ``train_data`` cannot.
+        Trainer's train dataloader, and its ``eval_dataset`` through ``Trainer.get_eval_dataloader`` (the first
+        one of a dict; attached callback: from epoch 0; otherwise the Trainer's eval dataloader once its first
+        evaluation has built one). Iterating the Trainer's shuffled train dataloader may draw from its sampler's
+        generator (and change the training order against a run without the callback); an unshuffled
+        ``train_data`` cannot.
     **monitor_options
         As :class:`~nclab.CollapseMonitor` (``layers``, ``classifier``, ``schedule``, ``track``, ``sinks``,
         ``out``, ...). ``targets_fn`` defaults to :func:`last_token_pooling` with the model's
@@ -126,12 +142,75 @@ class CollapseCallback(transformers.TrainerCallback):
         self._trained = 0.0
         self._model: weakref.ref[torch.nn.Module] | None = None
         self._base = 0.0  # the epoch number of this train()'s state.epoch 0
+        self._trainer: weakref.ref[transformers.Trainer] | None = None
+        self._eval_loader: Any = None  # built from the Trainer's eval_dataset once per train()
+        self._warned = False
+
+    def attach(self, trainer: transformers.Trainer) -> CollapseCallback:
+        """Give the callback its Trainer (and add it to the Trainer's callbacks when it is not among them yet):
+        the values then go through ``trainer.log`` to every ``report_to`` logger, and the held-out split is the
+        Trainer's ``eval_dataset`` from epoch 0 on. Returns the callback.
+
+        Raises
+        ------
+        TypeError
+            ``trainer`` is not a ``transformers.Trainer``.
+        """
+        if not isinstance(trainer, transformers.Trainer):
+            raise TypeError(f"trainer must be a transformers.Trainer, got {type(trainer).__name__}")
+        if not any(cb is self for cb in trainer.callback_handler.callbacks):
+            trainer.add_callback(self)
+        self._trainer = weakref.ref(trainer)
+        return self
+
+    @property
+    def trainer(self) -> transformers.Trainer | None:
+        """The Trainer given to :meth:`attach` (``None`` before, or once it is gone)."""
+        return None if self._trainer is None else self._trainer()
 
     def _options(self, model: torch.nn.Module) -> dict[str, Any]:
         opts = dict(self.options)
         if "targets_fn" not in opts and isinstance(getattr(model, "score", None), torch.nn.Linear):
             opts["targets_fn"] = last_token_pooling(getattr(getattr(model, "config", None), "pad_token_id", None))
         return opts
+
+    def _held_out(self, kwargs: Mapping[str, Any]) -> Any:
+        """The held-out data: ``eval_data``, else the attached Trainer's ``eval_dataset`` (its eval dataloader,
+        built once per ``train()``), else the eval dataloader of the Trainer's last evaluation (or ``None``)."""
+        if self.eval_data is not None:
+            return self.eval_data
+        trainer = self.trainer
+        if trainer is None or trainer.eval_dataset is None:
+            return kwargs.get("eval_dataloader")
+        if self._eval_loader is None:
+            name = next(iter(trainer.eval_dataset), None) if isinstance(trainer.eval_dataset, dict) else None
+            self._eval_loader = trainer.get_eval_dataloader(name)
+        return self._eval_loader
+
+    def _warn_detached(self, args: Any) -> None:
+        """Once per callback: what a callback without its Trainer cannot do."""
+        if self._warned or self.trainer is not None:
+            return
+        missing = []
+        loggers = [r for r in (getattr(args, "report_to", None) or []) if r != "none"]
+        if loggers:
+            missing.append(
+                f"its values do not reach the Trainer's report_to loggers ({', '.join(loggers)}), only "
+                "trainer.state.log_history and the callback's sinks"
+            )
+        if self.eval_data is None:
+            missing.append(
+                "the held-out split (the Trainer's eval_dataset) is measured only once the Trainer's first "
+                "evaluation has run (epoch 0 and the epochs before it are missing it)"
+            )
+        if missing:
+            self._warned = True
+            warnings.warn(
+                f"CollapseCallback is not attached to its Trainer: {'; '.join(missing)}. Call "
+                "callback.attach(trainer) after building the Trainer (it also adds the callback to it)",
+                UserWarning,
+                stacklevel=4,
+            )
 
     def _measure(self, state: Any, kwargs: Mapping[str, Any]) -> None:
         assert self.monitor is not None
@@ -150,18 +229,26 @@ class CollapseCallback(transformers.TrainerCallback):
         if not self.monitor.due(epoch):
             return
         train = self.train_data if self.train_data is not None else kwargs.get("train_dataloader")
-        held = self.eval_data if self.eval_data is not None else kwargs.get("eval_dataloader")
-        for split, data in (("train", train), ("test", held)):
+        values: dict[str, float] = {}
+        for split, data in (("train", train), ("test", self._held_out(kwargs))):
             if data is None:
                 continue
             res = self.monitor.measure(data, split=split, epoch=epoch)
             self.results.append(res)
-            entry: dict[str, float] = {tag(r): float(r.value) for r in res.rows}
-            state.log_history.append({**entry, "epoch": float(epoch), "step": int(state.global_step)})
+            values.update({tag(r): float(r.value) for r in res.rows})
+        if not values:
+            return
+        trainer = self.trainer
+        if trainer is not None:  # every report_to logger's on_log, log_history and the console
+            trainer.log({**values, "epoch": float(epoch)})
+        else:
+            state.log_history.append({**values, "epoch": float(epoch), "step": int(state.global_step)})
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if self.monitor is not None:  # a train() that ended in an exception: give its folder back first
             self.monitor.close()
+        self._warn_detached(args)
+        self._eval_loader = None
         model = kwargs["model"]
         # a resumed train() restores state (epoch, step); a second plain train() counts from 0 on a trained model
         fresh = not state.global_step

@@ -2,14 +2,15 @@
 
 At the start of training (the model before its first step: epoch 0 of a new fit, as nclab's own trainer
 measures it) and at the end of each scheduled epoch ``e`` (``trainer.current_epoch + 1``, so epochs count from 1)
-the callback measures the train dataloader and the first validation dataloader with a
+the callback measures the train dataloader and the first validation dataloader (logged as split ``test``, from
+epoch 0 on, whether or not Lightning runs a sanity check or validates in that epoch) with a
 :class:`~nclab.CollapseMonitor` (held-out NCC against the training means), logs each row under
-``collapse/{split}/{layer}/{metric}`` and writes the monitor's sinks (the run table in ``out`` by default). Epoch
-``e >= 1`` is logged through ``pl_module.log_dict`` (so the values reach every logger and
-``trainer.callback_metrics``, and checkpoint callbacks can monitor them); the start of training directly through
-``trainer.logger.log_metrics`` at the current step, since values logged in ``on_train_start`` would only reach
-the loggers merged into the first epoch's. Under DDP each rank measures its sampler's shard and the monitor
-all-reduces, so every rank logs the same values.
+``collapse/{split}/{layer}/{metric}`` (the keys of the Hugging Face callback, :mod:`nclab.integrations.hf`) and
+writes the monitor's sinks (the run table in ``out`` by default). Epoch ``e >= 1`` is logged through
+``pl_module.log_dict`` (so the values reach every logger and ``trainer.callback_metrics``, and checkpoint
+callbacks can monitor them); the start of training directly through ``trainer.logger.log_metrics`` at the current
+step, since values logged in ``on_train_start`` would only reach the loggers merged into the first epoch's. Under
+DDP each rank measures its sampler's shard and the monitor all-reduces, so every rank logs the same values.
 
 Epoch numbers follow the trainer's own counter: a fit resumed from a checkpoint (``fit(ckpt_path=...)``)
 starts at the checkpoint's epoch (its first measurement is that epoch again, and replaces its rows in the table),
@@ -71,14 +72,29 @@ class CollapseCallback(pl.Callback):
         res = self.monitor.measure(trainer.train_dataloader, split="train", epoch=round(label))
         self.results.append(res)
         rows += res.rows
-        val = trainer.val_dataloaders
-        if isinstance(val, list | tuple):
-            val = val[0] if val else None
+        val = self._val_loader(trainer)
         if val is not None:
             res = self.monitor.measure(val, split="test", epoch=round(label))
             self.results.append(res)
             rows += res.rows
         return {tag(r): float(r.value) for r in rows}
+
+    @staticmethod
+    def _val_loader(trainer: pl.Trainer) -> Any:
+        """The first validation dataloader; loaded here when Lightning has not loaded it yet (no sanity check, and
+        no validation due in this epoch: ``check_val_every_n_epoch``), as Lightning itself loads it at the start
+        of training for its progress bar. ``None`` when validation is off (no ``validation_step``, no val data,
+        ``limit_val_batches=0``)."""
+        if trainer.val_dataloaders is None and trainer.enable_validation:
+            trainer.validating = True
+            try:
+                trainer.fit_loop.epoch_loop.val_loop.setup_data()
+            finally:
+                trainer.training = True
+        val = trainer.val_dataloaders
+        if isinstance(val, list | tuple):
+            val = val[0] if val else None
+        return val
 
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if self.monitor is not None:  # a fit that ended in an exception: give its folder back first

@@ -20,12 +20,13 @@ from nclab.io.run_table import (
     OUTPUT_LAYER,
     RUN_ID_COLUMN,
     MetricRow,
+    MetricTable,
     read_metrics,
     read_run_id,
     relabel_output,
     write_metrics,
 )
-from nclab.io.rundir import RunDir, RunIdentity, RunRecord, read_run, run_id_of
+from nclab.io.rundir import RunDir, RunIdentity, RunRecord, read_run, read_run_metrics, run_id_of
 from nclab.io.runlock import RunDirBusyError, RunDirError, RunLock
 from nclab.io.tables import column_names, csv_text, to_frame
 
@@ -37,6 +38,7 @@ __all__ = [
     "AtomicFile",
     "CorruptFileError",
     "MetricRow",
+    "MetricTable",
     "RunDir",
     "RunDirBusyError",
     "RunDirError",
@@ -57,6 +59,7 @@ __all__ = [
     "read_metrics",
     "read_run",
     "read_run_id",
+    "read_run_metrics",
     "relabel_output",
     "run_id_of",
     "split_key",

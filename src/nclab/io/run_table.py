@@ -42,6 +42,7 @@ __all__ = [
     "OUTPUT_LAYER",
     "RUN_ID_COLUMN",
     "MetricRow",
+    "MetricTable",
     "read_metrics",
     "read_run_id",
     "relabel_output",
@@ -69,6 +70,78 @@ class MetricRow(NamedTuple):
     layer: str
     metric: str
     value: float
+
+
+class MetricTable(list[MetricRow]):
+    """A run's metric rows, in table order (a ``list`` of :class:`MetricRow`), with the run's ``run_id`` and
+    ``penultimate`` layer when known: what :func:`nclab.read_metrics` returns.
+
+    Examples
+    --------
+    >>> table = MetricTable(
+    ...     [MetricRow(0, "train", "fc", "nc1", 2.0), MetricRow(5, "train", "fc", "nc1", 0.5)],
+    ...     run_id="demo-0123456789",
+    ...     penultimate="fc",
+    ... )
+    >>> table.series("nc1")
+    {0: 2.0, 5: 0.5}
+    >>> table.to_frame().columns.tolist()
+    ['run_id', 'epoch', 'split', 'layer', 'metric', 'value']
+    """
+
+    def __init__(
+        self,
+        rows: Iterable[MetricRow] = (),
+        *,
+        run_id: str | None = None,
+        penultimate: str | None = None,
+        path: Path | None = None,
+    ) -> None:
+        super().__init__(rows)
+        self.run_id, self.penultimate, self.path = run_id, penultimate, path
+
+    def series(self, metric: str, *, layer: str = "penultimate", split: str = "train") -> dict[int, float]:
+        """``{epoch: value}`` of ``metric`` at ``layer`` (``"penultimate"``: the run's penultimate layer) on
+        ``split``, in epoch order.
+
+        Raises
+        ------
+        KeyError
+            No such row: the message names the metrics there are at that layer and split (or the layers and
+            splits, when there are none).
+        """
+        if layer == "penultimate" and self.penultimate is not None:
+            layer = self.penultimate
+        out = {r.epoch: r.value for r in self if (r.metric, r.layer, r.split) == (metric, layer, split)}
+        if out:
+            return dict(sorted(out.items()))
+        there = sorted({r.metric for r in self if (r.layer, r.split) == (layer, split)})
+        if there:
+            raise KeyError(f"no {metric!r} at layer {layer!r} on {split!r}; measured there: {', '.join(there)}")
+        layers, splits = sorted({r.layer for r in self}), sorted({r.split for r in self})
+        raise KeyError(
+            f"no rows at layer {layer!r} on {split!r}; layers: {', '.join(layers)}; splits: {', '.join(splits)}"
+        )
+
+    def to_frame(self) -> Any:
+        """The rows as a ``pandas.DataFrame``: the columns of ``metrics.csv`` (``run_id`` first when known, so that
+        the frames of many runs stack with ``pandas.concat``). pandas is optional: without it this raises
+        ``ImportError`` naming it."""
+        from nclab.io.tables import to_frame
+
+        frame = to_frame([r._asdict() for r in self]) if self else _empty_frame()
+        if self.run_id is not None:
+            frame.insert(0, RUN_ID_COLUMN, self.run_id)
+        return frame
+
+
+def _empty_frame() -> Any:
+    """An empty frame with the table's columns (pandas needs them named when there is no row)."""
+    try:
+        import pandas as pd
+    except ImportError as exc:
+        raise ImportError("to_frame needs pandas: pip install pandas") from exc
+    return pd.DataFrame(columns=list(COLUMNS))
 
 
 #: Column names of ``metrics.csv`` / ``metrics.parquet``, in order (the fields of :class:`MetricRow`).

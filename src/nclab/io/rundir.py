@@ -49,6 +49,7 @@ from nclab.io.run_table import (
     PARQUET_NAME,
     RUN_ID_COLUMN,
     MetricRow,
+    MetricTable,
     read_metrics,
     read_run_id,
 )
@@ -68,6 +69,7 @@ __all__ = [
     "duplicate_rows",
     "metrics_file_status",
     "read_run",
+    "read_run_metrics",
     "run_id_of",
 ]
 
@@ -697,6 +699,36 @@ def read_run(path: str | Path) -> RunRecord:
             default=None,
         )
     return RunRecord(run.path, kind, str(run_id), rows, config, summary, identity, zero, pen)
+
+
+def read_run_metrics(path: str | Path) -> MetricTable:
+    """The metric rows of the run directory ``path`` (of ``nclab train``, a :class:`~nclab.CollapseMonitor` or a
+    callback), read by :func:`read_run`: a :class:`~nclab.io.run_table.MetricTable` (a list of
+    :class:`~nclab.io.run_table.MetricRow`, with the run's id and penultimate layer, :meth:`~MetricTable.series`
+    and :meth:`~MetricTable.to_frame`). It is :func:`nclab.read_metrics`.
+
+    Raises
+    ------
+    FileNotFoundError, CorruptFileError, RunDirError
+        As :func:`read_run`.
+    ValueError
+        ``path`` is a sweep or an extraction, not one run.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from nclab.io.run_table import write_metrics
+    >>> out = tempfile.mkdtemp()
+    >>> _ = write_metrics([MetricRow(0, "train", "fc", "nc1", 0.5)], out, run_id="demo-0123456789")
+    >>> table = read_run_metrics(out)
+    >>> table.run_id, table.series("nc1"), table[0].value
+    ('demo-0123456789', {0: 0.5}, 0.5)
+    """
+    rec = read_run(path)
+    if rec.kind not in ("train", "monitor"):
+        inside = "its trials are the run directories in it" if rec.kind == "sweep" else "it holds saved features"
+        raise ValueError(f"{rec.path} is {'a sweep' if rec.kind == 'sweep' else 'an extraction'}, not a run ({inside})")
+    return MetricTable(rec.rows, run_id=rec.run_id, penultimate=rec.penultimate, path=rec.path)
 
 
 def _read_sweep(run: RunDir) -> RunRecord:

@@ -3,7 +3,10 @@ TensorBoard, Weights & Biases and MLflow.
 
 A sink receives :class:`~nclab.io.run_table.MetricRow` batches through :meth:`MetricSink.write` (one call per
 measurement: one epoch, one split) and is closed once with :meth:`MetricSink.close`. Logger tags are
-``collapse/{split}/{layer}/{metric}`` with the epoch as the step. The logger sinks import their package when
+``collapse/{split}/{layer}/{metric}`` with the epoch as the step. The logger sinks also take the run's
+parameters, ``log_params(params)`` (a :class:`~nclab.CollapseMonitor` gives its ``settings`` before its first
+rows): TensorBoard's HPARAMS tab, the W&B run's config, the MLflow run's params; :func:`flatten_params` turns a
+nested config into such parameters. The logger sinks import their package when
 constructed; a missing package raises ``ImportError`` naming the extra to install (``pip install
 nclab[tensorboard]``, ``nclab[wandb]``, ``nclab[mlflow]``), and importing this module never needs them.
 
@@ -28,6 +31,7 @@ Examples
 from __future__ import annotations
 
 import importlib
+import json
 import math
 import os
 import socket
@@ -44,6 +48,7 @@ from nclab.io.run_table import MetricRow, write_metrics
 from nclab.io.rundir import RunDir, RunIdentity
 
 __all__ = [
+    "PARAM_SEPARATOR",
     "SINKS",
     "SINK_OPTIONS",
     "MLflowSink",
@@ -53,7 +58,9 @@ __all__ = [
     "TensorBoardSink",
     "WandbSink",
     "check_sink_spec",
+    "flatten_params",
     "make_sink",
+    "param_values",
     "tag",
 ]
 
@@ -70,6 +77,37 @@ def tag(row: MetricRow) -> str:
     'collapse/train/layer3/nc1'
     """
     return f"collapse/{row.split}/{row.layer}/{row.metric}"
+
+
+#: The separator of nested keys in a flat parameter name (``conventions/weighting``, ``track/net.fc1``): a
+#: character every logger accepts in a key, and the one of the metric tags.
+PARAM_SEPARATOR = "/"
+
+
+def flatten_params(params: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``params`` with nested mappings flattened into :data:`PARAM_SEPARATOR`-joined keys (other values kept).
+
+    >>> flatten_params({"K": 10, "conventions": {"weighting": "balanced", "ddof": 1}})
+    {'K': 10, 'conventions/weighting': 'balanced', 'conventions/ddof': 1}
+    """
+    out: dict[str, Any] = {}
+    for key, value in params.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            out.update(flatten_params(value, name + PARAM_SEPARATOR))
+        else:
+            out[name] = value
+    return out
+
+
+def param_values(params: Mapping[str, Any]) -> dict[str, bool | int | float | str]:
+    """``params`` (flat) as the scalars a logger's parameters hold: bools, ints, floats and strings as they are,
+    anything else as JSON text (``None`` is ``"null"``, a list ``'["a", "b"]'``), as a YAML config writes them.
+
+    >>> param_values({"layers": ["fc1", "penultimate"], "rank": None, "K": 10})
+    {'layers': '["fc1", "penultimate"]', 'rank': 'null', 'K': 10}
+    """
+    return {k: v if isinstance(v, bool | int | float | str) else json.dumps(v, default=str) for k, v in params.items()}
 
 
 def _require(module: str, extra: str) -> Any:
@@ -100,7 +138,9 @@ def _make_folder(path: str | os.PathLike[str], name: str) -> Path:
 
 @runtime_checkable
 class MetricSink(Protocol):
-    """Anything with ``write(rows)`` and ``close()``: the interface every sink implements."""
+    """Anything with ``write(rows)`` and ``close()``: the interface every sink implements. A sink may also have
+    ``log_params(params)`` (a flat mapping of the run's parameters, given once, before the first ``write``):
+    the logger sinks here do."""
 
     def write(self, rows: Sequence[MetricRow]) -> None: ...
 
@@ -189,15 +229,33 @@ class RunTableSink:
 
 
 class TensorBoardSink:
-    """Scalars in a TensorBoard event file under ``log_dir`` (``torch.utils.tensorboard.SummaryWriter``)."""
+    """Scalars in a TensorBoard event file under ``log_dir`` (``torch.utils.tensorboard.SummaryWriter``); the
+    parameters of :meth:`log_params` in the same file, for the HPARAMS tab."""
 
     def __init__(self, log_dir: str | Path) -> None:
         _require("tensorboard", "tensorboard")
         from torch.utils.tensorboard import SummaryWriter
 
         self.writer = SummaryWriter(log_dir=str(log_dir))
+        self._params: dict[str, Any] | None = None
+
+    def log_params(self, params: Mapping[str, Any]) -> None:
+        """Record ``params`` (flat; :func:`param_values`) as the run's hyperparameters, with the next
+        :meth:`write`: the HPARAMS tab lists the metrics by the tags of that write."""
+        self._params = param_values(params)
+
+    def _write_params(self, tags: Sequence[str]) -> None:
+        from torch.utils.tensorboard.summary import hparams
+
+        # the plugin's three summaries, in this run's own event file: SummaryWriter.add_hparams would open a
+        # second run (a sub-folder) for them
+        for summary in hparams(self._params, dict.fromkeys(tags, 0.0)):
+            self.writer.file_writer.add_summary(summary)
+        self._params = None
 
     def write(self, rows: Sequence[MetricRow]) -> None:
+        if self._params is not None:
+            self._write_params(list(dict.fromkeys(tag(r) for r in rows)))
         for r in rows:
             self.writer.add_scalar(tag(r), float(r.value), global_step=int(r.epoch))
         self.writer.flush()
@@ -221,6 +279,10 @@ class WandbSink:
         self.run = wandb.init(project=project, dir=None if dir is None else str(dir), mode=mode, **init)
         self.run.define_metric("epoch")
         self.run.define_metric("collapse/*", step_metric="epoch")
+
+    def log_params(self, params: Mapping[str, Any]) -> None:
+        """Add ``params`` (flat; values kept as they are, lists included) to the run's config."""
+        self.run.config.update(dict(params), allow_val_change=True)
 
     def write(self, rows: Sequence[MetricRow]) -> None:
         by_epoch: dict[int, dict[str, float]] = {}
@@ -270,6 +332,18 @@ class MLflowSink:
             self.run_id = self.client.create_run(exp_id, run_name=run_name).info.run_id
         except (MlflowException, SQLAlchemyError, OSError) as err:
             raise SinkError(f"MLflow tracking_uri {uri!r}: {_mlflow_cause(err, uri)}") from err
+
+    def log_params(self, params: Mapping[str, Any]) -> None:
+        """Log ``params`` (flat; :func:`param_values`, as text) as the run's params. MLflow keeps a param's
+        first value and holds at most 6,000 characters of it: a longer value (the names of hundreds of layers)
+        is cut, ending in ``...``."""
+        from mlflow.entities import Param
+
+        limit = 6000
+        text = {k: str(v) for k, v in param_values(params).items()}
+        items = [Param(k, v if len(v) <= limit else v[: limit - 3] + "...") for k, v in text.items()]
+        for start in range(0, len(items), 100):  # the tracking API's batch limit for params
+            self.client.log_batch(self.run_id, params=items[start : start + 100])
 
     def write(self, rows: Sequence[MetricRow]) -> None:
         from mlflow.entities import Metric

@@ -22,11 +22,12 @@ from nclab.measure.counts import PassCounts
 from nclab.measure.distributed import is_distributed, rank
 from nclab.measure.hooks import FeatureHooks, collect_features, eval_mode, resolve_layers
 from nclab.measure.passes import Batch, FeatureCache, KeepingStatsPass, PassSink, StatsPass, forward_pass, ncc_pass
-from nclab.measure.plan import LossFn, MeasurePlan, TargetsFn
+from nclab.measure.plan import FULL_TRACK_MAX_DIM, LossFn, MeasurePlan, TargetsFn
 from nclab.measure.schedule import Schedule, check_epoch, measurement_epochs
 from nclab.measure.split import SplitMeasurement, layer_rows, measure_split, run_passes
 
 __all__ = [
+    "FULL_TRACK_MAX_DIM",
     "Batch",
     "Classifier",
     "FeatureCache",

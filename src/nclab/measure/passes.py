@@ -5,8 +5,8 @@ each batch, with the :class:`Batch` in flight, to a :class:`PassSink`. Between t
 what a sink cannot see: the batch's labels (1-D class indices, before the model runs), that each layer's output
 has the batch dimension first, and that each hooked module runs once per forward pass.
 
-Pass 1 (:class:`StatsPass`): ``ClassStats`` per layer -- ``track="full"`` at the penultimate layer (d x d, for
-NC1, VCI, ranks, probe loss), ``"light"`` (O(K d)) elsewhere, enough for the per-layer PFC metrics; the
+Pass 1 (:class:`StatsPass`): ``ClassStats`` per layer -- ``track="full"`` (d x d, for NC1, VCI, ranks, probe
+loss) or ``"light"`` (O(K d), enough for the per-layer PFC metrics) as :meth:`MeasurePlan.track` says; the
 network's loss and error (:class:`~nclab.measure.PassCounts`); for cosine heads also full statistics of the
 L2-normalised penultimate features (GNC1, [Jiang et al. 2024]). Pass 2 (:func:`ncc_pass`): ``NCCAccumulator``
 per layer against the class means of a reference -- the training split's for a held-out split
@@ -278,7 +278,8 @@ class StatsPass(PassSink):
     def fold(self, name: str, f: torch.Tensor, y: torch.Tensor) -> None:
         s = self.stats.get(name)
         if s is None:
-            s = self.stats[name] = ClassStats(self.plan.num_classes, int(f.shape[1]), track=self.plan.track(name))
+            d = int(f.shape[1])
+            s = self.stats[name] = ClassStats(self.plan.num_classes, d, track=self.plan.track(name, d))
         s.update(f, y)
 
     def finish(self) -> None:

@@ -15,7 +15,13 @@ from nclab.measure.classifier import find_classifier
 from nclab.measure.hooks import LayerSpec, SelectSpec, resolve_layers
 from nclab.validation import check_int
 
-__all__ = ["LossFn", "MeasurePlan", "TargetsFn"]
+__all__ = ["FULL_TRACK_MAX_DIM", "LossFn", "MeasurePlan", "TargetsFn"]
+
+#: The widest layer a :class:`~nclab.CollapseMonitor` measures in full (d x d statistics: NC1, VCI, ranks) unless
+#: told otherwise (``track=``); wider layers are measured light (O(K d)), with a warning naming the layer. At
+#: d = 1,024 the d x d scatter is 8 MiB of float64 and its update costs about ``B d^2`` multiply-adds per batch
+#: of ``B`` samples: one d x d linear layer's forward pass, a fraction of a network's whose layers are that wide.
+FULL_TRACK_MAX_DIM = 1024
 
 #: ``loss_fn(outputs, labels, penultimate_features) -> scalar``: the network's loss of one batch (a batch mean).
 LossFn = Callable[[Any, torch.Tensor, torch.Tensor], torch.Tensor]
@@ -43,6 +49,11 @@ class MeasurePlan:
         The classifier scores by cosine: ``gnc1`` of the unit-normalised penultimate features is reported too.
     full_layers : str or collection of str
         ``"penultimate"`` (full statistics there, light elsewhere), ``"all"``, or the layer names.
+    light_layers : frozenset of str
+        Layers measured light whatever ``full_layers`` and ``full_max_dim`` say (a caller's explicit choice).
+    full_max_dim : int or None
+        Also full: every other layer whose width ``d`` is at most this (:data:`FULL_TRACK_MAX_DIM` for a
+        :class:`~nclab.CollapseMonitor`); ``None``: only ``full_layers``.
     batch_size : int
         Rows per forward pass of :func:`~nclab.measure.tensor_batches` (:func:`~nclab.measure.measure_split`).
     cache_mb : float
@@ -78,6 +89,8 @@ class MeasurePlan:
     b: np.ndarray | None = None
     cosine: bool = False
     full_layers: str | Collection[str] = "penultimate"
+    light_layers: frozenset[str] = frozenset()
+    full_max_dim: int | None = None
     batch_size: int = 256
     cache_mb: float = 256.0
     loss_fn: LossFn | None = None
@@ -131,11 +144,24 @@ class MeasurePlan:
             options = {"W": clf.W, "b": clf.b, "cosine": clf.cosine, **options}
         return cls(layer_map, penultimate, num_classes, **options)
 
-    def track(self, name: str) -> str:
-        """``"full"`` or ``"light"`` statistics at layer ``name``."""
+    def track(self, name: str, dim: int | None = None) -> str:
+        """``"full"`` or ``"light"`` statistics at layer ``name`` of width ``dim`` (its features' columns).
+
+        Examples
+        --------
+        >>> plan = MeasurePlan({"a": nn.Identity(), "b": nn.Identity()}, "b", 3, full_max_dim=64)
+        >>> plan.track("b", 4096), plan.track("a", 64), plan.track("a", 65)
+        ('full', 'full', 'light')
+        """
+        if name in self.light_layers:
+            return "light"
         if isinstance(self.full_layers, str):
-            return "full" if name == self.penultimate or self.full_layers == "all" else "light"
-        return "full" if name in self.full_layers else "light"
+            if name == self.penultimate or self.full_layers == "all":
+                return "full"
+        elif name in self.full_layers:
+            return "full"
+        wide = self.full_max_dim is None or dim is None or dim > self.full_max_dim
+        return "light" if wide else "full"
 
     def classifier_at(self, name: str) -> tuple[np.ndarray | None, np.ndarray | None]:
         """``(W, b)`` at the penultimate layer (NC3, NC4 there), ``(None, None)`` elsewhere."""

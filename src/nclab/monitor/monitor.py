@@ -6,7 +6,14 @@ measure, and on each call of :meth:`CollapseMonitor.measure` runs the two stream
 whatever the model's dtype), pass 2 the NCC counts against the training split's class means, read from a copy of
 pass 1's features when they fit in ``cache_mb`` (else by running the model again) -- then
 :func:`nclab.metrics.collapse_report` per layer (with ``gnc1`` for a cosine classifier, as the built-in trainer).
-The rows go to the monitor's sinks (:mod:`nclab.io.sinks`; the run-directory table by default).
+The rows go to the monitor's sinks (:mod:`nclab.io.sinks`; the run-directory table by default); the logger sinks
+(TensorBoard, W&B, MLflow) also record the monitor's :attr:`~CollapseMonitor.settings` (K, layers, tracks,
+classifier, conventions, run identity) as their run's parameters, with the first rows.
+
+Every measured layer gets full statistics (d x d: NC1, VCI, ranks) when it is the penultimate layer or its width d
+is at most :data:`~nclab.measure.FULL_TRACK_MAX_DIM` (1,024: a d x d scatter of 8 MiB whose update costs about
+the forward pass of one d x d linear layer), and light ones (O(K d)) when it is wider, with a warning at its
+first measurement naming the layer, d and ``track={layer: "full"}``; ``track=`` chooses per layer.
 
 A monitor with ``out=`` is a writer of that folder (:class:`nclab.io.rundir.RunDir`): its table sink holds the
 folder's lock until :meth:`CollapseMonitor.close`, and the monitor has a run identity, :attr:`CollapseMonitor.identity`
@@ -45,7 +52,9 @@ from nclab._threads import blas_threads
 from nclab.io.run_table import MetricRow
 from nclab.io.rundir import RunIdentity
 from nclab.io.sinks import MetricSink, make_sink
+from nclab.io.tables import to_frame as to_frame_of
 from nclab.measure import (
+    FULL_TRACK_MAX_DIM,
     KeepingStatsPass,
     MeasurePlan,
     Schedule,
@@ -61,6 +70,8 @@ from nclab.measure import (
 from nclab.measure.batches import Batches, is_one_shot
 from nclab.measure.hooks import SelectSpec
 from nclab.measure.passes import unit_stats
+from nclab.memory import format_bytes
+from nclab.metrics import check_conventions
 from nclab.stats import ClassStats
 from nclab.validation import check_int, check_positive
 
@@ -104,6 +115,11 @@ class MonitorResult:
         except KeyError:
             raise KeyError(f"no {metric!r} at layer {layer!r}") from None
 
+    def to_frame(self) -> Any:
+        """:attr:`rows` as a ``pandas.DataFrame`` (columns epoch, split, layer, metric, value); pandas is
+        optional: without it this raises ``ImportError`` naming it."""
+        return to_frame_of(self.rows)
+
 
 def next_token_targets(features: torch.Tensor, batch: Any) -> tuple[torch.Tensor, torch.Tensor]:
     """Token-level samples of a causal language model: hidden state at position ``t`` labelled by token
@@ -142,9 +158,12 @@ class CollapseMonitor:
         When :meth:`due` is true (:meth:`nclab.measure.Schedule.coerce`; a string, float or bool is refused);
         :meth:`maybe_measure` follows it.
     track : str or mapping, optional
-        ``"full"`` (d x d statistics: NC1, ranks, ...) or ``"light"`` (O(K d)) per layer: a mapping ``{layer:
-        track}``, or one value for every layer. Default: full at the penultimate layer, light elsewhere. Use
-        ``"light"`` for a large ``K``.
+        ``"full"`` (d x d statistics: NC1, VCI, ranks, ...) or ``"light"`` (O(K d): no NC1, VCI or ranks) per
+        layer: a mapping ``{layer: track}``, or one value for every layer. A layer not given one is full when it
+        is the penultimate layer or its width ``d`` is at most :data:`~nclab.measure.FULL_TRACK_MAX_DIM`
+        (1,024), and light otherwise, with a ``UserWarning`` at its first measurement naming the layer, ``d``
+        and ``track={layer: "full"}``. :attr:`tracks` says which each layer got. Use ``"light"`` for a large
+        ``K`` (a language model's vocabulary).
     select : int, callable or mapping, optional
         For a layer whose output is a tuple (an ``nn.LSTM``, a block returning ``(h, attention)``): which element
         to measure, an index or a callable ``output -> tensor``, per layer (``{"rnn": 0}``) or for every layer.
@@ -221,7 +240,8 @@ class CollapseMonitor:
                 stacklevel=2,
             )
         self.layers, self.inputs, self.penultimate = self._resolve(layers)
-        self.full_layers = self._tracks(track)
+        self._track = self._tracks(track)
+        self._measured: dict[str, tuple[str, int]] = {}  # layer -> (track, d), once measured
         self.select = select
         self._bound = self._module_paths()
         self._device = None if device is None else torch.device(device)
@@ -236,7 +256,9 @@ class CollapseMonitor:
             s if isinstance(s, MetricSink) else make_sink(s, folder, identity=self.identity, overwrite=overwrite)
             for s in sinks
         ]
+        #: Every row measured so far (an ``(epoch, split)`` measured again replaces its rows): :meth:`to_frame`.
         self.rows: list[MetricRow] = []
+        self._params_sent = False  # the settings go to the sinks with their first rows
         #: The training split's statistics from the latest ``measure(split="train")``: NCC reference of the
         #: held-out splits.
         self.train_stats: dict[str, ClassStats] | None = None
@@ -302,14 +324,26 @@ class CollapseMonitor:
             pen = own if own in layer_map else next(reversed(layer_map))
         return layer_map, frozenset(inputs), pen
 
-    def _tracks(self, track: str | Mapping[str, str] | None) -> set[str]:
-        if track is None:
-            return {self.penultimate}
-        per = {n: track for n in self.layers} if isinstance(track, str) else {self.penultimate: "full", **track}
+    def _tracks(self, track: str | Mapping[str, str] | None) -> dict[str, str]:
+        """The statistics asked for per layer: ``"full"``, ``"light"``, or ``"auto"`` (not given: full at the
+        penultimate layer and at layers of width <= FULL_TRACK_MAX_DIM, decided when ``d`` is seen)."""
+        per = {} if track is None else {n: track for n in self.layers} if isinstance(track, str) else dict(track)
         bad = {t for t in per.values() if t not in ("full", "light")}
         if bad or set(per) - set(self.layers):
             raise ValueError(f"track must be 'full' or 'light' per measured layer {list(self.layers)}, got {track!r}")
-        return {n for n, t in per.items() if t == "full"}
+        return {n: per.get(n, "auto") for n in self.layers}
+
+    @property
+    def tracks(self) -> dict[str, str]:
+        """``{layer: "full" or "light"}`` as measured; before a layer's first measurement its choice when one was
+        made (``track=``, or the penultimate layer), else ``"auto"`` (decided by its width ``d``)."""
+        out = {}
+        for name, asked in self._track.items():
+            if name in self._measured:
+                out[name] = self._measured[name][0]
+            else:
+                out[name] = "full" if asked == "auto" and name == self.penultimate else asked
+        return out
 
     def _module_paths(self) -> dict[str, nn.Module]:
         """``{path in the model: module}`` of every hooked module and the classifier module, as built."""
@@ -363,7 +397,9 @@ class CollapseMonitor:
             W=None if clf is None else clf.W,
             b=None if clf is None else clf.b,
             cosine=clf is not None and clf.cosine,
-            full_layers=frozenset(self.full_layers),
+            full_layers=frozenset(n for n, t in self.tracks.items() if t == "full"),
+            light_layers=frozenset(n for n, t in self._track.items() if t == "light"),
+            full_max_dim=FULL_TRACK_MAX_DIM,
             cache_mb=self.cache_mb,
             loss_fn=loss,
             conventions=self.conventions,
@@ -404,6 +440,7 @@ class CollapseMonitor:
             layer_out, _ = run_passes(self.model, self.batches(data), plan, p1, reference, msgs)
         if train:
             self.train_stats = dict(p1.stats)
+        msgs += self._note_tracks(p1.stats)
         if self.missing:
             msgs.append(f"no classifier: missing {', '.join(self.missing)}")
         reports: dict[str, dict[str, float]] = {}
@@ -413,11 +450,60 @@ class CollapseMonitor:
         # an (epoch, split) measured again replaces its rows, here as in the table
         self.rows = [r for r in self.rows if (r.epoch, r.split) != (epoch, split)] + rows
         if rank() == 0:
+            if not self._params_sent:  # after the first measurement: the settings name each layer's track
+                for sink in self.sinks:
+                    if hasattr(sink, "log_params"):
+                        sink.log_params(self.settings)
+                self._params_sent = True
             for sink in self.sinks:
                 sink.write(rows)
         return MonitorResult(
             epoch, split, rows, reports, OrderedDict(p1.stats), list(dict.fromkeys(msgs)), self.missing
         )
+
+    def _note_tracks(self, stats: Mapping[str, ClassStats]) -> list[str]:
+        """Record each layer's track and width; a layer measured light for its width alone (no ``track=`` for
+        it) is said once, in a warning that names the way to measure it in full."""
+        notes = []
+        for name, s in stats.items():
+            if name in self._measured:
+                continue
+            self._measured[name] = (s.track, s.dim)
+            if self._track.get(name) == "auto" and s.track == "light":
+                notes.append(
+                    f"layer {name!r} (d = {s.dim} > FULL_TRACK_MAX_DIM = {FULL_TRACK_MAX_DIM}) is measured light: no "
+                    f"nc1, vci or ranks there; pass track={{{name!r}: 'full'}} to measure it in full (a d x d "
+                    f"scatter of {format_bytes(8.0 * s.dim * s.dim)})"
+                )
+        if notes and rank() == 0:
+            for note in notes:
+                # 4: past measure and its torch.no_grad wrapper, at the caller of measure
+                warnings.warn(f"CollapseMonitor: {note}", UserWarning, stacklevel=4)
+        return notes
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        """What the monitor measures, as flat parameters (the keys of a logger's params / config): ``num_classes``,
+        ``layers``, ``penultimate``, ``classifier`` (its name, ``None`` without one), ``schedule``,
+        ``track/LAYER`` (:attr:`tracks`), ``conventions/KEY`` (every convention, defaults included:
+        :doc:`/conventions`), ``run_id`` and ``run_name`` (:attr:`identity`). Every logger sink records them
+        with its first rows (:meth:`nclab.io.sinks.MLflowSink.log_params`)."""
+        out: dict[str, Any] = {
+            "num_classes": self.num_classes,
+            "layers": list(self.layers),
+            "penultimate": self.penultimate,
+            "classifier": None if self.classifier is None else self.classifier.name,
+            "schedule": repr(self.schedule),
+        }
+        out.update({f"track/{n}": t for n, t in self.tracks.items()})
+        out.update({f"conventions/{k}": v for k, v in check_conventions(self.conventions).items()})
+        out.update(run_id=self.identity.run_id, run_name=self.identity.name)
+        return out
+
+    def to_frame(self) -> Any:
+        """:attr:`rows` as a ``pandas.DataFrame`` (columns epoch, split, layer, metric, value); pandas is
+        optional: without it this raises ``ImportError`` naming it."""
+        return to_frame_of(self.rows)
 
     def maybe_measure(self, data: Any, *, split: str = "train", epoch: int = 0) -> MonitorResult | None:
         """:meth:`measure` when ``epoch`` is on the schedule, else ``None``."""
