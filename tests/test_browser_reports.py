@@ -14,6 +14,10 @@ Method, per report:
   of the images into the DOM; ``--dump-dom`` prints it. The first figure's top edge must lie inside the window's
   viewport (``innerHeight``, at most 900 px) and every image is shown at 1:1 (rendered width = PNG width, at
   most 1280 px);
+* width: nothing scrolls sideways (the document's ``scrollWidth`` is the window's) and every table's right edge
+  lies inside the window;
+* table of contents: every entry is one box (``getClientRects`` of an entry split across the two columns
+  returns two);
 * figure text: every figure is rendered by ``Figure.savefig`` (wrapped here) at a known DPI; a text of ``s``
   points is ``s * dpi / 72`` px high in the PNG, i.e. on screen at 1:1; every visible text must reach 10 px.
 
@@ -49,8 +53,12 @@ FASHION = Path("/usr/share/datasets/fashion-mnist")
 _PROBE = """<script>addEventListener("load", () => {
   const imgs = [...document.images].map(i => ({complete: i.complete, natural: i.naturalWidth,
     width: i.getBoundingClientRect().width, top: i.getBoundingClientRect().top}));
+  const tables = [...document.querySelectorAll("table")].map(t => t.getBoundingClientRect().right);
+  const toc = [...document.querySelectorAll("nav li")].map(li => li.getClientRects().length);
+  const scrollWidth = document.documentElement.scrollWidth;
   const p = document.createElement("pre"); p.id = "nclab-probe";
-  p.textContent = JSON.stringify({imgs, innerWidth, innerHeight}); document.body.append(p);
+  p.textContent = JSON.stringify({imgs, tables, toc, scrollWidth, innerWidth, innerHeight});
+  document.body.append(p);
 });</script>"""
 
 
@@ -77,7 +85,7 @@ def _png_size(data: bytes) -> tuple[int, int]:
     return struct.unpack(">II", data[16:24])
 
 
-def _check_report(html_path: Path, name: str, tmp_path: Path) -> None:
+def _check_report(html_path: Path, name: str, tmp_path: Path) -> dict:
     text = html_path.read_text(encoding="utf-8")
     sources = re.findall(r'<img[^>]*\ssrc="([^"]*)"', text)
     assert sources, f"{name}: no figure"
@@ -94,8 +102,12 @@ def _check_report(html_path: Path, name: str, tmp_path: Path) -> None:
     assert 0 <= imgs[0]["top"] < viewport, (imgs[0], viewport)
     for i in imgs:
         assert i["natural"] <= WINDOW[0] and abs(i["width"] - i["natural"]) < 0.5, i
+    assert probe["scrollWidth"] <= probe["innerWidth"], (name, probe["scrollWidth"])  # no sideways scrolling
+    assert all(right <= probe["innerWidth"] for right in probe["tables"]), (name, probe["tables"])
+    assert all(n == 1 for n in probe["toc"]), (name, probe["toc"])  # no entry split across the columns
     shot = (SHOTS / f"{name}.png").read_bytes()
     assert _png_size(shot) == WINDOW
+    return probe
 
 
 @pytest.fixture
@@ -108,16 +120,21 @@ def text_sizes(monkeypatch):
         out = savefig(self, *args, **kwargs)  # draws the figure: tick labels exist from here on
         dpi = float(kwargs.get("dpi") or self.dpi)
         sizes = [t.get_fontsize() for t in self.findobj(Text) if t.get_visible() and t.get_text().strip()]
-        seen.append((min(sizes) * dpi / 72, self.get_size_inches()[0] * dpi))
+        # a figure-level legend's lower edge, in px from the top of the PNG
+        bottom = None
+        if self.legends:
+            box = self.legends[0].get_window_extent().transformed(self.transFigure.inverted())
+            bottom = (1 - box.y0) * self.get_size_inches()[1] * dpi
+        seen.append((min(sizes) * dpi / 72, self.get_size_inches()[0] * dpi, bottom))
         return out
 
     monkeypatch.setattr(Figure, "savefig", recording)
     return seen
 
 
-def _check_text(seen: list[tuple[float, float]], name: str) -> None:
+def _check_text(seen: list[tuple[float, float, float | None]], name: str) -> None:
     assert seen, f"{name}: no figure was saved"
-    for px, width in seen:
+    for px, width, _ in seen:
         assert px >= MIN_TEXT_PX, f"{name}: a figure's smallest text is {px:.1f} px at 1:1"
         assert width <= WINDOW[0], f"{name}: a figure is {width:.0f} px wide"
 
@@ -135,7 +152,9 @@ def test_the_method_detects_console_errors_and_broken_images(tmp_path):
 
 def test_demo_reports_in_chromium(tmp_path, text_sizes):
     summary = run_demo(tmp_path / "demo", epochs=3, progress=False)
-    _check_report(summary, "demo", tmp_path)
+    probe = _check_report(summary, "demo", tmp_path)
+    # the overview shows a per-layer figure too: NC1 against depth (the demo tracks every hidden layer fully)
+    assert len(probe["imgs"]) == 2 and "Figure 2: NC1 against depth" in summary.read_text()
     _check_report(tmp_path / "demo" / "mse" / "report.html", "demo-mse-run", tmp_path)
     _check_text(text_sizes, "demo")
 
@@ -150,3 +169,38 @@ def test_experiment_reports_in_chromium(name, tmp_path, text_sizes):
     run(name, tmp_path / name, scale="tiny")
     _check_text(text_sizes, name)
     _check_report(tmp_path / name / "report.html", name, tmp_path)
+
+
+def test_compare_report_in_chromium(tmp_path, text_sizes):
+    """A sweep of 4 trials (learning rate x loss) and a run of another width compared on 4 metrics (the review's
+    command): the legend above the curves in the first viewport, the runs table inside 1280 px."""
+    import yaml
+
+    from nclab.report.compare import write_compare_report
+    from nclab.train import resolve_config, train
+    from nclab.train.sweep import run_sweep
+
+    base = {
+        "name": "tiny",
+        "data": {"name": "digits", "per_class": 12, "test_per_class": 4},
+        "model": {"name": "mlp", "options": {"widths": [16, 16]}},
+        "loss": {"name": "mse", "reduction": "sum_half"},
+        "train": {"epochs": 2, "batch_size": 32, "threads": 1},
+        "measure": {"num_log": 1},
+    }
+    (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(base))
+    grid = {"optim.lr": [0.02, 0.04], "loss.name": ["mse", "ce"]}
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump({"base": "tiny.yaml", "grid": grid}))
+    run_sweep(tmp_path / "s.yaml", tmp_path / "sweep", local=True)
+    train(resolve_config(base, ["model.options.widths=[24, 24]"]), tmp_path / "wide", progress=False)
+    metrics = ["nc1", "etf_gram_error", "self_duality", "ncc_mismatch"]
+    html_path, _ = write_compare_report([tmp_path / "sweep", tmp_path / "wide"], tmp_path / "c.html", metrics=metrics)
+    probe = _check_report(html_path, "compare", tmp_path)
+    _check_text(text_sizes, "compare")
+    # the legend is the top of the first figure: its lower edge, on screen, lies inside the first viewport
+    _, fig_px, legend_bottom = text_sizes[-1]
+    first = probe["imgs"][0]
+    assert legend_bottom is not None and first["natural"] == round(fig_px), (first, fig_px)
+    assert first["top"] + legend_bottom < WINDOW[1], (first, legend_bottom)
+    page = html_path.read_text()
+    assert page.count("<tr>") == 1 + 5 and 'href="wide/report.html"' in page  # a run id links to its report

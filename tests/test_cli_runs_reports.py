@@ -171,4 +171,8 @@ def test_experiment_list_shows_expected_durations():
     for exp in list_experiments():
         assert exp.durations.get("tiny"), exp.name  # every experiment's tiny scale has been timed
         assert set(exp.durations) <= set(exp.scales)
-    assert "tiny: ~5 s" in res.output and "not timed" in res.output
+    # the tiny scale is labelled as what it is
+    assert "tiny (smoke test): ~5 s" in res.output and "not timed" in res.output
+    res = runner.invoke(app, ["experiment", "list", "-f", "json"])
+    rows = {r["name"]: r for r in json.loads(res.stdout)}
+    assert rows["ufm-figures"]["tiny time"] == "~5 s" and rows["ufm-figures"]["paper time"] == "not timed"

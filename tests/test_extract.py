@@ -272,3 +272,98 @@ def test_temporary_files_of_older_killed_extractions_are_removed(tmp_path):
         "notes.txt",
         "penultimate.npy",
     ]
+
+
+# ------------------------------------------------------------------ extract of a run: its data, its file names, probe
+def _tiny_run(tmp_path, data: dict, model: dict, seed: int = 3):
+    from nclab.train import resolve_config, train
+
+    cfg = {
+        "seed": seed,
+        "data": data,
+        "model": model,
+        "train": {"epochs": 1, "batch_size": 20, "threads": 1},
+        "measure": {"epochs": [1], "splits": ["train"]},
+        "report": False,
+    }
+    return train(resolve_config(cfg), tmp_path / "run", progress=False)
+
+
+def _measured(run, metric: str) -> float:
+    return next(r.value for r in run.rows if r.layer == run.penultimate and r.split == "train" and r.metric == metric)
+
+
+def _extract_and_measure(run, tmp_path, monkeypatch, *args) -> dict:
+    """``nclab extract RUN`` with its defaults (the files under runs/), then the `nclab measure` line it prints."""
+    monkeypatch.chdir(tmp_path)
+    res = runner.invoke(app, ["extract", str(run.out), *args])
+    assert res.exit_code == 0, res.output
+    line = next(ln for ln in res.stderr.splitlines() if ln.startswith("measure with: nclab measure "))
+    measure = line.removeprefix("measure with: nclab ").split()
+    for path in measure[1:]:
+        assert path.startswith("-") or Path(path).is_file(), path  # every file the command names exists
+    res = runner.invoke(app, [*measure, "-f", "json"])
+    assert res.exit_code == 0, res.output
+    return json.loads(res.stdout)
+
+
+def test_extract_of_a_run_uses_its_subset_and_seed_and_reproduces_its_numbers(tmp_path, monkeypatch):
+    from nclab.data import load
+
+    run = _tiny_run(tmp_path, {"name": "digits", "per_class": 10}, {"name": "mlp", "options": {"widths": [16, 12]}})
+    got = _extract_and_measure(run, tmp_path, monkeypatch)  # no DATA, no --per-class: the run's own
+    out = tmp_path / "runs" / "features" / "run-digits-train"
+    labels = np.load(out / "labels.npy")
+    np.testing.assert_array_equal(labels, load("digits", "train", per_class=10, seed=3).y.numpy())
+    assert not np.array_equal(labels, load("digits", "train", per_class=10, seed=0).y.numpy())
+    # the features the run measured at its last epoch: the same numbers, from the files
+    for metric in ("nc1", "trace_ratio", "etf_gram_error", "ncc_mismatch"):
+        assert got[metric] == pytest.approx(_measured(run, metric), rel=1e-6, abs=1e-12), metric
+    assert (out / f"{run.penultimate}.npy").is_file() and run.penultimate == "layer2"
+
+
+@pytest.mark.skipif(not Path("/usr/share/datasets/fashion-mnist").is_dir(), reason="Fashion-MNIST not installed")
+def test_extract_of_a_padded_fashion_mnist_run(tmp_path, monkeypatch):
+    """The shipped config's preprocessing (28 x 28 padded to 32 x 32): before, a size-mismatch traceback."""
+    data = {"name": "fashion-mnist", "per_class": 4, "test_per_class": 2, "pad_to": 32}
+    run = _tiny_run(tmp_path, data, {"name": "cnn", "options": {"channels": [4, 4], "hidden": 8}})
+    got = _extract_and_measure(run, tmp_path, monkeypatch, "fashion-mnist", "-o", "feats")
+    assert got["nc1"] == pytest.approx(_measured(run, "nc1"), rel=1e-6)
+    assert json.loads((tmp_path / "feats" / "manifest.json").read_text())["layers"] == {"fc": [40, 8]}
+
+
+def test_extract_help_names_the_files_it_writes():
+    text = " ".join(runner.invoke(app, ["extract", "-h"], env={"COLUMNS": "200"}).output.replace("│", " ").split())
+    assert "OUT/LAYER.npy per layer" in text and "layer3.npy for an nclab MLP" in text
+    assert "OUT/penultimate.npy OUT/labels.npy" not in text  # the old promise, false for nclab networks
+
+
+def test_extract_writes_the_probe_layout(tmp_path):
+    from nclab.transfer import linear_probe
+
+    run = _tiny_run(tmp_path, {"name": "digits", "per_class": 10, "test_per_class": 5}, {"name": "mlp"})
+    out = tmp_path / "task"
+    res = runner.invoke(app, ["extract", str(run.out), "--layout", "probe", "-o", str(out), "-f", "json"])
+    assert res.exit_code == 0, res.output
+    files = json.loads(res.stdout)
+    assert sorted(files) == ["test", "train"]
+    assert f"probe with: nclab probe FEATURES LABELS -t digits={out}" in res.stderr
+    arrays = {s: (np.load(files[s][run.penultimate]), np.load(files[s]["labels"])) for s in ("train", "test")}
+    assert [len(arrays[s][1]) for s in ("train", "test")] == [100, 50]  # the run's own subsets
+    # the same arrays in the hand-made layout probe the same
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    for s, (H, y) in arrays.items():
+        np.save(plain / f"{s}_features.npy", H)
+        np.save(plain / f"{s}_labels.npy", y)
+    H, y = arrays["train"]
+    np.save(tmp_path / "h.npy", H)
+    np.save(tmp_path / "y.npy", y)
+    args = ["probe", str(tmp_path / "h.npy"), str(tmp_path / "y.npy"), "--lams", "1e-3,1", "-f", "json"]
+    a = json.loads(runner.invoke(app, [*args, "-t", f"t={out}"]).stdout)
+    b = json.loads(runner.invoke(app, [*args, "-t", f"t={plain}"]).stdout)
+    assert a["tasks"] == b["tasks"]
+    want = linear_probe(arrays["train"], arrays["test"], lams=np.array([1e-3, 1.0]))
+    assert a["tasks"]["t"]["accuracy"] == want.accuracy
+    res = runner.invoke(app, ["extract", str(run.out), "--layout", "probe", "-l", "layer1", "-l", "layer2"])
+    assert res.exit_code == 2 and "--layout probe extracts one layer" in res.stderr

@@ -11,14 +11,17 @@ from nclab.report.figures import (
     FIGURE_DPI,
     MAX_WIDTH_IN,
     MIN_FONT_PT,
+    ZERO_ERROR_LABEL,
     compare_figure,
     curves_figure,
     depth_figure,
     figure_png,
     heatmap_figure,
+    layer_profile_figure,
+    metric_title,
     train_test_figure,
 )
-from nclab.report.run_report import collapse_summary, write_run_report
+from nclab.report.run_report import collapse_summary, run_title, write_run_report, zero_error_text
 
 ROWS = [
     MetricRow(e, s, lay, m, v)
@@ -91,6 +94,10 @@ def test_curves_figure_plots_the_rows():
     assert len(panels) == 2  # "missing" has no rows: no panel
     for ax, power in zip(panels, (1, 2), strict=True):
         curves = _lines(ax)
+        if ax is panels[0]:  # the zero-error marker, in the first panel's legend
+            x, _ = curves.pop(ZERO_ERROR_LABEL)
+            np.testing.assert_array_equal(x, [3.0, 3.0])
+            assert ZERO_ERROR_LABEL in [t.get_text() for t in ax.get_legend().get_texts()]
         assert set(curves) == {"a", "b"}
         for lay, (x, y) in curves.items():
             np.testing.assert_array_equal(x, EPOCHS)
@@ -111,6 +118,7 @@ def test_heatmap_figure_shows_log10_of_the_layer_epoch_grid():
 def test_train_test_and_compare_figures_plot_the_rows():
     (ax,) = [a for a in train_test_figure(ROWS, ["nc1"], "b", zero_error_epoch=3).axes if a.get_lines()]
     curves = _lines(ax)
+    np.testing.assert_array_equal(curves.pop(ZERO_ERROR_LABEL)[0], [3.0, 3.0])
     assert set(curves) == {"train", "test"}
     for x, y in curves.values():
         np.testing.assert_array_equal(x, EPOCHS)
@@ -149,7 +157,8 @@ def test_run_report_is_self_contained(tmp_path):
     (tmp_path / "summary.json").write_text('{"zero_error_epoch": 3, "penultimate": "b", "measured_epochs": [0,1,3,10]}')
     path = write_run_report(tmp_path)
     text = path.read_text()
-    assert len(re.findall(r'src="data:image/png;base64,', text)) == 5  # loss, penultimate, layers, heatmap, train/test
+    # penultimate, loss, metrics against depth, per-layer curves, heatmap, train/test
+    assert len(re.findall(r'src="data:image/png;base64,', text)) == 6
     assert not re.search(r'(src|href)="(https?:)?//', text)  # no external asset
 
 
@@ -178,3 +187,76 @@ def test_log_axes_get_at_least_three_tick_labels():
         y0, y1 = ax.get_ylim()
         assert len([t for t in ax.get_yticklabels() if t.get_text() and y0 <= t.get_position()[1] <= y1]) >= 3
     plt.close(fig)
+
+
+def test_titles_name_the_collapse_family():
+    """NC2 is findable as NC2: the ETF Gram error (PFC2 of [Wang et al. 2024]) is titled by its family."""
+    assert metric_title("etf_gram_error") == "NC2: ETF Gram error (PFC2)"
+    assert metric_title("trace_ratio").startswith("NC1: ") and metric_title("trace_ratio").endswith("(PFC1)")
+    assert metric_title("ncc_accuracy") == "NC4: NCC accuracy (PFC3)"
+    assert (metric_title("self_duality"), metric_title("equinorm"), metric_title("vci")) == (
+        "NC3: self-duality",
+        "NC2: equinorm",
+        "NC1: VCI",
+    )
+    assert metric_title("error") == "error" and metric_title("gnc1") == "GNC1"
+    fig = curves_figure(ROWS, ["nc1", "etf_gram_error", "ncc_accuracy"])
+    titles = [ax.get_title() for ax in fig.axes if ax.get_visible()]
+    assert [t.split(":")[0] for t in titles] == ["NC1", "NC2", "NC4"]
+    assert [ax.get_ylabel() for ax in fig.axes if ax.get_visible()] == ["nc1", "etf_gram_error", "ncc_accuracy"]
+
+
+def test_layer_profile_figure_plots_each_metric_against_depth_at_the_chosen_epochs():
+    fig = layer_profile_figure({"": (ROWS, 3)}, ["nc1", "trace_ratio"], epochs=[0, 10])
+    (nc1_ax, tr_ax) = [ax for ax in fig.axes if ax.get_lines()]
+    for ax, power in ((nc1_ax, 2), (tr_ax, 1)):
+        curves = _lines(ax)
+        assert set(curves) == {"epoch 0", "epoch 10"}
+        for epoch in (0, 10):
+            x, y = curves[f"epoch {epoch}"]
+            np.testing.assert_array_equal(x, [1.0, 2.0])  # layers a, b: input side first
+            np.testing.assert_allclose(y, [1.0 / (epoch + 1) ** power, 0.1 / (epoch + 1) ** power], rtol=1e-15)
+        assert [t.get_text() for t in ax.get_xticklabels()] == ["a", "b"]
+    # default epochs: the first, the zero-error and the last measured one; the zero-error one says so
+    fig = layer_profile_figure({"MSE": (ROWS, 3)}, ["nc1"])
+    (ax,) = [ax for ax in fig.axes if ax.get_lines()]
+    assert set(_lines(ax)) == {"epoch 0", "epoch 3 (zero error)", "epoch 10"} and ax.get_title().startswith("MSE: NC1")
+    # a metric measured at one layer only has no panel
+    one_layer = [r for r in ROWS if r.layer == "b"]
+    assert not [ax for ax in layer_profile_figure({"": (one_layer, None)}, ["nc1"]).axes if ax.get_visible()]
+
+
+def test_compare_figure_legend_on_top_names_the_zero_error_marker():
+    fig = compare_figure({"x": (ROWS, 3), "y": (ROWS, None)}, ["nc1", "trace_ratio"], "b", legend_on_top=True)
+    (legend,) = fig.legends
+    texts = [t.get_text() for t in legend.get_texts()]
+    assert texts[:2] == ["x", "y"] and texts[2].startswith(ZERO_ERROR_LABEL)
+    fig.canvas.draw()
+    top_of_panels = max(ax.get_position().y1 for ax in fig.axes if ax.get_visible())
+    box = legend.get_window_extent().transformed(fig.transFigure.inverted())
+    assert box.y0 >= top_of_panels  # above the first row of panels, seen with it
+    plt_fig = compare_figure({"x": (ROWS, None)}, ["nc1"], "b", legend_on_top=True)
+    assert [t.get_text() for t in plt_fig.legends[0].get_texts()] == ["x"]  # no zero-error epoch: no marker entry
+
+
+def test_monitor_run_report_has_no_placeholder(tmp_path):
+    """A CollapseMonitor's run directory (a table, no config, no summary): the title and the summary name what is
+    known, nothing as '?' or empty."""
+    import torch
+
+    from nclab import CollapseMonitor
+
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(4, 6), torch.nn.ReLU(), torch.nn.Linear(6, 3))
+    x, y = torch.randn(30, 4), torch.arange(30) % 3
+    with CollapseMonitor(net, 3, layers=["0", "penultimate"], out=tmp_path / "mon") as monitor:
+        for epoch in (0, 1):
+            monitor.measure((x, y), split="train", epoch=epoch)
+    text = write_run_report(tmp_path / "mon").read_text()
+    title = re.search(r"<h1>(.*?)</h1>", text).group(1)
+    assert title == "nclab run mon: Sequential measured by a CollapseMonitor, K = 3", title
+    assert "Measured epochs: 2 (0, 1)." in text and "?" not in title
+    from nclab.io import read_run
+
+    record = read_run(tmp_path / "mon")
+    assert run_title(record) == title and zero_error_text(record) in ("not reached", "0", "1")

@@ -20,8 +20,10 @@ This module imports nothing from nclab (every package may use it without an impo
 
 from __future__ import annotations
 
+import difflib
 import os
 import typing
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -39,6 +41,7 @@ __all__ = [
     "check_output_dir",
     "check_output_file",
     "check_positive",
+    "did_you_mean",
     "infer_num_classes",
     "unit_rows",
 ]
@@ -241,6 +244,22 @@ def check_choice(value: Any, choices: Any, *, name: str) -> Any:
             return value
     listed = ", ".join(repr(c) for c in allowed)
     raise ValueError(f"{name} must be one of {listed}, got {value!r}")
+
+
+def did_you_mean(key: str, known: Iterable[str]) -> str:
+    """The suggestion that ends every unknown-key message (config keys, ``--set`` keys, sweep and study files,
+    ``--convention`` keys): ``" (did you mean 'x'?)"`` naming the closest of ``known`` (``difflib`` ratio at
+    least 0.6), or ``""`` when none is close.
+
+    Examples
+    --------
+    >>> did_you_mean("optim.lrr", ["optim.lr", "optim.momentum", "train.epochs"])
+    " (did you mean 'optim.lr'?)"
+    >>> did_you_mean("colour", ["seed", "name"])
+    ''
+    """
+    close = difflib.get_close_matches(key, list(known), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def _equal(a: Any, b: Any) -> bool:

@@ -16,8 +16,6 @@ from nclab.cli.common import (
     num_classes_option,
     user_errors,
 )
-from nclab.io.atomic import atomic_save_npy
-from nclab.validation import check_output_file
 
 app = make_app("codes", "Spherical codes of [Jiang et al. 2024]: Softmax Codes, Tammes codes, Thm 3.9 bounds.")
 
@@ -43,6 +41,8 @@ def _search(
     kind: str, d: int, K: int, restarts: int, seed: int, steps: int | None, out: Path | None, fmt: OutputFormat
 ) -> None:
     from nclab.geometry.codes import softmax_code_search, tammes_search
+    from nclab.io.atomic import atomic_save_npy
+    from nclab.validation import check_output_file
 
     fn = softmax_code_search if kind == "softmax" else tammes_search
     with user_errors():
@@ -60,11 +60,10 @@ def _search(
         "max_duality_gap": res.max_gap,
         "rattlers": int(res.rattlers.size),
         "restart_values": [float(v) for v in res.values],
-        "kkt_residual": float("nan") if res.kkt is None else res.kkt.residual,
-        "kkt_ok": None if res.kkt is None else bool(res.kkt.ok),
-        "active_constraints": None if res.kkt is None else len(res.kkt.active),
-        "certifies": res.certifies,
     }
+    if res.kkt is not None:  # no polish, no KKT check: the rows are left out rather than shown empty
+        row.update(kkt_residual=res.kkt.residual, kkt_ok=bool(res.kkt.ok), active_constraints=len(res.kkt.active))
+    row["certifies"] = res.certifies
     if res.bounds is not None:
         row.update(bound_lower=res.bounds.lower, bound_upper=res.bounds.upper, bound_valid=res.bounds.valid)
     if out is not None:

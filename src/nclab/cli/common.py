@@ -4,9 +4,15 @@ Output streams: a command's result (a table, or JSON / CSV with ``-f``) goes to 
 errors go to stderr, so ``nclab ... -f json > out.json`` captures only the result. Neither console wraps a line
 mid-word (paths stay whole for copy-paste).
 
-One vocabulary in every command: ``-K/--num-classes``, ``-n/--per-class``, ``-d/--dim``, ``-f/--format
-table|json|csv`` (:class:`OutputFormat`, written by :func:`emit`), ``--lam KEY=VALUE`` (:func:`parse_key_values`);
-flags are declared with :func:`flag`, so the help shows no ``<bool>`` placeholder.
+One vocabulary in every command: ``-K/--num-classes``, ``-n/--per-class``, ``-d/--dim``, ``-o/--out`` on every
+command that writes files (:func:`out_option`; the defaults lie under ``runs/``), ``-f/--format table|json|csv``
+on every command that prints a result (:class:`OutputFormat`, written by :func:`emit`), ``--lam KEY=VALUE``
+(:func:`parse_key_values`); flags are declared with :func:`flag`, so the help shows no ``<bool>`` placeholder.
+Warnings and remarks are ``note: ...`` lines on stderr (:func:`note`, :func:`warnings_as_notes`), and a message
+names command-line flags, not the library's keyword arguments (:func:`cli_message`).
+
+The command modules import nothing heavy at module level (numpy, torch, matplotlib are imported inside the
+commands), so ``nclab --version`` and ``nclab -h`` load Typer and Rich only.
 
 User errors (a bad config, missing data, an unknown layer, impossible sizes: the :data:`USER_ERRORS` raised
 inside :func:`user_errors`) end the command with one ``error: ...`` paragraph on stderr and exit code 2; the
@@ -15,8 +21,10 @@ traceback is printed only with ``nclab --debug``.
 
 from __future__ import annotations
 
+import inspect
 import json
 import math
+import re
 import traceback
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
@@ -27,25 +35,29 @@ from typing import Any, NoReturn
 import typer
 from rich.console import Console
 from rich.markup import escape
-from typer.core import TyperGroup
-
-from nclab.io.tables import column_names, csv_text
+from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
 __all__ = [
+    "CLI_FLAGS",
     "USER_ERRORS",
     "OutputFormat",
+    "cli_message",
     "console",
     "dim_option",
     "emit",
     "err_console",
     "fail",
+    "first_sentence",
     "flag",
     "format_option",
     "make_app",
+    "note",
     "num_classes_option",
+    "out_option",
     "parse_key_values",
     "parse_lams",
     "per_class_option",
+    "reflow",
     "set_debug",
     "user_errors",
     "warnings_as_notes",
@@ -79,9 +91,82 @@ def set_debug(on: bool) -> None:
     _debug["on"] = bool(on)
 
 
+def _type_label(label: str | None) -> str | None:
+    """Typer's type label of a list parameter (``<list[Path]>``) as its element's (``<path>``)."""
+    match = re.fullmatch(r"<list\[(.+)\]>", label or "")
+    return f"<{match.group(1).lower()}>" if match else label
+
+
+def reflow(text: str) -> str:
+    r"""``text`` (a docstring) with each paragraph on one line: Typer keeps a docstring's line breaks, which
+    leave orphan words once the terminal re-wraps the lines.
+
+    Examples
+    --------
+    >>> reflow("Train a network\n    past zero error.\n\n    More.")
+    'Train a network past zero error.\n\nMore.'
+    """
+    return "\n\n".join(" ".join(p.split()) for p in inspect.cleandoc(text).split("\n\n"))
+
+
+def first_sentence(text: str) -> str:
+    r"""The first sentence of ``text``'s first paragraph: a command's line in its group's list.
+
+    Examples
+    --------
+    >>> first_sentence("Run one experiment (tables, figures). Progress goes to stderr.\n\nMore.")
+    'Run one experiment (tables, figures).'
+    """
+    head = reflow(text).split("\n\n")[0]
+    return re.split(r"(?<=[.!?])\s+(?=[A-Z`])", head, maxsplit=1)[0]
+
+
+class _Argument(TyperArgument):
+    """A positional argument shown as ``NAME`` (``[NAME]`` when optional, ``NAME...`` when repeated) in the usage
+    line, with its element type (``<path>``, not ``<list[Path]>``)."""
+
+    def display_type_rich(self, ctx: Any) -> str | None:
+        return _type_label(super().display_type_rich(ctx))
+
+    def get_usage_pieces(self, ctx: Any) -> list[str]:
+        return [self.metavar if self.required else f"[{self.metavar}]"]
+
+
+class _Option(TyperOption):
+    """An option shown with its element type (a repeatable option's ``<str>``, not ``<list[str]>``)."""
+
+    def display_type_rich(self, ctx: Any) -> str | None:
+        return _type_label(super().display_type_rich(ctx))
+
+
+class _Command(TyperCommand):
+    """Every nclab command: help paragraphs reflowed, a one-sentence line in its group's list, arguments named in
+    capitals, element types instead of Python types, and ``-h`` shown as a plain flag."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.help:
+            self.help = reflow(self.help)
+            self.short_help = self.short_help or first_sentence(self.help)
+        for param in self.params:
+            # Typer builds its own parameter objects; the subclasses change how they are shown, nothing else
+            if type(param) is TyperArgument:
+                param.__class__ = _Argument
+                if param.metavar is None:
+                    param.metavar = param.name.upper() + ("..." if param.nargs != 1 else "")
+            elif type(param) is TyperOption:
+                param.__class__ = _Option
+
+    def get_help_option(self, ctx: Any) -> Any:
+        option = super().get_help_option(ctx)
+        if option is not None:
+            option.metavar = ""  # Typer prints <bool> beside an option without a metavar
+        return option
+
+
 class _Group(TyperGroup):
-    """A command group whose ``-h/--help`` option, and its commands', shows as a plain flag (Typer prints
-    ``<bool>`` beside an option without a metavar)."""
+    """A command group whose ``-h/--help`` option shows as a plain flag (Typer prints ``<bool>`` beside an option
+    without a metavar)."""
 
     # typer vendors its own click: its classes are annotated as Any rather than importing a private module
     def get_help_option(self, ctx: Any) -> Any:
@@ -90,19 +175,19 @@ class _Group(TyperGroup):
             option.metavar = ""
         return option
 
-    def get_command(self, ctx: Any, cmd_name: str) -> Any:
-        command = super().get_command(ctx, cmd_name)
-        if command is not None and not isinstance(command, TyperGroup):
-            option = command.get_help_option(ctx)  # cached by the command: the metavar set here is the one shown
-            if option is not None:
-                option.metavar = ""
-        return command
+
+class _App(typer.Typer):
+    """A Typer app whose commands are :class:`_Command` s."""
+
+    def command(self, *args: Any, **kwargs: Any) -> Any:
+        kwargs.setdefault("cls", _Command)
+        return super().command(*args, **kwargs)
 
 
 def make_app(name: str, help: str) -> typer.Typer:
     """A Typer app with nclab's settings (help on no arguments and on ``-h``, no completion, no locals in
-    tracebacks, help options shown as plain flags)."""
-    return typer.Typer(
+    tracebacks, help options shown as plain flags, commands shown as :class:`_Command` shows them)."""
+    return _App(
         name=name,
         help=help,
         cls=_Group,
@@ -113,10 +198,27 @@ def make_app(name: str, help: str) -> typer.Typer:
     )
 
 
+#: The library's keyword arguments that a message may name, and the command-line flag of each: a message the
+#: CLI prints names the flag (``pass resume=True (--resume)`` reads ``pass --resume``).
+CLI_FLAGS = {"resume": "--resume", "overwrite": "--overwrite", "retry_failed": "--retry-failed"}
+_KEYWORD = re.compile(r"\b(" + "|".join(CLI_FLAGS) + r")=True(?: \((--[a-z-]+)\))?")
+
+
+def cli_message(text: str) -> str:
+    """``text`` with the library's ``keyword=True`` spellings of :data:`CLI_FLAGS` replaced by their flags.
+
+    Examples
+    --------
+    >>> cli_message("pass resume=True (--resume) to continue it, overwrite=True, or choose another folder")
+    'pass --resume to continue it, --overwrite, or choose another folder'
+    """
+    return _KEYWORD.sub(lambda m: CLI_FLAGS[m.group(1)], text)
+
+
 def _message(err: BaseException | str) -> str:
     if isinstance(err, KeyError) and err.args:  # str(KeyError) wraps the message in quotes
-        return str(err.args[0])
-    return str(err)
+        return cli_message(str(err.args[0]))
+    return cli_message(str(err))
 
 
 def fail(err: BaseException | str, hint: str = "", code: int = 2) -> NoReturn:
@@ -155,7 +257,12 @@ def warnings_as_notes() -> Iterator[None]:
                 text = f"{w.category.__name__}: {w.message}"
                 if text not in seen:
                     seen.add(text)
-                    err_console.print(f"[yellow]note:[/yellow] {escape(text)}", soft_wrap=True, highlight=False)
+                    note(text)
+
+
+def note(text: str) -> None:
+    """Print ``note: text`` on stderr: every command's warnings and remarks look the same."""
+    err_console.print(f"[yellow]note:[/yellow] {escape(cli_message(text))}", soft_wrap=True, highlight=False)
 
 
 class OutputFormat(StrEnum):
@@ -174,6 +281,11 @@ def flag(*names: str, help: str) -> Any:
 def format_option(help: str = "table (for reading), json or csv (for programs); on stdout") -> Any:
     """``-f/--format table|json|csv``."""
     return typer.Option("--format", "-f", help=help)
+
+
+def out_option(help: str) -> Any:
+    """``-o/--out``: where a command writes its files (every command that writes any takes it)."""
+    return typer.Option("--out", "-o", help=help)
 
 
 def num_classes_option(help: str = "number of classes K", **kwargs: Any) -> Any:
@@ -201,7 +313,10 @@ def parse_key_values(items: Sequence[str] | None, option: str, known: Sequence[s
         if not sep or not key:
             raise typer.BadParameter(f"expected KEY=VALUE, got {item!r}", param_hint=option)
         if known is not None and key not in known:
-            raise typer.BadParameter(f"unknown key {key!r}; known: {', '.join(known)}", param_hint=option)
+            from nclab.validation import did_you_mean
+
+            hint = did_you_mean(key, known)
+            raise typer.BadParameter(f"unknown key {key!r}{hint}; known: {', '.join(known)}", param_hint=option)
         out[key] = value.strip()
     return out
 
@@ -222,11 +337,15 @@ def parse_lams(
 
 
 def _cell(v: Any) -> str:
+    """A table cell: 4 significant figures, a NaN as ``undefined`` (a value these data do not define); ``None``
+    (no value) as ``none``: commands pass words for what is missing (``not reached``)."""
     if isinstance(v, float):
-        if not math.isfinite(v):
+        if math.isnan(v):
+            return "undefined"
+        if math.isinf(v):
             return str(v)
         return str(int(v)) if v.is_integer() and abs(v) < 1e9 else f"{v:.4g}"
-    return "" if v is None else str(v)
+    return "none" if v is None else str(v)
 
 
 def _plain(v: Any) -> Any:
@@ -249,9 +368,11 @@ def emit(
     data: Any = None,
     footnotes: Sequence[str] = (),
 ) -> None:
-    """Write a command's result on stdout: ``rows`` as a table (4 significant figures, ``footnotes`` under it),
-    as CSV (full precision; the columns are every key in order of first appearance), or as JSON (``data`` when
-    given, else the list of rows; nan and inf as strings)."""
+    """Write a command's result on stdout: ``rows`` as a table (:func:`_cell`: 4 significant figures, a NaN as
+    ``undefined``; ``footnotes`` under it), as CSV (full precision; the columns are every key in order of first
+    appearance), or as JSON (``data`` when given, else the list of rows; nan and inf as strings)."""
+    from nclab.io.tables import column_names, csv_text
+
     fmt = OutputFormat(fmt)
     if fmt is OutputFormat.json:
         typer.echo(json.dumps(_plain(list(rows) if data is None else data), indent=2, allow_nan=False))
@@ -267,7 +388,20 @@ def emit(
         numeric = all(isinstance(row.get(k), (int, float)) or row.get(k) is None for row in rows)
         table.add_column(k, justify="right" if numeric else "left")
     for row in rows:
-        table.add_row(*(_cell(row.get(k)) for k in keys))
-    console.print(table)
-    for note in footnotes:
-        console.print(note, markup=False, highlight=False)
+        table.add_row(*(escape(_cell(row.get(k))) for k in keys))
+    # the table's width with every cell wrapped at its spaces (measured unbounded: rich clamps to the console)
+    if console.measure(table, options=console.options.update_width(10**6)).minimum > console.width:
+        _records(rows, keys, title)  # even wrapped at spaces it would clip words: one block per row instead
+    else:
+        console.print(table)
+    for text in footnotes:
+        console.print(text, markup=False, highlight=False)
+
+
+def _records(rows: Sequence[Mapping[str, Any]], keys: Sequence[str], title: str) -> None:
+    """``rows`` as blocks of ``key: value`` lines, each headed by its first value."""
+    lines = [title] if title else []
+    for row in rows:
+        first, *rest = keys
+        lines += [f"{first}: {_cell(row.get(first))}", *(f"  {k}: {_cell(row.get(k))}" for k in rest)]
+    console.print("\n".join(lines), markup=False, highlight=False)

@@ -1,18 +1,42 @@
 """Command ``extract``: a model's features streamed to memory-mapped ``.npy`` files (or one ``.safetensors``
-file) for ``nclab measure``."""
+file) for ``nclab measure``, or both splits in the layout ``nclab probe`` reads (``--layout probe``).
+
+With a run directory, the data is loaded as the run loaded it (:func:`run_dataset`): the run's padding and
+normalisation whatever the dataset, and on the run's own dataset also its folder, dataset options, seed and
+balanced subset, so that the extracted features of the training split are the ones the run measured.
+"""
 
 from __future__ import annotations
 
+from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from torch import nn
 
-from nclab.cli.common import console, flag, per_class_option, user_errors, warnings_as_notes
-from nclab.validation import check_output_dir
+from nclab.cli.common import (
+    OutputFormat,
+    emit,
+    err_console,
+    flag,
+    format_option,
+    out_option,
+    per_class_option,
+    user_errors,
+    warnings_as_notes,
+)
 
-__all__ = ["extract_command", "load_model"]
+if TYPE_CHECKING:
+    from torch import nn
+
+__all__ = ["extract_command", "load_model", "run_dataset"]
+
+
+class Layout(StrEnum):
+    """``--layout``: one split's files (for ``nclab measure``), or both splits (for ``nclab probe``)."""
+
+    measure = "measure"
+    probe = "probe"
 
 
 def _run_config(source: Path) -> Any:
@@ -26,19 +50,32 @@ def _run_config(source: Path) -> Any:
     return RunConfig.model_validate(load_yaml_file(RunDir(source).config))
 
 
-def _data_options(cfg: Any) -> dict[str, Any]:
-    """The run's preprocessing (folder, padding, normalisation, dataset options), as ``nclab.data.load`` takes it."""
+def run_dataset(cfg: Any, data: str, split: str, per_class: int | None = None) -> Any:
+    """The split ``split`` of dataset ``data`` preprocessed as the run of config ``cfg`` preprocessed its data.
+
+    Every dataset gets the run's ``pad_to`` and ``normalize`` (a network trained on 32 x 32 inputs takes 32 x 32
+    inputs). The run's own dataset also gets its ``root``, its dataset ``options`` and its seed, and, unless
+    ``per_class`` is given, the balanced subset the run drew (``data.per_class`` of the training split,
+    ``data.test_per_class`` of the test split): the same samples as the run's measurements. ``cfg`` ``None``
+    (a saved module): the dataset as :func:`nclab.data.load` gives it."""
+    from nclab.data import load
+
+    if cfg is None:
+        return load(data, split, per_class=per_class)
     d = cfg.data
-    return dict(root=d.root, pad_to=d.pad_to, normalize=d.normalize, **d.options)
+    options: dict[str, Any] = {"pad_to": d.pad_to, "normalize": d.normalize}
+    if data == d.name:
+        options |= {"root": d.root, "seed": cfg.seed, **d.options}
+        if per_class is None:
+            per_class = d.per_class if split == "train" else d.test_per_class
+    return load(data, split, per_class=per_class, **options)
 
 
 def _mismatch(source: Path, cfg: Any, data: str, ds: Any, err: Exception) -> ValueError:
     """Why the run's network does not fit ``ds``: both input shapes and class counts, and the first layer that
     differs."""
-    from nclab.data import load
-
     try:  # the run's own input shape, from one test sample of its dataset
-        own = load(cfg.data.name, "test", per_class=1, **_data_options(cfg))
+        own = run_dataset(cfg, cfg.data.name, "test", per_class=1)
         trained = f"inputs of shape {own.input_shape} and {own.num_classes} classes"
     except (OSError, ValueError):
         trained = "its data cannot be loaded here to tell its input shape"
@@ -89,46 +126,116 @@ def load_model(source: Path, ds: Any, data: str) -> nn.Module:
     return obj
 
 
+def _extract_split(
+    model: Path, cfg: Any, data: str, split: str, out: Path, layers: list[str], options: dict[str, Any]
+) -> tuple[dict[str, Path], Any]:
+    """One split's extraction into ``out``: ``({array name: path}, dataset)``."""
+    from nclab.monitor import extract_features
+
+    ds = run_dataset(cfg, data, split, options.pop("per_class"))
+    net = load_model(model, ds, data)
+    size = options.pop("batch_size")
+    batches = ((ds.x[i : i + size], ds.y[i : i + size]) for i in range(0, len(ds), size))
+    return extract_features(net, batches, layers, out=out, num_classes=ds.num_classes, **options), ds
+
+
+def _spec(path: Path, name: str) -> str:
+    """How ``nclab measure`` names array ``name`` of the file ``path`` (``FILE:NAME`` inside a .safetensors)."""
+    return f"{path}:{name}" if path.suffix == ".safetensors" else str(path)
+
+
 def extract_command(
     model: Annotated[Path, typer.Argument(help="an `nclab train` run directory, or a torch.save'd nn.Module")],
-    data: Annotated[str, typer.Argument(help="dataset name (nclab.data: digits, mnist, cifar10, ...)")],
-    out: Annotated[Path, typer.Option("--out", "-o", help="output folder (LAYER.npy, labels.npy, W.npy, b.npy)")],
-    layers: Annotated[
-        list[str] | None, typer.Option("--layers", "-l", help="layer names (repeatable; default: penultimate)")
+    data: Annotated[
+        str | None,
+        typer.Argument(help="dataset name (nclab.data: digits, mnist, cifar10, ...); default: the run's own"),
     ] = None,
-    split: Annotated[str, typer.Option(help="train or test")] = "train",
-    per_class: Annotated[int | None, per_class_option("balanced subset of n samples per class")] = None,
+    out: Annotated[
+        Path | None, out_option("output folder (default runs/features/<run or model name>-<dataset>-<split>)")
+    ] = None,
+    layers: Annotated[
+        list[str] | None,
+        typer.Option("--layers", "-l", help="layer names (repeatable; default: penultimate)", metavar="<str>"),
+    ] = None,
+    split: Annotated[str, typer.Option(help="train or test (--layout measure)")] = "train",
+    layout: Annotated[
+        Layout,
+        typer.Option(
+            help="measure: OUT/LAYER.npy, labels.npy, W.npy, b.npy of one split; probe: OUT/train/ and OUT/test/, "
+            "each such an extraction of one layer, the folder `nclab probe -t NAME=OUT` reads"
+        ),
+    ] = Layout.measure,
+    per_class: Annotated[
+        int | None, per_class_option("balanced subset of n samples per class (default: the run's own subset)")
+    ] = None,
     batch_size: Annotated[int, typer.Option(help="samples per forward pass", min=1)] = 256,
-    format: Annotated[
+    file_format: Annotated[
         str, typer.Option("--file-format", help="npy (one memory-mapped file per array) or safetensors (one file)")
     ] = "npy",
     overwrite: Annotated[bool, flag("--overwrite", help="replace an earlier extraction in --out as a whole")] = False,
+    fmt: Annotated[OutputFormat, format_option()] = OutputFormat.table,
 ) -> None:
-    """Stream features of a trained model on a dataset split to memory-mapped .npy files, ready for
-    `nclab measure OUT/penultimate.npy OUT/labels.npy -w OUT/W.npy -b OUT/b.npy` (with --file-format safetensors:
-    OUT/features.safetensors, `nclab measure OUT/features.safetensors:penultimate
-    OUT/features.safetensors:labels -w OUT/features.safetensors:W -b OUT/features.safetensors:b`).
+    """Stream a trained model's features on a dataset to memory-mapped files for `nclab measure` or `nclab probe`.
 
-    The files appear in OUT only when all of them are complete (with OUT/manifest.json, written last); a failure
-    leaves OUT as it was. An earlier extraction in OUT is replaced only with --overwrite. With a run directory and
-    its own dataset, the data is preprocessed as in training (the run's pad_to, normalize and options)."""
-    from nclab.data import load
-    from nclab.monitor import extract_features
+    Files (--layout measure): OUT/LAYER.npy per layer, OUT/labels.npy, and the classifier OUT/W.npy and OUT/b.npy.
+    A layer's file is named as the network names the layer: `-l penultimate` (the default) writes the
+    classifier's input under its module name (e.g. layer3.npy for an nclab MLP, fc.npy for the CNN; manifest.json
+    records it as "penultimate"), a Sequential's unnamed penultimate layer as penultimate.npy. The command prints
+    every file and the `nclab measure` line that reads them. With --file-format safetensors the arrays are the
+    tensors of OUT/features.safetensors (read as OUT/features.safetensors:NAME).
+
+    With --layout probe, OUT/train/ and OUT/test/ hold one layer's extraction of each split (each committed on
+    its own): the downstream folder of `nclab probe -t NAME=OUT`.
+
+    A run directory's data is loaded as the run loaded it: its pad_to and normalize on every dataset; on its own
+    dataset also its folder, options, seed and balanced subset (--per-class replaces the subset). The files appear
+    in OUT only when all of them are complete (with OUT/manifest.json, written last); a failure leaves OUT as it
+    was. An earlier extraction in OUT is replaced only with --overwrite."""
+    from nclab.validation import check_output_dir
 
     with user_errors(OSError), warnings_as_notes():  # OSError: a full disk, an unreadable model file
-        check_output_dir(out, name="--out")  # before the forward passes
         cfg = _run_config(model)
-        ds = load(data, split, per_class=per_class, **(_data_options(cfg) if cfg and cfg.data.name == data else {}))
-        net = load_model(model, ds, data)
-        batches = ((ds.x[i : i + batch_size], ds.y[i : i + batch_size]) for i in range(0, len(ds), batch_size))
-        paths = extract_features(
-            net,
-            batches,
-            layers or "penultimate",
-            out=out,
-            num_classes=ds.num_classes,
-            format=format,
-            overwrite=overwrite,
-        )
-    for name, path in paths.items():
-        console.print(f"{name}: {path}" + (f":{name}" if path.suffix == ".safetensors" else ""))
+        if data is None:
+            if cfg is None:
+                raise ValueError(f"{model} is a saved module, not a run directory: name the dataset (DATA)")
+            data = cfg.data.name
+        splits = ["train", "test"] if layout is Layout.probe else [split]
+        if layout is Layout.probe and layers is not None and len(layers) != 1:
+            raise ValueError(f"--layout probe extracts one layer, got --layers {' '.join(layers)}")
+        name = model.name if cfg is not None else model.stem
+        out = out or Path("runs") / "features" / (f"{name}-{data}" + ("" if layout is Layout.probe else f"-{split}"))
+        check_output_dir(out, name="--out")  # before the forward passes
+        written = {}
+        for s in splits:
+            target = out / s if layout is Layout.probe else out
+            options = {"per_class": per_class, "batch_size": batch_size, "format": file_format, "overwrite": overwrite}
+            written[s] = _extract_split(model, cfg, data, s, target, layers or ["penultimate"], options)
+    files = {s: {k: _spec(p, k) for k, p in paths.items()} for s, (paths, _) in written.items()}
+    shapes = {s: _shapes(next(iter(paths.values())).parent) for s, (paths, _) in written.items()}
+    rows = [
+        {"split": s, "array": k, "shape": shapes[s].get(k, "see manifest.json"), "file": f}
+        for s in files
+        for k, f in files[s].items()
+    ]
+    emit(rows, fmt, f"features of {model} on {data}", data=files)
+    err_console.print(_next_step(files, layout, data, out), markup=False, highlight=False, soft_wrap=True)
+
+
+def _shapes(folder: Path) -> dict[str, str]:
+    """``{array name: "N x d"}`` of the extraction in ``folder``, from its manifest."""
+    from nclab.io.manifest import read_manifest
+
+    found = read_manifest(folder) or {}
+    arrays = {k: v for entry in found.get("files", {}).values() for k, v in entry.get("arrays", {}).items()}
+    return {k: " x ".join(map(str, v["shape"])) or "scalar" for k, v in arrays.items()}
+
+
+def _next_step(files: dict[str, dict[str, str]], layout: Layout, data: str, out: Path) -> str:
+    """The command that reads the extraction: ``nclab measure`` of one split's first layer, or the ``-t`` option
+    of ``nclab probe``."""
+    if layout is Layout.probe:
+        return f"probe with: nclab probe FEATURES LABELS -t {data}={out}"
+    (arrays,) = files.values()
+    feature = next(k for k in arrays if k not in ("labels", "W", "b"))
+    clf = "".join(f" -{k.lower()} {arrays[k]}" for k in ("W", "b") if k in arrays)
+    return f"measure with: nclab measure {arrays[feature]} {arrays['labels']}{clf}"

@@ -8,10 +8,7 @@ import json
 import math
 from typing import Annotated, Any
 
-import numpy as np
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-from rich.table import Table
 
 from nclab.cli.common import (
     USER_ERRORS,
@@ -21,6 +18,7 @@ from nclab.cli.common import (
     fail,
     flag,
     format_option,
+    note,
     num_classes_option,
     parse_key_values,
     warnings_as_notes,
@@ -45,7 +43,9 @@ def _parse_conventions(items: list[str] | None) -> dict[str, Any]:
     return out
 
 
-def _progress() -> Progress:
+def _progress() -> Any:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
     return Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
@@ -56,7 +56,7 @@ def _progress() -> Progress:
     )
 
 
-def _stream(progress: Progress, desc: str, features: Any, labels: Any, batch_size: int, sink: Any) -> None:
+def _stream(progress: Any, desc: str, features: Any, labels: Any, batch_size: int, sink: Any) -> None:
     from nclab.io.arrays import iter_batches
 
     n = features.shape[0]
@@ -80,6 +80,8 @@ def measure_arrays(
 ) -> dict[str, float]:
     """Two streaming passes (ClassStats with ``track``, then NCC) and the full collapse report; the conventions
     and ``batch_size`` are checked before the first pass."""
+    import numpy as np
+
     from nclab.metrics import check_conventions, collapse_report
     from nclab.stats import ClassStats, NCCAccumulator
     from nclab.validation import check_finite, check_int, infer_num_classes
@@ -136,6 +138,8 @@ def _emit(report: dict[str, float], fmt: OutputFormat, title: str) -> None:
             writer.writerow([k, repr(float(v))])
         typer.echo(buf.getvalue().rstrip("\n"))
         return
+    from rich.table import Table
+
     table = Table(title=title)
     table.add_column("metric")
     table.add_column("value", justify="right")
@@ -190,6 +194,8 @@ def measure_command(
     folder must all belong to its extraction. `nclab metrics list` describes the metrics (their NC1-NC4 / PFC /
     GNC label, direction, definition and citation); "collapse is" says whether lower or higher values mean more
     collapse."""
+    import numpy as np
+
     from nclab.io import manifest
     from nclab.io.arrays import load_array, split_key
     from nclab.stats import EmptyClassError
@@ -204,7 +210,7 @@ def measure_command(
         b = None if bias is None else np.asarray(load_array(bias, mmap=False), dtype=np.float64)
         unchecked = [p for p in dict.fromkeys(files) if p and verify_checksum and not manifest.verify_checksum(p)]
         if unchecked:
-            err_console.print(f"[yellow]note:[/yellow] no checksum to verify for {', '.join(map(str, unchecked))}")
+            note(f"no checksum to verify for {', '.join(map(str, unchecked))}")
         with warnings_as_notes():
             report = measure_arrays(
                 H,

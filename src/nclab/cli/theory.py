@@ -5,7 +5,6 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated
 
-import numpy as np
 import typer
 
 from nclab.cli.common import (
@@ -100,6 +99,8 @@ def decompose(
     due to within-class variability; L_NC2/3 (L_NC23), the distance of the class means and the classifier from
     the collapsed configuration; L_perp, the distance of (W, b) from the least-squares classifier (0 on the
     central path); lambda, the [Han et al. 2022] lambda used."""
+    import numpy as np
+
     from nclab.io.arrays import load_array
     from nclab.stats import ClassStats
     from nclab.theory.mse import mse_decomposition_from_stats
@@ -126,6 +127,8 @@ def decompose(
 
 def _data_loss(H, y, W, b, batch: int = 8192) -> float:
     """``(1/(2N)) sum ||W h + b - e_y||^2`` streamed over rows (an independent check of the identity)."""
+    import numpy as np
+
     W = np.asarray(W, dtype=np.float64)
     if W.ndim != 2 or W.shape[1] != H.shape[1]:
         raise ValueError(f"W must have shape (C, P) with P = {H.shape[1]} (rows = classes), got {W.shape}")

@@ -17,9 +17,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.table import Table
 
-from nclab.cli.common import console, err_console, fail, flag, make_app, user_errors
+from nclab.cli.common import (
+    OutputFormat,
+    emit,
+    err_console,
+    fail,
+    flag,
+    format_option,
+    make_app,
+    out_option,
+    user_errors,
+)
 
 if TYPE_CHECKING:
     from nclab.train.config import RunConfig
@@ -41,7 +50,7 @@ def train_command(
     set_: Annotated[
         list[str] | None, typer.Option("--set", "-s", help="override a config key: key.path=value (repeatable)")
     ] = None,
-    out: Annotated[Path | None, typer.Option(help="run directory (default runs/<config name>)")] = None,
+    out: Annotated[Path | None, out_option("run directory (default runs/<config name>)")] = None,
     resume: Annotated[
         bool,
         flag(
@@ -62,6 +71,7 @@ def train_command(
             "train.batch_size is then the global batch",
         ),
     ] = None,
+    fmt: Annotated[OutputFormat, format_option()] = OutputFormat.table,
 ) -> None:
     """Train a network past zero training error, measuring every collapse metric per epoch, layer and split.
 
@@ -82,14 +92,14 @@ def train_command(
         if nproc is not None and nproc > 1 and not ddp.launched():
             argv = ["train", str(config), "--out", str(run_dir), "--progress" if progress else "--no-progress"]
             argv += [a for s in set_ or [] for a in ("--set", s)]
-            argv += ["--resume"] * resume + ["--overwrite"] * overwrite
+            argv += ["--resume"] * resume + ["--overwrite"] * overwrite + ["--format", fmt.value]
             _launch(nproc, cfg.train.device, cfg.train.batch_size, argv, run_dir)
             return
         if nproc is not None and nproc < 1:
             raise ValueError(f"--nproc must be at least 1, got {nproc}")
         result = train(cfg, run_dir, resume=resume, overwrite=overwrite, progress=progress, console=err_console)
     if ddp.is_main():
-        _print_result(result)
+        _print_result(result, fmt)
 
 
 def _launch(nproc: int, device: str, batch_size: int, argv: list[str], run_dir: Path) -> None:
@@ -156,67 +166,89 @@ def _run_dir_config(
     return load_config(RunDir(run_dir).config, overrides), run_dir
 
 
-def _print_result(result) -> None:
+def _print_result(result, fmt: OutputFormat) -> None:
     from nclab.report.run_report import collapse_summary
 
-    table = Table(title=f"run {result.config.name}")
-    table.add_column("quantity")
-    table.add_column("value", justify="right")
-    table.add_row("zero-error epoch", str(result.zero_error_epoch))
-    for k, v in collapse_summary(result.rows, result.penultimate, result.zero_error_epoch).items():
-        table.add_row(k, f"{v:.4g}")
-    console.print(table)
+    zero = result.zero_error_epoch
+    stats = collapse_summary(result.rows, result.penultimate, zero)
+    if fmt is not OutputFormat.table:  # for programs: null for an epoch not reached
+        emit(
+            [{"quantity": "zero-error epoch", "value": zero}, *({"quantity": k, "value": v} for k, v in stats.items())],
+            fmt,
+            data={"zero_error_epoch": zero, **stats},
+        )
+        return
+    rows = [{"quantity": "zero-error epoch", "value": "not reached" if zero is None else zero}]
+    emit(rows + [{"quantity": k, "value": v} for k, v in stats.items()], fmt, f"run {result.config.name}")
     err_console.print(f"run directory: {result.out} (metrics.csv, report.html, log.txt)", markup=False, highlight=False)
 
 
 @app.command("report")
-def report_command(run_dir: Annotated[Path, typer.Argument(help="a training run directory")]) -> None:
+def report_command(
+    run_dir: Annotated[Path, typer.Argument(help="a training run directory")],
+    depth_epochs: Annotated[
+        list[int] | None,
+        typer.Option(
+            "--depth-epoch",
+            help="an epoch of the metrics-vs-depth figure (repeatable; default: the first, the zero-error and the "
+            "last measured epoch)",
+            metavar="<int>",
+        ),
+    ] = None,
+) -> None:
     """(Re)build RUN_DIR/report.html from its metrics.csv."""
     from nclab.report.run_report import write_run_report
 
     with user_errors():
-        path = write_run_report(run_dir)
+        path = write_run_report(run_dir, depth_epochs=depth_epochs)
     err_console.print(f"report written to {path}", markup=False, highlight=False)
 
 
 @app.command("demo")
 def demo_command(
-    out: Annotated[Path, typer.Option(help="output folder")] = Path("runs/demo"),
+    out: Annotated[Path, out_option("output folder")] = Path("runs/demo"),
     epochs: Annotated[int | None, typer.Option(help="shorten the runs (default: the demo config's 200)", min=1)] = None,
     overwrite: Annotated[bool, flag("--overwrite", help="replace runs in OUT made with a different config")] = False,
     progress: Annotated[
         bool, flag("--progress/--no-progress", help="show progress bars (plain lines when not a terminal)")
     ] = True,
+    fmt: Annotated[OutputFormat, format_option()] = OutputFormat.table,
 ) -> None:
-    """The main job: train an MLP on the embedded digits with MSE and with CE past zero training error, measure
-    every collapse metric per epoch and layer, and write report.html (runs in OUT/mse, OUT/ce). Ends with each
-    run's zero-error epoch and how far NC1 fell. Refuses to replace a different run already in OUT unless
-    --overwrite (the same config is re-run in place)."""
+    """Train an MLP on the embedded digits with MSE and with CE past zero training error, and report collapse.
+
+    Every collapse metric is measured per epoch and layer; report.html compares the runs (in OUT/mse, OUT/ce),
+    and the command ends with each run's zero-error epoch and how far NC1 fell. It refuses to replace a
+    different run already in OUT unless --overwrite (the same config is re-run in place)."""
     from nclab.experiments.training import run_demo
 
     with user_errors():
         path = run_demo(out, epochs=epochs, progress=progress, console=err_console, overwrite=overwrite)
-    _print_demo_summary(out)
+    _print_demo_summary(out, fmt)
     err_console.print(f"demo report: {path} (runs in {out / 'mse'} and {out / 'ce'})", markup=False, highlight=False)
 
 
-def _print_demo_summary(out: Path) -> None:
+def _print_demo_summary(out: Path, fmt: OutputFormat) -> None:
     import json
 
     from nclab.io.run_table import read_metrics
     from nclab.io.rundir import RunDir
     from nclab.report.run_report import collapse_summary
 
-    table = Table(title="nclab demo")
-    for col in ("run", "zero-error epoch", "NC1 first", "NC1 last", "NC1 drop (orders of magnitude)"):
-        table.add_column(col, justify="right")
+    rows = []
     for loss in ("mse", "ce"):
         summary = json.loads(RunDir(out / loss).summary.read_text())
         zero = summary.get("zero_error_epoch")
         stats = collapse_summary(read_metrics(out / loss), summary["penultimate"], zero)
         first, last = stats.get("nc1 first measured", float("nan")), stats.get("nc1 last", float("nan"))
         drop = math.log10(first / last) if first > 0 and last > 0 else float("nan")
-        table.add_row(
-            loss.upper(), "not reached" if zero is None else str(zero), f"{first:.3g}", f"{last:.3g}", f"{drop:.2f}"
+        shown = zero if zero is not None or fmt is not OutputFormat.table else "not reached"
+        rows.append(
+            {
+                "run": loss.upper(),
+                "zero-error epoch": shown,
+                "NC1 first": first,
+                "NC1 last": last,
+                "NC1 drop (orders of magnitude)": round(drop, 2) if math.isfinite(drop) else drop,
+            }
         )
-    console.print(table)
+    emit(rows, fmt, "nclab demo")

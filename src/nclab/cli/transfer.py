@@ -6,21 +6,33 @@ import math
 from pathlib import Path
 from typing import Annotated, Any
 
-import numpy as np
 import typer
 from rich.markup import escape
-from rich.table import Table
 
-from nclab.cli.common import OutputFormat, console, emit, err_console, fail, flag, format_option, make_app, user_errors
-from nclab.validation import check_output_dir
+from nclab.cli.common import (
+    OutputFormat,
+    console,
+    emit,
+    err_console,
+    fail,
+    flag,
+    format_option,
+    make_app,
+    note,
+    out_option,
+    user_errors,
+    warnings_as_notes,
+)
 
 __all__ = ["app", "parse_lams", "probe_command", "run_command"]
 
 app = make_app("transfer", "Transfer studies: pretrain a grid of settings, correlate collapse with MLOG.")
 
 
-def parse_lams(text: str) -> np.ndarray:
-    """``START:STOP:NUM`` (log-spaced, inclusive) or a comma-separated list of strengths."""
+def parse_lams(text: str) -> Any:
+    """``START:STOP:NUM`` (log-spaced, inclusive) or a comma-separated list of strengths, as a numpy array."""
+    import numpy as np
+
     try:
         if ":" in text:
             start, stop, num = text.split(":")
@@ -45,8 +57,8 @@ def probe_command(
         typer.Option(
             "--downstream",
             "-t",
-            help="NAME=FOLDER with {train,test}_features.npy and {train,test}_labels.npy of the same model "
-            "(repeatable)",
+            help="NAME=FOLDER: an `nclab extract --layout probe` folder of the same model, or one with "
+            "{train,test}_features.npy and {train,test}_labels.npy (repeatable)",
         ),
     ],
     pretrain_accuracy: Annotated[
@@ -64,10 +76,13 @@ def probe_command(
     device: Annotated[str, typer.Option(help="cpu or cuda")] = "cpu",
     fmt: Annotated[OutputFormat, format_option()] = OutputFormat.table,
 ) -> None:
-    """Probe downstream tasks on frozen features; print the collapse metrics of FEATURES, each task's probe
-    accuracy and chosen L2 strength, MLO and (with --pretrain-accuracy) MLOG. A perfect probe (accuracy 1) is a
-    result: MLO is then +inf, and a note says so; notes (on stderr, and under "notes" in JSON) also name test
-    classes a task's training split lacks."""
+    """Probe downstream tasks on frozen features: probe accuracies, MLO, MLOG and the collapse metrics.
+
+    Prints the collapse metrics of FEATURES, each task's probe accuracy and chosen L2 strength, MLO and (with
+    --pretrain-accuracy) MLOG. A perfect probe (accuracy 1) is a result: MLO is then +inf, and a note says so;
+    notes (on stderr, and under "notes" in JSON) also name test classes a task's training split lacks."""
+    import numpy as np
+
     from nclab.data import load
     from nclab.io.arrays import load_array
     from nclab.metrics import collapse_report
@@ -85,7 +100,8 @@ def probe_command(
         fail(f"--mean-per-class names no --downstream task: {sorted(unknown)}")
     out: dict[str, Any] = {}
     notes: list[str] = []
-    with user_errors(OSError):  # OSError: a feature file that cannot be read
+    # OSError: a feature file that cannot be read; the library's warnings (imbalance) as note: lines
+    with user_errors(OSError), warnings_as_notes():
         check_device_available(device, name="--device")
         # a .npy FEATURES is memory-mapped and accumulated in row chunks, never loaded whole
         H = load_array(features)
@@ -109,11 +125,13 @@ def probe_command(
         infinite = log_odds_note(dict(zip(out["tasks"], accs, strict=True)), pretrain_accuracy)
         notes += [infinite] if infinite is not None else []
     out["notes"] = notes
-    for note in notes:
-        err_console.print(f"[yellow]note:[/yellow] {escape(note)}", soft_wrap=True, highlight=False)
+    for text in notes:
+        note(text)
     if fmt is not OutputFormat.table:
         emit([{"task": name, **t} for name, t in out["tasks"].items()], fmt, data=out)
         return
+    from rich.table import Table
+
     table = Table(title="linear probes")
     for col in ("task", "score", "accuracy", "L2 strength"):
         table.add_column(col)
@@ -128,25 +146,30 @@ def probe_command(
 @app.command("run")
 def run_command(
     study: Annotated[Path, typer.Argument(help="study YAML (see nclab.transfer.study)")],
-    out: Annotated[Path, typer.Option("--out", "-o", help="study folder (finished runs in it are reused)")] = Path(
-        "transfer-study"
-    ),
+    out: Annotated[
+        Path | None, out_option("study folder (default runs/transfer/<study name>; finished runs in it are reused)")
+    ] = None,
     local: Annotated[
         bool, flag("--local", help="pretrain one trial after another in this process (default when Ray is missing)")
     ] = False,
     address: Annotated[
         str | None, typer.Option(help="an existing Ray cluster (host:port, ray://host:port or auto)")
     ] = None,
+    fmt: Annotated[OutputFormat, format_option()] = OutputFormat.table,
 ) -> None:
-    """Run a transfer study: pretrain every setting as a sweep (OUT/runs, on Ray when installed), probe, write
-    table.csv, correlations.csv and fig7.png. Notes (why a correlation is nan, perfect probes) go to stderr and
-    study.json."""
+    """Run a transfer study: pretrain every setting as a sweep, probe, correlate collapse with MLOG.
+
+    The settings are pretrained as a sweep (OUT/runs, on Ray when installed), then probed; table.csv,
+    correlations.csv and fig7.png are written to OUT and the correlations printed. Notes (why a correlation is
+    nan, perfect probes) go to stderr and study.json."""
     from nclab.transfer.study import load_study, run_study
+    from nclab.validation import check_output_dir
 
     if local and address is not None:
         fail("--local and --address exclude each other")
     with user_errors(OSError):  # OSError: a study file or run folder that cannot be read or written
         spec = load_study(study)
+        out = out or Path("runs") / "transfer" / spec.name
         check_output_dir(out, name="--out")  # before the first training run
         res = run_study(
             spec,
@@ -155,14 +178,20 @@ def run_command(
             address=address,
             log=lambda line: err_console.print(escape(line), highlight=False),
         )
-    table = Table(title=f"{spec.name}: correlation with MLOG ({res.seconds:.0f} s)")
-    for col in ("group", "metric", "Pearson r", "Spearman rho", "r seed sd"):
-        table.add_column(col)
-    for c in res.correlations:
-        table.add_row(
-            c["group"], c["metric"], f"{c['pearson_r']:+.3f}", f"{c['spearman_rho']:+.3f}", f"{c['r_seed_sd']:.3f}"
-        )
-    console.print(table)
-    for note in res.notes:
-        err_console.print(f"[yellow]note:[/yellow] {escape(note)}", soft_wrap=True, highlight=False)
-    console.print(f"wrote {', '.join(str(p) for p in res.files.values())}")
+    for text in res.notes:
+        note(text)
+    rows = [
+        {
+            "group": c["group"],
+            "metric": c["metric"],
+            "Pearson r": c["pearson_r"],
+            "Spearman rho": c["spearman_rho"],
+            "r seed sd": c["r_seed_sd"],
+        }
+        for c in res.correlations
+    ]
+    if fmt is OutputFormat.json:
+        emit([], fmt, data={"correlations": res.correlations, "notes": res.notes, "seconds": res.seconds})
+    else:
+        emit(rows, fmt, f"{spec.name}: correlation with MLOG ({res.seconds:.0f} s)")
+    err_console.print(f"wrote {', '.join(str(p) for p in res.files.values())}", markup=False, highlight=False)

@@ -5,17 +5,15 @@ from __future__ import annotations
 import math
 from typing import Annotated, Any
 
-import numpy as np
 import typer
 
 from nclab.cli.common import (
     OutputFormat,
-    console,
     dim_option,
     emit,
-    err_console,
     format_option,
     make_app,
+    note,
     num_classes_option,
     parse_lams,
     per_class_option,
@@ -33,11 +31,13 @@ DEFAULT_LAM = 5e-3
 GRAD_TOL = 1e-6
 
 
-def _class_means(H: np.ndarray, K: int) -> np.ndarray:
+def _class_means(H: Any, K: int) -> Any:
     return H.reshape(K, -1, H.shape[1]).mean(axis=1)
 
 
-def _gram_summary(G: np.ndarray) -> tuple[float, float]:
+def _gram_summary(G: Any) -> tuple[float, float]:
+    import numpy as np
+
     K = G.shape[0]
     return float(np.trace(G) / K), float((G.sum() - np.trace(G)) / (K * (K - 1)))
 
@@ -45,6 +45,8 @@ def _gram_summary(G: np.ndarray) -> tuple[float, float]:
 def side_by_side(result: Any) -> list[tuple[str, float | None, float]]:
     """Rows (quantity, theory or None, numeric): objective, and the mean diagonal / off-diagonal entries of
     every predicted Gram matrix (class-mean Grams per level, ``W W^T``, the logits ``M W^T``), and the bias."""
+    import numpy as np
+
     spec, opt = result.spec, result.theory
     rows: list[tuple[str, float | None, float]] = [("objective", None if opt is None else opt.loss, result.loss)]
     levels = result.levels()
@@ -135,11 +137,9 @@ def solve(
     with user_errors():
         result = ufm_solve(model, K=K, n=n, d=d, lams=lams, solver=solver, seed=seed, **options)
     if not result.grad_norm <= GRAD_TOL * max(1.0, abs(result.loss)):
-        err_console.print(
-            f"warning: not converged: gradient norm {result.grad_norm:.3g} after the {solver} solve "
-            f"(tolerance {GRAD_TOL:g} x max(1, |objective|)); raise --iters or use --solver lbfgs",
-            markup=False,
-            highlight=False,
+        note(
+            f"not converged: gradient norm {result.grad_norm:.3g} after the {solver} solve "
+            f"(tolerance {GRAD_TOL:g} x max(1, |objective|)); raise --iters or use --solver lbfgs"
         )
     rows = side_by_side(result)
     if fmt is OutputFormat.json:
@@ -165,7 +165,7 @@ def solve(
                 why = f"no closed form: {_no_theory_reason(result)}"
             else:
                 why = "the closed form does not predict this entry"
-            table.append({"quantity": q, "theory": mark(why), "numeric": v, "difference": ""})
+            table.append({"quantity": q, "theory": mark(why), "numeric": v, "difference": mark(why)})
             continue
         diff = v - t
         if abs(diff) > 1e-3 * max(1.0, abs(t)) and objective_gap <= 1e-8 * max(1.0, abs(opt.loss)):
@@ -183,9 +183,12 @@ def solve(
 
 
 @app.command("models")
-def list_models() -> None:
-    """List the UFM models and their lambda keys."""
+def list_models(fmt: Annotated[OutputFormat, format_option()] = OutputFormat.table) -> None:
+    """List the UFM models and their lambda keys (the keys of `ufm solve --lam`)."""
     from nclab.ufm.models import UFM_MODELS, lambda_keys
 
-    for m in UFM_MODELS:
-        console.print(f"{m}: lams {', '.join(lambda_keys(m))}")
+    rows = [{"model": m, "lambda keys": " ".join(lambda_keys(m))} for m in UFM_MODELS]
+    if fmt is OutputFormat.json:
+        emit([], fmt, data={m: lambda_keys(m) for m in UFM_MODELS})
+        return
+    emit(rows, fmt, "UFM models")

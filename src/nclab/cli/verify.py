@@ -24,7 +24,9 @@ def verify_command(
     ],
     fmt: Annotated[OutputFormat, format_option()] = OutputFormat.table,
 ) -> None:
-    """Verify RUN_DIR_OR_FILE: config.yaml parses, metrics.csv is well formed, every checkpoint and statistics
+    """Verify a run directory, sweep, extraction or file: each file's own checks, then the files against each other.
+
+    Checks: config.yaml parses, metrics.csv is well formed, every checkpoint and statistics
     file passes its checksum and invariants; then the files agree with each other (every row of metrics.csv is the
     checkpoint's, the run id is the hash of config.yaml, metrics.parquet holds metrics.csv's rows, summary.json
     agrees with the rows and the checkpoint). A sweep verifies each completed trial, an extraction each file its

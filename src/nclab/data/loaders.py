@@ -317,6 +317,25 @@ def _read_gaussian(split: str, root: Any, opts: dict[str, Any]) -> tuple[np.ndar
     return X.astype(np.float32), y.astype(np.int64), K
 
 
+def _extraction(folder: Path) -> tuple[Any, Any]:
+    """The features (its one layer, else its penultimate layer) and labels of the ``nclab extract`` folder
+    ``folder``, as :func:`nclab.io.arrays.load_array` specs; ``(None, None)`` without an nclab manifest."""
+    from nclab.io.manifest import MANIFEST_NAME, read_manifest
+
+    found = read_manifest(folder)
+    if found is None:
+        return None, None
+    layers = list(found.get("layers") or {})
+    layer = layers[0] if len(layers) == 1 else found.get("penultimate")
+    if layer not in layers:
+        raise CorruptDatasetError(
+            folder / MANIFEST_NAME, f"lists the layers {', '.join(layers)}: a probe folder holds one layer's features"
+        )
+    if (folder / "features.safetensors").is_file():
+        return f"{folder / 'features.safetensors'}:{layer}", f"{folder / 'features.safetensors'}:labels"
+    return folder / f"{layer}.npy", folder / "labels.npy"
+
+
 def _read_features(split: str, root: Any, opts: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, int]:
     from nclab.io.arrays import load_array
 
@@ -325,6 +344,8 @@ def _read_features(split: str, root: Any, opts: dict[str, Any]) -> tuple[np.ndar
     folder = Path(root).expanduser()
     feats = _first_existing(folder, [f"{split}_features.{s}" for s in ("npy", "pt", "pth")])
     labs = _first_existing(folder, [f"{split}_labels.{s}" for s in ("npy", "pt", "pth")])
+    if feats is None and labs is None and (folder / split).is_dir():  # `nclab extract --layout probe`
+        feats, labs = _extraction(folder / split)
     if feats is None or labs is None:
         spec = _SPECS["features"]
         raise DatasetNotFoundError("features", [folder], spec.layout, spec.how_to_get)
@@ -410,7 +431,8 @@ _SPECS: dict[str, _Spec] = {
     "features": _Spec(
         ("train", "test"),
         None,
-        "root/{split}_features.npy (N, d) float and root/{split}_labels.npy (N,) int (.pt also accepted)",
+        "root/{split}_features.npy (N, d) float and root/{split}_labels.npy (N,) int (.pt also accepted), or "
+        "root/{split}/, a folder of `nclab extract` (as `nclab extract --layout probe` writes)",
         "save precomputed features there (e.g. with numpy.save)",
         _read_features,
     ),

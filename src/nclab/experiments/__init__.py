@@ -8,7 +8,7 @@ theme (:mod:`~nclab.experiments.training`, :mod:`~nclab.experiments.unconstraine
 this package.
 """
 
-from nclab.experiments.catalog import Experiment, register
+from nclab.experiments.catalog import SMOKE_TEST_NOTE, Experiment, register
 from nclab.experiments.registry import EXPERIMENT_MODULES, get, list_experiments, run
 
-__all__ = ["EXPERIMENT_MODULES", "Experiment", "get", "list_experiments", "register", "run"]
+__all__ = ["EXPERIMENT_MODULES", "SMOKE_TEST_NOTE", "Experiment", "get", "list_experiments", "register", "run"]

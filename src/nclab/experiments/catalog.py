@@ -3,7 +3,8 @@
 
 An experiment is a function ``fn(out: Path, scale: str, seed: int) -> dict`` registered with :func:`register`.
 It writes its outputs (tables, figures, ``report.html``) under ``out`` and returns a small JSON-able summary.
-``scale`` is one of the experiment's declared scales: ``"tiny"`` (what the test suite runs, seconds), ``"cpu"``
+``scale`` is one of the experiment's declared scales: ``"tiny"`` (a smoke test that the test suite runs, seconds:
+:data:`SMOKE_TEST_NOTE`), ``"cpu"``
 (minutes on 2 cores, the default of the CLI), ``"paper"`` (the paper's sizes). Looking experiments up (which
 first imports every module that defines some) is :mod:`nclab.experiments.registry`'s: the experiment modules
 import this module, and the registry imports them, so neither imports the other back.
@@ -16,7 +17,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DURATIONS", "EXPERIMENTS", "Experiment", "register"]
+__all__ = ["DURATIONS", "EXPERIMENTS", "SMOKE_TEST_NOTE", "Experiment", "register"]
+
+#: What the ``tiny`` scale is, said in its reports (a banner), by ``nclab experiment run`` and in the list.
+SMOKE_TEST_NOTE = (
+    "Smoke test (--scale tiny): sizes chosen to run the code in seconds, not to show collapse; its numbers and "
+    "figures are not results. Run --scale cpu (minutes) for the smallest meaningful reproduction."
+)
 
 #: Measured wall time per experiment and scale on the shared 2-core machine: tiny from one run of each on
 #: 2026-11-23 (other jobs running), cpu from docs/geometry.md and benchmarks/RESULTS.md, and "<= ..." cpu figures

@@ -10,7 +10,7 @@ import importlib
 from pathlib import Path
 from typing import Any
 
-from nclab.experiments.catalog import EXPERIMENTS, Experiment
+from nclab.experiments.catalog import EXPERIMENTS, SMOKE_TEST_NOTE, Experiment
 from nclab.validation import check_int, check_output_dir
 
 __all__ = ["EXPERIMENT_MODULES", "get", "list_experiments", "run"]
@@ -50,10 +50,16 @@ def get(name: str) -> Experiment:
 
 def run(name: str, out: str | Path, *, scale: str = "cpu", seed: int = 0) -> dict[str, Any]:
     """Run experiment ``name`` at ``scale``, writing under ``out`` (created; a path that cannot be a writable
-    folder raises ``NotADirectoryError`` / ``PermissionError`` before the experiment starts)."""
+    folder raises ``NotADirectoryError`` / ``PermissionError`` before the experiment starts). The reports of a
+    ``tiny`` run carry the smoke-test banner (:data:`~nclab.experiments.catalog.SMOKE_TEST_NOTE`)."""
     exp = get(name)
     if scale not in exp.scales:
         raise ValueError(f"experiment {name!r} has scales {exp.scales}, not {scale!r}")
     check_int(seed, name="seed", low=0)
     out = check_output_dir(out, name="output folder", create=True)
-    return exp.fn(out, scale, seed)
+    if scale != "tiny":
+        return exp.fn(out, scale, seed)
+    from nclab.report.html import page_banner
+
+    with page_banner(SMOKE_TEST_NOTE):  # every report of a tiny run says it is a smoke test
+        return exp.fn(out, scale, seed)

@@ -19,7 +19,15 @@ from nclab.experiments.catalog import register
 from nclab.io.rundir import RunDir
 from nclab.io.yaml_io import load_yaml_file
 
-__all__ = ["DEMO_CONFIG", "DEMO_LOSS_OVERRIDES", "FASHION_MNIST_CNN", "SCALES", "demo_config", "run_demo"]
+__all__ = [
+    "DEMO_CONFIG",
+    "DEMO_LOSS_OVERRIDES",
+    "FASHION_MNIST_CNN",
+    "SCALES",
+    "demo_config",
+    "run_demo",
+    "summary_table",
+]
 
 #: The demo run (``configs/demo-digits-mlp.yaml`` holds the same, for ``nclab train``).
 DEMO_CONFIG: dict[str, Any] = {
@@ -35,7 +43,8 @@ DEMO_CONFIG: dict[str, Any] = {
     "optim": {"name": "sgd", "lr": 0.05, "momentum": 0.9, "weight_decay": 5e-3},
     "schedule": {"name": "cosine"},
     "train": {"epochs": 200, "batch_size": 128, "threads": 1},
-    "measure": {"num_log": 16, "splits": ["train", "test"]},
+    # every hidden layer fully tracked (3 x 128 dimensions: cheap): NC1 itself against depth in the reports
+    "measure": {"num_log": 16, "splits": ["train", "test"], "full_layers": "all"},
     "checkpoint": {"every": 5},
 }
 
@@ -68,9 +77,8 @@ def run_demo(
     when its resolved config is the one about to run; a different one raises ``FileExistsError`` (nothing is
     touched) unless ``overwrite``."""
     from nclab.io.run_table import relabel_output
-    from nclab.report.figures import compare_figure
+    from nclab.report.figures import compare_figure, layer_profile_figure, layers_of
     from nclab.report.html import metrics_table_html, write_report
-    from nclab.report.run_report import collapse_summary
     from nclab.train.config import resolve_config
     from nclab.train.trainer import train
 
@@ -92,28 +100,50 @@ def run_demo(
     for loss, cfg in cfgs.items():
         console.print(f"[bold]demo[/bold]: training {cfg.name} ({cfg.train.epochs} epochs) into {out / loss}")
         runs[loss] = train(cfg, out / loss, overwrite=True, progress=progress, console=console)
-    summary = {}
-    for loss, r in runs.items():
-        for k, v in collapse_summary(r.rows, r.penultimate, r.zero_error_epoch).items():
-            summary[f"{loss}: {k}"] = v
-        summary[f"{loss}: zero-error epoch"] = float("nan") if r.zero_error_epoch is None else r.zero_error_epoch
+    summary = summary_table(runs)
     pen = runs["mse"].penultimate
     # the network's error sits at the output layer: relabel it to plot it beside the penultimate metrics
     merged = {k.upper(): (relabel_output(r.rows, pen), r.zero_error_epoch) for k, r in runs.items()}
     fig = compare_figure(merged, ["nc1", "trace_ratio", "etf_gram_error", "self_duality", "ncc_mismatch", "error"], pen)
+    depth = {k.upper(): (r.rows, r.zero_error_epoch) for k, r in runs.items()}
+    # NC1 itself where every hidden layer was fully tracked (the demo config), else its PFC1 form
+    metric = "nc1" if len(layers_of(runs["mse"].rows, "nc1")) > 1 else "trace_ratio"
+    depth_fig = layer_profile_figure(depth, [metric])
     links = "".join(f'<li><a href="{k}/report.html">{k.upper()} run report</a></li>' for k in runs)
     body = (
         "<p>Digits (embedded, balanced subset), MLP with three measured hidden layers, trained with MSE "
         "[Han et al. 2022] "
-        f"and with cross-entropy past zero training error. Per-run reports:</p><ul>{links}</ul>"
-        + metrics_table_html(summary)
+        f"and with cross-entropy past zero training error. Per-run reports (every metric, per-layer curves and "
+        f"heatmaps, train vs test):</p><ul>{links}</ul>" + metrics_table_html(summary)
+    )
+    caption = (
+        f"{'NC1' if metric == 'nc1' else 'PFC1 (Tr Sw / Tr Sb)'} against depth (the hidden layers, input side "
+        "first) at each run's first, zero-error (when reached) and last measured epoch, light to dark, train split "
+        "[Wang et al. 2024, Fig. 3]"
     )
     return write_report(
         out / RunDir.REPORT,
         "nclab demo: neural collapse of an MLP on digits, MSE vs CE",
         [("Runs", body)],
-        [(f"MSE vs CE at the penultimate layer ({pen}); dotted lines: zero-error epochs", fig)],
+        [
+            (f"MSE vs CE at the penultimate layer ({pen}); dotted lines: zero-error epochs", fig),
+            (caption, depth_fig),
+        ],
     )
+
+
+def summary_table(runs: dict[str, Any]) -> dict[str, float | str]:
+    """The summary of training runs ``{loss: RunResult}`` as ``"loss: quantity" -> value``: each run's zero-error
+    epoch (``not reached`` when the training error never reached 0), then NC1 and the errors
+    (:func:`~nclab.report.run_report.collapse_summary`)."""
+    from nclab.report.run_report import collapse_summary
+
+    summary: dict[str, float | str] = {}
+    for loss, r in runs.items():
+        summary[f"{loss}: zero-error epoch"] = "not reached" if r.zero_error_epoch is None else r.zero_error_epoch
+        for k, v in collapse_summary(r.rows, r.penultimate, r.zero_error_epoch).items():
+            summary[f"{loss}: {k}"] = v
+    return summary
 
 
 #: Fashion-MNIST + small CNN ([Han et al. 2022] recipe); ``SCALES`` shrink it.
@@ -176,18 +206,13 @@ def _fashion_cfg(scale: str, seed: int, loss: str) -> Any:
 def fashion_mnist_cnn(out: Path, scale: str, seed: int) -> dict[str, Any]:
     from nclab.report.figures import compare_figure
     from nclab.report.html import metrics_table_html, write_report
-    from nclab.report.run_report import collapse_summary
     from nclab.train.trainer import train
 
     runs = {
         loss: train(_fashion_cfg(scale, seed, loss), out / loss, overwrite=True, progress=scale != "tiny")
         for loss in ("mse", "ce")
     }
-    summary: dict[str, Any] = {}
-    for loss, r in runs.items():
-        summary[f"{loss}_zero_error_epoch"] = r.zero_error_epoch
-        for k, v in collapse_summary(r.rows, r.penultimate, r.zero_error_epoch).items():
-            summary[f"{loss}: {k}"] = v
+    summary = summary_table(runs)
     pen = runs["mse"].penultimate
     metrics = ["nc1", "equinorm", "equiangularity", "max_angle", "self_duality", "ncc_mismatch"]
     figs = [
@@ -205,13 +230,7 @@ def fashion_mnist_cnn(out: Path, scale: str, seed: int) -> dict[str, Any]:
     write_report(
         out / RunDir.REPORT,
         f"fashion-mnist-cnn ({scale})",
-        [
-            (
-                "Runs",
-                f"<ul>{links}</ul>"
-                + metrics_table_html({k: float("nan") if v is None else float(v) for k, v in summary.items()}),
-            )
-        ],
+        [("Runs", f"<ul>{links}</ul>" + metrics_table_html(summary))],
         figs,
     )
     return summary

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from nclab.metrics._registry import REGISTRY, Direction
 
-__all__ = ["GLOSSARY", "MetricEntry", "describe", "glossary_rows"]
+__all__ = ["FAMILY", "GLOSSARY", "MetricEntry", "describe", "family", "glossary_rows"]
 
 
 @dataclass(frozen=True)
@@ -28,6 +28,7 @@ class MetricEntry:
     definition: str
     citation: str
     source: str
+    family: str = ""
 
 
 #: ``name -> (label, definition, citation key)``; the label is the collapse property ("" for diagnostics).
@@ -112,6 +113,24 @@ GLOSSARY: dict[str, tuple[str, str, str]] = {
 }
 
 
+#: The NC property of each progressive-collapse label: [Wang et al. 2024] define PFC1-3 as the layer-wise forms of
+#: NC1 (within-class variability), NC2 (simplex ETF means) and NC4 (nearest-class-centre decisions).
+FAMILY: dict[str, str] = {"PFC1": "NC1", "PFC2": "NC2", "PFC3": "NC4"}
+
+
+def family(name: str) -> str:
+    """The collapse family of metric ``name``: NC1-NC5 (a PFC label mapped by :data:`FAMILY`), GNC, or ``""``
+    for a diagnostic or a name that is not a metric (loss, error).
+
+    Examples
+    --------
+    >>> family("etf_gram_error"), family("nc1"), family("ncc_accuracy"), family("gnc1"), family("loss")
+    ('NC2', 'NC1', 'NC4', 'GNC', '')
+    """
+    label = GLOSSARY.get(name, ("", "", ""))[0]
+    return FAMILY.get(label, label)
+
+
 def describe(name: str) -> MetricEntry:
     """The :class:`MetricEntry` of the registered metric ``name``.
 
@@ -130,7 +149,7 @@ def describe(name: str) -> MetricEntry:
         raise KeyError(f"unknown metric {name!r}; known: {', '.join(sorted(REGISTRY))}")
     label, definition, citation = GLOSSARY.get(name, ("", "", ""))
     info = REGISTRY[name]
-    return MetricEntry(name, label, info.direction, definition, citation, info.source)
+    return MetricEntry(name, label, info.direction, definition, citation, info.source, family(name))
 
 
 def glossary_rows() -> list[MetricEntry]:

@@ -4,8 +4,9 @@ them into PNG bytes at :data:`FIGURE_DPI`.
 
 Readability: figures are at most :data:`MAX_WIDTH_IN` inches wide, so at :data:`FIGURE_DPI` they fit a
 1280-px-wide window at 1:1, and no text is smaller than :data:`MIN_FONT_PT` points, i.e.
-``MIN_FONT_PT * FIGURE_DPI / 72`` = 12.5 px at 1:1. Each y axis is labelled with the metric's name and its
-collapse label (``nclab metrics list``); a legend appears only where two or more curves share a panel.
+``MIN_FONT_PT * FIGURE_DPI / 72`` = 12.5 px at 1:1. Each y axis is labelled with the metric's name in
+``metrics.csv``; a legend appears only where two or more curves (or a curve and the zero-error marker) share a
+panel.
 
 * :func:`curves_figure` -- one panel per metric, value vs epoch, one curve per layer (input side light, the
   penultimate layer dark), log y-axis for positive metrics whose collapse direction is "lower", a red
@@ -13,7 +14,11 @@ collapse label (``nclab metrics list``); a legend appears only where two or more
 * :func:`heatmap_figure` -- layer x epoch heatmaps ([Wang et al. 2024, Sec. 6]: PFC1-3 = trace ratio, ETF Gram error,
   NCC accuracy), log colour scale for the "lower" metrics;
 * :func:`train_test_figure` -- train vs test curves of metrics at one layer;
-* :func:`compare_figure` -- one metric of several runs overlaid (e.g. MSE vs CE, [Han et al. 2022, Fig. 10]).
+* :func:`compare_figure` -- one metric of several runs overlaid (e.g. MSE vs CE, [Han et al. 2022, Fig. 10]);
+* :func:`layer_profile_figure` -- metrics against depth at chosen epochs (NC1 vs depth, [Wang et al. 2024, Fig. 3]).
+
+Titles name each metric's collapse family (:func:`metric_title`: ``NC2: ETF Gram error (PFC2)``); the zero-error
+marker has a legend entry.
 
 The x-axis is ``symlog`` (linear below epoch 1), so epoch 0 and the log-spaced epochs are all visible.
 """
@@ -44,8 +49,11 @@ __all__ = [
     "depth_figure",
     "figure_png",
     "heatmap_figure",
+    "layer_profile_figure",
     "layers_of",
     "log_ticks",
+    "metric_title",
+    "profile_epochs",
     "series",
     "train_test_figure",
 ]
@@ -58,14 +66,41 @@ MAX_WIDTH_IN = 12.0
 MIN_FONT_PT = 9.0
 _FONTS = {"title": 11, "label": 10, "tick": MIN_FONT_PT, "legend": MIN_FONT_PT}
 
-_LABELS = {
-    "trace_ratio": "trace_ratio (PFC1)",
-    "etf_gram_error": "etf_gram_error (PFC2)",
-    "ncc_accuracy": "ncc_accuracy (PFC3)",
-    "nc1": "NC1 = tr(Sw Sb+)/K",
-    "ncc_mismatch": "ncc_mismatch (NC4)",
-    "self_duality": "self_duality (NC3)",
+#: How the figures name a metric after its family (``NC2: ETF Gram error (PFC2)``); others read as their name.
+_NAMES = {
+    "nc1": r"tr($\Sigma_W\,\Sigma_B^+$)/K",
+    "trace_ratio": r"Tr $\Sigma_W$ / Tr $\Sigma_B$",
+    "etf_gram_error": "ETF Gram error",
+    "ncc_accuracy": "NCC accuracy",
+    "ncc_mismatch": "NCC mismatch",
+    "cdnv": "CDNV",
+    "vci": "VCI",
+    "self_duality": "self-duality",
+    "within_class_cosine": "within-class cosine",
+    "max_angle": "max angle",
+    "gnc1": "GNC1",
+    "gnc2": "GNC2",
+    "gnc3": "GNC3",
 }
+
+
+def metric_title(metric: str) -> str:
+    """A panel's title: the metric's collapse family, a readable name, and its own tag where it has one.
+
+    Examples
+    --------
+    >>> metric_title("etf_gram_error"), metric_title("self_duality"), metric_title("loss")
+    ('NC2: ETF Gram error (PFC2)', 'NC3: self-duality', 'loss')
+    >>> metric_title("gnc3")
+    'GNC3'
+    """
+    from nclab.metrics.glossary import GLOSSARY, family
+
+    name = _NAMES.get(metric, metric.replace("_", " "))
+    fam, tag = family(metric), GLOSSARY.get(metric, ("",))[0]
+    if not fam or name.startswith(fam):
+        return name if fam else metric
+    return f"{fam}: {name}" + (f" ({tag})" if tag != fam else "")
 
 
 def figure_png(fig: Figure, dpi: int = FIGURE_DPI) -> Figure:
@@ -77,10 +112,8 @@ def figure_png(fig: Figure, dpi: int = FIGURE_DPI) -> Figure:
 
 
 def _ylabel(metric: str) -> str:
-    from nclab.metrics.glossary import GLOSSARY
-
-    label = GLOSSARY.get(metric, ("",))[0]
-    return f"{metric} ({label})" if label else metric
+    """The y axis names the metric as ``metrics.csv`` does (the title says what it is)."""
+    return metric
 
 
 def _legend(ax: plt.Axes) -> None:
@@ -132,7 +165,11 @@ def log_ticks(ax: plt.Axes, axis: str = "y") -> None:
         target.set_major_formatter(LogFormatterSciNotation(labelOnlyBase=False, minor_thresholds=(math.inf, math.inf)))
 
 
-def _decorate(ax: plt.Axes, metric: str, zero_epoch: int | None, log: bool) -> None:
+#: The legend entry of the zero-error marker (a vertical line at the first epoch with zero training error).
+ZERO_ERROR_LABEL = "zero training error"
+
+
+def _decorate(ax: plt.Axes, metric: str, zero_epoch: int | None, log: bool, *, zero_label: bool = False) -> None:
     ax.set_xscale("symlog", linthresh=1.0)
     # margins computed on the linear axis (e.g. around an axvline drawn before the scale switch) would show
     # negative epochs on the symlog axis: epochs start at 0
@@ -142,9 +179,9 @@ def _decorate(ax: plt.Axes, metric: str, zero_epoch: int | None, log: bool) -> N
     if log:
         ax.set_yscale("log")
         log_ticks(ax)
-    if zero_epoch is not None:  # explained in the captions: no legend entry of its own
-        ax.axvline(zero_epoch, color="red", lw=1.2, ls="--")
-    ax.set_title(_LABELS.get(metric, metric), fontsize=_FONTS["title"])
+    if zero_epoch is not None:  # in the legend of the first panel (zero_label), the same in every panel
+        ax.axvline(zero_epoch, color="red", lw=1.2, ls="--", label=ZERO_ERROR_LABEL if zero_label else "_zero")
+    ax.set_title(metric_title(metric), fontsize=_FONTS["title"])
     ax.set_xlabel("epoch", fontsize=_FONTS["label"])
     ax.set_ylabel(_ylabel(metric), fontsize=_FONTS["label"])
     ax.tick_params(labelsize=_FONTS["tick"])
@@ -156,7 +193,7 @@ def _decorate(ax: plt.Axes, metric: str, zero_epoch: int | None, log: bool) -> N
 
 def _grid(n: int, ncols: int = 3) -> tuple[plt.Figure, np.ndarray]:
     ncols = min(ncols, max(n, 1))
-    nrows = math.ceil(n / ncols)
+    nrows = max(math.ceil(n / ncols), 1)  # no panel at all: one hidden axes, an empty figure
     fig, axes = plt.subplots(nrows, ncols, figsize=(MAX_WIDTH_IN * ncols / 3, 3.4 * nrows), squeeze=False)
     for ax in axes.flat[n:]:
         ax.set_visible(False)
@@ -184,7 +221,8 @@ def curves_figure(
             allv.append(v)
             color = cmap(0.85 * (1 - i / max(len(lays) - 1, 1))) if len(lays) > 1 else "C0"
             ax.plot(e, v, marker="o", ms=2.5, lw=1.2, color=color, label=lay)
-        _decorate(ax, metric, zero_error_epoch, _log_ok(metric, np.concatenate(allv) if allv else np.zeros(0)))
+        log = _log_ok(metric, np.concatenate(allv) if allv else np.zeros(0))
+        _decorate(ax, metric, zero_error_epoch, log, zero_label=ax is axes.flat[0])
         _legend(ax)
     if title:
         fig.suptitle(title, fontsize=_FONTS["title"])
@@ -223,7 +261,7 @@ def heatmap_figure(
         step = max(1, len(epochs) // 6)
         ax.set_xticks(range(0, len(epochs), step), [str(e) for e in epochs[::step]], fontsize=_FONTS["tick"])
         ax.set_xlabel("epoch", fontsize=_FONTS["label"])
-        ax.set_title(_LABELS.get(metric, metric), fontsize=_FONTS["title"])
+        ax.set_title(metric_title(metric), fontsize=_FONTS["title"])
     if title:
         fig.suptitle(title, fontsize=_FONTS["title"])
     fig.tight_layout()
@@ -242,7 +280,7 @@ def train_test_figure(
             e, v = series(rows, metric, layer, split)
             vals.append(v)
             ax.plot(e, v, ls=ls, marker="o", ms=2.5, lw=1.2, label=split)
-        _decorate(ax, metric, zero_error_epoch, _log_ok(metric, np.concatenate(vals)))
+        _decorate(ax, metric, zero_error_epoch, _log_ok(metric, np.concatenate(vals)), zero_label=ax is axes.flat[0])
         _legend(ax)
     # layer names such as "layer3" already say "layer"
     fig.suptitle(f"train vs test at {layer}", fontsize=_FONTS["title"])
@@ -262,14 +300,14 @@ def decomposition_figure(
         e, v = series(rows, f"mse_{key}", OUTPUT_LAYER, split)
         if e.size:
             axes[0, 0].plot(e, np.maximum(v, 1e-300), marker="o", ms=2.5, lw=1.2, label=label)
-    _decorate(axes[0, 0], "mse decomposition", zero_error_epoch, log=True)
+    _decorate(axes[0, 0], "mse decomposition", zero_error_epoch, log=True, zero_label=True)
     axes[0, 0].set_title(f"MSE loss decomposition ({split})", fontsize=_FONTS["title"])
     axes[0, 0].set_ylabel("loss term", fontsize=_FONTS["label"])
     _legend(axes[0, 0])
     e, v = series(rows, "mse_proximity_ratio", OUTPUT_LAYER, split)
     axes[0, 1].plot(e, np.maximum(v, 1e-300), marker="o", ms=2.5, lw=1.2, color="C4")
     _decorate(axes[0, 1], "proximity", zero_error_epoch, log=True)
-    axes[0, 1].set_title("L_perp / L_LS (distance from the central path)", fontsize=_FONTS["title"])
+    axes[0, 1].set_title("L_perp / L_LS (off the central path)", fontsize=_FONTS["title"])
     axes[0, 1].set_ylabel("proximity ratio L_perp / L_LS", fontsize=_FONTS["label"])
     fig.tight_layout()
     return fig
@@ -281,12 +319,16 @@ def compare_figure(
     layer: str,
     split: str = "train",
     *,
-    legend_below: bool = False,
+    legend_on_top: bool = False,
 ) -> Figure:
     """``runs``: label -> (rows, zero-error epoch); one panel per metric with one curve per run (and a dotted
-    vertical line, in the run's colour, at its zero-error epoch). ``legend_below``: one legend for all panels
-    under them, in columns, and panels at least 8 in wide (many runs with long labels: ``nclab compare``)."""
+    vertical line, in the run's colour, at its zero-error epoch; the legend says so). ``legend_on_top``: one
+    legend for all panels above them, in columns, so that it is seen with the first row of panels (many runs
+    with long labels: ``nclab compare``); otherwise each panel has its own."""
+    from matplotlib.lines import Line2D
+
     fig, axes = _grid(len(metrics))
+    marker = Line2D([], [], color="0.3", ls=":", lw=1.0, label=f"{ZERO_ERROR_LABEL} (dotted, run's colour)")
     for ax, metric in zip(axes.flat, metrics, strict=False):
         vals = []
         for i, (label, (rows, zero)) in enumerate(runs.items()):
@@ -296,19 +338,36 @@ def compare_figure(
             if zero is not None:
                 ax.axvline(zero, color=f"C{i % 10}", ls=":", lw=1.0)
         _decorate(ax, metric, None, _log_ok(metric, np.concatenate(vals) if vals else np.zeros(0)))
-        if not legend_below:
-            _legend(ax)
-    if legend_below and runs:
-        width, height = fig.get_size_inches()
-        ncol = 2 if len(runs) > 3 else 1
-        rows_in = 0.22 * math.ceil(len(runs) / ncol) + 0.3
-        fig.set_size_inches(max(width, 8.0), height + rows_in)
-        handles, labels = axes.flat[0].get_legend_handles_labels()
-        fig.legend(handles, labels, loc="lower center", ncol=ncol, fontsize=_FONTS["legend"], frameon=False)
-        fig.tight_layout(rect=(0, rows_in / (height + rows_in), 1, 1))
+        if not legend_on_top:
+            handles, _ = ax.get_legend_handles_labels()
+            extra = [marker] if ax is axes.flat[0] and any(z is not None for _, z in runs.values()) else []
+            if len(handles) + len(extra) > 1:
+                ax.legend(handles=handles + extra, fontsize=_FONTS["legend"], loc="best")
+    if legend_on_top and runs:
+        handles, _ = axes.flat[0].get_legend_handles_labels()
+        handles += [marker] if any(z is not None for _, z in runs.values()) else []
+        _legend_on_top(fig, handles)
     else:
         fig.tight_layout()
     return fig
+
+
+def _legend_on_top(fig: Figure, handles: list) -> None:
+    """One legend above the panels: two columns when they fit the figure's width, else one; the figure is widened
+    (up to :data:`MAX_WIDTH_IN`) for a legend wider than it, and made taller by the legend's height."""
+    width, height = fig.get_size_inches()
+    width = max(width, 8.0)
+    renderer = fig.canvas.get_renderer()
+    for ncol in (2, 1) if len(handles) > 3 else (1,):
+        legend = fig.legend(handles=handles, loc="upper center", ncol=ncol, fontsize=_FONTS["legend"], frameon=False)
+        needed = legend.get_window_extent(renderer).width / fig.dpi + 0.3
+        if needed <= width or ncol == 1:
+            break
+        legend.remove()
+    width = min(max(width, needed), MAX_WIDTH_IN)
+    top_in = legend.get_window_extent(renderer).height / fig.dpi + 0.2
+    fig.set_size_inches(width, height + top_in)
+    fig.tight_layout(rect=(0, 0, 1, height / (height + top_in)))
 
 
 def depth_figure(rows: Sequence[MetricRow], *, split: str = "train", epochs: Sequence[int] | None = None) -> Figure:
@@ -344,6 +403,71 @@ def depth_figure(rows: Sequence[MetricRow], *, split: str = "train", epochs: Seq
         ax.tick_params(labelsize=_FONTS["tick"])
         ax.set_title(title, fontsize=_FONTS["title"])
         ax.grid(alpha=0.3)
+        _legend(ax)
+    fig.tight_layout()
+    return fig
+
+
+def profile_epochs(rows: Sequence[MetricRow], metric: str, zero_error_epoch: int | None = None) -> list[int]:
+    """The default epochs of :func:`layer_profile_figure`: the first measured epoch, the zero-error epoch (when
+    reached and measured) and the last, of ``metric`` on the train split.
+
+    Examples
+    --------
+    >>> rows = [MetricRow(e, "train", "fc", "nc1", 1.0) for e in (0, 5, 9, 20)]
+    >>> profile_epochs(rows, "nc1", 9), profile_epochs(rows, "nc1", None)
+    ([0, 9, 20], [0, 20])
+    """
+    measured = sorted({r.epoch for r in rows if r.metric == metric and r.split == "train"})
+    if not measured:
+        return []
+    chosen = {measured[0], measured[-1]} | ({zero_error_epoch} & set(measured))
+    return sorted(chosen)
+
+
+def layer_profile_figure(
+    runs: Mapping[str, tuple[Sequence[MetricRow], int | None]],
+    metrics: Sequence[str] = ("nc1", "trace_ratio", "etf_gram_error", "ncc_accuracy"),
+    *,
+    epochs: Sequence[int] | None = None,
+    split: str = "train",
+) -> Figure:
+    """Each metric against depth (the measured layers, input side first) at chosen epochs: the NC1-vs-depth plot
+    of progressive collapse ([Wang et al. 2024, Fig. 3]).
+
+    ``runs``: label -> (rows, zero-error epoch); one panel per run and metric (metrics measured at fewer than
+    two layers are left out), one curve per epoch, light to dark from the first to the last. ``epochs``: the
+    same for every panel; default :func:`profile_epochs` of each run (the first, the zero-error and the last
+    measured epoch).
+    """
+    panels = []
+    for label, (rows, zero) in runs.items():
+        for metric in metrics:
+            layers = [lay for lay in layers_of(rows, metric, split) if lay != OUTPUT_LAYER]
+            if len(layers) > 1:
+                panels.append((label, rows, zero, metric, layers))
+    fig, axes = _grid(len(panels))
+    for ax, (label, rows, zero, metric, layers) in zip(axes.flat, panels, strict=False):
+        at = {(r.epoch, r.layer): r.value for r in rows if r.metric == metric and r.split == split}
+        chosen = [e for e in (epochs if epochs is not None else profile_epochs(rows, metric, zero))]
+        cmap = plt.get_cmap("viridis")
+        values = []
+        for i, epoch in enumerate(chosen):
+            y = np.array([at.get((epoch, lay), np.nan) for lay in layers])
+            values.append(y)
+            name = f"epoch {epoch}" + (" (zero error)" if epoch == zero else "")
+            color = cmap(0.85 * (1 - i / max(len(chosen) - 1, 1)))
+            ax.plot(range(1, len(layers) + 1), y, marker="o", ms=3.5, lw=1.3, color=color, label=name)
+        if _log_ok(metric, np.concatenate(values) if values else np.zeros(0)):
+            ax.set_yscale("log")
+            log_ticks(ax)
+        ax.set_xticks(range(1, len(layers) + 1), layers, fontsize=_FONTS["tick"])
+        ax.set_xlabel("layer (input side first)", fontsize=_FONTS["label"])
+        ax.set_ylabel(_ylabel(metric), fontsize=_FONTS["label"])
+        ax.set_title(f"{label}: {metric_title(metric)}" if label else metric_title(metric), fontsize=_FONTS["title"])
+        ax.tick_params(labelsize=_FONTS["tick"])
+        ax.yaxis.set_minor_locator(NullLocator())
+        ax.grid(alpha=0.3, lw=0.4)
         _legend(ax)
     fig.tight_layout()
     return fig

@@ -1,19 +1,25 @@
 """Self-contained HTML reports: inline CSS, figures embedded as base64 PNG, no external asset, no JavaScript.
 
-Layout of :func:`write_report`: the title, a table of contents (anchors to every part), the figures first, then
-the tables, then the folded parts (the resolved config) in ``<details>``. Figures are shown at their pixel size
+Layout of :func:`write_report`: the title, the page's banner (:func:`page_banner`: a smoke test says so), a
+table of contents (anchors to every part; each entry kept whole in its column), the figures first, then the
+tables, then the folded parts (the resolved config) in ``<details>``. Figures are shown at their pixel size
 (``width`` = the PNG's width, CSS pixels, scaled down only in a narrower window), so the font sizes of
-:mod:`nclab.report.figures` hold at 1:1 in a 1280-px window.
+:mod:`nclab.report.figures` hold at 1:1 in a 1280-px window; tables wrap their cells rather than overflow it.
+
+No cell holds a placeholder: :func:`format_value` writes a NaN as ``undefined`` (a metric without a value
+on these data), and callers pass words (``not reached``, ``not measured``) for what is missing.
 """
 
 from __future__ import annotations
 
 import base64
+import contextvars
 import html
 import math
 import re
 import struct
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -24,44 +30,69 @@ from nclab.metrics.glossary import GLOSSARY
 if TYPE_CHECKING:  # matplotlib is imported only when a Figure is actually rendered
     from matplotlib.figure import Figure
 
-__all__ = ["format_value", "metrics_table_html", "write_report"]
+__all__ = ["format_value", "metrics_table_html", "page_banner", "write_report"]
 
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:76rem;margin:2rem auto;padding:0 1rem;
 color:#1b1b1b}h1{font-size:1.5rem}table{border-collapse:collapse;margin:1rem 0}
 th,td{border-bottom:1px solid #ddd;padding:.3rem .8rem;text-align:left}td.num{text-align:right;
 font-variant-numeric:tabular-nums}th{background:#f4f4f4}.note{color:#555;font-size:.9rem}img{max-width:100%;height:auto}
-nav ol{columns:2;font-size:.95rem}figure{margin:1rem 0}figcaption{color:#333;font-size:.95rem}
+nav ol{columns:2;column-gap:3rem;font-size:.95rem;padding-left:1.5rem}nav li{break-inside:avoid;margin:0 0 .3rem}
+figure{margin:1rem 0}figcaption{color:#333;font-size:.95rem}table{max-width:100%}td,th{overflow-wrap:break-word}
+td{vertical-align:top}td.id{white-space:nowrap}td.cfg{min-width:17rem}
+.banner{background:#fff4d6;border-left:4px solid #d99a00;padding:.5rem .8rem}
 """
 
+_banner: contextvars.ContextVar[str] = contextvars.ContextVar("nclab_report_banner", default="")
 
-def format_value(v: float) -> str:
-    """A table cell: 4 significant figures (``nan`` and ``inf`` as such, integers whole).
+
+@contextmanager
+def page_banner(text: str) -> Iterator[None]:
+    """Show ``text`` in a banner under the title of every report written inside the block (the experiment
+    registry marks the reports of a ``--scale tiny`` run as a smoke test)."""
+    token = _banner.set(text)
+    try:
+        yield
+    finally:
+        _banner.reset(token)
+
+
+def format_value(v: float | str) -> str:
+    """A table cell: 4 significant figures (integers whole, ``inf`` as such, a NaN as ``undefined``); a string
+    (``not reached``) as it is.
 
     Examples
     --------
     >>> format_value(0.123456789), format_value(12345678.0), format_value(3.0)
     ('0.1235', '1.235e+07', '3')
+    >>> format_value(float("nan")), format_value(float("-inf")), format_value("not reached")
+    ('undefined', '-inf', 'not reached')
     """
+    if isinstance(v, str):
+        return v
     v = float(v)
-    if math.isnan(v) or math.isinf(v):
+    if math.isnan(v):
+        return "undefined"
+    if math.isinf(v):
         return str(v)
     if v.is_integer() and abs(v) < 1e6:
         return str(int(v))
     return f"{v:.4g}"
 
 
-def metrics_table_html(report: Mapping[str, float]) -> str:
-    """An HTML table of quantity and value (4 significant figures); when some names are registered metrics, also
-    the collapse direction and the source, as a key of the bibliography (docs/references.md)."""
+def metrics_table_html(report: Mapping[str, float | str]) -> str:
+    """An HTML table of quantity and value (:func:`format_value`: 4 significant figures, words as they are);
+    when some names are registered metrics, also the collapse direction and the source, as a key of the
+    bibliography (docs/references.md)."""
     known = any(name in REGISTRY for name in report)
     rows = []
     for name, value in report.items():
-        cells = f"<td>{html.escape(name)}</td><td class=num>{format_value(value)}</td>"
+        cells = f"<td>{html.escape(name)}</td><td class=num>{html.escape(format_value(value))}</td>"
         if known:
             info = REGISTRY.get(name)
-            direction = {"lower": "lower", "higher": "higher"}.get(info.direction if info else "", "")
-            citation = GLOSSARY.get(name, ("", "", ""))[2]
+            # a diagnostic (a rank, a split of the variance) measures no collapse: it has no direction
+            direction = {"lower": "lower", "higher": "higher"}.get(info.direction if info else "", "diagnostic")
+            citation = GLOSSARY.get(name, ("", "", ""))[2] or "nclab"
             cells += f"<td>{direction}</td><td class=note>{html.escape(citation)}</td>"
         rows.append(f"<tr>{cells}</tr>")
     head = "<th>quantity</th><th>value</th>" + ("<th>more collapsed</th><th>source</th>" if known else "")
@@ -135,8 +166,10 @@ def write_report(
         toc.append(f'<li><a href="#{anchor}">{html.escape(heading)}</a></li>')
         parts.append(f'<details id="{anchor}"><summary>{html.escape(heading)}</summary>{body}</details>')
     nav = f"<nav><h2>Contents</h2><ol>{''.join(toc)}</ol></nav>" if len(toc) > 1 else ""
+    banner = f"<p class=banner>{html.escape(_banner.get())}</p>" if _banner.get() else ""
     doc = (
         f"<!doctype html><html lang=en><head><meta charset=utf-8><title>{html.escape(title)}</title>"
-        f"<style>{_CSS}</style></head><body><h1>{html.escape(title)}</h1>{nav}{''.join(parts)}</body></html>\n"
+        f"<style>{_CSS}</style></head><body><h1>{html.escape(title)}</h1>{banner}{nav}{''.join(parts)}"
+        "</body></html>\n"
     )
     return atomic_write_text(path, doc)

@@ -22,13 +22,24 @@ from nclab.report.figures import (
     decomposition_figure,
     depth_figure,
     heatmap_figure,
+    layer_profile_figure,
     layers_of,
+    profile_epochs,
     series,
     train_test_figure,
 )
 from nclab.report.html import metrics_table_html, write_report
 
-__all__ = ["PENULTIMATE_METRICS", "collapse_summary", "run_figures", "run_sections", "write_run_report"]
+__all__ = [
+    "PENULTIMATE_METRICS",
+    "collapse_summary",
+    "depth_caption",
+    "run_figures",
+    "run_sections",
+    "run_title",
+    "write_run_report",
+    "zero_error_text",
+]
 
 #: Metrics plotted at the penultimate layer (NC1-NC4 of [Han et al. 2022] / [Papyan et al. 2020], VCI of
 #: [Xu & Liu 2023], CDNV, cosine).
@@ -80,20 +91,60 @@ def _record(run: str | Path | RunRecord) -> RunRecord:
     return record
 
 
-def write_run_report(run: str | Path | RunRecord, title: str | None = None) -> Path:
+_WRITERS = {
+    "monitor": "a CollapseMonitor",
+    "lightning": "the Lightning CollapseCallback",
+    "hf": "the Hugging Face CollapseCallback",
+    "train": "nclab train",
+}
+
+
+def run_title(record: RunRecord) -> str:
+    """The report's title: the run's name and what is known of it (dataset, model and loss of a training run;
+    the model class and the writer of a monitor's run), no placeholder for what is not."""
+    cfg = record.config
+    name = cfg.get("name") or record.path.name
+    parts = [v for v in (cfg.get("data", {}).get("name"), cfg.get("model", {}).get("name")) if v]
+    parts += [f"loss {cfg['loss']['name']}"] if cfg.get("loss", {}).get("name") else []
+    if not parts:
+        saved = RunDir(record.path).saved_identity()
+        writer = _WRITERS.get(saved.writer, saved.writer) if saved else "a CollapseMonitor or callback"
+        model = f"{saved.name} " if saved and saved.hashed is not None else ""
+        k = record.identity.get("num_classes")
+        parts = [f"{model}measured by {writer}"] + ([f"K = {k}"] if k else [])
+    return f"nclab run {name}: {', '.join(parts)}"
+
+
+def write_run_report(
+    run: str | Path | RunRecord, title: str | None = None, *, depth_epochs: Sequence[int] | None = None
+) -> Path:
     """Write ``report.html`` into the run directory ``run`` (a folder, read with
     :func:`~nclab.io.rundir.read_run`, or its :class:`~nclab.io.rundir.RunRecord`): :func:`run_sections`, then
-    :func:`run_figures`, then the resolved config folded."""
+    :func:`run_figures` (``depth_epochs``: the epochs of the metrics-vs-depth figure), then the resolved config
+    folded."""
     record = _record(run)
     cfg = record.config
-    title = (
-        title
-        or f"nclab run {cfg.get('name', record.path.name)}: {cfg.get('data', {}).get('name', '?')}, "
-        f"{cfg.get('model', {}).get('name', '?')}, loss {cfg.get('loss', {}).get('name', '?')}"
-    )
     config = yaml.safe_dump(cfg, sort_keys=False) if cfg else ""
     folded = [("Config (resolved)", f"<pre>{html.escape(config)}</pre>")] if config else []
-    return write_report(RunDir(record.path).report, title, run_sections(record), run_figures(record), folded)
+    figures = run_figures(record, depth_epochs=depth_epochs)
+    return write_report(RunDir(record.path).report, title or run_title(record), run_sections(record), figures, folded)
+
+
+def zero_error_text(record: RunRecord) -> str:
+    """The zero-error epoch in words: the epoch, ``not reached`` (the training error was measured and never 0)
+    or ``not measured`` (the table has no training-error rows)."""
+    if record.zero_error_epoch is not None:
+        return str(record.zero_error_epoch)
+    measured = any(r.metric == "error" and r.layer == OUTPUT_LAYER and r.split == "train" for r in record.rows)
+    return "not reached" if measured else "not measured (no training-error rows)"
+
+
+def _epochs_text(epochs: Sequence[int]) -> str:
+    """``0, 1, 2, 5, 10`` (at most 12 listed: the first 6, ``...``, the last 5) or ``none``."""
+    shown = [str(e) for e in epochs]
+    if len(shown) > 12:
+        shown = [*shown[:6], "...", *shown[-5:]]
+    return f"{len(epochs)} ({', '.join(shown)})" if shown else "none"
 
 
 def run_sections(record: RunRecord) -> list[tuple[str, str]]:
@@ -101,15 +152,19 @@ def run_sections(record: RunRecord) -> list[tuple[str, str]]:
     metric at the last epoch at the penultimate layer, the timings."""
     rows, summary, pen, zero = record.rows, record.summary, record.penultimate, record.zero_error_epoch
     stats = collapse_summary(rows, pen, zero) if pen else {}
+    epochs = summary.get("measured_epochs") or sorted({r.epoch for r in rows})
+    marker = " (red dashed line in the figures)" if zero is not None else ""
+    penultimate = f"<code>{html.escape(str(pen))}</code>" if pen else "not known (no nc1 rows, no summary.json)"
     head = (
-        f"<p>First epoch with zero training error (eval mode): <b>{zero if zero is not None else 'not reached'}</b>"
-        f" (red dashed line in the figures). Run id: <code>{html.escape(record.run_id)}</code>. "
-        f"Penultimate layer: <code>{html.escape(str(pen))}</code>. "
-        f"Measured epochs: {', '.join(str(e) for e in summary.get('measured_epochs', []))}.</p>"
+        f"<p>First epoch with zero training error (eval mode): <b>{html.escape(zero_error_text(record))}</b>{marker}. "
+        f"Run id: <code>{html.escape(record.run_id)}</code>. Penultimate layer: {penultimate}. "
+        f"Measured epochs: {_epochs_text(epochs)}.</p>"
         "<p class=note>Curves are eval-mode measurements over the training split (test: its own class statistics, "
-        "NCC against the training means). Lower is more collapsed except ncc_accuracy and within_class_cosine.</p>"
+        "NCC against the training means). Lower is more collapsed except ncc_accuracy and within_class_cosine. "
+        "Per-layer figures follow the penultimate-layer ones.</p>"
     )
-    sections = [("Summary", head + metrics_table_html(stats))]
+    table = metrics_table_html(stats) if stats else "<p>No NC1 or error rows to summarise.</p>"
+    sections = [("Summary", head + table)]
     if pen:
         last_epoch = max((r.epoch for r in rows if r.layer == pen and r.split == "train"), default=None)
         last_rows = {r.metric: r.value for r in rows if r.epoch == last_epoch and r.split == "train" and r.layer == pen}
@@ -122,10 +177,36 @@ def run_sections(record: RunRecord) -> list[tuple[str, str]]:
     return sections
 
 
-def run_figures(record: RunRecord) -> list[tuple[str, Figure]]:
+def depth_caption(rows: Sequence[MetricRow], epochs: Sequence[int] | None, zero: int | None) -> str:
+    """The caption of :func:`~nclab.report.figures.layer_profile_figure` in a report: the epochs shown, and,
+    where NC1 itself was measured at one layer only, how to measure it at every layer."""
+    chosen = list(epochs) if epochs is not None else profile_epochs(rows, "trace_ratio", zero)
+    nc1_layers = len(layers_of(rows, "nc1"))
+    how = (
+        ""
+        if nc1_layers > 1
+        else "; NC1 = tr(Sw Sb+)/K is measured at the penultimate layer only (measure.full_layers: all, or "
+        "CollapseMonitor(track='full'), measures it at every layer): its family is shown by Tr Sw / Tr Sb (PFC1)"
+    )
+    return (
+        f"Collapse metrics against depth at epochs {', '.join(map(str, chosen))} (light to dark), train split"
+        f" [Wang et al. 2024, Fig. 3]{how}"
+    )
+
+
+def run_figures(record: RunRecord, *, depth_epochs: Sequence[int] | None = None) -> list[tuple[str, Figure]]:
     """The report's figures of one run, captioned: the paper-style panels at the penultimate layer first, then
-    loss and error, the MSE decomposition, per-layer curves and heatmaps, depth, train vs test."""
+    loss and error, the MSE decomposition, metrics against depth at ``depth_epochs`` (default: the first, the
+    zero-error and the last epoch), per-layer curves and heatmaps, the geodesic model, train vs test."""
     rows, pen, zero = record.rows, record.penultimate, record.zero_error_epoch
+    if depth_epochs is not None:
+        measured = sorted({r.epoch for r in rows if r.split == "train" and r.layer != OUTPUT_LAYER})
+        missing = sorted(set(depth_epochs) - set(measured))
+        if missing:
+            raise ValueError(
+                f"no measurement at epoch(s) {', '.join(map(str, missing))} of {record.path}: its measured epochs "
+                f"are {', '.join(map(str, measured))}"
+            )
     figures: list[tuple[str, Figure]] = []
     if pen:  # the paper-style panels first
         figures.append(
@@ -156,9 +237,13 @@ def run_figures(record: RunRecord) -> list[tuple[str, Figure]]:
     layers = [lay for lay in layers_of(rows, "trace_ratio") if lay != OUTPUT_LAYER]
     if len(layers) > 1:
         figures.append(
+            (depth_caption(rows, depth_epochs, zero), layer_profile_figure({"": (rows, zero)}, epochs=depth_epochs))
+        )
+        per_layer = [m for m in ("nc1", *LAYER_METRICS) if m != "nc1" or len(layers_of(rows, "nc1")) > 1]
+        figures.append(
             (
                 "Per-layer metrics, one curve per layer (input side light, penultimate dark), train split",
-                curves_figure(rows, LAYER_METRICS, zero_error_epoch=zero),
+                curves_figure(rows, per_layer, zero_error_epoch=zero),
             )
         )
         figures.append(

@@ -376,18 +376,30 @@ def apply_overrides(raw: Mapping[str, Any], overrides: Sequence[str]) -> dict[st
 
 
 def _format_errors(err: ValidationError) -> str:
+    from nclab.validation import did_you_mean
+
     lines = []
     for e in err.errors():
         loc = ".".join(str(p) for p in e["loc"])
         msg = e["msg"].removeprefix("Value error, ")
-        if e["type"] == "extra_forbidden":
-            msg = "unknown key"
+        if e["type"] == "extra_forbidden":  # the closest key of the whole config: optim.epochs -> train.epochs
+            msg = "unknown key" + did_you_mean(loc, _key_paths(RunConfig))
         # a validator's complaint about one sub-key (options.NAME, a convention): attach it to the path
         sub = e.get("ctx", {}).get("error")
         if isinstance(sub, _AtKey):
             loc = f"{loc}.{sub.key}" if loc else sub.key
         lines.append(f"  {loc or '(top level)'}: {msg}" + (f" (got {e['input']!r})" if _show_input(e) else ""))
     return "invalid config:\n" + "\n".join(lines)
+
+
+def _key_paths(model: type[BaseModel], prefix: str = "") -> list[str]:
+    """Every dotted key of ``model``, sections and their keys (``optim``, ``optim.lr``, ...)."""
+    out = []
+    for name, info in model.model_fields.items():
+        out.append(prefix + name)
+        if isinstance(info.annotation, type) and issubclass(info.annotation, BaseModel):
+            out += _key_paths(info.annotation, f"{prefix}{name}.")
+    return out
 
 
 def check_device_available(device: str, *, name: str = "train.device") -> None:

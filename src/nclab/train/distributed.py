@@ -19,7 +19,9 @@ end. Everything else here is a no-op in a single process, so the trainer calls i
 - :func:`training_module`: the network as one ``forward(x) -> (logits, h)`` module, wrapped in
   ``DistributedDataParallel`` when distributed (gradients averaged over the ranks: every loss here is a batch
   mean and every rank's batch has the same size, so the average is the global batch's gradient);
-- :func:`broadcast`, :func:`barrier`.
+- :func:`broadcast`, :func:`barrier`;
+- DDP's notice that a gradient's layout differs from its bucket's is shown by rank 0 alone, and not at all when
+  the layouts differ only in size-1 dimensions (:func:`harmless_layout_notice`).
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ from __future__ import annotations
 import datetime
 import math
 import os
+import re
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -40,11 +44,13 @@ from nclab.measure.distributed import is_distributed, rank
 
 __all__ = [
     "DEFAULT_TIMEOUT_S",
+    "LAYOUT_NOTICE",
     "TIMEOUT_ENV",
     "barrier",
     "broadcast",
     "device_for",
     "eval_shard",
+    "harmless_layout_notice",
     "is_main",
     "launched",
     "per_rank_batch",
@@ -192,4 +198,54 @@ def training_module(net: nn.Module, device: torch.device) -> nn.Module:
         return module
     from torch.nn.parallel import DistributedDataParallel
 
+    _quiet_layout_notice()
     return DistributedDataParallel(module, device_ids=[device] if device.type == "cuda" else None)
+
+
+#: The start of DDP's notice that a gradient's strides differ from its bucket's (a performance hint).
+LAYOUT_NOTICE = "Grad strides do not match bucket view strides"
+_STRIDES = re.compile(
+    r"grad\.sizes\(\) = \[([^]]*)\], strides\(\) = \[([^]]*)\]\s*"
+    r"bucket_view\.sizes\(\) = \[([^]]*)\], strides\(\) = \[([^]]*)\]"
+)
+
+
+def harmless_layout_notice(text: str) -> bool:
+    """Whether DDP's :data:`LAYOUT_NOTICE` ``text`` names strides that differ only in dimensions of size 1.
+
+    Why it is harmless then: a weight with a size-1 dimension (a convolution over 1-channel inputs,
+    ``(16, 1, 3, 3)``) is contiguous and channels-last at once; the CPU convolution backward returns its gradient
+    with channels-last strides, which autograd accepts (its layout contract ignores size-1 dimensions) but DDP's
+    reducer compares exactly, so every rank prints a 4-line notice about a layout that is the same in memory.
+
+    Examples
+    --------
+    >>> notice = LAYOUT_NOTICE + ". grad.sizes() = [16, 1, 3, 3], strides() = [9, 1, 3, 1] "
+    >>> harmless_layout_notice(notice + "bucket_view.sizes() = [16, 1, 3, 3], strides() = [9, 9, 3, 1]")
+    True
+    >>> harmless_layout_notice(notice.replace("16, 1,", "16, 2,") + "bucket_view.sizes() = [16, 2, 3, 3], "
+    ...                        "strides() = [18, 9, 3, 1]")
+    False
+    """
+    match = _STRIDES.search(text)
+    if match is None:
+        return False
+    sizes, grad, _, bucket = ([int(v) for v in g.split(",") if v.strip()] for g in match.groups())
+    if not len(sizes) == len(grad) == len(bucket):
+        return False
+    return all(n == 1 or a == b for n, a, b in zip(sizes, grad, bucket, strict=True))
+
+
+def _quiet_layout_notice() -> None:
+    """Show DDP's :data:`LAYOUT_NOTICE` once per run, not once per rank: ranks > 0 drop it, and rank 0 drops it
+    when :func:`harmless_layout_notice` (a real layout mismatch, a performance hint, is shown by rank 0)."""
+    shown = warnings.showwarning
+
+    def show(message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None) -> None:
+        text = str(message)
+        if LAYOUT_NOTICE in text and (not is_main() or harmless_layout_notice(text)):
+            return
+        shown(message, category, filename, lineno, file, line)
+
+    if getattr(shown, "__name__", "") != "show":  # once per process
+        warnings.showwarning = show

@@ -16,7 +16,10 @@ A sweep file (YAML) names a base run config and the axes to vary::
       cpus_per_trial: 1            # Ray resources of one trial
       gpus_per_trial: 0
 
-Trials are the product overrides x grid x seeds. Every trial's config is resolved and validated before anything
+Trials are the product overrides x grid x seeds. A trial that switches ``loss.name`` also resets the base's
+loss options that do not apply to its loss (:func:`loss_resets`: a CE trial of an MSE base with
+``reduction: sum_half`` gets ``loss.reduction=mean``, shown among its overrides), so a grid over the loss needs
+no hand-written variants. Every trial's config is resolved and validated before anything
 runs (a bad key or value is an error of the sweep file, not a failed trial); a trial's id is the trainer's
 :func:`~nclab.train.trainer.run_id` of its resolved config (``NAME-HASH``), so it is stable across re-runs, equal
 to the ``run_id`` in its ``summary.json`` and ``metrics.csv``, and two trials with the same resolved config are
@@ -60,7 +63,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from nclab.io.atomic import atomic_write_text
 from nclab.io.run_table import OUTPUT_LAYER
 from nclab.io.rundir import RunDir, config_differences, read_run
-from nclab.io.yaml_io import load_yaml_file
+from nclab.io.yaml_io import load_yaml, load_yaml_file
 from nclab.train.config import ConfigError, RunConfig, load_config, resolve_config
 from nclab.train.rundir import default_run_dir
 
@@ -72,6 +75,7 @@ __all__ = [
     "Trial",
     "expand_trials",
     "load_sweep",
+    "loss_resets",
     "override_string",
     "read_sweep_table",
     "run_sweep",
@@ -135,11 +139,12 @@ class Trial:
 
 @dataclass
 class SweepResult:
-    """What :func:`run_sweep` returns: the sweep directory and, by trial id, the trial's ``sweep.csv`` row
-    (cells as strings, as :func:`read_sweep_table` reads them)."""
+    """What :func:`run_sweep` returns: the sweep directory, by trial id the trial's ``sweep.csv`` row (cells as
+    strings, as :func:`read_sweep_table` reads them), and the trials (their resolved configs) in order."""
 
     out: Path
     rows: dict[str, dict[str, str]]
+    trials: list[Trial] = field(default_factory=list)
 
     @property
     def failed(self) -> list[str]:
@@ -148,10 +153,13 @@ class SweepResult:
 
 
 def _format_errors(err: ValidationError) -> str:
+    from nclab.validation import did_you_mean
+
+    known = [*SweepSpec.model_fields, *(f"resources.{k}" for k in SweepResources.model_fields)]
     lines = []
     for e in err.errors():
         loc = ".".join(str(p) for p in e["loc"]) or "(top level)"
-        msg = "unknown key" if e["type"] == "extra_forbidden" else e["msg"]
+        msg = "unknown key" + did_you_mean(loc, known) if e["type"] == "extra_forbidden" else e["msg"]
         lines.append(f"  {loc}: {msg}")
     return "\n".join(lines)
 
@@ -219,6 +227,37 @@ def override_string(key: str, value: Any) -> str:
     return f"{key}={text}"
 
 
+def loss_resets(base: RunConfig, sets: Sequence[str]) -> list[str]:
+    """The ``--set`` strings that return the base's loss options to their defaults when a trial switches
+    ``loss.name`` to a loss they do not apply to (the base's MSE ``loss.reduction=sum_half`` in a CE trial), so
+    that a grid over ``loss.name`` needs no hand-written variant; an option the trial sets itself is kept.
+
+    Examples
+    --------
+    >>> base = resolve_config({"loss": {"name": "mse", "reduction": "sum_half"}})
+    >>> loss_resets(base, ["loss.name=ce", "optim.lr=0.1"]), loss_resets(base, ["optim.lr=0.1"])
+    (['loss.reduction=mean'], [])
+    """
+    named = {item.split("=", 1)[0].strip(): item.split("=", 1)[1] for item in sets if "=" in item}
+    if "loss.name" not in named:
+        return []
+    new = load_yaml(named["loss.name"], source="--set loss.name")
+    try:
+        defaults = resolve_config({"loss": {"name": new}}).loss
+    except ConfigError:  # an unknown loss: the trial's own resolution names it
+        return []
+    resets = []
+    for key in type(base.loss).model_fields:
+        value = getattr(base.loss, key)
+        if key == "name" or f"loss.{key}" in named or value == getattr(defaults, key):
+            continue
+        try:
+            resolve_config({"loss": {"name": new, key: value}})
+        except ConfigError:  # the option does not apply to the new loss
+            resets.append(override_string(f"loss.{key}", getattr(defaults, key)))
+    return resets
+
+
 def expand_trials(spec: SweepSpec, base: Mapping[str, Any]) -> list[Trial]:
     """The trials of ``spec`` in order (overrides x grid x seeds, the last axis fastest), each config resolved.
 
@@ -236,6 +275,10 @@ def expand_trials(spec: SweepSpec, base: Mapping[str, Any]) -> list[Trial]:
     >>> len({t.trial_id for t in expand_trials(spec, {"name": "t"})})
     4
     """
+    try:
+        base_cfg: RunConfig | None = resolve_config(base)
+    except ConfigError:  # an inline base that only the trials' overrides complete: no loss options to reset
+        base_cfg = None
     variants: list[list[str]] = [list(v) for v in spec.overrides] if spec.overrides is not None else [[]]
     grid = spec.grid or {}
     points = [
@@ -246,6 +289,7 @@ def expand_trials(spec: SweepSpec, base: Mapping[str, Any]) -> list[Trial]:
     seen: dict[str, tuple[str, ...]] = {}
     for variant, point, seed in itertools.product(variants, points, seeds):
         sets = (*variant, *point, *seed)
+        sets += tuple(loss_resets(base_cfg, sets)) if base_cfg is not None else ()
         try:
             cfg = resolve_config(base, sets)
         except ConfigError as err:
@@ -572,4 +616,4 @@ def run_sweep(
             else:
                 _run_ray(todo, index, spec, address, num_cpus)
         written = read_sweep_table(sweep_dir)  # the rows as on disk (cells as strings), whatever ran or not
-    return SweepResult(sweep_dir, {t.trial_id: written[t.trial_id] for t in trials})
+    return SweepResult(sweep_dir, {t.trial_id: written[t.trial_id] for t in trials}, trials)

@@ -84,6 +84,7 @@ from nclab.train.sweep import override_string, run_sweep
 from nclab.train.trainer import run_id
 from nclab.transfer.probe import DEFAULT_L2_GRID, linear_probe
 from nclab.transfer.scores import log_odds_note, mean_log_odds, mlog
+from nclab.validation import did_you_mean
 
 __all__ = [
     "PAPER_METRICS",
@@ -116,6 +117,14 @@ class StudyGroup:
     set: dict[str, Any] = field(default_factory=dict)
 
 
+def _check_keys(where: str, raw: Mapping[str, Any], known: set[str]) -> None:
+    """Refuse keys of ``raw`` not in ``known``, naming them, the known ones and the closest of those."""
+    extra = sorted(set(raw) - known)
+    if extra:
+        hint = did_you_mean(str(extra[0]), known)
+        raise ValueError(f"{where}: unknown key(s) {extra}{hint}; known: {sorted(known)}")
+
+
 @dataclass
 class StudySpec:
     """A transfer study (see the module docstring for the mapping it is read from)."""
@@ -136,9 +145,7 @@ class StudySpec:
         if not isinstance(raw, Mapping):
             raise ValueError(f"a study must be a mapping, got {type(raw).__name__}")
         known = {"name", "base", "groups", "downstream", "seeds", "probe", "metrics", "threads", "resources"}
-        extra = sorted(set(raw) - known)
-        if extra:
-            raise ValueError(f"study: unknown key(s) {extra}; known: {sorted(known)}")
+        _check_keys("study", raw, known)
         for key in ("name", "groups", "downstream"):
             if key not in raw:
                 raise ValueError(f"study: missing key {key!r}")
@@ -146,10 +153,7 @@ class StudySpec:
         for i, g in enumerate(raw["groups"] or []):
             if not isinstance(g, Mapping) or not {"name", "axis", "values"} <= set(g):
                 raise ValueError(f"study.groups[{i}] needs name, axis and values, got {g!r}")
-            if set(g) - {"name", "axis", "values", "set"}:
-                raise ValueError(
-                    f"study.groups[{i}]: unknown key(s) {sorted(set(g) - {'name', 'axis', 'values', 'set'})}"
-                )
+            _check_keys(f"study.groups[{i}]", g, {"name", "axis", "values", "set"})
             if not g["values"]:
                 raise ValueError(f"study.groups[{i}].values is empty")
             groups.append(StudyGroup(str(g["name"]), str(g["axis"]), list(g["values"]), dict(g.get("set") or {})))
@@ -163,8 +167,7 @@ class StudySpec:
         for i, t in enumerate(tasks):
             if "name" not in t or "dataset" not in t:
                 raise ValueError(f"study.downstream[{i}] needs name and dataset, got {t!r}")
-            if set(t) - _TASK_KEYS:
-                raise ValueError(f"study.downstream[{i}]: unknown key(s) {sorted(set(t) - _TASK_KEYS)}")
+            _check_keys(f"study.downstream[{i}]", t, _TASK_KEYS)
         if len({t["name"] for t in tasks}) != len(tasks):
             raise ValueError("study.downstream: task names must be distinct")
         seeds = [int(s) for s in raw.get("seeds", [0])]
