@@ -45,7 +45,16 @@ TABLE_PLACEHOLDERS = {"None": r"\bNone\b", "nan": r"\b(nan|NaN)\b", "?": r"(^|\s
 
 
 def _invoke(*args: str) -> str:
-    res = runner.invoke(app, list(args), env={"COLUMNS": "400"})
+    import nclab.cli.common as common
+
+    # the consoles fix their width when nclab.cli.common is first imported, which under pytest-xdist may be
+    # another test's import without COLUMNS: set it on them too, so that every table is one line per row
+    widths = common.console.width, common.err_console.width
+    common.console.width = common.err_console.width = 400
+    try:
+        res = runner.invoke(app, list(args), env={"COLUMNS": "400"})
+    finally:
+        common.console.width, common.err_console.width = widths
     assert res.exit_code == 0, (args, res.output)
     return res.stdout
 
