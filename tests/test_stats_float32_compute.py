@@ -83,10 +83,10 @@ def test_ordinary_float32_features_within_1e6(rng, batch):
     assert np.linalg.norm(s.sigma_w() - ref["sw"]) <= sw_bound
     assert (np.linalg.norm(s.means - ref["means"], axis=1) <= mean_bound).all()
     assert (np.abs(s.class_ss - ref["ss"]) <= ss_bound).all()
-    # the float32 rounding is real: the means differ from float64 compute's, at the spread's scale
+    # the float32 rounding is real: the means differ from float64 compute's, by a few u of the spread
     exact = _stream(torch.from_numpy(H), torch.from_numpy(y), K, batch)
     err = np.abs(s.means - exact.means).max()
-    assert 1e-12 < err < 1e-6
+    assert 1e-12 < err < 1e-5
 
 
 def test_float32_features_near_collapse_within_the_bound(rng):
@@ -220,11 +220,12 @@ def test_light_track_ignores_compute_dtype(rng):
 
 
 def test_gram_block_rows_bounded():
-    assert ClassStats(2, 512).gram_block_rows() == 2048
+    assert ClassStats(2, 512).gram_block_rows() == 4096
+    assert ClassStats(2, 1024).gram_block_rows() == 2048
     assert ClassStats(2, 4096).gram_block_rows() == 512
     # light: the d x d scatter of d = 100,000 (80 GB) is refused before allocation; the block size depends on d only
     assert ClassStats(2, 100_000, track="light").gram_block_rows() == 256
-    assert ClassStats(2, 3).gram_block_rows() == 2048
+    assert ClassStats(2, 3).gram_block_rows() == 4096
 
 
 @pytest.mark.parametrize("bad", ["float16", "bfloat16", "double", None, torch.float32])

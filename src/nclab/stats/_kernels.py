@@ -144,23 +144,30 @@ def syrk_update(C: torch.Tensor, z: torch.Tensor, beta: float = 1.0) -> None:
 
 def float32_gram_add(C: torch.Tensor, block: torch.Tensor, gram: torch.Tensor | None) -> torch.Tensor | None:
     """``C += block^T block`` for float32 rows ``block (b, d)`` into the float64 accumulator ``C (d, d)``: the
-    product in float32 (every inner product of ``b`` terms), the sum in float64. Returns the float32 work matrix
-    ``gram`` to pass back next time (CPU; allocated when ``None``).
+    product in float32 (every inner product of ``b`` terms), the sum in float64 (the lower triangle of ``C`` on the
+    CPU). Returns the float32 work matrix ``gram`` to pass back next time (CPU; allocated when ``None``).
 
-    The routine is the fastest measured for 1,000-4,000-row blocks (benchmarks/RESULTS.md, issue 29): on the CPU
-    numpy's ``block.T @ block``, which numpy runs as one ``ssyrk`` of its own OpenBLAS and mirrors (1.05-1.12x a
-    whole-matrix ``X.T @ X`` per row at d = 256-512, one thread), against 1.15-1.28x for scipy's ``ssyrk`` (an
-    older OpenBLAS build in the wheels) and 2.5x for torch's MKL ``sgemm`` on this AMD CPU; numpy's output is the
-    full symmetric matrix, so both triangles of ``C`` receive it. On CUDA a float32 matmul with TF32 off
-    (:func:`exact_float32_matmul`)."""
-    if C.device.type == "cpu":
-        d = block.shape[1]
-        if gram is None:
-            gram = torch.empty((d, d), dtype=torch.float32)
+    The routine is the fastest measured per block on this CPU (one core, per row, against one whole-matrix float32
+    ``X.T @ X``; ``benchmarks/bench_gram_block.py``): up to d = 512 numpy's ``block.T @ block``, which numpy runs
+    as one ``ssyrk`` of its own OpenBLAS and mirrors (1.02-1.05x at 4,096 rows, against 1.05-1.22x for scipy's
+    ``ssyrk``, an older OpenBLAS in the wheels); wider, scipy's ``ssyrk`` (1.07x at d = 1,024, numpy 1.11-1.18x:
+    the mirror costs more there); torch's MKL ``sgemm`` is 1.7-2.1x (no ``syrk``, and MKL on an AMD CPU). On
+    CUDA a float32 matmul with TF32 off (:func:`exact_float32_matmul`)."""
+    if C.device.type != "cpu":
+        with exact_float32_matmul():
+            C.add_(block.T @ block)
+        return gram
+    d = block.shape[1]
+    if gram is None:
+        gram = torch.zeros((d, d), dtype=torch.float32)  # scipy writes one triangle: the other stays zero
+    if d <= NUMPY_GRAM_MAX_DIM:
         bn, gn = block.numpy(), gram.numpy()
         np.matmul(bn.T, bn, out=gn)
-        C.add_(gram)
-        return gram
-    with exact_float32_matmul():
-        C.add_(block.T @ block)
+    else:
+        syrk_update(gram, block, beta=0.0)
+    C.add_(gram)
     return gram
+
+
+#: Widest features whose float32 block Gram numpy's ``X.T @ X`` forms fastest (scipy's ``ssyrk`` beyond).
+NUMPY_GRAM_MAX_DIM = 512

@@ -72,10 +72,11 @@ class Lane:
         self.pending = 0
         self._gram: torch.Tensor | None = None  # float32 (d, d) work matrix of the CPU Gram
         self._own: dict[str, torch.Tensor] | None = None
-        # float32 partial sums since the last flush_partials (add_float32 only)
+        # float32 partial sums since the last flush_partials (add_float32 only): sum z, sum w z, and per class
+        # the sums of the two columns of the rows' `aux` (||z||^2, w)
         self._sums: torch.Tensor | None = None
         self._units: torch.Tensor | None = None
-        self._wsum: torch.Tensor | None = None  # float64 (K,): sum of w per class
+        self._aux: torch.Tensor | None = None
         self._scratch: torch.Tensor | None = None  # float32 (b, d): w z
         self._part_max = 0  # at least the rows of any one class in the partial sums
         self.dirty = False
@@ -105,7 +106,7 @@ class Lane:
         """Forget every row not yet in a target (the state they belonged to was replaced)."""
         self.pending = 0
         self._part_max = 0
-        for t in (self._sums, self._units, self._wsum):
+        for t in (self._sums, self._units, self._aux):
             if t is not None:
                 t.zero_()
         if self._own is not None:
@@ -118,14 +119,15 @@ class Lane:
         self,
         x: torch.Tensor,
         y: torch.Tensor,
-        w: tuple[torch.Tensor, torch.Tensor] | None,
+        aux: torch.Tensor,
         class_max: int,
         shifts: tuple[torch.Tensor, torch.Tensor],
         target: dict[str, torch.Tensor],
     ) -> None:
-        """Add float32 rows ``x (n, d)`` with labels ``y (n,)``; ``w``: their inverse norms in float32 and float64
-        (None: no unit sums); ``class_max``: at most this many rows of one class; ``shifts``: the float64 shifts
-        and the same values in float32."""
+        """Add float32 rows ``x (n, d)`` with labels ``y (n,)``. ``aux (n, 1 or 2)``: a float32 work array whose
+        second column (with unit sums) holds the rows' inverse norms ``w``; the first receives ``||z||^2``.
+        ``class_max``: at most this many rows of one class; ``shifts``: the float64 shifts and the same values in
+        float32."""
         b = self.spec.block_rows
         shift, shift32 = shifts
         self._ensure_float32_buffers(target)
@@ -138,18 +140,19 @@ class Lane:
                 self.flush_gram(target)
             take = min(n - start, b - self.pending)
             stop = start + take
-            ys = y[start:stop]
+            ys, a = y[start:stop], aux[start:stop]
             self._make_room_in_partials(min(take, class_max), shift, target)
             z = self.block[self.pending : self.pending + take]  # type: ignore[index]
             torch.index_select(shift32, 0, ys, out=z)
             torch.sub(x[start:stop], z, out=z)
             self._sums.index_add_(0, ys, z)  # type: ignore[union-attr]
-            # ||z||^2 from the float32 norm (a fused reduction, faster than vecdot's product and sum), in float64
-            target["sq_dev"].index_add_(0, ys, torch.linalg.vector_norm(z, dim=1).to(torch.float64).square_())
-            if w is not None:
-                wz = torch.mul(z, w[0][start:stop, None], out=self._scratch[:take])  # type: ignore[index]
-                self._units.index_add_(0, ys, wz)  # type: ignore[union-attr]
-                self._wsum.index_add_(0, ys, w[1][start:stop])  # type: ignore[union-attr]
+            # ||z||^2 from the float32 norm (a fused reduction: faster than vecdot's product and sum)
+            zn = torch.linalg.vector_norm(z, dim=1)
+            torch.mul(zn, zn, out=a[:, 0])
+            self._aux.index_add_(0, ys, a)  # type: ignore[union-attr]
+            if self._units is not None:
+                wz = torch.mul(z, a[:, 1:], out=self._scratch[:take])  # type: ignore[index]
+                self._units.index_add_(0, ys, wz)
             self.pending += take
             start = stop
 
@@ -161,9 +164,9 @@ class Lane:
         if self._sums is not None:
             return
         self._sums = torch.zeros((K, d), dtype=torch.float32, device=dev)
+        self._aux = torch.zeros((K, 2 if self.spec.unit_sums else 1), dtype=torch.float32, device=dev)
         if self.spec.unit_sums:
             self._units = torch.zeros((K, d), dtype=torch.float32, device=dev)
-            self._wsum = torch.zeros(K, dtype=torch.float64, device=dev)
             self._scratch = torch.empty((b, d), dtype=torch.float32, device=dev)
 
     def _make_room_in_partials(self, rows: int, shift: torch.Tensor, target: dict[str, torch.Tensor]) -> None:
@@ -179,17 +182,17 @@ class Lane:
         self._part_max += rows
 
     def flush_partials(self, shift: torch.Tensor, target: dict[str, torch.Tensor]) -> None:
-        """Add the float32 partial sums into the float64 ``target``: ``sum_dev += S``,
+        """Add the float32 partial sums into the float64 ``target``: ``sum_dev += S``, ``sq_dev += sum ||z||^2``,
         ``unit_sums += U + s_k sum_k w`` (``U`` holds ``sum w z``)."""
-        if self._sums is None:
+        if self._sums is None or self._aux is None:
             return
         target["sum_dev"] += self._sums
         self._sums.zero_()
+        target["sq_dev"] += self._aux[:, 0]
         if self._units is not None:
-            assert self._wsum is not None
-            target["unit_sums"].add_(self._units).addcmul_(shift, self._wsum[:, None])
+            target["unit_sums"].add_(self._units).addcmul_(shift, self._aux[:, 1:].to(torch.float64))
             self._units.zero_()
-            self._wsum.zero_()
+        self._aux.zero_()
         self._part_max = 0
 
     # ------------------------------------------------------------------ float64 passes

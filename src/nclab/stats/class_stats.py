@@ -410,29 +410,31 @@ class ClassStats(Accumulator):
         B = x.shape[0]
         if B == 0:
             return self
-        # Every check runs on the batch's own device before the state is allocated or touched: a rejected
-        # batch leaves no trace, not even the device the first batch would pin.
-        with torch_threads(1, x.device):
-            screen = self._screen(x, y)
-        if self._state is None:
-            self._allocate(x.device)
-        dev = self._device
-        assert dev is not None and self._state is not None
-        x = screen.rows.to(device=dev)
-        y = y.to(device=dev, dtype=torch.int64)
-        norms = None if screen.norms is None else screen.norms.to(device=dev)
-        lanes = self._lane_count(B, dev)
         # The O(B d) passes run on one torch thread per lane and the BLAS calls of several lanes on one BLAS thread
         # each: a library's own workers keep spinning after each call on the cores the next call needs (measured
         # 2-3x slower, benchmarks/RESULTS.md). Rows are split between lanes, one per core in the torch budget.
-        with torch_threads(1, dev), single_blas_thread(lanes > 1):
+        lanes = self._lane_count(B, x.device if self._device is None else self._device)
+        with torch_threads(1, x.device), single_blas_thread(lanes > 1):
+            # Every check runs on the batch's own device before the state is allocated or touched: a rejected
+            # batch leaves no trace, not even the device the first batch would pin.
+            screen = self._screen(x, y)
+            if self._state is None:
+                self._allocate(x.device)
+            dev = self._device
+            assert dev is not None and self._state is not None
+            x, norms = screen.rows, screen.norms
+            if x.device != dev:
+                x, y, norms = x.to(dev), y.to(dev), None if norms is None else norms.to(dev)
+            if y.dtype != torch.int64:
+                y = y.long()
             self._set_new_shifts(x, y)
             shift32 = self._float32_shift() if screen.fast else None
             if screen.fast and shift32 is None:  # a shift set by a float64 batch is not a float32 number
                 screen, norms = _Screen(False, True, x, None), None
             class_max = self._count(y, dev)
             gram32 = self.compute_dtype == "float32" and screen.safe
-            run_lanes(self._lane_tasks(lanes, x, y, norms, shift32 if screen.fast else None, class_max, gram32))
+            tasks = self._lane_tasks(lanes, x, y, norms, shift32 if screen.fast else None, class_max, gram32)
+            run_lanes(tasks)
         self._touch()
         return self
 
@@ -544,19 +546,22 @@ class ClassStats(Accumulator):
         assert st is not None
         while len(self._lanes) < lanes:
             self._lanes.append(Lane(self._lane_spec(), self._device))  # type: ignore[arg-type]
-        w = None
-        if fast and self.unit_sums_kept:
-            assert norms is not None  # float32 row norms: w = 1 / ||x|| (0 for a zero row)
-            w64 = torch.where(norms > 0, norms.to(torch.float64).reciprocal(), 0.0)
-            w = (w64.to(torch.float32), w64)
+        aux = None
+        if fast:  # per row: ||z||^2 (filled by the lanes), w = 1 / ||x|| (0 for a zero row) with unit sums
+            assert norms is not None
+            aux = torch.empty((x.shape[0], 2 if self.unit_sums_kept else 1), dtype=torch.float32, device=x.device)
+            if self.unit_sums_kept:
+                w = torch.reciprocal(norms, out=aux[:, 1])
+                w.masked_fill_(norms == 0, 0.0)
         B = x.shape[0]
         tasks: list[Callable[[], None]] = []
         for i in range(lanes):
             a, b = B * i // lanes, B * (i + 1) // lanes
             lane, target = self._lanes[i], st if i == 0 else self._lanes[i].own()
             if shift32 is not None:
-                wi = None if w is None else (w[0][a:b], w[1][a:b])
-                tasks.append(partial(lane.add_float32, x[a:b], y[a:b], wi, class_max, (st["shift"], shift32), target))
+                assert aux is not None
+                shifts = (st["shift"], shift32)
+                tasks.append(partial(lane.add_float32, x[a:b], y[a:b], aux[a:b], class_max, shifts, target))
             else:
                 ni = None if norms is None else norms[a:b]
                 tasks.append(partial(lane.add_float64, x[a:b], y[a:b], ni, st["shift"], target, gram32))
@@ -573,13 +578,13 @@ class ClassStats(Accumulator):
 
     def gram_block_rows(self) -> int:
         """Rows ``b`` of the blocks whose float32 Gram is formed at once (and most rows of one class in a float32
-        partial sum): 2,048, fewer for wide features on the CPU (the block buffer is at most 2M entries, 8 MB in
-        float32), at least 256; 2,048 on accelerators. Measured on 2 CPU cores at d = 256-512: the float32 Gram
-        plus the float64 add per block is within noise of its best per row from 1,024 to 4,096 rows, 10-25% slower
-        at 256 (benchmarks/RESULTS.md)."""
+        partial sum): 4,096, fewer for wide features on the CPU (the block buffer is at most 2M entries, 8 MB in
+        float32), at least 256. Measured on one core at d = 256-512 (numpy's ``syrk`` of the block plus the
+        float64 add, per row, against one whole-matrix float32 ``X.T @ X``): 1.05-1.09x at 4,096 rows,
+        1.07-1.12x at 2,048, 1.11-1.27x at 1,024 (benchmarks/RESULTS.md)."""
         if self._device is not None and self._device.type != "cpu":
-            return 2048
-        return max(256, min(2048, (1 << 21) // self.dim))
+            return 4096
+        return max(256, min(4096, (1 << 21) // self.dim))
 
     def _flush(self) -> None:
         """Add everything the lanes hold (pending Gram rows, float32 partial sums, the accumulators of the lanes
