@@ -14,8 +14,11 @@ import time
 import numpy as np
 import torch
 
+from _native import kernels_line, native_blas
 from nclab.stats import ClassStats
 
+native_blas()
+print(kernels_line())
 rng = np.random.default_rng(0)
 N, d, K, B = 100_000, 512, 100, 1000
 X = torch.from_numpy(rng.standard_normal((N, d), dtype=np.float32))

@@ -158,3 +158,32 @@ def test_unit_sums_setting_is_part_of_the_configuration(rng, tmp_path):
     assert off.copy().unit_sums_kept is False and off.drop_empty().unit_sums_kept is False
     with pytest.raises(TypeError, match="unit_sums must be true or false"):
         ClassStats(3, 5, unit_sums="no")
+
+
+def test_accelerator_paths_on_the_cpu(rng, monkeypatch):
+    """The accelerator branches of an update -- counts without ``bincount``, the screen's one stacked device read,
+    float32 partial sums flushed after every piece, the full-matrix ``addmm`` / float32 matmul Gram, 16M-entry
+    work chunks, 4,096-row blocks, one lane -- taken on the CPU by replacing the one test that picks them: the
+    statistics are those of the exact two-pass computation, and bad batches are refused the same way."""
+    import nclab.stats._kernels as kernels
+
+    monkeypatch.setattr(kernels, "accelerated", lambda device: True)
+    K, d, N = 5, 24, 9000
+    y = rng.integers(0, K, N)
+    H32 = (4.0 * rng.normal(size=(K, d))[y] + rng.normal(size=(N, d))).astype(np.float32)
+    for H in (H32, H32.astype(np.float64)):
+        ref = brute_stats(H, y, K)
+        for cd, tol in (("float64", 1e-12), ("float32", 1e-6)):
+            s = _stream(torch.from_numpy(H), torch.from_numpy(y), K, 2500, compute_dtype=cd)
+            assert s.gram_block_rows() == 4096 and len(s._lanes) == 1
+            assert _fro_rel(s.sigma_w(), ref["sw"]) < tol
+            np.testing.assert_allclose(s.means, ref["means"], rtol=tol, atol=tol)
+            np.testing.assert_allclose(s.class_ss, ref["ss"], rtol=tol)
+            np.testing.assert_allclose(s.unit_sums, _unit_sums(H, y, K), rtol=1e-5, atol=1e-5)
+            np.testing.assert_array_equal(s.counts, ref["counts"])
+    bad = H32[:100].copy()
+    bad[3, 1] = np.nan
+    with pytest.raises(ValueError, match=r"NaN or inf \(first bad rows of this batch: \[3\]\)"):
+        ClassStats(K, d, compute_dtype="float32").update(bad, y[:100])
+    with pytest.raises(ValueError, match=r"label 7 is out of range \[0, 5\)"):
+        ClassStats(K, d).update(H32[:3], np.array([0, 7, 1]))

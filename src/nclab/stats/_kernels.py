@@ -19,6 +19,7 @@ import torch
 __all__ = [
     "TORCH_DTYPES",
     "WORK_POOL_MAX",
+    "accelerated",
     "chunk_rows",
     "exact_float32_matmul",
     "float32_gram_add",
@@ -29,6 +30,13 @@ __all__ = [
 
 #: The compute dtypes of ClassStats' Gram block, by name.
 TORCH_DTYPES = {"float32": torch.float32, "float64": torch.float64}
+
+
+def accelerated(device: torch.device) -> bool:
+    """Whether work on ``device`` runs on an accelerator (every device but the CPU): the one test behind every
+    CPU / accelerator choice of the accumulation code (cache-sized chunks, BLAS routines, threads, device syncs),
+    so that a test can take the accelerator paths on the CPU by replacing it."""
+    return device.type != "cpu"
 
 
 def chunk_rows(rows: int, dim: int) -> int:
@@ -66,7 +74,7 @@ def work_buffers(count: int, rows: int, dim: int, device: torch.device) -> tuple
     not enough (benchmarks/RESULTS.md). Accelerators allocate per call (their caching allocators reuse memory).
     """
     n = rows * dim
-    if device.type != "cpu" or count * n > WORK_POOL_MAX:
+    if accelerated(device) or count * n > WORK_POOL_MAX:
         return tuple(torch.empty((count, rows, dim), dtype=torch.float64, device=device).unbind(0))
     buf = _WORK_POOL.buf
     if buf is None or buf.numel() < count * n:
@@ -128,7 +136,7 @@ def syrk_update(C: torch.Tensor, z: torch.Tensor, beta: float = 1.0) -> None:
     """``C = beta C + z^T z`` (only the lower triangle is guaranteed on the CPU; see
     :meth:`ClassMoments.within_scatter <nclab.stats.ClassMoments.within_scatter>`); float32 or float64, ``C`` and
     ``z`` of the same dtype."""
-    if C.device.type == "cpu":
+    if not accelerated(C.device):
         from scipy.linalg.blas import dsyrk, ssyrk
 
         syrk = ssyrk if C.dtype == torch.float32 else dsyrk
@@ -153,7 +161,7 @@ def float32_gram_add(C: torch.Tensor, block: torch.Tensor, gram: torch.Tensor | 
     ``ssyrk``, an older OpenBLAS in the wheels); wider, scipy's ``ssyrk`` (1.07x at d = 1,024, numpy 1.11-1.18x:
     the mirror costs more there); torch's MKL ``sgemm`` is 1.7-2.1x (no ``syrk``, and MKL on an AMD CPU). On
     CUDA a float32 matmul with TF32 off (:func:`exact_float32_matmul`)."""
-    if C.device.type != "cpu":
+    if accelerated(C.device):
         with exact_float32_matmul():
             C.add_(block.T @ block)
         return gram

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 import torch
 
+from nclab.stats import _kernels
 from nclab.stats._kernels import float32_gram_add, syrk_update, work_buffers
 
 __all__ = ["MAX_LANES", "MIN_LANE_ROWS", "PARTIAL_ROWS", "Lane", "LaneSpec", "run_lanes"]
@@ -176,7 +177,7 @@ class Lane:
         64 rows of a class keeps it under 5 u, at one flush per few batches at K = 100 and per ~64 at K = 1,000.
         On accelerators the partial sums are flushed after every piece (a few K x d operations; the row counts
         per class would need a device sync)."""
-        limit = PARTIAL_ROWS if self.device.type == "cpu" else 0
+        limit = 0 if _kernels.accelerated(self.device) else PARTIAL_ROWS
         if self._part_max and self._part_max + rows > limit:
             self.flush_partials(shift, target)
         self._part_max += rows
@@ -211,7 +212,7 @@ class Lane:
         else in float64."""
         self.dirty = True
         n, d = x.shape
-        limit = CPU_CHUNK if self.device.type == "cpu" else DEVICE_CHUNK
+        limit = DEVICE_CHUNK if _kernels.accelerated(self.device) else CPU_CHUNK
         rows = n if n * d <= limit else max(64, limit // d)
         for start in range(0, n, rows):
             stop = min(n, start + rows)

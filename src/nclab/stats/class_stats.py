@@ -39,6 +39,7 @@ import torch
 
 from nclab._threads import single_blas_thread, torch_threads
 from nclab.memory import check_allocation, format_bytes
+from nclab.stats import _kernels
 from nclab.stats._kernels import chunk_rows, work_buffers
 from nclab.stats._lanes import MAX_LANES, MIN_LANE_ROWS, Lane, LaneSpec, run_lanes
 from nclab.stats.accumulator import Accumulator
@@ -458,7 +459,7 @@ class ClassStats(Accumulator):
         norms = torch.linalg.vector_norm(x32, dim=1)
         ylo, yhi = torch.aminmax(y)
         lo_t, hi_t = torch.aminmax(norms)
-        if x.device.type == "cpu":
+        if not _kernels.accelerated(x.device):
             labels, (lo, hi) = (int(ylo), int(yhi)), (float(lo_t), float(hi_t))
         else:  # one device sync
             both = torch.stack([ylo.double(), yhi.double(), lo_t.double(), hi_t.double()]).tolist()
@@ -496,7 +497,7 @@ class ClassStats(Accumulator):
         """Add the batch's labels to the counts; returns at most how many rows one class has in it (on
         accelerators the batch size: ``bincount`` and ``max`` would each sync the device)."""
         counts = self._state["counts"]  # type: ignore[index]
-        if device.type != "cpu":
+        if _kernels.accelerated(device):
             counts.index_add_(0, y, torch.ones_like(y))
             return y.shape[0]
         per_class = torch.bincount(y, minlength=self.num_classes)
@@ -518,7 +519,7 @@ class ClassStats(Accumulator):
         """Lanes (threads) for a batch: one per thread of torch's budget (``torch.get_num_threads()``), at most
         :data:`MAX_LANES` and one per :data:`MIN_LANE_ROWS` rows, on the CPU only, and only while a lane's own
         accumulators and buffers stay under 64 MB (d <= ~2,000)."""
-        if device.type != "cpu":
+        if _kernels.accelerated(device):
             return 1
         n = min(torch.get_num_threads(), MAX_LANES, rows // MIN_LANE_ROWS)
         if n <= 1:
@@ -582,7 +583,7 @@ class ClassStats(Accumulator):
         float32), at least 256. Measured on one core at d = 256-512 (numpy's ``syrk`` of the block plus the
         float64 add, per row, against one whole-matrix float32 ``X.T @ X``): 1.05-1.09x at 4,096 rows,
         1.07-1.12x at 2,048, 1.11-1.27x at 1,024 (benchmarks/RESULTS.md)."""
-        if self._device is not None and self._device.type != "cpu":
+        if self._device is not None and _kernels.accelerated(self._device):
             return 4096
         return max(256, min(4096, (1 << 21) // self.dim))
 
@@ -603,7 +604,7 @@ class ClassStats(Accumulator):
         anywhere in a row makes its norm non-finite, which rejects the batch before any accumulator changes (a
         rejected batch leaves no trace)."""
         # on the CPU in chunks: the float64 upcast inside the norm stays in cache
-        rows = chunk_rows(x.shape[0], self.dim) if x.device.type == "cpu" else x.shape[0]
+        rows = x.shape[0] if _kernels.accelerated(x.device) else chunk_rows(x.shape[0], self.dim)
         parts = [
             torch.linalg.vector_norm(x[i : i + rows], dim=1, keepdim=True, dtype=torch.float64)
             for i in range(0, x.shape[0], rows)
