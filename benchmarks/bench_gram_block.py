@@ -1,4 +1,4 @@
-"""The float32 Gram of a block (``ClassStats.gram_block_rows``, ``_kernels.float32_gram_add``): which routine, how
+"""The float32 Gram of a block (``ClassStats.gram_block_rows``, ``_kernels.gram_add``): which routine, how
 many rows. Per-row cost of the Gram of a ``(b, d)`` float32 block plus its float64 add into the accumulator, for
 b = 1,024 ... 8,192 and three routines -- numpy's ``block.T @ block`` (numpy runs it as one ``ssyrk`` of its own
 OpenBLAS and mirrors the triangle), scipy's ``ssyrk`` (the OpenBLAS of the scipy wheel), torch's ``block.T @ block``

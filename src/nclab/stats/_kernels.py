@@ -22,7 +22,7 @@ __all__ = [
     "accelerated",
     "chunk_rows",
     "exact_float32_matmul",
-    "float32_gram_add",
+    "gram_add",
     "strict_upper",
     "syrk_update",
     "work_buffers",
@@ -150,32 +150,37 @@ def syrk_update(C: torch.Tensor, z: torch.Tensor, beta: float = 1.0) -> None:
         C.addmm_(z.T, z, beta=beta)
 
 
-def float32_gram_add(C: torch.Tensor, block: torch.Tensor, gram: torch.Tensor | None) -> torch.Tensor | None:
-    """``C += block^T block`` for float32 rows ``block (b, d)`` into the float64 accumulator ``C (d, d)``: the
-    product in float32 (every inner product of ``b`` terms), the sum in float64 (the lower triangle of ``C`` on the
-    CPU). Returns the float32 work matrix ``gram`` to pass back next time (CPU; allocated when ``None``).
+#: Widest features whose float32 block Gram numpy's ``X.T @ X`` forms fastest (scipy's ``ssyrk`` beyond).
+NUMPY_GRAM_MAX_DIM = 512
 
-    The routine is the fastest measured per block on this CPU (one core, per row, against one whole-matrix float32
-    ``X.T @ X``; ``benchmarks/bench_gram_block.py``): up to d = 512 numpy's ``block.T @ block``, which numpy runs
-    as one ``ssyrk`` of its own OpenBLAS and mirrors (1.02-1.05x at 4,096 rows, against 1.05-1.22x for scipy's
-    ``ssyrk``, an older OpenBLAS in the wheels); wider, scipy's ``ssyrk`` (1.07x at d = 1,024, numpy 1.11-1.18x:
-    the mirror costs more there); torch's MKL ``sgemm`` is 1.7-2.1x (no ``syrk``, and MKL on an AMD CPU). On
-    CUDA a float32 matmul with TF32 off (:func:`exact_float32_matmul`)."""
+
+def gram_add(
+    C: torch.Tensor, block: torch.Tensor, gram: torch.Tensor | None, parallel: bool = False
+) -> torch.Tensor | None:
+    """``C += block^T block`` for rows ``block (b, d)`` (float32 or float64) into the float64 accumulator
+    ``C (d, d)``: the product in the block's dtype (every inner product of ``b`` terms), the sum in float64 (the
+    lower triangle of ``C`` on the CPU). Returns the work matrix ``gram`` (the block's dtype) to pass back next
+    time (CPU; allocated when ``None``). ``parallel``: other threads make BLAS calls at the same time.
+
+    The routine is the fastest measured per block on this CPU (one core, per row, against one whole-matrix
+    ``X.T @ X``; ``benchmarks/bench_gram_block.py``): float32 up to d = 512, numpy's ``block.T @ block``, which
+    numpy runs as one ``syrk`` of its own OpenBLAS and mirrors (1.02-1.05x at 4,096 rows, against 1.05-1.22x for
+    scipy's ``ssyrk``, an older OpenBLAS in the wheels); wider, scipy's ``ssyrk`` (1.07x at d = 1,024, numpy
+    1.11-1.18x: the mirror costs more there); torch's MKL ``sgemm`` is 1.7-2.1x (no ``syrk``, and MKL on an AMD
+    CPU). With ``parallel`` always numpy: scipy's BLAS calls from two threads take as long as one after the other
+    (measured on 2 cores), numpy's run at once. On CUDA a matmul, float32 with TF32 off
+    (:func:`exact_float32_matmul`)."""
     if accelerated(C.device):
         with exact_float32_matmul():
             C.add_(block.T @ block)
         return gram
     d = block.shape[1]
-    if gram is None:
-        gram = torch.zeros((d, d), dtype=torch.float32)  # scipy writes one triangle: the other stays zero
-    if d <= NUMPY_GRAM_MAX_DIM:
+    if gram is None or gram.dtype != block.dtype:
+        gram = torch.zeros((d, d), dtype=block.dtype)  # scipy writes one triangle: the other stays zero
+    if parallel or d <= NUMPY_GRAM_MAX_DIM:
         bn, gn = block.numpy(), gram.numpy()
         np.matmul(bn.T, bn, out=gn)
     else:
         syrk_update(gram, block, beta=0.0)
     C.add_(gram)
     return gram
-
-
-#: Widest features whose float32 block Gram numpy's ``X.T @ X`` forms fastest (scipy's ``ssyrk`` beyond).
-NUMPY_GRAM_MAX_DIM = 512

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import torch
 
 from nclab.stats import _kernels
-from nclab.stats._kernels import float32_gram_add, syrk_update, work_buffers
+from nclab.stats._kernels import gram_add, syrk_update, work_buffers
 
 __all__ = ["MAX_LANES", "MIN_LANE_ROWS", "PARTIAL_ROWS", "Lane", "LaneSpec", "run_lanes"]
 
@@ -71,7 +71,11 @@ class Lane:
         self.device = device
         self.block: torch.Tensor | None = None  # (b, d) rows waiting for their Gram, float32 or float64
         self.pending = 0
-        self._gram: torch.Tensor | None = None  # float32 (d, d) work matrix of the CPU Gram
+        self._gram: torch.Tensor | None = None  # (d, d) work matrix of the CPU Gram, in the block's dtype
+        # Set per update: other lanes run at the same time. scipy's BLAS calls then wait for each other (measured
+        # on 2 cores: two threads' dsyrk take as long as one after the other, numpy's X.T @ X run at once), so
+        # every Gram goes through numpy, from blocks (numpy's syrk is slow on short runs: 1.34x at 500 rows).
+        self.parallel = False
         self._own: dict[str, torch.Tensor] | None = None
         # float32 partial sums since the last flush_partials (add_float32 only): sum z, sum w z, and per class
         # the sums of the two columns of the rows' `aux` (||z||^2, w)
@@ -239,7 +243,8 @@ class Lane:
         b = self.spec.block_rows
         rows = z.shape[0]
         float32_pending = self.block is not None and self.block.dtype != dtype
-        if dtype == torch.float64 and (rows >= DIRECT_SYRK_ROWS or float32_pending):
+        direct = rows >= DIRECT_SYRK_ROWS and not self.parallel  # scipy's dsyrk: one lane at a time (below)
+        if dtype == torch.float64 and (direct or float32_pending):
             syrk_update(target["scatter_dev"], z)  # the pending rows of a float32 block wait for their own Gram
             return
         if self.block is None or self.block.dtype != dtype:
@@ -264,10 +269,10 @@ class Lane:
         self.pending = 0
         if not self.spec.full:
             return
-        if block.dtype == torch.float64:
+        if block.dtype == torch.float64 and not self.parallel:
             syrk_update(target["scatter_dev"], block)
         else:
-            self._gram = float32_gram_add(target["scatter_dev"], block, self._gram)
+            self._gram = gram_add(target["scatter_dev"], block, self._gram, self.parallel)
 
     def flush(self, shift: torch.Tensor, target: dict[str, torch.Tensor]) -> None:
         """Everything pending (Gram block, float32 partial sums) into ``target``."""

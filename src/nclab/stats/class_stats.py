@@ -525,8 +525,9 @@ class ClassStats(Accumulator):
         if n <= 1:
             return 1
         K, d, b = self.num_classes, self.dim, self.gram_block_rows()
-        own = 8 * (3 * K * d + (d * d if self.track == "full" else 0))
-        buffers = 4 * (2 * b * d + 2 * K * d + (d * d if self.track == "full" else 0))
+        dd = d * d if self.track == "full" else 0
+        own = 8 * (3 * K * d + dd)  # float64 accumulators
+        buffers = 8 * b * d + 4 * b * d + 8 * dd + 4 * 2 * K * d  # Gram block, scratch, Gram, partial sums
         return n if own + buffers <= _LANE_BYTES else 1
 
     def _lane_tasks(
@@ -547,6 +548,8 @@ class ClassStats(Accumulator):
         assert st is not None
         while len(self._lanes) < lanes:
             self._lanes.append(Lane(self._lane_spec(), self._device))  # type: ignore[arg-type]
+        for lane in self._lanes:
+            lane.parallel = lanes > 1
         aux = None
         if fast:  # per row: ||z||^2 (filled by the lanes), w = 1 / ||x|| (0 for a zero row) with unit sums
             assert norms is not None
