@@ -434,8 +434,8 @@ class ClassStats(Accumulator):
                 screen, norms = _Screen(False, True, x, None), None
             class_max = self._count(y, dev)
             gram32 = self.compute_dtype == "float32" and screen.safe
-            tasks = self._lane_tasks(lanes, x, y, norms, shift32 if screen.fast else None, class_max, gram32)
-            run_lanes(tasks)
+            shift32 = shift32 if screen.fast else None
+            run_lanes(self._lane_tasks(lanes, x, y, norms, shift32, class_max, gram32, screen.zero_rows))
         self._touch()
         return self
 
@@ -470,7 +470,7 @@ class ClassStats(Accumulator):
             return _Screen(False, _float32_safe(x, norms64.flatten(), lo, hi), x, norms64.flatten())
         safe = _float32_safe(x32, norms, lo, hi)
         if self.compute_dtype == "float32" and safe:
-            return _Screen(True, True, x32, norms)
+            return _Screen(True, True, x32, norms, lo == 0)
         return _Screen(False, safe, x, None)  # the lanes compute float64 norms from their float64 copy
 
     def _set_new_shifts(self, x: torch.Tensor, y: torch.Tensor) -> None:
@@ -539,6 +539,7 @@ class ClassStats(Accumulator):
         shift32: torch.Tensor | None,
         class_max: int,
         gram32: bool,
+        zero_rows: bool,
     ) -> list[Callable[[], None]]:
         """One task per lane, each over a contiguous share of the rows; lane 0 adds into the state itself. With
         ``shift32`` the rows go through the float32 lanes (``norms``: float32 norms), else the float64 ones
@@ -556,7 +557,8 @@ class ClassStats(Accumulator):
             aux = torch.empty((x.shape[0], 2 if self.unit_sums_kept else 1), dtype=torch.float32, device=x.device)
             if self.unit_sums_kept:
                 w = torch.reciprocal(norms, out=aux[:, 1])
-                w.masked_fill_(norms == 0, 0.0)
+                if zero_rows:  # a zero row has no direction: it adds the zero vector
+                    w.masked_fill_(norms == 0, 0.0)
         B = x.shape[0]
         tasks: list[Callable[[], None]] = []
         for i in range(lanes):
@@ -871,6 +873,7 @@ class _Screen(NamedTuple):
     safe: bool
     rows: torch.Tensor
     norms: torch.Tensor | None
+    zero_rows: bool = False  # some row is exactly zero
 
 
 def _float32_safe(x: torch.Tensor, norms: torch.Tensor, lo: float, hi: float) -> bool:
