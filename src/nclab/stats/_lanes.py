@@ -83,7 +83,8 @@ class Lane:
         self._units: torch.Tensor | None = None
         self._aux: torch.Tensor | None = None
         self._scratch: torch.Tensor | None = None  # float32 (b, d): w z
-        self._part_max = 0  # at least the rows of any one class in the partial sums
+        self._part_rows: torch.Tensor | None = None  # per class, at least its rows in the partial sums (CPU)
+        self._partial = False  # the partial sums hold rows
         self.dirty = False
 
     # ------------------------------------------------------------------ targets
@@ -110,8 +111,8 @@ class Lane:
     def discard(self) -> None:
         """Forget every row not yet in a target (the state they belonged to was replaced)."""
         self.pending = 0
-        self._part_max = 0
-        for t in (self._sums, self._units, self._aux):
+        self._partial = False
+        for t in (self._sums, self._units, self._aux, self._part_rows):
             if t is not None:
                 t.zero_()
         if self._own is not None:
@@ -125,14 +126,14 @@ class Lane:
         x: torch.Tensor,
         y: torch.Tensor,
         aux: torch.Tensor,
-        class_max: int,
+        per_class: torch.Tensor | None,
         shifts: tuple[torch.Tensor, torch.Tensor],
         target: dict[str, torch.Tensor],
     ) -> None:
         """Add float32 rows ``x (n, d)`` with labels ``y (n,)``. ``aux (n, 1 or 2)``: a float32 work array whose
         second column (with unit sums) holds the rows' inverse norms ``w``; the first receives ``||z||^2``.
-        ``class_max``: at most this many rows of one class; ``shifts``: the float64 shifts and the same values in
-        float32."""
+        ``per_class``: at least the rows of each class in ``x`` (the batch's counts; None on accelerators);
+        ``shifts``: the float64 shifts and the same values in float32."""
         b = self.spec.block_rows
         shift, shift32 = shifts
         self._ensure_float32_buffers(target)
@@ -146,7 +147,7 @@ class Lane:
             take = min(n - start, b - self.pending)
             stop = start + take
             ys, a = y[start:stop], aux[start:stop]
-            self._make_room_in_partials(min(take, class_max), shift, target)
+            self._make_room_in_partials(per_class, shift, target)
             z = self.block[self.pending : self.pending + take]  # type: ignore[index]
             torch.index_select(shift32, 0, ys, out=z)
             torch.sub(x[start:stop], z, out=z)
@@ -174,17 +175,26 @@ class Lane:
             self._units = torch.zeros((K, d), dtype=torch.float32, device=dev)
             self._scratch = torch.empty((b, d), dtype=torch.float32, device=dev)
 
-    def _make_room_in_partials(self, rows: int, shift: torch.Tensor, target: dict[str, torch.Tensor]) -> None:
-        """Flush the float32 partial sums if ``rows`` more rows of one class could take one of them past
-        :data:`PARTIAL_ROWS` rows (``_part_max`` bounds the rows of any class in them). A float32 sum of m rows
-        that drift away from the shift carries a rounding error of ~sqrt(m / 3) u of its value: flushing every
-        64 rows of a class keeps it under 5 u, at one flush per few batches at K = 100 and per ~64 at K = 1,000.
-        On accelerators the partial sums are flushed after every piece (a few K x d operations; the row counts
-        per class would need a device sync)."""
-        limit = 0 if _kernels.accelerated(self.device) else PARTIAL_ROWS
-        if self._part_max and self._part_max + rows > limit:
-            self.flush_partials(shift, target)
-        self._part_max += rows
+    def _make_room_in_partials(
+        self, per_class: torch.Tensor | None, shift: torch.Tensor, target: dict[str, torch.Tensor]
+    ) -> None:
+        """Flush the float32 partial sums if a piece with at most ``per_class`` rows of each class could take one
+        of them past :data:`PARTIAL_ROWS` rows, then count the piece in. A float32 sum of m rows that drift away
+        from the shift carries a rounding error of ~sqrt(m / 3) u of its value: flushing every 64 rows of a class
+        keeps it under 5 u, at one flush per ~6 batches at K = 100 and per ~64 at K = 1,000. On accelerators
+        (``per_class`` None: the counts would need a device sync) the partial sums are flushed before every
+        piece (a few K x d operations)."""
+        if per_class is None:
+            if self._partial:
+                self.flush_partials(shift, target)
+        else:
+            if self._part_rows is None:
+                self._part_rows = torch.zeros_like(per_class)
+            self._part_rows += per_class
+            if self._partial and int(self._part_rows.max()) > PARTIAL_ROWS:
+                self.flush_partials(shift, target)
+                self._part_rows.copy_(per_class)
+        self._partial = True
 
     def flush_partials(self, shift: torch.Tensor, target: dict[str, torch.Tensor]) -> None:
         """Add the float32 partial sums into the float64 ``target``: ``sum_dev += S``, ``sq_dev += sum ||z||^2``,
@@ -198,7 +208,9 @@ class Lane:
             target["unit_sums"].add_(self._units).addcmul_(shift, self._aux[:, 1:].to(torch.float64))
             self._units.zero_()
         self._aux.zero_()
-        self._part_max = 0
+        self._partial = False
+        if self._part_rows is not None:
+            self._part_rows.zero_()
 
     # ------------------------------------------------------------------ float64 passes
     def add_float64(

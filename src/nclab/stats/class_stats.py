@@ -432,10 +432,10 @@ class ClassStats(Accumulator):
             shift32 = self._float32_shift() if screen.fast else None
             if screen.fast and shift32 is None:  # a shift set by a float64 batch is not a float32 number
                 screen, norms = _Screen(False, True, x, None), None
-            class_max = self._count(y, dev)
+            per_class = self._count(y, dev)
             gram32 = self.compute_dtype == "float32" and screen.safe
             shift32 = shift32 if screen.fast else None
-            run_lanes(self._lane_tasks(lanes, x, y, norms, shift32, class_max, gram32, screen.zero_rows))
+            run_lanes(self._lane_tasks(lanes, x, y, norms, shift32, per_class, gram32, screen.zero_rows))
         self._touch()
         return self
 
@@ -493,16 +493,16 @@ class ClassStats(Accumulator):
                     self._shift32 = None  # rebuilt (and found not float32) by _float32_shift
         self._all_shifted = bool(((first < B) | (st["counts"] > 0)).all())
 
-    def _count(self, y: torch.Tensor, device: torch.device) -> int:
-        """Add the batch's labels to the counts; returns at most how many rows one class has in it (on
-        accelerators the batch size: ``bincount`` and ``max`` would each sync the device)."""
+    def _count(self, y: torch.Tensor, device: torch.device) -> torch.Tensor | None:
+        """Add the batch's labels to the counts; returns the batch's counts per class (the bound of the float32
+        partial sums), or None on accelerators, where ``bincount`` would sync the device."""
         counts = self._state["counts"]  # type: ignore[index]
         if _kernels.accelerated(device):
             counts.index_add_(0, y, torch.ones_like(y))
-            return y.shape[0]
+            return None
         per_class = torch.bincount(y, minlength=self.num_classes)
         counts += per_class
-        return int(per_class.max())
+        return per_class
 
     def _float32_shift(self) -> torch.Tensor | None:
         """The shifts in float32, or None when one is not a float32 number (set by float64 rows, a merge or a
@@ -537,7 +537,7 @@ class ClassStats(Accumulator):
         y: torch.Tensor,
         norms: torch.Tensor | None,
         shift32: torch.Tensor | None,
-        class_max: int,
+        per_class: torch.Tensor | None,
         gram32: bool,
         zero_rows: bool,
     ) -> list[Callable[[], None]]:
@@ -567,7 +567,7 @@ class ClassStats(Accumulator):
             if shift32 is not None:
                 assert aux is not None
                 shifts = (st["shift"], shift32)
-                tasks.append(partial(lane.add_float32, x[a:b], y[a:b], aux[a:b], class_max, shifts, target))
+                tasks.append(partial(lane.add_float32, x[a:b], y[a:b], aux[a:b], per_class, shifts, target))
             else:
                 ni = None if norms is None else norms[a:b]
                 tasks.append(partial(lane.add_float64, x[a:b], y[a:b], ni, st["shift"], target, gram32))
