@@ -17,7 +17,6 @@ import numpy as np
 import torch
 
 __all__ = [
-    "TORCH_DTYPES",
     "WORK_POOL_MAX",
     "accelerated",
     "chunk_rows",
@@ -27,9 +26,6 @@ __all__ = [
     "syrk_update",
     "work_buffers",
 ]
-
-#: The compute dtypes of ClassStats' Gram block, by name.
-TORCH_DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
 
 def accelerated(device: torch.device) -> bool:
