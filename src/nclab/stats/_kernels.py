@@ -1,5 +1,6 @@
-"""Accumulation kernels shared by the streaming accumulators: row chunking, the per-thread work buffers, the
-symmetric rank-k update of the Gram accumulator and the float32-exact matmul context.
+"""Accumulation kernels shared by the streaming accumulators: the CPU / accelerator test, row chunking, the
+per-thread work buffers, the symmetric rank-k updates of the Gram accumulator (``syrk_update``; ``gram_add``, the
+block Gram through the routine measured fastest) and the float32-exact matmul context.
 
 Free functions with no accumulator state: :class:`~nclab.stats.ClassStats` and
 :class:`~nclab.stats.NCCAccumulator` call them from their ``update``; :class:`~nclab.stats.ClassMoments` mirrors
