@@ -27,6 +27,8 @@ from typing import Any
 import torch
 from threadpoolctl import threadpool_limits
 
+from _native import kernels_line, native_blas
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -68,10 +70,12 @@ def measurer(pkg: str, loss_fn: Any) -> Any:
 
 
 def main() -> None:
+    native_blas()
     ap = argparse.ArgumentParser()
     ap.add_argument("--base", default="HEAD", help="commit to compare the working tree against (default HEAD)")
     ap.add_argument("--rounds", type=int, default=60)
     args = ap.parse_args()
+    print(kernels_line())
     tmp = tempfile.TemporaryDirectory()
     extract_base(args.base, Path(tmp.name))
     sys.path.insert(0, tmp.name)

@@ -25,6 +25,8 @@ from pathlib import Path
 
 import yaml
 
+from _native import kernels_line, native_blas
+
 
 def run(config: Path, out: Path, nproc: int) -> dict[str, float]:
     cmd = [sys.executable, "-m", "nclab", "train", str(config), "--out", str(out), "--no-progress"]
@@ -46,6 +48,7 @@ def run(config: Path, out: Path, nproc: int) -> dict[str, float]:
 
 
 def main() -> None:
+    native_blas()
     from nclab.experiments.training import demo_config
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -53,6 +56,7 @@ def main() -> None:
     ap.add_argument("--nproc", type=int, default=2)
     ap.add_argument("--runs", type=int, default=1)
     args = ap.parse_args()
+    print(kernels_line())
     cfg = demo_config("ce")
     cfg = {**cfg, "report": False, "train": {**cfg["train"], "epochs": args.epochs, "threads": 1}}
     results: dict[str, list[dict[str, float]]] = {"single": [], "ddp": []}

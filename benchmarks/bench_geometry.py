@@ -28,6 +28,7 @@ import tracemalloc
 
 import numpy as np
 
+from _native import kernels_line, native_blas
 from nclab.geometry import (
     one_vs_one,
     one_vs_rest,
@@ -145,6 +146,7 @@ def bench_searches(seed: int) -> None:
 
 
 def main() -> None:
+    native_blas()
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--d", type=int, default=512)
     ap.add_argument("--ks", type=int, nargs="+", default=[1000, 10000])
@@ -154,6 +156,7 @@ def main() -> None:
     ap.add_argument("--skip-code", action="store_true")
     ap.add_argument("--codes-only", action="store_true", help="only the new-vs-old code searches")
     args = ap.parse_args()
+    print(kernels_line())
     if args.codes_only:
         bench_searches(args.seed)
         return

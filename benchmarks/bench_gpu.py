@@ -5,7 +5,8 @@
 At N = 10^6, d = 2,048, K = 1,000 (features generated on the device, chunk by chunk from per-chunk seeds, so
 the N x d matrix is never held), it times, each ending with Sigma_W in hand and synchronised:
 
-  * nclab ``ClassStats`` with ``compute_dtype="float64"`` and ``"float32"`` (float32 Gram blocks, TF32 off),
+  * nclab ``ClassStats`` with ``compute_dtype="float64"`` and ``"float32"`` (float32 O(B d) passes and Gram
+    blocks, TF32 off), the latter also with ``unit_sums=False``,
   * the peer's two-pass method (one-hot matmul class means, then per-batch ``D^T D``) in float32 and float64,
   * the plain Gram ``sum X_b^T X_b`` of the same chunks in float32 with TF32 off and with TF32 on (the floor),
 
@@ -24,6 +25,8 @@ import time
 
 import torch
 
+from _native import kernels_line, native_blas
+
 
 def chunks(n, d, k, batch, device):
     """``(features (B, d) float32, labels (B,))`` chunks, the same on every call (per-chunk seeds)."""
@@ -37,10 +40,10 @@ def chunks(n, d, k, batch, device):
         yield means[y] + torch.randn(b, d, generator=g, device=device), y
 
 
-def nclab(args, device, compute_dtype):
+def nclab(args, device, compute_dtype, **kwargs):
     from nclab.stats import ClassStats
 
-    s = ClassStats(args.k, args.d, compute_dtype=compute_dtype, device=device)
+    s = ClassStats(args.k, args.d, compute_dtype=compute_dtype, device=device, **kwargs)
     for x, y in chunks(args.n, args.d, args.k, args.batch, device):
         s.update(x, y)
     s.sigma_w(copy=False)
@@ -88,6 +91,7 @@ def timed(fn):
 
 
 def main():
+    native_blas()
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=1_000_000)
     ap.add_argument("--d", type=int, default=2048)
@@ -96,6 +100,7 @@ def main():
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--no-train", action="store_true", help="skip the demo training run")
     args = ap.parse_args()
+    print(kernels_line())
     if not torch.cuda.is_available():
         print("bench_gpu: no CUDA device (torch.cuda.is_available() is False); nothing to measure")
         return 0
@@ -106,6 +111,7 @@ def main():
         "generate chunks only": lambda a: generate_only(a, device),
         "nclab float64": lambda a: nclab(a, device, "float64"),
         "nclab float32": lambda a: nclab(a, device, "float32"),
+        "nclab f32 no unit sums": lambda a: nclab(a, device, "float32", unit_sums=False),
         "peer float32": lambda a: peer(a, device, torch.float32),
         "peer float64": lambda a: peer(a, device, torch.float64),
         "float32 Gram (TF32 off)": lambda a: gram(a, device, False),

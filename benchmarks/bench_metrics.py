@@ -18,11 +18,13 @@ import tracemalloc
 
 import numpy as np
 
+from _native import kernels_line, native_blas
 from nclab.metrics import cdnv, collapse_report
 from nclab.stats import ClassStats
 
 
 def main() -> None:
+    native_blas()
     ap = argparse.ArgumentParser()
     ap.add_argument("--d", type=int, default=2048)
     ap.add_argument("--k", type=int, default=1000)
@@ -30,6 +32,7 @@ def main() -> None:
     ap.add_argument("--cdnv-k", type=int, default=20_000)
     ap.add_argument("--cdnv-d", type=int, default=64)
     args = ap.parse_args()
+    print(kernels_line())
     rng = np.random.default_rng(0)
     d, K, n = args.d, args.k, args.n_per_class
     y = np.repeat(np.arange(K), n)

@@ -15,10 +15,12 @@ import time
 
 import numpy as np
 
+from _native import kernels_line, native_blas
 from nclab.stats import NCCAccumulator
 
 
 def main() -> None:
+    native_blas()
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--K", type=int, default=20_000)
     ap.add_argument("--d", type=int, default=128)
@@ -26,6 +28,7 @@ def main() -> None:
     ap.add_argument("--noise", type=float, default=0.35)
     ap.add_argument("--batch", type=int, default=8192)
     args = ap.parse_args()
+    print(kernels_line())
     rng = np.random.default_rng(0)
     means = rng.normal(size=(args.K, args.d))
     y = np.arange(args.N) % args.K

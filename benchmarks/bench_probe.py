@@ -41,6 +41,7 @@ import time
 import numpy as np
 import torch
 
+from _native import kernels_line, native_blas
 from nclab._threads import blas_threads, scipy_blas_threads, torch_threads
 from nclab.transfer import fit_logistic, logistic_path, sklearn_c, top1_accuracy
 
@@ -61,6 +62,7 @@ def data(n: int, d: int, k: int, seed: int = 0) -> tuple[np.ndarray, ...]:
 
 
 def main() -> None:
+    native_blas()
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--small", action="store_true", help="N=10,000, d=128, K=20, grid 10 (minutes on 2 cores)")
     ap.add_argument("--full", action="store_true", help="the issue's case: N=50,000, d=512, K=100, grid 20")
@@ -77,6 +79,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--device", default="cpu")
     args = ap.parse_args()
+    print(kernels_line())
     if args.small and args.full:
         ap.error("--small and --full exclude each other")
     if args.small:

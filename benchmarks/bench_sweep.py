@@ -17,6 +17,8 @@ from pathlib import Path
 
 import yaml
 
+from _native import kernels_line, native_blas
+
 TINY = {
     "name": "bench",
     "data": {"name": "digits", "per_class": 40, "test_per_class": 10},
@@ -75,11 +77,13 @@ def demo_trial() -> float:
 
 
 def main() -> None:
+    native_blas()
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trials", type=int, default=4)
     ap.add_argument("--epochs", type=int, default=5)
     ap.add_argument("--demo", action="store_true", help="also time one demo CE run (200 epochs)")
     args = ap.parse_args()
+    print(kernels_line())
     n = args.trials
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)

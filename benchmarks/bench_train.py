@@ -20,6 +20,8 @@ import time
 
 import torch
 
+from _native import kernels_line, native_blas
+
 
 def overhead(epochs: int | None, loss: str = "ce") -> dict[str, float]:
     from nclab.experiments.training import demo_config
@@ -81,11 +83,13 @@ def throughput(steps: int = 300) -> dict[str, float]:
 
 
 def main() -> None:
+    native_blas()
     ap = argparse.ArgumentParser()
     ap.add_argument("--epochs", type=int, default=None, help="shorten the demo run (default: its 200 epochs)")
     ap.add_argument("--runs", type=int, default=1, help="repeat the demo runs and report medians over runs")
     ap.add_argument("--losses", nargs="+", default=["ce", "mse"], choices=["ce", "mse"], help="which demo runs")
     args = ap.parse_args()
+    print(kernels_line())
     tp = throughput()
     print("training throughput, digits MLP 128x3 + BN, batch 128, 1 thread:")
     for k, v in tp.items():

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import time
 
+from _native import kernels_line, native_blas
 from nclab.ufm import closed_forms, solve
 
 CONFIGS = [
@@ -41,11 +42,13 @@ def time_to_target(model: str, K: int, d: int, n: int, lam: float, solver: str, 
 
 
 def main() -> None:
+    native_blas()
     ap = argparse.ArgumentParser()
     ap.add_argument("--small", action="store_true", help="only the K=10 configuration")
     ap.add_argument("--large", action="store_true", help="only the K=100 configuration")
     ap.add_argument("--max-gd-iters", type=int, default=200_000)
     args = ap.parse_args()
+    print(kernels_line())
     configs = CONFIGS[:1] if args.small else CONFIGS[1:] if args.large else CONFIGS
     for K, d, n, lam in configs:
         opt = closed_forms.optimum("mse-bias-free", K=K, n=n, d=d, lams=dict(W=lam, H=lam))

@@ -40,7 +40,13 @@ EQUIVALENT_FILE = Path(__file__).resolve().parent / "mutants_equivalent.txt"
 # the module should cause; running the whole suite per mutant would take minutes each.
 TESTS: dict[str, list[str]] = {
     "stats/accumulator.py": ["tests/test_accumulators.py", "tests/test_stats.py"],
-    "stats/class_stats.py": ["tests/test_stats.py", "tests/test_accumulators.py"],
+    "stats/class_stats.py": [
+        "tests/test_stats.py",
+        "tests/test_accumulators.py",
+        "tests/test_stats_lanes.py",
+        "tests/test_stats_float32_compute.py",
+    ],
+    "stats/_lanes.py": ["tests/test_stats_lanes.py", "tests/test_stats_float32_compute.py", "tests/test_stats.py"],
     "stats/ncc.py": ["tests/test_stats_ncc_ann.py", "tests/test_metrics_gnc_ncc.py"],
     "stats/geodesic_ncc.py": ["tests/test_theory_geodesic.py"],
     "stats/paired.py": ["tests/test_stats_paired.py"],

@@ -9,13 +9,17 @@ A minimal, version-independent timing for paired A/B runs against another commit
     done
 """
 
+import sys
 import time
 
 import numpy as np
 import torch
 
+from _native import kernels_line, native_blas
 from nclab.stats import ClassStats
 
+native_blas()
+print(kernels_line(), file=sys.stderr)  # stdout: the one number
 rng = np.random.default_rng(0)
 N, d, K, B = 100_000, 512, 100, 1000
 X = torch.from_numpy(rng.standard_normal((N, d), dtype=np.float32))

@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["blas_threads", "scipy_blas_threads", "torch_threads"]
+__all__ = ["blas_threads", "scipy_blas_threads", "single_blas_thread", "torch_threads"]
 
 _CONTROLLER: Any = None  # threadpoolctl.ThreadpoolController, created on first use (it scans the loaded libraries)
 _BLAS_LIMIT: int | None = None  # the limit set by the innermost enclosing blas_threads block, None outside any
@@ -53,6 +53,28 @@ def blas_threads(n: int | None) -> Iterator[None]:
             yield
     finally:
         _BLAS_LIMIT = prev
+
+
+@contextmanager
+def single_blas_thread(active: bool = True) -> Iterator[None]:
+    """Run the block with every BLAS that threadpoolctl finds (numpy's and scipy's OpenBLAS) at one thread, for
+    code that makes BLAS calls from several threads of its own (each call single-threaded: no pool's workers
+    spin on the cores the other threads use); restored after. ``active=False``, or inside ``blas_threads(1)``:
+    a no-op. Cheap: one get and at most two sets per library (direct calls, no library scan)."""
+    if not active or _BLAS_LIMIT == 1:
+        yield
+        return
+    libs = [c for c in _controller().lib_controllers if c.user_api == "blas"]
+    prev = [c.num_threads for c in libs]
+    for c, n in zip(libs, prev, strict=True):
+        if n != 1:
+            c.set_num_threads(1)
+    try:
+        yield
+    finally:
+        for c, n in zip(libs, prev, strict=True):
+            if n != 1:
+                c.set_num_threads(n)
 
 
 def _controller() -> Any:

@@ -169,7 +169,9 @@ def collapse_report(
     ----------
     stats : ClassStats or ClassMoments
         ``track="full"`` enables the d x d metrics (nc1, vci, within-class split, probe loss, ranks);
-        ``track="light"`` reports the O(K d) ones (trace ratio, CDNV, cosine, NC2 statistics). A
+        ``track="light"`` reports the O(K d) ones (trace ratio, CDNV, cosine, NC2 statistics); statistics built
+        with ``unit_sums=False`` leave out the metrics of the unit sums (``within_class_cosine``,
+        ``class_separation``, ``gnc3``). A
         :class:`~nclab.stats.ClassMoments` view keeps what the metrics computed (Sigma_W, Sigma_T, their
         eigendecompositions) for the caller's later reads, as long as the caller holds it; for a ClassStats
         the report computes in a view of its own, freed when it returns.
@@ -270,8 +272,10 @@ def _report(
         out["within_class_split_in_span"] = float(split["in_span"])
         out["within_class_split_orthogonal"] = float(split["orthogonal"])
     out["cdnv"] = cdnv(stats, exponent=c["cdnv_exponent"])
-    out["within_class_cosine"] = within_class_cosine(stats)
-    out["class_separation"] = class_separation(stats)
+    units = stats.unit_sums_kept  # ClassStats(unit_sums=False) skip the cosine metrics and GNC3
+    if units:
+        out["within_class_cosine"] = within_class_cosine(stats)
+        out["class_separation"] = class_separation(stats)
 
     out["equinorm"] = equinorm(stats, ddof=c["ddof"], weighting=wt)
     out["equiangularity"] = equiangularity(stats, ddof=c["ddof"], weighting=wt)
@@ -299,7 +303,8 @@ def _report(
             center_means=c["center_means"],
             weighting=wt,
         )
-        out["gnc3"] = gnc3(stats, W=Wa)
+        if units:
+            out["gnc3"] = gnc3(stats, W=Wa)
         if stats.num_classes > stats.dim:  # no orthogonal frame fits: the classifier's target is a Softmax Code
             out.update(gnc2_entries(Wa, stacklevel=4))
         out["uniform_duality"] = uniform_duality(stats, W=Wa, ddof=c["ddof"], weighting=wt)

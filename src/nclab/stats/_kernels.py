@@ -1,5 +1,6 @@
-"""Accumulation kernels shared by the streaming accumulators: row chunking, the per-thread work buffers, the
-symmetric rank-k update of the Gram accumulator and the float32-exact matmul context.
+"""Accumulation kernels shared by the streaming accumulators: the CPU / accelerator test, row chunking, the
+per-thread work buffers, the symmetric rank-k updates of the Gram accumulator (``syrk_update``; ``gram_add``, the
+block Gram through the routine measured fastest) and the float32-exact matmul context.
 
 Free functions with no accumulator state: :class:`~nclab.stats.ClassStats` and
 :class:`~nclab.stats.NCCAccumulator` call them from their ``update``; :class:`~nclab.stats.ClassMoments` mirrors
@@ -17,17 +18,22 @@ import numpy as np
 import torch
 
 __all__ = [
-    "TORCH_DTYPES",
     "WORK_POOL_MAX",
+    "accelerated",
     "chunk_rows",
     "exact_float32_matmul",
+    "gram_add",
     "strict_upper",
     "syrk_update",
     "work_buffers",
 ]
 
-#: The compute dtypes of ClassStats' Gram block, by name.
-TORCH_DTYPES = {"float32": torch.float32, "float64": torch.float64}
+
+def accelerated(device: torch.device) -> bool:
+    """Whether work on ``device`` runs on an accelerator (every device but the CPU): the one test behind every
+    CPU / accelerator choice of the accumulation code (cache-sized chunks, BLAS routines, threads, device syncs),
+    so that a test can take the accelerator paths on the CPU by replacing it."""
+    return device.type != "cpu"
 
 
 def chunk_rows(rows: int, dim: int) -> int:
@@ -65,7 +71,7 @@ def work_buffers(count: int, rows: int, dim: int, device: torch.device) -> tuple
     not enough (benchmarks/RESULTS.md). Accelerators allocate per call (their caching allocators reuse memory).
     """
     n = rows * dim
-    if device.type != "cpu" or count * n > WORK_POOL_MAX:
+    if accelerated(device) or count * n > WORK_POOL_MAX:
         return tuple(torch.empty((count, rows, dim), dtype=torch.float64, device=device).unbind(0))
     buf = _WORK_POOL.buf
     if buf is None or buf.numel() < count * n:
@@ -127,7 +133,7 @@ def syrk_update(C: torch.Tensor, z: torch.Tensor, beta: float = 1.0) -> None:
     """``C = beta C + z^T z`` (only the lower triangle is guaranteed on the CPU; see
     :meth:`ClassMoments.within_scatter <nclab.stats.ClassMoments.within_scatter>`); float32 or float64, ``C`` and
     ``z`` of the same dtype."""
-    if C.device.type == "cpu":
+    if not accelerated(C.device):
         from scipy.linalg.blas import dsyrk, ssyrk
 
         syrk = ssyrk if C.dtype == torch.float32 else dsyrk
@@ -139,3 +145,39 @@ def syrk_update(C: torch.Tensor, z: torch.Tensor, beta: float = 1.0) -> None:
             Cn[...] = out.T
     else:
         C.addmm_(z.T, z, beta=beta)
+
+
+#: Widest features whose float32 block Gram numpy's ``X.T @ X`` forms fastest (scipy's ``ssyrk`` beyond).
+NUMPY_GRAM_MAX_DIM = 512
+
+
+def gram_add(
+    C: torch.Tensor, block: torch.Tensor, gram: torch.Tensor | None, parallel: bool = False
+) -> torch.Tensor | None:
+    """``C += block^T block`` for rows ``block (b, d)`` (float32 or float64) into the float64 accumulator
+    ``C (d, d)``: the product in the block's dtype (every inner product of ``b`` terms), the sum in float64 (the
+    lower triangle of ``C`` on the CPU). Returns the work matrix ``gram`` (the block's dtype) to pass back next
+    time (CPU; allocated when ``None``). ``parallel``: other threads make BLAS calls at the same time.
+
+    The routine is the fastest measured per block on this CPU (one core, per row, against one whole-matrix
+    ``X.T @ X``; ``benchmarks/bench_gram_block.py``): float32 up to d = 512, numpy's ``block.T @ block``, which
+    numpy runs as one ``syrk`` of its own OpenBLAS and mirrors (1.02-1.05x at 4,096 rows, against 1.05-1.22x for
+    scipy's ``ssyrk``, an older OpenBLAS in the wheels); wider, scipy's ``ssyrk`` (1.07x at d = 1,024, numpy
+    1.11-1.18x: the mirror costs more there); torch's MKL ``sgemm`` is 1.7-2.1x (no ``syrk``, and MKL on an AMD
+    CPU). With ``parallel`` always numpy: scipy's BLAS calls from two threads take as long as one after the other
+    (measured on 2 cores), numpy's run at once. On CUDA a matmul, float32 with TF32 off
+    (:func:`exact_float32_matmul`)."""
+    if accelerated(C.device):
+        with exact_float32_matmul():
+            C.add_(block.T @ block)
+        return gram
+    d = block.shape[1]
+    if gram is None or gram.dtype != block.dtype:
+        gram = torch.zeros((d, d), dtype=block.dtype)  # scipy writes one triangle: the other stays zero
+    if parallel or d <= NUMPY_GRAM_MAX_DIM:
+        bn, gn = block.numpy(), gram.numpy()
+        np.matmul(bn.T, bn, out=gn)
+    else:
+        syrk_update(gram, block, beta=0.0)
+    C.add_(gram)
+    return gram

@@ -246,9 +246,9 @@ class Accumulator(ABC):
         if type(other) is not type(self):
             raise TypeError(f"can only merge {self.kind}, got {type(other).__name__}")
         mine, theirs = self._config(), other._config()
-        for key in mine:
-            if mine[key] != theirs.get(key):
-                raise ValueError(f"incompatible {self.kind}: {key}={mine[key]!r} vs {key}={theirs.get(key)!r}")
+        for key in (*mine, *(k for k in theirs if k not in mine)):  # a key only one side sets differs too
+            if mine.get(key) != theirs.get(key):
+                raise ValueError(f"incompatible {self.kind}: {key}={mine.get(key)!r} vs {key}={theirs.get(key)!r}")
         a, b = self._buffers(), other._buffers()
         for key in (*a, *(k for k in b if k not in a)):
             if key not in a or key not in b or not np.array_equal(a[key], b[key]):

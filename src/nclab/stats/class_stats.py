@@ -18,9 +18,10 @@ keep ~10 significant digits of Sigma_W (a raw ``sum x x^T`` keeps none). Shifts 
 shifts exactly (``sum (z + delta)(z + delta)^T = C + delta S^T + S delta^T + n delta delta^T``), so merging
 is exact, whatever the split of the data. Per batch, the cost is one symmetric rank-B update of ``C``
 (BLAS ``syrk`` on the CPU, ``addmm`` on accelerators; small batches coalesced into blocks first) plus O(B d)
-scatter-adds; ``track="light"`` skips ``C`` and keeps O(K d) memory, for wide intermediate layers.
-``compute_dtype="float32"`` forms each block's Gram in float32 and adds it to the float64 ``C`` (error bound in
-:class:`ClassStats`, derivation in docs/stats.md).
+scatter-adds (``nclab.stats._lanes``: split between threads on the CPU); ``track="light"`` skips ``C`` and keeps
+O(K d) memory, for wide intermediate layers. ``compute_dtype="float32"`` does the O(B d) work of float32
+features in float32 on the shifted rows and forms each block's Gram in float32, adding every sum into the
+float64 accumulators (error bounds in :class:`ClassStats`, derivation in docs/stats.md).
 
 Covariance conventions (shared by all five papers, see ``docs/conventions.md``): Sigma_W and Sigma_T are
 divided by the total count N (population, not N - 1 or N - K); Sigma_B is divided by K (balanced) or
@@ -29,23 +30,21 @@ weighted by n_k / N (empirical).
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping
-from typing import Any, Literal
+from collections.abc import Callable, Hashable, Mapping
+from functools import partial
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 import torch
 
-from nclab._threads import torch_threads
+from nclab._threads import single_blas_thread, torch_threads
 from nclab.memory import check_allocation, format_bytes
-from nclab.stats._kernels import (
-    TORCH_DTYPES,
-    chunk_rows,
-    exact_float32_matmul,
-    syrk_update,
-    work_buffers,
-)
+from nclab.stats import _kernels
+from nclab.stats._kernels import chunk_rows, work_buffers
+from nclab.stats._lanes import MAX_LANES, MIN_LANE_ROWS, Lane, LaneSpec, run_lanes
 from nclab.stats.accumulator import Accumulator
 from nclab.stats.moments import ClassMoments, Weighting, check_weighting
+from nclab.validation import check_bool
 
 __all__ = [
     "ClassStats",
@@ -109,23 +108,35 @@ class ClassStats(Accumulator):
         above ~8.4e152 or below ~1.5e-151: their variances would be inf or lose every digit; one extra O(B d)
         scan per batch). A rejected batch leaves no trace, not even the device it would have pinned.
     compute_dtype : {"float64", "float32"}
-        Precision of the Gram ``sum z z^T`` of the shifted features (full track). ``"float64"`` (default): every
-        product in float64, Sigma_W exact to ~1e-13 relative even near collapse. ``"float32"``: the shifted rows
-        are rounded to float32, coalesced into blocks of up to ``b`` rows (:meth:`gram_block_rows`) and each
-        block's Gram is formed in float32 (``ssyrk``; on CUDA a float32 matmul with TF32 switched off) and added
-        to the float64 accumulator; counts, class sums and means stay float64. Error bound, entrywise
-        [Higham 2002, Sec. 3.1]: ``|dC_ij| <= gamma_{b+2} sqrt(C_ii C_jj)`` with ``gamma_m = m u / (1 - m u)``,
-        ``u = 2^-24``, hence
-        ``||d Sigma_W||_F <= gamma_{b+2} (1 + rho) Tr Sigma_W`` where ``rho = sum_k n_k ||s_k - mu_k||^2 /
-        sum_k class_ss_k`` measures how far the shifts (first samples) lie from the class means (``rho ~ 1``
-        for first-sample shifts). With independent rounding errors ``gamma_b`` is ``~ sqrt(b) u`` with high
-        probability [Higham & Mary 2019] (~3e-6 at b = 2,048); measured ~1e-7 relative Frobenius error of
-        Sigma_W, near collapse included (docs/stats.md). The default stays float64: the guaranteed bound at
-        b = 2,048 (~1.2e-4 (1 + rho)) is far from float64's, and the gain on the CPU is the float32 Gram's only.
+        ``"float64"`` (default): every product and sum in float64; Sigma_W exact to ~1e-13 relative even near
+        collapse. ``"float32"``: float32 features (and float16 / bfloat16) are shifted, summed and squared in
+        float32 and only the sums are kept in float64: ``z = x - s_y`` is formed in float32 (one rounding),
+        class sums ``S_k`` and the unit-sum part ``sum w z`` go into float32 partial sums of at most ``m`` rows
+        of a class (64, or the rows of the class in one batch piece, at most ``b``) before each is added into
+        float64, ``||z||^2`` per row in float32 and summed in float64, and the Gram of blocks of at most ``b``
+        rows (:meth:`gram_block_rows`) in float32 (on CUDA with TF32 off). With ``u = 2^-24``,
+        ``gamma_m = m u / (1 - m u)`` [Higham 2002, Sec. 3.1], ``rho = sum_k n_k ||s_k - mu_k||^2 /
+        sum_k class_ss_k`` (how far the shifts, first samples, lie from the class means; ``rho ~ 1``):
+        ``||d Sigma_W||_F <= 3 gamma_{b+2} (1 + rho) Tr Sigma_W``; per class ``||d mu_k|| <= gamma_{m+1}
+        sqrt(class_ss_k / n_k + ||s_k - mu_k||^2)`` and ``|d class_ss_k| <= (gamma_{d+3} + 2 gamma_{m+1})
+        (class_ss_k + n_k ||s_k - mu_k||^2)``; each unit vector's length is 1 within ``gamma_{d+2}``. With
+        independent rounding errors each ``gamma_m`` is ``~ sqrt(m) u`` [Higham & Mary 2019]; measured
+        ~2e-7 relative Frobenius error of Sigma_W, near collapse included (docs/stats.md). Rows outside the
+        float32-safe range (norms outside ``[2^-30, 2^30]`` other than exact zeros, or after a float64 shift) and
+        float64 features take the float64 passes, with the float32 Gram of the rounded ``z``.
+    unit_sums : bool
+        Keep the per-class sums of unit vectors :attr:`unit_sums` (default): the cosine metrics
+        (``within_class_cosine``, ``class_separation``) and GNC3 read them. ``False`` skips their three O(B d)
+        passes per batch and their K x d state; ``unit_sums`` then raises ``ValueError`` and
+        :func:`~nclab.metrics.collapse_report` leaves those metrics out. Statistics merge only with statistics of
+        the same setting.
 
+    Threads: on the CPU an update uses up to ``torch.get_num_threads()`` cores (at most 4, one per 256 rows of the
+    batch, while a lane's buffers stay under 64 MB): the rows are split into lanes that run on threads of their
+    own, each with torch and the BLAS at one thread (restored after); the result is the same up to rounding.
     Raises :class:`nclab.memory.AllocationTooLarge` (a ``MemoryError`` and a ``ValueError``) before allocating
-    state larger than the available memory or the ``NCLAB_MAX_BYTES`` cap (``24 K d`` bytes, plus ``8 d^2``
-    for ``track="full"``), suggesting ``track="light"`` when the d x d scatter is the bulk.
+    state larger than the available memory or the ``NCLAB_MAX_BYTES`` cap (``24 K d`` bytes, ``16 K d`` without
+    unit sums, plus ``8 d^2`` for ``track="full"``), suggesting ``track="light"`` when the d x d scatter is the bulk.
 
     Examples
     --------
@@ -158,6 +169,7 @@ class ClassStats(Accumulator):
         device: str | torch.device | None = None,
         check_finite: bool = True,
         compute_dtype: ComputeDtype = "float64",
+        unit_sums: bool = True,
     ) -> None:
         if isinstance(num_classes, bool) or not isinstance(num_classes, int | np.integer):
             raise TypeError(f"num_classes must be an int, got {type(num_classes).__name__}")
@@ -172,21 +184,24 @@ class ClassStats(Accumulator):
         self.num_classes = int(num_classes)
         self.dim = int(dim)
         self.track: Track = track
-        _check_state_size(self.num_classes, self.dim, track)
+        self.unit_sums_kept = check_bool(unit_sums, name="unit_sums")
+        _check_state_size(self.num_classes, self.dim, track, self.unit_sums_kept)
         self.check_finite = bool(check_finite)
         self.compute_dtype: ComputeDtype = compute_dtype
-        # Shifted rows waiting for their Gram (`_gram_add`): the first `_pending` rows of `_block` (b x d, in the
-        # compute dtype), and the float32 Gram output reused per block. Always flushed before the state is read.
-        self._block: torch.Tensor | None = None
-        self._gram32: torch.Tensor | None = None
-        self._pending = 0
+        # The lanes (`nclab.stats._lanes`) hold what an update has not yet added into the state: pending Gram
+        # rows, float32 partial sums, and the accumulators of lanes other than lane 0. `_flush` adds them in
+        # before anything reads the state. `_shift32`: the shifts in float32, for the float32 lanes.
+        self._lanes: list[Lane] = []
+        self._shift32: torch.Tensor | None = None
+        self._shift32_checked = False
         super().__init__(device)
         K, d = self.num_classes, self.dim
         self.add_state("counts", (K,), torch.int64, nonnegative=True)
         self.add_state("shift", (K, d), reduce="shift")
         self.add_state("sum_dev", (K, d))
         self.add_state("sq_dev", (K,), nonnegative=True)
-        self.add_state("unit_sums", (K, d))
+        if self.unit_sums_kept:
+            self.add_state("unit_sums", (K, d))
         if track == "full":
             self.add_state("scatter_dev", (d, d))
         # Per state (emptied by `_touch` whenever the statistics change): the derived values that `moments()`
@@ -210,11 +225,12 @@ class ClassStats(Accumulator):
         batch_size: int | None = None,
         check_finite: bool = True,
         compute_dtype: ComputeDtype = "float64",
+        unit_sums: bool = True,
     ) -> ClassStats:
         """Statistics of ``H: (N, d)`` with labels ``y: (N,)``; K defaults to ``max(y) + 1``.
 
-        ``batch_size`` streams the rows in chunks (useful for memory-mapped arrays); ``compute_dtype`` as in
-        :class:`ClassStats`.
+        ``batch_size`` streams the rows in chunks (useful for memory-mapped arrays); ``compute_dtype`` and
+        ``unit_sums`` as in :class:`ClassStats`.
         """
         if batch_size is not None and (isinstance(batch_size, bool) or batch_size < 1):
             raise ValueError(f"batch_size must be a positive int or None, got {batch_size!r}")
@@ -230,7 +246,14 @@ class ClassStats(Accumulator):
                 raise ValueError("cannot infer num_classes from empty labels; pass num_classes")
             check_labels_dtype(yt)
             num_classes = max(int(yt.max()) + 1, 2)
-        stats = cls(num_classes, shape[1], track=track, check_finite=check_finite, compute_dtype=compute_dtype)
+        stats = cls(
+            num_classes,
+            shape[1],
+            track=track,
+            check_finite=check_finite,
+            compute_dtype=compute_dtype,
+            unit_sums=unit_sums,
+        )
         if batch_size is None:
             stats.update(Ht, yt)
         else:
@@ -241,10 +264,19 @@ class ClassStats(Accumulator):
     def _allocate(self, device: torch.device) -> None:
         super()._allocate(device)
         self._all_shifted = False
+        self._lanes = []  # their buffers belong to a device and a block size
+        self._forget_shift32()
+
+    def _forget_shift32(self) -> None:
+        self._shift32 = None
+        self._shift32_checked = False
 
     # ------------------------------------------------------------------ accumulator protocol
     def _config(self) -> dict[str, Any]:
-        return {"num_classes": self.num_classes, "dim": self.dim, "track": self.track}
+        config: dict[str, Any] = {"num_classes": self.num_classes, "dim": self.dim, "track": self.track}
+        if not self.unit_sums_kept:  # only when off: states saved before the option load as they did
+            config["unit_sums"] = False
+        return config
 
     # compute_dtype is not part of `_config`: it changes rounding, not the meaning of the state, so statistics
     # of either compute dtype merge and load into each other; state_dict records it and `load` restores it.
@@ -258,6 +290,7 @@ class ClassStats(Accumulator):
             track=config["track"],
             device=device,
             compute_dtype=str(config.get("compute_dtype", "float64")),  # type: ignore[arg-type]
+            unit_sums=bool(config.get("unit_sums", True)),
         )
 
     def state_dict(self) -> dict[str, Any]:
@@ -285,7 +318,9 @@ class ClassStats(Accumulator):
     def _changed(self) -> None:
         self._touch()
         self._all_shifted = False  # a loaded or reset state may lack shifts the skip assumed
-        self._pending = 0  # rows of a replaced state (every combining operation flushed them first)
+        self._forget_shift32()
+        for lane in self._lanes:  # rows of a replaced state (every combining operation flushed them first)
+            lane.discard()
 
     def _shift_counts(self) -> torch.Tensor:
         assert self._state is not None
@@ -299,7 +334,8 @@ class ClassStats(Accumulator):
         if st is None:
             return
         n = np.asarray(st["counts"]).astype(np.float64)
-        S, q, U = (np.asarray(st[k]) for k in ("sum_dev", "sq_dev", "unit_sums"))
+        S, q = np.asarray(st["sum_dev"]), np.asarray(st["sq_dev"])
+        U = np.asarray(st["unit_sums"]) if "unit_sums" in st else np.zeros_like(S)
         empty = n == 0
         if (S[empty] != 0).any() or (q[empty] != 0).any() or (U[empty] != 0).any():
             k = int(np.flatnonzero(empty & ((S != 0).any(1) | (q != 0) | (U != 0).any(1)))[0])
@@ -360,6 +396,7 @@ class ClassStats(Accumulator):
             track=self.track,
             check_finite=self.check_finite,
             compute_dtype=self.compute_dtype,
+            unit_sums=self.unit_sums_kept,
         )
         if self._state is not None:
             out._device = self._device
@@ -374,106 +411,215 @@ class ClassStats(Accumulator):
         B = x.shape[0]
         if B == 0:
             return self
-        # Every check runs on the batch's own device before the state is allocated or touched: a rejected
-        # batch leaves no trace, not even the device the first batch would pin.
-        check_label_range(y, self.num_classes)
-        # The O(B d) passes below are memory-bound; on the CPU they run on one torch thread so that torch's
-        # OpenMP workers do not spin on the cores that the BLAS syrk needs next (measured 2-3x slower otherwise,
-        # benchmarks/RESULTS.md). Row chunks bound the float64 work memory whatever the batch size.
-        with torch_threads(1, x.device):
-            norms = self._row_norms(x)
-        if self._state is None:
-            self._allocate(x.device)
-        dev = self._device
-        # x keeps its own float dtype: each operation below promotes to float64 as it reads it, which saves
-        # materialising a float64 copy of the batch (these passes are memory-bound on the CPU).
-        x = x.to(device=dev)
-        y = y.to(device=dev, dtype=torch.int64)
-        norms = norms.to(device=dev)
-        rows = self._update_rows(B)
-        with torch_threads(1, dev):
-            for start in range(0, B, rows):
-                stop = start + rows
-                z = self._accumulate_light(x[start:stop], y[start:stop], norms[start:stop])
-                if self.track == "full":
-                    self._gram_add(z)
+        # The O(B d) passes run on one torch thread per lane and the BLAS calls of several lanes on one BLAS thread
+        # each: a library's own workers keep spinning after each call on the cores the next call needs (measured
+        # 2-3x slower, benchmarks/RESULTS.md). Rows are split between lanes, one per core in the torch budget.
+        lanes = self._lane_count(B, x.device if self._device is None else self._device)
+        with torch_threads(1, x.device), single_blas_thread(lanes > 1):
+            # Every check runs on the batch's own device before the state is allocated or touched: a rejected
+            # batch leaves no trace, not even the device the first batch would pin.
+            screen = self._screen(x, y)
+            if self._state is None:
+                self._allocate(x.device)
+            dev = self._device
+            assert dev is not None and self._state is not None
+            x, norms = screen.rows, screen.norms
+            if x.device != dev:
+                x, y, norms = x.to(dev), y.to(dev), None if norms is None else norms.to(dev)
+            if y.dtype != torch.int64:
+                y = y.long()
+            self._set_new_shifts(x, y)
+            shift32 = self._float32_shift() if screen.fast else None
+            if screen.fast and shift32 is None:  # a shift set by a float64 batch is not a float32 number
+                screen, norms = _Screen(False, True, x, None), None
+            per_class = self._count(y, dev)
+            gram32 = self.compute_dtype == "float32" and screen.safe
+            shift32 = shift32 if screen.fast else None
+            run_lanes(self._lane_tasks(lanes, x, y, norms, shift32, per_class, gram32, screen.zero_rows))
         self._touch()
         return self
 
-    def gram_block_rows(self) -> int:
-        """Rows ``b`` of the blocks whose Gram is formed at once: 2,048, fewer for wide features (the block buffer
-        is at most 2M entries, 8 MB in float32), at least 256. Measured on 2 CPU cores at d = 256-512: float32
-        ``ssyrk`` plus the float64 add per block is within noise of its best per row from 1,024 to 4,096 rows,
-        10-25% slower at 256 (benchmarks/RESULTS.md)."""
-        return max(256, min(2048, (1 << 21) // self.dim))
+    def _screen(self, x: torch.Tensor, y: torch.Tensor) -> _Screen:
+        """Check the labels and features of a batch, on its own device and before anything changes, and choose
+        its path. Rows whose norms lie in ``[2^-30, 2^30]`` (or are exact zeros) are *float32-safe*: no float32
+        square, product or block sum of them or of their shifted values over- or underflows. With
+        ``compute_dtype="float32"``, float32-safe float32 (or narrower) rows take the float32 lanes, other
+        float32-safe rows the float64 passes with a float32 Gram, and the rest the float64 passes with a float64
+        Gram (exact, where float32 would overflow or lose the small values).
 
-    def _gram_add(self, z: torch.Tensor) -> None:
-        """``C += z^T z`` for shifted float64 rows ``z``, through the block buffer: rows are coalesced until a
-        block of :meth:`gram_block_rows` is full, so that small batches still give efficient rank-b updates.
-        float64 batches of at least half a block (1,024 rows at d <= 1,024), arriving with nothing pending, go
-        straight to ``dsyrk`` without the copy (smaller ones pair up: one copy buys a rank-2B update)."""
-        b = self.gram_block_rows()
-        rows = z.shape[0]
-        if self.compute_dtype == "float64" and self._pending == 0 and 2 * rows >= b:
-            syrk_update(self._state["scatter_dev"], z)  # type: ignore[index]
+        float32 rows are screened with one float32 pass (their norms, which NaN and inf reach; one device sync
+        for them and the labels' range): such rows cannot over- or underflow float64, so finiteness is all that
+        float64 accumulation needs. Rows that fail it, and float64 rows, take the exact float64 checks of
+        :meth:`_row_norms`, which name the problem."""
+        if x.dtype not in _FLOAT32_EXACT:
+            check_label_range(y, self.num_classes)
+            norms, lo, hi = self._row_norms(x)
+            return _Screen(False, _float32_safe(x, norms.flatten(), lo, hi), x, norms.flatten())
+        x32 = x.float()
+        norms = torch.linalg.vector_norm(x32, dim=1)
+        ylo, yhi = torch.aminmax(y)
+        lo_t, hi_t = torch.aminmax(norms)
+        if not _kernels.accelerated(x.device):
+            labels, (lo, hi) = (int(ylo), int(yhi)), (float(lo_t), float(hi_t))
+        else:  # one device sync
+            both = torch.stack([ylo.double(), yhi.double(), lo_t.double(), hi_t.double()]).tolist()
+            labels, (lo, hi) = (int(both[0]), int(both[1])), (both[2], both[3])
+        _check_label_bounds(*labels, self.num_classes, y)
+        if not hi < float("inf"):  # NaN or inf in a row, or a square that overflowed float32
+            norms64, lo, hi = self._row_norms(x)
+            return _Screen(False, _float32_safe(x, norms64.flatten(), lo, hi), x, norms64.flatten())
+        safe = _float32_safe(x32, norms, lo, hi)
+        if self.compute_dtype == "float32" and safe:
+            return _Screen(True, True, x32, norms, lo == 0)
+        return _Screen(False, safe, x, None)  # the lanes compute float64 norms from their float64 copy
+
+    def _set_new_shifts(self, x: torch.Tensor, y: torch.Tensor) -> None:
+        """Fix the shift of every class seen for the first time: its first sample in this batch (skipped, with
+        its device sync, once every class has a shift)."""
+        if self._all_shifted:
             return
-        if self._block is None or self._block.device != z.device:
-            self._block = torch.empty((b, self.dim), dtype=TORCH_DTYPES[self.compute_dtype], device=z.device)
-        start = 0
-        while start < rows:
-            take = min(rows - start, b - self._pending)
-            self._block[self._pending : self._pending + take].copy_(z[start : start + take])
-            self._pending += take
-            start += take
-            if self._pending == b:
-                self._flush()
+        st = self._state
+        assert st is not None
+        B = x.shape[0]
+        first = torch.full((self.num_classes,), B, dtype=torch.int64, device=x.device)
+        first.scatter_reduce_(0, y, torch.arange(B, device=x.device), reduce="amin")
+        new = (first < B) & (st["counts"] == 0)
+        if bool(new.any()):
+            rows = x[first[new]].to(torch.float64)
+            st["shift"][new] = rows
+            if self._shift32 is not None:
+                self._shift32[new] = rows.float()
+                if not bool((self._shift32[new] == rows).all()):
+                    self._shift32 = None  # rebuilt (and found not float32) by _float32_shift
+        self._all_shifted = bool(((first < B) | (st["counts"] > 0)).all())
+
+    def _count(self, y: torch.Tensor, device: torch.device) -> torch.Tensor | None:
+        """Add the batch's labels to the counts; returns the batch's counts per class (the bound of the float32
+        partial sums), or None on accelerators, where ``bincount`` would sync the device."""
+        counts = self._state["counts"]  # type: ignore[index]
+        if _kernels.accelerated(device):
+            counts.index_add_(0, y, torch.ones_like(y))
+            return None
+        per_class = torch.bincount(y, minlength=self.num_classes)
+        counts += per_class
+        return per_class
+
+    def _float32_shift(self) -> torch.Tensor | None:
+        """The shifts in float32, or None when one is not a float32 number (set by float64 rows, a merge or a
+        load): the float32 lanes subtract them in float32 and must subtract exactly the float64 shift."""
+        if self._shift32 is None and not self._shift32_checked:
+            assert self._state is not None
+            s = self._state["shift"]
+            s32 = s.float()
+            self._shift32_checked = True
+            self._shift32 = s32 if bool((s32 == s).all()) else None
+        return self._shift32
+
+    def _lane_count(self, rows: int, device: torch.device) -> int:
+        """Lanes (threads) for a batch: one per thread of torch's budget (``torch.get_num_threads()``), at most
+        :data:`MAX_LANES` and one per :data:`MIN_LANE_ROWS` rows, on the CPU only, and only while a lane's own
+        accumulators and buffers stay under 64 MB (d <= ~2,000)."""
+        if _kernels.accelerated(device):
+            return 1
+        n = min(torch.get_num_threads(), MAX_LANES, rows // MIN_LANE_ROWS)
+        if n <= 1:
+            return 1
+        K, d, b = self.num_classes, self.dim, self.gram_block_rows()
+        dd = d * d if self.track == "full" else 0
+        own = 8 * (3 * K * d + dd)  # float64 accumulators
+        buffers = 8 * b * d + 4 * b * d + 8 * dd + 4 * 2 * K * d  # Gram block, scratch, Gram, partial sums
+        return n if own + buffers <= _LANE_BYTES else 1
+
+    def _lane_tasks(
+        self,
+        lanes: int,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        norms: torch.Tensor | None,
+        shift32: torch.Tensor | None,
+        per_class: torch.Tensor | None,
+        gram32: bool,
+        zero_rows: bool,
+    ) -> list[Callable[[], None]]:
+        """One task per lane, each over a contiguous share of the rows; lane 0 adds into the state itself. With
+        ``shift32`` the rows go through the float32 lanes (``norms``: float32 norms), else the float64 ones
+        (``norms``: float64 norms, or None)."""
+        fast = shift32 is not None
+        st = self._state
+        assert st is not None
+        while len(self._lanes) < lanes:
+            self._lanes.append(Lane(self._lane_spec(), self._device))  # type: ignore[arg-type]
+        for lane in self._lanes:
+            lane.parallel = lanes > 1
+        aux = None
+        if fast:  # per row: ||z||^2 (filled by the lanes), w = 1 / ||x|| (0 for a zero row) with unit sums
+            assert norms is not None
+            aux = torch.empty((x.shape[0], 2 if self.unit_sums_kept else 1), dtype=torch.float32, device=x.device)
+            if self.unit_sums_kept:
+                w = torch.reciprocal(norms, out=aux[:, 1])
+                if zero_rows:  # a zero row has no direction: it adds the zero vector
+                    w.masked_fill_(norms == 0, 0.0)
+        B = x.shape[0]
+        tasks: list[Callable[[], None]] = []
+        for i in range(lanes):
+            a, b = B * i // lanes, B * (i + 1) // lanes
+            lane, target = self._lanes[i], st if i == 0 else self._lanes[i].own()
+            if shift32 is not None:
+                assert aux is not None
+                shifts = (st["shift"], shift32)
+                tasks.append(partial(lane.add_float32, x[a:b], y[a:b], aux[a:b], per_class, shifts, target))
+            else:
+                ni = None if norms is None else norms[a:b]
+                tasks.append(partial(lane.add_float64, x[a:b], y[a:b], ni, st["shift"], target, gram32))
+        return tasks
+
+    def _lane_spec(self) -> LaneSpec:
+        return LaneSpec(
+            num_classes=self.num_classes,
+            dim=self.dim,
+            full=self.track == "full",
+            unit_sums=self.unit_sums_kept,
+            block_rows=self.gram_block_rows(),
+        )
+
+    def gram_block_rows(self) -> int:
+        """Rows ``b`` of the blocks whose float32 Gram is formed at once (and most rows of one class in a float32
+        partial sum): 4,096, fewer for wide features on the CPU (the block buffer is at most 2M entries, 8 MB in
+        float32), at least 256. Measured on one core at d = 256-512 (numpy's ``syrk`` of the block plus the
+        float64 add, per row, against one whole-matrix float32 ``X.T @ X``): 1.05-1.09x at 4,096 rows,
+        1.07-1.12x at 2,048, 1.11-1.27x at 1,024 (benchmarks/RESULTS.md)."""
+        if self._device is not None and _kernels.accelerated(self._device):
+            return 4096
+        return max(256, min(4096, (1 << 21) // self.dim))
 
     def _flush(self) -> None:
-        """Add the Gram of the pending rows of the block buffer to the float64 scatter accumulator."""
-        if self._pending == 0 or self._state is None:
-            self._pending = 0
+        """Add everything the lanes hold (pending Gram rows, float32 partial sums, the accumulators of the lanes
+        other than lane 0) into the state."""
+        st = self._state
+        if st is None:
             return
-        block = self._block[: self._pending]  # type: ignore[index]
-        self._pending = 0
-        C = self._state["scatter_dev"]
-        if block.dtype == torch.float64:
-            syrk_update(C, block)
-            return
-        if C.device.type == "cpu":
-            if self._gram32 is None:
-                self._gram32 = torch.zeros((self.dim, self.dim), dtype=torch.float32)
-            syrk_update(self._gram32, block, beta=0.0)
-            C.add_(self._gram32)  # the other triangle of the float32 Gram stays zero, C's is not maintained
-        else:
-            with exact_float32_matmul():
-                C.add_(block.T @ block)
+        for i, lane in enumerate(self._lanes):
+            if lane.dirty:
+                lane.flush(st["shift"], st if i == 0 else lane.own())
+                if i > 0:
+                    lane.merge_own_into(st)
 
-    def _update_rows(self, rows: int) -> int:
-        """Rows per accumulation chunk. Light: :meth:`_chunk_rows` (cache-sized). Full: one rank-B syrk for
-        batches of up to 2M entries, else chunks of that size (two float64 work buffers of at most 16 MB each;
-        rank updates of a few hundred rows or more keep the syrk efficient)."""
-        if self.track == "light":
-            return self._chunk_rows(rows)
-        return rows if rows * self.dim <= (1 << 21) else max(64, (1 << 21) // self.dim)
-
-    def _chunk_rows(self, rows: int) -> int:
-        return chunk_rows(rows, self.dim)
-
-    def _row_norms(self, x: torch.Tensor) -> torch.Tensor:
-        """Float64 row norms ``(B, 1)`` (the unit sums need them); NaN/inf anywhere in a row makes its norm
-        non-finite, which rejects the batch before any accumulator changes (a rejected batch leaves no trace)."""
-        rows = self._chunk_rows(x.shape[0])  # chunks: the float64 upcast inside the norm stays in cache
+    def _row_norms(self, x: torch.Tensor) -> tuple[torch.Tensor, float, float]:
+        """Float64 row norms ``(B, 1)`` (the unit sums need them) and their smallest and largest value; NaN/inf
+        anywhere in a row makes its norm non-finite, which rejects the batch before any accumulator changes (a
+        rejected batch leaves no trace)."""
+        # on the CPU in chunks: the float64 upcast inside the norm stays in cache
+        rows = x.shape[0] if _kernels.accelerated(x.device) else chunk_rows(x.shape[0], self.dim)
         parts = [
             torch.linalg.vector_norm(x[i : i + rows], dim=1, keepdim=True, dtype=torch.float64)
             for i in range(0, x.shape[0], rows)
         ]
         norms = parts[0] if len(parts) == 1 else torch.cat(parts)
+        lo, hi = (float(v) for v in torch.stack(tuple(torch.aminmax(norms))).tolist())  # one device sync
         if not self.check_finite:
-            return norms
-        lo, hi = torch.aminmax(norms)
-        # one reduction and one device sync in the common case; NaN fails both comparisons, and exact zero rows
-        # (lo = 0) take the exact check below, which allows them
-        if not bool((lo >= _MIN_ROW_NORM) & (hi <= _MAX_ROW_NORM)):
+            return norms, lo, hi
+        # NaN fails both comparisons, and exact zero rows (lo = 0) take the exact check below, which allows them
+        if not (lo >= _MIN_ROW_NORM and hi <= _MAX_ROW_NORM):
             small = norms < _MIN_ROW_NORM
             bad = ~torch.isfinite(x).all(dim=1)
             if bool(bad.any()):
@@ -496,7 +642,7 @@ class ClassStats(Accumulator):
                     f"{_MIN_ROW_NORM:.2g}; first rows of this batch: {rows}); multiply the features by a constant "
                     f"(the collapse metrics are scale-invariant)"
                 )
-        return norms
+        return norms, lo, hi
 
     def clear_memo(self) -> None:
         """Drop the derived values cached by :meth:`moments` (the d x d matrices the accessors and metrics called
@@ -504,42 +650,9 @@ class ClassStats(Accumulator):
         :class:`~nclab.stats.ClassMoments` view of its own."""
         self._derived.clear()
 
-    def _accumulate_light(self, x: torch.Tensor, y: torch.Tensor, norms: torch.Tensor) -> torch.Tensor:
-        """Add a validated batch (with its row norms) to every O(K d) accumulator; returns the shifted z."""
-        dev = self._device
-        B = x.shape[0]
-        st = self._state
-        assert st is not None
-        # Two (B, d) float64 work buffers from the per-thread pool (`work_buffers`): fresh multi-MB temporaries
-        # cost more in page faults than the arithmetic itself (benchmarks/RESULTS.md). u holds x in float64 (one
-        # conversion; mixed-dtype arithmetic is slower in torch), z the shifted features.
-        z, u = self._scratch(B)
-        u.copy_(x)
-        # Fix the shift of every class seen for the first time: its first sample in this batch (skipped, with
-        # its device sync, once every class has a shift).
-        if not self._all_shifted:
-            first = torch.full((self.num_classes,), B, dtype=torch.int64, device=dev)
-            first.scatter_reduce_(0, y, torch.arange(B, device=dev), reduce="amin")
-            new = (first < B) & (st["counts"] == 0)
-            if bool(new.any()):
-                st["shift"][new] = u[first[new]]
-            self._all_shifted = bool(((first < B) | (st["counts"] > 0)).all())
-
-        torch.index_select(st["shift"], 0, y, out=z)
-        torch.sub(u, z, out=z)
-        st["counts"] += torch.bincount(y, minlength=self.num_classes)
-        st["sum_dev"].index_add_(0, y, z)
-        st["sq_dev"].index_add_(0, y, torch.linalg.vecdot(z, z))
-        # A zero feature has no direction: it contributes the zero vector to the unit sums.
-        st["unit_sums"].index_add_(0, y, u.mul_(torch.where(norms > 0, norms, torch.ones_like(norms)).reciprocal()))
-        return z
-
-    def _scratch(self, rows: int) -> tuple[torch.Tensor, torch.Tensor]:
-        return work_buffers(2, rows, self.dim, self._device)  # type: ignore[arg-type]
-
     # ------------------------------------------------------------------ accessors
     def _get(self, key: str) -> np.ndarray:
-        if key == "scatter_dev":
+        if key not in ("counts", "shift"):
             self._flush()
         if self._state is None:
             if key == "counts":
@@ -582,12 +695,14 @@ class ClassStats(Accumulator):
         view = self._checked.get(("raw", name))
         if view is None:
             if name not in self._specs:
+                if name == "unit_sums":
+                    raise ValueError(_NO_UNIT_SUMS)
                 raise ValueError(f"unknown raw moment {name!r}; these ClassStats hold {', '.join(self._specs)}")
             view = self._get(name).view()
             view.setflags(write=False)
             self._checked[("raw", name)] = view
-        elif name == "scatter_dev":
-            self._flush()  # rows still pending in the Gram block belong to this state
+        elif name not in ("counts", "shift"):
+            self._flush()  # rows still held by the lanes belong to this state
         return view
 
     @property
@@ -626,7 +741,10 @@ class ClassStats(Accumulator):
 
     @property
     def unit_sums(self) -> np.ndarray:
-        """Per-class sums of L2-normalised features ``sum_{y_i=k} h_i / ||h_i||``, ``(K, d)``."""
+        """Per-class sums of L2-normalised features ``sum_{y_i=k} h_i / ||h_i||``, ``(K, d)``; ``ValueError``
+        for statistics built with ``unit_sums=False``."""
+        if not self.unit_sums_kept:
+            raise ValueError(_NO_UNIT_SUMS)
         return self._get("unit_sums").copy()
 
     # ------------------------------------------------------------------ derived statistics (ClassMoments)
@@ -706,6 +824,7 @@ class ClassStats(Accumulator):
             track=self.track,
             check_finite=self.check_finite,
             compute_dtype=self.compute_dtype,
+            unit_sums=self.unit_sums_kept,
         )
         assert self._state is not None
         idx = torch.as_tensor(keep, device=self._device)
@@ -733,12 +852,47 @@ _MIN_ROW_NORM = float(np.sqrt(np.finfo(np.float64).tiny * 2.0**20))
 _MAX_ROW_NORM = float(np.sqrt(np.finfo(np.float64).max / 2.0**8))
 # Sums of squares that more rows near _MAX_ROW_NORM than that headroom could still overflow: checked when read.
 _OVERFLOWABLE = frozenset({"sum_dev", "sq_dev", "scatter_dev"})
+# Feature dtypes whose values float32 holds exactly (the float32 lanes take them), and the range of squared row
+# norms those lanes accept: within it no float32 square, product or block sum over- or underflows.
+_FLOAT32_EXACT = frozenset({torch.float32, torch.float16, torch.bfloat16})
+_LO_NORM, _HI_NORM = 2.0**-30, 2.0**30
+#: Most memory one extra lane may hold (its float64 accumulators and float32 buffers).
+_LANE_BYTES = 64 << 20
+_NO_UNIT_SUMS = (
+    "these ClassStats were built with unit_sums=False (no per-class sums of unit vectors); the cosine metrics "
+    "and GNC3 need them: build the statistics with unit_sums=True (the default)"
+)
 
 
-def _check_state_size(K: int, d: int, track: Track) -> None:
-    """Refuse (:class:`nclab.memory.AllocationTooLarge`) state that does not fit: three K x d float64 arrays,
-    plus the d x d scatter for ``track="full"``."""
-    kd, dd = 3.0 * 8 * K * d, 8.0 * d * d if track == "full" else 0.0
+class _Screen(NamedTuple):
+    """The path a screened batch takes: ``fast`` (float32 lanes; ``rows`` in float32, ``norms`` their float32
+    norms) or not (float64 lanes; ``norms`` float64 row norms, or None to compute them in the lanes);
+    ``safe``: the rows are float32-safe (a float32 Gram may take them)."""
+
+    fast: bool
+    safe: bool
+    rows: torch.Tensor
+    norms: torch.Tensor | None
+    zero_rows: bool = False  # some row is exactly zero
+
+
+def _float32_safe(x: torch.Tensor, norms: torch.Tensor, lo: float, hi: float) -> bool:
+    """Whether every row's norm lies in ``[2^-30, 2^30]`` or the row is exactly zero (``lo``, ``hi``: the
+    smallest and largest of ``norms``): within that range no float32 square, product or sum of ``b`` of them
+    over- or underflows. Exact zero rows are fine (no direction, zero moments); rows with tiny nonzero
+    norms are not."""
+    if not (hi <= _HI_NORM):  # NaN too
+        return False
+    if lo >= _LO_NORM:
+        return True
+    small = norms < _LO_NORM
+    return lo == 0 and bool((norms[small] == 0).all()) and not bool(x[small].any())
+
+
+def _check_state_size(K: int, d: int, track: Track, unit_sums: bool = True) -> None:
+    """Refuse (:class:`nclab.memory.AllocationTooLarge`) state that does not fit: three K x d float64 arrays
+    (two without unit sums), plus the d x d scatter for ``track="full"``."""
+    kd, dd = (3.0 if unit_sums else 2.0) * 8 * K * d, 8.0 * d * d if track == "full" else 0.0
     if track == "full" and dd >= kd:
         alternative = (
             "use track='light' (trace ratio, CDNV, cosines and the NC2/NC3 metrics need only the K x d state; "
@@ -788,7 +942,12 @@ def check_batch(features: Any, labels: Any, dim: int) -> tuple[torch.Tensor, tor
 def check_label_range(y: torch.Tensor, num_classes: int) -> None:
     """Labels (non-empty) must lie in ``[0, num_classes)``."""
     lo, hi = torch.aminmax(y)
-    ymin, ymax = int(lo), int(hi)
+    _check_label_bounds(int(lo), int(hi), num_classes)
+
+
+def _check_label_bounds(ymin: int, ymax: int, num_classes: int, y: torch.Tensor | None = None) -> None:
     if ymin < 0 or ymax >= num_classes:
+        if y is not None:  # exact values (the screen may have read them through float64)
+            ymin, ymax = int(y.min()), int(y.max())
         bad = ymin if ymin < 0 else ymax
         raise ValueError(f"label {bad} is out of range [0, {num_classes})")

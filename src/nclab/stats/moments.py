@@ -88,6 +88,7 @@ class MomentSource(Protocol):
     num_classes: int
     dim: int
     track: str
+    unit_sums_kept: bool
 
     @property
     def state_version(self) -> int: ...
@@ -127,9 +128,9 @@ class ClassMoments:
         Where to keep the cached values: by default a new dict that only this view holds;
         :meth:`ClassStats.moments <nclab.stats.ClassStats.moments>` passes the one ``stats`` keeps for itself.
 
-    The view also answers the raw reads of its statistics (``num_classes``, ``dim``, ``track``, ``counts``,
-    ``num_samples``, ``unit_sums``, ``empty_classes``, ``require_nonempty``, ``drop_empty``), so that every metric
-    takes a view or a ClassStats alike.
+    The view also answers the raw reads of its statistics (``num_classes``, ``dim``, ``track``,
+    ``unit_sums_kept``, ``counts``, ``num_samples``, ``unit_sums``, ``empty_classes``, ``require_nonempty``,
+    ``drop_empty``), so that every metric takes a view or a ClassStats alike.
 
     Examples
     --------
@@ -147,7 +148,7 @@ class ClassMoments:
     True
     """
 
-    __slots__ = ("_cache", "_stats", "_version", "dim", "num_classes", "track")
+    __slots__ = ("_cache", "_stats", "_version", "dim", "num_classes", "track", "unit_sums_kept")
 
     def __init__(self, stats: MomentSource, *, cache: dict[Hashable, Any] | None = None) -> None:
         # the class, not the instance: a protocol isinstance would evaluate (copy) every property on Python 3.11
@@ -160,6 +161,7 @@ class ClassMoments:
         self.num_classes: int = stats.num_classes
         self.dim: int = stats.dim
         self.track: str = stats.track
+        self.unit_sums_kept: bool = bool(getattr(stats, "unit_sums_kept", True))
 
     # ------------------------------------------------------------------ the cache
     def _entries(self) -> dict[Hashable, Any]:
@@ -210,7 +212,8 @@ class ClassMoments:
 
     @property
     def unit_sums(self) -> np.ndarray:
-        """Per-class sums of L2-normalised features, ``(K, d)``."""
+        """Per-class sums of L2-normalised features, ``(K, d)`` (``ValueError`` if the statistics do not keep them,
+        ``unit_sums_kept`` False)."""
         return self._stats.unit_sums
 
     @property
