@@ -189,7 +189,7 @@ def test_checkpoint_every_and_partial_epochs(tmp_path):
         ("train.epoch=3", "train.epoch: unknown key"),
         ("model.options.depth=3", "model.options.depth"),
         ("model.head.kind=softmax", "model.head.kind"),
-        ("data.name=imagenet", "data.name"),
+        ("data.name=places365", "data.name"),
         ("measure.conventions={weighting: sideways2}", "measure.conventions.weighting: must be balanced or empirical"),
         ("measure.conventions={colour: red}", "measure.conventions"),
         ("loss.label_smoothing=1.5", "loss.label_smoothing"),
