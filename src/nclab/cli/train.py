@@ -62,18 +62,31 @@ def train_command(
             "train.batch_size is then the global batch",
         ),
     ] = None,
+    plan: Annotated[
+        bool,
+        flag(
+            "--plan",
+            "--dry-run",
+            help="print the resolved protocol, the parameter count, the estimated memory and the number of "
+            "optimisation steps, then exit without training or writing anything",
+        ),
+    ] = False,
 ) -> None:
     """Train a network past zero training error, measuring every collapse metric per epoch, layer and split.
 
     A run directory is owned by the process writing it: a second `nclab train` into it fails at once. `--resume`
     needs the run's checkpoint and saved config.yaml, and a config equal to the saved one except train.epochs
-    (`nclab train RUN_DIR --resume --set train.epochs=400` extends a finished run)."""
+    (`nclab train RUN_DIR --resume --set train.epochs=400` extends a finished run). `--plan` (or `--dry-run`)
+    prints what the run would do and exits without writing anything."""
     from nclab.train import distributed as ddp
     from nclab.train.config import load_config
     from nclab.train.rundir import default_run_dir
     from nclab.train.trainer import train
 
     with user_errors():
+        if plan:
+            _print_plan(config, set_ or [], nproc)
+            return
         if config.is_dir():
             cfg, run_dir = _run_dir_config(config, set_ or [], out, resume, overwrite)
         else:
@@ -90,6 +103,18 @@ def train_command(
         result = train(cfg, run_dir, resume=resume, overwrite=overwrite, progress=progress, console=err_console)
     if ddp.is_main():
         _print_result(result)
+
+
+def _print_plan(config: Path, overrides: list[str], nproc: int | None) -> None:
+    """``--plan``: :func:`nclab.train.plan.plan_run` of the config (a run directory's saved one), printed."""
+    from nclab.train.config import load_config
+    from nclab.train.plan import plan_run
+
+    cfg = load_config(config / "config.yaml" if config.is_dir() else config, overrides)
+    if nproc is not None and nproc < 1:
+        raise ValueError(f"--nproc must be at least 1, got {nproc}")
+    for line in plan_run(cfg, processes=nproc or 1).lines():
+        console.print(line, soft_wrap=True, markup=False, highlight=False)
 
 
 def _launch(nproc: int, device: str, batch_size: int, argv: list[str], run_dir: Path) -> None:
