@@ -1,5 +1,6 @@
 """Command ``extract``: a model's features streamed to memory-mapped ``.npy`` files (or one ``.safetensors``
-file) for ``nclab measure``."""
+file) for ``nclab measure``, from an in-memory dataset or a streamed image dataset (ImageNet-scale: decoded in
+DataLoader workers, memory one batch, resumable with ``--resume``)."""
 
 from __future__ import annotations
 
@@ -31,6 +32,15 @@ def _data_options(cfg: Any) -> dict[str, Any]:
     return dict(root=d.root, pad_to=d.pad_to, normalize=d.normalize, **d.options)
 
 
+def _input_shape(ds: Any) -> tuple[int, ...]:
+    """The input shape of an in-memory dataset, or of a streamed one's (transformed) first image."""
+    return tuple(ds.input_shape) if hasattr(ds, "input_shape") else tuple(ds[0][0].shape)
+
+
+def _first_input(ds: Any) -> Any:
+    return ds.x[:1] if hasattr(ds, "x") else ds[0][0][None]
+
+
 def _mismatch(source: Path, cfg: Any, data: str, ds: Any, err: Exception) -> ValueError:
     """Why the run's network does not fit ``ds``: both input shapes and class counts, and the first layer that
     differs."""
@@ -45,7 +55,7 @@ def _mismatch(source: Path, cfg: Any, data: str, ds: Any, err: Exception) -> Val
     detail = next((line.strip().rstrip(".") for line in lines if "size mismatch" in line), lines[0] if lines else "")
     return ValueError(
         f"the network of {source} does not fit {data}: it was trained on {cfg.data.name} ({trained}), {data} has "
-        f"inputs of shape {ds.input_shape} and {ds.num_classes} classes ({detail}). Extract features on "
+        f"inputs of shape {_input_shape(ds)} and {ds.num_classes} classes ({detail}). Extract features on "
         f"{cfg.data.name}, or on a dataset with the same input shape and number of classes"
     )
 
@@ -62,7 +72,7 @@ def load_model(source: Path, ds: Any, data: str) -> nn.Module:
     cfg = _run_config(source)
     if cfg is not None:
         model = build_model(
-            cfg.model.name, ds.input_shape, ds.num_classes, head=cfg.model.head.build_kwargs(), **cfg.model.options
+            cfg.model.name, _input_shape(ds), ds.num_classes, head=cfg.model.head.build_kwargs(), **cfg.model.options
         )
         saved = load_checkpoint(source / "checkpoints" / "last.pt")
         try:
@@ -76,15 +86,40 @@ def load_model(source: Path, ds: Any, data: str) -> nn.Module:
     was = obj.training
     try:  # one sample through the network: a module of another input size fails here, not mid-extraction
         with torch.no_grad():
-            obj.eval()(ds.x[:1])
+            obj.eval()(_first_input(ds))
     except RuntimeError as err:
         first = str(err).splitlines()[0] if str(err) else type(err).__name__
         raise ValueError(
-            f"the network in {source} cannot take {data} inputs of shape {ds.input_shape}: {first}"
+            f"the network in {source} cannot take {data} inputs of shape {_input_shape(ds)}: {first}"
         ) from None
     finally:
         obj.train(was)
     return obj
+
+
+def _dataset(data: str, split: str, per_class: int | None, cfg: Any, root: Path | None, image_size: int | None) -> Any:
+    """The split to extract: an in-memory dataset (preprocessed as the run's when it trained on it), or a streamed
+    image dataset with the run's test-time transform (or the default one at ``--image-size``)."""
+    from nclab.data import IMAGE_DATASETS, load
+
+    own = cfg is not None and cfg.data.name == data
+    if data not in IMAGE_DATASETS:
+        options = _data_options(cfg) if own else {}
+        if root is not None:
+            options["root"] = str(root)
+        if image_size is not None:
+            raise ValueError(f"--image-size applies to the streamed image datasets ({', '.join(IMAGE_DATASETS)})")
+        return load(data, split, per_class=per_class, **options)
+    from nclab.train import resolve_config
+    from nclab.train.feeds import streamed_split
+
+    raw = cfg.to_dict() if own else {"data": {"name": data}}
+    raw["data"]["root"] = str(root) if root is not None else raw["data"].get("root")
+    if image_size is not None:
+        raw["data"]["image_size"] = image_size
+    if raw["data"].get("image_size") is None:
+        raise ValueError(f"--image-size is needed to extract the streamed dataset {data!r} (e.g. 224)")
+    return streamed_split(resolve_config(raw), split, per_class=per_class)
 
 
 def extract_command(
@@ -94,13 +129,21 @@ def extract_command(
     layers: Annotated[
         list[str] | None, typer.Option("--layers", "-l", help="layer names (repeatable; default: penultimate)")
     ] = None,
-    split: Annotated[str, typer.Option(help="train or test")] = "train",
+    split: Annotated[str, typer.Option(help="train or test (streamed datasets: their splits, e.g. val)")] = "train",
     per_class: Annotated[int | None, per_class_option("balanced subset of n samples per class")] = None,
     batch_size: Annotated[int, typer.Option(help="samples per forward pass", min=1)] = 256,
     format: Annotated[
         str, typer.Option("--file-format", help="npy (one memory-mapped file per array) or safetensors (one file)")
     ] = "npy",
     overwrite: Annotated[bool, flag("--overwrite", help="replace an earlier extraction in --out as a whole")] = False,
+    resume: Annotated[
+        bool, flag("--resume", help="continue an extraction into --out that was interrupted (killed, or an error)")
+    ] = False,
+    root: Annotated[Path | None, typer.Option(help="the dataset's folder (default: the run's, $NCLAB_DATA)")] = None,
+    image_size: Annotated[
+        int | None, typer.Option("--image-size", help="streamed datasets: side of the centre crop", min=1)
+    ] = None,
+    workers: Annotated[int, typer.Option(help="DataLoader worker processes decoding the images", min=0)] = 0,
 ) -> None:
     """Stream features of a trained model on a dataset split to memory-mapped .npy files, ready for
     `nclab measure OUT/penultimate.npy OUT/labels.npy -w OUT/W.npy -b OUT/b.npy` (with --file-format safetensors:
@@ -109,24 +152,29 @@ def extract_command(
 
     The files appear in OUT only when all of them are complete (with OUT/manifest.json, written last); a failure
     leaves OUT as it was. An earlier extraction in OUT is replaced only with --overwrite. With a run directory and
-    its own dataset, the data is preprocessed as in training (the run's pad_to, normalize and options)."""
-    from nclab.data import load
+    its own dataset, the data is preprocessed as in training (the run's pad_to, normalize and options; for a
+    streamed dataset its test-time transform). Streamed image datasets (imagenet, image-folder, ...) are decoded
+    in --workers processes, one batch in memory at a time. An extraction that stops (an error, Ctrl-C, a kill)
+    keeps its progress in a hidden folder of OUT: --resume continues it (same model, data, layers and
+    --batch-size), into the files an uninterrupted extraction writes."""
     from nclab.monitor import extract_features
 
     with user_errors(OSError), warnings_as_notes():  # OSError: a full disk, an unreadable model file
         check_output_dir(out, name="--out")  # before the forward passes
         cfg = _run_config(model)
-        ds = load(data, split, per_class=per_class, **(_data_options(cfg) if cfg and cfg.data.name == data else {}))
+        ds = _dataset(data, split, per_class, cfg, root, image_size)
         net = load_model(model, ds, data)
-        batches = ((ds.x[i : i + batch_size], ds.y[i : i + batch_size]) for i in range(0, len(ds), batch_size))
         paths = extract_features(
             net,
-            batches,
+            ds,
             layers or "penultimate",
             out=out,
             num_classes=ds.num_classes,
             format=format,
             overwrite=overwrite,
+            batch_size=batch_size,
+            workers=workers,
+            resume=resume,
         )
     for name, path in paths.items():
         console.print(f"{name}: {path}" + (f":{name}" if path.suffix == ".safetensors" else ""))

@@ -48,7 +48,7 @@ from nclab.stats import ClassStats
 from nclab.train import distributed as ddp
 from nclab.train.config import RunConfig
 
-__all__ = ["EvalSplit", "RunData", "TrainFeed", "TrainingBatch", "load_run_data"]
+__all__ = ["EvalSplit", "RunData", "TrainFeed", "TrainingBatch", "load_run_data", "streamed_split"]
 
 
 @dataclass(frozen=True)
@@ -313,24 +313,32 @@ def _memory(cfg: RunConfig, device: torch.device, batch_size: int) -> RunData:
     return RunData(feed, splits, tuple(train.input_shape), train.num_classes, recipe)
 
 
-def _streamed(cfg: RunConfig, device: torch.device, batch_size: int) -> RunData:
+def _stream_recipe(cfg: RunConfig, num_classes: int) -> tuple[int, Recipe]:
+    """The channel count and the recipe of a streamed dataset: ImageNet's mean and std (their channel averages
+    for grey images, ``options.mode: L``) unless ``data.normalize`` is false."""
     d = cfg.data
-    options = dict(d.options)
-    channels = 1 if options.get("mode") == "L" else 3
+    channels = 1 if d.options.get("mode") == "L" else 3
     mean = IMAGENET_MEAN if channels == 3 else (sum(IMAGENET_MEAN) / 3,)
     std = IMAGENET_STD if channels == 3 else (sum(IMAGENET_STD) / 3,)
-    size = int(d.image_size or 0)
-    train = open_images(d.name, d.train_split, d.root, per_class=d.per_class, seed=cfg.seed, **options)
     recipe = make_recipe(
         d.augment,
-        size=size,
+        size=int(d.image_size or 0),
         mean=mean if d.normalize else None,
         std=std if d.normalize else None,
         streamed=True,
-        num_classes=train.num_classes,
+        num_classes=num_classes,
         label_smoothing=cfg.loss.label_smoothing,
         eval_resize=d.eval_resize,
     )
+    return channels, recipe
+
+
+def _streamed(cfg: RunConfig, device: torch.device, batch_size: int) -> RunData:
+    d = cfg.data
+    options = dict(d.options)
+    size = int(d.image_size or 0)
+    train = open_images(d.name, d.train_split, d.root, per_class=d.per_class, seed=cfg.seed, **options)
+    channels, recipe = _stream_recipe(cfg, train.num_classes)
     feed = StreamFeed(
         train.with_transform(recipe.train),
         recipe,
@@ -351,6 +359,14 @@ def _streamed(cfg: RunConfig, device: torch.device, batch_size: int) -> RunData:
             )
         splits["test"] = StreamSplit(test.with_transform(recipe.eval), cfg, device)
     return RunData(feed, splits, (channels, size, size), train.num_classes, recipe)
+
+
+def streamed_split(cfg: RunConfig, split: str, *, per_class: int | None = None) -> ImageFiles:
+    """Split ``split`` of the run's streamed dataset with the run's test-time transform (what its measurements
+    read; ``nclab extract`` reads the same)."""
+    d = cfg.data
+    files = open_images(d.name, split, d.root, per_class=per_class, seed=cfg.seed, **d.options)
+    return files.with_transform(_stream_recipe(cfg, files.num_classes)[1].eval)
 
 
 def load_run_data(cfg: RunConfig, device: torch.device, batch_size: int) -> RunData:
