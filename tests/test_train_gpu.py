@@ -147,7 +147,7 @@ def test_nesterov_is_torchs_update_rule():
             p[i] = p[i] - 0.1 * (g + 0.9 * v[i])
     for q, want in zip(net.parameters(), p, strict=True):
         torch.testing.assert_close(q.detach(), want, rtol=1e-6, atol=1e-7)
-    assert resolve_config({"preset": "xu2023-vci-step"}).optim.nesterov  # paper 000's SGD is Nesterov
+    assert resolve_config({"preset": "xu2023-vci-step"}).optim.nesterov  # [Xu & Liu 2023]'s SGD is Nesterov
 
 
 # ------------------------------------------------------------------------------------------ schedules

@@ -293,7 +293,10 @@ class ScheduleConfig(_Strict):
     def _gamma(self) -> ScheduleConfig:
         # multistep's default 0.1 per epoch would end any run at lr ~ 0: exponential names its factor
         if self.name == "exponential" and "gamma" not in self.model_fields_set:
-            raise _AtKey("gamma", "schedule exponential needs its per-epoch factor gamma (paper 000's step: 0.975)")
+            raise _AtKey(
+                "gamma",
+                "schedule exponential needs its per-epoch factor gamma ([Xu & Liu 2023]'s step schedule: 0.975)",
+            )
         return self
 
 

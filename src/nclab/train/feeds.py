@@ -174,9 +174,16 @@ class StreamFeed(TrainFeed):
 
     def __init__(self, files: ImageFiles, recipe: Recipe, cfg: RunConfig, **kw: Any) -> None:
         super().__init__(recipe, **kw)
-        self.files = files
+        self.files, self.cfg = files, cfg
         self.sampler = _EpochBatches(len(files), self.seed, self.batch_size, self.drop_last)
-        self.loader = _loader(_EpochItems(files), cfg, self.device, batch_sampler=self.sampler)
+        self._loader: DataLoader | None = None
+
+    @property
+    def loader(self) -> DataLoader:
+        """The run's DataLoader, made on first use (its workers start with the first epoch)."""
+        if self._loader is None:
+            self._loader = _loader(_EpochItems(self.files), self.cfg, self.device, batch_sampler=self.sampler)
+        return self._loader
 
     def __len__(self) -> int:
         return len(self.files)
