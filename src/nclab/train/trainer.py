@@ -6,6 +6,11 @@ on the train split (and the test split), then an atomic checkpoint and an atomic
 The run's state lives in one :class:`Trainer` (``epoch()``, ``measure()``, ``checkpoint()``, its
 :class:`RunState`); :func:`train` prepares the folder and loops over it.
 
+The mini-batches come from :mod:`nclab.train.feeds` (in-memory slices, or a DataLoader over image files;
+augmented and mixed as ``data.augment`` says). Each optimisation step runs ``train.grad_accum`` micro-batches
+whose gradients add up to the batch's; the forward passes of training, of the measurements and of the zero-error
+check run under the autocast of ``train.precision`` (``fp16`` with a gradient scaler), the statistics in float64.
+
 Measured epochs: 0 (initialisation), the last epoch, ``measure.num_log`` log-spaced epochs, and the first epoch
 whose **eval-mode** training error is exactly 0 (the start of the terminal phase, TPT). That error is checked
 exactly (a forward pass over the train split) after every epoch whose running training error (train mode,
