@@ -13,10 +13,13 @@ the order alternating), on the same device and thread count:
 * **plain**: the loop a user would write: ``randperm``, slice, pad + random crop + flip with tensor ops,
   normalise, forward, ``cross_entropy``, backward, ``SGD.step`` -- on the same uint8 -> [0, 1] tensors.
 
-Reported per thread count: images/s of each side (median over rounds), their ratio, and the measurement overhead
-(one ``Trainer.measure()`` -- train and test splits, every measured layer, as a run measures -- against the median
-nclab epoch). Also the machine's load average before and after, torch's threads and the BLAS / OpenMP pools
-(threadpoolctl): on a shared machine the figures are not idle-machine figures.
+Reported per thread count: images/s of each side (median over rounds), their ratio, the measurement overhead
+(one ``Trainer.measure()`` -- train and test splits, every measured layer as a run measures by default, and the
+penultimate layer only -- against the median nclab epoch), and each loop's own cost per batch: an epoch's
+batches (order, slices, augmentation) without the network, in 5 interleaved rounds -- a figure a loaded machine
+disturbs much less than whole epochs, whose spread there is tens of percent. Also the load average before and
+after, torch's threads and the BLAS / OpenMP pools (threadpoolctl): on a shared machine the figures are not
+idle-machine figures.
 
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE .venv/bin/python benchmarks/bench_throughput.py \\
         [--images 2048] [--rounds 3] [--threads 1 2] [--device cpu|cuda] [--precision fp32|bf16] \\
@@ -87,13 +90,15 @@ def run_config(root: Path, args: argparse.Namespace) -> dict[str, Any]:
 
 
 class PlainLoop:
-    """The same training written in plain PyTorch (sharing the network object's architecture, a fresh copy)."""
+    """The same training written in plain PyTorch: its own ResNet-18, built as the trainer builds its own (same
+    seed, so the same initial weights; a separate allocation, as a user's loop would have)."""
 
-    def __init__(self, model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, args: argparse.Namespace) -> None:
-        import copy
+    def __init__(self, x: torch.Tensor, y: torch.Tensor, args: argparse.Namespace) -> None:
+        from nclab.nets import build_model
 
-        self.model = copy.deepcopy(model)
+        torch.manual_seed(0)
         self.device = torch.device(args.device)
+        self.model = build_model("resnet18", (3, 32, 32), 10).to(self.device)
         self.x, self.y, self.bs = x, y, args.batch_size
         self.opt = torch.optim.SGD(self.model.parameters(), lr=0.1, momentum=0.9, weight_decay=5e-4)
         self.mean = torch.tensor(CIFAR_MEAN, device=self.device).view(1, 3, 1, 1)
@@ -115,6 +120,14 @@ class PlainLoop:
         out = padded[b, c, rows, cols]
         flip = (torch.rand(B, generator=gen) < 0.5).to(xb.device)[:, None, None, None]
         return (torch.where(flip, out.flip(-1), out) - self.mean) / self.std
+
+    def data_path(self, epoch: int) -> None:
+        """The epoch's batches (order, slices, augmentation) without the network: the loop's own cost."""
+        gen = torch.Generator().manual_seed(epoch)
+        perm = torch.randperm(len(self.y), generator=gen)
+        for s in range(0, len(perm) - self.bs + 1, self.bs):
+            idx = perm[s : s + self.bs]
+            self.augment(self.x[idx].to(self.device), gen), self.y[idx].to(self.device)
 
     def epoch(self, epoch: int, max_batches: int | None = None) -> None:
         self.model.train()
@@ -148,7 +161,7 @@ def bench(threads: int, args: argparse.Namespace, root: Path) -> dict[str, Any]:
     cfg = resolve_config(run_config(root, args))
     with tempfile.TemporaryDirectory() as out, Trainer(cfg, out) as trainer:
         data = trainer.data.train.data  # the unstandardised [0, 1] images the recipe augments
-        plain = PlainLoop(trainer.model, data.x, data.y, args)
+        plain = PlainLoop(data.x, data.y, args)
         n = trainer.data.train.num_batches() * args.batch_size
         # warm-up (allocator, kernels), not timed: the first round's order alternates with the next ones'
         plain.epoch(0, max_batches=3)
@@ -164,12 +177,28 @@ def bench(threads: int, args: argparse.Namespace, root: Path) -> dict[str, Any]:
                     plain.epoch(r + 1)
                 sync(args.device)
                 times[side].append(time.perf_counter() - t0)
-        sync(args.device)
-        t0 = time.perf_counter()
-        trainer.measure()
-        sync(args.device)
-        measure_s = time.perf_counter() - t0
+        measure_s = {}
+        for layers in dict.fromkeys([args.layers, "penultimate"]):
+            trainer.cfg.measure.layers = layers
+            sync(args.device)
+            t0 = time.perf_counter()
+            trainer.measure()
+            sync(args.device)
+            measure_s[layers] = time.perf_counter() - t0
+        # the loops' own cost: each side's batches of an epoch without the network, 5 interleaved rounds
+        feed, path = trainer.data.train, {"nclab": [], "plain": []}
+        for r in range(5):
+            t0 = time.perf_counter()
+            for _ in feed.batches(100 + r):
+                pass
+            sync(args.device)
+            path["nclab"].append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            plain.data_path(100 + r)
+            sync(args.device)
+            path["plain"].append(time.perf_counter() - t0)
     med = {k: statistics.median(v) for k, v in times.items()}
+    batches = n // args.batch_size
     return {
         "threads": threads,
         "images_per_epoch": n,
@@ -178,7 +207,9 @@ def bench(threads: int, args: argparse.Namespace, root: Path) -> dict[str, Any]:
         "plain_img_s": n / med["plain"],
         "ratio": med["plain"] / med["nclab"],  # throughput of nclab over plain's (median epoch times)
         "measure_s": measure_s,
-        "measure_over_epoch": measure_s / med["nclab"],
+        "measure_over_epoch": {k: v / med["nclab"] for k, v in measure_s.items()},
+        "data_path_ms_per_batch": {k: 1e3 * statistics.median(v) / batches for k, v in path.items()},
+        "step_ms_per_batch": {k: 1e3 * v / batches for k, v in med.items()},
     }
 
 
@@ -219,10 +250,16 @@ def main() -> None:
             res = bench(threads, args, Path(tmp))
             results.append(res)
             epochs = {k: [round(t, 2) for t in v] for k, v in res["epoch_s"].items()}
+            measured = ", ".join(
+                f"{k} layers {v:.1f} s = {res['measure_over_epoch'][k]:.2f} x an epoch"
+                for k, v in res["measure_s"].items()
+            )
+            dp = res["data_path_ms_per_batch"]
             print(
                 f"threads {threads}: nclab {res['nclab_img_s']:.1f} img/s, plain PyTorch {res['plain_img_s']:.1f} "
-                f"img/s, throughput nclab / plain = {res['ratio']:.3f}; one measurement {res['measure_s']:.2f} s = "
-                f"{res['measure_over_epoch']:.2f} x an epoch ({args.layers} layers); epochs (s) {epochs}",
+                f"img/s, throughput nclab / plain = {res['ratio']:.3f}; epochs (s) {epochs}; one measurement: "
+                f"{measured}; batches without the network: nclab {dp['nclab']:.1f} ms, plain {dp['plain']:.1f} ms "
+                f"per batch (a training step: {res['step_ms_per_batch']['nclab']:.0f} ms)",
                 flush=True,
             )
     report = {
