@@ -89,7 +89,7 @@ def test_missing_dataset_in_experiment_run_is_a_user_error(tmp_path, monkeypatch
     def missing(*args, **kwargs):
         raise DatasetNotFoundError("fashion-mnist", [str(tmp_path / "empty")], "IDX files", "apt-get install x")
 
-    monkeypatch.setattr("nclab.train.trainer.load", missing)
+    monkeypatch.setattr("nclab.train.feeds.load", missing)  # the run data loader of the trainer
     out = tmp_path / "exp"
     res = runner.invoke(app, ["experiment", "run", "fashion-mnist-cnn", "--scale", "tiny", "--out", str(out)])
     assert res.exit_code == 2 and "Traceback" not in res.output and "fashion-mnist" in res.stderr

@@ -250,3 +250,121 @@ def test_training_on_cuda_measures_like_the_cpu(tmp_path):
         assert 0 in b and 0 in a, (metric, sorted(a), sorted(b), (tmp_path / "cuda" / "log.txt").read_text())
         assert np.isfinite(list(b.values())).all()
         np.testing.assert_allclose(b[0], a[0], rtol=1e-4, atol=1e-6, err_msg=metric)
+
+
+# ------------------------------------------------------------------------------------- issue 26: paper-scale training
+_IMAGES = {
+    "name": "cuda-amp",
+    "data": {"name": "fashion-mnist", "per_class": 50, "test_per_class": 10, "pad_to": 32, "augment": "cifar"},
+    "model": {"name": "resnet18", "options": {"width": 16}},
+    "optim": {"lr": 0.05},
+    "schedule": {"name": "constant"},
+    "train": {"epochs": 2, "batch_size": 50, "device": "cuda"},
+    "measure": {"epochs": [0, 1, 2]},
+    "report": False,
+}
+
+
+def _with(raw, **train):
+    return {**raw, "train": {**raw["train"], **train}}
+
+
+def test_fp16_training_uses_a_grad_scaler_and_resumes_with_its_scale(tmp_path):
+    """fp16: float16 autocast, the loss scaled by a GradScaler whose state goes with the checkpoint."""
+    from nclab.train import Trainer, resolve_config, train
+    from nclab.train.checkpoint import load_checkpoint
+
+    cfg = resolve_config(_with(_IMAGES, precision="fp16", channels_last=True, grad_accum=2))
+    seen = set()
+    with Trainer(cfg, tmp_path / "probe") as t:
+        assert isinstance(t.scaler, torch.amp.GradScaler) and t.scaler.is_enabled()
+        t.model.measured_layers()["layer1.0"].register_forward_hook(lambda m, i, o: seen.add(o.dtype))
+        t.epoch()
+        assert seen == {torch.float16} and t.scaler.get_scale() > 0
+    full = train(cfg, tmp_path / "full", progress=False)
+    assert all(np.isfinite(v) for v in full.series("nc1").values())
+    saved = load_checkpoint(tmp_path / "full" / "checkpoints" / "last.pt")
+    assert saved["grad_scaler"]["scale"] > 0
+
+    def kill_at_1(epoch):
+        if epoch == 1:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        train(cfg, tmp_path / "cut", progress=False, on_epoch_end=kill_at_1)
+    again = train(cfg, tmp_path / "cut", progress=False, resume=True)
+    assert again.measured_epochs == full.measured_epochs and np.isfinite(again.series("nc1")[2])
+
+
+def test_bf16_measurement_on_cuda_matches_fp32_to_bfloat16_rounding(tmp_path):
+    """The measurement passes run under the run's autocast; NC1 of the initial network moves by bfloat16
+    rounding only (statistics in float64 either way)."""
+    from nclab.train import train
+
+    a = train(_with(_IMAGES, epochs=1), tmp_path / "fp32", progress=False)
+    b = train(_with(_IMAGES, epochs=1, precision="bf16"), tmp_path / "bf16", progress=False)
+    np.testing.assert_allclose(b.series("nc1")[0], a.series("nc1")[0], rtol=2e-2)
+    assert b.series("nc1")[0] != a.series("nc1")[0]
+
+
+def test_streamed_training_with_pinned_memory_and_workers_on_cuda(tmp_path):
+    """A streamed image folder through DataLoader workers into page-locked batches copied asynchronously."""
+    from PIL import Image
+
+    from nclab.train import Trainer, resolve_config, train
+
+    rng = np.random.default_rng(0)
+    for split, n in (("train", 40), ("val", 8)):
+        for k in range(4):
+            folder = tmp_path / "imagenet" / split / f"n0000000{k}"
+            folder.mkdir(parents=True)
+            for i in range(n):
+                img = np.clip(np.array([60 * k, 255 - 60 * k, 100]) + rng.integers(-30, 31, (24, 24, 3)), 0, 255)
+                Image.fromarray(img.astype(np.uint8)).save(folder / f"{i}.JPEG")
+    raw = {
+        **_IMAGES,
+        "data": {"name": "imagenet", "root": str(tmp_path / "imagenet"), "image_size": 16, "augment": "imagenet",
+                 "workers": 2, "pin_memory": True, "persistent_workers": True},
+        "train": {**_IMAGES["train"], "batch_size": 32, "precision": "bf16"},
+    }  # fmt: skip
+    cfg = resolve_config(raw)
+    with Trainer(cfg, tmp_path / "probe") as t:
+        assert t.data.train.loader.pin_memory
+        x, _ = next(iter(t.data.train.loader))
+        assert x.is_pinned()
+    res = train(cfg, tmp_path / "run", progress=False)
+    assert res.measured_epochs == [0, 1, 2] and np.isfinite(res.series("nc1")[2])
+
+
+def test_extraction_on_cuda_resumes_byte_identically(tmp_path):
+    import nclab.monitor.resume
+    from nclab.data import load
+    from nclab.monitor import extract_features
+    from nclab.nets import build_model
+
+    torch.manual_seed(0)
+    net = build_model("mlp", (1, 8, 8), 10, widths=[32, 32]).to(CUDA).eval()
+    ds = load("digits", "train")
+    extract_features(net, ds, out=tmp_path / "whole", num_classes=10, batch_size=100, device="cuda")
+
+    calls = []
+    real = type(ds).__getitem__
+
+    def dying(self, i):
+        calls.append(i)
+        if len(calls) == 450:
+            raise RuntimeError("stop")
+        return real(self, i)
+
+    nclab.monitor.resume.RESUME_EVERY_S, every = 0.0, nclab.monitor.resume.RESUME_EVERY_S
+    try:
+        type(ds).__getitem__ = dying
+        with pytest.raises(RuntimeError, match="stop"):
+            extract_features(net, ds, out=tmp_path / "cut", num_classes=10, batch_size=100, device="cuda")
+        type(ds).__getitem__ = real
+        extract_features(net, ds, out=tmp_path / "cut", num_classes=10, batch_size=100, device="cuda", resume=True)
+    finally:
+        type(ds).__getitem__ = real
+        nclab.monitor.resume.RESUME_EVERY_S = every
+    for name in ("layer2.npy", "labels.npy", "W.npy", "b.npy"):
+        assert (tmp_path / "cut" / name).read_bytes() == (tmp_path / "whole" / name).read_bytes(), name

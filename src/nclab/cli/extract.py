@@ -1,9 +1,12 @@
 """Command ``extract``: a model's features streamed to memory-mapped ``.npy`` files (or one ``.safetensors``
-file) for ``nclab measure``, or both splits in the layout ``nclab probe`` reads (``--layout probe``).
+file) for ``nclab measure``, or both splits in the layout ``nclab probe`` reads (``--layout probe``), from an
+in-memory dataset or a streamed image dataset (ImageNet-scale: decoded in DataLoader workers, one batch in memory,
+resumable with ``--resume``).
 
 With a run directory, the data is loaded as the run loaded it (:func:`run_dataset`): the run's padding and
 normalisation whatever the dataset, and on the run's own dataset also its folder, dataset options, seed and
-balanced subset, so that the extracted features of the training split are the ones the run measured.
+balanced subset, so that the extracted features of the training split are the ones the run measured (a streamed
+dataset: the run's test-time transform).
 """
 
 from __future__ import annotations
@@ -50,25 +53,36 @@ def _run_config(source: Path) -> Any:
     return RunConfig.model_validate(load_yaml_file(RunDir(source).config))
 
 
-def run_dataset(cfg: Any, data: str, split: str, per_class: int | None = None) -> Any:
+def run_dataset(cfg: Any, data: str, split: str, per_class: int | None = None, *, root: Path | None = None) -> Any:
     """The split ``split`` of dataset ``data`` preprocessed as the run of config ``cfg`` preprocessed its data.
 
     Every dataset gets the run's ``pad_to`` and ``normalize`` (a network trained on 32 x 32 inputs takes 32 x 32
     inputs). The run's own dataset also gets its ``root``, its dataset ``options`` and its seed, and, unless
     ``per_class`` is given, the balanced subset the run drew (``data.per_class`` of the training split,
     ``data.test_per_class`` of the test split): the same samples as the run's measurements. ``cfg`` ``None``
-    (a saved module): the dataset as :func:`nclab.data.load` gives it."""
+    (a saved module): the dataset as :func:`nclab.data.load` gives it. ``root``: the dataset's folder (``--root``),
+    instead of the run's or the default."""
     from nclab.data import load
 
+    given = {} if root is None else {"root": str(root)}
     if cfg is None:
-        return load(data, split, per_class=per_class)
+        return load(data, split, per_class=per_class, **given)
     d = cfg.data
     options: dict[str, Any] = {"pad_to": d.pad_to, "normalize": d.normalize}
     if data == d.name:
         options |= {"root": d.root, "seed": cfg.seed, **d.options}
         if per_class is None:
             per_class = d.per_class if split == "train" else d.test_per_class
-    return load(data, split, per_class=per_class, **options)
+    return load(data, split, per_class=per_class, **(options | given))
+
+
+def _input_shape(ds: Any) -> tuple[int, ...]:
+    """The input shape of an in-memory dataset, or of a streamed one's (transformed) first image."""
+    return tuple(ds.input_shape) if hasattr(ds, "input_shape") else tuple(ds[0][0].shape)
+
+
+def _first_input(ds: Any) -> Any:
+    return ds.x[:1] if hasattr(ds, "x") else ds[0][0][None]
 
 
 def _mismatch(source: Path, cfg: Any, data: str, ds: Any, err: Exception) -> ValueError:
@@ -83,7 +97,7 @@ def _mismatch(source: Path, cfg: Any, data: str, ds: Any, err: Exception) -> Val
     detail = next((line.strip().rstrip(".") for line in lines if "size mismatch" in line), lines[0] if lines else "")
     return ValueError(
         f"the network of {source} does not fit {data}: it was trained on {cfg.data.name} ({trained}), {data} has "
-        f"inputs of shape {ds.input_shape} and {ds.num_classes} classes ({detail}). Extract features on "
+        f"inputs of shape {_input_shape(ds)} and {ds.num_classes} classes ({detail}). Extract features on "
         f"{cfg.data.name}, or on a dataset with the same input shape and number of classes"
     )
 
@@ -101,7 +115,7 @@ def load_model(source: Path, ds: Any, data: str) -> nn.Module:
     cfg = _run_config(source)
     if cfg is not None:
         model = build_model(
-            cfg.model.name, ds.input_shape, ds.num_classes, head=cfg.model.head.build_kwargs(), **cfg.model.options
+            cfg.model.name, _input_shape(ds), ds.num_classes, head=cfg.model.head.build_kwargs(), **cfg.model.options
         )
         saved = load_checkpoint(RunDir(source).checkpoint)
         try:
@@ -115,28 +129,49 @@ def load_model(source: Path, ds: Any, data: str) -> nn.Module:
     was = obj.training
     try:  # one sample through the network: a module of another input size fails here, not mid-extraction
         with torch.no_grad():
-            obj.eval()(ds.x[:1])
+            obj.eval()(_first_input(ds))
     except RuntimeError as err:
         first = str(err).splitlines()[0] if str(err) else type(err).__name__
         raise ValueError(
-            f"the network in {source} cannot take {data} inputs of shape {ds.input_shape}: {first}"
+            f"the network in {source} cannot take {data} inputs of shape {_input_shape(ds)}: {first}"
         ) from None
     finally:
         obj.train(was)
     return obj
 
 
+def _dataset(cfg: Any, data: str, split: str, per_class: int | None, root: Path | None, image_size: int | None) -> Any:
+    """The split to extract: an in-memory dataset (:func:`run_dataset`), or a streamed image dataset with the run's
+    test-time transform (or the default one at ``--image-size``)."""
+    from nclab.data import IMAGE_DATASETS
+
+    if data not in IMAGE_DATASETS:
+        if image_size is not None:
+            raise ValueError(f"--image-size applies to the streamed image datasets ({', '.join(IMAGE_DATASETS)})")
+        return run_dataset(cfg, data, split, per_class, root=root)
+    from nclab.train import resolve_config
+    from nclab.train.feeds import streamed_split
+
+    own = cfg is not None and cfg.data.name == data
+    raw = cfg.to_dict() if own else {"data": {"name": data}}
+    raw["data"]["root"] = str(root) if root is not None else raw["data"].get("root")
+    if image_size is not None:
+        raw["data"]["image_size"] = image_size
+    if raw["data"].get("image_size") is None:
+        raise ValueError(f"--image-size is needed to extract the streamed dataset {data!r} (e.g. 224)")
+    return streamed_split(resolve_config(raw), split, per_class=per_class)
+
+
 def _extract_split(
     model: Path, cfg: Any, data: str, split: str, out: Path, layers: list[str], options: dict[str, Any]
 ) -> tuple[dict[str, Path], Any]:
-    """One split's extraction into ``out``: ``({array name: path}, dataset)``."""
+    """One split's extraction into ``out``: ``({array name: path}, dataset)``. The dataset itself goes to
+    :func:`~nclab.monitor.extract_features` (read by index, so an interrupted extraction resumes with ``resume``)."""
     from nclab.monitor import extract_features
 
-    ds = run_dataset(cfg, data, split, options.pop("per_class"))
+    ds = _dataset(cfg, data, split, options.pop("per_class"), options.pop("root"), options.pop("image_size"))
     net = load_model(model, ds, data)
-    size = options.pop("batch_size")
-    batches = ((ds.x[i : i + size], ds.y[i : i + size]) for i in range(0, len(ds), size))
-    return extract_features(net, batches, layers, out=out, num_classes=ds.num_classes, **options), ds
+    return extract_features(net, ds, layers, out=out, num_classes=ds.num_classes, **options), ds
 
 
 def _spec(path: Path, name: str) -> str:
@@ -174,6 +209,14 @@ def extract_command(
     ] = "npy",
     overwrite: Annotated[bool, flag("--overwrite", help="replace an earlier extraction in --out as a whole")] = False,
     fmt: Annotated[OutputFormat, format_option()] = OutputFormat.table,
+    resume: Annotated[
+        bool, flag("--resume", help="continue an extraction into --out that was interrupted (killed, or an error)")
+    ] = False,
+    root: Annotated[Path | None, typer.Option(help="the dataset's folder (default: the run's, $NCLAB_DATA)")] = None,
+    image_size: Annotated[
+        int | None, typer.Option("--image-size", help="streamed datasets: side of the centre crop", min=1)
+    ] = None,
+    workers: Annotated[int, typer.Option(help="DataLoader worker processes decoding the images", min=0)] = 0,
 ) -> None:
     """Stream a trained model's features on a dataset to memory-mapped files for `nclab measure` or `nclab probe`.
 
@@ -190,7 +233,10 @@ def extract_command(
     A run directory's data is loaded as the run loaded it: its pad_to and normalize on every dataset; on its own
     dataset also its folder, options, seed and balanced subset (--per-class replaces the subset). The files appear
     in OUT only when all of them are complete (with OUT/manifest.json, written last); a failure leaves OUT as it
-    was. An earlier extraction in OUT is replaced only with --overwrite."""
+    was. An earlier extraction in OUT is replaced only with --overwrite. Streamed image datasets (imagenet,
+    image-folder, ...) are decoded in --workers processes, one batch in memory at a time. An extraction that stops
+    (an error, Ctrl-C, a kill) keeps its progress in a hidden folder of OUT: --resume continues it (same model,
+    data, layers and --batch-size), into the files an uninterrupted extraction writes."""
     from nclab.validation import check_output_dir
 
     with user_errors(OSError), warnings_as_notes():  # OSError: a full disk, an unreadable model file
@@ -208,7 +254,16 @@ def extract_command(
         written = {}
         for s in splits:
             target = out / s if layout is Layout.probe else out
-            options = {"per_class": per_class, "batch_size": batch_size, "format": file_format, "overwrite": overwrite}
+            options = {
+                "per_class": per_class,
+                "root": root,
+                "image_size": image_size,
+                "batch_size": batch_size,
+                "workers": workers,
+                "resume": resume,
+                "format": file_format,
+                "overwrite": overwrite,
+            }
             written[s] = _extract_split(model, cfg, data, s, target, layers or ["penultimate"], options)
     files = {s: {k: _spec(p, k) for k, p in paths.items()} for s, (paths, _) in written.items()}
     shapes = {s: _shapes(next(iter(paths.values())).parent) for s, (paths, _) in written.items()}

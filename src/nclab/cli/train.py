@@ -20,6 +20,7 @@ import typer
 
 from nclab.cli.common import (
     OutputFormat,
+    console,
     emit,
     err_console,
     fail,
@@ -72,18 +73,31 @@ def train_command(
         ),
     ] = None,
     fmt: Annotated[OutputFormat, format_option()] = OutputFormat.table,
+    plan: Annotated[
+        bool,
+        flag(
+            "--plan",
+            "--dry-run",
+            help="print the resolved protocol, the parameter count, the estimated memory and the number of "
+            "optimisation steps, then exit without training or writing anything",
+        ),
+    ] = False,
 ) -> None:
     """Train a network past zero training error, measuring every collapse metric per epoch, layer and split.
 
     A run directory is owned by the process writing it: a second `nclab train` into it fails at once. `--resume`
     needs the run's checkpoint and saved config.yaml, and a config equal to the saved one except train.epochs
-    (`nclab train RUN_DIR --resume --set train.epochs=400` extends a finished run)."""
+    (`nclab train RUN_DIR --resume --set train.epochs=400` extends a finished run). `--plan` (or `--dry-run`)
+    prints what the run would do and exits without writing anything."""
     from nclab.train import distributed as ddp
     from nclab.train.config import load_config
     from nclab.train.rundir import default_run_dir
     from nclab.train.trainer import train
 
     with user_errors():
+        if plan:
+            _print_plan(config, set_ or [], nproc, fmt)
+            return
         if config.is_dir():
             cfg, run_dir = _run_dir_config(config, set_ or [], out, resume, overwrite)
         else:
@@ -100,6 +114,28 @@ def train_command(
         result = train(cfg, run_dir, resume=resume, overwrite=overwrite, progress=progress, console=err_console)
     if ddp.is_main():
         _print_result(result, fmt)
+
+
+def _print_plan(config: Path, overrides: list[str], nproc: int | None, fmt: OutputFormat) -> None:
+    """``--plan``: :func:`nclab.train.plan.plan_run` of the config (a run directory's saved one), printed as
+    ``key: value`` lines, or with ``-f json`` / ``csv`` as data."""
+    import dataclasses
+
+    from nclab.io.rundir import RunDir
+    from nclab.train.config import load_config
+    from nclab.train.plan import plan_run
+
+    cfg = load_config(RunDir(config).config if config.is_dir() else config, overrides)
+    if nproc is not None and nproc < 1:
+        raise ValueError(f"--nproc must be at least 1, got {nproc}")
+    plan = plan_run(cfg, processes=nproc or 1)
+    if fmt is OutputFormat.table:
+        for line in plan.lines():
+            console.print(line, soft_wrap=True, markup=False, highlight=False)
+        return
+    data = {f.name: getattr(plan, f.name) for f in dataclasses.fields(plan) if f.name != "config"}
+    data["memory"] = dataclasses.asdict(plan.memory)
+    emit([{"key": k, "value": v} for k, v in plan.protocol.items()], fmt, f"plan of {cfg.name}", data=data)
 
 
 def _launch(nproc: int, device: str, batch_size: int, argv: list[str], run_dir: Path) -> None:

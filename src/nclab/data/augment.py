@@ -59,6 +59,7 @@ __all__ = [
     "RandomRotation",
     "Resize",
     "ToFloat",
+    "ToUint8",
     "Transform",
     "apply_transform",
     "cifar_train_transform",
@@ -191,6 +192,28 @@ class ToFloat:
 
     def __repr__(self) -> str:
         return "ToFloat()"
+
+
+class ToUint8:
+    """Float pixels in [0, 1] -> ``uint8`` (``round(255 x)``, clamped to 0..255): the inverse of :class:`ToFloat`,
+    exact on images that were ``bytes / 255`` (the in-memory datasets loaded with ``normalize=False``), so that
+    ``uint8``-only transforms (:class:`~nclab.data.autoaugment.AutoAugment`) run on them. ``uint8`` input is
+    returned unchanged.
+
+    >>> x = torch.tensor([0, 7, 128, 255], dtype=torch.uint8)
+    >>> bool((ToUint8()(ToFloat()(x)) == x).all())
+    True
+    """
+
+    def __call__(self, x: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+        if x.dtype == torch.uint8:
+            return x
+        if not x.is_floating_point():
+            raise TypeError(f"ToUint8 takes floating images in [0, 1] or uint8, got {x.dtype}")
+        return (x * 255.0).round_().clamp_(0, 255).to(torch.uint8)
+
+    def __repr__(self) -> str:
+        return "ToUint8()"
 
 
 class Normalize:

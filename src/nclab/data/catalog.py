@@ -19,7 +19,7 @@ from nclab.data.errors import DatasetNotFoundError
 from nclab.data.folders import ImageFiles, read_image_folder, read_imagenet, read_tiny_imagenet
 from nclab.data.loaders import candidate_folders
 
-__all__ = ["IMAGE_DATASETS", "open_images"]
+__all__ = ["IMAGE_DATASETS", "IMAGE_SPLITS", "open_images"]
 
 
 @dataclass(frozen=True)
@@ -135,6 +135,9 @@ _SPECS: dict[str, _Spec] = {
 
 #: Names accepted by :func:`open_images`.
 IMAGE_DATASETS: tuple[str, ...] = tuple(_SPECS)
+
+#: The splits each streamed dataset accepts (its official ones; ``image-folder``: train, val, test).
+IMAGE_SPLITS: dict[str, tuple[str, ...]] = {name: spec.splits for name, spec in _SPECS.items()}
 
 
 def _folder(name: str, split: str, root: str | Path | None) -> Path:

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["as_batch", "generator_device", "item_generator", "randint", "uniform"]
+__all__ = ["as_batch", "batch_generator", "generator_device", "item_generator", "randint", "uniform"]
 
 
 def item_generator(seed: int, epoch: int, index: int) -> torch.Generator:
@@ -31,6 +31,27 @@ def item_generator(seed: int, epoch: int, index: int) -> torch.Generator:
         if int(v) < 0:
             raise ValueError(f"{name} must be >= 0 to seed an item's generator, got {v}")
     state = np.random.SeedSequence([int(seed), int(epoch), int(index)]).generate_state(2, np.uint32)
+    return torch.Generator().manual_seed((int(state[0]) << 31) ^ int(state[1]))
+
+
+def batch_generator(seed: int, epoch: int, batch: int) -> torch.Generator:
+    """A CPU generator seeded by ``(seed, epoch, batch)`` for the draws of one whole mini-batch (a batch-level
+    transform of an in-memory split, mixup / CutMix), a stream apart from every :func:`item_generator`
+    (``SeedSequence([seed, epoch, batch, 1])``): a training loop that augments batch ``b`` of epoch ``e`` draws the
+    same parameters whenever it runs, so a resumed run repeats them.
+
+    Examples
+    --------
+    >>> a = torch.rand(3, generator=batch_generator(0, 1, 7))
+    >>> bool((a == torch.rand(3, generator=batch_generator(0, 1, 7))).all())
+    True
+    >>> bool((a == torch.rand(3, generator=item_generator(0, 1, 7))).any())
+    False
+    """
+    for v, name in ((seed, "seed"), (epoch, "epoch"), (batch, "batch")):
+        if int(v) < 0:
+            raise ValueError(f"{name} must be >= 0 to seed a batch's generator, got {v}")
+    state = np.random.SeedSequence([int(seed), int(epoch), int(batch), 1]).generate_state(2, np.uint32)
     return torch.Generator().manual_seed((int(state[0]) << 31) ^ int(state[1]))
 
 

@@ -24,14 +24,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from nclab.io.atomic import AtomicFile
+from nclab.io.integrity import CorruptFileError
 
-__all__ = ["NpyAppender", "write_safetensors"]
+__all__ = ["NpyAppender", "PartialNpy", "write_safetensors"]
 
 _MAGIC = b"\x93NUMPY\x01\x00"
 _HEADER_BYTES = 256  # magic + length + dict, padded: a shape of two 30-digit numbers still fits
@@ -113,6 +115,77 @@ class NpyAppender:
             self.close()
         else:
             self.abort()
+
+
+class PartialNpy(NpyAppender):
+    """An :class:`NpyAppender` that writes ``path`` + ``".part"`` in place, under that stable name, for a writer
+    whose folder is itself the atomic unit (a staging folder, :mod:`nclab.io.staged`) and that may be continued
+    after a crash: :meth:`sync` makes the rows written so far durable, and ``PartialNpy(path, dtype, rows=n,
+    dim=d)`` reopens the part file, cuts it to its first ``n`` rows (rows written after the last sync a crash may
+    have left half-written) and re-hashes them, so the finished file and its checksum are those of an
+    uninterrupted writer. :meth:`close` writes the final header and renames the part file to ``path``.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "h.npy"
+    >>> w = PartialNpy(path, np.float32)
+    >>> w.append(np.ones((2, 3))); w.sync(); w.append(np.full((5, 3), 7.0)); w.abort(keep=True)  # a crash
+    >>> w = PartialNpy(path, np.float32, rows=2, dim=3)  # continue after the 2 rows synced
+    >>> w.append(np.zeros((1, 3))); _ = w.close()
+    >>> np.load(path).sum(), w.sha256 == hashlib.sha256(np.load(path).tobytes()).hexdigest()
+    (np.float32(6.0), True)
+    """
+
+    def __init__(self, path: str | Path, dtype: Any, *, rows: int = 0, dim: int | None = None) -> None:
+        self.path = Path(path)
+        self.part = self.path.with_name(self.path.name + ".part")
+        self.dtype = np.dtype(dtype)
+        self._digest = hashlib.sha256()
+        if rows == 0:
+            self.rows, self.dim = 0, None
+            self._fh = open(self.part, "wb")
+            self._fh.write(_header(self.dtype, (0,)))
+            return
+        self.rows, self.dim = int(rows), dim
+        need = _HEADER_BYTES + self.rows * max(dim or 1, 1) * self.dtype.itemsize
+        size = self.part.stat().st_size if self.part.is_file() else -1
+        if size < need:
+            have = "missing" if size < 0 else f"{size} bytes"
+            raise CorruptFileError(
+                self.part, f"cannot continue it at row {rows}: that needs {need} bytes, it has {have}"
+            )
+        self._fh = open(self.part, "r+b")
+        self._fh.truncate(need)
+        self._fh.seek(_HEADER_BYTES)
+        left = need - _HEADER_BYTES
+        while left:
+            chunk = self._fh.read(min(left, 16 * 2**20))
+            self._digest.update(chunk)
+            left -= len(chunk)
+
+    def sync(self) -> None:
+        """Flush the rows written so far to disk (``fsync``)."""
+        self._fh.flush()
+        os.fsync(self._fh.fileno())
+
+    def close(self) -> Path:
+        """Write the final shape into the header, fsync, and rename the part file to ``path``."""
+        if self._fh.closed:
+            return self.path
+        self._fh.seek(0)
+        self._fh.write(_header(self.dtype, self.shape))
+        self.sync()
+        self._fh.close()
+        os.replace(self.part, self.path)
+        return self.path
+
+    def abort(self, *, keep: bool = False) -> None:
+        """Close the part file and remove it (``keep=True``: leave it, for a writer to continue)."""
+        if not self._fh.closed:
+            self._fh.close()
+            if not keep:
+                self.part.unlink(missing_ok=True)
 
 
 #: numpy dtype -> safetensors dtype code

@@ -24,6 +24,11 @@ never complete, and is removed.
 One process at a time may write ``OUT`` (holding its lock, :meth:`nclab.io.rundir.RunDir.lock`, is the
 caller's part): recovery would otherwise remove a live writer's staging folder.
 
+**Resumable writers.** A writer that can continue after a crash keeps its progress in ``RESUME.json`` inside its
+staging folder (:data:`RESUME_NAME`; what it holds is the writer's). Such a folder is not removed by recovery
+while it is kept (``recover_staging(out, keep=...)``), is found by :func:`resumable_stagings`, is reopened with
+:meth:`StagedFolder.reopen`, and its ``RESUME.json`` never moves into ``OUT`` with the commit.
+
 Examples
 --------
 >>> import tempfile, pathlib
@@ -53,13 +58,24 @@ from typing import Any
 
 from nclab.io.atomic import atomic_write_text, fsync_folder
 
-__all__ = ["JOURNAL_NAME", "STAGING_PREFIX", "StagedFolder", "interrupted_commit", "recover_staging"]
+__all__ = [
+    "JOURNAL_NAME",
+    "RESUME_NAME",
+    "STAGING_PREFIX",
+    "StagedFolder",
+    "interrupted_commit",
+    "recover_staging",
+    "resumable_stagings",
+]
 
 #: Name prefix of a staging folder inside the output folder (hidden: a listing of ``OUT`` shows the result only).
 STAGING_PREFIX = ".staging-"
 
 #: The journal written into a staging folder when its commit starts.
 JOURNAL_NAME = "COMMIT.json"
+
+#: A resumable writer's progress inside its staging folder (never committed into the output folder).
+RESUME_NAME = "RESUME.json"
 
 
 def _tree_bytes(folder: Path) -> int:
@@ -98,6 +114,17 @@ class StagedFolder:
         self.path = self.out / f"{STAGING_PREFIX}{self.id}"
         self.path.mkdir()
 
+    @classmethod
+    def reopen(cls, path: str | Path, *, record: str = "manifest.json") -> StagedFolder:
+        """The staging folder ``path`` (``out/.staging-<id>``) of an earlier writer, to continue writing into it."""
+        path = Path(path)
+        if not (path.name.startswith(STAGING_PREFIX) and path.is_dir()):
+            raise ValueError(f"{path} is not a staging folder ({STAGING_PREFIX}<id>)")
+        self = cls.__new__(cls)
+        self.out, self.record, self.path = path.parent, record, path
+        self.id = path.name[len(STAGING_PREFIX) :]
+        return self
+
     def nbytes(self) -> int:
         """Bytes written into the staging folder so far."""
         return _tree_bytes(self.path)
@@ -114,7 +141,7 @@ class StagedFolder:
         IsADirectoryError
             When a staged name is a folder in ``out`` (checked before anything moves).
         """
-        staged = sorted(p.name for p in self.path.iterdir())
+        staged = sorted(p.name for p in self.path.iterdir() if p.name != RESUME_NAME)
         if self.record not in staged:
             raise ValueError(f"cannot commit {self.path}: its record {self.record} was not written")
         for name in staged:
@@ -181,10 +208,18 @@ def _origin(staging: Path) -> str:
     return "of an unknown writer"
 
 
-def recover_staging(out: str | Path) -> list[str]:
+def resumable_stagings(out: str | Path) -> list[Path]:
+    """The staging folders in ``out`` that hold a resumable writer's progress (:data:`RESUME_NAME`) and whose
+    commit has not started, oldest first."""
+    found = [p for p in Path(out).glob(f"{STAGING_PREFIX}*") if p.is_dir() and (p / RESUME_NAME).is_file()]
+    return sorted(p for p in found if not (p / JOURNAL_NAME).exists())
+
+
+def recover_staging(out: str | Path, *, keep: Iterable[str | Path] = ()) -> list[str]:
     """Clean up after writers of ``out`` that were killed: finish each interrupted commit (a staging folder with
-    its journal), remove each staging folder that was never complete. Call it only while holding ``out``'s lock.
-    Returns one note per staging folder handled (empty when there was none).
+    its journal), remove each staging folder that was never complete, except those in ``keep`` (a resumable
+    writer's, about to be continued). Call it only while holding ``out``'s lock. Returns one note per staging
+    folder handled (empty when there was none).
 
     Examples
     --------
@@ -199,8 +234,9 @@ def recover_staging(out: str | Path) -> list[str]:
     """
     out = Path(out)
     notes = []
+    kept = {Path(k).resolve() for k in keep}
     for staging in sorted(out.glob(f"{STAGING_PREFIX}*")):
-        if not staging.is_dir():
+        if not staging.is_dir() or staging.resolve() in kept:
             continue
         journal = _read_journal(staging)
         if journal is not None:

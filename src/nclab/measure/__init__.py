@@ -21,10 +21,19 @@ from nclab.measure.classifier import Classifier, find_classifier
 from nclab.measure.counts import PassCounts
 from nclab.measure.distributed import is_distributed, rank
 from nclab.measure.hooks import FeatureHooks, collect_features, eval_mode, resolve_layers
-from nclab.measure.passes import Batch, FeatureCache, KeepingStatsPass, PassSink, StatsPass, forward_pass, ncc_pass
+from nclab.measure.passes import (
+    Batch,
+    FeatureCache,
+    KeepingStatsPass,
+    PassSink,
+    StatsPass,
+    autocast,
+    forward_pass,
+    ncc_pass,
+)
 from nclab.measure.plan import FULL_TRACK_MAX_DIM, LossFn, MeasurePlan, TargetsFn
 from nclab.measure.schedule import Schedule, check_epoch, measurement_epochs
-from nclab.measure.split import SplitMeasurement, layer_rows, measure_split, run_passes
+from nclab.measure.split import SplitMeasurement, layer_rows, measure_batches, measure_split, run_passes
 
 __all__ = [
     "FULL_TRACK_MAX_DIM",
@@ -41,6 +50,7 @@ __all__ = [
     "SplitMeasurement",
     "StatsPass",
     "TargetsFn",
+    "autocast",
     "call_model",
     "check_epoch",
     "collect_features",
@@ -50,6 +60,7 @@ __all__ = [
     "is_distributed",
     "iterable_batches",
     "layer_rows",
+    "measure_batches",
     "measure_split",
     "measurement_epochs",
     "ncc_pass",

@@ -22,6 +22,7 @@ for a one-shot iterator that cannot be read twice, refuses at once.
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -44,6 +45,7 @@ __all__ = [
     "NCCPass",
     "PassSink",
     "StatsPass",
+    "autocast",
     "forward_pass",
     "ncc_pass",
     "unit_stats",
@@ -209,13 +211,15 @@ def forward_pass(model: nn.Module, batches: Batches, plan: MeasurePlan, sink: Pa
     """
     route = _Router(plan, sink)
     hooks = FeatureHooks(model, plan.layers, sink=route, inputs=plan.inputs, flatten=False, select=plan.select)
+    precision = autocast(model, plan.autocast_dtype)
     with eval_mode(model), hooks:
         start = 0
         for x, y in batches():
             check_label_batch(y, plan.num_classes)
             batch = Batch(x, y, start)
             route.begin(batch)
-            out = plan.call(model, x)
+            with precision:  # the hooks run inside: the features come in the autocast dtype
+                out = plan.call(model, x)
             route.end()
             sink.after_batch(out, batch)
             start += batch.size
@@ -223,6 +227,16 @@ def forward_pass(model: nn.Module, batches: Batches, plan: MeasurePlan, sink: Pa
                 plan.advance(batch.size)
     if not route.batches:
         raise ValueError("the data yielded no batch: nothing to measure (an empty loader, or an iterator used up)")
+
+
+def autocast(model: nn.Module, dtype: torch.dtype | None) -> contextlib.AbstractContextManager[Any]:
+    """``torch.autocast`` to ``dtype`` on the device of ``model``'s first parameter (the CPU for a model without
+    parameters), re-enterable; a no-op context for ``dtype=None``."""
+    if dtype is None:
+        return contextlib.nullcontext()
+    p = next(model.parameters(), None)
+    device = "cpu" if p is None else p.device.type
+    return torch.autocast(device, dtype=dtype)
 
 
 def unit_stats(plan: MeasurePlan) -> ClassStats | None:

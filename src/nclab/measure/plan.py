@@ -80,6 +80,10 @@ class MeasurePlan:
         counted); :func:`~nclab.measure.call_model` by default.
     targets_fn : TargetsFn or None
         Turns a layer's raw output and the batch into ``(features, labels)`` (token-level collapse).
+    autocast_dtype : torch.dtype or None
+        Run the forward passes under ``torch.autocast`` to this dtype (``torch.bfloat16``, ``torch.float16``) on
+        the model's device: the precision policy a mixed-precision run trains with. The features then arrive in
+        that dtype and the statistics still accumulate in float64. ``None``: the model's own dtype.
     """
 
     layers: Mapping[str, nn.Module]
@@ -103,6 +107,7 @@ class MeasurePlan:
     select: SelectSpec = None
     call: Callable[[nn.Module, Any], Any] = call_model
     targets_fn: TargetsFn | None = None
+    autocast_dtype: torch.dtype | None = None
 
     def __post_init__(self) -> None:
         check_int(self.num_classes, name="num_classes", low=2)
@@ -113,6 +118,10 @@ class MeasurePlan:
             )
         if self.distributed and self.geodesic:
             raise ValueError("geodesic needs the whole split's features in one process: not with distributed")
+        if self.autocast_dtype not in (None, torch.bfloat16, torch.float16):
+            raise ValueError(
+                f"autocast_dtype must be torch.bfloat16, torch.float16 or None, got {self.autocast_dtype!r}"
+            )
 
     @classmethod
     def of(

@@ -26,7 +26,7 @@ from nclab.measure.plan import MeasurePlan
 from nclab.metrics import collapse_report, gnc1
 from nclab.stats import ClassMoments, ClassStats, NCCAccumulator
 
-__all__ = ["SplitMeasurement", "layer_rows", "measure_split", "run_passes"]
+__all__ = ["SplitMeasurement", "layer_rows", "measure_batches", "measure_split", "run_passes"]
 
 #: ``(layer, metric, value)``.
 Row = tuple[str, str, float]
@@ -189,10 +189,27 @@ def measure_split(
     x, y = data
     if x.shape[0] != y.shape[0]:
         raise ValueError(f"data: x has {x.shape[0]} rows but y has {y.shape[0]} labels")
+    return measure_batches(model, tensor_batches(x, y, plan.batch_size), y, plan, reference=reference)
+
+
+@torch.no_grad()
+def measure_batches(
+    model: nn.Module,
+    batches: Batches,
+    y: torch.Tensor,
+    plan: MeasurePlan,
+    *,
+    reference: Mapping[str, ClassStats] | None = None,
+) -> SplitMeasurement:
+    """:func:`measure_split` over a re-iterable pass ``batches()`` of ``(inputs, labels)`` (e.g.
+    :func:`~nclab.measure.iterable_batches` of a DataLoader over a streamed image dataset, in order) whose labels,
+    concatenated, are ``y (N,)``, known in advance: the pass-1 features are then kept for the NCC pass in one
+    preallocated buffer per layer while they fit in ``plan.cache_mb``, else both passes stream (memory: one batch
+    and the statistics, whatever ``N``). ``y`` lives on the device the batches arrive on."""
     with blas_threads(plan.threads):
         p1 = StatsPass(plan, y, unit_stats(plan), y.device)
         msgs: list[str] = []
-        rows, views = run_passes(model, tensor_batches(x, y, plan.batch_size), plan, p1, reference, msgs)
+        rows, views = run_passes(model, batches, plan, p1, reference, msgs)
         if plan.geodesic:
             feats = None if p1.cached is None else {n: f for n, (f, _) in p1.cached.items()}
             rows += _geodesic_rows(plan.layers, feats, y, plan.num_classes, msgs)

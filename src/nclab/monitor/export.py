@@ -6,8 +6,14 @@ is committed all-or-nothing. Its files are written into a staging folder ``OUT/.
 manifest last; a failure (a full disk, a loader that raises, Ctrl-C) removes the staging folder, so ``OUT`` keeps
 the earlier extraction untouched, or nothing. A ``kill -9`` leaves the staging folder behind: the next extraction
 into ``OUT`` removes it (or finishes its commit, when the kill came while the files were being moved) and says
-so in a warning. An extraction is not resumable (``data`` may be a one-pass iterator): a killed one is started
-again. ``OUT`` is locked while it is written (``OUT/run.lock``, :meth:`nclab.io.rundir.RunDir.lock`).
+so in a warning. ``OUT`` is locked while it is written (``OUT/run.lock``, :meth:`nclab.io.rundir.RunDir.lock`).
+
+**Resume.** An extraction of an indexable dataset (a ``torch.utils.data.Dataset``: an
+:class:`~nclab.data.ImageFiles` of a streamed image dataset, an :class:`~nclab.data.ArrayDataset`) is read in order
+through a ``DataLoader`` (``batch_size``, ``workers``) and is resumable: its staging folder keeps its progress
+(:mod:`nclab.monitor.resume`), an error or a kill leaves that folder in place, and ``resume=True`` (``nclab extract
+... --resume``) continues it into files byte-identical to an uninterrupted extraction's. Data given as an iterable
+of batches (a generator may be one pass only) is not resumable: a killed extraction of it is started again.
 
 An earlier extraction in ``OUT`` is never replaced by accident: without ``overwrite=True`` (``--overwrite``) the
 call is refused before the first forward pass. Why refuse rather than replace: an extraction can take hours and
@@ -29,6 +35,7 @@ import json
 import os
 import warnings
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,39 +45,62 @@ from torch import nn
 
 from nclab.io import CorruptFileError, manifest, staged
 from nclab.io.atomic import atomic_save_npy, atomic_write_text
-from nclab.io.npy_stream import NpyAppender, write_safetensors
+from nclab.io.npy_stream import PartialNpy, write_safetensors
 from nclab.io.rundir import RunDir
 from nclab.measure import Batch, PassSink, forward_pass
 from nclab.monitor.monitor import PENULTIMATE, CollapseMonitor
+from nclab.monitor.resume import ExtractionProgress, dataset_fingerprint, model_fingerprint
 
 __all__ = ["extract_features"]
 
 
 class _Writer(PassSink):
-    """Each layer's batch appended to ``out/LAYER.npy`` (float32), the labels once per batch to ``labels.npy``;
-    :meth:`close` commits the files (into the staging folder), :meth:`abort` discards them."""
+    """Each layer's batch appended to ``out/LAYER.npy`` (float32), the labels once per batch to ``labels.npy``,
+    through part files (:class:`~nclab.io.npy_stream.PartialNpy`); :meth:`close` finishes the files (inside the
+    staging folder), :meth:`abort` discards or keeps them. ``progress``: a resumable extraction's record, reopened
+    at its rows and updated after batches (:meth:`after_batch`)."""
 
-    def __init__(self, out: Path, first: str) -> None:
-        self.out, self.first = out, first
-        self.files: dict[str, NpyAppender] = {}
-        self.labels = NpyAppender(out / "labels.npy", np.int64)
+    def __init__(self, out: Path, first: str, progress: ExtractionProgress | None = None) -> None:
+        self.out, self.first, self.progress = out, first, progress
+        rows = 0 if progress is None else progress.rows
+        self.files: dict[str, PartialNpy] = {}
+        if rows:
+            for name, dim in progress.files.items():
+                if name != "labels":
+                    self.files[name] = PartialNpy(out / f"{name}.npy", np.float32, rows=rows, dim=dim)
+        self.labels = PartialNpy(out / "labels.npy", np.int64, rows=rows, dim=0 if rows else None)
+
+    @property
+    def rows(self) -> int:
+        """Rows every file holds (complete batches)."""
+        return min([self.labels.rows, *(w.rows for w in self.files.values())])
 
     def __call__(self, name: str, f: torch.Tensor, batch: Batch) -> None:
         w = self.files.get(name)
         if w is None:
-            w = self.files[name] = NpyAppender(self.out / f"{name}.npy", np.float32)
+            w = self.files[name] = PartialNpy(self.out / f"{name}.npy", np.float32)
         w.append(f.detach().to("cpu", torch.float32).numpy())
         if name == self.first:  # one label row per feature row, written with the first layer's rows
             self.labels.append(batch.labels.detach().cpu().numpy())
+
+    def after_batch(self, out: Any, batch: Batch) -> None:
+        if self.progress is not None and self.progress.due():
+            self.record()
+
+    def record(self) -> None:
+        """Record the progress (the files made durable first)."""
+        assert self.progress is not None
+        every = {**self.files, "labels": self.labels}
+        self.progress.record(self.rows, {n: w.dim or 0 for n, w in every.items()}, list(every.values()))
 
     def close(self) -> dict[str, Path]:
         paths = {n: w.close() for n, w in self.files.items()}
         paths["labels"] = self.labels.close()
         return paths
 
-    def abort(self) -> None:
+    def abort(self, *, keep: bool = False) -> None:
         for w in [*self.files.values(), self.labels]:
-            w.abort()
+            w.abort(keep=keep)
 
     def entries(self) -> dict[str, dict[str, Any]]:
         """The manifest entry of each closed file, with the checksum computed as its rows were written."""
@@ -165,16 +195,44 @@ class _OnePass:
         return iter(self.data)
 
 
-def _stage_features(stage: Path, model: nn.Module, monitor: CollapseMonitor, plan: Any, data: Any) -> _Writer:
-    sink = _Writer(stage, next(iter(plan.layers)))
+@dataclass
+class _Indexed:
+    """An indexable dataset read in order: ``DataLoader(Subset(data, range(start, N)), batch_size, workers)``."""
+
+    data: Any
+    batch_size: int
+    workers: int
+    progress: ExtractionProgress
+    #: set when the forward pass stopped with rows to keep: the part files and the record stay for a resume
+    kept: bool = False
+
+    def loader(self, start: int, pin: bool) -> Any:
+        from torch.utils.data import DataLoader, Subset
+
+        part = Subset(self.data, range(start, len(self.data)))
+        return DataLoader(part, batch_size=self.batch_size, shuffle=False, num_workers=self.workers, pin_memory=pin)
+
+
+def _stage_features(
+    stage: Path, model: nn.Module, monitor: CollapseMonitor, plan: Any, data: Any, job: _Indexed | None
+) -> _Writer:
+    sink = _Writer(stage, next(iter(plan.layers)), None if job is None else job.progress)
     modes = {m: m.training for m in model.modules()}
-    if hasattr(data, "__next__"):
+    if job is not None:
+        start = sink.rows
+        data = job.loader(start, pin=monitor.device.type == "cuda") if start < len(job.data) else None
+    elif hasattr(data, "__next__"):
         data = _OnePass(data)
     try:
-        forward_pass(model, monitor.batches(data), plan, sink)
+        if data is not None:
+            forward_pass(model, monitor.batches(data), plan, sink)
         sink.close()  # commits into the staging folder only: a failure above never reaches it
     except BaseException:
-        sink.abort()
+        kept = job is not None and sink.rows > 0
+        if kept:  # what was extracted so far stays for a resume: recorded at the last complete batch
+            sink.record()
+            job.kept = True
+        sink.abort(keep=kept)
         raise
     finally:
         for m, was in modes.items():
@@ -183,10 +241,16 @@ def _stage_features(stage: Path, model: nn.Module, monitor: CollapseMonitor, pla
 
 
 def _stage_extraction(
-    stage: staged.StagedFolder, model: nn.Module, monitor: CollapseMonitor, plan: Any, data: Any, format: str
+    stage: staged.StagedFolder,
+    model: nn.Module,
+    monitor: CollapseMonitor,
+    plan: Any,
+    data: Any,
+    format: str,
+    job: _Indexed | None,
 ) -> list[str]:
     """Every file of the extraction, written into ``stage`` (manifest last); returns the array names."""
-    sink = _stage_features(stage.path, model, monitor, plan, data)
+    sink = _stage_features(stage.path, model, monitor, plan, data, job)
     files = sink.entries()
     names = [*sink.files, "labels"]
     description: dict[str, Any] = {
@@ -219,6 +283,40 @@ def _stage_extraction(
     return names
 
 
+def _indexable(data: Any) -> bool:
+    """A dataset read by index (resumable), not an iterable of batches."""
+    from torch.utils.data import Dataset, IterableDataset
+
+    return isinstance(data, Dataset) and not isinstance(data, IterableDataset) and hasattr(data, "__len__")
+
+
+def _interrupted(out: Path, found: list[Path]) -> FileExistsError:
+    try:
+        record = json.loads((found[-1] / staged.RESUME_NAME).read_text())
+        rows, total = record.get("rows", "?"), record.get("num_samples", "?")
+    except (OSError, ValueError, AttributeError):
+        rows = total = "?"
+    return FileExistsError(
+        f"{out} holds an interrupted extraction ({rows} of {total} samples done, in {found[-1].name}): pass "
+        "resume=True (--resume) to continue it, or overwrite=True (--overwrite) to start again; nothing was changed"
+    )
+
+
+def _open_stage(
+    out: Path, found: list[Path], resume: bool, identity: dict[str, Any] | None
+) -> tuple[staged.StagedFolder, ExtractionProgress | None, list[str]]:
+    """The staging folder to write (a resumed one, or a new one), its progress record (``None``: not resumable),
+    and notes."""
+    if resume and found:
+        assert identity is not None
+        stage = staged.StagedFolder.reopen(found[-1], record=manifest.MANIFEST_NAME)
+        progress = ExtractionProgress.load(stage.path, identity)
+        return stage, progress, [f"resuming the extraction in {stage.path} at sample {progress.rows}"]
+    notes = [f"nothing to resume in {out}: extracting from the first sample"] if resume else []
+    stage = staged.StagedFolder(out, record=manifest.MANIFEST_NAME)
+    return stage, None if identity is None else ExtractionProgress(stage.path, identity), notes
+
+
 @torch.no_grad()
 def extract_features(
     model: nn.Module,
@@ -231,8 +329,13 @@ def extract_features(
     device: str | torch.device | None = None,
     format: str = "npy",
     overwrite: bool = False,
+    batch_size: int = 256,
+    workers: int = 0,
+    resume: bool = False,
 ) -> dict[str, Path]:
-    """Stream eval-mode features of ``layers`` over ``data`` (any iterable of ``(x, y)`` batches) to ``out``.
+    """Stream eval-mode features of ``layers`` over ``data`` to ``out``: an indexable dataset (a
+    ``torch.utils.data.Dataset`` of ``(x, y)`` items, read in order in batches of ``batch_size`` by a
+    ``DataLoader`` with ``workers`` processes; resumable) or any iterable of ``(x, y)`` batches.
 
     Writes ``out/LAYER.npy`` ``(N, d)`` float32 per layer and ``out/labels.npy`` ``(N,)`` int64, one batch at a
     time (memory: one batch, whatever ``N``); with a classifier also ``out/W.npy`` ``(K, d)`` and ``out/b.npy``
@@ -247,6 +350,11 @@ def extract_features(
     ``FileExistsError`` unless ``overwrite=True``, which replaces it as a whole. Leftovers of a killed extraction
     are removed (a ``UserWarning`` says what). ``out`` is locked while written (``RunDirBusyError`` when another
     process holds it).
+
+    Resume (indexable datasets only, see the module): an extraction that stops on an error (other than a full
+    disk) or is killed keeps its progress in its staging folder; ``resume=True`` continues it (refused, naming
+    what differs, unless the layers, model weights, dataset, batch size and format are the same); without
+    ``resume`` or ``overwrite`` a new extraction into ``out`` is refused while one is waiting to be resumed.
 
     ``format="safetensors"``: the same arrays as named tensors of one file ``out/features.safetensors`` (the
     manifest in its metadata too), copied from the streamed ``.npy`` files in chunks, which are then removed
@@ -273,6 +381,12 @@ def extract_features(
     """
     if format not in ("npy", "safetensors"):
         raise ValueError(f"format must be 'npy' or 'safetensors', got {format!r}")
+    indexed = _indexable(data)
+    if resume and not indexed:
+        raise ValueError(
+            "resume=True needs the data as an indexable dataset (a torch Dataset, read in order in batches of "
+            f"batch_size), not {type(data).__name__}: an iterable of batches cannot be restarted part-way"
+        )
     if num_classes is None:
         if classifier is None:
             raise ValueError("extract_features needs num_classes (to find the classifier) or classifier=")
@@ -284,20 +398,50 @@ def extract_features(
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     plan = monitor.plan()
+    identity = None
+    if indexed:
+        identity = {
+            "layers": list(plan.layers),
+            "num_samples": len(data),
+            "batch_size": int(batch_size),
+            "format": format,
+            "model": model_fingerprint(model),
+            "data": dataset_fingerprint(data),
+            "overwrite": bool(overwrite),
+        }
     with RunDir(out).lock() as lock:
         # out is ours now: what is left of a killed writer is not being written
+        found = staged.resumable_stagings(out)
+        if found and not (resume or overwrite):
+            raise _interrupted(out, found)
+        keep = found[-1:] if resume else []
         notes = [lock.note] if lock.note else []
-        for note in notes + staged.recover_staging(out) + _old_temporaries(out):
+        for note in notes + staged.recover_staging(out, keep=keep) + _old_temporaries(out):
             warnings.warn(f"{out}: {note}", UserWarning, stacklevel=2)
-        replaced = _earlier_extraction(out, _new_names(plan, format), overwrite)
-        stage = staged.StagedFolder(out, record=manifest.MANIFEST_NAME)
+        stage, progress, resumed = _open_stage(out, keep, resume, identity)
+        for note in resumed:
+            warnings.warn(f"{out}: {note}", UserWarning, stacklevel=2)
+        may_replace = overwrite or (progress is not None and progress.identity["overwrite"])
         try:
-            names = _stage_extraction(stage, model, monitor, plan, data, format)
+            replaced = _earlier_extraction(out, _new_names(plan, format), may_replace)
+        except BaseException:
+            if progress is None or not progress.rows:
+                stage.abort()
+            raise
+        job = None if progress is None else _Indexed(data, int(batch_size), int(workers), progress)
+        try:
+            names = _stage_extraction(stage, model, monitor, plan, data, format, job)
             stage.commit(replaces=replaced)
         except BaseException as err:
             written = stage.nbytes()
-            stage.abort()
             full = _no_room(err, out, written)
+            if job is not None and job.kept and full is None:  # the forward pass stopped: kept for a resume
+                err.add_note(
+                    f"nclab: the extraction into {out} stopped after {job.progress.rows} of {len(data)} samples; "
+                    f"its progress is kept in {stage.path}: continue it with resume=True (nclab extract ... --resume)"
+                )
+                raise
+            stage.abort()
             if full is not None:
                 raise full from err
             raise

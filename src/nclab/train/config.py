@@ -25,11 +25,14 @@ from pydantic import (
     model_validator,
 )
 
+from nclab.data.catalog import IMAGE_DATASETS, IMAGE_SPLITS
 from nclab.data.loaders import DATASETS
+from nclab.data.recipes import AUGMENT_RECIPES, MIXING_RECIPES
 from nclab.io.yaml_io import load_yaml, load_yaml_file
 from nclab.nets import NET_MODELS
 
 __all__ = [
+    "LATER_KEYS",
     "SEED_LIMIT",
     "ConfigError",
     "RunConfig",
@@ -67,6 +70,13 @@ class _Strict(BaseModel):
 
 
 class DataConfig(_Strict):
+    """The data of a run: an in-memory dataset of :data:`nclab.data.DATASETS` (``nclab.data.load``) or a streamed
+    image dataset of :data:`nclab.data.IMAGE_DATASETS` (``nclab.data.open_images``, decoded per item in
+    DataLoader workers). ``augment``: a recipe of :mod:`nclab.data.recipes` (``None``: none). Streamed datasets
+    need ``image_size`` (the side of the training crop and of the measured images) and take ``train_split`` /
+    ``test_split`` (default: ``test``, or ``val`` where the dataset has no ``test``), ``eval_resize``, and the
+    DataLoader's ``workers``, ``pin_memory`` (used on CUDA only) and ``persistent_workers``."""
+
     name: str = "digits"
     root: str | None = None
     per_class: PosInt | None = None  # balanced training subset (seeded by the run seed)
@@ -74,13 +84,68 @@ class DataConfig(_Strict):
     pad_to: PosInt | None = None  # [Han et al. 2022]: 32 for (Fashion-)MNIST
     normalize: StrictBool = True
     options: dict[str, Any] = Field(default_factory=dict)  # dataset-specific (gaussian: K, d, n, separation)
+    # issue 26 (written to config.yaml only when set, see RunConfig.to_dict)
+    augment: str | None = None  # a recipe of nclab.data.recipes.AUGMENT_RECIPES
+    image_size: PosInt | None = None  # streamed: side of the training crop and of the measured images
+    eval_resize: PosInt | None = None  # streamed: shorter side before the measured centre crop (default per recipe)
+    train_split: str = "train"  # streamed: the split trained on (oxford-pets: trainval)
+    test_split: str | None = None  # streamed: the held-out split (default test, or val)
+    workers: Annotated[int, Field(ge=0)] = 0  # streamed: DataLoader worker processes
+    pin_memory: StrictBool = False  # streamed, CUDA: page-locked batches, copied asynchronously
+    persistent_workers: StrictBool = False  # streamed: keep the workers alive between epochs
 
     @field_validator("name")
     @classmethod
     def _known(cls, v: str) -> str:
-        if v not in DATASETS:
-            raise ValueError(f"unknown dataset {v!r}; known: {', '.join(DATASETS)}")
+        if v not in DATASETS and v not in IMAGE_DATASETS:
+            raise ValueError(
+                f"unknown dataset {v!r}; in memory: {', '.join(DATASETS)}; streamed: {', '.join(IMAGE_DATASETS)}"
+            )
         return v
+
+    @field_validator("augment")
+    @classmethod
+    def _recipe(cls, v: str | None) -> str | None:
+        if v is not None and v not in AUGMENT_RECIPES:
+            raise ValueError(f"unknown augmentation recipe {v!r}; known: {', '.join(AUGMENT_RECIPES)}")
+        return v
+
+    @property
+    def streamed(self) -> bool:
+        """Whether the dataset is streamed from image files (else held in memory)."""
+        return self.name in IMAGE_DATASETS
+
+    def held_out_split(self) -> str:
+        """The split measured as ``test``: ``test_split``, else ``test`` or (datasets without one) ``val``."""
+        if self.test_split is not None:
+            return self.test_split
+        return "test" if "test" in IMAGE_SPLITS.get(self.name, ("test",)) else "val"
+
+    @model_validator(mode="after")
+    def _consistent(self) -> DataConfig:
+        if self.streamed:
+            if self.image_size is None:
+                raise _AtKey("image_size", f"the streamed dataset {self.name!r} needs image_size (e.g. 224)")
+            if self.pad_to is not None:
+                raise _AtKey("pad_to", "applies to the in-memory datasets; streamed images are resized to image_size")
+            splits = IMAGE_SPLITS[self.name]
+            for key, split in (("train_split", self.train_split), ("test_split", self.held_out_split())):
+                if split not in splits:
+                    raise _AtKey(key, f"{self.name!r} has splits {', '.join(splits)}, not {split!r}")
+            if self.persistent_workers and self.workers == 0:
+                raise _AtKey("persistent_workers", "needs workers > 0")
+            return self
+        for key in ("image_size", "eval_resize", "test_split"):
+            if getattr(self, key) is not None:
+                raise _AtKey(key, f"applies to the streamed datasets ({', '.join(IMAGE_DATASETS)}), not {self.name!r}")
+        if self.train_split != "train":
+            raise _AtKey("train_split", f"applies to the streamed datasets, not {self.name!r}")
+        if self.workers or self.pin_memory or self.persistent_workers:
+            what = "workers" if self.workers else ("pin_memory" if self.pin_memory else "persistent_workers")
+            raise _AtKey(what, f"applies to the streamed datasets: {self.name!r} is held in memory and sliced in place")
+        if self.augment is not None and self.name in ("gaussian", "features"):
+            raise _AtKey("augment", f"augments images; {self.name!r} holds vectors")
+        return self
 
 
 class HeadConfig(_Strict):
@@ -212,10 +277,11 @@ class OptimConfig(_Strict):
 class ScheduleConfig(_Strict):
     """Per-epoch learning rate: linear warmup from ``warmup_start_lr`` over ``warmup_epochs``, then
     ``constant``, ``multistep`` (x ``gamma`` at each milestone: explicit epochs ``milestones``, else
-    ``int(epochs * f)`` for ``f`` in ``milestone_fractions``; [Han et al. 2022]: 1/3, 2/3 of 350 = 116, 233) or
-    ``cosine`` (to ``min_lr``)."""
+    ``int(epochs * f)`` for ``f`` in ``milestone_fractions``; [Han et al. 2022]: 1/3, 2/3 of 350 = 116, 233),
+    ``cosine`` (to ``min_lr``) or ``exponential`` (x ``gamma`` every epoch after the warmup, floored at ``min_lr``;
+    [Xu & Liu 2023, Sec. 6.1]'s step schedule: 0.975)."""
 
-    name: Literal["constant", "multistep", "cosine"] = "multistep"
+    name: Literal["constant", "multistep", "cosine", "exponential"] = "multistep"
     milestones: list[PosInt] | None = None
     milestone_fractions: list[Annotated[float, Field(gt=0, lt=1)]] = Field(default_factory=lambda: [1 / 3, 2 / 3])
     gamma: PosFloat = 0.1
@@ -223,13 +289,46 @@ class ScheduleConfig(_Strict):
     warmup_start_lr: NonNegFloat = 1e-5
     min_lr: NonNegFloat = 0.0
 
+    @model_validator(mode="after")
+    def _gamma(self) -> ScheduleConfig:
+        # multistep's default 0.1 per epoch would end any run at lr ~ 0: exponential names its factor
+        if self.name == "exponential" and "gamma" not in self.model_fields_set:
+            raise _AtKey(
+                "gamma",
+                "schedule exponential needs its per-epoch factor gamma ([Xu & Liu 2023]'s step schedule: 0.975)",
+            )
+        return self
+
 
 class TrainConfig(_Strict):
+    """``batch_size`` is the global batch of one optimisation step: with ``grad_accum: k`` it is run as ``k``
+    micro-batches of ``batch_size / k`` whose gradients add up before the step (the same step up to rounding,
+    except for batch norm and ``ce_cosreg``'s regulariser, which see one micro-batch). ``precision``: ``fp32``,
+    ``bf16`` (autocast to bfloat16, CPU or CUDA) or ``fp16`` (autocast to float16 with a gradient scaler; CUDA
+    only); the measurements run under the same autocast, their statistics in float64. ``channels_last``: the
+    network and its image batches in NHWC memory order (faster convolutions on tensor cores)."""
+
     epochs: PosInt = 100
     batch_size: PosInt = 128
     drop_last: StrictBool = True  # the [Han et al. 2022] Colab skips the last incomplete batch
     threads: PosInt | None = None  # torch and numpy/scipy BLAS threads for the run (None: leave as they are)
     device: str = "cpu"  # "cuda" works; bit-identical resume is only promised on the CPU
+    # issue 26 (written to config.yaml only when set, see RunConfig.to_dict)
+    precision: Literal["fp32", "bf16", "fp16"] = "fp32"
+    channels_last: StrictBool = False
+    grad_accum: PosInt = 1  # micro-batches per optimisation step
+
+    @model_validator(mode="after")
+    def _consistent(self) -> TrainConfig:
+        if self.precision == "fp16" and not self.device.startswith("cuda"):
+            raise _AtKey(
+                "precision",
+                f"fp16 needs a CUDA device (float16 autocast with a gradient scaler), not {self.device!r}; "
+                "on the CPU use bf16",
+            )
+        if self.batch_size % self.grad_accum:
+            raise _AtKey("grad_accum", f"must divide train.batch_size={self.batch_size} (equal micro-batches)")
+        return self
 
     @field_validator("device")
     @classmethod
@@ -327,8 +426,44 @@ class RunConfig(_Strict):
     report: StrictBool = True  # write report.html at the end
     notes: str = ""
 
+    @model_validator(mode="after")
+    def _across_sections(self) -> RunConfig:
+        if self.data.augment in MIXING_RECIPES and self.loss.name == "ce_cosreg":
+            raise _AtKey(
+                "loss.name",
+                f"ce_cosreg's within-class regulariser needs one label per sample; data.augment: {self.data.augment} "
+                "mixes pairs of samples (use ce or mse, which take the mixed soft targets)",
+            )
+        return self
+
     def to_dict(self) -> dict[str, Any]:
-        return self.model_dump(mode="json")
+        """The resolved config as plain data (``config.yaml``, :func:`~nclab.train.trainer.run_id`). The keys of
+        :data:`LATER_KEYS` appear only when they differ from their defaults: a config written before they existed
+        reads, hashes and resumes as it did."""
+        out = self.model_dump(mode="json")
+        for section, keys in LATER_KEYS.items():
+            fields = type(getattr(self, section)).model_fields
+            for key in keys:
+                if out[section][key] == fields[key].get_default(call_default_factory=True):
+                    del out[section][key]
+        return out
+
+
+#: Keys added after run directories existed (issue 26: streamed data, augmentation, mixed precision), per section:
+#: :meth:`RunConfig.to_dict` leaves them out at their defaults.
+LATER_KEYS: dict[str, tuple[str, ...]] = {
+    "data": (
+        "augment",
+        "image_size",
+        "eval_resize",
+        "train_split",
+        "test_split",
+        "workers",
+        "pin_memory",
+        "persistent_workers",
+    ),
+    "train": ("precision", "channels_last", "grad_accum"),
+}
 
 
 # ------------------------------------------------------------------------------------------ resolution

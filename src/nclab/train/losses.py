@@ -1,4 +1,9 @@
-"""Training losses. Each is ``loss(logits (B, K), y (B,), features (B, d)) -> scalar``.
+"""Training losses. Each is ``loss(logits (B, K), y, features (B, d)) -> scalar``, ``y`` the labels ``(B,)`` or
+soft targets ``(B, K)`` (rows of class probabilities: a mixup / CutMix batch, :mod:`nclab.data.mixing`).
+
+Soft targets ``T``: ``ce`` is ``-(T * log_softmax(logits / tau)).sum(1).mean()`` (``F.cross_entropy`` with
+probabilities), with no further label smoothing (the mixed targets carry the run's smoothing already); ``mse``
+regresses ``target_scale x T``; ``ce_cosreg`` refuses them (its regulariser needs one class per sample).
 
 MSE scale convention ([Han et al. 2022], [Han et al. 2022]). [Han et al. 2022] writes the loss as
 ``L = (1/2) Ave_i ||W h_i + b - y_i||^2 + (lambda/2)(||W||^2 + ||b||^2)`` (eq. (2)) but trains with
@@ -75,7 +80,7 @@ def make_loss(cfg: LossConfig, num_classes: int) -> LossFn:
         scale, half = cfg.target_scale, cfg.reduction == "sum_half"
 
         def mse(logits: torch.Tensor, y: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
-            target = F.one_hot(y, num_classes).to(logits.dtype) * scale
+            target = (y.to(logits.dtype) if y.ndim == 2 else F.one_hot(y, num_classes).to(logits.dtype)) * scale
             if half:
                 return 0.5 * (logits - target).pow(2).sum(dim=1).mean()
             return F.mse_loss(logits, target)
@@ -87,8 +92,13 @@ def make_loss(cfg: LossConfig, num_classes: int) -> LossFn:
     with_reg = cfg.name == "ce_cosreg" and weight > 0
 
     def ce(logits: torch.Tensor, y: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
-        loss = F.cross_entropy(logits / tau if tau != 1.0 else logits, y, label_smoothing=ls)
+        soft = y.ndim == 2
+        loss = F.cross_entropy(logits / tau if tau != 1.0 else logits, y, label_smoothing=0.0 if soft else ls)
         if with_reg:
+            if soft:
+                raise ValueError(
+                    "ce_cosreg needs class labels (B,), not soft targets (B, K): its regulariser is per class"
+                )
             loss = loss + weight * within_class_cosine_penalty(h, y, num_classes, variant)
         return loss
 

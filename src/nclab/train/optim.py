@@ -36,7 +36,17 @@ def lr_at(epoch_index: int, base_lr: float, cfg: ScheduleConfig, epochs: int) ->
 
     Warmup: ``start + (base - start) i / warmup`` for ``i < warmup``. Then ``multistep``:
     ``base * gamma^#{m <= i}`` (``torch.optim.lr_scheduler.MultiStepLR`` stepped per epoch); ``cosine``:
-    ``min + (base - min)(1 + cos(pi (i - warmup) / (epochs - warmup))) / 2``; ``constant``: ``base``."""
+    ``min + (base - min)(1 + cos(pi (i - warmup) / (epochs - warmup))) / 2``; ``exponential``:
+    ``max(min, base * gamma^(i - warmup))`` (``ExponentialLR`` stepped per epoch from the end of the warmup;
+    [Xu & Liu 2023, Sec. 6.1]: x 0.975 per epoch after a 10-epoch warmup); ``constant``: ``base``.
+
+    Examples
+    --------
+    >>> from nclab.train.config import ScheduleConfig
+    >>> step = ScheduleConfig(name="exponential", gamma=0.975, warmup_epochs=10, warmup_start_lr=1e-5)
+    >>> [round(lr_at(i, 0.1, step, 300), 6) for i in (0, 5, 10, 11, 50)]
+    [1e-05, 0.050005, 0.1, 0.0975, 0.036323]
+    """
     w = cfg.warmup_epochs
     if epoch_index < w:
         return cfg.warmup_start_lr + (base_lr - cfg.warmup_start_lr) * epoch_index / w
@@ -45,4 +55,6 @@ def lr_at(epoch_index: int, base_lr: float, cfg: ScheduleConfig, epochs: int) ->
     if cfg.name == "cosine":
         span = max(epochs - w, 1)
         return cfg.min_lr + (base_lr - cfg.min_lr) * (1 + math.cos(math.pi * (epoch_index - w) / span)) / 2
+    if cfg.name == "exponential":
+        return max(cfg.min_lr, base_lr * cfg.gamma ** (epoch_index - w))
     return base_lr

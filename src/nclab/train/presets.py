@@ -10,8 +10,17 @@ fractions scale with it) for a 2-core machine. Data and model are left to the ru
   override ``optim.lr``), /10 at epochs 117 and 233;
 * ``xu2023-vci`` [Xu & Liu 2023, Sec. 3.2]: CE, SGD Nesterov 0.9, wd 8e-5, batch 256, lr 0.1, 10-epoch linear warmup
   from 1e-5, cosine, 300 epochs;
+* ``xu2023-vci-step`` [Xu & Liu 2023, Sec. 6.1]: the same with the step schedule, lr x 0.975 every epoch after the
+  warmup (``schedule.name: exponential``);
+* ``xu2023-deit`` [Xu & Liu 2023, Sec. 6.1] after [Touvron et al. 2021]: AdamW, lr 1e-3 at batch 1024, wd 0.05,
+  5-epoch linear warmup from 1e-6, cosine to 1e-5, label smoothing 0.1, ``data.augment: deit`` (random-resized
+  crop, flip, AutoAugment in place of RandAugment, random erasing 0.25, mixup 0.8 / CutMix 1.0), 300 epochs; set
+  ``model.options.drop_path_rate: 0.1`` on the DeiT (stochastic depth is a network option);
 * ``jiang2023-gnc`` ([Jiang et al. 2024, Fig. 2] / B.3): cosine head tau 0.1, CE, SGD 0.9, wd 5e-4, lr 0.1, cosine, 200
   epochs.
+
+The batch sizes are the papers' global batches; with fewer devices, ``train.grad_accum`` keeps the global batch
+(and the lr that goes with it).
 """
 
 from __future__ import annotations
@@ -49,6 +58,19 @@ PRESETS: dict[str, dict[str, Any]] = {
         "schedule": {"name": "cosine", "warmup_epochs": 10, "warmup_start_lr": 1e-5},
         "train": {"epochs": 300, "batch_size": 256},
     },
+    "xu2023-vci-step": {
+        "loss": {"name": "ce"},
+        "optim": {"name": "sgd", "momentum": 0.9, "nesterov": True, "weight_decay": 8e-5, "lr": 0.1},
+        "schedule": {"name": "exponential", "gamma": 0.975, "warmup_epochs": 10, "warmup_start_lr": 1e-5},
+        "train": {"epochs": 300, "batch_size": 256},
+    },
+    "xu2023-deit": {
+        "data": {"augment": "deit"},
+        "loss": {"name": "ce", "label_smoothing": 0.1},
+        "optim": {"name": "adamw", "lr": 1e-3, "weight_decay": 0.05, "betas": [0.9, 0.999]},
+        "schedule": {"name": "cosine", "warmup_epochs": 5, "warmup_start_lr": 1e-6, "min_lr": 1e-5},
+        "train": {"epochs": 300, "batch_size": 1024},
+    },
     "jiang2023-gnc": {
         "model": {"head": {"kind": "cosine", "tau": 0.1}},
         "loss": {"name": "ce"},
@@ -59,7 +81,15 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 
 # CPU variants: epochs cut; explicit milestones rescaled to the same fractions of the run.
-_CPU_EPOCHS = {"han2022-mse": 60, "han2022-ce": 60, "wang2024-pfc": 60, "xu2023-vci": 50, "jiang2023-gnc": 40}
+_CPU_EPOCHS = {
+    "han2022-mse": 60,
+    "han2022-ce": 60,
+    "wang2024-pfc": 60,
+    "xu2023-vci": 50,
+    "xu2023-vci-step": 50,
+    "xu2023-deit": 50,
+    "jiang2023-gnc": 40,
+}
 
 
 def preset_dict(name: str) -> dict[str, Any]:

@@ -6,6 +6,11 @@ on the train split (and the test split), then an atomic checkpoint and an atomic
 The run's state lives in one :class:`Trainer` (``epoch()``, ``measure()``, ``checkpoint()``, its
 :class:`RunState`); :func:`train` prepares the folder and loops over it.
 
+The mini-batches come from :mod:`nclab.train.feeds` (in-memory slices, or a DataLoader over image files;
+augmented and mixed as ``data.augment`` says). Each optimisation step runs ``train.grad_accum`` micro-batches
+whose gradients add up to the batch's; the forward passes of training, of the measurements and of the zero-error
+check run under the autocast of ``train.precision`` (``fp16`` with a gradient scaler), the statistics in float64.
+
 Measured epochs: 0 (initialisation), the last epoch, ``measure.num_log`` log-spaced epochs, and the first epoch
 whose **eval-mode** training error is exactly 0 (the start of the terminal phase, TPT). That error is checked
 exactly (a forward pass over the train split) after every epoch whose running training error (train mode,
@@ -31,6 +36,8 @@ unknown layer, impossible sizes) removes the folder it created, so no half-made 
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import json
 import math
 import pickle
@@ -48,7 +55,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from nclab._threads import blas_threads, torch_threads
-from nclab.data import ArrayDataset, CorruptDatasetError, load
+from nclab.data import CorruptDatasetError
 from nclab.io.atomic import atomic_write_bytes, atomic_write_text
 from nclab.io.run_table import OUTPUT_LAYER, MetricRow, read_run_id, write_metrics
 from nclab.io.rundir import RunDir, run_id_of
@@ -58,9 +65,9 @@ from nclab.io.yaml_io import load_yaml_file
 from nclab.measure import (
     MeasurePlan,
     SplitMeasurement,
+    autocast,
     find_classifier,
     is_distributed,
-    measure_split,
     measurement_epochs,
     rank,
     resolve_layers,
@@ -70,6 +77,7 @@ from nclab.theory.mse import mse_decomposition_from_stats
 from nclab.train import distributed as ddp
 from nclab.train.checkpoint import checkpoint_bytes, columns_to_rows, load_checkpoint
 from nclab.train.config import ConfigError, RunConfig, check_device_available, resolve_config
+from nclab.train.feeds import EvalSplit, RunData, TrainingBatch, load_run_data
 from nclab.train.losses import LossFn, make_loss, paper004_lambda
 from nclab.train.optim import lr_at, make_optimizer
 from nclab.train.rundir import (
@@ -82,10 +90,13 @@ from nclab.train.rundir import (
 )
 from nclab.validation import check_output_dir
 
-__all__ = ["PLAIN_PROGRESS_EVERY_S", "RunResult", "RunState", "Trainer", "run_id", "train"]
+__all__ = ["AUTOCAST_DTYPES", "PLAIN_PROGRESS_EVERY_S", "RunResult", "RunState", "Trainer", "run_id", "train"]
 
 #: Least seconds between two plain progress lines (stdout not a terminal); a batch log stays short.
 PLAIN_PROGRESS_EVERY_S = 5.0
+
+#: ``train.precision`` -> the ``torch.autocast`` dtype of the forward passes (``None``: float32, no autocast).
+AUTOCAST_DTYPES: dict[str, torch.dtype | None] = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
 def run_id(config: RunConfig) -> str:
@@ -196,8 +207,13 @@ class Trainer:
             raise ConfigError(str(err)) from None
         if cfg.measure.geodesic and is_distributed():
             raise ConfigError("measure.geodesic needs every training sample's features in one process: not under DDP")
-        self.train_data, self.test_data = self._load_data()
+        #: the training feed and the measured splits (:mod:`nclab.train.feeds`)
+        self.data = self._load_data()
+        #: ``torch.autocast`` dtype of the forward passes (training and measurements), or None (``fp32``)
+        self.autocast_dtype = AUTOCAST_DTYPES[cfg.train.precision]
         self.model, self.opt, self.loss_fn = self._build()
+        #: fp16's loss scaler (its state goes with the checkpoint), else None
+        self.scaler = torch.amp.GradScaler(self.device.type) if cfg.train.precision == "fp16" else None
         #: ``forward(x) -> (logits, h)``; in DistributedDataParallel under DDP (``self.model`` stays the bare net)
         self.step = ddp.training_module(self.model, self.device)
         E, m = cfg.train.epochs, cfg.measure
@@ -209,10 +225,10 @@ class Trainer:
         if saved is not None:
             self._restore(saved)
         else:
-            lam = paper004_lambda(cfg.optim.weight_decay, self.train_data.num_classes, cfg.loss.reduction)
+            lam = paper004_lambda(cfg.optim.weight_decay, self.data.num_classes, cfg.loss.reduction)
             self.log(
                 f"start: {cfg.name} ({cfg.data.name}, {cfg.model.name}, loss {cfg.loss.name}); "
-                f"N_train={len(self.train_data)}; [Han et al. 2022] lambda of this objective = {lam:g}"
+                f"N_train={len(self.data.train)}; [Han et al. 2022] lambda of this objective = {lam:g}"
             )
         # the table is the checkpoint's own write (write_metrics); the other sinks get each measurement's rows
         self.sinks: list[MetricSink] = [make_sink(s, self.out) for s in cfg.log.sinks if s != "table" and self.main]
@@ -326,15 +342,13 @@ class Trainer:
         plan = self.measure_plan()
         ref = None
         train_error = math.nan
-        for split, data in (("train", self.train_data), ("test", self.test_data)):
+        for split, data in self.data.splits.items():
             if split not in m.splits or data is None:
                 continue
-            part = ddp.eval_shard(len(data), m.batch_size)
-            task = self.bar.add_task(f"measure {split}", total=2 * len(data.y[part]), info=f"epoch {epoch}")
-            x, y = data.x[part].to(self.device), data.y[part].to(self.device)
+            task = self.bar.add_task(f"measure {split}", total=2 * data.shard_size(m.batch_size), info=f"epoch {epoch}")
             advance = lambda n, t=task: self.bar.advance(t, n)  # noqa: E731
             here = replace(plan, advance=advance, geodesic=plan.geodesic and split == "train")  # geodesic: train only
-            res = measure_split(self.model, (x, y), here, reference=ref)
+            res = data.measure(self.model, here, ref)
             self.bar.remove_task(task)
             if split == "train":
                 ref, train_error = res.stats, res.error
@@ -355,10 +369,10 @@ class Trainer:
         layers = None if m.layers == "all" else ([model.penultimate_name] if m.layers == "penultimate" else m.layers)
         return MeasurePlan.of(
             model,
-            self.train_data.num_classes,
+            self.data.num_classes,
             layers=layers,
             penultimate=model.penultimate_name,
-            loss_fn=self.loss_fn,
+            loss_fn=self.loss_fn if self.autocast_dtype is None else self._loss,
             full_layers=m.full_layers,
             conventions=m.conventions,
             batch_size=m.batch_size,
@@ -366,22 +380,20 @@ class Trainer:
             threads=m.blas_threads,
             geodesic=m.geodesic,
             distributed=is_distributed(),
+            autocast_dtype=self.autocast_dtype,
         )
 
     @torch.no_grad()
     def eval_error(self) -> float:
-        """Eval-mode error of the model on the training split (the exact zero-error check)."""
-        model, data = self.model, self.train_data
+        """Eval-mode error of the model on the training split (the exact zero-error check), in the run's
+        precision."""
+        model, data = self.model, self.data.splits["train"]
+        assert data is not None
         model.eval()
-        bs = self.cfg.measure.batch_size
-        part = ddp.eval_shard(len(data), bs)
-        x, y, wrong = data.x[part], data.y[part], 0
-        for s in range(0, len(y), bs):
-            out = model(x[s : s + bs].to(self.device))
-            wrong += int((out.argmax(1) != y[s : s + bs].to(self.device)).sum())
+        wrong = data.wrong(model, self.cfg.measure.batch_size, self.autocast_dtype)
         model.train()
         (wrong,) = ddp.sum_all(wrong)
-        return wrong / len(data)
+        return wrong / data.num_samples
 
     def checkpoint(self) -> None:
         """Write ``checkpoints/last.pt`` (copied to ``epoch_NNNN.pt`` at a measured epoch with
@@ -404,6 +416,8 @@ class Trainer:
             "run_id": self.run_id,
             "config": self.cfg.to_dict(),
         }
+        if self.scaler is not None:  # fp16: the loss scale goes on where it was
+            payload["grad_scaler"] = self.scaler.state_dict()
         data = checkpoint_bytes(payload)
         atomic_write_bytes(self.run_dir.checkpoint, data)
         if self.cfg.checkpoint.keep_measured and st.epoch in st.measured:
@@ -414,7 +428,7 @@ class Trainer:
     def finish(self) -> RunResult:
         """Write ``summary.json`` (and ``report.html`` with ``config.report``; rank 0 only); the run's
         :class:`RunResult`."""
-        cfg, st, model, data = self.cfg, self.state, self.model, self.train_data
+        cfg, st, model, data = self.cfg, self.state, self.model, self.data
         if not self.main:
             return RunResult(self.out, cfg, st.zero_error_epoch, st.measured, st.rows, model.penultimate_name)
         summary = {
@@ -426,8 +440,8 @@ class Trainer:
             "penultimate": model.penultimate_name,
             "layers": list(model.measured_layers()),
             "num_classes": data.num_classes,
-            "train_samples": len(data),
-            "test_samples": None if self.test_data is None else len(self.test_data),
+            "train_samples": len(data.train),
+            "test_samples": None if data.splits["test"] is None else data.splits["test"].num_samples,
             "paper004_lambda": paper004_lambda(cfg.optim.weight_decay, data.num_classes, cfg.loss.reduction),
             "timings": st.timings,
         }
@@ -454,22 +468,26 @@ class Trainer:
         )
 
     # ------------------------------------------------------------------ pieces
-    def _load_data(self) -> tuple[ArrayDataset, ArrayDataset | None]:
-        d = self.cfg.data
-        common = dict(root=d.root, seed=self.cfg.seed, pad_to=d.pad_to, normalize=d.normalize, **d.options)
+    def _load_data(self) -> RunData:
         try:
-            train = load(d.name, "train", per_class=d.per_class, **common)
-            test = None
-            if "test" in self.cfg.measure.splits:
-                test = load(d.name, "test", per_class=d.test_per_class, **common)
+            return load_run_data(self.cfg, self.device, self.batch_size)
         except CorruptDatasetError:
             raise
         except (ValueError, TypeError) as err:  # a value only the loader can judge (per_class vs the data)
             raise ConfigError(f"invalid config:\n  data: {err}") from None
-        return train, test
 
     def _build(self) -> tuple[CollapseNet, torch.optim.Optimizer, LossFn]:
-        cfg, data = self.cfg, self.train_data
+        cfg, data = self.cfg, self.data
+        if cfg.train.channels_last and len(data.input_shape) != 3:
+            raise ConfigError(
+                f"invalid config:\n  train.channels_last: needs image inputs (C, H, W); {cfg.data.name} has inputs "
+                f"of shape {data.input_shape}"
+            )
+        if self.batch_size % cfg.train.grad_accum:
+            raise ConfigError(
+                f"invalid config:\n  train.grad_accum: {cfg.train.grad_accum} does not divide this process's batch "
+                f"of {self.batch_size} (train.batch_size={cfg.train.batch_size} over the processes)"
+            )
         torch.manual_seed(cfg.seed)  # model initialisation (and CMF head rows) depend on the seed only
         try:
             model = build_model(
@@ -487,11 +505,15 @@ class Trainer:
             except KeyError as err:
                 raise ConfigError(f"invalid config:\n  measure.layers: {err.args[0]}") from None
         model.to(self.device)
+        if cfg.train.channels_last:
+            model.to(memory_format=torch.channels_last)
         return model, make_optimizer(model, cfg.optim), make_loss(cfg.loss, data.num_classes)
 
     def _restore(self, saved: dict[str, Any]) -> None:
         self.model.load_state_dict(saved["model"])
         self.opt.load_state_dict(saved["optimizer"])
+        if self.scaler is not None and "grad_scaler" in saved:
+            self.scaler.load_state_dict(saved["grad_scaler"])
         torch.set_rng_state(saved["torch_rng"])
         st = self.state
         st.rows = [MetricRow(*r) for r in columns_to_rows(saved["rows"])]  # as loaded, or a raw torch.load
@@ -502,42 +524,69 @@ class Trainer:
 
     def _train_pass(self, epoch: int) -> tuple[float, float]:
         """One epoch of mini-batch training in the order drawn from ``(seed, epoch)``; the running (train-mode)
-        loss and error."""
-        cfg, data, model, bs = self.cfg.train, self.train_data, self.model, self.batch_size
-        if is_distributed():
-            perm = ddp.train_order(len(data), self.cfg.seed, epoch)
-        else:
-            gen = torch.Generator().manual_seed(self.cfg.seed * 1_000_003 + epoch)
-            perm = torch.randperm(len(data), generator=gen)
-        n_batches = len(perm) // bs if cfg.drop_last else math.ceil(len(perm) / bs)
+        loss and error (against the unmixed labels)."""
+        cfg, feed, model = self.cfg.train, self.data.train, self.model
+        n_batches = feed.num_batches()
         if n_batches == 0:
             raise ConfigError(
-                f"train.batch_size={cfg.batch_size} exceeds the {len(data)} training samples with drop_last: no batch"
+                f"train.batch_size={cfg.batch_size} exceeds the {len(feed)} training samples with drop_last: no batch"
             )
         self.bar.reset(self._batch_task, total=n_batches, info="")
-        observe = getattr(model.head, "observe", None)
         model.train()
         tot_loss, tot_wrong, seen = 0.0, 0, 0
-        for i in range(n_batches):
-            idx = perm[i * bs : (i + 1) * bs]
-            xb, yb = data.x[idx].to(self.device), data.y[idx].to(self.device)
-            logits, h = self.step(xb)
-            loss = self.loss_fn(logits, yb, h)
-            self.opt.zero_grad(set_to_none=True)
-            loss.backward()
-            self.opt.step()
-            if observe is not None:
-                observe(h.detach(), yb)
-            tot_loss += float(loss.detach()) * len(yb)
-            tot_wrong += int((logits.detach().argmax(1) != yb).sum())
-            seen += len(yb)
+        for batch in feed.batches(epoch):
+            loss_sum, wrong = self._optimise(batch)
+            tot_loss += loss_sum
+            tot_wrong += wrong
+            seen += len(batch.y)
             self.bar.advance(self._batch_task)
         tot_loss, tot_wrong, seen = ddp.sum_all(tot_loss, tot_wrong, seen)
         if not math.isfinite(tot_loss):
             raise FloatingPointError(f"training diverged at epoch {epoch} (loss {tot_loss / seen}); lower optim.lr")
         return tot_loss / seen, tot_wrong / seen
 
-    def _mse_decomposition(self, res: SplitMeasurement, data: ArrayDataset) -> list[tuple[str, float]]:
+    def _loss(self, logits: torch.Tensor, target: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+        """The loss in float32 whatever the autocast dtype of the forward pass (``.float()`` is a no-op on float32)."""
+        return self.loss_fn(logits.float(), target, h.float())
+
+    def _optimise(self, batch: TrainingBatch) -> tuple[float, int]:
+        """One optimisation step on ``batch``: ``train.grad_accum`` micro-batches (each loss weighted by its share
+        of the batch, so the gradients add up to the whole batch's), under the run's autocast, then the step (through
+        the fp16 loss scaler when there is one). Returns the batch's summed loss and its misclassified count."""
+        model, k, n = self.model, self.cfg.train.grad_accum, len(batch.y)
+        edges = [j * n // k for j in range(k + 1)]
+        parts = [slice(a, b) for a, b in itertools.pairwise(edges) if b > a]
+        observe = getattr(model.head, "observe", None)
+        seen: list[tuple[torch.Tensor, torch.Tensor]] = []
+        self.opt.zero_grad(set_to_none=True)
+        loss_sum, wrong = 0.0, 0
+        for j, part in enumerate(parts):
+            x, y, target = batch.x[part], batch.y[part], batch.target[part]
+            if self.cfg.train.channels_last and x.ndim == 4:
+                x = x.contiguous(memory_format=torch.channels_last)
+            # DDP: all-reduce the gradients once, after the last micro-batch
+            last = j == len(parts) - 1
+            sync = contextlib.nullcontext() if last or not hasattr(self.step, "no_sync") else self.step.no_sync()
+            with sync:
+                with autocast(model, self.autocast_dtype):
+                    logits, h = self.step(x)
+                loss = self._loss(logits, target, h)
+                scaled = loss if len(parts) == 1 else loss * (len(y) / n)
+                (scaled if self.scaler is None else self.scaler.scale(scaled)).backward()
+            if observe is not None:
+                seen.append((h.detach().float(), y))
+            loss_sum += float(loss.detach()) * len(y)
+            wrong += int((logits.detach().argmax(1) != y).sum())
+        if self.scaler is None:
+            self.opt.step()
+        else:
+            self.scaler.step(self.opt)
+            self.scaler.update()
+        for h, y in seen:  # the CMF head's class means, after the step as before accumulation existed
+            observe(h, y)
+        return loss_sum, wrong
+
+    def _mse_decomposition(self, res: SplitMeasurement, data: EvalSplit) -> list[tuple[str, float]]:
         """The [Han et al. 2022] loss decomposition (Fig. 2) of an MSE run at the penultimate layer: L = L_NC1 + L_NC2/3
         +
         L_perp, with the lambda this run trains with (``paper004_lambda``). Only for MSE on unit one-hot targets
