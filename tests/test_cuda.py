@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+from nclab.io.run_table import OUTPUT_LAYER
 from nclab.stats import ClassStats, NCCAccumulator
 from tests.conftest import brute_stats
 
@@ -245,8 +246,8 @@ def test_training_on_cuda_measures_like_the_cpu(tmp_path):
         runs[device] = train(cfg, tmp_path / device, progress=False)
     cpu, gpu = runs["cpu"], runs["cuda"]
     assert gpu.measured_epochs == cpu.measured_epochs
-    for metric in ("nc1", "error"):
-        a, b = cpu.series(metric), gpu.series(metric)
+    for metric, layer in (("nc1", None), ("error", OUTPUT_LAYER)):  # error is a network row, not a layer's
+        a, b = cpu.series(metric, layer), gpu.series(metric, layer)
         assert 0 in b and 0 in a, (metric, sorted(a), sorted(b), (tmp_path / "cuda" / "log.txt").read_text())
         assert np.isfinite(list(b.values())).all()
         np.testing.assert_allclose(b[0], a[0], rtol=1e-4, atol=1e-6, err_msg=metric)
