@@ -131,7 +131,7 @@ class PartialNpy(NpyAppender):
     >>> path = pathlib.Path(tempfile.mkdtemp()) / "h.npy"
     >>> w = PartialNpy(path, np.float32)
     >>> w.append(np.ones((2, 3))); w.sync(); w.append(np.full((5, 3), 7.0)); w.abort(keep=True)  # a crash
-    >>> w = PartialNpy(path, np.float32, rows=2, dim=3)  # continue after the 2 rows synced
+    >>> w = PartialNpy(path, np.float32, rows=2, columns=3)  # continue after the 2 rows synced
     >>> w.append(np.zeros((1, 3))); _ = w.close()
     >>> np.load(path).sum(), w.sha256 == hashlib.sha256(np.load(path).tobytes()).hexdigest()
     (np.float32(6.0), True)
@@ -143,7 +143,7 @@ class PartialNpy(NpyAppender):
         self.dtype = np.dtype(dtype)
         self._digest = hashlib.sha256()
         if rows == 0:
-            self.rows, self.dim = 0, None
+            self.rows, self.columns = 0, None
             self._fh = open(self.part, "wb")
             self._fh.write(_header(self.dtype, (0,)))
             return
