@@ -128,7 +128,7 @@ def test_bad_parameters(kwargs, match):
 
 
 def test_the_old_numbered_convention_names_are_refused_with_the_new_name():
-    """"001" / "002" were internal numbers; they name the scaling now, and an old name says which one it became."""
+    """ "001" / "002" were internal numbers; they name the scaling now, and an old name says which one it became."""
     for old, new in (("001", "penalty_sum"), ("002", "penalty_mean")):
         with pytest.raises(ValueError, match=f"lambda convention '{old}' is now called '{new}'"):
             conventions.to_canonical({"W": 0.1}, old, K=3, n=2)
