@@ -92,7 +92,10 @@ class Lane:
         """The float64 accumulators of a lane other than lane 0 (zeros until it adds rows)."""
         if self._own is None:
             K, d = self.spec.num_classes, self.spec.dim
-            z = lambda *shape: torch.zeros(shape, dtype=torch.float64, device=self.device)  # noqa: E731
+
+            def z(*shape: int) -> torch.Tensor:
+                return torch.zeros(shape, dtype=torch.float64, device=self.device)
+
             self._own = {"sum_dev": z(K, d), "sq_dev": z(K)}
             if self.spec.unit_sums:
                 self._own["unit_sums"] = z(K, d)

@@ -240,7 +240,8 @@ class Accumulator(ABC):
         return [n for n, s in self._specs.items() if s.reduce == "shift"]
 
     def _child(self, name: str) -> Accumulator:
-        return getattr(self, name)
+        child: Accumulator = getattr(self, name)
+        return child
 
     def _check_mergeable(self, other: Accumulator) -> None:
         if type(other) is not type(self):
@@ -485,7 +486,8 @@ class Accumulator(ABC):
             data = st_save({k: np.array(v, order="C") for k, v in arrays.items()}, metadata=meta)  # keeps 0-d
         else:
             buf = io.BytesIO()
-            np.savez(buf, **{_META + k: np.array(v) for k, v in meta.items()}, **arrays)
+            # allow_pickle spelled out (its default): the stubs would otherwise let the ** mappings fill it
+            np.savez(buf, allow_pickle=True, **{_META + k: np.array(v) for k, v in meta.items()}, **arrays)
             data = buf.getvalue()
         return atomic_write_bytes(path, data)
 

@@ -609,10 +609,10 @@ class ClassStats(Accumulator):
         anywhere in a row makes its norm non-finite, which rejects the batch before any accumulator changes (a
         rejected batch leaves no trace)."""
         # on the CPU in chunks: the float64 upcast inside the norm stays in cache
-        rows = x.shape[0] if _kernels.accelerated(x.device) else chunk_rows(x.shape[0], self.dim)
+        chunk = x.shape[0] if _kernels.accelerated(x.device) else chunk_rows(x.shape[0], self.dim)
         parts = [
-            torch.linalg.vector_norm(x[i : i + rows], dim=1, keepdim=True, dtype=torch.float64)
-            for i in range(0, x.shape[0], rows)
+            torch.linalg.vector_norm(x[i : i + chunk], dim=1, keepdim=True, dtype=torch.float64)
+            for i in range(0, x.shape[0], chunk)
         ]
         norms = parts[0] if len(parts) == 1 else torch.cat(parts)
         lo, hi = (float(v) for v in torch.stack(tuple(torch.aminmax(norms))).tolist())  # one device sync
