@@ -276,7 +276,7 @@ def _scan(W: np.ndarray, num: int | None, block: int = 256) -> tuple[np.ndarray,
         G = W[rows] @ W.T
         G[np.arange(rows.size), rows] = -np.inf
         lb[rows] = (sq[rows] - G.max(axis=1)) / np.where(norms[rows] > 0, norms[rows], 1.0)
-        if cand is not None:
+        if cand is not None and num is not None:  # both or neither
             D = sq[None, :] - 2.0 * G  # ||w_k - w_j||^2 - ||w_k||^2 (same order per row); diagonal +inf
             cand[rows] = np.argpartition(D, num - 1, axis=1)[:, :num]
     return lb, cand
@@ -343,7 +343,8 @@ def _project_simplex(V: np.ndarray) -> np.ndarray:
     idx = np.arange(1, V.shape[1] + 1)
     r = np.count_nonzero(U - css / idx > 0, axis=1)
     theta = css[np.arange(V.shape[0]), r - 1] / r
-    return np.maximum(V - theta[:, None], 0.0)
+    P: np.ndarray = np.maximum(V - theta[:, None], 0.0)
+    return P
 
 
 def _batched_bounds(

@@ -466,7 +466,7 @@ def classifier_accuracy_on_means(stats: StatsLike | Any, *, W: Any, b: Any = Non
     Wr = as_rows(W, name="W")
     if Wr.shape != M.shape:
         raise ValueError(f"W has shape {Wr.shape}, but the class means have shape {M.shape}")
-    K = M.shape[0]
+    K: int = M.shape[0]
     bias = None
     if b is not None:
         bias = check_finite(b, name="b")

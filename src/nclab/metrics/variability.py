@@ -30,6 +30,7 @@ import numpy as np
 
 from nclab.metrics._linalg import (
     DEFAULT_RTOL,
+    PsdPinv,
     RankPolicy,
     check_rtol,
     psd_pinv,
@@ -51,7 +52,7 @@ def _check_rank(rank: RankPolicy) -> None:
         raise ValueError(f"rank must be >= 1, got {rank}")
 
 
-def _pinv_b(stats: ClassMoments, weighting: Weighting, rank: RankPolicy, rtol: float):
+def _pinv_b(stats: ClassMoments, weighting: Weighting, rank: RankPolicy, rtol: float) -> PsdPinv:
     _check_rank(rank)
     eig = stats_between_eig(stats, weighting)
     return psd_pinv(eig=eig, rank=rank, max_rank=min(stats.dim, stats.num_classes - 1), rtol=rtol)
