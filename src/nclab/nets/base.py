@@ -120,7 +120,10 @@ class CollapseNet(nn.Module):
     @property
     def classifier_weight(self) -> torch.Tensor:
         """``W (K, d)`` of the head (rows = classes)."""
-        return self.head.weight
+        weight = self.head.weight
+        if not isinstance(weight, torch.Tensor):
+            raise TypeError(f"the head {type(self.head).__name__} has no weight tensor (its classifier W)")
+        return weight
 
     @property
     def classifier_bias(self) -> torch.Tensor | None:
