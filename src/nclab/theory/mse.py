@@ -363,7 +363,7 @@ def decomposition_table(
     ``"H"`` and ``"y"`` arrays; optional ``"data_loss"`` (see :func:`mse_decomposition_from_stats`) and
     ``"train_error"`` (copied through, for the zero-error line). Returns rows ``{"epoch", *DECOMPOSITION_KEYS}``.
     """
-    rows = []
+    rows: list[dict[str, float]] = []
     for rec in records:
         if "stats" in rec:
             out = mse_decomposition_from_stats(

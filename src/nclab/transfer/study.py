@@ -592,7 +592,12 @@ def run_study(
             cfg = spec.run_config(group, value, seed)
             tid = run_id(cfg)
             t = time.perf_counter()
-            row = {"run": run_name(group, value, seed), "trial_id": tid, "group": group.name, "axis": group.axis}
+            row: dict[str, Any] = {
+                "run": run_name(group, value, seed),
+                "trial_id": tid,
+                "group": group.name,
+                "axis": group.axis,
+            }
             row.update(value=value, seed=seed)
             row.update(evaluate_run(sweep_dir / tid, cfg, spec.downstream, spec.probe))
             notes += [f"{row['run']}: {note}" for note in row.pop("notes")]
