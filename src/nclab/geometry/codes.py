@@ -53,6 +53,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 from scipy.optimize import minimize
 from threadpoolctl import threadpool_limits
 
@@ -639,7 +640,7 @@ def softmax_code_search(
     )
 
 
-def softmax_code(d: int, K: int, *, restarts: int = 16, seed: int = 0, **kwargs: Any) -> np.ndarray:
+def softmax_code(d: int, K: int, *, restarts: int = 16, seed: int = 0, **kwargs: Any) -> NDArray[np.float64]:
     """``(K, d)``: the best Softmax Code of :func:`softmax_code_search` (unit rows)."""
     return softmax_code_search(d, K, restarts=restarts, seed=seed, **kwargs).W
 
@@ -682,6 +683,6 @@ def tammes_search(
     )
 
 
-def tammes(d: int, K: int, *, restarts: int = 16, seed: int = 0, **kwargs: Any) -> np.ndarray:
+def tammes(d: int, K: int, *, restarts: int = 16, seed: int = 0, **kwargs: Any) -> NDArray[np.float64]:
     """``(K, d)``: the best Tammes code of :func:`tammes_search` (unit rows)."""
     return tammes_search(d, K, restarts=restarts, seed=seed, **kwargs).W
