@@ -284,7 +284,7 @@ def etf_gram_error(X: StatsLike | Any, center: bool = True, *, weighting: Weight
     return _gram_distance(V, V, "etf")
 
 
-REGISTRY["pfc2"] = dataclasses.replace(etf_gram_error.info, name="pfc2")  # type: ignore[attr-defined]
+REGISTRY["pfc2"] = dataclasses.replace(REGISTRY["etf_gram_error"], name="pfc2")
 pfc2 = etf_gram_error  # [Wang et al. 2024] name: the same function, not a copy
 
 

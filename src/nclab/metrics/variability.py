@@ -190,8 +190,8 @@ def trace_ratio(stats: StatsLike, weighting: Weighting = "balanced") -> float:
 
 pfc1 = trace_ratio
 sq_dist = trace_ratio
-REGISTRY["pfc1"] = replace(trace_ratio.info, name="pfc1")  # type: ignore[attr-defined]
-REGISTRY["sq_dist"] = replace(trace_ratio.info, name="sq_dist")  # type: ignore[attr-defined]
+REGISTRY["pfc1"] = replace(REGISTRY["trace_ratio"], name="pfc1")
+REGISTRY["sq_dist"] = replace(REGISTRY["trace_ratio"], name="sq_dist")
 
 
 def _vci_rank(stats: ClassMoments, rank: VciRank, weighting: Weighting, rtol: float) -> int:

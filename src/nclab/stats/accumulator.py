@@ -262,7 +262,8 @@ class Accumulator(ABC):
         self._check_mergeable(other)
         if other._state is not None:
             if self._state is None:
-                self._allocate(other._device)  # type: ignore[arg-type]
+                assert other._device is not None  # set with its state
+                self._allocate(other._device)
             st = self._state
             assert st is not None
             theirs = {k: v.to(self._device) for k, v in other._state.items()}
@@ -512,9 +513,10 @@ class Accumulator(ABC):
             kind = sd.get("kind")
             target: type[Accumulator] = cls
             if cls is Accumulator:
-                target = _subclasses().get(kind) if isinstance(kind, str) else None  # type: ignore[assignment]
-                if target is None:
+                named = _subclasses().get(kind) if isinstance(kind, str) else None
+                if named is None:
                     raise ValueError(f"not an nclab accumulator file (kind {kind!r})")
+                target = named
             elif kind != cls.__name__:
                 raise ValueError(f"not an nclab {cls.__name__} file (kind {kind!r})")
             version = sd.get("format_version")
@@ -529,7 +531,8 @@ class Accumulator(ABC):
                 raise ValueError("checksum mismatch: the contents changed after they were saved (bit flip, edit)")
             out._validate_values(sd)
             out._assign(sd)
-            return out  # type: ignore[return-value]
+            assert isinstance(out, cls)  # cls itself, or the subclass the file names when cls is Accumulator
+            return out
         except (ValueError, KeyError, TypeError) as err:
             raise CorruptFileError(
                 path, str(err.args[0]) if isinstance(err, KeyError) and err.args else str(err)
