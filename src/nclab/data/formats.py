@@ -19,6 +19,7 @@ import io
 import pickle
 import struct
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from numpy.typing import DTypeLike
@@ -75,7 +76,7 @@ class _NumpyOnlyUnpickler(pickle.Unpickler):
         }
     )
 
-    def find_class(self, module: str, name: str):  # type: ignore[override]
+    def find_class(self, module: str, name: str) -> Any:
         if (module, name) in self._ALLOWED:
             return super().find_class(module, name)
         raise pickle.UnpicklingError(f"refusing to unpickle {module}.{name} (only numpy arrays are allowed)")
