@@ -336,7 +336,7 @@ def geodesic_digits(out: Path, scale: str, seed: int) -> dict:
     write_csv(
         out / "geodesic.csv",
         [
-            {"t": float(t), "pfc1": float(pm.pfc1[i]), "pfc2": float(pm.pfc2[i]), "pfc3": float(pm.pfc3[i])}  # type: ignore[index]
+            {"t": float(t), "pfc1": float(pm.pfc1[i]), "pfc2": float(pm.pfc2[i]), "pfc3": float(pm.pfc3[i])}
             for i, t in enumerate(t_grid)
         ],
     )

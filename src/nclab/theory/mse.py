@@ -104,7 +104,8 @@ def _resolve_lambda(lam: float | None, weight_decay: float | None, convention: L
     if (lam is None) == (weight_decay is None):
         raise ValueError("give exactly one of lam (the [Han et al. 2022] lambda) or weight_decay (with convention=)")
     if lam is None:
-        return paper_lambda(float(weight_decay), K, convention)  # type: ignore[arg-type]
+        assert weight_decay is not None  # exactly one of the two (checked above)
+        return paper_lambda(float(weight_decay), K, convention)
     if not (lam >= 0):
         raise ValueError(f"lam must be >= 0, got {lam}")
     return float(lam)
