@@ -57,6 +57,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from nclab._threads import blas_threads, torch_threads
 from nclab.data import CorruptDatasetError
 from nclab.io.atomic import atomic_write_bytes, atomic_write_text
+from nclab.io.integrity import object_sha256
 from nclab.io.run_table import OUTPUT_LAYER, MetricRow, read_run_id, write_metrics
 from nclab.io.rundir import RunDir, run_id_of
 from nclab.io.sinks import MetricSink, RunTableSink, make_sink
@@ -445,6 +446,10 @@ class Trainer:
             "lambda_from_weight_decay": lambda_from_weight_decay(cfg.optim.weight_decay, data.K, cfg.loss.reduction),
             "timings": st.timings,
         }
+        summary = json.loads(json.dumps(summary))  # sealed as a reader loads it back (tuples become lists)
+        summary["sha256"] = object_sha256(
+            summary
+        )  # `nclab verify` then sees any edit, also of fields nothing else records
         atomic_write_text(self.run_dir.summary, json.dumps(summary, indent=2) + "\n")
         for sink in self.sinks:
             sink.close()
