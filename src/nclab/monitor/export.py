@@ -396,7 +396,32 @@ def extract_features(
         warnings.simplefilter("ignore")  # no classifier is fine here: the features are still exported
         monitor = CollapseMonitor(model, K, layers=layers, classifier=classifier, device=device)
     out = Path(out)
+    created = [p for p in (out, *out.parents) if not p.exists()]  # deepest first
     out.mkdir(parents=True, exist_ok=True)
+    try:
+        return _extract_locked(out, model, monitor, data, format, batch_size, workers, indexed, resume, overwrite)
+    except BaseException:
+        for folder in created:  # a failed first extraction leaves no trace: the folders it made go again
+            try:
+                folder.rmdir()  # only when empty (a resumable staging folder is kept, and so is its parent)
+            except OSError:
+                break
+        raise
+
+
+def _extract_locked(
+    out: Path,
+    model: nn.Module,
+    monitor: CollapseMonitor,
+    data: Any,
+    format: str,
+    batch_size: int,
+    workers: int,
+    indexed: bool,
+    resume: bool,
+    overwrite: bool,
+) -> dict[str, Path]:
+    """:func:`extract_features` from the plan on: under the run directory's lock, staged, committed at once."""
     plan = monitor.plan()
     identity = None
     if indexed:

@@ -57,6 +57,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from nclab._threads import blas_threads, torch_threads
 from nclab.data import CorruptDatasetError
 from nclab.io.atomic import atomic_write_bytes, atomic_write_text
+from nclab.io.integrity import object_sha256
 from nclab.io.run_table import OUTPUT_LAYER, MetricRow, read_run_id, write_metrics
 from nclab.io.rundir import RunDir, run_id_of
 from nclab.io.sinks import MetricSink, RunTableSink, make_sink
@@ -298,7 +299,8 @@ class Trainer:
         self._plain_line(epoch, run_loss, run_err)
         self.log(
             f"epoch {epoch}: lr {lr:.4g} running loss {run_loss:.6g} running error {run_err:.4f}"
-            + ("" if math.isnan(err) else f" eval train error {err:.4f}")
+            # .4g: 2 errors in 60,000 read 3.333e-05, not 0.0000 (which a reader takes for the zero-error epoch)
+            + ("" if math.isnan(err) else f" eval train error {err:.4g}")
         )
 
     def _plain_line(self, epoch: int, run_loss: float, run_err: float) -> None:
@@ -445,6 +447,10 @@ class Trainer:
             "lambda_from_weight_decay": lambda_from_weight_decay(cfg.optim.weight_decay, data.K, cfg.loss.reduction),
             "timings": st.timings,
         }
+        summary = json.loads(json.dumps(summary))  # sealed as a reader loads it back (tuples become lists)
+        summary["sha256"] = object_sha256(
+            summary
+        )  # `nclab verify` then sees any edit, also of fields nothing else records
         atomic_write_text(self.run_dir.summary, json.dumps(summary, indent=2) + "\n")
         for sink in self.sinks:
             sink.close()
