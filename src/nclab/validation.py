@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
+from numpy.typing import NDArray
 
 __all__ = [
     "ZeroRowPolicy",
@@ -59,7 +60,7 @@ def _to_numpy(X: Any) -> Any:
     return X
 
 
-def check_finite(X: Any, *, name: str) -> np.ndarray:
+def check_finite(X: Any, *, name: str) -> NDArray[np.float64]:
     """``X`` as a float64 numpy array (any shape, scalars too), checked to contain no NaN or inf.
 
     Raises
@@ -73,7 +74,7 @@ def check_finite(X: Any, *, name: str) -> np.ndarray:
     return A
 
 
-def as_rows(X: Any, *, name: str = "X", min_rows: int = 2) -> np.ndarray:
+def as_rows(X: Any, *, name: str = "X", min_rows: int = 2) -> NDArray[np.float64]:
     """A float64 numpy copy of the matrix ``X (rows, columns)``, checked: 2-D, at least ``min_rows`` rows and
     one column, all finite.
 

@@ -197,9 +197,9 @@ def _locate(
         for sub in ("", *subdirs):
             folder = cand / sub if sub else cand
             looked.append(folder)
-            files = [_first_existing(folder, group) for group in required]
-            if all(f is not None for f in files):
-                return folder, files  # type: ignore[return-value]
+            files = [f for f in (_first_existing(folder, group) for group in required) if f is not None]
+            if len(files) == len(required):
+                return folder, files
     spec = _SPECS[name]
     raise DatasetNotFoundError(name, list(dict.fromkeys(looked)), spec.layout, spec.how_to_get)
 

@@ -24,10 +24,10 @@ MAX_K = 9  # K! assignments are enumerated
 
 
 def _gram(W: Any) -> np.ndarray:
-    W = np.asarray(W, dtype=np.float64)
-    if W.ndim != 2 or W.shape[0] < 2:
-        raise ValueError(f"W must be a (K, d) code with K >= 2, got shape {W.shape}")
-    return W @ W.T
+    Wa = np.asarray(W, dtype=np.float64)
+    if Wa.ndim != 2 or Wa.shape[0] < 2:
+        raise ValueError(f"W must be a (K, d) code with K >= 2, got shape {Wa.shape}")
+    return Wa @ Wa.T
 
 
 def code_symmetries(W: Any, *, tol: float = 1e-8) -> np.ndarray:

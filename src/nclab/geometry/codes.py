@@ -53,6 +53,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 from scipy.optimize import minimize
 from threadpoolctl import threadpool_limits
 
@@ -111,7 +112,8 @@ class _Pieces:
     def values(self, X: np.ndarray) -> np.ndarray:
         """``(..., C)`` for ``X (..., M, d)``."""
         G = X @ np.swapaxes(X, -1, -2)
-        return np.sum(self.s * G[..., self.a, self.b], axis=-1)
+        v: np.ndarray = np.sum(self.s * G[..., self.a, self.b], axis=-1)
+        return v
 
     def grad(self, X: np.ndarray, P: np.ndarray) -> np.ndarray:
         """``sum_c P_c grad f_c(X)`` for weights ``P (B, C)`` and ``X (B, M, d)``: ``(S + S^T) X`` with the
@@ -122,7 +124,8 @@ class _Pieces:
         for t in range(self.a.shape[1]):
             S += np.bincount((base + self.a[:, t] * M + self.b[:, t]).ravel(), (P * self.s[:, t]).ravel(), B * M * M)
         S = S.reshape(B, M, M)
-        return (S + S.transpose(0, 2, 1)) @ X
+        grad: np.ndarray = (S + S.transpose(0, 2, 1)) @ X
+        return grad
 
     def jacobian(self, X: np.ndarray) -> np.ndarray:
         """``(C, M, d)``: the Euclidean gradient of every piece."""
@@ -164,7 +167,8 @@ def _softmax_pieces(K: int) -> _Pieces:
 
 
 def _unit(X: np.ndarray) -> np.ndarray:
-    return X / np.linalg.norm(X, axis=-1, keepdims=True)
+    U: np.ndarray = X / np.linalg.norm(X, axis=-1, keepdims=True)
+    return U
 
 
 def _coarse(
@@ -263,7 +267,8 @@ def _slsqp_on(pieces: _Pieces, X0: np.ndarray, maxiter: int) -> np.ndarray:
 
     def eq(z: np.ndarray) -> np.ndarray:
         X, _ = split(z)
-        return np.sum(X * X, axis=1) - 1.0
+        r: np.ndarray = np.sum(X * X, axis=1) - 1.0
+        return r
 
     def eq_jac(z: np.ndarray) -> np.ndarray:
         X, _ = split(z)
@@ -635,7 +640,7 @@ def softmax_code_search(
     )
 
 
-def softmax_code(d: int, K: int, *, restarts: int = 16, seed: int = 0, **kwargs: Any) -> np.ndarray:
+def softmax_code(d: int, K: int, *, restarts: int = 16, seed: int = 0, **kwargs: Any) -> NDArray[np.float64]:
     """``(K, d)``: the best Softmax Code of :func:`softmax_code_search` (unit rows)."""
     return softmax_code_search(d, K, restarts=restarts, seed=seed, **kwargs).W
 
@@ -678,6 +683,6 @@ def tammes_search(
     )
 
 
-def tammes(d: int, K: int, *, restarts: int = 16, seed: int = 0, **kwargs: Any) -> np.ndarray:
+def tammes(d: int, K: int, *, restarts: int = 16, seed: int = 0, **kwargs: Any) -> NDArray[np.float64]:
     """``(K, d)``: the best Tammes code of :func:`tammes_search` (unit rows)."""
     return tammes_search(d, K, restarts=restarts, seed=seed, **kwargs).W

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 from scipy.linalg import solve_triangular
 
 from nclab.validation import as_rows, check_labels, unit_rows
@@ -276,7 +277,7 @@ def _scan(W: np.ndarray, num: int | None, block: int = 256) -> tuple[np.ndarray,
         G = W[rows] @ W.T
         G[np.arange(rows.size), rows] = -np.inf
         lb[rows] = (sq[rows] - G.max(axis=1)) / np.where(norms[rows] > 0, norms[rows], 1.0)
-        if cand is not None:
+        if cand is not None and num is not None:  # both or neither
             D = sq[None, :] - 2.0 * G  # ||w_k - w_j||^2 - ||w_k||^2 (same order per row); diagonal +inf
             cand[rows] = np.argpartition(D, num - 1, axis=1)[:, :num]
     return lb, cand
@@ -330,7 +331,7 @@ def one_vs_rest(
     return OneVsRest(dist, rho, feats, gaps, ratt, supp)
 
 
-def one_vs_rest_distances(W: Any, *, normalize: bool = False, candidates: int | None = -1) -> np.ndarray:
+def one_vs_rest_distances(W: Any, *, normalize: bool = False, candidates: int | None = -1) -> NDArray[np.float64]:
     """``(K,)``: ``dist(w_k, conv{w_j : j != k})`` for each row of ``W (K, d)`` [Jiang et al. 2024, Sec. 2.1]; see
     :func:`one_vs_rest`."""
     return one_vs_rest(W, normalize=normalize, candidates=candidates).distances
@@ -343,7 +344,8 @@ def _project_simplex(V: np.ndarray) -> np.ndarray:
     idx = np.arange(1, V.shape[1] + 1)
     r = np.count_nonzero(U - css / idx > 0, axis=1)
     theta = css[np.arange(V.shape[0]), r - 1] / r
-    return np.maximum(V - theta[:, None], 0.0)
+    P: np.ndarray = np.maximum(V - theta[:, None], 0.0)
+    return P
 
 
 def _batched_bounds(
@@ -477,7 +479,7 @@ def rho_one_vs_one(W: Any) -> float:
     return one_vs_one(W).chordal
 
 
-def optimal_features(W: Any, *, normalize: bool = False) -> np.ndarray:
+def optimal_features(W: Any, *, normalize: bool = False) -> NDArray[np.float64]:
     """``H*(W) (K, d)``: for each class the unit feature minimising ``max_{k' != k} <w_k' - w_k, h>`` over the
     sphere ([Jiang et al. 2024], Lemma C.4 and eq. (9)): ``h_k = P_S(w_k - P_{conv(others)}(w_k))``; the minimum is
     ``-dist_k``. When ``w_k`` lies in the hull of the others, ``w_k/||w_k||`` (optimal for unit rows, value 0).

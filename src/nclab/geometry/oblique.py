@@ -6,28 +6,34 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from nclab.validation import unit_rows
 
 __all__ = ["random_oblique", "retract", "tangent"]
 
 
-def tangent(X: Any, G: Any) -> np.ndarray:
+def tangent(X: Any, G: Any) -> NDArray[np.float64]:
     """Riemannian gradient on ``OB``: the row-wise projection ``g - <x, g> x`` of ``G`` onto the tangent space
     at the unit rows ``X``."""
-    X = np.asarray(X, dtype=np.float64)
-    G = np.asarray(G, dtype=np.float64)
-    return G - np.sum(X * G, axis=-1, keepdims=True) * X
+    Xa = np.asarray(X, dtype=np.float64)
+    Ga = np.asarray(G, dtype=np.float64)
+    T: NDArray[np.float64] = Ga - np.sum(Xa * Ga, axis=-1, keepdims=True) * Xa
+    return T
 
 
-def retract(X: Any, V: Any, step: float = 1.0) -> np.ndarray:
+def retract(X: Any, V: Any, step: float = 1.0) -> NDArray[np.float64]:
     """Retraction by renormalisation: ``unit_rows(X + step V)``; a zero row raises (it has no direction)."""
-    return unit_rows(np.asarray(X, dtype=np.float64) + step * np.asarray(V, dtype=np.float64), zero="raise")
+    U: NDArray[np.float64] = unit_rows(
+        np.asarray(X, dtype=np.float64) + step * np.asarray(V, dtype=np.float64), zero="raise"
+    )
+    return U
 
 
-def random_oblique(K: int, d: int, rng: np.random.Generator | int | None = None) -> np.ndarray:
+def random_oblique(K: int, d: int, rng: np.random.Generator | int | None = None) -> NDArray[np.float64]:
     """``(K, d)`` independent uniform unit vectors (normalised Gaussians); ``rng`` a Generator or a seed."""
     if K < 1 or d < 1:
         raise ValueError(f"K and d must be >= 1, got K={K}, d={d}")
     gen = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
-    return unit_rows(gen.normal(size=(K, d)), zero="raise")
+    U: NDArray[np.float64] = unit_rows(gen.normal(size=(K, d)), zero="raise")
+    return U

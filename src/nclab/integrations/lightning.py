@@ -100,7 +100,7 @@ class CollapseCallback(pl.Callback):
         if self.monitor is not None:  # a fit that ended in an exception: give its folder back first
             self.monitor.close()
         self.monitor = None
-        if trainer.fast_dev_run:
+        if trainer.fast_dev_run:  # type: ignore[attr-defined]  # set on Trainer by a connector, not declared
             warnings.warn(
                 "CollapseCallback: fast_dev_run: nothing is measured and no table is written (Lightning suppresses "
                 "logging and checkpointing in this mode)",

@@ -155,7 +155,8 @@ class ArrayRows:
             i = int(index) + n if index < 0 else int(index)
             if not 0 <= i < n:
                 raise IndexError(f"row {index} out of range for {n} rows")
-            return self._read(i, i + 1)[0]
+            row: np.ndarray = self._read(i, i + 1)[0]
+            return row
         raise IndexError("ArrayRows supports a row index or a row slice [a:b]; np.asarray(rows) reads it whole")
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:

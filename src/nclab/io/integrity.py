@@ -98,7 +98,7 @@ _SCALAR_BYTES: dict[type, Any] = {
 }
 
 
-def _flat_bytes(seq: list | tuple) -> bytes | None:
+def _flat_bytes(seq: list[Any] | tuple[Any, ...]) -> bytes | None:
     """`_feed`'s bytes of a list / tuple of plain scalars (a metric row), or None when it holds anything else.
 
     Why: a checkpoint holds every metric row of the run (thousands of 5-tuples); one call per row instead of six

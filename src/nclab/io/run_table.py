@@ -178,13 +178,15 @@ def _parquet_bytes(rows: Sequence[MetricRow], run_id: str | None) -> bytes | Non
     n = len(rows)
     columns = {} if run_id is None else {RUN_ID_COLUMN: _string_array(pa, [run_id] * n)}
     columns["epoch"] = _numeric_array(pa, np.fromiter((r.epoch for r in rows), np.int64, n), pa.int64())
-    for j, name in ((1, "split"), (2, "layer"), (3, "metric")):
-        columns[name] = _string_array(pa, [r[j] for r in rows])
+    columns["split"] = _string_array(pa, [r.split for r in rows])
+    columns["layer"] = _string_array(pa, [r.layer for r in rows])
+    columns["metric"] = _string_array(pa, [r.metric for r in rows])
     columns["value"] = _numeric_array(pa, np.fromiter((r.value for r in rows), np.float64, n), pa.float64())
     table = pa.Table.from_arrays(list(columns.values()), names=list(columns))
     buf = pa.BufferOutputStream()
     pq.write_table(table, buf)
-    return buf.getvalue().to_pybytes()
+    data: bytes = buf.getvalue().to_pybytes()
+    return data
 
 
 def _numeric_array(pa: Any, values: np.ndarray, dtype: Any) -> Any:

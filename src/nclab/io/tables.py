@@ -49,7 +49,8 @@ def _as_mapping(row: Any) -> Mapping[str, Any]:
     if isinstance(row, Mapping):
         return row
     if hasattr(row, "_asdict"):  # NamedTuple rows such as nclab.io.MetricRow
-        return row._asdict()
+        fields: dict[str, Any] = row._asdict()
+        return fields
     raise TypeError(f"rows must be mappings or named tuples, got {type(row).__name__}")
 
 

@@ -103,7 +103,7 @@ def find_classifier(model: nn.Module, K: int | None = None, spec: Any = None) ->
         return None
     if spec is None:
         head = getattr(model, "head", None)
-        if isinstance(getattr(head, "weight", None), torch.Tensor):
+        if isinstance(head, nn.Module) and isinstance(getattr(head, "weight", None), torch.Tensor):
             return Classifier.of_module("head", head)
         found = None
         if K is not None:

@@ -39,15 +39,16 @@ def resolve_layers(model: nn.Module, spec: LayerSpec = None) -> OrderedDict[str,
     listing the available ones."""
     if isinstance(spec, Mapping):
         return OrderedDict(spec)
+    own_layers = getattr(model, "measured_layers", None)  # an nclab network's own layer names
     if spec is None:
-        if not hasattr(model, "measured_layers"):
+        if own_layers is None:
             raise TypeError(
                 f"{type(model).__name__} has no measured_layers(): name the layers (a list of module names or a regex)"
             )
-        return OrderedDict(model.measured_layers())
+        return OrderedDict(own_layers())
     named = OrderedDict((n, m) for n, m in model.named_modules() if n)
-    if hasattr(model, "measured_layers"):  # the model's own layer names ("layer1", "pool", ...) come first
-        named = OrderedDict([*model.measured_layers().items(), *named.items()])
+    if own_layers is not None:  # the model's own layer names ("layer1", "pool", ...) come first
+        named = OrderedDict([*own_layers().items(), *named.items()])
     if isinstance(spec, str):
         pattern = re.compile(spec)
         out = OrderedDict((n, m) for n, m in named.items() if pattern.fullmatch(n))

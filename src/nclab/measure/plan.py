@@ -13,6 +13,7 @@ from torch import nn
 from nclab.measure.batches import call_model
 from nclab.measure.classifier import find_classifier
 from nclab.measure.hooks import LayerSpec, SelectSpec, resolve_layers
+from nclab.stats.class_stats import Track
 from nclab.validation import check_int
 
 __all__ = ["FULL_TRACK_MAX_DIM", "LossFn", "MeasurePlan", "TargetsFn"]
@@ -153,7 +154,7 @@ class MeasurePlan:
             options = {"W": clf.W, "b": clf.b, "cosine": clf.cosine, **options}
         return cls(layer_map, penultimate, K, **options)
 
-    def track(self, name: str, d: int | None = None) -> str:
+    def track(self, name: str, d: int | None = None) -> Track:
         """``"full"`` or ``"light"`` statistics at layer ``name`` of width ``d`` (its features' columns).
 
         Examples

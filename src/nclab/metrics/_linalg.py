@@ -23,7 +23,7 @@ import numpy as np
 from scipy.linalg import lapack
 
 from nclab.stats.class_stats import ClassStats
-from nclab.stats.moments import ClassMoments, MomentKey, check_weighting
+from nclab.stats.moments import ClassMoments, MomentKey, Weighting, check_weighting
 
 DEFAULT_RTOL = 1e-12
 
@@ -53,7 +53,8 @@ class PsdPinv:
 
     @cached_property
     def pinv(self) -> np.ndarray:
-        return (self.basis / self.eigvals[: self.rank]) @ self.basis.T
+        pinv: np.ndarray = (self.basis / self.eigvals[: self.rank]) @ self.basis.T
+        return pinv
 
     def trace_with(self, B: np.ndarray) -> float:
         """``Tr(A^+ B)`` for a symmetric ``B: (d, d)``, without forming ``A^+``."""
@@ -127,7 +128,7 @@ def sym_eig(A: np.ndarray, *, symmetric: bool = False) -> tuple[np.ndarray, np.n
     return w[::-1], V[:, ::-1]
 
 
-def _between_eig(stats: ClassMoments, weighting: str) -> tuple[np.ndarray, np.ndarray]:
+def _between_eig(stats: ClassMoments, weighting: Weighting) -> tuple[np.ndarray, np.ndarray]:
     """Eigenvalues ``(d,)`` (descending) and the ``min(K, d)`` leading eigenvectors ``(d, k)`` of
     ``Sigma_B = A^T A`` from the thin SVD of its K x d factor ``A`` (``ClassStats.between_factor``): O(K^2 d)
     instead of the O(d^3) of a d x d eigendecomposition, and the eigenvalues are the squared singular values,
@@ -142,7 +143,9 @@ def _between_eig(stats: ClassMoments, weighting: str) -> tuple[np.ndarray, np.nd
     return lam, Vt.T
 
 
-def stats_between_eig(stats: ClassStats | ClassMoments, weighting: str = "balanced") -> tuple[np.ndarray, np.ndarray]:
+def stats_between_eig(
+    stats: ClassStats | ClassMoments, weighting: Weighting = "balanced"
+) -> tuple[np.ndarray, np.ndarray]:
     """Sigma_B's eigenvalues ``(d,)`` and leading ``min(K, d)`` eigenvectors ``(d, k)`` (:func:`_between_eig`),
     once per state, cached in the view ``stats``; enough for ``psd_pinv`` (its rank never exceeds k)."""
     check_weighting(weighting)
@@ -160,7 +163,7 @@ def _complete_basis(V: np.ndarray) -> np.ndarray:
 
 
 def stats_eig(
-    stats: ClassStats | ClassMoments, which: str, weighting: str = "balanced"
+    stats: ClassStats | ClassMoments, which: str, weighting: Weighting = "balanced"
 ) -> tuple[np.ndarray, np.ndarray]:
     """Eigenvalues (descending) and eigenvectors (columns) of ``stats.sigma_w()``, ``stats.sigma_t()`` or
     ``stats.sigma_b(weighting)`` (the latter from the SVD of its K x d factor, :func:`_between_eig`), computed
@@ -184,7 +187,7 @@ def _stats_matrix(stats: ClassMoments, which: str) -> np.ndarray:
     return stats.sigma_w(copy=False) if which == "within" else stats.sigma_t(copy=False)
 
 
-def stats_eigvals(stats: ClassStats | ClassMoments, which: str, weighting: str = "balanced") -> np.ndarray:
+def stats_eigvals(stats: ClassStats | ClassMoments, which: str, weighting: Weighting = "balanced") -> np.ndarray:
     """Eigenvalues (descending) of the matrix of :func:`stats_eig`; reuses a cached full decomposition, else
     computes (and caches) the eigenvalues alone, which is about twice as cheap."""
     if which == "between":  # the K x d SVD is cheap: always with its vectors, shared with the pseudo-inverse
@@ -194,7 +197,8 @@ def stats_eigvals(stats: ClassStats | ClassMoments, which: str, weighting: str =
     stats = moments_of(stats)
     full = stats.peek(MomentKey.EIG, which, None)
     if full is not None:
-        return full[0]
+        w: np.ndarray = full[0]
+        return w
     compute = lambda: np.linalg.eigvalsh(_stats_matrix(stats, which))[::-1].copy()  # noqa: E731
     return stats.memo(MomentKey.EIGVALS, which, compute=compute)
 
@@ -244,9 +248,13 @@ def psd_pinv(
         inverted).
     """
     rtol = check_rtol(rtol)
-    if (A is None) == (eig is None):
+    if eig is None:
+        if A is None:
+            raise ValueError("give exactly one of A or eig=(eigenvalues descending, eigenvectors)")
+        eig = sym_eig(A)
+    elif A is not None:
         raise ValueError("give exactly one of A or eig=(eigenvalues descending, eigenvectors)")
-    w, V = sym_eig(A) if eig is None else eig
+    w, V = eig
     top = w[0] if w.size else 0.0
     numerical = int(np.sum(w > rtol * top)) if top > 0 else 0
     if rank is None:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 Direction = Literal["lower", "higher", "none"]
-F = TypeVar("F", bound=Callable)
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 @dataclass(frozen=True)
@@ -33,7 +33,7 @@ def metric(name: str, direction: Direction, source: str, needs: tuple[str, ...] 
         if name in REGISTRY:
             raise ValueError(f"metric {name!r} registered twice")
         REGISTRY[name] = info
-        fn.info = info  # type: ignore[attr-defined]
+        vars(fn)["info"] = info  # fn.info: a function attribute, which a Callable type cannot declare
         return fn
 
     return wrap

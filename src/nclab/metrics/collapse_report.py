@@ -34,7 +34,7 @@ from nclab.metrics.probe import probe_mse_optimal
 from nclab.metrics.spectra import rank_metrics
 from nclab.metrics.uniformity import hyperspherical_uniformity
 from nclab.metrics.variability import nc1, trace_ratio, vci, within_class_split
-from nclab.stats.moments import ClassMoments
+from nclab.stats.moments import ClassMoments, Weighting
 from nclab.stats.ncc import NCCAccumulator
 from nclab.validation import as_rows, check_bool, check_finite
 
@@ -79,7 +79,7 @@ for _key in ("uniformity_log_energy", "uniformity_log_var"):
 
 
 def _positive_int(v: Any) -> bool:
-    return isinstance(v, int | np.integer) and not isinstance(v, bool) and v >= 1
+    return isinstance(v, int | np.integer) and not isinstance(v, bool) and bool(v >= 1)
 
 
 def _one_of(v: Any, *allowed: Any) -> bool:
@@ -258,7 +258,7 @@ def _report(
     b: np.ndarray | None,
     ncc: NCCAccumulator | Mapping[str, Any] | None,
     c: dict[str, Any],
-    wt: str,
+    wt: Weighting,
 ) -> dict[str, float]:
     out: dict[str, float] = {}
     full = stats.track == "full"

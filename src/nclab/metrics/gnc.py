@@ -282,7 +282,7 @@ def gnc2_entries(W: Any, *, stacklevel: int = 2) -> dict[str, float]:
         return {}
     g = gnc2_margin(Wr)
     if g.ratio is None:
-        warnings.warn(g.note, MetricOmittedWarning, stacklevel=stacklevel)
+        warnings.warn(g.note or "gnc2_ratio is undefined", MetricOmittedWarning, stacklevel=stacklevel)
         return {"gnc2": g.value}
     return {"gnc2": g.value, "gnc2_ratio": g.ratio}
 

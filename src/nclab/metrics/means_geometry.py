@@ -284,7 +284,7 @@ def etf_gram_error(X: StatsLike | Any, center: bool = True, *, weighting: Weight
     return _gram_distance(V, V, "etf")
 
 
-REGISTRY["pfc2"] = dataclasses.replace(etf_gram_error.info, name="pfc2")  # type: ignore[attr-defined]
+REGISTRY["pfc2"] = dataclasses.replace(REGISTRY["etf_gram_error"], name="pfc2")
 pfc2 = etf_gram_error  # [Wang et al. 2024] name: the same function, not a copy
 
 
@@ -466,7 +466,7 @@ def classifier_accuracy_on_means(stats: StatsLike | Any, *, W: Any, b: Any = Non
     Wr = as_rows(W, name="W")
     if Wr.shape != M.shape:
         raise ValueError(f"W has shape {Wr.shape}, but the class means have shape {M.shape}")
-    K = M.shape[0]
+    K: int = M.shape[0]
     bias = None
     if b is not None:
         bias = check_finite(b, name="b")

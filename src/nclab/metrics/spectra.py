@@ -60,7 +60,7 @@ def spectrum(
     rtol = check_rtol(rtol)
     if center:
         stats = _validate(stats, which, center)
-        lam = np.maximum(stats_eigvals(stats, which, weighting), 0.0)
+        lam: np.ndarray = np.maximum(stats_eigvals(stats, which, weighting), 0.0)
     else:
         p = psd_pinv(_matrix(stats, which, weighting, center), rank="numerical", rtol=rtol)
         lam = p.eigvals.copy()

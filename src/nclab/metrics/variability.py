@@ -30,6 +30,7 @@ import numpy as np
 
 from nclab.metrics._linalg import (
     DEFAULT_RTOL,
+    PsdPinv,
     RankPolicy,
     check_rtol,
     psd_pinv,
@@ -51,7 +52,7 @@ def _check_rank(rank: RankPolicy) -> None:
         raise ValueError(f"rank must be >= 1, got {rank}")
 
 
-def _pinv_b(stats: ClassMoments, weighting: Weighting, rank: RankPolicy, rtol: float):
+def _pinv_b(stats: ClassMoments, weighting: Weighting, rank: RankPolicy, rtol: float) -> PsdPinv:
     _check_rank(rank)
     eig = stats_between_eig(stats, weighting)
     return psd_pinv(eig=eig, rank=rank, max_rank=min(stats.d, stats.K - 1), rtol=rtol)
@@ -189,8 +190,8 @@ def trace_ratio(stats: StatsLike, weighting: Weighting = "balanced") -> float:
 
 pfc1 = trace_ratio
 sq_dist = trace_ratio
-REGISTRY["pfc1"] = replace(trace_ratio.info, name="pfc1")  # type: ignore[attr-defined]
-REGISTRY["sq_dist"] = replace(trace_ratio.info, name="sq_dist")  # type: ignore[attr-defined]
+REGISTRY["pfc1"] = replace(REGISTRY["trace_ratio"], name="pfc1")
+REGISTRY["sq_dist"] = replace(REGISTRY["trace_ratio"], name="sq_dist")
 
 
 def _vci_rank(stats: ClassMoments, rank: VciRank, weighting: Weighting, rtol: float) -> int:

@@ -64,7 +64,7 @@ class _Writer(PassSink):
         self.out, self.first, self.progress = out, first, progress
         rows = 0 if progress is None else progress.rows
         self.files: dict[str, PartialNpy] = {}
-        if rows:
+        if progress is not None and rows:
             for name, columns in progress.files.items():
                 if name != "labels":
                     self.files[name] = PartialNpy(out / f"{name}.npy", np.float32, rows=rows, columns=columns)
@@ -229,7 +229,7 @@ def _stage_features(
         sink.close()  # commits into the staging folder only: a failure above never reaches it
     except BaseException:
         kept = job is not None and sink.rows > 0
-        if kept:  # what was extracted so far stays for a resume: recorded at the last complete batch
+        if job is not None and kept:  # what was extracted so far stays for a resume: recorded at the last batch
             sink.record()
             job.kept = True
         sink.abort(keep=kept)

@@ -299,8 +299,8 @@ class CollapseMonitor:
         own = getattr(model, "penultimate_name", None) if hasattr(model, "measured_layers") else None
         names = [spec] if spec == PENULTIMATE else (list(spec) if not isinstance(spec, str) else None)
         if names is None:  # a regex
-            layer_map = resolve_layers(model, spec)
-            return layer_map, frozenset(), own if own in layer_map else next(reversed(layer_map))
+            matched = resolve_layers(model, spec)
+            return matched, frozenset(), own if own is not None and own in matched else next(reversed(matched))
         layer_map: OrderedDict[str, nn.Module] = OrderedDict()
         inputs: set[str] = set()
         pen = None
@@ -321,7 +321,7 @@ class CollapseMonitor:
                     "nclab network; name the penultimate layer instead (a module name or regex)"
                 )
         if pen is None:
-            pen = own if own in layer_map else next(reversed(layer_map))
+            pen = own if own is not None and own in layer_map else next(reversed(layer_map))
         return layer_map, frozenset(inputs), pen
 
     def _tracks(self, track: str | Mapping[str, str] | None) -> dict[str, str]:

@@ -59,8 +59,8 @@ def resolve_variant(variant: str, input_shape: Sequence[int]) -> Literal["imagen
     check_choice(variant, Variant, name="variant")
     if len(input_shape) != 3:
         raise ValueError(f"input_shape must be (C, H, W) for an image network, got {tuple(input_shape)}")
-    if variant != "auto":
-        return variant  # type: ignore[return-value]
+    if variant != "auto":  # "cifar" or "imagenet" (checked above)
+        return "cifar" if variant == "cifar" else "imagenet"
     return "cifar" if min(int(s) for s in input_shape[1:]) <= SMALL_IMAGE_SIDE else "imagenet"
 
 
@@ -118,7 +118,10 @@ class CollapseNet(nn.Module):
     @property
     def classifier_weight(self) -> torch.Tensor:
         """``W (K, d)`` of the head (rows = classes)."""
-        return self.head.weight
+        weight = self.head.weight
+        if not isinstance(weight, torch.Tensor):
+            raise TypeError(f"the head {type(self.head).__name__} has no weight tensor (its classifier W)")
+        return weight
 
     @property
     def classifier_bias(self) -> torch.Tensor | None:

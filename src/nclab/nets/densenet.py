@@ -202,7 +202,7 @@ class DenseNet121(_DenseNetBase):
         return x if self.bottleneck is None else self.bottleneck(x)
 
     def _layers(self) -> list[tuple[str, nn.Module]]:
-        out = [("stem", self.body.pool0), *((n, self.body.get_submodule(n)) for n in self.block_names)]
+        out = [("stem", self.body.get_submodule("pool0")), *((n, self.body.get_submodule(n)) for n in self.block_names)]
         out.append(("pool", self.pool))
         if self.bottleneck is not None:
             out.append(("bottleneck", self.bottleneck))

@@ -70,6 +70,8 @@ class FixedHead(nn.Module):
     class
     gets matters). ``cosine=True`` gives cosine logits ``/ tau``; otherwise ``W h`` (no bias)."""
 
+    weight: torch.Tensor  # a buffer
+
     def __init__(
         self, code: Any, assignment: Sequence[int] | None = None, *, cosine: bool = True, tau: float = 0.1
     ) -> None:
@@ -103,6 +105,7 @@ class CMFHead(nn.Module):
     """
 
     cosine = True
+    weight: torch.Tensor  # a buffer
 
     def __init__(self, d: int, K: int, tau: float = 0.1, beta: float = 0.9, renormalize: bool = True):
         super().__init__()

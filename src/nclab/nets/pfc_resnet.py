@@ -13,6 +13,7 @@ with ``pool=True`` a global average pool follows and is measured as ``pool`` (th
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import cast
 
 import torch
 from torch import nn
@@ -112,14 +113,14 @@ class PFCResNet(CollapseNet):
     def features(self, x: torch.Tensor) -> torch.Tensor:
         for transition, blocks in zip(self.transitions, self.stages, strict=True):
             x = transition(x)
-            for b in blocks:
+            for b in cast(nn.ModuleList, blocks):  # a ModuleList of ModuleLists (torch types items as Module)
                 x = b(x)
         return self.pool(x) if self.pool is not None else self.flatten(x)
 
     def _layers(self) -> list[tuple[str, nn.Module]]:
         last = len(self.stages) - 1
         out = [("layer0", self.transitions[last])]
-        out += [(f"layer{i + 1}", b) for i, b in enumerate(self.stages[last])]
+        out += [(f"layer{i + 1}", b) for i, b in enumerate(cast(nn.ModuleList, self.stages[last]))]
         if self.pool is not None:
             out.append(("pool", self.pool))
         return out

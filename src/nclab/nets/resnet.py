@@ -186,7 +186,8 @@ class ResNet(CollapseNet):
         self.avgpool = GlobalPool()
         c = self._inplanes
         self.bottleneck = nn.Linear(c, d) if (d is not None and feature_layer == "linear") else None
-        self.K, self.d = int(K), (c if self.bottleneck is None else int(d))
+        self.K = int(K)
+        self.d = c if self.bottleneck is None else int(self.bottleneck.out_features)
         self.reference = f"torchvision ResNet ({block} blocks {tuple(layers)}, groups {groups}x{width_per_group})"
         self.head = nn.Linear(self.d, K)
         self._init_weights(zero_init_residual)

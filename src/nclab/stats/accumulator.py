@@ -244,7 +244,8 @@ class Accumulator(ABC):
         return [n for n, s in self._specs.items() if s.reduce == "shift"]
 
     def _child(self, name: str) -> Accumulator:
-        return getattr(self, name)
+        child: Accumulator = getattr(self, name)
+        return child
 
     def _check_mergeable(self, other: Accumulator) -> None:
         if type(other) is not type(self):
@@ -265,7 +266,8 @@ class Accumulator(ABC):
         self._check_mergeable(other)
         if other._state is not None:
             if self._state is None:
-                self._allocate(other._device)  # type: ignore[arg-type]
+                assert other._device is not None  # set with its state
+                self._allocate(other._device)
             st = self._state
             assert st is not None
             theirs = {k: v.to(self._device) for k, v in other._state.items()}
@@ -490,7 +492,8 @@ class Accumulator(ABC):
             data = st_save({k: np.array(v, order="C") for k, v in arrays.items()}, metadata=meta)  # keeps 0-d
         else:
             buf = io.BytesIO()
-            np.savez(buf, **{_META + k: np.array(v) for k, v in meta.items()}, **arrays)
+            # allow_pickle spelled out (its default): the stubs would otherwise let the ** mappings fill it
+            np.savez(buf, allow_pickle=True, **{_META + k: np.array(v) for k, v in meta.items()}, **arrays)
             data = buf.getvalue()
         return atomic_write_bytes(path, data)
 
@@ -515,9 +518,10 @@ class Accumulator(ABC):
             kind = sd.get("kind")
             target: type[Accumulator] = cls
             if cls is Accumulator:
-                target = _subclasses().get(kind) if isinstance(kind, str) else None  # type: ignore[assignment]
-                if target is None:
+                named = _subclasses().get(kind) if isinstance(kind, str) else None
+                if named is None:
                     raise ValueError(f"not an nclab accumulator file (kind {kind!r})")
+                target = named
             elif kind != cls.__name__:
                 raise ValueError(f"not an nclab {cls.__name__} file (kind {kind!r})")
             version = sd.get("format_version")
@@ -532,7 +536,8 @@ class Accumulator(ABC):
                 raise ValueError("checksum mismatch: the contents changed after they were saved (bit flip, edit)")
             out._validate_values(sd)
             out._assign(sd)
-            return out  # type: ignore[return-value]
+            assert isinstance(out, cls)  # cls itself, or the subclass the file names when cls is Accumulator
+            return out
         except (ValueError, KeyError, TypeError) as err:
             raise CorruptFileError(
                 path, str(err.args[0]) if isinstance(err, KeyError) and err.args else str(err)

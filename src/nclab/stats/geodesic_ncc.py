@@ -116,12 +116,12 @@ class GeodesicNCC(Accumulator):
     def _allocate(self, device: torch.device) -> None:
         super()._allocate(device)
         # centre both ends by their mean of class means: the expanded distances then cancel far less
-        f64 = dict(dtype=torch.float64, device=device)
-        self._g0 = torch.as_tensor(self._mu0.mean(axis=0), **f64)
-        self._g1 = torch.as_tensor(self._mu1.mean(axis=0), **f64)
-        self._m0 = torch.as_tensor(self._mu0, **f64) - self._g0
-        self._m1 = torch.as_tensor(self._mu1, **f64) - self._g1
-        tt = torch.as_tensor(self.t, **f64)
+        f64 = torch.float64
+        self._g0 = torch.as_tensor(self._mu0.mean(axis=0), dtype=f64, device=device)
+        self._g1 = torch.as_tensor(self._mu1.mean(axis=0), dtype=f64, device=device)
+        self._m0 = torch.as_tensor(self._mu0, dtype=f64, device=device) - self._g0
+        self._m1 = torch.as_tensor(self._mu1, dtype=f64, device=device) - self._g1
+        tt = torch.as_tensor(self.t, dtype=f64, device=device)
         self._w = torch.stack([(1 - tt) ** 2, 2 * tt * (1 - tt), tt**2])  # (3, T)
 
     # ------------------------------------------------------------------ accumulation

@@ -271,7 +271,7 @@ def geodesic_profile(
         path.update(chunk)
         paired.update(chunk[0], chunk[-1], yt[r])
     t = path.relative_depth() if t_grid is None else np.asarray(t_grid, dtype=np.float64)
-    preds = {}
+    preds: dict[str, GeodesicPrediction] = {}
     for end in ends:
         ncc = geodesic_ncc(paired, t, end=end)
         for r in rows:

@@ -104,7 +104,8 @@ def _resolve_lambda(lam: float | None, weight_decay: float | None, convention: L
     if (lam is None) == (weight_decay is None):
         raise ValueError("give exactly one of lam (the [Han et al. 2022] lambda) or weight_decay (with convention=)")
     if lam is None:
-        return paper_lambda(float(weight_decay), K, convention)  # type: ignore[arg-type]
+        assert weight_decay is not None  # exactly one of the two (checked above)
+        return paper_lambda(float(weight_decay), K, convention)
     if not (lam >= 0):
         raise ValueError(f"lam must be >= 0, got {lam}")
     return float(lam)
@@ -359,7 +360,7 @@ def decomposition_table(
     ``"H"`` and ``"y"`` arrays; optional ``"data_loss"`` (see :func:`mse_decomposition_from_stats`) and
     ``"train_error"`` (copied through, for the zero-error line). Returns rows ``{"epoch", *DECOMPOSITION_KEYS}``.
     """
-    rows = []
+    rows: list[dict[str, float]] = []
     for rec in records:
         if "stats" in rec:
             out = mse_decomposition_from_stats(

@@ -377,6 +377,14 @@ class TrainConfig(_Strict):
         return v
 
 
+def _both_splits() -> list[Literal["train", "test"]]:
+    return ["train", "test"]
+
+
+def _table_sink() -> list[str | dict[str, Any]]:
+    return ["table"]
+
+
 class MeasureConfig(_Strict):
     """When and what to measure. ``epochs="log"``: 0, the last epoch and ``num_log`` log-spaced epochs; the
     first epoch with zero training error is always added (detected and recorded)."""
@@ -384,7 +392,7 @@ class MeasureConfig(_Strict):
     epochs: Literal["log"] | list[Annotated[int, Field(ge=0)]] = "log"
     num_log: PosInt = 20
     # at least one: a run that measures nothing would still claim measured epochs (use measure.epochs instead)
-    splits: list[Literal["train", "test"]] = Field(default_factory=lambda: ["train", "test"], min_length=1)
+    splits: list[Literal["train", "test"]] = Field(default_factory=_both_splits, min_length=1)
     layers: Literal["all", "penultimate"] | list[str] = "all"
     full_layers: Literal["penultimate", "all"] = "penultimate"  # full (d x d) ClassStats where
     conventions: dict[str, Any] = Field(default_factory=dict)  # nclab.metrics.DEFAULT_CONVENTIONS overrides
@@ -427,7 +435,7 @@ class LogConfig(_Strict):
     ``"table"`` is the default table) or ``{kind: ..., **options}`` (:func:`nclab.io.sinks.make_sink`; the options
     of :data:`nclab.io.sinks.SINK_OPTIONS`, a misspelt one is refused here, before the run starts)."""
 
-    sinks: list[str | dict[str, Any]] = Field(default_factory=lambda: ["table"])
+    sinks: list[str | dict[str, Any]] = Field(default_factory=_table_sink)
 
     @field_validator("sinks")
     @classmethod

@@ -32,6 +32,7 @@ the term penalises within-class similarity.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
@@ -48,7 +49,7 @@ def lambda_from_weight_decay(weight_decay: float, K: int, reduction: str = "mean
     ``K wd / 2`` for ``nn.MSELoss()`` (``"mean"``), ``wd`` for ``"sum_half"``."""
     from nclab.theory.mse import paper_lambda  # the one definition of the mapping
 
-    conventions = {"mean": "mse_mean", "sum_half": "paper"}
+    conventions: dict[str, Literal["mse_mean", "paper"]] = {"mean": "mse_mean", "sum_half": "paper"}
     if reduction not in conventions:
         raise ValueError(f"reduction must be 'mean' or 'sum_half', got {reduction!r}")
     return paper_lambda(weight_decay, K, conventions[reduction])

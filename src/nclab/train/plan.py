@@ -39,7 +39,7 @@ import torch
 from torch import nn
 
 from nclab.measure import measurement_epochs, resolve_layers
-from nclab.nets import build_model
+from nclab.nets import CollapseNet, build_model
 from nclab.train.config import ConfigError, RunConfig, resolve_config
 from nclab.train.optim import lr_at, milestone_epochs
 
@@ -122,7 +122,7 @@ def _size(nbytes: float) -> str:
     return f"{nbytes:.1f} GiB"  # pragma: no cover
 
 
-def _build(cfg: RunConfig, input_shape: tuple[int, ...], K: int) -> tuple[nn.Module, bool]:
+def _build(cfg: RunConfig, input_shape: tuple[int, ...], K: int) -> tuple[CollapseNet, bool]:
     """The network on the meta device when it builds there (``True``), else on the CPU."""
     spec = dict(head=cfg.model.head.build_kwargs(), **cfg.model.options)
     try:

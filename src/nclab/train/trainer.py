@@ -394,8 +394,8 @@ class Trainer:
         model.eval()
         wrong = data.wrong(model, self.cfg.measure.batch_size, self.autocast_dtype)
         model.train()
-        (wrong,) = ddp.sum_all(wrong)
-        return wrong / data.N
+        (total,) = ddp.sum_all(wrong)
+        return total / data.N
 
     def checkpoint(self) -> None:
         """Write ``checkpoints/last.pt`` (copied to ``epoch_NNNN.pt`` at a measured epoch with
@@ -512,7 +512,7 @@ class Trainer:
                 raise ConfigError(f"invalid config:\n  measure.layers: {err.args[0]}") from None
         model.to(self.device)
         if cfg.train.channels_last:
-            model.to(memory_format=torch.channels_last)
+            model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]  # torch's stubs omit it
         return model, make_optimizer(model, cfg.optim), make_loss(cfg.loss, data.K)
 
     def _restore(self, saved: dict[str, Any]) -> None:
@@ -546,10 +546,10 @@ class Trainer:
             tot_wrong += wrong
             seen += len(batch.y)
             self.bar.advance(self._batch_task)
-        tot_loss, tot_wrong, seen = ddp.sum_all(tot_loss, tot_wrong, seen)
-        if not math.isfinite(tot_loss):
-            raise FloatingPointError(f"training diverged at epoch {epoch} (loss {tot_loss / seen}); lower optim.lr")
-        return tot_loss / seen, tot_wrong / seen
+        loss_all, wrong_all, seen_all = ddp.sum_all(tot_loss, tot_wrong, seen)
+        if not math.isfinite(loss_all):
+            raise FloatingPointError(f"training diverged at epoch {epoch} (loss {loss_all / seen_all}); lower optim.lr")
+        return loss_all / seen_all, wrong_all / seen_all
 
     def _loss(self, logits: torch.Tensor, target: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
         """The loss in float32 whatever the autocast dtype of the forward pass (``.float()`` is a no-op on float32)."""
@@ -563,6 +563,7 @@ class Trainer:
         edges = [j * n // k for j in range(k + 1)]
         parts = [slice(a, b) for a, b in itertools.pairwise(edges) if b > a]
         observe = getattr(model.head, "observe", None)
+        no_sync = getattr(self.step, "no_sync", None)  # DistributedDataParallel's
         seen: list[tuple[torch.Tensor, torch.Tensor]] = []
         self.opt.zero_grad(set_to_none=True)
         loss_sum, wrong = 0.0, 0
@@ -572,7 +573,7 @@ class Trainer:
                 x = x.contiguous(memory_format=torch.channels_last)
             # DDP: all-reduce the gradients once, after the last micro-batch
             last = j == len(parts) - 1
-            sync = contextlib.nullcontext() if last or not hasattr(self.step, "no_sync") else self.step.no_sync()
+            sync = contextlib.nullcontext() if last or no_sync is None else no_sync()
             with sync:
                 with autocast(model, self.autocast_dtype):
                     logits, h = self.step(x)
@@ -588,8 +589,9 @@ class Trainer:
         else:
             self.scaler.step(self.opt)
             self.scaler.update()
-        for h, y in seen:  # the CMF head's class means, after the step as before accumulation existed
-            observe(h, y)
+        if observe is not None:
+            for h, y in seen:  # the CMF head's class means, after the step as before accumulation existed
+                observe(h, y)
         return loss_sum, wrong
 
     def _mse_decomposition(self, res: SplitMeasurement, data: EvalSplit) -> list[tuple[str, float]]:
@@ -729,7 +731,8 @@ def _prepare_shared(
     """:func:`_prepare_dir` and ``config.yaml`` by rank 0 alone; the other ranks wait for its verdict (an error
     there fails them too) and then load the checkpoint it resumes from. A single process just prepares. Returns
     the checkpoint resumed from (or None) and the notes of the resume."""
-    saved, notes, error = None, [], None
+    saved, error = None, None
+    notes: list[str] = []
     run = RunDir(out)
     if ddp.is_main():
         try:
@@ -785,7 +788,8 @@ def train(
     with ddp.session(cfg.train.device):
         main = ddp.is_main()
         created = main and not out.exists()
-        owner, early = None, None
+        owner = None
+        early: Exception | None = None
         if main:  # the refusals that must not touch out, and the lock: rank 0's, told to every rank
             try:
                 if resume and (overwrite or not out.is_dir()):

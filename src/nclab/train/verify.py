@@ -497,8 +497,9 @@ def verify(path: str | Path) -> list[Finding]:
         return [Finding(path, "path", "no such file or directory")]
     if path.is_dir():
         return _verify_folder(RunDir(path))
-    kind, reader = _BY_SUFFIX.get(path.suffix.lower(), ("file", None))  # type: ignore[arg-type]
-    if reader is None:
+    entry = _BY_SUFFIX.get(path.suffix.lower())
+    if entry is None:
         known = ", ".join(sorted(_BY_SUFFIX))
-        return [Finding(path, kind, f"cannot tell what to check in a {path.suffix or 'suffix-less'} file ({known})")]
+        return [Finding(path, "file", f"cannot tell what to check in a {path.suffix or 'suffix-less'} file ({known})")]
+    kind, reader = entry
     return [_check(path, kind, reader)]

@@ -24,6 +24,7 @@ from nclab.metrics import (
 )
 from nclab.metrics.common import DegenerateMetricWarning, TargetUnattainableWarning
 from nclab.stats import ClassStats, NCCAccumulator
+from nclab.stats.class_stats import Track
 from nclab.ufm.models import ModelSpec, evaluate
 
 __all__ = [
@@ -58,9 +59,9 @@ def feature_levels(spec: ModelSpec, params: Mapping[str, np.ndarray]) -> dict[st
     return out
 
 
-def level_stats(spec: ModelSpec, H: np.ndarray, track: str = "full") -> ClassStats:
+def level_stats(spec: ModelSpec, H: np.ndarray, track: Track = "full") -> ClassStats:
     """ClassStats of one level with the class-major labels."""
-    return ClassStats.from_arrays(H, spec.labels, K=spec.K, track=track)  # type: ignore[arg-type]
+    return ClassStats.from_arrays(H, spec.labels, K=spec.K, track=track)
 
 
 def collapse_reports(

@@ -198,7 +198,8 @@ def make_spec(
             raise ValueError(f"depth applies to the extended models only, got depth={depth} for {model!r}")
         depth = 1
         required = lambda_keys(model)
-    default_bias: BiasMode = {"mse-bias": "free", "mse-regbias": "ridge"}.get(model, "none")  # type: ignore[assignment]
+    defaults: dict[str, BiasMode] = {"mse-bias": "free", "mse-regbias": "ridge"}
+    default_bias = defaults.get(model, "none")
     if bias is None:
         bias = default_bias
     if bias not in ("none", "free", "ridge"):
@@ -240,9 +241,9 @@ def make_spec(
         fixed["H"] = _balanced_array(H, "H", K, n, d)
     elif H is not None:
         raise ValueError(f"fixed features H apply to the 'ridge' model only, not {model!r}")
-    activation = "relu" if model == "extended-relu" else "linear"
+    activation: Literal["linear", "relu"] = "relu" if model == "extended-relu" else "linear"
     del N
-    return ModelSpec(model, K, n, d, depth, activation, loss, bias, lams_c, Xa, fixed)  # type: ignore[arg-type]
+    return ModelSpec(model, K, n, d, depth, activation, loss, bias, lams_c, Xa, fixed)
 
 
 def _balanced_array(A: Any, name: str, K: int, n: int, d: int) -> np.ndarray:

@@ -505,5 +505,6 @@ def solve(
     if model == "mufm" and layers is not None:
         from nclab.ufm.mufm import equally_spaced_layers
 
+        assert spec.X is not None  # a mufm spec always has its data (the spec refuses one without)
         info["layers"] = equally_spaced_layers(spec.X, params["H"], layers)
     return UFMResult(model, solver, spec, ev.loss, params, history, _grad_norm(ev.grads), theory, info)

@@ -139,7 +139,8 @@ def _polish(
         t = torch.from_numpy(x).requires_grad_(True)
         value = loss_fn(unpack(t), tau)
         value.backward()
-        return value.item(), t.grad.numpy()  # type: ignore[union-attr]
+        assert t.grad is not None  # t requires grad
+        return value.item(), t.grad.numpy()
 
     x0 = torch.cat([p.detach().reshape(-1) for p in params]).numpy()
     work = sum(sizes) * shapes[0][-2]
