@@ -100,6 +100,8 @@ class ImageFiles(torch.utils.data.Dataset):
         Pillow mode the images are converted to.
     seed : int
         Seed of the per-item augmentation (``set_epoch`` changes the epoch part).
+    info : dict, optional
+        Where the samples came from (kept as :attr:`info`; default empty).
 
     Attributes
     ----------

@@ -99,8 +99,8 @@ class ArrayDataset(torch.utils.data.Dataset):
 
     Parameters
     ----------
-    x : torch.Tensor, shape (N, *input_shape)
-        The inputs, float32.
+    x : torch.Tensor, shape (N, ...)
+        The inputs, float32: ``(N, *input_shape)``.
     y : torch.Tensor, shape (N,)
         Class indices, int64, in ``0 .. K - 1``.
     K : int
@@ -208,8 +208,8 @@ def balanced_subset(y: np.ndarray, per_class: int, K: int, seed: int = 0) -> np.
 
     Returns
     -------
-    numpy.ndarray of int, shape (K * n,)
-        Sorted indices into ``y``, ``n`` of each class.
+    numpy.ndarray of int
+        ``K n`` sorted indices into ``y``, ``n`` of each class.
 
     Raises
     ------
