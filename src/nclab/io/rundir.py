@@ -698,15 +698,6 @@ def _read_yaml(path: Path) -> dict[str, Any]:
 def read_run(path: str | Path) -> RunRecord:
     """Read the folder ``path``: a training run, a monitor's or callback's run, a sweep or an extraction.
 
-    Raises
-    ------
-    FileNotFoundError
-        No such folder, or nothing nclab wrote in it (a run without ``metrics.csv`` has no rows to read).
-    CorruptFileError
-        A file that cannot be read (the message names it).
-    RunDirError
-        A table that repeats an ``(epoch, split, layer, metric)`` with different values (:func:`duplicate_rows`).
-
     Parameters
     ----------
     path : str or Path
@@ -718,6 +709,15 @@ def read_run(path: str | Path) -> RunRecord:
         Its kind, run id, rows, config, summary, identity, zero-error epoch (from ``summary.json``, else the first
         epoch with zero training error, else None) and penultimate layer (from ``summary.json``, else the layer of
         the first ``nc1`` row, else None).
+
+    Raises
+    ------
+    FileNotFoundError
+        No such folder, or nothing nclab wrote in it (a run without ``metrics.csv`` has no rows to read).
+    CorruptFileError
+        A file that cannot be read (the message names it).
+    RunDirError
+        A table that repeats an ``(epoch, split, layer, metric)`` with different values (:func:`duplicate_rows`).
 
     Examples
     --------
@@ -771,13 +771,6 @@ def read_run_metrics(path: str | Path) -> MetricTable:
     :class:`~nclab.io.run_table.MetricRow`, with the run's id and penultimate layer, :meth:`~MetricTable.series`
     and :meth:`~MetricTable.to_frame`). It is :func:`nclab.read_metrics`.
 
-    Raises
-    ------
-    FileNotFoundError, CorruptFileError, RunDirError
-        As :func:`read_run`.
-    ValueError
-        ``path`` is a sweep or an extraction, not one run.
-
     Parameters
     ----------
     path : str or Path
@@ -787,6 +780,13 @@ def read_run_metrics(path: str | Path) -> MetricTable:
     -------
     MetricTable
         Its rows in table order, with ``run_id``, ``penultimate`` and ``path``.
+
+    Raises
+    ------
+    FileNotFoundError, CorruptFileError, RunDirError
+        As :func:`read_run`.
+    ValueError
+        ``path`` is a sweep or an extraction, not one run.
 
     Examples
     --------
