@@ -61,7 +61,7 @@ class MetricRow(NamedTuple):
     epoch : int
         Epochs trained when measured (0: at initialisation).
     split : str
-        ``"train"`` or ``"test"``.
+        The data split, e.g. ``"train"`` or ``"test"``.
     layer : str
         The layer's name, or :data:`OUTPUT_LAYER` for network-level values (loss, error).
     metric : str

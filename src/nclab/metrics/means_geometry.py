@@ -536,7 +536,8 @@ def self_duality(
     Returns
     -------
     float
-        Lower is more collapsed, 0 iff ``W`` is a positive multiple of ``M`` (``"frobenius"``, ``"cosine"``).
+        Lower is more collapsed: ``"frobenius"`` is 0 iff ``W`` is a positive multiple of ``M``, ``"cosine"`` iff
+        each ``w_k`` is a positive multiple of ``m_k``, ``"gram"`` iff ``W M^T`` has the simplex-ETF Gram's shape.
         Zero ``W``, zero (centred) means, or (cosine) any zero row: nan with :class:`DegenerateMetricWarning`.
 
     Examples

@@ -93,7 +93,8 @@ def metrics_table_html(report: Mapping[str, float | str]) -> str:
     -------
     str
         One ``<table>``: values with 4 significant figures (:func:`format_value`), words as they are, every name
-        and value HTML-escaped. Names that are not registered metrics read "diagnostic" in the direction column.
+        and value HTML-escaped. In a table with the direction column, names that are not registered metrics (or
+        metrics without a direction) read "diagnostic".
 
     Examples
     --------
