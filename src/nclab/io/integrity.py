@@ -62,6 +62,13 @@ def arrays_sha256(meta: Mapping[str, str], arrays: Mapping[str, Any], *, skip: s
         Metadata entries; the entry named ``skip`` (where the checksum itself is stored) is left out.
     arrays : mapping of str to array_like
         Named arrays; each contributes its name, little-endian dtype, shape and C-order bytes.
+    skip : str, default "sha256"
+        The metadata entry left out.
+
+    Returns
+    -------
+    str
+        64 hexadecimal digits.
 
     Examples
     --------
@@ -158,6 +165,16 @@ def object_sha256(obj: Any) -> str:
 
     Dictionaries are read in insertion order (which pickling keeps), lists and tuples alike, tensors by dtype,
     shape and bytes, floats exactly (``float.hex``).
+
+    Parameters
+    ----------
+    obj : object
+        Dicts, lists, tuples, tensors, numpy arrays, str, bytes, bool, int, float, None, nested.
+
+    Returns
+    -------
+    str
+        64 hexadecimal digits.
 
     Examples
     --------

@@ -43,9 +43,29 @@ RankPolicy = int | Literal["numerical"] | None
 
 @dataclass(frozen=True)
 class PsdPinv:
-    """``rank`` kept; ``eigvals`` (d,) all eigenvalues, descending, clipped at 0; ``basis`` (d, rank) the kept
-    eigenvectors; ``pinv`` (d, d) computed on first access (many metrics need only the basis and eigenvalues:
-    ``Tr(A^+ B) = sum_i v_i^T B v_i / lambda_i``)."""
+    """The pseudo-inverse of a symmetric PSD matrix ``A (d, d)`` as :func:`psd_pinv` returns it.
+
+    Parameters
+    ----------
+    rank : int
+        Number of eigenvalues kept (inverted).
+    eigvals : numpy.ndarray, shape (d,)
+        All eigenvalues of ``A``, descending, clipped at 0.
+    basis : numpy.ndarray, shape (d, rank)
+        The kept eigenvectors (columns).
+
+    Notes
+    -----
+    ``pinv`` (d, d) is computed on first access: many metrics need only the basis and eigenvalues,
+    ``Tr(A^+ B) = sum_i v_i^T B v_i / lambda_i`` (:meth:`trace_with`).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> p = psd_pinv(np.diag([4.0, 2.0, 0.0]))
+    >>> p.rank, p.pinv.diagonal().tolist(), p.trace_with(np.eye(3))
+    (2, [0.25, 0.5, 0.0], 0.75)
+    """
 
     rank: int
     eigvals: np.ndarray
@@ -204,14 +224,26 @@ def stats_eigvals(stats: ClassStats | ClassMoments, which: str, weighting: Weigh
 
 
 def psd_cholesky(A: np.ndarray, rtol: float = DEFAULT_RTOL) -> tuple[np.ndarray, float] | None:
-    """``(L, rcond)``: the lower Cholesky factor of the symmetric PSD ``A: (d, d)`` and LAPACK's estimate of
-    ``1 / cond_1(A)`` from it (O(d^2) after the O(d^3 / 3) factorisation); ``None`` when ``A`` is numerically
-    singular by this module's policy: the factorisation fails, or ``rcond <= rtol``.
+    """The lower Cholesky factor of the symmetric PSD ``A: (d, d)`` and LAPACK's estimate of its reciprocal
+    condition number, or ``None`` when ``A`` is numerically singular by this module's policy.
 
     Why the estimate and not only a failed factorisation: rounding often lets the Cholesky of an exactly singular
     PSD matrix run to the end on a pivot of roundoff size (seen with OpenBLAS 0.3.31), and a solve with that factor
     returns a huge wrong answer. ``cond_1`` is within a factor d of ``cond_2 = lambda_max / lambda_min``, so the
     test matches the pseudo-inverse's eigenvalue cut to that factor at a fraction of an eigendecomposition's cost.
+
+    Parameters
+    ----------
+    A : numpy.ndarray, shape (d, d)
+        Symmetric positive semi-definite, float64.
+    rtol : float, default 1e-12
+        ``rcond <= rtol`` counts as singular.
+
+    Returns
+    -------
+    tuple of (numpy.ndarray (d, d), float) or None
+        ``(L, rcond)``: ``L`` lower triangular with ``L L^T = A``, ``rcond`` the estimate of ``1 / cond_1(A)``
+        (O(d^2) after the O(d^3 / 3) factorisation); ``None`` when the factorisation fails or ``rcond <= rtol``.
 
     Examples
     --------
@@ -241,11 +273,43 @@ def psd_pinv(
 ) -> PsdPinv:
     """Pseudo-inverse of a symmetric PSD matrix ``A: (d, d)`` (or of its eigendecomposition ``eig``).
 
-    rank : None, "numerical" or int
+    Eigenvalues ``<= rtol * lambda_max`` count as zero (the policy of this module).
+
+    Parameters
+    ----------
+    A : numpy.ndarray, shape (d, d), optional
+        The matrix (its symmetric part is used); give exactly one of ``A`` and ``eig``.
+    rank : None, "numerical" or int, default None
         None: numerical rank capped at ``max_rank`` (the default policy). "numerical": the numerical rank alone
         (eigenvalues > ``rtol * lambda_max``), no cap. int r: the top ``r`` eigenvalues, still dropping those
         below the tolerance (a requested rank above the numerical rank is not an error: exact zeros are never
         inverted).
+    max_rank : int, optional
+        The cap of ``rank=None`` (e.g. ``min(d, K - 1)`` for a centred Sigma_B).
+    rtol : float, default 1e-12
+        Relative eigenvalue tolerance, in ``[0, 1)``.
+    eig : tuple of (numpy.ndarray (d,), numpy.ndarray (d, k)), optional
+        Eigenvalues (descending) and eigenvectors (columns), instead of ``A``.
+
+    Returns
+    -------
+    PsdPinv
+        The kept rank, all eigenvalues and the kept eigenvectors; rank 0 (pseudo-inverse 0) for the zero matrix.
+
+    Raises
+    ------
+    ValueError
+        Both or neither of ``A`` and ``eig``; a bad ``rank`` or ``rtol``; ``A`` not square or not finite.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> A = np.diag([1.0, 1e-14, 0.0])  # 1e-14 is below the tolerance: not inverted
+    >>> p = psd_pinv(A)
+    >>> p.rank, p.pinv.diagonal().tolist()
+    (1, [1.0, 0.0, 0.0])
+    >>> psd_pinv(np.diag([3.0, 2.0, 1.0]), rank=2).rank
+    2
     """
     rtol = check_rtol(rtol)
     if eig is None:

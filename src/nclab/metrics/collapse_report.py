@@ -117,11 +117,34 @@ def check_convention(key: str, value: Any, *, name: str | None = None) -> Any:
     ``pinv_rank`` None | "numerical" | an int >= 1; ``vci_rank`` "min" | "numerical" | an int >= 1;
     ``cdnv_exponent`` 1 | 2; ``ddof`` 0 | 1; ``self_duality_variant`` "frobenius" | "gram" | "cosine".
 
+    Parameters
+    ----------
+    key : str
+        The convention, a key of :data:`DEFAULT_CONVENTIONS`.
+    value : object
+        Its value.
+    name : str, optional
+        The name in error messages; default ``key``.
+
+    Returns
+    -------
+    object
+        ``value``, numpy scalars converted to Python ones.
+
     Raises
     ------
     TypeError, ValueError
         The value is of the wrong kind / not an allowed value, the message naming ``name`` (default ``key``);
         ``ValueError`` also for a ``key`` that is not a convention (the message lists them).
+
+    Examples
+    --------
+    >>> check_convention("ddof", np.int64(0))
+    0
+    >>> check_convention("cdnv_exponent", 3)
+    Traceback (most recent call last):
+        ...
+    ValueError: cdnv_exponent must be 1 or 2, got 3
     """
     if key not in _CONVENTION_VALUES:
         raise ValueError(f"unknown convention {key!r}; known: {', '.join(sorted(DEFAULT_CONVENTIONS))}")
@@ -136,7 +159,24 @@ def check_convention(key: str, value: Any, *, name: str | None = None) -> Any:
 
 def check_conventions(conventions: Mapping[str, Any] | None, *, name: str = "conventions") -> dict[str, Any]:
     """:data:`DEFAULT_CONVENTIONS` with ``conventions`` merged in, each value checked by
-    :func:`check_convention` (errors name ``name[KEY]``).
+    :func:`check_convention`.
+
+    Parameters
+    ----------
+    conventions : mapping of str to object, or None
+        The conventions to change; None keeps the defaults.
+    name : str, default "conventions"
+        The name in error messages, which name ``name[KEY]``.
+
+    Returns
+    -------
+    dict of str to object
+        Every convention, the given ones checked and converted.
+
+    Raises
+    ------
+    TypeError, ValueError
+        A bad value, or a key that is not a convention.
 
     Examples
     --------

@@ -105,8 +105,24 @@ _OLD_CONFIG_KEYS = {"num_classes": "K", "dim": "d"}
 
 @dataclass(frozen=True)
 class StateSpec:
-    """One declared part of an accumulator's state: its shape, dtype, reduction, and whether it is a count or a
-    sum of nonnegative terms (``nonnegative``: checked on load)."""
+    """One declared part of an accumulator's state (:meth:`Accumulator.add_state`).
+
+    Parameters
+    ----------
+    shape : tuple of int
+        Shape of the state tensor, e.g. ``(K, d)``.
+    dtype : torch.dtype
+        Its dtype (float64 for sums, int64 for counts).
+    reduce : {"sum", "shift"}
+        How two states combine (see the module documentation).
+    nonnegative : bool, default False
+        A count or a sum of nonnegative terms: a loaded state with a negative entry is refused.
+
+    Examples
+    --------
+    >>> StateSpec((3,), torch.float64, "sum").numpy_dtype
+    dtype('float64')
+    """
 
     shape: tuple[int, ...]
     dtype: torch.dtype
@@ -121,9 +137,37 @@ class StateSpec:
 def agree_on_shifts(
     seen: torch.Tensor, shifts: tuple[torch.Tensor, ...], group: Any = None
 ) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
-    """Per-class shifts common to every rank of ``torch.distributed``: those of the lowest rank that saw the class
-    (``seen (K,)`` bool; a MIN all-reduce of the owner, then a SUM of the owners' shifts, zeros elsewhere).
-    Returns whether any rank saw each class and the common shifts (zero for classes nobody saw)."""
+    """Per-class shifts common to every rank of ``torch.distributed``: those of the lowest rank that saw the class.
+
+    A MIN all-reduce of the owner, then a SUM of the owners' shifts, zeros elsewhere.
+
+    Parameters
+    ----------
+    seen : torch.Tensor of bool, shape (K,)
+        Whether this rank saw each class.
+    shifts : tuple of torch.Tensor, each of shape (K, ...)
+        This rank's shift states (row k belongs to class k).
+    group : torch.distributed process group, optional
+        Default: the world group.
+
+    Returns
+    -------
+    seen_anywhere : torch.Tensor of bool, shape (K,)
+        Whether any rank saw each class.
+    common : tuple of torch.Tensor
+        The common shifts, shaped as ``shifts`` (zero for classes nobody saw).
+
+    Examples
+    --------
+    A group of one process keeps its own shifts:
+
+    >>> import torch.distributed as dist
+    >>> dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    >>> seen, (common,) = agree_on_shifts(torch.tensor([True, False]), (torch.ones(2, 3),))
+    >>> seen.tolist(), common.tolist()
+    ([True, False], [[1.0, 1.0, 1.0], [0.0, 0.0, 0.0]])
+    >>> dist.destroy_process_group()
+    """
     import torch.distributed as dist
 
     rank, world = dist.get_rank(group), dist.get_world_size(group)
@@ -141,8 +185,37 @@ class Accumulator(ABC):
 
     Subclasses call ``super().__init__(device)`` and :meth:`add_state` in ``__init__``, implement :meth:`update`,
     :meth:`_config` and :meth:`_from_config`, and, when they declare ``"shift"`` states, :meth:`_shift_counts`
-    and :meth:`_reshift`. The state is allocated lazily, on the device of the first batch, unless ``device`` is
-    given.
+    and :meth:`_reshift`.
+
+    Parameters
+    ----------
+    device : str or torch.device, optional
+        Where the state lives. Default: allocated lazily, on the device of the first batch.
+
+    Examples
+    --------
+    A counter declares one state; merge, state_dict, save and load come from the base class:
+
+    >>> class Count(Accumulator):
+    ...     def __init__(self, device=None):
+    ...         super().__init__(device)
+    ...         self.add_state("n", (), torch.int64, nonnegative=True)
+    ...
+    ...     def _config(self):
+    ...         return {}
+    ...
+    ...     @classmethod
+    ...     def _from_config(cls, config, buffers, device):
+    ...         return cls(device)
+    ...
+    ...     def update(self, x):
+    ...         if self._state is None:
+    ...             self._allocate(torch.device("cpu"))
+    ...         self._state["n"] += len(x)
+    ...         return self
+    >>> total = Count().update([1, 2]).merge(Count().update([3]))
+    >>> int(total.state_dict()["state"]["n"])
+    3
     """
 
     #: Names of the attributes holding child accumulators (visited after the own state, in this order).

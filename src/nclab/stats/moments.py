@@ -52,11 +52,20 @@ def check_weighting(weighting: str) -> None:
 
 
 class MomentKey:
-    """The names of the entries of a :class:`ClassMoments` cache. An entry is the name alone, or
-    ``(name, *parameters)`` for the parameters noted here; :meth:`ClassMoments.memo` refuses any other name.
+    """The names of the entries of a :class:`ClassMoments` cache.
 
+    An entry is the name alone, or ``(name, *parameters)`` for the parameters noted here;
+    :meth:`ClassMoments.memo` refuses any other name.
+
+    Notes
+    -----
     Plain string constants rather than an ``Enum``: a report looks entries up a few hundred times, and a string
     hashes in C where an ``Enum`` member hashes in Python.
+
+    Examples
+    --------
+    >>> MomentKey.SIGMA_W, MomentKey.GLOBAL_MEAN
+    ('sigma_w', 'global_mean')
     """
 
     # computed by ClassMoments itself
