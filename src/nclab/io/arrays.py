@@ -395,9 +395,9 @@ def iter_batches(features: Any, labels: Any, batch_size: int = 8192) -> Iterator
     batch_size : int, default 8192
         Rows per chunk, an int >= 1.
 
-    Returns
-    -------
-    iterator of (features_chunk, labels_chunk)
+    Yields
+    ------
+    (features_chunk, labels_chunk)
         Features ``(B, d)`` in memory, native byte order, and their labels ``(B,)``; ``B = batch_size`` but for
         the last chunk. A generator: nothing is read before the first chunk is asked for.
 
