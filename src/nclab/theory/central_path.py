@@ -338,17 +338,36 @@ def simulate(
 
     Parameters
     ----------
-    K, n, d : classes, samples per class, feature dimension (``K n - K >= d``).
-    t_end : final time; checkpoints are ``0`` and ``num_checkpoints`` log-spaced times in ``[t_first, t_end]``
-        (``t_first`` default ``t_end / 10^3``).
-    projection : "oblique" (the paper's Prop. 4 / App. D.1 algorithm) or "orthogonal" (the flow of Prop. 2).
-    method : "ode" (DOP853 with ``rtol``/``atol`` between checkpoints, retraction at each) or "gd" (discrete
-        :func:`renormalized_step` with step ``eta``; time = steps * eta; checkpoints rounded to steps).
-    X0 : optional initial rows ``(N, d)`` (class-major); default :func:`initial_features` with ``seed``.
-    max_steps, max_evals : bounds on the work, so that no horizon makes the simulation run without end (``t_end``
-        must also be finite): ``"gd"`` refuses ``t_end / eta > max_steps`` gradient steps (``ValueError``, before
-        any step); ``"ode"`` stops with ``RuntimeError`` after ``max_evals`` right-hand-side evaluations over all
-        checkpoints (the default horizon 1e4 at K=4, n=5, d=6 takes about 700; 1e5 of them about 90 s).
+    K, n, d : int
+        Classes, samples per class and feature dimension (``K n - K >= d``).
+    t_end : float
+        Final time, finite; checkpoints are ``0`` and ``num_checkpoints`` log-spaced times in ``[t_first, t_end]``.
+    projection : {"oblique", "orthogonal"}, default="oblique"
+        The paper's Prop. 4 / App. D.1 algorithm, or the flow of Prop. 2.
+    method : {"ode", "gd"}, default="ode"
+        ``"ode"``: DOP853 with ``rtol``/``atol`` between checkpoints, retraction at each; ``"gd"``: discrete
+        :func:`renormalized_step` with step ``eta`` (time = steps * eta; checkpoints rounded to steps).
+    num_checkpoints : int, default=20
+        Number of log-spaced checkpoints after ``0``.
+    t_first : float, optional
+        First checkpoint (default ``t_end / 10^3``).
+    eta : float, default=1e-2
+        Step of ``"gd"``.
+    rtol, atol : float, default=1e-10, 1e-12
+        Tolerances of ``"ode"``.
+    mean_scale : float, default=1.0
+        Scale of the Gaussian class means of the default start.
+    seed : int, default=0
+        Seed of the default start.
+    X0 : ndarray of shape (K n, d), optional
+        Initial rows (class-major); default :func:`initial_features` with ``seed``.
+    nc_metrics : bool, default=True
+        Record the NC metrics at each checkpoint.
+    max_steps, max_evals : int, default=1_000_000, 100_000
+        Bounds on the work, so that no horizon makes the simulation run without end: ``"gd"`` refuses
+        ``t_end / eta > max_steps`` gradient steps (``ValueError``, before any step); ``"ode"`` stops with
+        ``RuntimeError`` after ``max_evals`` right-hand-side evaluations over all checkpoints (the default horizon
+        1e4 at K=4, n=5, d=6 takes about 700; 1e5 of them about 90 s).
 
     Returns
     -------
