@@ -362,6 +362,33 @@ def extract_features(
     ``nclab measure out/features.safetensors:penultimate out/features.safetensors:labels``. Every returned path
     is then that file, the key naming the tensor.
 
+    Parameters
+    ----------
+    model : nn.Module
+        The model, run in eval mode.
+    data : Dataset or iterable
+        A ``torch.utils.data.Dataset`` of ``(x, y)`` items (resumable) or any iterable of ``(x, y)`` batches.
+    layers : str or sequence of str, default="penultimate"
+        Layers to write, as :class:`~nclab.monitor.CollapseMonitor`.
+    out : str or Path
+        The output folder.
+    K : int, optional
+        Number of classes (default: the classifier's rows).
+    classifier : optional
+        As :class:`~nclab.monitor.CollapseMonitor` (None: find it).
+    device : str or torch.device, optional
+        Where the model runs.
+    format : {"npy", "safetensors"}, default="npy"
+        Output format.
+    overwrite : bool, default=False
+        Replace an earlier extraction in ``out``.
+    batch_size : int, default=256
+        Batch size for an indexable dataset.
+    workers : int, default=0
+        ``DataLoader`` worker processes for an indexable dataset.
+    resume : bool, default=False
+        Continue an interrupted extraction.
+
     Returns
     -------
     dict[str, Path]

@@ -77,7 +77,32 @@ def check_feature_bottleneck(d: int | None, feature_layer: str, allowed: Sequenc
 
 
 class CollapseNet(nn.Module):
-    """Base class: subclasses set ``self.head`` and implement :meth:`features` and :meth:`_layers`."""
+    """Base class: subclasses set ``self.head`` and implement :meth:`features` and :meth:`_layers`.
+
+    Parameters
+    ----------
+    *args, **kwargs
+        Passed to :class:`torch.nn.Module`.
+
+    Examples
+    --------
+    A minimal subclass: one measured hidden layer, whose output is the penultimate feature.
+
+    >>> import torch
+    >>> from torch import nn
+    >>> from nclab.nets import CollapseNet
+    >>> class Tiny(CollapseNet):
+    ...     def __init__(self):
+    ...         super().__init__()
+    ...         self.hidden, self.head = nn.Linear(4, 3), nn.Linear(3, 2)
+    ...     def features(self, x):
+    ...         return self.hidden(x)
+    ...     def _layers(self):
+    ...         return [("hidden", self.hidden)]
+    >>> net = Tiny()
+    >>> net.penultimate_name, tuple(net(torch.zeros(5, 4)).shape), tuple(net.classifier_weight.shape)
+    ('hidden', (5, 2), (2, 3))
+    """
 
     head: nn.Module
     K: int

@@ -64,6 +64,33 @@ class PFCResNet(CollapseNet):
     stride-1 or stride-2 transition). ``block``: ``"preact"`` (default) or ``"post"``. ``pool=False`` (default,
     as Table I's measured dims): the head reads the flattened ``C x H x W`` map of the last block, which is then
     the penultimate layer; ``pool=True``: a global average pool first (``d = C``).
+
+    Parameters
+    ----------
+    input_shape : sequence of int
+        Image shape ``(C, H, W)``, ``H = W``.
+    K : int
+        Number of classes.
+    stages : sequence of (int, int, int), optional
+        ``(channels, side, blocks)`` per stage; give ``stages`` or ``table``.
+    table : str, optional
+        A row of :data:`TABLE_I` (``"fashion-mnist"``, ``"cifar10"``, ``"stl10"``, ``"cifar100"``).
+    block : {"preact", "post"}, default="preact"
+        Residual block type.
+    pool : bool, default=False
+        Global average pool before the head (``d = C``), else the flattened map (``d = C H W``).
+    head : nn.Module, optional
+        Classifier on the ``(B, d)`` features (default: a linear layer ``d -> K``).
+
+    Examples
+    --------
+    Two stages, the last ``8`` channels on a ``4 x 4`` map: ``d = 8 * 4 * 4 = 128``.
+
+    >>> import torch
+    >>> from nclab.nets import PFCResNet
+    >>> net = PFCResNet((1, 8, 8), 3, stages=[(4, 8, 1), (8, 4, 1)])
+    >>> list(net.measured_layers()), tuple(net.features(torch.zeros(2, 1, 8, 8)).shape)
+    (['layer0', 'layer1'], (2, 128))
     """
 
     def __init__(
