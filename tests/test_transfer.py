@@ -376,3 +376,11 @@ def test_vci_transfer_cpu_design():
     assert (len(classes) - 1) / d == pytest.approx(999 / 2048, abs=0.02)  # the paper's (K - 1) / d
     lam = next(g for g in spec["groups"] if g["name"] == "lambda")
     assert lam["set"]["loss.cosreg_variant"] == "pairs_over_n"
+
+
+def test_make_task_refuses_an_unknown_score() -> None:
+    from nclab.transfer.study import make_task
+
+    # the task's score is the probe's Literal: a misspelt one is named when the task is built, not at the probe
+    with pytest.raises(ValueError, match="downstream 'd': score must be one of 'top1', 'mean_per_class', got 'top5'"):
+        make_task({"name": "d", "dataset": "digits", "per_class": 10, "score": "top5"}, (1, 8, 8))

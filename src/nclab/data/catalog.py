@@ -167,12 +167,12 @@ def open_images(
 
     Parameters
     ----------
-    name : one of :data:`IMAGE_DATASETS`
-        ``image-folder`` (any ``root/<class>/<images>``; ``root/<split>/`` is tried too), ``imagenet``,
-        ``tiny-imagenet``, and the probe datasets of :mod:`nclab.data.probe_sets`.
-    split : str
+    name : str
+        One of :data:`IMAGE_DATASETS`: ``image-folder`` (any ``root/<class>/<images>``; ``root/<split>/`` is
+        tried too), ``imagenet``, ``tiny-imagenet``, and the probe datasets of :mod:`nclab.data.probe_sets`.
+    split : str, default="train"
         The dataset's official splits (``imagenet``: train / val; ``oxford-pets``: trainval / test; ...).
-    root : folder, optional
+    root : str or pathlib.Path, optional
         Where the dataset is (its folder or the one above); default ``$NCLAB_DATA/<name>``, then
         ``/usr/share/datasets/<name>``.
     transform : callable ``(x, generator) -> tensor``, optional
@@ -181,12 +181,45 @@ def open_images(
         Keep only these classes, relabelled in the order given (:meth:`ImageFiles.select`).
     per_class : int, optional
         A balanced subset of this many images per class, drawn with ``seed``.
-    seed : int
+    seed : int, default=0
         Seed of the subset and of the per-item augmentation.
-    mode : "RGB" | "L"
+    mode : {"RGB", "L"}, default="RGB"
+        Pillow mode the images are converted to (3 channels, or 1).
     **options
         Reader options: ``partition`` (dtd, sun397), ``annotation_level`` (fgvc-aircraft), ``train_per_class``
         and ``split_seed`` (caltech101), ``extensions`` (image-folder).
+
+    Returns
+    -------
+    ImageFiles
+        The split's files with integer labels (``targets (N,)``, ``classes``), decoded one image at a time.
+
+    Raises
+    ------
+    ValueError
+        An unknown dataset or split, or ``image-folder`` without ``root``.
+    DatasetNotFoundError
+        The dataset is in none of the folders looked in (named in the message, with how to get it).
+    CorruptDatasetError
+        The files are there but inconsistent (e.g. a class folder without images).
+
+    See Also
+    --------
+    nclab.data.load : the in-memory datasets.
+
+    Examples
+    --------
+    >>> import tempfile, numpy as np
+    >>> from PIL import Image
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> for c in ("ant", "bee", "cat"):
+    ...     (Path(tmp.name) / "val" / c).mkdir(parents=True)
+    ...     for i in range(2):
+    ...         Image.fromarray(np.zeros((5, 5), np.uint8)).save(Path(tmp.name) / "val" / c / f"{i}.png")
+    >>> ds = open_images("image-folder", "val", tmp.name, classes=["cat", "ant"], mode="L")
+    >>> len(ds), ds.classes, ds.targets.tolist(), tuple(ds[0][0].shape)
+    (4, ['cat', 'ant'], [1, 1, 0, 0], (1, 5, 5))
+    >>> tmp.cleanup()
     """
     if name not in _SPECS:
         raise ValueError(f"unknown image dataset {name!r}; known: {', '.join(IMAGE_DATASETS)}")

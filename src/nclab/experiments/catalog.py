@@ -57,6 +57,33 @@ EXPERIMENTS: dict[str, Experiment] = {}
 
 @dataclass(frozen=True)
 class Experiment:
+    """One registered experiment: its function and what ``nclab experiment list`` says about it.
+
+    Built by :func:`register`; looked up with :func:`nclab.experiments.get`.
+
+    Parameters
+    ----------
+    name : str
+        The name it is run by (``nclab experiment run NAME``).
+    fn : callable
+        ``fn(out: Path, scale: str, seed: int) -> dict``: writes its outputs under ``out`` and returns a small
+        JSON-able summary.
+    summary : str
+        One line on what it shows.
+    paper : str
+        Citation key of the paper it reproduces (docs/references.md).
+    scales : tuple of str, default=("tiny", "cpu", "paper")
+        The scales it runs at.
+    durations : dict of str to str, default={}
+        Expected wall time per scale on the 2-core reference machine, as measured (:data:`DURATIONS`).
+
+    Examples
+    --------
+    >>> exp = Experiment("toy", lambda out, scale, seed: {"seed": seed}, "a toy", "[Han et al. 2022]", ("tiny",))
+    >>> exp.scales, exp.durations, exp.fn(Path("."), "tiny", 3)
+    (('tiny',), {}, {'seed': 3})
+    """
+
     name: str
     fn: ExperimentFn
     summary: str
@@ -75,7 +102,39 @@ def register(
     scales: tuple[str, ...] = ("tiny", "cpu", "paper"),
 ) -> Callable[[ExperimentFn], ExperimentFn]:
     """Decorator: register ``fn(out, scale, seed) -> summary dict`` under ``name`` (its expected wall times
-    come from :data:`DURATIONS`)."""
+    come from :data:`DURATIONS`).
+
+    Parameters
+    ----------
+    name : str
+        The experiment's name.
+    summary : str
+        One line on what it shows.
+    paper : str
+        Citation key of the paper it reproduces (resolving in docs/references.md).
+    scales : tuple of str, default=("tiny", "cpu", "paper")
+        The scales it runs at.
+
+    Returns
+    -------
+    callable
+        The decorator; it adds an :class:`Experiment` to :data:`EXPERIMENTS` and returns ``fn`` unchanged.
+
+    Raises
+    ------
+    ValueError
+        When applied: another function is already registered under ``name``, or :data:`DURATIONS` times a
+        scale the experiment does not declare.
+
+    Examples
+    --------
+    >>> @register("doc-toy", summary="a toy", paper="[Han et al. 2022]", scales=("tiny",))
+    ... def toy(out, scale, seed):
+    ...     return {"seed": seed}
+    >>> EXPERIMENTS["doc-toy"].fn is toy, EXPERIMENTS["doc-toy"].scales
+    (True, ('tiny',))
+    >>> del EXPERIMENTS["doc-toy"]  # keep the registry to the real experiments
+    """
 
     def wrap(fn: ExperimentFn) -> ExperimentFn:
         if name in EXPERIMENTS and EXPERIMENTS[name].fn is not fn:

@@ -37,11 +37,55 @@ def _load() -> None:
 
 
 def list_experiments() -> list[Experiment]:
+    """Every registered experiment, sorted by name (the first call imports the experiment modules).
+
+    Returns
+    -------
+    list of Experiment
+        One per registered name.
+
+    See Also
+    --------
+    get : one experiment by name.
+
+    Examples
+    --------
+    >>> names = [e.name for e in list_experiments()]
+    >>> names == sorted(names), "digits-mlp-demo" in names
+    (True, True)
+    """
     _load()
     return [EXPERIMENTS[k] for k in sorted(EXPERIMENTS)]
 
 
 def get(name: str) -> Experiment:
+    """The experiment registered as ``name`` (the first call imports the experiment modules).
+
+    Parameters
+    ----------
+    name : str
+        An experiment's name (``nclab experiment list``).
+
+    Returns
+    -------
+    Experiment
+        Its function, summary, citation key, scales and expected durations.
+
+    Raises
+    ------
+    KeyError
+        If no experiment has that name; the message lists the known ones.
+
+    Examples
+    --------
+    >>> exp = get("digits-mlp-demo")
+    >>> exp.name, "tiny" in exp.scales, callable(exp.fn)
+    ('digits-mlp-demo', True, True)
+    >>> get("no-such-experiment")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+        ...
+    KeyError: "unknown experiment 'no-such-experiment'; known: central-path-flow, ..."
+    """
     _load()
     try:
         return EXPERIMENTS[name]
@@ -52,7 +96,48 @@ def get(name: str) -> Experiment:
 def run(name: str, out: str | Path, *, scale: str = "cpu", seed: int = 0) -> dict[str, Any]:
     """Run experiment ``name`` at ``scale``, writing under ``out`` (created; a path that cannot be a writable
     folder raises ``NotADirectoryError`` / ``PermissionError`` before the experiment starts). The reports of a
-    ``tiny`` run carry the smoke-test banner (:data:`~nclab.experiments.catalog.SMOKE_TEST_NOTE`)."""
+    ``tiny`` run carry the smoke-test banner (:data:`~nclab.experiments.catalog.SMOKE_TEST_NOTE`).
+
+    Parameters
+    ----------
+    name : str
+        An experiment's name.
+    out : str or pathlib.Path
+        The output folder (created).
+    scale : str, default="cpu"
+        One of the experiment's scales: ``"tiny"`` (a smoke test), ``"cpu"`` or ``"paper"``.
+    seed : int, default=0
+        The experiment's seed, ``>= 0``.
+
+    Returns
+    -------
+    dict
+        The experiment's JSON-able summary (also in ``out/summary.json`` where the experiment writes one).
+
+    Raises
+    ------
+    KeyError
+        An unknown experiment.
+    ValueError
+        A scale the experiment does not declare, or a negative seed.
+    NotADirectoryError, PermissionError
+        ``out`` cannot be a writable folder.
+
+    Examples
+    --------
+    A smoke test writes its table, figure and report (skipped here: it takes seconds, mostly plotting).
+
+    >>> import tempfile, os
+    >>> with tempfile.TemporaryDirectory() as tmp:  # doctest: +SKIP
+    ...     summary = run("mse-decomposition-ufm", tmp, scale="tiny")
+    ...     files = sorted(os.listdir(tmp))
+    >>> files  # doctest: +SKIP
+    ['decomposition.csv', 'fig2.png', 'report.html', 'summary.json']
+    >>> run("mse-decomposition-ufm", "unused", scale="huge")
+    Traceback (most recent call last):
+        ...
+    ValueError: experiment 'mse-decomposition-ufm' has scales ('tiny', 'cpu', 'paper'), not 'huge'
+    """
     exp = get(name)
     if scale not in exp.scales:
         raise ValueError(f"experiment {name!r} has scales {exp.scales}, not {scale!r}")

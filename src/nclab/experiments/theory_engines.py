@@ -38,7 +38,7 @@ def _finish(out: Path, title: str, sections: list[tuple[str, str]], figures: lis
 
 
 # ---------------------------------------------------------------------------------------------- [Han et al. 2022] flow
-_FLOW_SCALES = {
+_FLOW_SCALES: dict[str, dict[str, Any]] = {
     "tiny": dict(C=4, N=5, P=6, t_end=1e3, num_checkpoints=8),
     "cpu": dict(C=4, N=5, P=6, t_end=1e6, num_checkpoints=40),
     "paper": dict(C=10, N=20, P=16, t_end=1e7, num_checkpoints=60),
@@ -239,7 +239,7 @@ def depth_profile(layers: Sequence[np.ndarray], y: np.ndarray, t_grid: np.ndarra
     from nclab.theory.geodesic import geodesic_profile
 
     K = int(y.max()) + 1
-    measured = {"pfc1": [], "pfc2": [], "pfc3": []}
+    measured: dict[str, list[float]] = {"pfc1": [], "pfc2": [], "pfc3": []}
     for h in layers:
         st = ClassStats.from_arrays(h, y, K=K, track="light")
         measured["pfc1"].append(trace_ratio(st))
@@ -336,7 +336,7 @@ def geodesic_digits(out: Path, scale: str, seed: int) -> dict:
     write_csv(
         out / "geodesic.csv",
         [
-            {"t": float(t), "pfc1": float(pm.pfc1[i]), "pfc2": float(pm.pfc2[i]), "pfc3": float(pm.pfc3[i])}  # type: ignore[index]
+            {"t": float(t), "pfc1": float(pm.pfc1[i]), "pfc2": float(pm.pfc2[i]), "pfc3": float(pm.pfc3[i])}
             for i, t in enumerate(t_grid)
         ],
     )
