@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DURATIONS", "EXPERIMENTS", "SMOKE_TEST_NOTE", "Experiment", "register"]
+__all__ = ["DURATIONS", "EXPERIMENTS", "PROTOCOLS", "SMOKE_TEST_NOTE", "Experiment", "declare_protocols", "register"]
 
 #: What the ``tiny`` scale is, said in its reports (a banner), by ``nclab experiment run`` and in the list.
 SMOKE_TEST_NOTE = (
@@ -48,6 +48,12 @@ DURATIONS: dict[str, dict[str, str]] = {
 }
 
 ExperimentFn = Callable[[Path, str, int], dict[str, Any]]
+ProtocolFn = Callable[[str], list[Any]]
+
+#: Per experiment name: ``(scales, fn)``, ``fn(scale)`` the :class:`~nclab.experiments.protocols.Protocol` list of
+#: each of those scales (filled by :func:`declare_protocols`; a protocol may be declared before, or without, the
+#: experiment it belongs to: the paper protocol of an experiment another module registers).
+PROTOCOLS: dict[str, tuple[tuple[str, ...], ProtocolFn]] = {}
 
 
 #: Every registered experiment by name (filled as the experiment modules are imported).
@@ -64,6 +70,32 @@ class Experiment:
     #: Expected wall time per scale on the 2-core reference machine, as measured (a scale missing here has not
     #: been timed).
     durations: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def papers(self) -> list[str]:
+        """The citation keys of :attr:`paper` (``"[Han et al. 2022]"`` -> ``["Han et al. 2022"]``; several are
+        separated by ``;``), as docs/references.md lists them."""
+        return [k.strip() for k in self.paper.strip().strip("[]").split(";") if k.strip()]
+
+    def protocols(self, scale: str) -> list[Any]:
+        """The :class:`~nclab.experiments.protocols.Protocol` list of ``scale`` (empty when none is declared)."""
+        scales, fn = PROTOCOLS.get(self.name, ((), None))
+        return list(fn(scale)) if fn is not None and scale in scales else []
+
+
+def declare_protocols(
+    name: str, *, scales: tuple[str, ...] = ("tiny", "cpu", "paper")
+) -> Callable[[ProtocolFn], ProtocolFn]:
+    """Decorator: ``fn(scale) -> list[Protocol]`` gives what experiment ``name`` runs at each of ``scales``
+    (``nclab experiment list``, ``run --dry-run``, the paper-scale data check)."""
+
+    def wrap(fn: ProtocolFn) -> ProtocolFn:
+        if name in PROTOCOLS and PROTOCOLS[name][1] is not fn:
+            raise ValueError(f"the protocols of experiment {name!r} are declared twice")
+        PROTOCOLS[name] = (tuple(scales), fn)
+        return fn
+
+    return wrap
 
 
 def register(
