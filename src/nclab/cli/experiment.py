@@ -117,6 +117,7 @@ def experiment_list(fmt: Annotated[OutputFormat, format_option()] = OutputFormat
         "Data: put each dataset in $NCLAB_DATA/<name> (or /usr/share/datasets/<name>); the layout each expects is "
         "in -f json (scales.<scale>.data) and in the error of a run that misses it. nclab never downloads.",
         highlight=False,
+        soft_wrap=False,
     )
 
 

@@ -40,6 +40,13 @@ DATASET_FACTS: dict[str, tuple[int, int, int]] = {
     "imagenet": (1_281_167, 1000, 224),
 }
 
+#: The options of each loss a protocol shows (those that act for it).
+_LOSS_OPTIONS: dict[str, tuple[str, ...]] = {
+    "mse": ("reduction", "target_scale"),
+    "ce": ("tau", "label_smoothing"),
+    "ce_cosreg": ("tau", "label_smoothing", "cosreg_weight", "cosreg_variant"),
+}
+
 # the measured H200 anchors of the module docstring
 _STEP_S_R18 = 4.6 / 468
 _STEP_FLOOR_S = 4.1 / 468
@@ -135,7 +142,7 @@ class Protocol:
         if d.normalize:
             prep.append("per-channel mean/std")
         loss = cfg.loss
-        loss_opts = {k: v for k, v in loss.model_dump().items() if k != "name" and v != type(loss)().model_dump()[k]}
+        loss_opts = {k: getattr(loss, k) for k in _LOSS_OPTIONS[loss.name]}
         return cls(
             label=label,
             model=m.name,
