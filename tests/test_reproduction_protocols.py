@@ -69,7 +69,7 @@ def test_a_changed_recipe_fails_its_protocol_test(monkeypatch):
     from nclab.train import presets
 
     monkeypatch.setitem(presets.PRESETS["wang2024-pfc"]["schedule"], "milestones", [100, 200])
-    with pytest.raises(AssertionError, match="schedule.milestones"):
+    with pytest.raises(AssertionError, match=r"schedule\.milestones"):
         _check_against_table("pfc-table1")
 
 
