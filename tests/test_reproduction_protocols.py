@@ -181,5 +181,18 @@ def test_tiny_scale_of_a_reproduction_runs(tmp_path):
     from nclab.experiments import run
 
     summary = run("pfc-table1", tmp_path, scale="tiny")
-    assert len(summary) == 2 and (tmp_path / "report.html").is_file()
-    assert all(v["zero_error_epoch"] is None or v["zero_error_epoch"] <= 2 for v in summary.values())
+    runs = ["digits/fc_resnet/ce-0 seed0", "digits/fc_resnet/ce-1 seed0"]
+    assert [k for k in summary if k.endswith("zero-error epoch")] == [f"{r}: zero-error epoch" for r in runs]
+    assert (tmp_path / "report.html").is_file() and (
+        tmp_path / "digits-fc_resnet-ce-1" / "seed0" / "metrics.csv"
+    ).is_file()
+
+
+def test_vci_transfer_paper_scale_refuses_rather_than_run_a_stand_in(tmp_path):
+    """Its protocol pretrains on streamed ImageNet, which the transfer study cannot hold: it says so (after the data
+    check) instead of running the old CPU stand-in longer."""
+    from nclab.experiments.transfer import run_vci_transfer
+
+    with pytest.raises(ValueError, match="streamed"):
+        run_vci_transfer(tmp_path, "paper", 0)
+    assert not list(tmp_path.iterdir())

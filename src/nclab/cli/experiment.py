@@ -13,7 +13,17 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
-from nclab.cli.common import OutputFormat, emit, err_console, format_option, make_app, note, out_option, user_errors
+from nclab.cli.common import (
+    OutputFormat,
+    emit,
+    err_console,
+    flag,
+    format_option,
+    make_app,
+    note,
+    out_option,
+    user_errors,
+)
 
 __all__ = ["app"]
 
@@ -43,15 +53,13 @@ def _scale_info(exp: Any, scale: str) -> dict[str, Any]:
 
 
 def _cost_line(exp: Any, scale: str, info: dict[str, Any]) -> str:
+    """The cost of ``scale`` in short lines (the list's cost column does not wrap)."""
     est = info["estimate"]
     if "gpu_hours" in est:
-        sweep = (
-            f" ({est['sweep_gpu_hours']:.0f} with the lr sweep)" if est["sweep_gpu_hours"] > est["gpu_hours"] else ""
-        )
-        return (
-            f"{_scale(scale)}: {info['runs']} runs, ~{est['gpu_hours']:.1f} H200 GPU-h{sweep}, "
-            f"{est['memory_gib']:.0f} GiB"
-        )
+        lines = [f"{_scale(scale)}: {info['runs']} runs", f"  ~{est['gpu_hours']:.1f} H200 GPU-h"]
+        if est["sweep_gpu_hours"] > est["gpu_hours"]:
+            lines.append(f"  ({est['sweep_gpu_hours']:.0f} with lr sweep)")
+        return "\n".join([*lines, f"  {est['memory_gib']:.0f} GiB peak"])
     return f"{_scale(scale)}: {est['time_2_cores']}"
 
 
@@ -89,7 +97,9 @@ def experiment_list(fmt: Annotated[OutputFormat, format_option()] = OutputFormat
                 "name": exp.name,
                 "paper": exp.paper,
                 **{f"{s} time": exp.durations.get(s, "not timed") for s in ("tiny", "cpu", "paper")},
-                "paper estimate": _cost_line(exp, "paper", infos[exp.name]["paper"]) if "paper" in exp.scales else "",
+                "paper estimate": " ".join(_cost_line(exp, "paper", infos[exp.name]["paper"]).split())
+                if "paper" in exp.scales
+                else "",
                 "data": " ".join(d["name"] for s in exp.scales for d in infos[exp.name][s]["data"]),
                 "scales": " ".join(exp.scales),
                 "summary": exp.summary,
@@ -104,10 +114,10 @@ def experiment_list(fmt: Annotated[OutputFormat, format_option()] = OutputFormat
 
     table = Table(title="nclab experiments", expand=True)
     # the summary sits under the name (its own column folded one word per line at 100 columns)
-    table.add_column("experiment", ratio=5, overflow="fold")
-    table.add_column("paper", ratio=2)
-    table.add_column("scale: cost", ratio=4)
-    table.add_column("data (paper scale)", ratio=2, overflow="fold")
+    table.add_column("experiment", ratio=1, overflow="fold")
+    table.add_column("paper", width=13)
+    table.add_column("scale: cost", no_wrap=True)
+    table.add_column("data (paper scale)", width=14, overflow="fold")
     for exp in exps:
         costs = "\n".join(_cost_line(exp, s, infos[exp.name][s]) for s in exp.scales)
         data = ", ".join(d["name"] for d in infos[exp.name].get("paper", {}).get("data", [])) or "-"
@@ -133,7 +143,7 @@ def experiment_run(
     out: Annotated[Path | None, out_option("output folder (default runs/experiments/NAME-SCALE)")] = None,
     seed: Annotated[int, typer.Option(help="random seed")] = 0,
     dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="print the resolved protocol of each run and exit; runs and reads nothing")
+        bool, flag("--dry-run", help="print the resolved protocol of each run and exit; runs and reads nothing")
     ] = False,
     fmt: Annotated[OutputFormat, format_option()] = OutputFormat.table,
 ) -> None:
@@ -176,7 +186,8 @@ def _dry_run(name: str, scale: str, fmt: OutputFormat) -> None:
     if not protocols:
         note(f"experiment {name!r} declares no protocol at scale {scale}: it runs as its module defines")
     rows = [_protocol_row(p.to_dict()) for p in protocols]
-    emit(rows, fmt, f"{name} ({_scale(scale)}): {_cost_line(exp, scale, info)}")
+    cost = ", ".join(line.strip() for line in _cost_line(exp, scale, info).splitlines())
+    emit(rows, fmt, f"{name}: {cost}")
     for need in info["data"]:
         err_console.print(
             f"data {need['name']}: {need['layout']} (looked for in {', '.join(need['where'])})",

@@ -34,10 +34,14 @@ DURATIONS: dict[str, dict[str, str]] = {
     "digits-mlp-demo": {"tiny": "~15 s", "cpu": "~40 s"},
     "fashion-mnist-cnn": {"tiny": "~20 s", "cpu": "~1.5 min"},
     "geodesic-digits": {"tiny": "~7 s", "cpu": "<= 1.5 min"},
-    "gnc-assignment": {"tiny": "~2 s", "cpu": "seconds"},
+    "gnc-assignment": {"tiny": "~2 s", "cpu": "<= 16 s"},  # cpu: 2026-11-26 11:57, load 9.0-9.6, CLI wall time
     "gnc-bounds-vs-d": {"tiny": "~13 s", "cpu": "minutes"},
     "gnc-d2-codes": {"tiny": "~4 s", "cpu": "~1 min"},
     "gnc-tau-maxcos": {"tiny": "~4 s", "cpu": "~35 s"},  # 2026-11-26, load 5-7: tiny 4.5 s, cpu 25-46 s
+    # 2026-11-26 11:49, load average 9.5 on 2 cores, the CLI's wall time (imports included): upper bounds
+    "gnc-trained": {"tiny": "<= 20 s"},
+    "mse-nc-benchmarks": {"tiny": "<= 25 s"},
+    "pfc-table1": {"tiny": "<= 25 s"},
     "mse-decomposition-ufm": {"tiny": "<1 s", "cpu": "<= 1 min"},
     "mufm-tradeoff": {"tiny": "~14 s", "cpu": "<= 6 min"},
     "ufm-figures": {"tiny": "~5 s", "cpu": "<= 7 min"},

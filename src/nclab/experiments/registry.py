@@ -23,6 +23,7 @@ EXPERIMENT_MODULES: list[str] = [
     "nclab.experiments.theory_engines",
     "nclab.experiments.transfer",
     "nclab.experiments.reproductions",
+    "nclab.experiments.scale_protocols",
 ]
 
 _loaded = False

@@ -12,8 +12,9 @@ papers' table (:mod:`nclab.experiments.paper_protocols`, written apart from this
 * ``gnc-trained`` -- [Jiang et al. 2024] Fig. 2 (tau sweep, ResNet18 on CIFAR100 at d = 10), Fig. B.3 (three
   networks on CIFAR100 and Tiny-ImageNet), Figs. 4 / B.6 (class assignment, d = 2) and Fig. 5 (CMF head);
 
-and the paper-scale protocols of ``fashion-mnist-cnn`` (the Fashion-MNIST column of [Han et al. 2022]),
-``vci-transfer`` ([Xu & Liu 2023] Sec. 6.3) and ``resnet-depth`` ([Tirer & Bruna 2022] Figs. 5 / 10; the experiment
+the paper-scale configs of ``fashion-mnist-cnn`` (the Fashion-MNIST column of [Han et al. 2022]) and
+``vci-transfer`` ([Xu & Liu 2023] Sec. 6.3; :mod:`nclab.experiments.scale_protocols` declares both), and the
+paper protocol of ``resnet-depth`` ([Tirer & Bruna 2022] Figs. 5 / 10; the experiment
 itself is the CPU study's). Each of these experiments' ``tiny`` scale trains a few epochs on the embedded digits
 through the same runner.
 """
@@ -29,14 +30,20 @@ from nclab.experiments.catalog import declare_protocols, register
 from nclab.experiments.protocols import Protocol
 
 __all__ = [
+    "GNC_TAUS",
     "HAN2022_LR_GRID",
     "HAN2022_NETS",
+    "VCI_LAMBDAS",
+    "VCI_PAPER_RUN",
+    "VCI_PROBE_SETS",
+    "VCI_TAUS",
     "gnc_configs",
     "han2022_configs",
     "pfc_configs",
     "protocols_of",
     "resnet_depth_configs",
     "train_runs",
+    "vci_transfer_configs",
     "vci_transfer_protocols",
 ]
 
@@ -183,6 +190,16 @@ VCI_PROBE_SETS: tuple[str, ...] = ("oxford-pets", "flowers102", "fgvc-aircraft",
                                    "cifar10", "cifar100", "caltech101", "sun397")  # fmt: skip
 
 
+#: Why ``vci-transfer --scale paper`` stops after its data check, and what runs instead.
+VCI_PAPER_RUN = (
+    "vci-transfer at scale paper pretrains ResNet50 on ImageNet, a streamed dataset, and the transfer study "
+    "(nclab.transfer.study) holds its pretraining and probe data in memory: it cannot run this protocol yet. Train "
+    "the 11 pretraining runs that `nclab experiment run vci-transfer --scale paper --dry-run` lists with `nclab "
+    "train` (preset xu2023-vci), extract each one's features of the probe sets with `nclab extract --layout probe` and "
+    "probe them with `nclab transfer probe`"
+)
+
+
 def _vci_base() -> dict[str, Any]:
     return {
         "preset": "xu2023-vci",
@@ -294,16 +311,6 @@ def _gnc_protocols(scale: str) -> list[Protocol]:
     return protocols_of(configs, seeds=_seeds("gnc-trained", configs))
 
 
-@declare_protocols("fashion-mnist-cnn", scales=("paper",))
-def _fashion_protocols(scale: str) -> list[Protocol]:
-    return protocols_of(han2022_configs(("fashion-mnist",)), lr_sweep=HAN2022_LR_GRID)
-
-
-@declare_protocols("vci-transfer", scales=("paper",))
-def _vci_protocols(scale: str) -> list[Protocol]:
-    return vci_transfer_protocols()
-
-
 @declare_protocols("resnet-depth", scales=("paper",))
 def _resnet_depth_protocols(scale: str) -> list[Protocol]:
     return protocols_of(resnet_depth_configs())
@@ -311,27 +318,32 @@ def _resnet_depth_protocols(scale: str) -> list[Protocol]:
 
 # ---------------------------------------------------------------------------------------------------- runner
 def train_runs(out: Path, configs: dict, *, seed: int = 0, seeds: dict | None = None, progress: bool = True) -> dict:
-    """Train every run of ``configs`` (``{label: RunConfig}``) into ``out/<label with / as ->/seed<s>``, each seed
-    of ``seeds[label]`` (default ``(0,)``) shifted by ``seed``; a run already complete there is resumed (so an
-    interrupted experiment continues). Returns the summary ``{label: {...}}`` and writes ``out/report.html``."""
-    from nclab.experiments.common import html_table
+    """Train every run of ``configs`` (``{label: RunConfig}``) into ``out/<label, / as ->/seed<s>``, once per seed of
+    ``seeds[label]`` (default ``(0,)``) shifted by ``seed``; a run whose folder already holds its config is resumed
+    (an interrupted experiment continues where it stopped). Returns the summary (per run: its zero-error epoch, NC1
+    and errors, :func:`nclab.experiments.training.summary_table`) and writes ``out/report.html``."""
+    from nclab.experiments.training import summary_table
     from nclab.io.rundir import RunDir
-    from nclab.report.html import write_report
-    from nclab.report.run_report import collapse_summary
+    from nclab.report.html import metrics_table_html, write_report
     from nclab.train.trainer import train
 
-    rows, summary = [], {}
+    runs = {}
     for label, cfg in configs.items():
         for s in (seeds or {}).get(label, (0,)):
             run_cfg = cfg.model_copy(update={"seed": cfg.seed + seed + s})
             folder = Path(out) / label.replace("/", "-") / f"seed{seed + s}"
             resume = RunDir(folder).config.is_file()
-            res = train(run_cfg, folder, resume=resume, overwrite=not resume, progress=progress)
-            row = {"run": label, "seed": seed + s, "zero_error_epoch": res.zero_error_epoch}
-            row.update(collapse_summary(res.rows, res.penultimate, res.zero_error_epoch))
-            rows.append(row)
-            summary[f"{label} seed{seed + s}"] = {k: v for k, v in row.items() if k not in ("run", "seed")}
-    write_report(Path(out) / RunDir.REPORT, f"{Path(out).name}: paper-protocol runs", [("Runs", html_table(rows))], [])
+            runs[f"{label} seed{seed + s}"] = train(
+                run_cfg, folder, resume=resume, overwrite=not resume, progress=progress
+            )
+    summary = summary_table(runs)
+    links = "".join(f'<li><a href="{r.out.relative_to(out)}/report.html">{k}</a></li>' for k, r in runs.items())
+    write_report(
+        Path(out) / RunDir.REPORT,
+        f"{Path(out).name}: the paper's protocol",
+        [("Runs", f"<ul>{links}</ul>" + metrics_table_html(summary))],
+        [],
+    )
     return summary
 
 

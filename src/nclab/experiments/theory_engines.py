@@ -286,15 +286,15 @@ def pfc_depth_summary(measured: Mapping[str, Sequence[float]]) -> dict[str, floa
 _GEO_SCALES = {
     "tiny": dict(blocks=4, steps=60, grid=21),
     "cpu": dict(blocks=6, steps=1500, grid=101),
-    "paper": dict(blocks=10, steps=6000, grid=201),
 }
 
 
 @register(
     "geodesic-digits",
     summary="[Wang et al. 2024, Fig. 3] analogue: per-block PFC1/2/3 of an FC ResNet on digits "
-    "vs the geodesic prediction",
+    "vs the geodesic prediction (paper scale: pfc-table1)",
     paper="[Wang et al. 2024]",
+    scales=("tiny", "cpu"),  # the paper's protocol is experiment pfc-table1
 )
 def geodesic_digits(out: Path, scale: str, seed: int) -> dict:
     from nclab.data import load_digits
