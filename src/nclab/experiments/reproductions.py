@@ -321,10 +321,10 @@ def train_runs(out: Path, configs: dict, *, seed: int = 0, seeds: dict | None = 
     """Train every run of ``configs`` (``{label: RunConfig}``) into ``out/<label, / as ->/seed<s>``, once per seed of
     ``seeds[label]`` (default ``(0,)``) shifted by ``seed``; a run whose folder already holds its config is resumed
     (an interrupted experiment continues where it stopped). Returns the summary (per run: its zero-error epoch, NC1
-    and errors, :func:`nclab.experiments.training.summary_table`) and writes ``out/report.html``."""
-    from nclab.experiments.training import summary_table
+    and errors, as ``fashion-mnist-cnn``'s) and writes ``out/report.html``."""
     from nclab.io.rundir import RunDir
     from nclab.report.html import metrics_table_html, write_report
+    from nclab.report.run_report import collapse_summary
     from nclab.train.trainer import train
 
     runs = {}
@@ -336,7 +336,12 @@ def train_runs(out: Path, configs: dict, *, seed: int = 0, seeds: dict | None = 
             runs[f"{label} seed{seed + s}"] = train(
                 run_cfg, folder, resume=resume, overwrite=not resume, progress=progress
             )
-    summary = summary_table(runs)
+    summary: dict[str, Any] = {}
+    for key, r in runs.items():
+        summary[f"{key}: zero-error epoch"] = "not reached" if r.zero_error_epoch is None else r.zero_error_epoch
+        summary.update(
+            {f"{key}: {k}": v for k, v in collapse_summary(r.rows, r.penultimate, r.zero_error_epoch).items()}
+        )
     links = "".join(f'<li><a href="{r.out.relative_to(out)}/report.html">{k}</a></li>' for k, r in runs.items())
     write_report(
         Path(out) / RunDir.REPORT,

@@ -3,8 +3,9 @@ values (``nclab experiment list``, ``run --dry-run``).
 
 Training experiments read their protocols off the configs they train (``fashion-mnist-cnn``, ``digits-mlp-demo``,
 ``vci-transfer``); solver experiments (UFM, ODE, code searches) state their sizes, read from the experiment
-module's own per-scale tables where it has one (``_FLOW_SCALES``, ``_UFM_SCALES``, ``_GEO_SCALES``, ``_TAUS``) and
-otherwise copied from the experiment function, whose line is named beside each.
+experiment function, which is named beside each (the experiments whose sizes sit in per-scale tables of their own
+module declare their protocols there: ``central-path-flow``, ``mse-decomposition-ufm``, ``geodesic-digits``,
+``gnc-tau-maxcos``).
 """
 
 from __future__ import annotations
@@ -25,10 +26,10 @@ def _by_scale(scale: str, tiny: Any, other: Any) -> Any:
 @declare_protocols("fashion-mnist-cnn")
 def _fashion(scale: str) -> list[Protocol]:
     from nclab.experiments.reproductions import HAN2022_LR_GRID
-    from nclab.experiments.training import _fashion_runs
+    from nclab.experiments.training import fashion_runs
 
     sweep = HAN2022_LR_GRID if scale == "paper" else ()
-    return [Protocol.from_config(c, label, lr_sweep=sweep) for label, c in _fashion_runs(scale, 0).items()]
+    return [Protocol.from_config(c, label, lr_sweep=sweep) for label, c in fashion_runs(scale, 0).items()]
 
 
 @declare_protocols("digits-mlp-demo", scales=("tiny", "cpu"))
@@ -59,37 +60,6 @@ def _vci(scale: str) -> list[Protocol]:
 
 
 # ---------------------------------------------------------------------------------------------------- solvers
-@declare_protocols("central-path-flow")
-def _flow(scale: str) -> list[Protocol]:
-    from nclab.experiments.theory_engines import _FLOW_SCALES
-
-    return [Protocol.solver("renormalised central-path flow (both projections)", **_FLOW_SCALES[scale])]
-
-
-@declare_protocols("mse-decomposition-ufm")
-def _decomposition(scale: str) -> list[Protocol]:
-    from nclab.experiments.theory_engines import _UFM_SCALES
-
-    return [Protocol.solver("joint GD on the UFM, MSE decomposition", **_UFM_SCALES[scale])]
-
-
-@declare_protocols("geodesic-digits", scales=("tiny", "cpu"))
-def _geodesic(scale: str) -> list[Protocol]:
-    from nclab.experiments.theory_engines import _GEO_SCALES
-
-    return [Protocol.solver("FC ResNet on the embedded digits, full batch", dataset="digits", **_GEO_SCALES[scale])]
-
-
-@declare_protocols("gnc-tau-maxcos")
-def _tau_maxcos(scale: str) -> list[Protocol]:
-    from nclab.experiments.spherical_codes import _TAUS
-
-    steps = {"tiny": 150, "cpu": 1000, "paper": 3000}[scale]  # spherical_codes.tau_maxcos
-    restarts = {"tiny": 1, "cpu": 4, "paper": 8}[scale]
-    return [Protocol.solver("CE-UFM on the sphere, tau path", d=3, K=7, n=1, taus=list(_TAUS[scale]), steps=steps,
-                            restarts=restarts)]  # fmt: skip
-
-
 @declare_protocols("gnc-d2-codes")
 def _d2(scale: str) -> list[Protocol]:
     # spherical_codes.d2_codes

@@ -20,8 +20,9 @@ from typing import Any
 
 import numpy as np
 
-from nclab.experiments.catalog import register
+from nclab.experiments.catalog import declare_protocols, register
 from nclab.experiments.common import legend, log_ticks, png, pyplot, write_csv
+from nclab.experiments.protocols import Protocol
 from nclab.io.atomic import atomic_write_text
 from nclab.io.rundir import RunDir
 
@@ -365,3 +366,19 @@ def geodesic_digits(out: Path, scale: str, seed: int) -> dict:
         figures,
         summary,
     )
+
+
+# ---------------------------------------------------------------------------------- protocols (experiment list)
+@declare_protocols("central-path-flow")
+def _flow(scale: str) -> list[Protocol]:
+    return [Protocol.solver("renormalised central-path flow (both projections)", **_FLOW_SCALES[scale])]
+
+
+@declare_protocols("mse-decomposition-ufm")
+def _decomposition(scale: str) -> list[Protocol]:
+    return [Protocol.solver("joint GD on the UFM, MSE decomposition", **_UFM_SCALES[scale])]
+
+
+@declare_protocols("geodesic-digits", scales=("tiny", "cpu"))
+def _geodesic(scale: str) -> list[Protocol]:
+    return [Protocol.solver("FC ResNet on the embedded digits, full batch", dataset="digits", **_GEO_SCALES[scale])]

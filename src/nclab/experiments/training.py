@@ -25,6 +25,7 @@ __all__ = [
     "FASHION_MNIST_CNN",
     "SCALES",
     "demo_config",
+    "fashion_runs",
     "run_demo",
     "summary_table",
 ]
@@ -197,7 +198,7 @@ def _fashion_cfg(scale: str, seed: int, loss: str) -> Any:
     return resolve_config(raw)
 
 
-def _fashion_runs(scale: str, seed: int) -> dict[str, Any]:
+def fashion_runs(scale: str, seed: int) -> dict[str, Any]:
     """``{label: RunConfig}``: at tiny and cpu scale ``mse`` and ``ce`` on the small CNN; at paper scale the
     [Han et al. 2022] Fashion-MNIST runs (VGG11, ResNet18, DenseNet250, each with MSE and CE)."""
     if scale != "paper":
@@ -220,7 +221,7 @@ def fashion_mnist_cnn(out: Path, scale: str, seed: int) -> dict[str, Any]:
 
     runs = {
         label: train(cfg, out / label.split("/", 1)[-1].replace("/", "-"), overwrite=True, progress=scale != "tiny")
-        for label, cfg in _fashion_runs(scale, seed).items()
+        for label, cfg in fashion_runs(scale, seed).items()
     }
     summary = summary_table(runs)
     metrics = ["nc1", "equinorm", "equiangularity", "max_angle", "self_duality", "ncc_mismatch"]
