@@ -196,3 +196,26 @@ def test_vci_transfer_paper_scale_refuses_rather_than_run_a_stand_in(tmp_path):
     with pytest.raises(ValueError, match="streamed"):
         run_vci_transfer(tmp_path, "paper", 0)
     assert not list(tmp_path.iterdir())
+
+
+def test_find_dataset_locates_files_without_reading_them(tmp_path, monkeypatch):
+    from nclab.data import DatasetNotFoundError, describe_dataset, find_dataset, loaders
+
+    monkeypatch.setenv("NCLAB_DATA", str(tmp_path))
+    monkeypatch.setattr(loaders, "SYSTEM_DATA", tmp_path / "none")
+    with pytest.raises(DatasetNotFoundError, match="cifar-10-batches-py") as err:
+        find_dataset("cifar10")
+    assert tmp_path / "cifar10" in err.value.looked_in
+    folder = tmp_path / "cifar10" / "cifar-10-batches-py"
+    folder.mkdir(parents=True)
+    for name in [f"data_batch_{i}" for i in range(1, 6)]:
+        (folder / name).write_bytes(b"")  # empty: found, never read
+    with pytest.raises(DatasetNotFoundError):  # the test split is still missing
+        find_dataset("cifar10")
+    (folder / "test_batch").write_bytes(b"")
+    assert find_dataset("cifar10") == folder
+    assert find_dataset("digits") is None  # embedded
+    need = describe_dataset("imagenet")
+    assert need["where"][0] == str(tmp_path / "imagenet") and "ILSVRC" in need["how_to_get"]
+    with pytest.raises(DatasetNotFoundError):
+        find_dataset("imagenet")

@@ -100,7 +100,7 @@ def experiment_list(fmt: Annotated[OutputFormat, format_option()] = OutputFormat
                 "paper estimate": " ".join(_cost_line(exp, "paper", infos[exp.name]["paper"]).split())
                 if "paper" in exp.scales
                 else "",
-                "data": " ".join(d["name"] for s in exp.scales for d in infos[exp.name][s]["data"]),
+                "data": " ".join(dict.fromkeys(d["name"] for s in exp.scales for d in infos[exp.name][s]["data"])),
                 "scales": " ".join(exp.scales),
                 "summary": exp.summary,
             }
