@@ -38,9 +38,7 @@ def _same(a: object, b: object) -> bool:
 
 def _paper_protocols(name: str) -> dict[str, Protocol]:
     list_experiments()  # imports every experiment module (and so declares every protocol)
-    scales, fn = PROTOCOLS[name]
-    assert "paper" in scales
-    return {p.label: p for p in fn("paper")}
+    return {p.label: p for p in PROTOCOLS[name]["paper"]("paper")}
 
 
 def _check_against_table(name: str) -> int:
@@ -219,3 +217,14 @@ def test_find_dataset_locates_files_without_reading_them(tmp_path, monkeypatch):
     assert need["where"][0] == str(tmp_path / "imagenet") and "ILSVRC" in need["how_to_get"]
     with pytest.raises(DatasetNotFoundError):
         find_dataset("imagenet")
+
+
+def test_scales_of_one_experiment_may_be_declared_apart_but_not_twice(monkeypatch):
+    from nclab.experiments.catalog import declare_protocols
+
+    monkeypatch.setitem(PROTOCOLS, "x-test", {})
+    paper = declare_protocols("x-test", scales=("paper",))(lambda scale: [Protocol.solver("p", K=2)])
+    declare_protocols("x-test", scales=("tiny", "cpu"))(lambda scale: [Protocol.solver(scale, K=1)])
+    assert sorted(PROTOCOLS["x-test"]) == ["cpu", "paper", "tiny"] and PROTOCOLS["x-test"]["paper"] is paper
+    with pytest.raises(ValueError, match="paper protocols of experiment 'x-test' are declared twice"):
+        declare_protocols("x-test", scales=("paper",))(lambda scale: [])

@@ -54,10 +54,11 @@ DURATIONS: dict[str, dict[str, str]] = {
 ExperimentFn = Callable[[Path, str, int], dict[str, Any]]
 ProtocolFn = Callable[[str], list[Any]]
 
-#: Per experiment name: ``(scales, fn)``, ``fn(scale)`` the :class:`~nclab.experiments.protocols.Protocol` list of
-#: each of those scales (filled by :func:`declare_protocols`; a protocol may be declared before, or without, the
-#: experiment it belongs to: the paper protocol of an experiment another module registers).
-PROTOCOLS: dict[str, tuple[tuple[str, ...], ProtocolFn]] = {}
+#: Per experiment name, per scale: ``fn(scale)``, the :class:`~nclab.experiments.protocols.Protocol` list of that
+#: scale (filled by :func:`declare_protocols`; protocols may be declared before, or without, the experiment they
+#: belong to, and different modules may declare different scales of one experiment: the paper protocol of an
+#: experiment another module registers).
+PROTOCOLS: dict[str, dict[str, ProtocolFn]] = {}
 
 
 #: Every registered experiment by name (filled as the experiment modules are imported).
@@ -83,20 +84,23 @@ class Experiment:
 
     def protocols(self, scale: str) -> list[Any]:
         """The :class:`~nclab.experiments.protocols.Protocol` list of ``scale`` (empty when none is declared)."""
-        scales, fn = PROTOCOLS.get(self.name, ((), None))
-        return list(fn(scale)) if fn is not None and scale in scales else []
+        fn = PROTOCOLS.get(self.name, {}).get(scale)
+        return [] if fn is None else list(fn(scale))
 
 
 def declare_protocols(
     name: str, *, scales: tuple[str, ...] = ("tiny", "cpu", "paper")
 ) -> Callable[[ProtocolFn], ProtocolFn]:
     """Decorator: ``fn(scale) -> list[Protocol]`` gives what experiment ``name`` runs at each of ``scales``
-    (``nclab experiment list``, ``run --dry-run``, the paper-scale data check)."""
+    (``nclab experiment list``, ``run --dry-run``, the paper-scale data check). A scale declared twice (by two
+    different functions) is an error."""
 
     def wrap(fn: ProtocolFn) -> ProtocolFn:
-        if name in PROTOCOLS and PROTOCOLS[name][1] is not fn:
-            raise ValueError(f"the protocols of experiment {name!r} are declared twice")
-        PROTOCOLS[name] = (tuple(scales), fn)
+        declared = PROTOCOLS.setdefault(name, {})
+        twice = [s for s in scales if s in declared and declared[s] is not fn]
+        if twice:
+            raise ValueError(f"the {', '.join(twice)} protocols of experiment {name!r} are declared twice")
+        declared.update(dict.fromkeys(scales, fn))
         return fn
 
     return wrap
