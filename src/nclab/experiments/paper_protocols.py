@@ -1,9 +1,9 @@
 """The papers' training protocols as the papers state them: :data:`PAPER_PROTOCOLS`, written once and apart from
 the code that builds the runs (:mod:`nclab.experiments.reproductions`).
 
-Each value is a :class:`Value` with its source: the page, section, table or figure of the paper (the papers are
-``/work/shared/papers``, their digests ``/work/shared/spec``); a value the paper leaves out is ours, its source
-starting with ``"ours:"`` and giving the reason. ``tests/test_reproduction_protocols.py`` compares every
+Each value is a :class:`Value` with its source: the section, table or figure of the paper (keys of
+docs/references.md); a value the paper leaves out is ours, its source starting with ``"ours:"`` and giving the
+reason. ``tests/test_reproduction_protocols.py`` compares every
 experiment's resolved paper-scale :class:`~nclab.experiments.protocols.Protocol` with this table, field by field
 (the keys are paths into :meth:`~nclab.experiments.protocols.Protocol.to_dict`: ``"schedule.milestones"``).
 Nothing here is imported by the code that runs.
