@@ -28,14 +28,18 @@ SMOKE_TEST_NOTE = (
 #: Measured wall time per experiment and scale on the shared 2-core machine: tiny from one run of each on
 #: 2026-11-23 (other jobs running), cpu from docs/geometry.md and benchmarks/RESULTS.md, and "<= ..." cpu figures
 #: from one run each on 2026-11-23 with the machine loaded (load average 6-8 on 2 cores: upper bounds). The paper
-#: scale has not been timed on this machine (GPU-sized); ``nclab experiment list`` says so.
+#: scale has not been timed on this machine (GPU-sized); ``nclab experiment list`` says so, and gives the GPU-hours
+#: of a training experiment's paper scale (:func:`nclab.experiments.protocols.estimate`). Entries measured later
+#: say when and at what load beside them.
 DURATIONS: dict[str, dict[str, str]] = {
     "central-path-flow": {"tiny": "~3 s", "cpu": "<= 1 min"},
     "digits-mlp-demo": {"tiny": "~15 s", "cpu": "~40 s"},
     "fashion-mnist-cnn": {"tiny": "~20 s", "cpu": "~1.5 min"},
     "geodesic-digits": {"tiny": "~7 s", "cpu": "<= 1.5 min"},
     "gnc-assignment": {"tiny": "~2 s", "cpu": "<= 16 s"},  # cpu: 2026-11-26 11:57, load 9.0-9.6, CLI wall time
-    "gnc-bounds-vs-d": {"tiny": "~13 s", "cpu": "minutes"},
+    # cpu: 2026-11-26 11:51-12:31, load average 9.6-12.3 on 2 cores: killed unfinished after 40 min of wall time
+    # with 7.2 min of CPU time (one thread), so at least 7 min on an idle machine
+    "gnc-bounds-vs-d": {"tiny": "~13 s", "cpu": "> 7 min (unfinished in 40 min, loaded)"},
     "gnc-d2-codes": {"tiny": "~4 s", "cpu": "~1 min"},
     "gnc-tau-maxcos": {"tiny": "~4 s", "cpu": "~35 s"},  # 2026-11-26, load 5-7: tiny 4.5 s, cpu 25-46 s
     # 2026-11-26 11:49, load average 9.5 on 2 cores, the CLI's wall time (imports included): upper bounds
