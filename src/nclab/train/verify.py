@@ -21,8 +21,9 @@ damaged file would only repeat its own finding):
 * ``metrics vs checkpoint``: every row of ``metrics.csv`` is the checkpoint's row, and none is missing (a changed
   digit, a deleted row, a clean cut, another run's table);
 * ``parquet vs csv``: ``metrics.parquet`` holds the rows and run id of ``metrics.csv`` (needs pyarrow);
-* ``summary``: ``summary.json`` agrees with the config (name, epochs, run id, lambda), the checkpoint (zero-error
-  epoch, measured epochs, timings) and the rows (zero-error epoch, penultimate layer).
+* ``summary``: ``summary.json`` matches its own ``sha256`` (written by the trainer since the seal was added: any
+  edit), and agrees with the config (name, epochs, run id, lambda), the checkpoint (zero-error epoch, measured
+  epochs, timings) and the rows (zero-error epoch, penultimate layer).
 
 Checkpoints written before nclab recorded the run id and config in them are cross-checked by their rows only. A
 sweep folder verifies ``sweep.yaml``, ``sweep.csv`` and every completed trial's run directory (a completed trial
@@ -42,7 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nclab.io.integrity import CorruptFileError
+from nclab.io.integrity import CorruptFileError, object_sha256
 from nclab.io.manifest import listed_files, read_manifest, verify_checksum
 from nclab.io.run_table import OUTPUT_LAYER, MetricRow, read_metrics, read_run_id
 from nclab.io.rundir import RunDir, duplicate_rows, metrics_file_status, read_run, run_id_of
@@ -51,7 +52,7 @@ from nclab.io.yaml_io import load_yaml_file
 from nclab.stats import Accumulator
 from nclab.train.checkpoint import load_checkpoint
 from nclab.train.config import RunConfig
-from nclab.train.losses import paper004_lambda
+from nclab.train.losses import lambda_from_weight_decay
 from nclab.train.rundir import resume_differences
 
 __all__ = ["Finding", "verify"]
@@ -300,6 +301,10 @@ def _summary_problems(files: _Files) -> list[str]:
     """What in ``summary.json`` disagrees with the config, the checkpoint and the rows."""
     s, cfg, state, rows = files.summary or {}, files.config or {}, files.state, files.rows or []
     wrong = []
+    if "sha256" in s:  # summaries written before the seal carry none: their fields are cross-checked below
+        rest = {k: v for k, v in s.items() if k != "sha256"}
+        if object_sha256(rest) != s["sha256"]:
+            wrong.append("it was edited after the run wrote it (its content does not match its sha256)")
 
     def differs(key: str, want: Any, source: str) -> None:
         if s.get(key) != want:
@@ -325,14 +330,14 @@ def _summary_problems(files: _Files) -> list[str]:
     if s.get("penultimate") is not None and rows and not any(r.layer == s["penultimate"] for r in rows):
         wrong.append(f"penultimate is {s['penultimate']!r}, a layer without rows in metrics.csv")
     try:
-        lam = paper004_lambda(cfg["optim"]["weight_decay"], s["num_classes"], cfg["loss"]["reduction"])
+        lam = lambda_from_weight_decay(cfg["optim"]["weight_decay"], s["num_classes"], cfg["loss"]["reduction"])
     except (KeyError, TypeError, ValueError):
         lam = None
-    if lam is not None and not (
-        isinstance(s.get("paper004_lambda"), float | int) and math.isclose(s["paper004_lambda"], lam)
-    ):
+    # runs written before the key was named by its meaning call it "paper004_lambda"
+    key = "lambda_from_weight_decay" if "paper004_lambda" not in s else "paper004_lambda"
+    if lam is not None and not (isinstance(s.get(key), float | int) and math.isclose(s[key], lam)):
         wrong.append(
-            f"paper004_lambda {s.get('paper004_lambda')!r} does not follow from its num_classes "
+            f"{key} {s.get(key)!r} does not follow from its num_classes "
             f"{s.get('num_classes')!r} and the config's weight decay and loss (they give {lam!r})"
         )
     return list(dict.fromkeys(wrong))
