@@ -114,7 +114,7 @@ def experiment_list(fmt: Annotated[OutputFormat, format_option()] = OutputFormat
 
     table = Table(title="nclab experiments", expand=True)
     # the summary sits under the name (its own column folded one word per line at 100 columns)
-    table.add_column("experiment", ratio=1, overflow="fold")
+    table.add_column("experiment", ratio=1, min_width=30, overflow="fold")
     table.add_column("paper", width=13)
     table.add_column("scale: cost", no_wrap=True)
     table.add_column("data (paper scale)", width=14, overflow="fold")

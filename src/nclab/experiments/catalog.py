@@ -39,7 +39,7 @@ DURATIONS: dict[str, dict[str, str]] = {
     "gnc-assignment": {"tiny": "~2 s", "cpu": "<= 16 s"},  # cpu: 2026-11-26 11:57, load 9.0-9.6, CLI wall time
     # cpu: 2026-11-26 11:51-12:31, load average 9.6-12.3 on 2 cores: killed unfinished after 40 min of wall time
     # with 7.2 min of CPU time (one thread), so at least 7 min on an idle machine
-    "gnc-bounds-vs-d": {"tiny": "~13 s", "cpu": "> 7 min (unfinished in 40 min, loaded)"},
+    "gnc-bounds-vs-d": {"tiny": "~13 s", "cpu": "> 7 min"},
     "gnc-d2-codes": {"tiny": "~4 s", "cpu": "~1 min"},
     "gnc-tau-maxcos": {"tiny": "~4 s", "cpu": "~35 s"},  # 2026-11-26, load 5-7: tiny 4.5 s, cpu 25-46 s
     # 2026-11-26 11:49, load average 9.5 on 2 cores, the CLI's wall time (imports included): upper bounds

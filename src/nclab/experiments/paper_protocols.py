@@ -175,7 +175,7 @@ def _gnc() -> dict[str, dict[str, Value]]:
         out[f"fig2/cifar100/resnet18/tau{tau:g}"] = {
             **common,
             "model": Value("resnet18", "[Jiang et al. 2024, Fig. 2]"),
-            "model_options.feature_dim": Value(
+            "model_options.d": Value(
                 10,
                 "[Jiang et al. 2024, Fig. 2]: d = 10 (by an inserted linear "
                 "layer, as App. B.3; Fig. 2's text narrows a convolution)",
@@ -188,7 +188,7 @@ def _gnc() -> dict[str, dict[str, Value]]:
             out[f"figB3/{ds}/{model}"] = {
                 **common,
                 "model": Value(model, b3),
-                "model_options.feature_dim": Value(10, f"{b3} table: d = 10"),
+                "model_options.d": Value(10, f"{b3} table: d = 10"),
                 "data.name": Value(ds, b3),
                 "data.input_size": Value(32, b3)
                 if ds == "cifar100"
@@ -203,7 +203,7 @@ def _gnc() -> dict[str, dict[str, Value]]:
         out[f"fig5/cifar100/{model}/cmf"] = {
             **common,
             "model": Value(model, "[Jiang et al. 2024, Sec. 5, Fig. 5]"),
-            "model_options.feature_dim": Value(20, "[Jiang et al. 2024, App. B] d = 20 (Fig. 5's caption says 10)"),
+            "model_options.d": Value(20, "[Jiang et al. 2024, App. B] d = 20 (Fig. 5's caption says 10)"),
             "head.kind": Value("cmf", "[Jiang et al. 2024, Sec. 5]: class-mean-feature classifier"),
             "head.beta": Value(0.9, "[Jiang et al. 2024, App. B]"),
             "head.tau": Value(0.1, "[Jiang et al. 2024, App. B]"),
@@ -214,7 +214,7 @@ def _gnc() -> dict[str, dict[str, Value]]:
         out[f"{fig}/cifar10/resnet18/d2"] = {
             **common,
             "model": Value("resnet18", src),
-            "model_options.feature_dim": Value(2, src),
+            "model_options.d": Value(2, src),
             "data.name": Value("cifar10", src),
             "data.classes": Value(classes, f"{src}: automobile, cat, (deer,) dog, (horse,) truck"),
             "head.tau": Value(tau, src),

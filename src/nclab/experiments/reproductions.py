@@ -125,7 +125,7 @@ def _gnc(name: str, ds: str, net: str, d: int, tau: float, **over: Any) -> Any:
         "name": name,
         "preset": "jiang2023-gnc",
         "data": {"name": ds, "augment": "cifar_rot15", "normalize": True, **image},
-        "model": {"name": net, "options": {"feature_dim": d}, "head": {"kind": "cosine", "tau": tau}},
+        "model": {"name": net, "options": {"d": d}, "head": {"kind": "cosine", "tau": tau}},
         "measure": {"epochs": "log", "num_log": 20, "splits": ["train", "test"], "layers": "penultimate"},
         "checkpoint": {"every": 10},
     }
