@@ -120,8 +120,8 @@ def experiment_list(fmt: Annotated[OutputFormat, format_option()] = OutputFormat
     table.add_column("data (paper scale)", width=14, overflow="fold")
     for exp in exps:
         costs = "\n".join(_cost_line(exp, s, infos[exp.name][s]) for s in exp.scales)
-        data = ", ".join(d["name"] for d in infos[exp.name].get("paper", {}).get("data", [])) or "-"
-        table.add_row(f"[bold]{escape(exp.name)}[/bold]\n{escape(exp.summary)}", escape(exp.paper), costs, data)
+        needs = ", ".join(d["name"] for d in infos[exp.name].get("paper", {}).get("data", [])) or "-"
+        table.add_row(f"[bold]{escape(exp.name)}[/bold]\n{escape(exp.summary)}", escape(exp.paper), costs, needs)
     console.print(table)
     console.print(
         "Data: put each dataset in $NCLAB_DATA/<name> (or /usr/share/datasets/<name>); the layout each expects is "

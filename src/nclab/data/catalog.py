@@ -155,8 +155,32 @@ def find_dataset(name: str, split: str | None = None, root: str | Path | None = 
     """The folder dataset ``name`` (in memory: :data:`nclab.data.DATASETS`, or streamed: :data:`IMAGE_DATASETS`) is
     read from, found as :func:`nclab.data.load` / :func:`open_images` find it, without reading its files (the
     streamed ones' ``split``, default its first split); ``None`` for the datasets that need no files (``digits``,
-    ``gaussian``, ``features``). Raises :class:`DatasetNotFoundError` (where nclab looked, the layout expected,
-    how to get the files) when it is not there."""
+    ``gaussian``, ``features``).
+
+    Parameters
+    ----------
+    name : str
+        A dataset of :data:`nclab.data.DATASETS` or :data:`IMAGE_DATASETS`.
+    split : str, optional
+        The split of a streamed dataset (default its first); in-memory datasets keep every split in one folder.
+    root : str or Path, optional
+        A folder to look in first (else ``$NCLAB_DATA`` and ``/usr/share/datasets``).
+
+    Returns
+    -------
+    Path or None
+        The folder, or ``None`` for a dataset that needs no files.
+
+    Raises
+    ------
+    DatasetNotFoundError
+        When it is not there: the message says where nclab looked, the layout expected and how to get the files.
+
+    Examples
+    --------
+    >>> find_dataset("digits") is None  # embedded in scikit-learn's package data: no folder
+    True
+    """
     if name in _SPECS:
         return _folder(name, split or _SPECS[name].splits[0], root)
     return find_dataset_files(name, root)
@@ -165,6 +189,16 @@ def find_dataset(name: str, split: str | None = None, root: str | Path | None = 
 def describe_dataset(name: str) -> dict[str, Any]:
     """What dataset ``name`` needs on disk: ``{"name", "where", "layout", "how_to_get"}``, ``where`` the folders
     nclab looks in now (``$NCLAB_DATA/<name>``, ``$NCLAB_DATA``, ``/usr/share/datasets/<name>``).
+
+    Parameters
+    ----------
+    name : str
+        A dataset of :data:`nclab.data.DATASETS` or :data:`IMAGE_DATASETS` (else ``ValueError`` listing them).
+
+    Returns
+    -------
+    dict
+        ``name``, ``where`` (list of str), ``layout`` and ``how_to_get`` (str).
 
     Examples
     --------

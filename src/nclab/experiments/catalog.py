@@ -124,7 +124,30 @@ def declare_protocols(
 ) -> Callable[[ProtocolFn], ProtocolFn]:
     """Decorator: ``fn(scale) -> list[Protocol]`` gives what experiment ``name`` runs at each of ``scales``
     (``nclab experiment list``, ``run --dry-run``, the paper-scale data check). A scale declared twice (by two
-    different functions) is an error."""
+    different functions) is an error.
+
+    Parameters
+    ----------
+    name : str
+        The experiment's name (as registered with :func:`register`).
+    scales : tuple of str, default=("tiny", "cpu", "paper")
+        The scales ``fn`` describes.
+
+    Returns
+    -------
+    callable
+        The decorator; it returns ``fn`` unchanged.
+
+    Examples
+    --------
+    >>> from nclab.experiments.catalog import PROTOCOLS
+    >>> @declare_protocols("toy-experiment", scales=("tiny",))
+    ... def toy(scale):
+    ...     return []
+    >>> PROTOCOLS["toy-experiment"]["tiny"] is toy
+    True
+    >>> del PROTOCOLS["toy-experiment"]
+    """
 
     def wrap(fn: ProtocolFn) -> ProtocolFn:
         declared = PROTOCOLS.setdefault(name, {})

@@ -158,7 +158,26 @@ def run(name: str, out: str | Path, *, scale: str = "cpu", seed: int = 0) -> dic
 
 def dry_run(name: str, scale: str = "paper") -> list[Any]:
     """The :class:`~nclab.experiments.protocols.Protocol` list experiment ``name`` would run at ``scale``, resolved
-    without running anything or reading any data (``nclab experiment run NAME --dry-run``)."""
+    without running anything or reading any data (``nclab experiment run NAME --dry-run``).
+
+    Parameters
+    ----------
+    name : str
+        A registered experiment.
+    scale : str, default="paper"
+        One of the experiment's scales (else ``ValueError`` naming them).
+
+    Returns
+    -------
+    list of Protocol
+        One per run the experiment trains or solves at ``scale`` (empty when none is declared).
+
+    Examples
+    --------
+    >>> protocols = dry_run("fashion-mnist-cnn", "paper")  # [Han et al. 2022]'s Fashion-MNIST protocol
+    >>> [(p.model, p.loss, p.epochs) for p in protocols][:2]
+    [('vgg11_bn', 'mse', 350), ('vgg11_bn', 'ce', 350)]
+    """
     exp = get(name)
     if scale not in exp.scales:
         raise ValueError(f"experiment {name!r} has scales {exp.scales}, not {scale!r}")
