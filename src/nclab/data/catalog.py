@@ -17,9 +17,9 @@ from typing import Any
 from nclab.data import probe_sets
 from nclab.data.errors import DatasetNotFoundError
 from nclab.data.folders import ImageFiles, read_image_folder, read_imagenet, read_tiny_imagenet
-from nclab.data.loaders import candidate_folders
+from nclab.data.loaders import DATASETS, candidate_folders, dataset_source, find_dataset_files
 
-__all__ = ["IMAGE_DATASETS", "IMAGE_SPLITS", "open_images"]
+__all__ = ["IMAGE_DATASETS", "IMAGE_SPLITS", "describe_dataset", "find_dataset", "open_images"]
 
 
 @dataclass(frozen=True)
@@ -149,6 +149,71 @@ def _folder(name: str, split: str, root: str | Path | None) -> Path:
             if spec.marker(folder, split):
                 return folder
     raise DatasetNotFoundError(name, list(dict.fromkeys(looked)), spec.layout, spec.how_to_get)
+
+
+def find_dataset(name: str, split: str | None = None, root: str | Path | None = None) -> Path | None:
+    """The folder dataset ``name`` (in memory: :data:`nclab.data.DATASETS`, or streamed: :data:`IMAGE_DATASETS`) is
+    read from, found as :func:`nclab.data.load` / :func:`open_images` find it, without reading its files (the
+    streamed ones' ``split``, default its first split); ``None`` for the datasets that need no files (``digits``,
+    ``gaussian``, ``features``).
+
+    Parameters
+    ----------
+    name : str
+        A dataset of :data:`nclab.data.DATASETS` or :data:`IMAGE_DATASETS`.
+    split : str, optional
+        The split of a streamed dataset (default its first); in-memory datasets keep every split in one folder.
+    root : str or Path, optional
+        A folder to look in first (else ``$NCLAB_DATA`` and ``/usr/share/datasets``).
+
+    Returns
+    -------
+    Path or None
+        The folder, or ``None`` for a dataset that needs no files.
+
+    Raises
+    ------
+    DatasetNotFoundError
+        When it is not there: the message says where nclab looked, the layout expected and how to get the files.
+
+    Examples
+    --------
+    >>> find_dataset("digits") is None  # embedded in scikit-learn's package data: no folder
+    True
+    """
+    if name in _SPECS:
+        return _folder(name, split or _SPECS[name].splits[0], root)
+    return find_dataset_files(name, root)
+
+
+def describe_dataset(name: str) -> dict[str, Any]:
+    """What dataset ``name`` needs on disk: ``{"name", "where", "layout", "how_to_get"}``, ``where`` the folders
+    nclab looks in now (``$NCLAB_DATA/<name>``, ``$NCLAB_DATA``, ``/usr/share/datasets/<name>``).
+
+    Parameters
+    ----------
+    name : str
+        A dataset of :data:`nclab.data.DATASETS` or :data:`IMAGE_DATASETS` (else ``ValueError`` listing them).
+
+    Returns
+    -------
+    dict
+        ``name``, ``where`` (list of str), ``layout`` and ``how_to_get`` (str).
+
+    Examples
+    --------
+    >>> describe_dataset("digits")["how_to_get"]
+    'always available'
+    """
+    if name in _SPECS:
+        layout, how = _SPECS[name].layout, _SPECS[name].how_to_get
+    elif name in DATASETS:
+        layout, how = dataset_source(name)
+    else:
+        raise ValueError(f"unknown dataset {name!r}; in memory: {', '.join(DATASETS)}; streamed: "
+                         f"{', '.join(_SPECS)}")  # fmt: skip
+    return {"name": name, "where": [str(p) for p in candidate_folders(name, None)], "layout": layout,
+            "how_to_get": how}  # fmt: skip
 
 
 def open_images(

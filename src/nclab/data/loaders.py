@@ -37,7 +37,9 @@ __all__ = [
     "ArrayDataset",
     "balanced_subset",
     "candidate_folders",
+    "dataset_source",
     "digits_split_indices",
+    "find_dataset_files",
     "load",
     "normalization",
 ]
@@ -539,6 +541,44 @@ _SPECS: dict[str, _Spec] = {
 
 #: Names accepted by :func:`load`.
 DATASETS: tuple[str, ...] = tuple(_SPECS)
+
+
+def _idx_files(stem: str) -> list[list[str]]:
+    return [[f"{stem}-{kind}-idx{n}-ubyte.gz", f"{stem}-{kind}-idx{n}-ubyte", f"{stem}-{kind}.idx{n}-ubyte"]
+            for kind, n in (("images", 3), ("labels", 1))]  # fmt: skip
+
+
+#: Per dataset read from files: the sub-folders its files may sit in and the files of its train and test splits
+#: (one name of each group), as the readers above look for them.
+_FILES: dict[str, tuple[tuple[str, ...], list[list[str]]]] = {
+    "mnist": (("raw",), _idx_files("train") + _idx_files("t10k")),
+    "fashion-mnist": (("raw",), _idx_files("train") + _idx_files("t10k")),
+    "cifar10": (("cifar-10-batches-py",), [[f"data_batch_{i}"] for i in range(1, 6)] + [["test_batch"]]),
+    "cifar100": (("cifar-100-python",), [["train"], ["test"]]),
+    "svhn": ((), [["train_32x32.mat"], ["test_32x32.mat"]]),
+    "stl10": (("stl10_binary",), [[f"{s}_{x}.bin"] for s in ("train", "test") for x in ("X", "y")]),
+}
+
+
+def dataset_source(name: str) -> tuple[str, str]:
+    """``(layout, how to get it)`` of dataset ``name`` (one of :data:`DATASETS`), as a missing dataset's error
+    says them."""
+    if name not in _SPECS:
+        raise ValueError(f"unknown dataset {name!r}; known: {', '.join(DATASETS)}")
+    return _SPECS[name].layout, _SPECS[name].how_to_get
+
+
+def find_dataset_files(name: str, root: str | Path | None = None) -> Path | None:
+    """The folder holding dataset ``name``'s train and test files, found as :func:`load` finds them without reading
+    them (``None`` for the datasets that need no files: ``digits``, ``gaussian``, ``features``); raises
+    :class:`~nclab.data.errors.DatasetNotFoundError` when they are not there."""
+    if name not in _SPECS:
+        raise ValueError(f"unknown dataset {name!r}; known: {', '.join(DATASETS)}")
+    if name not in _FILES:
+        return None
+    subdirs, groups = _FILES[name]
+    folder, _ = _locate(name, root, subdirs, groups)
+    return folder
 
 
 def _select_classes(

@@ -8,7 +8,19 @@ theme (:mod:`~nclab.experiments.training`, :mod:`~nclab.experiments.unconstraine
 this package.
 """
 
-from nclab.experiments.catalog import SMOKE_TEST_NOTE, Experiment, register
-from nclab.experiments.registry import EXPERIMENT_MODULES, get, list_experiments, run
+from nclab.experiments.catalog import SMOKE_TEST_NOTE, Experiment, declare_protocols, register
+from nclab.experiments.protocols import Protocol
+from nclab.experiments.registry import EXPERIMENT_MODULES, dry_run, get, list_experiments, run
 
-__all__ = ["EXPERIMENT_MODULES", "SMOKE_TEST_NOTE", "Experiment", "get", "list_experiments", "register", "run"]
+__all__ = [
+    "EXPERIMENT_MODULES",
+    "SMOKE_TEST_NOTE",
+    "Experiment",
+    "Protocol",
+    "declare_protocols",
+    "dry_run",
+    "get",
+    "list_experiments",
+    "register",
+    "run",
+]

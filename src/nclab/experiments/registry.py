@@ -13,7 +13,7 @@ from typing import Any
 from nclab.experiments.catalog import EXPERIMENTS, SMOKE_TEST_NOTE, Experiment
 from nclab.validation import check_int, check_output_dir
 
-__all__ = ["EXPERIMENT_MODULES", "get", "list_experiments", "run"]
+__all__ = ["EXPERIMENT_MODULES", "dry_run", "get", "list_experiments", "run"]
 
 #: Modules whose import registers experiments (one per paper or theme, all in this package).
 EXPERIMENT_MODULES: list[str] = [
@@ -23,6 +23,8 @@ EXPERIMENT_MODULES: list[str] = [
     "nclab.experiments.theory_engines",
     "nclab.experiments.transfer",
     "nclab.experiments.resnet_depth",
+    "nclab.experiments.reproductions",
+    "nclab.experiments.scale_protocols",
 ]
 
 _loaded = False
@@ -142,6 +144,10 @@ def run(name: str, out: str | Path, *, scale: str = "cpu", seed: int = 0) -> dic
     if scale not in exp.scales:
         raise ValueError(f"experiment {name!r} has scales {exp.scales}, not {scale!r}")
     check_int(seed, name="seed", low=0)
+    if scale == "paper":  # every dataset checked before the first run: a missing one fails now, not hours in
+        from nclab.experiments.protocols import check_data
+
+        check_data(exp.protocols(scale), f"experiment {name!r} at scale paper")
     out = check_output_dir(out, name="output folder", create=True)
     if scale != "tiny":
         return exp.fn(out, scale, seed)
@@ -149,3 +155,31 @@ def run(name: str, out: str | Path, *, scale: str = "cpu", seed: int = 0) -> dic
 
     with page_banner(SMOKE_TEST_NOTE):  # every report of a tiny run says it is a smoke test
         return exp.fn(out, scale, seed)
+
+
+def dry_run(name: str, scale: str = "paper") -> list[Any]:
+    """The :class:`~nclab.experiments.protocols.Protocol` list experiment ``name`` would run at ``scale``, resolved
+    without running anything or reading any data (``nclab experiment run NAME --dry-run``).
+
+    Parameters
+    ----------
+    name : str
+        A registered experiment.
+    scale : str, default="paper"
+        One of the experiment's scales (else ``ValueError`` naming them).
+
+    Returns
+    -------
+    list of Protocol
+        One per run the experiment trains or solves at ``scale`` (empty when none is declared).
+
+    Examples
+    --------
+    >>> protocols = dry_run("fashion-mnist-cnn", "paper")  # [Han et al. 2022]'s Fashion-MNIST protocol
+    >>> [(p.model, p.loss, p.epochs) for p in protocols][:2]
+    [('vgg11_bn', 'mse', 350), ('vgg11_bn', 'ce', 350)]
+    """
+    exp = get(name)
+    if scale not in exp.scales:
+        raise ValueError(f"experiment {name!r} has scales {exp.scales}, not {scale!r}")
+    return exp.protocols(scale)

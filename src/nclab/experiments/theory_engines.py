@@ -20,8 +20,9 @@ from typing import Any
 
 import numpy as np
 
-from nclab.experiments.catalog import register
+from nclab.experiments.catalog import declare_protocols, register
 from nclab.experiments.common import legend, log_ticks, png, pyplot, write_csv
+from nclab.experiments.protocols import Protocol
 from nclab.io.atomic import atomic_write_text
 from nclab.io.rundir import RunDir
 
@@ -286,15 +287,15 @@ def pfc_depth_summary(measured: Mapping[str, Sequence[float]]) -> dict[str, floa
 _GEO_SCALES = {
     "tiny": dict(blocks=4, steps=60, grid=21),
     "cpu": dict(blocks=6, steps=1500, grid=101),
-    "paper": dict(blocks=10, steps=6000, grid=201),
 }
 
 
 @register(
     "geodesic-digits",
     summary="[Wang et al. 2024, Fig. 3] analogue: per-block PFC1/2/3 of an FC ResNet on digits "
-    "vs the geodesic prediction",
+    "vs the geodesic prediction (paper scale: pfc-table1)",
     paper="[Wang et al. 2024]",
+    scales=("tiny", "cpu"),  # the paper's protocol is experiment pfc-table1
 )
 def geodesic_digits(out: Path, scale: str, seed: int) -> dict:
     from nclab.data import load_digits
@@ -365,3 +366,19 @@ def geodesic_digits(out: Path, scale: str, seed: int) -> dict:
         figures,
         summary,
     )
+
+
+# ---------------------------------------------------------------------------------- protocols (experiment list)
+@declare_protocols("central-path-flow")
+def _flow(scale: str) -> list[Protocol]:
+    return [Protocol.solver("renormalised central-path flow (both projections)", **_FLOW_SCALES[scale])]
+
+
+@declare_protocols("mse-decomposition-ufm")
+def _decomposition(scale: str) -> list[Protocol]:
+    return [Protocol.solver("joint GD on the UFM, MSE decomposition", **_UFM_SCALES[scale])]
+
+
+@declare_protocols("geodesic-digits", scales=("tiny", "cpu"))
+def _geodesic(scale: str) -> list[Protocol]:
+    return [Protocol.solver("FC ResNet on the embedded digits, full batch", dataset="digits", **_GEO_SCALES[scale])]

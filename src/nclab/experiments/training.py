@@ -33,6 +33,7 @@ __all__ = [
     "decomposition_figure",
     "decomposition_rows",
     "demo_config",
+    "fashion_runs",
     "findings",
     "run_demo",
     "summary_table",
@@ -181,8 +182,8 @@ SCALES: dict[str, dict[str, Any]] = {
         "train": {"epochs": 80},
         "measure": {"num_log": 12},
     },
-    "paper": {"data": {"per_class": None, "test_per_class": None}, "train": {"threads": None}},
 }
+# the paper scale is [Han et al. 2022]'s Fashion-MNIST column: nclab.experiments.reproductions.han2022_configs
 
 #: The [Han et al. 2022, App. A.3] learning-rate grid, ``np.logspace(-4, log10(0.25), 25)``: the paper picks each
 #: network's and dataset's lr from it (the presets hold the Colab's MNIST-ResNet18 picks, 0.0184 MSE / 0.0679 CE).
@@ -328,49 +329,81 @@ def _paper_claim_keys(runs: dict[str, Any], summary: dict[str, Any]) -> dict[str
     return out
 
 
+def fashion_runs(scale: str, seed: int) -> dict[str, Any]:
+    """``{label: RunConfig}``: at tiny and cpu scale ``mse`` and ``ce`` on the small CNN; at paper scale the
+    [Han et al. 2022] Fashion-MNIST runs (VGG11, ResNet18, DenseNet250, each with MSE and CE)."""
+    if scale != "paper":
+        return {loss: _fashion_cfg(scale, seed, loss) for loss in ("mse", "ce")}
+    from nclab.experiments.reproductions import han2022_configs
+
+    return {k: c.model_copy(update={"seed": seed}) for k, c in han2022_configs(("fashion-mnist",)).items()}
+
+
+def _claims_of(
+    net: str, by_loss: dict[str, Any], summary: dict[str, Any], out: Path, *, single: bool, scale: str
+) -> tuple[list[tuple[str, Any]], list[tuple[str, str]]]:
+    """The decomposition figure and table and the findings of one network's MSE / CE pair; adds the claim keys to
+    ``summary`` (unprefixed for the one network of the tiny and cpu scales, ``"{net}: key"`` otherwise)."""
+    from nclab.experiments.common import html_table, png, write_csv
+
+    if set(by_loss) != {"mse", "ce"}:
+        return [], []
+    keys = _paper_claim_keys(by_loss, dict(summary_table(by_loss)))
+    summary.update(keys if single else {f"{net}: {k}": v for k, v in keys.items()})
+    dec = decomposition_rows(by_loss["mse"])
+    name = "decomposition" if single else f"decomposition-{net}"
+    figs, sections = [], [(f"{net}: findings against the paper", html_table(findings(keys)) + _recipe_note(scale))]
+    if dec:
+        write_csv(out / f"{name}.csv", dec)
+        fig = decomposition_figure(dec, by_loss["mse"].zero_error_epoch)
+        caption = f"{net}: [Han et al. 2022, Fig. 2] analogue: the MSE run's loss decomposition and L_perp / L_NC1"
+        figs.append((caption, png(fig, out / f"{name}.png")))
+        sections.append((f"{net}: MSE decomposition per measured epoch ({name}.csv)", html_table(dec)))
+    return figs, sections
+
+
 @register(
     "fashion-mnist-cnn",
-    summary="Fashion-MNIST subset, small CNN, MSE vs CE past zero training error: NC1-NC4 and the MSE "
-    "decomposition per epoch ([Han et al. 2022] recipe at CPU scale)",
+    summary="Fashion-MNIST, MSE vs CE past zero training error: NC1-NC4 and the MSE decomposition per epoch "
+    "([Han et al. 2022]; cpu: a subset and a small CNN at the paper's recipe, paper: its VGG11 / ResNet18 / "
+    "DenseNet250 protocol)",
     paper="[Han et al. 2022]",
 )
 def fashion_mnist_cnn(out: Path, scale: str, seed: int) -> dict[str, Any]:
-    from nclab.experiments.common import html_table, png, write_csv
     from nclab.report.figures import compare_figure
     from nclab.report.html import metrics_table_html, write_report
     from nclab.train.trainer import train
 
     runs = {
-        loss: train(_fashion_cfg(scale, seed, loss), out / loss, overwrite=True, progress=scale != "tiny")
-        for loss in ("mse", "ce")
+        label: train(cfg, out / label.split("/", 1)[-1].replace("/", "-"), overwrite=True, progress=scale != "tiny")
+        for label, cfg in fashion_runs(scale, seed).items()
     }
     summary: dict[str, Any] = dict(summary_table(runs))
-    summary.update(_paper_claim_keys(runs, summary))
-    dec = decomposition_rows(runs["mse"])
-    write_csv(out / "decomposition.csv", dec)
-    pen = runs["mse"].penultimate
     metrics = ["nc1", "equinorm", "equiangularity", "max_angle", "self_duality", "ncc_mismatch"]
-    figs: list[tuple[str, Any]] = [
-        (
-            f"[Han et al. 2022, Figs. 3-8] / 10 analogues at the penultimate layer ({pen}), train split "
-            "(dotted: zero-error epochs)",
-            compare_figure({k.upper(): (r.rows, r.zero_error_epoch) for k, r in runs.items()}, metrics, pen),
-        ),
-        (
-            "[Han et al. 2022, Fig. 12] analogue: NC1 on the test split",
-            compare_figure({k.upper(): (r.rows, r.zero_error_epoch) for k, r in runs.items()}, ["nc1"], pen, "test"),
-        ),
-    ]
-    if dec:
-        caption = "[Han et al. 2022, Fig. 2] analogue: the MSE run's loss decomposition and L_perp / L_NC1, train split"
-        figs.append((caption, png(decomposition_figure(dec, runs["mse"].zero_error_epoch), out / "decomposition.png")))
-    links = "".join(f'<li><a href="{k}/report.html">{k.upper()} run</a></li>' for k in runs)
-    sections = [
-        ("Findings against the paper", html_table(findings(summary)) + _recipe_note(scale)),
-        ("Runs", f"<ul>{links}</ul>" + metrics_table_html(summary_table(runs))),
-    ]
-    if dec:
-        sections.append(("MSE decomposition per measured epoch (decomposition.csv)", html_table(dec)))
+    # one MSE-vs-CE comparison per network (at tiny and cpu scale the one small CNN)
+    nets: dict[str, dict[str, Any]] = {}
+    for label, r in runs.items():
+        net, _, loss = label.rpartition("/")
+        nets.setdefault(net.split("/")[-1] or "cnn", {})[loss] = r
+    figs: list[tuple[str, Any]] = []
+    sections: list[tuple[str, str]] = []
+    for net, by_loss in nets.items():
+        pen = next(iter(by_loss.values())).penultimate
+        curves = {k.upper(): (r.rows, r.zero_error_epoch) for k, r in by_loss.items()}
+        figs.append(
+            (
+                f"{net}: [Han et al. 2022, Figs. 3-8] / 10 analogues at the penultimate layer ({pen}), train split "
+                "(dotted: zero-error epochs)",
+                compare_figure(curves, metrics, pen),
+            )
+        )
+        figs.append((f"{net}: [Han et al. 2022, Fig. 12] analogue: NC1 on the test split",
+                     compare_figure(curves, ["nc1"], pen, "test")))  # fmt: skip
+        figs_net, sections_net = _claims_of(net, by_loss, summary, out, single=len(nets) == 1, scale=scale)
+        figs += figs_net
+        sections += sections_net
+    links = "".join(f'<li><a href="{r.out.name}/report.html">{k}</a></li>' for k, r in runs.items())
+    sections.insert(min(1, len(sections)), ("Runs", f"<ul>{links}</ul>" + metrics_table_html(summary_table(runs))))
     write_report(out / RunDir.REPORT, f"fashion-mnist-cnn ({scale})", sections, figs)
     return summary
 

@@ -1,0 +1,388 @@
+"""The papers' training experiments at their own protocol (``nclab experiment run NAME --scale paper``).
+
+Each builder returns the runs of one experiment as ``{label: RunConfig}``, built from the presets of
+:mod:`nclab.train.presets` and the networks of :mod:`nclab.nets`; :func:`protocols_of` turns them into
+:class:`~nclab.experiments.protocols.Protocol` values, which ``tests/test_reproduction_protocols.py`` compares with the
+papers' table (:mod:`nclab.experiments.paper_protocols`, written apart from this module). Registered here:
+
+* ``mse-nc-benchmarks`` -- [Han et al. 2022] Figs. 2-12 and Table 1: 5 datasets x (VGG, ResNet, DenseNet) of App.
+  A.2, MSE (and CE for the Figs. 10-12 comparison), App. A.3's recipe;
+* ``pfc-table1`` -- [Wang et al. 2024] Table I rows and Figs. 2-3: the Table I network of each dataset, Sec. IV-A's
+  recipe, every block of the last stage measured;
+* ``gnc-trained`` -- [Jiang et al. 2024] Fig. 2 (tau sweep, ResNet18 on CIFAR100 at d = 10), Fig. B.3 (three
+  networks on CIFAR100 and Tiny-ImageNet), Figs. 4 / B.6 (class assignment, d = 2) and Fig. 5 (CMF head);
+
+the paper-scale configs of ``fashion-mnist-cnn`` (the Fashion-MNIST column of [Han et al. 2022]) and
+``vci-transfer`` ([Xu & Liu 2023] Sec. 6.3; :mod:`nclab.experiments.scale_protocols` declares both), and the
+paper protocol of ``resnet-depth`` ([Tirer & Bruna 2022] Figs. 5 / 10; the experiment
+itself is the CPU study's). Each of these experiments' ``tiny`` scale trains a few epochs on the embedded digits
+through the same runner.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from nclab.experiments.catalog import declare_protocols, register
+from nclab.experiments.protocols import Protocol
+
+__all__ = [
+    "GNC_TAUS",
+    "HAN2022_LR_GRID",
+    "HAN2022_NETS",
+    "VCI_LAMBDAS",
+    "VCI_PAPER_RUN",
+    "VCI_PROBE_SETS",
+    "VCI_TAUS",
+    "gnc_configs",
+    "han2022_configs",
+    "pfc_configs",
+    "protocols_of",
+    "resnet_depth_configs",
+    "train_runs",
+    "vci_transfer_configs",
+    "vci_transfer_protocols",
+]
+
+#: [Han et al. 2022, App. A.3] (= Papyan et al. 2020): 25 learning rates, ``np.logspace(-4, log10(0.25), 25)``.
+HAN2022_LR_GRID: tuple[float, ...] = tuple(float(x) for x in np.logspace(-4, np.log10(0.25), 25))
+
+_DENSE = {"growth": 12}  # DenseNet-BC's growth rate; the depth is the paper's
+
+
+def _densenet(depth: int) -> dict[str, Any]:
+    return {"name": "densenet", "options": {"depth": depth, **_DENSE}}
+
+
+#: [Han et al. 2022, App. A.2] per dataset: (VGG, ResNet, DenseNet) as ``build_model`` specs; VGGs with batch norm.
+HAN2022_NETS: dict[str, dict[str, dict[str, Any]]] = {
+    "mnist": {"vgg": {"name": "vgg11_bn"}, "resnet": {"name": "resnet18"}, "densenet": _densenet(40)},
+    "fashion-mnist": {"vgg": {"name": "vgg11_bn"}, "resnet": {"name": "resnet18"}, "densenet": _densenet(250)},
+    "svhn": {"vgg": {"name": "vgg13_bn"}, "resnet": {"name": "resnet34"}, "densenet": _densenet(40)},
+    "cifar10": {"vgg": {"name": "vgg11_bn"}, "resnet": {"name": "resnet50"}, "densenet": _densenet(100)},
+    # DenseNet201 is torchvision's (6, 12, 48, 32) ImageNet net, not built by nclab: densenet121 stands in
+    "stl10": {"vgg": {"name": "vgg11_bn"}, "resnet": {"name": "resnet18"}, "densenet": {"name": "densenet121"}},
+}
+_HAN2022_PER_CLASS = {"mnist": 5000, "fashion-mnist": 5000, "svhn": 4600, "cifar10": 5000, "stl10": None}
+
+#: Where every paper-scale run trains (the estimates assume one GPU).
+_GPU = {"train": {"device": "cuda", "threads": None}}
+
+
+def _resolve(raw: dict[str, Any]) -> Any:
+    from nclab.train.config import deep_merge, resolve_config
+
+    return resolve_config(deep_merge(raw, _GPU))
+
+
+def han2022_configs(datasets: tuple[str, ...] = tuple(HAN2022_NETS), losses: tuple[str, ...] = ("mse", "ce")) -> dict:
+    """The [Han et al. 2022] runs ``{"dataset/net/loss": RunConfig}`` (App. A: MSE; CE as Papyan et al. 2020)."""
+    out = {}
+    for ds in datasets:
+        for family, net in HAN2022_NETS[ds].items():
+            for loss in losses:
+                raw = {
+                    "name": f"han2022-{ds}-{family}-{loss}",
+                    "preset": f"han2022-{loss}",
+                    "data": {"name": ds, "per_class": _HAN2022_PER_CLASS[ds], "pad_to": 32 if "mnist" in ds else None},
+                    "model": {"name": net["name"], "options": dict(net.get("options", {}))},
+                    "measure": {"epochs": "log", "num_log": 30, "splits": ["train", "test"], "layers": "penultimate"},
+                    "checkpoint": {"every": 10},
+                }
+                out[f"{ds}/{net['name']}/{loss}"] = _resolve(raw)
+    return out
+
+
+def pfc_configs() -> dict:
+    """The [Wang et al. 2024] Table I runs ``{"dataset/model": RunConfig}``."""
+    out = {}
+    for ds in ("mnist", "fashion-mnist", "cifar10", "stl10", "cifar100"):
+        if ds == "mnist":
+            model: dict[str, Any] = {"name": "fc_resnet", "options": {"width": 1000, "num_blocks": 10}}
+        else:
+            model = {"name": "pfc_resnet", "options": {"table": ds}}
+        raw = {
+            "name": f"wang2024-{ds}",
+            "preset": "wang2024-pfc",
+            "data": {"name": ds},
+            "model": model,
+            "optim": {"lr": 0.005 if ds == "mnist" else 0.01},
+            "measure": {"epochs": "log", "num_log": 30, "splits": ["train"], "layers": "all", "geodesic": True},
+            "checkpoint": {"every": 10},
+        }
+        out[f"{ds}/{model['name']}"] = _resolve(raw)
+    return out
+
+
+def _gnc(name: str, ds: str, net: str, d: int, tau: float, **over: Any) -> Any:
+    from nclab.train.config import deep_merge
+
+    image = {"image_size": 64, "workers": 8, "pin_memory": True} if ds == "tiny-imagenet" else {}
+    raw = {
+        "name": name,
+        "preset": "jiang2023-gnc",
+        "data": {"name": ds, "augment": "cifar_rot15", "normalize": True, **image},
+        "model": {"name": net, "options": {"d": d}, "head": {"kind": "cosine", "tau": tau}},
+        "measure": {"epochs": "log", "num_log": 20, "splits": ["train", "test"], "layers": "penultimate"},
+        "checkpoint": {"every": 10},
+    }
+    return _resolve(deep_merge(raw, over))
+
+
+#: [Jiang et al. 2024] Fig. 2's temperatures (its grid is not given; ours brackets the B.3 value 0.1).
+GNC_TAUS: tuple[float, ...] = (0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
+
+
+def gnc_configs() -> dict:
+    """The [Jiang et al. 2024] trained-network runs ``{"figure/dataset/model/...": RunConfig}``."""
+    out = {}
+    for tau in GNC_TAUS:
+        out[f"fig2/cifar100/resnet18/tau{tau:g}"] = _gnc(f"jiang-fig2-tau{tau:g}", "cifar100", "resnet18", 10, tau)
+    for ds in ("cifar100", "tiny-imagenet"):
+        for model in ("resnet18", "densenet121", "resnext50_32x4d"):
+            out[f"figB3/{ds}/{model}"] = _gnc(f"jiang-figB3-{ds}-{model}", ds, model, 10, 0.1)
+    for model in ("resnet18", "densenet121", "resnext50_32x4d"):
+        out[f"fig5/cifar100/{model}/cmf"] = _gnc(
+            f"jiang-fig5-{model}-cmf", "cifar100", model, 20, 0.1, model={"head": {"kind": "cmf", "beta": 0.9}}
+        )
+    # Figs. 4 / B.6: the class-assignment runs, a step schedule and 5 trials each
+    for fig, classes, tau, epochs in (("fig4", [1, 3, 5, 9], 0.05, 800), ("figB6", [1, 3, 4, 5, 7, 9], 0.2, 600)):
+        out[f"{fig}/cifar10/resnet18/d2"] = _gnc(
+            f"jiang-{fig}",
+            "cifar10",
+            "resnet18",
+            2,
+            tau,
+            data={"augment": "cifar", "options": {"classes": classes}},
+            schedule={"name": "multistep", "milestones": list(range(200, epochs, 200)), "gamma": 0.1},
+            train={"epochs": epochs},
+        )
+    return out
+
+
+def resnet_depth_configs() -> dict:
+    """The [Tirer & Bruna 2022] Figs. 5 / 10 runs: ResNet18 on MNIST (MSE without the classifier's bias, CE with
+    it) and CIFAR10 (MSE without bias), lr 0.05 / 10 every 40 epochs, every residual stage measured."""
+    out = {}
+    for ds, loss, bias in (("mnist", "mse", False), ("mnist", "ce", True), ("cifar10", "mse", False)):
+        raw = {
+            "name": f"tirer2022-{ds}-{loss}",
+            "data": {"name": ds, "pad_to": 32 if ds == "mnist" else None},
+            "model": {"name": "resnet18", "head": {"kind": "linear", "bias": bias}},
+            "loss": {"name": loss},
+            "optim": {"name": "sgd", "lr": 0.05, "momentum": 0.9, "weight_decay": 5e-4},
+            "schedule": {"name": "multistep", "milestones": [40, 80], "gamma": 0.1},
+            "train": {"epochs": 120, "batch_size": 128},
+            "measure": {"epochs": "log", "num_log": 30, "splits": ["train"], "layers": "all"},
+            "checkpoint": {"every": 10},
+        }
+        out[f"{ds}/resnet18/{loss}-{'bias' if bias else 'nobias'}"] = _resolve(raw)
+    return out
+
+
+#: [Xu & Liu 2023, Sec. 6.3]: the temperature and regulariser groups, the downstream probe sets, the L2 grid.
+VCI_TAUS: tuple[float, ...] = (0.1, 0.2, 0.4, 0.6, 0.8, 1.0)
+VCI_LAMBDAS: tuple[float, ...] = (2.5, 3.75, 5.0, 7.5, 10.0)
+VCI_PROBE_SETS: tuple[str, ...] = ("oxford-pets", "flowers102", "fgvc-aircraft", "stanford-cars", "dtd", "food101",
+                                   "cifar10", "cifar100", "caltech101", "sun397")  # fmt: skip
+
+
+#: Why ``vci-transfer --scale paper`` stops after its data check, and what runs instead.
+VCI_PAPER_RUN = (
+    "vci-transfer at scale paper pretrains ResNet50 on ImageNet, a streamed dataset, and the transfer study "
+    "(nclab.transfer.study) holds its pretraining and probe data in memory: it cannot run this protocol yet. Train "
+    "the 11 pretraining runs that `nclab experiment run vci-transfer --scale paper --dry-run` lists with `nclab "
+    "train` (preset xu2023-vci), extract each one's features of the probe sets with `nclab extract --layout probe` and "
+    "probe them with `nclab transfer probe`"
+)
+
+
+def _vci_base() -> dict[str, Any]:
+    return {
+        "preset": "xu2023-vci",
+        "data": {
+            "name": "imagenet",
+            "image_size": 224,
+            "augment": "imagenet_autoaugment",
+            "workers": 16,
+            "pin_memory": True,
+        },
+        "model": {"name": "resnet50"},
+        "optim": {"lr": 0.4},  # 0.1 x batch / 256 at the global batch 1024 (Sec. 6.1)
+        "train": {"batch_size": 1024},
+        "measure": {"epochs": list(range(0, 301, 20)), "splits": ["train", "test"], "layers": "penultimate"},
+        "checkpoint": {"every": 5},
+    }
+
+
+def vci_transfer_configs() -> dict:
+    """The [Xu & Liu 2023, Sec. 6.3] pretraining runs ``{"tau=..." | "lambda=...": RunConfig}``."""
+    from nclab.train.config import deep_merge
+
+    out = {}
+    for tau in VCI_TAUS:
+        out[f"tau={tau:g}"] = _resolve(deep_merge(_vci_base(), {"name": f"vci-tau{tau:g}", "loss": {"tau": tau}}))
+    for lam in VCI_LAMBDAS:
+        over = {"name": f"vci-lambda{lam:g}", "loss": {"name": "ce_cosreg", "cosreg_weight": lam}}
+        out[f"lambda={lam:g}"] = _resolve(deep_merge(_vci_base(), over))
+    return out
+
+
+def vci_transfer_protocols() -> list[Protocol]:
+    """The paper-scale protocols of ``vci-transfer``: each pretraining run with the downstream probes."""
+    probes = {
+        "downstream": [{"name": n, "dataset": n} for n in VCI_PROBE_SETS],
+        "classifier": "multinomial logistic regression, L-BFGS",
+        "lams": {"start": 1e-6, "stop": 1e6, "num": 97},
+        "selection": "validation split",
+    }
+    return [Protocol.from_config(c, label, probes=probes) for label, c in vci_transfer_configs().items()]
+
+
+def protocols_of(configs: dict, *, lr_sweep: tuple[float, ...] = (), seeds: dict | None = None) -> list[Protocol]:
+    """``{label: RunConfig}`` as protocols (``seeds``: per label, default the config's seed)."""
+    return [
+        Protocol.from_config(c, label, lr_sweep=lr_sweep, seeds=(seeds or {}).get(label))
+        for label, c in configs.items()
+    ]
+
+
+# ---------------------------------------------------------------------------------------------------- tiny scale
+def _tiny_configs(kind: str) -> dict:
+    """A smoke test of the runner on the embedded digits: two runs of two epochs in the shape of ``kind``'s."""
+    from nclab.train.config import resolve_config
+
+    preset = {"han2022": "han2022-mse@cpu", "pfc": "wang2024-pfc@cpu", "gnc": "jiang2023-gnc@cpu"}[kind]
+    model: dict[str, Any] = {"name": "mlp", "options": {"widths": [32, 32]}}
+    if kind == "pfc":
+        model = {"name": "fc_resnet", "options": {"width": 32, "num_blocks": 3}}
+    if kind == "gnc":
+        model["head"] = {"kind": "cosine", "tau": 0.1}
+    out = {}
+    for i, loss in enumerate(("mse", "ce") if kind == "han2022" else ("ce", "ce")):
+        raw = {
+            "name": f"{kind}-tiny-{i}",
+            "seed": i,
+            "preset": f"han2022-{loss}@cpu" if kind == "han2022" else preset,
+            "data": {"name": "digits", "per_class": 20, "test_per_class": 10},
+            "model": model,
+            "train": {"epochs": 2, "batch_size": 32, "threads": 1},
+            "measure": {"epochs": [2], "splits": ["train"], "layers": "penultimate"},
+            "report": False,
+        }
+        out[f"digits/{model['name']}/{loss}-{i}"] = resolve_config(raw)
+    return out
+
+
+_BUILDERS = {
+    "mse-nc-benchmarks": ("han2022", han2022_configs),
+    "pfc-table1": ("pfc", pfc_configs),
+    "gnc-trained": ("gnc", gnc_configs),
+}
+
+
+def _configs(name: str, scale: str) -> dict:
+    kind, build = _BUILDERS[name]
+    return _tiny_configs(kind) if scale == "tiny" else build()
+
+
+def _seeds(name: str, configs: dict) -> dict:
+    # [Jiang et al. 2024, Sec. 4 / App. B.5]: 5 trials of each class-assignment run
+    return {k: (0, 1, 2, 3, 4) for k in configs if k.startswith(("fig4", "figB6"))} if name == "gnc-trained" else {}
+
+
+@declare_protocols("mse-nc-benchmarks")
+def _han2022_protocols(scale: str) -> list[Protocol]:
+    configs = _configs("mse-nc-benchmarks", scale)
+    return protocols_of(configs, lr_sweep=HAN2022_LR_GRID if scale == "paper" else ())
+
+
+@declare_protocols("pfc-table1")
+def _pfc_protocols(scale: str) -> list[Protocol]:
+    return protocols_of(_configs("pfc-table1", scale))
+
+
+@declare_protocols("gnc-trained")
+def _gnc_protocols(scale: str) -> list[Protocol]:
+    configs = _configs("gnc-trained", scale)
+    return protocols_of(configs, seeds=_seeds("gnc-trained", configs))
+
+
+@declare_protocols("resnet-depth", scales=("paper",))
+def _resnet_depth_protocols(scale: str) -> list[Protocol]:
+    return protocols_of(resnet_depth_configs())
+
+
+# ---------------------------------------------------------------------------------------------------- runner
+def train_runs(out: Path, configs: dict, *, seed: int = 0, seeds: dict | None = None, progress: bool = True) -> dict:
+    """Train every run of ``configs`` (``{label: RunConfig}``) into ``out/<label, / as ->/seed<s>``, once per seed of
+    ``seeds[label]`` (default ``(0,)``) shifted by ``seed``; a run whose folder already holds its config is resumed
+    (an interrupted experiment continues where it stopped). Returns the summary (per run: its zero-error epoch, NC1
+    and errors, as ``fashion-mnist-cnn``'s) and writes ``out/report.html``."""
+    from nclab.io.rundir import RunDir
+    from nclab.report.html import metrics_table_html, write_report
+    from nclab.report.run_report import collapse_summary
+    from nclab.train.trainer import train
+
+    runs = {}
+    for label, cfg in configs.items():
+        for s in (seeds or {}).get(label, (0,)):
+            run_cfg = cfg.model_copy(update={"seed": cfg.seed + seed + s})
+            folder = Path(out) / label.replace("/", "-") / f"seed{seed + s}"
+            resume = RunDir(folder).config.is_file()
+            runs[f"{label} seed{seed + s}"] = train(
+                run_cfg, folder, resume=resume, overwrite=not resume, progress=progress
+            )
+    summary: dict[str, Any] = {}
+    for key, r in runs.items():
+        summary[f"{key}: zero-error epoch"] = "not reached" if r.zero_error_epoch is None else r.zero_error_epoch
+        summary.update(
+            {f"{key}: {k}": v for k, v in collapse_summary(r.rows, r.penultimate, r.zero_error_epoch).items()}
+        )
+    links = "".join(f'<li><a href="{r.out.relative_to(out)}/report.html">{k}</a></li>' for k, r in runs.items())
+    write_report(
+        Path(out) / RunDir.REPORT,
+        f"{Path(out).name}: the paper's protocol",
+        [("Runs", f"<ul>{links}</ul>" + metrics_table_html(summary))],
+        [],
+    )
+    return summary
+
+
+def _run(name: str, out: Path, scale: str, seed: int) -> dict[str, Any]:
+    configs = _configs(name, scale)
+    return train_runs(out, configs, seed=seed, seeds=_seeds(name, configs), progress=scale != "tiny")
+
+
+@register(
+    "mse-nc-benchmarks",
+    summary="MSE NC on 5 datasets x VGG/ResNet/DenseNet (Figs. 2-12, Table 1), and CE for Figs. 10-12",
+    paper="[Han et al. 2022]",
+    scales=("tiny", "paper"),
+)
+def mse_nc_benchmarks(out: Path, scale: str, seed: int) -> dict[str, Any]:
+    return _run("mse-nc-benchmarks", out, scale, seed)
+
+
+@register(
+    "pfc-table1",
+    summary="Table I networks on MNIST, FMNIST, CIFAR10, STL10, CIFAR100: per-block PFC1-3, geodesic (Figs. 2-3)",
+    paper="[Wang et al. 2024]",
+    scales=("tiny", "paper"),
+)
+def pfc_table1(out: Path, scale: str, seed: int) -> dict[str, Any]:
+    return _run("pfc-table1", out, scale, seed)
+
+
+@register(
+    "gnc-trained",
+    summary="cosine-head networks with K > d: tau sweep (Fig. 2), GNC prevalence (Fig. B.3), assignment (Figs. 4, "
+    "B.6), CMF head (Fig. 5)",
+    paper="[Jiang et al. 2024]",
+    scales=("tiny", "paper"),
+)
+def gnc_trained(out: Path, scale: str, seed: int) -> dict[str, Any]:
+    return _run("gnc-trained", out, scale, seed)
