@@ -352,13 +352,14 @@ def _claims_of(
     summary.update(keys if single else {f"{net}: {k}": v for k, v in keys.items()})
     dec = decomposition_rows(by_loss["mse"])
     name = "decomposition" if single else f"decomposition-{net}"
-    figs, sections = [], [(f"{net}: findings against the paper", html_table(findings(keys)) + _recipe_note(scale))]
+    head = "" if single else f"{net}: "
+    figs, sections = [], [(f"{head}Findings against the paper", html_table(findings(keys)) + _recipe_note(scale))]
     if dec:
         write_csv(out / f"{name}.csv", dec)
         fig = decomposition_figure(dec, by_loss["mse"].zero_error_epoch)
-        caption = f"{net}: [Han et al. 2022, Fig. 2] analogue: the MSE run's loss decomposition and L_perp / L_NC1"
+        caption = f"{head}[Han et al. 2022, Fig. 2] analogue: the MSE run's loss decomposition and L_perp / L_NC1"
         figs.append((caption, png(fig, out / f"{name}.png")))
-        sections.append((f"{net}: MSE decomposition per measured epoch ({name}.csv)", html_table(dec)))
+        sections.append((f"{head}MSE decomposition per measured epoch ({name}.csv)", html_table(dec)))
     return figs, sections
 
 
