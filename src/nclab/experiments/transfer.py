@@ -141,8 +141,8 @@ def partial_pearson(x: Any, y: Any, z: Any) -> float:
     A = np.column_stack([np.ones_like(z), z])
     rx = x - A @ np.linalg.lstsq(A, x, rcond=None)[0]
     ry = y - A @ np.linalg.lstsq(A, y, rcond=None)[0]
-    nx, ny = np.linalg.norm(rx), np.linalg.norm(ry)
-    scale = max(np.linalg.norm(x), np.linalg.norm(y), 1.0)
+    nx, ny = float(np.linalg.norm(rx)), float(np.linalg.norm(ry))
+    scale = max(float(np.linalg.norm(x)), float(np.linalg.norm(y)), 1.0)
     if nx <= 1e-12 * scale or ny <= 1e-12 * scale:
         return float("nan")
     return float(rx @ ry / (nx * ny))
