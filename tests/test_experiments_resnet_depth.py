@@ -29,12 +29,24 @@ def test_of_error_is_zero_on_an_orthogonal_frame_and_the_etf_value_on_an_etf():
 
 
 def test_config_is_the_papers_recipe():
-    cfg = depth_config("paper", "resnet18")
+    cfg = depth_config("cpu", "resnet18")  # the CPU runs keep the paper's recipe on smaller data
     assert cfg["model"]["head"] == {"kind": "linear", "bias": False}
     assert (cfg["loss"]["name"], cfg["loss"]["reduction"]) == ("mse", "sum_half")
     assert (cfg["optim"]["lr"], cfg["optim"]["weight_decay"]) == (0.05, 5e-4)
-    assert cfg["schedule"]["milestones"] == [40, 80] and cfg["train"]["epochs"] == 120
-    assert cfg["data"]["name"] == "mnist"
+
+
+def test_paper_scale_runs_what_dry_run_lists():
+    from nclab.experiments import dry_run
+    from nclab.experiments.resnet_depth import _runs
+
+    runs = _runs("paper", seed=0)
+    listed = dry_run("resnet-depth", "paper")
+    assert [p.label for p in listed] == list(runs)
+    mse = runs["mnist/resnet18/mse-nobias"]
+    assert (mse.loss.name, mse.loss.reduction) == ("mse", "sum_half")  # the paper's 1/(2N) ||WH - Y||^2
+    assert mse.model.head.bias is False and runs["mnist/resnet18/ce-bias"].model.head.bias is True
+    assert (mse.optim.lr, mse.optim.weight_decay, mse.schedule.milestones) == (0.05, 5e-4, [40, 80])
+    assert {cfg.data.name for cfg in runs.values()} == {"mnist", "cifar10"}
 
 
 def test_resnet_depth_tiny(tmp_path):

@@ -16,8 +16,9 @@ bias-free linear head under the MSE loss with the paper's ``1/(2N) ||W H - Y||_F
 sum_half``) and reports, at the last epoch on the training split: NC1 of every residual block's output (and of
 each stage's output, the paper's four ResBlocks), and the OF error of the last block's features (the classifier
 input, the global average pool of the last block) and of the classifier ``W``. ``cpu``: the embedded 8x8 digits,
-width 8 (minutes on 2 cores); ``paper``: MNIST (needs its IDX files), width 64, 120 epochs (the paper's number of
-epochs is lost from its text; 120 = three lr stages of 40, ours).
+width 8 (minutes on 2 cores), ResNet18 and ResNet34; ``paper``: the paper's runs (ResNet18 on MNIST with MSE
+without bias and CE with bias, Fig. 5; on CIFAR10 with MSE, Fig. 10; 120 epochs: the paper's number of epochs is
+not in its text, 120 = three lr stages of 40, ours), as ``--dry-run`` lists them.
 """
 
 from __future__ import annotations
@@ -49,9 +50,10 @@ RESNET_DEPTH: dict[str, Any] = {
     "report": False,
 }
 
-#: Per scale: data, width, epochs and lr milestones, measured epochs, and whether every block gets full statistics
-#: (NC1 needs the d x d within-class covariance: at the paper's width on 28 x 28 images a block's flattened output
-#: has up to 50,176 dimensions, so there the per-block metric is NC1's trace form Tr Sigma_W / Tr Sigma_B).
+#: Per CPU scale: data, width, epochs and lr milestones, measured epochs, and which layers get full statistics. The
+#: paper scale runs the paper's own configs (:func:`_runs`); at its width a block's flattened output has up to 65,536
+#: dimensions (too wide for NC1's d x d within-class covariance), so there the per-block metric is NC1's trace form
+#: Tr Sigma_W / Tr Sigma_B (``trace_ratio``).
 SCALES: dict[str, dict[str, Any]] = {
     "tiny": {
         "data": {"name": "digits", "per_class": 20, "test_per_class": 5},
@@ -70,15 +72,6 @@ SCALES: dict[str, dict[str, Any]] = {
         "num_log": 4,
         "full_layers": "all",
         "threads": 1,
-    },
-    "paper": {
-        "data": {"name": "mnist", "per_class": None, "test_per_class": None},
-        "width": 64,
-        "epochs": 120,
-        "milestones": [40, 80],
-        "num_log": 20,
-        "full_layers": "penultimate",
-        "threads": None,
     },
 }
 
@@ -101,6 +94,20 @@ def depth_config(scale: str, model: str, seed: int = 0) -> dict[str, Any]:
             "measure": {"num_log": s["num_log"], "full_layers": s["full_layers"]},
         },
     )
+
+
+def _runs(scale: str, seed: int) -> dict[str, Any]:
+    """``{label: RunConfig}``: at ``tiny`` / ``cpu`` one bias-free MSE run per network of :data:`DEPTHS`; at
+    ``paper`` the paper's runs, exactly those ``nclab experiment run resnet-depth --scale paper --dry-run`` lists
+    (:func:`nclab.experiments.reproductions.resnet_depth_configs`: ResNet18 on MNIST with MSE / CE, CIFAR10 MSE)."""
+    from nclab.train.config import resolve_config
+
+    if scale in SCALES:
+        return {model: resolve_config(depth_config(scale, model, seed)) for model in DEPTHS}
+    from nclab.experiments.reproductions import resnet_depth_configs  # the registry checks their data first
+
+    configs = resnet_depth_configs()
+    return {label: cfg.model_copy(update={"seed": cfg.seed + seed}) for label, cfg in configs.items()}
 
 
 def block_layers(layers: list[str]) -> list[str]:
@@ -151,14 +158,15 @@ def _depth_figure(per_net: dict[str, dict[str, Any]], metric: str) -> Any:
 def resnet_depth(out: Path, scale: str, seed: int) -> dict[str, Any]:
     from nclab.metrics import orthogonal_frame_error
     from nclab.report.html import write_report
-    from nclab.train.config import resolve_config
     from nclab.train.trainer import train
 
-    check_scale(scale, tuple(SCALES))
+    check_scale(scale, (*SCALES, "paper"))
     per_net: dict[str, dict[str, Any]] = {}
-    metric = "nc1" if SCALES[scale]["full_layers"] == "all" else "trace_ratio"
-    for model in DEPTHS:
-        res = train(resolve_config(depth_config(scale, model, seed)), out / model, overwrite=True, progress=False)
+    # at the paper's width a block's flattened output is too wide for the d x d covariance: NC1's trace form there
+    metric = "nc1" if scale in SCALES else "trace_ratio"
+    runs = _runs(scale, seed)
+    for model, cfg in runs.items():
+        res = train(cfg, out / model.replace("/", "-"), overwrite=True, progress=False)
         last = max(res.measured_epochs)
         value = {r.layer: r.value for r in res.rows if r.split == "train" and r.epoch == last and r.metric == metric}
         of = {
@@ -174,7 +182,7 @@ def resnet_depth(out: Path, scale: str, seed: int) -> dict[str, Any]:
             "by_block": [value[b] for b in blocks],
             "by_stage": [value[s] for s in stages],
             "of_features": of[res.penultimate],
-            "of_classifier": orthogonal_frame_error(_classifier_of(out / model)),
+            "of_classifier": orthogonal_frame_error(_classifier_of(out / model.replace("/", "-"))),
             "zero_error_epoch": res.zero_error_epoch,
             "train_error": res.series("error", "output")[last],
         }
@@ -184,10 +192,11 @@ def resnet_depth(out: Path, scale: str, seed: int) -> dict[str, Any]:
         for b, v in zip(r["blocks"], r["by_block"], strict=True)
     ]
     write_csv(out / "blocks.csv", rows)
-    deepest = per_net[DEPTHS[-1]]
+    # the OF claim is the bias-free MSE optimum's: the deepest such network (cpu), MNIST's run of Fig. 5 (paper)
+    deepest = per_net[DEPTHS[-1] if scale in SCALES else "mnist/resnet18/mse-nobias"]
     summary: dict[str, Any] = {
         "per_block_metric": metric,
-        "networks": list(DEPTHS),
+        "networks": list(per_net),
         "nc1_by_block": [r["by_block"] for r in per_net.values()],
         "nc1_by_stage": [r["by_stage"] for r in per_net.values()],
         # the paper's claim is at its four ResBlocks (stage outputs); every block's order is reported beside it
@@ -214,11 +223,13 @@ def resnet_depth(out: Path, scale: str, seed: int) -> dict[str, Any]:
         for m, r in per_net.items()
     ]
     caption = f"{metric} of each residual block's output at the last epoch, train split, one curve per network"
-    s = SCALES[scale]
+    first = next(iter(runs.values()))
     text = (
-        f"<p>Bias-free linear head, MSE (1/(2N) ||WH - Y||^2), SGD lr 0.05 momentum 0.9, /10 at epochs "
-        f"{s['milestones']}, weight decay 5e-4, {s['epochs']} epochs, width {s['width']}, data: "
-        f"{s['data']['name']}. The paper's claims: NC1 decreases with depth (at its four ResBlocks: here "
+        f"<p>Runs: {', '.join(runs)}. MSE (1/(2N) ||WH - Y||^2) with a bias-free linear head"
+        f"{' (CE with a bias beside it)' if scale not in SCALES else ''}, SGD lr {first.optim.lr} momentum "
+        f"{first.optim.momentum}, /10 at epochs {first.schedule.milestones}, weight decay {first.optim.weight_decay}, "
+        f"{first.train.epochs} epochs, data: {first.data.name}. The paper's claims: NC1 decreases with depth (at its "
+        "four ResBlocks: here "
         f"{'yes' if summary['nc1_decreasing_in_depth'] else 'no'}); the deepest features and the classifier "
         "approach an orthogonal frame (OF error 0; a simplex ETF has 0.32 at K = 10).</p>"
     )
