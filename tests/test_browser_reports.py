@@ -161,7 +161,7 @@ def test_demo_reports_in_chromium(tmp_path, text_sizes):
 
 @pytest.mark.parametrize(
     "name",
-    ["ufm-figures", "gnc-d2-codes", "mse-decomposition-ufm", "geodesic-digits", "fashion-mnist-cnn"],
+    ["ufm-figures", "gnc-d2-codes", "mse-decomposition-ufm", "geodesic-digits", "fashion-mnist-cnn", "resnet-depth"],
 )
 def test_experiment_reports_in_chromium(name, tmp_path, text_sizes):
     if name == "fashion-mnist-cnn" and not FASHION.is_dir():

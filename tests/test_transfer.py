@@ -253,6 +253,7 @@ def test_vci_transfer_tiny(tmp_path):
 
     summary = run("vci-transfer", tmp_path, scale="tiny")
     assert summary["runs"] == 6
+    assert summary["seeds"] == [0]
     rows = list(csv.DictReader((tmp_path / "table.csv").open()))
     assert [r["run"] for r in rows] == [f"tau={t}-s0" for t in (0.2, 0.5, 1.0)] + [
         f"lambda={w}-s0" for w in (2.5, 5.0, 10.0)
@@ -268,6 +269,17 @@ def test_vci_transfer_tiny(tmp_path):
     x = np.array([float(r["vci"]) for r in rows])
     y = np.array([float(r["mlog"]) for r in rows])
     assert float(pooled_vci["pearson_r"]) == pytest.approx(np.corrcoef(x, y)[0, 1], abs=1e-9)
+    # beside MLOG: r against MLO, and the partial r given logit(p_0), on the same points (one per setting)
+    mlo = np.array([float(r["mlo"]) for r in rows])
+    logit_p0 = np.array([np.log(p / (1 - p)) for p in (float(r["pretrain_accuracy"]) for r in rows)])
+    assert summary["pearson_r_mlo"]["pooled/vci"] == pytest.approx(np.corrcoef(x, mlo)[0, 1], abs=1e-3)
+    rxy, rxz, ryz = np.corrcoef(x, y)[0, 1], np.corrcoef(x, logit_p0)[0, 1], np.corrcoef(y, logit_p0)[0, 1]
+    textbook = (rxy - rxz * ryz) / np.sqrt((1 - rxz**2) * (1 - ryz**2))
+    assert summary["partial_r_p0"]["pooled/vci"] == pytest.approx(textbook, abs=1e-3)
+    # 3 settings per group: a partial r of 3 points is +-1 whatever the data, so it is nan; one seed: no spread
+    assert np.isnan(summary["partial_r_p0"]["tau/vci"]) and np.isnan(summary["pearson_r_sd"]["tau/vci"])
+    assert set(summary["pearson_r_mlo"]) == set(summary["pearson_r"]) == set(summary["partial_r_p0"])
+    assert "partial r vs MLOG given logit(p_0)" in (tmp_path / "report.html").read_text()
     assert (tmp_path / "fig7.png").read_bytes()[:4] == b"\x89PNG"
     assert "Fig. 7" in (tmp_path / "report.html").read_text()
     # the pretraining runs are the trials of a sweep: one run directory per trial id, indexed in sweep.csv
@@ -337,6 +349,33 @@ def test_cli_probe_matches_library(tmp_path):
     assert out["metrics"]["vci"] == pytest.approx(collapse_report(ClassStats.from_arrays(H, y))["vci"], rel=1e-9)
     bad = CliRunner().invoke(app, ["probe", str(tmp_path / "H.npy"), str(tmp_path / "y.npy"), "-t", "nofolder"])
     assert bad.exit_code != 0 and "NAME=FOLDER" in bad.output
+
+
+def test_partial_pearson_is_the_textbook_partial_correlation():
+    from nclab.experiments.transfer import partial_pearson
+
+    rng = np.random.default_rng(0)
+    z = rng.normal(size=12)
+    x, y = z + rng.normal(size=12), -2 * z + rng.normal(size=12)
+    r = np.corrcoef([x, y, z])
+    textbook = (r[0, 1] - r[0, 2] * r[1, 2]) / np.sqrt((1 - r[0, 2] ** 2) * (1 - r[1, 2] ** 2))
+    assert partial_pearson(x, y, z) == pytest.approx(textbook, abs=1e-12)
+    # MLOG = MLO - logit(p_0): controlling for logit(p_0), MLOG and MLO give the same partial r
+    assert partial_pearson(x, y - z, z) == pytest.approx(partial_pearson(x, y, z), abs=1e-12)
+    assert np.isnan(partial_pearson(x[:3], y[:3], z[:3]))  # residuals of 3 points on a line: +-1, no evidence
+    assert np.isnan(partial_pearson(2 * z + 1, y, z))  # x is a function of z: nothing left to correlate
+
+
+def test_vci_transfer_cpu_design():
+    from nclab.experiments.transfer import vci_transfer_study
+
+    spec = vci_transfer_study("cpu")
+    assert len(spec["seeds"]) >= 3
+    classes = spec["base"]["data"]["options"]["classes"]
+    d = spec["base"]["model"]["options"]["hidden"]
+    assert (len(classes) - 1) / d == pytest.approx(999 / 2048, abs=0.02)  # the paper's (K - 1) / d
+    lam = next(g for g in spec["groups"] if g["name"] == "lambda")
+    assert lam["set"]["loss.cosreg_variant"] == "pairs_over_n"
 
 
 def test_make_task_refuses_an_unknown_score() -> None:

@@ -48,8 +48,9 @@ DURATIONS: dict[str, dict[str, str]] = {
     "pfc-table1": {"tiny": "<= 25 s"},
     "mse-decomposition-ufm": {"tiny": "<1 s", "cpu": "<= 1 min"},
     "mufm-tradeoff": {"tiny": "~14 s", "cpu": "<= 6 min"},
+    "resnet-depth": {"tiny": "~15 s", "cpu": "~5 min"},  # 2026-11-26: tiny 57 s wall / 6 s CPU at load 8
     "ufm-figures": {"tiny": "~5 s", "cpu": "<= 7 min"},
-    "vci-transfer": {"tiny": "~11 s", "cpu": "~4.5 min"},
+    "vci-transfer": {"tiny": "~11 s", "cpu": "~10 min"},  # issue 27 redesign: 24 runs x 30 epochs, loaded
     "ufm-init-scale": {"tiny": "~4 s", "cpu": "<= 2 min"},
     "ufm-threshold-sweep": {"tiny": "~5 s", "cpu": "<= 2.5 min"},
     "ufm-thm51": {"tiny": "~1 s", "cpu": "<= 2 min"},

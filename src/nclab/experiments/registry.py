@@ -22,6 +22,7 @@ EXPERIMENT_MODULES: list[str] = [
     "nclab.experiments.spherical_codes",
     "nclab.experiments.theory_engines",
     "nclab.experiments.transfer",
+    "nclab.experiments.resnet_depth",
     "nclab.experiments.reproductions",
     "nclab.experiments.scale_protocols",
 ]

@@ -172,7 +172,8 @@ def resnet_depth_configs() -> dict:
             "name": f"tirer2022-{ds}-{loss}",
             "data": {"name": ds, "pad_to": 32 if ds == "mnist" else None},
             "model": {"name": "resnet18", "head": {"kind": "linear", "bias": bias}},
-            "loss": {"name": loss},
+            # the paper's MSE is 1/(2N) ||W H - Y||_F^2 (its eq. (2)): nclab's reduction "sum_half"
+            "loss": {"name": loss, **({"reduction": "sum_half"} if loss == "mse" else {})},
             "optim": {"name": "sgd", "lr": 0.05, "momentum": 0.9, "weight_decay": 5e-4},
             "schedule": {"name": "multistep", "milestones": [40, 80], "gamma": 0.1},
             "train": {"epochs": 120, "batch_size": 128},

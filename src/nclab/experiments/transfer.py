@@ -13,32 +13,53 @@ The ``tiny`` scale (the test suite's) pretrains on digits 0-4 and probes digits 
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from nclab.experiments.catalog import register
 from nclab.experiments.common import check_scale, html_table
 from nclab.io.rundir import RunDir
 
-__all__ = ["TRANSFER_SCALES", "vci_transfer_study"]
+__all__ = ["TRANSFER_SCALES", "partial_pearson", "setting_means", "vci_transfer_study"]
 
 _TAUS = [0.1, 0.2, 0.4, 0.6, 0.8, 1.0]
 _LAMBDAS = [2.5, 3.75, 5.0, 7.5, 10.0]
 _PRETRAIN = [0, 1, 2, 3, 4]  # T-shirt/top, trouser, pullover, dress, coat
 _HELDOUT = [5, 6, 7, 8, 9]
 
-#: Per scale: pretraining data and model, epochs, seeds, probe grid, downstream sizes.
+#: Per scale: pretraining data and model, epochs, seeds, probe grid, downstream sizes. The cpu scale (issue 27) is
+#: designed to give the claim its best chance on the data here: a narrow feature layer (``hidden`` = d = 8 for 5
+#: pretraining classes, so (K - 1) / d = 0.5 as the paper's 999 / 2048), 30 epochs on 100 images per class (the
+#: runs at tau >= 0.5 fit their training set; tau = 0.1 plateaus at 7-11% training error, also at lr 0.01 or
+#: d = 32), the literal regulariser (``pairs_over_n``, which keeps p_0 fixed), 3 seeds, and MLO and the partial
+#: correlation given logit(p_0) beside MLOG (:func:`run_vci_transfer`).
 TRANSFER_SCALES: dict[str, dict[str, Any]] = {
     "tiny": {"epochs": 4, "seeds": [0], "taus": [0.2, 0.5, 1.0], "lambdas": [2.5, 5.0, 10.0], "lams": [1e-4, 1e0, 5]},
-    "cpu": {"epochs": 8, "seeds": [0, 1], "per_class": 300, "probe_per_class": 200, "lams": [1e-6, 1e2, 17]},
+    "cpu": {
+        "epochs": 30,
+        "seeds": [0, 1, 2],
+        "per_class": 100,
+        "probe_per_class": 200,
+        "lams": [1e-6, 1e2, 17],
+        "hidden": 8,
+        "taus": [0.1, 0.25, 0.5, 1.0],
+        "lambdas": [2.5, 5.0, 7.5, 10.0],
+        "cosreg_variant": "pairs_over_n",
+    },
     "paper": {"epochs": 30, "seeds": [0, 1, 2], "per_class": None, "probe_per_class": None, "lams": [1e-6, 1e6, 97]},
 }
 
 
-def _groups(taus: list[float], lambdas: list[float]) -> list[dict[str, Any]]:
+def _groups(taus: list[float], lambdas: list[float], variant: str | None = None) -> list[dict[str, Any]]:
+    fixed: dict[str, Any] = {"loss.name": "ce_cosreg"}
+    if variant is not None:
+        fixed["loss.cosreg_variant"] = variant
     return [
         {"name": "tau", "axis": "loss.tau", "values": taus},
-        {"name": "lambda", "axis": "loss.cosreg_weight", "values": lambdas, "set": {"loss.name": "ce_cosreg"}},
+        {"name": "lambda", "axis": "loss.cosreg_weight", "values": lambdas, "set": fixed},
     ]
 
 
@@ -78,7 +99,7 @@ def vci_transfer_study(scale: str) -> dict[str, Any]:
                 "test_per_class": 200 if scale == "cpu" else None,
                 "options": {"classes": _PRETRAIN},
             },
-            "model": {"name": "cnn", "options": {"channels": [16, 32], "hidden": 128}},
+            "model": {"name": "cnn", "options": {"channels": [16, 32], "hidden": s.get("hidden", 128)}},
             "loss": {"name": "ce", "reduction": "mean"},
             "optim": {"lr": 0.05, "weight_decay": 5e-4},
             "schedule": {"name": "cosine"},
@@ -86,7 +107,7 @@ def vci_transfer_study(scale: str) -> dict[str, Any]:
             "measure": {"epochs": [s["epochs"]], "splits": ["train"], "layers": "penultimate"},
             "report": False,
         },
-        "groups": _groups(_TAUS, _LAMBDAS),
+        "groups": _groups(s.get("taus", _TAUS), s.get("lambdas", _LAMBDAS), s.get("cosreg_variant")),
         "seeds": s["seeds"],
         "downstream": [
             {
@@ -110,6 +131,61 @@ def vci_transfer_study(scale: str) -> dict[str, Any]:
     }
 
 
+def partial_pearson(x: Any, y: Any, z: Any) -> float:
+    """Pearson r of ``x`` and ``y`` controlling for ``z``: the correlation of their residuals after a least-squares
+    fit on ``[1, z]`` each. nan with fewer than 4 points (the residuals of 3 points lie on a line: +-1 whatever the
+    data) or when a residual is constant."""
+    x, y, z = (np.asarray(v, dtype=np.float64) for v in (x, y, z))
+    if x.size < 4 or not np.all(np.isfinite(np.concatenate([x, y, z]))):
+        return float("nan")
+    A = np.column_stack([np.ones_like(z), z])
+    rx = x - A @ np.linalg.lstsq(A, x, rcond=None)[0]
+    ry = y - A @ np.linalg.lstsq(A, y, rcond=None)[0]
+    nx, ny = float(np.linalg.norm(rx)), float(np.linalg.norm(ry))
+    scale = max(float(np.linalg.norm(x)), float(np.linalg.norm(y)), 1.0)
+    if nx <= 1e-12 * scale or ny <= 1e-12 * scale:
+        return float("nan")
+    return float(rx @ ry / (nx * ny))
+
+
+def _logit(p: float) -> float:
+    return math.log(p / (1 - p)) if 0 < p < 1 else float("nan")
+
+
+def setting_means(rows: list[dict[str, Any]], group: str, keys: list[str]) -> dict[str, np.ndarray]:
+    """Per setting of ``group`` (``"pooled"``: every group), the mean over seeds of each of ``keys`` (and of
+    ``logit_p0``, the log odds of the pretraining accuracy), settings in order of first appearance."""
+    sel = [r for r in rows if group == "pooled" or r["group"] == group]
+    settings = list(dict.fromkeys((r["group"], r["value"]) for r in sel))
+    out = {}
+    for k in keys:
+        out[k] = np.array([np.mean([r[k] for r in sel if (r["group"], r["value"]) == s]) for s in settings])
+    out["logit_p0"] = np.array(
+        [np.mean([_logit(r["pretrain_accuracy"]) for r in sel if (r["group"], r["value"]) == s]) for s in settings]
+    )
+    return out
+
+
+def _round(v: float) -> float:
+    return round(v, 3) if math.isfinite(v) else v
+
+
+_TRIED = (
+    "<p>What this scale does to give the claim its best honest chance on Fashion-MNIST and digits (issue 27): "
+    "pretraining on 5 classes with a feature layer of d = 8, so that (K - 1) / d = 0.5 as the paper's 999 / 2048 "
+    "(the earlier cpu scale had 4 / 128, far more collapsed); 30 epochs on 100 images per class instead of 8 "
+    "epochs on 300, so that the runs fit their training set (tau &gt;= 0.5: training error 0-3.5%; tau = 0.1 "
+    "plateaus at 7-11% after 30 epochs, also at lr 0.01 or d = 32, and at 10-22% after 15 epochs on 200 images per "
+    "class); the literal regulariser (<code>pairs_over_n</code>, 'divided by the number of data points of each "
+    "class in the batch'), which the audit found keeps p_0 flat as in the paper, where the default "
+    "<code>pairs</code> reading cost 5 points of p_0; 3 seeds and their spread; the correlation against MLO "
+    "(raw transfer) and the partial correlation given logit(p_0) beside MLOG, since MLOG = MLO - logit(p_0) "
+    "follows p_0 in the paper's data (r = -0.95) and ours. Earlier designs (fidelity-2.md, Part 2): 8 epochs at "
+    "d = 128 (VCI r = -0.98 tau / +0.91 lambda), 30 epochs accuracy-matched (tau: -0.98, -0.79 on two seeds), "
+    "the literal regulariser at 30 epochs (lambda: +0.39, no transfer trend).</p>"
+)
+
+
 @register(
     "vci-transfer",
     summary="Transfer study: tau and cosine-regulariser groups, collapse metrics vs MLOG of linear probes "
@@ -123,7 +199,7 @@ def run_vci_transfer(out: Path, scale: str, seed: int) -> dict[str, Any]:
 
         raise ValueError(VCI_PAPER_RUN)
     from nclab.report.html import write_report
-    from nclab.transfer.study import PAPER_METRICS, run_study
+    from nclab.transfer.study import PAPER_METRICS, correlation_table, run_study
 
     raw = vci_transfer_study(scale)
     raw["seeds"] = [seed + s for s in raw["seeds"]]
@@ -135,10 +211,31 @@ def run_vci_transfer(out: Path, scale: str, seed: int) -> dict[str, Any]:
     table = [{k: r[k] for k in keys} for r in res.rows]
     corr = [c for c in res.correlations if c["metric"] in (*PAPER_METRICS, "pretrain_accuracy")]
     fig = res.files["figure"].read_bytes()
+    corr_mlo = {(c["group"], c["metric"]): c["pearson_r"] for c in correlation_table(res.rows, PAPER_METRICS, "mlo")}
+    groups = [*dict.fromkeys(r["group"] for r in res.rows), "pooled"]
+    partial, p0_range = {}, {}
+    for g in groups:
+        means = setting_means(res.rows, g, [*PAPER_METRICS, "mlog", "pretrain_accuracy"])
+        p0_range[g] = [_round(float(means["pretrain_accuracy"].min())), _round(float(means["pretrain_accuracy"].max()))]
+        for m in PAPER_METRICS:
+            partial[g, m] = partial_pearson(means[m], means["mlog"], means["logit_p0"])
+    beside = [
+        {
+            "group": c["group"],
+            "metric": c["metric"],
+            "r vs MLOG": c["pearson_r"],
+            "r vs MLO": corr_mlo[c["group"], c["metric"]],
+            "partial r vs MLOG given logit(p_0)": partial[c["group"], c["metric"]],
+            "seed sd of r vs MLOG": c["r_seed_sd"],
+        }
+        for c in res.correlations
+        if c["metric"] in PAPER_METRICS
+    ]
     write_report(
         out / RunDir.REPORT,
         f"vci-transfer ({scale}): which collapse metric predicts transfer?",
         [
+            ("Correlations beside each other (one point per setting = mean over seeds)", html_table(beside) + _TRIED),
             (
                 "Correlation with MLOG (per group and pooled; one point per setting = mean over seeds)",
                 html_table(corr),
@@ -147,9 +244,14 @@ def run_vci_transfer(out: Path, scale: str, seed: int) -> dict[str, Any]:
         ],
         [("Metric vs MLOG per group, Pearson r and Spearman rho (the analogue of Fig. 7)", fig)],
     )
-    signs = {(c["group"], c["metric"]): c["pearson_r"] for c in res.correlations if c["metric"] in PAPER_METRICS}
+    signs = {(c["group"], c["metric"]): c for c in res.correlations if c["metric"] in PAPER_METRICS}
     return {
         "runs": len(res.rows),
         "seconds": round(res.seconds, 1),
-        "pearson_r": {f"{g}/{m}": round(v, 3) for (g, m), v in signs.items()},
+        "seeds": list(raw["seeds"]),
+        "pearson_r": {f"{g}/{m}": _round(c["pearson_r"]) for (g, m), c in signs.items()},
+        "pearson_r_mlo": {f"{g}/{m}": _round(corr_mlo[g, m]) for (g, m) in signs},
+        "partial_r_p0": {f"{g}/{m}": _round(partial[g, m]) for (g, m) in signs},
+        "pearson_r_sd": {f"{g}/{m}": _round(c["r_seed_sd"]) for (g, m), c in signs.items()},
+        "p0_range": p0_range,
     }
