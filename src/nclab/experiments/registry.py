@@ -51,15 +51,22 @@ def get(name: str) -> Experiment:
 def run(name: str, out: str | Path, *, scale: str = "cpu", seed: int = 0) -> dict[str, Any]:
     """Run experiment ``name`` at ``scale``, writing under ``out`` (created; a path that cannot be a writable
     folder raises ``NotADirectoryError`` / ``PermissionError`` before the experiment starts). The reports of a
-    ``tiny`` run carry the smoke-test banner (:data:`~nclab.experiments.catalog.SMOKE_TEST_NOTE`)."""
+    ``tiny`` run carry the smoke-test banner (:data:`~nclab.experiments.catalog.SMOKE_TEST_NOTE`).
+
+    The summary returned (also written to ``out/summary.json``) ends with ``paper_claims``: the paper's value,
+    ours and the verdict of each claim the experiment measures (:func:`nclab.experiments.paper_claims.attach`,
+    which also adds them to ``report.html``)."""
+    from nclab.experiments.paper_claims import attach
+
     exp = get(name)
     if scale not in exp.scales:
         raise ValueError(f"experiment {name!r} has scales {exp.scales}, not {scale!r}")
     check_int(seed, name="seed", low=0)
     out = check_output_dir(out, name="output folder", create=True)
     if scale != "tiny":
-        return exp.fn(out, scale, seed)
+        return attach(name, out, exp.fn(out, scale, seed))
     from nclab.report.html import page_banner
 
     with page_banner(SMOKE_TEST_NOTE):  # every report of a tiny run says it is a smoke test
-        return exp.fn(out, scale, seed)
+        summary = exp.fn(out, scale, seed)
+    return attach(name, out, summary)
