@@ -64,9 +64,12 @@ def test_missing_result_file_renders_not_yet_computed(tmp_path):
     text = rp.render(tmp_path)
     rows = [r for r in rp.claim_rows({}) if r["experiment"] == "vci-transfer"]
     assert rows and all(r["ours"] == rp.NOT_YET and r["verdict"] == "not measured" for r in rows)
-    assert text.count(rp.NOT_YET) == sum(c.experiment is not None for c in pc.CLAIMS) + len(
-        {c.experiment for c in pc.CLAIMS if c.experiment is not None}
-    )  # every measured claim's row, and every experiment's line in the result-file table
+    assert (
+        text.count(rp.NOT_YET)
+        == sum(c.experiment is not None for c in pc.CLAIMS)
+        + len({c.experiment for c in pc.CLAIMS if c.experiment is not None})
+        + 1
+    )  # every measured claim's row, every experiment's line in the result-file table, the 000 correlations
 
 
 def test_rendered_verdict_reads_the_result_file(tmp_path):
@@ -80,6 +83,21 @@ def test_rendered_verdict_reads_the_result_file(tmp_path):
     row = next(r for r in rp.claim_rows(rp.read_results(tmp_path)) if r["claim"] == "000-fig7-vci")
     assert row["verdict"] == "partly"
     assert row["ours"] == 'pearson_r["tau/vci"] = -0.978; pearson_r["lambda/vci"] = 0.907'
+
+
+def test_transfer_table_puts_ours_beside_the_papers_correlations():
+    res = rp.ResultFile(
+        "vci-transfer", "cpu", 0, "0" * 40, "c", "d", 1.0,
+        {"seeds": 3, "pearson_r": {"lambda/vci": 0.907}, "pearson_r_sd": {"lambda/vci": 0.05},
+         "pearson_r_mlo": {"lambda/vci": -0.99}, "partial_r_p0": {"lambda/vci": 0.1}},
+    )  # fmt: skip
+    lines = rp.transfer_table(res)
+    ours = next(line for line in lines if line.startswith("| lambda | ours"))
+    paper = next(line for line in lines if line.startswith("| lambda | paper"))
+    assert ours.endswith("| +0.907 (0.050) / -0.990 / +0.100 |") and ours.count("- (-) / - / -") == 3
+    # the paper's VCI cell: r with MLOG, with MLO, partial given logit p_0, from Tables 1-2
+    assert paper.endswith("| +0.975 / +0.961 / +0.983 |")
+    assert rp.NOT_YET in " ".join(rp.transfer_table(None))
 
 
 # ------------------------------------------------------------------------------------------------ staleness

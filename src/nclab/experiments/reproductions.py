@@ -289,13 +289,16 @@ def render(root: Path) -> str:
     ]
     head = ("claim", "where", "quantity", "paper", "ours (cpu scale)", "criterion", "verdict", "why ours may differ")
     for number, key, title in PAPERS:
-        lines += [f"### {number} {key}: {title}", "", _row(head), _row(["---"] * len(head))]
+        lines += [f"(reproductions-{number})=", f"### {number} {key}: {title}", ""]
+        lines += [_row(head), _row(["---"] * len(head))]
         for r in rows:
             if r["paper"] == key:
                 where = f"{r['where']}; ours: `{r['experiment']}`"
                 cells = [r["claim"], where, r["quantity"], r["paper_value"], r["ours"], r["criterion"]]
                 lines.append(_row([*cells, f"**{r['verdict']}**", r["reason"]]))
         lines.append("")
+        if number == "000":
+            lines += transfer_table(results.get("vci-transfer"))
     lines += [
         "### Result files",
         "",
@@ -315,6 +318,47 @@ def render(root: Path) -> str:
             lines.append(_row((f"`{name}`", str(n), file, res.date, f"{res.seconds:.0f} s", f"`{res.command}`")))
     lines += ["", END]
     return "\n".join(lines)
+
+
+def transfer_table(res: ResultFile | None) -> list[str]:
+    """The 000 correlations in full: per group and metric, Pearson r with MLOG (and its spread over seeds), with
+    MLO, and with MLOG controlling for logit p_0, ours (``vci-transfer``) beside the paper's (from its Tables 1-2).
+    """
+    from nclab.experiments.paper_claims import xu2023_paper_r
+    from nclab.transfer.study import PAPER_METRICS
+
+    title = (
+        "(reproductions-000-correlations)=\n#### 000: every metric's correlation with transfer, ours and the paper's"
+    )
+    lines = [title, ""]
+    if res is None:
+        return [*lines, f"`vci-transfer`: {NOT_YET}.", ""]
+    s = res.summary
+    seeds = s.get("seeds")
+    lines += [
+        f"`vci-transfer` at cpu scale, seeds: {seeds if seeds is not None else 'not recorded'}. Each cell: r with "
+        "MLOG (sd over seeds of the single-seed r) / r with MLO / partial r with MLOG given logit p_0; "
+        "'-' where the result file lacks the value.",
+        "",
+        _row(("group", "source", *PAPER_METRICS)),
+        _row(["---"] * (2 + len(PAPER_METRICS))),
+    ]
+
+    def get(block: str, key: str) -> str:
+        v = s.get(block, {}).get(key) if isinstance(s.get(block), dict) else None
+        return "-" if v is None else f"{float(v):.3f}" if block == "pearson_r_sd" else f"{float(v):+.3f}"
+
+    for group in ("tau", "lambda"):
+        ours = [
+            f"{get('pearson_r', f'{group}/{m}')} ({get('pearson_r_sd', f'{group}/{m}')}) / "
+            f"{get('pearson_r_mlo', f'{group}/{m}')} / {get('partial_r_p0', f'{group}/{m}')}"
+            for m in PAPER_METRICS
+        ]
+        paper = [
+            " / ".join(f"{xu2023_paper_r(group, m, a):+.3f}" for a in ("mlog", "mlo", "partial")) for m in PAPER_METRICS
+        ]
+        lines += [_row((group, "ours", *ours)), _row((group, "paper (Tables 1-2)", *paper))]
+    return [*lines, ""]
 
 
 def _split(doc: str, path: Path) -> tuple[str, str, str]:
