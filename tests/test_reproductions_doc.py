@@ -126,8 +126,8 @@ def test_stale_fires_when_an_experiments_code_changes_after_its_commit(tmp_path)
     other.write_text("x = 2\n")  # report code is not a dependency: still current
     _git(repo, "commit", "-qam", "report")
     assert rp.stale(repo) == {}
-    ufm.write_text("x = 3\n")
-    assert rp.stale(repo) == {}, "an uncommitted edit is not yet history"
+    ufm.write_text("x = 3\n")  # an uncommitted edit already makes the row stale: the code on disk is not its code
+    assert rp.stale(repo) == {"ufm-thm51": ["src/nclab/ufm/closed_forms.py"]}
     assert rp.uncommitted(repo, rp.CODE_DEPENDENCIES["ufm-thm51"]) == ["src/nclab/ufm/closed_forms.py"]
     _git(repo, "commit", "-qam", "ufm")
     assert rp.stale(repo) == {"ufm-thm51": ["src/nclab/ufm/closed_forms.py"]}
@@ -224,6 +224,8 @@ def test_verdict_aggregation_and_missing_keys():
     missing = pc.verdict(claim, {"a": 0})
     assert (missing.status, missing.ours) == ("not measured", "b absent")
     assert pc.verdict(claim, None).status == "not measured"
+    undefined = pc.verdict(claim, {"a": 0, "b": float("nan")})  # a nan decides nothing, and reads as a word
+    assert (undefined.status, undefined.ours) == ("not measured", "b undefined")
 
 
 def test_the_claims_cover_every_paper_and_name_registered_experiments():

@@ -72,12 +72,14 @@ def lookup(summary: Mapping[str, Any], key: Key) -> Any:
     for i, part in enumerate(path):
         if part == "*":
             if not isinstance(node, Sequence) or isinstance(node, str):
-                raise _Missing(_key_text(key))
+                raise _Missing(f"{_key_text(key)} absent")
             return [lookup(item, path[i + 1 :]) if path[i + 1 :] else item for item in node]
         try:
             node = node[part]
         except (KeyError, IndexError, TypeError):
-            raise _Missing(_key_text(key)) from None
+            raise _Missing(f"{_key_text(key)} absent") from None
+    if isinstance(node, float) and math.isnan(node):  # an undefined measurement decides nothing
+        raise _Missing(f"{_key_text(key)} undefined")
     return node
 
 
@@ -93,7 +95,7 @@ def _num(v: Any) -> str:
     if isinstance(v, int | float | np.floating | np.integer):
         v = float(v)
         if math.isnan(v):
-            return "nan"
+            return "undefined"
         return f"{v:.4g}" if v != 0 and (abs(v) >= 1e-3 and abs(v) < 1e5) else f"{v:.3g}"
     if isinstance(v, list):
         return "[" + ", ".join(_num(x) for x in v) + "]"
@@ -285,7 +287,7 @@ def verdict(claim: Claim, summary: Mapping[str, Any] | None) -> Verdict:
         try:
             out, text = check.check(summary)
         except _Missing as missing:
-            return Verdict(claim, UNMEASURED, f"{missing.args[0]} absent")
+            return Verdict(claim, UNMEASURED, missing.args[0])
         outcomes.append(out)
         ours.append(text)
     if all(o == _PASS for o in outcomes):

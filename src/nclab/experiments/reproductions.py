@@ -4,8 +4,8 @@ Each experiment's cpu-scale run is kept as one *result file*, ``docs/reproductio
 (:class:`ResultFile`): the experiment's summary, the scale and seed, the git commit whose code computed it and the
 command that did. :func:`render` turns the result files and :data:`~nclab.experiments.paper_claims.CLAIMS` into
 the page's generated table (verdicts are recomputed from the stored summaries, so a corrected paper value needs no
-re-run); :func:`stale` lists the result files whose experiment's code (:data:`CODE_DEPENDENCIES`) changed in git
-after the commit they were computed at. ``python scripts/reproductions.py`` runs what is stale or missing and
+re-run); :func:`stale` lists the result files whose experiment's code (:data:`CODE_DEPENDENCIES`) differs, in the
+work tree, from the commit they were computed at. ``python scripts/reproductions.py`` runs what is stale or missing and
 rewrites the page.
 """
 
@@ -131,7 +131,9 @@ def head_commit(root: Path) -> str:
 
 
 def changed_since(root: Path, commit: str, paths: Sequence[str]) -> list[str]:
-    """The files among ``paths`` (files or folders) whose committed content at ``HEAD`` differs from ``commit``'s.
+    """The tracked files among ``paths`` (files or folders) whose content in the work tree differs from
+    ``commit``'s: committed changes since then and uncommitted edits alike (the code as it is now is not the code
+    that computed the row).
 
     A commit that is not in the repository (a rewritten branch) raises ``ValueError``: the row's provenance is lost,
     which is as stale as it gets.
@@ -140,7 +142,7 @@ def changed_since(root: Path, commit: str, paths: Sequence[str]) -> list[str]:
         _git(root, "cat-file", "-e", f"{commit}^{{commit}}")
     except subprocess.CalledProcessError:
         raise ValueError(f"commit {commit!r} is not in the repository at {root}") from None
-    out = _git(root, "diff", "--name-only", commit, "HEAD", "--", *paths)
+    out = _git(root, "diff", "--name-only", commit, "--", *paths)
     return out.splitlines()
 
 
@@ -166,7 +168,8 @@ def read_results(root: Path) -> dict[str, ResultFile]:
 
 
 def stale(root: Path, results: dict[str, ResultFile] | None = None) -> dict[str, list[str]]:
-    """The result files whose experiment's code changed after their commit: ``{experiment: changed files}``."""
+    """The result files whose experiment's code changed since their commit (committed or not):
+    ``{experiment: changed files}``."""
     results = read_results(root) if results is None else results
     out = {}
     for name, res in results.items():
