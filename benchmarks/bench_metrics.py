@@ -66,7 +66,7 @@ def main() -> None:
     Kc, dc = args.cdnv_k, args.cdnv_d
     yc = np.repeat(np.arange(Kc), 3)
     Hc = rng.normal(size=(Kc, dc))[yc] + 0.1 * rng.normal(size=(3 * Kc, dc))
-    sc = ClassStats.from_arrays(Hc, yc, num_classes=Kc, track="light")
+    sc = ClassStats.from_arrays(Hc, yc, K=Kc, track="light")
     tracemalloc.start()
     t0 = time.perf_counter()
     value = cdnv(sc)

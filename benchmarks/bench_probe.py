@@ -104,9 +104,7 @@ def main() -> None:
         print(f"timing {lams.size} of the {args.grid} strengths: {np.array2string(lams, precision=3)}")
     with torch_threads(args.threads), blas_threads(args.threads):
         t0 = time.perf_counter()
-        path = logistic_path(
-            Xtr, ytr, lams, num_classes=args.k, tol=args.tol, max_iter=args.max_iter, device=args.device
-        )
+        path = logistic_path(Xtr, ytr, lams, K=args.k, tol=args.tol, max_iter=args.max_iter, device=args.device)
         acc_nc = [top1_accuracy(yte, p.predict(Xte)) for p in path]
         t_nc = time.perf_counter() - t0
         results = {}
@@ -146,7 +144,7 @@ def one_fit(args: argparse.Namespace, X: np.ndarray, y: np.ndarray) -> None:
     from sklearn.linear_model import LogisticRegression
 
     def nclab_fit() -> int:
-        return fit_logistic(X, y, args.lam, num_classes=args.k, tol=args.tol, max_iter=args.max_iter).n_iter
+        return fit_logistic(X, y, args.lam, K=args.k, tol=args.tol, max_iter=args.max_iter).n_iter
 
     def sklearn_fit() -> int:
         C = sklearn_c(args.lam, X.shape[0])

@@ -39,7 +39,7 @@ def main(out: Path) -> None:
             nn.functional.cross_entropy(model(x), y).backward()
             opt.step()
 
-    paths = extract_features(model, loader, out=out, num_classes=10)
+    paths = extract_features(model, loader, out=out, K=10)
     h = np.load(paths["penultimate"], mmap_mode="r")  # read lazily from disk, never whole
     assert h.shape == (len(train.y), 32) and h.dtype == np.float32
     assert np.load(paths["W"]).shape == (10, 32)

@@ -28,10 +28,10 @@ from nclab.measure import Schedule
 
 
 class MLP(nn.Module):
-    def __init__(self, d_in: int = 64, width: int = 64, num_classes: int = 10) -> None:
+    def __init__(self, d_in: int = 64, width: int = 64, K: int = 10) -> None:
         super().__init__()
         self.body = nn.Sequential(nn.Linear(d_in, width), nn.ReLU(), nn.Linear(width, width), nn.ReLU())
-        self.fc = nn.Linear(width, num_classes)
+        self.fc = nn.Linear(width, K)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.fc(self.body(x.flatten(1)))
@@ -47,7 +47,7 @@ def main(out: Path, epochs: int = 150) -> None:
     opt = torch.optim.SGD(model.parameters(), lr=0.2, momentum=0.9, weight_decay=1e-4)
 
     # the five lines for any loop: build once, then measure when due
-    monitor = CollapseMonitor(model, num_classes=10, schedule=Schedule.log(epochs, 8), out=out)
+    monitor = CollapseMonitor(model, K=10, schedule=Schedule.log(epochs, 8), out=out)
     for epoch in range(epochs + 1):
         if monitor.due(epoch):
             monitor.measure(train_dl, split="train", epoch=epoch)

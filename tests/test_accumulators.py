@@ -132,7 +132,7 @@ FACTORIES = [
             "norms": a.step_norm_sums,
             "sq": a.step_sq_sums,
             "end": a.end_sq_sum,
-            "n": np.int64(a.num_samples),
+            "n": np.int64(a.N),
         },
     ),
     Factory(
@@ -143,7 +143,7 @@ FACTORIES = [
             T_GRID,
         ),
         lambda a, i: a.update(DATA["h0"][i], DATA["h2"][i], DATA["y"][i]),
-        lambda a: {"correct": np.rint(a.accuracy() * a.num_samples).astype(np.int64), "n": np.int64(a.num_samples)},
+        lambda a: {"correct": np.rint(a.accuracy() * a.N).astype(np.int64), "n": np.int64(a.N)},
     ),
 ]
 BY_NAME = {f.name: f for f in FACTORIES}
@@ -301,8 +301,8 @@ def _mismatch_worker(rank: int, world: int, port: int, out_dir: str) -> None:
     """Ranks built with different configurations: every rank raises before anything is combined."""
     y = DATA["y"][FIRST]
     scenarios: dict[str, Callable[[], Accumulator]] = {
-        "dim": lambda: ClassStats(K, D if rank == 0 else D + 1),
-        "num_classes": lambda: ClassStats(K if rank == 0 else K + 1, D),
+        "d": lambda: ClassStats(K, D if rank == 0 else D + 1),
+        "K": lambda: ClassStats(K if rank == 0 else K + 1, D),
         "track": lambda: ClassStats(K, D, track="full" if rank == 0 else "light"),
         "kind": lambda: ClassStats(K, D) if rank == 0 else PathStats(3),
         "classifier": lambda: NCCAccumulator(_pass1(), W=_W if rank == 0 else 2 * _W, b=_B),
@@ -313,7 +313,7 @@ def _mismatch_worker(rank: int, world: int, port: int, out_dir: str) -> None:
         for name, make in scenarios.items():
             a = make()
             if isinstance(a, ClassStats):
-                a.update(DATA["h1"][FIRST][:, : a.dim] if a.dim <= D else np.ones((HALF, a.dim)), y)
+                a.update(DATA["h1"][FIRST][:, : a.d] if a.d <= D else np.ones((HALF, a.d)), y)
             before = a.state_dict()
             out[name] = {"msg": _refusal(a.all_reduce, ValueError), "unchanged": _same_state(before, a.state_dict())}
     with open(os.path.join(out_dir, f"mismatch_rank{rank}.json"), "w") as fh:
@@ -357,10 +357,10 @@ def test_a_second_all_reduce_is_refused_on_every_rank(f, guard_dir):
 @pytest.mark.parametrize(
     ("scenario", "expected"),
     [
-        ("dim", f"ClassStats.all_reduce: the ranks disagree on dim (dim={D} on rank 0; dim={D + 1} on rank 1)"),
+        ("d", f"ClassStats.all_reduce: the ranks disagree on d (d={D} on rank 0; d={D + 1} on rank 1)"),
         (
-            "num_classes",
-            f"the ranks disagree on num_classes (num_classes={K} on rank 0; num_classes={K + 1} on rank 1)",
+            "K",
+            f"the ranks disagree on K (K={K} on rank 0; K={K + 1} on rank 1)",
         ),
         ("track", "the ranks disagree on track (track='full' on rank 0; track='light' on rank 1)"),
         ("kind", "the ranks disagree on kind (kind='ClassStats' on rank 0; kind='PathStats' on rank 1)"),

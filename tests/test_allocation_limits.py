@@ -62,7 +62,7 @@ def test_class_stats_full_refused_suggests_light(monkeypatch: pytest.MonkeyPatch
     with pytest.raises(AllocationTooLarge) as err:
         ClassStats(3, d)
     msg = str(err.value)
-    assert "dim=200" in msg and "327 KiB" in msg and "312 KiB" in msg and "track='light'" in msg
+    assert "d=200" in msg and "327 KiB" in msg and "312 KiB" in msg and "track='light'" in msg
     light = ClassStats(3, d, track="light")
     assert light.track == "light"
     with pytest.raises(AllocationTooLarge, match="fewer classes"):
@@ -144,7 +144,7 @@ def test_meta_batch_rejected_without_trace() -> None:  # probe row 19: the meta 
     y = torch.tensor([0, 0, 1, 1, 2, 2])
     with pytest.raises(ValueError, match="'meta' device"):
         s.update(torch.empty(6, 4, device="meta"), y)
-    assert s.device is None and s.num_samples == 0
+    assert s.device is None and s.N == 0
     H = np.arange(24, dtype=np.float64).reshape(6, 4)
     s.update(H, y.numpy())
     assert s.device == torch.device("cpu")
@@ -157,7 +157,7 @@ def test_rejected_first_batch_pins_no_device() -> None:
         s.update(np.ones((2, 2)), np.array([0, 7]))
     with pytest.raises(ValueError, match="NaN or inf"):
         s.update(np.array([[np.nan, 0.0]]), np.array([0]))
-    assert s.device is None and s.num_samples == 0
+    assert s.device is None and s.N == 0
 
 
 @pytest.mark.filterwarnings("ignore::nclab.metrics.TargetUnattainableWarning")

@@ -196,7 +196,7 @@ def test_ncc_on_cuda_at_twenty_thousand_classes_stays_within_its_estimate():
     torch.cuda.synchronize()
     grew = torch.cuda.max_memory_allocated() - base
     assert grew < acc.memory_bytes(B), (grew, acc.memory_bytes(B))
-    assert acc.num_samples == B
+    assert acc.N == B
 
 
 def test_all_reduce_guard_with_nccl():
@@ -220,7 +220,7 @@ def test_all_reduce_guard_with_nccl():
             s.all_reduce()
         finally:
             dist.destroy_process_group()
-    assert s.num_samples == acc.num_samples == len(y)
+    assert s.N == acc.N == len(y)
     np.testing.assert_allclose(s.means, ClassStats.from_arrays(H, y, K).means, rtol=1e-12)
 
 
@@ -346,7 +346,7 @@ def test_extraction_on_cuda_resumes_byte_identically(tmp_path):
     torch.manual_seed(0)
     net = build_model("mlp", (1, 8, 8), 10, widths=[32, 32]).to(CUDA).eval()
     ds = load("digits", "train")
-    extract_features(net, ds, out=tmp_path / "whole", num_classes=10, batch_size=100, device="cuda")
+    extract_features(net, ds, out=tmp_path / "whole", K=10, batch_size=100, device="cuda")
 
     calls = []
     real = type(ds).__getitem__
@@ -361,9 +361,9 @@ def test_extraction_on_cuda_resumes_byte_identically(tmp_path):
     try:
         type(ds).__getitem__ = dying
         with pytest.raises(RuntimeError, match="stop"):
-            extract_features(net, ds, out=tmp_path / "cut", num_classes=10, batch_size=100, device="cuda")
+            extract_features(net, ds, out=tmp_path / "cut", K=10, batch_size=100, device="cuda")
         type(ds).__getitem__ = real
-        extract_features(net, ds, out=tmp_path / "cut", num_classes=10, batch_size=100, device="cuda", resume=True)
+        extract_features(net, ds, out=tmp_path / "cut", K=10, batch_size=100, device="cuda", resume=True)
     finally:
         type(ds).__getitem__ = real
         nclab.monitor.resume.RESUME_EVERY_S = every

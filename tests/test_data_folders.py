@@ -138,7 +138,7 @@ def test_imagenet_kaggle_layout_through_open_images(tmp_path, rng, monkeypatch):
     (top / "ILSVRC" / "Data" / "CLS-LOC" / "LOC_val_solution.csv").rename(top / "LOC_val_solution.csv")
     monkeypatch.setenv("NCLAB_DATA", str(tmp_path))
     val = open_images("imagenet", "val")
-    assert val.targets.tolist() == labels and val.num_classes == 4
+    assert val.targets.tolist() == labels and val.K == 4
     sub = open_images("imagenet", "train", classes=[WNIDS[2], 0], per_class=2, seed=1)
     assert sub.classes == [WNIDS[2], WNIDS[0]] and sub.class_counts.tolist() == [2, 2]
     assert all(WNIDS[2] in str(sub.path(i)) for i in range(len(sub)) if sub.targets[i] == 0)
@@ -347,7 +347,7 @@ def test_one_augmented_epoch_on_a_streamed_imagenet_folder_is_measured(tmp_path,
         tracemalloc.stop()
     assert seen == 300 and len(losses) == 12 and all(np.isfinite(losses))
     assert peak < 300 * 3 * 32 * 32 / 3  # a few batches of decoded images at most, never the whole set
-    monitor = nclab.CollapseMonitor(net, num_classes=4)
+    monitor = nclab.CollapseMonitor(net, K=4)
     res = monitor.measure(DataLoader(train.with_transform(eval_t), batch_size=50), split="train", epoch=1)
     stats = res.stats["penultimate"]
     assert stats.counts.tolist() == [75] * 4

@@ -94,7 +94,7 @@ def test_cifar10_and_cifar100_pickles(tmp_path, rng):
     parts = [_cifar_pickle(d10 / f"data_batch_{i}", 4, "labels", 10, rng) for i in range(1, 6)]
     _cifar_pickle(d10 / "test_batch", 3, "labels", 10, rng)
     tr = load("cifar10", "train", root=tmp_path, normalize=False)
-    assert tr.x.shape == (20, 3, 32, 32) and tr.num_classes == 10
+    assert tr.x.shape == (20, 3, 32, 32) and tr.K == 10
     # channel-major rows: the first 1024 bytes are the red plane, row by row
     np.testing.assert_array_equal((tr.x[4] * 255).round().to(torch.uint8).numpy().reshape(-1), parts[1][0][0])
     d100 = tmp_path / "cifar-100-python"
@@ -106,8 +106,8 @@ def test_cifar10_and_cifar100_pickles(tmp_path, rng):
     (d100 / "test").write_bytes(pickle.dumps({b"data": data, b"fine_labels": [1] * 5, b"coarse_labels": [2] * 5}))
     fine = load("cifar100", "train", root=tmp_path)
     coarse = load("cifar100", "train", root=tmp_path, label="coarse")
-    assert fine.num_classes == 100 and fine.y.tolist() == [0, 99, 5, 7, 1]
-    assert coarse.num_classes == 20 and coarse.y.tolist() == [0, 19, 3, 4, 1]
+    assert fine.K == 100 and fine.y.tolist() == [0, 99, 5, 7, 1]
+    assert coarse.K == 20 and coarse.y.tolist() == [0, 19, 3, 4, 1]
     with pytest.raises(ValueError, match="unknown option"):
         load("cifar10", "train", root=tmp_path, label="coarse")
 
@@ -165,7 +165,7 @@ def test_gaussian_and_features(tmp_path):
     np.save(tmp_path / "train_features.npy", np.ones((6, 4), np.float32))
     np.save(tmp_path / "train_labels.npy", np.array([0, 1, 2, 0, 1, 2]))
     f = load("features", "train", root=tmp_path)
-    assert f.x.shape == (6, 4) and f.num_classes == 3
+    assert f.x.shape == (6, 4) and f.K == 3
     with pytest.raises(DatasetNotFoundError, match=r"split\}_features\.npy"):
         load("features", "test", root=tmp_path)
 
@@ -196,7 +196,7 @@ def test_real_fashion_mnist():
 def test_class_subset_relabels_in_given_order():
     full = load("digits", "train", normalize=False)
     sub = load("digits", "train", classes=[7, 2], normalize=False)
-    assert sub.num_classes == 2
+    assert sub.K == 2
     y = full.y.numpy()
     keep = (y == 7) | (y == 2)
     np.testing.assert_array_equal(sub.x.numpy(), full.x.numpy()[keep])

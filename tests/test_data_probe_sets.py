@@ -38,7 +38,7 @@ def test_oxford_pets(tmp_path):
         for line in lines:
             img(base / "images" / f"{line.split()[0]}.jpg")
     ds = open_images("oxford-pets", "trainval", root=tmp_path)
-    assert ds.targets.tolist() == [0, 36] and ds.num_classes == 37
+    assert ds.targets.tolist() == [0, 36] and ds.K == 37
     assert ds.classes[0] == "Abyssinian" and ds.classes[36] == "yorkshire_terrier"
     assert rel(ds, base) == ["images/Abyssinian_1.jpg", "images/yorkshire_terrier_7.jpg"]
     assert tuple(ds[1][0].shape) == (3, 8, 8)
@@ -62,7 +62,7 @@ def test_flowers102_mat_files(tmp_path):
     tr = open_images("flowers102", "train", root=tmp_path)
     assert tr.targets.tolist() == [0, 1] and rel(tr, base) == ["jpg/image_00001.jpg", "jpg/image_00003.jpg"]
     te = read_flowers102(base, "test")
-    assert te.targets.tolist() == [101, 1] and te.num_classes == 102 and te.classes[101] == "102"
+    assert te.targets.tolist() == [101, 1] and te.K == 102 and te.classes[101] == "102"
     assert read_flowers102(base, "val").targets.tolist() == [0, 0]
     scipy.io.savemat(
         base / "setid.mat", {"trnid": np.array([[1, 9]]), "valid": np.array([[2]]), "tstid": np.array([[4]])}

@@ -49,7 +49,7 @@ def test_npy_appender_round_trip_and_shape_checks(tmp_path):
 def test_extracted_features_measure_to_the_monitors_numbers(tmp_path):
     net, (x, y) = _net(), _data()
     batches = ((x[i : i + 16], y[i : i + 16]) for i in range(0, 70, 16))  # a generator: one pass only
-    paths = nclab.extract_features(net, batches, ["1", "penultimate"], out=tmp_path, num_classes=K)
+    paths = nclab.extract_features(net, batches, ["1", "penultimate"], out=tmp_path, K=K)
     assert set(paths) == {"1", "penultimate", "labels", "W", "b"}
     H = np.load(paths["penultimate"], mmap_mode="r")
     assert isinstance(H, np.memmap) and H.shape == (70, 6) and H.dtype == np.float32
@@ -76,10 +76,8 @@ def test_safetensors_export_holds_the_npy_arrays_and_measures_the_same(tmp_path)
 
     net, (x, y) = _net(), _data()
     batches = [(x[i : i + 16], y[i : i + 16]) for i in range(0, 70, 16)]
-    npy = nclab.extract_features(net, batches, ["1", "penultimate"], out=tmp_path / "npy", num_classes=K)
-    st = nclab.extract_features(
-        net, batches, ["1", "penultimate"], out=tmp_path / "st", num_classes=K, format="safetensors"
-    )
+    npy = nclab.extract_features(net, batches, ["1", "penultimate"], out=tmp_path / "npy", K=K)
+    st = nclab.extract_features(net, batches, ["1", "penultimate"], out=tmp_path / "st", K=K, format="safetensors")
     target = tmp_path / "st" / "features.safetensors"
     assert set(st) == set(npy) and set(st.values()) == {target}
     assert sorted(p.name for p in (tmp_path / "st").iterdir()) == ["features.safetensors", "manifest.json"]
@@ -101,7 +99,7 @@ def test_safetensors_export_holds_the_npy_arrays_and_measures_the_same(tmp_path)
     for key, v in from_npy.items():
         assert from_st[key] == v or (np.isnan(v) and np.isnan(from_st[key])), key
     with pytest.raises(ValueError, match="format"):
-        nclab.extract_features(net, batches, out=tmp_path / "x", num_classes=K, format="hdf5")
+        nclab.extract_features(net, batches, out=tmp_path / "x", K=K, format="hdf5")
 
 
 def test_extract_command_on_a_run_directory(tmp_path):
@@ -136,7 +134,7 @@ def test_extract_command_on_a_run_directory(tmp_path):
 # ------------------------------------------------------------------------ all-or-nothing commit, manifest checks
 def _extract(out, n=70, **kw) -> dict:
     net, (x, y) = _net(), _data()
-    return nclab.extract_features(net, [(x[:n], y[:n])], ["1", "penultimate"], out=out, num_classes=K, **kw)
+    return nclab.extract_features(net, [(x[:n], y[:n])], ["1", "penultimate"], out=out, K=K, **kw)
 
 
 def test_npy_appender_discards_its_file_on_an_error(tmp_path):

@@ -90,14 +90,14 @@ def test_an_extraction_stopped_by_an_error_resumes_byte_identically(folder, net,
     N = len(ds)
     assert N == K * N_PER_CLASS == 120
     whole = tmp_path / "whole"
-    extract_features(net, ds, LAYERS, out=whole, num_classes=K, batch_size=BATCH)
+    extract_features(net, ds, LAYERS, out=whole, K=K, batch_size=BATCH)
     want_files, want_manifest = result_files(whole)
     assert np.load(whole / "pool.npy").shape == (N, 64) and np.load(whole / "layer3.1.npy").shape == (N, 512)
 
     out = tmp_path / "cut"
     failing_decode(monkeypatch, after=70)  # sample 70 is in the 5th batch: 4 batches (64 rows) done
     with pytest.raises(OSError, match="disk went away") as info:
-        extract_features(net, ds, LAYERS, out=out, num_classes=K, batch_size=BATCH)
+        extract_features(net, ds, LAYERS, out=out, K=K, batch_size=BATCH)
     assert any("stopped after 64 of 120 samples" in note and "resume=True" in note for note in info.value.__notes__)
     assert [p.name for p in out.iterdir() if not p.name.startswith(".")] == []  # nothing committed
     (stage,) = out.glob(".staging-*")
@@ -108,16 +108,16 @@ def test_an_extraction_stopped_by_an_error_resumes_byte_identically(folder, net,
     assert (stage / "pool.npy.part").stat().st_size == 256 + 64 * 64 * 4  # header + the rows of 4 batches
 
     with pytest.raises(FileExistsError, match=r"holds an interrupted extraction \(64 of 120 samples done"):
-        extract_features(net, ds, LAYERS, out=out, num_classes=K, batch_size=BATCH)
+        extract_features(net, ds, LAYERS, out=out, K=K, batch_size=BATCH)
     with pytest.raises(ValueError, match="its batch_size was 16, now 32"):
-        extract_features(net, ds, LAYERS, out=out, num_classes=K, batch_size=32, resume=True)
+        extract_features(net, ds, LAYERS, out=out, K=K, batch_size=32, resume=True)
     other = build_model("resnet18", (3, SIDE, SIDE), K, width=8)
     with pytest.raises(ValueError, match="the model's weights differ from the ones it started with"):
-        extract_features(other, ds, LAYERS, out=out, num_classes=K, batch_size=BATCH, resume=True)
+        extract_features(other, ds, LAYERS, out=out, K=K, batch_size=BATCH, resume=True)
 
     calls = failing_decode(monkeypatch, after=None)
     with pytest.warns(UserWarning, match="resuming the extraction in .* at sample 64"):
-        extract_features(net, ds, LAYERS, out=out, num_classes=K, batch_size=BATCH, resume=True)
+        extract_features(net, ds, LAYERS, out=out, K=K, batch_size=BATCH, resume=True)
     assert len(calls) == N - 64  # only the samples not extracted yet were read
     assert result_files(out) == (want_files, want_manifest)
     assert not list(out.glob(".staging-*"))
@@ -139,13 +139,13 @@ def decode(path, mode="RGB"):
 nclab.data.folders.decode_image = decode
 torch.manual_seed(0)
 net = build_model("resnet18", (3, SIDE, SIDE), K, width=8).eval()
-extract_features(net, dataset(sys.argv[1]), LAYERS, out=sys.argv[2], num_classes=K, batch_size=BATCH)
+extract_features(net, dataset(sys.argv[1]), LAYERS, out=sys.argv[2], K=K, batch_size=BATCH)
 """
 
 
 def test_a_killed_extraction_resumes_from_its_last_record(folder, net, tmp_path):
     whole, out = tmp_path / "whole", tmp_path / "killed"
-    extract_features(net, dataset(folder), LAYERS, out=whole, num_classes=K, batch_size=BATCH)
+    extract_features(net, dataset(folder), LAYERS, out=whole, K=K, batch_size=BATCH)
     paths = [str(Path(nclab.__file__).parents[1]), str(Path(__file__).parents[1])]  # this nclab, and tests/
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths), "OMP_NUM_THREADS": "1"}
     proc = subprocess.run([sys.executable, "-c", textwrap.dedent(_KILLED), str(folder), str(out)], env=env,
@@ -216,4 +216,4 @@ def test_nclab_extract_streams_a_folder_in_workers_one_batch_at_a_time(folder, n
 def test_resume_needs_an_indexable_dataset(net, tmp_path):
     x, y = torch.randn(8, 3, SIDE, SIDE), torch.arange(8) % K
     with pytest.raises(ValueError, match="resume=True needs the data as an indexable dataset"):
-        extract_features(net, [(x, y)], out=tmp_path, num_classes=K, resume=True)
+        extract_features(net, [(x, y)], out=tmp_path, K=K, resume=True)

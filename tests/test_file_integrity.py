@@ -167,7 +167,7 @@ def test_intact_statistics_file_round_trips_through_the_base_class(suffix, tmp_p
     b = Accumulator.load(a.save(tmp_path / f"s{suffix}"))
     assert type(b) is ClassStats
     np.testing.assert_array_equal(b.state_dict()["state"]["scatter_dev"], a.state_dict()["state"]["scatter_dev"])
-    assert b.num_samples == K * N_PER
+    assert b.N == K * N_PER
 
 
 def test_checksum_covers_metadata_and_every_array(tmp_path):
@@ -230,7 +230,7 @@ def _reader(path: str, start: mp.Barrier, out: mp.Queue) -> None:
     while time.monotonic() < stop_at:
         try:
             s = ClassStats.load(path)
-            assert s.num_samples == 40
+            assert s.N == 40
             reads += 1
         except Exception as err:  # every failure is reported to the test, none may occur
             errors.append(f"{type(err).__name__}: {err}")

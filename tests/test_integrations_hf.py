@@ -104,7 +104,7 @@ def test_callback_rows_equal_a_direct_measurement(tmp_path, family):
     assert ("error" in ref_train.reports.get("output", {})) == (family == "bert")
     # the pooled feature has the hidden size, one sample per sequence
     s = ref_train.stats["penultimate"]
-    assert s.counts.sum() == len(train) and s.dim == 16
+    assert s.counts.sum() == len(train) and s.d == 16
 
 
 def test_last_token_pooling_matches_the_models_own_pooling():

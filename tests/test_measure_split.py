@@ -38,9 +38,9 @@ def _loss(out, y, h):
     return torch.nn.functional.cross_entropy(out, y)
 
 
-def _measure(model, x, y, num_classes=10, reference=None, **options):
+def _measure(model, x, y, K=10, reference=None, **options):
     """measure_split of the plan MeasurePlan.of builds for ``model`` with ``options``."""
-    plan = MeasurePlan.of(model, num_classes, penultimate=model.penultimate_name, **options)
+    plan = MeasurePlan.of(model, K, penultimate=model.penultimate_name, **options)
     return measure_split(model, (x, y), plan, reference=reference)
 
 

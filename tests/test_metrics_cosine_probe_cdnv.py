@@ -23,7 +23,7 @@ def make_data(rng, K, n, d, sep=2.0, noise=1.0, counts=None, offset=0.0):
 
 
 def stats_of(H, y, K=None, track="full"):
-    return ClassStats.from_arrays(H, y, num_classes=K, track=track)
+    return ClassStats.from_arrays(H, y, K=K, track=track)
 
 
 # ---------------- cosine
@@ -263,9 +263,9 @@ def test_probe_edge_cases(rng):
     U = rng.normal(size=(4, 4))
     assert probe_mse_lstsq(H @ U.T + 1.0, y2) == pytest.approx(probe_mse_lstsq(H, y2), rel=1e-9)
     # two never-seen classes add constant-zero targets, fitted exactly by the bias: same loss
-    assert probe_mse_lstsq(H, y2, num_classes=5) == pytest.approx(probe_mse_lstsq(H, y2), rel=1e-12)
+    assert probe_mse_lstsq(H, y2, K=5) == pytest.approx(probe_mse_lstsq(H, y2), rel=1e-12)
     with pytest.raises(ValueError, match=r"y: label 2 is out of range \[0, 2\)"):
-        probe_mse_lstsq(H, y2, num_classes=2)
+        probe_mse_lstsq(H, y2, K=2)
     with pytest.raises(TypeError, match="integer"):
         probe_mse_lstsq(H, y2.astype(float))
     with pytest.raises(ValueError, match="2-D"):

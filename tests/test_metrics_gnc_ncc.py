@@ -85,7 +85,7 @@ def test_gnc1_weighting_on_imbalanced_normalised_features(center, rng):
     K, d = 4, 6
     y = np.repeat(np.arange(K), [40, 10, 25, 5])
     Hn = normalize_features(3 * rng.normal(size=(K, d))[y] + rng.normal(size=(y.size, d)))
-    stats = ClassStats.from_arrays(Hn, y, num_classes=K)
+    stats = ClassStats.from_arrays(Hn, y, K=K)
     got = {wt: gnc1(stats, center=center, weighting=wt) for wt in ("balanced", "empirical")}
     for wt, value in got.items():
         assert value == pytest.approx(_brute_gnc1(Hn, y, K, center, wt), rel=1e-10), wt
@@ -170,7 +170,7 @@ def test_gnc1_degenerate_and_light(rng):
     light = ClassStats.from_arrays(Hn, np.arange(9) % 3, track="light")
     with pytest.raises(ValueError, match="track='full'"):
         gnc1(light)
-    empty = ClassStats.from_arrays(Hn, np.arange(9) % 3, num_classes=4)
+    empty = ClassStats.from_arrays(Hn, np.arange(9) % 3, K=4)
     with pytest.raises(EmptyClassError, match="drop_empty"):
         gnc1(empty)
 
@@ -228,7 +228,7 @@ def test_gnc3_degenerate(rng):
     with pytest.raises(ValueError, match="shape"):
         gnc3(stats, W=np.ones((3, 2)))
     with pytest.raises(EmptyClassError):
-        gnc3(ClassStats.from_arrays(rng.normal(size=(9, 3)), np.arange(9) % 3, num_classes=4), W=np.ones((4, 3)))
+        gnc3(ClassStats.from_arrays(rng.normal(size=(9, 3)), np.arange(9) % 3, K=4), W=np.ones((4, 3)))
 
 
 # ---------------------------------------------------------------------------------------------- GNC2
@@ -532,7 +532,7 @@ def test_ncc_validation(rng):
     acc = NCCAccumulator(stats)
     with pytest.raises(ValueError, match="no sample has been seen"):
         acc.compute()
-    with pytest.raises(ValueError, match="features have dim 3, but these statistics were built for dim 4"):
+    with pytest.raises(ValueError, match="features have 3 columns, but these statistics were built for d = 4"):
         acc.update(H[:, :3], y)
     with pytest.raises(ValueError, match="2-D"):
         acc.update(H[0], y[:1])
@@ -550,9 +550,9 @@ def test_ncc_validation(rng):
     bad[5, 1] = np.nan
     with pytest.raises(ValueError, match=r"NaN or inf \(first bad rows of this batch: \[5\]\)"):
         acc.update(bad, y)
-    assert acc.num_samples == 0  # nothing was counted by the failed updates
+    assert acc.N == 0  # nothing was counted by the failed updates
     acc.update(H[:0], y[:0])
-    assert acc.num_samples == 0
+    assert acc.N == 0
     with pytest.raises(ValueError, match=r"W must have shape \(K, d\)"):
         NCCAccumulator(stats, W=np.ones((d, K)))
     with pytest.raises(ValueError, match=r"b must have shape"):
@@ -562,7 +562,7 @@ def test_ncc_validation(rng):
     with pytest.raises(ValueError, match="NaN or inf"):
         NCCAccumulator(stats, W=np.full((K, d), np.inf))
     with pytest.raises(EmptyClassError, match="drop_empty"):
-        NCCAccumulator(ClassStats.from_arrays(H, y, num_classes=K + 1))
+        NCCAccumulator(ClassStats.from_arrays(H, y, K=K + 1))
     with pytest.raises(TypeError, match="ClassStats"):
         NCCAccumulator(H)
 

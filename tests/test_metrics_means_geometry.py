@@ -98,7 +98,7 @@ def _collapsed_stats(M, n=3, offset=None):
     K = M.shape[0]
     y = np.repeat(np.arange(K), n)
     H = M[y] + (0.0 if offset is None else offset)
-    return ClassStats.from_arrays(H, y, num_classes=K)
+    return ClassStats.from_arrays(H, y, K=K)
 
 
 # ---------------------------------------------------------------------------------------------- exact frames
@@ -352,7 +352,7 @@ def test_etf_unattainable_when_d_below_k_minus_1(K, d, rng):
 def test_empty_class_raises_clear_error(rng):
     H = rng.normal(size=(20, 3))
     y = np.arange(20) % 3  # class 3 of 4 never seen
-    stats = ClassStats.from_arrays(H, y, num_classes=4)
+    stats = ClassStats.from_arrays(H, y, K=4)
     W = rng.normal(size=(4, 3))
     for call in (
         lambda: equinorm(stats),
@@ -475,7 +475,7 @@ def test_pair_cosine_tiles_cover_all_pairs_across_tiles():
 def test_classifier_accuracy_on_means_brute_force(rng):
     K, d = 6, 8
     H, y = _data(rng, K=K, d=d)
-    stats = ClassStats.from_arrays(H, y, num_classes=K)
+    stats = ClassStats.from_arrays(H, y, K=K)
     W, b = rng.normal(size=(K, d)), rng.normal(size=K)
     M = np.stack([H[y == k].mean(axis=0) for k in range(K)])
     expect = np.mean([int(np.argmax([W[j] @ M[k] + b[j] for j in range(K)]) == k) for k in range(K)])

@@ -193,7 +193,7 @@ def test_nc5_matches_class_loops_raw_and_centred(rng):
         assert ood_orthogonality(stats, g, center=center, weighting=weighting) == pytest.approx(ref, rel=1e-13)
     # OOD statistics under any labels, empty classes included, give the same sample mean
     y_ood = rng.choice([1, 4, 6], size=300)
-    ood = ClassStats.from_arrays(H_ood, y_ood, num_classes=7)
+    ood = ClassStats.from_arrays(H_ood, y_ood, K=7)
     assert ood_orthogonality(stats, ood) == pytest.approx(ood_orthogonality(stats, g), rel=1e-13)
 
 
@@ -228,10 +228,10 @@ def test_nc5_degenerate_and_bad_inputs(rng):
     stats, _, _ = sample_stats(rng)
     with pytest.warns(DegenerateMetricWarning, match="OOD mean"):
         assert math.isnan(ood_orthogonality(stats, np.zeros(5)))
-    one_class = ClassStats.from_arrays(rng.normal(size=(10, 5)), np.zeros(10, dtype=int), num_classes=3)
+    one_class = ClassStats.from_arrays(rng.normal(size=(10, 5)), np.zeros(10, dtype=int), K=3)
     with pytest.raises(ValueError, match="only one class"):
         ood_orthogonality(stats, one_class)
-    with pytest.raises(ValueError, match="dim 4"):
+    with pytest.raises(ValueError, match="ood has d = 4, but the in-distribution stats have d = 5"):
         ood_orthogonality(stats, ClassStats.from_arrays(rng.normal(size=(10, 4)), np.arange(10) % 2))
     with pytest.raises(ValueError, match=r"\(d,\) = \(5,\)"):
         ood_orthogonality(stats, np.ones(4))

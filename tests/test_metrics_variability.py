@@ -53,7 +53,7 @@ def ref_pinv(A, r, rtol=1e-12):
 
 
 def stats_of(H, y, K=None, track="full"):
-    return ClassStats.from_arrays(H, y, num_classes=K, track=track)
+    return ClassStats.from_arrays(H, y, K=K, track=track)
 
 
 def collapsed_stats_zero_sb(K=3, d=4, n=5, seed=0):

@@ -79,7 +79,7 @@ def test_fc_classifier_is_found_and_every_metric_equals_a_direct_report(net, dat
     assert find_classifier(net, K).name == "fc"
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a found classifier: no warning
-        monitor = CollapseMonitor(net, num_classes=K)
+        monitor = CollapseMonitor(net, K=K)
     res = monitor.measure(_batches(x, y), split="train", epoch=3)
     ref = _reference(_penultimate(net, x), y, net)
     got = res.reports["penultimate"]
@@ -98,7 +98,7 @@ def test_fc_classifier_is_found_and_every_metric_equals_a_direct_report(net, dat
 
 def test_held_out_split_ncc_uses_the_training_means(net, data):
     x, y, xt, yt = data
-    monitor = CollapseMonitor(net, num_classes=K)
+    monitor = CollapseMonitor(net, K=K)
     train = monitor.measure(_batches(x, y), split="train", epoch=0)
     test = monitor.measure(iter(_batches(xt, yt, 16)), split="test", epoch=0)  # a one-shot iterator
     ref = _reference(_penultimate(net, xt), yt, net, train=train.stats["penultimate"])
@@ -111,7 +111,7 @@ def test_no_classifier_warns_naming_the_missing_metrics(data):
     torch.manual_seed(1)
     body = nn.Sequential(nn.Linear(D, 8), nn.Tanh(), nn.Linear(8, 7))  # 7 outputs: not a K-way classifier
     with pytest.warns(UserWarning, match="self_duality.*ncc_mismatch"):
-        monitor = CollapseMonitor(body, num_classes=K, layers=["1"])
+        monitor = CollapseMonitor(body, K=K, layers=["1"])
     res = monitor.measure((x, y), epoch=0)
     assert res.missing == CLASSIFIER_METRICS
     assert any("missing" in w and "self_duality" in w for w in res.warnings)
@@ -129,8 +129,8 @@ def test_no_classifier_warns_naming_the_missing_metrics(data):
 
 def test_classifier_given_as_pair_or_parameter_name(net, data):
     x, y, _, _ = data
-    by_name = CollapseMonitor(net, num_classes=K, classifier="fc.weight", layers=["body"])
-    pair = CollapseMonitor(net, num_classes=K, classifier=(net.fc.weight, net.fc.bias), layers=["body"])
+    by_name = CollapseMonitor(net, K=K, classifier="fc.weight", layers=["body"])
+    pair = CollapseMonitor(net, K=K, classifier=(net.fc.weight, net.fc.bias), layers=["body"])
     a, b = by_name.measure((x, y)), pair.measure((x, y))
     assert by_name.classifier.name == "fc"
     assert a.reports["body"] == b.reports["body"]
@@ -142,7 +142,7 @@ def test_mode_and_grad_state_are_restored(net, data):
     x, y, _, _ = data
     net.train()
     net.body[1].eval()  # a frozen batch norm inside a training model stays frozen
-    monitor = CollapseMonitor(net, num_classes=K)
+    monitor = CollapseMonitor(net, K=K)
     with torch.enable_grad():
         monitor.measure(_batches(x, y))
         assert torch.is_grad_enabled()
@@ -154,11 +154,11 @@ def test_mode_and_grad_state_are_restored(net, data):
 
 def test_track_per_layer_and_regex_layers(net, data):
     x, y, _, _ = data
-    monitor = CollapseMonitor(net, num_classes=K, layers=r"body\.[14]", track={"body.1": "full"})
+    monitor = CollapseMonitor(net, K=K, layers=r"body\.[14]", track={"body.1": "full"})
     assert list(monitor.layers) == ["body.1", "body.4"] and monitor.penultimate == "body.4"
     res = monitor.measure((x, y))
     assert "nc1" in res.reports["body.1"] and "nc1" in res.reports["body.4"]
-    light = CollapseMonitor(net, num_classes=K, layers=["body.1", "penultimate"], track="light").measure((x, y))
+    light = CollapseMonitor(net, K=K, layers=["body.1", "penultimate"], track="light").measure((x, y))
     assert "nc1" not in light.reports["body.1"] and "nc1" not in light.reports["penultimate"]
     full = _reference(_penultimate(net, x), y, net, track="light")
     assert light.value("penultimate", "trace_ratio") == pytest.approx(full["trace_ratio"], rel=1e-10)
@@ -167,7 +167,7 @@ def test_track_per_layer_and_regex_layers(net, data):
 def test_bfloat16_model_accumulates_in_float64(net, data):
     x, y, _, _ = data
     model = net.to(torch.bfloat16)
-    res = CollapseMonitor(model, num_classes=K).measure([(x.bfloat16(), y)])
+    res = CollapseMonitor(model, K=K).measure([(x.bfloat16(), y)])
     with torch.no_grad():
         model.eval()
         H = model.body(x.bfloat16())
@@ -180,10 +180,10 @@ def test_bfloat16_model_accumulates_in_float64(net, data):
 def test_schedule_sinks_and_top_level_export(net, data, tmp_path):
     x, y, _, _ = data
     assert nclab.CollapseMonitor is CollapseMonitor
-    monitor = CollapseMonitor(net, num_classes=K, schedule=Schedule.log(100, 5), out=tmp_path)
+    monitor = CollapseMonitor(net, K=K, schedule=Schedule.log(100, 5), out=tmp_path)
     done = [e for e in range(101) if monitor.maybe_measure(_batches(x, y), epoch=e) is not None]
     assert done == [0, 1, 3, 10, 32, 100]
-    assert CollapseMonitor(net, num_classes=K, schedule=[2, 7]).due(7)
+    assert CollapseMonitor(net, K=K, schedule=[2, 7]).due(7)
     table = read_metrics(tmp_path)
     assert table == monitor.rows and sorted({r.epoch for r in table}) == done
 
@@ -280,7 +280,7 @@ def test_settings_name_what_is_measured(net, data):
     )
     monitor.measure((x, y))
     assert monitor.settings == {
-        "num_classes": K,
+        "K": K,
         "layers": ["body.1", "penultimate"],
         "penultimate": "penultimate",
         "classifier": "fc",
@@ -343,7 +343,5 @@ def test_a_layer_too_wide_for_full_statistics_is_refused_before_allocating(data,
     with pytest.warns(UserWarning, match=r"layer '0' \(d = 20000 > FULL_TRACK_MAX_DIM = 1024\) is measured light"):
         res = CollapseMonitor(net, K, layers=["0", "penultimate"], track={"penultimate": "light"}).measure((x, y))
     assert "trace_ratio" in res.reports["0"] and "nc1" not in res.reports["0"]
-    with pytest.raises(
-        AllocationTooLarge, match=r"ClassStats\(num_classes=4, dim=20000, track='full'\).*track='light'"
-    ):
+    with pytest.raises(AllocationTooLarge, match=r"ClassStats\(K=4, d=20000, track='full'\).*track='light'"):
         CollapseMonitor(net, K, layers=["0", "penultimate"], track={"0": "full"}).measure((x, y))

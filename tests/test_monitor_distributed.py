@@ -37,7 +37,7 @@ def _data():
 def _worker(rank, world, port, out_dir):
     torch.set_num_threads(1)
     with gloo_group(rank, world, port):
-        monitor = CollapseMonitor(_model(), num_classes=K, layers=["1", "penultimate"], out=out_dir)
+        monitor = CollapseMonitor(_model(), K=K, layers=["1", "penultimate"], out=out_dir)
         half = slice(0, 75) if rank == 0 else slice(75, None)
         test_half = slice(0, 30) if rank == 0 else slice(30, None)
         x, y, xt, yt = _data()
@@ -51,7 +51,7 @@ def _worker(rank, world, port, out_dir):
 
 def test_reduced_rows_equal_a_single_process_measurement(tmp_path):
     mp.spawn(_worker, args=(2, free_port(), str(tmp_path)), nprocs=2, join=True)
-    single = CollapseMonitor(_model(), num_classes=K, layers=["1", "penultimate"])
+    single = CollapseMonitor(_model(), K=K, layers=["1", "penultimate"])
     x, y, xt, yt = _data()
     train = single.measure([(x[i : i + 20], y[i : i + 20]) for i in range(0, 150, 20)], epoch=1)
     test = single.measure([(xt, yt)], split="test", epoch=1)

@@ -39,7 +39,7 @@ def test_next_token_collapse_of_a_tiny_gpt2():
         H = model(input_ids=ids, attention_mask=mask, output_hidden_states=True).hidden_states[-1]
     keep = mask[:, 1:].reshape(-1).bool()
     h, y = H[:, :-1].reshape(-1, 32)[keep], ids[:, 1:].reshape(-1)[keep]
-    assert res.stats["penultimate"].num_samples == int(keep.sum()) == 48 * 31 - 4 * 12
+    assert res.stats["penultimate"].N == int(keep.sum()) == 48 * 31 - 4 * 12
     stats = ClassStats.from_arrays(h.double().numpy(), y.numpy(), V, track="light")
     assert not stats.empty_classes.size
     W = model.lm_head.weight.detach().double().numpy()

@@ -74,7 +74,7 @@ def test_measured_layer_shapes(name, shape, opts, dims):
         h = model.features(x)
         torch.testing.assert_close(feats[model.penultimate_name], h)  # the last measured layer feeds the head
         torch.testing.assert_close(model(x), model.head(h))
-    assert model.feature_dim == h.shape[1] and model.penultimate is model.measured_layers()[model.penultimate_name]
+    assert model.d == h.shape[1] and model.penultimate is model.measured_layers()[model.penultimate_name]
 
 
 def test_fc_resnet_blocks_are_residual():
@@ -105,7 +105,7 @@ def test_pfc_resnet_measured_blocks_are_exactly_residual(block):
 def test_pfc_resnet_table_i_dimensions(table, shape, d, layers):
     """Table I of [Wang et al. 2024]: measured dimension d = C H W of the last stage and L + 1 measured layers."""
     m = build_model("pfc_resnet", shape, 10, table=table)
-    assert m.feature_dim == d and len(m.measured_layers()) == layers
+    assert m.d == d and len(m.measured_layers()) == layers
 
 
 def test_pfc_resnet_rejects_bad_stages():

@@ -107,7 +107,7 @@ def test_variant_from_input_size_and_explicit():
         assert isinstance(net.maxpool, nn.Identity if k == 3 else nn.MaxPool2d)
     assert build_model("resnet18", (3, 32, 32), 10, width=4, variant="imagenet").conv1.kernel_size == (7, 7)
     vgg = build_model("vgg11", (3, 224, 224), 10, width=4, hidden=8, variant="cifar")
-    assert vgg.classifier is None and vgg.feature_dim == 32
+    assert vgg.classifier is None and vgg.d == 32
     with pytest.raises(ValueError, match="variant must be one of 'auto', 'imagenet', 'cifar'"):
         build_model("resnet18", (3, 32, 32), 10, variant="small")
 
@@ -219,7 +219,7 @@ def test_reference_key_map_renames_and_mismatches():
     with pytest.raises(RuntimeError, match=r"size mismatch for conv1\.weight"):
         load_reference_state_dict(build_model("resnet18", (3, 32, 32), 5, width=4), imagenet)
     # a bottleneck is not in the reference: strict=False loads the rest and reports it
-    bott = build_model("resnet18", (3, 32, 32), 5, width=4, variant="imagenet", feature_dim=3)
+    bott = build_model("resnet18", (3, 32, 32), 5, width=4, variant="imagenet", d=3)
     res = load_reference_state_dict(bott, {k: v for k, v in imagenet.items() if not k.startswith("fc.")}, strict=False)
     assert sorted(res.missing_keys) == ["bottleneck.bias", "bottleneck.weight", "head.bias", "head.weight"]
     torch.testing.assert_close(bott.conv1.weight, imagenet["conv1.weight"], rtol=0, atol=0)
@@ -239,7 +239,7 @@ def test_reference_networks_forward_on_a_small_input(name):
     x = torch.randn(1, *shape)
     with torch.no_grad():
         h, out = net.features(x), net(x)
-    assert h.shape == (1, net.feature_dim) and out.shape == (1, 1000) and torch.isfinite(out).all()
+    assert h.shape == (1, net.d) and out.shape == (1, 1000) and torch.isfinite(out).all()
     torch.testing.assert_close(out, net.head(h), rtol=0, atol=0)
 
 
@@ -324,15 +324,15 @@ def test_feature_bottleneck_last_block():
     d, K = 10, 100
     r18 = _count("resnet18", (3, 32, 32), K=K)
     change = -(512 * 512 * 9 + 2 * 512) + (512 * d * 9 + 2 * d) + (512 * d + 2 * d) - 513 * K + (d + 1) * K
-    assert _count("resnet18", (3, 32, 32), K=K, feature_dim=d, feature_layer="last_block") == r18 + change
+    assert _count("resnet18", (3, 32, 32), K=K, d=d, feature_layer="last_block") == r18 + change
     r50 = _count("resnet50", (3, 32, 32), K=K)
     change = -(512 * 2048 + 2 * 2048) + (512 * d + 2 * d) + (2048 * d + 2 * d) - 2049 * K + (d + 1) * K
-    assert _count("resnet50", (3, 32, 32), K=K, feature_dim=d, feature_layer="last_block") == r50 + change
+    assert _count("resnet50", (3, 32, 32), K=K, d=d, feature_layer="last_block") == r50 + change
     torch.manual_seed(0)
-    net = build_model("resnet18", (3, 16, 16), 7, width=4, feature_dim=3, feature_layer="last_block").eval()
+    net = build_model("resnet18", (3, 16, 16), 7, width=4, d=3, feature_layer="last_block").eval()
     last = net.layer4[1]
     assert last.conv2.out_channels == 3 and isinstance(last.downsample[0], nn.Conv2d)
-    assert net.feature_dim == 3 and net.penultimate_name == "pool" and net.head.weight.shape == (7, 3)
+    assert net.d == 3 and net.penultimate_name == "pool" and net.head.weight.shape == (7, 3)
     x = torch.randn(2, 3, 16, 16)
     with torch.no_grad():
         h4 = net.layer4[0](net.layer3(net.layer2(net.layer1(net.maxpool(net.relu(net.bn1(net.conv1(x))))))))
@@ -346,26 +346,21 @@ def test_feature_bottleneck_linear_and_bias_free_head():
     K = 10_000
     backbone = 11_168_832  # resnet18, small-image stem, no fc
     assert _count("resnet18", (3, 32, 32), K=K) == backbone + 513 * K
-    assert _count("resnet18", (3, 32, 32), K=K, feature_dim=512) == backbone + 512 * 513 + 513 * K
+    assert _count("resnet18", (3, 32, 32), K=K, d=512) == backbone + 512 * 513 + 513 * K
     assert _count("resnet18", (3, 32, 32), K=K, head={"kind": "linear", "bias": False}) == backbone + 512 * K
-    assert (
-        _count("deit_tiny", K=100, feature_dim=10) == REFERENCE_COUNTS["deit_tiny"] - 193 * 1000 + 193 * 10 + 11 * 100
-    )
-    assert (
-        _count("densenet121", K=100, feature_dim=10)
-        == REFERENCE_COUNTS["densenet121"] - 1025 * 1000 + 1025 * 10 + 11 * 100
-    )
+    assert _count("deit_tiny", K=100, d=10) == REFERENCE_COUNTS["deit_tiny"] - 193 * 1000 + 193 * 10 + 11 * 100
+    assert _count("densenet121", K=100, d=10) == REFERENCE_COUNTS["densenet121"] - 1025 * 1000 + 1025 * 10 + 11 * 100
     vgg = 132_863_336 - 4097 * 1000
-    assert _count("vgg11", K=100, feature_dim=10) == vgg + 4097 * 10 + 11 * 100
+    assert _count("vgg11", K=100, d=10) == vgg + 4097 * 10 + 11 * 100
     torch.manual_seed(0)
     for name, opts in (
         ("vgg11_bn", {"width": 4}),
         ("densenet", {"depth": 10, "growth": 4}),
         ("vit", {"patch_size": 8, "embed_dim": 8, "depth": 1, "num_heads": 2}),
     ):
-        net = build_model(name, (3, 16, 16), 5, feature_dim=3, head={"kind": "linear", "bias": False}, **opts).eval()
+        net = build_model(name, (3, 16, 16), 5, d=3, head={"kind": "linear", "bias": False}, **opts).eval()
         layers = net.measured_layers()
-        assert list(layers)[-1] == "bottleneck" == net.penultimate_name and net.feature_dim == 3
+        assert list(layers)[-1] == "bottleneck" == net.penultimate_name and net.d == 3
         x = torch.randn(4, 3, 16, 16)
         feats = collect_features(net, x)
         h = feats[list(layers)[-2]].double() @ net.bottleneck.weight.double().T + net.bottleneck.bias.double()
@@ -374,9 +369,9 @@ def test_feature_bottleneck_linear_and_bias_free_head():
             torch.testing.assert_close(net(x).double(), h @ net.head.weight.double().T)  # no bias
         assert net.head.bias is None
     with pytest.raises(ValueError, match="feature_layer='last_block' is not available for VGG"):
-        build_model("vgg11", (3, 32, 32), 10, feature_dim=10, feature_layer="last_block")
-    with pytest.raises(ValueError, match="feature_dim must be an int >= 1"):
-        build_model("resnet18", (3, 32, 32), 10, feature_dim=0)
+        build_model("vgg11", (3, 32, 32), 10, d=10, feature_layer="last_block")
+    with pytest.raises(ValueError, match="d must be an int >= 1"):
+        build_model("resnet18", (3, 32, 32), 10, d=0)
 
 
 # ---------------------------------------------------------------- the monitor measures every named layer
@@ -423,7 +418,7 @@ def test_registered_names_are_config_options():
         {
             "model": {
                 "name": "resnet18",
-                "options": {"variant": "cifar", "feature_dim": 10, "feature_layer": "last_block"},
+                "options": {"variant": "cifar", "d": 10, "feature_layer": "last_block"},
             }
         }
     )
@@ -432,3 +427,18 @@ def test_registered_names_are_config_options():
         RunConfig.model_validate({"model": {"name": "resnet18", "options": {"variant": "small"}}})
     with pytest.raises(ValueError, match="drop_path_rate"):
         RunConfig.model_validate({"model": {"name": "deit_tiny", "options": {"drop_path_rate": "0.1"}}})
+
+
+def test_configs_written_before_the_size_letters_still_validate():
+    """``model.options.feature_dim`` and ``data.options.num_classes`` (configs written before the sizes were
+    ``d`` / ``K``) are read as the new keys, with a DeprecationWarning naming both; both at once is an error."""
+    old = {"name": "resnet18", "options": {"variant": "cifar", "feature_dim": 10}}
+    with pytest.warns(DeprecationWarning) as record:
+        cfg = RunConfig.model_validate({"model": old, "data": {"name": "features", "options": {"num_classes": 3}}})
+    assert sorted(str(w.message) for w in record) == [
+        "data.options.num_classes is deprecated: it is now data.options.K (read as such)",
+        "model.options.feature_dim is deprecated: it is now model.options.d (read as such)",
+    ]
+    assert cfg.model.options == {"variant": "cifar", "d": 10} and cfg.data.options == {"K": 3}
+    with pytest.raises(ValueError, match="'feature_dim' is the old name of 'd'; give only 'd'"):
+        RunConfig.model_validate({"model": {"name": "resnet18", "options": {"feature_dim": 10, "d": 10}}})

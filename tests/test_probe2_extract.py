@@ -138,7 +138,7 @@ def data():
         if i == 2000:
             os.kill(os.getpid(), signal.SIGKILL)  # kill -9 mid-extract: no exception handler runs
         yield x[i : i + 100], y[i : i + 100]
-extract_features(net, data(), layers=["0", "penultimate"], out="fmk", num_classes=3)
+extract_features(net, data(), layers=["0", "penultimate"], out="fmk", K=3)
 """
 
 
@@ -196,7 +196,7 @@ def test_p2_row_071_injected_enospc_through_the_api(tmp_path, monkeypatch):
     from nclab.io.npy_stream import NpyAppender
 
     net, (x, y) = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3)), (torch.randn(90, 4), torch.arange(90) % 3)
-    nclab.extract_features(net, [(x[i : i + 30], y[i : i + 30]) for i in (0, 30, 60)], out=tmp_path, num_classes=3)
+    nclab.extract_features(net, [(x[i : i + 30], y[i : i + 30]) for i in (0, 30, 60)], out=tmp_path, K=3)
     before = _digests(tmp_path)
     append, calls = NpyAppender.append, []
 
@@ -209,7 +209,7 @@ def test_p2_row_071_injected_enospc_through_the_api(tmp_path, monkeypatch):
     monkeypatch.setattr(NpyAppender, "append", append_until_full)
     big = [(torch.randn(30, 4), torch.arange(30) % 3)] * 5
     with pytest.raises(OSError, match=r"ran out of room \(No space left on device") as err:
-        nclab.extract_features(net, big, out=tmp_path, num_classes=3, overwrite=True)
+        nclab.extract_features(net, big, out=tmp_path, K=3, overwrite=True)
     assert err.value.errno == errno.ENOSPC and "holds what it held before" in str(err.value)
     assert _digests(tmp_path) == before
 
@@ -218,7 +218,7 @@ def test_p2_row_071_injected_enospc_through_the_api(tmp_path, monkeypatch):
 def test_p2_row_072_loader_raising_over_an_earlier_extraction(tmp_path):
     net = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
     x, y = torch.randn(90, 4), torch.arange(90) % 3
-    nclab.extract_features(net, [(x[i : i + 30], y[i : i + 30]) for i in (0, 30, 60)], out=tmp_path, num_classes=3)
+    nclab.extract_features(net, [(x[i : i + 30], y[i : i + 30]) for i in (0, 30, 60)], out=tmp_path, K=3)
     before = _digests(tmp_path)
 
     def bad():
@@ -227,11 +227,11 @@ def test_p2_row_072_loader_raising_over_an_earlier_extraction(tmp_path):
 
     # the probe's call: refused before the first batch (an earlier extraction is there)
     with pytest.raises(FileExistsError, match="already holds an extraction"):
-        nclab.extract_features(net, bad(), out=tmp_path, num_classes=3)
+        nclab.extract_features(net, bad(), out=tmp_path, K=3)
     assert _digests(tmp_path) == before
     # with overwrite=True the loader's own error comes through, and the earlier extraction is untouched
     with pytest.raises(RuntimeError, match="loader died"):
-        nclab.extract_features(net, bad(), out=tmp_path, num_classes=3, overwrite=True)
+        nclab.extract_features(net, bad(), out=tmp_path, K=3, overwrite=True)
     assert _digests(tmp_path) == before
     assert np.load(tmp_path / "labels.npy").shape == (90,) and np.load(tmp_path / "penultimate.npy").shape == (90, 8)
 

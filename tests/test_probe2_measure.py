@@ -99,7 +99,7 @@ def test_p2_row_008_batch_dimension_not_first_is_named(data):
     with torch.no_grad():
         H = net.rnn(seq.transpose(0, 1))[0][-1]
     ref = collapse_report(ClassStats.from_arrays(H.double().numpy(), y.numpy(), K))
-    assert res.stats["rnn"].num_samples == N
+    assert res.stats["rnn"].N == N
     assert res.value("rnn", "nc1") == pytest.approx(ref["nc1"], rel=1e-9)
 
 
@@ -230,6 +230,6 @@ def test_p2_row_034_one_shot_iterator_is_read_once_and_refused_past_the_cache(da
 def test_p2_row_038_num_classes_must_be_an_int_of_at_least_two():
     net = _mlp()
     for bad, err in ((2.7, TypeError), (3.0, TypeError), (True, TypeError), (1, ValueError), (-3, ValueError)):
-        with pytest.raises(err, match="num_classes must be an int"):
+        with pytest.raises(err, match="K must be an int"):
             CollapseMonitor(net, bad)
-    assert CollapseMonitor(net, np.int64(3)).num_classes == 3
+    assert CollapseMonitor(net, np.int64(3)).K == 3

@@ -509,6 +509,18 @@ def test_p2_row_119_an_edited_summary_json_fails_verify(runs, tmp_path):
         assert res.exit_code == 2 and want in " ".join(res.stdout.split()), res.stdout
 
 
+def test_a_summary_written_before_the_lambda_key_was_renamed_verifies(runs, tmp_path):
+    """Runs written before ``lambda_from_weight_decay`` had its name store it as ``paper004_lambda``: still read."""
+    v = _copy(runs["ce"], tmp_path / "v")
+    summary = json.loads((v / "summary.json").read_text())
+    lam = summary.pop("lambda_from_weight_decay")
+    (v / "summary.json").write_text(json.dumps({**summary, "paper004_lambda": lam}))
+    assert _verify(v).exit_code == 0
+    (v / "summary.json").write_text(json.dumps({**summary, "paper004_lambda": 2 * lam}))
+    res = _verify(v)
+    assert res.exit_code == 2 and f"paper004_lambda {2 * lam!r} does not follow" in " ".join(res.stdout.split())
+
+
 def test_p2_row_120_monitor_and_callback_folders_verify_ok(tmp_path):
     with CollapseMonitor(_net(), 3, out=tmp_path / "mon") as monitor:
         monitor.measure(_data(), epoch=0)

@@ -56,7 +56,7 @@ def test_p2_row_142_ncc_scores_in_blocks_within_the_budget_with_the_same_counts(
     score rows stay within the cap (by the estimate, and as traced), and every count is that of the unbounded pass."""
     K, d = 1000, 16
     H, y, W, b = _classes(K, 3, d)
-    stats = ClassStats.from_arrays(H, y, num_classes=K, track="light")
+    stats = ClassStats.from_arrays(H, y, K=K, track="light")
     ref = NCCAccumulator(stats, W=W, b=b).update(H, y)
     monkeypatch.setenv("NCLAB_MAX_BYTES", "2M")
     acc = NCCAccumulator(stats, W=W, b=b)
@@ -82,7 +82,7 @@ from nclab.stats import ClassStats, NCCAccumulator
 from tests.test_probe2_stats import _classes
 K, n, d = map(int, sys.argv[1:])
 H, y, W, b = _classes(K, n, d)
-acc = NCCAccumulator(ClassStats.from_arrays(H, y, num_classes=K, track="light"), W=W, b=b)
+acc = NCCAccumulator(ClassStats.from_arrays(H, y, K=K, track="light"), W=W, b=b)
 tracemalloc.start()
 acc.update(H, y)
 print(tracemalloc.get_traced_memory()[1], nclab.memory.work_budget(acc.memory_bytes()))
@@ -111,7 +111,7 @@ def test_p2_row_142_every_block_size_gives_the_same_counts(monkeypatch, index):
         pytest.importorskip("faiss")
     K, d = 60, 5
     H, y, W, b = _classes(K, 8, d, seed=3)
-    stats = ClassStats.from_arrays(H, y, num_classes=K, track="light")
+    stats = ClassStats.from_arrays(H, y, K=K, track="light")
     for kw in ({}, {"W": W}, {"W": W, "b": b}):
         ref = NCCAccumulator(stats, index=index, **kw).update(H, y)
         for rows in (1, 7, 1000):
@@ -135,7 +135,7 @@ def test_p2_row_142_ncc_state_that_cannot_fit_is_refused_upfront(monkeypatch):
     with pytest.raises(AllocationTooLarge) as err:
         NCCAccumulator.from_means(means, W=W)
     msg = str(err.value)
-    assert msg.startswith(f"NCCAccumulator(num_classes={K}, dim={d}, classifier=True, index='exact')")
+    assert msg.startswith(f"NCCAccumulator(K={K}, d={d}, classifier=True, index='exact')")
     assert "would allocate about 275 MiB, more than the memory available now (200 MiB)" in msg
     assert "use fewer classes (check the labels: is K right?) or reduce d" in msg
     assert err.value.nbytes == 8 * K * d * 3 + 16 * (2 * K) * d + 64 * K + 8 * (2 * K + d) + 64
@@ -201,7 +201,7 @@ def test_p2_row_086_measure_refuses_an_ncc_state_that_cannot_fit(tmp_path, monke
     monkeypatch.setenv("NCLAB_MAX_BYTES", "128K")
     res = CliRunner().invoke(app, args)
     assert res.exit_code == 2, res.output
-    assert "error: NCCAccumulator(num_classes=200, dim=16, classifier=True, index='exact')" in res.output
+    assert "error: NCCAccumulator(K=200, d=16, classifier=True, index='exact')" in res.output
     assert "would allocate about 191 KiB, more than the cap NCLAB_MAX_BYTES/max_bytes (128 KiB)" in res.output
     assert "Traceback" not in res.output
 

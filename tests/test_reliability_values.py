@@ -56,7 +56,7 @@ def stats(rng):
     K, n, d = 3, 10, 4
     y = np.repeat(np.arange(K), n)
     H = 3 * rng.normal(size=(K, d))[y] + rng.normal(size=(K * n, d))
-    return ClassStats.from_arrays(H, y, num_classes=K), rng.normal(size=(K, d))
+    return ClassStats.from_arrays(H, y, K=K), rng.normal(size=(K, d))
 
 
 @pytest.fixture

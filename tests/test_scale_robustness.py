@@ -253,7 +253,7 @@ def test_features_whose_squares_underflow_are_refused(scale: float) -> None:
         ClassStats.from_arrays(scale * H, Y, K)
     s = ClassStats(K, D)
     s.update(np.zeros((3, D)), np.array([0, 1, 2]))  # exact zero rows (dead ReLU features) are fine
-    assert s.num_samples == 3
+    assert s.N == 3
 
 
 # probe row 26: at 1e153 the squares (~1e307) were accepted, and the class sums of squares lost every digit to
@@ -265,7 +265,7 @@ def test_features_whose_squares_overflow_are_refused(scale: float) -> None:
     msg = r"too large for float64 accumulation \(squared norms overflow above 8\.4e\+152"
     with pytest.raises(ValueError, match=msg):
         s.update(scale * H, Y)
-    assert s.num_samples == 0 and s.device is None
+    assert s.N == 0 and s.device is None
 
 
 def test_largest_accepted_rows() -> None:

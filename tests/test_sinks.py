@@ -119,7 +119,7 @@ def _monitored(out, sink) -> tuple[dict, list]:
     monitor.measure((x, y), epoch=1)
     settings = monitor.settings
     monitor.close()
-    assert settings["conventions/ddof"] == 0 and settings["track/0"] == "full" and settings["num_classes"] == 3
+    assert settings["conventions/ddof"] == 0 and settings["track/0"] == "full" and settings["K"] == 3
     return settings, monitor.rows
 
 

@@ -1,12 +1,14 @@
 """ClassStats: exactness against a two-pass reference, stability, merge, persistence, validation."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nclab.stats import ClassMoments, ClassStats, EmptyClassError, MomentKey
+from nclab.stats import ClassMoments, ClassStats, EmptyClassError, MomentKey, PairedClassStats
 from tests.conftest import brute_stats
 
 
@@ -139,7 +141,7 @@ def test_any_float_dtype_and_torch_inputs(rng):
     ref_bf = brute_stats(bf.double().numpy(), y, 4)  # the bf16-rounded values, accumulated in float64
     for feats, want in ((H32, brute_stats(H32.astype(np.float64), y, 4)), (torch.from_numpy(H32), None), (bf, ref_bf)):
         s = ClassStats.from_arrays(feats, torch.from_numpy(y))
-        assert s.num_samples == 200
+        assert s.N == 200
         np.testing.assert_array_equal(s.counts, np.bincount(y, minlength=4))
         if want is None:  # a float32 tensor holds the same numbers as the float32 array
             np.testing.assert_allclose(s.sigma_w(), ref.sigma_w(), rtol=1e-12)
@@ -167,13 +169,13 @@ def test_light_mode_refuses_dxd_and_keeps_traces(rng):
 
 def test_empty_classes_reported_and_named(rng):
     H, y = _data(rng, N=90, K=3)
-    s = ClassStats.from_arrays(H, y, num_classes=5)
+    s = ClassStats.from_arrays(H, y, K=5)
     np.testing.assert_array_equal(s.empty_classes, [3, 4])
     assert s.counts[3] == 0
     with pytest.raises(EmptyClassError, match=r"classes 3, 4"):
         _ = s.means
     sub = s.drop_empty()
-    assert sub.num_classes == 3
+    assert sub.K == 3
     np.testing.assert_allclose(sub.means, ClassStats.from_arrays(H, y, 3).means)
     np.testing.assert_allclose(sub.sigma_w(), ClassStats.from_arrays(H, y, 3).sigma_w())
     s.trace_w()  # needs no mean of an empty class
@@ -186,7 +188,7 @@ def test_save_load_roundtrip(rng, tmp_path, suffix):
         s = ClassStats.from_arrays(H, y, track=track)
         path = s.save(tmp_path / f"stats_{track}{suffix}")
         t = ClassStats.load(path)
-        assert (t.num_classes, t.dim, t.track) == (4, 6, track)
+        assert (t.K, t.d, t.track) == (4, 6, track)
         np.testing.assert_array_equal(t.counts, s.counts)
         np.testing.assert_array_equal(t.means, s.means)
         np.testing.assert_array_equal(t.class_ss, s.class_ss)
@@ -203,7 +205,7 @@ def test_state_dict_rejects_other_versions_and_shapes(rng):
     sd = ClassStats.from_arrays(H, y).state_dict()
     with pytest.raises(ValueError, match="format_version"):
         ClassStats(4, 6).load_state_dict({**sd, "format_version": 99})
-    with pytest.raises(ValueError, match="dim"):
+    with pytest.raises(ValueError, match="state has d=6"):
         ClassStats(4, 7).load_state_dict(sd)
     with pytest.raises(ValueError, match="track"):
         ClassStats(4, 6, track="light").load_state_dict(sd)
@@ -213,7 +215,7 @@ def test_state_dict_rejects_other_versions_and_shapes(rng):
     ("feats", "labels", "exc", "msg"),
     [
         (np.zeros((5, 6)), np.zeros(4, dtype=int), ValueError, "one entry per feature row"),
-        (np.zeros((5, 7)), np.zeros(5, dtype=int), ValueError, "dim 7"),
+        (np.zeros((5, 7)), np.zeros(5, dtype=int), ValueError, "7 columns, but these statistics were built for d = 6"),
         (np.zeros(6), np.zeros(1, dtype=int), ValueError, "2-D"),
         (np.zeros((5, 6), dtype=np.int64), np.zeros(5, dtype=int), TypeError, "floating dtype"),
         (np.zeros((5, 6)), np.zeros(5), TypeError, "integer dtype"),
@@ -227,13 +229,13 @@ def test_bad_input_is_named(feats, labels, exc, msg):
     s = ClassStats(4, 6)
     with pytest.raises(exc, match=msg):
         s.update(feats, labels)
-    assert s.num_samples == 0  # a rejected batch leaves no trace
+    assert s.N == 0  # a rejected batch leaves no trace
 
 
 def test_bad_construction_and_incompatible_merge():
     with pytest.raises(ValueError, match="at least two classes"):
         ClassStats(1, 3)
-    with pytest.raises(ValueError, match="dim"):
+    with pytest.raises(ValueError, match="d must be a positive int"):
         ClassStats(3, 0)
     with pytest.raises(ValueError, match="incompatible"):
         ClassStats(3, 4).merge(ClassStats(3, 5))
@@ -258,7 +260,7 @@ def test_degenerate_zero_spread_and_identical_features():
 def test_empty_batch_is_noop_and_zero_feature_has_no_direction():
     s = ClassStats(2, 3)
     s.update(np.zeros((0, 3)), np.zeros(0, dtype=int))
-    assert s.num_samples == 0
+    assert s.N == 0
     s.update(np.array([[0.0, 0, 0], [3.0, 4, 0]]), np.array([0, 0]))
     np.testing.assert_allclose(s.unit_sums[0], [0.6, 0.8, 0.0])
 
@@ -316,7 +318,7 @@ def test_moments_match_the_raw_moments_and_the_accessors(rng):
     view = ClassMoments(s)
     n = s.raw("counts")
     np.testing.assert_array_equal(view.means, s.raw("shift") + s.raw("sum_dev") / n[:, None])
-    mu = np.stack([H[y == k].mean(axis=0) for k in range(s.num_classes)])
+    mu = np.stack([H[y == k].mean(axis=0) for k in range(s.K)])
     Z = H - mu[y]
     np.testing.assert_allclose(view.sigma_w(), Z.T @ Z / len(y), rtol=1e-12)
     for name in ("means", "class_ss"):
@@ -431,3 +433,22 @@ def test_report_keeps_or_drops_its_caches(rng):
     assert s.moments().peek(MomentKey.SIGMA_W) is not None
     s.clear_memo()
     assert s.moments().peek(MomentKey.SIGMA_W) is None
+
+
+def test_states_saved_before_the_K_d_names_still_load():
+    """Files written by nclab before the sizes were renamed (metadata ``num_classes`` / ``dim``, generated with
+    that code and kept in tests/data) load as ``K`` / ``d``, with the statistics they held."""
+    data = Path(__file__).parent / "data"
+    H = np.array([[1.0, 0.0], [3.0, 0.0], [0.0, 2.0], [0.0, 4.0], [1.0, 1.0], [3.0, 3.0]])
+    s = ClassStats.load(data / "classstats_before_K_d.npz")
+    assert (s.K, s.d, s.N) == (3, 2, 6) and "num_classes" not in s.state_dict()
+    np.testing.assert_allclose(s.means, [[2.0, 0.0], [0.0, 3.0], [2.0, 2.0]])
+    p = PairedClassStats.load(data / "pairedstats_before_K_d.npz")
+    assert (p.K, p.d, p.N) == (3, 2, 6)
+    np.testing.assert_allclose(p.end.means, 2 * H.reshape(3, 2, 2).mean(axis=1))
+    # a state dict of the old form loads the same way
+    assert ClassStats(3, 2).load_state_dict({**_old_names(s.state_dict())}).N == 6
+
+
+def _old_names(sd):
+    return {{"K": "num_classes", "d": "dim"}.get(k, k): v for k, v in sd.items()}

@@ -34,7 +34,7 @@ def _worker(rank, world, port, out_dir, track, compute_dtype):
         H, y = _data()
         part = slice(0, 120) if rank == 0 else slice(120, None)
         # float32 compute: the 120 rows are still pending in the Gram block buffer when all_reduce is called
-        s = ClassStats.from_arrays(H[part], y[part], num_classes=K, track=track, compute_dtype=compute_dtype)
+        s = ClassStats.from_arrays(H[part], y[part], K=K, track=track, compute_dtype=compute_dtype)
         s.all_reduce()
         s.save(os.path.join(out_dir, f"rank{rank}.npz"))
 
@@ -44,7 +44,7 @@ def test_all_reduce_equals_single_process(tmp_path, track, compute_dtype):
     H, y = _data()
     assert set(np.unique(y[:120])) != set(np.unique(y[120:]))  # class mix differs between ranks
     mp.spawn(_worker, args=(2, free_port(), str(tmp_path), track, compute_dtype), nprocs=2, join=True)
-    ref = ClassStats.from_arrays(H, y, num_classes=K, track=track)
+    ref = ClassStats.from_arrays(H, y, K=K, track=track)
     for rank in range(2):
         s = ClassStats.load(tmp_path / f"rank{rank}.npz")
         assert s.compute_dtype == compute_dtype

@@ -55,7 +55,7 @@ def _bounds(s, ref):
     """The documented worst-case bounds of float32 compute (ClassStats docstring, docs/stats.md) for statistics
     ``s`` of the data whose exact statistics are ``ref``: on Sigma_W (Frobenius), on each class mean (norm), on
     each class_ss."""
-    b, d = s.gram_block_rows(), s.dim
+    b, d = s.gram_block_rows(), s.d
     n = ref["counts"].astype(np.float64)
     shift = s.raw("shift")
     drift = n * ((shift - ref["means"]) ** 2).sum(axis=1)  # n_k ||s_k - mu_k||^2

@@ -154,7 +154,7 @@ def _mixed_worker(rank: int, world: int, port: int, out_dir: str) -> None:
         except ValueError as err:
             msg = str(err)
         # the counts are untouched by the refused reduction
-        msg += f"|{acc.num_samples}"
+        msg += f"|{acc.N}"
         with open(os.path.join(out_dir, f"rank{rank}.txt"), "w") as fh:
             fh.write(msg)
 

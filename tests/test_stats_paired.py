@@ -38,7 +38,7 @@ def _assert_same(a: PairedClassStats, b: PairedClassStats, rtol: float = 1e-12) 
 @pytest.mark.parametrize("suffix", [".npz", ".safetensors"])
 def test_save_load_roundtrip_is_exact_and_updates_continue(tmp_path, suffix):
     H0, H1, y = _data()
-    p = PairedClassStats.from_arrays(H0[:120], H1[:120], y[:120], num_classes=K)
+    p = PairedClassStats.from_arrays(H0[:120], H1[:120], y[:120], K=K)
     q = PairedClassStats.load(p.save(tmp_path / f"paired{suffix}"))
     assert q.state_dict()["state"].keys() == p.state_dict()["state"].keys()
     for k, v in p.state_dict()["state"].items():
@@ -47,12 +47,12 @@ def test_save_load_roundtrip_is_exact_and_updates_continue(tmp_path, suffix):
     p.update(H0[120:], H1[120:], y[120:])
     q.update(H0[120:], H1[120:], y[120:])
     _assert_same(p, q, rtol=0)
-    _assert_same(q, PairedClassStats.from_arrays(H0, H1, y, num_classes=K), rtol=1e-9)
+    _assert_same(q, PairedClassStats.from_arrays(H0, H1, y, K=K), rtol=1e-9)
 
 
 def test_empty_stats_roundtrip_and_bad_files(tmp_path):
     e = PairedClassStats.load(PairedClassStats(K, D).save(tmp_path / "empty.npz"))
-    assert e.num_samples == 0 and np.all(e.cross_within() == 0)
+    assert e.N == 0 and np.all(e.cross_within() == 0)
     ClassStats(K, D).save(tmp_path / "cs.npz")
     with pytest.raises(ValueError, match="not an nclab PairedClassStats file"):
         PairedClassStats.load(tmp_path / "cs.npz")
@@ -60,7 +60,7 @@ def test_empty_stats_roundtrip_and_bad_files(tmp_path):
 
 def test_load_state_dict_validates_before_changing_anything():
     H0, H1, y = _data()
-    p = PairedClassStats.from_arrays(H0, H1, y, num_classes=K)
+    p = PairedClassStats.from_arrays(H0, H1, y, K=K)
     before = p.cross_within().copy()
     sd = p.state_dict()
     bad = {**sd, "state": {**sd["state"], "cross": np.zeros(K + 1)}}
@@ -68,7 +68,7 @@ def test_load_state_dict_validates_before_changing_anything():
         p.load_state_dict(bad)
     with pytest.raises(ValueError, match="format_version"):
         p.load_state_dict({**sd, "format_version": 99})
-    with pytest.raises(ValueError, match="dim"):
+    with pytest.raises(ValueError, match="state has d=4, these PairedClassStats have d=5"):
         PairedClassStats(K, D + 1).load_state_dict(sd)
     np.testing.assert_array_equal(p.cross_within(), before)
 
@@ -77,7 +77,7 @@ def _worker(rank, world, port, out_dir):
     with gloo_group(rank, world, port):
         H0, H1, y = _data()
         part = slice(0, 100) if rank == 0 else slice(100, None)
-        p = PairedClassStats.from_arrays(H0[part], H1[part], y[part], num_classes=K)
+        p = PairedClassStats.from_arrays(H0[part], H1[part], y[part], K=K)
         p.all_reduce()
         p.save(os.path.join(out_dir, f"rank{rank}.npz"))
 
@@ -87,7 +87,7 @@ def test_all_reduce_equals_single_process(tmp_path):
     H0, H1, y = _data()
     assert set(np.unique(y[:100])) != set(np.unique(y[100:]))
     mp.spawn(_worker, args=(2, free_port(), str(tmp_path)), nprocs=2, join=True)
-    ref = PairedClassStats.from_arrays(H0, H1, y, num_classes=K)
+    ref = PairedClassStats.from_arrays(H0, H1, y, K=K)
     for rank in range(2):
         _assert_same(PairedClassStats.load(tmp_path / f"rank{rank}.npz"), ref, rtol=1e-9)
 
@@ -101,7 +101,7 @@ def test_malformed_states_and_float_labels_are_clear_errors():
     from nclab.theory.geodesic import geodesic_profile
 
     H0, H1, y = _data()
-    sd = PairedClassStats.from_arrays(H0, H1, y, num_classes=K).state_dict()
+    sd = PairedClassStats.from_arrays(H0, H1, y, K=K).state_dict()
     with pytest.raises(ValueError, match="missing the ClassStats state of end"):
         PairedClassStats(K, D).load_state_dict({k: v for k, v in sd.items() if k != "end"})
     with pytest.raises(TypeError, match="integer dtype"):

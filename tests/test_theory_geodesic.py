@@ -30,7 +30,7 @@ def _end_features(H0, H1, y, paired, end):
 
 def _brute(H0, H1, y, t, weighting="balanced"):
     Ht = (1 - t) * H0 + t * H1
-    st = ClassStats.from_arrays(Ht, y, num_classes=K, track="light")
+    st = ClassStats.from_arrays(Ht, y, K=K, track="light")
     acc = NCCAccumulator(st).update(Ht, y).compute()["ncc_accuracy"]
     return trace_ratio(st, weighting), etf_gram_error(st, weighting=weighting), acc
 
@@ -83,11 +83,11 @@ def test_paired_stats_cross_terms_merge_and_cancellation(rng):
     ref = np.array([np.sum((D0[y == k] - means0[k]) * (D1[y == k] - means1[k])) for k in range(K)])
     whole = PairedClassStats.from_arrays(H0, H1, y)
     assert np.allclose(whole.cross_within(), ref, rtol=1e-10, atol=0)
-    a = PairedClassStats.from_arrays(H0[:50], H1[:50], y[:50], num_classes=K)
-    b = PairedClassStats.from_arrays(H0[50:], H1[50:], y[50:], num_classes=K)
+    a = PairedClassStats.from_arrays(H0[:50], H1[:50], y[:50], K=K)
+    b = PairedClassStats.from_arrays(H0[50:], H1[50:], y[50:], K=K)
     a.merge(b)
     assert np.allclose(a.cross_within(), ref, rtol=1e-10, atol=0)
-    assert a.num_samples == len(y)
+    assert a.N == len(y)
     assert a.coupling_cost() == pytest.approx(np.mean(np.sum((H1 - H0) ** 2, 1)), rel=1e-12)
     assert whole.trace_w_cross() == pytest.approx(ref.sum() / len(y), rel=1e-10)
 
@@ -102,7 +102,7 @@ def test_paired_stats_reject_bad_batches_without_side_effects(rng):
     bad[2, 1] = np.nan
     with pytest.raises(ValueError, match="NaN"):
         p.update(H0[:5], bad, y[:5])
-    assert p.num_samples == len(y) and p.end.num_samples == len(y)
+    assert p.N == len(y) and p.end.N == len(y)
     assert np.array_equal(p.cross_within(), before)
 
 

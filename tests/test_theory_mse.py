@@ -205,7 +205,7 @@ def test_empty_class_against_ridge_lstsq_and_direct_loss(rng, lam, bias):
     H, y = _data(rng, offset=1.5)
     y = np.where(y == 3, 4, y)  # labels {0, 1, 2, 4}
     K, d = 5, H.shape[1]
-    W, b = ls_classifier(H, y, lam, bias=bias, num_classes=K)
+    W, b = ls_classifier(H, y, lam, bias=bias, K=K)
     W_ref, b_ref = _ridge_lstsq(H, y, lam, bias)
     assert W_ref.shape == (K, d)
     np.testing.assert_allclose(np.hstack([W, b[:, None]]), np.hstack([W_ref, b_ref[:, None]]), rtol=0, atol=1e-10)
@@ -214,9 +214,9 @@ def test_empty_class_against_ridge_lstsq_and_direct_loss(rng, lam, bias):
     bb = np.zeros(K) if b2 is None else b2
     Y = np.eye(K)[y]
     direct = 0.5 * np.mean(np.sum((H @ W2.T + bb - Y) ** 2, axis=1)) + 0.5 * lam * (np.sum(W2**2) + np.sum(bb**2))
-    stats = ClassStats.from_arrays(H, y, num_classes=K)
+    stats = ClassStats.from_arrays(H, y, K=K)
     assert mse_loss_from_stats(stats, W2, b2, lam) == pytest.approx(direct, rel=1e-12)
-    out = mse_decomposition(H, y, W2, b2, lam, num_classes=K)
+    out = mse_decomposition(H, y, W2, b2, lam, K=K)
     assert out["L"] == pytest.approx(direct, rel=1e-12)
     assert out["identity_residual"] <= 1e-10 * out["L"] and out["ls_residual"] <= 1e-10 * out["L"]
 

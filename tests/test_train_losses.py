@@ -6,11 +6,18 @@ import pytest
 import torch
 
 from nclab.measure import measurement_epochs
-from nclab.train import lr_at, make_loss, paper004_lambda, preset_dict, resolve_config, within_class_cosine_penalty
+from nclab.train import (
+    lambda_from_weight_decay,
+    lr_at,
+    make_loss,
+    preset_dict,
+    resolve_config,
+    within_class_cosine_penalty,
+)
 from nclab.train.config import LossConfig, ScheduleConfig
 
 
-def test_mse_reductions_and_paper004_lambda():
+def test_mse_reductions_and_lambda_from_weight_decay():
     torch.manual_seed(0)
     K = 4
     logits, y = torch.randn(6, K), torch.tensor([0, 1, 2, 3, 0, 1])
@@ -19,7 +26,10 @@ def test_mse_reductions_and_paper004_lambda():
     torch.testing.assert_close(mean, torch.nn.functional.mse_loss(logits, torch.eye(K)[y]))
     torch.testing.assert_close(mean, (2 / K) * half)  # nn.MSELoss = (2/K) x the [Han et al. 2022] L
     # objective mean + (wd/2)|theta|^2 = (2/K) [L + (K wd / 4)|theta|^2] -> lambda = K wd / 2
-    assert paper004_lambda(5e-4, 10) == pytest.approx(2.5e-3) and paper004_lambda(5e-4, 10, "sum_half") == 5e-4
+    assert (
+        lambda_from_weight_decay(5e-4, 10) == pytest.approx(2.5e-3)
+        and lambda_from_weight_decay(5e-4, 10, "sum_half") == 5e-4
+    )
     scaled = make_loss(LossConfig(name="mse", target_scale=3.0), K)(logits, y, logits)
     torch.testing.assert_close(scaled, torch.nn.functional.mse_loss(logits, 3 * torch.eye(K)[y]))
 

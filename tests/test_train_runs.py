@@ -241,12 +241,12 @@ def test_run_demo_short(tmp_path):
         data = load(d.name, "train", per_class=d.per_class, root=d.root, seed=cfg.seed, pad_to=d.pad_to,
                     normalize=d.normalize, **d.options)  # fmt: skip
         model = build_model(
-            cfg.model.name, data.input_shape, data.num_classes, head=cfg.model.head.build_kwargs(), **cfg.model.options
+            cfg.model.name, data.input_shape, data.K, head=cfg.model.head.build_kwargs(), **cfg.model.options
         )
         model.load_state_dict(saved["model"])
         feats = collect_features(model, data.x)
         y = data.y.numpy()
-        K = data.num_classes
+        K = data.K
         logged = {r[2]: r[4] for r in rows if r[0] == 3 and r[1] == "train" and r[3] == "nc1"}
         assert model.penultimate_name in logged  # the penultimate layer is measured at every logged epoch
         for layer, value in logged.items():
@@ -256,7 +256,7 @@ def test_run_demo_short(tmp_path):
             assert value == pytest.approx(np.trace(ref["sw"] @ sb_pinv) / K, rel=1e-9), (loss, layer)
 
 
-def test_mse_runs_log_the_paper004_decomposition(tmp_path):
+def test_mse_runs_log_the_exact_mse_decomposition(tmp_path):
     # [Han et al. 2022] Thms 1-2 at every measured epoch of an MSE run, from the statistics of the measurement pass
     run_demo(tmp_path, epochs=6, progress=False)
     rows = read_metrics(tmp_path / "mse")

@@ -234,7 +234,7 @@ def test_make_task_resizes_rotates_and_standardises():
 
     task = make_task({"name": "d", "dataset": "digits", "transform": "rot90", "per_class": 10}, (1, 16, 16))
     x = task.train[0]
-    assert tuple(x.shape) == (100, 1, 16, 16) and task.num_classes == 10
+    assert tuple(x.shape) == (100, 1, 16, 16) and task.K == 10
     assert float(x.mean()) == pytest.approx(0.0, abs=1e-5) and float(x.std()) == pytest.approx(1.0, abs=1e-4)
     plain = make_task({"name": "d", "dataset": "digits", "per_class": 10}, (1, 16, 16))
     # the same images: rotating then standardising = standardising then rotating (statistics are rotation-invariant)

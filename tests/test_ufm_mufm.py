@@ -8,23 +8,24 @@ from nclab.stats import ClassStats
 from nclab.ufm import closed_forms, mufm, solve, to_canonical
 
 K, n, d = 3, 8, 6
+MEAN = "penalty_mean"  # the [Wang et al. 2024] scaling of the lambdas
 
 
 def stats(H):
-    return ClassStats.from_arrays(H, np.repeat(np.arange(K), n), num_classes=K)
+    return ClassStats.from_arrays(H, np.repeat(np.arange(K), n), K=K)
 
 
 @pytest.fixture(scope="module")
 def solved():
     X = mufm.gaussian_data(K, n, d, seed=1)
-    res = solve("mufm", K=K, n=n, d=d, lams=dict(W=0.005, transport=0.01), convention="002", X=X, solver="alternating")
+    res = solve("mufm", K=K, n=n, d=d, lams=dict(W=0.005, transport=0.01), convention=MEAN, X=X, solver="alternating")
     return X, res
 
 
 def test_alternating_fixed_point_and_contraction(solved):
     X, res = solved
     W, H = res.params["W"], res.params["H"]
-    lam_T = to_canonical({"transport": 0.01}, "002", K=K, n=n)["transport"]
+    lam_T = to_canonical({"transport": 0.01}, "penalty_mean", K=K, n=n)["transport"]
     assert mufm.stationarity_residual(W, H, X, lam_T, K=K, n=n) < 1e-10
     assert res.grad_norm < 1e-9
     # within-class part: P H = P X (I + W^T W / lam)^{-1}, lam = N lam_T ([Wang et al. 2024] convention's lam)
@@ -36,7 +37,7 @@ def test_alternating_fixed_point_and_contraction(solved):
     assert etf_gram_error(stats(H)) < etf_gram_error(stats(X))
     # the solver agrees with the central-path and L-BFGS solvers
     for solver in ("central", "lbfgs"):
-        other = solve("mufm", K=K, n=n, d=d, lams=dict(W=0.005, transport=0.01), convention="002", X=X, solver=solver)
+        other = solve("mufm", K=K, n=n, d=d, lams=dict(W=0.005, transport=0.01), convention=MEAN, X=X, solver=solver)
         assert other.loss == pytest.approx(res.loss, abs=1e-10)
 
 
@@ -45,7 +46,14 @@ def test_lambda_sweep_trends():
     pfc1, align = [], []
     for lam in (0.0005, 0.005, 0.05):
         H = solve(
-            "mufm", K=K, n=n, d=d, lams=dict(W=0.005, transport=lam), convention="002", X=X, solver="alternating"
+            "mufm",
+            K=K,
+            n=n,
+            d=d,
+            lams=dict(W=0.005, transport=lam),
+            convention="penalty_mean",
+            X=X,
+            solver="alternating",
         ).params["H"]
         pfc1.append(trace_ratio(stats(H)))
         align.append(mufm.alignment(H, X))
@@ -66,13 +74,13 @@ def test_multilayer_form_equals_reduced_form_with_lambda_over_L():
     Kc, nc, dc, L = 3, 4, 6, 4
     X = mufm.gaussian_data(Kc, nc, dc, seed=0)
     lams = dict(W=0.05, transport=0.5)
-    ml = mufm.solve_multilayer(K=Kc, n=nc, d=dc, lams=lams, X=X, layers=L, convention="002")
-    red = solve("mufm", K=Kc, n=nc, d=dc, lams=lams, convention="002", X=X, layers=L, solver="alternating")
+    ml = mufm.solve_multilayer(K=Kc, n=nc, d=dc, lams=lams, X=X, layers=L, convention="penalty_mean")
+    red = solve("mufm", K=Kc, n=nc, d=dc, lams=lams, convention=MEAN, X=X, layers=L, solver="alternating")
     np.testing.assert_allclose(ml["layers"][-1], red.params["H"], atol=1e-7)
     for got, want in zip(ml["layers"], red.info["layers"][1:], strict=True):  # equally spaced (eq. 15)
         np.testing.assert_allclose(got, want, atol=1e-7)
     assert ml["loss"] == pytest.approx(red.loss, abs=1e-10)
-    wrong = solve("mufm", K=Kc, n=nc, d=dc, lams=lams, convention="002", X=X, solver="alternating")
+    wrong = solve("mufm", K=Kc, n=nc, d=dc, lams=lams, convention=MEAN, X=X, solver="alternating")
     assert np.linalg.norm(wrong.params["H"] - ml["layers"][-1]) > 0.1  # the paper's uncorrected lambda
 
 

@@ -78,13 +78,13 @@ def test_relu_kink_is_exercised():
     assert 0.2 < (pre > 0).mean() < 0.8  # both ReLU branches appear in the gradient check above
 
 
-def test_convention_002_maps_to_canonical_objective():
+def test_penalty_mean_convention_maps_to_canonical_objective():
     K, n, d = 4, 6, 7
     lw2, lh2 = 0.3, 0.5  # [Wang et al. 2024] / follow-up normalisation
-    canon = conventions.to_canonical({"W": lw2, "H": lh2}, "002", K=K, n=n)
+    canon = conventions.to_canonical({"W": lw2, "H": lh2}, "penalty_mean", K=K, n=n)
     assert canon == pytest.approx({"W": lw2 / K, "H": lh2 / (K * n)})
-    assert conventions.from_canonical(canon, "002", K=K, n=n) == pytest.approx({"W": lw2, "H": lh2})
-    spec = make_spec("mse-bias-free", K=K, n=n, d=d, lams={"W": lw2, "H": lh2}, convention="002")
+    assert conventions.from_canonical(canon, "penalty_mean", K=K, n=n) == pytest.approx({"W": lw2, "H": lh2})
+    spec = make_spec("mse-bias-free", K=K, n=n, d=d, lams={"W": lw2, "H": lh2}, convention="penalty_mean")
     p = init_params(spec, np.random.default_rng(3))
     Y = np.repeat(np.eye(K), n, axis=0)
     direct = (
@@ -94,11 +94,11 @@ def test_convention_002_maps_to_canonical_objective():
     )
     assert evaluate(spec, p).loss == pytest.approx(direct, rel=1e-14)
     # the follow-up paper's threshold sqrt(lam'_H lam'_W) is the [Tirer & Bruna 2022] c
-    opt = closed_forms.optimum("mse-bias-free", K=K, n=n, d=d, lams={"W": lw2, "H": lh2}, convention="002")
+    opt = closed_forms.optimum("mse-bias-free", K=K, n=n, d=d, lams={"W": lw2, "H": lh2}, convention="penalty_mean")
     assert opt.threshold == pytest.approx(math.sqrt(lw2 * lh2), rel=1e-14)
     # MUFM transport weight lam/(2Kn) ||H - X||^2
     X = np.random.default_rng(4).standard_normal((K * n, d))
-    sm = make_spec("mufm", K=K, n=n, d=d, lams={"W": lw2, "transport": 0.2}, convention="002", X=X)
+    sm = make_spec("mufm", K=K, n=n, d=d, lams={"W": lw2, "transport": 0.2}, convention="penalty_mean", X=X)
     pm = {"H": p["H"], "W": p["W"]}
     direct_m = (
         0.5 / (K * n) * np.sum((p["H"] @ p["W"].T - Y) ** 2)
@@ -125,3 +125,11 @@ def test_convention_002_maps_to_canonical_objective():
 def test_bad_parameters(kwargs, match):
     with pytest.raises(ValueError, match=match):
         make_spec(K=3, n=4, d=5, **kwargs)
+
+
+def test_the_old_numbered_convention_names_are_refused_with_the_new_name():
+    """ "001" / "002" were internal numbers; they name the scaling now, and an old name says which one it became."""
+    for old, new in (("001", "penalty_sum"), ("002", "penalty_mean")):
+        with pytest.raises(ValueError, match=f"lambda convention '{old}' is now called '{new}'"):
+            conventions.to_canonical({"W": 0.1}, old, K=3, n=2)
+    assert conventions.to_canonical({"W": 0.1, "H": 0.2}, "penalty_sum", K=3, n=2) == {"W": 0.1, "H": 0.2}

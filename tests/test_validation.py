@@ -46,10 +46,10 @@ def test_as_rows_errors_name_the_argument(X, kwargs, message):
 
 
 def test_check_features_rows_and_dim():
-    H = check_features(torch.ones(1, 4), name="feats", dim=4)
+    H = check_features(torch.ones(1, 4), name="feats", d=4)
     assert H.shape == (1, 4)  # one sample is enough
     with pytest.raises(ValueError, match="feats has dimension 4, expected d = 3"):
-        check_features(np.ones((5, 4)), name="feats", dim=3)
+        check_features(np.ones((5, 4)), name="feats", d=3)
     with pytest.raises(ValueError, match="feats needs at least 1 rows"):
         check_features(np.ones((0, 4)), name="feats")
 

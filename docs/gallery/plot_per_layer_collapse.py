@@ -39,7 +39,7 @@ layers = [f"blocks.{i}" for i in range(depth)]  # module names; the last block's
 epochs, measured = 100, [0, 3, 10, 30, 100]
 opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, weight_decay=5e-3)
 out = tempfile.mkdtemp(prefix="nclab-gallery-")
-monitor = CollapseMonitor(model, num_classes=10, layers=layers, schedule=measured, out=out)
+monitor = CollapseMonitor(model, K=10, layers=layers, schedule=measured, out=out)
 for epoch in range(epochs + 1):
     monitor.maybe_measure(train_dl, epoch=epoch)  # the training split, when the schedule says so
     if epoch == epochs:

@@ -53,7 +53,7 @@ model = MLP()
 opt = torch.optim.SGD(model.parameters(), lr=0.2, momentum=0.9, weight_decay=1e-4)
 out = tempfile.mkdtemp(prefix="nclab-gallery-")
 # loss_fn adds the network's loss to the measured rows, next to its error
-monitor = CollapseMonitor(model, num_classes=10, schedule=Schedule.log(epochs, 16), loss_fn=mse, out=out)
+monitor = CollapseMonitor(model, K=10, schedule=Schedule.log(epochs, 16), loss_fn=mse, out=out)
 for epoch in range(epochs + 1):
     if monitor.due(epoch):
         monitor.measure(train_dl, split="train", epoch=epoch)

@@ -49,7 +49,7 @@ def features(x: torch.Tensor) -> np.ndarray:
 records = []
 for epoch in range(epochs + 1):
     if epoch in checkpoints:
-        stats = ClassStats(num_classes=5, dim=32)
+        stats = ClassStats(K=5, d=32)
         stats.update(features(xs), ys.numpy())
         probe = linear_probe(
             (features(x_train[target_train]), y_train[target_train].numpy() - 5),

@@ -100,8 +100,8 @@ def as_rows(X: Any, *, name: str = "X", min_rows: int = 2) -> np.ndarray:
     return check_finite(A, name=name)
 
 
-def check_features(H: Any, *, name: str = "H", dim: int | None = None) -> np.ndarray:
-    """Features ``H (N, d)``, one row per sample, as a finite float64 numpy array with at least one row; ``dim``
+def check_features(H: Any, *, name: str = "H", d: int | None = None) -> np.ndarray:
+    """Features ``H (N, d)``, one row per sample, as a finite float64 numpy array with at least one row; ``d``
     (optional) is the required ``d``.
 
     Raises
@@ -110,8 +110,8 @@ def check_features(H: Any, *, name: str = "H", dim: int | None = None) -> np.nda
         Naming ``name``: not 2-D, no row, wrong dimension, NaN or inf.
     """
     A = as_rows(H, name=name, min_rows=1)
-    if dim is not None and A.shape[1] != dim:
-        raise ValueError(f"{name} has dimension {A.shape[1]}, expected d = {dim}")
+    if d is not None and A.shape[1] != d:
+        raise ValueError(f"{name} has dimension {A.shape[1]}, expected d = {d}")
     return A
 
 

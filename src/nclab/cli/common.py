@@ -4,7 +4,8 @@ Output streams: a command's result (a table, or JSON / CSV with ``-f``) goes to 
 errors go to stderr, so ``nclab ... -f json > out.json`` captures only the result. Neither console wraps a line
 mid-word (paths stay whole for copy-paste).
 
-One vocabulary in every command: ``-K/--num-classes``, ``-n/--per-class``, ``-d/--dim``, ``-o/--out`` on every
+One vocabulary in every command: ``-K/--num-classes``, ``-n/--per-class``, ``-d/--dim`` (the letters K, n, d of
+docs/conventions.md as short flags and in the help, words as long flags), ``-o/--out`` on every
 command that writes files (:func:`out_option`; the defaults lie under ``runs/``), ``-f/--format table|json|csv``
 on every command that prints a result (:class:`OutputFormat`, written by :func:`emit`), ``--lam KEY=VALUE``
 (:func:`parse_key_values`); flags are declared with :func:`flag`, so the help shows no ``<bool>`` placeholder.

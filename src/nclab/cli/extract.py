@@ -90,14 +90,14 @@ def _mismatch(source: Path, cfg: Any, data: str, ds: Any, err: Exception) -> Val
     differs."""
     try:  # the run's own input shape, from one test sample of its dataset
         own = run_dataset(cfg, cfg.data.name, "test", per_class=1)
-        trained = f"inputs of shape {own.input_shape} and {own.num_classes} classes"
+        trained = f"inputs of shape {own.input_shape} and {own.K} classes"
     except (OSError, ValueError):
         trained = "its data cannot be loaded here to tell its input shape"
     lines = str(err).splitlines()
     detail = next((line.strip().rstrip(".") for line in lines if "size mismatch" in line), lines[0] if lines else "")
     return ValueError(
         f"the network of {source} does not fit {data}: it was trained on {cfg.data.name} ({trained}), {data} has "
-        f"inputs of shape {_input_shape(ds)} and {ds.num_classes} classes ({detail}). Extract features on "
+        f"inputs of shape {_input_shape(ds)} and {ds.K} classes ({detail}). Extract features on "
         f"{cfg.data.name}, or on a dataset with the same input shape and number of classes"
     )
 
@@ -115,7 +115,7 @@ def load_model(source: Path, ds: Any, data: str) -> nn.Module:
     cfg = _run_config(source)
     if cfg is not None:
         model = build_model(
-            cfg.model.name, _input_shape(ds), ds.num_classes, head=cfg.model.head.build_kwargs(), **cfg.model.options
+            cfg.model.name, _input_shape(ds), ds.K, head=cfg.model.head.build_kwargs(), **cfg.model.options
         )
         saved = load_checkpoint(RunDir(source).checkpoint)
         try:
@@ -171,7 +171,7 @@ def _extract_split(
 
     ds = _dataset(cfg, data, split, options.pop("per_class"), options.pop("root"), options.pop("image_size"))
     net = load_model(model, ds, data)
-    return extract_features(net, ds, layers, out=out, num_classes=ds.num_classes, **options), ds
+    return extract_features(net, ds, layers, out=out, K=ds.K, **options), ds
 
 
 def _spec(path: Path, name: str) -> str:

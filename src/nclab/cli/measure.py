@@ -70,7 +70,7 @@ def measure_arrays(
     features: Any,
     labels: Any,
     *,
-    num_classes: int | None = None,
+    K: int | None = None,
     W: Any = None,
     b: Any = None,
     conventions: dict[str, Any] | None = None,
@@ -97,11 +97,11 @@ def measure_arrays(
     # the classifier is checked before the streaming passes, not after the first of them
     W = None if W is None else check_finite(W, name="W")
     b = None if b is None else check_finite(b, name="b")
-    if num_classes is None:
-        num_classes = infer_num_classes(labels, name="labels")
+    if K is None:
+        K = infer_num_classes(labels, name="labels")
     if len(features.shape) != 2:
         raise ValueError(f"features must be 2-D (N, d), got shape {tuple(features.shape)}")
-    stats = ClassStats(num_classes, features.shape[1], track=track)  # refuses state that does not fit
+    stats = ClassStats(K, features.shape[1], track=track)  # refuses state that does not fit
     with _progress() as progress:
         if not show_progress:
             progress.disable = True
@@ -167,7 +167,7 @@ def measure_command(
         str | None, typer.Option("--classifier", "-w", help="classifier weights W (K, d), rows = classes")
     ] = None,
     bias: Annotated[str | None, typer.Option("--bias", "-b", help="classifier bias b (K,)")] = None,
-    num_classes: Annotated[int | None, num_classes_option("number of classes K (default max label + 1)")] = None,
+    K: Annotated[int | None, num_classes_option("number of classes K (default max label + 1)")] = None,
     convention: Annotated[
         list[str] | None,
         typer.Option(
@@ -215,7 +215,7 @@ def measure_command(
             report = measure_arrays(
                 H,
                 y,
-                num_classes=num_classes,
+                K=K,
                 W=W,
                 b=b,
                 conventions=conventions,

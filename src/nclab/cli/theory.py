@@ -35,9 +35,9 @@ class ObjectiveChoice(StrEnum):
 
 @app.command()
 def simulate(
-    classes: Annotated[int, num_classes_option("number of classes K (C in [Han et al. 2022])", min=2)] = 4,
-    per_class: Annotated[int, per_class_option("samples per class n (N in [Han et al. 2022])", min=1)] = 5,
-    dim: Annotated[int, dim_option("feature dimension d (P in [Han et al. 2022]; K n - K >= d)", min=1)] = 6,
+    K: Annotated[int, num_classes_option("number of classes K (C in [Han et al. 2022])", min=2)] = 4,
+    n: Annotated[int, per_class_option("samples per class n (N in [Han et al. 2022])", min=1)] = 5,
+    d: Annotated[int, dim_option("feature dimension d (P in [Han et al. 2022]; K n - K >= d)", min=1)] = 6,
     t_end: Annotated[float, typer.Option(help="final time (finite, > 0)")] = 1e4,
     projection: Annotated[ProjectionChoice, typer.Option(help="tangent projection")] = ProjectionChoice.oblique,
     checkpoints: Annotated[int, typer.Option(help="log-spaced checkpoints", min=1)] = 8,
@@ -52,9 +52,7 @@ def simulate(
     from nclab.theory.central_path import simulate as run_sim
 
     with user_errors(RuntimeError):  # RuntimeError: the ODE solver failed or reached its evaluation bound
-        run = run_sim(
-            classes, per_class, dim, t_end, projection.value, num_checkpoints=checkpoints, seed=seed, nc_metrics=False
-        )
+        run = run_sim(K, n, d, t_end, projection.value, num_checkpoints=checkpoints, seed=seed, nc_metrics=False)
     if fmt is not OutputFormat.table:
         emit(run.table(), fmt)
         return
@@ -68,7 +66,7 @@ def simulate(
         }
         for i, t in enumerate(run.t)
     ]
-    title = f"central-path flow ({projection.value} projection), K={classes} n={per_class} d={dim}"
+    title = f"central-path flow ({projection.value} projection), K={K} n={n} d={d}"
     note = f"max relative error vs this projection's closed form: {run.max_relative_error():.3g}"
     emit(rows, fmt, title, footnotes=[note])
 
@@ -89,7 +87,7 @@ def decompose(
     objective: Annotated[
         ObjectiveChoice, typer.Option(help="training objective of --weight-decay (see docs/theory.md)")
     ] = ObjectiveChoice.mse_mean,
-    num_classes: Annotated[int | None, num_classes_option("number of classes K (default max label + 1)")] = None,
+    K: Annotated[int | None, num_classes_option("number of classes K (default max label + 1)")] = None,
     fmt: Annotated[OutputFormat, format_option()] = OutputFormat.table,
 ) -> None:
     """Exact MSE decomposition L = L_NC1 + L_NC2/3 + L_perp of saved features and classifier
@@ -114,7 +112,7 @@ def decompose(
         b = None if bias is None else np.asarray(load_array(bias, mmap=False), dtype=np.float64)
         if len(H.shape) != 2:
             raise ValueError(f"features must be 2-D (N, P), got shape {tuple(H.shape)}")
-        stats = ClassStats.from_arrays(H, y, num_classes=num_classes, batch_size=8192)
+        stats = ClassStats.from_arrays(H, y, K=K, batch_size=8192)
         R = _data_loss(H, y, W, b)
         out = mse_decomposition_from_stats(
             stats, W, b, lam_value, weight_decay=weight_decay, convention=objective.value, data_loss=R

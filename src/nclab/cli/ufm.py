@@ -106,9 +106,10 @@ def solve(
         str,
         typer.Option(
             "--lam-convention",
-            help='scaling of the lambdas: "001" ([Tirer & Bruna 2022]) | "002" (normalised, [Wang et al. 2024])',
+            help="scaling of the lambdas: penalty_sum (lam/2 ||W||^2, [Tirer & Bruna 2022]) | penalty_mean "
+            "(penalties averaged over classes / samples, [Wang et al. 2024])",
         ),
-    ] = "001",
+    ] = "penalty_sum",
     seed: Annotated[int, typer.Option(help="random seed")] = 0,
     iters: Annotated[int | None, typer.Option(help="GD iterations (gd solver)")] = None,
     depth: Annotated[int | None, typer.Option(help="number of weight matrices (extended models)")] = None,

@@ -176,12 +176,12 @@ class ImageFiles(torch.utils.data.Dataset):
 
     # ------------------------------------------------------------------ views
     @property
-    def num_classes(self) -> int:
+    def K(self) -> int:
         return len(self.classes)
 
     @property
     def class_counts(self) -> np.ndarray:
-        return np.bincount(self.targets, minlength=self.num_classes)
+        return np.bincount(self.targets, minlength=self.K)
 
     def with_transform(self, transform: Any, *, seed: int | None = None) -> ImageFiles:
         """The same files with another ``transform`` (and ``seed``); the path arrays are shared, not copied."""
@@ -202,7 +202,7 @@ class ImageFiles(torch.utils.data.Dataset):
             keep = [self._class_index(c) for c in classes]
             if not keep or len(set(keep)) != len(keep):
                 raise ValueError(f"classes must be distinct classes of {self.name!r}, got {list(classes)}")
-            relabel = np.full(self.num_classes, -1, dtype=np.int64)
+            relabel = np.full(self.K, -1, dtype=np.int64)
             relabel[keep] = np.arange(len(keep))
             mask = relabel[y] >= 0
             paths, y, names = paths[mask], relabel[y[mask]], [names[k] for k in keep]
@@ -220,14 +220,12 @@ class ImageFiles(torch.utils.data.Dataset):
                 raise ValueError(f"{c!r} is not a class of {self.name!r} (e.g. {self.classes[:3]})")
             return self.classes.index(c)
         k = int(c)
-        if not 0 <= k < self.num_classes:
-            raise ValueError(f"class index {k} outside 0..{self.num_classes - 1} of {self.name!r}")
+        if not 0 <= k < self.K:
+            raise ValueError(f"class index {k} outside 0..{self.K - 1} of {self.name!r}")
         return k
 
     def __repr__(self) -> str:
-        return (
-            f"ImageFiles({self.name}/{self.split}: N={len(self)}, K={self.num_classes}, transform={self.transform!r})"
-        )
+        return f"ImageFiles({self.name}/{self.split}: N={len(self)}, K={self.K}, transform={self.transform!r})"
 
 
 # -------------------------------------------------------------------------------------------- listing

@@ -84,7 +84,7 @@ class ArrayDataset(torch.utils.data.Dataset):
 
     x: torch.Tensor
     y: torch.Tensor
-    num_classes: int
+    K: int
     name: str
     split: str
     info: dict[str, Any] = field(default_factory=dict)
@@ -118,7 +118,7 @@ class ArrayDataset(torch.utils.data.Dataset):
         return ArrayDataset(
             self.x,
             self.y,
-            self.num_classes,
+            self.K,
             self.name,
             self.split,
             dict(self.info),
@@ -132,24 +132,21 @@ class ArrayDataset(torch.utils.data.Dataset):
 
     @property
     def class_counts(self) -> np.ndarray:
-        return np.bincount(self.y.numpy(), minlength=self.num_classes)
+        return np.bincount(self.y.numpy(), minlength=self.K)
 
     def __repr__(self) -> str:
-        return (
-            f"ArrayDataset({self.name}/{self.split}: N={len(self)}, input_shape={self.input_shape}, "
-            f"K={self.num_classes})"
-        )
+        return f"ArrayDataset({self.name}/{self.split}: N={len(self)}, input_shape={self.input_shape}, K={self.K})"
 
 
 # ---------------------------------------------------------------------------------------------- helpers
-def balanced_subset(y: np.ndarray, per_class: int, num_classes: int, seed: int = 0) -> np.ndarray:
+def balanced_subset(y: np.ndarray, per_class: int, K: int, seed: int = 0) -> np.ndarray:
     """Indices of ``per_class`` samples of every class, drawn without replacement with
     ``numpy.random.default_rng(seed)`` (one permutation per class, in class order), returned sorted."""
     if per_class < 1:
         raise ValueError(f"per_class must be >= 1, got {per_class}")
     rng = np.random.default_rng(seed)
     picks = []
-    for k in range(num_classes):
+    for k in range(K):
         idx = np.flatnonzero(y == k)
         if idx.size < per_class:
             raise ValueError(f"per_class={per_class}, but class {k} has only {idx.size} samples in this split")
@@ -234,7 +231,7 @@ def _to_float(images: np.ndarray, name: str, pad_to: int | None, normalize: bool
 @dataclass(frozen=True)
 class _Spec:
     splits: tuple[str, ...]
-    num_classes: int | None
+    K: int | None
     layout: str
     how_to_get: str
     reader: Callable[..., tuple[np.ndarray, np.ndarray, int]]
@@ -365,9 +362,9 @@ def _read_features(split: str, root: Any, opts: dict[str, Any]) -> tuple[np.ndar
         raise CorruptDatasetError(
             feats, f"features contain NaN or inf (first at row {bad[0]}, column {bad[1]}; {X.dtype} after loading)"
         )
-    K = int(opts.pop("num_classes", 0)) or int(y.max()) + 1
+    K = int(opts.pop("K", 0)) or int(y.max()) + 1
     if y.size and int(y.max()) >= K:
-        raise CorruptDatasetError(labs, f"labels must lie in 0..{K - 1} (num_classes={K}), got a label {int(y.max())}")
+        raise CorruptDatasetError(labs, f"labels must lie in 0..{K - 1} (K={K}), got a label {int(y.max())}")
     return X, y.astype(np.int64), K
 
 
@@ -521,7 +518,7 @@ def load(
     return ArrayDataset(
         x=x,
         y=torch.from_numpy(np.ascontiguousarray(y, dtype=np.int64)),
-        num_classes=K,
+        K=K,
         name=name,
         split=split,
         info=info,

@@ -29,11 +29,11 @@ from nclab.validation import check_choice, check_int
 __all__ = ["DropPath", "MixupCutmix", "drop_path", "smooth_one_hot"]
 
 
-def smooth_one_hot(y: torch.Tensor, num_classes: int, smoothing: float = 0.0) -> torch.Tensor:
+def smooth_one_hot(y: torch.Tensor, K: int, smoothing: float = 0.0) -> torch.Tensor:
     """Label-smoothed one-hot rows ``(B, K)`` float32: ``1 - smoothing + smoothing / K`` at ``y``,
     ``smoothing / K`` elsewhere (timm's ``mixup_target`` convention)."""
-    off = smoothing / num_classes
-    out = torch.full((y.shape[0], num_classes), off, dtype=torch.float32, device=y.device)
+    off = smoothing / K
+    out = torch.full((y.shape[0], K), off, dtype=torch.float32, device=y.device)
     return out.scatter_(1, y.long().view(-1, 1), 1.0 - smoothing + off)
 
 
@@ -60,7 +60,7 @@ class MixupCutmix:
 
     Parameters
     ----------
-    num_classes : int
+    K : int
     mixup_alpha, cutmix_alpha : float
         ``0`` disables that method (DeiT: 0.8 and 1.0).
     prob : float
@@ -84,7 +84,7 @@ class MixupCutmix:
 
     def __init__(
         self,
-        num_classes: int,
+        K: int,
         *,
         mixup_alpha: float = 0.8,
         cutmix_alpha: float = 1.0,
@@ -93,7 +93,7 @@ class MixupCutmix:
         label_smoothing: float = 0.1,
         mode: str = "batch",
     ) -> None:
-        self.num_classes = check_int(num_classes, name="num_classes", low=2)
+        self.K = check_int(K, name="K", low=2)
         self.mixup_alpha, self.cutmix_alpha = float(mixup_alpha), float(cutmix_alpha)
         if self.mixup_alpha < 0 or self.cutmix_alpha < 0 or not (self.mixup_alpha > 0 or self.cutmix_alpha > 0):
             raise ValueError(
@@ -157,7 +157,7 @@ class MixupCutmix:
             if box is not None:
                 y0, y1, x0, x1 = box
                 out[b, :, y0:y1, x0:x1] = partner[b, :, y0:y1, x0:x1]
-        s = smooth_one_hot(y.to(x.device), self.num_classes, self.label_smoothing)
+        s = smooth_one_hot(y.to(x.device), self.K, self.label_smoothing)
         lam32 = lam.to(torch.float32).view(-1, 1)
         return out, lam32 * s + (1.0 - lam32) * s.flip(0)
 
@@ -168,7 +168,7 @@ class MixupCutmix:
 
     def __repr__(self) -> str:
         return (
-            f"MixupCutmix(num_classes={self.num_classes}, mixup_alpha={self.mixup_alpha}, "
+            f"MixupCutmix(K={self.K}, mixup_alpha={self.mixup_alpha}, "
             f"cutmix_alpha={self.cutmix_alpha}, prob={self.prob}, switch_prob={self.switch_prob}, "
             f"label_smoothing={self.label_smoothing}, mode={self.mode!r})"
         )

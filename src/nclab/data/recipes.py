@@ -29,7 +29,7 @@ to ``size`` and standardised; in-memory images are only standardised. DeiT's Ran
 
 Examples
 --------
->>> r = make_recipe("cifar", size=32, mean=(0.5,), std=(0.25,), streamed=False, num_classes=10)
+>>> r = make_recipe("cifar", size=32, mean=(0.5,), std=(0.25,), streamed=False, K=10)
 >>> [type(t).__name__ for t in r.train.transforms]
 ['RandomCrop', 'RandomHorizontalFlip', 'Normalize']
 >>> r.eval, r.mixing
@@ -97,7 +97,7 @@ def make_recipe(
     mean: Sequence[float] | None,
     std: Sequence[float] | None,
     streamed: bool,
-    num_classes: int,
+    K: int,
     label_smoothing: float = 0.0,
     eval_resize: int | None = None,
 ) -> Recipe:
@@ -140,7 +140,5 @@ def make_recipe(
         train = Compose(steps + tail) if steps or tail else None
     mixing = None
     if name in MIXING_RECIPES:
-        mixing = MixupCutmix(
-            num_classes, mixup_alpha=0.8, cutmix_alpha=1.0, switch_prob=0.5, label_smoothing=label_smoothing
-        )
+        mixing = MixupCutmix(K, mixup_alpha=0.8, cutmix_alpha=1.0, switch_prob=0.5, label_smoothing=label_smoothing)
     return Recipe(name, train, evaluation, mixing)

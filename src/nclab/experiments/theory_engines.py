@@ -241,7 +241,7 @@ def depth_profile(layers: Sequence[np.ndarray], y: np.ndarray, t_grid: np.ndarra
     K = int(y.max()) + 1
     measured = {"pfc1": [], "pfc2": [], "pfc3": []}
     for h in layers:
-        st = ClassStats.from_arrays(h, y, num_classes=K, track="light")
+        st = ClassStats.from_arrays(h, y, K=K, track="light")
         measured["pfc1"].append(trace_ratio(st))
         measured["pfc2"].append(etf_gram_error(st))
         measured["pfc3"].append(NCCAccumulator(st).update(h, y).compute()["ncc_accuracy"])

@@ -277,7 +277,7 @@ def thm51_monte_carlo(out: Path, scale: str, seed: int) -> dict[str, Any]:
 # ---------------------------------------------------------------------------------------------- [Wang et al. 2024]
 def _pfc(H: np.ndarray, K: int, n: int) -> dict[str, float]:
     y = np.repeat(np.arange(K), n)
-    st = ClassStats.from_arrays(H, y, num_classes=K)
+    st = ClassStats.from_arrays(H, y, K=K)
     return {"pfc1": trace_ratio(st), "pfc2": etf_gram_error(st), "ncc_accuracy": ncc_metrics(st, H, y)["ncc_accuracy"]}
 
 
@@ -300,7 +300,7 @@ def mufm_tradeoff(out: Path, scale: str, seed: int) -> dict[str, Any]:
             n=n,
             d=d,
             lams=dict(W=lam_W, transport=r * lam_W),
-            convention="002",
+            convention="penalty_mean",
             X=X,
             solver="alternating",
             gtol=1e-10,
@@ -319,7 +319,7 @@ def mufm_tradeoff(out: Path, scale: str, seed: int) -> dict[str, Any]:
         n=n,
         d=d,
         lams=dict(W=lam_W, transport=0.2 * lam_W),
-        convention="002",
+        convention="penalty_mean",
         X=np.zeros_like(X),
         solver="alternating",
         seed=seed,

@@ -3,7 +3,7 @@
 ::
 
     trainer = Trainer(model=model, args=args, train_dataset=train_ds, eval_dataset=eval_ds)
-    CollapseCallback(num_classes=K, out="runs/hf").attach(trainer)
+    CollapseCallback(K=K, out="runs/hf").attach(trainer)
     trainer.train()
 
 At the start of training (the model before its first step: epoch 0 of a new run, as nclab's own trainer
@@ -33,7 +33,7 @@ epoch column is an integer and rounding would label 0.75 of an epoch as epoch 1.
 Which feature is the penultimate one
 ------------------------------------
 For ``*ForSequenceClassification`` models the penultimate feature is the pooled representation that the last
-linear layer with ``num_classes`` outputs reads (:func:`~nclab.measure.find_classifier`):
+linear layer with ``K`` outputs reads (:func:`~nclab.measure.find_classifier`):
 
 - BERT, ALBERT, ELECTRA-style poolers (``BertForSequenceClassification``): the input of ``classifier``, i.e.
   the pooler's ``tanh(dense(h_[CLS]))`` (after dropout, which is off while measuring);
@@ -108,7 +108,7 @@ class CollapseCallback(transformers.TrainerCallback):
 
     Parameters
     ----------
-    num_classes : int
+    K : int
         ``K`` (``config.num_labels`` of a sequence classifier).
     train_data, eval_data : iterable of batches, optional
         What to measure (any iterable of mapping batches with ``labels``, or ``(x, y)`` pairs). Default: the
@@ -130,10 +130,8 @@ class CollapseCallback(transformers.TrainerCallback):
         The monitor of the current ``train()`` call.
     """
 
-    def __init__(
-        self, num_classes: int, *, train_data: Any = None, eval_data: Any = None, **monitor_options: Any
-    ) -> None:
-        self.num_classes = num_classes
+    def __init__(self, K: int, *, train_data: Any = None, eval_data: Any = None, **monitor_options: Any) -> None:
+        self.K = K
         self.train_data, self.eval_data = train_data, eval_data
         self.options = monitor_options
         self.monitor: CollapseMonitor | None = None
@@ -255,7 +253,7 @@ class CollapseCallback(transformers.TrainerCallback):
         same = self._model is not None and self._model() is model
         self._base = self._trained if fresh and same else 0.0
         self._model = weakref.ref(model)
-        self.monitor = CollapseMonitor(model, self.num_classes, **self._options(model))
+        self.monitor = CollapseMonitor(model, self.K, **self._options(model))
         self._measure(state, kwargs)
 
     def on_epoch_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:

@@ -40,13 +40,13 @@ __all__ = ["CollapseCallback"]
 
 
 class CollapseCallback(pl.Callback):
-    """Measure collapse during ``Trainer.fit``; ``num_classes`` and ``monitor_options`` as
+    """Measure collapse during ``Trainer.fit``; ``K`` and ``monitor_options`` as
     :class:`~nclab.CollapseMonitor` (``layers``, ``classifier``, ``schedule``, ``track``, ``sinks``, ``out``,
     ``run_id``, ``overwrite``, ...). :attr:`results` keeps every measurement; :attr:`monitor` is the monitor of the
     current fit."""
 
-    def __init__(self, num_classes: int, **monitor_options: Any) -> None:
-        self.num_classes = num_classes
+    def __init__(self, K: int, **monitor_options: Any) -> None:
+        self.K = K
         self.options = monitor_options
         self.monitor: CollapseMonitor | None = None
         self.results: list[MonitorResult] = []
@@ -108,7 +108,7 @@ class CollapseCallback(pl.Callback):
                 stacklevel=2,
             )
             return
-        self.monitor = CollapseMonitor(pl_module, self.num_classes, **self.options)
+        self.monitor = CollapseMonitor(pl_module, self.K, **self.options)
 
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if self.monitor is None:

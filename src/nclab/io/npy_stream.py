@@ -62,7 +62,7 @@ class NpyAppender:
         self.path = Path(path)
         self.dtype = np.dtype(dtype)
         self.rows = 0
-        self.dim: int | None = None
+        self.columns: int | None = None
         self._digest = hashlib.sha256()
         # written beside the destination and renamed over it by close(): no reader sees a header of shape (0,)
         self._out = AtomicFile(self.path)
@@ -72,12 +72,12 @@ class NpyAppender:
     def append(self, batch: Any) -> None:
         arr = np.ascontiguousarray(batch, dtype=self.dtype)
         if arr.ndim == 1:
-            arr = arr[:, None] if self.dim not in (None, 0) else arr
-        dim = 0 if arr.ndim == 1 else int(arr.shape[1])
-        if self.dim is None:
-            self.dim = dim
-        elif dim != self.dim:
-            raise ValueError(f"{self.path.name}: batch has {dim} columns, earlier batches {self.dim}")
+            arr = arr[:, None] if self.columns not in (None, 0) else arr
+        columns = 0 if arr.ndim == 1 else int(arr.shape[1])
+        if self.columns is None:
+            self.columns = columns
+        elif columns != self.columns:
+            raise ValueError(f"{self.path.name}: batch has {columns} columns, earlier batches {self.columns}")
         data = arr.tobytes()
         self._fh.write(data)
         self._digest.update(data)
@@ -86,7 +86,7 @@ class NpyAppender:
     @property
     def shape(self) -> tuple[int, ...]:
         """The shape the file has (after ``close``) or will have: ``(rows,)`` or ``(rows, d)``."""
-        return (self.rows,) if not self.dim else (self.rows, self.dim)
+        return (self.rows,) if not self.columns else (self.rows, self.columns)
 
     @property
     def sha256(self) -> str:
@@ -121,7 +121,7 @@ class PartialNpy(NpyAppender):
     """An :class:`NpyAppender` that writes ``path`` + ``".part"`` in place, under that stable name, for a writer
     whose folder is itself the atomic unit (a staging folder, :mod:`nclab.io.staged`) and that may be continued
     after a crash: :meth:`sync` makes the rows written so far durable, and ``PartialNpy(path, dtype, rows=n,
-    dim=d)`` reopens the part file, cuts it to its first ``n`` rows (rows written after the last sync a crash may
+    columns=d)`` reopens the part file, cuts it to its first ``n`` rows (rows written after the last sync a crash may
     have left half-written) and re-hashes them, so the finished file and its checksum are those of an
     uninterrupted writer. :meth:`close` writes the final header and renames the part file to ``path``.
 
@@ -131,24 +131,24 @@ class PartialNpy(NpyAppender):
     >>> path = pathlib.Path(tempfile.mkdtemp()) / "h.npy"
     >>> w = PartialNpy(path, np.float32)
     >>> w.append(np.ones((2, 3))); w.sync(); w.append(np.full((5, 3), 7.0)); w.abort(keep=True)  # a crash
-    >>> w = PartialNpy(path, np.float32, rows=2, dim=3)  # continue after the 2 rows synced
+    >>> w = PartialNpy(path, np.float32, rows=2, columns=3)  # continue after the 2 rows synced
     >>> w.append(np.zeros((1, 3))); _ = w.close()
     >>> np.load(path).sum(), w.sha256 == hashlib.sha256(np.load(path).tobytes()).hexdigest()
     (np.float32(6.0), True)
     """
 
-    def __init__(self, path: str | Path, dtype: Any, *, rows: int = 0, dim: int | None = None) -> None:
+    def __init__(self, path: str | Path, dtype: Any, *, rows: int = 0, columns: int | None = None) -> None:
         self.path = Path(path)
         self.part = self.path.with_name(self.path.name + ".part")
         self.dtype = np.dtype(dtype)
         self._digest = hashlib.sha256()
         if rows == 0:
-            self.rows, self.dim = 0, None
+            self.rows, self.columns = 0, None
             self._fh = open(self.part, "wb")
             self._fh.write(_header(self.dtype, (0,)))
             return
-        self.rows, self.dim = int(rows), dim
-        need = _HEADER_BYTES + self.rows * max(dim or 1, 1) * self.dtype.itemsize
+        self.rows, self.columns = int(rows), columns
+        need = _HEADER_BYTES + self.rows * max(columns or 1, 1) * self.dtype.itemsize
         size = self.part.stat().st_size if self.part.is_file() else -1
         if size < need:
             have = "missing" if size < 0 else f"{size} bytes"

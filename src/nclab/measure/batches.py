@@ -79,7 +79,7 @@ def call_model(model: nn.Module, x: Any) -> Any:
     return out if logits is None else logits
 
 
-def check_label_batch(y: Any, num_classes: int) -> None:
+def check_label_batch(y: Any, K: int) -> None:
     """The labels of one batch, checked before the model runs (shape and dtype only: no value is read, so no
     device synchronises): a 1-D integer tensor ``(n,)``. One-hot rows ``(n, K)`` are named as such.
 
@@ -92,7 +92,7 @@ def check_label_batch(y: Any, num_classes: int) -> None:
     """
     if not isinstance(y, torch.Tensor):
         raise TypeError(f"labels must be a tensor of class indices, got {type(y).__name__}")
-    if y.ndim == 2 and y.shape[1] == num_classes:
+    if y.ndim == 2 and y.shape[1] == K:
         raise ValueError(
             f"labels have shape {tuple(y.shape)}, one-hot rows (n, K): pass class indices (n,) instead, "
             "e.g. y.argmax(dim=1)"

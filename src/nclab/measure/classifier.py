@@ -2,7 +2,7 @@
 networks, the built-in trainer, :class:`~nclab.monitor.CollapseMonitor` and feature export.
 
 Found, in order: ``model.head`` with a weight (nclab networks, and any model naming its classifier ``head``);
-else, when ``num_classes`` is given, the last ``nn.Linear`` in module order with ``num_classes`` outputs
+else, when ``K`` is given, the last ``nn.Linear`` in module order with ``K`` outputs
 (``fc`` of torchvision, ``classifier`` / ``score`` of Hugging Face heads, ``lm_head`` of a language model with
 ``K`` = its vocabulary). A caller may name it instead: a module, a module or weight-parameter name, or a
 ``(W, b)`` pair of arrays.
@@ -71,14 +71,14 @@ def _by_name(model: nn.Module, spec: str) -> Classifier:
     return Classifier(owner or spec, module, _f64(params[spec]), None if bias is None else _f64(bias))
 
 
-def find_classifier(model: nn.Module, num_classes: int | None = None, spec: Any = None) -> Classifier | None:
+def find_classifier(model: nn.Module, K: int | None = None, spec: Any = None) -> Classifier | None:
     """The classifier of ``model`` (see the module docstring), or ``None`` when there is none.
 
     Parameters
     ----------
     model : nn.Module
         Any model.
-    num_classes : int, optional
+    K : int, optional
         ``K``: with it, a model without ``head`` is searched for its last ``nn.Linear`` with ``K`` outputs.
     spec : nn.Module, str, (W, b), None or False
         ``None`` finds the classifier; ``False`` means none; a module of ``model``; a module or
@@ -106,9 +106,9 @@ def find_classifier(model: nn.Module, num_classes: int | None = None, spec: Any 
         if isinstance(getattr(head, "weight", None), torch.Tensor):
             return Classifier.of_module("head", head)
         found = None
-        if num_classes is not None:
+        if K is not None:
             for name, mod in model.named_modules():
-                if isinstance(mod, nn.Linear) and mod.out_features == num_classes:
+                if isinstance(mod, nn.Linear) and mod.out_features == K:
                     found = (name, mod)
         return None if found is None else Classifier.of_module(*found)
     if isinstance(spec, nn.Module):

@@ -89,7 +89,7 @@ class FeatureCache:
 
     Parameters
     ----------
-    num_samples : int
+    N : int
         ``N``, the number of samples of the split (rows of every buffer).
     budget_mb : float
         Memory for all buffers together, in MiB (``measure.cache_mb``).
@@ -103,8 +103,8 @@ class FeatureCache:
     6.0
     """
 
-    def __init__(self, num_samples: int, budget_mb: float) -> None:
-        self.num_samples = int(num_samples)
+    def __init__(self, N: int, budget_mb: float) -> None:
+        self.N = int(N)
         #: Set once a layer did not fit: the caller drains the cache and streams the rest of the pass.
         self.overflowed = False
         self._bytes_left = budget_mb * 2**20
@@ -117,9 +117,9 @@ class FeatureCache:
         ``name`` has no buffer (it did not fit), and the caller uses ``f`` directly."""
         buf = self._buffers.get(name)
         if buf is None and name not in self._filled:
-            need = self.num_samples * f.shape[1] * f.element_size()
+            need = self.N * f.shape[1] * f.element_size()
             if need <= self._bytes_left:
-                buf = torch.empty((self.num_samples, f.shape[1]), dtype=f.dtype, device=f.device)
+                buf = torch.empty((self.N, f.shape[1]), dtype=f.dtype, device=f.device)
                 self._buffers[name] = buf
                 self._bytes_left -= need
             else:
@@ -128,7 +128,7 @@ class FeatureCache:
         if buf is None:
             return False
         n, done = int(f.shape[0]), self._filled[name]
-        if done + n > self.num_samples:
+        if done + n > self.N:
             raise RuntimeError(f"layer {name!r} produced more rows than the split has samples")
         buf[done : done + n].copy_(f)
         self._filled[name] = done + n
@@ -146,7 +146,7 @@ class FeatureCache:
 
     def complete(self) -> dict[str, torch.Tensor]:
         """``{name: (N, d)}`` once a pass has written every sample of every cached layer (raises otherwise)."""
-        short = [n for n in self._buffers if self._filled[n] != self.num_samples or self._first_row[n] != 0]
+        short = [n for n in self._buffers if self._filled[n] != self.N or self._first_row[n] != 0]
         if short:
             raise RuntimeError(f"layers {short} did not produce one row per sample during the forward pass")
         return self._buffers
@@ -215,7 +215,7 @@ def forward_pass(model: nn.Module, batches: Batches, plan: MeasurePlan, sink: Pa
     with eval_mode(model), hooks:
         start = 0
         for x, y in batches():
-            check_label_batch(y, plan.num_classes)
+            check_label_batch(y, plan.K)
             batch = Batch(x, y, start)
             route.begin(batch)
             with precision:  # the hooks run inside: the features come in the autocast dtype
@@ -244,7 +244,7 @@ def unit_stats(plan: MeasurePlan) -> ClassStats | None:
     [Jiang et al. 2024]); ``None`` otherwise."""
     if not plan.cosine or plan.W is None:
         return None
-    return ClassStats(plan.num_classes, int(plan.W.shape[1]), track="full")
+    return ClassStats(plan.K, int(plan.W.shape[1]), track="full")
 
 
 class StatsPass(PassSink):
@@ -293,7 +293,7 @@ class StatsPass(PassSink):
         s = self.stats.get(name)
         if s is None:
             d = int(f.shape[1])
-            s = self.stats[name] = ClassStats(self.plan.num_classes, d, track=self.plan.track(name, d))
+            s = self.stats[name] = ClassStats(self.plan.K, d, track=self.plan.track(name, d))
         s.update(f, y)
 
     def finish(self) -> None:

@@ -41,7 +41,7 @@ class MeasurePlan:
         ``{name: module}`` in order (:func:`~nclab.measure.resolve_layers`).
     penultimate : str
         The layer the classifier reads (NC3 / NC4 there only).
-    num_classes : int
+    K : int
         ``K >= 2``.
     W, b : ndarray or None
         The classifier ``W (K, d)``, ``b (K,)``, float64 (:func:`~nclab.measure.find_classifier`).
@@ -50,8 +50,8 @@ class MeasurePlan:
     full_layers : str or collection of str
         ``"penultimate"`` (full statistics there, light elsewhere), ``"all"``, or the layer names.
     light_layers : frozenset of str
-        Layers measured light whatever ``full_layers`` and ``full_max_dim`` say (a caller's explicit choice).
-    full_max_dim : int or None
+        Layers measured light whatever ``full_layers`` and ``full_max_d`` say (a caller's explicit choice).
+    full_max_d : int or None
         Also full: every other layer whose width ``d`` is at most this (:data:`FULL_TRACK_MAX_DIM` for a
         :class:`~nclab.CollapseMonitor`); ``None``: only ``full_layers``.
     batch_size : int
@@ -88,13 +88,13 @@ class MeasurePlan:
 
     layers: Mapping[str, nn.Module]
     penultimate: str
-    num_classes: int
+    K: int
     W: np.ndarray | None = None
     b: np.ndarray | None = None
     cosine: bool = False
     full_layers: str | Collection[str] = "penultimate"
     light_layers: frozenset[str] = frozenset()
-    full_max_dim: int | None = None
+    full_max_d: int | None = None
     batch_size: int = 256
     cache_mb: float = 256.0
     loss_fn: LossFn | None = None
@@ -110,7 +110,7 @@ class MeasurePlan:
     autocast_dtype: torch.dtype | None = None
 
     def __post_init__(self) -> None:
-        check_int(self.num_classes, name="num_classes", low=2)
+        check_int(self.K, name="K", low=2)
         check_int(self.batch_size, name="batch_size", low=1)
         if self.penultimate not in self.layers:
             raise KeyError(
@@ -127,7 +127,7 @@ class MeasurePlan:
     def of(
         cls,
         model: nn.Module,
-        num_classes: int,
+        K: int,
         *,
         layers: LayerSpec = None,
         penultimate: str | None = None,
@@ -151,14 +151,14 @@ class MeasurePlan:
         clf = find_classifier(model)
         if clf is not None:
             options = {"W": clf.W, "b": clf.b, "cosine": clf.cosine, **options}
-        return cls(layer_map, penultimate, num_classes, **options)
+        return cls(layer_map, penultimate, K, **options)
 
-    def track(self, name: str, dim: int | None = None) -> str:
-        """``"full"`` or ``"light"`` statistics at layer ``name`` of width ``dim`` (its features' columns).
+    def track(self, name: str, d: int | None = None) -> str:
+        """``"full"`` or ``"light"`` statistics at layer ``name`` of width ``d`` (its features' columns).
 
         Examples
         --------
-        >>> plan = MeasurePlan({"a": nn.Identity(), "b": nn.Identity()}, "b", 3, full_max_dim=64)
+        >>> plan = MeasurePlan({"a": nn.Identity(), "b": nn.Identity()}, "b", 3, full_max_d=64)
         >>> plan.track("b", 4096), plan.track("a", 64), plan.track("a", 65)
         ('full', 'full', 'light')
         """
@@ -169,7 +169,7 @@ class MeasurePlan:
                 return "full"
         elif name in self.full_layers:
             return "full"
-        wide = self.full_max_dim is None or dim is None or dim > self.full_max_dim
+        wide = self.full_max_d is None or d is None or d > self.full_max_d
         return "light" if wide else "full"
 
     def classifier_at(self, name: str) -> tuple[np.ndarray | None, np.ndarray | None]:

@@ -115,7 +115,7 @@ def _geodesic_rows(
     layer_map: Mapping[str, nn.Module],
     cache: Mapping[str, torch.Tensor] | None,
     y: torch.Tensor,
-    num_classes: int,
+    K: int,
     msgs: list[str],
 ) -> list[Row]:
     """Rows of the [Wang et al. 2024] geodesic model over the leading measured layers of one dimension (see
@@ -135,7 +135,7 @@ def _geodesic_rows(
         msgs.append("geodesic: skipped (needs at least two leading measured layers of the same dimension)")
         return []
     try:
-        prof = geodesic_profile([cache[n] for n in segment], y, num_classes)
+        prof = geodesic_profile([cache[n] for n in segment], y, K)
     except ValueError as err:  # e.g. an empty class in a small subset, or no layer moving any sample
         msgs.append(f"geodesic: skipped ({err})")
         return []
@@ -181,7 +181,7 @@ def measure_split(
     >>> net = build_model("mlp", (4,), 3, widths=[8, 6])
     >>> x, y = torch.randn(30, 4), torch.arange(30) % 3
     >>> res = measure_split(net, (x, y), MeasurePlan.of(net, 3, batch_size=16))
-    >>> res.stats["layer2"].num_samples, 0 <= res.value("layer2", "ncc_accuracy") <= 1
+    >>> res.stats["layer2"].N, 0 <= res.value("layer2", "ncc_accuracy") <= 1
     (30, True)
     """
     if not (isinstance(data, tuple | list) and len(data) == 2):
@@ -212,7 +212,7 @@ def measure_batches(
         rows, views = run_passes(model, batches, plan, p1, reference, msgs)
         if plan.geodesic:
             feats = None if p1.cached is None else {n: f for n, (f, _) in p1.cached.items()}
-            rows += _geodesic_rows(plan.layers, feats, y, plan.num_classes, msgs)
+            rows += _geodesic_rows(plan.layers, feats, y, plan.K, msgs)
     return SplitMeasurement(
         rows=rows,
         stats=OrderedDict((n, p1.stats[n]) for n in plan.layers),

@@ -137,7 +137,7 @@ def _between_eig(stats: ClassMoments, weighting: str) -> tuple[np.ndarray, np.nd
     if not np.all(np.isfinite(A)):
         raise ValueError("class means contain NaN or inf")
     _, s, Vt = np.linalg.svd(A, full_matrices=False)
-    lam = np.zeros(stats.dim)
+    lam = np.zeros(stats.d)
     lam[: s.size] = s * s
     return lam, Vt.T
 

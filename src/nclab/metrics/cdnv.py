@@ -55,7 +55,7 @@ def cdnv(stats: StatsLike, exponent: float = 1, tile: int | None = None) -> floa
     >>> K, n, d = 3, 20, 4
     >>> y = np.repeat(np.arange(K), n)
     >>> H = 4 * simplex_etf(K, d)[y] + 0.5 * np.random.default_rng(0).standard_normal((K * n, d))
-    >>> stats = ClassStats.from_arrays(H, y, num_classes=K)
+    >>> stats = ClassStats.from_arrays(H, y, K=K)
 
     >>> from nclab.metrics import cdnv
     >>> print(f"{cdnv(stats):.4f}")
@@ -64,7 +64,7 @@ def cdnv(stats: StatsLike, exponent: float = 1, tile: int | None = None) -> floa
     stats = as_moments(stats)
     if isinstance(exponent, bool) or not np.isfinite(exponent) or exponent <= 0:
         raise ValueError(f"exponent must be a positive number, got {exponent!r}")
-    K = stats.num_classes
+    K = stats.K
     if tile is None:
         tile = max(1, _TILE_BUDGET // K)
     tile = check_int(tile, name="tile", low=1)
@@ -91,7 +91,7 @@ def cdnv(stats: StatsLike, exponent: float = 1, tile: int | None = None) -> floa
         bad = keep & (d2 <= _CANCEL_RATIO * scale)
         if bad.any():
             ri, ci = np.nonzero(bad)
-            step = max(1, _TILE_BUDGET // max(1, stats.dim))
+            step = max(1, _TILE_BUDGET // max(1, stats.d))
             for s in range(0, ri.size, step):
                 diff = mu[rows[ri[s : s + step]]] - mu[cols[ci[s : s + step]]]
                 d2[ri[s : s + step], ci[s : s + step]] = np.einsum("pd,pd->p", diff, diff)

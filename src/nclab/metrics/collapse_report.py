@@ -204,7 +204,7 @@ def collapse_report(
     >>> K, n, d = 3, 20, 4
     >>> y = np.repeat(np.arange(K), n)
     >>> H = 4 * simplex_etf(K, d)[y] + 0.5 * np.random.default_rng(0).standard_normal((K * n, d))
-    >>> stats = ClassStats.from_arrays(H, y, num_classes=K)
+    >>> stats = ClassStats.from_arrays(H, y, K=K)
 
     >>> from nclab.metrics import collapse_report
     >>> report = collapse_report(stats, W=simplex_etf(K, d), b=np.zeros(K))
@@ -219,7 +219,7 @@ def collapse_report(
     check_stats(stats)
     if stats.track == "full":
         # Sigma_W, Sigma_T and their eigendecompositions: about 3.2 d x d float64 arrays at the peak (measured)
-        d = stats.dim
+        d = stats.d
         check_allocation(
             4.0 * 8 * d * d,
             what=f"collapse_report of track='full' ClassStats with d={d} (d x d matrices and eigendecompositions)",
@@ -230,8 +230,8 @@ def collapse_report(
         if W is None:
             raise ValueError("a bias b needs its classifier W")
         b_arr = check_finite(b, name="b")
-        if b_arr.shape != (stats.num_classes,):
-            raise ValueError(f"b must be (K,) = ({stats.num_classes},), got {b_arr.shape}")
+        if b_arr.shape != (stats.K,):
+            raise ValueError(f"b must be (K,) = ({stats.K},), got {b_arr.shape}")
     c = check_conventions(conventions)
     wt = c["weighting"]
     counts = stats.counts
@@ -281,7 +281,7 @@ def _report(
     out["equiangularity"] = equiangularity(stats, ddof=c["ddof"], weighting=wt)
     out["max_angle"] = max_angle(stats, weighting=wt)
     out["etf_gram_error"] = etf_gram_error(stats, weighting=wt)
-    if stats.dim >= stats.num_classes:  # an orthogonal frame of K vectors needs d >= K
+    if stats.d >= stats.K:  # an orthogonal frame of K vectors needs d >= K
         out["orthogonal_frame_error"] = orthogonal_frame_error(stats)
     # GNC2: the NC2 target when K > d + 1 (no simplex ETF fits); O(K^2 d) like the equiangularity above
     uniformity = hyperspherical_uniformity(stats, "log", weighting=wt)
@@ -290,8 +290,8 @@ def _report(
 
     if W is not None:
         Wa = as_rows(W, name="W")
-        if Wa.shape != (stats.num_classes, stats.dim):
-            raise ValueError(f"W must be (K, d) = ({stats.num_classes}, {stats.dim}), got {Wa.shape}")
+        if Wa.shape != (stats.K, stats.d):
+            raise ValueError(f"W must be (K, d) = ({stats.K}, {stats.d}), got {Wa.shape}")
         out["equinorm_w"] = equinorm(Wa, ddof=c["ddof"])
         out["equiangularity_w"] = equiangularity(Wa, ddof=c["ddof"])
         out["max_angle_w"] = max_angle(Wa)
@@ -305,7 +305,7 @@ def _report(
         )
         if units:
             out["gnc3"] = gnc3(stats, W=Wa)
-        if stats.num_classes > stats.dim:  # no orthogonal frame fits: the classifier's target is a Softmax Code
+        if stats.K > stats.d:  # no orthogonal frame fits: the classifier's target is a Softmax Code
             out.update(gnc2_entries(Wa, stacklevel=4))
         out["uniform_duality"] = uniform_duality(stats, W=Wa, ddof=c["ddof"], weighting=wt)
         out["classifier_accuracy_on_means"] = classifier_accuracy_on_means(stats, W=Wa, b=b)

@@ -79,7 +79,7 @@ def check_stats(stats: StatsLike, *, name: str = "stats") -> None:
     """
     if not is_stats(stats):
         raise TypeError(f"{name} must be a ClassStats, got {type(stats).__name__}")
-    if stats.num_samples == 0:
+    if stats.N == 0:
         raise ValueError(f"{name}: these ClassStats have seen no sample")
     # what ``stats.means`` checks (EmptyClassError naming the empty classes), without its copy: every metric of a
     # report calls this

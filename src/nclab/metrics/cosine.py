@@ -107,14 +107,14 @@ def class_separation(stats: StatsLike, weighting: Weighting = "balanced", includ
     sums, pairs, U = _within_sims(stats, include_self)
     s_within = _mean_within(sums, pairs, weighting)
     if weighting == "balanced":
-        K = stats.num_classes
+        K = stats.K
         n = stats.counts.astype(np.float64)
         V = (U / n[:, None]).sum(axis=0)
         cross = float(V @ V) - float(np.sum(np.einsum("kd,kd->k", U, U) / (n * n)))  # k != l blocks
         s_total = (cross + float(np.sum(sums / pairs))) / K**2
     else:
         Ut = U.sum(axis=0)
-        N = float(stats.num_samples)
+        N = float(stats.N)
         s_total = (float(Ut @ Ut) - (0.0 if include_self else N)) / (N * N - (0.0 if include_self else N))
     d_total = 1.0 - s_total
     if d_total <= _DTOTAL_TOL:

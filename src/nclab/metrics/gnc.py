@@ -108,7 +108,7 @@ def check_normalized_stats(stats: StatsLike, tol: float = NORMALIZED_TOL) -> Non
         raise ValueError(
             f"these ClassStats do not look built on L2-normalised features: class {k} has mean squared "
             f"feature norm {msq[k]:.6g} (should be 1) and |mean(h/||h||) - mean(h)| = {gap[k]:.3g} "
-            f"(should be 0); {bad.size} of {stats.num_classes} classes fail (tol={tol:g}). Build them with "
+            f"(should be 0); {bad.size} of {stats.K} classes fail (tol={tol:g}). Build them with "
             "ClassStats.from_arrays(normalize_features(H), y), or update(normalize_features(h), y). Zero "
             "feature vectors cannot be normalised and also fail this check; call gnc1(..., check=False) to skip it"
         )
@@ -148,7 +148,7 @@ def gnc1(
     if center:  # Papyan's NC1 of the normalised features: the one nc1
         return nc1(stats, weighting=weighting, rtol=rtol)
     check_weighting(weighting)
-    K, d = stats.num_classes, stats.dim
+    K, d = stats.K, stats.d
     mu = stats.means
     w = np.full(K, 1.0 / K) if weighting == "balanced" else counts / counts.sum()
     sb = (mu * w[:, None]).T @ mu

@@ -18,12 +18,12 @@ from nclab.stats.moments import Weighting, check_weighting
 __all__ = ["ood_orthogonality"]
 
 
-def _ood_mean(ood: StatsLike | Any, dim: int) -> np.ndarray:
+def _ood_mean(ood: StatsLike | Any, d: int) -> np.ndarray:
     if is_stats(ood):
-        if ood.num_samples == 0:
+        if ood.N == 0:
             raise ValueError("ood: these ClassStats have seen no sample")
-        if ood.dim != dim:
-            raise ValueError(f"ood has dim {ood.dim}, but the in-distribution stats have dim {dim}")
+        if ood.d != d:
+            raise ValueError(f"ood has d = {ood.d}, but the in-distribution stats have d = {d}")
         # the sample mean of every OOD feature, whatever labels they were given (classes may be empty)
         present = int(np.count_nonzero(ood.counts))
         if present < 2:
@@ -31,10 +31,10 @@ def _ood_mean(ood: StatsLike | Any, dim: int) -> np.ndarray:
                 "ood: only one class of these ClassStats has samples, so its statistics cannot give the OOD mean; "
                 "label the OOD features with the classifier's predictions, or pass their mean as a (d,) vector"
             )
-        return (ood if present == ood.num_classes else ood.drop_empty()).global_mean("empirical")
+        return (ood if present == ood.K else ood.drop_empty()).global_mean("empirical")
     v = np.array(ood.detach().cpu() if hasattr(ood, "detach") else ood, dtype=np.float64)
-    if v.shape != (dim,):
-        raise ValueError(f"ood must be a ClassStats or a (d,) = ({dim},) vector, got shape {v.shape}")
+    if v.shape != (d,):
+        raise ValueError(f"ood must be a ClassStats or a (d,) = ({d},) vector, got shape {v.shape}")
     if not np.all(np.isfinite(v)):
         raise ValueError("ood contains NaN or inf (non-finite values)")
     return v
@@ -104,7 +104,7 @@ def ood_orthogonality(
     stats = as_moments(stats)
     check_weighting(weighting)
     mu = stats.means
-    g = _ood_mean(ood, stats.dim)
+    g = _ood_mean(ood, stats.d)
     scale = float(max(row_norms(mu).max(), np.linalg.norm(g)))
     if center:
         c = stats.global_mean(weighting)

@@ -38,7 +38,7 @@ def probe_mse_optimal(stats: StatsLike, rtol: float = DEFAULT_RTOL) -> float:
     """
     stats = as_moments(stats)
     rtol = check_rtol(rtol)
-    pi = stats.counts / stats.num_samples
+    pi = stats.counts / stats.N
     M = stats.centered_means("empirical")
     whitened = whitened_between(stats, rtol)
     if whitened is not None:
@@ -47,7 +47,7 @@ def probe_mse_optimal(stats: StatsLike, rtol: float = DEFAULT_RTOL) -> float:
         U, sv = whitened
         r = int(np.sum(sv * sv > rtol * sv[0] * sv[0])) if sv.size and sv[0] > 0 else 0
         weights = pi @ (U[:, :r] ** 2)
-        rest = 0.0 if r >= stats.num_classes - 1 else max((1.0 - float(pi @ pi)) - float(weights.sum()), 0.0)
+        rest = 0.0 if r >= stats.K - 1 else max((1.0 - float(pi @ pi)) - float(weights.sum()), 0.0)
         return 0.5 * (rest + float(weights @ (1.0 / (1.0 + sv[:r] ** 2))))
     pt = psd_pinv(eig=stats_eig(stats, "total"), rank="numerical", rtol=rtol)
     P = M @ pt.basis  # q_k = m_k^T Sigma_T^+ m_k, through the kept eigenvectors
@@ -62,7 +62,7 @@ def probe_mse_optimal(stats: StatsLike, rtol: float = DEFAULT_RTOL) -> float:
     "[Xu & Liu 2023, Thm. 5.1] (optimal MSE linear-probe loss, direct least squares)",
     needs=("features", "labels"),
 )
-def probe_mse_lstsq(H: Any, y: Any, num_classes: int | None = None) -> float:
+def probe_mse_lstsq(H: Any, y: Any, K: int | None = None) -> float:
     """Optimal MSE linear-probe loss by direct least squares (reference for :func:`probe_mse_optimal`).
 
     Solves ``min_{W, b} (1/(2N)) sum_i ||W h_i + b - e_{y_i}||^2`` ([Xu & Liu 2023, Sec. 5], its 1/(2KN) with
@@ -73,7 +73,7 @@ def probe_mse_lstsq(H: Any, y: Any, num_classes: int | None = None) -> float:
     """
     H = check_features(H, name="H")
     y = check_labels(y, K=None, name="y", num_rows=H.shape[0])
-    K = check_int(int(y.max()) + 1 if num_classes is None else num_classes, name="num_classes", low=2)
+    K = check_int(int(y.max()) + 1 if K is None else K, name="K", low=2)
     y = check_labels(y, K=K, name="y")
     N = H.shape[0]
     Hc = H - H.mean(axis=0)

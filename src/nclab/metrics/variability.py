@@ -54,7 +54,7 @@ def _check_rank(rank: RankPolicy) -> None:
 def _pinv_b(stats: ClassMoments, weighting: Weighting, rank: RankPolicy, rtol: float):
     _check_rank(rank)
     eig = stats_between_eig(stats, weighting)
-    return psd_pinv(eig=eig, rank=rank, max_rank=min(stats.dim, stats.num_classes - 1), rtol=rtol)
+    return psd_pinv(eig=eig, rank=rank, max_rank=min(stats.d, stats.K - 1), rtol=rtol)
 
 
 @metric(
@@ -103,7 +103,7 @@ def nc1(
     >>> K, n, d = 3, 20, 4
     >>> y = np.repeat(np.arange(K), n)
     >>> H = 4 * simplex_etf(K, d)[y] + 0.5 * np.random.default_rng(0).standard_normal((K * n, d))
-    >>> stats = ClassStats.from_arrays(H, y, num_classes=K)
+    >>> stats = ClassStats.from_arrays(H, y, K=K)
 
     >>> from nclab.metrics import nc1
     >>> print(f"{nc1(stats):.4f}")
@@ -111,7 +111,7 @@ def nc1(
 
     Exactly collapsed features (every sample at its class mean) give 0:
 
-    >>> print(f"{nc1(ClassStats.from_arrays(simplex_etf(K, d)[y], y, num_classes=K)):.4f}")
+    >>> print(f"{nc1(ClassStats.from_arrays(simplex_etf(K, d)[y], y, K=K)):.4f}")
     0.0000
     """
     stats = as_moments(stats)
@@ -122,7 +122,7 @@ def nc1(
     if between_is_zero(stats, weighting) or pb.rank == 0:
         return float("inf")
     value = pb.trace_with(sw)
-    return value / stats.num_classes if normalize else value
+    return value / stats.K if normalize else value
 
 
 @metric("fuzziness", "lower", "[Xu & Liu 2023, Sec. 3.2] (Fuzziness = Tr[Sigma_B^+ Sigma_W], no 1/K)")
@@ -173,7 +173,7 @@ def trace_ratio(stats: StatsLike, weighting: Weighting = "balanced") -> float:
     >>> K, n, d = 3, 20, 4
     >>> y = np.repeat(np.arange(K), n)
     >>> H = 4 * simplex_etf(K, d)[y] + 0.5 * np.random.default_rng(0).standard_normal((K * n, d))
-    >>> stats = ClassStats.from_arrays(H, y, num_classes=K)
+    >>> stats = ClassStats.from_arrays(H, y, K=K)
 
     >>> from nclab.metrics import trace_ratio
     >>> print(f"{trace_ratio(stats):.4f}")
@@ -195,7 +195,7 @@ REGISTRY["sq_dist"] = replace(trace_ratio.info, name="sq_dist")  # type: ignore[
 
 def _vci_rank(stats: ClassMoments, rank: VciRank, weighting: Weighting, rtol: float) -> int:
     if rank == "min":
-        return min(stats.dim, stats.num_classes - 1)
+        return min(stats.d, stats.K - 1)
     if rank == "numerical":
         return psd_pinv(eig=stats_between_eig(stats, weighting), rank="numerical", rtol=rtol).rank
     if isinstance(rank, int | np.integer) and not isinstance(rank, bool):
@@ -271,7 +271,7 @@ def vci(
     >>> K, n, d = 3, 20, 4
     >>> y = np.repeat(np.arange(K), n)
     >>> H = 4 * simplex_etf(K, d)[y] + 0.5 * np.random.default_rng(0).standard_normal((K * n, d))
-    >>> stats = ClassStats.from_arrays(H, y, num_classes=K)
+    >>> stats = ClassStats.from_arrays(H, y, K=K)
 
     >>> from nclab.metrics import vci
     >>> print(f"{vci(stats):.4f}")
@@ -289,7 +289,7 @@ def vci(
         if whitened is not None:
             # r VCI = r - m + sum_{j <= m} 1 / (1 + s_j^2), m = min(d, K - 1): a sum of positive terms
             sv = whitened[1]
-            m = min(stats.dim, stats.num_classes - 1)
+            m = min(stats.d, stats.K - 1)
             phi = np.zeros(m)
             phi[: min(m, sv.size)] = sv[:m] ** 2
             return float((r - m) + np.sum(1.0 / (1.0 + phi))) / r

@@ -65,10 +65,10 @@ class _Writer(PassSink):
         rows = 0 if progress is None else progress.rows
         self.files: dict[str, PartialNpy] = {}
         if rows:
-            for name, dim in progress.files.items():
+            for name, columns in progress.files.items():
                 if name != "labels":
-                    self.files[name] = PartialNpy(out / f"{name}.npy", np.float32, rows=rows, dim=dim)
-        self.labels = PartialNpy(out / "labels.npy", np.int64, rows=rows, dim=0 if rows else None)
+                    self.files[name] = PartialNpy(out / f"{name}.npy", np.float32, rows=rows, columns=columns)
+        self.labels = PartialNpy(out / "labels.npy", np.int64, rows=rows, columns=0 if rows else None)
 
     @property
     def rows(self) -> int:
@@ -91,7 +91,7 @@ class _Writer(PassSink):
         """Record the progress (the files made durable first)."""
         assert self.progress is not None
         every = {**self.files, "labels": self.labels}
-        self.progress.record(self.rows, {n: w.dim or 0 for n, w in every.items()}, list(every.values()))
+        self.progress.record(self.rows, {n: w.columns or 0 for n, w in every.items()}, list(every.values()))
 
     def close(self) -> dict[str, Path]:
         paths = {n: w.close() for n, w in self.files.items()}
@@ -256,7 +256,7 @@ def _stage_extraction(
     description: dict[str, Any] = {
         "layers": {n: list(w.shape) for n, w in sink.files.items()},
         "num_samples": sink.labels.rows,
-        "num_classes": monitor.num_classes,
+        "num_classes": monitor.K,
         "penultimate": monitor.penultimate,
         "classifier": None if monitor.classifier is None else monitor.classifier.name,
     }
@@ -324,7 +324,7 @@ def extract_features(
     layers: str | Sequence[str] = PENULTIMATE,
     *,
     out: str | Path,
-    num_classes: int | None = None,
+    K: int | None = None,
     classifier: Any = None,
     device: str | torch.device | None = None,
     format: str = "npy",
@@ -341,7 +341,7 @@ def extract_features(
     time (memory: one batch, whatever ``N``); with a classifier also ``out/W.npy`` ``(K, d)`` and ``out/b.npy``
     (float64), and ``out/manifest.json`` (layers, shapes, ``K``, the penultimate layer, and per file its size,
     dtype, shape and the SHA-256 of its data: :mod:`nclab.io.manifest`). Layers and the classifier follow
-    :class:`~nclab.monitor.CollapseMonitor` (``"penultimate"`` is the classifier's input); ``num_classes``
+    :class:`~nclab.monitor.CollapseMonitor` (``"penultimate"`` is the classifier's input); ``K``
     (default: the classifier's rows) finds the classifier. Each file reads back memory-mapped:
     ``nclab measure out/penultimate.npy out/labels.npy -w out/W.npy -b out/b.npy``.
 
@@ -373,7 +373,7 @@ def extract_features(
     >>> net = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
     >>> x, y = torch.randn(10, 4), torch.arange(10) % 3
     >>> out = tempfile.mkdtemp()
-    >>> paths = extract_features(net, [(x[:6], y[:6]), (x[6:], y[6:])], out=out, num_classes=3)
+    >>> paths = extract_features(net, [(x[:6], y[:6]), (x[6:], y[6:])], out=out, K=3)
     >>> np.load(paths["penultimate"], mmap_mode="r").shape, np.load(paths["labels"]).tolist()[:4]
     ((10, 8), [0, 1, 2, 0])
     >>> sorted(p.name for p in Path(out).iterdir())
@@ -387,14 +387,14 @@ def extract_features(
             "resume=True needs the data as an indexable dataset (a torch Dataset, read in order in batches of "
             f"batch_size), not {type(data).__name__}: an iterable of batches cannot be restarted part-way"
         )
-    if num_classes is None:
+    if K is None:
         if classifier is None:
-            raise ValueError("extract_features needs num_classes (to find the classifier) or classifier=")
+            raise ValueError("extract_features needs K (to find the classifier) or classifier=")
         W = classifier[0] if isinstance(classifier, tuple | list) else getattr(classifier, "weight", None)
-        num_classes = int(W.shape[0]) if W is not None else 2
+        K = int(W.shape[0]) if W is not None else 2
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # no classifier is fine here: the features are still exported
-        monitor = CollapseMonitor(model, num_classes, layers=layers, classifier=classifier, device=device)
+        monitor = CollapseMonitor(model, K, layers=layers, classifier=classifier, device=device)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     plan = monitor.plan()

@@ -144,7 +144,7 @@ class CollapseMonitor:
     model : nn.Module
         Any model; float32 or bfloat16 (statistics accumulate in float64 either way). The monitor stays bound
         to it (see the module docstring).
-    num_classes : int
+    K : int
         ``K >= 2`` (for token-level collapse: the vocabulary size).
     layers : str or sequence of str, optional
         ``"penultimate"`` (default): the classifier's input (an nclab network's ``penultimate_name``); a list of
@@ -196,7 +196,7 @@ class CollapseMonitor:
     <...>
     >>> net = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
     >>> x, y = torch.randn(60, 4), torch.arange(60) % 3
-    >>> monitor = CollapseMonitor(net, num_classes=3)
+    >>> monitor = CollapseMonitor(net, K=3)
     >>> res = monitor.measure([(x[:30], y[:30]), (x[30:], y[30:])], split="train", epoch=0)
     >>> sorted(res.reports), "self_duality" in res.reports["penultimate"]
     (['output', 'penultimate'], True)
@@ -205,7 +205,7 @@ class CollapseMonitor:
     def __init__(
         self,
         model: nn.Module,
-        num_classes: int,
+        K: int,
         *,
         layers: str | Sequence[str] = PENULTIMATE,
         classifier: Any = None,
@@ -223,18 +223,18 @@ class CollapseMonitor:
         overwrite: bool = False,
     ) -> None:
         self._model = model
-        self.num_classes = check_int(num_classes, name="num_classes", low=2)
+        self.K = check_int(K, name="K", low=2)
         self.schedule = Schedule.coerce(schedule)
         self.targets_fn = targets_fn
         self.loss_fn = loss_fn
         self.conventions = conventions
         self.cache_mb = check_positive(cache_mb, name="cache_mb", strict=False)
-        self.classifier = find_classifier(model, self.num_classes, classifier)
+        self.classifier = find_classifier(model, self.K, classifier)
         self.missing: tuple[str, ...] = () if self.classifier is not None else CLASSIFIER_METRICS
         if self.classifier is None:
             warnings.warn(
                 f"CollapseMonitor: no classifier found in {type(model).__name__} (no 'head' and no nn.Linear with "
-                f"{self.num_classes} outputs); these metrics will be missing: {', '.join(CLASSIFIER_METRICS)}. "
+                f"{self.K} outputs); these metrics will be missing: {', '.join(CLASSIFIER_METRICS)}. "
                 "Pass classifier= (a module, a (W, b) pair or a parameter name) to measure them.",
                 UserWarning,
                 stacklevel=2,
@@ -272,7 +272,7 @@ class CollapseMonitor:
         if self.conventions is not None:  # plain values only: the identity is hashed as YAML
             conventions = json.loads(json.dumps(dict(self.conventions), default=str, sort_keys=True))
         hashed = {
-            "num_classes": self.num_classes,
+            "num_classes": self.K,
             "layers": list(self.layers),
             "penultimate": self.penultimate,
             "conventions": conventions,
@@ -393,13 +393,13 @@ class CollapseMonitor:
         return MeasurePlan(
             layers=dict(self.layers),
             penultimate=self.penultimate,
-            num_classes=self.num_classes,
+            K=self.K,
             W=None if clf is None else clf.W,
             b=None if clf is None else clf.b,
             cosine=clf is not None and clf.cosine,
             full_layers=frozenset(n for n, t in self.tracks.items() if t == "full"),
             light_layers=frozenset(n for n, t in self._track.items() if t == "light"),
-            full_max_dim=FULL_TRACK_MAX_DIM,
+            full_max_d=FULL_TRACK_MAX_DIM,
             cache_mb=self.cache_mb,
             loss_fn=loss,
             conventions=self.conventions,
@@ -468,12 +468,12 @@ class CollapseMonitor:
         for name, s in stats.items():
             if name in self._measured:
                 continue
-            self._measured[name] = (s.track, s.dim)
+            self._measured[name] = (s.track, s.d)
             if self._track.get(name) == "auto" and s.track == "light":
                 notes.append(
-                    f"layer {name!r} (d = {s.dim} > FULL_TRACK_MAX_DIM = {FULL_TRACK_MAX_DIM}) is measured light: no "
+                    f"layer {name!r} (d = {s.d} > FULL_TRACK_MAX_DIM = {FULL_TRACK_MAX_DIM}) is measured light: no "
                     f"nc1, vci or ranks there; pass track={{{name!r}: 'full'}} to measure it in full (a d x d "
-                    f"scatter of {format_bytes(8.0 * s.dim * s.dim)})"
+                    f"scatter of {format_bytes(8.0 * s.d * s.d)})"
                 )
         if notes and rank() == 0:
             for note in notes:
@@ -483,13 +483,13 @@ class CollapseMonitor:
 
     @property
     def settings(self) -> dict[str, Any]:
-        """What the monitor measures, as flat parameters (the keys of a logger's params / config): ``num_classes``,
+        """What the monitor measures, as flat parameters (the keys of a logger's params / config): ``K``,
         ``layers``, ``penultimate``, ``classifier`` (its name, ``None`` without one), ``schedule``,
         ``track/LAYER`` (:attr:`tracks`), ``conventions/KEY`` (every convention, defaults included:
         :doc:`/conventions`), ``run_id`` and ``run_name`` (:attr:`identity`). Every logger sink records them
         with its first rows (:meth:`nclab.io.sinks.MLflowSink.log_params`)."""
         out: dict[str, Any] = {
-            "num_classes": self.num_classes,
+            "K": self.K,
             "layers": list(self.layers),
             "penultimate": self.penultimate,
             "classifier": None if self.classifier is None else self.classifier.name,
@@ -525,5 +525,5 @@ class CollapseMonitor:
         clf = None if self.classifier is None else self.classifier.name
         return (
             f"CollapseMonitor(layers={list(self.layers)}, penultimate={self.penultimate!r}, classifier={clf!r}, "
-            f"K={self.num_classes}, schedule={self.schedule!r})"
+            f"K={self.K}, schedule={self.schedule!r})"
         )

@@ -1,6 +1,6 @@
 """Networks with named measured layers (``measured_layers()``, ``penultimate``) and classifier heads.
 
-``build_model(name, input_shape, num_classes, head=None, **options)`` builds one of :data:`NET_MODELS`; ``head``
+``build_model(name, input_shape, K, head=None, **options)`` builds one of :data:`NET_MODELS`; ``head``
 is a dict for :func:`make_head` (``{"kind": "cosine", "tau": 0.1}``) or a ready ``nn.Module``.
 
 The papers' networks are the reference implementations': with no options, ``build_model(name, (3, 224, 224),
@@ -65,7 +65,7 @@ __all__ = [
     "to_reference_state_dict",
 ]
 
-#: name -> class. The constructor signature is ``cls(input_shape, num_classes, ..., head=None)``.
+#: name -> class. The constructor signature is ``cls(input_shape, K, ..., head=None)``.
 NET_MODELS: dict[str, type[CollapseNet]] = {
     "mlp": MLP,
     "fc_resnet": FCResNet,
@@ -90,14 +90,14 @@ NET_MODELS: dict[str, type[CollapseNet]] = {
 def build_model(
     name: str,
     input_shape: Sequence[int],
-    num_classes: int,
+    K: int,
     head: Mapping[str, Any] | nn.Module | None = None,
     **options: Any,
 ) -> CollapseNet:
     """Build model ``name`` (see :data:`NET_MODELS`) with the given head.
 
-    The head's ``dim`` is the model's ``feature_dim``, known only once the body is built, so the body is built
-    first with its default head, which a ``head`` spec then replaces; a linear head built from a spec is
+    The head's input width is the model's feature dimension ``d``, known only once the body is built, so the body
+    is built first with its default head, which a ``head`` spec then replaces; a linear head built from a spec is
     initialised as the reference implementation initialises its classifier (:meth:`CollapseNet.init_linear`).
     A ready ``nn.Module`` head is used as it is.
 
@@ -111,13 +111,13 @@ def build_model(
     """
     if name not in NET_MODELS:
         raise ValueError(f"unknown model {name!r}; known: {', '.join(NET_MODELS)}")
-    model = NET_MODELS[name](tuple(input_shape), num_classes, **options)
+    model = NET_MODELS[name](tuple(input_shape), K, **options)
     if isinstance(head, nn.Module):
         model.head = head
     elif head is not None:
         spec = dict(head)
         kind = spec.pop("kind", "linear")
-        model.head = make_head(kind, model.feature_dim, num_classes, **spec)
+        model.head = make_head(kind, model.d, K, **spec)
         if isinstance(model.head, nn.Linear):
             model.init_linear(model.head)
     return model

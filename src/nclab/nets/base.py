@@ -37,7 +37,7 @@ Variant = Literal["auto", "imagenet", "cifar"]
 #: Tiny-ImageNet (64) get the small-image variant, STL-10 (96) and ImageNet (224) the reference one.
 SMALL_IMAGE_SIDE = 64
 
-#: How ``feature_dim=d`` sets the feature dimension: ``"linear"`` inserts a ``Linear(d_backbone, d)`` (with bias)
+#: How the option ``d`` sets the feature dimension: ``"linear"`` inserts a ``Linear(d_backbone, d)`` (with bias)
 #: between the pooled features and the head ([Jiang et al. 2024, App. B.3]); ``"last_block"`` sets the output
 #: width of the last residual block to ``d`` (its last convolution and batch norm) and gives that block a 1x1
 #: convolution + batch-norm shortcut to ``d`` channels ([Jiang et al. 2024, App. B.1]: "the number of channels in
@@ -64,26 +64,24 @@ def resolve_variant(variant: str, input_shape: Sequence[int]) -> Literal["imagen
     return "cifar" if min(int(s) for s in input_shape[1:]) <= SMALL_IMAGE_SIDE else "imagenet"
 
 
-def check_feature_bottleneck(
-    feature_dim: int | None, feature_layer: str, allowed: Sequence[str], *, model: str
-) -> int | None:
-    """``feature_dim`` checked (``None`` or an int ``>= 1``) and ``feature_layer`` one of ``allowed`` (a subset of
-    :data:`FeatureLayer`) for network ``model``; returns ``feature_dim``."""
+def check_feature_bottleneck(d: int | None, feature_layer: str, allowed: Sequence[str], *, model: str) -> int | None:
+    """``d`` checked (``None`` or an int ``>= 1``) and ``feature_layer`` one of ``allowed`` (a subset of
+    :data:`FeatureLayer`) for network ``model``; returns ``d``."""
     check_choice(feature_layer, FeatureLayer, name="feature_layer")
     if feature_layer not in allowed:
         raise ValueError(
             f"feature_layer={feature_layer!r} is not available for {model} (available: {', '.join(allowed)}); "
             "'last_block' needs a residual network"
         )
-    return None if feature_dim is None else check_int(feature_dim, name="feature_dim", low=1)
+    return None if d is None else check_int(d, name="d", low=1)
 
 
 class CollapseNet(nn.Module):
     """Base class: subclasses set ``self.head`` and implement :meth:`features` and :meth:`_layers`."""
 
     head: nn.Module
-    num_classes: int
-    feature_dim: int
+    K: int
+    d: int
     #: ``(nclab prefix, reference prefix)`` pairs renaming state-dict keys to those of the reference
     #: implementation (:func:`nclab.nets.reference_key_map`); keys without a listed prefix are equal.
     reference_renames: tuple[tuple[str, str], ...] = ()
@@ -114,7 +112,7 @@ class CollapseNet(nn.Module):
 
     @property
     def penultimate(self) -> nn.Module:
-        """The module whose output is the classifier input ``(B, feature_dim)``."""
+        """The module whose output is the classifier input ``(B, d)``."""
         return self.measured_layers()[self.penultimate_name]
 
     @property

@@ -44,7 +44,7 @@ class SmallCNN(CollapseNet):
     def __init__(
         self,
         input_shape: Sequence[int],
-        num_classes: int,
+        K: int,
         channels: Sequence[int] = (32, 64),
         hidden: int = 128,
         *,
@@ -61,8 +61,8 @@ class SmallCNN(CollapseNet):
         self.blocks = nn.ModuleList(blocks)
         fc: list[nn.Module] = [nn.Flatten(1), nn.Linear(c * h * w, hidden, bias=not batchnorm)]
         self.fc = nn.Sequential(*fc, *([nn.BatchNorm1d(hidden)] if batchnorm else []), nn.ReLU(inplace=True))
-        self.num_classes, self.feature_dim = int(num_classes), int(hidden)
-        self.head = head if head is not None else nn.Linear(hidden, num_classes)
+        self.K, self.d = int(K), int(hidden)
+        self.head = head if head is not None else nn.Linear(hidden, K)
 
     def features(self, x: torch.Tensor) -> torch.Tensor:
         for b in self.blocks:

@@ -113,11 +113,11 @@ class _DenseNetBase(CollapseNet):
     bottleneck: nn.Linear | None
     pool: nn.Module
 
-    def _finish(self, c: int, num_classes: int, feature_dim: int | None, head: nn.Module | None) -> None:
+    def _finish(self, c: int, K: int, d: int | None, head: nn.Module | None) -> None:
         self.pool = _FinalPool()
-        self.bottleneck = nn.Linear(c, feature_dim) if feature_dim is not None else None
-        self.num_classes, self.feature_dim = int(num_classes), (c if feature_dim is None else int(feature_dim))
-        self.head = nn.Linear(self.feature_dim, num_classes)
+        self.bottleneck = nn.Linear(c, d) if d is not None else None
+        self.K, self.d = int(K), (c if d is None else int(d))
+        self.head = nn.Linear(self.d, K)
         _torchvision_init(self)
         if head is not None:
             self.head = head
@@ -140,8 +140,8 @@ class DenseNet121(_DenseNetBase):
         ``k``, the stem's channels and the bottleneck factor (32, 64 and 4 in the reference).
     drop_rate : float
         Dropout after each dense layer (0 in the reference).
-    feature_dim, feature_layer
-        An inserted linear layer of width ``feature_dim`` before the head (``"linear"``, the only one).
+    d, feature_layer
+        An inserted linear layer of width ``d`` before the head (``"linear"``, the only one).
 
     Measured layers: ``stem`` (the output of ``pool0``), ``denseblock1..4`` (each dense block's output, before
     its transition) and ``pool`` (norm5-ReLU-global pool, the classifier input, d = 1024), then ``bottleneck``.
@@ -153,19 +153,19 @@ class DenseNet121(_DenseNetBase):
     def __init__(
         self,
         input_shape: Sequence[int],
-        num_classes: int,
+        K: int,
         *,
         variant: Variant = "auto",
         growth_rate: int = 32,
         num_init_features: int = 64,
         bn_size: int = 4,
         drop_rate: float = 0.0,
-        feature_dim: int | None = None,
+        d: int | None = None,
         feature_layer: FeatureLayer = "linear",
         head: nn.Module | None = None,
     ) -> None:
         super().__init__()
-        d = check_feature_bottleneck(feature_dim, feature_layer, ("linear",), model="DenseNet121")
+        d = check_feature_bottleneck(d, feature_layer, ("linear",), model="DenseNet121")
         self.variant = resolve_variant(variant, input_shape)
         imagenet = self.variant == "imagenet"
         c, side = num_init_features, min(int(s) for s in input_shape[1:])
@@ -195,7 +195,7 @@ class DenseNet121(_DenseNetBase):
                 c, side = c // 2, (side // 2 if side >= 2 else side)
         mods["norm5"] = nn.BatchNorm2d(c)
         self.body = nn.Sequential(mods)
-        self._finish(c, num_classes, d, head)
+        self._finish(c, K, d, head)
 
     def features(self, x: torch.Tensor) -> torch.Tensor:
         x = self.pool(self.body(x))
@@ -225,8 +225,8 @@ class CifarDenseNet(_DenseNetBase):
         Channels of the first convolution; default ``2 k`` with ``bottleneck``, 16 without.
     drop_rate : float
         Dropout on each dense layer's output ([Huang et al. 2017] use 0.2 without data augmentation).
-    feature_dim, feature_layer
-        An inserted linear layer of width ``feature_dim`` before the head (``"linear"``, the only one).
+    d, feature_layer
+        An inserted linear layer of width ``d`` before the head (``"linear"``, the only one).
 
     Measured layers: ``block1..block3`` (the output of each dense block, after its transition for blocks 1-2) and
     ``pool`` (BN-ReLU-global pool, the classifier input), then ``bottleneck``.
@@ -235,7 +235,7 @@ class CifarDenseNet(_DenseNetBase):
     def __init__(
         self,
         input_shape: Sequence[int],
-        num_classes: int,
+        K: int,
         depth: int = 22,
         growth: int = 12,
         *,
@@ -243,7 +243,7 @@ class CifarDenseNet(_DenseNetBase):
         compression: float | None = None,
         init_channels: int | None = None,
         drop_rate: float = 0.0,
-        feature_dim: int | None = None,
+        d: int | None = None,
         feature_layer: FeatureLayer = "linear",
         head: nn.Module | None = None,
     ) -> None:
@@ -254,7 +254,7 @@ class CifarDenseNet(_DenseNetBase):
         theta = (0.5 if bottleneck else 1.0) if compression is None else float(compression)
         if not 0.0 < theta <= 1.0:
             raise ValueError(f"compression must be in (0, 1], got {compression}")
-        d = check_feature_bottleneck(feature_dim, feature_layer, ("linear",), model="CifarDenseNet")
+        d = check_feature_bottleneck(d, feature_layer, ("linear",), model="CifarDenseNet")
         c = (2 * growth if bottleneck else 16) if init_channels is None else int(init_channels)
         self.stem = nn.Conv2d(int(input_shape[0]), c, 3, padding=1, bias=False)
         side = int(min(input_shape[1:]))
@@ -268,7 +268,7 @@ class CifarDenseNet(_DenseNetBase):
             stages.append(nn.Sequential(*mods))
         self.stages = nn.ModuleList(stages)
         self.norm = nn.BatchNorm2d(c)
-        self._finish(c, num_classes, d, head)
+        self._finish(c, K, d, head)
 
     def features(self, x: torch.Tensor) -> torch.Tensor:
         x = self.stem(x)

@@ -51,10 +51,10 @@ class CosineHead(nn.Module):
 
     cosine = True
 
-    def __init__(self, dim: int, num_classes: int, tau: float = 0.1) -> None:
+    def __init__(self, d: int, K: int, tau: float = 0.1) -> None:
         super().__init__()
         self.tau = float(tau)
-        self.weight = nn.Parameter(torch.empty(num_classes, dim))
+        self.weight = nn.Parameter(torch.empty(K, d))
         nn.init.kaiming_uniform_(self.weight, a=5**0.5)  # nn.Linear's default, so runs compare
         self.bias = None
 
@@ -62,7 +62,7 @@ class CosineHead(nn.Module):
         return F.normalize(h, dim=1) @ F.normalize(self.weight, dim=1).T / self.tau
 
     def extra_repr(self) -> str:
-        return f"dim={self.weight.shape[1]}, num_classes={self.weight.shape[0]}, tau={self.tau}"
+        return f"d={self.weight.shape[1]}, K={self.weight.shape[0]}, tau={self.tau}"
 
 
 class FixedHead(nn.Module):
@@ -104,12 +104,12 @@ class CMFHead(nn.Module):
 
     cosine = True
 
-    def __init__(self, dim: int, num_classes: int, tau: float = 0.1, beta: float = 0.9, renormalize: bool = True):
+    def __init__(self, d: int, K: int, tau: float = 0.1, beta: float = 0.9, renormalize: bool = True):
         super().__init__()
         if not 0.0 <= beta < 1.0:
             raise ValueError(f"beta must be in [0, 1), got {beta}")
         self.tau, self.beta, self.renormalize = float(tau), float(beta), bool(renormalize)
-        self.register_buffer("weight", F.normalize(torch.randn(num_classes, dim), dim=1))
+        self.register_buffer("weight", F.normalize(torch.randn(K, d), dim=1))
         self.bias = None
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:
@@ -129,8 +129,8 @@ class CMFHead(nn.Module):
 
 def make_head(
     kind: str,
-    dim: int,
-    num_classes: int,
+    d: int,
+    K: int,
     *,
     bias: bool = True,
     tau: float | None = None,
@@ -144,27 +144,25 @@ def make_head(
     """Build a head by kind: ``linear`` | ``cosine`` | ``fixed`` | ``cmf``. ``code`` for ``fixed``: a ``(K, d)``
     array, or ``"etf"`` / ``"orthogonal"`` for :func:`nclab.geometry.simplex_etf` / ``orthogonal_frame``."""
     if kind == "linear":
-        return LinearHead(dim, num_classes, bias=bias)
+        return LinearHead(d, K, bias=bias)
     if kind == "cosine":
-        return CosineHead(dim, num_classes, tau=resolve_tau(tau, logit_scale, 0.1))
+        return CosineHead(d, K, tau=resolve_tau(tau, logit_scale, 0.1))
     if kind == "cmf":
-        return CMFHead(dim, num_classes, tau=resolve_tau(tau, logit_scale, 0.1), beta=beta, renormalize=renormalize)
+        return CMFHead(d, K, tau=resolve_tau(tau, logit_scale, 0.1), beta=beta, renormalize=renormalize)
     if kind == "fixed":
         if isinstance(code, str):
             from nclab.geometry import orthogonal_frame, simplex_etf
 
             if code == "etf":
-                code = simplex_etf(num_classes, dim, seed=0)
+                code = simplex_etf(K, d, seed=0)
             elif code == "orthogonal":
-                code = orthogonal_frame(num_classes, dim, seed=0)
+                code = orthogonal_frame(K, d, seed=0)
             else:
                 raise ValueError(f"fixed head code must be 'etf', 'orthogonal' or a (K, d) array, got {code!r}")
         if code is None:
             raise ValueError("a fixed head needs code=(K, d) array, 'etf' or 'orthogonal'")
         head = FixedHead(code, assignment, cosine=cosine, tau=resolve_tau(tau, logit_scale, 0.1 if cosine else 1.0))
-        if tuple(head.weight.shape) != (num_classes, dim):
-            raise ValueError(
-                f"fixed code has shape {tuple(head.weight.shape)}, expected (K, d) = ({num_classes}, {dim})"
-            )
+        if tuple(head.weight.shape) != (K, d):
+            raise ValueError(f"fixed code has shape {tuple(head.weight.shape)}, expected (K, d) = ({K}, {d})")
         return head
     raise ValueError(f"unknown head kind {kind!r}; known: linear, cosine, fixed, cmf")

@@ -27,7 +27,7 @@ class MLP(CollapseNet):
     def __init__(
         self,
         input_shape: Sequence[int],
-        num_classes: int,
+        K: int,
         widths: Sequence[int] = (256, 256, 256),
         *,
         batchnorm: bool = False,
@@ -37,7 +37,7 @@ class MLP(CollapseNet):
         super().__init__()
         if not widths:
             raise ValueError("an MLP needs at least one hidden layer (widths is empty)")
-        self.num_classes, self.feature_dim = int(num_classes), int(widths[-1])
+        self.K, self.d = int(K), int(widths[-1])
         d_in = int(math.prod(input_shape))
         blocks = []
         for w in widths:
@@ -48,7 +48,7 @@ class MLP(CollapseNet):
             blocks.append(nn.Sequential(*mods))
             d_in = int(w)
         self.blocks = nn.ModuleList(blocks)
-        self.head = head if head is not None else nn.Linear(self.feature_dim, num_classes)
+        self.head = head if head is not None else nn.Linear(self.d, K)
 
     def features(self, x: torch.Tensor) -> torch.Tensor:
         x = x.flatten(1)
@@ -90,7 +90,7 @@ class FCResNet(CollapseNet):
     def __init__(
         self,
         input_shape: Sequence[int],
-        num_classes: int,
+        K: int,
         width: int = 1000,
         num_blocks: int = 10,
         *,
@@ -102,10 +102,10 @@ class FCResNet(CollapseNet):
         super().__init__()
         if num_blocks < 1:
             raise ValueError(f"num_blocks must be >= 1, got {num_blocks}")
-        self.num_classes, self.feature_dim = int(num_classes), int(width)
+        self.K, self.d = int(K), int(width)
         self.embed = nn.Sequential(nn.Linear(int(math.prod(input_shape)), width), _act(activation))
         self.blocks = nn.ModuleList(_FCBlock(width, block, activation, batchnorm) for _ in range(num_blocks))
-        self.head = head if head is not None else nn.Linear(width, num_classes)
+        self.head = head if head is not None else nn.Linear(width, K)
 
     def features(self, x: torch.Tensor) -> torch.Tensor:
         x = self.embed(x.flatten(1))

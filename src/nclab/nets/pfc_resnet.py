@@ -62,13 +62,13 @@ class PFCResNet(CollapseNet):
     ``input_shape`` ``(C, H, W)`` with ``H = W``; each stage's side must be its input side or half of it (one
     stride-1 or stride-2 transition). ``block``: ``"preact"`` (default) or ``"post"``. ``pool=False`` (default,
     as Table I's measured dims): the head reads the flattened ``C x H x W`` map of the last block, which is then
-    the penultimate layer; ``pool=True``: a global average pool first (``feature_dim = C``).
+    the penultimate layer; ``pool=True``: a global average pool first (``d = C``).
     """
 
     def __init__(
         self,
         input_shape: Sequence[int],
-        num_classes: int,
+        K: int,
         stages: Sequence[Sequence[int]] | None = None,
         *,
         table: str | None = None,
@@ -104,10 +104,10 @@ class PFCResNet(CollapseNet):
         self.stages = nn.ModuleList(groups)
         self.pool = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(1)) if pool else None
         self.flatten = nn.Flatten(1)
-        self.num_classes = int(num_classes)
-        self.feature_dim = c if pool else c * h * h
+        self.K = int(K)
+        self.d = c if pool else c * h * h
         self.measured_dim = c * h * h
-        self.head = head if head is not None else nn.Linear(self.feature_dim, num_classes)
+        self.head = head if head is not None else nn.Linear(self.d, K)
 
     def features(self, x: torch.Tensor) -> torch.Tensor:
         for transition, blocks in zip(self.transitions, self.stages, strict=True):

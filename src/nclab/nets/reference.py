@@ -6,7 +6,7 @@ torchvision's ``features`` container (VGG, DenseNet) is ``body`` (``features(x)`
 representation of every nclab network). Each network lists these renames as ``reference_renames``
 (``(nclab prefix, reference prefix)`` pairs); :func:`reference_key_map` applies them to every key.
 
-Layers nclab adds (the ``feature_dim`` bottleneck) have no reference key and keep their name: load a reference
+Layers nclab adds (the ``d`` bottleneck) have no reference key and keep their name: load a reference
 state dict into such a network with ``strict=False`` (the bottleneck and, if its width changed, the head stay
 as initialised).
 """

@@ -14,7 +14,7 @@ default).
 
 Measured layers: ``stem`` (the output of ``maxpool``, i.e. after conv1-bn1-relu(-maxpool)), every block
 ``layer{s}.{b}`` (named as its module) and ``pool`` (global average pool, the classifier input), then
-``bottleneck`` when ``feature_dim`` inserts a linear layer.
+``bottleneck`` when ``d`` inserts a linear layer.
 """
 
 from __future__ import annotations
@@ -136,7 +136,7 @@ class ResNet(CollapseNet):
         ResNeXt's cardinality and group width (1 and 64 for ResNet).
     zero_init_residual : bool
         Zero the last batch norm of each residual branch (torchvision's option).
-    feature_dim, feature_layer
+    d, feature_layer
         The feature bottleneck (:data:`nclab.nets.base.FeatureLayer`): ``None`` keeps the backbone width
         (512 for ``basic``, 2048 for ``bottleneck`` blocks at ``width=64``).
     """
@@ -146,7 +146,7 @@ class ResNet(CollapseNet):
     def __init__(
         self,
         input_shape: Sequence[int],
-        num_classes: int,
+        K: int,
         block: str = "basic",
         layers: Sequence[int] = (2, 2, 2, 2),
         *,
@@ -155,7 +155,7 @@ class ResNet(CollapseNet):
         groups: int = 1,
         width_per_group: int = 64,
         zero_init_residual: bool = False,
-        feature_dim: int | None = None,
+        d: int | None = None,
         feature_layer: FeatureLayer = "linear",
         head: nn.Module | None = None,
     ) -> None:
@@ -164,7 +164,7 @@ class ResNet(CollapseNet):
             raise ValueError(f"block must be one of {', '.join(_BLOCKS)}, got {block!r}")
         if len(layers) != 4 or min(layers) < 1:
             raise ValueError(f"layers must be 4 block counts >= 1, got {tuple(layers)}")
-        d = check_feature_bottleneck(feature_dim, feature_layer, ("linear", "last_block"), model="ResNet")
+        d = check_feature_bottleneck(d, feature_layer, ("linear", "last_block"), model="ResNet")
         self.variant = resolve_variant(variant, input_shape)
         self.groups, self.base_width = int(groups), int(width_per_group)
         self._block = _BLOCKS[block]
@@ -186,9 +186,9 @@ class ResNet(CollapseNet):
         self.avgpool = GlobalPool()
         c = self._inplanes
         self.bottleneck = nn.Linear(c, d) if (d is not None and feature_layer == "linear") else None
-        self.num_classes, self.feature_dim = int(num_classes), (c if self.bottleneck is None else int(d))
+        self.K, self.d = int(K), (c if self.bottleneck is None else int(d))
         self.reference = f"torchvision ResNet ({block} blocks {tuple(layers)}, groups {groups}x{width_per_group})"
-        self.head = nn.Linear(self.feature_dim, num_classes)
+        self.head = nn.Linear(self.d, K)
         self._init_weights(zero_init_residual)
         if head is not None:
             self.head = head
@@ -243,18 +243,18 @@ class ResNet18(ResNet):
     def __init__(
         self,
         input_shape: Sequence[int],
-        num_classes: int,
+        K: int,
         *,
         variant: Variant = "auto",
         width: int = 64,
         zero_init_residual: bool = False,
-        feature_dim: int | None = None,
+        d: int | None = None,
         feature_layer: FeatureLayer = "linear",
         head: nn.Module | None = None,
     ) -> None:
         super().__init__(
-            input_shape, num_classes, "basic", (2, 2, 2, 2), variant=variant, width=width,
-            zero_init_residual=zero_init_residual, feature_dim=feature_dim, feature_layer=feature_layer, head=head,
+            input_shape, K, "basic", (2, 2, 2, 2), variant=variant, width=width,
+            zero_init_residual=zero_init_residual, d=d, feature_layer=feature_layer, head=head,
         )  # fmt: skip
         self.reference = "torchvision.models.resnet18"
 
@@ -266,18 +266,18 @@ class ResNet34(ResNet):
     def __init__(
         self,
         input_shape: Sequence[int],
-        num_classes: int,
+        K: int,
         *,
         variant: Variant = "auto",
         width: int = 64,
         zero_init_residual: bool = False,
-        feature_dim: int | None = None,
+        d: int | None = None,
         feature_layer: FeatureLayer = "linear",
         head: nn.Module | None = None,
     ) -> None:
         super().__init__(
-            input_shape, num_classes, "basic", (3, 4, 6, 3), variant=variant, width=width,
-            zero_init_residual=zero_init_residual, feature_dim=feature_dim, feature_layer=feature_layer, head=head,
+            input_shape, K, "basic", (3, 4, 6, 3), variant=variant, width=width,
+            zero_init_residual=zero_init_residual, d=d, feature_layer=feature_layer, head=head,
         )  # fmt: skip
         self.reference = "torchvision.models.resnet34"
 
@@ -289,18 +289,18 @@ class ResNet50(ResNet):
     def __init__(
         self,
         input_shape: Sequence[int],
-        num_classes: int,
+        K: int,
         *,
         variant: Variant = "auto",
         width: int = 64,
         zero_init_residual: bool = False,
-        feature_dim: int | None = None,
+        d: int | None = None,
         feature_layer: FeatureLayer = "linear",
         head: nn.Module | None = None,
     ) -> None:
         super().__init__(
-            input_shape, num_classes, "bottleneck", (3, 4, 6, 3), variant=variant, width=width,
-            zero_init_residual=zero_init_residual, feature_dim=feature_dim, feature_layer=feature_layer, head=head,
+            input_shape, K, "bottleneck", (3, 4, 6, 3), variant=variant, width=width,
+            zero_init_residual=zero_init_residual, d=d, feature_layer=feature_layer, head=head,
         )  # fmt: skip
         self.reference = "torchvision.models.resnet50"
 
@@ -313,18 +313,18 @@ class ResNeXt50_32x4d(ResNet):
     def __init__(
         self,
         input_shape: Sequence[int],
-        num_classes: int,
+        K: int,
         *,
         variant: Variant = "auto",
         width: int = 64,
         zero_init_residual: bool = False,
-        feature_dim: int | None = None,
+        d: int | None = None,
         feature_layer: FeatureLayer = "linear",
         head: nn.Module | None = None,
     ) -> None:
         super().__init__(
-            input_shape, num_classes, "bottleneck", (3, 4, 6, 3), variant=variant, width=width, groups=32,
-            width_per_group=4, zero_init_residual=zero_init_residual, feature_dim=feature_dim,
+            input_shape, K, "bottleneck", (3, 4, 6, 3), variant=variant, width=width, groups=32,
+            width_per_group=4, zero_init_residual=zero_init_residual, d=d,
             feature_layer=feature_layer, head=head,
         )  # fmt: skip
         self.reference = "torchvision.models.resnext50_32x4d"

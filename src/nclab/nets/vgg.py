@@ -17,7 +17,7 @@ nonlinearity="relu")`` with zero bias, batch norms weight 1 and bias 0, every li
 
 Measured layers: ``stage1..stage5`` (the output of each max-pool), then ``fc1`` and ``fc2`` (the two 4096-wide
 hidden layers, after ReLU and dropout; ``fc2`` is the classifier input) for ``"imagenet"``, or ``pool`` (global
-average pool, the classifier input) for ``"cifar"``; then ``bottleneck`` when ``feature_dim`` is set.
+average pool, the classifier input) for ``"cifar"``; then ``bottleneck`` when ``d`` is set.
 """
 
 from __future__ import annotations
@@ -56,15 +56,15 @@ class VGG(CollapseNet):
         Width of the two hidden linear layers of the ``"imagenet"`` classifier (4096 in the reference).
     dropout : float
         Dropout probability of the ``"imagenet"`` classifier (0.5 in the reference).
-    feature_dim, feature_layer
-        An inserted linear layer of width ``feature_dim`` before the head (``feature_layer="linear"``, the only
+    d, feature_layer
+        An inserted linear layer of width ``d`` before the head (``feature_layer="linear"``, the only
         one a VGG has).
     """
 
     def __init__(
         self,
         input_shape: Sequence[int],
-        num_classes: int,
+        K: int,
         config: str = "A",
         *,
         batch_norm: bool = False,
@@ -72,7 +72,7 @@ class VGG(CollapseNet):
         width: int = 64,
         hidden: int = 4096,
         dropout: float = 0.5,
-        feature_dim: int | None = None,
+        d: int | None = None,
         feature_layer: FeatureLayer = "linear",
         head: nn.Module | None = None,
     ) -> None:
@@ -81,7 +81,7 @@ class VGG(CollapseNet):
             raise ValueError(f"config must be one of {', '.join(VGG_CONFIGS)}, got {config!r}")
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {dropout}")
-        d = check_feature_bottleneck(feature_dim, feature_layer, ("linear",), model="VGG")
+        d = check_feature_bottleneck(d, feature_layer, ("linear",), model="VGG")
         self.variant = resolve_variant(variant, input_shape)
         c, side = int(input_shape[0]), min(int(s) for s in input_shape[1:])
         mods: list[nn.Module] = []
@@ -113,8 +113,8 @@ class VGG(CollapseNet):
             self.avgpool, self.classifier = GlobalPool(), None
             self.reference_renames = (("body.", "features."),)
         self.bottleneck = nn.Linear(c, d) if d is not None else None
-        self.num_classes, self.feature_dim = int(num_classes), (c if d is None else int(d))
-        self.head = nn.Linear(self.feature_dim, num_classes)
+        self.K, self.d = int(K), (c if d is None else int(d))
+        self.head = nn.Linear(self.d, K)
         self._init_weights()
         if head is not None:
             self.head = head
@@ -160,19 +160,19 @@ class VGG11(VGG):
     def __init__(
         self,
         input_shape: Sequence[int],
-        num_classes: int,
+        K: int,
         *,
         variant: Variant = "auto",
         width: int = 64,
         hidden: int = 4096,
         dropout: float = 0.5,
-        feature_dim: int | None = None,
+        d: int | None = None,
         feature_layer: FeatureLayer = "linear",
         head: nn.Module | None = None,
     ) -> None:
         super().__init__(
-            input_shape, num_classes, "A", batch_norm=False, variant=variant, width=width, hidden=hidden,
-            dropout=dropout, feature_dim=feature_dim, feature_layer=feature_layer, head=head,
+            input_shape, K, "A", batch_norm=False, variant=variant, width=width, hidden=hidden,
+            dropout=dropout, d=d, feature_layer=feature_layer, head=head,
         )  # fmt: skip
 
 
@@ -183,19 +183,19 @@ class VGG11BN(VGG):
     def __init__(
         self,
         input_shape: Sequence[int],
-        num_classes: int,
+        K: int,
         *,
         variant: Variant = "auto",
         width: int = 64,
         hidden: int = 4096,
         dropout: float = 0.5,
-        feature_dim: int | None = None,
+        d: int | None = None,
         feature_layer: FeatureLayer = "linear",
         head: nn.Module | None = None,
     ) -> None:
         super().__init__(
-            input_shape, num_classes, "A", batch_norm=True, variant=variant, width=width, hidden=hidden,
-            dropout=dropout, feature_dim=feature_dim, feature_layer=feature_layer, head=head,
+            input_shape, K, "A", batch_norm=True, variant=variant, width=width, hidden=hidden,
+            dropout=dropout, d=d, feature_layer=feature_layer, head=head,
         )  # fmt: skip
 
 
@@ -206,19 +206,19 @@ class VGG13(VGG):
     def __init__(
         self,
         input_shape: Sequence[int],
-        num_classes: int,
+        K: int,
         *,
         variant: Variant = "auto",
         width: int = 64,
         hidden: int = 4096,
         dropout: float = 0.5,
-        feature_dim: int | None = None,
+        d: int | None = None,
         feature_layer: FeatureLayer = "linear",
         head: nn.Module | None = None,
     ) -> None:
         super().__init__(
-            input_shape, num_classes, "B", batch_norm=False, variant=variant, width=width, hidden=hidden,
-            dropout=dropout, feature_dim=feature_dim, feature_layer=feature_layer, head=head,
+            input_shape, K, "B", batch_norm=False, variant=variant, width=width, hidden=hidden,
+            dropout=dropout, d=d, feature_layer=feature_layer, head=head,
         )  # fmt: skip
 
 
@@ -229,17 +229,17 @@ class VGG13BN(VGG):
     def __init__(
         self,
         input_shape: Sequence[int],
-        num_classes: int,
+        K: int,
         *,
         variant: Variant = "auto",
         width: int = 64,
         hidden: int = 4096,
         dropout: float = 0.5,
-        feature_dim: int | None = None,
+        d: int | None = None,
         feature_layer: FeatureLayer = "linear",
         head: nn.Module | None = None,
     ) -> None:
         super().__init__(
-            input_shape, num_classes, "B", batch_norm=True, variant=variant, width=width, hidden=hidden,
-            dropout=dropout, feature_dim=feature_dim, feature_layer=feature_layer, head=head,
+            input_shape, K, "B", batch_norm=True, variant=variant, width=width, hidden=hidden,
+            dropout=dropout, d=d, feature_layer=feature_layer, head=head,
         )  # fmt: skip

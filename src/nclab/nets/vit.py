@@ -14,7 +14,7 @@ by ``input_shape``), pre-norm blocks ``x + attn(norm1(x))``, ``x + mlp(norm2(x))
 
 Measured layers: ``stem`` (the patch embedding's ``(B, N, D)`` tokens), every block ``blocks.i`` (all ``1 + N``
 tokens, flattened, as the conv nets' flattened maps) and ``pre_logits`` (the normalised class token, the
-classifier input, d = D), then ``bottleneck`` when ``feature_dim`` is set. A block's class token alone is not a
+classifier input, d = D), then ``bottleneck`` when ``d`` is set. A block's class token alone is not a
 module output; hook ``blocks.i`` with ``flatten=False`` and take ``[:, 0]`` for it.
 """
 
@@ -123,14 +123,14 @@ class VisionTransformer(CollapseNet):
     drop_path_rate : float
         Stochastic depth, rising linearly from 0 (first block) to this value (last block), as timm; DeiT trains
         with 0.1 [Touvron et al. 2021] (timm's default is 0).
-    feature_dim, feature_layer
-        An inserted linear layer of width ``feature_dim`` between the class token and the head (``"linear"``).
+    d, feature_layer
+        An inserted linear layer of width ``d`` between the class token and the head (``"linear"``).
     """
 
     def __init__(
         self,
         input_shape: Sequence[int],
-        num_classes: int,
+        K: int,
         *,
         patch_size: int = 16,
         embed_dim: int = 768,
@@ -143,7 +143,7 @@ class VisionTransformer(CollapseNet):
         attn_drop_rate: float = 0.0,
         proj_drop_rate: float = 0.0,
         drop_path_rate: float = 0.0,
-        feature_dim: int | None = None,
+        d: int | None = None,
         feature_layer: FeatureLayer = "linear",
         head: nn.Module | None = None,
     ) -> None:
@@ -157,7 +157,7 @@ class VisionTransformer(CollapseNet):
                         ("proj_drop_rate", proj_drop_rate), ("drop_path_rate", drop_path_rate)):  # fmt: skip
             if not 0.0 <= p < 1.0:
                 raise ValueError(f"{name} must be in [0, 1), got {p}")
-        d = check_feature_bottleneck(feature_dim, feature_layer, ("linear",), model="VisionTransformer")
+        d = check_feature_bottleneck(d, feature_layer, ("linear",), model="VisionTransformer")
         num_patches = (h // patch_size) * (w // patch_size)
         # parameters of the module itself first, as timm's state dict lists them
         self.cls_token = nn.Parameter(torch.zeros(1, 1, embed_dim))
@@ -172,8 +172,8 @@ class VisionTransformer(CollapseNet):
         self.head_drop = nn.Dropout(drop_rate)
         self.pre_logits = nn.Identity()  # the measured penultimate layer: the class token, as the head reads it
         self.bottleneck = nn.Linear(embed_dim, d) if d is not None else None
-        self.num_classes, self.feature_dim = int(num_classes), (embed_dim if d is None else int(d))
-        self.head = nn.Linear(self.feature_dim, num_classes)
+        self.K, self.d = int(K), (embed_dim if d is None else int(d))
+        self.head = nn.Linear(self.d, K)
         self._init_weights()
         if head is not None:
             self.head = head
@@ -216,20 +216,20 @@ class DeiTTiny(VisionTransformer):
     def __init__(
         self,
         input_shape: Sequence[int],
-        num_classes: int,
+        K: int,
         *,
         patch_size: int = 16,
         drop_rate: float = 0.0,
         attn_drop_rate: float = 0.0,
         drop_path_rate: float = 0.0,
-        feature_dim: int | None = None,
+        d: int | None = None,
         feature_layer: FeatureLayer = "linear",
         head: nn.Module | None = None,
     ) -> None:
         super().__init__(
-            input_shape, num_classes, patch_size=patch_size, embed_dim=192, depth=12, num_heads=3,
+            input_shape, K, patch_size=patch_size, embed_dim=192, depth=12, num_heads=3,
             drop_rate=drop_rate, attn_drop_rate=attn_drop_rate, drop_path_rate=drop_path_rate,
-            feature_dim=feature_dim, feature_layer=feature_layer, head=head,
+            d=d, feature_layer=feature_layer, head=head,
         )  # fmt: skip
 
 
@@ -242,18 +242,18 @@ class DeiTSmall(VisionTransformer):
     def __init__(
         self,
         input_shape: Sequence[int],
-        num_classes: int,
+        K: int,
         *,
         patch_size: int = 16,
         drop_rate: float = 0.0,
         attn_drop_rate: float = 0.0,
         drop_path_rate: float = 0.0,
-        feature_dim: int | None = None,
+        d: int | None = None,
         feature_layer: FeatureLayer = "linear",
         head: nn.Module | None = None,
     ) -> None:
         super().__init__(
-            input_shape, num_classes, patch_size=patch_size, embed_dim=384, depth=12, num_heads=6,
+            input_shape, K, patch_size=patch_size, embed_dim=384, depth=12, num_heads=6,
             drop_rate=drop_rate, attn_drop_rate=attn_drop_rate, drop_path_rate=drop_path_rate,
-            feature_dim=feature_dim, feature_layer=feature_layer, head=head,
+            d=d, feature_layer=feature_layer, head=head,
         )  # fmt: skip

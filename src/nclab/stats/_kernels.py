@@ -36,11 +36,11 @@ def accelerated(device: torch.device) -> bool:
     return device.type != "cpu"
 
 
-def chunk_rows(rows: int, dim: int) -> int:
-    """Rows per chunk of an O(B d) float64 pass over a ``(rows, dim)`` batch (ClassStats, NCC): the whole batch
+def chunk_rows(rows: int, d: int) -> int:
+    """Rows per chunk of an O(B d) float64 pass over a ``(rows, d)`` batch (ClassStats, NCC): the whole batch
     while its float64 copy fits in ~8 MB (L3), else ~1 MB chunks (measured 1.3x faster at d = 4096, slower when
     chunks are small, benchmarks/RESULTS.md)."""
-    return rows if rows * dim <= (1 << 20) else max(32, (1 << 17) // dim)
+    return rows if rows * d <= (1 << 20) else max(32, (1 << 17) // d)
 
 
 @functools.lru_cache(maxsize=4)
@@ -61,8 +61,8 @@ _WORK_POOL = _WorkPool()
 WORK_POOL_MAX = 1 << 22
 
 
-def work_buffers(count: int, rows: int, dim: int, device: torch.device) -> tuple[torch.Tensor, ...]:
-    """``count`` disjoint float64 work arrays ``(rows, dim)``, contents undefined, valid until the next call in
+def work_buffers(count: int, rows: int, d: int, device: torch.device) -> tuple[torch.Tensor, ...]:
+    """``count`` disjoint float64 work arrays ``(rows, d)``, contents undefined, valid until the next call in
     this thread (no accumulator method calls another while it holds them).
 
     Why a pool shared by all instances: fresh multi-MB temporaries are returned to the operating system when
@@ -70,13 +70,13 @@ def work_buffers(count: int, rows: int, dim: int, device: torch.device) -> tuple
     measurements create new ClassStats / NCC accumulators per split and per layer, so a per-instance buffer is
     not enough (benchmarks/RESULTS.md). Accelerators allocate per call (their caching allocators reuse memory).
     """
-    n = rows * dim
+    n = rows * d
     if accelerated(device) or count * n > WORK_POOL_MAX:
-        return tuple(torch.empty((count, rows, dim), dtype=torch.float64, device=device).unbind(0))
+        return tuple(torch.empty((count, rows, d), dtype=torch.float64, device=device).unbind(0))
     buf = _WORK_POOL.buf
     if buf is None or buf.numel() < count * n:
         buf = _WORK_POOL.buf = torch.empty(max(count * n, 1 << 16), dtype=torch.float64)
-    return tuple(buf[i * n : (i + 1) * n].view(rows, dim) for i in range(count))
+    return tuple(buf[i * n : (i + 1) * n].view(rows, d) for i in range(count))
 
 
 def _tf32_switch() -> tuple[Callable[[], None], Callable[[], None]] | None:

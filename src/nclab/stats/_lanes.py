@@ -52,8 +52,8 @@ DEVICE_CHUNK = 1 << 24
 class LaneSpec:
     """What every lane of one ClassStats needs to know."""
 
-    num_classes: int
-    dim: int
+    K: int
+    d: int
     full: bool  # keep the d x d scatter
     unit_sums: bool
     block_rows: int  # b: rows of one float32 Gram block (and of a float32 partial sum per class)
@@ -91,7 +91,7 @@ class Lane:
     def own(self) -> dict[str, torch.Tensor]:
         """The float64 accumulators of a lane other than lane 0 (zeros until it adds rows)."""
         if self._own is None:
-            K, d = self.spec.num_classes, self.spec.dim
+            K, d = self.spec.K, self.spec.d
             z = lambda *shape: torch.zeros(shape, dtype=torch.float64, device=self.device)  # noqa: E731
             self._own = {"sum_dev": z(K, d), "sq_dev": z(K)}
             if self.spec.unit_sums:
@@ -163,7 +163,7 @@ class Lane:
             start = stop
 
     def _ensure_float32_buffers(self, target: dict[str, torch.Tensor]) -> None:
-        K, d, b, dev = self.spec.num_classes, self.spec.dim, self.spec.block_rows, self.device
+        K, d, b, dev = self.spec.K, self.spec.d, self.spec.block_rows, self.device
         if self.block is None or self.block.dtype != torch.float32:
             self.flush_gram(target)  # rows of a float64 block (float64 passes of an earlier batch)
             self.block = torch.empty((b, d), dtype=torch.float32, device=dev)
@@ -261,7 +261,7 @@ class Lane:
             return
         if self.block is None or self.block.dtype != dtype:
             self.flush_gram(target)
-            self.block = torch.empty((b, self.spec.dim), dtype=dtype, device=self.device)
+            self.block = torch.empty((b, self.spec.d), dtype=dtype, device=self.device)
         start = 0
         while start < rows:
             take = min(rows - start, b - self.pending)

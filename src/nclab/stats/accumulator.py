@@ -30,7 +30,7 @@ Distributed reduction
 :meth:`~Accumulator.all_reduce` replaces every rank's state by the sum over the ranks, in place: it cannot be
 undone, and it must happen once per pass. Before anything is combined, the ranks exchange a short record of their
 accumulators (one ``all_gather`` of at most :data:`AGREEMENT_BYTES` bytes: the class name, the binding
-configuration of :meth:`~Accumulator._config` such as ``num_classes``, ``dim``, ``track`` or ``index``, a digest
+configuration of :meth:`~Accumulator._config` such as ``K``, ``d``, ``track`` or ``index``, a digest
 of each buffer, the same for each child, and whether the accumulator was reduced already); if any field differs
 between ranks, every rank raises the same ``ValueError`` naming the field, its values and the ranks that hold
 them, and no state changes. A second ``all_reduce`` of the same accumulator would count the other ranks' samples
@@ -47,7 +47,7 @@ Persistence
 -----------
 ``save(path)`` writes ``.npz`` (default) or ``.safetensors`` (needs the ``safetensors`` package), atomically
 (:func:`nclab.io.atomic.atomic_write_bytes`). Metadata (JSON-encoded strings): ``kind`` (the class name),
-``format_version`` (:data:`FORMAT_VERSION`), the configuration (e.g. ``num_classes``, ``dim``, ``track``) and
+``format_version`` (:data:`FORMAT_VERSION`), the configuration (e.g. ``K``, ``d``, ``track``) and
 ``has_state``, ``sha256``; arrays: ``state__<name>``, ``buffer__<name>``, and the same keys prefixed
 ``<child>__`` for each child.
 
@@ -97,6 +97,10 @@ A = TypeVar("A", bound="Accumulator")
 
 _META = "meta__"
 _CHECKSUM = "sha256"
+#: Configuration keys of states written before the size arguments took the letters of docs/conventions.md
+#: (``num_classes`` -> ``K``, ``dim`` -> ``d``): :meth:`Accumulator.load` and :meth:`~Accumulator.load_state_dict`
+#: read them as the new keys, so that older files and checkpoints still load.
+_OLD_CONFIG_KEYS = {"num_classes": "K", "dim": "d"}
 
 
 @dataclass(frozen=True)
@@ -189,7 +193,7 @@ class Accumulator(ABC):
 
     @abstractmethod
     def _config(self) -> dict[str, Any]:
-        """JSON-able configuration (e.g. ``num_classes``, ``dim``): must match to merge or load."""
+        """JSON-able configuration (e.g. ``K``, ``d``): must match to merge or load."""
 
     @classmethod
     @abstractmethod
@@ -467,6 +471,7 @@ class Accumulator(ABC):
         """Restore :meth:`state_dict` output; everything (kind, version, configuration, buffers, each array's
         presence, shape and dtype, the children, the values' invariants) is validated before anything changes.
         Returns ``self``."""
+        sd = _renamed_config(sd)
         self._validate(sd)
         self._validate_values(sd)
         self._assign(sd)
@@ -506,7 +511,7 @@ class Accumulator(ABC):
         meta, arrays = _read(path)
         try:
             stored = meta.pop(_CHECKSUM, None)
-            sd = _unflatten(meta, arrays)
+            sd = _renamed_config(_unflatten(meta, arrays))
             kind = sd.get("kind")
             target: type[Accumulator] = cls
             if cls is Accumulator:
@@ -565,6 +570,18 @@ def _flatten(sd: Mapping[str, Any], prefix: str = "") -> tuple[dict[str, str], d
         else:
             meta[prefix + key] = json.dumps(value)
     return meta, arrays
+
+
+def _renamed_config(sd: Mapping[str, Any]) -> dict[str, Any]:
+    """``sd`` with the configuration keys of older states (:data:`_OLD_CONFIG_KEYS`) renamed, children included;
+    a key is renamed only where its new name is absent, and the arrays are not copied."""
+    out: dict[str, Any] = {}
+    for key, value in sd.items():
+        if key not in ("state", "buffers") and isinstance(value, Mapping):
+            value = _renamed_config(value)  # a child's state dict
+        new = _OLD_CONFIG_KEYS.get(key)
+        out[new if new is not None and new not in sd else key] = value
+    return out
 
 
 def _unflatten(meta: Mapping[str, str], arrays: Mapping[str, np.ndarray]) -> dict[str, Any]:

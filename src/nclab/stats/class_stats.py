@@ -93,10 +93,10 @@ class ClassStats(Accumulator):
 
     Parameters
     ----------
-    num_classes : int
-        K >= 2.
-    dim : int
-        Feature dimension d >= 1.
+    K : int
+        Number of classes, K >= 2.
+    d : int
+        Feature dimension, d >= 1.
     track : {"full", "light"}
         ``"full"`` keeps the d x d within-class scatter (needed for Sigma_W, Sigma_T, NC1, VCI, ...);
         ``"light"`` keeps only O(K d) state (means, per-class sums of squares, unit sums), enough for trace
@@ -146,24 +146,24 @@ class ClassStats(Accumulator):
     >>> from nclab.stats import ClassStats
     >>> H = np.array([[1.0, 0.0], [3.0, 0.0], [0.0, 2.0], [0.0, 4.0]])
     >>> y = np.array([0, 0, 1, 1])
-    >>> stats = ClassStats(num_classes=2, dim=2)
+    >>> stats = ClassStats(K=2, d=2)
     >>> stats.update(H[:2], y[:2]).update(H[2:], y[2:])
-    ClassStats(num_classes=2, dim=2, track='full', num_samples=4, device=cpu)
+    ClassStats(K=2, d=2, track='full', N=4, device=cpu)
     >>> print(stats.means)
     [[2. 0.]
      [0. 3.]]
 
     The one-call constructor gives the same statistics:
 
-    >>> stats2 = ClassStats.from_arrays(H, y, num_classes=2)
+    >>> stats2 = ClassStats.from_arrays(H, y, K=2)
     >>> bool(np.allclose(stats2.means, stats.means))
     True
     """
 
     def __init__(
         self,
-        num_classes: int,
-        dim: int,
+        K: int,
+        d: int,
         *,
         track: Track = "full",
         device: str | torch.device | None = None,
@@ -171,21 +171,21 @@ class ClassStats(Accumulator):
         compute_dtype: ComputeDtype = "float64",
         unit_sums: bool = True,
     ) -> None:
-        if isinstance(num_classes, bool) or not isinstance(num_classes, int | np.integer):
-            raise TypeError(f"num_classes must be an int, got {type(num_classes).__name__}")
-        if num_classes < 2:
-            raise ValueError(f"num_classes must be >= 2 (collapse needs at least two classes), got {num_classes}")
-        if isinstance(dim, bool) or not isinstance(dim, int | np.integer) or dim < 1:
-            raise ValueError(f"dim must be a positive int, got {dim!r}")
+        if isinstance(K, bool) or not isinstance(K, int | np.integer):
+            raise TypeError(f"K must be an int, got {type(K).__name__}")
+        if K < 2:
+            raise ValueError(f"K must be >= 2 (collapse needs at least two classes), got {K}")
+        if isinstance(d, bool) or not isinstance(d, int | np.integer) or d < 1:
+            raise ValueError(f"d must be a positive int, got {d!r}")
         if track not in ("full", "light"):
             raise ValueError(f"track must be 'full' or 'light', got {track!r}")
         if compute_dtype not in ("float32", "float64"):
             raise ValueError(f"compute_dtype must be 'float32' or 'float64', got {compute_dtype!r}")
-        self.num_classes = int(num_classes)
-        self.dim = int(dim)
+        self.K = int(K)
+        self.d = int(d)
         self.track: Track = track
         self.unit_sums_kept = check_bool(unit_sums, name="unit_sums")
-        _check_state_size(self.num_classes, self.dim, track, self.unit_sums_kept)
+        _check_state_size(self.K, self.d, track, self.unit_sums_kept)
         self.check_finite = bool(check_finite)
         self.compute_dtype: ComputeDtype = compute_dtype
         # The lanes (`nclab.stats._lanes`) hold what an update has not yet added into the state: pending Gram
@@ -195,7 +195,7 @@ class ClassStats(Accumulator):
         self._shift32: torch.Tensor | None = None
         self._shift32_checked = False
         super().__init__(device)
-        K, d = self.num_classes, self.dim
+        K, d = self.K, self.d
         self.add_state("counts", (K,), torch.int64, nonnegative=True)
         self.add_state("shift", (K, d), reduce="shift")
         self.add_state("sum_dev", (K, d))
@@ -205,7 +205,7 @@ class ClassStats(Accumulator):
         if track == "full":
             self.add_state("scatter_dev", (d, d))
         # Per state (emptied by `_touch` whenever the statistics change): the derived values that `moments()`
-        # caches, and the checks and read-only views of the raw state (`raw`, `num_samples`, `require_nonempty`)
+        # caches, and the checks and read-only views of the raw state (`raw`, `N`, `require_nonempty`)
         self._derived: dict[Hashable, Any] = {}
         self._checked: dict[Hashable, Any] = {}
         self._version = 0
@@ -219,7 +219,7 @@ class ClassStats(Accumulator):
         cls,
         H: Any,
         y: Any,
-        num_classes: int | None = None,
+        K: int | None = None,
         track: Track = "full",
         *,
         batch_size: int | None = None,
@@ -241,13 +241,13 @@ class ClassStats(Accumulator):
         if len(shape) != 2:
             raise ValueError(f"features must be 2-D (N, d), got shape {shape}")
         yt = to_tensor(y, "labels")
-        if num_classes is None:
+        if K is None:
             if yt.numel() == 0:
-                raise ValueError("cannot infer num_classes from empty labels; pass num_classes")
+                raise ValueError("cannot infer K from empty labels; pass K")
             check_labels_dtype(yt)
-            num_classes = max(int(yt.max()) + 1, 2)
+            K = max(int(yt.max()) + 1, 2)
         stats = cls(
-            num_classes,
+            K,
             shape[1],
             track=track,
             check_finite=check_finite,
@@ -273,7 +273,7 @@ class ClassStats(Accumulator):
 
     # ------------------------------------------------------------------ accumulator protocol
     def _config(self) -> dict[str, Any]:
-        config: dict[str, Any] = {"num_classes": self.num_classes, "dim": self.dim, "track": self.track}
+        config: dict[str, Any] = {"K": self.K, "d": self.d, "track": self.track}
         if not self.unit_sums_kept:  # only when off: states saved before the option load as they did
             config["unit_sums"] = False
         return config
@@ -285,8 +285,8 @@ class ClassStats(Accumulator):
         cls, config: Mapping[str, Any], buffers: Mapping[str, np.ndarray], device: torch.device | None
     ) -> ClassStats:
         return cls(
-            int(config["num_classes"]),
-            int(config["dim"]),
+            int(config["K"]),
+            int(config["d"]),
             track=config["track"],
             device=device,
             compute_dtype=str(config.get("compute_dtype", "float64")),  # type: ignore[arg-type]
@@ -391,8 +391,8 @@ class ClassStats(Accumulator):
         """An independent copy (same configuration and state, same device)."""
         self._flush()
         out = ClassStats(
-            self.num_classes,
-            self.dim,
+            self.K,
+            self.d,
             track=self.track,
             check_finite=self.check_finite,
             compute_dtype=self.compute_dtype,
@@ -407,7 +407,7 @@ class ClassStats(Accumulator):
     # ------------------------------------------------------------------ accumulation
     def update(self, features: Any, labels: Any) -> ClassStats:
         """Accumulate a batch: ``features (B, d)`` of any float dtype, ``labels (B,)`` integers in ``[0, K)``."""
-        x, y = check_batch(features, labels, self.dim)
+        x, y = check_batch(features, labels, self.d)
         B = x.shape[0]
         if B == 0:
             return self
@@ -452,7 +452,7 @@ class ClassStats(Accumulator):
         float64 accumulation needs. Rows that fail it, and float64 rows, take the exact float64 checks of
         :meth:`_row_norms`, which name the problem."""
         if x.dtype not in _FLOAT32_EXACT:
-            check_label_range(y, self.num_classes)
+            check_label_range(y, self.K)
             norms, lo, hi = self._row_norms(x)
             return _Screen(False, _float32_safe(x, norms.flatten(), lo, hi), x, norms.flatten())
         x32 = x.float()
@@ -464,7 +464,7 @@ class ClassStats(Accumulator):
         else:  # one device sync
             both = torch.stack([ylo.double(), yhi.double(), lo_t.double(), hi_t.double()]).tolist()
             labels, (lo, hi) = (int(both[0]), int(both[1])), (both[2], both[3])
-        _check_label_bounds(*labels, self.num_classes, y)
+        _check_label_bounds(*labels, self.K, y)
         if not hi < float("inf"):  # NaN or inf in a row, or a square that overflowed float32
             norms64, lo, hi = self._row_norms(x)
             return _Screen(False, _float32_safe(x, norms64.flatten(), lo, hi), x, norms64.flatten())
@@ -481,7 +481,7 @@ class ClassStats(Accumulator):
         st = self._state
         assert st is not None
         B = x.shape[0]
-        first = torch.full((self.num_classes,), B, dtype=torch.int64, device=x.device)
+        first = torch.full((self.K,), B, dtype=torch.int64, device=x.device)
         first.scatter_reduce_(0, y, torch.arange(B, device=x.device), reduce="amin")
         new = (first < B) & (st["counts"] == 0)
         if bool(new.any()):
@@ -500,7 +500,7 @@ class ClassStats(Accumulator):
         if _kernels.accelerated(device):
             counts.index_add_(0, y, torch.ones_like(y))
             return None
-        per_class = torch.bincount(y, minlength=self.num_classes)
+        per_class = torch.bincount(y, minlength=self.K)
         counts += per_class
         return per_class
 
@@ -524,7 +524,7 @@ class ClassStats(Accumulator):
         n = min(torch.get_num_threads(), MAX_LANES, rows // MIN_LANE_ROWS)
         if n <= 1:
             return 1
-        K, d, b = self.num_classes, self.dim, self.gram_block_rows()
+        K, d, b = self.K, self.d, self.gram_block_rows()
         dd = d * d if self.track == "full" else 0
         own = 8 * (3 * K * d + dd)  # float64 accumulators
         buffers = 8 * b * d + 4 * b * d + 8 * dd + 4 * 2 * K * d  # Gram block, scratch, Gram, partial sums
@@ -575,8 +575,8 @@ class ClassStats(Accumulator):
 
     def _lane_spec(self) -> LaneSpec:
         return LaneSpec(
-            num_classes=self.num_classes,
-            dim=self.dim,
+            K=self.K,
+            d=self.d,
             full=self.track == "full",
             unit_sums=self.unit_sums_kept,
             block_rows=self.gram_block_rows(),
@@ -590,7 +590,7 @@ class ClassStats(Accumulator):
         1.07-1.12x at 2,048, 1.11-1.27x at 1,024 (benchmarks/RESULTS.md)."""
         if self._device is not None and _kernels.accelerated(self._device):
             return 4096
-        return max(256, min(4096, (1 << 21) // self.dim))
+        return max(256, min(4096, (1 << 21) // self.d))
 
     def _flush(self) -> None:
         """Add everything the lanes hold (pending Gram rows, float32 partial sums, the accumulators of the lanes
@@ -609,7 +609,7 @@ class ClassStats(Accumulator):
         anywhere in a row makes its norm non-finite, which rejects the batch before any accumulator changes (a
         rejected batch leaves no trace)."""
         # on the CPU in chunks: the float64 upcast inside the norm stays in cache
-        rows = x.shape[0] if _kernels.accelerated(x.device) else chunk_rows(x.shape[0], self.dim)
+        rows = x.shape[0] if _kernels.accelerated(x.device) else chunk_rows(x.shape[0], self.d)
         parts = [
             torch.linalg.vector_norm(x[i : i + rows], dim=1, keepdim=True, dtype=torch.float64)
             for i in range(0, x.shape[0], rows)
@@ -656,18 +656,18 @@ class ClassStats(Accumulator):
             self._flush()
         if self._state is None:
             if key == "counts":
-                return np.zeros(self.num_classes, dtype=np.int64)
+                return np.zeros(self.K, dtype=np.int64)
             if key == "scatter_dev":
-                return np.zeros((self.dim, self.dim))
+                return np.zeros((self.d, self.d))
             if key == "sq_dev":
-                return np.zeros(self.num_classes)
-            return np.zeros((self.num_classes, self.dim))
+                return np.zeros(self.K)
+            return np.zeros((self.K, self.d))
         t = self._state[key]
         arr = t.numpy() if t.device.type == "cpu" else t.cpu().numpy()
         if key in _OVERFLOWABLE and not self._finite(key, arr):
             # every accepted row is finite with finite squares, so only many rows near the bound get here
             raise ValueError(
-                f"the accumulated {key} overflowed float64 ({self.num_samples} samples whose norms lie near "
+                f"the accumulated {key} overflowed float64 ({self.N} samples whose norms lie near "
                 f"{_MAX_ROW_NORM:.2g}); divide the features by a constant (the collapse metrics are scale-invariant)"
             )
         return arr
@@ -711,11 +711,11 @@ class ClassStats(Accumulator):
         return self._get("counts").copy()
 
     @property
-    def num_samples(self) -> int:
+    def N(self) -> int:
         """Total sample count N."""
-        n = self._checked.get("num_samples")
+        n = self._checked.get("N")
         if n is None:
-            n = self._checked["num_samples"] = int(self._get("counts").sum())
+            n = self._checked["N"] = int(self._get("counts").sum())
         return n
 
     @property
@@ -734,7 +734,7 @@ class ClassStats(Accumulator):
         if empty.size:
             shown = ", ".join(map(str, empty[:10])) + (" ..." if empty.size > 10 else "")
             raise EmptyClassError(
-                f"{what} need a mean for every class, but {empty.size} of {self.num_classes} classes are empty "
+                f"{what} need a mean for every class, but {empty.size} of {self.K} classes are empty "
                 f"(classes {shown}); use stats.drop_empty() to measure the classes present"
             )
         return counts
@@ -820,7 +820,7 @@ class ClassStats(Accumulator):
         self._flush()
         out = ClassStats(
             int(keep.size),
-            self.dim,
+            self.d,
             track=self.track,
             check_finite=self.check_finite,
             compute_dtype=self.compute_dtype,
@@ -836,10 +836,8 @@ class ClassStats(Accumulator):
         return out
 
     def __repr__(self) -> str:
-        return (
-            f"ClassStats(num_classes={self.num_classes}, dim={self.dim}, track={self.track!r}, "
-            f"num_samples={self.num_samples}, device={self._device}"
-            + (f", compute_dtype={self.compute_dtype!r})" if self.compute_dtype != "float64" else ")")
+        return f"ClassStats(K={self.K}, d={self.d}, track={self.track!r}, N={self.N}, device={self._device}" + (
+            f", compute_dtype={self.compute_dtype!r})" if self.compute_dtype != "float64" else ")"
         )
 
 
@@ -902,7 +900,7 @@ def _check_state_size(K: int, d: int, track: Track, unit_sums: bool = True) -> N
         alternative = "use fewer classes (check the labels: is K right?) or reduce d"
     check_allocation(
         kd + dd,
-        what=f"ClassStats(num_classes={K}, dim={d}, track={track!r})"
+        what=f"ClassStats(K={K}, d={d}, track={track!r})"
         + (f" (the d x d scatter alone: {format_bytes(dd)})" if dd else ""),
         alternative=alternative,
     )
@@ -914,11 +912,11 @@ def check_labels_dtype(y: torch.Tensor) -> None:
         raise TypeError(f"labels must have an integer dtype, got {y.dtype}")
 
 
-def check_batch(features: Any, labels: Any, dim: int) -> tuple[torch.Tensor, torch.Tensor]:
+def check_batch(features: Any, labels: Any, d: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Validate one ``(features (B, d), labels (B,))`` batch; return them as tensors (no copy when possible).
 
     The one place for batch validation of every streaming accumulator (ClassStats, NCCAccumulator, ...):
-    2-D float features of dimension ``dim``, 1-D integer labels with one entry per row.
+    2-D float features of dimension ``d``, 1-D integer labels with one entry per row.
     """
     x = to_tensor(features, "features")
     y = to_tensor(labels, "labels")
@@ -927,8 +925,8 @@ def check_batch(features: Any, labels: Any, dim: int) -> tuple[torch.Tensor, tor
             raise ValueError(f"{name} are on the 'meta' device (no data); move them to 'cpu' or 'cuda' first")
     if x.ndim != 2:
         raise ValueError(f"features must be 2-D (B, d), got shape {tuple(x.shape)}")
-    if x.shape[1] != dim:
-        raise ValueError(f"features have dim {x.shape[1]}, but these statistics were built for dim {dim}")
+    if x.shape[1] != d:
+        raise ValueError(f"features have {x.shape[1]} columns, but these statistics were built for d = {d}")
     if not x.is_floating_point():
         raise TypeError(f"features must have a floating dtype, got {x.dtype}")
     if y.ndim != 1 or y.shape[0] != x.shape[0]:
@@ -939,15 +937,15 @@ def check_batch(features: Any, labels: Any, dim: int) -> tuple[torch.Tensor, tor
     return x, y
 
 
-def check_label_range(y: torch.Tensor, num_classes: int) -> None:
-    """Labels (non-empty) must lie in ``[0, num_classes)``."""
+def check_label_range(y: torch.Tensor, K: int) -> None:
+    """Labels (non-empty) must lie in ``[0, K)``."""
     lo, hi = torch.aminmax(y)
-    _check_label_bounds(int(lo), int(hi), num_classes)
+    _check_label_bounds(int(lo), int(hi), K)
 
 
-def _check_label_bounds(ymin: int, ymax: int, num_classes: int, y: torch.Tensor | None = None) -> None:
-    if ymin < 0 or ymax >= num_classes:
+def _check_label_bounds(ymin: int, ymax: int, K: int, y: torch.Tensor | None = None) -> None:
+    if ymin < 0 or ymax >= K:
         if y is not None:  # exact values (the screen may have read them through float64)
             ymin, ymax = int(y.min()), int(y.max())
         bad = ymin if ymin < 0 else ymax
-        raise ValueError(f"label {bad} is out of range [0, {num_classes})")
+        raise ValueError(f"label {bad} is out of range [0, {K})")

@@ -71,7 +71,7 @@ class GeodesicNCC(Accumulator):
         t = np.array(t_grid, dtype=np.float64).ravel()
         if t.size == 0 or not np.isfinite(t).all():
             raise ValueError("t_grid must be a non-empty array of finite times")
-        self.num_classes, self.dim = mu0.shape
+        self.K, self.d = mu0.shape
         self.t = t
         self.collapsed_end = bool(collapsed_end)
         self._mu0, self._mu1 = mu0, mu1
@@ -84,8 +84,8 @@ class GeodesicNCC(Accumulator):
     # ------------------------------------------------------------------ accumulator protocol
     def _config(self) -> dict[str, Any]:
         return {
-            "num_classes": self.num_classes,
-            "dim": self.dim,
+            "K": self.K,
+            "d": self.d,
             "num_times": int(self.t.size),
             "collapsed_end": self.collapsed_end,
         }
@@ -138,10 +138,9 @@ class GeodesicNCC(Accumulator):
         x0, x1 = to_tensor(h0, "h0"), to_tensor(h1, "h1")
         yt = to_tensor(y, "labels")
         check_labels_dtype(yt)  # float labels are an error, not silently truncated
-        if x0.ndim != 2 or x0.shape != x1.shape or x0.shape[1] != self.dim or tuple(yt.shape) != (x0.shape[0],):
+        if x0.ndim != 2 or x0.shape != x1.shape or x0.shape[1] != self.d or tuple(yt.shape) != (x0.shape[0],):
             raise ValueError(
-                f"expected h0, h1 (B, {self.dim}) and y (B,), "
-                f"got {tuple(x0.shape)}, {tuple(x1.shape)}, {tuple(yt.shape)}"
+                f"expected h0, h1 (B, {self.d}) and y (B,), got {tuple(x0.shape)}, {tuple(x1.shape)}, {tuple(yt.shape)}"
             )
         if not (x0.is_floating_point() and x1.is_floating_point()):
             raise TypeError(f"h0 and h1 must have a floating dtype, got {x0.dtype} and {x1.dtype}")
@@ -150,7 +149,7 @@ class GeodesicNCC(Accumulator):
         dev = self._device
         yt = yt.to(device=dev, dtype=torch.int64)
         if yt.numel():
-            check_label_range(yt, self.num_classes)
+            check_label_range(yt, self.K)
         u = x0.to(device=dev, dtype=torch.float64) - self._g0
         if self.collapsed_end:
             v = self._m1[yt]
@@ -170,12 +169,12 @@ class GeodesicNCC(Accumulator):
         return self
 
     @property
-    def num_samples(self) -> int:
+    def N(self) -> int:
         return 0 if self._state is None else int(self._state["count"])
 
     def accuracy(self) -> np.ndarray:
         """``PFC3(t)`` on the grid, ``(T,)``."""
-        n = self.num_samples
+        n = self.N
         if n == 0:
             raise ValueError("GeodesicNCC has seen no sample: feed the (h0, h1, y) batches with update()")
         assert self._state is not None
@@ -183,6 +182,6 @@ class GeodesicNCC(Accumulator):
 
     def __repr__(self) -> str:
         return (
-            f"GeodesicNCC(num_classes={self.num_classes}, dim={self.dim}, num_times={self.t.size}, "
-            f"collapsed_end={self.collapsed_end}, num_samples={self.num_samples})"
+            f"GeodesicNCC(K={self.K}, d={self.d}, num_times={self.t.size}, "
+            f"collapsed_end={self.collapsed_end}, N={self.N})"
         )

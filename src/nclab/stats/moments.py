@@ -85,8 +85,8 @@ _NAMES = frozenset(v for k, v in vars(MomentKey).items() if k.isupper())
 class MomentSource(Protocol):
     """What a :class:`ClassMoments` view reads from its statistics (:class:`~nclab.stats.ClassStats` is one)."""
 
-    num_classes: int
-    dim: int
+    K: int
+    d: int
     track: str
     unit_sums_kept: bool
 
@@ -94,7 +94,7 @@ class MomentSource(Protocol):
     def state_version(self) -> int: ...
 
     @property
-    def num_samples(self) -> int: ...
+    def N(self) -> int: ...
 
     @property
     def counts(self) -> np.ndarray: ...
@@ -128,8 +128,8 @@ class ClassMoments:
         Where to keep the cached values: by default a new dict that only this view holds;
         :meth:`ClassStats.moments <nclab.stats.ClassStats.moments>` passes the one ``stats`` keeps for itself.
 
-    The view also answers the raw reads of its statistics (``num_classes``, ``dim``, ``track``,
-    ``unit_sums_kept``, ``counts``, ``num_samples``, ``unit_sums``, ``empty_classes``, ``require_nonempty``,
+    The view also answers the raw reads of its statistics (``K``, ``d``, ``track``,
+    ``unit_sums_kept``, ``counts``, ``N``, ``unit_sums``, ``empty_classes``, ``require_nonempty``,
     ``drop_empty``), so that every metric takes a view or a ClassStats alike.
 
     Examples
@@ -148,7 +148,7 @@ class ClassMoments:
     True
     """
 
-    __slots__ = ("_cache", "_stats", "_version", "dim", "num_classes", "track", "unit_sums_kept")
+    __slots__ = ("K", "_cache", "_stats", "_version", "d", "track", "unit_sums_kept")
 
     def __init__(self, stats: MomentSource, *, cache: dict[Hashable, Any] | None = None) -> None:
         # the class, not the instance: a protocol isinstance would evaluate (copy) every property on Python 3.11
@@ -158,8 +158,8 @@ class ClassMoments:
         self._cache: dict[Hashable, Any] = {} if cache is None else cache
         self._version = stats.state_version
         # fixed for the life of the statistics: plain attributes (a report reads them hundreds of times)
-        self.num_classes: int = stats.num_classes
-        self.dim: int = stats.dim
+        self.K: int = stats.K
+        self.d: int = stats.d
         self.track: str = stats.track
         self.unit_sums_kept: bool = bool(getattr(stats, "unit_sums_kept", True))
 
@@ -207,8 +207,8 @@ class ClassMoments:
         return self._stats.counts
 
     @property
-    def num_samples(self) -> int:
-        return self._stats.num_samples
+    def N(self) -> int:
+        return self._stats.N
 
     @property
     def unit_sums(self) -> np.ndarray:
@@ -252,7 +252,7 @@ class ClassMoments:
         mu = self.means
         if weighting == "balanced":
             return mu.mean(axis=0)
-        return (self._stats.raw("counts") / self._stats.num_samples) @ mu
+        return (self._stats.raw("counts") / self._stats.N) @ mu
 
     def centered_means(self, weighting: Weighting = "balanced") -> np.ndarray:
         """``M = mu_k - mu_G``, ``(K, d)``."""
@@ -286,7 +286,7 @@ class ClassMoments:
         S = raw("sum_dev")
         # syrk fills the lower triangle of this C-ordered array (the upper one is not maintained): mirror it
         C = raw("scatter_dev")
-        W = np.where(strict_upper(self.dim), C.T, C)
+        W = np.where(strict_upper(self.d), C.T, C)
         nz = counts > 0
         Sn = S[nz] / np.sqrt(counts[nz])[:, None]
         W -= Sn.T @ Sn
@@ -295,7 +295,7 @@ class ClassMoments:
     def sigma_w(self, copy: bool = True) -> np.ndarray:
         """Within-class covariance ``Sigma_W = (1/N) sum_i (h_i - mu_{y_i})(h_i - mu_{y_i})^T``, ``(d, d)``."""
         self._need_full("the within-class scatter")
-        n = self._stats.num_samples
+        n = self._stats.N
         if n == 0:
             raise ValueError("sigma_w of empty ClassStats: no sample has been seen")
         # from the cached scatter if someone asked for it, else without caching the unscaled copy too
@@ -334,7 +334,7 @@ class ClassMoments:
 
     def trace_w(self) -> float:
         """``Tr Sigma_W = (1/N) sum_k class_ss_k`` (available in light mode)."""
-        n = self._stats.num_samples
+        n = self._stats.N
         if n == 0:
             raise ValueError("trace_w of empty ClassStats: no sample has been seen")
         return float(self.class_ss.sum() / n)
@@ -355,7 +355,7 @@ class ClassMoments:
     def _class_weights(self, weighting: Weighting) -> np.ndarray:
         check_weighting(weighting)
         if weighting == "balanced":
-            return np.full(self.num_classes, 1.0 / self.num_classes)
+            return np.full(self.K, 1.0 / self.K)
         counts = self._stats.raw("counts")
         return counts / counts.sum()
 

@@ -138,7 +138,7 @@ class NCCAccumulator(Accumulator):
     >>> K, n, d = 3, 20, 4
     >>> y = np.repeat(np.arange(K), n)
     >>> H = 4 * simplex_etf(K, d)[y] + 0.5 * np.random.default_rng(0).standard_normal((K * n, d))
-    >>> stats = ClassStats.from_arrays(H, y, num_classes=K)
+    >>> stats = ClassStats.from_arrays(H, y, K=K)
 
     >>> from nclab.stats import NCCAccumulator
     >>> W, b = simplex_etf(K, d), np.zeros(K)
@@ -187,13 +187,13 @@ class NCCAccumulator(Accumulator):
         mu = _matrix(means, "means")
         if mu.ndim != 2 or mu.shape[0] < 2 or mu.shape[1] < 1:
             raise ValueError(f"means must have shape (K, d) with K >= 2, got {tuple(mu.shape)}")
-        self.num_classes = K = int(mu.shape[0])
-        self.dim = d = int(mu.shape[1])
+        self.K = K = int(mu.shape[0])
+        self.d = d = int(mu.shape[1])
         # before the classifier and the right-hand side are built: refuse what cannot fit, bound the rest
         self._fixed_bytes, self._row_bytes = _memory_plan(K, d, W is not None, self.index)
         check_allocation(
             self._fixed_bytes + self._row_bytes,
-            what=f"NCCAccumulator(num_classes={K}, dim={d}, classifier={W is not None}, index={self.index!r}) "
+            what=f"NCCAccumulator(K={K}, d={d}, classifier={W is not None}, index={self.index!r}) "
             f"(class means, classifier and score right-hand side: O(K d))",
             alternative="use fewer classes (check the labels: is K right?) or reduce d (e.g. a random projection)",
         )
@@ -226,7 +226,7 @@ class NCCAccumulator(Accumulator):
 
     # ------------------------------------------------------------------ accumulator protocol
     def _config(self) -> dict[str, Any]:
-        return {"num_classes": self.num_classes, "dim": self.dim, "index": self.index}
+        return {"K": self.K, "d": self.d, "index": self.index}
 
     def _check_consistency(self, sd: Mapping[str, Any]) -> None:
         st = sd["state"]
@@ -303,8 +303,8 @@ class NCCAccumulator(Accumulator):
 
     def _features(self, x: torch.Tensor) -> torch.Tensor:
         """Checked shape and dtype, on the accumulator's device, in their own dtype (converted per chunk)."""
-        if x.ndim != 2 or x.shape[1] != self.dim:
-            raise ValueError(f"features must be (B, {self.dim}), got shape {tuple(x.shape)}")
+        if x.ndim != 2 or x.shape[1] != self.d:
+            raise ValueError(f"features must be (B, {self.d}), got shape {tuple(x.shape)}")
         if not x.is_floating_point():
             raise TypeError(f"features must have a floating dtype, got {x.dtype}")
         if self._state is None:
@@ -322,7 +322,7 @@ class NCCAccumulator(Accumulator):
     def _score_rows(self, batch_rows: int) -> int:
         """Rows scored at once: the cache-sized chunk of :func:`chunk_rows`, fewer when their scores would exceed
         the working budget (many classes), at least one."""
-        return max(1, min(chunk_rows(batch_rows, self.dim), self._work_bytes // self._row_bytes))
+        return max(1, min(chunk_rows(batch_rows, self.d), self._work_bytes // self._row_bytes))
 
     def _predict(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
         """NCC predictions ``(B,)`` and, with a classifier, its decisions ``argmax(W h + b)`` and
@@ -336,7 +336,7 @@ class NCCAccumulator(Accumulator):
         nobias: list[torch.Tensor] = []
         for start in range(0, x.shape[0], rows):
             xc = x[start : start + rows]
-            (xs,) = work_buffers(1, xc.shape[0], self.dim, xc.device)
+            (xs,) = work_buffers(1, xc.shape[0], self.d, xc.device)
             xs.copy_(xc).sub_(self._mu_g)  # h' = h - mu_G in float64 (one conversion, then same-dtype arithmetic)
             # a finite sum proves every entry finite (NaN / inf propagate into it); only a non-finite sum,
             # which may also be a harmless overflow, needs the O(B d) elementwise scan
@@ -358,7 +358,7 @@ class NCCAccumulator(Accumulator):
     def _decide(self, xs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
         """NCC predictions of one block of centred float64 features ``xs (rows, d)``, and with a classifier its
         decisions with and without the bias (see :meth:`_predict`)."""
-        K = self.num_classes
+        K = self.K
         logits = None
         if self._ann is None:
             G = _matmul(xs, self._rhs)  # (rows, K) or (rows, 2K)
@@ -379,7 +379,7 @@ class NCCAccumulator(Accumulator):
     def _ann_predict(self, xs: torch.Tensor) -> torch.Tensor:
         """NCC predictions of centred float64 features ``xs (rows, d)`` through the HNSW index: its candidates
         re-scored exactly, in ascending class order so that ``argmin`` keeps the lowest index among ties."""
-        k = min(_HNSW_CANDIDATES, self.num_classes)
+        k = min(_HNSW_CANDIDATES, self.K)
         _, found = self._ann.search(xs.to(device="cpu", dtype=torch.float32).numpy(), k)
         cand = torch.from_numpy(found).to(self._device)
         # faiss pads with -1 when the graph yields fewer than k results: repeat the best one (never changes argmin)
@@ -395,12 +395,12 @@ class NCCAccumulator(Accumulator):
 
     def update(self, features: Any, labels: Any) -> NCCAccumulator:
         """Accumulate a batch: ``features (B, d)`` (any float dtype), integer ``labels (B,)`` in [0, K)."""
-        x, y = check_batch(features, labels, self.dim)
+        x, y = check_batch(features, labels, self.d)
         if x.shape[0] == 0:
             return self
         x = self._features(x)
         y = y.to(device=self._device, dtype=torch.int64)
-        check_label_range(y, self.num_classes)
+        check_label_range(y, self.K)
         c = self._state
         assert c is not None
         # one torch thread on the CPU for these memory-bound passes: torch's OpenMP workers otherwise spin on the
@@ -413,7 +413,7 @@ class NCCAccumulator(Accumulator):
             flags += [clf == y, clf != ncc, nobias != ncc]
         # every per-class counter in one scatter-add (boolean indexing per counter costs a sync each)
         F = torch.stack(flags).to(torch.int64)
-        counts = torch.zeros((F.shape[0], self.num_classes), dtype=torch.int64, device=self._device)
+        counts = torch.zeros((F.shape[0], self.K), dtype=torch.int64, device=self._device)
         counts.index_add_(1, y, F)
         for key, row in zip(_COUNTERS, counts, strict=False):  # without W: the first two
             c[key] += row
@@ -421,7 +421,7 @@ class NCCAccumulator(Accumulator):
 
     # ------------------------------------------------------------------ results
     @property
-    def num_samples(self) -> int:
+    def N(self) -> int:
         return 0 if self._state is None else int(self._state["class_counts"].sum())
 
     def per_class(self) -> dict[str, np.ndarray]:
@@ -429,7 +429,7 @@ class NCCAccumulator(Accumulator):
         ``clf_correct``, ``mismatch``, ``mismatch_nobias`` (indexed by the true label)."""
         keys = _COUNTERS if self._W is not None else _COUNTERS[:2]
         if self._state is None:
-            return {k: np.zeros(self.num_classes, dtype=np.int64) for k in keys}
+            return {k: np.zeros(self.K, dtype=np.int64) for k in keys}
         return {k: self._state[k].cpu().numpy().copy() for k in keys}
 
     def compute(self) -> dict[str, Any]:
@@ -442,7 +442,7 @@ class NCCAccumulator(Accumulator):
         and ``ncc_mismatch`` come from the exact or the approximate nearest-centre search). Raises ``ValueError``
         if no sample has been seen.
         """
-        n = self.num_samples
+        n = self.N
         if n == 0:
             raise ValueError("NCCAccumulator.compute: no sample has been seen (call update first)")
         pc = self.per_class()
@@ -463,9 +463,9 @@ class NCCAccumulator(Accumulator):
 
     def __repr__(self) -> str:
         return (
-            f"NCCAccumulator(num_classes={self.num_classes}, dim={self.dim}, "
+            f"NCCAccumulator(K={self.K}, d={self.d}, "
             f"classifier={self.has_classifier}, "
-            f"bias={self.has_bias}, index={self.index!r}, num_samples={self.num_samples}, device={self._device})"
+            f"bias={self.has_bias}, index={self.index!r}, N={self.N}, device={self._device})"
         )
 
 

@@ -35,7 +35,7 @@ class PairedClassStats(Accumulator):
 
     Parameters
     ----------
-    num_classes, dim : K >= 2 and the common feature dimension d of both layers.
+    K, d : K >= 2 and the common feature dimension d of both layers.
     track : ClassStats mode of both ends; ``"light"`` (default, O(K d) memory) is all the geodesic needs.
     device : torch device, optional
         Where to accumulate. Default: the device of the first features passed to :meth:`update`.
@@ -46,13 +46,11 @@ class PairedClassStats(Accumulator):
 
     children: ClassVar[tuple[str, ...]] = ("start", "end")
 
-    def __init__(
-        self, num_classes: int, dim: int, *, track: Track = "light", device: str | torch.device | None = None
-    ) -> None:
-        self.start = ClassStats(num_classes, dim, track=track, device=device)
-        self.end = ClassStats(num_classes, dim, track=track, device=device)
-        self.num_classes = K = self.start.num_classes
-        self.dim = d = self.start.dim
+    def __init__(self, K: int, d: int, *, track: Track = "light", device: str | torch.device | None = None) -> None:
+        self.start = ClassStats(K, d, track=track, device=device)
+        self.end = ClassStats(K, d, track=track, device=device)
+        self.K = K = self.start.K
+        self.d = d = self.start.d
         super().__init__(device)
         self.add_state("shift0", (K, d), reduce="shift")
         self.add_state("shift1", (K, d), reduce="shift")
@@ -64,23 +62,21 @@ class PairedClassStats(Accumulator):
             self._allocate(self._device)
 
     @classmethod
-    def from_arrays(
-        cls, h0: Any, h1: Any, y: Any, num_classes: int | None = None, *, track: Track = "light"
-    ) -> PairedClassStats:
+    def from_arrays(cls, h0: Any, h1: Any, y: Any, K: int | None = None, *, track: Track = "light") -> PairedClassStats:
         y_arr = np.asarray(y.cpu() if isinstance(y, torch.Tensor) else y)
-        K = max(int(y_arr.max()) + 1, 2) if num_classes is None else num_classes
+        K = max(int(y_arr.max()) + 1, 2) if K is None else K
         out = cls(K, int(np.shape(h0)[1]), track=track)
         return out.update(h0, h1, y)
 
     # ------------------------------------------------------------------ accumulator protocol
     def _config(self) -> dict[str, Any]:
-        return {"num_classes": self.num_classes, "dim": self.dim, "track": self.start.track}
+        return {"K": self.K, "d": self.d, "track": self.start.track}
 
     @classmethod
     def _from_config(
         cls, config: Mapping[str, Any], buffers: Mapping[str, np.ndarray], device: torch.device | None
     ) -> PairedClassStats:
-        return cls(int(config["num_classes"]), int(config["dim"]), track=config["track"], device=device)
+        return cls(int(config["K"]), int(config["d"]), track=config["track"], device=device)
 
     def _shift_counts(self) -> torch.Tensor:
         return torch.as_tensor(self.start.counts, device=self._device)
@@ -103,8 +99,8 @@ class PairedClassStats(Accumulator):
 
     def _check_consistency(self, sd: Mapping[str, Any]) -> None:
         start, end = sd["start"]["state"], sd["end"]["state"]
-        n0 = np.zeros(self.num_classes, np.int64) if start is None else np.asarray(start["counts"])
-        n1 = np.zeros(self.num_classes, np.int64) if end is None else np.asarray(end["counts"])
+        n0 = np.zeros(self.K, np.int64) if start is None else np.asarray(start["counts"])
+        n1 = np.zeros(self.K, np.int64) if end is None else np.asarray(end["counts"])
         if not np.array_equal(n0, n1):
             raise ValueError("state is inconsistent: the two ends have different class counts")
         if sd["state"] is None and n0.any():
@@ -126,7 +122,7 @@ class PairedClassStats(Accumulator):
             raise ValueError(
                 f"h0 and h1 must be 2-D with the same shape (B, d): got {tuple(x0.shape)} and {tuple(x1.shape)}"
             )
-        # Both ClassStats validate (dim, labels, finiteness) before they change any state; the end is
+        # Both ClassStats validate (d, labels, finiteness) before they change any state; the end is
         # checked on a throw-away copy first, so a batch rejected by either side leaves no trace anywhere.
         self.end.copy().update(x1, y)
         seen = torch.as_tensor(self.start.counts > 0)  # before this batch: its new classes get shifts below
@@ -144,7 +140,7 @@ class PairedClassStats(Accumulator):
         u0 = x0.to(device=dev, dtype=torch.float64)
         u1 = x1.to(device=dev, dtype=torch.float64)
         yt = yt.to(dev)
-        first = torch.full((self.num_classes,), B, dtype=torch.int64, device=dev)
+        first = torch.full((self.K,), B, dtype=torch.int64, device=dev)
         first.scatter_reduce_(0, yt, torch.arange(B, device=dev), reduce="amin")
         new = (first < B) & ~seen.to(dev)
         if bool(new.any()):
@@ -164,13 +160,13 @@ class PairedClassStats(Accumulator):
         return self.start.counts
 
     @property
-    def num_samples(self) -> int:
-        return self.start.num_samples
+    def N(self) -> int:
+        return self.start.N
 
     def cross_within(self) -> np.ndarray:
         """``(K,)``: ``sum_{y_i = k} <h0_i - mu0_k, h1_i - mu1_k>`` (0 for empty classes)."""
         if self._state is None:
-            return np.zeros(self.num_classes)
+            return np.zeros(self.K)
         counts = self.start.counts.astype(np.float64)
         out = self._state["cross"].cpu().numpy().copy()
         S0 = self._state["sum0"].cpu().numpy()
@@ -182,7 +178,7 @@ class PairedClassStats(Accumulator):
     def trace_w_cross(self) -> float:
         """``A01 = (1/N) sum_k cross_k``: the cross term of ``Tr Sigma_W(t)`` along the line
         [Wang et al. 2024, Fig. 3]."""
-        n = self.num_samples
+        n = self.N
         if n == 0:
             raise ValueError("PairedClassStats are empty")
         return float(self.cross_within().sum() / n)
@@ -190,11 +186,11 @@ class PairedClassStats(Accumulator):
     def coupling_cost(self) -> float:
         """``(1/N) sum_i ||h1_i - h0_i||^2``: the identity-coupling transport cost (= the kinetic energy of the
         straight line; >= W_2^2 of the two empirical measures)."""
-        n = self.num_samples
+        n = self.N
         if n == 0:
             raise ValueError("PairedClassStats are empty")
         assert self._state is not None
         return float(self._state["coupling"]) / n
 
     def __repr__(self) -> str:
-        return f"PairedClassStats(num_classes={self.num_classes}, dim={self.dim}, num_samples={self.num_samples})"
+        return f"PairedClassStats(K={self.K}, d={self.d}, N={self.N})"

@@ -137,7 +137,7 @@ class PathStats(Accumulator):
         return self._state[key].cpu().numpy().copy()
 
     @property
-    def num_samples(self) -> int:
+    def N(self) -> int:
         return int(self._get("count"))
 
     @property
@@ -161,9 +161,9 @@ class PathStats(Accumulator):
 
     def kinetic_energy(self) -> np.ndarray:
         """Per-block ``E_l = (1/N) sum_i ||h^{l+1}_i - h^l_i||^2``, ``(L,)``; their sum is the OT regulariser."""
-        if self.num_samples == 0:
+        if self.N == 0:
             raise ValueError("PathStats are empty")
-        return self.step_sq_sums / self.num_samples
+        return self.step_sq_sums / self.N
 
     def straightness_index(self) -> float:
         """``sum_i ||h^L_i - h^0_i||^2 / (L sum_i sum_l ||h^{l+1}_i - h^l_i||^2)`` in ``[0, 1]``
@@ -178,4 +178,4 @@ class PathStats(Accumulator):
         return self.end_sq_sum / (L * total)
 
     def __repr__(self) -> str:
-        return f"PathStats(num_layers={self.num_layers}, num_samples={self.num_samples})"
+        return f"PathStats(num_layers={self.num_layers}, N={self.N})"

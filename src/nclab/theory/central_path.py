@@ -237,7 +237,7 @@ def _nc_metrics(X: np.ndarray, K: int) -> dict[str, float]:
     from nclab.metrics import equinorm, etf_gram_error, nc1, self_duality
     from nclab.stats import ClassStats
 
-    stats = ClassStats.from_arrays(X, class_major_labels(K, X.shape[0] // K), num_classes=K)
+    stats = ClassStats.from_arrays(X, class_major_labels(K, X.shape[0] // K), K=K)
     W, _ = ls_from_moments(_moments_rows(X, K), 0.0, True)
     return {
         "nc1": nc1(stats),

@@ -97,7 +97,7 @@ def endpoint_means(
 
 def _weights(paired: PairedClassStats, weighting: Weighting) -> np.ndarray:
     if weighting == "balanced":
-        return np.full(paired.num_classes, 1.0 / paired.num_classes)
+        return np.full(paired.K, 1.0 / paired.K)
     if weighting == "empirical":
         c = paired.counts
         return c / c.sum()
@@ -137,7 +137,7 @@ def _quadratic(t: np.ndarray, q0: float, q01: float, q1: float) -> np.ndarray:
 
 
 def _coefficients(paired: PairedClassStats, end: EndVariant, weighting: Weighting) -> tuple[dict[str, float], tuple]:
-    if paired.num_samples == 0:
+    if paired.N == 0:
         raise ValueError("PairedClassStats are empty")
     Ht0, Ht1, _ = endpoint_means(paired, end, weighting)
     w = _weights(paired, weighting)
@@ -241,7 +241,7 @@ class GeodesicProfile:
 def geodesic_profile(
     layers: Sequence[Any],
     y: Any,
-    num_classes: int,
+    K: int,
     *,
     ends: Sequence[EndVariant] = ("measured",),
     t_grid: Any = None,
@@ -264,7 +264,7 @@ def geodesic_profile(
     if any(int(h.shape[0]) != N for h in layers):
         raise ValueError(f"every layer needs one row per label ({N}); got {[int(h.shape[0]) for h in layers]}")
     path = PathStats(len(layers))
-    paired = PairedClassStats(num_classes, int(layers[0].shape[1]))
+    paired = PairedClassStats(K, int(layers[0].shape[1]))
     rows = [slice(s, s + batch_size) for s in range(0, N, batch_size)]
     for r in rows:
         chunk = [h[r] for h in layers]

@@ -78,7 +78,7 @@ DECOMPOSITION_KEYS = (
 )
 
 
-def paper_lambda(weight_decay: float, num_classes: int, convention: LambdaConvention = "mse_mean") -> float:
+def paper_lambda(weight_decay: float, K: int, convention: LambdaConvention = "mse_mean") -> float:
     """The [Han et al. 2022] lambda for a network trained with weight decay ``weight_decay`` (see
     :data:`LAMBDA_CONVENTIONS`).
 
@@ -89,10 +89,10 @@ def paper_lambda(weight_decay: float, num_classes: int, convention: LambdaConven
     """
     if not (weight_decay >= 0):
         raise ValueError(f"weight_decay must be >= 0, got {weight_decay}")
-    if isinstance(num_classes, bool) or not isinstance(num_classes, int | np.integer) or num_classes < 2:
-        raise ValueError(f"num_classes must be an int >= 2, got {num_classes!r}")
+    if isinstance(K, bool) or not isinstance(K, int | np.integer) or K < 2:
+        raise ValueError(f"K must be an int >= 2, got {K!r}")
     if convention == "mse_mean":
-        return num_classes * weight_decay / 2.0
+        return K * weight_decay / 2.0
     if convention == "mse_sum":
         return weight_decay / 2.0
     if convention == "paper":
@@ -100,13 +100,11 @@ def paper_lambda(weight_decay: float, num_classes: int, convention: LambdaConven
     raise ValueError(f"unknown lambda convention {convention!r}; known: {', '.join(LAMBDA_CONVENTIONS)}")
 
 
-def _resolve_lambda(
-    lam: float | None, weight_decay: float | None, convention: LambdaConvention, num_classes: int
-) -> float:
+def _resolve_lambda(lam: float | None, weight_decay: float | None, convention: LambdaConvention, K: int) -> float:
     if (lam is None) == (weight_decay is None):
         raise ValueError("give exactly one of lam (the [Han et al. 2022] lambda) or weight_decay (with convention=)")
     if lam is None:
-        return paper_lambda(float(weight_decay), num_classes, convention)  # type: ignore[arg-type]
+        return paper_lambda(float(weight_decay), K, convention)  # type: ignore[arg-type]
     if not (lam >= 0):
         raise ValueError(f"lam must be >= 0, got {lam}")
     return float(lam)
@@ -138,7 +136,7 @@ def _moments(stats: ClassStats | ClassMoments) -> Moments:
     pi = counts / counts.sum()
     if np.any(counts == 0):
         # An empty class contributes nothing to the loss sums; its mean is irrelevant (pi_c = 0) but undefined.
-        means = np.zeros((stats.num_classes, stats.dim))
+        means = np.zeros((stats.K, stats.d))
         nz = counts > 0
         means[nz] = stats.drop_empty().means
         mu = pi @ means
@@ -192,7 +190,7 @@ def ls_classifier_from_stats(
 
 
 def ls_classifier(
-    H: Any, y: Any, lam: float, bias: bool = True, *, num_classes: int | None = None
+    H: Any, y: Any, lam: float, bias: bool = True, *, K: int | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
     """Least-squares (ridge) classifier ``(W_LS (K, d), b_LS (K,))`` minimising the loss of [Han et al. 2022, eq. (3)].
 
@@ -202,9 +200,7 @@ def ls_classifier(
     second moments (e.g. ``N < d``) the minimum-norm solution is returned.
     """
     H = check_features(H, name="H")
-    stats = ClassStats.from_arrays(
-        H, check_labels(y, K=num_classes, name="y", num_rows=H.shape[0]), num_classes=num_classes
-    )
+    stats = ClassStats.from_arrays(H, check_labels(y, K=K, name="y", num_rows=H.shape[0]), K=K)
     return ls_classifier_from_stats(stats, lam, bias)
 
 
@@ -293,7 +289,7 @@ def mse_decomposition_from_stats(
     >>> K, n, d = 3, 20, 4
     >>> y = np.repeat(np.arange(K), n)
     >>> H = 4 * simplex_etf(K, d)[y] + 0.5 * np.random.default_rng(0).standard_normal((K * n, d))
-    >>> stats = ClassStats.from_arrays(H, y, num_classes=K)
+    >>> stats = ClassStats.from_arrays(H, y, K=K)
 
     >>> from nclab.theory import mse_decomposition_from_stats
     >>> out = mse_decomposition_from_stats(stats, simplex_etf(K, d) / 4, np.full(K, 1 / K), lam=1e-3)
@@ -318,7 +314,7 @@ def mse_decomposition(
     *,
     weight_decay: float | None = None,
     convention: LambdaConvention = "mse_mean",
-    num_classes: int | None = None,
+    K: int | None = None,
 ) -> dict[str, float]:
     """Exact decomposition of the [Han et al. 2022] MSE loss, Thms 1-2: ``L = L_NC1 + L_NC23 + L_perp``.
 
@@ -337,8 +333,8 @@ def mse_decomposition(
         ``ls_residual = |L_LS - (L_NC1 + L_NC23)|``, ``proximity_ratio = L_perp / L_LS`` and ``lambda``.
     """
     H = check_features(H, name="H")
-    y = check_labels(y, K=num_classes, name="y", num_rows=H.shape[0])
-    stats = ClassStats.from_arrays(H, y, num_classes=num_classes)
+    y = check_labels(y, K=K, name="y", num_rows=H.shape[0])
+    stats = ClassStats.from_arrays(H, y, K=K)
     m = _moments(stats)
     W, b, bias = _check_classifier(W, b, *m.means.shape)
     K = m.means.shape[0]

@@ -76,7 +76,7 @@ def snr_matrix(stats: ClassStats, *, rtol: float = 1e-12, singular: Literal["rai
     sw = stats.sigma_w()
     isq = inv_sqrt_psd(sw, rtol=rtol, singular=singular)
     S = stats.centered_means("balanced") @ isq
-    K = stats.num_classes
+    K = stats.K
     U, s, Vt = np.linalg.svd(S, full_matrices=False)
     r = min(K - 1, s.size)
     ev = np.linalg.eigvalsh(sw)
@@ -84,20 +84,18 @@ def snr_matrix(stats: ClassStats, *, rtol: float = 1e-12, singular: Literal["rai
     return SNR(matrix=S, omega=s[:r].copy(), left=U[:, :r], right=Vt[:r].T, sigma_w_rank=rank_w)
 
 
-def renormalize(H: Any, y: Any, num_classes: int | None = None) -> np.ndarray:
+def renormalize(H: Any, y: Any, K: int | None = None) -> np.ndarray:
     """Renormalised features ``X = (H - mu_G) Sigma_W^{-1/2}``, ``(N, d)`` ([Han et al. 2022, Sec. 3.1] / App. D.1).
 
     ``mu_G`` is the sample mean (the paper's global mean); afterwards ``Sigma_W(X) = I`` and the centred class
     means of X are the SNR matrix.
     """
     H = check_features(H, name="H")
-    stats = ClassStats.from_arrays(
-        H, check_labels(y, K=num_classes, name="y", num_rows=H.shape[0]), num_classes=num_classes
-    )
+    stats = ClassStats.from_arrays(H, check_labels(y, K=K, name="y", num_rows=H.shape[0]), K=K)
     return (H - stats.global_mean("empirical")) @ inv_sqrt_psd(stats.sigma_w())
 
 
-def central_path_terms(omega: Any, num_classes: int) -> dict[str, float]:
+def central_path_terms(omega: Any, K: int) -> dict[str, float]:
     """Spectral form of the loss on the central path, lambda = 0 [Han et al. 2022, Lemma 1]:
 
         L = 1/2 sum_j 1/(omega_j^2 + K),  L_NC1 = 1/2 sum_j omega_j^2/(K + omega_j^2)^2,
@@ -105,7 +103,7 @@ def central_path_terms(omega: Any, num_classes: int) -> dict[str, float]:
 
     over the K - 1 nonzero singular values (pad with zeros if fewer are given: ``L(omega = 0) = (K-1)/(2C)``).
     """
-    K = check_int(num_classes, name="num_classes", low=2)
+    K = check_int(K, name="K", low=2)
     w = np.zeros(K - 1)
     om = np.asarray(omega, dtype=np.float64).ravel()
     if om.size > K - 1:

@@ -9,7 +9,7 @@ augmented) is :mod:`nclab.train.feeds`'; :func:`plan_run` says what a config wil
 """
 
 from nclab.train.config import ConfigError, RunConfig, apply_overrides, deep_merge, load_config, resolve_config
-from nclab.train.losses import make_loss, paper004_lambda, within_class_cosine_penalty
+from nclab.train.losses import lambda_from_weight_decay, make_loss, within_class_cosine_penalty
 from nclab.train.optim import lr_at, make_optimizer
 from nclab.train.plan import MemoryEstimate, RunPlan, plan_run
 from nclab.train.presets import PRESETS, preset_dict
@@ -26,11 +26,11 @@ __all__ = [
     "Trainer",
     "apply_overrides",
     "deep_merge",
+    "lambda_from_weight_decay",
     "load_config",
     "lr_at",
     "make_loss",
     "make_optimizer",
-    "paper004_lambda",
     "plan_run",
     "preset_dict",
     "resolve_config",

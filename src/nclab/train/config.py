@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import inspect
 import typing
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -69,6 +70,30 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
+#: Option keys renamed when the sizes took the letters of docs/conventions.md: ``(section, old key) -> new key``.
+#: A config written before (a run's ``config.yaml``) still validates: the old key is read as the new one, with a
+#: ``DeprecationWarning`` naming both.
+_RENAMED_OPTIONS = {("data", "num_classes"): "K", ("model", "feature_dim"): "d"}
+
+
+def _renamed_options(section: str, data: Any) -> Any:
+    """``data`` (a section's raw mapping) with the old option keys of :data:`_RENAMED_OPTIONS` read as the new."""
+    if not isinstance(data, Mapping) or not isinstance(data.get("options"), Mapping):
+        return data
+    options = dict(data["options"])
+    for (where, old), new in _RENAMED_OPTIONS.items():
+        if where == section and old in options:
+            if new in options:
+                raise _AtKey(f"options.{old}", f"{old!r} is the old name of {new!r}; give only {new!r}")
+            warnings.warn(
+                f"{section}.options.{old} is deprecated: it is now {section}.options.{new} (read as such)",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            options[new] = options.pop(old)
+    return {**data, "options": options}
+
+
 class DataConfig(_Strict):
     """The data of a run: an in-memory dataset of :data:`nclab.data.DATASETS` (``nclab.data.load``) or a streamed
     image dataset of :data:`nclab.data.IMAGE_DATASETS` (``nclab.data.open_images``, decoded per item in
@@ -93,6 +118,11 @@ class DataConfig(_Strict):
     workers: Annotated[int, Field(ge=0)] = 0  # streamed: DataLoader worker processes
     pin_memory: StrictBool = False  # streamed, CUDA: page-locked batches, copied asynchronously
     persistent_workers: StrictBool = False  # streamed: keep the workers alive between epochs
+
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed(cls, data: Any) -> Any:
+        return _renamed_options("data", data)
 
     @field_validator("name")
     @classmethod
@@ -186,6 +216,11 @@ class ModelConfig(_Strict):
     options: dict[str, Any] = Field(default_factory=dict)
     head: HeadConfig = Field(default_factory=HeadConfig)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed(cls, data: Any) -> Any:
+        return _renamed_options("model", data)
+
     @field_validator("name")
     @classmethod
     def _known(cls, v: str) -> str:
@@ -197,7 +232,7 @@ class ModelConfig(_Strict):
     def _options(self) -> ModelConfig:
         init = NET_MODELS[self.name].__init__
         params = inspect.signature(init).parameters
-        allowed = [p for p in params if p not in ("self", "input_shape", "num_classes", "head")]
+        allowed = [p for p in params if p not in ("self", "input_shape", "K", "head")]
         bad = [k for k in self.options if k not in allowed]
         if bad:
             raise _AtKey(f"options.{bad[0]}", f"not an option of model {self.name!r} (options: {', '.join(allowed)})")

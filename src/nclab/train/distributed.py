@@ -128,26 +128,26 @@ def per_rank_batch(global_batch: int) -> int:
     return global_batch // world
 
 
-def train_order(num_samples: int, seed: int, epoch: int) -> torch.Tensor:
+def train_order(N: int, seed: int, epoch: int) -> torch.Tensor:
     """This rank's sample indices for ``epoch``: ``DistributedSampler(shuffle=True, seed=seed)`` after
     ``set_epoch(epoch)`` (the same permutation on every rank, each taking every ``world``-th index; padded with
     repeats to an equal share per rank)."""
-    sampler = DistributedSampler(range(num_samples), num_replicas=world_size(), rank=_rank(), shuffle=True, seed=seed)
+    sampler = DistributedSampler(range(N), num_replicas=world_size(), rank=_rank(), shuffle=True, seed=seed)
     sampler.set_epoch(epoch)
     return torch.tensor(list(sampler), dtype=torch.long)
 
 
-def eval_shard(num_samples: int, batch_size: int) -> slice:
-    """This rank's contiguous part of a split of ``num_samples`` for a measurement in batches of ``batch_size``:
+def eval_shard(N: int, batch_size: int) -> slice:
+    """This rank's contiguous part of a split of ``N`` for a measurement in batches of ``batch_size``:
     whole batches ``[r nb / W, (r + 1) nb / W)`` of the ``nb`` a single process would use, so each sample meets
     the same batch-mates (bit-identical features); when there are fewer batches than ranks, an even cut of the
     samples instead. No padding: each sample is in exactly one shard."""
     world, r = world_size(), _rank()
-    nb = math.ceil(num_samples / batch_size)
+    nb = math.ceil(N / batch_size)
     if nb >= world:
         lo, hi = r * nb // world * batch_size, (r + 1) * nb // world * batch_size
-        return slice(min(lo, num_samples), min(hi, num_samples))
-    return slice(r * num_samples // world, (r + 1) * num_samples // world)
+        return slice(min(lo, N), min(hi, N))
+    return slice(r * N // world, (r + 1) * N // world)
 
 
 def sum_all(*values: float) -> tuple[float, ...]:

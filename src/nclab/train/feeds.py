@@ -61,12 +61,12 @@ class TrainingBatch:
     target: torch.Tensor
 
 
-def _order(num_samples: int, seed: int, epoch: int) -> torch.Tensor:
+def _order(N: int, seed: int, epoch: int) -> torch.Tensor:
     """This process's sample order of ``epoch`` (the same draw as the runs before streamed data existed)."""
     if is_distributed():
-        return ddp.train_order(num_samples, seed, epoch)
+        return ddp.train_order(N, seed, epoch)
     gen = torch.Generator().manual_seed(seed * 1_000_003 + epoch)
-    return torch.randperm(num_samples, generator=gen)
+    return torch.randperm(N, generator=gen)
 
 
 class TrainFeed:
@@ -143,18 +143,18 @@ class _EpochBatches:
     """A batch sampler: the batches of ``(epoch, index)`` keys of the current :attr:`epoch` (set before each
     iteration), in the order of :func:`_order`."""
 
-    def __init__(self, num_samples: int, seed: int, batch_size: int, drop_last: bool) -> None:
-        self.num_samples, self.seed, self.batch_size, self.drop_last = num_samples, seed, batch_size, drop_last
+    def __init__(self, N: int, seed: int, batch_size: int, drop_last: bool) -> None:
+        self.N, self.seed, self.batch_size, self.drop_last = N, seed, batch_size, drop_last
         self.epoch = 0
 
     def __iter__(self) -> Iterator[list[tuple[int, int]]]:
-        order, bs = _order(self.num_samples, self.seed, self.epoch).tolist(), self.batch_size
+        order, bs = _order(self.N, self.seed, self.epoch).tolist(), self.batch_size
         stop = len(order) - len(order) % bs if self.drop_last else len(order)
         for s in range(0, stop, bs):
             yield [(self.epoch, i) for i in order[s : s + bs]]
 
     def __len__(self) -> int:
-        n = len(_order(self.num_samples, self.seed, 0)) if is_distributed() else self.num_samples
+        n = len(_order(self.N, self.seed, 0)) if is_distributed() else self.N
         return n // self.batch_size if self.drop_last else math.ceil(n / self.batch_size)
 
 
@@ -202,12 +202,12 @@ class EvalSplit:
     """One measured split: :meth:`measure` (the passes of :mod:`nclab.measure`) and :meth:`wrong` (the
     zero-error check), each over this process's shard (:func:`nclab.train.distributed.eval_shard`)."""
 
-    num_samples: int
-    num_classes: int
+    N: int
+    K: int
 
     def shard_size(self, batch_size: int) -> int:
-        part = ddp.eval_shard(self.num_samples, batch_size)
-        return len(range(self.num_samples)[part])
+        part = ddp.eval_shard(self.N, batch_size)
+        return len(range(self.N)[part])
 
     def measure(
         self, model: nn.Module, plan: MeasurePlan, reference: Mapping[str, ClassStats] | None
@@ -222,17 +222,17 @@ class EvalSplit:
 class MemorySplit(EvalSplit):
     def __init__(self, x: torch.Tensor, data: ArrayDataset, device: torch.device) -> None:
         self.x, self.y, self.device = x, data.y, device
-        self.num_samples, self.num_classes = len(data), data.num_classes
+        self.N, self.K = len(data), data.K
 
     def measure(
         self, model: nn.Module, plan: MeasurePlan, reference: Mapping[str, ClassStats] | None
     ) -> SplitMeasurement:
-        part = ddp.eval_shard(self.num_samples, plan.batch_size)
+        part = ddp.eval_shard(self.N, plan.batch_size)
         x, y = self.x[part].to(self.device), self.y[part].to(self.device)
         return measure_split(model, (x, y), plan, reference=reference)
 
     def wrong(self, model: nn.Module, batch_size: int, dtype: torch.dtype | None) -> int:
-        part = ddp.eval_shard(self.num_samples, batch_size)
+        part = ddp.eval_shard(self.N, batch_size)
         x, y, wrong = self.x[part], self.y[part], 0
         with autocast(model, dtype):
             for s in range(0, len(y), batch_size):
@@ -244,12 +244,12 @@ class MemorySplit(EvalSplit):
 class StreamSplit(EvalSplit):
     def __init__(self, files: ImageFiles, cfg: RunConfig, device: torch.device) -> None:
         self.files, self.cfg, self.device = files, cfg, device
-        self.num_samples, self.num_classes = len(files), files.num_classes
+        self.N, self.K = len(files), files.K
         self._loaders: dict[int, DataLoader] = {}  # per batch size: persistent workers stay with their loader
 
     def _part(self, batch_size: int) -> tuple[DataLoader, torch.Tensor]:
-        part = ddp.eval_shard(self.num_samples, batch_size)
-        rows = range(self.num_samples)[part]
+        part = ddp.eval_shard(self.N, batch_size)
+        rows = range(self.N)[part]
         if batch_size not in self._loaders:
             self._loaders[batch_size] = _loader(
                 Subset(self.files, rows), self.cfg, self.device, batch_size=batch_size, shuffle=False
@@ -282,7 +282,7 @@ class RunData:
     train: TrainFeed
     splits: dict[str, EvalSplit | None]
     input_shape: tuple[int, ...]
-    num_classes: int
+    K: int
     recipe: Recipe
 
 
@@ -305,7 +305,7 @@ def _memory(cfg: RunConfig, device: torch.device, batch_size: int) -> RunData:
         mean=mean,
         std=std,
         streamed=False,
-        num_classes=train.num_classes,
+        K=train.K,
         label_smoothing=cfg.loss.label_smoothing,
     )
 
@@ -317,10 +317,10 @@ def _memory(cfg: RunConfig, device: torch.device, batch_size: int) -> RunData:
         "train": MemorySplit(view(train), train, device),
         "test": None if test is None else MemorySplit(view(test), test, device),
     }
-    return RunData(feed, splits, tuple(train.input_shape), train.num_classes, recipe)
+    return RunData(feed, splits, tuple(train.input_shape), train.K, recipe)
 
 
-def _stream_recipe(cfg: RunConfig, num_classes: int) -> tuple[int, Recipe]:
+def _stream_recipe(cfg: RunConfig, K: int) -> tuple[int, Recipe]:
     """The channel count and the recipe of a streamed dataset: ImageNet's mean and std (their channel averages
     for grey images, ``options.mode: L``) unless ``data.normalize`` is false."""
     d = cfg.data
@@ -333,7 +333,7 @@ def _stream_recipe(cfg: RunConfig, num_classes: int) -> tuple[int, Recipe]:
         mean=mean if d.normalize else None,
         std=std if d.normalize else None,
         streamed=True,
-        num_classes=num_classes,
+        K=K,
         label_smoothing=cfg.loss.label_smoothing,
         eval_resize=d.eval_resize,
     )
@@ -345,7 +345,7 @@ def _streamed(cfg: RunConfig, device: torch.device, batch_size: int) -> RunData:
     options = dict(d.options)
     size = int(d.image_size or 0)
     train = open_images(d.name, d.train_split, d.root, per_class=d.per_class, seed=cfg.seed, **options)
-    channels, recipe = _stream_recipe(cfg, train.num_classes)
+    channels, recipe = _stream_recipe(cfg, train.K)
     feed = StreamFeed(
         train.with_transform(recipe.train),
         recipe,
@@ -365,7 +365,7 @@ def _streamed(cfg: RunConfig, device: torch.device, batch_size: int) -> RunData:
                 f"({len(test.classes)} vs {len(train.classes)}, first {test.classes[:3]} vs {train.classes[:3]})"
             )
         splits["test"] = StreamSplit(test.with_transform(recipe.eval), cfg, device)
-    return RunData(feed, splits, (channels, size, size), train.num_classes, recipe)
+    return RunData(feed, splits, (channels, size, size), train.K, recipe)
 
 
 def streamed_split(cfg: RunConfig, split: str, *, per_class: int | None = None) -> ImageFiles:
@@ -373,7 +373,7 @@ def streamed_split(cfg: RunConfig, split: str, *, per_class: int | None = None) 
     read; ``nclab extract`` reads the same)."""
     d = cfg.data
     files = open_images(d.name, split, d.root, per_class=per_class, seed=cfg.seed, **d.options)
-    return files.with_transform(_stream_recipe(cfg, files.num_classes)[1].eval)
+    return files.with_transform(_stream_recipe(cfg, files.K)[1].eval)
 
 
 def load_run_data(cfg: RunConfig, device: torch.device, batch_size: int) -> RunData:

@@ -9,7 +9,7 @@ MSE scale convention ([Han et al. 2022], [Han et al. 2022]). [Han et al. 2022] w
 ``L = (1/2) Ave_i ||W h_i + b - y_i||^2 + (lambda/2)(||W||^2 + ||b||^2)`` (eq. (2)) but trains with
 ``nn.MSELoss()`` = ``(1/(B K)) sum_{i,k} (f_k(x_i) - y_ik)^2`` = ``(2/K) x`` the data term of L, plus SGD's
 coupled weight decay ``wd`` (the gradient of ``(wd/2)||theta||^2``). Dividing that objective by ``2/K``
-gives eq. (2) with ``lambda = K wd / 2`` -- :func:`paper004_lambda`. ``reduction="sum_half"`` trains on the
+gives eq. (2) with ``lambda = K wd / 2`` -- :func:`lambda_from_weight_decay`. ``reduction="sum_half"`` trains on the
 eq. (2) data term itself, for which ``lambda = wd``. (The reference Colab's decomposition uses
 ``lambda = wd / 2``, consistent with a loss *summed* over outputs without the 1/2.) Targets are
 ``target_scale x`` one-hot (1 in [Han et al. 2022]: "vanilla" MSE).
@@ -38,12 +38,12 @@ import torch.nn.functional as F
 
 from nclab.train.config import LossConfig
 
-__all__ = ["LossFn", "make_loss", "paper004_lambda", "within_class_cosine_penalty"]
+__all__ = ["LossFn", "lambda_from_weight_decay", "make_loss", "within_class_cosine_penalty"]
 
 LossFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 
 
-def paper004_lambda(weight_decay: float, num_classes: int, reduction: str = "mean") -> float:
+def lambda_from_weight_decay(weight_decay: float, K: int, reduction: str = "mean") -> float:
     """The lambda of [Han et al. 2022, eq. (2)] equivalent to training ``MSE(reduction) + (wd/2)||theta||^2``:
     ``K wd / 2`` for ``nn.MSELoss()`` (``"mean"``), ``wd`` for ``"sum_half"``."""
     from nclab.theory.mse import paper_lambda  # the one definition of the mapping
@@ -51,14 +51,14 @@ def paper004_lambda(weight_decay: float, num_classes: int, reduction: str = "mea
     conventions = {"mean": "mse_mean", "sum_half": "paper"}
     if reduction not in conventions:
         raise ValueError(f"reduction must be 'mean' or 'sum_half', got {reduction!r}")
-    return paper_lambda(weight_decay, num_classes, conventions[reduction])
+    return paper_lambda(weight_decay, K, conventions[reduction])
 
 
-def within_class_cosine_penalty(h: torch.Tensor, y: torch.Tensor, num_classes: int, variant: str = "pairs"):
+def within_class_cosine_penalty(h: torch.Tensor, y: torch.Tensor, K: int, variant: str = "pairs"):
     """The batch regulariser ``R`` of the module docstring (differentiable; 0 if no class has a pair)."""
     u = F.normalize(h, dim=1)
-    S = torch.zeros(num_classes, u.shape[1], dtype=u.dtype, device=u.device).index_add(0, y, u)
-    n = torch.bincount(y, minlength=num_classes).to(u.dtype)
+    S = torch.zeros(K, u.shape[1], dtype=u.dtype, device=u.device).index_add(0, y, u)
+    n = torch.bincount(y, minlength=K).to(u.dtype)
     sq = (S * S).sum(dim=1)
     if variant == "with_self":
         keep = n > 0
@@ -74,13 +74,13 @@ def within_class_cosine_penalty(h: torch.Tensor, y: torch.Tensor, num_classes: i
     raise ValueError(f"unknown cosine-regulariser variant {variant!r}")
 
 
-def make_loss(cfg: LossConfig, num_classes: int) -> LossFn:
+def make_loss(cfg: LossConfig, K: int) -> LossFn:
     """The loss of ``cfg`` (see the module docstring for the conventions)."""
     if cfg.name == "mse":
         scale, half = cfg.target_scale, cfg.reduction == "sum_half"
 
         def mse(logits: torch.Tensor, y: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
-            target = (y.to(logits.dtype) if y.ndim == 2 else F.one_hot(y, num_classes).to(logits.dtype)) * scale
+            target = (y.to(logits.dtype) if y.ndim == 2 else F.one_hot(y, K).to(logits.dtype)) * scale
             if half:
                 return 0.5 * (logits - target).pow(2).sum(dim=1).mean()
             return F.mse_loss(logits, target)
@@ -99,7 +99,7 @@ def make_loss(cfg: LossConfig, num_classes: int) -> LossFn:
                 raise ValueError(
                     "ce_cosreg needs class labels (B,), not soft targets (B, K): its regulariser is per class"
                 )
-            loss = loss + weight * within_class_cosine_penalty(h, y, num_classes, variant)
+            loss = loss + weight * within_class_cosine_penalty(h, y, K, variant)
         return loss
 
     return ce

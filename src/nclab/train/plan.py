@@ -80,7 +80,7 @@ class RunPlan:
     trainable_parameters: int
     memory: MemoryEstimate
     input_shape: tuple[int, ...]
-    num_classes: int
+    K: int
     train_samples: int
     test_samples: int | None
     processes: int
@@ -122,15 +122,15 @@ def _size(nbytes: float) -> str:
     return f"{nbytes:.1f} GiB"  # pragma: no cover
 
 
-def _build(cfg: RunConfig, input_shape: tuple[int, ...], num_classes: int) -> tuple[nn.Module, bool]:
+def _build(cfg: RunConfig, input_shape: tuple[int, ...], K: int) -> tuple[nn.Module, bool]:
     """The network on the meta device when it builds there (``True``), else on the CPU."""
     spec = dict(head=cfg.model.head.build_kwargs(), **cfg.model.options)
     try:
         with torch.device("meta"):
-            return build_model(cfg.model.name, input_shape, num_classes, **spec), True
+            return build_model(cfg.model.name, input_shape, K, **spec), True
     except (RuntimeError, NotImplementedError, TypeError, ValueError):  # an initialiser that reads values
         torch.manual_seed(cfg.seed)
-        return build_model(cfg.model.name, input_shape, num_classes, **spec), False
+        return build_model(cfg.model.name, input_shape, K, **spec), False
 
 
 def _activations(
@@ -253,7 +253,7 @@ def plan_run(config: RunConfig | dict[str, Any], *, processes: int = 1) -> RunPl
         raise ValueError(f"train.batch_size={t.batch_size} must divide evenly over {processes} processes")
     per_process = t.batch_size // processes
     data = load_run_data(cfg, torch.device("cpu"), per_process)
-    model, on_meta = _build(cfg, data.input_shape, data.num_classes)
+    model, on_meta = _build(cfg, data.input_shape, data.K)
     params = list(model.parameters())
     n_params = sum(p.numel() for p in params)
     trainable = sum(p.numel() for p in params if p.requires_grad)
@@ -271,7 +271,7 @@ def plan_run(config: RunConfig | dict[str, Any], *, processes: int = 1) -> RunPl
         except (RuntimeError, NotImplementedError, TypeError, ValueError):  # an op without a meta kernel
             acts, dims = None, {}
         if dims:
-            n, K = len(data.train), data.num_classes
+            n, K = len(data.train), data.K
             cache = min(cfg.measure.cache_mb * 2**20, n * sum(dims.values()) * elem)
             full = set(dims) if cfg.measure.full_layers == "all" else {model.penultimate_name}
             stats = sum(K * dv * 8 + (dv * dv * 8 if name in full else 0) for name, dv in dims.items())
@@ -302,9 +302,9 @@ def plan_run(config: RunConfig | dict[str, Any], *, processes: int = 1) -> RunPl
         trainable_parameters=trainable,
         memory=memory,
         input_shape=data.input_shape,
-        num_classes=data.num_classes,
+        K=data.K,
         train_samples=n_train,
-        test_samples=None if test is None else test.num_samples,
+        test_samples=None if test is None else test.N,
         processes=processes,
         steps_per_epoch=steps_per_epoch,
         steps=steps_per_epoch * t.epochs,

@@ -78,7 +78,7 @@ from nclab.train import distributed as ddp
 from nclab.train.checkpoint import checkpoint_bytes, columns_to_rows, load_checkpoint
 from nclab.train.config import ConfigError, RunConfig, check_device_available, resolve_config
 from nclab.train.feeds import EvalSplit, RunData, TrainingBatch, load_run_data
-from nclab.train.losses import LossFn, make_loss, paper004_lambda
+from nclab.train.losses import LossFn, lambda_from_weight_decay, make_loss
 from nclab.train.optim import lr_at, make_optimizer
 from nclab.train.rundir import (
     RunDirError,
@@ -225,7 +225,7 @@ class Trainer:
         if saved is not None:
             self._restore(saved)
         else:
-            lam = paper004_lambda(cfg.optim.weight_decay, self.data.num_classes, cfg.loss.reduction)
+            lam = lambda_from_weight_decay(cfg.optim.weight_decay, self.data.K, cfg.loss.reduction)
             self.log(
                 f"start: {cfg.name} ({cfg.data.name}, {cfg.model.name}, loss {cfg.loss.name}); "
                 f"N_train={len(self.data.train)}; [Han et al. 2022] lambda of this objective = {lam:g}"
@@ -369,7 +369,7 @@ class Trainer:
         layers = None if m.layers == "all" else ([model.penultimate_name] if m.layers == "penultimate" else m.layers)
         return MeasurePlan.of(
             model,
-            self.data.num_classes,
+            self.data.K,
             layers=layers,
             penultimate=model.penultimate_name,
             loss_fn=self.loss_fn if self.autocast_dtype is None else self._loss,
@@ -393,7 +393,7 @@ class Trainer:
         wrong = data.wrong(model, self.cfg.measure.batch_size, self.autocast_dtype)
         model.train()
         (wrong,) = ddp.sum_all(wrong)
-        return wrong / data.num_samples
+        return wrong / data.N
 
     def checkpoint(self) -> None:
         """Write ``checkpoints/last.pt`` (copied to ``epoch_NNNN.pt`` at a measured epoch with
@@ -439,10 +439,10 @@ class Trainer:
             "measured_epochs": st.measured,
             "penultimate": model.penultimate_name,
             "layers": list(model.measured_layers()),
-            "num_classes": data.num_classes,
+            "num_classes": data.K,
             "train_samples": len(data.train),
-            "test_samples": None if data.splits["test"] is None else data.splits["test"].num_samples,
-            "paper004_lambda": paper004_lambda(cfg.optim.weight_decay, data.num_classes, cfg.loss.reduction),
+            "test_samples": None if data.splits["test"] is None else data.splits["test"].N,
+            "lambda_from_weight_decay": lambda_from_weight_decay(cfg.optim.weight_decay, data.K, cfg.loss.reduction),
             "timings": st.timings,
         }
         atomic_write_text(self.run_dir.summary, json.dumps(summary, indent=2) + "\n")
@@ -493,7 +493,7 @@ class Trainer:
             model = build_model(
                 cfg.model.name,
                 data.input_shape,
-                data.num_classes,
+                data.K,
                 head=cfg.model.head.build_kwargs(),
                 **cfg.model.options,
             )
@@ -507,7 +507,7 @@ class Trainer:
         model.to(self.device)
         if cfg.train.channels_last:
             model.to(memory_format=torch.channels_last)
-        return model, make_optimizer(model, cfg.optim), make_loss(cfg.loss, data.num_classes)
+        return model, make_optimizer(model, cfg.optim), make_loss(cfg.loss, data.K)
 
     def _restore(self, saved: dict[str, Any]) -> None:
         self.model.load_state_dict(saved["model"])
@@ -587,10 +587,9 @@ class Trainer:
         return loss_sum, wrong
 
     def _mse_decomposition(self, res: SplitMeasurement, data: EvalSplit) -> list[tuple[str, float]]:
-        """The [Han et al. 2022] loss decomposition (Fig. 2) of an MSE run at the penultimate layer: L = L_NC1 + L_NC2/3
-        +
-        L_perp, with the lambda this run trains with (``paper004_lambda``). Only for MSE on unit one-hot targets
-        with a linear head, from the full ClassStats of the same pass (no extra pass)."""
+        """The [Han et al. 2022] loss decomposition (Fig. 2) of an MSE run at the penultimate layer:
+        L = L_NC1 + L_NC2/3 + L_perp, with the lambda this run trains with (``lambda_from_weight_decay``). Only for
+        MSE on unit one-hot targets with a linear head, from the full ClassStats of the same pass (no extra pass)."""
         loss, model = self.cfg.loss, self.model
         stats = res.moments.get(model.penultimate_name)  # the report's view: its Sigma_W and Sigma_T are reused
         clf = find_classifier(model)
@@ -598,7 +597,7 @@ class Trainer:
             return []
         if getattr(model.head, "cosine", False) or stats.empty_classes.size:
             return []
-        lam = paper004_lambda(self.cfg.optim.weight_decay, data.num_classes, loss.reduction)
+        lam = lambda_from_weight_decay(self.cfg.optim.weight_decay, data.K, loss.reduction)
         dec = mse_decomposition_from_stats(stats, clf.W, clf.b, lam=lam)
         keys = ("L", "L_LS", "L_NC1", "L_NC23", "L_perp", "proximity_ratio")
         return [(f"mse_{k}", float(dec[k])) for k in keys]

@@ -51,7 +51,7 @@ from nclab.io.yaml_io import load_yaml_file
 from nclab.stats import Accumulator
 from nclab.train.checkpoint import load_checkpoint
 from nclab.train.config import RunConfig
-from nclab.train.losses import paper004_lambda
+from nclab.train.losses import lambda_from_weight_decay
 from nclab.train.rundir import resume_differences
 
 __all__ = ["Finding", "verify"]
@@ -325,14 +325,14 @@ def _summary_problems(files: _Files) -> list[str]:
     if s.get("penultimate") is not None and rows and not any(r.layer == s["penultimate"] for r in rows):
         wrong.append(f"penultimate is {s['penultimate']!r}, a layer without rows in metrics.csv")
     try:
-        lam = paper004_lambda(cfg["optim"]["weight_decay"], s["num_classes"], cfg["loss"]["reduction"])
+        lam = lambda_from_weight_decay(cfg["optim"]["weight_decay"], s["num_classes"], cfg["loss"]["reduction"])
     except (KeyError, TypeError, ValueError):
         lam = None
-    if lam is not None and not (
-        isinstance(s.get("paper004_lambda"), float | int) and math.isclose(s["paper004_lambda"], lam)
-    ):
+    # runs written before the key was named by its meaning call it "paper004_lambda"
+    key = "lambda_from_weight_decay" if "paper004_lambda" not in s else "paper004_lambda"
+    if lam is not None and not (isinstance(s.get(key), float | int) and math.isclose(s[key], lam)):
         wrong.append(
-            f"paper004_lambda {s.get('paper004_lambda')!r} does not follow from its num_classes "
+            f"{key} {s.get(key)!r} does not follow from its num_classes "
             f"{s.get('num_classes')!r} and the config's weight decay and loss (they give {lam!r})"
         )
     return list(dict.fromkeys(wrong))

@@ -63,7 +63,7 @@ def _as_features(X: Any, name: str) -> torch.Tensor:
     return t
 
 
-def _as_labels(y: Any, n: int, name: str, num_classes: int | None = None) -> torch.Tensor:
+def _as_labels(y: Any, n: int, name: str, K: int | None = None) -> torch.Tensor:
     t = torch.as_tensor(y)
     if t.ndim != 1 or t.shape[0] != n:
         raise ValueError(f"{name} must be a 1-D array of {n} labels, got shape {tuple(t.shape)}")
@@ -72,18 +72,18 @@ def _as_labels(y: Any, n: int, name: str, num_classes: int | None = None) -> tor
     t = t.to(torch.int64)
     if n and int(t.min()) < 0:
         raise ValueError(f"{name} has negative labels")
-    if num_classes is not None and n and int(t.max()) >= num_classes:
-        raise ValueError(f"{name} has label {int(t.max())} >= num_classes={num_classes}")
+    if K is not None and n and int(t.max()) >= K:
+        raise ValueError(f"{name} has label {int(t.max())} >= K={K}")
     return t
 
 
-def sklearn_c(lam: float, num_samples: int) -> float:
-    """scikit-learn's ``C`` with the same minimiser as strength ``lam`` on ``num_samples`` rows: ``1/(lam N)``."""
+def sklearn_c(lam: float, N: int) -> float:
+    """scikit-learn's ``C`` with the same minimiser as strength ``lam`` on ``N`` rows: ``1/(lam N)``."""
     if not lam > 0:
         raise ValueError(f"lam must be > 0, got {lam!r}")
-    if num_samples < 1:
-        raise ValueError(f"num_samples must be >= 1, got {num_samples!r}")
-    return 1.0 / (lam * num_samples)
+    if N < 1:
+        raise ValueError(f"N must be >= 1, got {N!r}")
+    return 1.0 / (lam * N)
 
 
 def top1_accuracy(y_true: Any, y_pred: Any) -> float:
@@ -207,12 +207,12 @@ def _lbfgs(
     return torch.from_numpy(res.x).to(x.device).view(K, d + 1), int(res.nit), grad
 
 
-def _prepare(X: Any, y: Any, num_classes: int | None, device: Any) -> tuple[torch.Tensor, torch.Tensor, int]:
+def _prepare(X: Any, y: Any, K: int | None, device: Any) -> tuple[torch.Tensor, torch.Tensor, int]:
     x = _as_features(X, "X")
-    labels = _as_labels(y, x.shape[0], "y", num_classes)
-    K = int(num_classes) if num_classes is not None else int(labels.max()) + 1
+    labels = _as_labels(y, x.shape[0], "y", K)
+    K = int(K) if K is not None else int(labels.max()) + 1
     if K < 2:
-        raise ValueError(f"a probe needs at least 2 classes, got num_classes={K}")
+        raise ValueError(f"a probe needs at least 2 classes, got K={K}")
     dev = torch.device(device) if device is not None else x.device
     return x.to(dev, torch.float64), labels.to(dev), K
 
@@ -222,7 +222,7 @@ def logistic_path(
     y: Any,
     lams: Sequence[float] | np.ndarray,
     *,
-    num_classes: int | None = None,
+    K: int | None = None,
     init: LogisticProbe | None = None,
     max_iter: int = 500,
     tol: float = 1e-9,
@@ -238,7 +238,7 @@ def logistic_path(
         Frozen features; solved in float64 on ``device`` (default: where ``X`` is).
     y : (N,) integer labels in ``[0, K)``
     lams : strengths ``lam > 0`` of the module objective (any order; the result follows this order)
-    num_classes : K, default ``max(y) + 1``
+    K : number of classes, default ``max(y) + 1``
     init : a probe to start the strongest fit from (default zeros)
     max_iter : L-BFGS iterations per strength
     tol : stop when ``max |dJ/dtheta| <= tol``
@@ -263,7 +263,7 @@ def logistic_path(
         raise ValueError("lams must be a non-empty sequence of finite strengths > 0")
     if max_iter < 1:
         raise ValueError(f"max_iter must be >= 1, got {max_iter!r}")
-    x, labels, K = _prepare(X, y, num_classes, device)
+    x, labels, K = _prepare(X, y, K, device)
     d = x.shape[1]
     if init is not None:
         if tuple(init.coef.shape) != (K, d):
@@ -321,14 +321,14 @@ def fit_logistic(
     y: Any,
     lam: float,
     *,
-    num_classes: int | None = None,
+    K: int | None = None,
     init: LogisticProbe | None = None,
     max_iter: int = 1000,
     tol: float = 1e-9,
     device: Any = None,
 ) -> LogisticProbe:
     """The probe minimising the module objective at strength ``lam`` (see :func:`logistic_path`)."""
-    return logistic_path(X, y, [lam], num_classes=num_classes, init=init, max_iter=max_iter, tol=tol, device=device)[0]
+    return logistic_path(X, y, [lam], K=K, init=init, max_iter=max_iter, tol=tol, device=device)[0]
 
 
 @dataclass
@@ -370,7 +370,7 @@ def linear_probe(
     score: Score = "top1",
     val_fraction: float = 0.2,
     seed: int = 0,
-    num_classes: int | None = None,
+    K: int | None = None,
     max_iter: int = 500,
     tol: float = 1e-9,
     device: Any = None,
@@ -422,18 +422,16 @@ def linear_probe(
     for name, Xs in (("val X", Xval), ("test X", Xte)):
         if Xs.shape[1] != Xtr.shape[1]:
             raise ValueError(f"{name} has {Xs.shape[1]} columns, train X has {Xtr.shape[1]}")
-    K = int(num_classes) if num_classes is not None else int(max(ytr.max(), yval.max(), yte.max())) + 1
+    K = int(K) if K is not None else int(max(ytr.max(), yval.max(), yte.max())) + 1
     lam_arr = np.asarray(lams, dtype=np.float64).ravel()
-    path = logistic_path(Xfit, yfit, lam_arr, num_classes=K, max_iter=max_iter, tol=tol, device=device)
+    path = logistic_path(Xfit, yfit, lam_arr, K=K, max_iter=max_iter, tol=tol, device=device)
     fn = _SCORES[score]
     val_scores = np.array([fn(yval, p.predict(Xval)) for p in path])
     best = val_scores.max()
     i = max((j for j in range(lam_arr.size) if val_scores[j] == best), key=lambda j: lam_arr[j])
     Xall = torch.cat([torch.as_tensor(Xfit, dtype=torch.float64), torch.as_tensor(Xval, dtype=torch.float64)])
     yall = np.concatenate([yfit, yval])
-    final = fit_logistic(
-        Xall, yall, float(lam_arr[i]), num_classes=K, init=path[i], max_iter=max_iter, tol=tol, device=device
-    )
+    final = fit_logistic(Xall, yall, float(lam_arr[i]), K=K, init=path[i], max_iter=max_iter, tol=tol, device=device)
     pred = final.predict(Xte)
     # a test class absent from train + validation: its logit's optimum is -inf, so it is never predicted
     unseen = np.setdiff1d(np.unique(yte), yall)

@@ -229,7 +229,7 @@ class DownstreamTask:
     name: str
     train: tuple[torch.Tensor, torch.Tensor]
     test: tuple[torch.Tensor, torch.Tensor]
-    num_classes: int
+    K: int
     score: str = "top1"
     description: str = ""
 
@@ -277,14 +277,14 @@ def make_task(spec: Mapping[str, Any], input_shape: Sequence[int], seed: int = 0
         f"{spec['dataset']}"
         + (f" classes {list(spec['classes'])}" if spec.get("classes") is not None else "")
         + (f", {transform}" if transform != "none" else "")
-        + f": {len(tr)} train / {len(te)} test, K={tr.num_classes}, "
+        + f": {len(tr)} train / {len(te)} test, K={tr.K}, "
         + f"input {tuple(tr.input_shape)} -> {tuple(input_shape)}"
     )
     return DownstreamTask(
         name=str(spec["name"]),
         train=(xs[0], tr.y),
         test=(xs[1], te.y),
-        num_classes=tr.num_classes,
+        K=tr.K,
         score=str(spec.get("score", "top1")),
         description=desc,
     )
@@ -303,9 +303,7 @@ def _pretrain_data(cfg: RunConfig) -> tuple[ArrayDataset, ArrayDataset]:
 _BATCH = 1024  # rows per forward pass, the same on both feature paths so that they see identical features
 
 
-def _features(
-    model: Any, x: torch.Tensor, y: torch.Tensor, folder: Path | None, num_classes: int
-) -> tuple[Any, np.ndarray]:
+def _features(model: Any, x: torch.Tensor, y: torch.Tensor, folder: Path | None, K: int) -> tuple[Any, np.ndarray]:
     """Penultimate features of ``x`` and their labels: in memory (``folder`` None) or streamed batch by batch to
     ``folder`` and read back memory-mapped."""
     name = model.penultimate_name
@@ -313,7 +311,7 @@ def _features(
         return collect_features(model, x, layers=[name], batch_size=_BATCH)[name], y.numpy()
     # slices are views: the list costs no copy of x, and the monitor may read it twice
     batches = [(x[i : i + _BATCH], y[i : i + _BATCH]) for i in range(0, x.shape[0], _BATCH)]
-    paths = extract_features(model, batches, layers=[name], out=folder, num_classes=num_classes)
+    paths = extract_features(model, batches, layers=[name], out=folder, K=K)
     return np.load(paths[name], mmap_mode="r"), np.load(paths["labels"])
 
 
@@ -367,7 +365,7 @@ def evaluate_run(
     model = build_model(
         cfg.model.name,
         train_data.input_shape,
-        train_data.num_classes,
+        train_data.K,
         head=cfg.model.head.build_kwargs(),
         **cfg.model.options,
     )
@@ -376,7 +374,7 @@ def evaluate_run(
     model.eval()
     with tempfile.TemporaryDirectory(dir=run_dir, prefix="features-") if stream else nullcontext() as tmp:
         folder = (lambda sub: Path(tmp) / sub) if tmp is not None else (lambda sub: None)
-        K = train_data.num_classes
+        K = train_data.K
         H, y = _features(model, train_data.x, train_data.y, folder("pretrain"), K)
         # row chunks: a memory-mapped H is read a chunk at a time, never whole
         stats = ClassStats.from_arrays(H, y, K, batch_size=_BATCH if stream else None)
@@ -399,7 +397,7 @@ def evaluate_run(
                     (_design(Htr), ytr),
                     (_design(Hte), yte),
                     score=task.score,  # type: ignore[arg-type]
-                    num_classes=task.num_classes,
+                    K=task.K,
                     **kw,
                 )
             del Htr, Hte

@@ -60,7 +60,7 @@ def feature_levels(spec: ModelSpec, params: Mapping[str, np.ndarray]) -> dict[st
 
 def level_stats(spec: ModelSpec, H: np.ndarray, track: str = "full") -> ClassStats:
     """ClassStats of one level with the class-major labels."""
-    return ClassStats.from_arrays(H, spec.labels, num_classes=spec.K, track=track)  # type: ignore[arg-type]
+    return ClassStats.from_arrays(H, spec.labels, K=spec.K, track=track)  # type: ignore[arg-type]
 
 
 def collapse_reports(

@@ -1,5 +1,5 @@
 """Closed-form UFM optima ([Tirer & Bruna 2022], reconstructed and derived in [Tirer & Bruna 2022]), pure functions of
-``(K, n, d, lambdas)`` in the [Tirer & Bruna 2022] convention (``convention="002"`` maps the [Wang et al. 2024]
+``(K, n, d, lambdas)`` in the [Tirer & Bruna 2022] convention (``convention="penalty_mean"`` maps the [Wang et al. 2024]
 normalisation).
 
 Row layout: class means ``M (K, d)`` (row k = h̄_k), so the papers' ``H̄^T H̄`` is ``M M^T`` here; the logit
@@ -319,7 +319,7 @@ def optimum(
     n: int,
     d: int,
     lams: Mapping[str, float],
-    convention: str = "001",
+    convention: str = "penalty_sum",
     depth: int | None = None,
     bias: str | None = None,
 ) -> Optimum:

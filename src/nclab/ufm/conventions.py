@@ -1,15 +1,15 @@
 """Regularisation-weight (lambda) conventions of the UFM papers and the one mapping between them.
 
-Canonical convention (``"001"``, [Tirer & Bruna 2022, eqs. (3)-(5), (23), (24)]; also
-[Jiang et al. 2024; Han et al. 2022]):
+Canonical convention (``"penalty_sum"``: each penalty is summed over the rows it counts;
+[Tirer & Bruna 2022, eqs. (3)-(5), (23), (24)]; also [Jiang et al. 2024; Han et al. 2022]):
 
     L = 1/(2Kn) ||W H^T + 1 b^T - Y||_F^2 + lam_W/2 ||W||_F^2 + lam_H/2 ||H - X||_F^2 + lam_b/2 ||b||^2
 
 i.e. a sample-averaged data term and un-normalised ridge terms. Every closed form in :mod:`nclab.ufm.closed_forms`
 is stated in it.
 
-Normalised convention (``"002"``; [Wang et al. 2024, eq. (13)] and the follow-up of [Tirer & Bruna 2022],
-[Tirer et al. 2023]): every penalty is averaged over the objects it counts,
+Normalised convention (``"penalty_mean"``: each penalty is averaged over the rows it counts, like the data term;
+[Wang et al. 2024, eq. (13)] and the follow-up of [Tirer & Bruna 2022], [Tirer et al. 2023]):
 
     lam'_W/(2K) ||W||^2,  lam'_H/(2Kn) ||H||^2,  lam'/(2Kn) ||H - X||^2  (the [Wang et al. 2024] transport term)
 
@@ -28,10 +28,13 @@ from typing import Literal
 
 __all__ = ["CONVENTIONS", "Convention", "check_lams", "from_canonical", "is_per_sample", "to_canonical"]
 
-Convention = Literal["001", "002"]
-CONVENTIONS: tuple[str, ...] = ("001", "002")
+Convention = Literal["penalty_sum", "penalty_mean"]
+CONVENTIONS: tuple[str, ...] = ("penalty_sum", "penalty_mean")
+#: The names the conventions had before they were named by what they mean (internal numbers): refused with the
+#: new name, so that no old script silently picks the other scaling.
+_OLD_NAMES = {"001": "penalty_sum", "002": "penalty_mean"}
 
-# Per-sample parameters (features and the transport term): their ridge term is divided by Kn in "002".
+# Per-sample parameters (features and the transport term): their ridge term is divided by Kn in "penalty_mean".
 _PER_SAMPLE = ("H", "H1", "transport")
 
 
@@ -41,6 +44,8 @@ def is_per_sample(key: str) -> bool:
 
 
 def _check_convention(convention: str) -> None:
+    if convention in _OLD_NAMES:
+        raise ValueError(f"lambda convention {convention!r} is now called {_OLD_NAMES[convention]!r}")
     if convention not in CONVENTIONS:
         raise ValueError(f"unknown lambda convention {convention!r}; known: {', '.join(CONVENTIONS)}")
 
@@ -69,7 +74,7 @@ def to_canonical(lams: Mapping[str, float], convention: str, *, K: int, n: int) 
     """Map weights written in ``convention`` to the [Tirer & Bruna 2022] (``lam = lam' / K`` or ``lam' / (Kn)``)."""
     _check_convention(convention)
     out = check_lams(lams)
-    if convention == "001":
+    if convention == "penalty_sum":
         return out
     return {k: v / _factor(k, K, n) for k, v in out.items()}
 
@@ -78,6 +83,6 @@ def from_canonical(lams: Mapping[str, float], convention: str, *, K: int, n: int
     """Inverse of :func:`to_canonical`."""
     _check_convention(convention)
     out = check_lams(lams)
-    if convention == "001":
+    if convention == "penalty_sum":
         return out
     return {k: v * _factor(k, K, n) for k, v in out.items()}

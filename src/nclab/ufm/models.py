@@ -166,7 +166,7 @@ def make_spec(
     n: int,
     d: int,
     lams: Mapping[str, float],
-    convention: str = "001",
+    convention: str = "penalty_sum",
     loss: Loss | None = None,
     depth: int | None = None,
     bias: BiasMode | None = None,

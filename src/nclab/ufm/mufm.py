@@ -111,7 +111,7 @@ def solve_multilayer(
     X: Any,
     layers: int,
     seed: int = 0,
-    convention: str = "001",
+    convention: str = "penalty_sum",
     gtol: float = 1e-12,
     maxiter: int = 50_000,
 ) -> dict[str, Any]:

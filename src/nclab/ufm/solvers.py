@@ -441,7 +441,7 @@ def solve(
         Classes, samples per class, feature dimension.
     lams : mapping
         Ridge weights (keys: :func:`nclab.ufm.models.make_spec`), in the [Tirer & Bruna 2022] convention unless
-        ``convention="002"``.
+        ``convention="penalty_mean"``.
     solver : {"lbfgs", "gd", "central", "alternating"}
         ``lbfgs``: float64 multi-start reference (:func:`lbfgs`); ``gd``: the papers' recipe
         (:func:`gradient_descent`); ``central``: W (and b) eliminated (:func:`central_path`);
