@@ -96,7 +96,7 @@ def _num(v: Any) -> str:
         v = float(v)
         if math.isnan(v):
             return "undefined"
-        return f"{v:.4g}" if v != 0 and (abs(v) >= 1e-3 and abs(v) < 1e5) else f"{v:.3g}"
+        return f"{v:.5g}" if v != 0 and (abs(v) >= 1e-3 and abs(v) < 1e5) else f"{v:.3g}"
     if isinstance(v, list):
         return "[" + ", ".join(_num(x) for x in v) + "]"
     return str(v)
