@@ -52,7 +52,8 @@ docs: $(STAMP)
 	OMP_NUM_THREADS=1 $(BIN)/python -m sphinx -W --keep-going -E -a -q -b html docs docs/_build/html
 	@echo "docs: docs/_build/html/index.html"
 
-# mypy over src/nclab ([tool.mypy] in pyproject.toml)
+# mypy over src/nclab ([tool.mypy] in pyproject.toml: strict on stats, metrics, geometry, io, validation); fails on
+# any error (CI runs it, .ci/run)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 

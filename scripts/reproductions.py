@@ -6,14 +6,14 @@
     python scripts/reproductions.py --check         # exit 1 when the page or a result file is out of date
 
 Run it from the repository root with the package importable (``PYTHONPATH=src`` in a checkout). See
-:mod:`nclab.experiments.reproductions` for the result-file format and the staleness rule.
+:mod:`nclab.experiments.reproductions_doc` for the result-file format and the staleness rule.
 """
 
 from __future__ import annotations
 
 import sys
 
-from nclab.experiments.reproductions import main
+from nclab.experiments.reproductions_doc import main
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

@@ -269,3 +269,12 @@ def test_address_space_limit_bounds_available_memory() -> None:
     )
     left = int(out.stdout)
     assert 0 < left < limit_kib * 1024
+
+
+def test_measure_unknown_track_names_the_flag(tmp_path) -> None:
+    # --track is a plain string option: it is checked by its CLI name before any pass, not by ClassStats' keyword
+    y = np.repeat(np.arange(3), 4)
+    res = _measure(tmp_path, np.random.default_rng(0).normal(size=(12, 3)), y, "--track", "heavy")
+    assert res.exit_code == 2
+    assert "--track must be one of 'full', 'light', got 'heavy'" in res.output
+    assert "Traceback" not in res.output

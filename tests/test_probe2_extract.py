@@ -236,6 +236,24 @@ def test_p2_row_072_loader_raising_over_an_earlier_extraction(tmp_path):
     assert np.load(tmp_path / "labels.npy").shape == (90,) and np.load(tmp_path / "penultimate.npy").shape == (90, 8)
 
 
+def test_a_failed_first_extraction_leaves_no_folder_behind(tmp_path):
+    """The fresh-clone re-run of rows 71/72: a failed extraction into folders that did not exist removed its files
+    but left the (empty) folders it had created, while saying the output "holds what it held before"."""
+    net = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
+
+    def bad():
+        yield torch.randn(30, 4), torch.arange(30) % 3
+        raise RuntimeError("loader died")
+
+    (tmp_path / "keep").mkdir()
+    (tmp_path / "keep" / "note.txt").write_text("mine")
+    for out in (tmp_path / "new" / "deeper" / "w", tmp_path / "keep" / "w"):
+        with pytest.raises(RuntimeError, match="loader died"):
+            nclab.extract_features(net, bad(), out=out, K=3)
+    assert not (tmp_path / "new").exists()  # every folder the call created is gone
+    assert sorted(p.name for p in (tmp_path / "keep").iterdir()) == ["note.txt"]  # a folder that existed stays
+
+
 # ----------------------------------------------------------------------------------------- rows 73-85
 def _features(tmp_path: Path) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(7)

@@ -507,6 +507,14 @@ def test_p2_row_119_an_edited_summary_json_fails_verify(runs, tmp_path):
         (v / "summary.json").write_text(json.dumps({**summary, key: 12345}))
         res = _verify(v)
         assert res.exit_code == 2 and want in " ".join(res.stdout.split()), res.stdout
+    # fields that nothing else records are caught by the summary's own seal (the fresh-clone re-run of the probe)
+    edits = {"train_samples": 12345, "test_samples": 12345, "timings": {**summary["timings"], "checkpoint_s": 12345}}
+    for key, value in edits.items():
+        (v / "summary.json").write_text(json.dumps({**summary, key: value}))
+        res = _verify(v)
+        assert res.exit_code == 2 and "edited after the run wrote it" in " ".join(res.stdout.split()), key
+    (v / "summary.json").write_text(json.dumps(summary))  # the untouched content, reformatted: still verifies
+    assert _verify(v).exit_code == 0
 
 
 def test_a_summary_written_before_the_lambda_key_was_renamed_verifies(runs, tmp_path):
@@ -514,6 +522,7 @@ def test_a_summary_written_before_the_lambda_key_was_renamed_verifies(runs, tmp_
     v = _copy(runs["ce"], tmp_path / "v")
     summary = json.loads((v / "summary.json").read_text())
     lam = summary.pop("lambda_from_weight_decay")
+    del summary["sha256"]  # summaries of that time were not sealed either
     (v / "summary.json").write_text(json.dumps({**summary, "paper004_lambda": lam}))
     assert _verify(v).exit_code == 0
     (v / "summary.json").write_text(json.dumps({**summary, "paper004_lambda": 2 * lam}))

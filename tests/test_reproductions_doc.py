@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from nclab.experiments import paper_claims as pc
-from nclab.experiments import reproductions as rp
+from nclab.experiments import reproductions_doc as rp
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -337,3 +337,11 @@ def test_cli_probe_matches_library(tmp_path):
     assert out["metrics"]["vci"] == pytest.approx(collapse_report(ClassStats.from_arrays(H, y))["vci"], rel=1e-9)
     bad = CliRunner().invoke(app, ["probe", str(tmp_path / "H.npy"), str(tmp_path / "y.npy"), "-t", "nofolder"])
     assert bad.exit_code != 0 and "NAME=FOLDER" in bad.output
+
+
+def test_make_task_refuses_an_unknown_score() -> None:
+    from nclab.transfer.study import make_task
+
+    # the task's score is the probe's Literal: a misspelt one is named when the task is built, not at the probe
+    with pytest.raises(ValueError, match="downstream 'd': score must be one of 'top1', 'mean_per_class', got 'top5'"):
+        make_task({"name": "d", "dataset": "digits", "per_class": 10, "score": "top5"}, (1, 8, 8))

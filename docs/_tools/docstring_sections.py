@@ -52,7 +52,8 @@ def missing_sections(obj: object) -> list[str]:
     if inspect.isroutine(obj) and _returns_something(obj):
         wanted.append("Returns")
     wanted.append("Examples")
-    return [s for s in wanted if not doc[s]]
+    # a generator documents what it yields (numpydoc's Yields), not what it returns
+    return [s for s in wanted if not (doc[s] or (s == "Returns" and doc["Yields"]))]
 
 
 def main(show: bool) -> None:

@@ -67,7 +67,24 @@ class AllocationTooLarge(MemoryError, ValueError):
 
 
 def format_bytes(n: float) -> str:
-    """``n`` bytes in binary units (``'2.98 GiB'``)."""
+    """``n`` bytes in binary units.
+
+    Parameters
+    ----------
+    n : float
+        A number of bytes.
+
+    Returns
+    -------
+    str
+        Whole bytes below 1024 (``'512 B'``), else three significant digits of the largest unit that keeps the
+        number below 1024 (KiB, MiB, GiB, TiB; PiB for anything larger).
+
+    Examples
+    --------
+    >>> format_bytes(512), format_bytes(3 << 30), format_bytes(1536)
+    ('512 B', '3 GiB', '1.5 KiB')
+    """
     n = float(n)
     for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
         if abs(n) < 1024 or unit == "PiB":
@@ -122,15 +139,52 @@ def _address_space_left() -> int | None:
 
 
 def available_bytes() -> int | None:
-    """Memory available to a new allocation now, in bytes: the system's available memory (psutil, else
-    ``MemAvailable`` of ``/proc/meminfo``, else physical memory), and no more than an address-space limit
-    (``ulimit -v``) leaves this process; None where neither can be determined."""
+    """Memory available to a new allocation now, in bytes.
+
+    The system's available memory (psutil, else ``MemAvailable`` of ``/proc/meminfo``, else physical memory), and
+    no more than an address-space limit (``ulimit -v``) leaves this process.
+
+    Returns
+    -------
+    int or None
+        Bytes; None where neither the memory nor a limit can be determined.
+
+    Examples
+    --------
+    >>> avail = available_bytes()
+    >>> avail is None or avail >= 0
+    True
+    """
     known = [v for v in (_system_available(), _address_space_left()) if v is not None]
     return min(known) if known else None
 
 
 def configured_cap(cap: int | str | None = None) -> int | None:
-    """The configured cap: ``cap`` if given, else ``NCLAB_MAX_BYTES`` from the environment, else None."""
+    """The configured cap on one allocation.
+
+    Parameters
+    ----------
+    cap : int or str or None, default None
+        Bytes, or a number with a suffix K, M, G, T (powers of 1024, e.g. ``"8G"``); None reads
+        ``NCLAB_MAX_BYTES`` from the environment.
+
+    Returns
+    -------
+    int or None
+        ``cap`` if given, else ``NCLAB_MAX_BYTES``, in bytes; None when neither is set.
+
+    Raises
+    ------
+    TypeError
+        ``cap`` is a bool.
+    ValueError
+        Not a size, or not positive (naming ``max_bytes`` or ``NCLAB_MAX_BYTES``).
+
+    Examples
+    --------
+    >>> configured_cap("768K"), configured_cap(1000), configured_cap("2G")
+    (786432, 1000, 2147483648)
+    """
     if cap is not None:
         if isinstance(cap, bool):
             raise TypeError(f"max_bytes must be an int or a size such as '8G', got {cap!r}")
@@ -152,6 +206,19 @@ def check_allocation(nbytes: float, *, what: str, alternative: str, max_bytes: i
         What the caller can do instead (``"use track='light' ..."``).
     max_bytes : int or str, optional
         A cap for this call; default ``NCLAB_MAX_BYTES`` (:func:`configured_cap`).
+
+    Raises
+    ------
+    AllocationTooLarge
+        Naming the size, ``what``, the bound exceeded and ``alternative``.
+
+    Examples
+    --------
+    >>> check_allocation(1 << 20, what="a 1 MiB block", alternative="use less", max_bytes="2M")  # fits
+    >>> check_allocation(3 << 20, what="a 3 MiB block", alternative="use less", max_bytes="2M")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+        ...
+    nclab.memory.AllocationTooLarge: a 3 MiB block would allocate about 3 MiB, more than the cap ... (2 MiB); use less
     """
     cap = configured_cap(max_bytes)
     if cap is None and nbytes <= _UNCHECKED_BYTES:
@@ -168,8 +235,22 @@ def work_budget(fixed: float = 0.0, *, default: int | None = None, max_bytes: in
 
     ``default`` (:data:`WORK_BLOCK_BYTES` unless given), but no more than the cap (:func:`configured_cap`) leaves
     beside ``fixed``, nor, when the total is large enough to be checked (as :func:`check_allocation` checks), the
-    memory available now leaves beside it; at least 1. A caller sizes its blocks to this instead of refusing; what
-    cannot fit at all (``fixed`` plus one row) it refuses with :func:`check_allocation`.
+    memory available now leaves beside it. A caller sizes its blocks to this instead of refusing; what cannot fit at
+    all (``fixed`` plus one row) it refuses with :func:`check_allocation`.
+
+    Parameters
+    ----------
+    fixed : float, default 0.0
+        Bytes of state that stay allocated while the blocks are worked on.
+    default : int or None, default None
+        The block size wanted; None means :data:`WORK_BLOCK_BYTES`.
+    max_bytes : int or str or None, default None
+        A cap for this call; default ``NCLAB_MAX_BYTES`` (:func:`configured_cap`).
+
+    Returns
+    -------
+    int
+        Bytes for one block, at least 1 (also when ``fixed`` alone exceeds the cap).
 
     Examples
     --------

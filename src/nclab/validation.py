@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
+from numpy.typing import NDArray
 
 __all__ = [
     "ZeroRowPolicy",
@@ -59,13 +60,34 @@ def _to_numpy(X: Any) -> Any:
     return X
 
 
-def check_finite(X: Any, *, name: str) -> np.ndarray:
+def check_finite(X: Any, *, name: str) -> NDArray[np.float64]:
     """``X`` as a float64 numpy array (any shape, scalars too), checked to contain no NaN or inf.
+
+    Parameters
+    ----------
+    X : array-like or torch tensor, any shape
+        The values to check; tensors are detached and copied to the CPU.
+    name : str
+        The argument's name, used in the error message.
+
+    Returns
+    -------
+    numpy.ndarray of float64, same shape as ``X``
+        A new array (never a view of ``X``).
 
     Raises
     ------
     ValueError
         ``"{name} contains NaN or inf (non-finite values)"``.
+
+    Examples
+    --------
+    >>> check_finite([1, 2], name="b")
+    array([1., 2.])
+    >>> check_finite([1.0, float("nan")], name="b")
+    Traceback (most recent call last):
+        ...
+    ValueError: b contains NaN or inf (non-finite values)
     """
     A = np.array(_to_numpy(X), dtype=np.float64)
     if not np.all(np.isfinite(A)):
@@ -73,12 +95,26 @@ def check_finite(X: Any, *, name: str) -> np.ndarray:
     return A
 
 
-def as_rows(X: Any, *, name: str = "X", min_rows: int = 2) -> np.ndarray:
+def as_rows(X: Any, *, name: str = "X", min_rows: int = 2) -> NDArray[np.float64]:
     """A float64 numpy copy of the matrix ``X (rows, columns)``, checked: 2-D, at least ``min_rows`` rows and
     one column, all finite.
 
     ``X`` holds one row per class (``W (K, d)``, class means; default ``min_rows=2``: a class geometry needs two
     classes) or per sample (``H (N, d)``, pass ``min_rows=1``).
+
+    Parameters
+    ----------
+    X : array-like or torch tensor, shape (K, d) or (N, d)
+        The matrix, one row per class or per sample.
+    name : str, default "X"
+        The argument's name, used in every message.
+    min_rows : int, default 2
+        Fewest rows accepted.
+
+    Returns
+    -------
+    numpy.ndarray of float64, shape (K, d) or (N, d)
+        A copy of ``X``.
 
     Raises
     ------
@@ -89,6 +125,10 @@ def as_rows(X: Any, *, name: str = "X", min_rows: int = 2) -> np.ndarray:
     --------
     >>> as_rows([[1, 0], [0, 1]], name="W").dtype
     dtype('float64')
+    >>> as_rows([[1.0, 0.0]], name="W")
+    Traceback (most recent call last):
+        ...
+    ValueError: W needs at least 2 rows, got 1
     """
     A = np.array(_to_numpy(X), dtype=np.float64)
     if A.ndim != 2:
@@ -101,13 +141,35 @@ def as_rows(X: Any, *, name: str = "X", min_rows: int = 2) -> np.ndarray:
 
 
 def check_features(H: Any, *, name: str = "H", d: int | None = None) -> np.ndarray:
-    """Features ``H (N, d)``, one row per sample, as a finite float64 numpy array with at least one row; ``d``
-    (optional) is the required ``d``.
+    """Features ``H (N, d)``, one row per sample, as a finite float64 numpy array with at least one row.
+
+    Parameters
+    ----------
+    H : array-like or torch tensor, shape (N, d)
+        One row per sample.
+    name : str, default "H"
+        The argument's name, used in every message.
+    d : int or None, default None
+        The required dimension; None accepts any.
+
+    Returns
+    -------
+    numpy.ndarray of float64, shape (N, d)
+        A copy of ``H``.
 
     Raises
     ------
     ValueError
         Naming ``name``: not 2-D, no row, wrong dimension, NaN or inf.
+
+    Examples
+    --------
+    >>> check_features([[1, 2, 3]], d=3).shape
+    (1, 3)
+    >>> check_features([[1, 2, 3]], d=2)
+    Traceback (most recent call last):
+        ...
+    ValueError: H has dimension 3, expected d = 2
     """
     A = as_rows(H, name=name, min_rows=1)
     if d is not None and A.shape[1] != d:
@@ -120,14 +182,19 @@ def check_labels(y: Any, *, K: int | None, name: str = "y", num_rows: int | None
 
     Parameters
     ----------
-    y : array-like or torch tensor of integers
+    y : array-like or torch tensor of integers, shape (N,)
         One label per sample.
     K : int or None
         Number of classes; None checks only ``y >= 0`` (the caller infers ``K = max(y) + 1``).
-    name : str
+    name : str, default "y"
         The argument's name, used in every message.
-    num_rows : int or None
+    num_rows : int or None, default None
         Required number of labels (one per row of the features).
+
+    Returns
+    -------
+    numpy.ndarray of int64, shape (N,)
+        The labels (an empty array for ``N = 0``).
 
     Raises
     ------
@@ -141,6 +208,10 @@ def check_labels(y: Any, *, K: int | None, name: str = "y", num_rows: int | None
     --------
     >>> check_labels([0, 2, 1], K=3).tolist()
     [0, 2, 1]
+    >>> check_labels([0, 3], K=3)
+    Traceback (most recent call last):
+        ...
+    ValueError: y: label 3 is out of range [0, 3)
     """
     Y = np.asarray(_to_numpy(y))
     if Y.dtype.kind not in "iu":
@@ -175,9 +246,32 @@ def infer_num_classes(y: Any, *, name: str = "labels") -> int:
     """K = max label + 1 (at least 2) of integer labels ``y (N,)``, refused when it is implausible.
 
     An inferred K above ``max(1000, 10 x the number of distinct labels)`` would allocate state for classes that
-    never occur (a sentinel such as 2**31 - 1 asks for terabytes): ``ValueError`` naming the label, calling it an
-    ignore-index sentinel when it is one of the usual markers or an outlier far above the other labels, and the
-    fix (drop those samples, relabel, or give K explicitly). Negative labels: :func:`check_labels`.
+    never occur (a sentinel such as 2**31 - 1 asks for terabytes). Negative labels: :func:`check_labels`.
+
+    Parameters
+    ----------
+    y : array-like or torch tensor of integers, shape (N,)
+        One label per sample.
+    name : str, default "labels"
+        The argument's name, used in every message.
+
+    Returns
+    -------
+    int
+        ``K = max(max(y) + 1, 2)``; 2 for empty ``y``.
+
+    Raises
+    ------
+    ValueError
+        Naming the label, calling it an ignore-index sentinel when it is one of the usual markers or an outlier
+        far above the other labels, and the fix (drop those samples, relabel, or give K explicitly).
+
+    Examples
+    --------
+    >>> infer_num_classes([0, 4, 1])
+    5
+    >>> infer_num_classes([0, 0])
+    2
     """
     Y = check_labels(y, K=None, name=name)
     if Y.size == 0:
@@ -206,8 +300,25 @@ def check_bool(value: Any, *, name: str) -> bool:
     """``value`` as a Python ``bool``: only ``True`` / ``False`` (and numpy's ``np.True_`` / ``np.False_``) pass.
 
     Truthiness is never used: the strings ``"no"``, ``"false"``, ``"0"`` are truthy in Python, so reading them
-    as booleans would turn a user's "no" into ``True``. Ints (``0``, ``1``), strings and ``None`` raise
-    ``TypeError`` naming ``name``; a YAML or command-line value must be written ``true`` or ``false``.
+    as booleans would turn a user's "no" into ``True``. A YAML or command-line value must be written ``true`` or
+    ``false``.
+
+    Parameters
+    ----------
+    value : object
+        The value to check.
+    name : str
+        The argument's name, used in the error message.
+
+    Returns
+    -------
+    bool
+        ``value`` as a Python bool.
+
+    Raises
+    ------
+    TypeError
+        Ints (``0``, ``1``), strings and ``None``, naming ``name``.
 
     Examples
     --------
@@ -224,8 +335,21 @@ def check_bool(value: Any, *, name: str) -> bool:
 
 
 def check_choice(value: Any, choices: Any, *, name: str) -> Any:
-    """``value`` if it is one of ``choices``: an iterable of allowed values or a ``typing.Literal`` (whose
-    arguments are read).
+    """``value`` if it is one of ``choices``.
+
+    Parameters
+    ----------
+    value : object
+        The value to check; ``True`` never passes for a choice ``1`` (bools are compared as bools).
+    choices : iterable or typing.Literal
+        The allowed values, or a ``typing.Literal`` whose arguments are read.
+    name : str
+        The argument's name, used in the error message.
+
+    Returns
+    -------
+    object
+        ``value`` itself.
 
     Raises
     ------
@@ -236,6 +360,10 @@ def check_choice(value: Any, choices: Any, *, name: str) -> Any:
     --------
     >>> check_choice("gram", Literal["frobenius", "gram"], name="variant")
     'gram'
+    >>> check_choice("grm", ["frobenius", "gram"], name="variant")
+    Traceback (most recent call last):
+        ...
+    ValueError: variant must be one of 'frobenius', 'gram', got 'grm'
     """
     allowed = typing.get_args(choices) if typing.get_origin(choices) is Literal else tuple(choices)
     for c in allowed:
@@ -248,8 +376,20 @@ def check_choice(value: Any, choices: Any, *, name: str) -> Any:
 
 def did_you_mean(key: str, known: Iterable[str]) -> str:
     """The suggestion that ends every unknown-key message (config keys, ``--set`` keys, sweep and study files,
-    ``--convention`` keys): ``" (did you mean 'x'?)"`` naming the closest of ``known`` (``difflib`` ratio at
-    least 0.6), or ``""`` when none is close.
+    ``--convention`` keys).
+
+    Parameters
+    ----------
+    key : str
+        The unknown key the user wrote.
+    known : iterable of str
+        The keys that exist.
+
+    Returns
+    -------
+    str
+        ``" (did you mean 'x'?)"`` naming the closest of ``known`` (``difflib`` ratio at least 0.6), or ``""``
+        when none is close.
 
     Examples
     --------
@@ -272,8 +412,35 @@ def _equal(a: Any, b: Any) -> bool:
 def check_int(value: Any, *, name: str, low: int | None = None, high: int | None = None) -> int:
     """``value`` as a Python ``int``, checked ``low <= value <= high`` (either bound optional).
 
-    Python and numpy integers pass; ``bool`` and floats (also integral ones such as ``3.0``) raise
-    ``TypeError``, an out-of-range value ``ValueError`` naming ``name``.
+    Parameters
+    ----------
+    value : object
+        Python and numpy integers pass; ``bool`` and floats (also integral ones such as ``3.0``) do not.
+    name : str
+        The argument's name, used in every message.
+    low, high : int or None, default None
+        Inclusive bounds; None leaves that side open.
+
+    Returns
+    -------
+    int
+        ``value`` as a Python int.
+
+    Raises
+    ------
+    TypeError
+        ``bool``, floats and non-numbers, naming ``name``.
+    ValueError
+        A value outside ``[low, high]``, naming ``name``.
+
+    Examples
+    --------
+    >>> check_int(np.int64(3), name="K", low=2)
+    3
+    >>> check_int(1, name="K", low=2)
+    Traceback (most recent call last):
+        ...
+    ValueError: K must be an int >= 2, got 1
     """
     if isinstance(value, bool) or not isinstance(value, int | np.integer):
         raise TypeError(f"{name} must be an int, got {value!r} ({type(value).__name__})")
@@ -290,8 +457,35 @@ def check_int(value: Any, *, name: str, low: int | None = None, high: int | None
 def check_positive(value: Any, *, name: str, strict: bool = True) -> float:
     """``value`` as a finite ``float``, checked ``> 0`` (``strict=True``) or ``>= 0``.
 
-    ``bool`` and non-numbers raise ``TypeError``; NaN, inf and out-of-range values ``ValueError`` naming
-    ``name``.
+    Parameters
+    ----------
+    value : int or float
+        The number to check (numpy scalars too; not ``bool``).
+    name : str
+        The argument's name, used in every message.
+    strict : bool, default True
+        True requires ``value > 0``, False ``value >= 0``.
+
+    Returns
+    -------
+    float
+        ``value`` as a Python float.
+
+    Raises
+    ------
+    TypeError
+        ``bool`` and non-numbers, naming ``name``.
+    ValueError
+        NaN, inf and out-of-range values, naming ``name``.
+
+    Examples
+    --------
+    >>> check_positive(2, name="lr")
+    2.0
+    >>> check_positive(0.0, name="lr")
+    Traceback (most recent call last):
+        ...
+    ValueError: lr must be a finite number > 0, got 0.0
     """
     if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
         raise TypeError(f"{name} must be a number, got {value!r} ({type(value).__name__})")
@@ -375,12 +569,37 @@ def _check_writable_folder(folder: Path, path: Path, name: str) -> None:
 
 def check_output_dir(path: str | os.PathLike[str], *, name: str, create: bool = False) -> Path:
     """``path`` as a ``Path``, checked to be usable as an output folder before any work starts: an existing
-    writable folder, or a missing one whose nearest existing ancestor is a writable folder. With ``create=True``
-    the missing folders are made (an ``OSError`` of the file system, e.g. a read-only mount, is re-raised as
-    ``PermissionError`` naming ``path``).
+    writable folder, or a missing one whose nearest existing ancestor is a writable folder.
 
-    Raises ``NotADirectoryError`` (``path`` or an ancestor is a regular file) or ``PermissionError`` (not
-    writable), the message naming ``name`` and ``path``.
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The output folder.
+    name : str
+        The argument's name (e.g. ``"--out"``), used in every message.
+    create : bool, default False
+        Make the missing folders (an ``OSError`` of the file system, e.g. a read-only mount, is re-raised as
+        ``PermissionError`` naming ``path``).
+
+    Returns
+    -------
+    pathlib.Path
+        ``path``.
+
+    Raises
+    ------
+    NotADirectoryError
+        ``path`` or an ancestor is a regular file.
+    PermissionError
+        Not writable, or cannot be created.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     out = check_output_dir(Path(tmp) / "a" / "b", name="out", create=True)
+    ...     out.is_dir()
+    True
     """
     path = Path(path)
     _check_writable_folder(_nearest_existing(path), path, name)
@@ -394,11 +613,38 @@ def check_output_dir(path: str | os.PathLike[str], *, name: str, create: bool = 
 
 def check_output_file(path: str | os.PathLike[str], *, name: str, suffix: str | None = None) -> Path:
     """``path`` as a ``Path``, checked to be writable as an output file before any work starts: its folder
-    exists and is writable, ``path`` is not a folder, and (when ``suffix`` is given, e.g. ``".npy"``) its name
-    ends in ``suffix``, so the file written is exactly the one named.
+    exists and is writable, ``path`` is not a folder, and its name ends in ``suffix``, so the file written is
+    exactly the one named.
 
-    Raises ``FileNotFoundError`` (missing folder), ``NotADirectoryError``, ``IsADirectoryError``,
-    ``PermissionError`` or ``ValueError`` (wrong suffix), the message naming ``name`` and ``path``.
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The output file.
+    name : str
+        The argument's name (e.g. ``"--out"``), used in every message.
+    suffix : str or None, default None
+        Required suffix, e.g. ``".npy"``; None accepts any.
+
+    Returns
+    -------
+    pathlib.Path
+        ``path``.
+
+    Raises
+    ------
+    FileNotFoundError
+        The folder does not exist.
+    NotADirectoryError, IsADirectoryError, PermissionError
+        An ancestor is a file, ``path`` is a folder, or the folder is not writable.
+    ValueError
+        Wrong suffix. Every message names ``name`` and ``path``.
+
+    Examples
+    --------
+    >>> check_output_file("features.npz", name="out", suffix=".npy")
+    Traceback (most recent call last):
+        ...
+    ValueError: out features.npz: the file name must end in .npy
     """
     path = Path(path)
     if suffix is not None and path.suffix != suffix:

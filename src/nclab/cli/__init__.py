@@ -60,5 +60,26 @@ app.add_typer(experiment.app, name="experiment", help="Registered reproductions 
 
 
 def main() -> None:
-    """Run the ``nclab`` command on ``sys.argv``."""
+    """Run the ``nclab`` command on ``sys.argv``.
+
+    The console script ``nclab`` and ``python -m nclab`` call it. It exits the process: status 0 on success, 2
+    for a user error (one ``error:`` paragraph on standard error, no traceback unless ``--debug``).
+
+    See Also
+    --------
+    app : the Typer application it runs, for tests (``typer.testing.CliRunner().invoke(app, [...])``).
+
+    Examples
+    --------
+    >>> import sys
+    >>> from unittest import mock
+    >>> with mock.patch.object(sys, "argv", ["nclab", "--version"]):
+    ...     try:
+    ...         main()
+    ...     except SystemExit as stop:
+    ...         status = stop.code  # doctest: +ELLIPSIS
+    nclab ...
+    >>> status
+    0
+    """
     app()

@@ -130,7 +130,7 @@ class _Argument(TyperArgument):
         return _type_label(super().display_type_rich(ctx))
 
     def get_usage_pieces(self, ctx: Any) -> list[str]:
-        return [self.metavar if self.required else f"[{self.metavar}]"]
+        return [f"{self.metavar}" if self.required else f"[{self.metavar}]"]
 
 
 class _Option(TyperOption):

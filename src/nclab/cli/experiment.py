@@ -11,8 +11,19 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 
-from nclab.cli.common import OutputFormat, emit, err_console, format_option, make_app, note, out_option, user_errors
+from nclab.cli.common import (
+    OutputFormat,
+    emit,
+    err_console,
+    flag,
+    format_option,
+    make_app,
+    note,
+    out_option,
+    user_errors,
+)
 
 __all__ = ["app"]
 
@@ -23,25 +34,77 @@ def _scale(scale: str) -> str:
     return f"{scale} (smoke test)" if scale == "tiny" else scale
 
 
+def _scale_info(exp: Any, scale: str) -> dict[str, Any]:
+    """What ``exp`` runs at ``scale``: its protocols, the expected cost (measured wall time on 2 cores; for the
+    paper scale of a training experiment, H200 GPU-hours estimated from measured throughput) and its data."""
+    from nclab.experiments.protocols import data_needs, estimate
+
+    protocols = exp.protocols(scale)
+    est: dict[str, Any] = {"time_2_cores": exp.durations.get(scale, "not timed")}
+    gpu = estimate(protocols) if scale == "paper" else None
+    if gpu is not None:
+        est.update(gpu.to_dict())
+    return {
+        "protocol": [p.to_dict() for p in protocols],
+        "estimate": est,
+        "data": data_needs(protocols),
+        "runs": sum(len(p.seeds) for p in protocols if p.kind == "training"),
+    }
+
+
+def _cost_line(exp: Any, scale: str, info: dict[str, Any]) -> str:
+    """The cost of ``scale`` in short lines (the list's cost column does not wrap)."""
+    est = info["estimate"]
+    if "gpu_hours" in est:
+        lines = [f"{_scale(scale)}: {info['runs']} runs", f"  ~{est['gpu_hours']:.1f} H200 GPU-h"]
+        if est["sweep_gpu_hours"] > est["gpu_hours"]:
+            lines.append(f"  ({est['sweep_gpu_hours']:.0f} with lr sweep)")
+        return "\n".join([*lines, f"  {est['memory_gib']:.0f} GiB peak"])
+    return f"{_scale(scale)}: {est['time_2_cores']}"
+
+
 @app.command("list")
 def experiment_list(fmt: Annotated[OutputFormat, format_option()] = OutputFormat.table) -> None:
-    """List the registered experiments with the expected wall time of each scale on 2 CPU cores.
+    """List the registered experiments: per scale what runs, its expected cost and the data it needs.
 
-    Times are measured ("not timed" where no measurement was made). The tiny scale is a smoke test: it runs in
-    seconds to check that the code works, and its figures do not show collapse; cpu is the smallest scale
-    whose results mean something."""
+    tiny and cpu times are wall times measured on this 2-core machine ("not timed" where no measurement was made;
+    "<=" where the machine was loaded: upper bounds). A training experiment's paper scale gives H200 GPU-hours
+    estimated from measured throughput (the basis is in -f json) and its peak memory. The tiny scale is a smoke
+    test: it runs in seconds to check that the code works, and its figures do not show collapse; cpu is the
+    smallest scale whose results mean something. `nclab experiment run NAME --scale paper --dry-run` prints a
+    scale's full protocol."""
     from nclab.experiments import list_experiments
 
-    if fmt is not OutputFormat.table:
+    exps = list_experiments()
+    infos = {exp.name: {s: _scale_info(exp, s) for s in exp.scales} for exp in exps}
+    if fmt is OutputFormat.json:
+        data = [
+            {
+                "name": exp.name,
+                "papers": exp.papers,
+                "paper": exp.paper,
+                "summary": exp.summary,
+                **{f"{s} time": exp.durations.get(s, "not timed") for s in ("tiny", "cpu", "paper")},
+                "scales": infos[exp.name],
+            }
+            for exp in exps
+        ]
+        emit([], fmt, data=data)
+        return
+    if fmt is OutputFormat.csv:
         rows = [
             {
                 "name": exp.name,
                 "paper": exp.paper,
                 **{f"{s} time": exp.durations.get(s, "not timed") for s in ("tiny", "cpu", "paper")},
+                "paper estimate": " ".join(_cost_line(exp, "paper", infos[exp.name]["paper"]).split())
+                if "paper" in exp.scales
+                else "",
+                "data": " ".join(dict.fromkeys(d["name"] for s in exp.scales for d in infos[exp.name][s]["data"])),
                 "scales": " ".join(exp.scales),
                 "summary": exp.summary,
             }
-            for exp in list_experiments()
+            for exp in exps
         ]
         emit(rows, fmt)
         return
@@ -49,14 +112,23 @@ def experiment_list(fmt: Annotated[OutputFormat, format_option()] = OutputFormat
 
     from nclab.cli.common import console
 
-    table = Table(title="nclab experiments")
-    for col in ("name", "paper", "scale: time (2 cores)", "summary"):
-        # names and times stay whole; a summary's long word folds rather than lose its end
-        table.add_column(col, no_wrap=col not in ("summary", "paper"), overflow="fold")
-    for exp in list_experiments():
-        times = "\n".join(f"{_scale(s)}: {exp.durations.get(s, 'not timed')}" for s in exp.scales)
-        table.add_row(exp.name, exp.paper, times, exp.summary)
+    table = Table(title="nclab experiments", expand=True)
+    # the summary sits under the name (its own column folded one word per line at 100 columns)
+    table.add_column("experiment", ratio=1, min_width=30, overflow="fold")
+    table.add_column("paper", width=13)
+    table.add_column("scale: cost", no_wrap=True)
+    table.add_column("data (paper scale)", width=14, overflow="fold")
+    for exp in exps:
+        costs = "\n".join(_cost_line(exp, s, infos[exp.name][s]) for s in exp.scales)
+        data = ", ".join(d["name"] for d in infos[exp.name].get("paper", {}).get("data", [])) or "-"
+        table.add_row(f"[bold]{escape(exp.name)}[/bold]\n{escape(exp.summary)}", escape(exp.paper), costs, data)
     console.print(table)
+    console.print(
+        "Data: put each dataset in $NCLAB_DATA/<name> (or /usr/share/datasets/<name>); the layout each expects is "
+        "in -f json (scales.<scale>.data) and in the error of a run that misses it. nclab never downloads.",
+        highlight=False,
+        soft_wrap=False,
+    )
 
 
 def _summary_rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
@@ -70,14 +142,21 @@ def experiment_run(
     scale: Annotated[str, typer.Option(help="tiny (a smoke test) | cpu | paper")] = "cpu",
     out: Annotated[Path | None, out_option("output folder (default runs/experiments/NAME-SCALE)")] = None,
     seed: Annotated[int, typer.Option(help="random seed")] = 0,
+    dry_run: Annotated[
+        bool, flag("--dry-run", help="print the resolved protocol of each run and exit; runs and reads nothing")
+    ] = False,
     fmt: Annotated[OutputFormat, format_option()] = OutputFormat.table,
 ) -> None:
     """Run one registered experiment and print its summary; its tables, figures and report.html go to OUT.
 
     Progress, notes and the output folder go to stderr, the summary to stdout (a table, or JSON / CSV with -f).
-    --scale tiny is a smoke test: its report says so."""
+    --scale tiny is a smoke test: its report says so. --dry-run prints what would run (the resolved protocol of
+    each run, its cost and data) and exits without training or reading data."""
     from nclab.experiments import SMOKE_TEST_NOTE, run
 
+    if dry_run:
+        _dry_run(name, scale, fmt)
+        return
     out = out or Path("runs/experiments") / f"{name}-{scale}"
     with user_errors():
         summary = run(name, out, scale=scale, seed=seed)
@@ -93,3 +172,70 @@ def experiment_run(
             cols = ("claim", "paper_value", "ours", "verdict")
             emit([{k: c[k] for k in cols} for c in claims], fmt, f"{name}: paper vs ours (criteria: -f json)")
     err_console.print(f"outputs in {out} (report: {out / 'report.html'})", markup=False, highlight=False)
+
+
+def _dry_run(name: str, scale: str, fmt: OutputFormat) -> None:
+    """Print the protocols ``name`` runs at ``scale`` (one table row per run; JSON: the list-entry of the scale)."""
+    from nclab.experiments import get
+
+    with user_errors(KeyError):
+        exp = get(name)
+        if scale not in exp.scales:
+            raise ValueError(f"experiment {name!r} has scales {', '.join(exp.scales)}, not {scale!r}")
+        info = _scale_info(exp, scale)
+    if fmt is OutputFormat.json:
+        emit([], fmt, data={"name": name, "scale": scale, "papers": exp.papers, **info})
+        return
+    protocols = exp.protocols(scale)
+    if not protocols:
+        note(f"experiment {name!r} declares no protocol at scale {scale}: it runs as its module defines")
+    rows = [_protocol_row(p.to_dict()) for p in protocols]
+    cost = ", ".join(line.strip() for line in _cost_line(exp, scale, info).splitlines())
+    emit(rows, fmt, f"{name}: {cost}")
+    for need in info["data"]:
+        err_console.print(
+            f"data {need['name']}: {need['layout']} (looked for in {', '.join(need['where'])})",
+            markup=False,
+            highlight=False,
+        )
+
+
+def _protocol_row(p: dict[str, Any]) -> dict[str, Any]:
+    """One protocol as a table row (nested values flattened to words)."""
+    if p["kind"] == "solver":
+        return {"run": p["label"], **{k: _word(v) for k, v in p["solver"].items()}, "seeds": _word(p["seeds"])}
+    data = p["data"]
+    return {
+        "run": p["label"],
+        "model": p["model"] + (f" {_word(p['model_options'])}" if p["model_options"] else ""),
+        "head": _word({k: v for k, v in p["head"].items() if v is not None}),
+        "data": f"{data['name']} {data['input_size']}px"
+        + (f" classes {_word(data['classes'])}" if data["classes"] else "")
+        + (f" {data['per_class']}/class" if data["per_class"] else ""),
+        "augment": p["augmentation"] or "none",
+        "loss": p["loss"] + (f" {_word(p['loss_options'])}" if p["loss_options"] else ""),
+        "optimiser": f"{p['optimiser']['name']}"
+        + (f" m={p['optimiser']['momentum']:g}" if p["optimiser"]["momentum"] is not None else "")
+        + (" nesterov" if p["optimiser"]["nesterov"] else ""),
+        "lr": f"{p['lr']:g}" + (f" (sweep of {len(p['lr_sweep'])})" if p["lr_sweep"] else ""),
+        "schedule": _word(p["schedule"]),
+        "batch": p["batch"],
+        "epochs": p["epochs"],
+        "wd": p["weight_decay"],
+        "seeds": _word(p["seeds"]),
+        "measure": _word(
+            {k: v for k, v in p["measure"].items() if not (k == "num_log" and p["measure"]["epochs"] != "log")}
+        ),
+    }
+
+
+def _word(value: Any) -> str:
+    if isinstance(value, dict):
+        return " ".join(f"{k}={_word(v)}" for k, v in value.items())
+    if isinstance(value, list):
+        return (
+            ",".join(_word(v) for v in value)
+            if len(value) <= 6
+            else f"{_word(value[0])}..{_word(value[-1])} ({len(value)})"
+        )
+    return f"{value:g}" if isinstance(value, float) else str(value)

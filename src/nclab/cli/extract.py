@@ -64,7 +64,7 @@ def run_dataset(cfg: Any, data: str, split: str, per_class: int | None = None, *
     instead of the run's or the default."""
     from nclab.data import load
 
-    given = {} if root is None else {"root": str(root)}
+    given: dict[str, Any] = {} if root is None else {"root": str(root)}
     if cfg is None:
         return load(data, split, per_class=per_class, **given)
     d = cfg.data
@@ -153,7 +153,7 @@ def _dataset(cfg: Any, data: str, split: str, per_class: int | None, root: Path 
     from nclab.train.feeds import streamed_split
 
     own = cfg is not None and cfg.data.name == data
-    raw = cfg.to_dict() if own else {"data": {"name": data}}
+    raw: dict[str, Any] = cfg.to_dict() if own else {"data": {"name": data}}
     raw["data"]["root"] = str(root) if root is not None else raw["data"].get("root")
     if image_size is not None:
         raw["data"]["image_size"] = image_size

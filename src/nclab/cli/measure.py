@@ -6,7 +6,7 @@ import csv
 import io
 import json
 import math
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -23,6 +23,9 @@ from nclab.cli.common import (
     parse_key_values,
     warnings_as_notes,
 )
+
+if TYPE_CHECKING:
+    from nclab.stats.class_stats import Track
 
 __all__ = ["measure_arrays", "measure_command"]
 
@@ -76,7 +79,7 @@ def measure_arrays(
     conventions: dict[str, Any] | None = None,
     batch_size: int = 8192,
     show_progress: bool = True,
-    track: str = "full",
+    track: Track = "full",
 ) -> dict[str, float]:
     """Two streaming passes (ClassStats with ``track``, then NCC) and the full collapse report; the conventions
     and ``batch_size`` are checked before the first pass."""
@@ -199,6 +202,8 @@ def measure_command(
     from nclab.io import manifest
     from nclab.io.arrays import load_array, split_key
     from nclab.stats import EmptyClassError
+    from nclab.stats.class_stats import Track
+    from nclab.validation import check_choice
 
     conventions = _parse_conventions(convention)
     try:
@@ -221,7 +226,7 @@ def measure_command(
                 conventions=conventions,
                 batch_size=batch_size,
                 show_progress=fmt is OutputFormat.table,
-                track=track,
+                track=check_choice(track, Track, name="--track"),
             )
     except USER_ERRORS as err:
         hint = ""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import typer
 from rich.markup import escape
@@ -112,7 +112,7 @@ def probe_command(
         out["tasks"] = {}
         for name, folder in tasks:
             tr, te = load("features", "train", root=folder), load("features", "test", root=folder)
-            score = "mean_per_class" if name in mpc else "top1"
+            score: Literal["top1", "mean_per_class"] = "mean_per_class" if name in mpc else "top1"
             res = linear_probe(
                 (tr.x, tr.y), (te.x, te.y), lams=grid, score=score, val_fraction=val_fraction, device=device
             )

@@ -11,7 +11,7 @@ of dataset take ``transform``, a callable ``(x, generator) -> tensor`` applied p
 by ``(seed, epoch, index)``; every transform also runs on whole batches, on any device.
 """
 
-from nclab.data.catalog import IMAGE_DATASETS, open_images
+from nclab.data.catalog import IMAGE_DATASETS, describe_dataset, find_dataset, open_images
 from nclab.data.digits import load_digits
 from nclab.data.errors import CorruptDatasetError, DatasetNotFoundError
 from nclab.data.folders import ImageFiles, read_image_folder
@@ -32,7 +32,9 @@ __all__ = [
     "DatasetNotFoundError",
     "ImageFiles",
     "balanced_subset",
+    "describe_dataset",
     "digits_split_indices",
+    "find_dataset",
     "load",
     "load_digits",
     "normalization",

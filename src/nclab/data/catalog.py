@@ -17,9 +17,9 @@ from typing import Any
 from nclab.data import probe_sets
 from nclab.data.errors import DatasetNotFoundError
 from nclab.data.folders import ImageFiles, read_image_folder, read_imagenet, read_tiny_imagenet
-from nclab.data.loaders import candidate_folders
+from nclab.data.loaders import DATASETS, candidate_folders, dataset_source, find_dataset_files
 
-__all__ = ["IMAGE_DATASETS", "IMAGE_SPLITS", "open_images"]
+__all__ = ["IMAGE_DATASETS", "IMAGE_SPLITS", "describe_dataset", "find_dataset", "open_images"]
 
 
 @dataclass(frozen=True)
@@ -151,6 +151,37 @@ def _folder(name: str, split: str, root: str | Path | None) -> Path:
     raise DatasetNotFoundError(name, list(dict.fromkeys(looked)), spec.layout, spec.how_to_get)
 
 
+def find_dataset(name: str, split: str | None = None, root: str | Path | None = None) -> Path | None:
+    """The folder dataset ``name`` (in memory: :data:`nclab.data.DATASETS`, or streamed: :data:`IMAGE_DATASETS`) is
+    read from, found as :func:`nclab.data.load` / :func:`open_images` find it, without reading its files (the
+    streamed ones' ``split``, default its first split); ``None`` for the datasets that need no files (``digits``,
+    ``gaussian``, ``features``). Raises :class:`DatasetNotFoundError` (where nclab looked, the layout expected,
+    how to get the files) when it is not there."""
+    if name in _SPECS:
+        return _folder(name, split or _SPECS[name].splits[0], root)
+    return find_dataset_files(name, root)
+
+
+def describe_dataset(name: str) -> dict[str, Any]:
+    """What dataset ``name`` needs on disk: ``{"name", "where", "layout", "how_to_get"}``, ``where`` the folders
+    nclab looks in now (``$NCLAB_DATA/<name>``, ``$NCLAB_DATA``, ``/usr/share/datasets/<name>``).
+
+    Examples
+    --------
+    >>> describe_dataset("digits")["how_to_get"]
+    'always available'
+    """
+    if name in _SPECS:
+        layout, how = _SPECS[name].layout, _SPECS[name].how_to_get
+    elif name in DATASETS:
+        layout, how = dataset_source(name)
+    else:
+        raise ValueError(f"unknown dataset {name!r}; in memory: {', '.join(DATASETS)}; streamed: "
+                         f"{', '.join(_SPECS)}")  # fmt: skip
+    return {"name": name, "where": [str(p) for p in candidate_folders(name, None)], "layout": layout,
+            "how_to_get": how}  # fmt: skip
+
+
 def open_images(
     name: str,
     split: str = "train",
@@ -167,12 +198,12 @@ def open_images(
 
     Parameters
     ----------
-    name : one of :data:`IMAGE_DATASETS`
-        ``image-folder`` (any ``root/<class>/<images>``; ``root/<split>/`` is tried too), ``imagenet``,
-        ``tiny-imagenet``, and the probe datasets of :mod:`nclab.data.probe_sets`.
-    split : str
+    name : str
+        One of :data:`IMAGE_DATASETS`: ``image-folder`` (any ``root/<class>/<images>``; ``root/<split>/`` is
+        tried too), ``imagenet``, ``tiny-imagenet``, and the probe datasets of :mod:`nclab.data.probe_sets`.
+    split : str, default="train"
         The dataset's official splits (``imagenet``: train / val; ``oxford-pets``: trainval / test; ...).
-    root : folder, optional
+    root : str or pathlib.Path, optional
         Where the dataset is (its folder or the one above); default ``$NCLAB_DATA/<name>``, then
         ``/usr/share/datasets/<name>``.
     transform : callable ``(x, generator) -> tensor``, optional
@@ -181,12 +212,45 @@ def open_images(
         Keep only these classes, relabelled in the order given (:meth:`ImageFiles.select`).
     per_class : int, optional
         A balanced subset of this many images per class, drawn with ``seed``.
-    seed : int
+    seed : int, default=0
         Seed of the subset and of the per-item augmentation.
-    mode : "RGB" | "L"
+    mode : {"RGB", "L"}, default="RGB"
+        Pillow mode the images are converted to (3 channels, or 1).
     **options
         Reader options: ``partition`` (dtd, sun397), ``annotation_level`` (fgvc-aircraft), ``train_per_class``
         and ``split_seed`` (caltech101), ``extensions`` (image-folder).
+
+    Returns
+    -------
+    ImageFiles
+        The split's files with integer labels (``targets (N,)``, ``classes``), decoded one image at a time.
+
+    Raises
+    ------
+    ValueError
+        An unknown dataset or split, or ``image-folder`` without ``root``.
+    DatasetNotFoundError
+        The dataset is in none of the folders looked in (named in the message, with how to get it).
+    CorruptDatasetError
+        The files are there but inconsistent (e.g. a class folder without images).
+
+    See Also
+    --------
+    nclab.data.load : the in-memory datasets.
+
+    Examples
+    --------
+    >>> import tempfile, numpy as np
+    >>> from PIL import Image
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> for c in ("ant", "bee", "cat"):
+    ...     (Path(tmp.name) / "val" / c).mkdir(parents=True)
+    ...     for i in range(2):
+    ...         Image.fromarray(np.zeros((5, 5), np.uint8)).save(Path(tmp.name) / "val" / c / f"{i}.png")
+    >>> ds = open_images("image-folder", "val", tmp.name, classes=["cat", "ant"], mode="L")
+    >>> len(ds), ds.classes, ds.targets.tolist(), tuple(ds[0][0].shape)
+    (4, ['cat', 'ant'], [1, 1, 0, 0], (1, 5, 5))
+    >>> tmp.cleanup()
     """
     if name not in _SPECS:
         raise ValueError(f"unknown image dataset {name!r}; known: {', '.join(IMAGE_DATASETS)}")

@@ -100,6 +100,8 @@ class ImageFiles(torch.utils.data.Dataset):
         Pillow mode the images are converted to.
     seed : int
         Seed of the per-item augmentation (``set_epoch`` changes the epoch part).
+    info : dict, optional
+        Where the samples came from (kept as :attr:`info`; default empty).
 
     Attributes
     ----------
@@ -262,6 +264,48 @@ def read_image_folder(
     class folder must be in it, listed classes without a folder have no samples. Default: the sub-folders of
     ``root``, sorted. A class folder with no image raises :class:`CorruptDatasetError`. ``kwargs`` go to
     :class:`ImageFiles` (``transform``, ``mode``, ``seed``).
+
+    Parameters
+    ----------
+    root : str or pathlib.Path
+        The folder of class folders.
+    classes : sequence of str, optional
+        The class list to label with; default: the sub-folders of ``root``, sorted.
+    extensions : sequence of str, default=IMG_EXTENSIONS
+        File name endings read as images (case-insensitive).
+    name : str, default="image-folder"
+        The dataset's name, for messages and ``repr``.
+    split : str, default="train"
+        The split's name.
+    **kwargs
+        Passed to :class:`ImageFiles`: ``transform``, ``mode``, ``seed``.
+
+    Returns
+    -------
+    ImageFiles
+        One sample per image file, in torchvision's order (classes in turn, sorted walk), labelled by the
+        position of its class folder's name in ``classes``.
+
+    Raises
+    ------
+    DatasetNotFoundError
+        If ``root`` is not a folder or holds no class folder.
+    CorruptDatasetError
+        If a class folder is not in ``classes`` or holds no image.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from PIL import Image
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> for c, count in (("b", 1), ("a", 2)):
+    ...     (Path(tmp.name) / c).mkdir()
+    ...     for i in range(count):
+    ...         Image.fromarray(np.zeros((3, 3, 3), np.uint8)).save(Path(tmp.name) / c / f"{i}.jpg")
+    >>> ds = read_image_folder(tmp.name)
+    >>> ds.classes, ds.targets.tolist(), read_image_folder(tmp.name, classes=["b", "a", "z"]).targets.tolist()
+    (['a', 'b'], [0, 0, 1], [1, 1, 0])
+    >>> tmp.cleanup()
     """
     root = Path(root).expanduser()
     exts = tuple(e.lower() for e in extensions)

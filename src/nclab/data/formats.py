@@ -19,14 +19,16 @@ import io
 import pickle
 import struct
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+from numpy.typing import DTypeLike
 
 from nclab.data.errors import CorruptDatasetError
 
 __all__ = ["read_cifar_batch", "read_idx", "read_stl10", "read_svhn_mat"]
 
-_IDX_DTYPES = {0x08: np.uint8, 0x09: np.int8, 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
+_IDX_DTYPES: dict[int, DTypeLike] = {0x08: np.uint8, 0x09: np.int8, 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
 
 
 def _read_bytes(path: Path) -> bytes:
@@ -74,7 +76,7 @@ class _NumpyOnlyUnpickler(pickle.Unpickler):
         }
     )
 
-    def find_class(self, module: str, name: str):  # type: ignore[override]
+    def find_class(self, module: str, name: str) -> Any:
         if (module, name) in self._ALLOWED:
             return super().find_class(module, name)
         raise pickle.UnpicklingError(f"refusing to unpickle {module}.{name} (only numpy arrays are allowed)")

@@ -37,7 +37,9 @@ __all__ = [
     "ArrayDataset",
     "balanced_subset",
     "candidate_folders",
+    "dataset_source",
     "digits_split_indices",
+    "find_dataset_files",
     "load",
     "normalization",
 ]
@@ -60,6 +62,22 @@ def normalization(name: str) -> tuple[tuple[float, ...], tuple[float, ...]]:
     constants ``load(..., normalize=True)`` standardises with (for a :class:`~nclab.data.augment.Normalize` at
     the end of an augmentation pipeline run on ``load(..., normalize=False)``).
 
+    Parameters
+    ----------
+    name : str
+        An image dataset with constants: ``mnist``, ``fashion-mnist``, ``cifar10``, ``cifar100``, ``svhn``,
+        ``stl10``.
+
+    Returns
+    -------
+    tuple of (tuple of float, tuple of float)
+        ``(mean, std)``, one value per channel (1 for grey-scale, 3 for RGB).
+
+    Raises
+    ------
+    ValueError
+        If ``name`` has no constants (``digits``, ``gaussian``, ``features`` are used as stored).
+
     Examples
     --------
     >>> normalization("mnist")
@@ -80,6 +98,42 @@ class ArrayDataset(torch.utils.data.Dataset):
     (what collapse is measured on), and without a transform items are ``(x[i], y[i])`` exactly. A loop that
     slices batches itself applies the transform to the batch: ``ds.transform(ds.x[idx].to(device),
     generator)``.
+
+    Parameters
+    ----------
+    x : torch.Tensor, shape (N, ...)
+        The inputs, float32: ``(N, *input_shape)``.
+    y : torch.Tensor, shape (N,)
+        Class indices, int64, in ``0 .. K - 1``.
+    K : int
+        ``K``, the number of classes (a class may have no sample in a subset).
+    name : str
+        The dataset's name, for messages and ``repr``.
+    split : str
+        The split's name.
+    info : dict, default={}
+        How the split was loaded (root, subset, seed, padding).
+    transform : callable, optional
+        ``(x, generator) -> tensor``, applied per item by ``__getitem__``.
+    seed : int, default=0
+        Seed of the per-item augmentation.
+
+    Raises
+    ------
+    ValueError
+        If ``x`` and ``y`` have different numbers of rows.
+    TypeError
+        If ``transform`` is given and not callable.
+
+    See Also
+    --------
+    load : a dataset's split from local files.
+
+    Examples
+    --------
+    >>> ds = ArrayDataset(torch.zeros(4, 2), torch.tensor([0, 1, 1, 2]), 3, "toy", "train")
+    >>> len(ds), ds.input_shape, ds.class_counts.tolist(), ds[2][1].item()
+    (4, (2,), [1, 2, 1], 1)
     """
 
     x: torch.Tensor
@@ -141,7 +195,36 @@ class ArrayDataset(torch.utils.data.Dataset):
 # ---------------------------------------------------------------------------------------------- helpers
 def balanced_subset(y: np.ndarray, per_class: int, K: int, seed: int = 0) -> np.ndarray:
     """Indices of ``per_class`` samples of every class, drawn without replacement with
-    ``numpy.random.default_rng(seed)`` (one permutation per class, in class order), returned sorted."""
+    ``numpy.random.default_rng(seed)`` (one permutation per class, in class order), returned sorted.
+
+    Parameters
+    ----------
+    y : numpy.ndarray, shape (N,)
+        Class indices.
+    per_class : int
+        ``n``, the samples kept per class, ``n >= 1``.
+    K : int
+        ``K``: classes ``0 .. K - 1`` are drawn from.
+    seed : int, default=0
+        Seed of the draw.
+
+    Returns
+    -------
+    numpy.ndarray of int
+        ``K n`` sorted indices into ``y``, ``n`` of each class.
+
+    Raises
+    ------
+    ValueError
+        If ``per_class < 1`` or a class has fewer than ``per_class`` samples.
+
+    Examples
+    --------
+    >>> y = np.array([0, 1, 0, 1, 0, 1, 2, 2])
+    >>> idx = balanced_subset(y, 2, 3, seed=0)
+    >>> np.bincount(y[idx]).tolist(), np.array_equal(idx, balanced_subset(y, 2, 3, seed=0))
+    ([2, 2, 2], True)
+    """
     if per_class < 1:
         raise ValueError(f"per_class must be >= 1, got {per_class}")
     rng = np.random.default_rng(seed)
@@ -157,7 +240,28 @@ def balanced_subset(y: np.ndarray, per_class: int, K: int, seed: int = 0) -> np.
 def digits_split_indices(y: np.ndarray, split: str) -> np.ndarray:
     """The fixed stratified split of the digits set: within each class, in file order, every 4th sample
     (positions 3, 7, 11, ...) is test, the rest train; 1,352 train / 445 test images, classes balanced to
-    within one sample. No RNG is involved, so it never changes."""
+    within one sample. No RNG is involved, so it never changes.
+
+    Parameters
+    ----------
+    y : numpy.ndarray, shape (N,)
+        The labels, in file order.
+    split : {"train", "test"}
+        Which side; anything but ``"test"`` is the training side.
+
+    Returns
+    -------
+    numpy.ndarray of int
+        Sorted indices into ``y``.
+
+    Examples
+    --------
+    >>> digits_split_indices(np.array([0, 0, 0, 0, 1, 1, 1, 1, 0]), "test").tolist()
+    [3, 7]
+    >>> y = load_digits()[1]
+    >>> len(digits_split_indices(y, "train")), len(digits_split_indices(y, "test"))
+    (1352, 445)
+    """
     pos = np.zeros_like(y)
     for k in np.unique(y):
         idx = np.flatnonzero(y == k)
@@ -197,9 +301,9 @@ def _locate(
         for sub in ("", *subdirs):
             folder = cand / sub if sub else cand
             looked.append(folder)
-            files = [_first_existing(folder, group) for group in required]
-            if all(f is not None for f in files):
-                return folder, files  # type: ignore[return-value]
+            files = [f for f in (_first_existing(folder, group) for group in required) if f is not None]
+            if len(files) == len(required):
+                return folder, files
     spec = _SPECS[name]
     raise DatasetNotFoundError(name, list(dict.fromkeys(looked)), spec.layout, spec.how_to_get)
 
@@ -439,6 +543,44 @@ _SPECS: dict[str, _Spec] = {
 DATASETS: tuple[str, ...] = tuple(_SPECS)
 
 
+def _idx_files(stem: str) -> list[list[str]]:
+    return [[f"{stem}-{kind}-idx{n}-ubyte.gz", f"{stem}-{kind}-idx{n}-ubyte", f"{stem}-{kind}.idx{n}-ubyte"]
+            for kind, n in (("images", 3), ("labels", 1))]  # fmt: skip
+
+
+#: Per dataset read from files: the sub-folders its files may sit in and the files of its train and test splits
+#: (one name of each group), as the readers above look for them.
+_FILES: dict[str, tuple[tuple[str, ...], list[list[str]]]] = {
+    "mnist": (("raw",), _idx_files("train") + _idx_files("t10k")),
+    "fashion-mnist": (("raw",), _idx_files("train") + _idx_files("t10k")),
+    "cifar10": (("cifar-10-batches-py",), [[f"data_batch_{i}"] for i in range(1, 6)] + [["test_batch"]]),
+    "cifar100": (("cifar-100-python",), [["train"], ["test"]]),
+    "svhn": ((), [["train_32x32.mat"], ["test_32x32.mat"]]),
+    "stl10": (("stl10_binary",), [[f"{s}_{x}.bin"] for s in ("train", "test") for x in ("X", "y")]),
+}
+
+
+def dataset_source(name: str) -> tuple[str, str]:
+    """``(layout, how to get it)`` of dataset ``name`` (one of :data:`DATASETS`), as a missing dataset's error
+    says them."""
+    if name not in _SPECS:
+        raise ValueError(f"unknown dataset {name!r}; known: {', '.join(DATASETS)}")
+    return _SPECS[name].layout, _SPECS[name].how_to_get
+
+
+def find_dataset_files(name: str, root: str | Path | None = None) -> Path | None:
+    """The folder holding dataset ``name``'s train and test files, found as :func:`load` finds them without reading
+    them (``None`` for the datasets that need no files: ``digits``, ``gaussian``, ``features``); raises
+    :class:`~nclab.data.errors.DatasetNotFoundError` when they are not there."""
+    if name not in _SPECS:
+        raise ValueError(f"unknown dataset {name!r}; known: {', '.join(DATASETS)}")
+    if name not in _FILES:
+        return None
+    subdirs, groups = _FILES[name]
+    folder, _ = _locate(name, root, subdirs, groups)
+    return folder
+
+
 def _select_classes(
     X: np.ndarray, y: np.ndarray, K: int, classes: Any, name: str
 ) -> tuple[np.ndarray, np.ndarray, int]:
@@ -467,29 +609,58 @@ def load(
 
     Parameters
     ----------
-    name : one of :data:`DATASETS`
-        ``digits`` (embedded; 8x8, 1,352 train / 445 test, see :func:`digits_split_indices`), ``mnist``,
-        ``fashion-mnist`` (IDX, gz or not), ``cifar10``, ``cifar100`` (python pickles; ``label="coarse"``
-        for the 20 super-classes), ``svhn`` (.mat; ``split="extra"`` too), ``stl10`` (binary), ``gaussian``
-        (options ``K``, ``d``, ``n`` per class, ``separation``), ``features`` (precomputed arrays in ``root``).
-    split : "train" | "test"
-    root : folder, optional
+    name : str
+        One of :data:`DATASETS`: ``digits`` (embedded; 8x8, 1,352 train / 445 test, see
+        :func:`digits_split_indices`), ``mnist``, ``fashion-mnist`` (IDX, gz or not), ``cifar10``, ``cifar100``
+        (python pickles; ``label="coarse"`` for the 20 super-classes), ``svhn`` (.mat; ``split="extra"`` too),
+        ``stl10`` (binary), ``gaussian`` (options ``K``, ``d``, ``n`` per class, ``separation``), ``features``
+        (precomputed arrays in ``root``).
+    split : {"train", "test"}, default="train"
+        The split (``svhn`` also ``"extra"``).
+    root : str or pathlib.Path, optional
         Where the files are; default ``$NCLAB_DATA/<name>``, then ``/usr/share/datasets/<name>``.
     per_class : int, optional
         Keep a balanced random subset of this many samples per class (``seed`` picks them).
-    seed : int
+    seed : int, default=0
         Seed of the subsample (and of the ``gaussian`` mixture).
-    classes : list of int, optional (keyword, any dataset)
+    classes : list of int, optional
+        A keyword of ``options``, for any dataset.
         Keep only these classes, relabelled ``0 .. len(classes) - 1`` in the order given (a pretraining task on
         some classes, a downstream task on the others).
     pad_to : int, optional
         Zero-pad images to ``pad_to x pad_to`` before normalising ([Han et al. 2022]: 28 -> 32 for (Fashion-)MNIST).
-    normalize : bool
+    normalize : bool, default=True
         Standardise image channels with the dataset's conventional mean / std (images only).
     transform : callable ``(x, generator) -> tensor``, optional
         Augmentation applied per item by ``__getitem__`` (see :class:`ArrayDataset`; seeded by ``seed``); ``x``
         keeps the untransformed inputs. For the recipes' black padding, load with ``normalize=False`` and end
         the pipeline with ``Normalize(*normalization(name))`` (e.g. :func:`nclab.data.augment.cifar_train_transform`).
+    **options
+        Dataset options: ``label`` (cifar100), ``K``, ``d``, ``n``, ``separation`` (gaussian), ``classes``.
+
+    Returns
+    -------
+    ArrayDataset
+        ``x`` float32 ``(N, *input_shape)`` (images ``(C, H, W)``), ``y`` int64 ``(N,)``, ``K`` classes.
+
+    Raises
+    ------
+    ValueError
+        An unknown dataset, split or option, or a ``per_class`` larger than a class.
+    DatasetNotFoundError
+        The files are in none of the folders looked in (named in the message, with how to get them).
+    CorruptDatasetError
+        A file is there but unreadable or inconsistent.
+
+    Examples
+    --------
+    >>> ds = load("digits", "train", per_class=5, seed=0)
+    >>> len(ds), ds.K, ds.input_shape, ds.class_counts.tolist()
+    (50, 10, (1, 8, 8), [5, 5, 5, 5, 5, 5, 5, 5, 5, 5])
+    >>> torch.equal(ds.x, load("digits", "train", per_class=5, seed=0).x)  # seeded
+    True
+    >>> load("gaussian", K=3, d=4, n=5)
+    ArrayDataset(gaussian/train: N=15, input_shape=(4,), K=3)
     """
     if name not in _SPECS:
         raise ValueError(f"unknown dataset {name!r}; known: {', '.join(DATASETS)}")

@@ -85,7 +85,7 @@ def _mat_field(mat: dict[str, Any], key: str, path: Path) -> Any:
 
 def _build(
     paths: Sequence[Path],
-    labels: Sequence[int],
+    labels: Sequence[int] | np.ndarray,
     classes: Sequence[str],
     listing: Path,
     name: str,
@@ -103,7 +103,9 @@ def read_oxford_pets(folder: str | Path, split: str = "trainval", **kwargs: Any)
     split = check_choice(split, ("trainval", "test"), name="split")
     folder = Path(folder).expanduser()
     listing = folder / "annotations" / f"{split}.txt"
-    ids, labels, breed = [], [], {}
+    ids: list[str] = []
+    labels: list[int] = []
+    breed: dict[int, str] = {}
     for n, line in enumerate(_lines(listing, "oxford-pets", folder), start=1):
         parts = line.split()
         if len(parts) != 4 or not parts[1].isdigit() or not 1 <= int(parts[1]) <= 37:

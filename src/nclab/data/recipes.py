@@ -133,6 +133,7 @@ def make_recipe(
         )
         fit = [Resize(resize), CenterCrop(size)]
         evaluation: Any = Compose([*fit, ToFloat(), *norm])
+        train: Compose | None
         # the CIFAR recipes crop around an image of the final size: bring any decoded size there first
         train = Compose([*(fit if name in ("cifar", "cifar_rot15") or name is None else []), *steps, *tail])
     else:

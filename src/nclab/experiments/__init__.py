@@ -6,11 +6,23 @@ theme (:mod:`~nclab.experiments.training`, :mod:`~nclab.experiments.unconstraine
 :mod:`~nclab.experiments.spherical_codes`, :mod:`~nclab.experiments.theory_engines`) and
 :mod:`nclab.experiments.common` the figure, CSV and scale helpers they share. :mod:`nclab.experiments.paper_claims`
 holds the papers' reported values and judges each run's summary against them (the "paper vs ours" of every run);
-:mod:`nclab.experiments.reproductions` keeps the cpu-scale result files behind ``docs/reproductions.md``. Library
+:mod:`nclab.experiments.reproductions_doc` keeps the cpu-scale result files behind ``docs/reproductions.md``. Library
 packages never import this package.
 """
 
-from nclab.experiments.catalog import SMOKE_TEST_NOTE, Experiment, register
-from nclab.experiments.registry import EXPERIMENT_MODULES, get, list_experiments, run
+from nclab.experiments.catalog import SMOKE_TEST_NOTE, Experiment, declare_protocols, register
+from nclab.experiments.protocols import Protocol
+from nclab.experiments.registry import EXPERIMENT_MODULES, dry_run, get, list_experiments, run
 
-__all__ = ["EXPERIMENT_MODULES", "SMOKE_TEST_NOTE", "Experiment", "get", "list_experiments", "register", "run"]
+__all__ = [
+    "EXPERIMENT_MODULES",
+    "SMOKE_TEST_NOTE",
+    "Experiment",
+    "Protocol",
+    "declare_protocols",
+    "dry_run",
+    "get",
+    "list_experiments",
+    "register",
+    "run",
+]

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DURATIONS", "EXPERIMENTS", "SMOKE_TEST_NOTE", "Experiment", "register"]
+__all__ = ["DURATIONS", "EXPERIMENTS", "PROTOCOLS", "SMOKE_TEST_NOTE", "Experiment", "declare_protocols", "register"]
 
 #: What the ``tiny`` scale is, said in its reports (a banner), by ``nclab experiment run`` and in the list.
 SMOKE_TEST_NOTE = (
@@ -28,16 +28,24 @@ SMOKE_TEST_NOTE = (
 #: Measured wall time per experiment and scale on the shared 2-core machine: tiny from one run of each on
 #: 2026-11-23 (other jobs running), cpu from docs/geometry.md and benchmarks/RESULTS.md, and "<= ..." cpu figures
 #: from one run each on 2026-11-23 with the machine loaded (load average 6-8 on 2 cores: upper bounds). The paper
-#: scale has not been timed on this machine (GPU-sized); ``nclab experiment list`` says so.
+#: scale has not been timed on this machine (GPU-sized); ``nclab experiment list`` says so, and gives the GPU-hours
+#: of a training experiment's paper scale (:func:`nclab.experiments.protocols.estimate`). Entries measured later
+#: say when and at what load beside them.
 DURATIONS: dict[str, dict[str, str]] = {
     "central-path-flow": {"tiny": "~3 s", "cpu": "<= 1 min"},
     "digits-mlp-demo": {"tiny": "~15 s", "cpu": "~40 s"},
     "fashion-mnist-cnn": {"tiny": "~20 s", "cpu": "~1.5 min"},
     "geodesic-digits": {"tiny": "~7 s", "cpu": "<= 1.5 min"},
-    "gnc-assignment": {"tiny": "~2 s", "cpu": "seconds"},
-    "gnc-bounds-vs-d": {"tiny": "~13 s", "cpu": "minutes"},
+    "gnc-assignment": {"tiny": "~2 s", "cpu": "<= 16 s"},  # cpu: 2026-11-26 11:57, load 9.0-9.6, CLI wall time
+    # cpu: 2026-11-26 11:51-12:31, load average 9.6-12.3 on 2 cores: killed unfinished after 40 min of wall time
+    # with 7.2 min of CPU time (one thread), so at least 7 min on an idle machine
+    "gnc-bounds-vs-d": {"tiny": "~13 s", "cpu": "> 7 min"},
     "gnc-d2-codes": {"tiny": "~4 s", "cpu": "~1 min"},
     "gnc-tau-maxcos": {"tiny": "~4 s", "cpu": "~35 s"},  # 2026-11-26, load 5-7: tiny 4.5 s, cpu 25-46 s
+    # 2026-11-26 11:49, load average 9.5 on 2 cores, the CLI's wall time (imports included): upper bounds
+    "gnc-trained": {"tiny": "<= 20 s"},
+    "mse-nc-benchmarks": {"tiny": "<= 25 s"},
+    "pfc-table1": {"tiny": "<= 25 s"},
     "mse-decomposition-ufm": {"tiny": "<1 s", "cpu": "<= 1 min"},
     "mufm-tradeoff": {"tiny": "~14 s", "cpu": "<= 6 min"},
     "ufm-figures": {"tiny": "~5 s", "cpu": "<= 7 min"},
@@ -48,6 +56,13 @@ DURATIONS: dict[str, dict[str, str]] = {
 }
 
 ExperimentFn = Callable[[Path, str, int], dict[str, Any]]
+ProtocolFn = Callable[[str], list[Any]]
+
+#: Per experiment name, per scale: ``fn(scale)``, the :class:`~nclab.experiments.protocols.Protocol` list of that
+#: scale (filled by :func:`declare_protocols`; protocols may be declared before, or without, the experiment they
+#: belong to, and different modules may declare different scales of one experiment: the paper protocol of an
+#: experiment another module registers).
+PROTOCOLS: dict[str, dict[str, ProtocolFn]] = {}
 
 
 #: Every registered experiment by name (filled as the experiment modules are imported).
@@ -56,6 +71,33 @@ EXPERIMENTS: dict[str, Experiment] = {}
 
 @dataclass(frozen=True)
 class Experiment:
+    """One registered experiment: its function and what ``nclab experiment list`` says about it.
+
+    Built by :func:`register`; looked up with :func:`nclab.experiments.get`.
+
+    Parameters
+    ----------
+    name : str
+        The name it is run by (``nclab experiment run NAME``).
+    fn : callable
+        ``fn(out: Path, scale: str, seed: int) -> dict``: writes its outputs under ``out`` and returns a small
+        JSON-able summary.
+    summary : str
+        One line on what it shows.
+    paper : str
+        Citation key of the paper it reproduces (docs/references.md).
+    scales : tuple of str, default=("tiny", "cpu", "paper")
+        The scales it runs at.
+    durations : dict of str to str, default={}
+        Expected wall time per scale on the 2-core reference machine, as measured (:data:`DURATIONS`).
+
+    Examples
+    --------
+    >>> exp = Experiment("toy", lambda out, scale, seed: {"seed": seed}, "a toy", "[Han et al. 2022]", ("tiny",))
+    >>> exp.scales, exp.durations, exp.fn(Path("."), "tiny", 3)
+    (('tiny',), {}, {'seed': 3})
+    """
+
     name: str
     fn: ExperimentFn
     summary: str
@@ -64,6 +106,35 @@ class Experiment:
     #: Expected wall time per scale on the 2-core reference machine, as measured (a scale missing here has not
     #: been timed).
     durations: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def papers(self) -> list[str]:
+        """The citation keys of :attr:`paper` (``"[Han et al. 2022]"`` -> ``["Han et al. 2022"]``; several are
+        separated by ``;``), as docs/references.md lists them."""
+        return [k.strip() for k in self.paper.strip().strip("[]").split(";") if k.strip()]
+
+    def protocols(self, scale: str) -> list[Any]:
+        """The :class:`~nclab.experiments.protocols.Protocol` list of ``scale`` (empty when none is declared)."""
+        fn = PROTOCOLS.get(self.name, {}).get(scale)
+        return [] if fn is None else list(fn(scale))
+
+
+def declare_protocols(
+    name: str, *, scales: tuple[str, ...] = ("tiny", "cpu", "paper")
+) -> Callable[[ProtocolFn], ProtocolFn]:
+    """Decorator: ``fn(scale) -> list[Protocol]`` gives what experiment ``name`` runs at each of ``scales``
+    (``nclab experiment list``, ``run --dry-run``, the paper-scale data check). A scale declared twice (by two
+    different functions) is an error."""
+
+    def wrap(fn: ProtocolFn) -> ProtocolFn:
+        declared = PROTOCOLS.setdefault(name, {})
+        twice = [s for s in scales if s in declared and declared[s] is not fn]
+        if twice:
+            raise ValueError(f"the {', '.join(twice)} protocols of experiment {name!r} are declared twice")
+        declared.update(dict.fromkeys(scales, fn))
+        return fn
+
+    return wrap
 
 
 def register(
@@ -74,7 +145,39 @@ def register(
     scales: tuple[str, ...] = ("tiny", "cpu", "paper"),
 ) -> Callable[[ExperimentFn], ExperimentFn]:
     """Decorator: register ``fn(out, scale, seed) -> summary dict`` under ``name`` (its expected wall times
-    come from :data:`DURATIONS`)."""
+    come from :data:`DURATIONS`).
+
+    Parameters
+    ----------
+    name : str
+        The experiment's name.
+    summary : str
+        One line on what it shows.
+    paper : str
+        Citation key of the paper it reproduces (resolving in docs/references.md).
+    scales : tuple of str, default=("tiny", "cpu", "paper")
+        The scales it runs at.
+
+    Returns
+    -------
+    callable
+        The decorator; it adds an :class:`Experiment` to :data:`EXPERIMENTS` and returns ``fn`` unchanged.
+
+    Raises
+    ------
+    ValueError
+        When applied: another function is already registered under ``name``, or :data:`DURATIONS` times a
+        scale the experiment does not declare.
+
+    Examples
+    --------
+    >>> @register("doc-toy", summary="a toy", paper="[Han et al. 2022]", scales=("tiny",))
+    ... def toy(out, scale, seed):
+    ...     return {"seed": seed}
+    >>> EXPERIMENTS["doc-toy"].fn is toy, EXPERIMENTS["doc-toy"].scales
+    (True, ('tiny',))
+    >>> del EXPERIMENTS["doc-toy"]  # keep the registry to the real experiments
+    """
 
     def wrap(fn: ExperimentFn) -> ExperimentFn:
         if name in EXPERIMENTS and EXPERIMENTS[name].fn is not fn:

@@ -13,7 +13,7 @@ from typing import Any
 from nclab.experiments.catalog import EXPERIMENTS, SMOKE_TEST_NOTE, Experiment
 from nclab.validation import check_int, check_output_dir
 
-__all__ = ["EXPERIMENT_MODULES", "get", "list_experiments", "run"]
+__all__ = ["EXPERIMENT_MODULES", "dry_run", "get", "list_experiments", "run"]
 
 #: Modules whose import registers experiments (one per paper or theme, all in this package).
 EXPERIMENT_MODULES: list[str] = [
@@ -22,6 +22,8 @@ EXPERIMENT_MODULES: list[str] = [
     "nclab.experiments.spherical_codes",
     "nclab.experiments.theory_engines",
     "nclab.experiments.transfer",
+    "nclab.experiments.reproductions",
+    "nclab.experiments.scale_protocols",
 ]
 
 _loaded = False
@@ -36,11 +38,55 @@ def _load() -> None:
 
 
 def list_experiments() -> list[Experiment]:
+    """Every registered experiment, sorted by name (the first call imports the experiment modules).
+
+    Returns
+    -------
+    list of Experiment
+        One per registered name.
+
+    See Also
+    --------
+    get : one experiment by name.
+
+    Examples
+    --------
+    >>> names = [e.name for e in list_experiments()]
+    >>> names == sorted(names), "digits-mlp-demo" in names
+    (True, True)
+    """
     _load()
     return [EXPERIMENTS[k] for k in sorted(EXPERIMENTS)]
 
 
 def get(name: str) -> Experiment:
+    """The experiment registered as ``name`` (the first call imports the experiment modules).
+
+    Parameters
+    ----------
+    name : str
+        An experiment's name (``nclab experiment list``).
+
+    Returns
+    -------
+    Experiment
+        Its function, summary, citation key, scales and expected durations.
+
+    Raises
+    ------
+    KeyError
+        If no experiment has that name; the message lists the known ones.
+
+    Examples
+    --------
+    >>> exp = get("digits-mlp-demo")
+    >>> exp.name, "tiny" in exp.scales, callable(exp.fn)
+    ('digits-mlp-demo', True, True)
+    >>> get("no-such-experiment")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+        ...
+    KeyError: "unknown experiment 'no-such-experiment'; known: central-path-flow, ..."
+    """
     _load()
     try:
         return EXPERIMENTS[name]
@@ -53,15 +99,58 @@ def run(name: str, out: str | Path, *, scale: str = "cpu", seed: int = 0) -> dic
     folder raises ``NotADirectoryError`` / ``PermissionError`` before the experiment starts). The reports of a
     ``tiny`` run carry the smoke-test banner (:data:`~nclab.experiments.catalog.SMOKE_TEST_NOTE`).
 
-    The summary returned (also written to ``out/summary.json``) ends with ``paper_claims``: the paper's value,
-    ours and the verdict of each claim the experiment measures (:func:`nclab.experiments.paper_claims.attach`,
-    which also adds them to ``report.html``)."""
+    Parameters
+    ----------
+    name : str
+        An experiment's name.
+    out : str or pathlib.Path
+        The output folder (created).
+    scale : str, default="cpu"
+        One of the experiment's scales: ``"tiny"`` (a smoke test), ``"cpu"`` or ``"paper"``.
+    seed : int, default=0
+        The experiment's seed, ``>= 0``.
+
+    Returns
+    -------
+    dict
+        The experiment's JSON-able summary, also written to ``out/summary.json``; it ends with ``paper_claims``:
+        the paper's value, ours and the verdict of each claim the experiment measures
+        (:func:`nclab.experiments.paper_claims.attach`, which also adds them to ``report.html``).
+
+    Raises
+    ------
+    KeyError
+        An unknown experiment.
+    ValueError
+        A scale the experiment does not declare, or a negative seed.
+    NotADirectoryError, PermissionError
+        ``out`` cannot be a writable folder.
+
+    Examples
+    --------
+    A smoke test writes its table, figure and report (skipped here: it takes seconds, mostly plotting).
+
+    >>> import tempfile, os
+    >>> with tempfile.TemporaryDirectory() as tmp:  # doctest: +SKIP
+    ...     summary = run("mse-decomposition-ufm", tmp, scale="tiny")
+    ...     files = sorted(os.listdir(tmp))
+    >>> files  # doctest: +SKIP
+    ['decomposition.csv', 'fig2.png', 'report.html', 'summary.json']
+    >>> run("mse-decomposition-ufm", "unused", scale="huge")
+    Traceback (most recent call last):
+        ...
+    ValueError: experiment 'mse-decomposition-ufm' has scales ('tiny', 'cpu', 'paper'), not 'huge'
+    """
     from nclab.experiments.paper_claims import attach
 
     exp = get(name)
     if scale not in exp.scales:
         raise ValueError(f"experiment {name!r} has scales {exp.scales}, not {scale!r}")
     check_int(seed, name="seed", low=0)
+    if scale == "paper":  # every dataset checked before the first run: a missing one fails now, not hours in
+        from nclab.experiments.protocols import check_data
+
+        check_data(exp.protocols(scale), f"experiment {name!r} at scale paper")
     out = check_output_dir(out, name="output folder", create=True)
     if scale != "tiny":
         return attach(name, out, exp.fn(out, scale, seed))
@@ -70,3 +159,12 @@ def run(name: str, out: str | Path, *, scale: str = "cpu", seed: int = 0) -> dic
     with page_banner(SMOKE_TEST_NOTE):  # every report of a tiny run says it is a smoke test
         summary = exp.fn(out, scale, seed)
     return attach(name, out, summary)
+
+
+def dry_run(name: str, scale: str = "paper") -> list[Any]:
+    """The :class:`~nclab.experiments.protocols.Protocol` list experiment ``name`` would run at ``scale``, resolved
+    without running anything or reading any data (``nclab experiment run NAME --dry-run``)."""
+    exp = get(name)
+    if scale not in exp.scales:
+        raise ValueError(f"experiment {name!r} has scales {exp.scales}, not {scale!r}")
+    return exp.protocols(scale)

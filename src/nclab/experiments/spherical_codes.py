@@ -14,8 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from nclab.experiments.catalog import register
+from nclab.experiments.catalog import declare_protocols, register
 from nclab.experiments.common import check_scale, html_table, legend, png, pyplot, write_csv
+from nclab.experiments.protocols import Protocol
 from nclab.geometry.assignment import antipodal_pairs, code_symmetries, enumerate_assignments
 from nclab.geometry.bounds import softmax_code_bounds
 from nclab.geometry.frames import regular_polygon
@@ -311,3 +312,12 @@ def assignment(out: Path, scale: str, seed: int) -> dict[str, Any]:
 
 
 __all__ = ["assignment", "bounds_vs_d", "d2_codes", "tau_maxcos"]
+
+
+# ---------------------------------------------------------------------------------- protocols (experiment list)
+@declare_protocols("gnc-tau-maxcos")
+def _tau_maxcos(scale: str) -> list[Protocol]:
+    steps = {"tiny": 150, "cpu": 1000, "paper": 3000}[scale]  # as tau_maxcos
+    restarts = {"tiny": 1, "cpu": 4, "paper": 8}[scale]
+    return [Protocol.solver("CE-UFM on the sphere, tau path", d=3, K=7, n=1, taus=list(_TAUS[scale]), steps=steps,
+                            restarts=restarts)]  # fmt: skip

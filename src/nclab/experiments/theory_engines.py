@@ -20,8 +20,9 @@ from typing import Any
 
 import numpy as np
 
-from nclab.experiments.catalog import register
+from nclab.experiments.catalog import declare_protocols, register
 from nclab.experiments.common import legend, log_ticks, png, pyplot, write_csv
+from nclab.experiments.protocols import Protocol
 from nclab.io.atomic import atomic_write_text
 from nclab.io.rundir import RunDir
 
@@ -38,7 +39,7 @@ def _finish(out: Path, title: str, sections: list[tuple[str, str]], figures: lis
 
 
 # ---------------------------------------------------------------------------------------------- [Han et al. 2022] flow
-_FLOW_SCALES = {
+_FLOW_SCALES: dict[str, dict[str, Any]] = {
     "tiny": dict(C=4, N=5, P=6, t_end=1e3, num_checkpoints=8),
     "cpu": dict(C=4, N=5, P=6, t_end=1e6, num_checkpoints=40),
     "paper": dict(C=10, N=20, P=16, t_end=1e7, num_checkpoints=60),
@@ -239,7 +240,7 @@ def depth_profile(layers: Sequence[np.ndarray], y: np.ndarray, t_grid: np.ndarra
     from nclab.theory.geodesic import geodesic_profile
 
     K = int(y.max()) + 1
-    measured = {"pfc1": [], "pfc2": [], "pfc3": []}
+    measured: dict[str, list[float]] = {"pfc1": [], "pfc2": [], "pfc3": []}
     for h in layers:
         st = ClassStats.from_arrays(h, y, K=K, track="light")
         measured["pfc1"].append(trace_ratio(st))
@@ -286,15 +287,15 @@ def pfc_depth_summary(measured: Mapping[str, Sequence[float]]) -> dict[str, floa
 _GEO_SCALES = {
     "tiny": dict(blocks=4, steps=60, grid=21),
     "cpu": dict(blocks=6, steps=1500, grid=101),
-    "paper": dict(blocks=10, steps=6000, grid=201),
 }
 
 
 @register(
     "geodesic-digits",
     summary="[Wang et al. 2024, Fig. 3] analogue: per-block PFC1/2/3 of an FC ResNet on digits "
-    "vs the geodesic prediction",
+    "vs the geodesic prediction (paper scale: pfc-table1)",
     paper="[Wang et al. 2024]",
+    scales=("tiny", "cpu"),  # the paper's protocol is experiment pfc-table1
 )
 def geodesic_digits(out: Path, scale: str, seed: int) -> dict:
     from nclab.data import load_digits
@@ -336,7 +337,7 @@ def geodesic_digits(out: Path, scale: str, seed: int) -> dict:
     write_csv(
         out / "geodesic.csv",
         [
-            {"t": float(t), "pfc1": float(pm.pfc1[i]), "pfc2": float(pm.pfc2[i]), "pfc3": float(pm.pfc3[i])}  # type: ignore[index]
+            {"t": float(t), "pfc1": float(pm.pfc1[i]), "pfc2": float(pm.pfc2[i]), "pfc3": float(pm.pfc3[i])}
             for i, t in enumerate(t_grid)
         ],
     )
@@ -365,3 +366,19 @@ def geodesic_digits(out: Path, scale: str, seed: int) -> dict:
         figures,
         summary,
     )
+
+
+# ---------------------------------------------------------------------------------- protocols (experiment list)
+@declare_protocols("central-path-flow")
+def _flow(scale: str) -> list[Protocol]:
+    return [Protocol.solver("renormalised central-path flow (both projections)", **_FLOW_SCALES[scale])]
+
+
+@declare_protocols("mse-decomposition-ufm")
+def _decomposition(scale: str) -> list[Protocol]:
+    return [Protocol.solver("joint GD on the UFM, MSE decomposition", **_UFM_SCALES[scale])]
+
+
+@declare_protocols("geodesic-digits", scales=("tiny", "cpu"))
+def _geodesic(scale: str) -> list[Protocol]:
+    return [Protocol.solver("FC ResNet on the embedded digits, full batch", dataset="digits", **_GEO_SCALES[scale])]

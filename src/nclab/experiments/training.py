@@ -25,6 +25,7 @@ __all__ = [
     "FASHION_MNIST_CNN",
     "SCALES",
     "demo_config",
+    "fashion_runs",
     "run_demo",
     "summary_table",
 ]
@@ -173,8 +174,8 @@ SCALES: dict[str, dict[str, Any]] = {
         "schedule": {"name": "cosine"},
         "measure": {"num_log": 12},
     },
-    "paper": {"data": {"per_class": None, "test_per_class": None}, "train": {"threads": None}},
 }
+# the paper scale is [Han et al. 2022]'s Fashion-MNIST column: nclab.experiments.reproductions.han2022_configs
 
 
 #: Per-loss settings of the CPU scale (measured on the CPU-scale subset, docs/training.md): weight decay 5e-3 as in
@@ -197,10 +198,20 @@ def _fashion_cfg(scale: str, seed: int, loss: str) -> Any:
     return resolve_config(raw)
 
 
+def fashion_runs(scale: str, seed: int) -> dict[str, Any]:
+    """``{label: RunConfig}``: at tiny and cpu scale ``mse`` and ``ce`` on the small CNN; at paper scale the
+    [Han et al. 2022] Fashion-MNIST runs (VGG11, ResNet18, DenseNet250, each with MSE and CE)."""
+    if scale != "paper":
+        return {loss: _fashion_cfg(scale, seed, loss) for loss in ("mse", "ce")}
+    from nclab.experiments.reproductions import han2022_configs
+
+    return {k: c.model_copy(update={"seed": seed}) for k, c in han2022_configs(("fashion-mnist",)).items()}
+
+
 @register(
     "fashion-mnist-cnn",
-    summary="Fashion-MNIST subset, small CNN, MSE vs CE past zero training error: NC1-NC4 per epoch "
-    "([Han et al. 2022] at CPU scale)",
+    summary="Fashion-MNIST, MSE vs CE past zero training error: NC1-NC4 per epoch ([Han et al. 2022]; cpu: a "
+    "subset and a small CNN, paper: its VGG11 / ResNet18 / DenseNet250 protocol)",
     paper="[Han et al. 2022]",
 )
 def fashion_mnist_cnn(out: Path, scale: str, seed: int) -> dict[str, Any]:
@@ -209,24 +220,30 @@ def fashion_mnist_cnn(out: Path, scale: str, seed: int) -> dict[str, Any]:
     from nclab.train.trainer import train
 
     runs = {
-        loss: train(_fashion_cfg(scale, seed, loss), out / loss, overwrite=True, progress=scale != "tiny")
-        for loss in ("mse", "ce")
+        label: train(cfg, out / label.split("/", 1)[-1].replace("/", "-"), overwrite=True, progress=scale != "tiny")
+        for label, cfg in fashion_runs(scale, seed).items()
     }
     summary = summary_table(runs)
-    pen = runs["mse"].penultimate
     metrics = ["nc1", "equinorm", "equiangularity", "max_angle", "self_duality", "ncc_mismatch"]
-    figs = [
-        (
-            f"[Han et al. 2022, Figs. 3-8] / 10 analogues at the penultimate layer ({pen}), train split "
-            "(dotted: zero-error epochs)",
-            compare_figure({k.upper(): (r.rows, r.zero_error_epoch) for k, r in runs.items()}, metrics, pen),
-        ),
-        (
-            "[Han et al. 2022, Fig. 12] analogue: NC1 on the test split",
-            compare_figure({k.upper(): (r.rows, r.zero_error_epoch) for k, r in runs.items()}, ["nc1"], pen, "test"),
-        ),
-    ]
-    links = "".join(f'<li><a href="{k}/report.html">{k.upper()} run</a></li>' for k in runs)
+    # one MSE-vs-CE comparison per network (at tiny and cpu scale the one small CNN)
+    nets: dict[str, dict[str, Any]] = {}
+    for label, r in runs.items():
+        net, _, loss = label.rpartition("/")
+        nets.setdefault(net.split("/")[-1] or "cnn", {})[loss.upper()] = r
+    figs = []
+    for net, by_loss in nets.items():
+        pen = next(iter(by_loss.values())).penultimate
+        curves = {k: (r.rows, r.zero_error_epoch) for k, r in by_loss.items()}
+        figs.append(
+            (
+                f"{net}: [Han et al. 2022, Figs. 3-8] / 10 analogues at the penultimate layer ({pen}), train split "
+                "(dotted: zero-error epochs)",
+                compare_figure(curves, metrics, pen),
+            )
+        )
+        figs.append((f"{net}: [Han et al. 2022, Fig. 12] analogue: NC1 on the test split",
+                     compare_figure(curves, ["nc1"], pen, "test")))  # fmt: skip
+    links = "".join(f'<li><a href="{r.out.name}/report.html">{k}</a></li>' for k, r in runs.items())
     write_report(
         out / RunDir.REPORT,
         f"fashion-mnist-cnn ({scale})",

@@ -118,6 +118,10 @@ def vci_transfer_study(scale: str) -> dict[str, Any]:
 )
 def run_vci_transfer(out: Path, scale: str, seed: int) -> dict[str, Any]:
     """Run the study (``seed`` shifts the seeds), write ``report.html`` with the Fig. 7 analogue and tables."""
+    if scale == "paper":  # its protocol (nclab.experiments.reproductions) pretrains on streamed ImageNet
+        from nclab.experiments.reproductions import VCI_PAPER_RUN
+
+        raise ValueError(VCI_PAPER_RUN)
     from nclab.report.html import write_report
     from nclab.transfer.study import PAPER_METRICS, run_study
 

@@ -24,16 +24,38 @@ MAX_K = 9  # K! assignments are enumerated
 
 
 def _gram(W: Any) -> np.ndarray:
-    W = np.asarray(W, dtype=np.float64)
-    if W.ndim != 2 or W.shape[0] < 2:
-        raise ValueError(f"W must be a (K, d) code with K >= 2, got shape {W.shape}")
-    return W @ W.T
+    Wa = np.asarray(W, dtype=np.float64)
+    if Wa.ndim != 2 or Wa.shape[0] < 2:
+        raise ValueError(f"W must be a (K, d) code with K >= 2, got shape {Wa.shape}")
+    return Wa @ Wa.T
 
 
 def code_symmetries(W: Any, *, tol: float = 1e-8) -> np.ndarray:
     """``(|Aut|, K)``: every permutation ``g`` of the rows of ``W (K, d)`` with ``G[g][:, g] = G`` (within
     ``tol``), found by backtracking; for a code spanning ``R^d`` these are its isometries. Row 0 is the
-    identity."""
+    identity.
+
+    Parameters
+    ----------
+    W : array-like of shape (K, d)
+        The code, one row per class, ``K >= 2``.
+    tol : float, default=1e-8
+        Absolute tolerance on Gram entries.
+
+    Returns
+    -------
+    ndarray of shape (n_symmetries, K)
+        Row permutations preserving the Gram matrix, the identity first.
+
+    Examples
+    --------
+    The square has the 8 symmetries of the dihedral group ``D_4``:
+
+    >>> from nclab.geometry import code_symmetries, regular_polygon
+    >>> S = code_symmetries(regular_polygon(4))
+    >>> print(S.shape, S[0].tolist(), S[1].tolist())
+    (8, 4) [0, 1, 2, 3] [0, 3, 2, 1]
+    """
     G = _gram(W)
     K = G.shape[0]
     out: list[list[int]] = []
@@ -59,7 +81,30 @@ def code_symmetries(W: Any, *, tol: float = 1e-8) -> np.ndarray:
 
 def antipodal_pairs(W: Any, assignment: Any, *, tol: float = 1e-8) -> list[tuple[int, int]]:
     """Pairs of classes ``(c, c')``, ``c < c'``, whose code vectors are antipodal (cosine ``-1`` within
-    ``tol``) under ``assignment`` (``assignment[c]`` = code row of class ``c``)."""
+    ``tol``) under ``assignment`` (``assignment[c]`` = code row of class ``c``).
+
+    Parameters
+    ----------
+    W : array-like of shape (K, d)
+        The code, one row per class.
+    assignment : array-like of int, shape (K,)
+        ``assignment[c]`` is the code row of class ``c``.
+    tol : float, default=1e-8
+        Tolerance on the cosine ``-1``.
+
+    Returns
+    -------
+    list of tuple of int
+        The antipodal class pairs ``(c, c')``, ``c < c'``, in lexicographic order; empty when none is (a zero row
+        is antipodal to nothing).
+
+    Examples
+    --------
+    >>> from nclab.geometry import antipodal_pairs, regular_polygon
+    >>> W = regular_polygon(4)
+    >>> antipodal_pairs(W, [0, 1, 2, 3]), antipodal_pairs(W, [0, 2, 1, 3])
+    ([(0, 2), (1, 3)], [(0, 1), (2, 3)])
+    """
     # a zero code row has no direction: its cosines are nan, so it is antipodal to nothing
     U = unit_rows(W, zero="nan", name="W")
     a = np.asarray(assignment)
@@ -77,6 +122,29 @@ def enumerate_assignments(
     them: 3 for the square, 60 for the hexagon); the representative is the lexicographically smallest member.
     ``up_to="antipodal"``: assignments with the same set of antipodal class pairs (:func:`antipodal_pairs`)
     are merged (15 for the hexagon, 3 for the square). ``K <= 9``.
+
+    Parameters
+    ----------
+    W : array-like of shape (K, d)
+        The code, one row per class, ``2 <= K <= 9``.
+    up_to : {"symmetry", "antipodal"}, default="symmetry"
+        The equivalence.
+    tol : float, default=1e-8
+        Tolerance of the Gram and cosine comparisons.
+
+    Returns
+    -------
+    list of ndarray of shape (K,)
+        One representative assignment per class.
+
+    Examples
+    --------
+    >>> from nclab.geometry import enumerate_assignments, regular_polygon
+    >>> [a.tolist() for a in enumerate_assignments(regular_polygon(4))]
+    [[0, 1, 2, 3], [0, 1, 3, 2], [0, 2, 1, 3]]
+    >>> hexagon = regular_polygon(6)
+    >>> len(enumerate_assignments(hexagon)), len(enumerate_assignments(hexagon, up_to="antipodal"))
+    (60, 15)
     """
     G = _gram(W)
     K = G.shape[0]

@@ -42,9 +42,28 @@ KNOWN_MARGINS: dict[tuple[int, int], tuple[float, str]] = {
 
 @dataclass(frozen=True)
 class BestKnownMargin:
-    """``rho``: the one-vs-rest margin of the best known Softmax Code for ``(d, K)``; ``proven``: it is the
-    optimum (a closed form of [Jiang et al. 2024, Thm. 3.3]), not only the best known value; ``source``: where it
-    comes from, in words."""
+    """The margin of the best known Softmax Code for ``(d, K)``, as returned by :func:`best_known_margin`.
+
+    Parameters
+    ----------
+    d : int
+        Dimension.
+    K : int
+        Number of classes.
+    rho : float
+        The one-vs-rest margin of the best known Softmax Code for ``(d, K)``.
+    proven : bool
+        It is the optimum (a closed form of [Jiang et al. 2024, Thm. 3.3]), not only the best known value.
+    source : str
+        Where it comes from, in words.
+
+    Examples
+    --------
+    >>> from nclab.geometry import best_known_margin
+    >>> m = best_known_margin(2, 6)  # the regular hexagon, 1 - cos(pi/3)
+    >>> print(f"{m.rho:.6f}", m.proven)
+    0.500000 True
+    """
 
     d: int
     K: int

@@ -12,7 +12,28 @@ __all__ = ["CodeBounds", "softmax_code_bounds"]
 
 @dataclass(frozen=True)
 class CodeBounds:
-    """``lower <= max_{W in OB(d, K)} rho_one_vs_rest(W) <= upper`` when ``valid`` (``K >= min_K``)."""
+    """``lower <= max_{W in OB(d, K)} rho_one_vs_rest(W) <= upper`` when ``valid`` (``K >= min_K``).
+
+    Parameters
+    ----------
+    d : int
+        Dimension.
+    K : int
+        Number of classes.
+    lower, upper : float
+        The bounds on the optimal margin.
+    valid : bool
+        Whether the theorem's condition ``K >= min_K`` holds.
+    min_K : float
+        The threshold ``sqrt(2 pi sqrt(e) d)``.
+
+    Examples
+    --------
+    >>> from nclab.geometry import softmax_code_bounds
+    >>> b = softmax_code_bounds(10, 100)
+    >>> print(f"{b.lower:.5f} {b.upper:.5f} {b.valid} {b.min_K:.4f}")
+    0.16970 1.50488 True 10.1780
+    """
 
     d: int
     K: int
@@ -32,6 +53,18 @@ def softmax_code_bounds(d: int, K: int) -> CodeBounds:
     stated under ``K >= sqrt(2 pi sqrt(e) d)`` (``valid``; ``min_K`` is that threshold). ``d >= 2``, ``K >= 2``.
     Example: ``(d, K) = (10, 100)`` gives ``[0.16970, 1.50488]``. The values are returned also when the
     condition fails (e.g. ``(2, 4)``), flagged invalid.
+
+    Parameters
+    ----------
+    d : int
+        Dimension, ``>= 2``.
+    K : int
+        Number of classes, ``>= 2``.
+
+    Returns
+    -------
+    CodeBounds
+        The bounds, ``valid`` false (values still given) when ``K < min_K``.
 
     Examples
     --------

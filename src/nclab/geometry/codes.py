@@ -53,6 +53,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 from scipy.optimize import minimize
 from threadpoolctl import threadpool_limits
 
@@ -111,7 +112,8 @@ class _Pieces:
     def values(self, X: np.ndarray) -> np.ndarray:
         """``(..., C)`` for ``X (..., M, d)``."""
         G = X @ np.swapaxes(X, -1, -2)
-        return np.sum(self.s * G[..., self.a, self.b], axis=-1)
+        v: np.ndarray = np.sum(self.s * G[..., self.a, self.b], axis=-1)
+        return v
 
     def grad(self, X: np.ndarray, P: np.ndarray) -> np.ndarray:
         """``sum_c P_c grad f_c(X)`` for weights ``P (B, C)`` and ``X (B, M, d)``: ``(S + S^T) X`` with the
@@ -122,7 +124,8 @@ class _Pieces:
         for t in range(self.a.shape[1]):
             S += np.bincount((base + self.a[:, t] * M + self.b[:, t]).ravel(), (P * self.s[:, t]).ravel(), B * M * M)
         S = S.reshape(B, M, M)
-        return (S + S.transpose(0, 2, 1)) @ X
+        grad: np.ndarray = (S + S.transpose(0, 2, 1)) @ X
+        return grad
 
     def jacobian(self, X: np.ndarray) -> np.ndarray:
         """``(C, M, d)``: the Euclidean gradient of every piece."""
@@ -164,7 +167,8 @@ def _softmax_pieces(K: int) -> _Pieces:
 
 
 def _unit(X: np.ndarray) -> np.ndarray:
-    return X / np.linalg.norm(X, axis=-1, keepdims=True)
+    U: np.ndarray = X / np.linalg.norm(X, axis=-1, keepdims=True)
+    return U
 
 
 def _coarse(
@@ -263,7 +267,8 @@ def _slsqp_on(pieces: _Pieces, X0: np.ndarray, maxiter: int) -> np.ndarray:
 
     def eq(z: np.ndarray) -> np.ndarray:
         X, _ = split(z)
-        return np.sum(X * X, axis=1) - 1.0
+        r: np.ndarray = np.sum(X * X, axis=1) - 1.0
+        return r
 
     def eq_jac(z: np.ndarray) -> np.ndarray:
         X, _ = split(z)
@@ -354,10 +359,31 @@ def _newton(pieces: _Pieces, X: np.ndarray, active_tol: float, iters: int = 8) -
 class KKTCertificate:
     """First-order certificate of a code ``X (M, d)`` for ``max_X min_c f_c(X)`` (see the module docstring).
 
-    ``residual``: ``dist(0, conv{P_T grad f_c : c in active})`` (0 at a KKT point); ``active (m, 2)``: the
-    active pieces (pairs ``(i, j)`` for Tammes, ``(k, j)`` = "``w_j`` against class ``k``" for Softmax Codes),
-    those with ``f_c - min f <= active_tol``; ``multipliers (m,)``: the KKT multipliers, ``>= 0`` and summing
-    to 1 (Wolfe's simplex weights); ``ok``: ``residual <= tol``.
+    Parameters
+    ----------
+    residual : float
+        ``dist(0, conv{P_T grad f_c : c in active})`` (0 at a KKT point).
+    active : ndarray of shape (m, 2)
+        The active pieces (pairs ``(i, j)`` for Tammes, ``(k, j)`` = "``w_j`` against class ``k``" for Softmax
+        Codes), those with ``f_c - min f <= active_tol``.
+    multipliers : ndarray of shape (m,)
+        The KKT multipliers, ``>= 0`` and summing to 1 (Wolfe's simplex weights).
+    active_tol : float
+        Tolerance defining the active pieces.
+    tol : float
+        Tolerance on the residual.
+    ok : bool
+        ``residual <= tol``.
+
+    Examples
+    --------
+    The simplex ETF is a KKT point of the Softmax Code problem; all ``K (K - 1) = 12`` pieces are active:
+
+    >>> from nclab.geometry import simplex_etf
+    >>> from nclab.geometry.codes import code_kkt
+    >>> cert = code_kkt(simplex_etf(4, 3))
+    >>> cert.ok, cert.active.shape, round(float(cert.multipliers.sum()), 12)
+    (True, (12, 2), 1.0)
     """
 
     residual: float
@@ -410,15 +436,40 @@ def code_kkt(W: Any, problem: str = "softmax", *, active_tol: float = 1e-9, tol:
 class CodeSearch:
     """Best code of a search, its exact margins and what is certified about it.
 
-    ``W (K, d)``: the best code found, by the exact objective ``value`` (``rho_one_vs_rest`` for Softmax Codes,
-    ``rho_one_vs_one``, the minimum chordal distance, for Tammes); ``values``: the exact value of every polished
-    candidate (or coarse start when not polished), best first; ``rho_one_vs_rest``, ``rho_one_vs_one``,
-    ``max_cos``, ``min_angle_deg``: margins of ``W``; ``hardmax``: ``hardmax_value(W, optimal_features(W))``,
-    which equals ``-rho_one_vs_rest`` (Lemma C.4, a check on the hull solver); ``max_gap``: largest duality gap
-    of the one-vs-rest QPs; ``rattlers``; ``bounds``: Thm 3.9 (``None`` for ``d < 2``); ``within_bounds``:
-    whether ``rho_one_vs_rest`` lies in them (a check on the margin, not a certificate of optimality);
-    ``kkt``: the first-order certificate (``None`` when not polished); ``certifies``: what is and what is not
-    certified, in words; ``info``: objective, seed, numbers of starts and hops, wall time.
+    Parameters
+    ----------
+    W : ndarray of shape (K, d)
+        The best code found, by the exact objective ``value``.
+    value : float
+        ``rho_one_vs_rest`` for Softmax Codes, ``rho_one_vs_one`` (the minimum chordal distance) for Tammes.
+    values : ndarray
+        The exact value of every polished candidate (or coarse start when not polished), best first.
+    rho_one_vs_rest, rho_one_vs_one, max_cos, min_angle_deg : float
+        Margins of ``W``.
+    hardmax : float
+        ``hardmax_value(W, optimal_features(W))``, which equals ``-rho_one_vs_rest`` (Lemma C.4, a check on the
+        hull solver).
+    max_gap : float
+        Largest duality gap of the one-vs-rest QPs.
+    rattlers : ndarray of int
+        Rattler classes (Def 3.4).
+    bounds : CodeBounds or None
+        Thm 3.9 (``None`` for ``d < 2``).
+    within_bounds : bool or None
+        Whether ``rho_one_vs_rest`` lies in them (a check on the margin, not a certificate of optimality).
+    kkt : KKTCertificate or None
+        The first-order certificate (``None`` when not polished).
+    certifies : str
+        What is and what is not certified, in words.
+    info : dict
+        Objective, seed, numbers of starts and hops, wall time.
+
+    Examples
+    --------
+    >>> from nclab.geometry import softmax_code_search
+    >>> res = softmax_code_search(2, 5, restarts=2, hops=0)  # the regular pentagon
+    >>> print(res.W.shape, f"{res.value:.6f} {res.hardmax:.6f}", res.kkt.ok)
+    (5, 2) 0.690983 -0.690983 True
     """
 
     W: np.ndarray
@@ -635,8 +686,38 @@ def softmax_code_search(
     )
 
 
-def softmax_code(d: int, K: int, *, restarts: int = 16, seed: int = 0, **kwargs: Any) -> np.ndarray:
-    """``(K, d)``: the best Softmax Code of :func:`softmax_code_search` (unit rows)."""
+def softmax_code(d: int, K: int, *, restarts: int = 16, seed: int = 0, **kwargs: Any) -> NDArray[np.float64]:
+    """``(K, d)``: the best Softmax Code of :func:`softmax_code_search` (unit rows).
+
+    Parameters
+    ----------
+    d : int
+        Dimension, ``>= 1``.
+    K : int
+        Number of classes, ``>= 2``.
+    restarts : int, default=16
+        Starts of the coarse phase.
+    seed : int, default=0
+        Seed of every random choice.
+    **kwargs
+        Further options of :func:`softmax_code_search` (``hops``, ``steps``, ``tau``, ``lr``, ``polish``).
+
+    Returns
+    -------
+    ndarray of shape (K, d)
+        The code, unit rows.
+
+    See Also
+    --------
+    softmax_code_search : the search with its certificates.
+
+    Examples
+    --------
+    >>> from nclab.geometry import rho_one_vs_rest, softmax_code
+    >>> W = softmax_code(3, 4, restarts=2, hops=0)
+    >>> print(W.shape, f"{rho_one_vs_rest(W):.6f}")  # the tetrahedron, K/(K-1)
+    (4, 3) 1.333333
+    """
     return softmax_code_search(d, K, restarts=restarts, seed=seed, **kwargs).W
 
 
@@ -662,6 +743,30 @@ def tammes_search(
     certified local optimum 3e-4 degrees short for 2 of 126 (K, seed, BLAS build) searches, with 16 for none
     (``K = 4..24``, seeds 0-2, OpenBLAS with AVX-512 and with Haswell kernels), at 1.6x the time.
 
+    Parameters
+    ----------
+    d : int
+        Dimension, ``>= 1``.
+    K : int
+        Number of classes, ``>= 2``.
+    restarts : int, default=16
+        Starts of the coarse phase (batched).
+    hops : int, default=16
+        Basin-hopping rounds after the first polish.
+    seed : int, default=0
+        Seed of every random choice; results are reproducible.
+    steps : int, optional
+        Coarse Adam steps.
+    tau, lr : (float, float), optional
+        Temperature and step size schedules, as in :func:`softmax_code_search`.
+    polish : bool, optional
+        Run the exact polish (default: when the problem is small enough).
+
+    Returns
+    -------
+    CodeSearch
+        ``W (K, d)`` with unit rows, ``value`` the exact minimum chordal distance and the KKT certificate ``kkt``.
+
     See Also
     --------
     softmax_code_search : parameters, result and certificate.
@@ -678,6 +783,36 @@ def tammes_search(
     )
 
 
-def tammes(d: int, K: int, *, restarts: int = 16, seed: int = 0, **kwargs: Any) -> np.ndarray:
-    """``(K, d)``: the best Tammes code of :func:`tammes_search` (unit rows)."""
+def tammes(d: int, K: int, *, restarts: int = 16, seed: int = 0, **kwargs: Any) -> NDArray[np.float64]:
+    """``(K, d)``: the best Tammes code of :func:`tammes_search` (unit rows).
+
+    Parameters
+    ----------
+    d : int
+        Dimension, ``>= 1``.
+    K : int
+        Number of classes, ``>= 2``.
+    restarts : int, default=16
+        Starts of the coarse phase.
+    seed : int, default=0
+        Seed of every random choice.
+    **kwargs
+        Further options of :func:`tammes_search` (``hops``, ``steps``, ``tau``, ``lr``, ``polish``).
+
+    Returns
+    -------
+    ndarray of shape (K, d)
+        The code, unit rows.
+
+    See Also
+    --------
+    tammes_search : the search with its certificates.
+
+    Examples
+    --------
+    >>> from nclab.geometry import one_vs_one, tammes
+    >>> W = tammes(2, 5, restarts=2, hops=0)
+    >>> print(W.shape, f"{one_vs_one(W).min_angle_deg:.4f}")  # the pentagon, 72 degrees
+    (5, 2) 72.0000
+    """
     return tammes_search(d, K, restarts=restarts, seed=seed, **kwargs).W

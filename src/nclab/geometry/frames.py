@@ -26,7 +26,28 @@ def _check_kd(K: int, d: int | None, need: int) -> int:
 
 def random_orthogonal(d: int, rng: RngLike = None) -> np.ndarray:
     """A Haar-distributed orthogonal matrix ``(d, d)`` (QR of a Gaussian matrix with the sign fix of Mezzadri
-    2007); ``rng`` is a ``numpy.random.Generator`` or a seed."""
+    2007); ``rng`` is a ``numpy.random.Generator`` or a seed.
+
+    Parameters
+    ----------
+    d : int
+        Dimension.
+    rng : numpy.random.Generator or int, optional
+        Generator or seed.
+
+    Returns
+    -------
+    ndarray of shape (d, d)
+        An orthogonal matrix ``Q`` (``Q^T Q = I``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from nclab.geometry import random_orthogonal
+    >>> Q = random_orthogonal(4, rng=0)
+    >>> bool(np.allclose(Q.T @ Q, np.eye(4)))
+    True
+    """
     if d < 1:
         raise ValueError(f"d must be >= 1, got {d}")
     gen = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
@@ -67,6 +88,29 @@ def simplex_etf(
     Gram: ``K/(K-1) (I - 11^T/K)``. Margin [Jiang et al. 2024, Thm. 3.3]: ``rho = K/(K-1)``, the nearest point of the
     hull
     of the others being their centroid ``-w_k/(K-1)``; this is the Softmax Code for ``K <= d + 1``.
+
+    Parameters
+    ----------
+    K : int
+        Number of classes, ``>= 2``.
+    d : int, optional
+        Dimension, ``>= K - 1`` (default ``K - 1``).
+    scale : float, default=1.0
+        Norm of every row.
+    seed : int, optional
+        Seed of a uniformly random rotation of ``R^d`` applied to the frame (no Gram matrix changes).
+    rng : numpy.random.Generator, optional
+        The same, from a generator; pass ``seed`` or ``rng``, not both.
+
+    Returns
+    -------
+    ndarray of shape (K, d)
+        The frame, one class per row.
+
+    Raises
+    ------
+    ValueError
+        If ``K < 2`` or ``d < K - 1``.
 
     Examples
     --------
@@ -110,6 +154,31 @@ def orthogonal_frame(
 
     Gram: ``I_K``. Margin: ``rho = sqrt(K/(K-1))`` (the nearest point of the hull of the others is their
     centroid, at distance ``sqrt(1 + 1/(K-1))``).
+
+    Parameters
+    ----------
+    K : int
+        Number of classes, ``>= 2``.
+    d : int, optional
+        Dimension, ``>= K`` (default ``K``).
+    scale : float, default=1.0
+        Norm of every row.
+    seed : int, optional
+        Seed of a uniformly random rotation of ``R^d`` applied to the frame (no Gram matrix changes).
+    rng : numpy.random.Generator, optional
+        The same, from a generator; pass ``seed`` or ``rng``, not both.
+
+    Returns
+    -------
+    ndarray of shape (K, d)
+        The frame, one class per row.
+
+    Examples
+    --------
+    >>> from nclab.geometry import orthogonal_frame, rho_one_vs_rest
+    >>> W = orthogonal_frame(3, 5, seed=0)
+    >>> print(W.shape, f"{rho_one_vs_rest(W):.6f}")  # sqrt(3/2)
+    (3, 5) 1.224745
     """
     d = _check_kd(K, d, K)
     return scale * _embed(np.eye(K), d, None, seed, rng)
@@ -131,6 +200,39 @@ def regular_polygon(
     nearest
     point of the hull of the others being the midpoint of the two neighbours (``K = 2``: the antipodal pair,
     ``rho = 2``). This is the Softmax Code and the Tammes optimum (minimum angle ``2 pi / K``) for ``d = 2``.
+
+    Parameters
+    ----------
+    K : int
+        Number of classes (vertices), ``>= 2``.
+    d : int, default=2
+        Dimension, ``>= 2``.
+    phase : float, default=0.0
+        Angle of the first vertex, in radians.
+    scale : float, default=1.0
+        Norm of every row.
+    seed : int, optional
+        Seed of a uniformly random rotation of ``R^d`` applied to the frame (no Gram matrix changes).
+    rng : numpy.random.Generator, optional
+        The same, from a generator; pass ``seed`` or ``rng``, not both.
+
+    Returns
+    -------
+    ndarray of shape (K, d)
+        The vertices, one class per row.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from nclab.geometry import regular_polygon, rho_one_vs_rest
+    >>> W = regular_polygon(4)
+    >>> print(np.round(W, 6) + 0.0)
+    [[ 1.  0.]
+     [ 0.  1.]
+     [-1.  0.]
+     [ 0. -1.]]
+    >>> print(f"{rho_one_vs_rest(regular_polygon(6)):.6f}")  # 1 - cos(pi/3)
+    0.500000
     """
     d = _check_kd(K, d, 2)
     t = 2.0 * np.pi * np.arange(K) / K + phase
@@ -154,6 +256,37 @@ def cross_polytope_subset(
     the others contain a complete antipodal pair, so ``dist <= 1``); ``K = 2``: ``rho = 2``. For
     ``d + 1 < K <= 2d`` this is a Softmax Code [Jiang et al. 2024, Thm. 3.3], with minimum angle 90 degrees (Tammes,
     Rankin's bound).
+
+    Parameters
+    ----------
+    K : int
+        Number of classes, ``>= 2``.
+    d : int, optional
+        Dimension, ``>= ceil(K/2)`` (default ``ceil(K/2)``).
+    scale : float, default=1.0
+        Norm of every row.
+    seed : int, optional
+        Seed of a uniformly random rotation of ``R^d`` applied to the frame (no Gram matrix changes).
+    rng : numpy.random.Generator, optional
+        The same, from a generator; pass ``seed`` or ``rng``, not both.
+
+    Returns
+    -------
+    ndarray of shape (K, d)
+        The vertices, one class per row.
+
+    Examples
+    --------
+    >>> from nclab.geometry import cross_polytope_subset, rho_one_vs_rest
+    >>> W = cross_polytope_subset(5, 3)
+    >>> print(W)
+    [[ 1.  0.  0.]
+     [-1.  0.  0.]
+     [ 0.  1.  0.]
+     [ 0. -1.  0.]
+     [ 0.  0.  1.]]
+    >>> print(f"{rho_one_vs_rest(W):.6f}")
+    1.000000
     """
     if K < 2:
         raise ValueError(f"K must be >= 2, got {K}")
@@ -169,7 +302,29 @@ def cross_polytope_subset(
 
 def octahedron(*, scale: float = 1.0, seed: int | None = None, rng: np.random.Generator | None = None) -> np.ndarray:
     """The 6 vertices ``+-e_i`` of the regular octahedron in ``R^3``, ``(6, 3)``: the Softmax Code and Tammes
-    optimum for ``(d, K) = (3, 6)``. Gram in ``{1, 0, -1}``; ``rho = 1``; minimum angle 90 degrees."""
+    optimum for ``(d, K) = (3, 6)``. Gram in ``{1, 0, -1}``; ``rho = 1``; minimum angle 90 degrees.
+
+    Parameters
+    ----------
+    scale : float, default=1.0
+        Norm of every row.
+    seed : int, optional
+        Seed of a uniformly random rotation of ``R^d`` applied to the frame (no Gram matrix changes).
+    rng : numpy.random.Generator, optional
+        The same, from a generator; pass ``seed`` or ``rng``, not both.
+
+    Returns
+    -------
+    ndarray of shape (6, 3)
+        The vertices, one class per row.
+
+    Examples
+    --------
+    >>> from nclab.geometry import octahedron, one_vs_one, rho_one_vs_rest
+    >>> W = octahedron(seed=0)
+    >>> print(f"{rho_one_vs_rest(W):.6f} {one_vs_one(W).min_angle_deg:.4f}")
+    1.000000 90.0000
+    """
     return cross_polytope_subset(6, 3, scale=scale, seed=seed, rng=rng)
 
 
@@ -182,6 +337,27 @@ def icosahedron(*, scale: float = 1.0, seed: int | None = None, rng: np.random.G
     of
     [Jiang et al. 2024, Sec. 4]); the Tammes optimum for ``(3, 12)``, minimum angle ``arccos(1/sqrt(5)) = 63.435``
     degrees.
+
+    Parameters
+    ----------
+    scale : float, default=1.0
+        Norm of every row.
+    seed : int, optional
+        Seed of a uniformly random rotation of ``R^d`` applied to the frame (no Gram matrix changes).
+    rng : numpy.random.Generator, optional
+        The same, from a generator; pass ``seed`` or ``rng``, not both.
+
+    Returns
+    -------
+    ndarray of shape (12, 3)
+        The vertices, one class per row.
+
+    Examples
+    --------
+    >>> from nclab.geometry import icosahedron, one_vs_one, rho_one_vs_rest
+    >>> W = icosahedron()
+    >>> print(f"{rho_one_vs_rest(W):.7f} {one_vs_one(W).min_angle_deg:.3f}")
+    0.5527864 63.435
     """
     phi = (1.0 + math.sqrt(5.0)) / 2.0
     rows = []

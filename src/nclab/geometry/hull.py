@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 from scipy.linalg import solve_triangular
 
 from nclab.validation import as_rows, check_labels, unit_rows
@@ -48,11 +49,33 @@ WEIGHT_TOL = 1e-12
 class HullDistance:
     """Result of :func:`dist_to_hull` for a point ``w (d,)`` and points ``A (m, d)``.
 
-    ``distance``: ``||w - p||``; ``weights (m,)``: simplex weights ``v`` with ``p = A^T v`` (``point``);
-    ``feature (d,)``: the unit vector ``h = (w - p)/||w - p||`` (Lemma C.4's optimal feature; when the distance
-    is 0, ``w/||w||``, which is optimal for unit ``w``); ``lower``/``upper``: the weak-duality bounds
-    ``min_j <w - a_j, h>`` and ``||w - p||``; ``gap = upper - lower``; ``support``: indices with positive
-    weight (at most ``d + 1``, Caratheodory); ``iterations``: Wolfe major cycles.
+    Parameters
+    ----------
+    distance : float
+        ``||w - p||``, the distance from ``w`` to the hull.
+    weights : ndarray of shape (m,)
+        Simplex weights ``v`` with ``p = A^T v``.
+    point : ndarray of shape (d,)
+        The nearest point ``p`` of the hull.
+    feature : ndarray of shape (d,)
+        The unit vector ``h = (w - p)/||w - p||`` (Lemma C.4's optimal feature); when the distance is 0,
+        ``w/||w||``, which is optimal for unit ``w``.
+    lower, upper : float
+        The weak-duality bounds ``min_j <w - a_j, h>`` and ``||w - p||``.
+    gap : float
+        ``upper - lower >= 0``.
+    support : ndarray of int
+        Indices with positive weight (at most ``d + 1``, Caratheodory).
+    iterations : int
+        Wolfe major cycles.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from nclab.geometry import dist_to_hull
+    >>> res = dist_to_hull([0.0, 1.0], [[-1.0, 0.0], [1.0, 0.0]])
+    >>> print(res.distance, np.round(res.weights, 6), np.round(res.feature, 6) + 0.0)
+    1.0 [0.5 0.5] [0. 1.]
     """
 
     distance: float
@@ -194,6 +217,39 @@ def dist_to_hull(w: Any, A: Any) -> HullDistance:
     hull of the optimal support (optimised codes have such near-ties: Wolfe's step is then numerically singular and
     stops, the distance itself exact to roundoff, the certificate's lower bound short by that much). ``m = 1``
     gives ``||w - a_1||``.
+
+    Parameters
+    ----------
+    w : array-like of shape (d,)
+        The point.
+    A : array-like of shape (m, d)
+        The points spanning the hull, one per row, ``m >= 1``.
+
+    Returns
+    -------
+    HullDistance
+        The distance, the simplex weights and nearest point, the optimal unit feature and the weak-duality
+        bounds; ``distance = 0`` (and ``feature = w/||w||``) when ``w`` lies in the hull.
+
+    Raises
+    ------
+    ValueError
+        If ``w`` is not a finite vector of ``A``'s dimension.
+
+    See Also
+    --------
+    one_vs_rest : the distance of every class of a code to the hull of the others.
+
+    Examples
+    --------
+    The unit square's corner ``(1, 1)`` is at distance ``sqrt(2)/2`` from the segment between its neighbours
+    ``(1, 0)`` and ``(0, 1)``:
+
+    >>> import numpy as np
+    >>> from nclab.geometry import dist_to_hull
+    >>> res = dist_to_hull([1.0, 1.0], [[1.0, 0.0], [0.0, 1.0]])
+    >>> print(f"{res.distance:.6f}", np.round(res.point, 6), res.gap < 1e-12)
+    0.707107 [0.5 0.5] True
     """
     A = as_rows(A, name="A", min_rows=1)
     w = _as_point(w, "w", A.shape[1])
@@ -205,9 +261,27 @@ def dist_to_hull(w: Any, A: Any) -> HullDistance:
 class OneVsRest:
     """Per-class one-vs-rest results of :func:`one_vs_rest` for ``W (K, d)``.
 
-    ``distances (K,)``: ``dist(w_k, conv{w_j : j != k})``; ``rho``: their minimum (eq. (3)); ``features (K, d)``:
-    the optimal unit features ``h_k`` (Lemma C.4 / eq. (9)); ``gaps (K,)``: duality gaps; ``rattlers``: classes
-    with ``distances_k > rho (1 + rattler_rtol)`` (Def 3.4, with a tolerance); ``support_sizes (K,)``.
+    Parameters
+    ----------
+    distances : ndarray of shape (K,)
+        ``dist(w_k, conv{w_j : j != k})``.
+    rho : float
+        Their minimum, the one-vs-rest margin (eq. (3)).
+    features : ndarray of shape (K, d)
+        The optimal unit features ``h_k`` (Lemma C.4 / eq. (9)).
+    gaps : ndarray of shape (K,)
+        Duality gaps of the per-class QPs.
+    rattlers : ndarray of int
+        Classes with ``distances_k > rho (1 + rattler_rtol)`` (Def 3.4, with a tolerance).
+    support_sizes : ndarray of shape (K,)
+        Number of other classes in the support of each nearest point.
+
+    Examples
+    --------
+    >>> from nclab.geometry import one_vs_rest, regular_polygon
+    >>> res = one_vs_rest(regular_polygon(4))  # the square: rho = 1 - cos(pi/2) = 1
+    >>> print(f"{res.rho:.6f}", res.support_sizes.tolist())
+    1.000000 [2, 2, 2, 2]
     """
 
     distances: np.ndarray
@@ -276,7 +350,7 @@ def _scan(W: np.ndarray, num: int | None, block: int = 256) -> tuple[np.ndarray,
         G = W[rows] @ W.T
         G[np.arange(rows.size), rows] = -np.inf
         lb[rows] = (sq[rows] - G.max(axis=1)) / np.where(norms[rows] > 0, norms[rows], 1.0)
-        if cand is not None:
+        if cand is not None and num is not None:  # both or neither
             D = sq[None, :] - 2.0 * G  # ||w_k - w_j||^2 - ||w_k||^2 (same order per row); diagonal +inf
             cand[rows] = np.argpartition(D, num - 1, axis=1)[:, :num]
     return lb, cand
@@ -302,6 +376,28 @@ def one_vs_rest(
     nearest classes each QP starts from (column generation with an exact violator check, so the answer does
     not depend on it; ``-1``: automatic, all classes for ``K <= 512``, ``d + 1`` otherwise; ``None``: all).
     Memory ``O(K d + K candidates)``. Rattlers (Def 3.4): ``dist_k > rho (1 + rattler_rtol)``.
+
+    Parameters
+    ----------
+    W : array-like of shape (K, d)
+        The classifier or code, one row per class, ``K >= 2``.
+    normalize : bool, default=False
+        Put the rows on the unit sphere first (zero rows raise).
+    rattler_rtol : float, default=1e-4
+        Relative tolerance above ``rho`` beyond which a class counts as a rattler.
+    candidates : int or None, default=-1
+        Nearest classes each QP starts from (``-1``: automatic; ``None``: all); the answer does not depend on it.
+
+    Returns
+    -------
+    OneVsRest
+        Per-class distances, ``rho``, optimal features, duality gaps, rattlers and support sizes; ``rho = 0``
+        when two rows coincide or one lies in the hull of the others.
+
+    See Also
+    --------
+    rho_one_vs_rest : the minimum alone, with pruning.
+    one_vs_one : the Tammes (minimum pairwise distance) counterpart.
 
     Examples
     --------
@@ -330,9 +426,33 @@ def one_vs_rest(
     return OneVsRest(dist, rho, feats, gaps, ratt, supp)
 
 
-def one_vs_rest_distances(W: Any, *, normalize: bool = False, candidates: int | None = -1) -> np.ndarray:
+def one_vs_rest_distances(W: Any, *, normalize: bool = False, candidates: int | None = -1) -> NDArray[np.float64]:
     """``(K,)``: ``dist(w_k, conv{w_j : j != k})`` for each row of ``W (K, d)`` [Jiang et al. 2024, Sec. 2.1]; see
-    :func:`one_vs_rest`."""
+    :func:`one_vs_rest`.
+
+    Parameters
+    ----------
+    W : array-like of shape (K, d)
+        The classifier or code, one row per class, ``K >= 2``.
+    normalize : bool, default=False
+        Put the rows on the unit sphere first.
+    candidates : int or None, default=-1
+        As in :func:`one_vs_rest`.
+
+    Returns
+    -------
+    ndarray of shape (K,)
+        ``dist(w_k, conv{w_j : j != k})``; 0 for a class in the hull of the others.
+
+    Examples
+    --------
+    The orthogonal frame ``I_3``: each class is at ``sqrt(K/(K-1)) = sqrt(3/2)`` from the others' hull.
+
+    >>> import numpy as np
+    >>> from nclab.geometry import one_vs_rest_distances
+    >>> print(np.round(one_vs_rest_distances(np.eye(3)), 6))
+    [1.224745 1.224745 1.224745]
+    """
     return one_vs_rest(W, normalize=normalize, candidates=candidates).distances
 
 
@@ -343,7 +463,8 @@ def _project_simplex(V: np.ndarray) -> np.ndarray:
     idx = np.arange(1, V.shape[1] + 1)
     r = np.count_nonzero(U - css / idx > 0, axis=1)
     theta = css[np.arange(V.shape[0]), r - 1] / r
-    return np.maximum(V - theta[:, None], 0.0)
+    P: np.ndarray = np.maximum(V - theta[:, None], 0.0)
+    return P
 
 
 def _batched_bounds(
@@ -399,6 +520,30 @@ def rho_one_vs_rest(W: Any, *, normalize: bool = False, candidates: int | None =
     ``lb_k < min ub`` are then solved exactly (Wolfe with candidates and violator checks, see
     :func:`one_vs_rest`), and ``rho = min(min ub, their distances)``. Memory ``O(K d + 64 K)``.
     0 when two rows coincide (or one is in the hull of the others).
+
+    Parameters
+    ----------
+    W : array-like of shape (K, d)
+        The classifier or code, one row per class, ``K >= 2``.
+    normalize : bool, default=False
+        Put the rows on the unit sphere first.
+    candidates : int or None, default=-1
+        As in :func:`one_vs_rest`.
+
+    Returns
+    -------
+    float
+        The margin ``rho``; 0 when two rows coincide or one is in the hull of the others.
+
+    See Also
+    --------
+    one_vs_rest : every class's distance, feature and certificate.
+
+    Examples
+    --------
+    >>> from nclab.geometry import rho_one_vs_rest, simplex_etf
+    >>> print(f"{rho_one_vs_rest(simplex_etf(5, 4)):.6f}")  # K/(K-1)
+    1.250000
     """
     W = as_rows(W, name="W")
     if normalize:
@@ -435,9 +580,26 @@ def rho_one_vs_rest(W: Any, *, normalize: bool = False, candidates: int | None =
 
 @dataclass(frozen=True)
 class OneVsOne:
-    """Tammes quantities of :func:`one_vs_one` for unit rows: ``chordal = min_{j != k} ||w_j - w_k||``,
-    ``max_cos`` (largest off-diagonal cosine), ``min_angle_deg = degrees(arccos(max_cos))`` and the closest
-    ``pair``."""
+    """Tammes quantities of :func:`one_vs_one` for unit rows.
+
+    Parameters
+    ----------
+    chordal : float
+        ``min_{j != k} ||w_j - w_k||``, rows as given.
+    max_cos : float
+        Largest off-diagonal cosine.
+    min_angle_deg : float
+        ``degrees(arccos(max_cos))``.
+    pair : tuple of int
+        The closest pair ``(j, k)``.
+
+    Examples
+    --------
+    >>> from nclab.geometry import one_vs_one, octahedron
+    >>> res = one_vs_one(octahedron())
+    >>> print(f"{res.chordal:.6f} {res.min_angle_deg:.1f}", res.pair)
+    1.414214 90.0 (0, 2)
+    """
 
     chordal: float
     max_cos: float
@@ -448,7 +610,34 @@ class OneVsOne:
 def one_vs_one(W: Any, *, block: int = 1024) -> OneVsOne:
     """One-vs-one separation of ``W (K, d)``, ``K >= 2`` [Jiang et al. 2024, eq. (11)]: the minimum pairwise chordal
     distance (rows as given), the maximum pairwise cosine and the minimum angle (rows normalised; zero rows
-    raise). Memory ``O(block K)``."""
+    raise). Memory ``O(block K)``.
+
+    Parameters
+    ----------
+    W : array-like of shape (K, d)
+        The classifier or code, one row per class, ``K >= 2``; no zero row.
+    block : int, default=1024
+        Rows of the Gram matrix computed at a time.
+
+    Returns
+    -------
+    OneVsOne
+        The minimum chordal distance, maximum cosine, minimum angle and the closest pair.
+
+    See Also
+    --------
+    rho_one_vs_one : the chordal distance alone.
+    one_vs_rest : the one-vs-rest margin.
+
+    Examples
+    --------
+    The regular hexagon: neighbours are 60 degrees apart, at chordal distance 1.
+
+    >>> from nclab.geometry import one_vs_one, regular_polygon
+    >>> res = one_vs_one(regular_polygon(6))
+    >>> print(f"{res.chordal:.6f} {res.max_cos:.6f} {res.min_angle_deg:.4f}")
+    1.000000 0.500000 60.0000
+    """
     W = as_rows(W, name="W")
     U = unit_rows(W, zero="raise", name="W")
     sq = np.einsum("kd,kd->k", W, W)
@@ -473,22 +662,89 @@ def rho_one_vs_one(W: Any) -> float:
     """``rho_one-vs-one(W) = min_{k != k'} ||w_k - w_k'||`` ([Jiang et al. 2024, eq. (11)], the Tammes objective); for
     unit
     rows ``= 2 sin(theta_min / 2)``. Always ``>= rho_one_vs_rest(W)`` (each ``w_k'`` is in the hull of the
-    others)."""
+    others).
+
+    Parameters
+    ----------
+    W : array-like of shape (K, d)
+        The classifier or code, one row per class, ``K >= 2``.
+
+    Returns
+    -------
+    float
+        The minimum pairwise distance; 0 when two rows coincide.
+
+    Examples
+    --------
+    >>> from nclab.geometry import rho_one_vs_one, simplex_etf
+    >>> print(f"{rho_one_vs_one(simplex_etf(3, 2)):.6f}")  # sqrt(3) for the unit triangle
+    1.732051
+    """
     return one_vs_one(W).chordal
 
 
-def optimal_features(W: Any, *, normalize: bool = False) -> np.ndarray:
+def optimal_features(W: Any, *, normalize: bool = False) -> NDArray[np.float64]:
     """``H*(W) (K, d)``: for each class the unit feature minimising ``max_{k' != k} <w_k' - w_k, h>`` over the
     sphere ([Jiang et al. 2024], Lemma C.4 and eq. (9)): ``h_k = P_S(w_k - P_{conv(others)}(w_k))``; the minimum is
     ``-dist_k``. When ``w_k`` lies in the hull of the others, ``w_k/||w_k||`` (optimal for unit rows, value 0).
-    For an ETF or a regular polygon ``H*(W) = W`` (Thm 3.8)."""
+    For an ETF or a regular polygon ``H*(W) = W`` (Thm 3.8).
+
+    Parameters
+    ----------
+    W : array-like of shape (K, d)
+        The classifier or code, one row per class, ``K >= 2``.
+    normalize : bool, default=False
+        Put the rows on the unit sphere first.
+
+    Returns
+    -------
+    ndarray of shape (K, d)
+        Unit rows ``h_k``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from nclab.geometry import optimal_features, simplex_etf
+    >>> W = simplex_etf(4, 3)
+    >>> bool(np.allclose(optimal_features(W), W))
+    True
+    """
     return one_vs_rest(W, normalize=normalize).features
 
 
 def hardmax_value(W: Any, H: Any, y: Any = None) -> float:
     """HardMax loss ``max_i max_{k' != y_i} <w_k' - w_{y_i}, h_i>`` [Jiang et al. 2024, eq. (5)], ``W (K, d)``,
     ``H (N, d)`` with labels ``y (N,)`` (default: ``N = K`` and ``y_i = i``, one feature per class).
-    ``min_H hardmax_value(W, H) = -rho_one_vs_rest(W)`` on unit ``H`` (Lemma C.4); computed in blocks."""
+    ``min_H hardmax_value(W, H) = -rho_one_vs_rest(W)`` on unit ``H`` (Lemma C.4); computed in blocks.
+
+    Parameters
+    ----------
+    W : array-like of shape (K, d)
+        The classifier, one row per class.
+    H : array-like of shape (N, d)
+        Features, one per row.
+    y : array-like of shape (N,), optional
+        Labels in ``0..K-1``; default ``y_i = i``, which needs ``N = K``.
+
+    Returns
+    -------
+    float
+        The HardMax loss, negative when every feature is strictly closest to its own class.
+
+    Raises
+    ------
+    ValueError
+        If the dimensions of ``H`` and ``W`` differ, or there are no labels and ``N != K``.
+
+    Examples
+    --------
+    For a simplex ETF with ``H = W`` the loss is ``-K/(K-1)``, the negative margin:
+
+    >>> from nclab.geometry import hardmax_value, simplex_etf
+    >>> W = simplex_etf(4, 3)
+    >>> print(f"{hardmax_value(W, W):.6f}")
+    -1.333333
+    """
     W = as_rows(W, name="W")
     H = as_rows(H, name="H", min_rows=1)
     if H.shape[1] != W.shape[1]:

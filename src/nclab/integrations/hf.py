@@ -78,6 +78,16 @@ def last_token_pooling(
     the last position when ``pad_token_id`` is ``None``), as ``GPT2ForSequenceClassification`` pools its logits.
     Features that are already ``(B, d)`` pass through. Labels are the batch's.
 
+    Parameters
+    ----------
+    pad_token_id : int or None
+        The padding token (None: pool the last position).
+
+    Returns
+    -------
+    callable
+        ``targets_fn(features, batch) -> (h (B, d), y (B,))``.
+
     Examples
     --------
     >>> pool = last_token_pooling(0)
@@ -128,6 +138,25 @@ class CollapseCallback(transformers.TrainerCallback):
         Every measurement, in order.
     monitor : CollapseMonitor or None
         The monitor of the current ``train()`` call.
+
+    Examples
+    --------
+    A one-layer BERT built from its config (no download). Building a ``Trainer`` takes several seconds (it imports
+    ``accelerate``), so the doctests skip this example:
+
+    >>> import torch  # doctest: +SKIP
+    >>> from transformers import BertConfig, BertForSequenceClassification, Trainer, TrainingArguments  # doctest: +SKIP
+    >>> cfg = BertConfig(vocab_size=20, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+    ...                  intermediate_size=16, num_labels=3)  # doctest: +SKIP
+    >>> ids = torch.randint(1, 20, (12, 5))  # doctest: +SKIP
+    >>> data = [{"input_ids": ids[i], "labels": i % 3} for i in range(12)]  # doctest: +SKIP
+    >>> args = TrainingArguments("runs/hf-tmp", num_train_epochs=1, report_to=[], save_strategy="no",
+    ...                          use_cpu=True)  # doctest: +SKIP
+    >>> trainer = Trainer(model=BertForSequenceClassification(cfg), args=args, train_dataset=data)  # doctest: +SKIP
+    >>> cb = CollapseCallback(K=3, out=None).attach(trainer)  # doctest: +SKIP
+    >>> _ = trainer.train()  # doctest: +SKIP
+    >>> [(r.epoch, r.split) for r in cb.results]  # doctest: +SKIP
+    [(0, 'train'), (1, 'train')]
     """
 
     def __init__(self, K: int, *, train_data: Any = None, eval_data: Any = None, **monitor_options: Any) -> None:

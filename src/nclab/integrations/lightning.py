@@ -43,7 +43,45 @@ class CollapseCallback(pl.Callback):
     """Measure collapse during ``Trainer.fit``; ``K`` and ``monitor_options`` as
     :class:`~nclab.CollapseMonitor` (``layers``, ``classifier``, ``schedule``, ``track``, ``sinks``, ``out``,
     ``run_id``, ``overwrite``, ...). :attr:`results` keeps every measurement; :attr:`monitor` is the monitor of the
-    current fit."""
+    current fit.
+
+    Parameters
+    ----------
+    K : int
+        Number of classes, ``>= 2``.
+    **monitor_options
+        As :class:`~nclab.CollapseMonitor` (``layers``, ``classifier``, ``schedule``, ``track``, ``sinks``, ``out``,
+        ``run_id``, ``overwrite``, ...).
+
+    Examples
+    --------
+    Two epochs of a tiny module: the callback measures the model before training (epoch 0) and after each epoch.
+
+    >>> import torch
+    >>> from torch import nn
+    >>> class Module(pl.LightningModule):
+    ...     def __init__(self):
+    ...         super().__init__()
+    ...         self.net = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
+    ...     def forward(self, x):
+    ...         return self.net(x)
+    ...     def training_step(self, batch, batch_idx):
+    ...         x, y = batch
+    ...         return nn.functional.cross_entropy(self(x), y)
+    ...     def configure_optimizers(self):
+    ...         return torch.optim.SGD(self.parameters(), lr=0.1)
+    >>> _ = torch.manual_seed(0)
+    >>> x, y = torch.randn(30, 4), torch.arange(30) % 3
+    >>> data = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=10)
+    >>> cb = CollapseCallback(K=3, out=None)
+    >>> trainer = pl.Trainer(
+    ...     max_epochs=2, callbacks=[cb], logger=False, enable_checkpointing=False, enable_progress_bar=False,
+    ...     enable_model_summary=False, accelerator="cpu",
+    ... )
+    >>> trainer.fit(Module(), data)
+    >>> [(r.epoch, r.split) for r in cb.results], sorted(cb.results[-1].reports)
+    ([(0, 'train'), (1, 'train'), (2, 'train')], ['output', 'penultimate'])
+    """
 
     def __init__(self, K: int, **monitor_options: Any) -> None:
         self.K = K
@@ -100,7 +138,7 @@ class CollapseCallback(pl.Callback):
         if self.monitor is not None:  # a fit that ended in an exception: give its folder back first
             self.monitor.close()
         self.monitor = None
-        if trainer.fast_dev_run:
+        if trainer.fast_dev_run:  # type: ignore[attr-defined]  # set on Trainer by a connector, not declared
             warnings.warn(
                 "CollapseCallback: fast_dev_run: nothing is measured and no table is written (Lightning suppresses "
                 "logging and checkpointing in this mode)",

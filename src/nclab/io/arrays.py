@@ -67,7 +67,28 @@ def _native(arr: np.ndarray) -> np.ndarray:
 
 
 def split_key(spec: str | Path) -> tuple[Path, str | None]:
-    """``"feats.npz:penultimate"`` -> (Path("feats.npz"), "penultimate")."""
+    """Split ``path:NAME`` into the file and the name of an array in it.
+
+    Parameters
+    ----------
+    spec : str or Path
+        A file path, optionally followed by ``:NAME`` after one of the known suffixes (.npy, .npz, .pt, .pth,
+        .safetensors).
+
+    Returns
+    -------
+    path : Path
+        The file.
+    key : str or None
+        The array's name; None when ``spec`` names none.
+
+    Examples
+    --------
+    >>> split_key("feats.npz:penultimate")
+    (PosixPath('feats.npz'), 'penultimate')
+    >>> split_key("H.npy")
+    (PosixPath('H.npy'), None)
+    """
     text = str(spec)
     for suffix in SUFFIXES:
         marker = suffix + ":"
@@ -155,7 +176,8 @@ class ArrayRows:
             i = int(index) + n if index < 0 else int(index)
             if not 0 <= i < n:
                 raise IndexError(f"row {index} out of range for {n} rows")
-            return self._read(i, i + 1)[0]
+            row: np.ndarray = self._read(i, i + 1)[0]
+            return row
         raise IndexError("ArrayRows supports a row index or a row slice [a:b]; np.asarray(rows) reads it whole")
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
@@ -299,13 +321,23 @@ def _load_torch(path: Path, key: str | None) -> Any:
 
 
 def load_array(spec: str | Path, *, mmap: bool = True) -> Any:
-    """Load one array, checked against its header and its folder's manifest (see the module). A file holding
-    several arrays needs ``path:NAME``.
+    """Load one array, checked against its header and its folder's manifest (see the module).
 
     With ``mmap=True`` a ``.npy`` or ``.safetensors`` array is not read into memory: a ``numpy.memmap``, or an
     :class:`ArrayRows` (another byte order, bfloat16, or too large to map), both read in row chunks
-    (:func:`iter_batches`). ``mmap=False`` returns it in memory. ``.npz`` and ``.pt`` are read whole. Returns a
-    numpy array (native byte order), an :class:`ArrayRows`, or a torch tensor (``.pt``).
+    (:func:`iter_batches`). ``.npz`` and ``.pt`` are read whole.
+
+    Parameters
+    ----------
+    spec : str or Path
+        The file, ``path:NAME`` for a file holding several arrays (:func:`split_key`).
+    mmap : bool, default True
+        Map ``.npy`` / ``.safetensors`` arrays instead of reading them; ``False`` returns them in memory.
+
+    Returns
+    -------
+    numpy.ndarray, numpy.memmap, ArrayRows or torch.Tensor
+        A numpy array (native byte order), a memmap, an :class:`ArrayRows`, or a torch tensor (``.pt``).
 
     Raises
     ------
@@ -317,6 +349,15 @@ def load_array(spec: str | Path, *, mmap: bool = True) -> Any:
         An unreadable file, a dtype nclab cannot read, a ``.pt`` holding objects other than tensors.
     KeyError
         ``path:NAME`` names no array of the file.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     path = pathlib.Path(tmp) / "feats.npz"
+    ...     np.savez(path, H=np.eye(2), y=np.arange(2))
+    ...     load_array(f"{path}:H").tolist()
+    [[1.0, 0.0], [0.0, 1.0]]
     """
     path, key = split_key(spec)
     if not path.exists():
@@ -343,7 +384,33 @@ def load_array(spec: str | Path, *, mmap: bool = True) -> Any:
 
 def iter_batches(features: Any, labels: Any, batch_size: int = 8192) -> Iterator[tuple[Any, Any]]:
     """Row chunks of ``(features, labels)``; memory-mapped features (and :class:`ArrayRows`) are read one chunk
-    at a time, in the machine's byte order. ``batch_size`` must be an int >= 1."""
+    at a time, in the machine's byte order.
+
+    Parameters
+    ----------
+    features : array_like, memmap, ArrayRows or torch.Tensor, shape (N, d)
+        The features.
+    labels : array_like or torch.Tensor, shape (N,)
+        Their labels.
+    batch_size : int, default 8192
+        Rows per chunk, an int >= 1.
+
+    Yields
+    ------
+    (features_chunk, labels_chunk)
+        Features ``(B, d)`` in memory, native byte order, and their labels ``(B,)``; ``B = batch_size`` but for
+        the last chunk. A generator: nothing is read before the first chunk is asked for.
+
+    Raises
+    ------
+    ValueError
+        A bad ``batch_size``, or features and labels of different lengths.
+
+    Examples
+    --------
+    >>> [(h.shape, y.tolist()) for h, y in iter_batches(np.zeros((5, 2)), np.arange(5), batch_size=2)]
+    [((2, 2), [0, 1]), ((2, 2), [2, 3]), ((1, 2), [4])]
+    """
     if isinstance(batch_size, bool) or not isinstance(batch_size, int | np.integer) or batch_size < 1:
         raise ValueError(f"batch_size must be an int >= 1, got {batch_size!r}")  # range(0, n, 0) would raise
     n = features.shape[0]

@@ -59,9 +59,16 @@ def fsync_folder(folder: str | Path) -> None:
 
 
 class AtomicFile:
-    """A binary file (``.file``, opened ``w+b``) written under a unique temporary name beside ``path``:
+    """A binary file (``.file``, opened ``w+b``) written under a unique temporary name beside ``path``.
+
     :meth:`commit` flushes, fsyncs and renames it over ``path``; :meth:`abort` removes it. As a context manager
-    it commits on success and aborts on an exception.
+    it commits on success and aborts on an exception. Replacing a file keeps its permissions; a new file gets
+    those of ``open(path, "w")`` under the umask.
+
+    Parameters
+    ----------
+    path : str or Path
+        The destination; its parent folders are created.
 
     Examples
     --------
@@ -119,7 +126,19 @@ class AtomicFile:
 
 
 def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
-    """Write ``data`` to ``path`` atomically (unique temporary sibling, fsync, rename); returns ``path``.
+    """Write ``data`` to ``path`` atomically (unique temporary sibling, fsync, rename).
+
+    Parameters
+    ----------
+    path : str or Path
+        The destination; its parent folders are created.
+    data : bytes
+        The whole content.
+
+    Returns
+    -------
+    Path
+        ``path``. On any error the destination is left as it was.
 
     Examples
     --------
@@ -136,9 +155,19 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
 def atomic_write_files(files: Mapping[str | Path, bytes]) -> list[Path]:
     """Write several files as one result: every payload goes to its temporary file (flushed, fsync'ed) before the
     first rename, so a failure while writing any of them (a full disk, an error) leaves every destination as it
-    was. The renames follow the order of ``files``; put the file that readers treat as the record last (it is
-    renamed last: a crash in the microseconds between two renames leaves the earlier ones new and it old).
-    Returns the paths, in order.
+    was.
+
+    Parameters
+    ----------
+    files : mapping of (str or Path) to bytes
+        Destination to content. The renames follow this order; put the file that readers treat as the record
+        last (it is renamed last: a crash in the microseconds between two renames leaves the earlier ones new and
+        it old).
+
+    Returns
+    -------
+    list of Path
+        The paths, in order.
 
     Examples
     --------
@@ -169,12 +198,53 @@ def atomic_write_files(files: Mapping[str | Path, bytes]) -> list[Path]:
 
 
 def atomic_write_text(path: str | Path, text: str) -> Path:
-    """Write ``text`` (UTF-8) to ``path`` atomically; see :func:`atomic_write_bytes`."""
+    r"""Write ``text`` (UTF-8) to ``path`` atomically; see :func:`atomic_write_bytes`.
+
+    Parameters
+    ----------
+    path : str or Path
+        The destination; its parent folders are created.
+    text : str
+        The whole content.
+
+    Returns
+    -------
+    Path
+        ``path``.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     atomic_write_text(pathlib.Path(tmp) / "note.txt", "collapse\n").read_text()
+    'collapse\n'
+    """
     return atomic_write_bytes(path, text.encode("utf-8"))
 
 
 def atomic_torch_save(obj: Any, path: str | Path) -> Path:
-    """``torch.save(obj)`` to ``path`` atomically; see :func:`atomic_write_bytes`."""
+    """``torch.save(obj)`` to ``path`` atomically; see :func:`atomic_write_bytes`.
+
+    Parameters
+    ----------
+    obj : object
+        Anything ``torch.save`` accepts (a state dict, a tensor).
+    path : str or Path
+        The destination; its parent folders are created.
+
+    Returns
+    -------
+    Path
+        ``path``.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib, torch
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     p = atomic_torch_save({"w": torch.ones(2)}, pathlib.Path(tmp) / "ckpt.pt")
+    ...     torch.load(p)["w"].tolist()
+    [1.0, 1.0]
+    """
     import torch
 
     buf = io.BytesIO()
@@ -183,7 +253,29 @@ def atomic_torch_save(obj: Any, path: str | Path) -> Path:
 
 
 def atomic_save_npy(path: str | Path, array: Any) -> Path:
-    """``np.save(array)`` to exactly ``path`` (no ``.npy`` appended), atomically; see :func:`atomic_write_bytes`."""
+    """``np.save(array)`` to exactly ``path`` (no ``.npy`` appended), atomically; see :func:`atomic_write_bytes`.
+
+    Parameters
+    ----------
+    path : str or Path
+        The destination; its parent folders are created.
+    array : array_like
+        Saved as ``np.asarray(array)``, without pickles (object arrays are refused).
+
+    Returns
+    -------
+    Path
+        ``path``.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> import numpy as np
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     p = atomic_save_npy(pathlib.Path(tmp) / "H.data", np.eye(2))
+    ...     p.name, np.load(p).tolist()
+    ('H.data', [[1.0, 0.0], [0.0, 1.0]])
+    """
     import numpy as np
 
     buf = io.BytesIO()

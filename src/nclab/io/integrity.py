@@ -62,6 +62,13 @@ def arrays_sha256(meta: Mapping[str, str], arrays: Mapping[str, Any], *, skip: s
         Metadata entries; the entry named ``skip`` (where the checksum itself is stored) is left out.
     arrays : mapping of str to array_like
         Named arrays; each contributes its name, little-endian dtype, shape and C-order bytes.
+    skip : str, default "sha256"
+        The metadata entry left out.
+
+    Returns
+    -------
+    str
+        64 hexadecimal digits.
 
     Examples
     --------
@@ -98,7 +105,7 @@ _SCALAR_BYTES: dict[type, Any] = {
 }
 
 
-def _flat_bytes(seq: list | tuple) -> bytes | None:
+def _flat_bytes(seq: list[Any] | tuple[Any, ...]) -> bytes | None:
     """`_feed`'s bytes of a list / tuple of plain scalars (a metric row), or None when it holds anything else.
 
     Why: a checkpoint holds every metric row of the run (thousands of 5-tuples); one call per row instead of six
@@ -158,6 +165,16 @@ def object_sha256(obj: Any) -> str:
 
     Dictionaries are read in insertion order (which pickling keeps), lists and tuples alike, tensors by dtype,
     shape and bytes, floats exactly (``float.hex``).
+
+    Parameters
+    ----------
+    obj : object
+        Dicts, lists, tuples, tensors, numpy arrays, str, bytes, bool, int, float, None, nested.
+
+    Returns
+    -------
+    str
+        64 hexadecimal digits.
 
     Examples
     --------

@@ -26,7 +26,7 @@ import hashlib
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -66,7 +66,7 @@ class NpyAppender:
         self._digest = hashlib.sha256()
         # written beside the destination and renamed over it by close(): no reader sees a header of shape (0,)
         self._out = AtomicFile(self.path)
-        self._fh = self._out.file
+        self._fh: BinaryIO = self._out.file  # a subclass opens a new file ("wb") or resumes one ("r+b")
         self._fh.write(_header(self.dtype, (0,)))
 
     def append(self, batch: Any) -> None:

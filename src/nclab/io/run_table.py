@@ -56,6 +56,19 @@ OUTPUT_LAYER = "output"
 class MetricRow(NamedTuple):
     """One value of the metrics table: ``metric`` at ``layer`` on ``split`` after ``epoch`` epochs.
 
+    Parameters
+    ----------
+    epoch : int
+        Epochs trained when measured (0: at initialisation).
+    split : str
+        The data split, e.g. ``"train"`` or ``"test"``.
+    layer : str
+        The layer's name, or :data:`OUTPUT_LAYER` for network-level values (loss, error).
+    metric : str
+        The metric's name (a registered metric, ``"loss"``, ``"error"``).
+    value : float
+        The value.
+
     Examples
     --------
     >>> row = MetricRow(3, "train", OUTPUT_LAYER, "error", 0.25)
@@ -75,6 +88,17 @@ class MetricRow(NamedTuple):
 class MetricTable(list[MetricRow]):
     """A run's metric rows, in table order (a ``list`` of :class:`MetricRow`), with the run's ``run_id`` and
     ``penultimate`` layer when known: what :func:`nclab.read_metrics` returns.
+
+    Parameters
+    ----------
+    rows : iterable of MetricRow, default ()
+        The rows.
+    run_id : str, optional
+        The run's id.
+    penultimate : str, optional
+        The run's penultimate layer (what ``layer="penultimate"`` means in :meth:`series`).
+    path : Path, optional
+        The run directory it was read from.
 
     Examples
     --------
@@ -178,13 +202,15 @@ def _parquet_bytes(rows: Sequence[MetricRow], run_id: str | None) -> bytes | Non
     n = len(rows)
     columns = {} if run_id is None else {RUN_ID_COLUMN: _string_array(pa, [run_id] * n)}
     columns["epoch"] = _numeric_array(pa, np.fromiter((r.epoch for r in rows), np.int64, n), pa.int64())
-    for j, name in ((1, "split"), (2, "layer"), (3, "metric")):
-        columns[name] = _string_array(pa, [r[j] for r in rows])
+    columns["split"] = _string_array(pa, [r.split for r in rows])
+    columns["layer"] = _string_array(pa, [r.layer for r in rows])
+    columns["metric"] = _string_array(pa, [r.metric for r in rows])
     columns["value"] = _numeric_array(pa, np.fromiter((r.value for r in rows), np.float64, n), pa.float64())
     table = pa.Table.from_arrays(list(columns.values()), names=list(columns))
     buf = pa.BufferOutputStream()
     pq.write_table(table, buf)
-    return buf.getvalue().to_pybytes()
+    data: bytes = buf.getvalue().to_pybytes()
+    return data
 
 
 def _numeric_array(pa: Any, values: np.ndarray, dtype: Any) -> Any:
@@ -273,11 +299,20 @@ def _check_header(path: Path, header: list[str] | None) -> bool:
 
 
 def read_metrics(path: str | Path) -> list[MetricRow]:
-    """The rows of a ``metrics.csv``, or of the one in the run directory ``path``, in file order (the
-    ``run_id`` column, when present, is dropped: see :func:`read_run_id`).
+    """The rows of a ``metrics.csv``, or of the one in the run directory ``path``, in file order.
 
     Every writer ends each row with a newline, so a file whose last line has none was cut (a copy interrupted,
     a disk full): it is refused rather than read with its last value silently shortened.
+
+    Parameters
+    ----------
+    path : str or Path
+        A ``metrics.csv``, or a run directory holding one.
+
+    Returns
+    -------
+    list of MetricRow
+        The rows; the ``run_id`` column, when present, is dropped (see :func:`read_run_id`).
 
     Raises
     ------
@@ -290,6 +325,14 @@ def read_metrics(path: str | Path) -> list[MetricRow]:
     See Also
     --------
     write_metrics
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     _ = write_metrics([MetricRow(0, "train", "fc", "nc1", 0.5)], tmp, run_id="demo-0123456789")
+    ...     read_metrics(tmp)
+    [MetricRow(epoch=0, split='train', layer='fc', metric='nc1', value=0.5)]
     """
     path = _table_path(path)
     try:
@@ -323,8 +366,31 @@ def read_metrics(path: str | Path) -> list[MetricRow]:
 
 
 def read_run_id(path: str | Path) -> str | None:
-    """The run id of a ``metrics.csv`` (or of the one in the run directory ``path``): its ``run_id`` column's
-    value, or ``None`` for a table without one (or without rows)."""
+    """The run id of a ``metrics.csv`` (or of the one in the run directory ``path``).
+
+    Parameters
+    ----------
+    path : str or Path
+        A ``metrics.csv``, or a run directory holding one.
+
+    Returns
+    -------
+    str or None
+        Its ``run_id`` column's value, or ``None`` for a table without one (or without rows).
+
+    Raises
+    ------
+    CorruptFileError
+        A header other than the table's.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     _ = write_metrics([MetricRow(0, "train", "fc", "nc1", 0.5)], tmp, run_id="demo-0123456789")
+    ...     read_run_id(tmp)
+    'demo-0123456789'
+    """
     path = _table_path(path)
     with open(path, newline="") as fh:
         reader = csv.reader(fh)
@@ -337,6 +403,18 @@ def read_run_id(path: str | Path) -> str | None:
 def relabel_output(rows: Iterable[MetricRow], layer: str) -> list[MetricRow]:
     """``rows`` with the network-level rows (layer :data:`OUTPUT_LAYER`) moved to ``layer``, so that the
     network's loss and error plot beside that layer's metrics.
+
+    Parameters
+    ----------
+    rows : iterable of MetricRow
+        The rows.
+    layer : str
+        The layer the network-level rows move to.
+
+    Returns
+    -------
+    list of MetricRow
+        A new list; rows at other layers unchanged.
 
     Examples
     --------

@@ -85,6 +85,18 @@ def run_id_of(name: str, hashed: Any) -> str:
     """``NAME-HASH``: ``name`` and the first 10 hex digits of the SHA-256 of ``hashed`` written as YAML with its
     keys sorted (the trainer's :func:`~nclab.train.trainer.run_id` of a resolved config is this of its dict).
 
+    Parameters
+    ----------
+    name : str
+        The run's name, the id's prefix.
+    hashed : object
+        What the id hashes (a resolved config as a dict): anything ``yaml.safe_dump`` writes.
+
+    Returns
+    -------
+    str
+        ``NAME-HASH``, the hash 10 hex digits; equal mappings give the same id whatever their key order.
+
     Examples
     --------
     >>> run_id_of("demo", {"b": 1, "a": [2, 3]}) == run_id_of("demo", {"a": [2, 3], "b": 1})
@@ -116,6 +128,17 @@ class RunIdentity:
     """Who wrote a table: ``run_id`` and what it hashes (``hashed``: ``None`` for an explicit ``run_id``), the run's
     ``name`` and the ``writer`` (``"monitor"``, ``"lightning"``, ``"hf"``, ``"train"``). Saved as
     ``identity.json`` beside a monitor's table.
+
+    Parameters
+    ----------
+    run_id : str
+        The table's run id.
+    name : str
+        The run's name.
+    hashed : mapping or None, default None
+        What ``run_id`` hashes; None for an explicit id.
+    writer : str, default "monitor"
+        Who wrote the table: ``"monitor"``, ``"lightning"``, ``"hf"`` or ``"train"``.
 
     Examples
     --------
@@ -186,6 +209,11 @@ def config_differences(saved: Any, given: Any, prefix: str = "") -> list[str]:
 # ------------------------------------------------------------------------------------------------ the folder
 class RunDir:
     """The run directory ``path``: its files by name, its kind, its lock, and the rules for writing it.
+
+    Parameters
+    ----------
+    path : str or Path
+        The folder; it need not exist yet (nothing is created or read on construction).
 
     Examples
     --------
@@ -596,12 +624,36 @@ def metrics_file_status(path: str | Path, rows: Sequence[Sequence[Any]]) -> tupl
 # ------------------------------------------------------------------------------------------------ reading
 @dataclass
 class RunRecord:
-    """One folder, read by :func:`read_run`: its ``kind`` (:data:`RUN_KINDS`), ``run_id``, metric ``rows``
-    (empty for a sweep or an extraction), resolved ``config`` (a training run's ``config.yaml``, a sweep's
-    ``sweep.yaml``; ``{}`` otherwise), ``summary`` (``summary.json``; a sweep's ``{"trials": [sweep.csv rows]}``;
-    an extraction's manifest), ``identity`` (what ``run_id`` hashes: the config of a training run, the
-    ``hashed`` record of a monitor's ``identity.json``; ``{}`` when unknown), the zero-error epoch and the
-    penultimate layer."""
+    """One folder, read by :func:`read_run`.
+
+    Parameters
+    ----------
+    path : Path
+        The folder.
+    kind : str
+        One of :data:`RUN_KINDS`.
+    run_id : str
+        The run's id (a sweep's name, an extraction's folder name).
+    rows : list of MetricRow
+        The metric rows (empty for a sweep or an extraction).
+    config : dict
+        The resolved config (a training run's ``config.yaml``, a sweep's ``sweep.yaml``; ``{}`` otherwise).
+    summary : dict
+        ``summary.json``; a sweep's ``{"trials": [sweep.csv rows]}``; an extraction's manifest.
+    identity : dict, default {}
+        What ``run_id`` hashes: the config of a training run, the ``hashed`` record of a monitor's
+        ``identity.json``; ``{}`` when unknown.
+    zero_error_epoch : int or None, default None
+        The first epoch with zero training error.
+    penultimate : str or None, default None
+        The penultimate layer's name.
+
+    Examples
+    --------
+    >>> rec = RunRecord(Path("runs/demo"), "monitor", "demo-0123456789", [], {}, {}, penultimate="fc")
+    >>> rec.layer("penultimate"), rec.layer("conv1")
+    ('fc', 'conv1')
+    """
 
     path: Path
     kind: str
@@ -645,6 +697,18 @@ def _read_yaml(path: Path) -> dict[str, Any]:
 
 def read_run(path: str | Path) -> RunRecord:
     """Read the folder ``path``: a training run, a monitor's or callback's run, a sweep or an extraction.
+
+    Parameters
+    ----------
+    path : str or Path
+        The folder.
+
+    Returns
+    -------
+    RunRecord
+        Its kind, run id, rows, config, summary, identity, zero-error epoch (from ``summary.json``, else the first
+        epoch with zero training error, else None) and penultimate layer (from ``summary.json``, else the layer of
+        the first ``nc1`` row, else None).
 
     Raises
     ------
@@ -706,6 +770,16 @@ def read_run_metrics(path: str | Path) -> MetricTable:
     callback), read by :func:`read_run`: a :class:`~nclab.io.run_table.MetricTable` (a list of
     :class:`~nclab.io.run_table.MetricRow`, with the run's id and penultimate layer, :meth:`~MetricTable.series`
     and :meth:`~MetricTable.to_frame`). It is :func:`nclab.read_metrics`.
+
+    Parameters
+    ----------
+    path : str or Path
+        The run directory.
+
+    Returns
+    -------
+    MetricTable
+        Its rows in table order, with ``run_id``, ``penultimate`` and ``path``.
 
     Raises
     ------

@@ -63,10 +63,34 @@ def _read_owner(fd: int) -> dict[str, Any]:
 
 @dataclass
 class RunLock:
-    """The held lock of one run directory (from :func:`acquire_run_lock`); :meth:`release` (or leaving the
-    ``with`` block) removes the lock file and unlocks. ``previous`` is the record left by an owner that died
-    holding the folder (``None`` when the folder was free), ``locked`` is false where the file system does not
-    support locks (the folder is then not protected; see ``note``)."""
+    """The held lock of one run directory (from :func:`acquire_run_lock`).
+
+    :meth:`release` (or leaving the ``with`` block) removes the lock file and unlocks.
+
+    Parameters
+    ----------
+    path : Path
+        The lock file, ``<run>/run.lock``.
+    fd : int or None
+        Its open descriptor holding the ``flock``; None once released.
+    previous : dict or None, default None
+        The record left by an owner that died holding the folder (``None`` when the folder was free).
+    locked : bool, default True
+        False where the file system does not support locks (the folder is then not protected; see ``note``).
+    note : str, default ""
+        Why the folder is not locked, when it is not.
+    share : str or None, default None
+        The share key of a lock shared by writers of this process (see the module documentation).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     with acquire_run_lock(tmp) as lock:
+    ...         held = lock.path.name, lock.locked, lock.path.exists()
+    ...     held, lock.path.exists()  # the lock file is gone after the block
+    (('run.lock', True, True), False)
+    """
 
     path: Path
     fd: int | None

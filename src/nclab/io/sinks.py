@@ -249,8 +249,10 @@ class TensorBoardSink:
 
         # the plugin's three summaries, in this run's own event file: SummaryWriter.add_hparams would open a
         # second run (a sub-folder) for them
-        for summary in hparams(self._params, dict.fromkeys(tags, 0.0)):
-            self.writer.file_writer.add_summary(summary)
+        summaries = hparams(self._params, dict.fromkeys(tags, 0.0))  # type: ignore[no-untyped-call]  # torch: unannotated
+        for summary in summaries:
+            # torch leaves file_writer unannotated (None in __init__), so its FileWriter type is invisible
+            self.writer.file_writer.add_summary(summary)  # type: ignore[attr-defined]
         self._params = None
 
     def write(self, rows: Sequence[MetricRow]) -> None:

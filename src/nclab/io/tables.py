@@ -14,6 +14,16 @@ __all__ = ["column_names", "csv_text", "to_frame"]
 def column_names(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     """Every key of ``rows``, in order of first appearance (rows may have different keys).
 
+    Parameters
+    ----------
+    rows : sequence of mapping of str to object
+        The table's rows.
+
+    Returns
+    -------
+    list of str
+        The column names.
+
     Examples
     --------
     >>> column_names([{"a": 1}, {"b": 2, "a": 3}])
@@ -26,8 +36,20 @@ def column_names(rows: Sequence[Mapping[str, Any]]) -> list[str]:
 
 
 def csv_text(rows: Sequence[Mapping[str, Any]], *, exact_floats: bool = False) -> str:
-    """``rows`` as CSV text with a header of :func:`column_names` (missing cells empty); ``exact_floats`` writes
+    r"""``rows`` as CSV text with a header of :func:`column_names` (missing cells empty); ``exact_floats`` writes
     floats with ``repr`` so they read back bit-identically.
+
+    Parameters
+    ----------
+    rows : sequence of mapping of str to object
+        The table's rows.
+    exact_floats : bool, default False
+        Write floats with ``repr`` (every digit) instead of ``str``.
+
+    Returns
+    -------
+    str
+        The CSV text, ``\n`` line ends, a header line first.
 
     Examples
     --------
@@ -49,7 +71,8 @@ def _as_mapping(row: Any) -> Mapping[str, Any]:
     if isinstance(row, Mapping):
         return row
     if hasattr(row, "_asdict"):  # NamedTuple rows such as nclab.io.MetricRow
-        return row._asdict()
+        fields: dict[str, Any] = row._asdict()
+        return fields
     raise TypeError(f"rows must be mappings or named tuples, got {type(row).__name__}")
 
 
@@ -58,6 +81,23 @@ def to_frame(rows: Sequence[Any] | Mapping[str, Any]) -> Any:
     :func:`column_names`), or of one summary mapping (a single row).
 
     pandas is optional: without it this raises ``ImportError`` naming the package to install.
+
+    Parameters
+    ----------
+    rows : sequence of mappings or named tuples, or one mapping
+        The rows, or a single summary row.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per row, columns in order of first appearance.
+
+    Raises
+    ------
+    ImportError
+        pandas is not installed.
+    TypeError
+        A row is neither a mapping nor a named tuple.
 
     Examples
     --------

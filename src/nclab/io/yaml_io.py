@@ -34,7 +34,7 @@ class DuplicateKeyError(ValueError):
     """A YAML mapping gives one key twice; the message names the key path, the source and both lines."""
 
 
-class UniqueKeyLoader(yaml.SafeLoader):
+class UniqueKeyLoader(yaml.SafeLoader):  # type: ignore[misc]  # PyYAML has no type information here
     """``yaml.SafeLoader`` that raises :class:`DuplicateKeyError` on a repeated mapping key and reads only
     ``true`` / ``false`` (any case) as booleans."""
 

@@ -35,6 +35,21 @@ Batches = Callable[[], Iterable[tuple[Any, torch.Tensor]]]
 def tensor_batches(x: torch.Tensor, y: torch.Tensor, batch_size: int) -> Batches:
     """A re-iterable pass over ``(x, y)`` in row batches of ``batch_size``.
 
+    Parameters
+    ----------
+    x : torch.Tensor, shape (N, ...)
+        Inputs, one sample per row.
+    y : torch.Tensor, shape (N,)
+        Class indices.
+    batch_size : int
+        Rows per batch; the last batch holds the remaining ``N mod batch_size`` rows when that is not 0.
+
+    Returns
+    -------
+    Batches
+        A function that returns a fresh iterator over the ``(x[i:j], y[i:j])`` views at each call (nothing is
+        copied), so a pass can be repeated.
+
     Examples
     --------
     >>> batches = tensor_batches(torch.zeros(5, 2), torch.arange(5), 2)
@@ -73,7 +88,26 @@ def split_batch(batch: Any) -> tuple[Any, Any]:
 
 def call_model(model: nn.Module, x: Any) -> Any:
     """The model's outputs for one batch of inputs: ``model(**x)`` for a mapping (keyword inputs), else
-    ``model(x)``; the ``logits`` of an output object that has them (Hugging Face ``ModelOutput``)."""
+    ``model(x)``; the ``logits`` of an output object that has them (Hugging Face ``ModelOutput``).
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        The network.
+    x : torch.Tensor or Mapping[str, Any]
+        One batch of inputs: a tensor ``(n, ...)``, or the model's keyword inputs.
+
+    Returns
+    -------
+    Any
+        The model's output, or its ``logits`` attribute when it has one (logits ``(n, K)`` for a classifier).
+
+    Examples
+    --------
+    >>> model = nn.Linear(3, 2)
+    >>> tuple(call_model(model, torch.zeros(4, 3)).shape)
+    (4, 2)
+    """
     out = model(**x) if isinstance(x, Mapping) else model(x)
     logits = getattr(out, "logits", None)
     return out if logits is None else logits
@@ -122,7 +156,37 @@ def iterable_batches(data: Any, device: torch.device, *, need_labels: bool = Tru
     """A pass over ``data`` as ``(inputs, labels)`` on ``device``: any iterable of batches (see
     :func:`split_batch`) or one ``(x, y)`` pair of tensors. A batch without labels is refused unless
     ``need_labels`` is false (a ``targets_fn`` gives them), when it gets zeros. Nothing is copied or kept: a
-    one-shot iterator (:func:`is_one_shot`) gives one pass only."""
+    one-shot iterator (:func:`is_one_shot`) gives one pass only.
+
+    Parameters
+    ----------
+    data : iterable of batches, or tuple of torch.Tensor
+        A ``DataLoader``, list or generator of ``(x, y, ...)`` sequences or mappings with ``labels``; or one
+        pair ``(x (N, ...), y (N,))``, read as a single batch.
+    device : torch.device
+        Where every batch's tensors are moved.
+    need_labels : bool, default=True
+        Whether a batch without labels is an error; when false it gets zero labels ``(n,)``.
+
+    Returns
+    -------
+    Batches
+        A function that returns an iterator over ``(inputs, labels (n,))`` pairs on ``device`` at each call.
+
+    Raises
+    ------
+    TypeError
+        If ``data`` is neither iterable nor an ``(x, y)`` pair of tensors.
+    ValueError
+        When iterated: if a batch has no labels and ``need_labels`` is true.
+
+    Examples
+    --------
+    >>> loader = [(torch.zeros(2, 3), torch.tensor([0, 1])), (torch.zeros(1, 3), torch.tensor([1]))]
+    >>> batches = iterable_batches(loader, torch.device("cpu"))
+    >>> [y.tolist() for _, y in batches()]
+    [[0, 1], [1]]
+    """
     if isinstance(data, tuple) and len(data) == 2 and all(isinstance(t, torch.Tensor) for t in data):
         data = [data]  # one batch of tensors
     elif not hasattr(data, "__iter__"):

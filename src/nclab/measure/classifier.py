@@ -29,7 +29,29 @@ def _f64(t: Any) -> np.ndarray:
 @dataclass(frozen=True)
 class Classifier:
     """A model's classifier: ``W (K, d)``, ``b (K,)`` or ``None`` (float64 arrays, read from ``module`` when
-    there is one), its ``name`` (module path, or ``"(W, b)"`` when given as arrays) and ``module``."""
+    there is one), its ``name`` (module path, or ``"(W, b)"`` when given as arrays) and ``module``.
+
+    Parameters
+    ----------
+    name : str
+        The module path in the model (``"head"``, ``"fc"``), or ``"(W, b)"`` for arrays given directly.
+    module : torch.nn.Module or None
+        The classifier module; ``None`` for arrays given directly.
+    W : numpy.ndarray, shape (K, d)
+        Class weights, float64, one row per class.
+    b : numpy.ndarray, shape (K,), or None
+        Biases, float64; ``None`` when the classifier has none.
+
+    See Also
+    --------
+    find_classifier : the classifier of a model.
+
+    Examples
+    --------
+    >>> c = Classifier.of_module("fc", nn.Linear(4, 3, bias=False))
+    >>> c.name, c.W.shape, c.W.dtype, c.b is None
+    ('fc', (3, 4), dtype('float64'), True)
+    """
 
     name: str
     module: nn.Module | None
@@ -84,6 +106,13 @@ def find_classifier(model: nn.Module, K: int | None = None, spec: Any = None) ->
         ``None`` finds the classifier; ``False`` means none; a module of ``model``; a module or
         weight-parameter name (``"fc"``, ``"fc.weight"``); a pair ``(W (K, d), b (K,) or None)`` of arrays.
 
+    Returns
+    -------
+    Classifier or None
+        The classifier, its ``W (K, d)`` and ``b (K,)`` copied as float64 arrays; ``None`` when ``spec`` is
+        ``False``, or when it is ``None`` and the model has neither a ``head`` nor (with ``K``) an ``nn.Linear``
+        with ``K`` outputs.
+
     Raises
     ------
     KeyError
@@ -103,7 +132,7 @@ def find_classifier(model: nn.Module, K: int | None = None, spec: Any = None) ->
         return None
     if spec is None:
         head = getattr(model, "head", None)
-        if isinstance(getattr(head, "weight", None), torch.Tensor):
+        if isinstance(head, nn.Module) and isinstance(getattr(head, "weight", None), torch.Tensor):
             return Classifier.of_module("head", head)
         found = None
         if K is not None:

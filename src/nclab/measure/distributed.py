@@ -15,13 +15,38 @@ __all__ = ["is_distributed", "rank"]
 
 
 def is_distributed() -> bool:
-    """Whether a process group of more than one rank is active."""
+    """Whether a process group of more than one rank is active.
+
+    Returns
+    -------
+    bool
+        True when ``torch.distributed`` is available and initialised with a world size above 1; False in a
+        single process, and in a group of one rank.
+
+    See Also
+    --------
+    rank : this process's rank.
+
+    Examples
+    --------
+    >>> is_distributed()  # a single process
+    False
+    """
     return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
 
 
 def rank() -> int:
     """This process's rank: the group's when one of more than one rank is active, else ``RANK`` from the
     environment (a launcher sets it before the group is joined and it stays after the group is left), else 0.
+
+    Returns
+    -------
+    int
+        The rank, 0 for a single process without ``RANK``.
+
+    See Also
+    --------
+    is_distributed : whether a group of more than one rank is active.
 
     Examples
     --------

@@ -36,18 +36,46 @@ SelectSpec = None | Selector | Mapping[str, Selector]
 
 def resolve_layers(model: nn.Module, spec: LayerSpec = None) -> OrderedDict[str, nn.Module]:
     """Ordered ``name -> module`` for ``spec`` (see the module docstring); unknown names raise ``KeyError``
-    listing the available ones."""
+    listing the available ones.
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        The network.
+    spec : None, str, sequence of str or Mapping[str, torch.nn.Module], default=None
+        ``None``: the model's ``measured_layers()``; a regular expression matched in full against the module
+        names; a list of names; or a ready ``{name: module}`` mapping (returned as it is).
+
+    Returns
+    -------
+    collections.OrderedDict of str to torch.nn.Module
+        The chosen layers, in the model's order for a regex, in the given order for a list.
+
+    Raises
+    ------
+    KeyError
+        If a name is unknown or a regex matches no module.
+    TypeError
+        If ``spec`` is ``None`` and the model has no ``measured_layers()``.
+
+    Examples
+    --------
+    >>> net = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
+    >>> list(resolve_layers(net, "[02]")), list(resolve_layers(net, ["1"]))
+    (['0', '2'], ['1'])
+    """
     if isinstance(spec, Mapping):
         return OrderedDict(spec)
+    own_layers = getattr(model, "measured_layers", None)  # an nclab network's own layer names
     if spec is None:
-        if not hasattr(model, "measured_layers"):
+        if own_layers is None:
             raise TypeError(
                 f"{type(model).__name__} has no measured_layers(): name the layers (a list of module names or a regex)"
             )
-        return OrderedDict(model.measured_layers())
+        return OrderedDict(own_layers())
     named = OrderedDict((n, m) for n, m in model.named_modules() if n)
-    if hasattr(model, "measured_layers"):  # the model's own layer names ("layer1", "pool", ...) come first
-        named = OrderedDict([*model.measured_layers().items(), *named.items()])
+    if own_layers is not None:  # the model's own layer names ("layer1", "pool", ...) come first
+        named = OrderedDict([*own_layers().items(), *named.items()])
     if isinstance(spec, str):
         pattern = re.compile(spec)
         out = OrderedDict((n, m) for n, m in named.items() if pattern.fullmatch(n))
@@ -116,7 +144,43 @@ class FeatureHooks:
     ``flatten=False`` keeps its shape, e.g. ``(B, T, d)`` for a sequence model) and calls ``sink(name,
     features)``; without a sink the last batch's features are kept in ``self.features`` (cloned). Layers named
     in ``inputs`` are measured at their module's first positional input instead of its output (a classifier's
-    input is the penultimate feature of a model where no module outputs exactly it)."""
+    input is the penultimate feature of a model where no module outputs exactly it).
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        The network whose layers are hooked.
+    layers : None, str, sequence of str or Mapping[str, torch.nn.Module], default=None
+        Which layers, as :func:`resolve_layers` reads them.
+    sink : callable, optional
+        ``sink(name, features (B, d))``, called once per layer and batch; without one the last batch's features
+        are kept in ``self.features``.
+    inputs : collection of str, default=()
+        Layers measured at their module's first positional input rather than its output.
+    flatten : bool, default=True
+        Flatten each output to ``(B, d)``; false keeps its shape.
+    select : int, callable or Mapping[str, int or callable], optional
+        Which tensor of a tuple output to measure, for every layer or per layer (see the module docstring).
+
+    Raises
+    ------
+    KeyError
+        If a layer in ``inputs`` or ``select`` is not among ``layers`` (or :func:`resolve_layers` raises).
+
+    See Also
+    --------
+    collect_features : every layer's features for a tensor of inputs, in memory.
+
+    Examples
+    --------
+    >>> net = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
+    >>> with FeatureHooks(net, ["1", "2"], inputs=["2"]) as hooks:
+    ...     _ = net(torch.randn(5, 4))
+    >>> {name: tuple(f.shape) for name, f in hooks.features.items()}
+    {'1': (5, 8), '2': (5, 8)}
+    >>> torch.equal(hooks.features["1"], hooks.features["2"])  # the ReLU's output is the classifier's input
+    True
+    """
 
     def __init__(
         self,
@@ -199,6 +263,16 @@ def eval_mode(model: nn.Module) -> Iterator[None]:
     module back in the mode it was in (a frozen batch norm inside a training model stays frozen), even when the
     block raises.
 
+    Parameters
+    ----------
+    model : torch.nn.Module
+        The network.
+
+    Returns
+    -------
+    contextlib.AbstractContextManager
+        A context manager (yielding ``None``) for a ``with`` block.
+
     Examples
     --------
     >>> net = nn.Sequential(nn.Linear(2, 2), nn.Dropout(0.5))
@@ -228,7 +302,33 @@ def collect_features(
     """Eval-mode features of every layer for inputs ``x``, in memory: ``{name: (N, d_l)}`` float32 tensors
     (``select``: see the module docstring).
 
-    For features too large for memory, :func:`nclab.extract_features` streams them to memory-mapped files."""
+    For features too large for memory, :func:`nclab.extract_features` streams them to memory-mapped files.
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        The network, run in eval mode and without gradients (its modes are restored afterwards).
+    x : torch.Tensor, shape (N, ...)
+        Inputs.
+    layers : None, str, sequence of str or Mapping[str, torch.nn.Module], default=None
+        Which layers, as :func:`resolve_layers` reads them.
+    batch_size : int, default=1024
+        Rows per forward pass.
+    select : int, callable or Mapping[str, int or callable], optional
+        Which tensor of a tuple output to measure (see the module docstring).
+
+    Returns
+    -------
+    dict of str to torch.Tensor
+        ``{layer: features (N, d_l)}``, each layer's outputs flattened per sample; empty when ``N`` is 0.
+
+    Examples
+    --------
+    >>> net = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
+    >>> feats = collect_features(net, torch.zeros(7, 4), ["0", "2"], batch_size=3)
+    >>> {name: tuple(f.shape) for name, f in feats.items()}
+    {'0': (7, 8), '2': (7, 3)}
+    """
     chunks: dict[str, list[torch.Tensor]] = {}
     sink = lambda n, f: chunks.setdefault(n, []).append(f.clone())  # noqa: E731
     with eval_mode(model), FeatureHooks(model, layers, sink=sink, select=select):

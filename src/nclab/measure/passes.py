@@ -58,7 +58,23 @@ Labelled = tuple[torch.Tensor, torch.Tensor]
 @dataclass(frozen=True)
 class Batch:
     """The batch in flight: the model's ``inputs``, the ``labels (n,)`` of its samples (of a layer's mapped
-    samples under ``targets_fn``), and ``start``, the offset of its first sample in the pass."""
+    samples under ``targets_fn``), and ``start``, the offset of its first sample in the pass.
+
+    Parameters
+    ----------
+    inputs : Any
+        The model's inputs for this batch (a tensor ``(n, ...)`` or a mapping of keyword inputs).
+    labels : torch.Tensor, shape (n,)
+        Class indices of the batch's samples.
+    start : int, default=0
+        Offset of the batch's first sample in the pass.
+
+    Examples
+    --------
+    >>> b = Batch(torch.zeros(4, 2), torch.tensor([0, 1, 0, 1]), start=8)
+    >>> b.size, b.start
+    (4, 8)
+    """
 
     inputs: Any
     labels: torch.Tensor
@@ -71,7 +87,27 @@ class Batch:
 
 class PassSink:
     """What a :func:`forward_pass` feeds: ``sink(name, features (n, d), batch)`` for each measured layer of each
-    batch, then :meth:`after_batch` with the batch's network outputs."""
+    batch, then :meth:`after_batch` with the batch's network outputs.
+
+    See Also
+    --------
+    StatsPass : pass 1, the class statistics and the network's loss and error.
+
+    Examples
+    --------
+    >>> class Rows(PassSink):
+    ...     def __init__(self):
+    ...         self.rows = []
+    ...     def __call__(self, name, f, batch):
+    ...         self.rows.append((name, batch.start, tuple(f.shape)))
+    >>> net = nn.Sequential(nn.Linear(4, 6), nn.ReLU(), nn.Linear(6, 3))
+    >>> plan = MeasurePlan({"1": net[1]}, "1", 3)
+    >>> x, y = torch.randn(5, 4), torch.tensor([0, 1, 2, 0, 1])
+    >>> sink = Rows()
+    >>> forward_pass(net, lambda: [(x[:3], y[:3]), (x[3:], y[3:])], plan, sink)
+    >>> sink.rows
+    [('1', 0, (3, 6)), ('1', 3, (2, 6))]
+    """
 
     def __call__(self, name: str, f: torch.Tensor, batch: Batch) -> None:
         raise NotImplementedError
@@ -201,6 +237,18 @@ def forward_pass(model: nn.Module, batches: Batches, plan: MeasurePlan, sink: Pa
     """One eval-mode pass over ``batches()`` (pairs ``(inputs, labels)``), ``sink`` hooked on the measured layers
     (see the module docstring; through ``plan.targets_fn`` when set).
 
+    Parameters
+    ----------
+    model : torch.nn.Module
+        The network, run in eval mode without changing its modes for good (:func:`~nclab.measure.eval_mode`).
+    batches : Batches
+        A re-iterable pass: ``batches()`` yields ``(inputs, labels (n,))`` pairs.
+    plan : MeasurePlan
+        The layers, their selectors and inputs, ``K``, ``call``, ``autocast_dtype``, ``targets_fn`` and
+        ``advance``.
+    sink : PassSink
+        Receives each measured layer's features ``(n, d)`` of each batch, then the batch's outputs.
+
     Raises
     ------
     ValueError
@@ -208,6 +256,24 @@ def forward_pass(model: nn.Module, batches: Batches, plan: MeasurePlan, sink: Pa
         layer output whose first dimension is not the batch; a hooked module run more than once per forward.
     TypeError
         A layer returning a tuple without ``plan.select`` for it (:mod:`nclab.measure.hooks`).
+
+    See Also
+    --------
+    PassSink : what the pass feeds.
+
+    Examples
+    --------
+    >>> net = nn.Sequential(nn.Linear(4, 6), nn.ReLU(), nn.Linear(6, 3))
+    >>> plan = MeasurePlan({"0": net[0], "1": net[1]}, "1", 3)
+    >>> x, y = torch.randn(5, 4), torch.tensor([0, 1, 2, 0, 1])
+    >>> p1 = StatsPass(plan, None, None)
+    >>> forward_pass(net, lambda: [(x, y)], plan, p1)
+    >>> p1.stats["0"].N, p1.stats["1"].N, p1.counts.scored
+    (5, 5, 5)
+    >>> forward_pass(net, lambda: [], plan, p1)
+    Traceback (most recent call last):
+        ...
+    ValueError: the data yielded no batch: nothing to measure (an empty loader, or an iterator used up)
     """
     route = _Router(plan, sink)
     hooks = FeatureHooks(model, plan.layers, sink=route, inputs=plan.inputs, flatten=False, select=plan.select)
@@ -231,7 +297,30 @@ def forward_pass(model: nn.Module, batches: Batches, plan: MeasurePlan, sink: Pa
 
 def autocast(model: nn.Module, dtype: torch.dtype | None) -> contextlib.AbstractContextManager[Any]:
     """``torch.autocast`` to ``dtype`` on the device of ``model``'s first parameter (the CPU for a model without
-    parameters), re-enterable; a no-op context for ``dtype=None``."""
+    parameters), re-enterable; a no-op context for ``dtype=None``.
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        The network; its first parameter's device type is autocast's.
+    dtype : torch.dtype or None
+        ``torch.bfloat16`` or ``torch.float16``; ``None`` for the model's own precision.
+
+    Returns
+    -------
+    contextlib.AbstractContextManager
+        ``torch.autocast(device, dtype=dtype)``, or ``contextlib.nullcontext()`` when ``dtype`` is ``None``.
+
+    Examples
+    --------
+    >>> net = nn.Linear(4, 3)
+    >>> with autocast(net, torch.bfloat16):
+    ...     low = net(torch.zeros(2, 4))
+    >>> with autocast(net, None):
+    ...     own = net(torch.zeros(2, 4))
+    >>> low.dtype, own.dtype
+    (torch.bfloat16, torch.float32)
+    """
     if dtype is None:
         return contextlib.nullcontext()
     p = next(model.parameters(), None)
@@ -257,6 +346,33 @@ class StatsPass(PassSink):
     a pass over an iterable of batches (streamed; :class:`KeepingStatsPass` keeps them instead). ``device``:
     where the counts live (the model's). After :meth:`finish`, :attr:`cached` holds each layer's features of the
     whole split with their labels when they were kept, for pass 2.
+
+    Parameters
+    ----------
+    plan : MeasurePlan
+        The layers, ``K``, which layers are tracked in full, ``cache_mb`` and ``loss_fn``.
+    y : torch.Tensor, shape (N,), or None
+        The split's labels in pass order when known in advance; ``None`` streams.
+    unit : ClassStats or None
+        Statistics of the unit-normalised penultimate features (a cosine head, :func:`unit_stats`), or ``None``.
+    device : torch.device, optional
+        Where the loss and error counts live (default: the first batch's labels' device).
+
+    See Also
+    --------
+    KeepingStatsPass : pass 1 over batches of unknown total size.
+    ncc_pass : pass 2.
+
+    Examples
+    --------
+    >>> net = nn.Sequential(nn.Linear(4, 6), nn.ReLU(), nn.Linear(6, 3))
+    >>> plan = MeasurePlan({"1": net[1]}, "1", 3)
+    >>> x, y = torch.randn(9, 4), torch.arange(9) % 3
+    >>> p1 = StatsPass(plan, y, None)
+    >>> forward_pass(net, lambda: [(x[:5], y[:5]), (x[5:], y[5:])], plan, p1)
+    >>> p1.finish()
+    >>> p1.stats["1"].N, p1.counts.seen, tuple(p1.cached["1"][0].shape)
+    (9, 9, (9, 6))
     """
 
     def __init__(
@@ -333,7 +449,31 @@ class KeepingStatsPass(StatsPass):
     again. A batch past the budget folds what was kept and streams from there on (pass 2 then runs the model) --
     unless the data is ``one_shot`` (an iterator: it cannot be read again), which is then refused at once, before
     more memory goes. Copies, not references: an in-place op after the hooked module (``ReLU(inplace=True)``)
-    would change a kept output."""
+    would change a kept output.
+
+    Parameters
+    ----------
+    plan : MeasurePlan
+        As for :class:`StatsPass`; ``plan.cache_mb`` bounds the kept copies (0 keeps none).
+    unit : ClassStats or None
+        Statistics of the unit-normalised penultimate features (a cosine head), or ``None``.
+    device : torch.device, optional
+        Where the loss and error counts live.
+    one_shot : bool, default=False
+        The data can be read once only: features past the budget raise ``ValueError`` instead of streaming.
+
+    Examples
+    --------
+    >>> net = nn.Sequential(nn.Linear(4, 6), nn.ReLU(), nn.Linear(6, 3))
+    >>> x, y = torch.randn(9, 4), torch.arange(9) % 3
+    >>> kept = KeepingStatsPass(MeasurePlan({"1": net[1]}, "1", 3), None)
+    >>> streamed = KeepingStatsPass(MeasurePlan({"1": net[1]}, "1", 3, cache_mb=0), None)
+    >>> for p1 in (kept, streamed):
+    ...     forward_pass(net, lambda: [(x[:5], y[:5]), (x[5:], y[5:])], p1.plan, p1)
+    ...     p1.finish()
+    >>> kept.stats["1"].N, tuple(kept.cached["1"][0].shape), streamed.stats["1"].N, streamed.cached
+    (9, (9, 6), 9, None)
+    """
 
     def __init__(
         self, plan: MeasurePlan, unit: ClassStats | None, device: torch.device | None = None, *, one_shot: bool = False
@@ -403,7 +543,43 @@ def ncc_pass(
 ) -> dict[str, NCCAccumulator]:
     """Pass 2: NCC against the reference means, from pass 1's ``cached`` features with their labels when there
     are some (one update per layer), else by a second forward pass over ``batches()``; layers whose reference has
-    an empty class are skipped (with a message in ``msgs``)."""
+    an empty class are skipped (with a message in ``msgs``).
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        The network (run again only when there are no cached features).
+    batches : Batches
+        The re-iterable pass over ``(inputs, labels)``.
+    plan : MeasurePlan
+        The layers; the classifier ``W (K, d)``, ``b (K,)`` enters at ``plan.penultimate`` only (NC4).
+    reference : Mapping[str, ClassStats]
+        Per layer, the statistics whose class means NCC measures against (the training split's for a held-out
+        split, else pass 1's own).
+    cached : Mapping[str, tuple of torch.Tensor] or None
+        Pass 1's kept ``(features (N, d), labels (N,))`` per layer (:attr:`StatsPass.cached`), or ``None``.
+    msgs : list of str
+        Receives a message for each skipped layer.
+
+    Returns
+    -------
+    dict of str to NCCAccumulator
+        The counts per measured layer; a layer whose reference has an empty class is absent.
+
+    Examples
+    --------
+    >>> net = nn.Sequential(nn.Identity(), nn.Linear(3, 3))
+    >>> plan = MeasurePlan({"0": net[0]}, "0", 3)
+    >>> y = torch.arange(6) % 3
+    >>> x = torch.eye(3)[y]  # every sample at its class mean
+    >>> p1 = StatsPass(plan, y, None)
+    >>> forward_pass(net, lambda: [(x, y)], plan, p1)
+    >>> p1.finish()
+    >>> msgs = []
+    >>> ncc = ncc_pass(net, lambda: [(x, y)], plan, p1.stats, p1.cached, msgs)
+    >>> ncc["0"].compute()["ncc_accuracy"], msgs
+    (1.0, [])
+    """
     ncc: dict[str, NCCAccumulator] = {}
     for name in plan.layers:
         if name not in reference or reference[name].empty_classes.size:

@@ -13,6 +13,7 @@ from torch import nn
 from nclab.measure.batches import call_model
 from nclab.measure.classifier import find_classifier
 from nclab.measure.hooks import LayerSpec, SelectSpec, resolve_layers
+from nclab.stats.class_stats import Track
 from nclab.validation import check_int
 
 __all__ = ["FULL_TRACK_MAX_DIM", "LossFn", "MeasurePlan", "TargetsFn"]
@@ -35,7 +36,9 @@ TargetsFn = Callable[[torch.Tensor, Any], tuple[torch.Tensor, torch.Tensor]]
 class MeasurePlan:
     """What the passes of one measurement share.
 
-    Attributes
+    A frozen value; :meth:`of` builds one from a model. Each parameter is also an attribute of the same name.
+
+    Parameters
     ----------
     layers : dict[str, nn.Module]
         ``{name: module}`` in order (:func:`~nclab.measure.resolve_layers`).
@@ -84,6 +87,23 @@ class MeasurePlan:
         Run the forward passes under ``torch.autocast`` to this dtype (``torch.bfloat16``, ``torch.float16``) on
         the model's device: the precision policy a mixed-precision run trains with. The features then arrive in
         that dtype and the statistics still accumulate in float64. ``None``: the model's own dtype.
+
+    Raises
+    ------
+    KeyError
+        If ``penultimate`` is not among ``layers``.
+    ValueError
+        If ``K < 2`` or ``batch_size < 1``, ``geodesic`` with ``distributed``, or another ``autocast_dtype``.
+
+    Examples
+    --------
+    >>> plan = MeasurePlan({"pool": nn.Identity()}, "pool", 10, batch_size=128)
+    >>> plan.K, plan.batch_size, plan.track("pool", 512), plan.classifier_at("pool")
+    (10, 128, 'full', (None, None))
+    >>> MeasurePlan({"pool": nn.Identity()}, "fc", 10)
+    Traceback (most recent call last):
+        ...
+    KeyError: "penultimate layer 'fc' is not among the measured layers ['pool']"
     """
 
     layers: Mapping[str, nn.Module]
@@ -153,7 +173,7 @@ class MeasurePlan:
             options = {"W": clf.W, "b": clf.b, "cosine": clf.cosine, **options}
         return cls(layer_map, penultimate, K, **options)
 
-    def track(self, name: str, d: int | None = None) -> str:
+    def track(self, name: str, d: int | None = None) -> Track:
         """``"full"`` or ``"light"`` statistics at layer ``name`` of width ``d`` (its features' columns).
 
         Examples

@@ -24,6 +24,23 @@ def measurement_epochs(epochs: int, num_log: int) -> list[int]:
     """``{0, epochs} U round(logspace(0, log10(epochs), num_log))``, sorted (the zero-error epoch is added
     during the run).
 
+    Parameters
+    ----------
+    epochs : int
+        Epochs of the run.
+    num_log : int
+        Log-spaced points between 1 and ``epochs`` before rounding (duplicates after rounding count once).
+
+    Returns
+    -------
+    list of int
+        Sorted distinct epochs in ``[0, epochs]``, always containing 0 and ``epochs``; ``[0]`` when ``epochs``
+        is 0.
+
+    See Also
+    --------
+    Schedule.log : the same epochs as a schedule.
+
     Examples
     --------
     >>> measurement_epochs(100, 5)
@@ -36,6 +53,25 @@ def measurement_epochs(epochs: int, num_log: int) -> list[int]:
 def check_epoch(epoch: Any, *, name: str = "epoch") -> int:
     """``epoch`` as an ``int >= 0``: Python and numpy integers pass; floats (also ``2.0``), strings and bools
     raise ``TypeError``, a negative epoch ``ValueError``, each naming ``name``.
+
+    Parameters
+    ----------
+    epoch : Any
+        The value to check.
+    name : str, default="epoch"
+        The argument's name in the error messages.
+
+    Returns
+    -------
+    int
+        ``epoch`` as a Python ``int``.
+
+    Raises
+    ------
+    TypeError
+        If ``epoch`` is not an integer (floats, strings and bools included).
+    ValueError
+        If ``epoch`` is negative.
 
     Examples
     --------
@@ -52,6 +88,20 @@ def check_epoch(epoch: Any, *, name: str = "epoch") -> int:
 class Schedule:
     """The epochs to measure: ``every(n)`` (0, n, 2n, ...), ``log(epochs, num)`` (0, ``epochs`` and ``num``
     log-spaced epochs between, as the built-in trainer), or ``at(epochs)``.
+
+    Build one with the class methods :meth:`every`, :meth:`log`, :meth:`at` or :meth:`coerce` rather than the
+    constructor.
+
+    Parameters
+    ----------
+    rule : callable
+        ``rule(epoch) -> bool``, whether ``epoch`` is measured.
+    text : str
+        Its description, shown by ``repr``.
+
+    See Also
+    --------
+    measurement_epochs : the built-in trainer's log-spaced epochs.
 
     Examples
     --------

@@ -38,7 +38,34 @@ class SplitMeasurement:
 
     ``moments``: the :class:`~nclab.stats.ClassMoments` view the penultimate layer's report was computed in, so
     that a caller reading more of its statistics (the trainer's MSE decomposition: Sigma_W, Sigma_T) reuses them;
-    its d x d matrices go with this object."""
+    its d x d matrices go with this object.
+
+    Parameters
+    ----------
+    rows : list of (str, str, float)
+        ``(layer, metric, value)`` rows in layer order; network-level rows (``error``, ``loss``) under the
+        output layer's name.
+    stats : dict of str to ClassStats
+        Pass-1 class statistics per measured layer.
+    error : float
+        The network's classification error on the split; NaN when no output was a logit row ``(n, K)``.
+    loss : float
+        The network's mean loss per sample; NaN without a ``loss_fn``.
+    warnings : list of str, default=[]
+        Messages of skipped metrics and passes.
+    moments : dict of str to ClassMoments, default={}
+        The view the penultimate layer's report was computed in.
+
+    See Also
+    --------
+    measure_split : what returns one.
+
+    Examples
+    --------
+    >>> m = SplitMeasurement([("fc", "nc1", 0.5)], {}, error=0.25, loss=float("nan"))
+    >>> m.value("fc", "nc1"), m.error, m.warnings
+    (0.5, 0.25, [])
+    """
 
     rows: list[Row]
     stats: dict[str, ClassStats]
@@ -65,7 +92,43 @@ def layer_rows(
     """The report step of one layer: ``collapse_report`` of ``stats`` (a ClassStats, or a view whose cached
     statistics outlive the report; with the plan's classifier and conventions, and the NCC counts ``ncc``; plus
     ``gnc1`` from ``unit`` at a cosine head's penultimate layer) as ``(layer, metric, value)`` rows; its warnings,
-    or why it failed, go to ``msgs``."""
+    or why it failed, go to ``msgs``.
+
+    Parameters
+    ----------
+    plan : MeasurePlan
+        The classifier (used at ``plan.penultimate`` only) and the conventions.
+    name : str
+        The layer.
+    stats : ClassStats or ClassMoments
+        Its class statistics.
+    ncc : NCCAccumulator or None
+        Its NCC counts (pass 2), or ``None`` when that pass was skipped.
+    unit : ClassStats or None
+        Statistics of the unit-normalised penultimate features of a cosine head, or ``None``.
+    msgs : list of str
+        Receives the report's warnings and, when it fails with ``ValueError``, why.
+
+    Returns
+    -------
+    list of (str, str, float)
+        ``(name, metric, value)`` rows; empty when the report failed (e.g. an empty class).
+
+    Examples
+    --------
+    >>> from nclab.stats import ClassStats
+    >>> stats = ClassStats(2, 2).update(torch.tensor([[0.0, 0.0], [2.0, 0.0], [0.0, 1.0], [0.0, 3.0]]),
+    ...                                 torch.tensor([0, 0, 1, 1]))
+    >>> plan = MeasurePlan({"h": nn.Identity()}, "h", 2)
+    >>> msgs = []
+    >>> rows = {metric: v for _, metric, v in layer_rows(plan, "h", stats, None, None, msgs)}
+    >>> round(rows["trace_ratio"], 12), rows["numerical_rank"], msgs
+    (0.8, 2.0, [])
+    >>> layer_rows(plan, "h", ClassStats(2, 2).update(torch.zeros(1, 2), torch.tensor([0])), None, None, msgs)
+    []
+    >>> msgs[0].split(" (")[0]
+    'h: metrics skipped'
+    """
     pen = name == plan.penultimate
     W, b = plan.classifier_at(name)
     with warnings.catch_warnings(record=True) as caught:
@@ -92,7 +155,44 @@ def run_passes(
     """Pass 1 into ``p1``, pass 2 (NCC against ``reference``, default ``p1``'s own statistics), both all-reduced
     when ``plan.distributed``; then the rows: ``error`` (when some output was a logit row), ``loss`` (with
     ``plan.loss_fn``) and each layer's report. Warnings go to ``msgs``. Also returns the view the penultimate
-    layer's report was computed in (``{penultimate: ClassMoments}``, see :class:`SplitMeasurement`)."""
+    layer's report was computed in (``{penultimate: ClassMoments}``, see :class:`SplitMeasurement`).
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        The network.
+    batches : Batches
+        The re-iterable pass over ``(inputs, labels)``.
+    plan : MeasurePlan
+        What to measure.
+    p1 : StatsPass
+        A fresh pass-1 sink (:class:`~nclab.measure.StatsPass` or :class:`~nclab.measure.KeepingStatsPass`);
+        filled here.
+    reference : Mapping[str, ClassStats] or None
+        The statistics NCC measures against (a held-out split: the training split's); ``None``: ``p1``'s own.
+    msgs : list of str
+        Receives the warnings.
+
+    Returns
+    -------
+    rows : list of (str, str, float)
+        ``(layer, metric, value)`` rows: the network's ``error`` and ``loss`` first (when measured), then each
+        layer's report in layer order.
+    views : dict of str to ClassMoments
+        ``{plan.penultimate: ClassMoments}``; empty when the penultimate layer has no statistics.
+
+    Examples
+    --------
+    >>> from nclab.measure import StatsPass
+    >>> torch.manual_seed(0)  # doctest: +ELLIPSIS
+    <...>
+    >>> net = nn.Sequential(nn.Linear(4, 6), nn.ReLU(), nn.Linear(6, 3))
+    >>> plan = MeasurePlan({"1": net[1]}, "1", 3)
+    >>> x, y = torch.randn(12, 4), torch.arange(12) % 3
+    >>> rows, views = run_passes(net, lambda: [(x, y)], plan, StatsPass(plan, y, None), None, [])
+    >>> rows[0][1], list(views), {layer for layer, _, _ in rows[1:]}
+    ('error', ['1'], {'1'})
+    """
     forward_pass(model, batches, plan, p1)
     p1.finish()
     if plan.distributed:
@@ -173,6 +273,33 @@ def measure_split(
     counts, loss and error sums are all-reduced over the default process group (exactly: :mod:`nclab.stats`),
     and every rank returns the whole split's rows.
 
+    Parameters
+    ----------
+    model : torch.nn.Module
+        The network (run in eval mode, without gradients; its modes are restored).
+    data : tuple of torch.Tensor
+        ``(x (N, ...), y (N,))``, the split's inputs and class indices.
+    plan : MeasurePlan
+        What to measure (:meth:`MeasurePlan.of`).
+    reference : Mapping[str, ClassStats], optional
+        The class statistics whose means the NCC pass measures against; default: the split's own.
+
+    Returns
+    -------
+    SplitMeasurement
+        The rows, the pass-1 statistics per layer, the error and loss, and the warnings.
+
+    Raises
+    ------
+    TypeError
+        If ``data`` is not an ``(x, y)`` pair.
+    ValueError
+        If ``x`` and ``y`` have different numbers of rows, or as :func:`~nclab.measure.forward_pass` raises.
+
+    See Also
+    --------
+    measure_batches : the same over any re-iterable pass of batches.
+
     Examples
     --------
     >>> from nclab.nets import build_model
@@ -205,7 +332,39 @@ def measure_batches(
     :func:`~nclab.measure.iterable_batches` of a DataLoader over a streamed image dataset, in order) whose labels,
     concatenated, are ``y (N,)``, known in advance: the pass-1 features are then kept for the NCC pass in one
     preallocated buffer per layer while they fit in ``plan.cache_mb``, else both passes stream (memory: one batch
-    and the statistics, whatever ``N``). ``y`` lives on the device the batches arrive on."""
+    and the statistics, whatever ``N``). ``y`` lives on the device the batches arrive on.
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        The network.
+    batches : Batches
+        A re-iterable pass: ``batches()`` yields ``(inputs, labels)`` in the order of ``y``.
+    y : torch.Tensor, shape (N,)
+        All the pass's labels, concatenated.
+    plan : MeasurePlan
+        What to measure.
+    reference : Mapping[str, ClassStats], optional
+        The class statistics whose means the NCC pass measures against; default: the split's own.
+
+    Returns
+    -------
+    SplitMeasurement
+        As :func:`measure_split`.
+
+    Examples
+    --------
+    >>> from nclab.measure import tensor_batches
+    >>> torch.manual_seed(0)  # doctest: +ELLIPSIS
+    <...>
+    >>> net = nn.Sequential(nn.Linear(4, 6), nn.ReLU(), nn.Linear(6, 3))
+    >>> plan = MeasurePlan({"1": net[1]}, "1", 3)
+    >>> x, y = torch.randn(12, 4), torch.arange(12) % 3
+    >>> a = measure_batches(net, tensor_batches(x, y, 5), y, plan)
+    >>> b = measure_split(net, (x, y), plan)
+    >>> a.stats["1"].N, a.value("1", "ncc_accuracy") == b.value("1", "ncc_accuracy")
+    (12, True)
+    """
     with blas_threads(plan.threads):
         p1 = StatsPass(plan, y, unit_stats(plan), y.device)
         msgs: list[str] = []

@@ -23,7 +23,7 @@ import numpy as np
 from scipy.linalg import lapack
 
 from nclab.stats.class_stats import ClassStats
-from nclab.stats.moments import ClassMoments, MomentKey, check_weighting
+from nclab.stats.moments import ClassMoments, MomentKey, Weighting, check_weighting
 
 DEFAULT_RTOL = 1e-12
 
@@ -43,9 +43,29 @@ RankPolicy = int | Literal["numerical"] | None
 
 @dataclass(frozen=True)
 class PsdPinv:
-    """``rank`` kept; ``eigvals`` (d,) all eigenvalues, descending, clipped at 0; ``basis`` (d, rank) the kept
-    eigenvectors; ``pinv`` (d, d) computed on first access (many metrics need only the basis and eigenvalues:
-    ``Tr(A^+ B) = sum_i v_i^T B v_i / lambda_i``)."""
+    """The pseudo-inverse of a symmetric PSD matrix ``A (d, d)`` as :func:`psd_pinv` returns it.
+
+    Parameters
+    ----------
+    rank : int
+        Number of eigenvalues kept (inverted).
+    eigvals : numpy.ndarray, shape (d,)
+        All eigenvalues of ``A``, descending, clipped at 0.
+    basis : numpy.ndarray, shape (d, rank)
+        The kept eigenvectors (columns).
+
+    Notes
+    -----
+    ``pinv`` (d, d) is computed on first access: many metrics need only the basis and eigenvalues,
+    ``Tr(A^+ B) = sum_i v_i^T B v_i / lambda_i`` (:meth:`trace_with`).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> p = psd_pinv(np.diag([4.0, 2.0, 0.0]))
+    >>> p.rank, p.pinv.diagonal().tolist(), p.trace_with(np.eye(3))
+    (2, [0.25, 0.5, 0.0], 0.75)
+    """
 
     rank: int
     eigvals: np.ndarray
@@ -53,7 +73,8 @@ class PsdPinv:
 
     @cached_property
     def pinv(self) -> np.ndarray:
-        return (self.basis / self.eigvals[: self.rank]) @ self.basis.T
+        pinv: np.ndarray = (self.basis / self.eigvals[: self.rank]) @ self.basis.T
+        return pinv
 
     def trace_with(self, B: np.ndarray) -> float:
         """``Tr(A^+ B)`` for a symmetric ``B: (d, d)``, without forming ``A^+``."""
@@ -127,7 +148,7 @@ def sym_eig(A: np.ndarray, *, symmetric: bool = False) -> tuple[np.ndarray, np.n
     return w[::-1], V[:, ::-1]
 
 
-def _between_eig(stats: ClassMoments, weighting: str) -> tuple[np.ndarray, np.ndarray]:
+def _between_eig(stats: ClassMoments, weighting: Weighting) -> tuple[np.ndarray, np.ndarray]:
     """Eigenvalues ``(d,)`` (descending) and the ``min(K, d)`` leading eigenvectors ``(d, k)`` of
     ``Sigma_B = A^T A`` from the thin SVD of its K x d factor ``A`` (``ClassStats.between_factor``): O(K^2 d)
     instead of the O(d^3) of a d x d eigendecomposition, and the eigenvalues are the squared singular values,
@@ -142,7 +163,9 @@ def _between_eig(stats: ClassMoments, weighting: str) -> tuple[np.ndarray, np.nd
     return lam, Vt.T
 
 
-def stats_between_eig(stats: ClassStats | ClassMoments, weighting: str = "balanced") -> tuple[np.ndarray, np.ndarray]:
+def stats_between_eig(
+    stats: ClassStats | ClassMoments, weighting: Weighting = "balanced"
+) -> tuple[np.ndarray, np.ndarray]:
     """Sigma_B's eigenvalues ``(d,)`` and leading ``min(K, d)`` eigenvectors ``(d, k)`` (:func:`_between_eig`),
     once per state, cached in the view ``stats``; enough for ``psd_pinv`` (its rank never exceeds k)."""
     check_weighting(weighting)
@@ -160,7 +183,7 @@ def _complete_basis(V: np.ndarray) -> np.ndarray:
 
 
 def stats_eig(
-    stats: ClassStats | ClassMoments, which: str, weighting: str = "balanced"
+    stats: ClassStats | ClassMoments, which: str, weighting: Weighting = "balanced"
 ) -> tuple[np.ndarray, np.ndarray]:
     """Eigenvalues (descending) and eigenvectors (columns) of ``stats.sigma_w()``, ``stats.sigma_t()`` or
     ``stats.sigma_b(weighting)`` (the latter from the SVD of its K x d factor, :func:`_between_eig`), computed
@@ -184,7 +207,7 @@ def _stats_matrix(stats: ClassMoments, which: str) -> np.ndarray:
     return stats.sigma_w(copy=False) if which == "within" else stats.sigma_t(copy=False)
 
 
-def stats_eigvals(stats: ClassStats | ClassMoments, which: str, weighting: str = "balanced") -> np.ndarray:
+def stats_eigvals(stats: ClassStats | ClassMoments, which: str, weighting: Weighting = "balanced") -> np.ndarray:
     """Eigenvalues (descending) of the matrix of :func:`stats_eig`; reuses a cached full decomposition, else
     computes (and caches) the eigenvalues alone, which is about twice as cheap."""
     if which == "between":  # the K x d SVD is cheap: always with its vectors, shared with the pseudo-inverse
@@ -194,20 +217,33 @@ def stats_eigvals(stats: ClassStats | ClassMoments, which: str, weighting: str =
     stats = moments_of(stats)
     full = stats.peek(MomentKey.EIG, which, None)
     if full is not None:
-        return full[0]
+        w: np.ndarray = full[0]
+        return w
     compute = lambda: np.linalg.eigvalsh(_stats_matrix(stats, which))[::-1].copy()  # noqa: E731
     return stats.memo(MomentKey.EIGVALS, which, compute=compute)
 
 
 def psd_cholesky(A: np.ndarray, rtol: float = DEFAULT_RTOL) -> tuple[np.ndarray, float] | None:
-    """``(L, rcond)``: the lower Cholesky factor of the symmetric PSD ``A: (d, d)`` and LAPACK's estimate of
-    ``1 / cond_1(A)`` from it (O(d^2) after the O(d^3 / 3) factorisation); ``None`` when ``A`` is numerically
-    singular by this module's policy: the factorisation fails, or ``rcond <= rtol``.
+    """The lower Cholesky factor of the symmetric PSD ``A: (d, d)`` and LAPACK's estimate of its reciprocal
+    condition number, or ``None`` when ``A`` is numerically singular by this module's policy.
 
     Why the estimate and not only a failed factorisation: rounding often lets the Cholesky of an exactly singular
     PSD matrix run to the end on a pivot of roundoff size (seen with OpenBLAS 0.3.31), and a solve with that factor
     returns a huge wrong answer. ``cond_1`` is within a factor d of ``cond_2 = lambda_max / lambda_min``, so the
     test matches the pseudo-inverse's eigenvalue cut to that factor at a fraction of an eigendecomposition's cost.
+
+    Parameters
+    ----------
+    A : numpy.ndarray, shape (d, d)
+        Symmetric positive semi-definite, float64.
+    rtol : float, default 1e-12
+        ``rcond <= rtol`` counts as singular.
+
+    Returns
+    -------
+    tuple of (numpy.ndarray (d, d), float) or None
+        ``(L, rcond)``: ``L`` lower triangular with ``L L^T = A``, ``rcond`` the estimate of ``1 / cond_1(A)``
+        (O(d^2) after the O(d^3 / 3) factorisation); ``None`` when the factorisation fails or ``rcond <= rtol``.
 
     Examples
     --------
@@ -237,16 +273,52 @@ def psd_pinv(
 ) -> PsdPinv:
     """Pseudo-inverse of a symmetric PSD matrix ``A: (d, d)`` (or of its eigendecomposition ``eig``).
 
-    rank : None, "numerical" or int
+    Eigenvalues ``<= rtol * lambda_max`` count as zero (the policy of this module).
+
+    Parameters
+    ----------
+    A : numpy.ndarray, shape (d, d), optional
+        The matrix (its symmetric part is used); give exactly one of ``A`` and ``eig``.
+    rank : None, "numerical" or int, default None
         None: numerical rank capped at ``max_rank`` (the default policy). "numerical": the numerical rank alone
         (eigenvalues > ``rtol * lambda_max``), no cap. int r: the top ``r`` eigenvalues, still dropping those
         below the tolerance (a requested rank above the numerical rank is not an error: exact zeros are never
         inverted).
+    max_rank : int, optional
+        The cap of ``rank=None`` (e.g. ``min(d, K - 1)`` for a centred Sigma_B).
+    rtol : float, default 1e-12
+        Relative eigenvalue tolerance, in ``[0, 1)``.
+    eig : tuple of (numpy.ndarray (d,), numpy.ndarray (d, k)), optional
+        Eigenvalues (descending) and eigenvectors (columns), instead of ``A``.
+
+    Returns
+    -------
+    PsdPinv
+        The kept rank, all eigenvalues and the kept eigenvectors; rank 0 (pseudo-inverse 0) for the zero matrix.
+
+    Raises
+    ------
+    ValueError
+        Both or neither of ``A`` and ``eig``; a bad ``rank`` or ``rtol``; ``A`` not square or not finite.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> A = np.diag([1.0, 1e-14, 0.0])  # 1e-14 is below the tolerance: not inverted
+    >>> p = psd_pinv(A)
+    >>> p.rank, p.pinv.diagonal().tolist()
+    (1, [1.0, 0.0, 0.0])
+    >>> psd_pinv(np.diag([3.0, 2.0, 1.0]), rank=2).rank
+    2
     """
     rtol = check_rtol(rtol)
-    if (A is None) == (eig is None):
+    if eig is None:
+        if A is None:
+            raise ValueError("give exactly one of A or eig=(eigenvalues descending, eigenvectors)")
+        eig = sym_eig(A)
+    elif A is not None:
         raise ValueError("give exactly one of A or eig=(eigenvalues descending, eigenvectors)")
-    w, V = sym_eig(A) if eig is None else eig
+    w, V = eig
     top = w[0] if w.size else 0.0
     numerical = int(np.sum(w > rtol * top)) if top > 0 else 0
     if rank is None:

@@ -28,24 +28,32 @@ def cdnv(stats: StatsLike, exponent: float = 1, tile: int | None = None) -> floa
 
     ``var_k = class_ss_k / n_k`` is the mean squared distance of the class-k features to their class mean
     (biased, population normalisation, as [Galanti et al. 2022] and [neural-collapse (rhubarbwu)]; a few codes use
-    n_k - 1). Range [0, inf); lower = more collapsed. Invariant under rotations and translation; with
-    ``exponent=1`` also under global scaling.
+    n_k - 1). Invariant under rotations and translation; with ``exponent=1`` also under global scaling.
 
     Parameters
     ----------
-    exponent : float
-        1 (default): Galanti et al.'s squared-distance denominator ``2 ||mu_i - mu_j||^2``. 2: the quartic
+    stats : ClassStats or ClassMoments, K classes, dimension d
+        Statistics of the features; works with ``track="light"``.
+    exponent : float, default 1
+        1: Galanti et al.'s squared-distance denominator ``2 ||mu_i - mu_j||^2``. 2: the quartic
         denominator ``2 ||mu_i - mu_j||^4`` of the linguistic-collapse code (rhubarbwu ``dist_exp=2``,
         declared "not a bug" by its maintainers); not scale invariant. Any exponent > 0 is accepted.
     tile : int, optional
         Rows of the K x K pair grid handled at once; memory is O(tile * K) (never K x K, so K = 100,000 is
         fine). Default: ``max(1, 2**22 // K)``. The result does not depend on it (up to summation order).
 
-    Works with ``track="light"`` statistics. Returns ``inf`` if two class means coincide (those classes are
-    not separated), whatever their variances; hence ``inf`` when Sigma_B = 0. "Coincide" is up to roundoff:
-    ``||mu_i - mu_j||^2 <= (8 eps)^2 max_k (||mu_k||^2 + var_k)``, eps the float64 machine epsilon, relative to the
-    largest mean squared norm of a class's raw features (so means at the origin with residuals of 1e-16 of
-    the spread coincide, and scaling the features never changes the decision).
+    Returns
+    -------
+    float
+        Range [0, inf); lower = more collapsed. ``inf`` if two class means coincide (those classes are not
+        separated), whatever their variances; hence ``inf`` when Sigma_B = 0. "Coincide" is up to roundoff:
+        ``||mu_i - mu_j||^2 <= (8 eps)^2 max_k (||mu_k||^2 + var_k)``, eps the float64 machine epsilon, relative to
+        the largest mean squared norm of a class's raw features (so means at the origin with residuals of 1e-16 of
+        the spread coincide, and scaling the features never changes the decision).
+
+    See Also
+    --------
+    nc1, trace_ratio
 
     Examples
     --------
@@ -60,6 +68,12 @@ def cdnv(stats: StatsLike, exponent: float = 1, tile: int | None = None) -> floa
     >>> from nclab.metrics import cdnv
     >>> print(f"{cdnv(stats):.4f}")
     0.0199
+
+    Closed form: variances 1 and 1, means 2 apart: (1 + 1) / (2 * 2^2).
+
+    >>> H = np.array([[2.0, 0.0], [0.0, 0.0], [-2.0, 0.0], [0.0, 0.0]])
+    >>> cdnv(ClassStats.from_arrays(H, np.array([0, 0, 1, 1]), K=2))
+    0.25
     """
     stats = as_moments(stats)
     if isinstance(exponent, bool) or not np.isfinite(exponent) or exponent <= 0:

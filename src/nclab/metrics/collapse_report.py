@@ -34,7 +34,7 @@ from nclab.metrics.probe import probe_mse_optimal
 from nclab.metrics.spectra import rank_metrics
 from nclab.metrics.uniformity import hyperspherical_uniformity
 from nclab.metrics.variability import nc1, trace_ratio, vci, within_class_split
-from nclab.stats.moments import ClassMoments
+from nclab.stats.moments import ClassMoments, Weighting
 from nclab.stats.ncc import NCCAccumulator
 from nclab.validation import as_rows, check_bool, check_finite
 
@@ -79,7 +79,7 @@ for _key in ("uniformity_log_energy", "uniformity_log_var"):
 
 
 def _positive_int(v: Any) -> bool:
-    return isinstance(v, int | np.integer) and not isinstance(v, bool) and v >= 1
+    return isinstance(v, int | np.integer) and not isinstance(v, bool) and bool(v >= 1)
 
 
 def _one_of(v: Any, *allowed: Any) -> bool:
@@ -117,11 +117,34 @@ def check_convention(key: str, value: Any, *, name: str | None = None) -> Any:
     ``pinv_rank`` None | "numerical" | an int >= 1; ``vci_rank`` "min" | "numerical" | an int >= 1;
     ``cdnv_exponent`` 1 | 2; ``ddof`` 0 | 1; ``self_duality_variant`` "frobenius" | "gram" | "cosine".
 
+    Parameters
+    ----------
+    key : str
+        The convention, a key of :data:`DEFAULT_CONVENTIONS`.
+    value : object
+        Its value.
+    name : str, optional
+        The name in error messages; default ``key``.
+
+    Returns
+    -------
+    object
+        ``value``, numpy scalars converted to Python ones.
+
     Raises
     ------
     TypeError, ValueError
         The value is of the wrong kind / not an allowed value, the message naming ``name`` (default ``key``);
         ``ValueError`` also for a ``key`` that is not a convention (the message lists them).
+
+    Examples
+    --------
+    >>> check_convention("ddof", np.int64(0))
+    0
+    >>> check_convention("cdnv_exponent", 3)
+    Traceback (most recent call last):
+        ...
+    ValueError: cdnv_exponent must be 1 or 2, got 3
     """
     if key not in _CONVENTION_VALUES:
         raise ValueError(f"unknown convention {key!r}; known: {', '.join(sorted(DEFAULT_CONVENTIONS))}")
@@ -136,7 +159,24 @@ def check_convention(key: str, value: Any, *, name: str | None = None) -> Any:
 
 def check_conventions(conventions: Mapping[str, Any] | None, *, name: str = "conventions") -> dict[str, Any]:
     """:data:`DEFAULT_CONVENTIONS` with ``conventions`` merged in, each value checked by
-    :func:`check_convention` (errors name ``name[KEY]``).
+    :func:`check_convention`.
+
+    Parameters
+    ----------
+    conventions : mapping of str to object, or None
+        The conventions to change; None keeps the defaults.
+    name : str, default "conventions"
+        The name in error messages, which name ``name[KEY]``.
+
+    Returns
+    -------
+    dict of str to object
+        Every convention, the given ones checked and converted.
+
+    Raises
+    ------
+    TypeError, ValueError
+        A bad value, or a key that is not a convention.
 
     Examples
     --------
@@ -258,7 +298,7 @@ def _report(
     b: np.ndarray | None,
     ncc: NCCAccumulator | Mapping[str, Any] | None,
     c: dict[str, Any],
-    wt: str,
+    wt: Weighting,
 ) -> dict[str, float]:
     out: dict[str, float] = {}
     full = stats.track == "full"

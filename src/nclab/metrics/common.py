@@ -90,7 +90,7 @@ def between_is_zero(stats: StatsLike, weighting: Weighting) -> bool:
     """All class means equal up to roundoff: ``Tr Sigma_B <= SB_ZERO_RTOL * feature_scale_sq(stats)``, the
     largest mean squared norm of a class's raw features (``nclab.metrics._linalg``: means at the origin with
     residuals of 1e-16 of the spread count as equal, and the decision is invariant to scaling the features)."""
-    return stats.trace_b(weighting) <= SB_ZERO_RTOL * feature_scale_sq(stats)
+    return bool(stats.trace_b(weighting) <= SB_ZERO_RTOL * feature_scale_sq(stats))
 
 
 def row_norms(V: np.ndarray) -> np.ndarray:
@@ -105,12 +105,14 @@ def row_norms(V: np.ndarray) -> np.ndarray:
         return np.zeros(V.shape[0])
     top = float(np.abs(V).max())  # the method: np.max's dispatch costs more than the reduction at K x d
     if 1e-140 < top < 1e140:
-        return np.sqrt(np.add.reduce(V * V, axis=1))
+        norms: np.ndarray = np.sqrt(np.add.reduce(V * V, axis=1))
+        return norms
     if top == 0.0:
         return np.zeros(V.shape[0])
     p = pow2_scale(top)
     U = V / p
-    return np.sqrt(np.add.reduce(U * U, axis=1)) * p
+    norms = np.sqrt(np.add.reduce(U * U, axis=1)) * p
+    return norms
 
 
 def zero_rows(V: np.ndarray, scale: float) -> np.ndarray:
@@ -140,7 +142,8 @@ def unit_directions(V: np.ndarray, scale: float, metric_name: str) -> np.ndarray
     if zero.size:
         degenerate(metric_name, f"rows {rows_str(zero)} have zero norm, so their cosines are undefined")
         return None
-    return V / norms[:, None]
+    unit: np.ndarray = V / norms[:, None]
+    return unit
 
 
 # Below this (estimated) condition number of Sigma_W the whitened form keeps ~13 digits (relative errors ~ eps *

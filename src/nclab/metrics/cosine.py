@@ -67,14 +67,48 @@ def within_class_cosine(stats: StatsLike, weighting: Weighting = "balanced", inc
     """Mean within-class cosine similarity = 1 - d_within ([Xu & Liu 2023, Sec. 3.2]; [Kornblith et al. 2021]).
 
     ``(1/K) sum_k (1/n_k^2) sum_{i,j in k} sim(h_i, h_j)`` on raw features (balanced weighting; "empirical":
-    ``sum_k ||U_k||^2 / sum_k n_k^2``). Range [-1, 1] (>= 0 with ``include_self=True``, as the i = j terms
-    give ||U_k||^2 >= 0); 1 iff the features of each class share one direction. Higher = more collapsed.
-    Invariant under per-sample positive scaling and orthogonal maps, not under general linear maps nor
-    translation ([Xu & Liu 2023] Obs. 4.4).
+    ``sum_k ||U_k||^2 / sum_k n_k^2``). Invariant under per-sample positive scaling and orthogonal maps, not under
+    general linear maps nor translation ([Xu & Liu 2023] Obs. 4.4).
 
-    include_self : bool
-        Count the i = j pairs (default, as [Xu & Liu 2023] and Kornblith et al. write d_within); False averages over
+    Parameters
+    ----------
+    stats : ClassStats or ClassMoments, K classes, dimension d
+        Statistics of the raw features (their ``unit_sums``); works with ``track="light"``.
+    weighting : {"balanced", "empirical"}, default "balanced"
+        "balanced" averages per-class mean similarities with equal class weights; "empirical" averages over all
+        sample pairs (the same on balanced data).
+    include_self : bool, default True
+        Count the i = j pairs (as [Xu & Liu 2023] and Kornblith et al. write d_within); False averages over
         the n_k (n_k - 1) ordered pairs of distinct samples (needs n_k >= 2).
+
+    Returns
+    -------
+    float
+        Range [-1, 1] (>= 0 with ``include_self=True``, as the i = j terms give ||U_k||^2 >= 0); 1 iff the
+        features of each class share one direction. Higher = more collapsed.
+
+    Raises
+    ------
+    ValueError
+        ``include_self=False`` with a class of one sample.
+
+    See Also
+    --------
+    within_class_cosine_distance, class_separation
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from nclab.stats import ClassStats
+    >>> y = np.array([0, 0, 1, 1])
+    >>> tight = ClassStats.from_arrays(np.array([[1.0, 0], [2, 0], [0, 1], [0, 3]]), y, K=2)  # one direction each
+    >>> wide = ClassStats.from_arrays(np.array([[1.0, 1], [1, -1], [-1, 1], [-1, -1]]), y, K=2)  # spread
+    >>> within_class_cosine(tight)
+    1.0
+    >>> round(within_class_cosine(wide), 12)
+    0.5
+    >>> abs(within_class_cosine(wide, include_self=False)) < 1e-12  # the two samples of a class are orthogonal
+    True
     """
     sums, pairs, _ = _within_sims(stats, include_self)
     return _mean_within(sums, pairs, weighting)
@@ -86,8 +120,37 @@ def within_class_cosine_distance(
 ) -> float:
     """Within-class cosine distance d_within = 1 - :func:`within_class_cosine` [Xu & Liu 2023, Sec. 3.2].
 
-    Range [0, 2] ([0, 1] with ``include_self=True``); lower = more collapsed. Keywords as in
-    :func:`within_class_cosine`.
+    Parameters
+    ----------
+    stats : ClassStats or ClassMoments, K classes, dimension d
+        Statistics of the raw features (their ``unit_sums``); works with ``track="light"``.
+    weighting : {"balanced", "empirical"}, default "balanced"
+        "balanced" averages per-class mean similarities with equal class weights; "empirical" averages over all
+        sample pairs (the same on balanced data).
+    include_self : bool, default True
+        Count the i = j pairs (as [Xu & Liu 2023] and Kornblith et al. write d_within); False averages over
+        the n_k (n_k - 1) ordered pairs of distinct samples (needs n_k >= 2).
+
+    Returns
+    -------
+    float
+        Range [0, 2] ([0, 1] with ``include_self=True``); lower = more collapsed.
+
+    See Also
+    --------
+    within_class_cosine, class_separation
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from nclab.stats import ClassStats
+    >>> y = np.array([0, 0, 1, 1])
+    >>> tight = ClassStats.from_arrays(np.array([[1.0, 0], [2, 0], [0, 1], [0, 3]]), y, K=2)  # one direction each
+    >>> wide = ClassStats.from_arrays(np.array([[1.0, 1], [1, -1], [-1, 1], [-1, -1]]), y, K=2)  # spread
+    >>> within_class_cosine_distance(tight)
+    0.0
+    >>> round(within_class_cosine_distance(wide), 12)
+    0.5
     """
     return 1.0 - within_class_cosine(stats, weighting=weighting, include_self=include_self)
 
@@ -100,9 +163,41 @@ def class_separation(stats: StatsLike, weighting: Weighting = "balanced", includ
     (same-class pairs included): with balanced weighting the mean over all K^2 ordered class pairs (k, l) of
     the mean distance between classes k and l, ``1 - ||sum_k U_k / n_k||^2 / K^2`` (the diagonal blocks taken
     as in d_within); with empirical weighting the mean over all ordered sample pairs, ``1 - ||sum_k U_k||^2 /
-    N^2``. Range (-inf, 1]; higher = more collapsed (classes tight relative to the spread of all features).
+    N^2``.
 
-    Returns 0.0 when d_total = 0 (every feature points the same way: no class is separated from another).
+    Parameters
+    ----------
+    stats : ClassStats or ClassMoments, K classes, dimension d
+        Statistics of the raw features (their ``unit_sums``); works with ``track="light"``.
+    weighting : {"balanced", "empirical"}, default "balanced"
+        "balanced" averages per-class mean similarities with equal class weights; "empirical" averages over all
+        sample pairs (the same on balanced data).
+    include_self : bool, default True
+        Count the i = j pairs (as [Xu & Liu 2023] and Kornblith et al. write d_within); False averages over
+        the n_k (n_k - 1) ordered pairs of distinct samples (needs n_k >= 2).
+
+    Returns
+    -------
+    float
+        Range (-inf, 1]; higher = more collapsed (classes tight relative to the spread of all features). 0.0 when
+        d_total = 0 (every feature points the same way: no class is separated from another).
+
+    See Also
+    --------
+    within_class_cosine, within_class_cosine_distance
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from nclab.stats import ClassStats
+    >>> y = np.array([0, 0, 1, 1])
+    >>> tight = ClassStats.from_arrays(np.array([[1.0, 0], [2, 0], [0, 1], [0, 3]]), y, K=2)  # one direction each
+    >>> wide = ClassStats.from_arrays(np.array([[1.0, 1], [1, -1], [-1, 1], [-1, -1]]), y, K=2)  # spread
+    >>> class_separation(tight)  # d_within = 0, d_total = 1/2
+    1.0
+    >>> same = ClassStats.from_arrays(np.array([[1.0, 0], [2, 0], [3, 0], [4, 0]]), y, K=2)
+    >>> class_separation(same)  # d_total = 0
+    0.0
     """
     sums, pairs, U = _within_sims(stats, include_self)
     s_within = _mean_within(sums, pairs, weighting)

@@ -71,9 +71,27 @@ class MetricOmittedWarning(UserWarning):
 def normalize_features(H: Any) -> Any:
     """Divide every row (last axis) of ``H`` by its L2 norm; numpy in, numpy out; torch in, torch out.
 
-    The dtype and device are kept (norms of half-precision inputs are computed in float32, of numpy inputs in
-    float64). A zero row has no direction and stays zero (as ``torch.nn.functional.normalize``); statistics of
-    such features fail :func:`check_normalized_stats`.
+    Parameters
+    ----------
+    H : array_like or torch.Tensor, shape (N, d) (or any (..., d))
+        Features, one row per sample; a numeric (numpy) or floating (torch) dtype.
+
+    Returns
+    -------
+    numpy.ndarray or torch.Tensor, same shape as ``H``
+        The unit rows. The dtype and device are kept (norms of half-precision inputs are computed in float32, of
+        numpy inputs in float64; integer numpy input gives float64). A zero row has no direction and stays zero
+        (as ``torch.nn.functional.normalize``); statistics of such features fail :func:`check_normalized_stats`.
+
+    Raises
+    ------
+    TypeError
+        A non-numeric numpy array or a non-floating tensor.
+
+    Examples
+    --------
+    >>> normalize_features(np.array([[3.0, 4.0], [0.0, 0.0]])).tolist()
+    [[0.6, 0.8], [0.0, 0.0]]
     """
     if isinstance(H, torch.Tensor):
         if not H.is_floating_point():
@@ -91,9 +109,32 @@ def check_normalized_stats(stats: StatsLike, tol: float = NORMALIZED_TOL) -> Non
 
     Two necessary conditions, O(K d) from the accumulators: per class, the mean squared norm
     ``(class_ss_k + n_k ||mu_k||^2) / n_k`` is 1, and the mean of the re-normalised features
-    ``unit_sums_k / n_k`` equals the mean ``mu_k`` (normalising a unit vector changes nothing); both within
-    ``tol`` (default 1e-3, loose enough for features normalised in half precision). Raw features essentially
-    never pass both; a pathological set could (the check cannot see individual samples).
+    ``unit_sums_k / n_k`` equals the mean ``mu_k`` (normalising a unit vector changes nothing). Raw features
+    essentially never pass both; a pathological set could (the check cannot see individual samples).
+
+    Parameters
+    ----------
+    stats : ClassStats
+        The statistics to check (every class nonempty).
+    tol : float, default 1e-3
+        Tolerance of both conditions, loose enough for features normalised in half precision.
+
+    Raises
+    ------
+    TypeError
+        ``stats`` is not a ClassStats.
+    ValueError
+        A class fails a condition; the message names it and how to build the statistics.
+
+    Examples
+    --------
+    >>> from nclab.stats import ClassStats
+    >>> H, y = np.array([[3.0, 4.0], [0.0, 2.0]]), np.array([0, 1])
+    >>> check_normalized_stats(ClassStats.from_arrays(normalize_features(H), y, K=2))  # passes
+    >>> check_normalized_stats(ClassStats.from_arrays(H, y, K=2))  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+        ...
+    ValueError: these ClassStats do not look built on L2-normalised features: class 0 has mean squared ...
     """
     if not is_stats(stats):
         raise TypeError(f"expected ClassStats, got {type(stats).__name__}")
@@ -126,17 +167,53 @@ def gnc1(
 ) -> float:
     """``(1/K) tr(Sigma_W Sigma_B^+)`` on **L2-normalised** features [Jiang et al. 2024].
 
-    ``stats`` must be built on normalised features (:func:`normalize_features`); ``check=True`` verifies it
-    (:func:`check_normalized_stats`, ``ValueError`` otherwise). ``center=False`` (default, [Jiang et al. 2024] as
-    written): ``Sigma_B = (1/K) sum_k mu_k mu_k^T`` (empirical weighting: ``sum_k (n_k/N) mu_k mu_k^T``),
-    pseudo-inverse capped at rank ``min(d, K)``; ``center=True``: the centred ``stats.sigma_b(weighting)``
-    capped at ``min(d, K - 1)`` (Papyan's NC1 of the normalised features). Pseudo-inverse: ``psd_pinv``
-    (eigenvalues ``<= rtol * lambda_max`` dropped). Needs ``track="full"``.
+    Pseudo-inverse: ``psd_pinv`` (eigenvalues ``<= rtol * lambda_max`` dropped). Needs ``track="full"``.
 
-    ``Sigma_B = 0`` (every class mean zero, or, centred, all class means equal; up to roundoff:
-    ``tr Sigma_B <= (8 eps)^2 max_k (||mu_k||^2 + var_k)``, the feature scale of ``nc1``): ``inf`` (no class
-    separation, whatever Sigma_W is), the
-    convention of ``nc1``. ``Sigma_W = 0`` with ``Sigma_B != 0``: 0.
+    Parameters
+    ----------
+    stats : ClassStats
+        Statistics built on normalised features (:func:`normalize_features`), ``track="full"``.
+    center : bool, default False
+        ``False`` ([Jiang et al. 2024] as written): ``Sigma_B = (1/K) sum_k mu_k mu_k^T`` (empirical weighting:
+        ``sum_k (n_k/N) mu_k mu_k^T``), pseudo-inverse capped at rank ``min(d, K)``; ``True``: the centred
+        ``stats.sigma_b(weighting)`` capped at ``min(d, K - 1)`` (Papyan's NC1 of the normalised features).
+    weighting : {"balanced", "empirical"}, default "balanced"
+        Weights of the classes in ``Sigma_B``.
+    check : bool, default True
+        Verify that ``stats`` are of normalised features (:func:`check_normalized_stats`).
+    tol : float, default 1e-3
+        Tolerance of that check.
+    rtol : float, default 1e-12
+        Relative eigenvalue tolerance of the pseudo-inverse, in ``[0, 1)``.
+
+    Returns
+    -------
+    float
+        >= 0, lower is more collapsed. ``Sigma_B = 0`` (every class mean zero, or, centred, all class means equal;
+        up to roundoff: ``tr Sigma_B <= (8 eps)^2 max_k (||mu_k||^2 + var_k)``, the feature scale of ``nc1``):
+        ``inf`` (no class separation, whatever Sigma_W is), the convention of ``nc1``. ``Sigma_W = 0`` with
+        ``Sigma_B != 0``: 0.
+
+    Raises
+    ------
+    TypeError
+        ``stats`` is not a ClassStats.
+    ValueError
+        ``check=True`` and the statistics are not of normalised features.
+
+    See Also
+    --------
+    nc1 : the centred NC1 of raw features.
+    gnc3
+
+    Examples
+    --------
+    >>> from nclab.geometry import simplex_etf
+    >>> from nclab.stats import ClassStats
+    >>> y = np.repeat(np.arange(3), 2)
+    >>> H = 5.0 * simplex_etf(3, 2)[y]  # every class collapsed to one point
+    >>> gnc1(ClassStats.from_arrays(normalize_features(H), y, K=3))
+    0.0
     """
     if not is_stats(stats):
         raise TypeError(f"gnc1 expects ClassStats (built on L2-normalised features), got {type(stats).__name__}")
@@ -168,13 +245,42 @@ def gnc1(
 def gnc3(stats: StatsLike, *, W: Any, normalize_w: bool = True, renormalize_means: bool = False) -> float:
     """``mean_k (1 - w_k^T hbar_k)`` [Jiang et al. 2024], in ``[0, 2]``.
 
-    ``w_k``: rows of ``W (K, d)``, L2-normalised (``normalize_w=True``; [Jiang et al. 2024] keeps them on the sphere,
-    where this changes nothing). ``hbar_k = unit_sums_k / n_k``: the mean of the L2-normalised features of
-    class ``k``, **not** re-normalised [Jiang et al. 2024], so ``||hbar_k|| <= 1`` and the metric sees within-class
-    spread; ``renormalize_means=True`` divides ``hbar_k`` by its norm (then it is ``mean_k (1 - cos(w_k,
-    hbar_k))`` on normalised features, the public GNC code's form without centring). Works on ClassStats of
-    raw or of normalised features. A zero row of ``W`` (or a zero ``hbar_k`` with ``renormalize_means``):
-    nan and a warning.
+    Works on ClassStats of raw or of normalised features (it reads ``unit_sums`` only).
+
+    Parameters
+    ----------
+    stats : ClassStats, K classes, dimension d
+        Every class nonempty.
+    W : array_like, shape (K, d)
+        Classifier rows ``w_k``.
+    normalize_w : bool, default True
+        L2-normalise the rows of ``W`` ([Jiang et al. 2024] keeps them on the sphere, where this changes nothing).
+    renormalize_means : bool, default False
+        ``hbar_k = unit_sums_k / n_k`` is the mean of the L2-normalised features of class ``k``, **not**
+        re-normalised [Jiang et al. 2024], so ``||hbar_k|| <= 1`` and the metric sees within-class spread;
+        ``True`` divides ``hbar_k`` by its norm (then it is ``mean_k (1 - cos(w_k, hbar_k))`` on normalised
+        features, the public GNC code's form without centring).
+
+    Returns
+    -------
+    float
+        In ``[0, 2]``, lower is more collapsed: 0 iff every class is collapsed to the direction of its ``w_k``. A
+        zero row of ``W`` (or a zero ``hbar_k`` with ``renormalize_means``): nan and a warning.
+
+    See Also
+    --------
+    self_duality : NC3 on class means.
+
+    Examples
+    --------
+    >>> from nclab.stats import ClassStats
+    >>> H = np.array([[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0], [0.0, -1.0]])
+    >>> stats = ClassStats.from_arrays(H, np.array([0, 0, 1, 1]), K=2)
+    >>> W = np.array([[1.0, 1.0], [-1.0, -1.0]])
+    >>> round(gnc3(stats, W=W), 12)  # hbar_k has norm 1/sqrt(2) along w_k: 1 - 1/sqrt(2)
+    0.292893218813
+    >>> round(gnc3(stats, W=W, renormalize_means=True), 12)
+    0.0
     """
     if not is_stats(stats):
         raise TypeError(f"gnc3 expects ClassStats, got {type(stats).__name__}")
@@ -206,12 +312,22 @@ def gnc2(W: Any) -> float:
     """``rho_one_vs_rest(W / ||W||)`` [Jiang et al. 2024, Sec. 3, eq. (3)]: the smallest distance from a unit
     classifier row ``w_k`` to the convex hull of the other rows, ``min_k dist(w_k, conv{w_j : j != k})``.
 
-    Higher is more collapsed: GNC2 rises to ``rho* = max_{W in OB(d, K)} rho_one_vs_rest(W)``, reached by a Softmax
-    Code (``K / (K - 1)`` for ``K <= d + 1``, the simplex ETF; see :func:`gnc2_ratio`). In ``[0, 2]``; 0 exactly
-    when two rows point the same way (a unit vector lies in the hull of other unit vectors only if it is one of
-    them). Invariant to rotations and to positive rescaling of each row. Exact (hull QPs,
-    :func:`nclab.geometry.rho_one_vs_rest`); measured 0.1 s at ``(K, d) = (100, 10)`` and 9-15 s at ``(1000, 64)``
-    on one core. ``W (K, d)``, ``K >= 2``; a zero row: nan and a :class:`~nclab.metrics.DegenerateMetricWarning`.
+    Invariant to rotations and to positive rescaling of each row. Exact (hull QPs,
+    :func:`nclab.geometry.rho_one_vs_rest`); measured 0.1 s at ``(K, d) = (100, 10)`` and 9-15 s at
+    ``(1000, 64)`` on one core.
+
+    Parameters
+    ----------
+    W : array_like, shape (K, d)
+        Classifier rows, ``K >= 2``.
+
+    Returns
+    -------
+    float
+        In ``[0, 2]``, higher is more collapsed: GNC2 rises to ``rho* = max_{W in OB(d, K)} rho_one_vs_rest(W)``,
+        reached by a Softmax Code (``K / (K - 1)`` for ``K <= d + 1``, the simplex ETF; see :func:`gnc2_ratio`); 0
+        exactly when two rows point the same way (a unit vector lies in the hull of other unit vectors only if it
+        is one of them). A zero row: nan and a :class:`~nclab.metrics.DegenerateMetricWarning`.
 
     See Also
     --------
@@ -231,9 +347,26 @@ def gnc2(W: Any) -> float:
 
 @dataclass(frozen=True)
 class GNC2:
-    """GNC2 of a classifier with its reference: ``value`` (:func:`gnc2`); ``reference``: the best known margin
-    ``rho*`` for ``(K, d)`` (``None`` when none is known cheaply); ``ratio = value / reference.rho`` (``None``
-    without a usable reference); ``note``: why ``ratio`` is missing (``None`` when it is present)."""
+    """GNC2 of a classifier with its reference, as :func:`gnc2_margin` returns it.
+
+    Parameters
+    ----------
+    value : float
+        :func:`gnc2` of the classifier.
+    reference : BestKnownMargin or None
+        The best known margin ``rho*`` for ``(K, d)`` (``None`` when none is known cheaply).
+    ratio : float or None
+        ``value / reference.rho`` (``None`` without a usable reference).
+    note : str or None
+        Why ``ratio`` is missing (``None`` when it is present).
+
+    Examples
+    --------
+    >>> from nclab.geometry import regular_polygon
+    >>> g = gnc2_margin(regular_polygon(6))
+    >>> round(g.value, 12), round(g.ratio, 12), g.note
+    (0.5, 1.0, None)
+    """
 
     value: float
     reference: BestKnownMargin | None
@@ -242,11 +375,34 @@ class GNC2:
 
 
 def gnc2_margin(W: Any, *, search: bool = True) -> GNC2:
-    """GNC2 of ``W (K, d)`` and its ratio to the best known Softmax Code margin (see :class:`GNC2`).
+    """GNC2 of ``W (K, d)`` and its ratio to the best known Softmax Code margin.
 
     ``rho*`` is :func:`nclab.geometry.best_known_margin` ``(d, K)``: a closed form, a table entry, or (``search``
-    and ``K d <= SEARCH_MAX_KD``) a code search run once per process and cached; otherwise there is no ratio, and
-    ``note`` says so. ``rho* = 0`` (``d = 1, K >= 3``) also leaves the ratio undefined.
+    and ``K d <= SEARCH_MAX_KD``) a code search run once per process and cached.
+
+    Parameters
+    ----------
+    W : array_like, shape (K, d)
+        Classifier rows, ``K >= 2``.
+    search : bool, default True
+        Allow the cached code search when no closed form or table entry is known.
+
+    Returns
+    -------
+    GNC2
+        The value, the reference, the ratio and a note. Without a reference, or with ``rho* = 0``
+        (``d = 1, K >= 3``), ``ratio`` is None and ``note`` says why.
+
+    See Also
+    --------
+    gnc2, gnc2_ratio
+
+    Examples
+    --------
+    >>> from nclab.geometry import regular_polygon
+    >>> g = gnc2_margin(regular_polygon(6))
+    >>> round(g.reference.rho, 12), g.reference.proven
+    (0.5, True)
     """
     Wr = as_rows(W, name="W")
     value = gnc2(Wr)
@@ -266,10 +422,28 @@ def gnc2_margin(W: Any, *, search: bool = True) -> GNC2:
 
 def gnc2_entries(W: Any, *, stacklevel: int = 2) -> dict[str, float]:
     """The GNC2 entries of a report for the classifier ``W (K, d)``: ``{"gnc2", "gnc2_ratio"}``
-    (:func:`gnc2_margin`), with a :class:`MetricOmittedWarning` for each left out: ``gnc2_ratio`` when no
-    reference margin is known cheaply, both when ``K > GNC2_REPORT_MAX_K`` (then nothing is computed).
-    ``stacklevel`` as for ``warnings.warn``, counted from this function: 2 (default) names its caller;
-    ``collapse_report`` passes 4, its own caller."""
+    (:func:`gnc2_margin`), with a :class:`MetricOmittedWarning` for each left out.
+
+    Parameters
+    ----------
+    W : array_like, shape (K, d)
+        Classifier rows.
+    stacklevel : int, default 2
+        As for ``warnings.warn``, counted from this function: 2 names its caller; ``collapse_report`` passes 4,
+        its own caller.
+
+    Returns
+    -------
+    dict of str to float
+        Both entries; without ``gnc2_ratio`` when no reference margin is known cheaply; empty when
+        ``K > GNC2_REPORT_MAX_K`` (then nothing is computed).
+
+    Examples
+    --------
+    >>> from nclab.geometry import regular_polygon
+    >>> {k: round(v, 12) for k, v in gnc2_entries(regular_polygon(6)).items()}
+    {'gnc2': 0.5, 'gnc2_ratio': 1.0}
+    """
     Wr = as_rows(W, name="W")
     K = Wr.shape[0]
     if K > GNC2_REPORT_MAX_K:
@@ -282,7 +456,7 @@ def gnc2_entries(W: Any, *, stacklevel: int = 2) -> dict[str, float]:
         return {}
     g = gnc2_margin(Wr)
     if g.ratio is None:
-        warnings.warn(g.note, MetricOmittedWarning, stacklevel=stacklevel)
+        warnings.warn(g.note or "gnc2_ratio is undefined", MetricOmittedWarning, stacklevel=stacklevel)
         return {"gnc2": g.value}
     return {"gnc2": g.value, "gnc2_ratio": g.ratio}
 
@@ -294,12 +468,22 @@ def gnc2_entries(W: Any, *, stacklevel: int = 2) -> dict[str, float]:
     needs=("W",),
 )
 def gnc2_ratio(W: Any, *, search: bool = True) -> float:
-    """``gnc2(W) / rho*`` [Jiang et al. 2024, Sec. 3 and Fig. 2's "Optimal" line]: how close the classifier's margin
-    is to the best known Softmax Code for its ``(K, d)``.
+    """``gnc2(W) / rho*`` [Jiang et al. 2024, Sec. 3 and Fig. 2's "Optimal" line]: how close the classifier's
+    margin is to the best known Softmax Code for its ``(K, d)``.
 
-    1 on the best known code (and on any code with its margin); below 1 short of it; above 1 only if ``W`` beats
-    the best known value (possible where ``rho*`` is numerical, ``BestKnownMargin.proven`` False). ``rho*`` from
-    :func:`nclab.geometry.best_known_margin` (see :func:`gnc2_margin`).
+    Parameters
+    ----------
+    W : array_like, shape (K, d)
+        Classifier rows.
+    search : bool, default True
+        Allow the cached code search for ``rho*`` (see :func:`gnc2_margin`).
+
+    Returns
+    -------
+    float
+        1 on the best known code (and on any code with its margin); below 1 short of it; above 1 only if ``W``
+        beats the best known value (possible where ``rho*`` is numerical, ``BestKnownMargin.proven`` False).
+        ``rho*`` from :func:`nclab.geometry.best_known_margin`.
 
     Raises
     ------

@@ -213,11 +213,34 @@ def _gram_distance(A: np.ndarray, B: np.ndarray, target: Literal["etf", "identit
 def equinorm(vectors_or_stats: StatsLike | Any, ddof: int = 1, *, weighting: Weighting = "balanced") -> float:
     """``std_k(||v_k||) / mean_k(||v_k||)`` (coefficient of variation of the norms).
 
-    ``vectors_or_stats``: a ClassStats (``v_k = mu_k - mu_G``, centred about ``global_mean(weighting)``) or a
-    ``(K, d)`` array used as given (classifier rows ``w_k``: not centred, bias excluded, as in [Han et al. 2022]).
-    ``ddof=1`` is ``torch.std`` (the reference Colab of [Han et al. 2022]); ``ddof=0`` the population std (numpy's
-    default).
-    Returns nan with :class:`DegenerateMetricWarning` when every norm is zero.
+    Parameters
+    ----------
+    vectors_or_stats : ClassStats or array_like, shape (K, d)
+        A ClassStats (``v_k = mu_k - mu_G``, centred about ``global_mean(weighting)``) or a ``(K, d)`` array used
+        as given (classifier rows ``w_k``: not centred, bias excluded, as in [Han et al. 2022]).
+    ddof : int, default 1
+        Delta degrees of freedom of the standard deviation: 1 is ``torch.std`` (the reference Colab of
+        [Han et al. 2022]), 0 the population std (numpy's default).
+    weighting : {"balanced", "empirical"}, default "balanced"
+        The global mean of a ClassStats input (ignored for arrays).
+
+    Returns
+    -------
+    float
+        The coefficient of variation, >= 0, lower is more collapsed (0 iff all norms are equal); nan with
+        :class:`DegenerateMetricWarning` when every norm is zero.
+
+    See Also
+    --------
+    equiangularity, max_angle : the angle statistics of the same vectors.
+
+    Examples
+    --------
+    >>> from nclab.geometry import simplex_etf
+    >>> round(equinorm(3.0 * simplex_etf(4, 3)), 12)
+    0.0
+    >>> equinorm(np.array([[1.0, 0.0], [0.0, 3.0]]))  # norms 1 and 3: std sqrt(2) (ddof=1) over mean 2
+    0.7071067811865476
     """
     V, scale = _vectors(vectors_or_stats, center=is_stats(vectors_or_stats), weighting=weighting)
     norms = row_norms(V)
@@ -228,11 +251,38 @@ def equinorm(vectors_or_stats: StatsLike | Any, ddof: int = 1, *, weighting: Wei
 
 @metric("equiangularity", "lower", "[Han et al. 2022, Fig. 4] / [Papyan et al. 2020] (NC2 equiangularity)")
 def equiangularity(vectors_or_stats: StatsLike | Any, ddof: int = 1, *, weighting: Weighting = "balanced") -> float:
-    """Standard deviation of the off-diagonal cosines ``cos(v_k, v_l)``, ``k != l`` (K(K-1) entries, each pair
-    twice, as ``torch.std`` over the off-diagonal of the cosine matrix in the [Han et al. 2022] reference code).
+    """Standard deviation of the off-diagonal cosines ``cos(v_k, v_l)``, ``k != l``.
 
-    Same inputs as :func:`equinorm`. K = 2 (a single pair) returns ``0.0``: one angle has no spread.
-    A zero-norm vector makes its cosines undefined: nan with :class:`DegenerateMetricWarning`.
+    The K(K-1) entries count each pair twice, as ``torch.std`` over the off-diagonal of the cosine matrix in the
+    [Han et al. 2022] reference code.
+
+    Parameters
+    ----------
+    vectors_or_stats : ClassStats or array_like, shape (K, d)
+        A ClassStats (``v_k = mu_k - mu_G``, centred about ``global_mean(weighting)``) or a ``(K, d)`` array used
+        as given (classifier rows ``w_k``: not centred, bias excluded, as in [Han et al. 2022]).
+    ddof : int, default 1
+        Delta degrees of freedom of the standard deviation: 1 is ``torch.std`` (the reference Colab of
+        [Han et al. 2022]), 0 the population std (numpy's default).
+    weighting : {"balanced", "empirical"}, default "balanced"
+        The global mean of a ClassStats input (ignored for arrays).
+
+    Returns
+    -------
+    float
+        The spread of the cosines, >= 0, lower is more collapsed. K = 2 (a single pair) returns ``0.0``: one
+        angle has no spread. A zero-norm vector makes its cosines undefined: nan with
+        :class:`DegenerateMetricWarning`.
+
+    See Also
+    --------
+    equinorm, max_angle
+
+    Examples
+    --------
+    >>> from nclab.geometry import simplex_etf
+    >>> round(equiangularity(simplex_etf(5, 4)), 12)  # every cosine is -1/4
+    0.0
     """
     V, scale = _vectors(vectors_or_stats, center=is_stats(vectors_or_stats), weighting=weighting)
     U = unit_directions(V, scale, "equiangularity")
@@ -249,8 +299,29 @@ def equiangularity(vectors_or_stats: StatsLike | Any, ddof: int = 1, *, weightin
 def max_angle(vectors_or_stats: StatsLike | Any, *, weighting: Weighting = "balanced") -> float:
     """``mean_{k<l} |cos(v_k, v_l) + 1/(K-1)|`` (the mean over ordered pairs ``k != l`` is the same number).
 
-    Same inputs as :func:`equinorm`. 0 iff the vectors are pairwise at the simplex-ETF angle, which needs
-    ``d >= K - 1`` (:class:`TargetUnattainableWarning` otherwise). Zero-norm vector: nan + warning.
+    Parameters
+    ----------
+    vectors_or_stats : ClassStats or array_like, shape (K, d)
+        A ClassStats (``v_k = mu_k - mu_G``, centred about ``global_mean(weighting)``) or a ``(K, d)`` array used
+        as given (classifier rows ``w_k``: not centred, bias excluded, as in [Han et al. 2022]).
+    weighting : {"balanced", "empirical"}, default "balanced"
+        The global mean of a ClassStats input (ignored for arrays).
+
+    Returns
+    -------
+    float
+        >= 0, lower is more collapsed; 0 iff the vectors are pairwise at the simplex-ETF angle, which needs
+        ``d >= K - 1`` (:class:`TargetUnattainableWarning` otherwise). A zero-norm vector: nan with
+        :class:`DegenerateMetricWarning`.
+
+    See Also
+    --------
+    equinorm, equiangularity
+
+    Examples
+    --------
+    >>> round(max_angle(np.eye(3)), 12)  # cosines 0 instead of -1/2
+    0.5
     """
     V, scale = _vectors(vectors_or_stats, center=is_stats(vectors_or_stats), weighting=weighting)
     K, d = V.shape
@@ -267,14 +338,38 @@ def max_angle(vectors_or_stats: StatsLike | Any, *, weighting: Weighting = "bala
 def etf_gram_error(X: StatsLike | Any, center: bool = True, *, weighting: Weighting = "balanced") -> float:
     """``|| G / ||G||_F - (I - 11^T/K) / sqrt(K-1) ||_F`` with ``G = X X^T``, ``(K, K)``.
 
-    ``X``: ``(K, d)`` rows (numpy or torch) or a ClassStats (its class means). ``center=True`` subtracts the
-    mean row first (for ClassStats: ``global_mean(weighting)``), which is PFC2 / NC2_ETF; it is then
-    invariant to rotation, scaling and translation and lies in ``[0, sqrt(2 (1 - 1/sqrt(K-1)))]``.
-    ``center=False`` measures the uncentred Gram (an orthogonal frame gives ``sqrt(2 - 2 sqrt((K-1)/K))``).
+    Registered also as ``pfc2`` (PFC2 of [Wang et al. 2024] = NC2_ETF of [Tirer & Bruna 2022]).
 
-    Registered also as ``pfc2``. ``d < K - 1``: defined, minimum ``sqrt(2 - 2 sqrt(d/(K-1)))`` when centred,
-    :class:`TargetUnattainableWarning`. ``G = 0`` (all rows zero, e.g. identical class means when centred):
-    nan + :class:`DegenerateMetricWarning`.
+    Parameters
+    ----------
+    X : ClassStats or array_like, shape (K, d)
+        Rows (numpy or torch), or a ClassStats (its class means).
+    center : bool, default True
+        Subtract the mean row first (for ClassStats: ``global_mean(weighting)``), which is PFC2 / NC2_ETF; it is
+        then invariant to rotation, scaling and translation. ``False`` measures the uncentred Gram.
+    weighting : {"balanced", "empirical"}, default "balanced"
+        The global mean of a ClassStats input.
+
+    Returns
+    -------
+    float
+        Lower is more collapsed; centred, in ``[0, sqrt(2 (1 - 1/sqrt(K-1)))]``, 0 iff the centred rows form a
+        simplex ETF. Uncentred, an orthogonal frame gives ``sqrt(2 - 2 sqrt((K-1)/K))``. ``d < K - 1``: defined,
+        minimum ``sqrt(2 - 2 sqrt(d/(K-1)))`` when centred, with :class:`TargetUnattainableWarning`. ``G = 0``
+        (all rows zero, e.g. identical class means when centred): nan with :class:`DegenerateMetricWarning`.
+
+    See Also
+    --------
+    etf_gram_error_spectral : the same number from the singular values.
+    orthogonal_frame_error : the distance to an orthogonal frame.
+
+    Examples
+    --------
+    >>> from nclab.geometry import simplex_etf
+    >>> round(etf_gram_error(5.0 * simplex_etf(4, 6) + 1.0), 12)  # scaled and translated ETF
+    0.0
+    >>> round(etf_gram_error(np.eye(3), center=False), 6)  # sqrt(2 - 2 sqrt(2/3))
+    0.605811
     """
     V, scale = _vectors(X, center=center, weighting=weighting)
     K, d = V.shape
@@ -284,7 +379,7 @@ def etf_gram_error(X: StatsLike | Any, center: bool = True, *, weighting: Weight
     return _gram_distance(V, V, "etf")
 
 
-REGISTRY["pfc2"] = dataclasses.replace(etf_gram_error.info, name="pfc2")  # type: ignore[attr-defined]
+REGISTRY["pfc2"] = dataclasses.replace(REGISTRY["etf_gram_error"], name="pfc2")
 pfc2 = etf_gram_error  # [Wang et al. 2024] name: the same function, not a copy
 
 
@@ -319,11 +414,34 @@ def etf_gram_error_from_eigvals(eigvals: Any, K: int) -> float:
 
 
 def etf_gram_error_spectral(X: StatsLike | Any, *, weighting: Weighting = "balanced") -> float:
-    """The centred :func:`etf_gram_error` from the singular values of the centred rows (the [Wang et al. 2024] closed
-    form).
+    """The centred :func:`etf_gram_error` from the singular values of the centred rows (the [Wang et al. 2024]
+    closed form).
 
     Agrees with ``etf_gram_error(X, center=True)`` to rounding (a test oracle); see
     :func:`etf_gram_error_from_eigvals` for the formula.
+
+    Parameters
+    ----------
+    X : ClassStats or array_like, shape (K, d)
+        Rows (numpy or torch), or a ClassStats (its class means).
+    weighting : {"balanced", "empirical"}, default "balanced"
+        The global mean of a ClassStats input.
+
+    Returns
+    -------
+    float
+        As :func:`etf_gram_error` with ``center=True``; nan with :class:`DegenerateMetricWarning` when every
+        centred row is zero.
+
+    See Also
+    --------
+    etf_gram_error, etf_gram_error_from_eigvals
+
+    Examples
+    --------
+    >>> X = np.array([[1.0, 0.0], [0.0, 2.0], [3.0, 1.0]])
+    >>> bool(np.isclose(etf_gram_error_spectral(X), etf_gram_error(X)))
+    True
     """
     V, scale = _vectors(X, center=True, weighting=weighting)
     K, d = V.shape
@@ -338,9 +456,26 @@ def etf_gram_error_spectral(X: StatsLike | Any, *, weighting: Weighting = "balan
 def orthogonal_frame_error(X: StatsLike | Any) -> float:
     """``|| G / ||G||_F - I / sqrt(K) ||_F``, ``G = X X^T`` of the *uncentred* rows (or ClassStats means).
 
-    0 iff the rows are orthogonal with equal norms (needs ``d >= K``; :class:`TargetUnattainableWarning`
-    otherwise). A simplex ETF with zero mean gives ``sqrt(2 - 2 sqrt((K-1)/K))``. All rows zero: nan and a
-    warning.
+    Parameters
+    ----------
+    X : ClassStats or array_like, shape (K, d)
+        Rows (numpy or torch), or a ClassStats (its uncentred class means).
+
+    Returns
+    -------
+    float
+        Lower is more collapsed; 0 iff the rows are orthogonal with equal norms (needs ``d >= K``;
+        :class:`TargetUnattainableWarning` otherwise). A simplex ETF with zero mean gives
+        ``sqrt(2 - 2 sqrt((K-1)/K))``. All rows zero: nan with :class:`DegenerateMetricWarning`.
+
+    See Also
+    --------
+    etf_gram_error
+
+    Examples
+    --------
+    >>> round(orthogonal_frame_error(3.0 * np.eye(4)), 12)
+    0.0
     """
     V, scale = _vectors(X, center=False, weighting="balanced")
     K, d = V.shape
@@ -369,24 +504,50 @@ def self_duality(
 ) -> float:
     """Distance between the classifier ``W (K, d)`` and the class means ``M (K, d)``.
 
-    ``stats``: a ClassStats (its means) or a ``(K, d)`` array of class means. ``center_means=True`` (default)
-    uses ``M = mu_k - mu_G`` ([Han et al. 2022], trained heads with bias); ``center_means=False`` the uncentred means
-    (the [Tirer & Bruna 2022] NC3, needed at bias-free and regularised-bias optima where ``W ∝`` uncentred means).
-    ``center_w=True`` subtracts the mean row of ``W`` first (MSE fork of tding1/Neural-Collapse). The bias is
-    never used.
+    The bias is never used.
 
-    variant
+    Parameters
+    ----------
+    stats : ClassStats or array_like, shape (K, d)
+        A ClassStats (its means) or a ``(K, d)`` array of class means.
+    variant : {"frobenius", "gram", "cosine"}, default "frobenius"
         ``"frobenius"``: ``|| W/||W||_F - M/||M||_F ||_F^2`` ([Han et al. 2022, Fig. 6]; squared by default,
         ``squared=False`` gives the distance, in ``[0, 2]``, = the [Tirer & Bruna 2022] NC3 with
         ``center_means=False``).
         ``"gram"``: the ETF Gram error of the cross-Gram ``G = W M^T``,
         ``|| G/||G||_F - (I - 11^T/K)/sqrt(K-1) ||_F`` ([neural-collapse (rhubarbwu)], [Neural-Collapse (tding1)],
-        [Guiding-Neural-Collapse (evanmarkou)]; unsquared by default). It
-        is 0 only when ``W ∝ M`` *and* ``M`` is a simplex ETF: it mixes NC2 into NC3.
+        [Guiding-Neural-Collapse (evanmarkou)]; unsquared by default). It is 0 only when ``W ∝ M`` *and* ``M`` is
+        a simplex ETF: it mixes NC2 into NC3.
         ``"cosine"``: ``mean_k (1 - cos(w_k, m_k))`` (in ``[0, 2]``; per-class directions only, PNAS's
         definition of NC3 before Frobenius normalisation). ``squared`` must be left ``None``.
+    W : array_like, shape (K, d)
+        Classifier rows (``nn.Linear`` layout).
+    center_w : bool, default False
+        Subtract the mean row of ``W`` first (MSE fork of tding1/Neural-Collapse).
+    squared : bool or None, default None
+        Square the distance; None is the variant's default (squared for ``"frobenius"``, not for ``"gram"``).
+    center_means : bool, default True
+        ``True`` uses ``M = mu_k - mu_G`` ([Han et al. 2022], trained heads with bias); ``False`` the uncentred
+        means (the [Tirer & Bruna 2022] NC3, needed at bias-free and regularised-bias optima where ``W ∝``
+        uncentred means).
+    weighting : {"balanced", "empirical"}, default "balanced"
+        The global mean of a ClassStats input.
 
-    Zero ``W``, zero (centred) means, or (cosine) any zero row: nan + :class:`DegenerateMetricWarning`.
+    Returns
+    -------
+    float
+        Lower is more collapsed: ``"frobenius"`` is 0 iff ``W`` is a positive multiple of ``M``, ``"cosine"`` iff
+        each ``w_k`` is a positive multiple of ``m_k``, ``"gram"`` iff ``W M^T`` has the simplex-ETF Gram's shape.
+        Zero ``W``, zero (centred) means, or (cosine) any zero row: nan with :class:`DegenerateMetricWarning`.
+
+    Examples
+    --------
+    >>> from nclab.geometry import simplex_etf
+    >>> M = simplex_etf(4, 3)
+    >>> round(self_duality(M, W=2.0 * M), 12)
+    0.0
+    >>> round(self_duality(M, W=-M, squared=False), 12)  # opposite directions: the largest distance
+    2.0
     """
     check_choice(variant, SelfDualityVariant, name="variant")
     center_w = check_bool(center_w, name="center_w")
@@ -438,35 +599,40 @@ def classifier_accuracy_on_means(stats: StatsLike | Any, *, W: Any, b: Any = Non
 
     The nearest-class-mean rule classifies every class mean correctly, so this is the agreement of the
     classifier's decision ``argmax(W h + b)`` with NCC at the points ``h = mu_k`` (NC4 of [Papyan et al. 2020],
-    evaluated where the class's features collapse under NC1). It is 1 at collapse and needs no pass over the
-    samples; :class:`~nclab.metrics.NCCAccumulator` measures the same agreement sample by sample. Memory: row
-    tiles of the K x K logits (32 MB each), never the whole matrix.
+    evaluated where the class's features collapse under NC1). It needs no pass over the samples;
+    :class:`~nclab.metrics.NCCAccumulator` measures the same agreement sample by sample. Memory: row tiles of the
+    K x K logits (32 MB each), never the whole matrix.
 
     Parameters
     ----------
-    W : array_like, (K, d)
-        Classifier rows (``nn.Linear`` layout).
-    stats : ClassStats or array_like (K, d)
+    stats : ClassStats or array_like, shape (K, d)
         Its uncentred class means (the classifier acts on raw features), or the means themselves.
-    b : array_like (K,), optional
+    W : array_like, shape (K, d)
+        Classifier rows (``nn.Linear`` layout).
+    b : array_like, shape (K,), optional
         Bias; None for a bias-free head. It matters: with features far from the origin, ``W mu_G`` is a
         class-dependent offset that only the bias cancels (``b = -W mu_G`` for ``W`` proportional to the
         centred means).
 
-    Ties go to the lowest class index (as ``torch.argmax`` in the NCC accumulator). Range [0, 1]; K = 2 with
-    an exactly collapsed, self-dual classifier gives 1.
+    Returns
+    -------
+    float
+        In [0, 1], higher is more collapsed; 1 at collapse (K = 2 with an exactly collapsed, self-dual classifier
+        gives 1). Ties go to the lowest class index (as ``torch.argmax`` in the NCC accumulator).
 
     Examples
     --------
     >>> M = np.array([[1.0, 0.0], [-1.0, 0.0]]) + 10.0
     >>> classifier_accuracy_on_means(M, W=M - M.mean(0), b=-(M - M.mean(0)) @ M.mean(0))
     1.0
+    >>> classifier_accuracy_on_means(M, W=M - M.mean(0), b=[0.0, 100.0])  # a bias that overrides class 0
+    0.5
     """
     M = stats.means if is_stats(stats) else as_rows(stats, name="means")
     Wr = as_rows(W, name="W")
     if Wr.shape != M.shape:
         raise ValueError(f"W has shape {Wr.shape}, but the class means have shape {M.shape}")
-    K = M.shape[0]
+    K: int = M.shape[0]
     bias = None
     if b is not None:
         bias = check_finite(b, name="b")

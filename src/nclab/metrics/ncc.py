@@ -57,9 +57,48 @@ def ncc_metrics(
     batch_size: int = 8192,
     index: NCCIndex = "exact",
 ) -> dict[str, Any]:
-    """One-shot :class:`NCCAccumulator` over ``features (N, d)``, ``labels (N,)`` in ``batch_size`` chunks;
-    ``index="hnsw"`` for the approximate nearest-centre search (extra ``nclab[ann]``; the result's ``ncc_index``
-    says which was used)."""
+    """One-shot :class:`~nclab.stats.NCCAccumulator` over features held in memory.
+
+    Parameters
+    ----------
+    stats : ClassStats, K classes, dimension d
+        The class means of the first pass (the centres).
+    features : array_like or torch.Tensor, shape (N, d)
+        The features to classify, fed in ``batch_size`` chunks.
+    labels : array_like or torch.Tensor of int, shape (N,)
+        Their labels in [0, K).
+    W : array_like, shape (K, d), optional
+        Classifier rows: adds ``ncc_mismatch`` (NC4) and ``classifier_accuracy``.
+    b : array_like, shape (K,), optional
+        Classifier bias: adds ``ncc_mismatch_nobias``.
+    batch_size : int, default 8192
+        Rows per chunk.
+    index : {"exact", "hnsw"}, default "exact"
+        ``"hnsw"`` for the approximate nearest-centre search (extra ``nclab[ann]``).
+
+    Returns
+    -------
+    dict
+        As :meth:`NCCAccumulator.compute <nclab.stats.NCCAccumulator.compute>`: ``ncc_accuracy`` (= PFC3),
+        ``ncc_error``, with ``W`` ``ncc_mismatch`` and ``classifier_accuracy``, with ``b``
+        ``ncc_mismatch_nobias`` (floats in [0, 1]); ``num_samples``, ``class_counts`` (K,) and ``ncc_index`` (the
+        search used).
+
+    Raises
+    ------
+    ValueError
+        No features.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from nclab.geometry import simplex_etf
+    >>> y = np.repeat(np.arange(3), 2)
+    >>> H = simplex_etf(3, 2)[y]  # collapsed features
+    >>> out = ncc_metrics(ClassStats.from_arrays(H, y, K=3), H, y, W=simplex_etf(3, 2))
+    >>> out["ncc_accuracy"], out["ncc_mismatch"], out["num_samples"]
+    (1.0, 0.0, 6)
+    """
     acc = NCCAccumulator(stats, W=W, b=b, index=index)
     n = len(features)
     if n == 0:

@@ -111,6 +111,6 @@ def ood_orthogonality(
         mu, g = mu - c, g - c
     u = unit_directions(g[None, :], scale, "ood_orthogonality (the OOD mean, row 0)")
     U = unit_directions(mu, scale, "ood_orthogonality (class means)") if u is not None else None
-    if U is None:
+    if u is None or U is None:
         return float("nan")
     return float(np.mean(np.abs(U @ u[0])))

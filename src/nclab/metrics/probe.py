@@ -29,12 +29,35 @@ def probe_mse_optimal(stats: StatsLike, rtol: float = DEFAULT_RTOL) -> float:
 
         L* = (1/2) [ (1 - sum_k pi_k^2) - sum_k pi_k^2 (mu_k - mu_G)^T Sigma_T^+ (mu_k - mu_G) ],
 
-    with pi_k = n_k / N and mu_G the sample mean; it reduces to Thm 5.1 when pi_k = 1/K. Range
-    [0, (1 - sum_k pi_k^2) / 2]: 0 for collapsed features with class means in general position, the upper end
-    (the constant predictor, 1/2 - 1/(2K) when balanced) when Sigma_B = 0. Lower = more collapsed (relative to
-    the probe); on balanced data ``vci(stats) = 2 K L* / (K - 1)`` when rank(Sigma_B) = K - 1.
-    Sigma_T^+ uses ``psd_pinv`` with relative tolerance ``rtol``; the result is clipped at 0 against roundoff
-    (a squared loss is >= 0). Needs ``track="full"``; reference implementation: :func:`probe_mse_lstsq`.
+    with pi_k = n_k / N and mu_G the sample mean; it reduces to Thm 5.1 when pi_k = 1/K. On balanced data
+    ``vci(stats) = 2 K L* / (K - 1)`` when rank(Sigma_B) = K - 1.
+
+    Parameters
+    ----------
+    stats : ClassStats or ClassMoments, K classes, dimension d
+        Statistics of the features, ``track="full"``.
+    rtol : float, default 1e-12
+        Relative eigenvalue tolerance of ``psd_pinv`` for Sigma_T^+, in ``[0, 1)``.
+
+    Returns
+    -------
+    float
+        Range [0, (1 - sum_k pi_k^2) / 2]: 0 for collapsed features with class means in general position, the
+        upper end (the constant predictor, 1/2 - 1/(2K) when balanced) when Sigma_B = 0. Lower = more collapsed
+        (relative to the probe). Clipped at 0 against roundoff (a squared loss is >= 0).
+
+    See Also
+    --------
+    probe_mse_lstsq : the reference implementation by least squares.
+    vci
+
+    Examples
+    --------
+    >>> from nclab.stats import ClassStats
+    >>> H = np.array([[2.0, 0.0], [0.0, 0.0], [-2.0, 0.0], [0.0, 0.0]])
+    >>> stats = ClassStats.from_arrays(H, np.array([0, 0, 1, 1]), K=2)
+    >>> round(probe_mse_optimal(stats), 12)  # vci = 1/2 = 2 K L* / (K - 1)
+    0.125
     """
     stats = as_moments(stats)
     rtol = check_rtol(rtol)
@@ -68,8 +91,34 @@ def probe_mse_lstsq(H: Any, y: Any, K: int | None = None) -> float:
     Solves ``min_{W, b} (1/(2N)) sum_i ||W h_i + b - e_{y_i}||^2`` ([Xu & Liu 2023, Sec. 5], its 1/(2KN) with
     N = K n) with ``numpy.linalg.lstsq`` on the design ``[H - mean(H), 1]`` (centring changes only b, and
     helps conditioning) against one-hot targets, in float64; rank-deficient designs get the minimum-norm
-    solution, which attains the minimum. ``H: (N, d)``, ``y: (N,)`` integer labels in [0, K); K defaults to
-    ``max(y) + 1``. Lower = more collapsed. Memory O(N (d + K)): for moderate N only.
+    solution, which attains the minimum. Memory O(N (d + K)): for moderate N only.
+
+    Parameters
+    ----------
+    H : array_like, shape (N, d)
+        Features, one row per sample.
+    y : array_like of int, shape (N,)
+        Labels in [0, K).
+    K : int, optional
+        Number of classes; default ``max(y) + 1``.
+
+    Returns
+    -------
+    float
+        The loss, >= 0; lower = more collapsed. Constant features give the constant predictor's
+        ``(1 - sum_k pi_k^2) / 2``.
+
+    See Also
+    --------
+    probe_mse_optimal
+
+    Examples
+    --------
+    >>> y = np.array([0, 0, 1, 1])
+    >>> probe_mse_lstsq(np.array([[2.0, 0.0], [0.0, 0.0], [-2.0, 0.0], [0.0, 0.0]]), y)
+    0.125
+    >>> probe_mse_lstsq(np.zeros((4, 2)), y)  # constant features: 1/2 - 1/(2K)
+    0.25
     """
     H = check_features(H, name="H")
     y = check_labels(y, K=None, name="y", num_rows=H.shape[0])

@@ -53,14 +53,47 @@ def spectrum(
 ) -> np.ndarray:
     """Eigenvalues ``(d,)``, descending, of Sigma_T (``which="total"``), Sigma_W or Sigma_B [Xu & Liu 2023, Fig. 2].
 
-    ``weighting`` selects Sigma_B (``which="between"`` only). ``center=False`` (total only) gives the raw
-    second moment ``(1/N) sum_i h_i h_i^T = Sigma_T + mu_G mu_G^T``. Eigenvalues ``<= rtol * lambda_max`` are
-    returned as 0.
+    Parameters
+    ----------
+    stats : ClassStats or ClassMoments, K classes, dimension d
+        Statistics of the features, ``track="full"``.
+    which : {"total", "within", "between"}, default "total"
+        The covariance.
+    weighting : {"balanced", "empirical"}, default "balanced"
+        Selects Sigma_B (``which="between"`` only).
+    center : bool, default True
+        ``False`` (total only) gives the raw second moment ``(1/N) sum_i h_i h_i^T = Sigma_T + mu_G mu_G^T``.
+    rtol : float, default 1e-12
+        Eigenvalues ``<= rtol * lambda_max`` are returned as 0.
+
+    Returns
+    -------
+    numpy.ndarray of float64, shape (d,)
+        The eigenvalues, descending, >= 0; all 0 for the zero matrix.
+
+    Raises
+    ------
+    ValueError
+        ``center=False`` with ``which`` other than "total", or ``track="light"`` statistics.
+
+    See Also
+    --------
+    rank_metrics
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from nclab.stats import ClassStats
+    >>> y = np.array([0, 0, 1, 1])
+    >>> H = np.array([[1.0, 0, 0], [-1, 0, 0], [0, 1, 0], [0, -1, 0]])  # class means 0, spread on two axes
+    >>> stats = ClassStats.from_arrays(H, y, K=2)
+    >>> spectrum(stats), spectrum(stats, "between")
+    (array([0.5, 0.5, 0. ]), array([0., 0., 0.]))
     """
     rtol = check_rtol(rtol)
     if center:
         stats = _validate(stats, which, center)
-        lam = np.maximum(stats_eigvals(stats, which, weighting), 0.0)
+        lam: np.ndarray = np.maximum(stats_eigvals(stats, which, weighting), 0.0)
     else:
         p = psd_pinv(_matrix(stats, which, weighting, center), rank="numerical", rtol=rtol)
         lam = p.eigvals.copy()
@@ -80,21 +113,46 @@ def rank_metrics(
 ) -> dict[str, float | int]:
     """Rank diagnostics of Sigma_T (default), Sigma_W or Sigma_B, eigenvalues lambda_i (:func:`spectrum`).
 
-    Returns a dict:
+    Direction "none" (diagnostics).
 
-    * ``effective_rank`` = exp(-sum_i p_i log p_i), p = s / sum(s), in [1, d] (0 for the zero matrix).
-      ``convention="eigenvalues"`` (default): s = lambda_i, the covariance eigenvalues (PCA explained-variance
-      ratios; reptrix's ``get_rankme``). ``convention="singular_values"``: s = sqrt(lambda_i), proportional
-      to the singular values of the (centred) N x d embedding matrix, which is RankMe's convention (Garrido et
-      al. 2023; they use raw, uncentred embeddings: ``which="total", center=False`` reproduces that exactly,
-      up to their 1e-7 smoothing of p, which nclab omits).
-    * ``stable_rank`` = sum_i lambda_i / lambda_max = ||Z||_F^2 / ||Z||_2^2 of the embedding matrix Z, in
-      [1, d] (0 for the zero matrix); independent of ``convention``.
-    * ``numerical_rank``: number of eigenvalues > ``rtol * lambda_max`` (nclab's pinv policy; 0 for the zero
-      matrix).
+    Parameters
+    ----------
+    stats : ClassStats or ClassMoments, K classes, dimension d
+        Statistics of the features, ``track="full"``.
+    which : {"total", "within", "between"}, default "total"
+        The covariance.
+    convention : {"eigenvalues", "singular_values"}, default "eigenvalues"
+        The weights of the effective rank: ``"eigenvalues"``: s = lambda_i, the covariance eigenvalues (PCA
+        explained-variance ratios; reptrix's ``get_rankme``). ``"singular_values"``: s = sqrt(lambda_i),
+        proportional to the singular values of the (centred) N x d embedding matrix, which is RankMe's convention
+        (Garrido et al. 2023; they use raw, uncentred embeddings: ``which="total", center=False`` reproduces that
+        exactly, up to their 1e-7 smoothing of p, which nclab omits).
+    weighting, center, rtol
+        As in :func:`spectrum`.
 
-    Direction "none" (diagnostics). Needs ``track="full"``. Keywords ``weighting``, ``center`` as in
-    :func:`spectrum`.
+    Returns
+    -------
+    dict
+        * ``effective_rank`` (float) = exp(-sum_i p_i log p_i), p = s / sum(s), in [1, d].
+        * ``stable_rank`` (float) = sum_i lambda_i / lambda_max = ||Z||_F^2 / ||Z||_2^2 of the embedding matrix
+          Z, in [1, d]; independent of ``convention``.
+        * ``numerical_rank`` (int): number of eigenvalues > ``rtol * lambda_max`` (nclab's pinv policy).
+
+        All three are 0 for the zero matrix.
+
+    See Also
+    --------
+    spectrum
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from nclab.stats import ClassStats
+    >>> y = np.array([0, 0, 1, 1])
+    >>> H = np.array([[1.0, 0, 0], [-1, 0, 0], [0, 1, 0], [0, -1, 0]])  # class means 0, spread on two axes
+    >>> stats = ClassStats.from_arrays(H, y, K=2)
+    >>> rank_metrics(stats)  # two equal eigenvalues
+    {'effective_rank': 2.0, 'stable_rank': 2.0, 'numerical_rank': 2}
     """
     check_choice(convention, Convention, name="convention")
     lam = spectrum(stats, which=which, weighting=weighting, center=center, rtol=rtol)

@@ -30,10 +30,12 @@ _NEAR = 1e-3
 def _kernel_values(d2: np.ndarray, kernel: Kernel, s: float) -> np.ndarray:
     with np.errstate(divide="ignore", over="ignore"):
         if kernel == "distance":
-            return np.sqrt(d2)
-        if kernel == "log" or s == 0:
-            return -0.5 * np.log(d2)
-        return np.sign(s) * d2 ** (-0.5 * s)
+            values: np.ndarray = np.sqrt(d2)
+        elif kernel == "log" or s == 0:
+            values = -0.5 * np.log(d2)
+        else:
+            values = np.sign(s) * d2 ** (-0.5 * s)
+    return values
 
 
 @metric(

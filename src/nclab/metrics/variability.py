@@ -30,6 +30,7 @@ import numpy as np
 
 from nclab.metrics._linalg import (
     DEFAULT_RTOL,
+    PsdPinv,
     RankPolicy,
     check_rtol,
     psd_pinv,
@@ -51,7 +52,7 @@ def _check_rank(rank: RankPolicy) -> None:
         raise ValueError(f"rank must be >= 1, got {rank}")
 
 
-def _pinv_b(stats: ClassMoments, weighting: Weighting, rank: RankPolicy, rtol: float):
+def _pinv_b(stats: ClassMoments, weighting: Weighting, rank: RankPolicy, rtol: float) -> PsdPinv:
     _check_rank(rank)
     eig = stats_between_eig(stats, weighting)
     return psd_pinv(eig=eig, rank=rank, max_rank=min(stats.d, stats.K - 1), rtol=rtol)
@@ -72,28 +73,39 @@ def nc1(
 ) -> float:
     """NC1 = Tr(Sigma_W Sigma_B^+) / K ([Papyan et al. 2020]; [Xu & Liu 2023, Sec. 3.2] calls it Fuzziness).
 
-    Range [0, inf); lower = more collapsed (0 iff the within-class variance has no component in V_B, e.g.
-    Sigma_W = 0). Invariant under rotations, global scaling and translation of the features, and under maps
-    acting separately on V_B and V_B^perp ([Xu & Liu 2023] Obs. 4.2), but not under general invertible maps.
+    Invariant under rotations, global scaling and translation of the features, and under maps acting separately
+    on V_B and V_B^perp ([Xu & Liu 2023] Obs. 4.2), but not under general invertible maps.
 
     Parameters
     ----------
-    normalize : bool
-        True (default): divide by K, Papyan's definition used by
-        [Tirer & Bruna 2022; Jiang et al. 2024; Han et al. 2022] and most code.
-        False: ``Tr(Sigma_B^+ Sigma_W)`` as written in [Xu & Liu 2023, Sec. 3.2] and logged by the reference Colab of
-        [Han et al. 2022] (see :func:`fuzziness`).
-    weighting : {"balanced", "empirical"}
-        Sigma_B and its centring (``ClassStats.sigma_b``); balanced is every paper's definition.
-    rank : None, "numerical" or int
-        Pseudo-inverse of Sigma_B (``psd_pinv``): None (default) keeps eigenvalues > ``rtol * lambda_max``,
-        capped at ``min(d, K - 1)``; "numerical" drops the cap; an int r keeps the top r (still above the
-        tolerance). [Xu & Liu 2023, Sec. 4.3] shows this choice matters when Sigma_B has tiny trailing eigenvalues.
-    rtol : float
-        Relative eigenvalue tolerance of the pseudo-inverse (1e-12: the statistics are float64).
+    stats : ClassStats or ClassMoments, K classes, dimension d
+        Statistics of the features, ``track="full"`` (the d x d matrices); every class nonempty.
+    normalize : bool, default True
+        Divide by K (Papyan's NC1); False is :func:`fuzziness`.
+    weighting : {"balanced", "empirical"}, default "balanced"
+        Sigma_B divided by K (balanced) or weighted by n_k / N (empirical).
+    rank : None, "numerical" or int, default None
+        Eigenvectors of Sigma_B kept by the pseudo-inverse: None, the numerical rank capped at
+        ``min(d, K - 1)``; "numerical", the numerical rank alone; an int r, the top r (still dropping those under
+        the tolerance).
+    rtol : float, default 1e-12
+        Relative eigenvalue tolerance of the pseudo-inverse, in ``[0, 1)`` (``docs/conventions.md``,
+        "pseudo-inverse").
 
-    Returns ``inf`` when Sigma_B = 0 (all class means equal: no class separation), whatever Sigma_W is.
-    Needs ``track="full"``.
+    Returns
+    -------
+    float
+        Range [0, inf); lower = more collapsed (0 iff the within-class variance has no component in V_B, e.g.
+        Sigma_W = 0). ``inf`` when Sigma_B = 0 (all class means equal: no class separation), whatever Sigma_W is.
+
+    Raises
+    ------
+    ValueError
+        ``track="light"`` statistics, or an invalid ``rank`` / ``rtol``.
+
+    See Also
+    --------
+    fuzziness, trace_ratio, vci, cdnv
 
     Examples
     --------
@@ -113,6 +125,14 @@ def nc1(
 
     >>> print(f"{nc1(ClassStats.from_arrays(simplex_etf(K, d)[y], y, K=K)):.4f}")
     0.0000
+
+    Two classes with Sigma_B = Sigma_W = diag(1, 0): Tr(Sigma_W Sigma_B^+) / K = 1/2.
+
+    >>> from nclab.stats import ClassStats
+    >>> H = np.array([[2.0, 0.0], [0.0, 0.0], [-2.0, 0.0], [0.0, 0.0]])  # means (+-1, 0), spread 1 along x
+    >>> stats = ClassStats.from_arrays(H, np.array([0, 0, 1, 1]), K=2)
+    >>> round(nc1(stats), 12)
+    0.5
     """
     stats = as_moments(stats)
     rtol = check_rtol(rtol)
@@ -136,10 +156,46 @@ def fuzziness(
     """Fuzziness = Tr(Sigma_B^+ Sigma_W) ([Xu & Liu 2023, Sec. 3.2], "Separation Fuzziness"): :func:`nc1` with
     ``normalize=False`` by default, as [Xu & Liu 2023] writes it.
 
-    Note [Xu & Liu 2023]: the values of [Xu & Liu 2023, Table 2] fit the /K form (``normalize=True``).
-    Range [0, inf), lower = more collapsed; ``inf`` when Sigma_B = 0. Not invariant under general invertible
-    maps ([Xu & Liu 2023] Obs. 4.2: Sigma_B = diag(1, 0), Sigma_W = I, U = [[1, 1], [0, 1]] maps 1 to 2).
-    Keywords as in :func:`nc1`.
+    Not invariant under general invertible maps ([Xu & Liu 2023] Obs. 4.2: Sigma_B = diag(1, 0), Sigma_W = I,
+    U = [[1, 1], [0, 1]] maps 1 to 2).
+
+    Parameters
+    ----------
+    stats : ClassStats or ClassMoments, K classes, dimension d
+        Statistics of the features, ``track="full"`` (the d x d matrices); every class nonempty.
+    normalize : bool, default False
+        Divide by K (then it is :func:`nc1`).
+    weighting : {"balanced", "empirical"}, default "balanced"
+        Sigma_B divided by K (balanced) or weighted by n_k / N (empirical).
+    rank : None, "numerical" or int, default None
+        Eigenvectors of Sigma_B kept by the pseudo-inverse: None, the numerical rank capped at
+        ``min(d, K - 1)``; "numerical", the numerical rank alone; an int r, the top r (still dropping those under
+        the tolerance).
+    rtol : float, default 1e-12
+        Relative eigenvalue tolerance of the pseudo-inverse, in ``[0, 1)`` (``docs/conventions.md``,
+        "pseudo-inverse").
+
+    Returns
+    -------
+    float
+        Range [0, inf), lower = more collapsed; ``inf`` when Sigma_B = 0.
+
+    See Also
+    --------
+    nc1
+
+    Notes
+    -----
+    The values of [Xu & Liu 2023, Table 2] fit the /K form (``normalize=True``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from nclab.stats import ClassStats
+    >>> H = np.array([[2.0, 0.0], [0.0, 0.0], [-2.0, 0.0], [0.0, 0.0]])  # means (+-1, 0), spread 1 along x
+    >>> stats = ClassStats.from_arrays(H, np.array([0, 0, 1, 1]), K=2)
+    >>> round(fuzziness(stats), 12)  # Sigma_B = Sigma_W = diag(1, 0)
+    1.0
     """
     return nc1(stats, normalize=normalize, weighting=weighting, rank=rank, rtol=rtol)
 
@@ -153,17 +209,25 @@ def trace_ratio(stats: StatsLike, weighting: Weighting = "balanced") -> float:
     This one function is PFC1 [Wang et al. 2024] and the "Squared Distance" of [Xu & Liu 2023, eq. (4)],
     ``sum_{k,i} ||h_ki - mu_k||^2 / (n sum_k ||mu_k - mu_G||^2)`` with n the per-class count of [Xu & Liu 2023]
     (= Tr Sigma_W / Tr Sigma_B for balanced classes); ``pfc1`` and ``sq_dist`` are aliases of this function,
-    not copies.
+    not copies. Invariant under rotations, isotropic scaling and translation ([Xu & Liu 2023] Obs. 4.3), not
+    under general invertible maps.
 
-    Range [0, inf); lower = more collapsed. Invariant under rotations, isotropic scaling and translation
-    ([Xu & Liu 2023] Obs. 4.3), not under general invertible maps. Needs only O(K d) state: works with
-    ``track="light"``.
+    Parameters
+    ----------
+    stats : ClassStats or ClassMoments, K classes, dimension d
+        Statistics of the features; needs only O(K d) state: works with ``track="light"``.
+    weighting : {"balanced", "empirical"}, default "balanced"
+        Sigma_B divided by K (balanced) or weighted by n_k / N (empirical).
 
-    weighting : {"balanced", "empirical"}
-        Tr Sigma_B with weights 1/K about the mean of class means (default, every paper) or n_k / N about the
-        sample mean.
+    Returns
+    -------
+    float
+        Range [0, inf); lower = more collapsed. ``inf`` when Tr Sigma_B = 0 (all class means equal), whatever
+        Sigma_W is.
 
-    Returns ``inf`` when Tr Sigma_B = 0 (all class means equal), whatever Sigma_W is.
+    See Also
+    --------
+    nc1, cdnv
 
     Examples
     --------
@@ -178,6 +242,14 @@ def trace_ratio(stats: StatsLike, weighting: Weighting = "balanced") -> float:
     >>> from nclab.metrics import trace_ratio
     >>> print(f"{trace_ratio(stats):.4f}")
     0.0598
+
+    Closed form: Tr Sigma_W = Tr Sigma_B = 1.
+
+    >>> from nclab.stats import ClassStats
+    >>> H = np.array([[2.0, 0.0], [0.0, 0.0], [-2.0, 0.0], [0.0, 0.0]])  # means (+-1, 0), spread 1 along x
+    >>> stats = ClassStats.from_arrays(H, np.array([0, 0, 1, 1]), K=2)
+    >>> round(trace_ratio(stats), 12)
+    1.0
     """
     stats = as_moments(stats)
     tw = stats.trace_w()
@@ -189,8 +261,8 @@ def trace_ratio(stats: StatsLike, weighting: Weighting = "balanced") -> float:
 
 pfc1 = trace_ratio
 sq_dist = trace_ratio
-REGISTRY["pfc1"] = replace(trace_ratio.info, name="pfc1")  # type: ignore[attr-defined]
-REGISTRY["sq_dist"] = replace(trace_ratio.info, name="sq_dist")  # type: ignore[attr-defined]
+REGISTRY["pfc1"] = replace(REGISTRY["trace_ratio"], name="pfc1")
+REGISTRY["sq_dist"] = replace(REGISTRY["trace_ratio"], name="sq_dist")
 
 
 def _vci_rank(stats: ClassMoments, rank: VciRank, weighting: Weighting, rtol: float) -> int:
@@ -214,34 +286,43 @@ def vci(
 ) -> float:
     """Variability Collapse Index VCI = 1 - Tr(Sigma_T^+ Sigma_B) / rank(Sigma_B) [Xu & Liu 2023, Def. 5.3].
 
-    Range [0, 1] [Xu & Liu 2023, Thm. 5.2]; lower = more collapsed. VCI = 0 for fully collapsed features
-    (Sigma_W = 0), and more generally iff V_B and V_W intersect only in 0 [Xu & Liu 2023]; VCI = 1 when Sigma_B
-    = 0. Invariant under every invertible linear map and translation of the features [Xu & Liu 2023, Cor. 5.4],
-    also when Sigma_T is singular. Identity [Xu & Liu 2023, Thm. 5.1]: on balanced data with rank(Sigma_B) = K - 1,
-    ``VCI = 2 K L* / (K - 1)``, L* the optimal unregularised MSE probe loss (:func:`probe_mse_optimal`), i.e.
-    1 - R^2 of the least-squares regression of the one-hot labels on the features; and Tr(Sigma_T^+ Sigma_B)
-    is Pillai's trace (sum of squared canonical correlations between features and labels). It is a fitted
-    R^2-type statistic: on pure noise E[VCI] = 1 - d (K - 1) / ((N - 1) min(d, K - 1)), and VCI = 0 as soon as
-    d >= N - 1 [Xu & Liu 2023]: compare values at equal (N, d) only.
+    VCI = 0 for fully collapsed features (Sigma_W = 0), and more generally iff V_B and V_W intersect only in 0
+    [Xu & Liu 2023]. Invariant under every invertible linear map and translation of the features
+    [Xu & Liu 2023, Cor. 5.4], also when Sigma_T is singular. Identity [Xu & Liu 2023, Thm. 5.1]: on balanced data
+    with rank(Sigma_B) = K - 1, ``VCI = 2 K L* / (K - 1)``, L* the optimal unregularised MSE probe loss
+    (:func:`probe_mse_optimal`), i.e. 1 - R^2 of the least-squares regression of the one-hot labels on the
+    features; and Tr(Sigma_T^+ Sigma_B) is Pillai's trace (sum of squared canonical correlations between features
+    and labels). It is a fitted R^2-type statistic: on pure noise E[VCI] = 1 - d (K - 1) / ((N - 1) min(d, K - 1)),
+    and VCI = 0 as soon as d >= N - 1 [Xu & Liu 2023]: compare values at equal (N, d) only.
 
     Parameters
     ----------
-    rank : "min" (default), "numerical" or int
-        The denominator rank(Sigma_B): ``min(d, K - 1)`` as in all of the [Xu & Liu 2023] experiments; the numerical
-        rank of Sigma_B (eigenvalues > ``rtol * lambda_max``); or a given int.
-    weighting : "empirical" (default) or "balanced"
-        Sigma_B with weights n_k / N about the sample mean (default) or 1/K about the mean of class means.
-        Both agree on balanced data (the paper's setting). Sigma_T is always the total covariance about the
-        sample mean, and only the empirical Sigma_B satisfies Sigma_T = Sigma_W + Sigma_B on imbalanced data
-        [Xu & Liu 2023], which keeps VCI in [0, 1] and keeps the probe identity: with empirical weighting VCI
-        equals 2 L~ / (K - 1) (when rank = K - 1), L~ the optimal MSE probe loss for targets
-        e_k / sqrt(pi_k), pi_k = n_k / N (Tr(Sigma_T^+ Sigma_B) stays Pillai's trace). With
-        "balanced" weighting on imbalanced data VCI may leave [0, 1].
-    rtol : float
-        Relative eigenvalue tolerance of the pseudo-inverse of Sigma_T (1e-12). The guard matters: numpy's
-        default rcond gives VCI = -0.005 on exactly collapsed data [Xu & Liu 2023].
+    stats : ClassStats or ClassMoments, K classes, dimension d
+        Statistics of the features, ``track="full"`` (the d x d matrices); every class nonempty.
+    rank : "min", "numerical" or int, default "min"
+        rank(Sigma_B) in the denominator: "min" is ``min(d, K - 1)``; "numerical" the numerical rank of
+        Sigma_B; an int r >= 1 that value.
+    weighting : {"empirical", "balanced"}, default "empirical"
+        Weights of the classes in Sigma_B (and Sigma_T).
+    rtol : float, default 1e-12
+        Relative eigenvalue tolerance of the pseudo-inverse, in ``[0, 1)`` (``docs/conventions.md``,
+        "pseudo-inverse").
 
-    Computation (two algebraically equal forms, the better conditioned one is used):
+    Returns
+    -------
+    float
+        Range [0, 1] [Xu & Liu 2023, Thm. 5.2]; lower = more collapsed. 1.0 when Sigma_B = 0 (for
+        ``rank="numerical"`` too). Roundoff below 0 (at most ``r * 1e-9`` in absolute terms, e.g. -1e-12 when
+        d >= N - 1 and the exact value is 0) is clipped to 0; anything larger is returned as computed, so a real
+        violation stays visible.
+
+    See Also
+    --------
+    nc1, probe_mse_optimal
+
+    Notes
+    -----
+    Two algebraically equal forms; the better conditioned one is used:
 
     * Sigma_T form: with the tolerance-truncated pseudo-inverse, Tr(Sigma_T^+ Sigma_T) = rank_tol(Sigma_T)
       exactly, so Tr(Sigma_T^+ Sigma_B) is evaluated as ``rank_tol(Sigma_T) - Tr(Sigma_T^+ Sigma_W)`` (minus
@@ -250,18 +331,13 @@ def vci(
     * Whitened form (empirical weighting or balanced data, Sigma_W numerically full rank, and either well
       conditioned (estimate <= 1e6) or better conditioned than Sigma_T, where a Sigma_T with eigenvalues under
       the ``rtol`` cut counts as infinitely conditioned): ``r VCI = r - m + sum_{j <= m} 1 / (1 + phi_j)``,
-      phi the top
-      m = min(d, K - 1) eigenvalues of Sigma_W^{-1/2} Sigma_B Sigma_W^{-1/2}. Near collapse with d > K - 1,
-      Sigma_T has noise-only eigenvalues ~ eps^2 next to O(1) ones, and the Sigma_T form loses
+      phi the top m = min(d, K - 1) eigenvalues of Sigma_W^{-1/2} Sigma_B Sigma_W^{-1/2}. Near collapse with
+      d > K - 1, Sigma_T has noise-only eigenvalues ~ eps^2 next to O(1) ones, and the Sigma_T form loses
       ~ 1e-16 cond(Sigma_T) in absolute accuracy (VCI = -2e-5 instead of +5e-12 at within-class spread
       1e-6), or drops the within-class directions outright when they fall under the ``rtol`` cut (anisotropic
       noise with cond(Sigma_W) ~ 1e6 at spread 1e-6: VCI 10^3 times too large); this form keeps relative
       accuracy (1e-6 or better against exact rational arithmetic for spreads 1e-2 ... 1e-9 and cond(Sigma_W)
       up to 1e8).
-
-    Roundoff below 0 (at most ``r * 1e-9`` in absolute terms, e.g. -1e-12 when d >= N - 1 and the exact value
-    is 0) is clipped to 0 ([Xu & Liu 2023, Thm. 5.2]: VCI >= 0); anything larger is returned as computed, so a real
-    violation stays visible. Returns 1.0 when Sigma_B = 0 (for ``rank="numerical"`` too). Needs ``track="full"``.
 
     Examples
     --------
@@ -276,6 +352,14 @@ def vci(
     >>> from nclab.metrics import vci
     >>> print(f"{vci(stats):.4f}")
     0.0238
+
+    Closed form: Sigma_B = Sigma_W = diag(1, 0), Sigma_T = diag(2, 0), so VCI = 1 - (1/2) / 1.
+
+    >>> from nclab.stats import ClassStats
+    >>> H = np.array([[2.0, 0.0], [0.0, 0.0], [-2.0, 0.0], [0.0, 0.0]])  # means (+-1, 0), spread 1 along x
+    >>> stats = ClassStats.from_arrays(H, np.array([0, 0, 1, 1]), K=2)
+    >>> round(vci(stats), 12)
+    0.5
     """
     stats = as_moments(stats)
     rtol = check_rtol(rtol)
@@ -311,18 +395,52 @@ def within_class_split(
 ) -> dict[str, float | int]:
     """Split of the within-class variance along V_B = span{mu_k - mu_G} [Xu & Liu 2023, Sec. 4.1, Fig. 1].
 
-    Returns ``{"in_span": Tr(P_B Sigma_W), "orthogonal": Tr((I - P_B) Sigma_W), "rank": dim V_B}``, where P_B
-    is the orthogonal projector onto the eigenvectors kept by the pseudo-inverse of Sigma_B (``psd_pinv``
-    with ``rank``, ``rtol`` and the cap ``min(d, K - 1)``, exactly as in :func:`nc1`), so that
-    ``in_span + orthogonal = Tr Sigma_W``. Equivalently ``(1/N) sum_i ||P_B (h_i - mu_{y_i})||^2`` and its
-    complement. A diagnostic (direction "none"): [Xu & Liu 2023, Fig. 1] shows the V_B part shrinking and the
-    V_B^perp part growing during training.
+    P_B is the orthogonal projector onto the eigenvectors kept by the pseudo-inverse of Sigma_B (``psd_pinv``
+    with ``rank``, ``rtol`` and the cap ``min(d, K - 1)``, exactly as in :func:`nc1`). Equivalently
+    ``(1/N) sum_i ||P_B (h_i - mu_{y_i})||^2`` and its complement. A diagnostic (direction "none"):
+    [Xu & Liu 2023, Fig. 1] shows the V_B part shrinking and the V_B^perp part growing during training.
 
-    normalize : bool
-        Divide both parts by Tr Sigma_B (the Fig. 1 caption's "projections of Squared Distance"; the two parts
-        then sum to :func:`trace_ratio`). Raises ``ValueError`` if Sigma_B = 0.
+    Parameters
+    ----------
+    stats : ClassStats or ClassMoments, K classes, dimension d
+        Statistics of the features, ``track="full"`` (the d x d matrices); every class nonempty.
+    weighting : {"balanced", "empirical"}, default "balanced"
+        Sigma_B divided by K (balanced) or weighted by n_k / N (empirical).
+    rank : None, "numerical" or int, default None
+        Eigenvectors of Sigma_B kept by the pseudo-inverse: None, the numerical rank capped at
+        ``min(d, K - 1)``; "numerical", the numerical rank alone; an int r, the top r (still dropping those under
+        the tolerance).
+    normalize : bool, default False
+        Divide both parts by Tr Sigma_B.
+    rtol : float, default 1e-12
+        Relative eigenvalue tolerance of the pseudo-inverse, in ``[0, 1)`` (``docs/conventions.md``,
+        "pseudo-inverse").
 
-    With Sigma_B = 0, V_B = {0}: in_span = 0, orthogonal = Tr Sigma_W, rank = 0. Needs ``track="full"``.
+    Returns
+    -------
+    dict
+        ``{"in_span": Tr(P_B Sigma_W), "orthogonal": Tr((I - P_B) Sigma_W), "rank": dim V_B}`` (floats and an
+        int), with ``in_span + orthogonal = Tr Sigma_W``. With Sigma_B = 0, V_B = {0}: in_span = 0,
+        orthogonal = Tr Sigma_W, rank = 0.
+
+    Raises
+    ------
+    ValueError
+        ``normalize=True`` with Sigma_B = 0 (nothing to normalise by), or ``track="light"`` statistics.
+
+    See Also
+    --------
+    nc1
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from nclab.stats import ClassStats
+    >>> H = np.array([[2.0, 0.0], [0.0, 0.0], [-2.0, 0.0], [0.0, 0.0]])  # means (+-1, 0), spread 1 along x
+    >>> stats = ClassStats.from_arrays(H, np.array([0, 0, 1, 1]), K=2)
+    >>> split = within_class_split(stats)  # all within-class spread lies along V_B = the x axis
+    >>> round(split["in_span"], 12), round(split["orthogonal"], 12), split["rank"]
+    (1.0, 0.0, 1)
     """
     stats = as_moments(stats)
     rtol = check_rtol(rtol)

@@ -64,7 +64,7 @@ class _Writer(PassSink):
         self.out, self.first, self.progress = out, first, progress
         rows = 0 if progress is None else progress.rows
         self.files: dict[str, PartialNpy] = {}
-        if rows:
+        if progress is not None and rows:
             for name, columns in progress.files.items():
                 if name != "labels":
                     self.files[name] = PartialNpy(out / f"{name}.npy", np.float32, rows=rows, columns=columns)
@@ -229,7 +229,7 @@ def _stage_features(
         sink.close()  # commits into the staging folder only: a failure above never reaches it
     except BaseException:
         kept = job is not None and sink.rows > 0
-        if kept:  # what was extracted so far stays for a resume: recorded at the last complete batch
+        if job is not None and kept:  # what was extracted so far stays for a resume: recorded at the last batch
             sink.record()
             job.kept = True
         sink.abort(keep=kept)
@@ -362,6 +362,33 @@ def extract_features(
     ``nclab measure out/features.safetensors:penultimate out/features.safetensors:labels``. Every returned path
     is then that file, the key naming the tensor.
 
+    Parameters
+    ----------
+    model : nn.Module
+        The model, run in eval mode.
+    data : Dataset or iterable
+        A ``torch.utils.data.Dataset`` of ``(x, y)`` items (resumable) or any iterable of ``(x, y)`` batches.
+    layers : str or sequence of str, default="penultimate"
+        Layers to write, as :class:`~nclab.monitor.CollapseMonitor`.
+    out : str or Path
+        The output folder.
+    K : int, optional
+        Number of classes (default: the classifier's rows).
+    classifier : optional
+        As :class:`~nclab.monitor.CollapseMonitor` (None: find it).
+    device : str or torch.device, optional
+        Where the model runs.
+    format : {"npy", "safetensors"}, default="npy"
+        Output format.
+    overwrite : bool, default=False
+        Replace an earlier extraction in ``out``.
+    batch_size : int, default=256
+        Batch size for an indexable dataset.
+    workers : int, default=0
+        ``DataLoader`` worker processes for an indexable dataset.
+    resume : bool, default=False
+        Continue an interrupted extraction.
+
     Returns
     -------
     dict[str, Path]
@@ -396,7 +423,32 @@ def extract_features(
         warnings.simplefilter("ignore")  # no classifier is fine here: the features are still exported
         monitor = CollapseMonitor(model, K, layers=layers, classifier=classifier, device=device)
     out = Path(out)
+    created = [p for p in (out, *out.parents) if not p.exists()]  # deepest first
     out.mkdir(parents=True, exist_ok=True)
+    try:
+        return _extract_locked(out, model, monitor, data, format, batch_size, workers, indexed, resume, overwrite)
+    except BaseException:
+        for folder in created:  # a failed first extraction leaves no trace: the folders it made go again
+            try:
+                folder.rmdir()  # only when empty (a resumable staging folder is kept, and so is its parent)
+            except OSError:
+                break
+        raise
+
+
+def _extract_locked(
+    out: Path,
+    model: nn.Module,
+    monitor: CollapseMonitor,
+    data: Any,
+    format: str,
+    batch_size: int,
+    workers: int,
+    indexed: bool,
+    resume: bool,
+    overwrite: bool,
+) -> dict[str, Path]:
+    """:func:`extract_features` from the plan on: under the run directory's lock, staged, committed at once."""
     plan = monitor.plan()
     identity = None
     if indexed:

@@ -97,9 +97,44 @@ PENULTIMATE = "penultimate"
 
 @dataclass
 class MonitorResult:
-    """One measurement: typed ``rows`` (epoch, split, layer, metric, value), ``reports`` ``{layer: {metric:
-    value}}``, the pass-1 ``stats`` per layer, ``warnings``, and ``missing``: the classifier metrics that could
-    not be computed (no classifier found), empty when none is missing."""
+    """One measurement of :class:`CollapseMonitor`.
+
+    Parameters
+    ----------
+    epoch : int
+        The epoch it labels.
+    split : str
+        The data split (``"train"``, ``"test"``, ...).
+    rows : list of MetricRow
+        Typed rows (epoch, split, layer, metric, value).
+    reports : dict of str to dict of str to float
+        ``{layer: {metric: value}}``.
+    stats : dict of str to ClassStats
+        The pass-1 statistics per layer.
+    warnings : list of str
+        Warnings raised while measuring.
+    missing : tuple of str
+        The classifier metrics that could not be computed (no classifier found), empty when none is missing.
+
+    Examples
+    --------
+    Penultimate features exactly at the vertices of a simplex ETF, classified by the same ETF: NC1 is 0 and the
+    classifier is self-dual.
+
+    >>> import torch
+    >>> from torch import nn
+    >>> from nclab.geometry import simplex_etf
+    >>> from nclab.monitor import CollapseMonitor
+    >>> net = nn.Sequential(nn.Identity(), nn.Linear(2, 3, bias=False))
+    >>> E = torch.tensor(simplex_etf(3, 2), dtype=torch.float32)
+    >>> with torch.no_grad():
+    ...     _ = net[1].weight.copy_(E)
+    >>> y = torch.arange(12) % 3
+    >>> res = CollapseMonitor(net, K=3).measure([(E[y], y)], split="train", epoch=0)
+    >>> pen = res.reports["penultimate"]
+    >>> res.epoch, res.missing, round(pen["nc1"], 6), round(pen["self_duality"], 6), round(pen["etf_gram_error"], 6)
+    (0, (), 0.0, 0.0, 0.0)
+    """
 
     epoch: int
     split: str
@@ -124,7 +159,33 @@ class MonitorResult:
 def next_token_targets(features: torch.Tensor, batch: Any) -> tuple[torch.Tensor, torch.Tensor]:
     """Token-level samples of a causal language model: hidden state at position ``t`` labelled by token
     ``t + 1``, padding (``attention_mask == 0`` at ``t + 1``) dropped. ``features (B, T, d)``; ``batch`` the
-    ``(inputs, labels)`` pair whose inputs hold ``input_ids (B, T)`` and optionally ``attention_mask``."""
+    ``(inputs, labels)`` pair whose inputs hold ``input_ids (B, T)`` and optionally ``attention_mask``.
+
+    Parameters
+    ----------
+    features : torch.Tensor of shape (B, T, d)
+        Hidden states of every position.
+    batch : tuple
+        The ``(inputs, labels)`` pair; ``inputs`` is a mapping with ``input_ids (B, T)`` (and optionally
+        ``attention_mask (B, T)``) or the ``input_ids`` tensor itself.
+
+    Returns
+    -------
+    h : torch.Tensor of shape (M, d)
+        The hidden states of positions ``0..T-2`` whose next token is not padding.
+    y : torch.Tensor of shape (M,)
+        Their next tokens.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from nclab.monitor import next_token_targets
+    >>> h = torch.arange(6.0).reshape(1, 3, 2)  # B = 1, T = 3, d = 2
+    >>> inputs = {"input_ids": torch.tensor([[5, 6, 7]]), "attention_mask": torch.tensor([[1, 1, 0]])}
+    >>> feats, y = next_token_targets(h, (inputs, None))
+    >>> feats.tolist(), y.tolist()  # position 1 is dropped: its next token is padding
+    ([[0.0, 1.0]], [6])
+    """
     inputs = batch[0]
     ids = inputs["input_ids"] if isinstance(inputs, Mapping) else inputs
     h = features[:, :-1].reshape(-1, features.shape[-1])
@@ -299,8 +360,8 @@ class CollapseMonitor:
         own = getattr(model, "penultimate_name", None) if hasattr(model, "measured_layers") else None
         names = [spec] if spec == PENULTIMATE else (list(spec) if not isinstance(spec, str) else None)
         if names is None:  # a regex
-            layer_map = resolve_layers(model, spec)
-            return layer_map, frozenset(), own if own in layer_map else next(reversed(layer_map))
+            matched = resolve_layers(model, spec)
+            return matched, frozenset(), own if own is not None and own in matched else next(reversed(matched))
         layer_map: OrderedDict[str, nn.Module] = OrderedDict()
         inputs: set[str] = set()
         pen = None
@@ -321,7 +382,7 @@ class CollapseMonitor:
                     "nclab network; name the penultimate layer instead (a module name or regex)"
                 )
         if pen is None:
-            pen = own if own in layer_map else next(reversed(layer_map))
+            pen = own if own is not None and own in layer_map else next(reversed(layer_map))
         return layer_map, frozenset(inputs), pen
 
     def _tracks(self, track: str | Mapping[str, str] | None) -> dict[str, str]:

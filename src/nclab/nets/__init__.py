@@ -101,6 +101,30 @@ def build_model(
     initialised as the reference implementation initialises its classifier (:meth:`CollapseNet.init_linear`).
     A ready ``nn.Module`` head is used as it is.
 
+    Parameters
+    ----------
+    name : str
+        A key of :data:`NET_MODELS`.
+    input_shape : sequence of int
+        Shape of one input, ``(C, H, W)`` for the image networks.
+    K : int
+        Number of classes.
+    head : mapping or nn.Module, optional
+        A head spec (keyword arguments of :func:`make_head`, ``kind`` included), a ready head, or None for the
+        network's default linear head.
+    **options
+        The network's own keyword arguments (e.g. ``width``, ``d``, ``variant``).
+
+    Returns
+    -------
+    CollapseNet
+        The network, ``forward(x) = head(features(x))``.
+
+    Raises
+    ------
+    ValueError
+        If ``name`` is unknown.
+
     Examples
     --------
     >>> net = build_model("resnet18", (3, 224, 224), 1000)

@@ -59,8 +59,8 @@ def resolve_variant(variant: str, input_shape: Sequence[int]) -> Literal["imagen
     check_choice(variant, Variant, name="variant")
     if len(input_shape) != 3:
         raise ValueError(f"input_shape must be (C, H, W) for an image network, got {tuple(input_shape)}")
-    if variant != "auto":
-        return variant  # type: ignore[return-value]
+    if variant != "auto":  # "cifar" or "imagenet" (checked above)
+        return "cifar" if variant == "cifar" else "imagenet"
     return "cifar" if min(int(s) for s in input_shape[1:]) <= SMALL_IMAGE_SIDE else "imagenet"
 
 
@@ -77,7 +77,32 @@ def check_feature_bottleneck(d: int | None, feature_layer: str, allowed: Sequenc
 
 
 class CollapseNet(nn.Module):
-    """Base class: subclasses set ``self.head`` and implement :meth:`features` and :meth:`_layers`."""
+    """Base class: subclasses set ``self.head`` and implement :meth:`features` and :meth:`_layers`.
+
+    Parameters
+    ----------
+    *args, **kwargs
+        Passed to :class:`torch.nn.Module`.
+
+    Examples
+    --------
+    A minimal subclass: one measured hidden layer, whose output is the penultimate feature.
+
+    >>> import torch
+    >>> from torch import nn
+    >>> from nclab.nets import CollapseNet
+    >>> class Tiny(CollapseNet):
+    ...     def __init__(self):
+    ...         super().__init__()
+    ...         self.hidden, self.head = nn.Linear(4, 3), nn.Linear(3, 2)
+    ...     def features(self, x):
+    ...         return self.hidden(x)
+    ...     def _layers(self):
+    ...         return [("hidden", self.hidden)]
+    >>> net = Tiny()
+    >>> net.penultimate_name, tuple(net(torch.zeros(5, 4)).shape), tuple(net.classifier_weight.shape)
+    ('hidden', (5, 2), (2, 3))
+    """
 
     head: nn.Module
     K: int
@@ -118,7 +143,10 @@ class CollapseNet(nn.Module):
     @property
     def classifier_weight(self) -> torch.Tensor:
         """``W (K, d)`` of the head (rows = classes)."""
-        return self.head.weight
+        weight = self.head.weight
+        if not isinstance(weight, torch.Tensor):
+            raise TypeError(f"the head {type(self.head).__name__} has no weight tensor (its classifier W)")
+        return weight
 
     @property
     def classifier_bias(self) -> torch.Tensor | None:

@@ -39,7 +39,31 @@ class SmallCNN(CollapseNet):
     drops every BN. The BN of the hidden layer keeps its ReLU units alive under the large effective learning rate of
     the [Han et al. 2022] summed MSE: without it, 56-95 of 128 units died in the Fashion-MNIST CPU-scale runs and MSE
     stalled
-    at 0.1-0.4% training error (docs/training.md)."""
+    at 0.1-0.4% training error (docs/training.md).
+
+    Parameters
+    ----------
+    input_shape : sequence of int
+        Image shape ``(C, H, W)``.
+    K : int
+        Number of classes.
+    channels : sequence of int, default=(32, 64)
+        Output channels of each convolutional block.
+    hidden : int, default=128
+        Width ``d`` of the hidden linear layer, the penultimate layer.
+    batchnorm : bool, default=True
+        The batch norms.
+    head : nn.Module, optional
+        Classifier on the ``(B, d)`` features (default: a linear layer ``d -> K``).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from nclab.nets import SmallCNN
+    >>> net = SmallCNN((1, 8, 8), 3, channels=(4, 8), hidden=16)
+    >>> list(net.measured_layers()), tuple(net.features(torch.zeros(2, 1, 8, 8)).shape)
+    (['block1', 'block2', 'fc'], (2, 16))
+    """
 
     def __init__(
         self,

@@ -134,6 +134,12 @@ class DenseNet121(_DenseNetBase):
 
     Parameters
     ----------
+    input_shape : sequence of int
+        Image shape ``(C, H, W)``.
+    K : int
+        Number of classes.
+    head : nn.Module, optional
+        Classifier on the ``(B, d)`` features (default: a linear layer ``d -> K``).
     variant : {"auto", "imagenet", "cifar"}
         The stem (module docstring).
     growth_rate, num_init_features, bn_size : int
@@ -145,6 +151,13 @@ class DenseNet121(_DenseNetBase):
 
     Measured layers: ``stem`` (the output of ``pool0``), ``denseblock1..4`` (each dense block's output, before
     its transition) and ``pool`` (norm5-ReLU-global pool, the classifier input, d = 1024), then ``bottleneck``.
+
+    Examples
+    --------
+    >>> from nclab.nets import DenseNet121
+    >>> net = DenseNet121((3, 32, 32), 10, growth_rate=4, num_init_features=8)
+    >>> list(net.measured_layers()), net.d
+    (['stem', 'denseblock1', 'denseblock2', 'denseblock3', 'denseblock4', 'pool'], 128)
     """
 
     reference_renames = (("body.", "features."), ("head.", "classifier."))
@@ -202,7 +215,7 @@ class DenseNet121(_DenseNetBase):
         return x if self.bottleneck is None else self.bottleneck(x)
 
     def _layers(self) -> list[tuple[str, nn.Module]]:
-        out = [("stem", self.body.pool0), *((n, self.body.get_submodule(n)) for n in self.block_names)]
+        out = [("stem", self.body.get_submodule("pool0")), *((n, self.body.get_submodule(n)) for n in self.block_names)]
         out.append(("pool", self.pool))
         if self.bottleneck is not None:
             out.append(("bottleneck", self.bottleneck))
@@ -214,6 +227,12 @@ class CifarDenseNet(_DenseNetBase):
 
     Parameters
     ----------
+    input_shape : sequence of int
+        Image shape ``(C, H, W)``.
+    K : int
+        Number of classes.
+    head : nn.Module, optional
+        Classifier on the ``(B, d)`` features (default: a linear layer ``d -> K``).
     depth, growth : int
         ``L`` and ``k``: DenseNet-BC-100 (k = 12) is ``depth=100, growth=12``; the CPU default is a small
         DenseNet-BC (depth 22).
@@ -230,6 +249,14 @@ class CifarDenseNet(_DenseNetBase):
 
     Measured layers: ``block1..block3`` (the output of each dense block, after its transition for blocks 1-2) and
     ``pool`` (BN-ReLU-global pool, the classifier input), then ``bottleneck``.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from nclab.nets import CifarDenseNet
+    >>> net = CifarDenseNet((3, 32, 32), 10, depth=10, growth=4)
+    >>> list(net.measured_layers()), tuple(net.features(torch.zeros(2, 3, 32, 32)).shape)
+    (['block1', 'block2', 'block3', 'pool'], (2, 9))
     """
 
     def __init__(

@@ -27,7 +27,33 @@ __all__ = ["CMFHead", "CosineHead", "FixedHead", "LinearHead", "make_head", "res
 
 def resolve_tau(tau: float | None, logit_scale: float | None, default: float = 1.0) -> float:
     """``tau`` divides the logits; ``logit_scale`` (= 1 / tau, the GNC public code's "temperature") is
-    accepted instead. Giving both is an error (they could silently disagree)."""
+    accepted instead. Giving both is an error (they could silently disagree).
+
+    Parameters
+    ----------
+    tau : float or None
+        Temperature dividing the logits, ``> 0``.
+    logit_scale : float or None
+        ``1 / tau``, ``> 0``; give at most one of the two.
+    default : float, default=1.0
+        The temperature when neither is given.
+
+    Returns
+    -------
+    float
+        The temperature.
+
+    Raises
+    ------
+    ValueError
+        If both are given, or the one given is not positive.
+
+    Examples
+    --------
+    >>> from nclab.nets import resolve_tau
+    >>> resolve_tau(None, 10.0), resolve_tau(0.5, None), resolve_tau(None, None)
+    (0.1, 0.5, 1.0)
+    """
     if tau is not None and logit_scale is not None:
         raise ValueError(f"give tau or logit_scale (= 1/tau), not both (got tau={tau}, logit_scale={logit_scale})")
     if logit_scale is not None:
@@ -41,13 +67,55 @@ def resolve_tau(tau: float | None, logit_scale: float | None, default: float = 1
 
 
 class LinearHead(nn.Linear):
-    """``logits = h W^T + b``: ``nn.Linear(d, K, bias)``."""
+    """``logits = h W^T + b``: ``nn.Linear(d, K, bias)``.
+
+    Parameters
+    ----------
+    in_features : int
+        Feature dimension ``d``.
+    out_features : int
+        Number of classes ``K``.
+    bias : bool, default=True
+        Learn a bias ``b (K,)``.
+    device, dtype : optional
+        As :class:`torch.nn.Linear`.
+
+    Examples
+    --------
+    >>> from nclab.nets import LinearHead
+    >>> head = LinearHead(4, 3)
+    >>> tuple(head.weight.shape), sum(p.numel() for p in head.parameters())  # W (K, d), b (K,)
+    ((3, 4), 15)
+    """
 
     cosine = False
 
 
 class CosineHead(nn.Module):
-    """``logits_k = <w_k / ||w_k||, h / ||h||> / tau`` [Jiang et al. 2024], learned ``weight (K, d)``, no bias."""
+    """``logits_k = <w_k / ||w_k||, h / ||h||> / tau`` [Jiang et al. 2024], learned ``weight (K, d)``, no bias.
+
+    Parameters
+    ----------
+    d : int
+        Feature dimension.
+    K : int
+        Number of classes.
+    tau : float, default=0.1
+        Temperature dividing the cosines.
+
+    Examples
+    --------
+    With ETF rows and ``h = w_0`` the cosines are ``1, -1/2, -1/2``:
+
+    >>> import torch
+    >>> from nclab.geometry import simplex_etf
+    >>> from nclab.nets import CosineHead
+    >>> head = CosineHead(2, 3, tau=0.1)
+    >>> with torch.no_grad():
+    ...     _ = head.weight.copy_(torch.tensor(simplex_etf(3, 2)))
+    >>> print(head(head.weight[:1]).detach().round(decimals=4))
+    tensor([[10., -5., -5.]])
+    """
 
     cosine = True
 
@@ -68,7 +136,34 @@ class CosineHead(nn.Module):
 class FixedHead(nn.Module):
     """A fixed classifier: row ``k`` is ``code[assignment[k]]`` ([Jiang et al. 2024, Sec. 4]: which code vector each
     class
-    gets matters). ``cosine=True`` gives cosine logits ``/ tau``; otherwise ``W h`` (no bias)."""
+    gets matters). ``cosine=True`` gives cosine logits ``/ tau``; otherwise ``W h`` (no bias).
+
+    Parameters
+    ----------
+    code : array-like of shape (K, d)
+        The code vectors.
+    assignment : sequence of int, optional
+        A permutation of ``0..K-1``: class ``k`` gets ``code[assignment[k]]`` (default: the identity).
+    cosine : bool, default=True
+        Cosine logits divided by ``tau``; else ``W h``.
+    tau : float, default=0.1
+        Temperature of the cosine logits.
+
+    Raises
+    ------
+    ValueError
+        If ``code`` is not 2-d or ``assignment`` is not a permutation.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from nclab.nets import FixedHead
+    >>> head = FixedHead(torch.eye(3), assignment=[2, 0, 1], cosine=False)
+    >>> head.weight.tolist(), sum(p.numel() for p in head.parameters())
+    ([[0.0, 0.0, 1.0], [1.0, 0.0, 0.0], [0.0, 1.0, 0.0]], 0)
+    """
+
+    weight: torch.Tensor  # a buffer
 
     def __init__(
         self, code: Any, assignment: Sequence[int] | None = None, *, cosine: bool = True, tau: float = 0.1
@@ -100,9 +195,39 @@ class CMFHead(nn.Module):
     torch RNG, so seeded with the model). :meth:`observe` applies ``w_k <- beta w_k + (1 - beta) hbar_k`` for
     each class present in the batch, ``hbar_k`` = mean of its L2-normalised detached features; then rows are
     put back on the sphere when ``renormalize`` ([Jiang et al. 2024, Sec. 5] leaves these choices open).
+
+    Parameters
+    ----------
+    d : int
+        Feature dimension.
+    K : int
+        Number of classes.
+    tau : float, default=0.1
+        Temperature dividing the cosines.
+    beta : float, default=0.9
+        Momentum of the class-mean update, in ``[0, 1)``.
+    renormalize : bool, default=True
+        Put the rows back on the sphere after each update.
+
+    Raises
+    ------
+    ValueError
+        If ``beta`` is outside ``[0, 1)``.
+
+    Examples
+    --------
+    With ``beta = 0`` one update sets each row to its class's mean normalised feature:
+
+    >>> import torch
+    >>> from nclab.nets import CMFHead
+    >>> head = CMFHead(2, 2, beta=0.0)
+    >>> head.observe(torch.tensor([[3.0, 0.0], [0.0, 2.0]]), torch.tensor([0, 1]))
+    >>> head.weight.tolist()
+    [[1.0, 0.0], [0.0, 1.0]]
     """
 
     cosine = True
+    weight: torch.Tensor  # a buffer
 
     def __init__(self, d: int, K: int, tau: float = 0.1, beta: float = 0.9, renormalize: bool = True):
         super().__init__()
@@ -142,7 +267,50 @@ def make_head(
     cosine: bool = True,
 ) -> nn.Module:
     """Build a head by kind: ``linear`` | ``cosine`` | ``fixed`` | ``cmf``. ``code`` for ``fixed``: a ``(K, d)``
-    array, or ``"etf"`` / ``"orthogonal"`` for :func:`nclab.geometry.simplex_etf` / ``orthogonal_frame``."""
+    array, or ``"etf"`` / ``"orthogonal"`` for :func:`nclab.geometry.simplex_etf` / ``orthogonal_frame``.
+
+    Parameters
+    ----------
+    kind : {"linear", "cosine", "fixed", "cmf"}
+        The head.
+    d : int
+        Feature dimension.
+    K : int
+        Number of classes.
+    bias : bool, default=True
+        Bias of a linear head.
+    tau, logit_scale : float, optional
+        Temperature or its inverse (:func:`resolve_tau`); default 0.1 for cosine logits, 1 for a linear fixed head.
+    beta, renormalize
+        Of :class:`CMFHead`.
+    code : array-like of shape (K, d) or {"etf", "orthogonal"}, optional
+        The code of a fixed head (required for ``"fixed"``).
+    assignment : sequence of int, optional
+        Of :class:`FixedHead`.
+    cosine : bool, default=True
+        Cosine logits for a fixed head.
+
+    Returns
+    -------
+    nn.Module
+        The head, mapping ``(B, d)`` features to ``(B, K)`` logits.
+
+    Raises
+    ------
+    ValueError
+        If ``kind`` or ``code`` is unknown, a fixed head has no code, or the code is not ``(K, d)``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from nclab.nets import make_head
+    >>> head = make_head("fixed", 2, 3, code="etf")
+    >>> W = head.weight.double().numpy()
+    >>> print(np.round(W @ W.T, 4))
+    [[ 1.  -0.5 -0.5]
+     [-0.5  1.  -0.5]
+     [-0.5 -0.5  1. ]]
+    """
     if kind == "linear":
         return LinearHead(d, K, bias=bias)
     if kind == "cosine":

@@ -22,7 +22,34 @@ def _act(name: str) -> nn.Module:
 
 class MLP(CollapseNet):
     """``x -> flatten -> [Linear -> (BatchNorm) -> act] x L -> head``. Measured layers ``layer1..layerL``
-    (post-activation outputs); ``layerL`` is the penultimate layer (``d = widths[-1]``)."""
+    (post-activation outputs); ``layerL`` is the penultimate layer (``d = widths[-1]``).
+
+    Parameters
+    ----------
+    input_shape : sequence of int
+        Shape of one input; it is flattened to ``D = prod(input_shape)``.
+    K : int
+        Number of classes.
+    widths : sequence of int, default=(256, 256, 256)
+        Widths of the hidden layers, one per layer.
+    batchnorm : bool, default=False
+        A ``BatchNorm1d`` after each linear layer.
+    activation : {"relu", "tanh", "gelu"}, default="relu"
+        Activation.
+    head : nn.Module, optional
+        Classifier on the ``(B, d)`` features (default: a linear layer ``d -> K``).
+
+    Examples
+    --------
+    ``(16 * 8 + 8) + (8 * 8 + 8) + (8 * 3 + 3) = 235`` parameters:
+
+    >>> import torch
+    >>> from nclab.nets import MLP
+    >>> net = MLP((1, 4, 4), 3, widths=(8, 8))
+    >>> n_params = sum(p.numel() for p in net.parameters())
+    >>> n_params, list(net.measured_layers()), tuple(net(torch.zeros(2, 1, 4, 4)).shape)
+    (235, ['layer1', 'layer2'], (2, 3))
+    """
 
     def __init__(
         self,
@@ -85,7 +112,38 @@ class FCResNet(CollapseNet):
     """The fully connected ResNet of [Wang et al. 2024] (MNIST row of Table I: width 1000, 10 blocks): an input
     embedding ``D -> d`` (Linear + act, measured as ``layer0``) then ``L`` residual blocks
     ``x^(l+1) = x^(l) + v_l(x^(l))`` of constant width ``d`` (measured as ``layer1..layerL``; ``layerL`` is
-    the penultimate layer). All measured layers have the same dimension, as the PFC analysis needs."""
+    the penultimate layer). All measured layers have the same dimension, as the PFC analysis needs.
+
+    Parameters
+    ----------
+    input_shape : sequence of int
+        Shape of one input; it is flattened to ``D = prod(input_shape)``.
+    K : int
+        Number of classes.
+    width : int, default=1000
+        Width ``d`` of the embedding and of every block.
+    num_blocks : int, default=10
+        Number of residual blocks ``L``.
+    block : {"single", "double"}, default="single"
+        Residual branch ``v_l``: one linear layer and activation, or two linear layers with an activation between.
+    activation : {"relu", "tanh", "gelu"}, default="relu"
+        Activation.
+    batchnorm : bool, default=False
+        A ``BatchNorm1d`` in each branch.
+    head : nn.Module, optional
+        Classifier on the ``(B, d)`` features (default: a linear layer ``d -> K``).
+
+    Examples
+    --------
+    Embedding ``16 * 8 + 8``, two single-layer blocks ``2 (8 * 8 + 8)``, head ``8 * 3 + 3``: 307 parameters.
+
+    >>> import torch
+    >>> from nclab.nets import FCResNet
+    >>> net = FCResNet((1, 4, 4), 3, width=8, num_blocks=2)
+    >>> n_params = sum(p.numel() for p in net.parameters())
+    >>> n_params, list(net.measured_layers()), tuple(net.features(torch.zeros(2, 1, 4, 4)).shape)
+    (307, ['layer0', 'layer1', 'layer2'], (2, 8))
+    """
 
     def __init__(
         self,

@@ -13,6 +13,7 @@ with ``pool=True`` a global average pool follows and is measured as ``pool`` (th
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import cast
 
 import torch
 from torch import nn
@@ -63,6 +64,33 @@ class PFCResNet(CollapseNet):
     stride-1 or stride-2 transition). ``block``: ``"preact"`` (default) or ``"post"``. ``pool=False`` (default,
     as Table I's measured dims): the head reads the flattened ``C x H x W`` map of the last block, which is then
     the penultimate layer; ``pool=True``: a global average pool first (``d = C``).
+
+    Parameters
+    ----------
+    input_shape : sequence of int
+        Image shape ``(C, H, W)``, ``H = W``.
+    K : int
+        Number of classes.
+    stages : sequence of (int, int, int), optional
+        ``(channels, side, blocks)`` per stage; give ``stages`` or ``table``.
+    table : str, optional
+        A row of :data:`TABLE_I` (``"fashion-mnist"``, ``"cifar10"``, ``"stl10"``, ``"cifar100"``).
+    block : {"preact", "post"}, default="preact"
+        Residual block type.
+    pool : bool, default=False
+        Global average pool before the head (``d = C``), else the flattened map (``d = C H W``).
+    head : nn.Module, optional
+        Classifier on the ``(B, d)`` features (default: a linear layer ``d -> K``).
+
+    Examples
+    --------
+    Two stages, the last ``8`` channels on a ``4 x 4`` map: ``d = 8 * 4 * 4 = 128``.
+
+    >>> import torch
+    >>> from nclab.nets import PFCResNet
+    >>> net = PFCResNet((1, 8, 8), 3, stages=[(4, 8, 1), (8, 4, 1)])
+    >>> list(net.measured_layers()), tuple(net.features(torch.zeros(2, 1, 8, 8)).shape)
+    (['layer0', 'layer1'], (2, 128))
     """
 
     def __init__(
@@ -112,14 +140,14 @@ class PFCResNet(CollapseNet):
     def features(self, x: torch.Tensor) -> torch.Tensor:
         for transition, blocks in zip(self.transitions, self.stages, strict=True):
             x = transition(x)
-            for b in blocks:
+            for b in cast(nn.ModuleList, blocks):  # a ModuleList of ModuleLists (torch types items as Module)
                 x = b(x)
         return self.pool(x) if self.pool is not None else self.flatten(x)
 
     def _layers(self) -> list[tuple[str, nn.Module]]:
         last = len(self.stages) - 1
         out = [("layer0", self.transitions[last])]
-        out += [(f"layer{i + 1}", b) for i, b in enumerate(self.stages[last])]
+        out += [(f"layer{i + 1}", b) for i, b in enumerate(cast(nn.ModuleList, self.stages[last]))]
         if self.pool is not None:
             out.append(("pool", self.pool))
         return out

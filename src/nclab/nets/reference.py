@@ -26,6 +26,16 @@ __all__ = ["load_reference_state_dict", "reference_key_map", "to_reference_state
 def reference_key_map(model: nn.Module) -> dict[str, str]:
     """``{nclab key: reference key}`` for every key of ``model.state_dict()``.
 
+    Parameters
+    ----------
+    model : nn.Module
+        An nclab network (its class's ``reference_renames`` give the renaming; none: names kept).
+
+    Returns
+    -------
+    dict of str to str
+        nclab state-dict key to the reference implementation's key.
+
     Examples
     --------
     >>> from nclab.nets import build_model
@@ -46,7 +56,25 @@ def reference_key_map(model: nn.Module) -> dict[str, str]:
 
 
 def to_reference_state_dict(model: nn.Module) -> OrderedDict[str, torch.Tensor]:
-    """``model.state_dict()`` with the reference implementation's key names (same tensors, same order)."""
+    """``model.state_dict()`` with the reference implementation's key names (same tensors, same order).
+
+    Parameters
+    ----------
+    model : nn.Module
+        An nclab network.
+
+    Returns
+    -------
+    OrderedDict of str to torch.Tensor
+        Its state dict under the reference names.
+
+    Examples
+    --------
+    >>> from nclab.nets import build_model, to_reference_state_dict
+    >>> sd = to_reference_state_dict(build_model("resnet18", (3, 32, 32), 10, width=4))
+    >>> next(iter(sd)), list(sd)[-2:]
+    ('conv1.weight', ['fc.weight', 'fc.bias'])
+    """
     names = reference_key_map(model)
     return OrderedDict((names[k], v) for k, v in model.state_dict().items())
 
@@ -59,6 +87,36 @@ def load_reference_state_dict(model: nn.Module, state_dict: Mapping[str, Any], *
 
     A small-image variant (``variant="cifar"``) has a 3x3 first convolution: a reference (ImageNet) state dict
     fails on its shape, as it should.
+
+    Parameters
+    ----------
+    model : nn.Module
+        The nclab network to load into.
+    state_dict : mapping of str to tensor
+        A state dict with the reference implementation's key names.
+    strict : bool, default=True
+        Passed to ``load_state_dict``: every key must match.
+
+    Returns
+    -------
+    torch.nn.modules.module._IncompatibleKeys
+        The missing and unexpected keys (empty when ``strict``).
+
+    Raises
+    ------
+    RuntimeError
+        From ``load_state_dict``, naming each missing, unexpected or mis-shaped key.
+
+    Examples
+    --------
+    A round trip through the reference names:
+
+    >>> from nclab.nets import build_model, load_reference_state_dict, to_reference_state_dict
+    >>> src = build_model("resnet18", (3, 32, 32), 10, width=4)
+    >>> dst = build_model("resnet18", (3, 32, 32), 10, width=4)
+    >>> res = load_reference_state_dict(dst, to_reference_state_dict(src))
+    >>> res.missing_keys, res.unexpected_keys, bool((dst.head.weight == src.head.weight).all())
+    ([], [], True)
     """
     if not isinstance(state_dict, Mapping):
         raise TypeError(f"state_dict must be a mapping of key -> tensor, got {type(state_dict).__name__}")

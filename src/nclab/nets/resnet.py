@@ -126,6 +126,12 @@ class ResNet(CollapseNet):
 
     Parameters
     ----------
+    input_shape : sequence of int
+        Image shape ``(C, H, W)``.
+    K : int
+        Number of classes.
+    head : nn.Module, optional
+        Classifier on the ``(B, d)`` features (default: a linear layer ``d -> K``).
     block : {"basic", "bottleneck"}
         The residual block; ``layers`` the number of blocks of each of the 4 stages.
     variant : {"auto", "imagenet", "cifar"}
@@ -139,6 +145,14 @@ class ResNet(CollapseNet):
     d, feature_layer
         The feature bottleneck (:data:`nclab.nets.base.FeatureLayer`): ``None`` keeps the backbone width
         (512 for ``basic``, 2048 for ``bottleneck`` blocks at ``width=64``).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from nclab.nets import ResNet
+    >>> net = ResNet((3, 32, 32), 10, "basic", (1, 1, 1, 1), width=4)
+    >>> list(net.measured_layers()), tuple(net.features(torch.zeros(2, 3, 32, 32)).shape)
+    (['stem', 'layer1.0', 'layer2.0', 'layer3.0', 'layer4.0', 'pool'], (2, 32))
     """
 
     reference_renames = (("head.", "fc."),)
@@ -186,7 +200,8 @@ class ResNet(CollapseNet):
         self.avgpool = GlobalPool()
         c = self._inplanes
         self.bottleneck = nn.Linear(c, d) if (d is not None and feature_layer == "linear") else None
-        self.K, self.d = int(K), (c if self.bottleneck is None else int(d))
+        self.K = int(K)
+        self.d = c if self.bottleneck is None else int(self.bottleneck.out_features)
         self.reference = f"torchvision ResNet ({block} blocks {tuple(layers)}, groups {groups}x{width_per_group})"
         self.head = nn.Linear(self.d, K)
         self._init_weights(zero_init_residual)
@@ -238,7 +253,28 @@ class ResNet(CollapseNet):
 
 class ResNet18(ResNet):
     """torchvision's ``resnet18``: basic blocks ``(2, 2, 2, 2)``; 11,689,512 parameters at 1,000 classes
-    (``variant="imagenet"``), 11,681,832 with the small-image stem. See :class:`ResNet` for the options."""
+    (``variant="imagenet"``), 11,681,832 with the small-image stem. See :class:`ResNet` for the options.
+
+    Parameters
+    ----------
+    input_shape : sequence of int
+        Image shape ``(C, H, W)``.
+    K : int
+        Number of classes.
+    variant, width, zero_init_residual, d, feature_layer
+        As in :class:`ResNet`.
+    head : nn.Module, optional
+        Classifier on the ``(B, d)`` features (default: a linear layer ``d -> K``).
+
+    Examples
+    --------
+    The small-image stem at 1,000 classes (the ImageNet stem's count is in :func:`build_model`):
+
+    >>> from nclab.nets import ResNet18
+    >>> net = ResNet18((3, 32, 32), 1000)
+    >>> sum(p.numel() for p in net.parameters()), net.d, net.conv1.kernel_size
+    (11681832, 512, (3, 3))
+    """
 
     def __init__(
         self,
@@ -261,7 +297,26 @@ class ResNet18(ResNet):
 
 class ResNet34(ResNet):
     """torchvision's ``resnet34``: basic blocks ``(3, 4, 6, 3)``; 21,797,672 parameters at 1,000 classes
-    (``variant="imagenet"``). See :class:`ResNet` for the options."""
+    (``variant="imagenet"``). See :class:`ResNet` for the options.
+
+    Parameters
+    ----------
+    input_shape : sequence of int
+        Image shape ``(C, H, W)``.
+    K : int
+        Number of classes.
+    variant, width, zero_init_residual, d, feature_layer
+        As in :class:`ResNet`.
+    head : nn.Module, optional
+        Classifier on the ``(B, d)`` features (default: a linear layer ``d -> K``).
+
+    Examples
+    --------
+    >>> from nclab.nets import ResNet34
+    >>> net = ResNet34((3, 32, 32), 10, width=4)
+    >>> sum(p.numel() for p in net.parameters()), net.d, len(net.measured_layers())  # stem, 16 blocks, pool
+    (84542, 32, 18)
+    """
 
     def __init__(
         self,
@@ -284,7 +339,26 @@ class ResNet34(ResNet):
 
 class ResNet50(ResNet):
     """torchvision's ``resnet50``: bottleneck blocks ``(3, 4, 6, 3)``, d = 2048; 25,557,032 parameters at 1,000
-    classes (``variant="imagenet"``). See :class:`ResNet` for the options."""
+    classes (``variant="imagenet"``). See :class:`ResNet` for the options.
+
+    Parameters
+    ----------
+    input_shape : sequence of int
+        Image shape ``(C, H, W)``.
+    K : int
+        Number of classes.
+    variant, width, zero_init_residual, d, feature_layer
+        As in :class:`ResNet`.
+    head : nn.Module, optional
+        Classifier on the ``(B, d)`` features (default: a linear layer ``d -> K``).
+
+    Examples
+    --------
+    >>> from nclab.nets import ResNet50
+    >>> net = ResNet50((3, 32, 32), 10, width=4)
+    >>> sum(p.numel() for p in net.parameters()), net.d  # d = 4 * 8 * 4 (bottleneck expansion 4)
+    (96302, 128)
+    """
 
     def __init__(
         self,
@@ -308,7 +382,26 @@ class ResNet50(ResNet):
 class ResNeXt50_32x4d(ResNet):
     """torchvision's ``resnext50_32x4d`` [Xie et al. 2017]: bottleneck blocks ``(3, 4, 6, 3)`` with 32 groups of
     width 4 (at ``width=64``), d = 2048; 25,028,904 parameters at 1,000 classes (``variant="imagenet"``). ``width``
-    must keep ``int(width * 4 / 64) >= 1`` (``width >= 16``). See :class:`ResNet` for the options."""
+    must keep ``int(width * 4 / 64) >= 1`` (``width >= 16``). See :class:`ResNet` for the options.
+
+    Parameters
+    ----------
+    input_shape : sequence of int
+        Image shape ``(C, H, W)``.
+    K : int
+        Number of classes.
+    variant, width, zero_init_residual, d, feature_layer
+        As in :class:`ResNet`.
+    head : nn.Module, optional
+        Classifier on the ``(B, d)`` features (default: a linear layer ``d -> K``).
+
+    Examples
+    --------
+    >>> from nclab.nets import ResNeXt50_32x4d
+    >>> net = ResNeXt50_32x4d((3, 32, 32), 10, width=16)
+    >>> sum(p.numel() for p in net.parameters()), net.d
+    (1454010, 512)
+    """
 
     def __init__(
         self,

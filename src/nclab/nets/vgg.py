@@ -44,6 +44,12 @@ class VGG(CollapseNet):
 
     Parameters
     ----------
+    input_shape : sequence of int
+        Image shape ``(C, H, W)``.
+    K : int
+        Number of classes.
+    head : nn.Module, optional
+        Classifier on the ``(B, d)`` features (default: a linear layer ``d -> K``).
     config : {"A", "B"}
         VGG-11 or VGG-13 (:data:`VGG_CONFIGS`).
     batch_norm : bool
@@ -59,6 +65,14 @@ class VGG(CollapseNet):
     d, feature_layer
         An inserted linear layer of width ``d`` before the head (``feature_layer="linear"``, the only
         one a VGG has).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from nclab.nets import VGG
+    >>> net = VGG((3, 32, 32), 10, "A", width=8)
+    >>> list(net.measured_layers()), tuple(net(torch.zeros(2, 3, 32, 32)).shape)
+    (['stage1', 'stage2', 'stage3', 'stage4', 'stage5', 'pool'], (2, 10))
     """
 
     def __init__(
@@ -123,7 +137,8 @@ class VGG(CollapseNet):
         for m in self.modules():
             if isinstance(m, nn.Conv2d):
                 nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
-                nn.init.zeros_(m.bias)
+                if m.bias is not None:
+                    nn.init.zeros_(m.bias)
             elif isinstance(m, nn.BatchNorm2d):
                 nn.init.ones_(m.weight)
                 nn.init.zeros_(m.bias)
@@ -155,7 +170,29 @@ class VGG(CollapseNet):
 
 class VGG11(VGG):
     """torchvision's ``vgg11`` (configuration A, no batch norm); 132,863,336 parameters at 1,000 classes
-    (``variant="imagenet"``). See :class:`VGG` for the options."""
+    (``variant="imagenet"``). See :class:`VGG` for the options.
+
+    Parameters
+    ----------
+    input_shape : sequence of int
+        Image shape ``(C, H, W)``.
+    K : int
+        Number of classes.
+    variant, width, hidden, dropout, d, feature_layer
+        As in :class:`VGG`.
+    head : nn.Module, optional
+        Classifier on the ``(B, d)`` features (default: a linear layer ``d -> K``).
+
+    Examples
+    --------
+    A narrow copy (``width=8``) on 32 x 32 images:
+
+    >>> from nclab.nets import VGG11
+    >>> net = VGG11((3, 32, 32), 10, width=8)
+    >>> n_params = sum(p.numel() for p in net.parameters())
+    >>> n_params, net.d, net.penultimate_name
+    (145210, 64, 'pool')
+    """
 
     def __init__(
         self,
@@ -178,7 +215,29 @@ class VGG11(VGG):
 
 class VGG11BN(VGG):
     """torchvision's ``vgg11_bn`` (configuration A with batch norm); 132,868,840 parameters at 1,000 classes
-    (``variant="imagenet"``). See :class:`VGG` for the options."""
+    (``variant="imagenet"``). See :class:`VGG` for the options.
+
+    Parameters
+    ----------
+    input_shape : sequence of int
+        Image shape ``(C, H, W)``.
+    K : int
+        Number of classes.
+    variant, width, hidden, dropout, d, feature_layer
+        As in :class:`VGG`.
+    head : nn.Module, optional
+        Classifier on the ``(B, d)`` features (default: a linear layer ``d -> K``).
+
+    Examples
+    --------
+    A narrow copy (``width=8``) on 32 x 32 images:
+
+    >>> from nclab.nets import VGG11BN
+    >>> net = VGG11BN((3, 32, 32), 10, width=8)
+    >>> n_params = sum(p.numel() for p in net.parameters())
+    >>> n_params, net.d, net.penultimate_name
+    (145898, 64, 'pool')
+    """
 
     def __init__(
         self,
@@ -201,7 +260,29 @@ class VGG11BN(VGG):
 
 class VGG13(VGG):
     """torchvision's ``vgg13`` (configuration B, no batch norm); 133,047,848 parameters at 1,000 classes
-    (``variant="imagenet"``). See :class:`VGG` for the options."""
+    (``variant="imagenet"``). See :class:`VGG` for the options.
+
+    Parameters
+    ----------
+    input_shape : sequence of int
+        Image shape ``(C, H, W)``.
+    K : int
+        Number of classes.
+    variant, width, hidden, dropout, d, feature_layer
+        As in :class:`VGG`.
+    head : nn.Module, optional
+        Classifier on the ``(B, d)`` features (default: a linear layer ``d -> K``).
+
+    Examples
+    --------
+    A narrow copy (``width=8``) on 32 x 32 images:
+
+    >>> from nclab.nets import VGG13
+    >>> net = VGG13((3, 32, 32), 10, width=8)
+    >>> n_params = sum(p.numel() for p in net.parameters())
+    >>> n_params, net.d, net.penultimate_name
+    (148114, 64, 'pool')
+    """
 
     def __init__(
         self,
@@ -224,7 +305,29 @@ class VGG13(VGG):
 
 class VGG13BN(VGG):
     """torchvision's ``vgg13_bn`` (configuration B with batch norm); 133,053,736 parameters at 1,000 classes
-    (``variant="imagenet"``). See :class:`VGG` for the options."""
+    (``variant="imagenet"``). See :class:`VGG` for the options.
+
+    Parameters
+    ----------
+    input_shape : sequence of int
+        Image shape ``(C, H, W)``.
+    K : int
+        Number of classes.
+    variant, width, hidden, dropout, d, feature_layer
+        As in :class:`VGG`.
+    head : nn.Module, optional
+        Classifier on the ``(B, d)`` features (default: a linear layer ``d -> K``).
+
+    Examples
+    --------
+    A narrow copy (``width=8``) on 32 x 32 images:
+
+    >>> from nclab.nets import VGG13BN
+    >>> net = VGG13BN((3, 32, 32), 10, width=8)
+    >>> n_params = sum(p.numel() for p in net.parameters())
+    >>> n_params, net.d, net.penultimate_name
+    (148850, 64, 'pool')
+    """
 
     def __init__(
         self,

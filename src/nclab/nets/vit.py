@@ -111,6 +111,12 @@ class VisionTransformer(CollapseNet):
 
     Parameters
     ----------
+    input_shape : sequence of int
+        Image shape ``(C, H, W)``.
+    K : int
+        Number of classes.
+    head : nn.Module, optional
+        Classifier on the ``(B, d)`` features (default: a linear layer ``d -> K``).
     patch_size, embed_dim, depth, num_heads : int
         Patch side, token width ``D``, number of blocks and attention heads.
     mlp_ratio : float
@@ -125,6 +131,14 @@ class VisionTransformer(CollapseNet):
         with 0.1 [Touvron et al. 2021] (timm's default is 0).
     d, feature_layer
         An inserted linear layer of width ``d`` between the class token and the head (``"linear"``).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from nclab.nets import VisionTransformer
+    >>> net = VisionTransformer((3, 32, 32), 10, patch_size=8, embed_dim=16, depth=2, num_heads=2)
+    >>> list(net.measured_layers()), tuple(net(torch.zeros(2, 3, 32, 32)).shape)
+    (['stem', 'blocks.0', 'blocks.1', 'pre_logits'], (2, 10))
     """
 
     def __init__(
@@ -209,7 +223,26 @@ class VisionTransformer(CollapseNet):
 
 class DeiTTiny(VisionTransformer):
     """timm's ``deit_tiny_patch16_224`` (DeiT-Ti): D = 192, 12 blocks, 3 heads; 5,717,416 parameters at 1,000
-    classes on ``(3, 224, 224)``. See :class:`VisionTransformer` for the options."""
+    classes on ``(3, 224, 224)``. See :class:`VisionTransformer` for the options.
+
+    Parameters
+    ----------
+    input_shape : sequence of int
+        Image shape ``(C, H, W)``.
+    K : int
+        Number of classes.
+    patch_size, drop_rate, attn_drop_rate, drop_path_rate, d, feature_layer
+        As in :class:`VisionTransformer`.
+    head : nn.Module, optional
+        Classifier on the ``(B, d)`` features (default: a linear layer ``d -> K``).
+
+    Examples
+    --------
+    >>> from nclab.nets import DeiTTiny
+    >>> net = DeiTTiny((3, 224, 224), 1000)
+    >>> sum(p.numel() for p in net.parameters()), net.d
+    (5717416, 192)
+    """
 
     reference = "timm deit_tiny_patch16_224"
 
@@ -235,7 +268,26 @@ class DeiTTiny(VisionTransformer):
 
 class DeiTSmall(VisionTransformer):
     """timm's ``deit_small_patch16_224`` (DeiT-S): D = 384, 12 blocks, 6 heads; 22,050,664 parameters at 1,000
-    classes on ``(3, 224, 224)``. See :class:`VisionTransformer` for the options."""
+    classes on ``(3, 224, 224)``. See :class:`VisionTransformer` for the options.
+
+    Parameters
+    ----------
+    input_shape : sequence of int
+        Image shape ``(C, H, W)``.
+    K : int
+        Number of classes.
+    patch_size, drop_rate, attn_drop_rate, drop_path_rate, d, feature_layer
+        As in :class:`VisionTransformer`.
+    head : nn.Module, optional
+        Classifier on the ``(B, d)`` features (default: a linear layer ``d -> K``).
+
+    Examples
+    --------
+    >>> from nclab.nets import DeiTSmall
+    >>> net = DeiTSmall((3, 224, 224), 1000)
+    >>> sum(p.numel() for p in net.parameters()), net.d
+    (22050664, 384)
+    """
 
     reference = "timm deit_small_patch16_224"
 

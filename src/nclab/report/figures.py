@@ -103,7 +103,7 @@ def metric_title(metric: str) -> str:
     return f"{fam}: {name}" + (f" ({tag})" if tag != fam else "")
 
 
-def figure_png(fig: Figure, dpi: int = FIGURE_DPI) -> Figure:
+def figure_png(fig: Figure, dpi: int = FIGURE_DPI) -> bytes:
     """``fig`` as PNG bytes at ``dpi`` (its size in inches times ``dpi`` pixels); closes the figure."""
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=dpi)  # no bbox_inches="tight": it redraws the figure (slow)
@@ -357,7 +357,7 @@ def _legend_on_top(fig: Figure, handles: list) -> None:
     (up to :data:`MAX_WIDTH_IN`) for a legend wider than it, and made taller by the legend's height."""
     width, height = fig.get_size_inches()
     width = max(width, 8.0)
-    renderer = fig.canvas.get_renderer()
+    renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]  # Agg's; the stubs type the base canvas
     for ncol in (2, 1) if len(handles) > 3 else (1,):
         legend = fig.legend(handles=handles, loc="upper center", ncol=ncol, fontsize=_FONTS["legend"], frameon=False)
         needed = legend.get_window_extent(renderer).width / fig.dpi + 0.3
@@ -377,7 +377,10 @@ def depth_figure(rows: Sequence[MetricRow], *, split: str = "train", epochs: Seq
     have = sorted({r.epoch for r in rows if r.split == split and r.metric == "relative_depth"})
     if epochs is None:
         epochs = sorted({have[0], have[len(have) // 2], have[-1]}) if have else []
-    panels = (("trace_ratio", "pfc1", "PFC1 = Tr S_W / Tr S_B"), ("etf_gram_error", "pfc2", "PFC2 (ETF Gram error)"))
+    panels: tuple[tuple[str, str, str], ...] = (
+        ("trace_ratio", "pfc1", "PFC1 = Tr S_W / Tr S_B"),
+        ("etf_gram_error", "pfc2", "PFC2 (ETF Gram error)"),
+    )
     panels += (("ncc_accuracy", "pfc3", "PFC3 (NCC accuracy)"),)
     at_epoch: dict[int, dict[tuple[str, str], float]] = {e: {} for e in epochs}
     for r in rows:  # one pass over the rows
@@ -421,7 +424,9 @@ def profile_epochs(rows: Sequence[MetricRow], metric: str, zero_error_epoch: int
     measured = sorted({r.epoch for r in rows if r.metric == metric and r.split == "train"})
     if not measured:
         return []
-    chosen = {measured[0], measured[-1]} | ({zero_error_epoch} & set(measured))
+    chosen = {measured[0], measured[-1]}
+    if zero_error_epoch is not None and zero_error_epoch in measured:
+        chosen.add(zero_error_epoch)
     return sorted(chosen)
 
 

@@ -81,9 +81,29 @@ def format_value(v: float | str) -> str:
 
 
 def metrics_table_html(report: Mapping[str, float | str]) -> str:
-    """An HTML table of quantity and value (:func:`format_value`: 4 significant figures, words as they are);
-    when some names are registered metrics, also the collapse direction and the source, as a key of the
-    bibliography (docs/references.md)."""
+    """An HTML table of quantity and value; when some names are registered metrics, also the collapse direction and
+    the source, as a key of the bibliography (docs/references.md).
+
+    Parameters
+    ----------
+    report : mapping of str to float or str
+        Quantity name to value, e.g. the output of :func:`~nclab.metrics.collapse_report`.
+
+    Returns
+    -------
+    str
+        One ``<table>``: values with 4 significant figures (:func:`format_value`), words as they are, every name
+        and value HTML-escaped. In a table with the direction column, names that are not registered metrics (or
+        metrics without a direction) read "diagnostic".
+
+    Examples
+    --------
+    >>> table = metrics_table_html({"lr": 0.1})  # not a metric: two columns
+    >>> table.count("<th>"), "<tr><td>lr</td><td class=num>0.1</td></tr>" in table
+    (2, True)
+    >>> "<td>lower</td>" in metrics_table_html({"nc1": 0.012345678})  # nc1: lower is more collapsed
+    True
+    """
     known = any(name in REGISTRY for name in report)
     rows = []
     for name, value in report.items():
@@ -138,6 +158,16 @@ def write_report(
     -------
     Path
         ``path``.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> sections = [("Numbers", metrics_table_html({"nc1": 0.5}))]
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     out = write_report(Path(tmp) / "demo" / "report.html", "Demo", sections)
+    ...     text = out.read_text()
+    >>> out.name, "<title>Demo</title>" in text, "0.5" in text
+    ('report.html', True, True)
     """
     path = Path(path)
     used: set[str] = set()

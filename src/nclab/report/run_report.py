@@ -118,10 +118,34 @@ def run_title(record: RunRecord) -> str:
 def write_run_report(
     run: str | Path | RunRecord, title: str | None = None, *, depth_epochs: Sequence[int] | None = None
 ) -> Path:
-    """Write ``report.html`` into the run directory ``run`` (a folder, read with
-    :func:`~nclab.io.rundir.read_run`, or its :class:`~nclab.io.rundir.RunRecord`): :func:`run_sections`, then
-    :func:`run_figures` (``depth_epochs``: the epochs of the metrics-vs-depth figure), then the resolved config
-    folded."""
+    """Write ``report.html`` into the run directory ``run``.
+
+    The report holds :func:`run_sections`, then :func:`run_figures`, then the resolved config folded.
+
+    Parameters
+    ----------
+    run : str or Path or RunRecord
+        A run folder (read with :func:`~nclab.io.rundir.read_run`) or its :class:`~nclab.io.rundir.RunRecord`.
+    title : str, optional
+        The page's title; default :func:`run_title` of the run.
+    depth_epochs : sequence of int, optional
+        The epochs of the metrics-vs-depth figure.
+
+    Returns
+    -------
+    Path
+        The report written, ``<run>/report.html``.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from nclab.io import MetricRow, write_metrics
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     _ = write_metrics([MetricRow(e, "train", "fc", "nc1", 1.0 / (e + 1)) for e in (0, 1)], tmp)
+    ...     out = write_run_report(tmp)
+    ...     out.name, "<img" in out.read_text()
+    ('report.html', True)
+    """
     record = _record(run)
     cfg = record.config
     config = yaml.safe_dump(cfg, sort_keys=False) if cfg else ""

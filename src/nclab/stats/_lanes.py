@@ -92,7 +92,10 @@ class Lane:
         """The float64 accumulators of a lane other than lane 0 (zeros until it adds rows)."""
         if self._own is None:
             K, d = self.spec.K, self.spec.d
-            z = lambda *shape: torch.zeros(shape, dtype=torch.float64, device=self.device)  # noqa: E731
+
+            def z(*shape: int) -> torch.Tensor:
+                return torch.zeros(shape, dtype=torch.float64, device=self.device)
+
             self._own = {"sum_dev": z(K, d), "sq_dev": z(K)}
             if self.spec.unit_sums:
                 self._own["unit_sums"] = z(K, d)
@@ -148,16 +151,19 @@ class Lane:
             stop = start + take
             ys, a = y[start:stop], aux[start:stop]
             self._make_room_in_partials(per_class, shift, target)
-            z = self.block[self.pending : self.pending + take]  # type: ignore[index]
+            # made by _ensure_float32_buffers above
+            assert self.block is not None and self._sums is not None and self._aux is not None
+            z = self.block[self.pending : self.pending + take]
             torch.index_select(shift32, 0, ys, out=z)
             torch.sub(x[start:stop], z, out=z)
-            self._sums.index_add_(0, ys, z)  # type: ignore[union-attr]
+            self._sums.index_add_(0, ys, z)
             # ||z||^2 from the float32 norm (a fused reduction: faster than vecdot's product and sum)
             zn = torch.linalg.vector_norm(z, dim=1)
             torch.mul(zn, zn, out=a[:, 0])
-            self._aux.index_add_(0, ys, a)  # type: ignore[union-attr]
+            self._aux.index_add_(0, ys, a)
             if self._units is not None:
-                wz = torch.mul(z, a[:, 1:], out=self._scratch[:take])  # type: ignore[index]
+                assert self._scratch is not None  # made with the unit sums' partials
+                wz = torch.mul(z, a[:, 1:], out=self._scratch[:take])
                 self._units.index_add_(0, ys, wz)
             self.pending += take
             start = stop

@@ -105,8 +105,24 @@ _OLD_CONFIG_KEYS = {"num_classes": "K", "dim": "d"}
 
 @dataclass(frozen=True)
 class StateSpec:
-    """One declared part of an accumulator's state: its shape, dtype, reduction, and whether it is a count or a
-    sum of nonnegative terms (``nonnegative``: checked on load)."""
+    """One declared part of an accumulator's state (:meth:`Accumulator.add_state`).
+
+    Parameters
+    ----------
+    shape : tuple of int
+        Shape of the state tensor, e.g. ``(K, d)``.
+    dtype : torch.dtype
+        Its dtype (float64 for sums, int64 for counts).
+    reduce : {"sum", "shift"}
+        How two states combine (see the module documentation).
+    nonnegative : bool, default False
+        A count or a sum of nonnegative terms: a loaded state with a negative entry is refused.
+
+    Examples
+    --------
+    >>> StateSpec((3,), torch.float64, "sum").numpy_dtype
+    dtype('float64')
+    """
 
     shape: tuple[int, ...]
     dtype: torch.dtype
@@ -121,9 +137,37 @@ class StateSpec:
 def agree_on_shifts(
     seen: torch.Tensor, shifts: tuple[torch.Tensor, ...], group: Any = None
 ) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
-    """Per-class shifts common to every rank of ``torch.distributed``: those of the lowest rank that saw the class
-    (``seen (K,)`` bool; a MIN all-reduce of the owner, then a SUM of the owners' shifts, zeros elsewhere).
-    Returns whether any rank saw each class and the common shifts (zero for classes nobody saw)."""
+    """Per-class shifts common to every rank of ``torch.distributed``: those of the lowest rank that saw the class.
+
+    A MIN all-reduce of the owner, then a SUM of the owners' shifts, zeros elsewhere.
+
+    Parameters
+    ----------
+    seen : torch.Tensor of bool, shape (K,)
+        Whether this rank saw each class.
+    shifts : tuple of torch.Tensor, each of shape (K, ...)
+        This rank's shift states (row k belongs to class k).
+    group : torch.distributed process group, optional
+        Default: the world group.
+
+    Returns
+    -------
+    seen_anywhere : torch.Tensor of bool, shape (K,)
+        Whether any rank saw each class.
+    common : tuple of torch.Tensor
+        The common shifts, shaped as ``shifts`` (zero for classes nobody saw).
+
+    Examples
+    --------
+    A group of one process keeps its own shifts:
+
+    >>> import torch.distributed as dist
+    >>> dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    >>> seen, (common,) = agree_on_shifts(torch.tensor([True, False]), (torch.ones(2, 3),))
+    >>> seen.tolist(), common.tolist()
+    ([True, False], [[1.0, 1.0, 1.0], [0.0, 0.0, 0.0]])
+    >>> dist.destroy_process_group()
+    """
     import torch.distributed as dist
 
     rank, world = dist.get_rank(group), dist.get_world_size(group)
@@ -141,8 +185,37 @@ class Accumulator(ABC):
 
     Subclasses call ``super().__init__(device)`` and :meth:`add_state` in ``__init__``, implement :meth:`update`,
     :meth:`_config` and :meth:`_from_config`, and, when they declare ``"shift"`` states, :meth:`_shift_counts`
-    and :meth:`_reshift`. The state is allocated lazily, on the device of the first batch, unless ``device`` is
-    given.
+    and :meth:`_reshift`.
+
+    Parameters
+    ----------
+    device : str or torch.device, optional
+        Where the state lives. Default: allocated lazily, on the device of the first batch.
+
+    Examples
+    --------
+    A counter declares one state; merge, state_dict, save and load come from the base class:
+
+    >>> class Count(Accumulator):
+    ...     def __init__(self, device=None):
+    ...         super().__init__(device)
+    ...         self.add_state("n", (), torch.int64, nonnegative=True)
+    ...
+    ...     def _config(self):
+    ...         return {}
+    ...
+    ...     @classmethod
+    ...     def _from_config(cls, config, buffers, device):
+    ...         return cls(device)
+    ...
+    ...     def update(self, x):
+    ...         if self._state is None:
+    ...             self._allocate(torch.device("cpu"))
+    ...         self._state["n"] += len(x)
+    ...         return self
+    >>> total = Count().update([1, 2]).merge(Count().update([3]))
+    >>> int(total.state_dict()["state"]["n"])
+    3
     """
 
     #: Names of the attributes holding child accumulators (visited after the own state, in this order).
@@ -244,7 +317,8 @@ class Accumulator(ABC):
         return [n for n, s in self._specs.items() if s.reduce == "shift"]
 
     def _child(self, name: str) -> Accumulator:
-        return getattr(self, name)
+        child: Accumulator = getattr(self, name)
+        return child
 
     def _check_mergeable(self, other: Accumulator) -> None:
         if type(other) is not type(self):
@@ -265,7 +339,8 @@ class Accumulator(ABC):
         self._check_mergeable(other)
         if other._state is not None:
             if self._state is None:
-                self._allocate(other._device)  # type: ignore[arg-type]
+                assert other._device is not None  # set with its state
+                self._allocate(other._device)
             st = self._state
             assert st is not None
             theirs = {k: v.to(self._device) for k, v in other._state.items()}
@@ -490,7 +565,8 @@ class Accumulator(ABC):
             data = st_save({k: np.array(v, order="C") for k, v in arrays.items()}, metadata=meta)  # keeps 0-d
         else:
             buf = io.BytesIO()
-            np.savez(buf, **{_META + k: np.array(v) for k, v in meta.items()}, **arrays)
+            # allow_pickle spelled out (its default): the stubs would otherwise let the ** mappings fill it
+            np.savez(buf, allow_pickle=True, **{_META + k: np.array(v) for k, v in meta.items()}, **arrays)
             data = buf.getvalue()
         return atomic_write_bytes(path, data)
 
@@ -515,9 +591,10 @@ class Accumulator(ABC):
             kind = sd.get("kind")
             target: type[Accumulator] = cls
             if cls is Accumulator:
-                target = _subclasses().get(kind) if isinstance(kind, str) else None  # type: ignore[assignment]
-                if target is None:
+                named = _subclasses().get(kind) if isinstance(kind, str) else None
+                if named is None:
                     raise ValueError(f"not an nclab accumulator file (kind {kind!r})")
+                target = named
             elif kind != cls.__name__:
                 raise ValueError(f"not an nclab {cls.__name__} file (kind {kind!r})")
             version = sd.get("format_version")
@@ -532,7 +609,8 @@ class Accumulator(ABC):
                 raise ValueError("checksum mismatch: the contents changed after they were saved (bit flip, edit)")
             out._validate_values(sd)
             out._assign(sd)
-            return out  # type: ignore[return-value]
+            assert isinstance(out, cls)  # cls itself, or the subclass the file names when cls is Accumulator
+            return out
         except (ValueError, KeyError, TypeError) as err:
             raise CorruptFileError(
                 path, str(err.args[0]) if isinstance(err, KeyError) and err.args else str(err)

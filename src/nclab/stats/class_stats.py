@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Mapping
 from functools import partial
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, cast
 
 import numpy as np
 import torch
@@ -289,7 +289,8 @@ class ClassStats(Accumulator):
             int(config["d"]),
             track=config["track"],
             device=device,
-            compute_dtype=str(config.get("compute_dtype", "float64")),  # type: ignore[arg-type]
+            # a str from the file: __init__ checks that it is one of the two names
+            compute_dtype=cast(ComputeDtype, str(config.get("compute_dtype", "float64"))),
             unit_sums=bool(config.get("unit_sums", True)),
         )
 
@@ -496,7 +497,8 @@ class ClassStats(Accumulator):
     def _count(self, y: torch.Tensor, device: torch.device) -> torch.Tensor | None:
         """Add the batch's labels to the counts; returns the batch's counts per class (the bound of the float32
         partial sums), or None on accelerators, where ``bincount`` would sync the device."""
-        counts = self._state["counts"]  # type: ignore[index]
+        assert self._state is not None  # allocated before the first batch is counted
+        counts = self._state["counts"]
         if _kernels.accelerated(device):
             counts.index_add_(0, y, torch.ones_like(y))
             return None
@@ -547,8 +549,9 @@ class ClassStats(Accumulator):
         fast = shift32 is not None
         st = self._state
         assert st is not None
+        assert self._device is not None  # set with the state
         while len(self._lanes) < lanes:
-            self._lanes.append(Lane(self._lane_spec(), self._device))  # type: ignore[arg-type]
+            self._lanes.append(Lane(self._lane_spec(), self._device))
         for lane in self._lanes:
             lane.parallel = lanes > 1
         aux = None
@@ -609,10 +612,10 @@ class ClassStats(Accumulator):
         anywhere in a row makes its norm non-finite, which rejects the batch before any accumulator changes (a
         rejected batch leaves no trace)."""
         # on the CPU in chunks: the float64 upcast inside the norm stays in cache
-        rows = x.shape[0] if _kernels.accelerated(x.device) else chunk_rows(x.shape[0], self.d)
+        chunk = x.shape[0] if _kernels.accelerated(x.device) else chunk_rows(x.shape[0], self.d)
         parts = [
-            torch.linalg.vector_norm(x[i : i + rows], dim=1, keepdim=True, dtype=torch.float64)
-            for i in range(0, x.shape[0], rows)
+            torch.linalg.vector_norm(x[i : i + chunk], dim=1, keepdim=True, dtype=torch.float64)
+            for i in range(0, x.shape[0], chunk)
         ]
         norms = parts[0] if len(parts) == 1 else torch.cat(parts)
         lo, hi = (float(v) for v in torch.stack(tuple(torch.aminmax(norms))).tolist())  # one device sync

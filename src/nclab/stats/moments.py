@@ -52,11 +52,20 @@ def check_weighting(weighting: str) -> None:
 
 
 class MomentKey:
-    """The names of the entries of a :class:`ClassMoments` cache. An entry is the name alone, or
-    ``(name, *parameters)`` for the parameters noted here; :meth:`ClassMoments.memo` refuses any other name.
+    """The names of the entries of a :class:`ClassMoments` cache.
 
+    An entry is the name alone, or ``(name, *parameters)`` for the parameters noted here;
+    :meth:`ClassMoments.memo` refuses any other name.
+
+    Notes
+    -----
     Plain string constants rather than an ``Enum``: a report looks entries up a few hundred times, and a string
     hashes in C where an ``Enum`` member hashes in Python.
+
+    Examples
+    --------
+    >>> MomentKey.SIGMA_W, MomentKey.GLOBAL_MEAN
+    ('sigma_w', 'global_mean')
     """
 
     # computed by ClassMoments itself
@@ -87,8 +96,10 @@ class MomentSource(Protocol):
 
     K: int
     d: int
-    track: str
     unit_sums_kept: bool
+
+    @property
+    def track(self) -> str: ...  # read-only here, so that ClassStats' Literal["full", "light"] conforms
 
     @property
     def state_version(self) -> int: ...
@@ -185,7 +196,8 @@ class ClassMoments:
                 if isinstance(arr, np.ndarray):
                     arr.setflags(write=False)
             cache[entry] = value
-        return cache[entry]
+        cached: T = cache[entry]
+        return cached
 
     def peek(self, key: str, *params: Hashable) -> Any:
         """The value cached under ``key`` and ``params`` for the current statistics, or None."""
@@ -241,24 +253,29 @@ class ClassMoments:
         """Class means ``mu_k``, ``(K, d)``; raises ``EmptyClassError`` if a class is empty."""
         counts = self._stats.require_nonempty("class means")
         raw = self._stats.raw
-        return self.memo(MomentKey.MEANS, compute=lambda: raw("shift") + raw("sum_dev") / counts[:, None]).copy()
+        means: np.ndarray = self.memo(MomentKey.MEANS, compute=lambda: raw("shift") + raw("sum_dev") / counts[:, None])
+        return means.copy()
 
     def global_mean(self, weighting: Weighting = "balanced") -> np.ndarray:
         """``(d,)``: the mean of class means (``"balanced"``) or the sample mean (``"empirical"``)."""
         check_weighting(weighting)
-        return self.memo(MomentKey.GLOBAL_MEAN, weighting, compute=lambda: self._global_mean(weighting)).copy()
+        mean: np.ndarray = self.memo(MomentKey.GLOBAL_MEAN, weighting, compute=lambda: self._global_mean(weighting))
+        return mean.copy()
 
     def _global_mean(self, weighting: Weighting) -> np.ndarray:
         mu = self.means
         if weighting == "balanced":
-            return mu.mean(axis=0)
-        return (self._stats.raw("counts") / self._stats.N) @ mu
+            mean: np.ndarray = mu.mean(axis=0)
+        else:
+            mean = (self._stats.raw("counts") / self._stats.N) @ mu
+        return mean
 
     def centered_means(self, weighting: Weighting = "balanced") -> np.ndarray:
         """``M = mu_k - mu_G``, ``(K, d)``."""
         check_weighting(weighting)
         compute = lambda: self.means - self.global_mean(weighting)  # noqa: E731
-        return self.memo(MomentKey.CENTERED_MEANS, weighting, compute=compute).copy()
+        centered: np.ndarray = self.memo(MomentKey.CENTERED_MEANS, weighting, compute=compute)
+        return centered.copy()
 
     @property
     def class_ss(self) -> np.ndarray:
@@ -270,7 +287,8 @@ class ClassMoments:
         counts = raw("counts")
         S = raw("sum_dev")
         safe = np.maximum(counts, 1)
-        return np.maximum(raw("sq_dev") - np.einsum("kd,kd->k", S, S) / safe, 0.0)
+        ss: np.ndarray = np.maximum(raw("sq_dev") - np.einsum("kd,kd->k", S, S) / safe, 0.0)
+        return ss
 
     # d x d accessors: cached, exactly symmetric. ``copy=False`` returns the read-only cached array itself (what the
     # metrics use: a report reads Sigma_W a handful of times, and fresh d x d copies page-fault), ``copy=True``
@@ -314,7 +332,8 @@ class ClassMoments:
         def compute() -> np.ndarray:
             A = self.between_factor(weighting)
             B = A.T @ A
-            return (B + B.T) / 2
+            sym: np.ndarray = (B + B.T) / 2
+            return sym
 
         return _maybe_copy(self.memo(MomentKey.SIGMA_B, weighting, compute=compute), copy)
 
@@ -325,7 +344,8 @@ class ClassMoments:
         eigenvectors in O(K^2 d) instead of an O(d^3) eigendecomposition, and resolves the small eigenvalues
         of Sigma_B more accurately than an eigendecomposition of the formed product.
         """
-        return np.sqrt(self._class_weights(weighting))[:, None] * self.centered_means(weighting)
+        factor: np.ndarray = np.sqrt(self._class_weights(weighting))[:, None] * self.centered_means(weighting)
+        return factor
 
     def sigma_t(self, copy: bool = True) -> np.ndarray:
         """Total covariance ``(1/N) sum_i (h_i - mu_G)(h_i - mu_G)^T`` about the sample mean, ``(d, d)``."""
@@ -350,14 +370,16 @@ class ClassMoments:
     def mean_gram(self, center: bool = True, weighting: Weighting = "balanced") -> np.ndarray:
         """Gram matrix of class means ``M M^T``, ``(K, K)``; centred about ``global_mean(weighting)``."""
         M = self.centered_means(weighting) if center else self.means
-        return M @ M.T
+        gram: np.ndarray = M @ M.T
+        return gram
 
     def _class_weights(self, weighting: Weighting) -> np.ndarray:
         check_weighting(weighting)
         if weighting == "balanced":
             return np.full(self.K, 1.0 / self.K)
         counts = self._stats.raw("counts")
-        return counts / counts.sum()
+        weights: np.ndarray = counts / counts.sum()
+        return weights
 
     def __repr__(self) -> str:
         return f"ClassMoments({self._stats!r}, cached={len(self._entries())})"

@@ -215,7 +215,10 @@ class NCCAccumulator(Accumulator):
                 raise ValueError(f"b must have shape (K,) = ({K},), got {tuple(bt.shape)}")
             self._b = bt
         # built before any state: without faiss this raises the ImportError naming the extra
-        self._ann, self._ann_always = _hnsw_index(mu - mu.mean(dim=0)) if self.index == "hnsw" else (None, None)
+        self._ann: Any = None  # a faiss index (untyped)
+        self._ann_always: torch.Tensor | None = None
+        if self.index == "hnsw":
+            self._ann, self._ann_always = _hnsw_index(mu - mu.mean(dim=0))
         if self._ann_always is not None:  # centres re-scored for every sample: their scores, indices and order
             self._row_bytes += 24 * int(self._ann_always.numel())
         super().__init__(device)
@@ -289,6 +292,7 @@ class NCCAccumulator(Accumulator):
             self._b = self._b.to(device)
         # one (d, K) or (d, 2K) right-hand side: NCC scores and classifier logits from one product; with the
         # HNSW index only the classifier's (d, K) part (None without a classifier)
+        self._rhs: torch.Tensor | None
         if self._ann is None:
             rhs = m if self._W is None else torch.cat([m, self._W])
             self._rhs = rhs.T.contiguous()
@@ -343,11 +347,11 @@ class NCCAccumulator(Accumulator):
             if self.check_finite and not bool(torch.isfinite(xs.sum())) and not bool(torch.isfinite(xs).all()):
                 bad = torch.nonzero(~torch.isfinite(x).all(dim=1)).flatten()[:5].tolist()
                 raise ValueError(f"features contain NaN or inf (first bad rows of this batch: {bad})")
-            decided = self._decide(xs)  # the block's scores are freed on return, before the next block's exist
-            preds.append(decided[0])
-            if decided[1] is not None:
-                clf.append(decided[1])
-                nobias.append(decided[2])
+            pred, with_bias, without_bias = self._decide(xs)  # the block's scores are freed before the next's exist
+            preds.append(pred)
+            if with_bias is not None and without_bias is not None:  # both or neither (a classifier or none)
+                clf.append(with_bias)
+                nobias.append(without_bias)
         if not preds:
             none = x.new_zeros(0, dtype=torch.long)
             return none, (none if self._W is not None else None), (none if self._W is not None else None)
@@ -361,6 +365,7 @@ class NCCAccumulator(Accumulator):
         K = self.K
         logits = None
         if self._ann is None:
+            assert self._rhs is not None  # always set without an index
             G = _matmul(xs, self._rhs)  # (rows, K) or (rows, 2K)
             # ||h - mu_k||^2 - ||h - mu_G||^2 = ||m_k||^2 - 2 h'.m_k, in place: (-2 G) + ||m||^2 is the same float64
             # number as ||m||^2 - 2 G (the product by -2 is exact, the sum commutes), with no (rows, K) temporary
@@ -369,9 +374,9 @@ class NCCAccumulator(Accumulator):
                 logits = G[:, K:]
         else:
             pred = self._ann_predict(xs)
-            if self._w_offset is not None:
+            if self._rhs is not None:  # with an index: W^T, set exactly when there is a classifier
                 logits = _matmul(xs, self._rhs)
-        if logits is None:
+        if logits is None or self._w_offset is None:  # both set exactly when there is a classifier
             return pred, None, None
         nobias = torch.argmax(logits.add_(self._w_offset), dim=1)  # W h' + W mu_G = W h
         return pred, (torch.argmax(logits.add_(self._b), dim=1) if self._b is not None else nobias), nobias
@@ -385,6 +390,7 @@ class NCCAccumulator(Accumulator):
         # faiss pads with -1 when the graph yields fewer than k results: repeat the best one (never changes argmin)
         cand = torch.where(cand < 0, cand[:, :1], cand)
         scores = self._m_sq[cand] - 2.0 * torch.einsum("bd,bkd->bk", xs, self._m[cand])
+        assert self._ann_always is not None  # built with the index
         always = self._ann_always.to(self._device)
         if always.numel():  # centres the graph cannot reach: scored for every sample, by one small product
             cand = torch.cat([cand, always.expand(cand.shape[0], -1)], dim=1)

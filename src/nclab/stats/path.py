@@ -62,14 +62,24 @@ class PathStats(Accumulator):
 
     ``update(layers)`` takes a sequence of ``L + 1`` arrays ``(B, d)`` (the same samples at every layer) and
     accumulates ``step_norm_sums[l] = sum_i ||h^{l+1}_i - h^l_i||`` (unsquared: relative depth),
-    ``step_sq_sums[l] = sum_i ||h^{l+1}_i - h^l_i||^2`` (kinetic energy) and ``end_sq_sum = sum_i ||h^L_i - h^0_i||^2``.
+    ``step_sq_sums[l] = sum_i ||h^{l+1}_i - h^l_i||^2`` (kinetic energy) and
+    ``end_sq_sum = sum_i ||h^L_i - h^0_i||^2``.
 
     Parameters
     ----------
     num_layers : int
         ``L + 1 >= 2``, the number of measured layers.
-    device : torch device, optional
+    device : str or torch.device, optional
         Where to accumulate. Default: the device of the first layers passed to :meth:`update`.
+
+    Examples
+    --------
+    Every sample moves on a straight line in equal steps ``(1, 1)``:
+
+    >>> h = np.array([[0.0, 0.0], [1.0, 0.0], [5.0, 5.0]])
+    >>> path = PathStats(3).update([h, h + 1.0, h + 2.0])
+    >>> path.straightness_index(), path.kinetic_energy().tolist(), path.relative_depth().tolist()
+    (1.0, [2.0, 2.0], [0.0, 0.5, 1.0])
     """
 
     def __init__(self, num_layers: int, *, device: str | torch.device | None = None) -> None:

@@ -64,6 +64,34 @@ def procrustes_etf(centered_means: Any, scale: float | None = None) -> np.ndarra
 
     ``scale`` fixes ``||E||_F`` (default ``||M||_F``). Its inner product with ``M`` is ``s * (nuclear norm of
     E0^T M) >= 0``, so a Procrustes end always satisfies Thm 1's condition S01 >= 0. Needs ``d >= K - 1``.
+
+    Parameters
+    ----------
+    centered_means : array-like of shape (K, d)
+        Centred class means ``M``, ``d >= K - 1``.
+    scale : float, optional
+        ``||E||_F`` (default ``||M||_F``).
+
+    Returns
+    -------
+    ndarray of shape (K, d)
+        The simplex ETF ``E``.
+
+    Raises
+    ------
+    ValueError
+        If ``d < K - 1``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from nclab.theory import procrustes_etf
+    >>> E = procrustes_etf([[1.0, 0.0], [0.0, 1.0], [-1.0, -1.0]])
+    >>> G = E @ E.T
+    >>> print(np.round(G / G[0, 0], 6), round(float(np.linalg.norm(E)), 6))
+    [[ 1.  -0.5 -0.5]
+     [-0.5  1.  -0.5]
+     [-0.5 -0.5  1. ]] 2.0
     """
     M = np.asarray(centered_means, dtype=np.float64)
     K, d = M.shape
@@ -105,16 +133,72 @@ def _weights(paired: PairedClassStats, weighting: Weighting) -> np.ndarray:
 
 
 def s01(paired: PairedClassStats, end: EndVariant = "measured", weighting: Weighting = "balanced") -> float:
-    """Thm 1's condition ``S01 = sum_k <Ht0_k, Ht1_k>`` ([Wang et al. 2024, Thm. 1]; >= 0 gives monotone PFC1(t))."""
+    """Thm 1's condition ``S01 = sum_k <Ht0_k, Ht1_k>`` ([Wang et al. 2024, Thm. 1]; >= 0 gives monotone PFC1(t)).
+
+    Parameters
+    ----------
+    paired : PairedClassStats
+        First pass over the paired start and end features ``(h0, h1, y)``.
+    end : {"measured", "class_means", "etf"}, default="measured"
+        End variant (module docstring).
+    weighting : {"balanced", "empirical"}, default="balanced"
+        Class weights of the global mean and of Tr Sigma_B.
+
+    Returns
+    -------
+    float
+        ``S01``; ``>= 0`` means PFC1 decreases monotonically along the line.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from nclab.stats import PairedClassStats
+    >>> h0 = np.array([[-1.0, 1.0], [-1.0, -1.0], [1.0, 1.0], [1.0, -1.0]])
+    >>> h1 = np.array([[-2.0, 0.0], [-2.0, 0.0], [2.0, 0.0], [2.0, 0.0]])  # collapsed
+    >>> y = np.array([0, 0, 1, 1])
+    >>> paired = PairedClassStats(2, 2).update(h0, h1, y)
+    >>> from nclab.theory import s01
+    >>> s01(paired)  # centred means (-1, 0), (1, 0) at the start, (-2, 0), (2, 0) at the end
+    4.0
+    """
     Ht0, Ht1, _ = endpoint_means(paired, end, weighting)
     return float(np.einsum("kd,kd->", Ht0, Ht1))
 
 
 @dataclass(frozen=True)
 class GeodesicPrediction:
-    """``t (T,)``; ``pfc1``, ``pfc2`` ``(T,)`` closed forms; ``pfc3 (T,)`` exact NCC accuracy when a
-    :class:`~nclab.stats.GeodesicNCC` pass was given, else None; ``trace_w``, ``trace_b`` ``(T,)``; the quadratic
-    coefficients ``A0, A01, A1`` (Tr Sigma_W) and ``B0, B01, B1`` (Tr Sigma_B); ``end``; ``weighting``."""
+    """The geodesic model's predictions along the straight line, from :func:`predict`.
+
+    Parameters
+    ----------
+    t : ndarray of shape (T,)
+        Times in [0, 1].
+    pfc1, pfc2 : ndarray of shape (T,)
+        The closed forms ``Tr Sigma_W / Tr Sigma_B`` and the ETF Gram error.
+    pfc3 : ndarray of shape (T,) or None
+        Exact NCC accuracy when a :class:`~nclab.stats.GeodesicNCC` pass was given, else None.
+    trace_w, trace_b : ndarray of shape (T,)
+        Tr Sigma_W(t) and Tr Sigma_B(t).
+    coefficients : dict of str to float
+        The quadratic coefficients ``A0, A01, A1`` (Tr Sigma_W) and ``B0, B01, B1`` (Tr Sigma_B).
+    end : str
+        The end variant.
+    weighting : str
+        The class weighting.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from nclab.stats import PairedClassStats
+    >>> h0 = np.array([[-1.0, 1.0], [-1.0, -1.0], [1.0, 1.0], [1.0, -1.0]])
+    >>> h1 = np.array([[-2.0, 0.0], [-2.0, 0.0], [2.0, 0.0], [2.0, 0.0]])  # collapsed
+    >>> y = np.array([0, 0, 1, 1])
+    >>> paired = PairedClassStats(2, 2).update(h0, h1, y)
+    >>> from nclab.theory import predict
+    >>> pred = predict(paired, [0.0, 0.5, 1.0])
+    >>> print(pred.trace_w, pred.trace_b, pred.pfc3)
+    [1.   0.25 0.  ] [1.   2.25 4.  ] None
+    """
 
     t: np.ndarray
     pfc1: np.ndarray
@@ -172,6 +256,42 @@ def predict(
     ``ncc``: a :class:`~nclab.stats.GeodesicNCC` second pass from :func:`geodesic_ncc` with the same ``paired``,
     ``t_grid``, ``end`` and ``weighting`` (else
     ``pfc3`` is None). PFC1 is ``inf`` where Tr Sigma_B(t) = 0 and PFC2 nan where G(t) = 0 (degenerate).
+
+    Parameters
+    ----------
+    paired : PairedClassStats
+        First pass over the paired start and end features ``(h0, h1, y)``.
+    t_grid : array-like of shape (T,)
+        Times in [0, 1].
+    end : {"measured", "class_means", "etf"}, default="measured"
+        End variant (module docstring).
+    weighting : {"balanced", "empirical"}, default="balanced"
+        Class weights of the global mean and of Tr Sigma_B.
+    ncc : GeodesicNCC, optional
+        The second pass of :func:`geodesic_ncc` (same ``paired``, ``t_grid``, ``end``, ``weighting``).
+
+    Returns
+    -------
+    GeodesicPrediction
+        PFC1-3 and the traces at each ``t``; ``pfc1 = inf`` where Tr Sigma_B(t) = 0, ``pfc2 = nan`` where
+        G(t) = 0, ``pfc3 = None`` without ``ncc``.
+
+    Examples
+    --------
+    Two classes moving from spread start features to collapsed end features: at ``t = 1/2``
+    ``Tr Sigma_W = (1/2)^2`` and ``Tr Sigma_B = (3/2)^2``, so ``PFC1 = 1/9``.
+
+    >>> import numpy as np
+    >>> from nclab.stats import PairedClassStats
+    >>> h0 = np.array([[-1.0, 1.0], [-1.0, -1.0], [1.0, 1.0], [1.0, -1.0]])
+    >>> h1 = np.array([[-2.0, 0.0], [-2.0, 0.0], [2.0, 0.0], [2.0, 0.0]])  # collapsed
+    >>> y = np.array([0, 0, 1, 1])
+    >>> paired = PairedClassStats(2, 2).update(h0, h1, y)
+    >>> from nclab.theory import geodesic_ncc, predict
+    >>> ncc = geodesic_ncc(paired, [0.0, 0.5, 1.0]).update(h0, h1, y)
+    >>> pred = predict(paired, [0.0, 0.5, 1.0], ncc=ncc)
+    >>> print(np.round(pred.pfc1, 6), pred.pfc3)
+    [1.       0.111111 0.      ] [1. 1. 1.]
     """
     _check_end(end)
     t = np.asarray(t_grid, dtype=np.float64).ravel()
@@ -217,7 +337,37 @@ def geodesic_ncc(
     """The second pass of end variant ``end``: an empty :class:`~nclab.stats.GeodesicNCC` against the start
     means of ``paired`` and the end means of :func:`endpoint_means` (``weighting`` places the ETF's centre),
     with each sample's end at its class's end mean for the collapsed variants. Feed it the same ``(h0, h1, y)``
-    batches again, then pass it to :func:`predict`."""
+    batches again, then pass it to :func:`predict`.
+
+    Parameters
+    ----------
+    paired : PairedClassStats
+        First pass over the paired start and end features ``(h0, h1, y)``.
+    t_grid : array-like of shape (T,)
+        Times in [0, 1].
+    end : {"measured", "class_means", "etf"}, default="measured"
+        End variant (module docstring).
+    weighting : {"balanced", "empirical"}, default="balanced"
+        Class weights of the global mean and of Tr Sigma_B.
+
+    Returns
+    -------
+    GeodesicNCC
+        An empty accumulator; ``update`` it with the same batches, then pass it to :func:`predict`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from nclab.stats import PairedClassStats
+    >>> h0 = np.array([[-1.0, 1.0], [-1.0, -1.0], [1.0, 1.0], [1.0, -1.0]])
+    >>> h1 = np.array([[-2.0, 0.0], [-2.0, 0.0], [2.0, 0.0], [2.0, 0.0]])  # collapsed
+    >>> y = np.array([0, 0, 1, 1])
+    >>> paired = PairedClassStats(2, 2).update(h0, h1, y)
+    >>> from nclab.theory import geodesic_ncc
+    >>> ncc = geodesic_ncc(paired, [0.0, 1.0]).update(h0, h1, y)
+    >>> print(ncc.accuracy())
+    [1. 1.]
+    """
     _check_end(end)
     _, _, mu1 = endpoint_means(paired, end, weighting)
     return GeodesicNCC(paired.start.means, mu1, t_grid, collapsed_end=end != "measured")
@@ -225,11 +375,32 @@ def geodesic_ncc(
 
 @dataclass
 class GeodesicProfile:
-    """The geodesic model at the measured layers of one network: ``relative_depth (L+1,)`` (``t_l``, unsquared
-    step norms, [Wang et al. 2024, Fig. 3]), ``predictions`` per end variant (PFC1-3 of the straight line *at those
-    t_l*,
-    so predicted and measured values pair up layer by layer), ``s01`` (Thm 1 condition), ``straightness_index``
-    and ``kinetic_energy (L,)`` (per-block transport)."""
+    """The geodesic model at the measured layers of one network, from :func:`geodesic_profile`.
+
+    Parameters
+    ----------
+    relative_depth : ndarray of shape (L+1,)
+        ``t_l`` from unsquared step norms [Wang et al. 2024, Fig. 3].
+    predictions : dict of str to GeodesicPrediction
+        Per end variant, PFC1-3 of the straight line *at those t_l*, so predicted and measured values pair up
+        layer by layer.
+    s01 : float
+        Thm 1 condition.
+    straightness_index : float
+        Straightness of the path, 1 for a straight line.
+    kinetic_energy : ndarray of shape (L,)
+        Per-block transport.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from nclab.theory import geodesic_profile
+    >>> h0 = np.array([[-1.0, 1.0], [-1.0, -1.0], [1.0, 1.0], [1.0, -1.0]])
+    >>> h2 = np.array([[-2.0, 0.0], [-2.0, 0.0], [2.0, 0.0], [2.0, 0.0]])
+    >>> prof = geodesic_profile([h0, (h0 + h2) / 2, h2], [0, 0, 1, 1], K=2)
+    >>> print(prof.relative_depth, prof.straightness_index, prof.kinetic_energy)
+    [0.  0.5 1. ] 1.0 [0.5 0.5]
+    """
 
     relative_depth: np.ndarray
     predictions: dict[str, GeodesicPrediction]
@@ -254,6 +425,43 @@ def geodesic_profile(
     :class:`~nclab.stats.PairedClassStats` (pass 1), then :class:`~nclab.stats.GeodesicNCC` (pass 2): float64 work
     memory O(batch_size (L+1) d), whatever N. Predictions are evaluated at the layers' relative depths, or on
     ``t_grid`` when given (e.g. a fine grid for a plot).
+
+    Parameters
+    ----------
+    layers : sequence of array-like of shape (N, d)
+        Features ``h^0 .. h^L`` of the same samples, numpy or torch, at least 2.
+    y : array-like of shape (N,)
+        Labels in ``0..K-1``.
+    K : int
+        Number of classes.
+    ends : sequence of {"measured", "class_means", "etf"}, default=("measured",)
+        End variants to predict.
+    t_grid : array-like of shape (T,), optional
+        Times of the predictions (default: the layers' relative depths).
+    batch_size : int, default=512
+        Rows streamed at a time.
+
+    Returns
+    -------
+    GeodesicProfile
+        Relative depths, predictions per end variant, S01, straightness index and kinetic energy.
+
+    Raises
+    ------
+    ValueError
+        If fewer than 2 layers are given or a layer's rows do not match the labels.
+
+    Examples
+    --------
+    Features moving on straight lines, measured at ``t = 0, 1/2, 1``: the prediction reproduces the middle layer.
+
+    >>> import numpy as np
+    >>> from nclab.theory import geodesic_profile
+    >>> h0 = np.array([[-1.0, 1.0], [-1.0, -1.0], [1.0, 1.0], [1.0, -1.0]])
+    >>> h2 = np.array([[-2.0, 0.0], [-2.0, 0.0], [2.0, 0.0], [2.0, 0.0]])
+    >>> prof = geodesic_profile([h0, (h0 + h2) / 2, h2], [0, 0, 1, 1], K=2)
+    >>> print(np.round(prof.predictions["measured"].pfc1, 6), prof.s01)
+    [1.       0.111111 0.      ] 4.0
     """
     if len(layers) < 2:
         raise ValueError(f"need at least 2 measured layers (h^0 and h^L), got {len(layers)}")
@@ -271,7 +479,7 @@ def geodesic_profile(
         path.update(chunk)
         paired.update(chunk[0], chunk[-1], yt[r])
     t = path.relative_depth() if t_grid is None else np.asarray(t_grid, dtype=np.float64)
-    preds = {}
+    preds: dict[str, GeodesicPrediction] = {}
     for end in ends:
         ncc = geodesic_ncc(paired, t, end=end)
         for r in rows:

@@ -86,6 +86,26 @@ def paper_lambda(weight_decay: float, K: int, convention: LambdaConvention = "ms
     ``lam = K wd / 2`` [Han et al. 2022]; ``"mse_sum"``: the Colab's loss summed over outputs, ``lam = wd/2``;
     ``"paper"``: ``lam = wd``. The decomposition identity holds for any lambda; only "L_perp ~ 0" depends on
     using the lambda that the classifier was actually trained with.
+
+    Parameters
+    ----------
+    weight_decay : float
+        The optimiser's weight decay, ``>= 0``.
+    K : int
+        Number of classes, ``>= 2``.
+    convention : {"mse_mean", "mse_sum", "paper"}, default="mse_mean"
+        How the training loss was normalised (docs/conventions.md).
+
+    Returns
+    -------
+    float
+        The lambda of [Han et al. 2022].
+
+    Examples
+    --------
+    >>> from nclab.theory import paper_lambda
+    >>> paper_lambda(5e-4, 10), paper_lambda(5e-4, 10, "mse_sum"), paper_lambda(5e-4, 10, "paper")
+    (0.0025, 0.00025, 0.0005)
     """
     if not (weight_decay >= 0):
         raise ValueError(f"weight_decay must be >= 0, got {weight_decay}")
@@ -104,7 +124,8 @@ def _resolve_lambda(lam: float | None, weight_decay: float | None, convention: L
     if (lam is None) == (weight_decay is None):
         raise ValueError("give exactly one of lam (the [Han et al. 2022] lambda) or weight_decay (with convention=)")
     if lam is None:
-        return paper_lambda(float(weight_decay), K, convention)  # type: ignore[arg-type]
+        assert weight_decay is not None  # exactly one of the two (checked above)
+        return paper_lambda(float(weight_decay), K, convention)
     if not (lam >= 0):
         raise ValueError(f"lam must be >= 0, got {lam}")
     return float(lam)
@@ -183,7 +204,37 @@ def ls_from_moments(m: Moments, lam: float, bias: bool) -> tuple[np.ndarray, np.
 def ls_classifier_from_stats(
     stats: ClassStats | ClassMoments, lam: float, bias: bool = True
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The LS classifier of [Han et al. 2022, Prop. 1], from ClassStats; see :func:`ls_classifier`."""
+    """The LS classifier of [Han et al. 2022, Prop. 1], from ClassStats; see :func:`ls_classifier`.
+
+    Parameters
+    ----------
+    stats : ClassStats or ClassMoments
+        Class statistics of ``H (N, d)`` with ``track="full"``.
+    lam : float
+        The [Han et al. 2022] lambda, ``>= 0``.
+    bias : bool, default=True
+        Fit a bias ``b``; else ``b = 0``.
+
+    Returns
+    -------
+    W : ndarray of shape (K, d)
+        The LS classifier.
+    b : ndarray of shape (K,)
+        Its bias (zeros when ``bias=False``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from nclab.geometry import simplex_etf
+    >>> H, y = simplex_etf(3, 2), np.arange(3)  # one feature per class
+    >>> from nclab.stats import ClassStats
+    >>> from nclab.theory import ls_classifier_from_stats
+    >>> W, b = ls_classifier_from_stats(ClassStats.from_arrays(H, y, K=3), lam=0.0)
+    >>> print(np.round(H @ W.T + b, 6) + 0.0)  # the targets, fitted exactly
+    [[1. 0. 0.]
+     [0. 1. 0.]
+     [0. 0. 1.]]
+    """
     if not (lam >= 0):
         raise ValueError(f"lam must be >= 0, got {lam}")
     return ls_from_moments(_moments(stats), float(lam), bias)
@@ -198,6 +249,44 @@ def ls_classifier(
     coordinates ``h~ = [h; 1]``, ``W~ = [W, b]`` (bias penalised by lam). Solved (never inverted) in float64 in
     the centred unextended form. ``bias=False`` fits ``W`` alone (``b = 0``). With ``lam = 0`` and singular
     second moments (e.g. ``N < d``) the minimum-norm solution is returned.
+
+    Parameters
+    ----------
+    H : array-like of shape (N, d)
+        Features.
+    y : array-like of shape (N,)
+        Labels in ``0..K-1``.
+    lam : float
+        The [Han et al. 2022] lambda, ``>= 0``.
+    bias : bool, default=True
+        Fit a bias ``b``; else ``b = 0``.
+    K : int, optional
+        Number of classes (default: ``max(y) + 1``).
+
+    Returns
+    -------
+    W : ndarray of shape (K, d)
+        The LS classifier.
+    b : ndarray of shape (K,)
+        Its bias (zeros when ``bias=False``).
+
+    See Also
+    --------
+    ls_classifier_from_stats : the same from streamed statistics.
+
+    Examples
+    --------
+    With ``lam = 0`` the one-hot targets of a simplex ETF are fitted exactly:
+
+    >>> import numpy as np
+    >>> from nclab.geometry import simplex_etf
+    >>> H, y = simplex_etf(3, 2), np.arange(3)  # one feature per class
+    >>> from nclab.theory import ls_classifier
+    >>> W, b = ls_classifier(H, y, lam=0.0)
+    >>> print(np.round(H @ W.T + b, 6) + 0.0)
+    [[1. 0. 0.]
+     [0. 1. 0.]
+     [0. 0. 1.]]
     """
     H = check_features(H, name="H")
     stats = ClassStats.from_arrays(H, check_labels(y, K=K, name="y", num_rows=H.shape[0]), K=K)
@@ -229,7 +318,36 @@ def _check_classifier(W: Any, b: Any, K: int, d: int) -> tuple[np.ndarray, np.nd
 
 
 def mse_loss_from_stats(stats: ClassStats | ClassMoments, W: Any, b: Any, lam: float) -> float:
-    """The [Han et al. 2022] regularised MSE loss ``L(W, b, H)`` from ClassStats (Pythagoras form, no cancellation)."""
+    """The [Han et al. 2022] regularised MSE loss ``L(W, b, H)`` from ClassStats (Pythagoras form, no cancellation).
+
+    Parameters
+    ----------
+    stats : ClassStats or ClassMoments
+        Class statistics of ``H (N, d)`` with ``track="full"``.
+    W : array-like of shape (K, d)
+        Classifier.
+    b : array-like of shape (K,) or None
+        Bias (None: no bias).
+    lam : float
+        The [Han et al. 2022] lambda.
+
+    Returns
+    -------
+    float
+        ``(1/(2N)) sum_i ||W h_i + b - e_{y_i}||^2 + (lam/2)(||W||^2 + ||b||^2)``.
+
+    Examples
+    --------
+    A zero classifier misses every one-hot target by 1: ``L = 1/2``.
+
+    >>> import numpy as np
+    >>> from nclab.geometry import simplex_etf
+    >>> H, y = simplex_etf(3, 2), np.arange(3)  # one feature per class
+    >>> from nclab.stats import ClassStats
+    >>> from nclab.theory import mse_loss_from_stats
+    >>> mse_loss_from_stats(ClassStats.from_arrays(H, y, K=3), np.zeros((3, 2)), np.zeros(3), lam=0.0)
+    0.5
+    """
     m = _moments(stats)
     W, b, _ = _check_classifier(W, b, *m.means.shape)
     return _loss(m, W, b, float(lam))
@@ -281,6 +399,28 @@ def mse_decomposition_from_stats(
     accumulated by the training loop); then ``L = data_loss + (lam/2)(||W||^2 + ||b||^2)`` and the identity
     residual compares two independent computations. Without it, ``L`` is evaluated from the statistics.
 
+    Parameters
+    ----------
+    stats : ClassStats or ClassMoments
+        Class statistics of ``H (N, d)`` with ``track="full"``.
+    W : array-like of shape (K, d)
+        Classifier.
+    b : array-like of shape (K,) or None
+        Bias; None for a bias-free model.
+    lam : float, optional
+        The [Han et al. 2022] lambda; or ``weight_decay`` with ``convention``, not both.
+    weight_decay : float, optional
+        The optimiser's weight decay, converted by ``convention``.
+    convention : {"mse_mean", "mse_sum", "paper"}, default="mse_mean"
+        See :data:`LAMBDA_CONVENTIONS`.
+    data_loss : float, optional
+        The measured data term of the same pass.
+
+    Returns
+    -------
+    dict of str to float
+        The keys :data:`DECOMPOSITION_KEYS`, as :func:`mse_decomposition`.
+
     Examples
     --------
     >>> import numpy as np
@@ -320,17 +460,43 @@ def mse_decomposition(
 
     Parameters
     ----------
-    H : (N, d) features; y : (N,) labels in [0, K); W : (K, d); b : (K,) or None (a bias-free model: the
-        LS classifier is then fitted without bias too).
-    lam : The [Han et al. 2022] lambda. Or ``weight_decay=`` with ``convention=`` (:func:`paper_lambda`), not both.
+    H : array-like of shape (N, d)
+        Features.
+    y : array-like of shape (N,)
+        Labels in ``0..K-1``.
+    W : array-like of shape (K, d)
+        Classifier.
+    b : array-like of shape (K,) or None
+        Bias; None for a bias-free model (the LS classifier is then fitted without bias too).
+    lam : float, optional
+        The [Han et al. 2022] lambda. Or ``weight_decay=`` with ``convention=`` (:func:`paper_lambda`), not both.
+    weight_decay : float, optional
+        The optimiser's weight decay, converted by ``convention``.
+    convention : {"mse_mean", "mse_sum", "paper"}, default="mse_mean"
+        See :data:`LAMBDA_CONVENTIONS`.
+    K : int, optional
+        Number of classes (default: ``max(y) + 1``).
 
     Returns
     -------
-    dict with :data:`DECOMPOSITION_KEYS`:
-        ``L`` (computed directly from the residuals ``H W^T + b - Y``), ``L_LS`` (the loss of the LS
-        classifier, evaluated separately), ``L_NC1``, ``L_NC23`` (Thm 2), ``L_perp`` (Thm 1, >= 0, = 0 iff
-        ``(W, b) = (W_LS, b_LS)`` when ``lam > 0``), ``identity_residual = |L - (L_NC1 + L_NC23 + L_perp)|``,
-        ``ls_residual = |L_LS - (L_NC1 + L_NC23)|``, ``proximity_ratio = L_perp / L_LS`` and ``lambda``.
+    dict of str to float
+        The keys :data:`DECOMPOSITION_KEYS`: ``L`` (computed directly from the residuals ``H W^T + b - Y``),
+        ``L_LS`` (the loss of the LS classifier, evaluated separately), ``L_NC1``, ``L_NC23`` (Thm 2), ``L_perp``
+        (Thm 1, >= 0, = 0 iff ``(W, b) = (W_LS, b_LS)`` when ``lam > 0``),
+        ``identity_residual = |L - (L_NC1 + L_NC23 + L_perp)|``, ``ls_residual = |L_LS - (L_NC1 + L_NC23)|``,
+        ``proximity_ratio = L_perp / L_LS`` and ``lambda``.
+
+    Examples
+    --------
+    A zero classifier on a simplex ETF, where the LS classifier fits exactly: all of ``L = 1/2`` is ``L_perp``.
+
+    >>> import numpy as np
+    >>> from nclab.geometry import simplex_etf
+    >>> H, y = simplex_etf(3, 2), np.arange(3)  # one feature per class
+    >>> from nclab.theory import mse_decomposition
+    >>> out = mse_decomposition(H, y, np.zeros((3, 2)), np.zeros(3), lam=0.0)
+    >>> print(f"{out['L']:.6f} {out['L_NC1']:.6f} {out['L_NC23']:.6f} {out['L_perp']:.6f}")
+    0.500000 0.000000 0.000000 0.500000
     """
     H = check_features(H, name="H")
     y = check_labels(y, K=K, name="y", num_rows=H.shape[0])
@@ -358,8 +524,40 @@ def decomposition_table(
     ``"stats"`` (ClassStats, ``track="full"``, of the penultimate features of the train split, eval mode) or
     ``"H"`` and ``"y"`` arrays; optional ``"data_loss"`` (see :func:`mse_decomposition_from_stats`) and
     ``"train_error"`` (copied through, for the zero-error line). Returns rows ``{"epoch", *DECOMPOSITION_KEYS}``.
+
+    Parameters
+    ----------
+    records : iterable of mapping
+        One mapping per measured epoch, as above.
+    lam : float, optional
+        The [Han et al. 2022] lambda; or ``weight_decay`` with ``convention``, not both.
+    weight_decay : float, optional
+        The optimiser's weight decay, converted by ``convention``.
+    convention : {"mse_mean", "mse_sum", "paper"}, default="mse_mean"
+        See :data:`LAMBDA_CONVENTIONS`.
+
+    Returns
+    -------
+    list of dict
+        One row per record, ``{"epoch", *DECOMPOSITION_KEYS}`` (plus ``"train_error"`` when given).
+
+    Raises
+    ------
+    ValueError
+        If a record has neither ``"stats"`` nor both ``"H"`` and ``"y"``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from nclab.geometry import simplex_etf
+    >>> H, y = simplex_etf(3, 2), np.arange(3)  # one feature per class
+    >>> from nclab.theory import decomposition_table
+    >>> rec = {"epoch": 3, "H": H, "y": y, "W": np.zeros((3, 2)), "b": np.zeros(3), "train_error": 0.0}
+    >>> row = decomposition_table([rec], lam=0.0)[0]
+    >>> print(row["epoch"], round(row["L"], 6), round(row["L_perp"], 6), row["train_error"])
+    3.0 0.5 0.5 0.0
     """
-    rows = []
+    rows: list[dict[str, float]] = []
     for rec in records:
         if "stats" in rec:
             out = mse_decomposition_from_stats(

@@ -31,9 +31,31 @@ __all__ = [
 
 @dataclass(frozen=True)
 class SNR:
-    """``matrix (K, d)``: ``Mbar Sigma_W^{-1/2}`` (rows = classes); ``omega (K-1,)``: its nonzero singular values,
-    descending; ``left (K, K-1)`` / ``right (d, K-1)``: the matching singular vectors (``matrix ~= left diag(omega)
-    right^T``; ``left`` is the paper's V-hat, ``right`` its U-hat); ``sigma_w_rank``: numerical rank of Sigma_W."""
+    """The SNR matrix of :func:`snr_matrix` and its singular value decomposition.
+
+    Parameters
+    ----------
+    matrix : ndarray of shape (K, d)
+        ``Mbar Sigma_W^{-1/2}`` (rows = classes).
+    omega : ndarray of shape (K-1,)
+        Its nonzero singular values, descending.
+    left : ndarray of shape (K, K-1)
+        Left singular vectors (the paper's V-hat).
+    right : ndarray of shape (d, K-1)
+        Right singular vectors (the paper's U-hat); ``matrix ~= left diag(omega) right^T``.
+    sigma_w_rank : int
+        Numerical rank of Sigma_W.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from nclab.stats import ClassStats
+    >>> from nclab.theory import snr_matrix
+    >>> H = np.array([[-3.0], [-1.0], [1.0], [3.0]])  # class means -2, 2; Sigma_W = 1
+    >>> snr = snr_matrix(ClassStats.from_arrays(H, [0, 0, 1, 1], K=2))
+    >>> print(snr.matrix.ravel(), np.round(snr.omega, 6), snr.sigma_w_rank)
+    [-2.  2.] [2.828427] 1
+    """
 
     matrix: np.ndarray
     omega: np.ndarray
@@ -70,6 +92,37 @@ def snr_matrix(stats: ClassStats, *, rtol: float = 1e-12, singular: Literal["rai
     ``Mbar`` = class means centred by the mean of class means (balanced: the paper's setting). Needs
     ``track="full"`` and a full-rank Sigma_W (see :func:`inv_sqrt_psd` for ``singular``). The omega_j are
     invariant under ``H -> H A^T + c`` for any invertible A [Han et al. 2022, Sec. 3.1].
+
+    Parameters
+    ----------
+    stats : ClassStats
+        Class statistics of ``H (N, d)`` with ``track="full"``.
+    rtol : float, default=1e-12
+        Eigenvalues of Sigma_W below ``rtol`` times the largest count as zero.
+    singular : {"raise", "pinv"}, default="raise"
+        What a singular Sigma_W does: raise, or drop its null directions.
+
+    Returns
+    -------
+    SNR
+        The ``(K, d)`` matrix, its ``K - 1`` singular values ``omega`` and singular vectors.
+
+    Raises
+    ------
+    ValueError
+        If Sigma_W is singular and ``singular="raise"``.
+
+    Examples
+    --------
+    Two classes at ``-2`` and ``2`` with unit within-class variance: ``omega = ||(-2, 2)|| = 2 sqrt(2)``.
+
+    >>> import numpy as np
+    >>> from nclab.stats import ClassStats
+    >>> from nclab.theory import snr_matrix
+    >>> H = np.array([[-3.0], [-1.0], [1.0], [3.0]])  # class means -2, 2; Sigma_W = 1
+    >>> snr = snr_matrix(ClassStats.from_arrays(H, [0, 0, 1, 1], K=2))
+    >>> print(np.round(snr.omega, 6))
+    [2.828427]
     """
     if not isinstance(stats, ClassStats):
         raise TypeError(f"snr_matrix needs ClassStats, got {type(stats).__name__}")
@@ -89,6 +142,26 @@ def renormalize(H: Any, y: Any, K: int | None = None) -> np.ndarray:
 
     ``mu_G`` is the sample mean (the paper's global mean); afterwards ``Sigma_W(X) = I`` and the centred class
     means of X are the SNR matrix.
+
+    Parameters
+    ----------
+    H : array-like of shape (N, d)
+        Features.
+    y : array-like of shape (N,)
+        Labels in ``0..K-1``.
+    K : int, optional
+        Number of classes (default: ``max(y) + 1``).
+
+    Returns
+    -------
+    ndarray of shape (N, d)
+        The renormalised features.
+
+    Examples
+    --------
+    >>> from nclab.theory import renormalize
+    >>> print(renormalize([[-6.0], [-2.0], [2.0], [6.0]], [0, 0, 1, 1]).ravel())  # Sigma_W = 4
+    [-3. -1.  1.  3.]
     """
     H = check_features(H, name="H")
     stats = ClassStats.from_arrays(H, check_labels(y, K=K, name="y", num_rows=H.shape[0]), K=K)
@@ -102,6 +175,26 @@ def central_path_terms(omega: Any, K: int) -> dict[str, float]:
         L_NC23 = 1/2 sum_j K/(K + omega_j^2)^2,
 
     over the K - 1 nonzero singular values (pad with zeros if fewer are given: ``L(omega = 0) = (K-1)/(2C)``).
+
+    Parameters
+    ----------
+    omega : array-like of shape (J,)
+        Nonzero singular values of the SNR matrix, ``J <= K - 1``.
+    K : int
+        Number of classes, ``>= 2``.
+
+    Returns
+    -------
+    dict of str to float
+        ``"L"``, ``"L_NC1"`` and ``"L_NC23"``, with ``L = L_NC1 + L_NC23``.
+
+    Examples
+    --------
+    >>> from nclab.theory import central_path_terms
+    >>> central_path_terms([1.0, 1.0], K=3)
+    {'L': 0.25, 'L_NC1': 0.0625, 'L_NC23': 0.1875}
+    >>> round(central_path_terms([], K=3)["L"], 12)  # omega = 0: (K-1)/(2K)
+    0.333333333333
     """
     K = check_int(K, name="K", low=2)
     w = np.zeros(K - 1)
@@ -122,6 +215,22 @@ def nc1_from_omega(omega: Any) -> float:
 
     [Han et al. 2022], App. D.6 drops the factor K [[Han et al. 2022, App. D.6], derived]: the correct statement is
     ``Tr(Sigma_B^+ Sigma_W)/K = sum 1/omega^2`` when Sigma_W = I; in general coordinates ``nc1 >= sum 1/omega^2``.
+
+    Parameters
+    ----------
+    omega : array-like
+        Singular values of the SNR matrix.
+
+    Returns
+    -------
+    float
+        ``sum_j 1/omega_j^2``; ``inf`` when some ``omega_j <= 0``.
+
+    Examples
+    --------
+    >>> from nclab.theory import nc1_from_omega
+    >>> nc1_from_omega([2.0, 1.0]), nc1_from_omega([1.0, 0.0])
+    (1.25, inf)
     """
     om = np.asarray(omega, dtype=np.float64)
     if np.any(om <= 0):

@@ -377,6 +377,14 @@ class TrainConfig(_Strict):
         return v
 
 
+def _both_splits() -> list[Literal["train", "test"]]:
+    return ["train", "test"]
+
+
+def _table_sink() -> list[str | dict[str, Any]]:
+    return ["table"]
+
+
 class MeasureConfig(_Strict):
     """When and what to measure. ``epochs="log"``: 0, the last epoch and ``num_log`` log-spaced epochs; the
     first epoch with zero training error is always added (detected and recorded)."""
@@ -384,7 +392,7 @@ class MeasureConfig(_Strict):
     epochs: Literal["log"] | list[Annotated[int, Field(ge=0)]] = "log"
     num_log: PosInt = 20
     # at least one: a run that measures nothing would still claim measured epochs (use measure.epochs instead)
-    splits: list[Literal["train", "test"]] = Field(default_factory=lambda: ["train", "test"], min_length=1)
+    splits: list[Literal["train", "test"]] = Field(default_factory=_both_splits, min_length=1)
     layers: Literal["all", "penultimate"] | list[str] = "all"
     full_layers: Literal["penultimate", "all"] = "penultimate"  # full (d x d) ClassStats where
     conventions: dict[str, Any] = Field(default_factory=dict)  # nclab.metrics.DEFAULT_CONVENTIONS overrides
@@ -427,7 +435,7 @@ class LogConfig(_Strict):
     ``"table"`` is the default table) or ``{kind: ..., **options}`` (:func:`nclab.io.sinks.make_sink`; the options
     of :data:`nclab.io.sinks.SINK_OPTIONS`, a misspelt one is refused here, before the run starts)."""
 
-    sinks: list[str | dict[str, Any]] = Field(default_factory=lambda: ["table"])
+    sinks: list[str | dict[str, Any]] = Field(default_factory=_table_sink)
 
     @field_validator("sinks")
     @classmethod
@@ -446,6 +454,40 @@ class LogConfig(_Strict):
 
 
 class RunConfig(_Strict):
+    """One training run, validated: every key of ``config.yaml``, by section.
+
+    A pydantic model: unknown keys and bad values raise with their key path; the sections are models of their
+    own (:class:`LossConfig`, :class:`OptimConfig`, :class:`ScheduleConfig`, ...), given as such or as
+    mappings. :func:`resolve_config` builds one from a preset, a mapping and ``--set`` overrides.
+
+    Parameters
+    ----------
+    name : str, default="run"
+        The run's name (in its directory name and reports).
+    seed : int, default=0
+        The run's seed, ``0 <= seed < SEED_LIMIT``.
+    preset : str, optional
+        The preset the fields were resolved from (recorded; already merged into the sections).
+    data, model, loss, optim, schedule, train, measure, checkpoint, log : section models or mappings, optional
+        The sections (defaults: each section's defaults; the embedded ``digits`` set and an ``mlp``).
+    report : bool, default=True
+        Write ``report.html`` at the end of the run.
+    notes : str, default=""
+        Free text kept with the run.
+
+    Raises
+    ------
+    pydantic.ValidationError
+        An unknown key, a bad value, or sections that contradict each other (:func:`resolve_config` turns it
+        into a :class:`ConfigError` naming each key path).
+
+    Examples
+    --------
+    >>> cfg = RunConfig(seed=3, optim={"lr": 0.1})
+    >>> cfg.seed, cfg.optim.lr, cfg.optim.name, cfg.data.name, cfg.to_dict()["optim"]["lr"]
+    (3, 0.1, 'sgd', 'digits', 0.1)
+    """
+
     name: str = "run"
     seed: Annotated[int, Field(ge=0, lt=SEED_LIMIT)] = 0
     preset: str | None = None  # recorded; already merged into the fields below
@@ -506,6 +548,18 @@ def deep_merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
     """A deep copy of ``base`` with ``over`` merged in: nested mappings merge key by key, any other value of
     ``over`` replaces the one in ``base``. Neither argument is modified.
 
+    Parameters
+    ----------
+    base : dict
+        The lower layer (e.g. a preset).
+    over : Mapping[str, Any]
+        The upper layer, winning on every key it sets.
+
+    Returns
+    -------
+    dict
+        The merged copy.
+
     Examples
     --------
     >>> deep_merge({"optim": {"lr": 0.1, "momentum": 0.9}, "seed": 0}, {"optim": {"lr": 0.05}})
@@ -521,7 +575,30 @@ def deep_merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def apply_overrides(raw: Mapping[str, Any], overrides: Sequence[str]) -> dict[str, Any]:
-    """Apply ``key.path=value`` strings (values parsed as YAML: ``3``, ``0.1``, ``[64, 64]``, ``true``)."""
+    """Apply ``key.path=value`` strings (values parsed as YAML: ``3``, ``0.1``, ``[64, 64]``, ``true``).
+
+    Parameters
+    ----------
+    raw : Mapping[str, Any]
+        A config as plain data (not modified).
+    overrides : sequence of str
+        ``key.path=value`` strings, applied in order; missing sections are created.
+
+    Returns
+    -------
+    dict
+        A deep copy of ``raw`` with the overrides applied (not yet validated).
+
+    Raises
+    ------
+    ConfigError
+        An item without ``=``, an empty key, a path through a value, or a value that is not YAML.
+
+    Examples
+    --------
+    >>> apply_overrides({"optim": {"lr": 0.1}}, ["optim.lr=0.05", "model.widths=[64, 64]"])
+    {'optim': {'lr': 0.05}, 'model': {'widths': [64, 64]}}
+    """
     out = copy.deepcopy(dict(raw))
     for item in overrides:
         if "=" not in item:
@@ -600,7 +677,39 @@ def _show_input(e: Mapping[str, Any]) -> bool:
 
 
 def resolve_config(raw: Mapping[str, Any] | None = None, overrides: Sequence[str] = ()) -> RunConfig:
-    """Merge the preset named in ``raw`` (if any) under ``raw``, apply ``overrides``, validate."""
+    """Merge the preset named in ``raw`` (if any) under ``raw``, apply ``overrides``, validate.
+
+    Resolution order: preset < ``raw`` < ``overrides`` (an override may set ``preset`` itself).
+
+    Parameters
+    ----------
+    raw : Mapping[str, Any], optional
+        A config as plain data (a parsed YAML file); ``None`` for the defaults.
+    overrides : sequence of str, default=()
+        ``key.path=value`` strings (:func:`apply_overrides`).
+
+    Returns
+    -------
+    RunConfig
+        The validated config.
+
+    Raises
+    ------
+    ConfigError
+        Every invalid key and value, one line each with its key path (an unknown key with the closest known
+        one), or an unknown preset.
+
+    Examples
+    --------
+    >>> cfg = resolve_config({"preset": "han2022-mse@cpu"}, ["optim.lr=0.01"])
+    >>> cfg.loss.name, cfg.train.epochs, cfg.optim.lr
+    ('mse', 60, 0.01)
+    >>> resolve_config({"optim": {"epochs": 3}})
+    Traceback (most recent call last):
+        ...
+    nclab.train.config.ConfigError: invalid config:
+      optim.epochs: unknown key (did you mean 'train.epochs'?)
+    """
     from nclab.train.presets import preset_dict
 
     raw = apply_overrides(dict(raw or {}), overrides)
@@ -616,7 +725,36 @@ def resolve_config(raw: Mapping[str, Any] | None = None, overrides: Sequence[str
 
 
 def load_config(path: str | Path, overrides: Sequence[str] = ()) -> RunConfig:
-    """Read a YAML config file and resolve it (see :func:`resolve_config`)."""
+    """Read a YAML config file and resolve it (see :func:`resolve_config`).
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The YAML file; its top level is a mapping of sections.
+    overrides : sequence of str, default=()
+        ``key.path=value`` strings applied after the file.
+
+    Returns
+    -------
+    RunConfig
+        The validated config.
+
+    Raises
+    ------
+    FileNotFoundError
+        If ``path`` is not a file.
+    ConfigError
+        If the file is not YAML, has a duplicate key, is not a mapping, or does not validate.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     _ = (Path(tmp) / "run.yaml").write_text("seed: 7\\noptim:\\n  lr: 0.2\\n")
+    ...     cfg = load_config(Path(tmp) / "run.yaml", ["optim.momentum=0.5"])
+    >>> cfg.seed, cfg.optim.lr, cfg.optim.momentum
+    (7, 0.2, 0.5)
+    """
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no such config file: {path}")

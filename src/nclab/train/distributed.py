@@ -33,7 +33,7 @@ import re
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.distributed as dist
@@ -41,6 +41,9 @@ from torch import nn
 from torch.utils.data import DistributedSampler
 
 from nclab.measure.distributed import is_distributed, rank
+
+if TYPE_CHECKING:
+    from nclab.nets.base import CollapseNet
 
 __all__ = [
     "DEFAULT_TIMEOUT_S",
@@ -132,7 +135,14 @@ def train_order(N: int, seed: int, epoch: int) -> torch.Tensor:
     """This rank's sample indices for ``epoch``: ``DistributedSampler(shuffle=True, seed=seed)`` after
     ``set_epoch(epoch)`` (the same permutation on every rank, each taking every ``world``-th index; padded with
     repeats to an equal share per rank)."""
-    sampler = DistributedSampler(range(N), num_replicas=world_size(), rank=_rank(), shuffle=True, seed=seed)
+    # the sampler reads only len() of its dataset, so a range stands for it (torch annotates it as a Dataset)
+    sampler: DistributedSampler[int] = DistributedSampler(
+        range(N),  # type: ignore[arg-type]
+        num_replicas=world_size(),
+        rank=_rank(),
+        shuffle=True,
+        seed=seed,
+    )
     sampler.set_epoch(epoch)
     return torch.tensor(list(sampler), dtype=torch.long)
 
@@ -180,7 +190,7 @@ class _LogitsAndFeatures(nn.Module):
     """``x -> (head(features(x)), features(x))``: the loss needs both, and DDP only synchronises gradients of
     what goes through its own ``forward``."""
 
-    def __init__(self, net: nn.Module) -> None:
+    def __init__(self, net: CollapseNet) -> None:
         super().__init__()
         self.net = net
 
@@ -189,7 +199,7 @@ class _LogitsAndFeatures(nn.Module):
         return self.net.head(h), h
 
 
-def training_module(net: nn.Module, device: torch.device) -> nn.Module:
+def training_module(net: CollapseNet, device: torch.device) -> nn.Module:
     """``net`` (a :class:`~nclab.nets.CollapseNet`) as ``forward(x) -> (logits, h)``, in
     ``DistributedDataParallel`` when distributed (its parameters are broadcast from rank 0 here; buffers, e.g.
     batch-norm running statistics, from rank 0 at every forward)."""

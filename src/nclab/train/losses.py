@@ -32,6 +32,7 @@ the term penalises within-class similarity.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
@@ -45,17 +46,78 @@ LossFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 
 def lambda_from_weight_decay(weight_decay: float, K: int, reduction: str = "mean") -> float:
     """The lambda of [Han et al. 2022, eq. (2)] equivalent to training ``MSE(reduction) + (wd/2)||theta||^2``:
-    ``K wd / 2`` for ``nn.MSELoss()`` (``"mean"``), ``wd`` for ``"sum_half"``."""
+    ``K wd / 2`` for ``nn.MSELoss()`` (``"mean"``), ``wd`` for ``"sum_half"``.
+
+    Parameters
+    ----------
+    weight_decay : float
+        SGD's coupled weight decay ``wd``.
+    K : int
+        ``K``, the number of classes (outputs of the MSE).
+    reduction : {"mean", "sum_half"}, default="mean"
+        The MSE's reduction (``loss.reduction`` of the config).
+
+    Returns
+    -------
+    float
+        The ``lambda`` of eq. (2).
+
+    Raises
+    ------
+    ValueError
+        If ``reduction`` is another value.
+
+    See Also
+    --------
+    nclab.theory.mse.paper_lambda : the one definition of the mapping.
+
+    Examples
+    --------
+    >>> lambda_from_weight_decay(5e-4, 10), lambda_from_weight_decay(5e-4, 10, "sum_half")
+    (0.0025, 0.0005)
+    """
     from nclab.theory.mse import paper_lambda  # the one definition of the mapping
 
-    conventions = {"mean": "mse_mean", "sum_half": "paper"}
+    conventions: dict[str, Literal["mse_mean", "paper"]] = {"mean": "mse_mean", "sum_half": "paper"}
     if reduction not in conventions:
         raise ValueError(f"reduction must be 'mean' or 'sum_half', got {reduction!r}")
     return paper_lambda(weight_decay, K, conventions[reduction])
 
 
 def within_class_cosine_penalty(h: torch.Tensor, y: torch.Tensor, K: int, variant: str = "pairs"):
-    """The batch regulariser ``R`` of the module docstring (differentiable; 0 if no class has a pair)."""
+    """The batch regulariser ``R`` of the module docstring (differentiable; 0 if no class has a pair).
+
+    Parameters
+    ----------
+    h : torch.Tensor, shape (B, d)
+        The batch's penultimate features.
+    y : torch.Tensor, shape (B,)
+        Class indices in ``0 .. K - 1``.
+    K : int
+        ``K``, the number of classes.
+    variant : {"pairs", "pairs_over_n", "with_self"}, default="pairs"
+        The reading of [Xu & Liu 2023, Sec. 6.3] (``loss.cosreg_variant``; docs/conventions.md).
+
+    Returns
+    -------
+    torch.Tensor
+        0-d, differentiable in ``h``. ``0`` when no class of the batch has two samples (``"pairs"``,
+        ``"pairs_over_n"``).
+
+    Raises
+    ------
+    ValueError
+        If ``variant`` is unknown.
+
+    Examples
+    --------
+    >>> h = torch.tensor([[1.0, 0.0], [0.0, 1.0], [0.0, 1.0], [0.0, 2.0]])  # class 0 orthogonal, class 1 parallel
+    >>> y = torch.tensor([0, 0, 1, 1])
+    >>> [within_class_cosine_penalty(h, y, 2, v).item() for v in ("pairs", "pairs_over_n", "with_self")]
+    [0.5, 0.25, 0.75]
+    >>> within_class_cosine_penalty(h[:2], torch.tensor([0, 1]), 2).item()  # no pair
+    0.0
+    """
     u = F.normalize(h, dim=1)
     S = torch.zeros(K, u.shape[1], dtype=u.dtype, device=u.device).index_add(0, y, u)
     n = torch.bincount(y, minlength=K).to(u.dtype)
@@ -75,7 +137,32 @@ def within_class_cosine_penalty(h: torch.Tensor, y: torch.Tensor, K: int, varian
 
 
 def make_loss(cfg: LossConfig, K: int) -> LossFn:
-    """The loss of ``cfg`` (see the module docstring for the conventions)."""
+    """The loss of ``cfg`` (see the module docstring for the conventions).
+
+    Parameters
+    ----------
+    cfg : LossConfig
+        The ``loss`` section of a :class:`~nclab.train.RunConfig`.
+    K : int
+        ``K``, the number of classes (one-hot targets of ``mse``).
+
+    Returns
+    -------
+    LossFn
+        ``loss(logits (B, K), y, h (B, d)) -> 0-d tensor``, ``y`` class indices ``(B,)`` or soft targets
+        ``(B, K)``; a batch mean.
+
+    Examples
+    --------
+    >>> from nclab.train.config import LossConfig
+    >>> logits, y, h = torch.zeros(2, 3), torch.tensor([0, 2]), torch.zeros(2, 4)
+    >>> round(make_loss(LossConfig(name="ce"), 3)(logits, y, h).item(), 6)  # log 3
+    1.098612
+    >>> make_loss(LossConfig(name="mse"), 3)(logits, y, h).item()  # 2 ones among 6 entries
+    0.3333333432674408
+    >>> make_loss(LossConfig(name="mse", reduction="sum_half"), 3)(logits, y, h).item()  # (1/2) ||0 - e_y||^2
+    0.5
+    """
     if cfg.name == "mse":
         scale, half = cfg.target_scale, cfg.reduction == "sum_half"
 

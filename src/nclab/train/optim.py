@@ -15,7 +15,30 @@ __all__ = ["lr_at", "make_optimizer", "milestone_epochs"]
 
 def make_optimizer(model: nn.Module, cfg: OptimConfig) -> torch.optim.Optimizer:
     """SGD (PyTorch's coupled weight decay on every trainable parameter, biases and BN included, as paper
-    the [Han et al. 2022] recipe: [Han et al. 2022]) or AdamW (decoupled decay)."""
+    the [Han et al. 2022] recipe: [Han et al. 2022]) or AdamW (decoupled decay).
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        The network; its parameters with ``requires_grad`` are optimised.
+    cfg : OptimConfig
+        The ``optim`` section of a :class:`~nclab.train.RunConfig`.
+
+    Returns
+    -------
+    torch.optim.Optimizer
+        ``torch.optim.SGD`` or ``torch.optim.AdamW`` with one parameter group.
+
+    Examples
+    --------
+    >>> from nclab.train.config import OptimConfig
+    >>> net = nn.Sequential(nn.Linear(4, 3), nn.Linear(3, 2))
+    >>> net[0].requires_grad_(False)  # doctest: +ELLIPSIS
+    Linear(...)
+    >>> opt = make_optimizer(net, OptimConfig(name="sgd", lr=0.1))
+    >>> type(opt).__name__, len(opt.param_groups[0]["params"]), opt.param_groups[0]["weight_decay"]
+    ('SGD', 2, 0.0005)
+    """
     params = [p for p in model.parameters() if p.requires_grad]
     if cfg.name == "sgd":
         return torch.optim.SGD(
@@ -39,6 +62,22 @@ def lr_at(epoch_index: int, base_lr: float, cfg: ScheduleConfig, epochs: int) ->
     ``min + (base - min)(1 + cos(pi (i - warmup) / (epochs - warmup))) / 2``; ``exponential``:
     ``max(min, base * gamma^(i - warmup))`` (``ExponentialLR`` stepped per epoch from the end of the warmup;
     [Xu & Liu 2023, Sec. 6.1]: x 0.975 per epoch after a 10-epoch warmup); ``constant``: ``base``.
+
+    Parameters
+    ----------
+    epoch_index : int
+        The 0-based epoch.
+    base_lr : float
+        The base learning rate (``optim.lr``).
+    cfg : ScheduleConfig
+        The ``schedule`` section of a :class:`~nclab.train.RunConfig`.
+    epochs : int
+        Epochs of the run (the milestone fractions and the cosine span refer to it).
+
+    Returns
+    -------
+    float
+        The learning rate of that epoch.
 
     Examples
     --------

@@ -39,7 +39,7 @@ import torch
 from torch import nn
 
 from nclab.measure import measurement_epochs, resolve_layers
-from nclab.nets import build_model
+from nclab.nets import CollapseNet, build_model
 from nclab.train.config import ConfigError, RunConfig, resolve_config
 from nclab.train.optim import lr_at, milestone_epochs
 
@@ -51,7 +51,31 @@ _HALF = {"bf16", "fp16"}
 @dataclass(frozen=True)
 class MemoryEstimate:
     """Accelerator memory of a run in bytes, by part (see the module docstring); ``activations`` and
-    ``measurement`` are ``None`` when the network cannot run on the ``meta`` device."""
+    ``measurement`` are ``None`` when the network cannot run on the ``meta`` device.
+
+    Parameters
+    ----------
+    parameters : int
+        Bytes of the parameters.
+    autocast_copies : int
+        Bytes of their half-precision copies under ``bf16`` / ``fp16`` autocast (0 in float32).
+    gradients : int
+        Bytes of the gradients (float32, trainable parameters).
+    optimizer : int
+        Bytes of the optimiser state (SGD momentum: one buffer; AdamW: two).
+    activations : int or None
+        Bytes of one micro-batch's activations, or ``None`` when not estimated.
+    measurement : int or None
+        Bytes of a measurement (feature cache and class statistics), or ``None`` when not estimated.
+
+    Examples
+    --------
+    >>> m = MemoryEstimate(400, 0, 400, 400, activations=1000, measurement=3000)
+    >>> m.total  # the activations and the measurement are not held at once
+    4200
+    >>> MemoryEstimate(400, 0, 400, 400, activations=None, measurement=None).total
+    1200
+    """
 
     parameters: int
     autocast_copies: int
@@ -72,7 +96,52 @@ class MemoryEstimate:
 class RunPlan:
     """The plan of one run (:func:`plan_run`). ``protocol`` maps each item (``model``, ``data``, ...) to its
     resolved value as text, in the order printed; ``steps`` counts optimisation steps (``steps_per_epoch x
-    epochs``), ``micro_batches`` the forward-backward passes (``steps x grad_accum``)."""
+    epochs``), ``micro_batches`` the forward-backward passes (``steps x grad_accum``).
+
+    Parameters
+    ----------
+    config : RunConfig
+        The resolved config.
+    protocol : dict of str to str
+        Each protocol item and its resolved value as text, in print order.
+    num_parameters : int
+        Parameters of the network.
+    trainable_parameters : int
+        Those with ``requires_grad``.
+    memory : MemoryEstimate
+        Accelerator memory by part.
+    input_shape : tuple of int
+        One sample's input shape.
+    K : int
+        ``K``, the number of classes.
+    train_samples : int
+        ``N`` of the training split.
+    test_samples : int or None
+        ``N`` of the held-out split, ``None`` without one.
+    processes : int
+        Data-parallel processes.
+    steps_per_epoch : int
+        Optimisation steps per epoch (per process).
+    steps : int
+        ``steps_per_epoch x epochs``.
+    micro_batches : int
+        ``steps x grad_accum``.
+    measured_epochs : list of int, default=[]
+        The planned measurement epochs (the first zero-error epoch is added during the run).
+
+    See Also
+    --------
+    plan_run : what builds one.
+
+    Examples
+    --------
+    >>> plan = plan_run({"model": {"name": "mlp", "options": {"widths": [16]}},
+    ...                  "train": {"epochs": 4, "batch_size": 128}})
+    >>> plan.K, plan.input_shape, plan.train_samples, plan.micro_batches, plan.measured_epochs
+    (10, (1, 8, 8), 1352, 40, [0, 1, 2, 3, 4])
+    >>> next(plan.lines()).split(":")[0]
+    'run'
+    """
 
     config: RunConfig
     protocol: dict[str, str]
@@ -122,7 +191,7 @@ def _size(nbytes: float) -> str:
     return f"{nbytes:.1f} GiB"  # pragma: no cover
 
 
-def _build(cfg: RunConfig, input_shape: tuple[int, ...], K: int) -> tuple[nn.Module, bool]:
+def _build(cfg: RunConfig, input_shape: tuple[int, ...], K: int) -> tuple[CollapseNet, bool]:
     """The network on the meta device when it builds there (``True``), else on the CPU."""
     spec = dict(head=cfg.model.head.build_kwargs(), **cfg.model.options)
     try:
@@ -235,6 +304,25 @@ def plan_run(config: RunConfig | dict[str, Any], *, processes: int = 1) -> RunPl
     their global batch). Writes nothing and trains nothing (see the module docstring). Raises what the run would
     raise before its first step: :class:`~nclab.train.ConfigError` (no batch fits the data), the loaders' errors
     (``DatasetNotFoundError``, ``CorruptDatasetError``).
+
+    Parameters
+    ----------
+    config : RunConfig or dict
+        The run's config, resolved or as plain data (:func:`~nclab.train.resolve_config`).
+    processes : int, default=1
+        Data-parallel processes; ``train.batch_size`` must divide evenly over them.
+
+    Returns
+    -------
+    RunPlan
+        Parameter counts, the memory estimate, step counts and the protocol as text.
+
+    Raises
+    ------
+    ValueError
+        If ``train.batch_size`` does not divide over ``processes``.
+    ConfigError
+        If the config is invalid, or no batch fits the training split with ``drop_last``.
 
     Examples
     --------

@@ -93,7 +93,37 @@ _CPU_EPOCHS = {
 
 
 def preset_dict(name: str) -> dict[str, Any]:
-    """The partial config of preset ``name`` (``NAME`` or ``NAME@cpu``)."""
+    """The partial config of preset ``name`` (``NAME`` or ``NAME@cpu``).
+
+    ``@cpu`` cuts the epochs (e.g. 350 -> 60 for ``han2022-mse``) and rescales explicit milestones and the warmup
+    to the same fractions of the run.
+
+    Parameters
+    ----------
+    name : str
+        A key of ``PRESETS``, optionally followed by ``@cpu`` (or ``@paper``, the same as none).
+
+    Returns
+    -------
+    dict
+        A fresh copy of the preset's sections (modifying it leaves the preset unchanged), with ``preset: name``.
+
+    Raises
+    ------
+    ValueError
+        An unknown preset or scale.
+
+    See Also
+    --------
+    nclab.train.resolve_config : merges the preset under a config.
+
+    Examples
+    --------
+    >>> preset_dict("han2022-mse")["train"]["epochs"], preset_dict("han2022-mse@cpu")["train"]["epochs"]
+    (350, 60)
+    >>> preset_dict("han2022-mse@cpu")["preset"]
+    'han2022-mse@cpu'
+    """
     base, _, scale = name.partition("@")
     if base not in PRESETS:
         raise ValueError(f"unknown preset {base!r}; known: {', '.join(PRESETS)} (append @cpu for the CPU variant)")

@@ -494,8 +494,10 @@ def _check_same_sweep(run: RunDir, path: Path) -> None:
             f"{run.path} holds a sweep.yaml that cannot be read ({err}): run into another folder"
         ) from None
     new = load_yaml_file(path)
-    axes = [{k: v for k, v in (d if isinstance(d, dict) else {}).items() if k != "resources"} for d in (old, new)]
-    keys = config_differences(*axes)
+    old_axes, new_axes = (
+        {k: v for k, v in (d if isinstance(d, dict) else {}).items() if k != "resources"} for d in (old, new)
+    )
+    keys = config_differences(old_axes, new_axes)
     if keys:
         raise SweepError(
             f"{run.path} holds another sweep: its sweep.yaml differs from {path} at {', '.join(keys)}, so the two "

@@ -57,6 +57,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from nclab._threads import blas_threads, torch_threads
 from nclab.data import CorruptDatasetError
 from nclab.io.atomic import atomic_write_bytes, atomic_write_text
+from nclab.io.integrity import object_sha256
 from nclab.io.run_table import OUTPUT_LAYER, MetricRow, read_run_id, write_metrics
 from nclab.io.rundir import RunDir, run_id_of
 from nclab.io.sinks import MetricSink, RunTableSink, make_sink
@@ -116,7 +117,37 @@ def run_id(config: RunConfig) -> str:
 
 @dataclass
 class RunResult:
-    """What :func:`train` returns: the run directory, the config, the zero-error epoch, all metric rows."""
+    """What :func:`train` returns: the run directory, the config, the zero-error epoch, all metric rows.
+
+    Parameters
+    ----------
+    out : pathlib.Path
+        The run directory.
+    config : RunConfig
+        The resolved config that trained it.
+    zero_error_epoch : int or None
+        The first epoch whose eval-mode training error was exactly 0 (the start of the terminal phase);
+        ``None`` when the run never reached it.
+    measured_epochs : list of int
+        The epochs measured, in order.
+    rows : list of MetricRow
+        Every metric row of the run (resumed runs: the earlier epochs' too).
+    penultimate : str
+        The network's penultimate layer (the default layer of :meth:`series`).
+    timings : dict of str to float, default={}
+        Cumulative wall-clock seconds by phase (``train_s``, ``measure_s``, ``checkpoint_s``).
+    epoch_timings : list of (int, float, float), default=[]
+        ``(epoch, train_s, measure_s)`` for each epoch run by this call.
+
+    Examples
+    --------
+    >>> from nclab.io.run_table import MetricRow
+    >>> rows = [MetricRow(0, "train", "fc", "nc1", 2.0), MetricRow(5, "train", "fc", "nc1", 0.5),
+    ...         MetricRow(5, "test", "fc", "nc1", 0.7)]
+    >>> res = RunResult(Path("runs/x"), RunConfig(), 5, [0, 5], rows, "fc")
+    >>> res.series("nc1"), res.series("nc1", split="test")
+    ({0: 2.0, 5: 0.5}, {5: 0.7})
+    """
 
     out: Path
     config: RunConfig
@@ -157,7 +188,29 @@ def _progress(console: Console, enabled: bool) -> Progress:
 @dataclass
 class RunState:
     """What a checkpoint restores besides the model, the optimiser and the torch RNG: the last completed epoch,
-    every metric row so far, the zero-error epoch, the measured epochs and the cumulative timings (seconds)."""
+    every metric row so far, the zero-error epoch, the measured epochs and the cumulative timings (seconds).
+
+    Parameters
+    ----------
+    epoch : int, default=0
+        The last completed epoch (0: none yet).
+    rows : list of MetricRow, default=[]
+        Every metric row so far.
+    zero_error_epoch : int or None, default=None
+        The first epoch with eval-mode training error exactly 0, once reached.
+    measured : list of int, default=[]
+        The epochs measured so far.
+    timings : dict of str to float
+        Cumulative seconds of ``train_s``, ``measure_s`` and ``checkpoint_s`` (default: all 0.0).
+
+    Examples
+    --------
+    >>> state = RunState()
+    >>> state.epoch, state.zero_error_epoch, state.timings["train_s"]
+    (0, None, 0.0)
+    >>> RunState().rows is not state.rows  # each state has its own lists
+    True
+    """
 
     epoch: int = 0
     rows: list[MetricRow] = field(default_factory=list)
@@ -179,6 +232,42 @@ class Trainer:
 
     Building it creates ``out``, loads the data and builds the model (seeded by ``cfg.seed``), then restores
     ``saved``. Inside ``with``, rich progress bars are shown when ``progress`` is true.
+
+    Parameters
+    ----------
+    cfg : RunConfig
+        The resolved config.
+    out : str or pathlib.Path
+        The run directory (created; the caller checks and locks it, as :func:`train` does).
+    saved : dict, optional
+        A checkpoint's contents (:func:`~nclab.train.checkpoint.load_checkpoint`) to continue from; ``None``
+        starts at epoch 0.
+    console : rich.console.Console, optional
+        Where progress goes (default: standard error).
+    progress : bool, default=False
+        Show progress: bars on a terminal, else a plain line per epoch.
+
+    Raises
+    ------
+    ConfigError
+        A batch that does not divide over the processes, or ``measure.geodesic`` under DDP.
+
+    See Also
+    --------
+    train : the folder's checks and lock, then this loop.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> cfg = resolve_config({"data": {"per_class": 3}, "model": {"options": {"widths": [8]}},
+    ...                       "train": {"epochs": 1, "batch_size": 10}, "measure": {"epochs": [1]}})
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     with Trainer(cfg, tmp) as trainer:
+    ...         while not trainer.done:
+    ...             trainer.epoch()
+    ...     epochs = {row.epoch for row in trainer.state.rows}
+    >>> trainer.state.epoch, trainer.state.measured, sorted(epochs)
+    (1, [1], [1])
     """
 
     def __init__(
@@ -298,7 +387,8 @@ class Trainer:
         self._plain_line(epoch, run_loss, run_err)
         self.log(
             f"epoch {epoch}: lr {lr:.4g} running loss {run_loss:.6g} running error {run_err:.4f}"
-            + ("" if math.isnan(err) else f" eval train error {err:.4f}")
+            # .4g: 2 errors in 60,000 read 3.333e-05, not 0.0000 (which a reader takes for the zero-error epoch)
+            + ("" if math.isnan(err) else f" eval train error {err:.4g}")
         )
 
     def _plain_line(self, epoch: int, run_loss: float, run_err: float) -> None:
@@ -392,8 +482,8 @@ class Trainer:
         model.eval()
         wrong = data.wrong(model, self.cfg.measure.batch_size, self.autocast_dtype)
         model.train()
-        (wrong,) = ddp.sum_all(wrong)
-        return wrong / data.N
+        (total,) = ddp.sum_all(wrong)
+        return total / data.N
 
     def checkpoint(self) -> None:
         """Write ``checkpoints/last.pt`` (copied to ``epoch_NNNN.pt`` at a measured epoch with
@@ -445,6 +535,10 @@ class Trainer:
             "lambda_from_weight_decay": lambda_from_weight_decay(cfg.optim.weight_decay, data.K, cfg.loss.reduction),
             "timings": st.timings,
         }
+        summary = json.loads(json.dumps(summary))  # sealed as a reader loads it back (tuples become lists)
+        summary["sha256"] = object_sha256(
+            summary
+        )  # `nclab verify` then sees any edit, also of fields nothing else records
         atomic_write_text(self.run_dir.summary, json.dumps(summary, indent=2) + "\n")
         for sink in self.sinks:
             sink.close()
@@ -506,7 +600,7 @@ class Trainer:
                 raise ConfigError(f"invalid config:\n  measure.layers: {err.args[0]}") from None
         model.to(self.device)
         if cfg.train.channels_last:
-            model.to(memory_format=torch.channels_last)
+            model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]  # torch's stubs omit it
         return model, make_optimizer(model, cfg.optim), make_loss(cfg.loss, data.K)
 
     def _restore(self, saved: dict[str, Any]) -> None:
@@ -540,10 +634,10 @@ class Trainer:
             tot_wrong += wrong
             seen += len(batch.y)
             self.bar.advance(self._batch_task)
-        tot_loss, tot_wrong, seen = ddp.sum_all(tot_loss, tot_wrong, seen)
-        if not math.isfinite(tot_loss):
-            raise FloatingPointError(f"training diverged at epoch {epoch} (loss {tot_loss / seen}); lower optim.lr")
-        return tot_loss / seen, tot_wrong / seen
+        loss_all, wrong_all, seen_all = ddp.sum_all(tot_loss, tot_wrong, seen)
+        if not math.isfinite(loss_all):
+            raise FloatingPointError(f"training diverged at epoch {epoch} (loss {loss_all / seen_all}); lower optim.lr")
+        return loss_all / seen_all, wrong_all / seen_all
 
     def _loss(self, logits: torch.Tensor, target: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
         """The loss in float32 whatever the autocast dtype of the forward pass (``.float()`` is a no-op on float32)."""
@@ -557,6 +651,7 @@ class Trainer:
         edges = [j * n // k for j in range(k + 1)]
         parts = [slice(a, b) for a, b in itertools.pairwise(edges) if b > a]
         observe = getattr(model.head, "observe", None)
+        no_sync = getattr(self.step, "no_sync", None)  # DistributedDataParallel's
         seen: list[tuple[torch.Tensor, torch.Tensor]] = []
         self.opt.zero_grad(set_to_none=True)
         loss_sum, wrong = 0.0, 0
@@ -566,7 +661,7 @@ class Trainer:
                 x = x.contiguous(memory_format=torch.channels_last)
             # DDP: all-reduce the gradients once, after the last micro-batch
             last = j == len(parts) - 1
-            sync = contextlib.nullcontext() if last or not hasattr(self.step, "no_sync") else self.step.no_sync()
+            sync = contextlib.nullcontext() if last or no_sync is None else no_sync()
             with sync:
                 with autocast(model, self.autocast_dtype):
                     logits, h = self.step(x)
@@ -582,8 +677,9 @@ class Trainer:
         else:
             self.scaler.step(self.opt)
             self.scaler.update()
-        for h, y in seen:  # the CMF head's class means, after the step as before accumulation existed
-            observe(h, y)
+        if observe is not None:
+            for h, y in seen:  # the CMF head's class means, after the step as before accumulation existed
+                observe(h, y)
         return loss_sum, wrong
 
     def _mse_decomposition(self, res: SplitMeasurement, data: EvalSplit) -> list[tuple[str, float]]:
@@ -723,7 +819,8 @@ def _prepare_shared(
     """:func:`_prepare_dir` and ``config.yaml`` by rank 0 alone; the other ranks wait for its verdict (an error
     there fails them too) and then load the checkpoint it resumes from. A single process just prepares. Returns
     the checkpoint resumed from (or None) and the notes of the resume."""
-    saved, notes, error = None, [], None
+    saved, error = None, None
+    notes: list[str] = []
     run = RunDir(out)
     if ddp.is_main():
         try:
@@ -771,6 +868,61 @@ def train(
     ``train.batch_size`` is the global batch, every rank trains and measures its share, and rank 0 alone writes
     ``out`` (and alone holds its lock); every rank returns the same rows. A lost rank fails the others within
     ``$NCLAB_DDP_TIMEOUT_S``.
+
+    Parameters
+    ----------
+    config : RunConfig or dict
+        The run's config, resolved or as plain data (:func:`~nclab.train.resolve_config`: a preset is merged).
+    out : str or pathlib.Path
+        The run directory.
+    resume : bool, default=False
+        Continue the run in ``out`` from its checkpoint (``train.epochs`` may be raised).
+    overwrite : bool, default=False
+        Replace a finished or different run in ``out``.
+    progress : bool, default=True
+        Print the run directory and show progress (rank 0 only).
+    console : rich.console.Console, optional
+        Where progress and notes go (default: standard error).
+    on_epoch_end : callable, optional
+        ``on_epoch_end(epoch)`` after each epoch's checkpoint.
+    lock : bool, default=True
+        Hold ``out/run.lock`` while writing.
+
+    Returns
+    -------
+    RunResult
+        The run directory, the resolved config, the zero-error epoch (``None`` if never reached), the measured
+        epochs and every metric row.
+
+    Raises
+    ------
+    ConfigError
+        An invalid config, or a device this machine does not have.
+    RunDirBusyError
+        Another process holds the run's lock.
+    RunDirError
+        ``out`` cannot be started or resumed as asked (the message says why), or the disk is full.
+
+    See Also
+    --------
+    Trainer : the loop, for a caller that drives it epoch by epoch.
+    plan_run : the run's plan, without training.
+
+    Examples
+    --------
+    A run of 30 digits (3 per class) for 2 epochs, measured at 0 and 2; the same seed gives the same numbers.
+
+    >>> import tempfile
+    >>> cfg = {"data": {"per_class": 3}, "model": {"options": {"widths": [8]}}, "train": {"epochs": 2,
+    ...        "batch_size": 10}, "measure": {"epochs": [0, 2]}, "report": False}
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     a = train(cfg, Path(tmp) / "a", progress=False)
+    ...     b = train(cfg, Path(tmp) / "b", progress=False)
+    ...     files = {p.name for p in a.out.iterdir()}
+    >>> a.measured_epochs, sorted(a.series("error", OUTPUT_LAYER)), a.series("nc1") == b.series("nc1")
+    ([0, 2], [0, 2], True)
+    >>> sorted(files & {"checkpoints", "config.yaml", "log.txt", "metrics.csv", "report.html", "summary.json"})
+    ['checkpoints', 'config.yaml', 'log.txt', 'metrics.csv', 'summary.json']
     """
     cfg = config if isinstance(config, RunConfig) else resolve_config(config)
     out = Path(out)
@@ -779,7 +931,8 @@ def train(
     with ddp.session(cfg.train.device):
         main = ddp.is_main()
         created = main and not out.exists()
-        owner, early = None, None
+        owner = None
+        early: Exception | None = None
         if main:  # the refusals that must not touch out, and the lock: rank 0's, told to every rank
             try:
                 if resume and (overwrite or not out.is_dir()):

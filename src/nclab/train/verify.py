@@ -21,8 +21,9 @@ damaged file would only repeat its own finding):
 * ``metrics vs checkpoint``: every row of ``metrics.csv`` is the checkpoint's row, and none is missing (a changed
   digit, a deleted row, a clean cut, another run's table);
 * ``parquet vs csv``: ``metrics.parquet`` holds the rows and run id of ``metrics.csv`` (needs pyarrow);
-* ``summary``: ``summary.json`` agrees with the config (name, epochs, run id, lambda), the checkpoint (zero-error
-  epoch, measured epochs, timings) and the rows (zero-error epoch, penultimate layer).
+* ``summary``: ``summary.json`` matches its own ``sha256`` (written by the trainer since the seal was added: any
+  edit), and agrees with the config (name, epochs, run id, lambda), the checkpoint (zero-error epoch, measured
+  epochs, timings) and the rows (zero-error epoch, penultimate layer).
 
 Checkpoints written before nclab recorded the run id and config in them are cross-checked by their rows only. A
 sweep folder verifies ``sweep.yaml``, ``sweep.csv`` and every completed trial's run directory (a completed trial
@@ -42,7 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nclab.io.integrity import CorruptFileError
+from nclab.io.integrity import CorruptFileError, object_sha256
 from nclab.io.manifest import listed_files, read_manifest, verify_checksum
 from nclab.io.run_table import OUTPUT_LAYER, MetricRow, read_metrics, read_run_id
 from nclab.io.rundir import RunDir, duplicate_rows, metrics_file_status, read_run, run_id_of
@@ -300,6 +301,10 @@ def _summary_problems(files: _Files) -> list[str]:
     """What in ``summary.json`` disagrees with the config, the checkpoint and the rows."""
     s, cfg, state, rows = files.summary or {}, files.config or {}, files.state, files.rows or []
     wrong = []
+    if "sha256" in s:  # summaries written before the seal carry none: their fields are cross-checked below
+        rest = {k: v for k, v in s.items() if k != "sha256"}
+        if object_sha256(rest) != s["sha256"]:
+            wrong.append("it was edited after the run wrote it (its content does not match its sha256)")
 
     def differs(key: str, want: Any, source: str) -> None:
         if s.get(key) != want:
@@ -492,8 +497,9 @@ def verify(path: str | Path) -> list[Finding]:
         return [Finding(path, "path", "no such file or directory")]
     if path.is_dir():
         return _verify_folder(RunDir(path))
-    kind, reader = _BY_SUFFIX.get(path.suffix.lower(), ("file", None))  # type: ignore[arg-type]
-    if reader is None:
+    entry = _BY_SUFFIX.get(path.suffix.lower())
+    if entry is None:
         known = ", ".join(sorted(_BY_SUFFIX))
-        return [Finding(path, kind, f"cannot tell what to check in a {path.suffix or 'suffix-less'} file ({known})")]
+        return [Finding(path, "file", f"cannot tell what to check in a {path.suffix or 'suffix-less'} file ({known})")]
+    kind, reader = entry
     return [_check(path, kind, reader)]

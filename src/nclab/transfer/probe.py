@@ -78,7 +78,30 @@ def _as_labels(y: Any, n: int, name: str, K: int | None = None) -> torch.Tensor:
 
 
 def sklearn_c(lam: float, N: int) -> float:
-    """scikit-learn's ``C`` with the same minimiser as strength ``lam`` on ``N`` rows: ``1/(lam N)``."""
+    """scikit-learn's ``C`` with the same minimiser as strength ``lam`` on ``N`` rows: ``1/(lam N)``.
+
+    Parameters
+    ----------
+    lam : float
+        The L2 strength of the module objective, ``lam > 0``.
+    N : int
+        ``N``, the number of training rows, ``N >= 1``.
+
+    Returns
+    -------
+    float
+        ``C = 1 / (lam N)`` for ``LogisticRegression(C=C)``.
+
+    Raises
+    ------
+    ValueError
+        If ``lam <= 0`` or ``N < 1``.
+
+    Examples
+    --------
+    >>> sklearn_c(1e-3, 500)
+    2.0
+    """
     if not lam > 0:
         raise ValueError(f"lam must be > 0, got {lam!r}")
     if N < 1:
@@ -87,7 +110,34 @@ def sklearn_c(lam: float, N: int) -> float:
 
 
 def top1_accuracy(y_true: Any, y_pred: Any) -> float:
-    """Fraction of ``y_pred`` equal to ``y_true`` (both ``(N,)``)."""
+    """Fraction of ``y_pred`` equal to ``y_true`` (both ``(N,)``).
+
+    Parameters
+    ----------
+    y_true : array_like, shape (N,)
+        True labels.
+    y_pred : array_like, shape (N,)
+        Predicted labels.
+
+    Returns
+    -------
+    float
+        Accuracy in [0, 1].
+
+    Raises
+    ------
+    ValueError
+        If the arrays are empty, not 1-D, or of different lengths.
+
+    See Also
+    --------
+    mean_per_class_accuracy : the balanced accuracy.
+
+    Examples
+    --------
+    >>> top1_accuracy([0, 0, 0, 1], [0, 0, 0, 0])
+    0.75
+    """
     t, p = np.asarray(y_true), np.asarray(y_pred)
     if t.shape != p.shape or t.ndim != 1 or t.size == 0:
         raise ValueError(f"y_true and y_pred must be non-empty 1-D arrays of one length, got {t.shape} and {p.shape}")
@@ -95,7 +145,34 @@ def top1_accuracy(y_true: Any, y_pred: Any) -> float:
 
 
 def mean_per_class_accuracy(y_true: Any, y_pred: Any) -> float:
-    """Mean over the classes present in ``y_true`` of the per-class recall (balanced accuracy)."""
+    """Mean over the classes present in ``y_true`` of the per-class recall (balanced accuracy).
+
+    Parameters
+    ----------
+    y_true : array_like, shape (N,)
+        True labels; a class absent from ``y_true`` does not count.
+    y_pred : array_like, shape (N,)
+        Predicted labels.
+
+    Returns
+    -------
+    float
+        ``(1/K') sum_k recall_k`` over the ``K'`` classes present in ``y_true``, in [0, 1].
+
+    Raises
+    ------
+    ValueError
+        If the arrays are empty, not 1-D, or of different lengths.
+
+    See Also
+    --------
+    top1_accuracy : the plain accuracy.
+
+    Examples
+    --------
+    >>> mean_per_class_accuracy([0, 0, 0, 1], [0, 0, 0, 0])  # recalls 1 and 0
+    0.5
+    """
     t, p = np.asarray(y_true), np.asarray(y_pred)
     if t.shape != p.shape or t.ndim != 1 or t.size == 0:
         raise ValueError(f"y_true and y_pred must be non-empty 1-D arrays of one length, got {t.shape} and {p.shape}")
@@ -108,7 +185,31 @@ _SCORES = {"top1": top1_accuracy, "mean_per_class": mean_per_class_accuracy}
 
 @dataclass
 class LogisticProbe:
-    """A fitted multinomial logistic probe: ``coef (K, d)``, ``intercept (K,)`` (float64 tensors)."""
+    """A fitted multinomial logistic probe: ``coef (K, d)``, ``intercept (K,)`` (float64 tensors).
+
+    Parameters
+    ----------
+    coef : torch.Tensor, shape (K, d)
+        The coefficients ``W``, float64.
+    intercept : torch.Tensor, shape (K,)
+        The unpenalised intercept ``b``, float64.
+    lam : float
+        The L2 strength it was fitted at.
+    n_iter : int
+        L-BFGS iterations of the fit.
+    grad_norm : float
+        ``max |dJ/dtheta|`` at the solution.
+
+    See Also
+    --------
+    fit_logistic : fits one.
+
+    Examples
+    --------
+    >>> probe = LogisticProbe(torch.eye(2, dtype=torch.float64), torch.zeros(2, dtype=torch.float64), 1.0, 0, 0.0)
+    >>> probe.decision_function(np.array([[2.0, 1.0]])).tolist(), probe.predict(np.array([[0.0, 3.0]])).tolist()
+    ([[2.0, 1.0]], [1])
+    """
 
     coef: torch.Tensor
     intercept: torch.Tensor
@@ -234,18 +335,34 @@ def logistic_path(
 
     Parameters
     ----------
-    X : (N, d) array or tensor
+    X : array_like or torch.Tensor, shape (N, d)
         Frozen features; solved in float64 on ``device`` (default: where ``X`` is).
-    y : (N,) integer labels in ``[0, K)``
-    lams : strengths ``lam > 0`` of the module objective (any order; the result follows this order)
-    K : number of classes, default ``max(y) + 1``
-    init : a probe to start the strongest fit from (default zeros)
-    max_iter : L-BFGS iterations per strength
-    tol : stop when ``max |dJ/dtheta| <= tol``
+    y : array_like, shape (N,)
+        Integer labels in ``[0, K)``.
+    lams : sequence of float
+        Strengths ``lam > 0`` of the module objective (any order; the result follows this order).
+    K : int, optional
+        ``K``, the number of classes; default ``max(y) + 1``.
+    init : LogisticProbe, optional
+        A probe to start the strongest fit from (default: a one-step estimate).
+    max_iter : int, default=500
+        L-BFGS iterations per strength.
+    tol : float, default=1e-9
+        Stop when ``max |dJ/dtheta| <= tol``.
+    device : str or torch.device, optional
+        Where to solve (default: where ``X`` is).
 
     Returns
     -------
-    list of LogisticProbe, one per entry of ``lams``.
+    list of LogisticProbe
+        One per entry of ``lams``, in that order.
+
+    Raises
+    ------
+    ValueError
+        If ``lams`` is empty or holds a strength that is not finite and positive, ``max_iter < 1``, ``X`` or
+        ``y`` is malformed (shape, NaN, negative or non-integer labels), fewer than 2 classes, or ``init`` has
+        the wrong shape.
 
     See Also
     --------
@@ -327,13 +444,77 @@ def fit_logistic(
     tol: float = 1e-9,
     device: Any = None,
 ) -> LogisticProbe:
-    """The probe minimising the module objective at strength ``lam`` (see :func:`logistic_path`)."""
+    """The probe minimising the module objective at strength ``lam`` (see :func:`logistic_path`).
+
+    Parameters
+    ----------
+    X : array_like or torch.Tensor, shape (N, d)
+        Frozen features.
+    y : array_like, shape (N,)
+        Integer labels in ``[0, K)``.
+    lam : float
+        The L2 strength, ``lam > 0``.
+    K : int, optional
+        ``K``, the number of classes; default ``max(y) + 1``.
+    init : LogisticProbe, optional
+        Where to start (default: a one-step estimate of the solution).
+    max_iter : int, default=1000
+        L-BFGS iterations.
+    tol : float, default=1e-9
+        Stop when ``max |dJ/dtheta| <= tol``.
+    device : str or torch.device, optional
+        Where to solve (default: where ``X`` is).
+
+    Returns
+    -------
+    LogisticProbe
+        The fitted probe, ``coef (K, d)`` and ``intercept (K,)`` in float64.
+
+    See Also
+    --------
+    logistic_path : a path of strengths, warm-started.
+    sklearn_c : the equivalent scikit-learn ``C``.
+
+    Examples
+    --------
+    >>> X = np.array([[0.0], [1.0], [2.0], [3.0]]); y = np.array([0, 0, 1, 1])
+    >>> probe = fit_logistic(X, y, 1e-2)
+    >>> probe.predict(X).tolist(), tuple(probe.coef.shape), probe.grad_norm <= 1e-9
+    ([0, 0, 1, 1], (2, 1), True)
+    """
     return logistic_path(X, y, [lam], K=K, init=init, max_iter=max_iter, tol=tol, device=device)[0]
 
 
 @dataclass
 class ProbeResult:
-    """Outcome of :func:`linear_probe`: the chosen strength, the validation curve and the test scores."""
+    """Outcome of :func:`linear_probe`: the chosen strength, the validation curve and the test scores.
+
+    Parameters
+    ----------
+    lam : float
+        The strength chosen on validation.
+    top1 : float
+        Test top-1 accuracy of the refit probe.
+    mean_per_class : float
+        Test mean per-class accuracy of the refit probe.
+    score : {"top1", "mean_per_class"}
+        The accuracy the strength was chosen by (and the one to report, :attr:`accuracy`).
+    lams : numpy.ndarray, shape (L,)
+        The grid of strengths.
+    val_scores : numpy.ndarray, shape (L,)
+        The validation ``score`` at each strength.
+    probe : LogisticProbe or None, default=None
+        The refit probe, when ``linear_probe(keep_probe=True)``.
+    notes : list of str, default=[]
+        What the scores do not say by themselves, in words.
+
+    Examples
+    --------
+    >>> r = ProbeResult(0.1, top1=0.9, mean_per_class=0.8, score="mean_per_class",
+    ...                 lams=np.array([0.1]), val_scores=np.array([0.85]))
+    >>> r.accuracy
+    0.8
+    """
 
     lam: float
     top1: float  # test top-1 accuracy of the refit probe
@@ -386,13 +567,41 @@ def linear_probe(
 
     Parameters
     ----------
-    train, test : (X (N, d), y (N,)) pairs of features and integer labels
-    val : (X, y), optional
+    train, test : tuple of (array_like (N, d), array_like (N,))
+        ``(X, y)`` pairs of features and integer labels.
+    val : tuple of (array_like, array_like), optional
         The validation split. Default: a stratified ``val_fraction`` of ``train`` drawn with ``seed``.
-    lams : the grid of strengths (default :data:`DEFAULT_L2_GRID`, 97 values in [1e-6, 1e6])
-    score : "top1" | "mean_per_class"
+    lams : sequence of float, default=DEFAULT_L2_GRID
+        The grid of strengths (:data:`DEFAULT_L2_GRID`: 97 values in [1e-6, 1e6]).
+    score : {"top1", "mean_per_class"}, default="top1"
         The accuracy used for the choice and reported as :attr:`ProbeResult.accuracy` ([Xu & Liu 2023,
         Sec. 6.3] reports mean per-class accuracy on Aircraft, Pets, Caltech-101 and Flowers, top-1 elsewhere).
+    val_fraction : float, default=0.2
+        Fraction of each training class held out for validation when ``val`` is not given, in (0, 1).
+    seed : int, default=0
+        Seed of that split.
+    K : int, optional
+        ``K``, the number of classes; default: the largest label of the three splits plus one.
+    max_iter : int, default=500
+        L-BFGS iterations per strength.
+    tol : float, default=1e-9
+        Stop when ``max |dJ/dtheta| <= tol``.
+    device : str or torch.device, optional
+        Where to solve (default: where the features are).
+    keep_probe : bool, default=False
+        Keep the refit probe in :attr:`ProbeResult.probe`.
+
+    Returns
+    -------
+    ProbeResult
+        The chosen ``lam`` (ties: the strongest), the validation curve, and the refit probe's test accuracies;
+        a test class never seen in training counts as errors and is named in ``notes``.
+
+    Raises
+    ------
+    ValueError
+        If ``score`` or ``val_fraction`` is out of range, the splits' columns differ, or as
+        :func:`logistic_path` raises.
 
     See Also
     --------

@@ -46,8 +46,34 @@ def log_odds(p: Any, *, percent: bool = False) -> np.ndarray | float:
     """``log(p / (1 - p))`` elementwise (natural log); ``percent=True`` reads ``p`` in percent. ``p = 1`` gives
     +inf, ``p = 0`` gives -inf.
 
+    Parameters
+    ----------
+    p : float or array_like
+        Accuracies, fractions in [0, 1] (percentages in [0, 100] with ``percent=True``).
+    percent : bool, default=False
+        Read ``p`` as percentages.
+
+    Returns
+    -------
+    float or numpy.ndarray
+        The log odds, a float for a scalar ``p``, else an array of ``p``'s shape; +inf where ``p = 1``, -inf
+        where ``p = 0``.
+
+    Raises
+    ------
+    ValueError
+        If ``p`` is empty, or a value is outside the range (NaN included).
+
+    See Also
+    --------
+    mean_log_odds : their mean over the downstream tasks (MLO).
+
+    Examples
+    --------
     >>> log_odds([0.5, 1.0]).tolist()
     [0.0, inf]
+    >>> round(log_odds(90, percent=True), 6)  # log 9
+    2.197225
     """
     out = _log_odds(_fractions(p, "p", percent))
     return float(out) if out.ndim == 0 else out
@@ -58,12 +84,20 @@ def mean_log_odds(accuracies: Any, *, percent: bool = False) -> float:
 
     Parameters
     ----------
-    accuracies : (T,) downstream probe accuracies, fractions in [0, 1]
-    percent : read ``accuracies`` as percentages in [0, 100] instead
+    accuracies : array_like, shape (T,)
+        Downstream probe accuracies, fractions in [0, 1].
+    percent : bool, default=False
+        Read ``accuracies`` as percentages in [0, 100] instead.
 
     Returns
     -------
-    float: +inf when a task has accuracy 1 (and none 0), -inf for accuracy 0, nan when both occur.
+    float
+        MLO; +inf when a task has accuracy 1 (and none 0), -inf for accuracy 0, nan when both occur.
+
+    Raises
+    ------
+    ValueError
+        If ``accuracies`` is empty or a value is outside the range.
 
     See Also
     --------
@@ -84,8 +118,27 @@ def mlog(accuracies: Any, pretrain_accuracy: float, *, percent: bool = False) ->
 
     Parameters
     ----------
-    accuracies : (T,) downstream probe accuracies (fractions, or percentages with ``percent=True``)
-    pretrain_accuracy : the pretraining task's test accuracy ``p_0``, in the same unit
+    accuracies : array_like, shape (T,)
+        Downstream probe accuracies (fractions, or percentages with ``percent=True``).
+    pretrain_accuracy : float
+        The pretraining task's test accuracy ``p_0``, in the same unit.
+    percent : bool, default=False
+        Read both as percentages in [0, 100].
+
+    Returns
+    -------
+    float
+        MLOG; +inf for a perfect probe (and no accuracy 0) with ``p_0 < 1``; nan when it is ``inf - inf`` (a
+        perfect probe and ``p_0 = 1``) or MLO is nan (:func:`log_odds_note` says why in words).
+
+    Raises
+    ------
+    ValueError
+        If an accuracy is outside the range, or ``pretrain_accuracy`` is not one number.
+
+    See Also
+    --------
+    mean_log_odds : MLO, the first term.
 
     Examples
     --------

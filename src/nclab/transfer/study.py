@@ -82,9 +82,9 @@ from nclab.train.checkpoint import load_checkpoint
 from nclab.train.config import RunConfig, resolve_config
 from nclab.train.sweep import override_string, run_sweep
 from nclab.train.trainer import run_id
-from nclab.transfer.probe import DEFAULT_L2_GRID, linear_probe
+from nclab.transfer.probe import DEFAULT_L2_GRID, Score, linear_probe
 from nclab.transfer.scores import log_odds_note, mean_log_odds, mlog
-from nclab.validation import did_you_mean
+from nclab.validation import check_choice, did_you_mean
 
 __all__ = [
     "PAPER_METRICS",
@@ -230,7 +230,7 @@ class DownstreamTask:
     train: tuple[torch.Tensor, torch.Tensor]
     test: tuple[torch.Tensor, torch.Tensor]
     K: int
-    score: str = "top1"
+    score: Score = "top1"
     description: str = ""
 
 
@@ -285,7 +285,7 @@ def make_task(spec: Mapping[str, Any], input_shape: Sequence[int], seed: int = 0
         train=(xs[0], tr.y),
         test=(xs[1], te.y),
         K=tr.K,
-        score=str(spec.get("score", "top1")),
+        score=check_choice(spec.get("score", "top1"), Score, name=f"downstream {spec['name']!r}: score"),
         description=desc,
     )
 
@@ -396,7 +396,7 @@ def evaluate_run(
                 res = linear_probe(
                     (_design(Htr), ytr),
                     (_design(Hte), yte),
-                    score=task.score,  # type: ignore[arg-type]
+                    score=task.score,
                     K=task.K,
                     **kw,
                 )
@@ -590,7 +590,12 @@ def run_study(
             cfg = spec.run_config(group, value, seed)
             tid = run_id(cfg)
             t = time.perf_counter()
-            row = {"run": run_name(group, value, seed), "trial_id": tid, "group": group.name, "axis": group.axis}
+            row: dict[str, Any] = {
+                "run": run_name(group, value, seed),
+                "trial_id": tid,
+                "group": group.name,
+                "axis": group.axis,
+            }
             row.update(value=value, seed=seed)
             row.update(evaluate_run(sweep_dir / tid, cfg, spec.downstream, spec.probe))
             notes += [f"{row['run']}: {note}" for note in row.pop("notes")]

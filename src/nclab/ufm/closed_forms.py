@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from nclab.ufm.models import ModelSpec, make_spec
+from nclab.ufm.models import BiasMode, ModelSpec, make_spec
 
 __all__ = [
     "Optimum",
@@ -92,18 +92,19 @@ class Optimum:
         frames: list[np.ndarray | None] = list(R) if isinstance(R, list | tuple) else [R] + [None] * (levels - 1)
         if len(frames) != levels:
             raise ValueError(f"{self.model} needs {levels} frame(s), got {len(frames)}")
-        for i in range(levels):
-            if frames[i] is None:
+        checked: list[np.ndarray] = []
+        for i, given in enumerate(frames):
+            if given is None:
                 if self.activation == "relu" and i >= 1:
-                    frames[i] = np.eye(d)[:, rng.permutation(d)[:K]]
+                    given = np.eye(d)[:, rng.permutation(d)[:K]]
                 else:
-                    frames[i] = np.linalg.qr(rng.standard_normal((d, K)))[0]
-            F = np.asarray(frames[i], dtype=np.float64)
+                    given = np.linalg.qr(rng.standard_normal((d, K)))[0]
+            F = np.asarray(given, dtype=np.float64)
             if F.shape != (d, K) or not np.allclose(F.T @ F, np.eye(K), atol=1e-10):
                 raise ValueError(f"frame {i} must be (d, K) = ({d}, {K}) with orthonormal columns")
-            frames[i] = F
+            checked.append(F)
         if self.depth == 1:
-            M = _factor_from_gram(self.grams["H"], frames[0])  # type: ignore[arg-type]
+            M = _factor_from_gram(self.grams["H"], checked[0])
             H = np.repeat(M, n, axis=0)
             W = self.constants["w_scale"] * M if self.nonzero else np.zeros((K, d))
             out = {"H": H, "W": W}
@@ -112,10 +113,10 @@ class Optimum:
             return out
         c = self.constants
         h = math.sqrt(c["H1_sq"])
-        out = {"H1": np.repeat(h * frames[0].T, n, axis=0)}  # type: ignore[union-attr]
+        out = {"H1": np.repeat(h * checked[0].T, n, axis=0)}
         for i in range(1, self.depth):
-            out[f"W{i}"] = math.sqrt(c[f"W{i}_sq"]) * frames[i] @ frames[i - 1].T  # type: ignore[operator,union-attr]
-        out[f"W{self.depth}"] = math.sqrt(c[f"W{self.depth}_sq"]) * frames[-1].T  # type: ignore[union-attr]
+            out[f"W{i}"] = math.sqrt(c[f"W{i}_sq"]) * checked[i] @ checked[i - 1].T
+        out[f"W{self.depth}"] = math.sqrt(c[f"W{self.depth}_sq"]) * checked[-1].T
         return out
 
 
@@ -321,7 +322,7 @@ def optimum(
     lams: Mapping[str, float],
     convention: str = "penalty_sum",
     depth: int | None = None,
-    bias: str | None = None,
+    bias: BiasMode | None = None,
 ) -> Optimum:
     """Predicted global optimum of ``model`` (see the module docstring for the formulas and sources).
 
@@ -335,7 +336,7 @@ def optimum(
     >>> print(f"{opt.loss:.6f} {opt.nonzero} {opt.threshold:.6f}")
     0.032791 True 0.044721
     """
-    spec = make_spec(model, K=K, n=n, d=d, lams=lams, convention=convention, depth=depth, bias=bias)  # type: ignore[arg-type]
+    spec = make_spec(model, K=K, n=n, d=d, lams=lams, convention=convention, depth=depth, bias=bias)
     out = optimum_for_spec(spec, strict=True)
     assert out is not None
     return out

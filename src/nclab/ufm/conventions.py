@@ -71,7 +71,36 @@ def _factor(key: str, K: int, n: int) -> float:
 
 
 def to_canonical(lams: Mapping[str, float], convention: str, *, K: int, n: int) -> dict[str, float]:
-    """Map weights written in ``convention`` to the [Tirer & Bruna 2022] (``lam = lam' / K`` or ``lam' / (Kn)``)."""
+    """Map weights written in ``convention`` to the [Tirer & Bruna 2022] (``lam = lam' / K`` or ``lam' / (Kn)``).
+
+    Parameters
+    ----------
+    lams : mapping of str to float
+        Weights keyed by parameter (``"W"``, ``"H"``, ``"W1"``, ``"H1"``, ``"b"``, ``"transport"``), finite,
+        ``>= 0``.
+    convention : {"penalty_sum", "penalty_mean"}
+        The convention ``lams`` are written in (``to_canonical``) or wanted in (``from_canonical``).
+    K : int
+        Number of classes.
+    n : int
+        Samples per class.
+
+    Returns
+    -------
+    dict of str to float
+        The weights in the other convention (a copy, unchanged for ``"penalty_sum"``).
+
+    Raises
+    ------
+    ValueError
+        If the convention is unknown (old names are refused with the new one) or a weight is negative or not finite.
+
+    Examples
+    --------
+    >>> from nclab.ufm import to_canonical
+    >>> to_canonical({"W": 0.03, "H": 0.06}, "penalty_mean", K=3, n=2)  # W / K, H / (K n)
+    {'W': 0.01, 'H': 0.01}
+    """
     _check_convention(convention)
     out = check_lams(lams)
     if convention == "penalty_sum":
@@ -80,7 +109,36 @@ def to_canonical(lams: Mapping[str, float], convention: str, *, K: int, n: int) 
 
 
 def from_canonical(lams: Mapping[str, float], convention: str, *, K: int, n: int) -> dict[str, float]:
-    """Inverse of :func:`to_canonical`."""
+    """Inverse of :func:`to_canonical`.
+
+    Parameters
+    ----------
+    lams : mapping of str to float
+        Weights keyed by parameter (``"W"``, ``"H"``, ``"W1"``, ``"H1"``, ``"b"``, ``"transport"``), finite,
+        ``>= 0``.
+    convention : {"penalty_sum", "penalty_mean"}
+        The convention ``lams`` are written in (``to_canonical``) or wanted in (``from_canonical``).
+    K : int
+        Number of classes.
+    n : int
+        Samples per class.
+
+    Returns
+    -------
+    dict of str to float
+        The weights in the other convention (a copy, unchanged for ``"penalty_sum"``).
+
+    Raises
+    ------
+    ValueError
+        If the convention is unknown (old names are refused with the new one) or a weight is negative or not finite.
+
+    Examples
+    --------
+    >>> from nclab.ufm import from_canonical
+    >>> from_canonical({"W": 0.01, "H": 0.01}, "penalty_mean", K=3, n=2)
+    {'W': 0.03, 'H': 0.06}
+    """
     _check_convention(convention)
     out = check_lams(lams)
     if convention == "penalty_sum":

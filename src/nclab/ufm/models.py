@@ -73,7 +73,36 @@ def one_hot_targets(K: int, n: int) -> np.ndarray:
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """A fully specified UFM instance (weights in the [Tirer & Bruna 2022] canonical convention)."""
+    """A fully specified UFM instance (weights in the [Tirer & Bruna 2022] canonical convention).
+
+    Parameters
+    ----------
+    name : str
+        Model name, one of :data:`UFM_MODELS`.
+    K, n, d : int
+        Classes, samples per class and feature dimension.
+    depth : int
+        Number of weight matrices, classifier included (1 for the two-factor models).
+    activation : {"linear", "relu"}
+        Activation between layers.
+    loss : {"mse", "ce"}
+        Data term.
+    bias : {"none", "free", "ridge"}
+        Bias of the classifier: none, unregularised or ridge-regularised.
+    lams : dict of str to float
+        Ridge weights in the canonical convention.
+    X : ndarray of shape (K n, d), optional
+        Data of the MUFM transport term (None: ``X = 0``).
+    fixed : dict of str to ndarray
+        Parameters held fixed (the ``ridge`` model's features).
+
+    Examples
+    --------
+    >>> from nclab.ufm import make_spec
+    >>> spec = make_spec("extended-relu", K=3, n=2, d=4, lams={"W1": 0.01, "W2": 0.01, "H1": 0.01})
+    >>> spec.depth, spec.activation, spec.param_keys
+    (2, 'relu', ('H1', 'W1', 'W2'))
+    """
 
     name: str
     K: int
@@ -182,6 +211,44 @@ def make_spec(
     (:mod:`nclab.ufm.conventions`).
     ``loss="ce"`` gives the cross-entropy version of any model (``ce-wd`` is the bias-free CE UFM with weight
     decay; ``bias="free"|"ridge"`` adds a bias to it).
+
+    Parameters
+    ----------
+    model : str
+        One of :data:`UFM_MODELS`.
+    K, n, d : int
+        Classes, samples per class and feature dimension.
+    lams : mapping of str to float
+        Ridge weights, finite and ``>= 0``, keyed as above.
+    convention : {"penalty_sum", "penalty_mean"}, default="penalty_sum"
+        The normalisation ``lams`` are written in; stored converted to ``"penalty_sum"``.
+    loss : {"mse", "ce"}, optional
+        Data term (default: the model's own).
+    depth : int, optional
+        Number of weight matrices of the extended models (default 2).
+    bias : {"none", "free", "ridge"}, optional
+        Classifier bias (default: the model's own).
+    X : array-like of shape (K n, d), optional
+        The MUFM's data.
+    H : array-like of shape (K n, d), optional
+        The ``ridge`` model's fixed features.
+
+    Returns
+    -------
+    ModelSpec
+        The validated instance, weights in the canonical convention.
+
+    Raises
+    ------
+    ValueError
+        If the model is unknown, a size is not positive, or a weight is missing, unknown, negative or not finite.
+
+    Examples
+    --------
+    >>> from nclab.ufm import make_spec
+    >>> spec = make_spec("mse-bias-free", K=3, n=2, d=4, lams={"W": 0.03, "H": 0.06}, convention="penalty_mean")
+    >>> spec.lams  # lam_W = lam'_W / K, lam_H = lam'_H / (K n)
+    {'W': 0.01, 'H': 0.01}
     """
     if model not in UFM_MODELS:
         raise ValueError(f"unknown UFM model {model!r}; known: {', '.join(UFM_MODELS)}")
@@ -198,7 +265,8 @@ def make_spec(
             raise ValueError(f"depth applies to the extended models only, got depth={depth} for {model!r}")
         depth = 1
         required = lambda_keys(model)
-    default_bias: BiasMode = {"mse-bias": "free", "mse-regbias": "ridge"}.get(model, "none")  # type: ignore[assignment]
+    defaults: dict[str, BiasMode] = {"mse-bias": "free", "mse-regbias": "ridge"}
+    default_bias = defaults.get(model, "none")
     if bias is None:
         bias = default_bias
     if bias not in ("none", "free", "ridge"):
@@ -240,9 +308,9 @@ def make_spec(
         fixed["H"] = _balanced_array(H, "H", K, n, d)
     elif H is not None:
         raise ValueError(f"fixed features H apply to the 'ridge' model only, not {model!r}")
-    activation = "relu" if model == "extended-relu" else "linear"
+    activation: Literal["linear", "relu"] = "relu" if model == "extended-relu" else "linear"
     del N
-    return ModelSpec(model, K, n, d, depth, activation, loss, bias, lams_c, Xa, fixed)  # type: ignore[arg-type]
+    return ModelSpec(model, K, n, d, depth, activation, loss, bias, lams_c, Xa, fixed)
 
 
 def _balanced_array(A: Any, name: str, K: int, n: int, d: int) -> np.ndarray:
@@ -318,6 +386,33 @@ def evaluate(spec: ModelSpec, params: Mapping[str, np.ndarray], grad: bool = Tru
 
     Fixed parameters (the ``ridge`` model's features) get no gradient. Shapes are those of
     :meth:`ModelSpec.shapes`.
+
+    Parameters
+    ----------
+    spec : ModelSpec
+        The model.
+    params : mapping of str to ndarray
+        Every key of ``spec.param_keys``: features ``(K n, d)`` class-major, layers in ``nn.Linear`` layout,
+        classifier ``W (K, d)``, bias ``b (K,)``.
+    grad : bool, default=True
+        Compute the gradients (else ``grads`` is empty).
+
+    Returns
+    -------
+    Evaluation
+        The objective ``loss``, its additive ``terms`` (``"data"``, ``"reg_<key>"``), the ``grads``, the logits
+        ``(K n, K)`` and every feature level.
+
+    Examples
+    --------
+    At the origin the MSE data term is ``1/(2Kn) ||Y||^2 = 1/2`` and every ridge term 0:
+
+    >>> import numpy as np
+    >>> from nclab.ufm import evaluate, make_spec
+    >>> spec = make_spec("mse-bias-free", K=3, n=2, d=4, lams={"W": 0.01, "H": 0.01})
+    >>> ev = evaluate(spec, {"H": np.zeros((6, 4)), "W": np.zeros((3, 4))})
+    >>> ev.loss, ev.terms
+    (0.5, {'data': 0.5, 'reg_H': 0.0, 'reg_W': 0.0})
     """
     N = spec.N
     Y = spec.targets

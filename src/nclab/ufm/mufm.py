@@ -67,7 +67,7 @@ def h_given_w(W: np.ndarray, X: np.ndarray, lam_T: float, *, K: int, n: int) -> 
 
 def stationarity_residual(W: np.ndarray, H: np.ndarray, X: np.ndarray, lam_T: float, *, K: int, n: int) -> float:
     """``||H - h_given_w(W)||_F / ||H||_F``: 0 at every stationary point of the MSE-MUFM [Wang et al. 2024, Thm. 4]."""
-    return float(np.linalg.norm(H - h_given_w(W, X, lam_T, K=K, n=n)) / max(np.linalg.norm(H), 1e-300))
+    return float(np.linalg.norm(H - h_given_w(W, X, lam_T, K=K, n=n)) / max(float(np.linalg.norm(H)), 1e-300))
 
 
 def within_class_projector(K: int, n: int) -> np.ndarray:

@@ -40,11 +40,35 @@ _START_SCALES = (1.0, 3.0, 10.0, 0.3)
 class UFMResult:
     """Output of :func:`solve`.
 
-    ``loss``: the full objective ([Tirer & Bruna 2022] convention). ``params``: ``"W"/"H"/"b"`` (two-factor, MUFM,
-    ridge) or ``"H1", "W1", ..., "W{depth}"`` (extended; ``W{depth}`` is the classifier, ``"W2"`` for the
-    paper's depth 2); features ``(K n, d)`` class-major, ``W (K, d)``. ``history``: rows of a table
-    (``iter, loss, grad_norm, gap`` and, every ``metrics_every`` GD steps, ``<level>/<metric>`` entries).
-    ``theory``: the closed-form :class:`~nclab.ufm.closed_forms.Optimum` when one exists, else None.
+    Parameters
+    ----------
+    model : str
+        The model name.
+    solver : str
+        The solver that produced it.
+    spec : ModelSpec
+        The solved instance.
+    loss : float
+        The full objective ([Tirer & Bruna 2022] convention).
+    params : dict of str to ndarray
+        ``"W"/"H"/"b"`` (two-factor, MUFM, ridge) or ``"H1", "W1", ..., "W{depth}"`` (extended; ``W{depth}`` is the
+        classifier, ``"W2"`` for the paper's depth 2); features ``(K n, d)`` class-major, ``W (K, d)``.
+    history : list of dict
+        Rows of a table (``iter, loss, grad_norm, gap`` and, every ``metrics_every`` GD steps,
+        ``<level>/<metric>`` entries).
+    grad_norm : float
+        Norm of the gradient at the returned point.
+    theory : Optimum or None
+        The closed-form :class:`~nclab.ufm.closed_forms.Optimum` when one exists, else None.
+    info : dict
+        Solver details.
+
+    Examples
+    --------
+    >>> from nclab.ufm import solve
+    >>> res = solve("mse-bias-free", K=3, n=2, d=4, lams={"W": 0.01, "H": 0.01})
+    >>> sorted(res.params), res.params["H"].shape, abs(res.gap) < 1e-10
+    (['H', 'W'], (6, 4), True)
     """
 
     model: str
@@ -505,5 +529,6 @@ def solve(
     if model == "mufm" and layers is not None:
         from nclab.ufm.mufm import equally_spaced_layers
 
+        assert spec.X is not None  # a mufm spec always has its data (the spec refuses one without)
         info["layers"] = equally_spaced_layers(spec.X, params["H"], layers)
     return UFMResult(model, solver, spec, ev.loss, params, history, _grad_norm(ev.grads), theory, info)

@@ -139,7 +139,8 @@ def _polish(
         t = torch.from_numpy(x).requires_grad_(True)
         value = loss_fn(unpack(t), tau)
         value.backward()
-        return value.item(), t.grad.numpy()  # type: ignore[union-attr]
+        assert t.grad is not None  # t requires grad
+        return value.item(), t.grad.numpy()
 
     x0 = torch.cat([p.detach().reshape(-1) for p in params]).numpy()
     work = sum(sizes) * shapes[0][-2]
@@ -153,7 +154,33 @@ def _polish(
 
 def smoothed_hardmax(W: torch.Tensor, H: torch.Tensor, tau: float) -> torch.Tensor:
     """``tau * LSE_{k, i, k' != k} (<w_k', h_ki> - <w_k, h_ki>) / tau`` per batch element ([Jiang et al. 2024];
-    Lemma A.1: within ``[L_HardMax, L_HardMax + tau log(n K (K-1))]``). ``W (..., K, d)``, ``H (..., K, n, d)``."""
+    Lemma A.1: within ``[L_HardMax, L_HardMax + tau log(n K (K-1))]``). ``W (..., K, d)``, ``H (..., K, n, d)``.
+
+    Parameters
+    ----------
+    W : torch.Tensor of shape (..., K, d)
+        Classifiers.
+    H : torch.Tensor of shape (..., K, n, d)
+        Features, ``n`` per class.
+    tau : float
+        Temperature, ``> 0``.
+
+    Returns
+    -------
+    torch.Tensor of shape (...)
+        The smoothed HardMax loss.
+
+    Examples
+    --------
+    For a simplex ETF with ``H = W`` every margin is ``-K/(K-1)``, so the value is ``-3/2 + tau log 6``:
+
+    >>> import torch
+    >>> from nclab.geometry import simplex_etf
+    >>> from nclab.ufm import smoothed_hardmax
+    >>> W = torch.tensor(simplex_etf(3, 2))
+    >>> print(f"{float(smoothed_hardmax(W, W[:, None, :], 0.01)):.6f}")
+    -1.482082
+    """
     Z = torch.einsum("...kid,...jd->...kij", H, W)  # <w_j, h_ki>
     own = torch.diagonal(Z, dim1=-3, dim2=-1)  # (..., n, K): <w_k, h_ki>
     A = Z - own.transpose(-1, -2).unsqueeze(-1)
@@ -187,6 +214,43 @@ def hardmax_ufm(
 
     Returns ``(W (K, d), H (K, n, d), L)``: the restart with the smallest exact ``L_HardMax(W, H)``. The optimal
     value is ``-max rho_one_vs_rest`` (Thm 3.2); ``H`` of a rattler class is not unique (Thm 3.5).
+
+    Parameters
+    ----------
+    d : int
+        Dimension.
+    K : int
+        Number of classes.
+    n : int, default=1
+        Features per class.
+    restarts : int, default=4
+        Random starts, optimised as one batch.
+    seed : int, default=0
+        Seed of the starts.
+    steps : int, optional
+        Adam steps (default ``1500 + 5 K``).
+    tau : (float, float), default=(0.2, 1e-4)
+        Temperature, decaying geometrically from the first to the second value.
+    lr : (float, float), default=(0.05, 1e-4)
+        Step size, decaying likewise.
+
+    Returns
+    -------
+    W : ndarray of shape (K, d)
+        Unit classifier rows.
+    H : ndarray of shape (K, n, d)
+        Unit features.
+    L : float
+        The exact HardMax loss ``L_HardMax(W, H)``.
+
+    Examples
+    --------
+    In ``d = 2`` the optimum is the triangle, with value ``-rho = -(1 - cos(2 pi/3)) = -3/2``:
+
+    >>> from nclab.ufm import hardmax_ufm
+    >>> W, H, L = hardmax_ufm(2, 3, restarts=1, steps=100)
+    >>> print(W.shape, H.shape, f"{L:.3f}")
+    (3, 2) (3, 1, 2) -1.500
     """
     _check_dk(d, K, restarts)
     if int(n) < 1:
@@ -210,11 +274,34 @@ def hardmax_ufm(
 
 @dataclass(frozen=True)
 class CESphereResult:
-    """CE-UFM on the sphere along a temperature path: for each ``taus[i]``, the solution ``Ws[i] (K, d)``,
-    ``Hs[i] (K, n, d)``, its mean CE ``losses[i]`` (0 once it is below the float64 range, around ``tau = 1e-3`` at
-    ``(3, 7)``), ``max_cos[i]`` (largest pairwise cosine of ``W``), ``rho[i]`` (``rho_one_vs_rest(W)``),
-    ``hardmax[i]`` (``L_HardMax(W, H)``) and ``log_losses[i]``, the log of the mean CE (finite at any ``tau``;
-    :func:`log_mean_ce`)."""
+    """CE-UFM on the sphere along a temperature path, from :func:`ce_ufm_sphere`.
+
+    Parameters
+    ----------
+    taus : ndarray of shape (T,)
+        The temperatures, in the order solved.
+    Ws : list of ndarray of shape (K, d)
+        The solution's classifier at each ``taus[i]``.
+    Hs : list of ndarray of shape (K, n, d)
+        Its features.
+    losses : ndarray of shape (T,)
+        Mean CE (0 once it is below the float64 range, around ``tau = 1e-3`` at ``(3, 7)``).
+    max_cos : ndarray of shape (T,)
+        Largest pairwise cosine of ``W``.
+    rho : ndarray of shape (T,)
+        ``rho_one_vs_rest(W)``.
+    hardmax : ndarray of shape (T,)
+        ``L_HardMax(W, H)``.
+    log_losses : ndarray of shape (T,)
+        The log of the mean CE (finite at any ``tau``; :func:`log_mean_ce`).
+
+    Examples
+    --------
+    >>> from nclab.ufm import ce_ufm_sphere
+    >>> res = ce_ufm_sphere(2, 3, taus=(0.5, 0.1), restarts=1, steps=20)
+    >>> print(res.rho, res.max_cos, res.log_losses.round(4))  # the triangle: rho = 3/2, cosines -1/2
+    [1.5 1.5] [-0.5 -0.5] [ -2.3547 -14.3069]
+    """
 
     taus: np.ndarray
     Ws: list[np.ndarray]
@@ -257,6 +344,32 @@ def log_mean_ce(W: torch.Tensor, H: torch.Tensor, tau: float) -> torch.Tensor:
     ``tau``. Where the usual form is representable the two agree to rounding (tested).
 
     ``W (..., K, d)``, ``H (..., K, n, d)``; returns ``(...)``.
+
+    Parameters
+    ----------
+    W : torch.Tensor of shape (..., K, d)
+        Classifiers.
+    H : torch.Tensor of shape (..., K, n, d)
+        Features, ``n`` per class.
+    tau : float
+        Temperature, ``> 0``.
+
+    Returns
+    -------
+    torch.Tensor of shape (...)
+        The log of the mean CE, finite even where the CE itself underflows to 0.
+
+    Examples
+    --------
+    For a simplex ETF with ``H = W``, every CE is ``log(1 + 2 exp(-1.5/tau))``; at ``tau = 0.1``,
+    ``log(log(1 + 2 e^-15)) = -14.30685``:
+
+    >>> import torch
+    >>> from nclab.geometry import simplex_etf
+    >>> from nclab.ufm import log_mean_ce
+    >>> W = torch.tensor(simplex_etf(3, 2))
+    >>> print(f"{float(log_mean_ce(W, W[:, None, :], 0.1)):.5f}")
+    -14.30685
     """
     Z = torch.einsum("...kid,...jd->...kij", H, W)  # <w_j, h_ki>
     own = torch.diagonal(Z, dim1=-3, dim2=-1).transpose(-1, -2).unsqueeze(-1)  # (..., K, n, 1): <w_k, h_ki>
@@ -287,6 +400,41 @@ def ce_ufm_sphere(
     at each ``tau``. Each stage runs ``steps`` Adam steps with the step size decaying from ``lr[0]`` to ``lr[1]``,
     then (``polish``) L-BFGS on every restart to the stage's minimiser: without it the solution at small ``tau``
     is converged in the margin but not in the directions that move only slack margins (see ``_polish``).
+
+    Parameters
+    ----------
+    d : int
+        Dimension.
+    K : int
+        Number of classes.
+    n : int, default=1
+        Features per class.
+    taus : sequence of float, default=(1.0, 0.5, 0.2, 0.1, 0.05, 0.02)
+        Temperatures, solved in this order.
+    restarts : int, default=4
+        Random starts carried along the path.
+    seed : int, default=0
+        Seed of the starts.
+    steps : int, default=1500
+        Adam steps per temperature.
+    lr : (float, float), default=(0.05, 1e-4)
+        Step size, decaying geometrically within each stage.
+    polish : bool, default=True
+        Finish each stage with L-BFGS.
+
+    Returns
+    -------
+    CESphereResult
+        The solution, its CE, margins and HardMax value at each temperature.
+
+    Examples
+    --------
+    In ``d = 2`` with ``K = 3`` the solution is the triangle, a simplex ETF, at every temperature:
+
+    >>> from nclab.ufm import ce_ufm_sphere
+    >>> res = ce_ufm_sphere(2, 3, taus=(0.5, 0.1), restarts=1, steps=20)
+    >>> print(res.rho, res.hardmax)
+    [1.5 1.5] [-1.5 -1.5]
     """
     _check_dk(d, K, restarts)
     if int(n) < 1 or len(taus) == 0 or min(taus) <= 0:
@@ -322,9 +470,30 @@ def ce_ufm_sphere(
 
 @dataclass(frozen=True)
 class WDResult:
-    """Weight-decay CE-UFM solution ([Jiang et al. 2024], eq. (B.1)): ``W (K, d)``, ``H (K, n, d)``, the objective
-    ``loss``, per-class ``length_ratio = ||w_k|| / ||hbar_k||`` (Fig. B.2), ``mean_norms = ||hbar_k||`` and
-    ``cosines = cos(w_k, hbar_k)``."""
+    """Weight-decay CE-UFM solution ([Jiang et al. 2024], eq. (B.1)), from :func:`wd_ufm`.
+
+    Parameters
+    ----------
+    W : ndarray of shape (K, d)
+        Classifier.
+    H : ndarray of shape (K, n, d)
+        Features.
+    loss : float
+        The objective.
+    length_ratio : ndarray of shape (K,)
+        ``||w_k|| / ||hbar_k||`` per class (Fig. B.2).
+    mean_norms : ndarray of shape (K,)
+        ``||hbar_k||``.
+    cosines : ndarray of shape (K,)
+        ``cos(w_k, hbar_k)``.
+
+    Examples
+    --------
+    >>> from nclab.ufm import wd_ufm
+    >>> res = wd_ufm(2, 3)
+    >>> print(res.W.shape, res.H.shape, res.cosines.round(6), res.length_ratio.round(6))
+    (3, 2) (3, 1, 2) [1. 1. 1.] [1. 1. 1.]
+    """
 
     W: np.ndarray
     H: np.ndarray
@@ -338,7 +507,37 @@ def wd_ufm(d: int, K: int, n: int = 1, *, lam: float = 5e-3, seed: int = 0, star
     """Weight-decay CE UFM ([Jiang et al. 2024], eq. (B.1)):
     ``min (1/(nK)) sum CE(W h_ki, k) + (lam/2)(||W||^2 + ||H||^2)``
     (no temperature, no norm constraint; ``lam`` is unspecified in the paper, 5e-3 by default). This is the
-    ``ce-wd`` model of the UFM zoo in its canonical [Tirer & Bruna 2022] lambda convention, solved there by L-BFGS."""
+    ``ce-wd`` model of the UFM zoo in its canonical [Tirer & Bruna 2022] lambda convention, solved there by L-BFGS.
+
+    Parameters
+    ----------
+    d : int
+        Dimension.
+    K : int
+        Number of classes.
+    n : int, default=1
+        Features per class.
+    lam : float, default=5e-3
+        Weight decay of both ``W`` and ``H``.
+    seed : int, default=0
+        Seed of the starts.
+    starts : int, default=1
+        Random starts; the best objective is kept.
+
+    Returns
+    -------
+    WDResult
+        The solution, its objective and the per-class norm ratios and cosines of ``W`` and the class means.
+
+    Examples
+    --------
+    With equal weight decay the solution is self-dual: ``w_k`` parallel to, and as long as, its class mean.
+
+    >>> from nclab.ufm import wd_ufm
+    >>> res = wd_ufm(2, 3)
+    >>> print(res.cosines.round(6), res.length_ratio.round(6), res.mean_norms.round(4))
+    [1. 1. 1.] [1. 1. 1.] [1.8776 1.8776 1.8776]
+    """
     from nclab.ufm.solvers import solve
 
     res = solve("ce-wd", K=K, n=n, d=d, lams={"W": lam, "H": lam}, solver="lbfgs", seed=seed, starts=starts)

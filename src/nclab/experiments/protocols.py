@@ -1,0 +1,427 @@
+"""What an experiment runs at one scale, as a value: :class:`Protocol`, with its cost (:func:`estimate`) and data
+(:func:`data_needs`, :func:`check_data`).
+
+A training protocol is read off the resolved :class:`~nclab.train.config.RunConfig` the run will train
+(:meth:`Protocol.from_config`), so what ``nclab experiment list`` and ``run --dry-run`` show is what runs; a
+solver protocol (UFM, ODE, code searches) records the solver's sizes (:meth:`Protocol.solver`). The papers'
+values these are compared with live apart, in :mod:`nclab.experiments.paper_protocols`.
+
+GPU cost (:func:`estimate`) is scaled from two measured H200 epochs (``benchmarks/RESULTS.md``, Throughput on an
+NVIDIA H200; bf16, channels_last, batch 128): ResNet-18 (CIFAR stem) on 60,000 Fashion-MNIST images padded to
+32 x 32 in 4.6 s (468 steps, 9.8 ms a step) and the [Wang et al. 2024] Fashion-MNIST ``pfc_resnet`` in 4.1 s
+(8.8 ms a step, the trainer's per-step floor for small networks). A step costs ``max(8.8 ms, 9.8 ms x
+MACs(batch) / MACs(ResNet-18, 32 x 32, batch 128))``, MACs counted by a forward pass on the ``meta`` device (convs
+and linear layers; attention's matrix products are left out, so a ViT is underestimated); one measurement of the
+penultimate layer costs 0.24 epochs, of all layers 2.4 (the same benchmark). JPEG decoding of streamed data is not
+counted: an ImageNet epoch is input-bound on most hosts.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any, Literal
+
+__all__ = ["DATASET_FACTS", "Estimate", "Protocol", "check_data", "data_needs", "estimate", "model_cost"]
+
+#: Per dataset: training images (the whole train split), classes, the side of its images. Used for the cost of a
+#: run on the whole split and for the input size of a protocol; the files' own counts win when they are loaded.
+DATASET_FACTS: dict[str, tuple[int, int, int]] = {
+    "digits": (1352, 10, 8),
+    "mnist": (60_000, 10, 28),
+    "fashion-mnist": (60_000, 10, 28),
+    "cifar10": (50_000, 10, 32),
+    "cifar100": (50_000, 100, 32),
+    "svhn": (73_257, 10, 32),
+    "stl10": (5_000, 10, 96),
+    "tiny-imagenet": (100_000, 200, 64),
+    "imagenet": (1_281_167, 1000, 224),
+}
+
+#: The options of each loss a protocol shows (those that act for it).
+_LOSS_OPTIONS: dict[str, tuple[str, ...]] = {
+    "mse": ("reduction", "target_scale"),
+    "ce": ("tau", "label_smoothing"),
+    "ce_cosreg": ("tau", "label_smoothing", "cosreg_weight", "cosreg_variant"),
+}
+
+# the measured H200 anchors of the module docstring
+_STEP_S_R18 = 4.6 / 468
+_STEP_FLOOR_S = 4.1 / 468
+_MEASURE_EPOCHS = {"penultimate": 0.24, "all": 2.4}
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """One run (or one solver set-up) of an experiment at one scale.
+
+    Parameters
+    ----------
+    label : str
+        Which run of the experiment this is (``"fashion-mnist/resnet18/mse"``).
+    kind : {"training", "solver"}
+        A network trained by :func:`nclab.train.trainer.train`, or a solver (UFM, ODE, code search) whose
+        sizes are ``solver``.
+    model, model_options, head
+        The :func:`nclab.nets.build_model` name, its keyword options and the head spec.
+    dataset, classes, per_class, test_per_class, input_size, preprocessing
+        The data: a dataset of :mod:`nclab.data`, the classes kept (``None``: all), the balanced subset sizes
+        (``None``: the whole split), the side of the images the network sees, and how they are prepared.
+    augment : str or None
+        A recipe of :data:`nclab.data.recipes.AUGMENT_RECIPES` (``None``: none).
+    loss, loss_options, optimiser, momentum, nesterov, lr, lr_sweep, schedule, batch, epochs, weight_decay
+        The recipe; ``lr_sweep`` the learning rates the paper sweeps (``lr`` is the one run).
+    seeds : tuple of int
+        The seeds run (one run per seed).
+    measure : mapping
+        When and what is measured (``epochs``, ``splits``, ``layers``).
+    probes : mapping or None
+        Downstream linear probes (the transfer study of [Xu & Liu 2023]).
+    solver : mapping
+        A solver protocol's sizes (``K``, ``d``, ``n``, steps, lr, grids).
+
+    See Also
+    --------
+    estimate : its GPU cost; data_needs, check_data : its data.
+    nclab.experiments.paper_protocols.PAPER_PROTOCOLS : the papers' values it is compared with.
+
+    Examples
+    --------
+    >>> p = Protocol.solver("UFM", K=4, d=20, n=50, steps=100_000)
+    >>> p.kind, p.summary()
+    ('solver', 'UFM: K=4, d=20, n=50, steps=100000')
+    """
+
+    label: str
+    kind: Literal["training", "solver"] = "training"
+    model: str | None = None
+    model_options: Mapping[str, Any] = field(default_factory=dict)
+    head: Mapping[str, Any] = field(default_factory=dict)
+    dataset: str | None = None
+    classes: tuple[int, ...] | None = None
+    per_class: int | None = None
+    test_per_class: int | None = None
+    input_size: int | None = None
+    preprocessing: str = ""
+    augment: str | None = None
+    loss: str | None = None
+    loss_options: Mapping[str, Any] = field(default_factory=dict)
+    optimiser: str | None = None
+    momentum: float | None = None
+    nesterov: bool | None = None
+    lr: float | None = None
+    lr_sweep: tuple[float, ...] = ()
+    schedule: Mapping[str, Any] = field(default_factory=dict)
+    batch: int | None = None
+    epochs: int | None = None
+    weight_decay: float | None = None
+    seeds: tuple[int, ...] = (0,)
+    measure: Mapping[str, Any] = field(default_factory=dict)
+    probes: Mapping[str, Any] | None = None
+    solver_sizes: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_config(
+        cls,
+        cfg: Any,
+        label: str,
+        *,
+        lr_sweep: Sequence[float] = (),
+        seeds: Sequence[int] | None = None,
+        probes: Mapping[str, Any] | None = None,
+    ) -> Protocol:
+        """The protocol of the resolved run config ``cfg`` (:class:`~nclab.train.config.RunConfig`).
+
+        ``seeds`` defaults to ``(cfg.seed,)``; the schedule keeps the keys that act for its ``name`` (a multistep
+        schedule's milestones as the epochs they resolve to)."""
+        d, m, opt, tr = cfg.data, cfg.model, cfg.optim, cfg.train
+        classes = d.options.get("classes")
+        side = d.image_size or d.pad_to or DATASET_FACTS.get(d.name, (0, 0, None))[2]
+        prep = []
+        if d.pad_to:
+            prep.append(f"zero-pad to {d.pad_to}x{d.pad_to}")
+        if d.streamed:
+            prep.append(f"crop {d.image_size}")
+        if d.normalize:
+            prep.append("per-channel mean/std")
+        loss = cfg.loss
+        loss_opts = {k: getattr(loss, k) for k in _LOSS_OPTIONS[loss.name]}
+        return cls(
+            label=label,
+            model=m.name,
+            model_options=dict(m.options),
+            head=m.head.build_kwargs(),
+            dataset=d.name,
+            classes=None if classes is None else tuple(int(c) for c in classes),
+            per_class=d.per_class,
+            test_per_class=d.test_per_class,
+            input_size=side,
+            preprocessing=", ".join(prep),
+            augment=d.augment,
+            loss=loss.name,
+            loss_options=loss_opts,
+            optimiser=opt.name,
+            momentum=opt.momentum if opt.name == "sgd" else None,
+            nesterov=opt.nesterov if opt.name == "sgd" else None,
+            lr=opt.lr,
+            lr_sweep=tuple(float(x) for x in lr_sweep),
+            schedule=_schedule(cfg),
+            batch=tr.batch_size,
+            epochs=tr.epochs,
+            weight_decay=opt.weight_decay,
+            seeds=tuple(int(s) for s in (seeds if seeds is not None else (cfg.seed,))),
+            measure={
+                "epochs": cfg.measure.epochs,
+                "num_log": cfg.measure.num_log,
+                "splits": list(cfg.measure.splits),
+                "layers": cfg.measure.layers,
+            },
+            probes=None if probes is None else dict(probes),
+        )
+
+    @classmethod
+    def solver(cls, label: str, **sizes: Any) -> Protocol:
+        """A solver protocol: ``sizes`` are the solver's (``K``, ``d``, ``n``, ``steps``, ``lr``, grids...)."""
+        return cls(label=label, kind="solver", seeds=tuple(sizes.pop("seeds", (0,))), solver_sizes=dict(sizes))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The protocol as JSON-able data (``nclab experiment list -f json``, ``run --dry-run -f json``)."""
+        if self.kind == "solver":
+            return {"label": self.label, "kind": "solver", "solver": _plain(self.solver_sizes),
+                    "seeds": list(self.seeds)}  # fmt: skip
+        return {
+            "label": self.label,
+            "kind": "training",
+            "model": self.model,
+            "model_options": _plain(self.model_options),
+            "head": _plain(self.head),
+            "data": {
+                "name": self.dataset,
+                "classes": None if self.classes is None else list(self.classes),
+                "per_class": self.per_class,
+                "test_per_class": self.test_per_class,
+                "input_size": self.input_size,
+                "preprocessing": self.preprocessing,
+            },
+            "augmentation": self.augment,
+            "loss": self.loss,
+            "loss_options": _plain(self.loss_options),
+            "optimiser": {"name": self.optimiser, "momentum": self.momentum, "nesterov": self.nesterov},
+            "lr": self.lr,
+            "lr_sweep": list(self.lr_sweep),
+            "schedule": _plain(self.schedule),
+            "batch": self.batch,
+            "epochs": self.epochs,
+            "weight_decay": self.weight_decay,
+            "seeds": list(self.seeds),
+            "measure": _plain(self.measure),
+            "probes": _plain(self.probes),
+        }
+
+    def summary(self) -> str:
+        """One line: what runs (the list's and the dry run's words)."""
+        if self.kind == "solver":
+            return f"{self.label}: " + ", ".join(f"{k}={_short(v)}" for k, v in self.solver_sizes.items())
+        data = self.dataset if self.per_class is None else f"{self.dataset} ({self.per_class}/class)"
+        sweep = f" (sweep of {len(self.lr_sweep)})" if self.lr_sweep else ""
+        seeds = f", {len(self.seeds)} seeds" if len(self.seeds) > 1 else ""
+        return (
+            f"{self.label}: {self.model} on {data} {self.input_size}px, {self.loss}, {self.optimiser} lr "
+            f"{self.lr:g}{sweep}, {self.schedule.get('name')}, {self.epochs} ep, batch {self.batch}, wd "
+            f"{self.weight_decay:g}{', aug ' + self.augment if self.augment else ''}{seeds}"
+        )
+
+
+def _schedule(cfg: Any) -> dict[str, Any]:
+    s, epochs = cfg.schedule, cfg.train.epochs
+    out: dict[str, Any] = {"name": s.name}
+    if s.name == "multistep":
+        out["milestones"] = list(s.milestones) if s.milestones else [int(epochs * f) for f in s.milestone_fractions]
+        out["gamma"] = s.gamma
+    if s.name == "exponential":
+        out["gamma"] = s.gamma
+    if s.name in ("cosine", "exponential") and s.min_lr:
+        out["min_lr"] = s.min_lr
+    if s.warmup_epochs:
+        out["warmup_epochs"] = s.warmup_epochs
+        out["warmup_start_lr"] = s.warmup_start_lr
+    return out
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _short(value: Any) -> str:
+    if isinstance(value, list | tuple):
+        return f"[{_short(value[0])} .. {_short(value[-1])}] ({len(value)})" if len(value) > 3 else str(list(value))
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+# ---------------------------------------------------------------------------------------------------- cost
+@dataclass(frozen=True)
+class Estimate:
+    """The cost of an experiment's training protocols on one H200: ``gpu_hours`` at the protocols' own lr
+    (``sweep_gpu_hours`` with every lr of their sweeps), ``memory_gib`` the largest run's (weights, gradients,
+    optimiser state in float32 and the bf16 activations of one batch), ``basis`` how it was computed."""
+
+    gpu_hours: float
+    sweep_gpu_hours: float
+    memory_gib: float
+    basis: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"gpu_hours": round(self.gpu_hours, 2), "sweep_gpu_hours": round(self.sweep_gpu_hours, 2),
+                "memory_gib": round(self.memory_gib, 2), "basis": self.basis}  # fmt: skip
+
+
+@lru_cache(maxsize=64)
+def model_cost(name: str, input_shape: tuple[int, ...], K: int, options: str) -> tuple[int, int, int]:
+    """``(MACs per image, parameters, activation elements per image)`` of :func:`nclab.nets.build_model`'s
+    ``name`` with ``K`` classes (``options`` a ``repr`` of its keyword options), from one forward pass on the
+    ``meta`` device (no memory, no arithmetic): the MACs of every convolution and linear layer, the outputs of
+    every leaf module.
+
+    Examples
+    --------
+    >>> macs, params, _ = model_cost("resnet50", (3, 224, 224), 1000, "{}")
+    >>> round(macs / 1e9, 2), params
+    (4.09, 25557032)
+    """
+    import torch
+    from torch import nn
+
+    from nclab.nets import build_model
+
+    with torch.device("meta"):
+        net = build_model(name, input_shape, K, **eval(options))
+    counts = {"macs": 0, "acts": 0}
+
+    def hook(mod: nn.Module, _inp: Any, out: Any) -> None:
+        if not isinstance(out, torch.Tensor):
+            return
+        per_image = out.numel() // 2
+        if isinstance(mod, nn.Conv2d):
+            counts["macs"] += per_image * mod.in_channels // mod.groups * math.prod(mod.kernel_size)
+        elif isinstance(mod, nn.Linear):
+            counts["macs"] += per_image * mod.in_features
+        if not list(mod.children()):
+            counts["acts"] += per_image
+
+    handles = [m.register_forward_hook(hook) for m in net.modules()]
+    try:
+        net.train()
+        net(torch.empty(2, *input_shape, device="meta"))
+    finally:
+        for h in handles:
+            h.remove()
+    params = sum(p.numel() for p in net.parameters())
+    return counts["macs"], params, counts["acts"]
+
+
+def _input_shape(p: Protocol) -> tuple[tuple[int, ...], int, int]:
+    """``(input shape, classes, training images)`` of a training protocol."""
+    n_train, K, _ = DATASET_FACTS.get(p.dataset or "", (0, 0, 0))
+    channels = 1 if p.dataset in ("digits", "mnist", "fashion-mnist") else 3
+    if p.classes is not None:
+        n_train, K = n_train * len(p.classes) // max(K, 1), len(p.classes)
+    if p.per_class is not None:
+        n_train = p.per_class * K
+    side = int(p.input_size or 32)
+    shape = (channels * side * side,) if p.model in ("mlp", "fc_resnet") else (channels, side, side)
+    return shape, K, n_train
+
+
+def _measured_epochs(p: Protocol) -> int:
+    epochs = p.measure.get("epochs", "log")
+    return len(epochs) if isinstance(epochs, list) else int(p.measure.get("num_log", 20)) + 2
+
+
+def estimate(protocols: Sequence[Protocol]) -> Estimate | None:
+    """The GPU cost of the training protocols on one H200; ``None`` when there are none.
+
+    Per run, ``epochs + m x c`` epochs of ``ceil(N / batch)`` steps of ``max(8.8 ms, 9.8 ms x MACs(batch) /
+    MACs(ResNet-18 at 32 x 32, batch 128))``, with ``N`` its training images, ``m`` its measured epochs and ``c``
+    = 0.24 (penultimate layer) or 2.4 (all layers); times its seeds, and its lr sweep for ``sweep_gpu_hours``.
+
+    See Also
+    --------
+    model_cost : the MACs, parameters and activations of a network.
+
+    Examples
+    --------
+    ResNet-18 on 5,000 x 10 padded Fashion-MNIST images, 350 epochs and 32 measurements: 391 steps of 9.8 ms per
+    epoch, (350 + 32 x 0.24) epochs.
+
+    >>> p = Protocol("r18", model="resnet18", dataset="fashion-mnist", per_class=5000, input_size=32, batch=128,
+    ...              epochs=350, optimiser="sgd", measure={"epochs": "log", "num_log": 30, "layers": "penultimate"})
+    >>> round(estimate([p]).gpu_hours, 2)
+    0.38
+    """
+    _, _, _ref_acts = model_cost("resnet18", (1, 32, 32), 10, "{}")
+    ref_macs = model_cost("resnet18", (1, 32, 32), 10, "{}")[0] * 128
+    hours = sweep = mem = 0.0
+    trained = [p for p in protocols if p.kind == "training"]
+    if not trained:
+        return None
+    for p in trained:
+        shape, K, n_train = _input_shape(p)
+        opts = dict(p.model_options)
+        macs, params, acts = model_cost(p.model or "", shape, K, repr(dict(sorted(opts.items()))))
+        batch = int(p.batch or 128)
+        step_s = max(_STEP_FLOOR_S, _STEP_S_R18 * macs * batch / ref_macs)
+        epoch_s = math.ceil(n_train / batch) * step_s
+        layers = "penultimate" if p.measure.get("layers") == "penultimate" else "all"
+        run_s = epoch_s * (int(p.epochs or 0) + _measured_epochs(p) * _MEASURE_EPOCHS[layers])
+        runs = len(p.seeds)
+        hours += run_s * runs / 3600
+        sweep += run_s * runs * max(1, len(p.lr_sweep)) / 3600
+        state = 16 if p.optimiser == "adamw" else 12  # weights + gradients + momentum (+ second moment)
+        mem = max(mem, (params * state + acts * batch * 2) / 2**30)
+    basis = (
+        "H200 bf16 (benchmarks/RESULTS.md): 9.8 ms per ResNet-18 32x32 step of 128 scaled by MACs, "
+        "floor 8.8 ms; measurement 0.24 (penultimate) / 2.4 (all layers) epochs; data loading not counted"
+    )
+    return Estimate(hours, sweep, mem, basis)
+
+
+# ---------------------------------------------------------------------------------------------------- data
+def data_needs(protocols: Sequence[Protocol]) -> list[dict[str, Any]]:
+    """The datasets the protocols train on, each with where nclab looks for it and the layout it expects
+    (:func:`nclab.data.describe_dataset`), in first-use order."""
+    from nclab.data import describe_dataset
+
+    names = list(dict.fromkeys(p.dataset for p in protocols if p.dataset))
+    for p in protocols:
+        for task in (p.probes or {}).get("downstream", []):
+            if task.get("dataset"):
+                names.append(task["dataset"])
+    return [describe_dataset(n) for n in dict.fromkeys(names)]
+
+
+def check_data(protocols: Sequence[Protocol], what: str) -> None:
+    """Raise ``FileNotFoundError`` naming every dataset of the protocols that is not on this machine, with where to
+    put it and how to get it (``what`` names the run: ``"experiment 'pfc-table1' at scale paper"``)."""
+    from nclab.data import DatasetNotFoundError, find_dataset
+
+    missing = []
+    for need in data_needs(protocols):
+        try:
+            find_dataset(need["name"])
+        except DatasetNotFoundError as err:
+            looked = ", ".join(str(p) for p in err.looked_in)
+            missing.append(
+                f"  - {need['name']}: expected layout {need['layout']}; looked in {looked}; how to get it: "
+                f"{need['how_to_get']}"
+            )
+    if missing:
+        raise FileNotFoundError(
+            f"{what} needs data that is not on this machine (nclab never downloads); put each dataset in "
+            "$NCLAB_DATA/<name> (or /usr/share/datasets/<name>), then run again:\n" + "\n".join(missing)
+        )

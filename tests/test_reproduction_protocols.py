@@ -1,0 +1,230 @@
+"""The reproduction registry (issue 27 item 1): every paper-scale training experiment resolves to the protocol its
+paper states (nclab.experiments.paper_protocols, written apart from the code that builds the runs), the list and
+dry run show it, and a paper run without its data stops with an ``error:`` naming what is missing."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from typer.testing import CliRunner
+
+from nclab.cli import app
+from nclab.experiments import dry_run, get, list_experiments
+from nclab.experiments.catalog import PROTOCOLS
+from nclab.experiments.paper_protocols import PAPER_PROTOCOLS, Value
+from nclab.experiments.protocols import Protocol, estimate, model_cost
+
+runner = CliRunner()
+
+
+def _flat(d: dict, prefix: str = "") -> dict:
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict) and k not in ("lams",):
+            out.update(_flat(v, f"{prefix}{k}."))
+        out[f"{prefix}{k}"] = v
+    return out
+
+
+def _same(a: object, b: object) -> bool:
+    if isinstance(a, float) or isinstance(b, float):
+        return a is not None and b is not None and math.isclose(a, b, rel_tol=1e-12)  # type: ignore[arg-type]
+    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    return a == b
+
+
+def _paper_protocols(name: str) -> dict[str, Protocol]:
+    list_experiments()  # imports every experiment module (and so declares every protocol)
+    return {p.label: p for p in PROTOCOLS[name]["paper"]("paper")}
+
+
+def _check_against_table(name: str) -> int:
+    """Compare every field of the table with the resolved protocol; return the number of values compared."""
+    table = PAPER_PROTOCOLS[name]
+    protocols = _paper_protocols(name)
+    assert sorted(protocols) == sorted(table), name  # one protocol per run the paper has, no more
+    compared = 0
+    for label, fields in table.items():
+        got = _flat(protocols[label].to_dict())
+        for path, expected in fields.items():
+            assert isinstance(expected, Value) and expected.source, (name, label, path)
+            assert path in got, f"{name} {label}: the protocol has no field {path}"
+            assert _same(got[path], expected.value), f"{name} {label} {path}: {got[path]!r} != {expected!r}"
+            compared += 1
+    return compared
+
+
+@pytest.mark.parametrize("name", sorted(PAPER_PROTOCOLS))
+def test_paper_scale_is_the_papers_protocol(name):
+    assert _check_against_table(name) >= 10 * len(PAPER_PROTOCOLS[name])
+
+
+def test_a_changed_recipe_fails_its_protocol_test(monkeypatch):
+    """The comparison can fail: a preset whose lr drifts from the paper's is caught."""
+    from nclab.train import presets
+
+    monkeypatch.setitem(presets.PRESETS["wang2024-pfc"]["schedule"], "milestones", [100, 200])
+    with pytest.raises(AssertionError, match=r"schedule\.milestones"):
+        _check_against_table("pfc-table1")
+
+
+def test_every_ours_value_gives_its_reason():
+    for runs in PAPER_PROTOCOLS.values():
+        for fields in runs.values():
+            for v in fields.values():
+                assert v.source.startswith("[") or (v.source.startswith("ours: ") and len(v.source) > 20), v
+
+
+def test_han2022_schedule_and_sweep_are_exact():
+    p = _paper_protocols("mse-nc-benchmarks")["cifar10/resnet50/mse"]
+    assert (p.epochs, p.batch, p.schedule["milestones"], p.lr) == (350, 128, [116, 233], 0.0184)
+    assert len(p.lr_sweep) == 25 and p.lr_sweep[0] == pytest.approx(1e-4) and p.lr_sweep[-1] == pytest.approx(0.25)
+    assert p.lr_sweep[16] == pytest.approx(0.0184, abs=5e-5)  # the Colab's MSE lr is grid point 16
+
+
+def test_solver_protocol_summary():
+    p = Protocol.solver("UFM", K=4, d=20, n=50, steps=100_000, seeds=(0, 1))
+    assert p.to_dict() == {"label": "UFM", "kind": "solver", "solver": {"K": 4, "d": 20, "n": 50, "steps": 100_000},
+                           "seeds": [0, 1]}  # fmt: skip
+    assert estimate([p]) is None  # no GPU cost for a solver
+
+
+def test_model_cost_counts_macs_exactly():
+    # torchvision's documented GFLOPS (multiply-adds) of its ImageNet models: resnet18 1.81, resnet50 4.09
+    macs, params, _ = model_cost("resnet18", (3, 224, 224), 1000, "{}")
+    assert round(macs / 1e9, 2) == 1.81 and params == 11_689_512
+    # an MLP: exactly one multiply-add per weight, per image
+    macs, params, _ = model_cost("mlp", (64,), 10, "{'widths': [32], 'batchnorm': False}")
+    assert macs == 64 * 32 + 32 * 10
+
+
+def test_estimate_scales_with_epochs_and_images():
+    p = _paper_protocols("mse-nc-benchmarks")["fashion-mnist/resnet18/mse"]
+    e1 = estimate([p])
+    e2 = estimate([Protocol(**{**p.__dict__, "epochs": 2 * p.epochs})])
+    # 350 epochs + the measurements (32 measured epochs x 0.24): twice the epochs, not quite twice the time
+    ratio = (2 * 350 + 32 * 0.24) / (350 + 32 * 0.24)
+    assert e2.gpu_hours / e1.gpu_hours == pytest.approx(ratio, rel=1e-9)
+    # the anchor: ResNet-18 on 5,000 x 10 padded Fashion-MNIST images, 9.8 ms per step of 128 (RESULTS.md)
+    steps = math.ceil(50_000 / 128)
+    assert e1.gpu_hours == pytest.approx(steps * 4.6 / 468 * (350 + 32 * 0.24) / 3600, rel=1e-9)
+    assert e1.sweep_gpu_hours == pytest.approx(25 * e1.gpu_hours)
+
+
+def test_every_experiment_lists_protocol_estimate_and_data_per_scale():
+    res = runner.invoke(app, ["experiment", "list", "-f", "json"])
+    assert res.exit_code == 0, res.output
+    rows = {r["name"]: r for r in json.loads(res.stdout)}
+    assert set(rows) == {e.name for e in list_experiments()}
+    for name, row in rows.items():
+        assert row["papers"] and all(not k.startswith("[") for k in row["papers"]), name
+        for scale in get(name).scales:
+            info = row["scales"][scale]
+            assert {"protocol", "estimate", "data"} <= set(info), (name, scale)
+    paper = rows["mse-nc-benchmarks"]["scales"]["paper"]
+    assert paper["estimate"]["gpu_hours"] > 0 and paper["estimate"]["memory_gib"] > 0
+    assert [d["name"] for d in paper["data"]] == ["mnist", "fashion-mnist", "svhn", "cifar10", "stl10"]
+    assert paper["protocol"][0]["model"] == "vgg11_bn" and paper["protocol"][0]["epochs"] == 350
+    assert rows["mse-nc-benchmarks"]["papers"] == ["Han et al. 2022"]
+
+
+def test_list_table_keeps_the_summary_readable_at_100_columns(monkeypatch):
+    from nclab.cli import common
+
+    monkeypatch.setattr(common.console, "width", 100)
+    res = runner.invoke(app, ["experiment", "list"])
+    assert res.exit_code == 0
+    lines = res.output.splitlines()
+    assert max(len(line) for line in lines) <= 100
+    # the summary wraps at words, several to a line (it used to fold one word per line)
+    assert any("MSE NC on 5 datasets" in line for line in lines)
+
+
+def test_dry_run_prints_the_protocol_and_reads_no_data(tmp_path, monkeypatch):
+    monkeypatch.setenv("NCLAB_DATA", str(tmp_path))  # nothing there: a dry run must not look
+    res = runner.invoke(app, ["experiment", "run", "pfc-table1", "--scale", "paper", "--dry-run", "-f", "json"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    assert [p["label"] for p in data["protocol"]] == [p.label for p in dry_run("pfc-table1")]
+    cifar = next(p for p in data["protocol"] if p["label"] == "cifar10/pfc_resnet")
+    assert (cifar["lr"], cifar["epochs"], cifar["batch"], cifar["schedule"]["milestones"]) == (
+        0.01,
+        350,
+        128,
+        [117, 233],
+    )
+    res = runner.invoke(app, ["experiment", "run", "pfc-table1", "--scale", "paper", "--dry-run"], terminal_width=250)
+    assert res.exit_code == 0 and "cifar100/pfc_resnet" in res.output
+    assert not list(tmp_path.iterdir())  # nothing written
+
+
+def test_paper_run_without_its_data_fails_with_an_error_naming_it(tmp_path, monkeypatch):
+    from nclab.data import loaders
+
+    monkeypatch.setenv("NCLAB_DATA", str(tmp_path / "data"))
+    monkeypatch.setattr(loaders, "SYSTEM_DATA", tmp_path / "none")
+    out = tmp_path / "out"
+    res = runner.invoke(app, ["experiment", "run", "pfc-table1", "--scale", "paper", "-o", str(out)])
+    assert res.exit_code == 2
+    assert "error:" in res.output and "Traceback" not in res.output
+    for ds in ("mnist", "fashion-mnist", "cifar10", "stl10", "cifar100"):
+        assert f"- {ds}:" in res.output  # every missing dataset, before any run starts
+    assert "$NCLAB_DATA/<name>" in res.output and not out.exists()
+
+
+def test_tiny_scale_of_a_reproduction_runs(tmp_path):
+    from nclab.experiments import run
+
+    summary = run("pfc-table1", tmp_path, scale="tiny")
+    runs = ["digits/fc_resnet/ce-0 seed0", "digits/fc_resnet/ce-1 seed0"]
+    assert [k for k in summary if k.endswith("zero-error epoch")] == [f"{r}: zero-error epoch" for r in runs]
+    assert (tmp_path / "report.html").is_file() and (
+        tmp_path / "digits-fc_resnet-ce-1" / "seed0" / "metrics.csv"
+    ).is_file()
+
+
+def test_vci_transfer_paper_scale_refuses_rather_than_run_a_stand_in(tmp_path):
+    """Its protocol pretrains on streamed ImageNet, which the transfer study cannot hold: it says so (after the data
+    check) instead of running the old CPU stand-in longer."""
+    from nclab.experiments.transfer import run_vci_transfer
+
+    with pytest.raises(ValueError, match="streamed"):
+        run_vci_transfer(tmp_path, "paper", 0)
+    assert not list(tmp_path.iterdir())
+
+
+def test_find_dataset_locates_files_without_reading_them(tmp_path, monkeypatch):
+    from nclab.data import DatasetNotFoundError, describe_dataset, find_dataset, loaders
+
+    monkeypatch.setenv("NCLAB_DATA", str(tmp_path))
+    monkeypatch.setattr(loaders, "SYSTEM_DATA", tmp_path / "none")
+    with pytest.raises(DatasetNotFoundError, match="cifar-10-batches-py") as err:
+        find_dataset("cifar10")
+    assert tmp_path / "cifar10" in err.value.looked_in
+    folder = tmp_path / "cifar10" / "cifar-10-batches-py"
+    folder.mkdir(parents=True)
+    for name in [f"data_batch_{i}" for i in range(1, 6)]:
+        (folder / name).write_bytes(b"")  # empty: found, never read
+    with pytest.raises(DatasetNotFoundError):  # the test split is still missing
+        find_dataset("cifar10")
+    (folder / "test_batch").write_bytes(b"")
+    assert find_dataset("cifar10") == folder
+    assert find_dataset("digits") is None  # embedded
+    need = describe_dataset("imagenet")
+    assert need["where"][0] == str(tmp_path / "imagenet") and "ILSVRC" in need["how_to_get"]
+    with pytest.raises(DatasetNotFoundError):
+        find_dataset("imagenet")
+
+
+def test_scales_of_one_experiment_may_be_declared_apart_but_not_twice(monkeypatch):
+    from nclab.experiments.catalog import declare_protocols
+
+    monkeypatch.setitem(PROTOCOLS, "x-test", {})
+    paper = declare_protocols("x-test", scales=("paper",))(lambda scale: [Protocol.solver("p", K=2)])
+    declare_protocols("x-test", scales=("tiny", "cpu"))(lambda scale: [Protocol.solver(scale, K=1)])
+    assert sorted(PROTOCOLS["x-test"]) == ["cpu", "paper", "tiny"] and PROTOCOLS["x-test"]["paper"] is paper
+    with pytest.raises(ValueError, match="paper protocols of experiment 'x-test' are declared twice"):
+        declare_protocols("x-test", scales=("paper",))(lambda scale: [])
