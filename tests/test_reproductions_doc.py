@@ -9,6 +9,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from nclab.experiments import paper_claims as pc
@@ -64,12 +65,11 @@ def test_missing_result_file_renders_not_yet_computed(tmp_path):
     text = rp.render(tmp_path)
     rows = [r for r in rp.claim_rows({}) if r["experiment"] == "vci-transfer"]
     assert rows and all(r["ours"] == rp.NOT_YET and r["verdict"] == "not measured" for r in rows)
-    assert (
-        text.count(rp.NOT_YET)
-        == sum(c.experiment is not None for c in pc.CLAIMS)
-        + len({c.experiment for c in pc.CLAIMS if c.experiment is not None})
-        + 1
-    )  # every measured claim's row, every experiment's line in the result-file table, the 000 correlations
+    cpu = {c.experiment for c in pc.CLAIMS if c.experiment is not None} - {"mse-nc-benchmarks"}  # paper scale only
+    assert text.count(rp.NOT_YET) == sum(c.experiment in cpu for c in pc.CLAIMS) + len(cpu) + 1
+    # every cpu-measured claim's row, every such experiment's line in the result-file table, the 000 correlations
+    gpu = next(r for r in rp.claim_rows({}) if r["claim"] == "004-table1-paper-protocol")
+    assert gpu["ours"] == "no cpu scale: a paper-scale (GPU) experiment"
 
 
 def test_rendered_verdict_reads_the_result_file(tmp_path):
@@ -214,6 +214,29 @@ def test_partial_correlation_removes_the_control():
 )
 def test_criteria(criterion, summary, outcome):
     assert criterion.check(summary)[0] == outcome
+
+
+def test_median_gain_reads_the_paper_protocol_runs():
+    """004 Table 1 at paper scale: the claim's keys are mse-nc-benchmarks' run labels, and the paper's own table
+    passes its criterion (its caption: median +0.962, mean +1.833 points; from the rounded cells 0.96 and 1.833)."""
+    from nclab.experiments.reproductions import han2022_configs
+
+    assert set(pc._HAN2022_MSE_RUNS) == {k for k in han2022_configs() if k.endswith("/mse")}
+    claim = next(c for c in pc.CLAIMS if c.id == "004-table1-paper-protocol")
+    table = [(99.23, 99.59), (99.16, 99.70), (99.62, 99.70), (92.76, 92.95), (93.55, 93.76), (90.56, 92.95),
+             (89.35, 93.91), (85.18, 92.65), (95.61, 95.23), (83.13, 84.54), (75.43, 76.39), (91.77, 91.78),
+             (60.43, 67.24), (59.35, 60.56), (58.74, 60.41)]  # fmt: skip
+    assert float(np.mean([f - z for z, f in table])) == pytest.approx(1.833, abs=5e-4)
+    summary = {}
+    for run, (zero, final) in zip(pc._HAN2022_MSE_RUNS, table, strict=True):
+        summary[f"{run} seed0: test error at zero-error epoch"] = (100 - zero) / 100
+        summary[f"{run} seed0: test error last"] = (100 - final) / 100
+    found = pc.verdict(claim, summary)
+    assert found.status == "reproduced" and found.ours == "median 0.0096, 14 of 15 improve"
+    worse = {k: (v + 0.05 if k.endswith("last") else v) for k, v in summary.items()}
+    assert pc.verdict(claim, worse).status == "not reproduced"
+    del summary["svhn/densenet/mse seed0: test error at zero-error epoch"]  # a run that never reached zero error
+    assert pc.verdict(claim, summary).ours == "svhn/densenet/mse seed0: test error at zero-error epoch absent"
 
 
 def test_verdict_aggregation_and_missing_keys():

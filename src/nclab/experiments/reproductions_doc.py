@@ -62,6 +62,7 @@ CODE_DEPENDENCIES: dict[str, tuple[str, ...]] = {
     ),
     "resnet-depth": (_EXP + "resnet_depth.py", *_TRAIN, *_MEASURE),
     "digits-mlp-demo": (_EXP + "training.py", *_TRAIN, *_MEASURE),
+    "mse-nc-benchmarks": (_EXP + "reproductions.py", *_TRAIN, *_MEASURE),
     "central-path-flow": (_EXP + "theory_engines.py", "src/nclab/theory/central_path.py", *_MEASURE),
     "mse-decomposition-ufm": (_EXP + "theory_engines.py", "src/nclab/theory/joint_gd.py", "src/nclab/theory/mse.py"),
     "geodesic-digits": (
@@ -257,10 +258,15 @@ def claim_rows(results: dict[str, ResultFile]) -> list[dict[str, str]]:
     """One row per claim of :data:`~nclab.experiments.paper_claims.CLAIMS`: the paper's value, ours from the
     result files (or computed on the spot), the criterion, the verdict and the reason for a difference."""
     from nclab.experiments.paper_claims import CLAIMS, UNMEASURED, verdict
+    from nclab.experiments.registry import EXPERIMENTS, list_experiments
 
+    list_experiments()  # imports the experiment modules
     rows = []
     for claim in CLAIMS:
-        if claim.experiment is not None and claim.experiment not in results:
+        exp = EXPERIMENTS.get(claim.experiment or "")
+        if exp is not None and "cpu" not in exp.scales:
+            ours, status = "no cpu scale: a paper-scale (GPU) experiment", UNMEASURED
+        elif claim.experiment is not None and claim.experiment not in results:
             ours, status = NOT_YET, UNMEASURED
         else:
             found = verdict(claim, results[claim.experiment].summary if claim.experiment else None)
@@ -314,7 +320,10 @@ def render(root: Path) -> str:
         _row(("experiment", "claims", "computed at commit", "date (UTC)", "wall time", "command")),
         _row(["---"] * 6),
     ]
-    measured = sorted({c.experiment for c in CLAIMS if c.experiment is not None})
+    from nclab.experiments.registry import EXPERIMENTS
+
+    paper_only = {n for n, e in EXPERIMENTS.items() if "cpu" not in e.scales}
+    measured = sorted({c.experiment for c in CLAIMS if c.experiment is not None} - paper_only)
     for name in measured:
         n = sum(c.experiment == name for c in CLAIMS)
         res = results.get(name)
