@@ -166,7 +166,11 @@ def experiment_run(
         emit([], fmt, data=summary)
     else:
         title = f"{name} ({_scale(scale)})"
+        claims = summary.pop("paper_claims", [])
         emit(_summary_rows(summary), fmt, title)
+        if claims and fmt is OutputFormat.table:  # CSV stays one table: the claims are in summary.json and -f json
+            cols = ("claim", "paper_value", "ours", "verdict")
+            emit([{k: c[k] for k in cols} for c in claims], fmt, f"{name}: paper vs ours (criteria: -f json)")
     err_console.print(f"outputs in {out} (report: {out / 'report.html'})", markup=False, highlight=False)
 
 

@@ -114,7 +114,9 @@ def run(name: str, out: str | Path, *, scale: str = "cpu", seed: int = 0) -> dic
     Returns
     -------
     dict
-        The experiment's JSON-able summary (also in ``out/summary.json`` where the experiment writes one).
+        The experiment's JSON-able summary, also written to ``out/summary.json``; it ends with ``paper_claims``:
+        the paper's value, ours and the verdict of each claim the experiment measures
+        (:func:`nclab.experiments.paper_claims.attach`, which also adds them to ``report.html``).
 
     Raises
     ------
@@ -140,6 +142,8 @@ def run(name: str, out: str | Path, *, scale: str = "cpu", seed: int = 0) -> dic
         ...
     ValueError: experiment 'mse-decomposition-ufm' has scales ('tiny', 'cpu', 'paper'), not 'huge'
     """
+    from nclab.experiments.paper_claims import attach
+
     exp = get(name)
     if scale not in exp.scales:
         raise ValueError(f"experiment {name!r} has scales {exp.scales}, not {scale!r}")
@@ -150,11 +154,12 @@ def run(name: str, out: str | Path, *, scale: str = "cpu", seed: int = 0) -> dic
         check_data(exp.protocols(scale), f"experiment {name!r} at scale paper")
     out = check_output_dir(out, name="output folder", create=True)
     if scale != "tiny":
-        return exp.fn(out, scale, seed)
+        return attach(name, out, exp.fn(out, scale, seed))
     from nclab.report.html import page_banner
 
     with page_banner(SMOKE_TEST_NOTE):  # every report of a tiny run says it is a smoke test
-        return exp.fn(out, scale, seed)
+        summary = exp.fn(out, scale, seed)
+    return attach(name, out, summary)
 
 
 def dry_run(name: str, scale: str = "paper") -> list[Any]:

@@ -30,7 +30,7 @@ from nclab.metrics.glossary import GLOSSARY
 if TYPE_CHECKING:  # matplotlib is imported only when a Figure is actually rendered
     from matplotlib.figure import Figure
 
-__all__ = ["format_value", "metrics_table_html", "page_banner", "write_report"]
+__all__ = ["add_section", "format_value", "metrics_table_html", "page_banner", "write_report"]
 
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:76rem;margin:2rem auto;padding:0 1rem;
@@ -203,3 +203,36 @@ def write_report(
         "</body></html>\n"
     )
     return atomic_write_text(path, doc)
+
+
+def add_section(path: str | Path, heading: str, body: str) -> Path:
+    """Add a section (``heading``, HTML ``body``) to a report written by :func:`write_report`, before its other
+    sections and figures, and list it first in its contents (the file is rewritten atomically).
+
+    A report that already has a section of that heading gets the new body in its place (re-running an experiment
+    into the same folder does not stack copies). A file that is not such a report raises ``ValueError``.
+
+    >>> import tempfile, pathlib
+    >>> p = write_report(pathlib.Path(tempfile.mkdtemp()) / "r.html", "t", [("A", "<p>a</p>"), ("B", "<p>b</p>")])
+    >>> text = add_section(p, "Verdicts", "<p>v</p>").read_text()
+    >>> text.index("<p>v</p>") < text.index("<p>a</p>"), text.count('href="#verdicts"')
+    (True, 1)
+    """
+    path = Path(path)
+    doc = path.read_text(encoding="utf-8")
+    anchor = re.sub(r"[^a-z0-9]+", "-", heading.lower()).strip("-") or "section"
+    section = f'<h2 id="{anchor}">{html.escape(heading)}</h2>{body}'
+    old = re.search(rf'<h2 id="{re.escape(anchor)}">.*?(?=<h2 id=|<figure id=|<details id=|</body>)', doc, re.S)
+    if old:
+        return atomic_write_text(path, doc[: old.start()] + section + doc[old.end() :])
+    end_of_head = doc.find("</nav>")
+    if end_of_head >= 0:
+        item = f'<li><a href="#{anchor}">{html.escape(heading)}</a></li>'
+        doc = doc.replace("<nav><h2>Contents</h2><ol>", f"<nav><h2>Contents</h2><ol>{item}", 1)
+        end_of_head = doc.find("</nav>") + len("</nav>")
+    else:
+        match = re.search(r"</h1>(<p class=banner>.*?</p>)?", doc, re.S)
+        if match is None:
+            raise ValueError(f"{path} is not a report written by nclab (no <h1> title)")
+        end_of_head = match.end()
+    return atomic_write_text(path, doc[:end_of_head] + section + doc[end_of_head:])

@@ -1,0 +1,775 @@
+"""The five papers' headline claims, their reported values, and the verdict of our measurement on each.
+
+A :class:`Claim` holds what a paper reports (figure or table, section, the quantity, the value: table cells
+exactly, values read off a figure with their uncertainty), the experiment whose summary measures it with ours, and
+the criterion (:class:`Sign`, :class:`Bound`, :class:`Order`, :class:`Close`, :class:`Monotone`) that turns our
+numbers into a verdict. :data:`CLAIMS` lists them all, written once here, apart from the code that runs the
+experiments; :func:`verdicts` evaluates the claims of one experiment on its summary (what ``nclab experiment run``
+adds to its summary and report), :func:`claims_table_html` shows them.
+
+Verdicts (:data:`VERDICTS`): every check passes -> ``reproduced``; none passes -> ``not reproduced``; some pass, or
+a check lands in its "partly" band -> ``partly``; a summary key the claim reads is absent (the experiment did not
+run, does not measure it at this scale, or no experiment exists) -> ``not measured``. The criteria with a
+threshold the paper does not state are ours; each says its threshold in :meth:`Criterion.describe`.
+
+The papers' text files carry no page numbers: locations are figure / table and section.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "CLAIMS",
+    "VERDICTS",
+    "Bound",
+    "Claim",
+    "Close",
+    "Criterion",
+    "MedianGain",
+    "Monotone",
+    "Order",
+    "Sign",
+    "Verdict",
+    "attach",
+    "claims_for",
+    "claims_table_html",
+    "lookup",
+    "verdict",
+    "verdicts",
+]
+
+REPRODUCED, PARTLY, NOT, UNMEASURED = "reproduced", "partly", "not reproduced", "not measured"
+#: The four verdicts, best first.
+VERDICTS: tuple[str, ...] = (REPRODUCED, PARTLY, NOT, UNMEASURED)
+_PASS, _PARTIAL, _FAIL = "pass", "partial", "fail"
+
+#: A summary key: one key, or a path of keys / list indices into nested summaries; ``"*"`` maps over a list.
+Key = str | tuple[str | int, ...]
+
+
+class _Missing(KeyError):
+    pass
+
+
+def lookup(summary: Mapping[str, Any], key: Key) -> Any:
+    """The value at ``key`` in a (nested) summary; ``"*"`` in a path collects that level's list into a list.
+
+    >>> lookup({"sweep": [{"pfc1": 1.0}, {"pfc1": 2.0}], "r": {"tau/vci": -0.5}}, ("sweep", "*", "pfc1"))
+    [1.0, 2.0]
+    >>> lookup({"r": {"tau/vci": -0.5}}, ("r", "tau/vci"))
+    -0.5
+    """
+    path = (key,) if isinstance(key, str) else tuple(key)
+    node: Any = summary
+    for i, part in enumerate(path):
+        if part == "*":
+            if not isinstance(node, Sequence) or isinstance(node, str):
+                raise _Missing(f"{_key_text(key)} absent")
+            return [lookup(item, path[i + 1 :]) if path[i + 1 :] else item for item in node]
+        try:
+            node = node[part]
+        except (KeyError, IndexError, TypeError):
+            raise _Missing(f"{_key_text(key)} absent") from None
+    if isinstance(node, float) and math.isnan(node):  # an undefined measurement decides nothing
+        raise _Missing(f"{_key_text(key)} undefined")
+    return node
+
+
+def _key_text(key: Key) -> str:
+    if isinstance(key, str):
+        return key
+    return key[0] + "".join(f"[{p}]" if isinstance(p, int) or p == "*" else f'["{p}"]' for p in key[1:])
+
+
+def _num(v: Any) -> str:
+    if isinstance(v, bool):
+        return str(v).lower()
+    if isinstance(v, int | float | np.floating | np.integer):
+        v = float(v)
+        if math.isnan(v):
+            return "undefined"
+        return f"{v:.5g}" if v != 0 and (abs(v) >= 1e-3 and abs(v) < 1e5) else f"{v:.3g}"
+    if isinstance(v, list):
+        return "[" + ", ".join(_num(x) for x in v) + "]"
+    return str(v)
+
+
+class Criterion:
+    """One check of our summary against a claim: :meth:`describe` says it in words, :meth:`check` evaluates it to
+    ``(outcome, ours)`` with outcome ``"pass"`` / ``"partial"`` / ``"fail"`` and ``ours`` the values it read
+    (a missing key raises ``KeyError``)."""
+
+    def describe(self) -> str:
+        raise NotImplementedError
+
+    def check(self, summary: Mapping[str, Any]) -> tuple[str, str]:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class Sign(Criterion):
+    """``summary[key]`` has the sign ``sign`` (+1 or -1): a correlation's direction."""
+
+    key: Key
+    sign: int
+
+    def describe(self) -> str:
+        return f"{_key_text(self.key)} {'> 0' if self.sign > 0 else '< 0'}"
+
+    def check(self, summary: Mapping[str, Any]) -> tuple[str, str]:
+        v = float(lookup(summary, self.key))
+        return (_PASS if v * self.sign > 0 else _FAIL), f"{_key_text(self.key)} = {_num(v)}"
+
+
+@dataclass(frozen=True)
+class Bound(Criterion):
+    """``summary[key] < bound`` (``below=True``) or ``> bound``; with ``partly``, a value past ``bound`` but within
+    ``partly`` is a partial pass."""
+
+    key: Key
+    bound: float
+    below: bool = True
+    partly: float | None = None
+
+    def describe(self) -> str:
+        op = "<=" if self.below else ">="
+        extra = f" (partly: {op} {_num(self.partly)})" if self.partly is not None else ""
+        return f"{_key_text(self.key)} {op} {_num(self.bound)}{extra}"
+
+    def check(self, summary: Mapping[str, Any]) -> tuple[str, str]:
+        v = float(lookup(summary, self.key))
+        side = 1.0 if self.below else -1.0
+        if side * (v - self.bound) <= 0:
+            out = _PASS
+        elif self.partly is not None and side * (v - self.partly) <= 0:
+            out = _PARTIAL
+        else:
+            out = _FAIL
+        return out, f"{_key_text(self.key)} = {_num(v)}"
+
+
+@dataclass(frozen=True)
+class Order(Criterion):
+    """``summary[a] < summary[b]``: one measured quantity below another (e.g. MSE's NC1 below CE's)."""
+
+    a: Key
+    b: Key
+
+    def describe(self) -> str:
+        return f"{_key_text(self.a)} < {_key_text(self.b)}"
+
+    def check(self, summary: Mapping[str, Any]) -> tuple[str, str]:
+        a, b = float(lookup(summary, self.a)), float(lookup(summary, self.b))
+        return (_PASS if a < b else _FAIL), f"{_num(a)} vs {_num(b)}"
+
+
+@dataclass(frozen=True)
+class Close(Criterion):
+    """``|summary[key] - target| <= atol + rtol |target|``, the target a number or another summary key (a closed
+    form computed beside ours); ``partly_rtol`` widens the relative tolerance for a partial pass. A boolean or
+    integer target asks for equality."""
+
+    key: Key
+    target: float | int | bool | None = None
+    target_key: Key | None = None
+    atol: float = 0.0
+    rtol: float = 0.0
+    partly_rtol: float | None = None
+
+    def describe(self) -> str:
+        t = _key_text(self.target_key) if self.target_key is not None else _num(self.target)
+        if isinstance(self.target, bool | int) and self.target_key is None and not self.atol and not self.rtol:
+            return f"{_key_text(self.key)} == {t}"
+        tol = " + ".join(x for x in (self.atol and f"{_num(self.atol)}", self.rtol and f"{_num(self.rtol)} |t|") if x)
+        extra = f" (partly: {_num(self.partly_rtol)} |t|)" if self.partly_rtol is not None else ""
+        return f"|{_key_text(self.key)} - t| <= {tol or 0}, t = {t}{extra}"
+
+    def check(self, summary: Mapping[str, Any]) -> tuple[str, str]:
+        v = lookup(summary, self.key)
+        t = lookup(summary, self.target_key) if self.target_key is not None else self.target
+        ours = f"{_key_text(self.key)} = {_num(v)}" + (f" (t = {_num(t)})" if self.target_key is not None else "")
+        if isinstance(t, bool) or isinstance(v, bool):
+            return (_PASS if v == t else _FAIL), ours
+        v, t = float(v), float(t)  # type: ignore[arg-type]
+        err = abs(v - t)
+        if err <= self.atol + self.rtol * abs(t):
+            return _PASS, ours
+        if self.partly_rtol is not None and err <= self.atol + self.partly_rtol * abs(t):
+            return _PARTIAL, ours
+        return _FAIL, ours
+
+
+@dataclass(frozen=True)
+class Monotone(Criterion):
+    """The list ``summary[key]`` never rises (``direction=-1``) or never falls (``+1``) from one entry to the
+    next; ties are allowed."""
+
+    key: Key
+    direction: int
+
+    def describe(self) -> str:
+        return f"{_key_text(self.key)} {'non-increasing' if self.direction < 0 else 'non-decreasing'}"
+
+    def check(self, summary: Mapping[str, Any]) -> tuple[str, str]:
+        v = np.asarray(lookup(summary, self.key), dtype=np.float64)
+        bad = int(np.count_nonzero(self.direction * np.diff(v) < 0))
+        return (_PASS if bad == 0 else _FAIL), f"{_num(v.tolist())} ({bad} violations)"
+
+
+@dataclass(frozen=True)
+class MedianGain(Criterion):
+    """The median over ``pairs`` of ``summary[before] - summary[after]`` is ``> 0`` (e.g. the test error at the
+    zero-error epoch minus the final one: a median improvement); every key must be present."""
+
+    pairs: tuple[tuple[Key, Key], ...]
+    label: str = "median(before - after)"
+
+    @property
+    def key(self) -> Key:  # the first key, for messages
+        return self.pairs[0][0]
+
+    def describe(self) -> str:
+        return f"{self.label} > 0 over {len(self.pairs)} runs"
+
+    def check(self, summary: Mapping[str, Any]) -> tuple[str, str]:
+        gains = [float(lookup(summary, a)) - float(lookup(summary, b)) for a, b in self.pairs]
+        med = float(np.median(gains))
+        improved = sum(g > 0 for g in gains)
+        return (_PASS if med > 0 else _FAIL), f"median {_num(med)}, {improved} of {len(gains)} improve"
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One headline claim of a paper, its reported value and how our measurement is judged against it.
+
+    ``experiment`` names the registered experiment whose summary holds ours (``None``: no experiment measures
+    it); ``compute`` instead computes ours on the spot (a closed form, the arithmetic of a table) and returns a
+    summary-like mapping for ``checks``. ``reason`` says what our setting changes against the paper's (model,
+    data, scale, recipe), i.e. why a difference may not be the paper's fault.
+    """
+
+    id: str
+    paper: str  #: citation key, docs/references.md
+    where: str  #: figure / table and section of the paper
+    quantity: str
+    paper_value: str  #: table cells exactly; values read off a figure with their uncertainty
+    checks: tuple[Criterion, ...]
+    experiment: str | None
+    reason: str = ""
+    compute: Callable[[], Mapping[str, Any]] | None = field(default=None, compare=False)
+
+    def criterion(self) -> str:
+        return "; ".join(c.describe() for c in self.checks) if self.checks else "no measurement exists"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The outcome of one claim on one summary: ``status`` one of :data:`VERDICTS`, ``ours`` the values read."""
+
+    claim: Claim
+    status: str
+    ours: str
+
+    def to_dict(self) -> dict[str, str]:
+        c = self.claim
+        return {
+            "claim": c.id,
+            "paper": c.paper,
+            "where": c.where,
+            "quantity": c.quantity,
+            "paper_value": c.paper_value,
+            "ours": self.ours,
+            "criterion": c.criterion(),
+            "verdict": self.status,
+        }
+
+
+def verdict(claim: Claim, summary: Mapping[str, Any] | None) -> Verdict:
+    """Judge ``claim`` on ``summary`` (the experiment's summary; ``None``: it was not run): see the module's rules.
+
+    >>> c = Claim("x", "[Xu & Liu 2023]", "Fig. 7", "r(VCI, MLOG)", "+0.995", (Sign("r", +1),), "vci-transfer")
+    >>> verdict(c, {"r": 0.9}).status, verdict(c, {"r": -0.9}).status, verdict(c, {}).status
+    ('reproduced', 'not reproduced', 'not measured')
+    """
+    if claim.compute is not None:
+        summary = claim.compute()
+    if summary is None or not claim.checks:
+        why = "no experiment measures it" if claim.experiment is None and claim.compute is None else "not run"
+        return Verdict(claim, UNMEASURED, why)
+    outcomes, ours = [], []
+    for check in claim.checks:
+        try:
+            out, text = check.check(summary)
+        except _Missing as missing:
+            return Verdict(claim, UNMEASURED, missing.args[0])
+        outcomes.append(out)
+        ours.append(text)
+    if all(o == _PASS for o in outcomes):
+        status = REPRODUCED
+    elif all(o == _FAIL for o in outcomes):
+        status = NOT
+    else:
+        status = PARTLY
+    return Verdict(claim, status, "; ".join(ours))
+
+
+def attach(experiment: str, out: Path, summary: dict[str, Any]) -> dict[str, Any]:
+    """Add the verdicts of ``experiment``'s claims to its ``summary`` (key ``paper_claims``: a list of
+    :meth:`Verdict.to_dict` rows), write it to ``out/summary.json`` and add the "Paper vs ours" section to
+    ``out/report.html`` when the experiment wrote one. Returns the summary."""
+    from nclab.io.atomic import atomic_write_text
+    from nclab.io.rundir import RunDir
+    from nclab.report.html import add_section
+
+    found = verdicts(experiment, summary)
+    summary = {**summary, "paper_claims": [v.to_dict() for v in found]}
+    atomic_write_text(out / RunDir.SUMMARY, json.dumps(summary, indent=2, default=_jsonable) + "\n")
+    if (out / RunDir.REPORT).is_file():
+        add_section(out / RunDir.REPORT, "Paper vs ours", claims_table_html(found))
+    return summary
+
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, np.generic):
+        return v.item()
+    if isinstance(v, np.ndarray):
+        return v.tolist()
+    return str(v)
+
+
+def claims_for(experiment: str) -> tuple[Claim, ...]:
+    """The claims whose measurement is experiment ``experiment``'s (an unknown name has none)."""
+    return tuple(c for c in CLAIMS if c.experiment == experiment)
+
+
+def verdicts(experiment: str, summary: Mapping[str, Any] | None) -> list[Verdict]:
+    """:func:`verdict` of each claim of ``experiment`` on its ``summary``."""
+    return [verdict(c, summary) for c in claims_for(experiment)]
+
+
+def claims_table_html(found: Sequence[Verdict]) -> str:
+    """The "paper vs ours" section of a report: one row per claim (an empty list says there is none)."""
+    if not found:
+        return "<p>No headline claim of the papers is measured by this experiment.</p>"
+    cols = ("claim", "where", "quantity", "paper_value", "ours", "criterion", "verdict")
+    head = "".join(f"<th>{html.escape(c.replace('_', ' '))}</th>" for c in cols)
+    rows = []
+    for v in found:
+        d = v.to_dict()
+        d["where"] = f"{d['paper']}, {d['where']}"
+        rows.append("<tr>" + "".join(f"<td>{html.escape(d[c])}</td>" for c in cols) + "</tr>")
+    note = (
+        "<p>Verdicts: reproduced = every check of the criterion passes; partly = some do; not reproduced = none "
+        "does; not measured = a value the criterion reads is absent. Thresholds the paper does not state are "
+        "ours (docs/reproductions.md).</p>"
+    )
+    return f"{note}<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+
+
+# ============================================================================================ the papers' values
+#: [Xu & Liu 2023, Table 2] cells: Fuzziness, Sqr Dist, Cos Sim, VCI, Accuracy (%), MLOG per pretraining run.
+XU2023_TABLE2: dict[str, dict[str, tuple[float, ...]]] = {
+    "tau": {
+        "setting": (0.1, 0.2, 0.4, 0.6, 0.8, 1.0),
+        "nc1": (15.93, 15.64, 13.45, 12.62, 11.83, 11.46),
+        "trace_ratio": (2.829, 2.534, 2.141, 1.923, 1.742, 1.625),
+        "within_class_cosine": (0.4634, 0.4856, 0.512, 0.5371, 0.5589, 0.5767),
+        "vci": (0.796, 0.7849, 0.7552, 0.7406, 0.728, 0.7201),
+        "accuracy": (75.4, 76.64, 77.53, 77.72, 77.83, 77.88),
+        "mlog": (0.3250, 0.2704, 0.2029, 0.1711, 0.1343, 0.1161),
+    },
+    "lambda": {
+        "setting": (2.5, 3.75, 5.0, 7.5, 10.0),
+        "nc1": (13.15, 14.31, 14.51, 15.22, 13.92),
+        "trace_ratio": (2.78, 3.803, 4.783, 7.287, 9.964),
+        "within_class_cosine": (0.4097, 0.3556, 0.3551, 0.2794, 0.172),
+        "vci": (0.7216, 0.719, 0.7099, 0.6936, 0.6652),
+        "accuracy": (77.52, 77.31, 77.29, 77.46, 77.65),
+        "mlog": (0.0440, -0.0063, -0.0507, -0.1539, -0.2375),
+    },
+}
+#: [Xu & Liu 2023, Table 1] cells: downstream accuracies (%) on Pets, Flowers, Aircraft, Cars, DTD, Cifar10,
+#: Food101, Cifar100, Caltech, SUN397, then MLO, per pretraining run (same order as Table 2).
+XU2023_TABLE1: dict[str, tuple[tuple[float, ...], ...]] = {
+    "tau": (
+        (90.8, 95.03, 58.85, 64.73, 74.47, 93.1, 75.45, 77.14, 84.9, 62.44, 1.445),
+        (91.52, 95.25, 57.5, 64.1, 74.41, 92.89, 75.41, 77.65, 85.58, 63.28, 1.459),
+        (91.64, 94.66, 57.67, 64.42, 74.63, 92.58, 74.97, 77.1, 85.59, 63.3, 1.441),
+        (91.74, 94.14, 57.54, 61.56, 76.22, 92.42, 74.86, 76.6, 85.2, 63.51, 1.421),
+        (92.35, 93.52, 55.64, 61.6, 75.37, 92.37, 74.2, 76.07, 84.49, 62.74, 1.39),
+        (91.7, 93.68, 55.37, 60.14, 73.99, 91.9, 74.42, 75.96, 85.82, 62.98, 1.375),
+    ),
+    "lambda": (
+        (90.86, 92.01, 51.07, 55.14, 74.36, 91.79, 72.9, 75.44, 85.19, 62.01, 1.282),
+        (90.87, 90.79, 47.81, 50.44, 76.01, 91.89, 72.19, 75.31, 82.97, 60.98, 1.22),
+        (90.51, 90.03, 45.12, 50.52, 74.41, 91.63, 71.84, 74.64, 82.63, 60.38, 1.174),
+        (89.33, 86.54, 44.52, 46.87, 73.14, 91.64, 71.19, 74.13, 81.23, 58.55, 1.08),
+        (89.92, 83.6, 43.39, 43.55, 72.5, 91.43, 70.29, 73.76, 78.25, 56.9, 1.008),
+    ),
+}
+
+
+def _pearson(x: Sequence[float], y: Sequence[float]) -> float:
+    return float(np.corrcoef(np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64))[0, 1])
+
+
+def _partial(x: Sequence[float], y: Sequence[float], z: Sequence[float]) -> float:
+    """Pearson r of ``x`` and ``y`` after regressing each on ``z`` (with intercept)."""
+    Z = np.column_stack([np.ones(len(z)), np.asarray(z, dtype=np.float64)])
+
+    def resid(v: Sequence[float]) -> np.ndarray:
+        v = np.asarray(v, dtype=np.float64)
+        return v - Z @ np.linalg.lstsq(Z, v, rcond=None)[0]
+
+    return _pearson(resid(x), resid(y))
+
+
+def xu2023_paper_r(group: str, metric: str, against: str = "mlog") -> float:
+    """Pearson r over the runs of ``group`` of Table 2's ``metric`` with MLOG (``against="mlog"``), with Table 1's
+    MLO (``"mlo"``), or with MLOG controlling for logit(p_0) (``"partial"``) [Xu & Liu 2023, Tables 1-2].
+
+    >>> round(xu2023_paper_r("tau", "vci"), 3), round(xu2023_paper_r("lambda", "vci"), 3)
+    (0.995, 0.975)
+    """
+    t = XU2023_TABLE2[group]
+    x = t[metric]
+    if against == "mlog":
+        return _pearson(x, t["mlog"])
+    if against == "mlo":
+        return _pearson(x, [row[-1] for row in XU2023_TABLE1[group]])
+    p = np.asarray(t["accuracy"]) / 100
+    return _partial(x, t["mlog"], np.log(p / (1 - p)))
+
+
+def _xu2023_arithmetic() -> dict[str, float]:
+    """The largest |MLO - Table 1's MLO| and |MLOG - Table 2's MLOG| over the 11 runs, recomputed from the
+    tables' accuracies by :mod:`nclab.transfer.scores`."""
+    from nclab.transfer.scores import mean_log_odds, mlog
+
+    d_mlo = d_mlog = 0.0
+    for group, rows in XU2023_TABLE1.items():
+        for row, p0, paper_mlog in zip(
+            rows, XU2023_TABLE2[group]["accuracy"], XU2023_TABLE2[group]["mlog"], strict=True
+        ):
+            d_mlo = max(d_mlo, abs(mean_log_odds(row[:-1], percent=True) - row[-1]))
+            d_mlog = max(d_mlog, abs(mlog(row[:-1], p0, percent=True) - paper_mlog))
+    return {"max_abs_mlo_error": d_mlo, "max_abs_mlog_error": d_mlog}
+
+
+def _r(group: str, metric: str, against: str = "mlog") -> str:
+    return f"{xu2023_paper_r(group, metric, against):+.3f}"
+
+
+_XU = "[Xu & Liu 2023]"
+_TB = "[Tirer & Bruna 2022]"
+_WANG = "[Wang et al. 2024]"
+_JIANG = "[Jiang et al. 2024]"
+_HAN = "[Han et al. 2022]"
+
+_TRANSFER_REASON = (
+    "ours: a 5-class Fashion-MNIST CNN (d = 128, K = 5) pretrained for a few epochs, probed on held-out "
+    "Fashion-MNIST classes, digits and rotated Fashion-MNIST; the paper: ImageNet ResNet50s (d = 2048, K = 1000), "
+    "10 probe datasets"
+)
+_FMNIST_REASON = (
+    "ours: a small CNN on 2,000 Fashion-MNIST images, cosine schedule over 80 epochs, per-loss lr and wd 5e-3; "
+    "the paper: VGG / ResNet / DenseNet on five full datasets, 350 epochs, step schedule, swept lr"
+)
+_NO_EXPERIMENT = "needs ImageNet / CIFAR-scale data and networks that are not on this machine"
+
+#: The 15 MSE runs of ``mse-nc-benchmarks`` ([Han et al. 2022, App. A.2]: DATASET/NET/mse, NET as ``build_model``
+#: names; the experiment's labels).
+_HAN2022_MSE_RUNS: tuple[str, ...] = tuple(
+    f"{ds}/{net}/mse"
+    for ds, nets in (
+        ("mnist", ("vgg11_bn", "resnet18", "densenet")),
+        ("fashion-mnist", ("vgg11_bn", "resnet18", "densenet")),
+        ("svhn", ("vgg13_bn", "resnet34", "densenet")),
+        ("cifar10", ("vgg11_bn", "resnet50", "densenet")),
+        ("stl10", ("vgg11_bn", "resnet18", "densenet121")),
+    )
+    for net in nets
+)
+
+#: Every headline claim of the five papers, in paper order (000 ... 004).
+CLAIMS: tuple[Claim, ...] = (
+    # ------------------------------------------------------------------------------ 000 [Xu & Liu 2023]
+    Claim(
+        "000-fig1-vb-split", _XU, "Fig. 1, Sec. 4.1",
+        "within-class squared distance in V_B vs V_B-perp during training (ResNet50, ImageNet)",
+        "V_B part falls, V_B-perp part keeps rising (read off the figure)", (), None, _NO_EXPERIMENT,
+    ),
+    Claim(
+        "000-fig3-trends", _XU, "Fig. 3, Sec. 6.1",
+        "Fuzziness, SqDist, CosSim, VCI vs epoch, ResNet18 on CIFAR-10 (p/K = 51.2)",
+        "Fuzziness and VCI decrease in all 3 recipes; SqDist, CosSim no consistent trend", (), None,
+        _NO_EXPERIMENT + "; no experiment reports VCI per epoch in its summary",
+    ),
+    Claim(
+        "000-fig4-mse-vs-ce", _XU, "Fig. 4, Sec. 6.1",
+        "final Fuzziness (NC1) of MSE- vs CE-trained networks",
+        "MSE more collapsed than CE by all four metrics (ResNet50, ImageNet; read off the figure)",
+        (Order("mse: nc1 last", "ce: nc1 last"),), "fashion-mnist-cnn", _FMNIST_REASON,
+    ),
+    Claim(
+        "000-fig7-vci", _XU, "Fig. 7 / Table 2, Sec. 6.3", "Pearson r(VCI, MLOG) in the tau and the lambda group",
+        f"tau {_r('tau', 'vci')}, lambda {_r('lambda', 'vci')} (recomputed from Table 2; Fig. 7 legends)",
+        (Sign(("pearson_r", "tau/vci"), +1), Sign(("pearson_r", "lambda/vci"), +1)), "vci-transfer",
+        _TRANSFER_REASON,
+    ),
+    Claim(
+        "000-fig7-others-flip", _XU, "Fig. 7 / Table 2, Sec. 6.3",
+        "sign of r(metric, MLOG) of Fuzziness, SqDist, CosSim in the tau / lambda group (they flip)",
+        f"nc1 {_r('tau', 'nc1')} / {_r('lambda', 'nc1')}; trace_ratio {_r('tau', 'trace_ratio')} / "
+        f"{_r('lambda', 'trace_ratio')}; within_class_cosine {_r('tau', 'within_class_cosine')} / "
+        f"{_r('lambda', 'within_class_cosine')} (from Table 2)",
+        (
+            Sign(("pearson_r", "tau/nc1"), +1), Sign(("pearson_r", "lambda/nc1"), -1),
+            Sign(("pearson_r", "tau/trace_ratio"), +1), Sign(("pearson_r", "lambda/trace_ratio"), -1),
+            Sign(("pearson_r", "tau/within_class_cosine"), -1), Sign(("pearson_r", "lambda/within_class_cosine"), +1),
+        ),
+        "vci-transfer", _TRANSFER_REASON,
+    ),
+    Claim(
+        "000-tables-vci-mlo", _XU, "Tables 1-2, Sec. 6.3",
+        "Pearson r(VCI, MLO) (raw transfer, without MLOG's -logit p_0) per group",
+        f"tau {_r('tau', 'vci', 'mlo')}, lambda {_r('lambda', 'vci', 'mlo')} (recomputed from Tables 1-2)",
+        (Sign(("pearson_r_mlo", "tau/vci"), +1), Sign(("pearson_r_mlo", "lambda/vci"), +1)), "vci-transfer",
+        _TRANSFER_REASON,
+    ),
+    Claim(
+        "000-tables-vci-partial", _XU, "Tables 1-2, Sec. 6.3",
+        "partial r(VCI, MLOG | logit p_0) per group",
+        f"tau {_r('tau', 'vci', 'partial')}, lambda {_r('lambda', 'vci', 'partial')} (recomputed from Tables 1-2)",
+        (Sign(("partial_r_p0", "tau/vci"), +1), Sign(("partial_r_p0", "lambda/vci"), +1)), "vci-transfer",
+        _TRANSFER_REASON,
+    ),
+    Claim(
+        "000-tables-arithmetic", _XU, "Tables 1-2, Eq. (6)",
+        "MLO and MLOG recomputed from the tables' accuracies (closed form)",
+        "MLO and MLOG columns to the tables' rounding (5e-4)",
+        (Bound("max_abs_mlo_error", 5e-4), Bound("max_abs_mlog_error", 5e-4)), None,
+        "computed here from the table cells by nclab.transfer.scores", compute=_xu2023_arithmetic,
+    ),
+    # ------------------------------------------------------------------------------ 001 [Tirer & Bruna 2022]
+    *(
+        Claim(
+            f"001-fig{i}-gd-optimum", _TB, f"Fig. {i}, Sec. 6 ({thm})",
+            f"GD objective at the end vs the closed-form optimum L*, {model}",
+            "GD converges to the closed-form global minimiser; NC1-NC3 -> 0 (read off the figure, log scale)",
+            (Close((fig, "loss"), target_key=(fig, "L_star"), rtol=1e-8, partly_rtol=0.05),), "ufm-figures",
+            "K = 4, d = 20, n = 50, lambda = 5e-3 (the paper's sizes are lost from its text); GD lr 0.1, 1e5 steps",
+        )
+        for i, fig, thm, model in (
+            (1, "fig1-thm3.1-bias-free", "Thm 3.1", "bias-free UFM"),
+            (2, "fig2-thm3.2-free-bias", "Thm 3.2", "UFM with free bias"),
+            (3, "fig3-thm4.1-extended-linear", "Thm 4.1", "3-factor linear UFM"),
+            (4, "fig4-thm4.2-extended-relu", "Thm 4.2", "3-factor ReLU UFM"),
+        )
+    ),
+    Claim(
+        "001-thm3-thresholds", _TB, "Thms 3.1, 3.2, 4.1, Secs. 3-4",
+        "closed-form optimum L* across the lambda threshold vs numerical L-BFGS",
+        "zero optimum exactly above the threshold (theorem)",
+        (Bound("max_abs_gap", 1e-8),), "ufm-threshold-sweep", "K = 4, n = 3, d = 8, 25 lambdas per model",
+    ),
+    Claim(
+        "001-thm51-attenuation", _TB, "Thm 5.1, Sec. 5",
+        "slope of ||W_hat - f W*|| / ||W*|| against n (log-log)", "-1/2 (theorem)",
+        (Close("slope", -0.5, atol=0.05, partly_rtol=0.5),), "ufm-thm51", "K = 4, d = 20, sigma = 0.3, 10 draws",
+    ),
+    Claim(
+        "001-fig5-10-resnet-depth", _TB, "Figs. 5 / 10, Sec. 6",
+        "NC1 per ResNet block (MSE, no bias) and the deepest features' structure",
+        "NC1 decreases monotonically with depth; the deepest features approach an orthogonal frame (read off the "
+        "figures: NC2 to OF -> ~0)",
+        (Close("nc1_decreasing_in_depth", True), Bound("of_error_last_block", 0.1, partly=0.5)), "resnet-depth",
+        "ours: digits / Fashion-MNIST at cpu scale instead of MNIST / CIFAR-10 ResNet18",
+    ),
+    # ------------------------------------------------------------------------------ 002 [Wang et al. 2024]
+    Claim(
+        "002-fig2-3-depth-order", _WANG, "Figs. 2-3, Sec. IV-A (Conjecture 1)",
+        "depth order of PFC1, PFC2, PFC3 at the end of training",
+        "PFC1 and PFC2 decrease, PFC3 increases towards 1 with depth (read off the figures, 5 datasets)",
+        (Bound("pfc1_depth_violations", 0), Bound("pfc2_depth_violations", 0), Bound("pfc3_depth_violations", 0)),
+        "geodesic-digits", "ours: a 64-wide FC ResNet on the 8x8 digits, full batch; the paper: conv ResNets, "
+        "MNIST ... CIFAR-100, 350 epochs",
+    ),
+    Claim(
+        "002-fig3-geodesic", _WANG, "Fig. 3, Sec. IV-A",
+        "how straight the layers' path is (straightness index, 1 = the geodesic)",
+        "the measured metrics lie close to the geodesic prediction (qualitative; no tolerance stated)",
+        (Bound("straightness_index", 0.9, below=False, partly=0.5),), "geodesic-digits",
+        "threshold 0.9 (partly 0.5) is ours; same setting as the depth order",
+    ),
+    Claim(
+        "002-fig4-mufm-between", _WANG, "Fig. 4, Thm 4, Sec. IV-B",
+        "PFC1 of the MUFM optimum vs the data's and the UFM optimum's",
+        "between the data (red line) and NC (UFM: 0); read off the figure",
+        (
+            Monotone(("sweep", "*", "pfc1"), +1),
+            Order(("sweep", -1, "pfc1"), ("data", "pfc1")),
+            Order(("ufm", "pfc1"), ("sweep", 0, "pfc1")),
+        ),
+        "mufm-tradeoff", "the paper's sizes (K = 5, n = 100, d = 20); exact alternating solver instead of GD",
+    ),
+    Claim(
+        "002-fig5-tradeoff", _WANG, "Fig. 5, Sec. IV-B",
+        "PFC1, PFC2 and the alignment ||H/||H|| - X/||X|||| as lambda/lambda_W grows from 0.1 to 4",
+        "PFC1 and PFC2 rise (away from NC), the alignment distance falls (read off the figure)",
+        (
+            Monotone(("sweep", "*", "pfc1"), +1),
+            Monotone(("sweep", "*", "pfc2"), +1),
+            Monotone(("sweep", "*", "alignment"), -1),
+        ),
+        "mufm-tradeoff", "the paper's sizes; exact alternating solver instead of GD",
+    ),
+    Claim(
+        "002-table1-fmnist", _WANG, "Table I (Fashion-MNIST row) with Figs. 2-3",
+        "PFC depth order of the Table I Fashion-MNIST ResNet", "as Conjecture 1 (see 002-fig2-3-depth-order)",
+        (), None, "GPU run only (below): no cpu-scale experiment trains the Table I network",
+    ),
+    # ------------------------------------------------------------------------------ 003 [Jiang et al. 2024]
+    Claim(
+        "003-fig2-trained-gnc", _JIANG, "Figs. 2, B.3, Sec. 2",
+        "GNC1, GNC2 (rho of W vs the Softmax Code optimum), GNC3 of trained networks (ResNet18, CIFAR-100, d = 10)",
+        "GNC1, GNC3 -> ~0 and rho(W) near the optimum at small tau (read off the figure)", (), None,
+        _NO_EXPERIMENT + " (CIFAR-100, a d = 10 bottleneck)",
+    ),
+    Claim(
+        "003-fig3-bounds", _JIANG, "Fig. 3, Thm 3.9, Sec. 3",
+        "optimal rho_one-vs-rest vs d (K = 1000) between the Thm 3.9 bounds", "bounds hold (theorem)",
+        (Close("bounds_hold", True),), "gnc-bounds-vs-d", "theory half only (numerical codes for d <= 16)",
+    ),
+    Claim(
+        "003-fig4-assignment-counts", _JIANG, "Fig. 4, B.6, Sec. 4",
+        "class-to-code assignments up to symmetry: square; hexagon; its antipodal pairings", "3; 60; 15",
+        (Close("square_assignments", 3), Close("hexagon_assignments", 60), Close("hexagon_antipodal_pairings", 15)),
+        "gnc-assignment", "combinatorics only (exact)",
+    ),
+    Claim(
+        "003-fig4-assignment-accuracy", _JIANG, "Fig. 4, Sec. 4",
+        "test accuracy of ResNet18 (d = 2, 4 CIFAR-10 classes), learned vs fixed assignments",
+        "learned 91.45 %; fixed A1 91.90 %, A2 92.13 %, A3 89.95 %", (), None, _NO_EXPERIMENT + " (CIFAR-10)",
+    ),
+    Claim(
+        "003-fig5-cmf", _JIANG, "Fig. 5, Sec. 5",
+        "CMF classifier vs learned; fine-tuning ID (CIFAR-10) / OOD (STL-10) accuracy",
+        "CMF matches learned curves; fine-tuning 98.00 / 90.67 % (CMF) vs 97.00 / 87.42 % (standard)", (), None,
+        _NO_EXPERIMENT + " (CIFAR-100, MoCo ResNet50)",
+    ),
+    Claim(
+        "003-figC1-tau-limit", _JIANG, "Fig. C.1, Lemma 3.1, App. C",
+        "max cosine of the CE-UFM optimum at the smallest tau vs the HardMax (Softmax Code) optimum, (d, K) = (3, 7)",
+        "approaches the HardMax value as tau -> 0 (read off the figure)",
+        (Bound("final_rel_gap_to_hardmax", 2e-3, partly=0.05),), "gnc-tau-maxcos",
+        "tau grid to 5e-4 (the paper's grid is unstated); 0.2 % threshold is ours (issue 27)",
+    ),
+    Claim(
+        "003-figB1-d2-codes", _JIANG, "Figs. B.1 c/d, B.2, App. B",
+        "d = 2, K = 30 codes: spacing of the spherical-constraint (SC) code, its margin, and weight decay's (WD)",
+        "SC: a regular 30-gon (uniform, rho = 1 - cos(2 pi / 30)); WD: not uniform (read off the figure)",
+        (
+            Bound("K30_SC_gap_cv", 1e-4),
+            Close("K30_SC_rho", target_key="K30_SC_optimum", rtol=1e-4),
+            Bound("K30_WD_gap_cv", 0.1, below=False),
+        ),
+        "gnc-d2-codes", "UFM with n = 1; WD lambda = 5e-3 (unstated in the paper)",
+    ),
+    # ------------------------------------------------------------------------------ 004 [Han et al. 2022]
+    Claim(
+        "004-fig2-ufm-decomposition", _HAN, "Fig. 2, Thms 1-2, Sec. 2",
+        "L = L_NC1 + L_NC2/3 + L_perp (identity residual) and L_perp / L_LS at the end (L_LS = L_NC1 + L_NC2/3), "
+        "joint GD on the UFM",
+        "identity exact; L_perp negligible against L_NC1 in the terminal phase (read off the figure)",
+        (Bound("max_identity_residual", 1e-10), Bound("final_proximity_ratio", 0.1, partly=1.0)),
+        "mse-decomposition-ufm", "unconstrained features (the paper measures trained nets)",
+    ),
+    Claim(
+        "004-fig2-net-lperp", _HAN, "Fig. 2, Sec. 2",
+        "L_perp / L_NC1 of the trained network at the zero-error epoch and at the end",
+        "L_perp negligible against L_NC1 from early in training (read off the figure, log scale: < ~0.1)",
+        (Bound("lperp_over_lnc1_at_zero_error", 0.1), Bound("lperp_over_lnc1_last", 0.1)), "fashion-mnist-cnn",
+        _FMNIST_REASON,
+    ),
+    Claim(
+        "004-figs3-8-tpt", _HAN, "Figs. 3-8, Sec. 4",
+        "decades NC1 falls after zero training error (MSE)", "NC1-NC4 progress past zero error; NC1 by orders of "
+        "magnitude (read off the figures)",
+        (Bound("mse: orders of magnitude after TPT", 1.0, below=False, partly=0.0),), "fashion-mnist-cnn",
+        _FMNIST_REASON,
+    ),
+    Claim(
+        "004-table1-test-accuracy", _HAN, "Table 1, App. A.6",
+        "test error at the end vs at the zero-error epoch (MSE)",
+        "accuracy improves after zero error: median +0.962, mean +1.833 points (15 nets); Fashion ResNet "
+        "93.55 -> 93.76 %",
+        (Order("mse: test error last", "mse: test error at zero-error epoch"),), "fashion-mnist-cnn", _FMNIST_REASON,
+    ),
+    Claim(
+        "004-table1-paper-protocol", _HAN, "Table 1, App. A.6",
+        "test error at the end vs at the zero-error epoch, 15 MSE nets (5 datasets x VGG / ResNet / DenseNet)",
+        "median +0.962, mean +1.833 points; Acc. 0-Error / Final (%): MNIST VGG 99.23 / 99.59, ResNet 99.16 / "
+        "99.70, DenseNet 99.62 / 99.70; Fashion VGG 92.76 / 92.95, ResNet 93.55 / 93.76, DenseNet 90.56 / 92.95; "
+        "SVHN VGG 89.35 / 93.91, ResNet 85.18 / 92.65, DenseNet 95.61 / 95.23; CIFAR10 VGG 83.13 / 84.54, ResNet "
+        "75.43 / 76.39, DenseNet 91.77 / 91.78; STL10 VGG 60.43 / 67.24, ResNet 59.35 / 60.56, DenseNet 58.74 / "
+        "60.41",
+        (
+            MedianGain(
+                tuple(
+                    (f"{run} seed0: test error at zero-error epoch", f"{run} seed0: test error last")
+                    for run in _HAN2022_MSE_RUNS
+                ),
+                "median(test error at zero error - test error last)",
+            ),
+        ),
+        "mse-nc-benchmarks", "paper scale only (GPU); the runs' labels are mse-nc-benchmarks' (DATASET/NET/mse)",
+    ),
+    Claim(
+        "004-fig10-mse-vs-ce", _HAN, "Fig. 10, Sec. 4",
+        "decades NC1 falls after zero error, MSE vs CE", "MSE tends to collapse faster than CE (read off the figure)",
+        (Order("ce: orders of magnitude after TPT", "mse: orders of magnitude after TPT"),), "fashion-mnist-cnn",
+        _FMNIST_REASON + "; the cpu recipe also differs per loss",
+    ),
+    Claim(
+        "004-fig12-test-collapse", _HAN, "Fig. 12, Sec. 4", "NC1 on test vs train data",
+        "still visible on test data, much weaker than on train (read off the figure)", (), None,
+        "fashion-mnist-cnn measures it (report figure) but its summary has no test NC1",
+    ),
+    Claim(
+        "004-thm3-central-path", _HAN, "Thm 3, Cor. 1-2, Sec. 3",
+        "renormalised flow on the central path: omega_j vs its closed form, max/min omega at the end",
+        "all omega_j -> infinity at equal rates (theorem)",
+        (
+            Bound("oblique_max_rel_error_vs_own_closed_form", 1e-6),
+            Bound("oblique_final_ratio", 1.01),
+        ),
+        "central-path-flow", "closed form of the paper's (oblique) flow as corrected in docs/theory.md",
+    ),
+    Claim(
+        "004-prop2-as-printed", _HAN, "Prop. 2, Lemma 5, Sec. 3",
+        "the paper's flow (oblique projection) against Prop. 2's closed form c1 log w + c2 w^2 + c3 w^4 = a + t",
+        "the flow follows Prop. 2 (as printed)",
+        (Bound("oblique_max_rel_error_vs_other_closed_form", 1e-3),), "central-path-flow",
+        "a paper error (docs/theory.md): Prop. 2 holds for the orthogonal projection only",
+    ),
+)  # fmt: skip
+
+
+def _check_claims() -> None:
+    ids = [c.id for c in CLAIMS]
+    dup = {i for i in ids if ids.count(i) > 1}
+    if dup:
+        raise ValueError(f"claim ids must be unique, repeated: {sorted(dup)}")
+
+
+_check_claims()
