@@ -126,6 +126,9 @@ def test_stale_fires_when_an_experiments_code_changes_after_its_commit(tmp_path)
     other.write_text("x = 2\n")  # report code is not a dependency: still current
     _git(repo, "commit", "-qam", "report")
     assert rp.stale(repo) == {}
+    ufm.write_text('"""The closed forms, documented."""\n\nx = 1  # a comment\n')  # no code changed: current
+    _git(repo, "commit", "-qam", "docs")
+    assert rp.stale(repo) == {}
     ufm.write_text("x = 3\n")  # an uncommitted edit already makes the row stale: the code on disk is not its code
     assert rp.stale(repo) == {"ufm-thm51": ["src/nclab/ufm/closed_forms.py"]}
     assert rp.uncommitted(repo, rp.CODE_DEPENDENCIES["ufm-thm51"]) == ["src/nclab/ufm/closed_forms.py"]
@@ -181,11 +184,13 @@ def test_paper_correlations_recomputed_from_table_2():
 
 
 def test_partial_correlation_removes_the_control():
+    from nclab.experiments.transfer import partial_pearson
+
     # y = 2 x + z exactly: controlling for z leaves r(x, y) = 1 although z scrambles the raw correlation
     x = [0.0, 1.0, 2.0, 3.0, 4.0]
     z = [5.0, -3.0, 4.0, -6.0, 1.0]
     y = [2 * a + b for a, b in zip(x, z, strict=True)]
-    assert pc._partial(x, y, z) == pytest.approx(1.0, abs=1e-12)
+    assert partial_pearson(x, y, z) == pytest.approx(1.0, abs=1e-12)
     assert abs(pc._pearson(x, y)) < 0.5
 
 

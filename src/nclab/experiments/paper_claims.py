@@ -87,7 +87,7 @@ def lookup(summary: Mapping[str, Any], key: Key) -> Any:
 def _key_text(key: Key) -> str:
     if isinstance(key, str):
         return key
-    return key[0] + "".join(f"[{p}]" if isinstance(p, int) or p == "*" else f'["{p}"]' for p in key[1:])
+    return str(key[0]) + "".join(f"[{p}]" if isinstance(p, int) or p == "*" else f'["{p}"]' for p in key[1:])
 
 
 def _num(v: Any) -> str:
@@ -422,17 +422,6 @@ def _pearson(x: Sequence[float], y: Sequence[float]) -> float:
     return float(np.corrcoef(np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64))[0, 1])
 
 
-def _partial(x: Sequence[float], y: Sequence[float], z: Sequence[float]) -> float:
-    """Pearson r of ``x`` and ``y`` after regressing each on ``z`` (with intercept)."""
-    Z = np.column_stack([np.ones(len(z)), np.asarray(z, dtype=np.float64)])
-
-    def resid(v: Sequence[float]) -> np.ndarray:
-        v = np.asarray(v, dtype=np.float64)
-        return v - Z @ np.linalg.lstsq(Z, v, rcond=None)[0]
-
-    return _pearson(resid(x), resid(y))
-
-
 def xu2023_paper_r(group: str, metric: str, against: str = "mlog") -> float:
     """Pearson r over the runs of ``group`` of Table 2's ``metric`` with MLOG (``against="mlog"``), with Table 1's
     MLO (``"mlo"``), or with MLOG controlling for logit(p_0) (``"partial"``) [Xu & Liu 2023, Tables 1-2].
@@ -446,8 +435,10 @@ def xu2023_paper_r(group: str, metric: str, against: str = "mlog") -> float:
         return _pearson(x, t["mlog"])
     if against == "mlo":
         return _pearson(x, [row[-1] for row in XU2023_TABLE1[group]])
+    from nclab.experiments.transfer import partial_pearson  # the one definition, also behind our partial_r_p0
+
     p = np.asarray(t["accuracy"]) / 100
-    return _partial(x, t["mlog"], np.log(p / (1 - p)))
+    return partial_pearson(x, t["mlog"], np.log(p / (1 - p)))
 
 
 def _xu2023_arithmetic() -> dict[str, float]:

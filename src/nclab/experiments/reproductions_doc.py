@@ -11,6 +11,7 @@ rewrites the page.
 
 from __future__ import annotations
 
+import ast
 import datetime
 import json
 import subprocess
@@ -49,8 +50,9 @@ _TRAIN = ("src/nclab/train/", "src/nclab/nets/", "src/nclab/data/", "src/nclab/m
 _MEASURE = ("src/nclab/stats/", "src/nclab/metrics/")
 
 #: Per experiment, the code its summary depends on (repository-relative files and folders): the experiment's
-#: module and the library modules that compute the values its claims read. A result file is stale when any of these
-#: changed in git after the commit it records. The figure and report code is left out: it does not change a number.
+#: module and the library modules that compute the values its claims read. A result file is stale when the code of
+#: any of these changed after the commit it records (:func:`changed_since`: docstrings and comments do not count).
+#: The figure and report code is left out: it does not change a number.
 CODE_DEPENDENCIES: dict[str, tuple[str, ...]] = {
     "vci-transfer": (_EXP + "transfer.py", "src/nclab/transfer/", *_TRAIN, *_MEASURE),
     "fashion-mnist-cnn": (
@@ -137,10 +139,39 @@ def head_commit(root: Path) -> str:
     return _git(root, "rev-parse", "HEAD")
 
 
+def code_of(source: str) -> str | None:
+    r"""What of a Python source computes: its syntax tree without docstrings (``ast.dump``, so comments, line
+    numbers and formatting drop out too); ``None`` when it does not parse.
+
+    Examples
+    --------
+    >>> code_of('def f(x):\n    "Twice."\n    return 2 * x  # why') == code_of("def f(x): return 2*x")
+    True
+    >>> code_of("def f(x): return 2 * x") == code_of("def f(x): return 3 * x")
+    False
+    """
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return None
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (
+            isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+            and body
+            and isinstance(body[0], ast.Expr)
+            and isinstance(body[0].value, ast.Constant)
+            and isinstance(body[0].value.value, str)
+        ):
+            node.body = body[1:] or [ast.Pass()]
+    return ast.dump(tree)
+
+
 def changed_since(root: Path, commit: str, paths: Sequence[str]) -> list[str]:
-    """The tracked files among ``paths`` (files or folders) whose content in the work tree differs from
-    ``commit``'s: committed changes since then and uncommitted edits alike (the code as it is now is not the code
-    that computed the row).
+    """The tracked files among ``paths`` (files or folders) whose code in the work tree differs from ``commit``'s:
+    committed changes since then and uncommitted edits alike (the code as it is now is not the code that computed
+    the row). For Python files the code is :func:`code_of` (docstrings, comments and formatting do not change a
+    number, so editing them leaves the rows current); any other file counts by its bytes.
 
     A commit that is not in the repository (a rewritten branch) raises ``ValueError``: the row's provenance is lost,
     which is as stale as it gets.
@@ -150,7 +181,19 @@ def changed_since(root: Path, commit: str, paths: Sequence[str]) -> list[str]:
     except subprocess.CalledProcessError:
         raise ValueError(f"commit {commit!r} is not in the repository at {root}") from None
     out = _git(root, "diff", "--name-only", commit, "--", *paths)
-    return out.splitlines()
+    return [name for name in out.splitlines() if _code_differs(Path(root), commit, name)]
+
+
+def _code_differs(root: Path, commit: str, name: str) -> bool:
+    path = root / name
+    if not name.endswith(".py") or not path.is_file():
+        return True  # not Python, or deleted since: a change
+    try:
+        before = _git(root, "show", f"{commit}:{name}")
+    except subprocess.CalledProcessError:
+        return True  # added since
+    now = code_of(path.read_text())
+    return now is None or now != code_of(before)
 
 
 def uncommitted(root: Path, paths: Sequence[str]) -> list[str]:
