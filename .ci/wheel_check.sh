@@ -52,7 +52,7 @@ rng = np.random.default_rng(0)
 K, n, d = 4, 50, 8
 y = np.repeat(np.arange(K), n)
 H = 3 * rng.normal(size=(K, d))[y] + rng.normal(size=(K * n, d))
-stats = ClassStats(num_classes=K, dim=d)
+stats = ClassStats(K, d)
 stats.update(H, y)
 mu = np.stack([H[y == k].mean(axis=0) for k in range(K)])
 centred, M = H - mu[y], mu - mu.mean(axis=0)

@@ -551,3 +551,20 @@ def test_p2_row_120_monitor_and_callback_folders_verify_ok(tmp_path):
         _trainer(tmp_path, max_epochs=1, enable_checkpointing=False, callbacks=[cb]).fit(_lit_module(), _loader())
     res = _verify(tmp_path / "lit")
     assert res.exit_code == 0, res.output
+
+
+def test_a_monitor_runs_penultimate_layer_is_the_recorded_one_not_the_first_measured(tmp_path):
+    """The fresh-clone newcomer re-trial: with an earlier layer measured too, reports and compare read the first
+    layer with NC1 rows as the 'penultimate' (a silent wrong number: the shallow layer's NC1 shown as the
+    classifier input's). The run's identity records the penultimate layer; an explicit run_id falls back to the
+    layer named penultimate."""
+    from nclab.io.rundir import read_run
+
+    for kw, out in (({}, tmp_path / "a"), ({"run_id": "mine"}, tmp_path / "b")):
+        with CollapseMonitor(_net(), 3, layers=["0", "penultimate"], out=out, **kw) as monitor:
+            res0 = monitor.measure(_data(), epoch=0)
+            monitor.measure(_data(), epoch=1)
+        rec = read_run(out)
+        assert rec.penultimate == "penultimate", kw
+        nc1 = {r.layer: r.value for r in rec.rows if r.metric == "nc1" and r.epoch == 0}
+        assert nc1["penultimate"] == res0.value("penultimate", "nc1") != nc1["0"]

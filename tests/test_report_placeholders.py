@@ -41,7 +41,14 @@ HTML_PLACEHOLDERS = {
     "empty field": r":\s*\.(\s|<)",
     "dash cell": r"<td[^>]*>\s*[-–—]\s*</td>",
 }
-TABLE_PLACEHOLDERS = {"None": r"\bNone\b", "nan": r"\b(nan|NaN)\b", "?": r"(^|\s)\?(\s|$)"}
+TABLE_PLACEHOLDERS = {
+    "None": r"\bNone\b",
+    "nan": r"\b(nan|NaN)\b",
+    "?": r"(^|\s)\?(\s|$)",
+    # a cell that is only "none" or a raw mapping (the newcomer re-trial found both in experiment summaries)
+    "none cell": r"│\s*none\s*│",
+    "raw mapping": r"│\s*\{[^│]*\}?\s*│",
+}
 
 
 def _invoke(*args: str) -> str:

@@ -254,6 +254,8 @@ def test_verdict_aggregation_and_missing_keys():
     assert pc.verdict(claim, None).status == "not measured"
     undefined = pc.verdict(claim, {"a": 0, "b": float("nan")})  # a nan decides nothing, and reads as a word
     assert (undefined.status, undefined.ours) == ("not measured", "b undefined")
+    unreached = pc.verdict(claim, {"a": 0, "b": None})  # e.g. a ratio at a zero-error epoch never reached
+    assert (unreached.status, unreached.ours) == ("not measured", "b not reached")
 
 
 def test_the_claims_cover_every_paper_and_name_registered_experiments():

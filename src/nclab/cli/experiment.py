@@ -132,8 +132,19 @@ def experiment_list(fmt: Annotated[OutputFormat, format_option()] = OutputFormat
 
 
 def _summary_rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
-    """The summary as quantity / value rows, each value a number or a word."""
-    return [{"quantity": str(k), "value": "none" if v is None else v} for k, v in summary.items()]
+    """The summary as quantity / value rows, each value a number or a word: a mapping gives one row per entry
+    (``nc1_last (mse)``), a missing value reads ``not reached`` where it belongs to the zero-error epoch (a run that
+    never got there) and ``undefined`` otherwise, never ``none`` or ``{}``."""
+    rows: list[dict[str, Any]] = []
+    for key, value in summary.items():
+        missing = "not reached" if "zero_error" in str(key) else "undefined"
+        if isinstance(value, dict):
+            rows += [{"quantity": f"{key} ({k})", "value": missing if v is None else v} for k, v in value.items()]
+            if not value:
+                rows.append({"quantity": str(key), "value": missing})
+        else:
+            rows.append({"quantity": str(key), "value": missing if value is None else value})
+    return rows
 
 
 @app.command("run")

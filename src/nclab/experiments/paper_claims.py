@@ -81,6 +81,8 @@ def lookup(summary: Mapping[str, Any], key: Key) -> Any:
             raise _Missing(f"{_key_text(key)} absent") from None
     if isinstance(node, float) and math.isnan(node):  # an undefined measurement decides nothing
         raise _Missing(f"{_key_text(key)} undefined")
+    if node is None:  # e.g. a ratio at the zero-error epoch of a run that never reached it
+        raise _Missing(f"{_key_text(key)} not reached")
     return node
 
 

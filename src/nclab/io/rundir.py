@@ -707,8 +707,9 @@ def read_run(path: str | Path) -> RunRecord:
     -------
     RunRecord
         Its kind, run id, rows, config, summary, identity, zero-error epoch (from ``summary.json``, else the first
-        epoch with zero training error, else None) and penultimate layer (from ``summary.json``, else the layer of
-        the first ``nc1`` row, else None).
+        epoch with zero training error, else None) and penultimate layer (from ``summary.json``, else the one a
+        monitor's ``identity.json`` records, else a layer named ``penultimate``, else the deepest with ``nc1``
+        rows, else None).
 
     Raises
     ------
@@ -751,7 +752,7 @@ def read_run(path: str | Path) -> RunRecord:
     saved = run.saved_identity()
     identity = dict(config) if kind == "train" else dict((saved.hashed or {}) if saved else {})
     run_id = summary.get("run_id") or (saved.run_id if saved else None) or read_run_id(run.metrics) or run.path.name
-    pen = summary.get("penultimate") or next((r.layer for r in rows if r.metric == "nc1"), None)
+    pen = summary.get("penultimate") or _penultimate_of(rows, identity.get("penultimate"))
     zero = summary.get("zero_error_epoch")
     if zero is None and "zero_error_epoch" not in summary:  # a table without summary: its first zero training error
         zero = min(
@@ -763,6 +764,20 @@ def read_run(path: str | Path) -> RunRecord:
             default=None,
         )
     return RunRecord(run.path, kind, str(run_id), rows, config, summary, identity, zero, pen)
+
+
+def _penultimate_of(rows: list[MetricRow], recorded: Any) -> str | None:
+    """The penultimate layer of a run without ``summary.json`` (a monitor's or callback's): the one its identity
+    records, else a layer named ``penultimate``, else the deepest layer with NC1 rows (tables list layers input
+    side first). Never the first layer measured: that is the shallowest, and its NC1 would be reported as the
+    classifier input's."""
+    with_nc1 = list(dict.fromkeys(r.layer for r in rows if r.metric == "nc1"))
+    measured = {r.layer for r in rows}
+    if isinstance(recorded, str) and recorded in measured:
+        return recorded
+    if "penultimate" in measured:
+        return "penultimate"
+    return with_nc1[-1] if with_nc1 else None
 
 
 def read_run_metrics(path: str | Path) -> MetricTable:
