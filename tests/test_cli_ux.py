@@ -123,6 +123,20 @@ def test_cli_messages_name_flags_not_keyword_arguments(tmp_path):
     assert set(CLI_FLAGS.values()) == {"--resume", "--overwrite", "--retry-failed"}
 
 
+def test_imbalance_note_names_the_convention_flag(tmp_path):
+    """The newcomer re-trial: nclab measure on unequal class counts said "pass conventions={'weighting':
+    'empirical'}", the Python keyword; the note names the flag."""
+    rng = np.random.default_rng(0)
+    y = np.repeat(np.arange(3), [10, 20, 30])
+    np.save(tmp_path / "H.npy", rng.normal(size=(60, 4)) + 3 * np.eye(3, 4)[y])
+    np.save(tmp_path / "y.npy", y)
+    res = runner.invoke(app, ["measure", str(tmp_path / "H.npy"), str(tmp_path / "y.npy")])
+    assert res.exit_code == 0, res.output
+    assert "pass -c weighting=empirical (nclab measure)" in res.stderr and "conventions={" not in res.stderr
+    res = runner.invoke(app, ["measure", str(tmp_path / "H.npy"), str(tmp_path / "y.npy"), "-c", "weighting=empirical"])
+    assert res.exit_code == 0 and "ImbalanceWarning" not in res.stderr
+
+
 def test_did_you_mean_for_config_sweep_study_and_convention_keys(tmp_path):
     cfg = tmp_path / "tiny.yaml"
     cfg.write_text(yaml.safe_dump(TINY))

@@ -203,6 +203,8 @@ def make_app(name: str, help: str) -> typer.Typer:
 #: CLI prints names the flag (``pass resume=True (--resume)`` reads ``pass --resume``).
 CLI_FLAGS = {"resume": "--resume", "overwrite": "--overwrite", "retry_failed": "--retry-failed"}
 _KEYWORD = re.compile(r"\b(" + "|".join(CLI_FLAGS) + r")=True(?: \((--[a-z-]+)\))?")
+#: The library's ``conventions={'key': 'value'}`` (a metric convention), said as the measure command's flag.
+_CONVENTION = re.compile(r"conventions=\{'(\w+)': '(\w+)'\}")
 
 
 def cli_message(text: str) -> str:
@@ -212,7 +214,10 @@ def cli_message(text: str) -> str:
     --------
     >>> cli_message("pass resume=True (--resume) to continue it, overwrite=True, or choose another folder")
     'pass --resume to continue it, --overwrite, or choose another folder'
+    >>> cli_message("pass conventions={'weighting': 'empirical'} for sample weighting")
+    'pass -c weighting=empirical (nclab measure) for sample weighting'
     """
+    text = _CONVENTION.sub(lambda m: f"-c {m.group(1)}={m.group(2)} (nclab measure)", text)
     return _KEYWORD.sub(lambda m: CLI_FLAGS[m.group(1)], text)
 
 
