@@ -469,13 +469,14 @@ _JIANG = "[Jiang et al. 2024]"
 _HAN = "[Han et al. 2022]"
 
 _TRANSFER_REASON = (
-    "ours: a 5-class Fashion-MNIST CNN (d = 128, K = 5) pretrained for a few epochs, probed on held-out "
-    "Fashion-MNIST classes, digits and rotated Fashion-MNIST; the paper: ImageNet ResNet50s (d = 2048, K = 1000), "
-    "10 probe datasets"
+    "ours: a 5-class Fashion-MNIST CNN with an 8-dimensional feature layer ((K - 1) / d = 0.5, the paper's ratio), "
+    "30 epochs on 100 images per class, 3 seeds, probed on held-out Fashion-MNIST classes, digits and rotated "
+    "Fashion-MNIST; the paper: ImageNet ResNet50s (d = 2048, K = 1000), 10 probe datasets"
 )
 _FMNIST_REASON = (
-    "ours: a small CNN on 2,000 Fashion-MNIST images, cosine schedule over 80 epochs, per-loss lr and wd 5e-3; "
-    "the paper: VGG / ResNet / DenseNet on five full datasets, 350 epochs, step schedule, swept lr"
+    "ours: a small CNN on 2,000 Fashion-MNIST images, 80 epochs, the paper's recipe otherwise (SGD 0.9, wd 5e-4, "
+    "lr / 10 at 1/3 and 2/3, batch 128; MSE lr 0.18045 from the paper's grid, CE 0.0679); the paper: VGG / ResNet / "
+    "DenseNet on five full datasets, 350 epochs, swept lr"
 )
 _NO_EXPERIMENT = "needs ImageNet / CIFAR-scale data and networks that are not on this machine"
 
