@@ -282,6 +282,21 @@ def test_sweep_over_the_loss_and_its_summary(tmp_path):
     ] * 4  # fmt: skip
 
 
+def test_sweep_summary_of_failed_trials_keeps_its_headings_whole(tmp_path):
+    """The newcomer re-trial: with every trial failed, the summary clipped its headings ("zero-err…", "optim.…")
+    and filled the cells with "none"."""
+    (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(TINY))
+    grid = {"optim.lr": [0.02, 0.04], "loss.name": ["mse", "ce"], "train.batch_size": [512]}  # > N: no batch
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump({"base": "tiny.yaml", "grid": grid}))
+    res = runner.invoke(app, ["sweep", str(tmp_path / "s.yaml"), "--local", "-o", str(tmp_path / "sw")])
+    assert "4 of 4 trials failed" in res.output
+    assert "…" not in res.stdout and " none " not in res.stdout
+    header = " ".join(res.stdout.splitlines()[1:3])
+    for word in ("zero-error", "epoch", "optim.lr", "reduction", "status"):
+        assert word in header, word
+    assert res.stdout.count("no result") == 4 * 4  # zero-error epoch, train / test error, NC1 of each trial
+
+
 def test_report_draws_metrics_against_depth_at_chosen_epochs(tmp_path):
     cfg = dict(TINY, train={"epochs": 3, "batch_size": 32, "threads": 1}, measure={"epochs": [0, 1, 3]})
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg))

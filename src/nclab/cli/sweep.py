@@ -88,7 +88,11 @@ def _print_table(rows: list[dict[str, Any]], title: str) -> None:
     table = Table(title=title, box=None, padding=(0, 1), pad_edge=False, header_style="bold underline")
     for c in columns:
         numeric = c in ("zero_error_epoch", "train_error", "test_error", "nc1", "seconds")
-        table.add_column(_heading(c, [row[c] for row in cells]), justify="right" if numeric else "left", no_wrap=True)
+        heading = _heading(c, [row[c] for row in cells])
+        # a column as wide as its widest heading line or cell: rich otherwise shrinks headings to short cells
+        # ("zero-err…" over a column of short words), also when the table fits the width
+        widest = max(len(line) for line in [*heading.split("\n"), *(row[c] for row in cells)])
+        table.add_column(heading, justify="right" if numeric else "left", no_wrap=True, min_width=widest)
     for row in cells:
         table.add_row(*(escape(row[c]) for c in columns))
     # piped into a log, a table wider than the default 80 columns keeps its lines whole rather than clip them
@@ -101,7 +105,7 @@ def _cell(column: str, value: Any, status: str, prefix: str) -> str:
         return value.removeprefix(prefix)
     if value == "" or value is None:
         if status != "completed":
-            return "none"  # a failed or unfinished trial has no result
+            return "no result"  # a failed or unfinished trial (its status column says which)
         return "not reached" if column == "zero_error_epoch" else "not measured"
     if isinstance(value, float):
         return f"{value:.3g}" if column != "seconds" else f"{value:.1f}"
