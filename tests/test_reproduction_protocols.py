@@ -4,6 +4,7 @@ dry run show it, and a paper run without its data stops with an ``error:`` namin
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 
@@ -184,6 +185,23 @@ def test_tiny_scale_of_a_reproduction_runs(tmp_path):
     assert (tmp_path / "report.html").is_file() and (
         tmp_path / "digits-fc_resnet-ce-1" / "seed0" / "metrics.csv"
     ).is_file()
+    # the depth order of every run, from its own rows: violations are the consecutive blocks out of order
+    from nclab.io import read_metrics
+
+    assert set(summary["pfc_by_run"]) == {"digits-fc_resnet-ce-0 seed0", "digits-fc_resnet-ce-1 seed0"}
+    total = 0
+    for name, prof in summary["pfc_by_run"].items():
+        rows = read_metrics(tmp_path / name.replace(" ", "/"))
+        at = {(r.layer, r.metric): r.value for r in rows if r.split == "train" and r.epoch == prof["epoch"]}
+        pfc1 = [at[(f"layer{i}", "trace_ratio")] for i in range(4)]
+        assert prof["pfc1_depth_violations"] == sum(b > a for a, b in itertools.pairwise(pfc1))
+        assert prof["pfc1_first"] == pfc1[0] and prof["pfc1_last"] == pfc1[-1]
+        pfc3 = [at[(f"layer{i}", "ncc_accuracy")] for i in range(4)]
+        assert prof["pfc3_depth_violations"] == sum(b < a for a, b in itertools.pairwise(pfc3))
+        total += prof["pfc2_depth_violations"]
+    assert summary["pfc2_depth_violations"] == total
+    claim = {c["claim"]: c for c in summary["paper_claims"]}["002-table1-fmnist"]
+    assert claim["verdict"] in ("reproduced", "partly", "not reproduced")  # measured, whatever the tiny run shows
 
 
 def test_vci_transfer_paper_scale_refuses_rather_than_run_a_stand_in(tmp_path):

@@ -21,6 +21,7 @@ through the same runner.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -271,7 +272,8 @@ def _tiny_configs(kind: str) -> dict:
             "data": {"name": "digits", "per_class": 20, "test_per_class": 10},
             "model": model,
             "train": {"epochs": 2, "batch_size": 32, "threads": 1},
-            "measure": {"epochs": [2], "splits": ["train"], "layers": "penultimate"},
+            # the pfc runs measure every block, so that the smoke test reaches the depth-order summary
+            "measure": {"epochs": [2], "splits": ["train"], "layers": "all" if kind == "pfc" else "penultimate"},
             "report": False,
         }
         out[f"digits/{model['name']}/{loss}-{i}"] = resolve_config(raw)
@@ -375,7 +377,32 @@ def mse_nc_benchmarks(out: Path, scale: str, seed: int) -> dict[str, Any]:
     scales=("tiny", "paper"),
 )
 def pfc_table1(out: Path, scale: str, seed: int) -> dict[str, Any]:
-    return _run("pfc-table1", out, scale, seed)
+    summary = _run("pfc-table1", out, scale, seed)
+    return {**summary, **pfc_depth_of_runs(out)}
+
+
+def pfc_depth_of_runs(out: Path) -> dict[str, Any]:
+    """The [Wang et al. 2024, Conjecture 1] depth order of every trained run under ``out``: per run
+    (``pfc_by_run``) :func:`~nclab.experiments.theory_engines.pfc_depth_summary` of PFC1 (``trace_ratio``), PFC2
+    (``etf_gram_error``) and PFC3 (``ncc_accuracy``) over its blocks ``layer0, layer1, ...`` at its last measured
+    epoch (train split), and ``pfc{j}_depth_violations`` summed over the runs (the keys the claims read). Runs that
+    measured fewer than two blocks are left out."""
+    from nclab.experiments.theory_engines import pfc_depth_summary
+    from nclab.io.rundir import read_run
+
+    per_run: dict[str, Any] = {}
+    for table in sorted(Path(out).glob("*/seed*/metrics.csv")):
+        rows = [r for r in read_run(table.parent).rows if r.split == "train"]
+        blocks = sorted({r.layer for r in rows if re.fullmatch(r"layer\d+", r.layer)}, key=lambda b: int(b[5:]))
+        last = max((r.epoch for r in rows if r.layer in blocks and r.metric == "trace_ratio"), default=None)
+        at = {(r.layer, r.metric): r.value for r in rows if r.epoch == last}
+        names = {"pfc1": "trace_ratio", "pfc2": "etf_gram_error", "pfc3": "ncc_accuracy"}
+        if len(blocks) < 2 or any((b, m) not in at for b in blocks for m in names.values()):
+            continue
+        measured = {key: [at[(b, metric)] for b in blocks] for key, metric in names.items()}
+        per_run[f"{table.parent.parent.name} {table.parent.name}"] = {"epoch": last, **pfc_depth_summary(measured)}
+    totals = {f"{k}_depth_violations": sum(r[f"{k}_depth_violations"] for r in per_run.values()) for k in names}
+    return {**totals, "pfc_by_run": per_run} if per_run else {}
 
 
 @register(
