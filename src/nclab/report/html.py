@@ -206,8 +206,9 @@ def write_report(
 
 
 def add_section(path: str | Path, heading: str, body: str) -> Path:
-    """Add a section (``heading``, HTML ``body``) to a report written by :func:`write_report`, before its other
-    sections and figures, and list it first in its contents (the file is rewritten atomically).
+    """Add a section (``heading``, HTML ``body``) to a report written by :func:`write_report`, after its figures
+    (the first figure, its legend included, stays in the first viewport), and list it first in its contents (the
+    file is rewritten atomically).
 
     A report that already has a section of that heading gets the new body in its place (re-running an experiment
     into the same folder does not stack copies). A file that is not such a report raises ``ValueError``.
@@ -215,7 +216,7 @@ def add_section(path: str | Path, heading: str, body: str) -> Path:
     >>> import tempfile, pathlib
     >>> p = write_report(pathlib.Path(tempfile.mkdtemp()) / "r.html", "t", [("A", "<p>a</p>"), ("B", "<p>b</p>")])
     >>> text = add_section(p, "Verdicts", "<p>v</p>").read_text()
-    >>> text.index("<p>v</p>") < text.index("<p>a</p>"), text.count('href="#verdicts"')
+    >>> text.index("<p>v</p>") > text.index("<p>b</p>"), text.count('href="#verdicts"')
     (True, 1)
     """
     path = Path(path)
@@ -225,14 +226,10 @@ def add_section(path: str | Path, heading: str, body: str) -> Path:
     old = re.search(rf'<h2 id="{re.escape(anchor)}">.*?(?=<h2 id=|<figure id=|<details id=|</body>)', doc, re.S)
     if old:
         return atomic_write_text(path, doc[: old.start()] + section + doc[old.end() :])
-    end_of_head = doc.find("</nav>")
-    if end_of_head >= 0:
+    if re.search(r"</h1>", doc) is None or "</body>" not in doc:
+        raise ValueError(f"{path} is not a report written by nclab (no <h1> title)")
+    if "</nav>" in doc:
         item = f'<li><a href="#{anchor}">{html.escape(heading)}</a></li>'
         doc = doc.replace("<nav><h2>Contents</h2><ol>", f"<nav><h2>Contents</h2><ol>{item}", 1)
-        end_of_head = doc.find("</nav>") + len("</nav>")
-    else:
-        match = re.search(r"</h1>(<p class=banner>.*?</p>)?", doc, re.S)
-        if match is None:
-            raise ValueError(f"{path} is not a report written by nclab (no <h1> title)")
-        end_of_head = match.end()
-    return atomic_write_text(path, doc[:end_of_head] + section + doc[end_of_head:])
+    end = doc.rindex("</body>")
+    return atomic_write_text(path, doc[:end] + section + doc[end:])
