@@ -158,7 +158,7 @@ def _earlier_extraction(out: Path, names: set[str], overwrite: bool) -> list[str
 
 def _old_temporaries(out: Path) -> list[str]:
     """Remove the hidden temporary files of extractions killed before the staging folder existed (nclab < the
-    staged commit wrote ``.LAYER.npy.XXXX.tmp`` beside the results); ``out`` is locked, so none is being written."""
+    staged commit wrote ``.LAYER.npy.<random>.tmp`` beside the results); ``out`` is locked, so none is being written."""
     found = [p for pat in (".*.npy.*.tmp", ".*.safetensors.*.tmp", ".manifest.json.*.tmp") for p in out.glob(pat)]
     if not found:
         return []

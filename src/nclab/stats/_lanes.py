@@ -29,8 +29,7 @@ from dataclasses import dataclass
 
 import torch
 
-from nclab.stats import _kernels
-from nclab.stats._kernels import gram_add, syrk_update, work_buffers
+from nclab.stats._kernels import accelerated, gram_add, syrk_update, work_buffers
 
 __all__ = ["MAX_LANES", "MIN_LANE_ROWS", "PARTIAL_ROWS", "Lane", "LaneSpec", "run_lanes"]
 
@@ -234,7 +233,7 @@ class Lane:
         else in float64."""
         self.dirty = True
         n, d = x.shape
-        limit = DEVICE_CHUNK if _kernels.accelerated(self.device) else CPU_CHUNK
+        limit = DEVICE_CHUNK if accelerated(self.device) else CPU_CHUNK
         rows = n if n * d <= limit else max(64, limit // d)
         for start in range(0, n, rows):
             stop = min(n, start + rows)

@@ -39,8 +39,7 @@ import torch
 
 from nclab._threads import single_blas_thread, torch_threads
 from nclab.memory import check_allocation, format_bytes
-from nclab.stats import _kernels
-from nclab.stats._kernels import chunk_rows, work_buffers
+from nclab.stats._kernels import accelerated, chunk_rows, work_buffers
 from nclab.stats._lanes import MAX_LANES, MIN_LANE_ROWS, Lane, LaneSpec, run_lanes
 from nclab.stats.accumulator import Accumulator
 from nclab.stats.moments import ClassMoments, Weighting, check_weighting
@@ -460,7 +459,7 @@ class ClassStats(Accumulator):
         norms = torch.linalg.vector_norm(x32, dim=1)
         ylo, yhi = torch.aminmax(y)
         lo_t, hi_t = torch.aminmax(norms)
-        if not _kernels.accelerated(x.device):
+        if not accelerated(x.device):
             labels, (lo, hi) = (int(ylo), int(yhi)), (float(lo_t), float(hi_t))
         else:  # one device sync
             both = torch.stack([ylo.double(), yhi.double(), lo_t.double(), hi_t.double()]).tolist()
@@ -499,7 +498,7 @@ class ClassStats(Accumulator):
         partial sums), or None on accelerators, where ``bincount`` would sync the device."""
         assert self._state is not None  # allocated before the first batch is counted
         counts = self._state["counts"]
-        if _kernels.accelerated(device):
+        if accelerated(device):
             counts.index_add_(0, y, torch.ones_like(y))
             return None
         per_class = torch.bincount(y, minlength=self.K)
@@ -521,7 +520,7 @@ class ClassStats(Accumulator):
         """Lanes (threads) for a batch: one per thread of torch's budget (``torch.get_num_threads()``), at most
         :data:`MAX_LANES` and one per :data:`MIN_LANE_ROWS` rows, on the CPU only, and only while a lane's own
         accumulators and buffers stay under 64 MB (d <= ~2,000)."""
-        if _kernels.accelerated(device):
+        if accelerated(device):
             return 1
         n = min(torch.get_num_threads(), MAX_LANES, rows // MIN_LANE_ROWS)
         if n <= 1:
@@ -591,7 +590,7 @@ class ClassStats(Accumulator):
         float32), at least 256. Measured on one core at d = 256-512 (numpy's ``syrk`` of the block plus the
         float64 add, per row, against one whole-matrix float32 ``X.T @ X``): 1.05-1.09x at 4,096 rows,
         1.07-1.12x at 2,048, 1.11-1.27x at 1,024 (benchmarks/RESULTS.md)."""
-        if self._device is not None and _kernels.accelerated(self._device):
+        if self._device is not None and accelerated(self._device):
             return 4096
         return max(256, min(4096, (1 << 21) // self.d))
 
@@ -612,7 +611,7 @@ class ClassStats(Accumulator):
         anywhere in a row makes its norm non-finite, which rejects the batch before any accumulator changes (a
         rejected batch leaves no trace)."""
         # on the CPU in chunks: the float64 upcast inside the norm stays in cache
-        chunk = x.shape[0] if _kernels.accelerated(x.device) else chunk_rows(x.shape[0], self.d)
+        chunk = x.shape[0] if accelerated(x.device) else chunk_rows(x.shape[0], self.d)
         parts = [
             torch.linalg.vector_norm(x[i : i + chunk], dim=1, keepdim=True, dtype=torch.float64)
             for i in range(0, x.shape[0], chunk)
