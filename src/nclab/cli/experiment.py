@@ -34,12 +34,13 @@ def _scale(scale: str) -> str:
     return f"{scale} (smoke test)" if scale == "tiny" else scale
 
 
-def _scale_info(exp: Any, scale: str) -> dict[str, Any]:
-    """What ``exp`` runs at ``scale``: its protocols, the expected cost (measured wall time on 2 cores; for the
-    paper scale of a training experiment, H200 GPU-hours estimated from measured throughput) and its data."""
+def _scale_info(exp: Any, scale: str, protocols: list[Any] | None = None) -> dict[str, Any]:
+    """What ``exp`` runs at ``scale`` (or ``protocols``, some of its runs): its protocols, the expected cost
+    (measured wall time on 2 cores; for the paper scale of a training experiment, H200 GPU-hours estimated from
+    measured throughput) and its data."""
     from nclab.experiments.protocols import data_needs, estimate
 
-    protocols = exp.protocols(scale)
+    protocols = exp.protocols(scale) if protocols is None else protocols
     est: dict[str, Any] = {"time_2_cores": exp.durations.get(scale, "not timed")}
     gpu = estimate(protocols) if scale == "paper" else None
     if gpu is not None:
@@ -59,7 +60,7 @@ def _cost_line(exp: Any, scale: str, info: dict[str, Any]) -> str:
         lines = [f"{_scale(scale)}: {info['runs']} runs", f"  ~{est['gpu_hours']:.1f} H200 GPU-h"]
         if est["sweep_gpu_hours"] > est["gpu_hours"]:
             lines.append(f"  ({est['sweep_gpu_hours']:.0f} with lr sweep)")
-        return "\n".join([*lines, f"  {est['memory_gib']:.0f} GiB peak"])
+        return "\n".join([*lines, f"  {est['memory_gib']:.2g} GiB peak"])
     return f"{_scale(scale)}: {est['time_2_cores']}"
 
 
@@ -156,21 +157,37 @@ def experiment_run(
     dry_run: Annotated[
         bool, flag("--dry-run", help="print the resolved protocol of each run and exit; runs and reads nothing")
     ] = False,
+    runs: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--runs",
+            help="paper scale: train only the runs matching this pattern (repeatable; labels as --dry-run shows)",
+            metavar="<str>",
+        ),
+    ] = None,
+    epochs: Annotated[
+        int | None, typer.Option(help="paper scale: train each run this many epochs, the schedule rescaled")
+    ] = None,
     fmt: Annotated[OutputFormat, format_option()] = OutputFormat.table,
 ) -> None:
     """Run one registered experiment and print its summary; its tables, figures and report.html go to OUT.
 
     Progress, notes and the output folder go to stderr, the summary to stdout (a table, or JSON / CSV with -f).
     --scale tiny is a smoke test: its report says so. --dry-run prints what would run (the resolved protocol of
-    each run, its cost and data) and exits without training or reading data."""
+    each run, its cost and data) and exits without training or reading data. --runs and --epochs cut a paper
+    protocol to the data or hours at hand (e.g. --runs 'fashion-mnist/*' --epochs 30); the summary and every
+    report page say what was cut."""
     from nclab.experiments import SMOKE_TEST_NOTE, run
+    from nclab.experiments.protocols import RunSelection
 
+    with user_errors():
+        selection = RunSelection(runs=tuple(runs or ()), epochs=epochs)
     if dry_run:
-        _dry_run(name, scale, fmt)
+        _dry_run(name, scale, fmt, selection)
         return
     out = out or Path("runs/experiments") / f"{name}-{scale}"
     with user_errors():
-        summary = run(name, out, scale=scale, seed=seed)
+        summary = run(name, out, scale=scale, seed=seed, selection=selection)
     if scale == "tiny":
         note(SMOKE_TEST_NOTE)
     if fmt is OutputFormat.json:
@@ -185,19 +202,26 @@ def experiment_run(
     err_console.print(f"outputs in {out} (report: {out / 'report.html'})", markup=False, highlight=False)
 
 
-def _dry_run(name: str, scale: str, fmt: OutputFormat) -> None:
-    """Print the protocols ``name`` runs at ``scale`` (one table row per run; JSON: the list-entry of the scale)."""
+def _dry_run(name: str, scale: str, fmt: OutputFormat, selection: Any) -> None:
+    """Print the protocols ``name`` runs at ``scale`` (one table row per run; JSON: the list-entry of the scale);
+    a cut (``selection``) keeps the selected runs and says how their epochs are cut."""
     from nclab.experiments import get
 
     with user_errors(KeyError):
         exp = get(name)
         if scale not in exp.scales:
             raise ValueError(f"experiment {name!r} has scales {', '.join(exp.scales)}, not {scale!r}")
-        info = _scale_info(exp, scale)
+        if not selection.is_all and not (exp.selectable and scale == "paper"):
+            raise ValueError(f"--runs / --epochs cut a selectable experiment's paper scale, not {name!r} at {scale}")
+        protocols = exp.protocols(scale)
+        if selection.runs:
+            protocols = list(selection.select({p.label: p for p in protocols}).values())
+        info = _scale_info(exp, scale, protocols)
+    if not selection.is_all:
+        note(f"cut: {selection.describe()}; the protocols and cost below are the paper's epochs and schedule")
     if fmt is OutputFormat.json:
         emit([], fmt, data={"name": name, "scale": scale, "papers": exp.papers, **info})
         return
-    protocols = exp.protocols(scale)
     if not protocols:
         note(f"experiment {name!r} declares no protocol at scale {scale}: it runs as its module defines")
     rows = [_protocol_row(p.to_dict()) for p in protocols]

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 __all__ = ["DURATIONS", "EXPERIMENTS", "PROTOCOLS", "SMOKE_TEST_NOTE", "Experiment", "declare_protocols", "register"]
@@ -56,7 +55,8 @@ DURATIONS: dict[str, dict[str, str]] = {
     "ufm-thm51": {"tiny": "~1 s", "cpu": "<= 2 min"},
 }
 
-ExperimentFn = Callable[[Path, str, int], dict[str, Any]]
+# fn(out: Path, scale: str, seed: int[, selection=RunSelection]) -> summary
+ExperimentFn = Callable[..., dict[str, Any]]
 ProtocolFn = Callable[[str], list[Any]]
 
 #: Per experiment name, per scale: ``fn(scale)``, the :class:`~nclab.experiments.protocols.Protocol` list of that
@@ -91,12 +91,17 @@ class Experiment:
         The scales it runs at.
     durations : dict of str to str, default={}
         Expected wall time per scale on the 2-core reference machine, as measured (:data:`DURATIONS`).
+    selectable : bool, default=False
+        Its paper scale trains a set of labelled runs that a
+        :class:`~nclab.experiments.protocols.RunSelection` can cut (some runs, fewer epochs): ``fn`` then takes
+        ``selection=`` as a keyword.
 
     Examples
     --------
+    >>> from pathlib import Path
     >>> exp = Experiment("toy", lambda out, scale, seed: {"seed": seed}, "a toy", "[Han et al. 2022]", ("tiny",))
-    >>> exp.scales, exp.durations, exp.fn(Path("."), "tiny", 3)
-    (('tiny',), {}, {'seed': 3})
+    >>> exp.scales, exp.durations, exp.selectable, exp.fn(Path("."), "tiny", 3)
+    (('tiny',), {}, False, {'seed': 3})
     """
 
     name: str
@@ -107,6 +112,7 @@ class Experiment:
     #: Expected wall time per scale on the 2-core reference machine, as measured (a scale missing here has not
     #: been timed).
     durations: dict[str, str] = field(default_factory=dict)
+    selectable: bool = False
 
     @property
     def papers(self) -> list[str]:
@@ -167,6 +173,7 @@ def register(
     summary: str,
     paper: str,
     scales: tuple[str, ...] = ("tiny", "cpu", "paper"),
+    selectable: bool = False,
 ) -> Callable[[ExperimentFn], ExperimentFn]:
     """Decorator: register ``fn(out, scale, seed) -> summary dict`` under ``name`` (its expected wall times
     come from :data:`DURATIONS`).
@@ -181,6 +188,8 @@ def register(
         Citation key of the paper it reproduces (resolving in docs/references.md).
     scales : tuple of str, default=("tiny", "cpu", "paper")
         The scales it runs at.
+    selectable : bool, default=False
+        ``fn`` takes ``selection=`` (a :class:`~nclab.experiments.protocols.RunSelection`) at the paper scale.
 
     Returns
     -------
@@ -210,7 +219,7 @@ def register(
         unknown = set(durations) - set(scales)
         if unknown:
             raise ValueError(f"experiment {name!r}: durations for undeclared scales {sorted(unknown)}")
-        EXPERIMENTS[name] = Experiment(name, fn, summary, paper, tuple(scales), dict(durations))
+        EXPERIMENTS[name] = Experiment(name, fn, summary, paper, tuple(scales), dict(durations), selectable)
         return fn
 
     return wrap

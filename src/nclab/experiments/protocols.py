@@ -18,13 +18,23 @@ counted: an ImageNet epoch is input-bound on most hosts.
 
 from __future__ import annotations
 
+import fnmatch
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Literal
 
-__all__ = ["DATASET_FACTS", "Estimate", "Protocol", "check_data", "data_needs", "estimate", "model_cost"]
+__all__ = [
+    "DATASET_FACTS",
+    "Estimate",
+    "Protocol",
+    "RunSelection",
+    "check_data",
+    "data_needs",
+    "estimate",
+    "model_cost",
+]
 
 #: Per dataset: training images (the whole train split), classes, the side of its images. Used for the cost of a
 #: run on the whole split and for the input size of a protocol; the files' own counts win when they are loaded.
@@ -392,6 +402,95 @@ def estimate(protocols: Sequence[Protocol]) -> Estimate | None:
 
 
 # ---------------------------------------------------------------------------------------------------- data
+@dataclass(frozen=True)
+class RunSelection:
+    """Part of a paper-scale experiment: some of its runs, or all of them for fewer epochs, stated as such.
+
+    A paper protocol can take GPU-days; this is how a user with an hour (or with one of the five datasets) still
+    runs the registered experiment end to end, with its summary, report and verdicts
+    (``nclab experiment run NAME --scale paper --runs 'fashion-mnist/*' --epochs 30``). Everything else stays the
+    paper's: a cut run keeps its schedule's shape (milestones and warmup at the same fractions of the shorter run,
+    :func:`nclab.train.rescale_schedule`), and the summary and report say what was cut (:meth:`describe`).
+
+    Parameters
+    ----------
+    runs : tuple of str, default=()
+        Shell-style patterns (``fnmatch``) over the run labels of ``--dry-run``; a run is kept when any matches.
+        Empty keeps every run.
+    epochs : int or None, default=None
+        Train each kept run this many epochs instead of its protocol's (``>= 1``); None keeps the protocol's.
+
+    Raises
+    ------
+    ValueError
+        ``epochs < 1``, or a pattern that matches no run (:meth:`select`).
+
+    See Also
+    --------
+    nclab.experiments.run : takes a selection for the experiments that declare ``selectable``.
+
+    Examples
+    --------
+    >>> sel = RunSelection(runs=("fashion-mnist/*",), epochs=30)
+    >>> sel.select({"mnist/fc_resnet": 1, "fashion-mnist/pfc_resnet": 2})
+    {'fashion-mnist/pfc_resnet': 2}
+    >>> sel.describe()
+    'runs fashion-mnist/* only; 30 epochs per run (the schedule rescaled to them)'
+    """
+
+    runs: tuple[str, ...] = ()
+    epochs: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.epochs is not None and (isinstance(self.epochs, bool) or self.epochs < 1):
+            raise ValueError(f"epochs must be an integer >= 1, got {self.epochs!r}")
+
+    @property
+    def is_all(self) -> bool:
+        """True when nothing is cut (every run, every epoch)."""
+        return not self.runs and self.epochs is None
+
+    def keeps(self, label: str) -> bool:
+        """Whether the run ``label`` is selected."""
+        return not self.runs or any(fnmatch.fnmatchcase(label, p) for p in self.runs)
+
+    def select(self, items: Mapping[str, Any]) -> dict[str, Any]:
+        """The entries of ``items`` (``{run label: anything}``) whose label is selected, in order; ``ValueError``
+        naming the labels when a pattern matches none (a typo must not run nothing, or everything)."""
+        for pattern in self.runs:
+            if not any(fnmatch.fnmatchcase(label, pattern) for label in items):
+                raise ValueError(f"--runs {pattern!r} matches no run; the runs are: {', '.join(items)}")
+        return {label: v for label, v in items.items() if self.keeps(label)}
+
+    def apply(self, configs: Mapping[str, Any]) -> dict[str, Any]:
+        """The selected run configs (:class:`~nclab.train.config.RunConfig`), each cut to :attr:`epochs`: its
+        schedule rescaled, its measured epochs those within the run plus the last."""
+        from nclab.train.presets import rescale_schedule
+
+        kept = self.select(configs)
+        if self.epochs is None:
+            return kept
+        out = {}
+        for label, cfg in kept.items():
+            raw = cfg.model_dump(mode="json")
+            full, n = raw["train"]["epochs"], self.epochs
+            raw["train"]["epochs"] = n
+            raw["schedule"] = rescale_schedule(raw["schedule"], full, n)
+            if isinstance(raw["measure"]["epochs"], list):
+                raw["measure"]["epochs"] = sorted({e for e in raw["measure"]["epochs"] if e <= n} | {n})
+            out[label] = type(cfg).model_validate(raw)
+        return out
+
+    def describe(self) -> str:
+        """What was cut, in words (the summary's ``selection`` and the report's banner); ``""`` when nothing."""
+        parts = []
+        if self.runs:
+            parts.append(f"runs {', '.join(self.runs)} only")
+        if self.epochs is not None:
+            parts.append(f"{self.epochs} epochs per run (the schedule rescaled to them)")
+        return "; ".join(parts)
+
+
 def data_needs(protocols: Sequence[Protocol]) -> list[dict[str, Any]]:
     """The datasets the protocols train on, each with where nclab looks for it and the layout it expects
     (:func:`nclab.data.describe_dataset`), in first-use order."""

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from nclab.experiments.catalog import EXPERIMENTS, SMOKE_TEST_NOTE, Experiment
+from nclab.experiments.protocols import RunSelection
 from nclab.validation import check_int, check_output_dir
 
 __all__ = ["EXPERIMENT_MODULES", "dry_run", "get", "list_experiments", "run"]
@@ -95,7 +96,9 @@ def get(name: str) -> Experiment:
         raise KeyError(f"unknown experiment {name!r}; known: {', '.join(sorted(EXPERIMENTS)) or '(none)'}") from None
 
 
-def run(name: str, out: str | Path, *, scale: str = "cpu", seed: int = 0) -> dict[str, Any]:
+def run(
+    name: str, out: str | Path, *, scale: str = "cpu", seed: int = 0, selection: RunSelection | None = None
+) -> dict[str, Any]:
     """Run experiment ``name`` at ``scale``, writing under ``out`` (created; a path that cannot be a writable
     folder raises ``NotADirectoryError`` / ``PermissionError`` before the experiment starts). The reports of a
     ``tiny`` run carry the smoke-test banner (:data:`~nclab.experiments.catalog.SMOKE_TEST_NOTE`).
@@ -110,6 +113,9 @@ def run(name: str, out: str | Path, *, scale: str = "cpu", seed: int = 0) -> dic
         One of the experiment's scales: ``"tiny"`` (a smoke test), ``"cpu"`` or ``"paper"``.
     seed : int, default=0
         The experiment's seed, ``>= 0``.
+    selection : RunSelection or None, default=None
+        At the paper scale of a ``selectable`` experiment: train only some of its runs, or fewer epochs; the
+        summary's ``selection`` and a banner on every report page say so.
 
     Returns
     -------
@@ -123,7 +129,8 @@ def run(name: str, out: str | Path, *, scale: str = "cpu", seed: int = 0) -> dic
     KeyError
         An unknown experiment.
     ValueError
-        A scale the experiment does not declare, or a negative seed.
+        A scale the experiment does not declare, a negative seed, or a selection the experiment or scale does not
+        take (or whose patterns match no run).
     NotADirectoryError, PermissionError
         ``out`` cannot be a writable folder.
 
@@ -148,18 +155,32 @@ def run(name: str, out: str | Path, *, scale: str = "cpu", seed: int = 0) -> dic
     if scale not in exp.scales:
         raise ValueError(f"experiment {name!r} has scales {exp.scales}, not {scale!r}")
     check_int(seed, name="seed", low=0)
+    sel = None if selection is None or selection.is_all else selection
+    if sel is not None and not (exp.selectable and scale == "paper"):
+        takers = ", ".join(sorted(n for n, e in EXPERIMENTS.items() if e.selectable))
+        raise ValueError(f"--runs / --epochs cut a paper-scale experiment of separate runs ({takers}), not {name!r} "
+                         f"at scale {scale}")  # fmt: skip
     if scale == "paper":  # every dataset checked before the first run: a missing one fails now, not hours in
         from nclab.experiments.protocols import check_data
 
-        check_data(exp.protocols(scale), f"experiment {name!r} at scale paper")
+        protocols = exp.protocols(scale)
+        if sel is not None:
+            protocols = list(sel.select({p.label: p for p in protocols}).values())
+        check_data(protocols, f"experiment {name!r} at scale paper")
     out = check_output_dir(out, name="output folder", create=True)
-    if scale != "tiny":
-        return attach(name, out, exp.fn(out, scale, seed))
     from nclab.report.html import page_banner
 
-    with page_banner(SMOKE_TEST_NOTE):  # every report of a tiny run says it is a smoke test
-        summary = exp.fn(out, scale, seed)
-    return attach(name, out, summary)
+    banner = SMOKE_TEST_NOTE if scale == "tiny" else "" if sel is None else _cut_note(sel)
+    with page_banner(banner):  # every report page of a smoke test or of a cut protocol says so
+        if sel is None:
+            return attach(name, out, exp.fn(out, scale, seed))
+        summary = exp.fn(out, scale, seed, selection=sel)
+        return attach(name, out, {"selection": sel.describe(), **summary})
+
+
+def _cut_note(selection: RunSelection) -> str:
+    return (f"A cut paper protocol: {selection.describe()}. Every other setting is the paper's; a verdict "
+            "speaks for this cut, not for the paper's full protocol.")  # fmt: skip
 
 
 def dry_run(name: str, scale: str = "paper") -> list[Any]:

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from nclab.experiments.catalog import declare_protocols, register
-from nclab.experiments.protocols import Protocol
+from nclab.experiments.protocols import Protocol, RunSelection
 
 __all__ = [
     "GNC_TAUS",
@@ -355,9 +355,12 @@ def train_runs(out: Path, configs: dict, *, seed: int = 0, seeds: dict | None = 
     return summary
 
 
-def _run(name: str, out: Path, scale: str, seed: int) -> dict[str, Any]:
+def _run(name: str, out: Path, scale: str, seed: int, selection: RunSelection | None) -> dict[str, Any]:
     configs = _configs(name, scale)
-    return train_runs(out, configs, seed=seed, seeds=_seeds(name, configs), progress=scale != "tiny")
+    seeds = _seeds(name, configs)
+    if selection is not None:
+        configs = selection.apply(configs)
+    return train_runs(out, configs, seed=seed, seeds=seeds, progress=scale != "tiny")
 
 
 @register(
@@ -365,9 +368,10 @@ def _run(name: str, out: Path, scale: str, seed: int) -> dict[str, Any]:
     summary="MSE NC on 5 datasets x VGG/ResNet/DenseNet (Figs. 2-12, Table 1), and CE for Figs. 10-12",
     paper="[Han et al. 2022]",
     scales=("tiny", "paper"),
+    selectable=True,
 )
-def mse_nc_benchmarks(out: Path, scale: str, seed: int) -> dict[str, Any]:
-    return _run("mse-nc-benchmarks", out, scale, seed)
+def mse_nc_benchmarks(out: Path, scale: str, seed: int, selection: RunSelection | None = None) -> dict[str, Any]:
+    return _run("mse-nc-benchmarks", out, scale, seed, selection)
 
 
 @register(
@@ -375,9 +379,10 @@ def mse_nc_benchmarks(out: Path, scale: str, seed: int) -> dict[str, Any]:
     summary="Table I networks on MNIST, FMNIST, CIFAR10, STL10, CIFAR100: per-block PFC1-3, geodesic (Figs. 2-3)",
     paper="[Wang et al. 2024]",
     scales=("tiny", "paper"),
+    selectable=True,
 )
-def pfc_table1(out: Path, scale: str, seed: int) -> dict[str, Any]:
-    summary = _run("pfc-table1", out, scale, seed)
+def pfc_table1(out: Path, scale: str, seed: int, selection: RunSelection | None = None) -> dict[str, Any]:
+    summary = _run("pfc-table1", out, scale, seed, selection)
     return {**summary, **pfc_depth_of_runs(out)}
 
 
@@ -411,6 +416,7 @@ def pfc_depth_of_runs(out: Path) -> dict[str, Any]:
     "B.6), CMF head (Fig. 5)",
     paper="[Jiang et al. 2024]",
     scales=("tiny", "paper"),
+    selectable=True,
 )
-def gnc_trained(out: Path, scale: str, seed: int) -> dict[str, Any]:
-    return _run("gnc-trained", out, scale, seed)
+def gnc_trained(out: Path, scale: str, seed: int, selection: RunSelection | None = None) -> dict[str, Any]:
+    return _run("gnc-trained", out, scale, seed, selection)

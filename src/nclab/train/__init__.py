@@ -12,7 +12,7 @@ from nclab.train.config import ConfigError, RunConfig, apply_overrides, deep_mer
 from nclab.train.losses import lambda_from_weight_decay, make_loss, within_class_cosine_penalty
 from nclab.train.optim import lr_at, make_optimizer
 from nclab.train.plan import MemoryEstimate, RunPlan, plan_run
-from nclab.train.presets import PRESETS, preset_dict
+from nclab.train.presets import PRESETS, preset_dict, rescale_schedule
 from nclab.train.trainer import RunResult, RunState, Trainer, train
 
 __all__ = [
@@ -33,6 +33,7 @@ __all__ = [
     "make_optimizer",
     "plan_run",
     "preset_dict",
+    "rescale_schedule",
     "resolve_config",
     "train",
     "within_class_cosine_penalty",

@@ -28,7 +28,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-__all__ = ["PRESETS", "preset_dict"]
+__all__ = ["PRESETS", "preset_dict", "rescale_schedule"]
 
 _SGD_004 = {"name": "sgd", "momentum": 0.9, "weight_decay": 5e-4, "nesterov": False}
 _STEP_THIRDS = {"name": "multistep", "milestone_fractions": [1 / 3, 2 / 3], "gamma": 0.1, "milestones": None}
@@ -92,6 +92,44 @@ _CPU_EPOCHS = {
 }
 
 
+def rescale_schedule(schedule: dict[str, Any], full: int, epochs: int) -> dict[str, Any]:
+    """``schedule`` (a config's ``schedule`` section) for a run of ``epochs`` instead of ``full`` epochs: explicit
+    milestones and the warmup at the same fractions of the run (each at least epoch 1); ``milestone_fractions``
+    and the rest are fractions or rates already and stay.
+
+    Parameters
+    ----------
+    schedule : dict
+        A ``schedule`` section (not modified).
+    full : int
+        The epochs it was written for, ``>= 1``.
+    epochs : int
+        The epochs of the shorter (or longer) run, ``>= 1``.
+
+    Returns
+    -------
+    dict
+        A new section.
+
+    See Also
+    --------
+    preset_dict : the ``@cpu`` presets are rescaled with it.
+
+    Examples
+    --------
+    [Wang et al. 2024]'s lr drops at epochs 117 and 233 of 350, for a 30-epoch run:
+
+    >>> rescale_schedule({"name": "multistep", "milestones": [117, 233], "gamma": 0.1}, 350, 30)["milestones"]
+    [10, 20]
+    """
+    out = copy.deepcopy(schedule)
+    if out.get("milestones"):
+        out["milestones"] = [max(1, round(m * epochs / full)) for m in out["milestones"]]
+    if out.get("warmup_epochs"):
+        out["warmup_epochs"] = max(1, round(out["warmup_epochs"] * epochs / full))
+    return out
+
+
 def preset_dict(name: str) -> dict[str, Any]:
     """The partial config of preset ``name`` (``NAME`` or ``NAME@cpu``).
 
@@ -134,11 +172,7 @@ def preset_dict(name: str) -> dict[str, Any]:
         full = out["train"]["epochs"]
         epochs = _CPU_EPOCHS[base]
         out["train"]["epochs"] = epochs
-        sched = out["schedule"]
-        if sched.get("milestones"):
-            sched["milestones"] = [max(1, round(m * epochs / full)) for m in sched["milestones"]]
-        if sched.get("warmup_epochs"):
-            sched["warmup_epochs"] = max(1, round(sched["warmup_epochs"] * epochs / full))
+        out["schedule"] = rescale_schedule(out["schedule"], full, epochs)
     else:
         raise ValueError(f"unknown preset scale {scale!r} in {name!r}; use NAME or NAME@cpu")
     out["preset"] = name
