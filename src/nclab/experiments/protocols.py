@@ -487,7 +487,7 @@ class RunSelection:
         if self.runs:
             parts.append(f"runs {', '.join(self.runs)} only")
         if self.epochs is not None:
-            parts.append(f"{self.epochs} epochs per run (the schedule rescaled to them)")
+            parts.append(f"{self.epochs} epoch{'s' * (self.epochs != 1)} per run (the schedule rescaled to them)")
         return "; ".join(parts)
 
 

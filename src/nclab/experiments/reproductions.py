@@ -111,7 +111,16 @@ def pfc_configs() -> dict:
             "data": {"name": ds},
             "model": model,
             "optim": {"lr": 0.005 if ds == "mnist" else 0.01},
-            "measure": {"epochs": "log", "num_log": 30, "splits": ["train"], "layers": "all", "geodesic": True},
+            # the geodesic model reads every measured layer's features of the split at once (Fashion-MNIST: 60,000
+            # x 5 blocks x d = 3136, the flattened 64 x 7 x 7 maps, x 4 B = 3.8 GB); the default 256 MB skipped it
+            "measure": {
+                "epochs": "log",
+                "num_log": 30,
+                "splits": ["train"],
+                "layers": "all",
+                "geodesic": True,
+                "cache_mb": 8192,
+            },
             "checkpoint": {"every": 10},
         }
         out[f"{ds}/{model['name']}"] = _resolve(raw)
