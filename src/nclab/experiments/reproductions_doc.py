@@ -345,15 +345,16 @@ def render(root: Path) -> str:
         f"{len(rows)} claims: " + ", ".join(f"{n} {v}" for v, n in counts.items()) + ".",
         "",
     ]
-    head = ("claim", "where", "quantity", "paper", "ours (cpu scale)", "criterion", "verdict", "why ours may differ")
+    # the verdict next to the two values: a reader sees them without scrolling a wide table sideways
+    head = ("claim", "quantity", "paper", "ours (cpu scale)", "verdict", "criterion", "why ours may differ", "where")
     for number, key, title in PAPERS:
         lines += [f"(reproductions-{number})=", f"### {number} {key}: {title}", ""]
         lines += [_row(head), _row(["---"] * len(head))]
         for r in rows:
             if r["paper"] == key:
                 where = f"{r['where']}; ours: `{r['experiment']}`"
-                cells = [r["claim"], where, r["quantity"], r["paper_value"], r["ours"], r["criterion"]]
-                lines.append(_row([*cells, f"**{r['verdict']}**", r["reason"]]))
+                cells = [r["claim"], r["quantity"], r["paper_value"], r["ours"], f"**{r['verdict']}**"]
+                lines.append(_row([*cells, r["criterion"], r["reason"], where]))
         lines.append("")
         if number == "000":
             lines += transfer_table(results.get("vci-transfer"))
