@@ -81,7 +81,7 @@ def _groups(taus: list[float], lambdas: list[float], variant: str | None = None)
 
 
 def _paper_tasks() -> tuple[dict[str, Any], ...]:
-    # [Kornblith et al. 2019, App. A.3] splits (validation where the dataset has one, else the probe's stratified
+    # [Kornblith et al. 2019]'s splits (validation where the dataset has one, else the probe's stratified
     # 20 %), and [Xu & Liu 2023, Sec. 6.3]'s scores: mean per-class accuracy on Aircraft, Pets, Caltech, Flowers
     mpc = {"oxford-pets", "flowers102", "fgvc-aircraft", "caltech101"}
     splits: dict[str, dict[str, Any]] = {

@@ -167,6 +167,11 @@ def task_splits(spec: Mapping[str, Any], cfg: RunConfig, K: int, opts: StreamOpt
     :func:`nclab.transfer.study.make_task`, plus ``train_split`` / ``val_split`` / ``test_split``: the dataset's
     split names, default its first split and ``test``) as the network of ``cfg`` (``K`` classes) reads them."""
     name = str(spec["dataset"])
+    if spec.get("transform", "none") != "none":  # a transformed task is built in memory (study.make_task) only
+        raise ValueError(
+            f"downstream {spec.get('name')!r}: transform {spec['transform']!r} applies to in-memory pretraining "
+            "data; a streamed study probes the datasets as they are"
+        )
     opts_ = dict(spec.get("options") or {})
     if spec.get("classes") is not None:
         opts_["classes"] = list(spec["classes"])
