@@ -110,6 +110,16 @@ class _CountingLoader(torch.utils.data.DataLoader):
             yield x, y
 
 
+def _vci_numpy(H: np.ndarray, y: np.ndarray, K: int) -> float:
+    """VCI = 1 - Tr(Sigma_T^+ Sigma_B) / min(d, K - 1) [Xu & Liu 2023, Def. 5.3], empirical class weights."""
+    H = H.astype(np.float64)
+    mu = H.mean(0)
+    Sigma_T = (H - mu).T @ (H - mu) / len(H)
+    M = np.stack([H[y == k].mean(0) - mu for k in range(K)])
+    Sigma_B = (M.T * np.bincount(y, minlength=K) / len(H)) @ M
+    return float(1 - np.trace(np.linalg.pinv(Sigma_T, rcond=1e-12, hermitian=True) @ Sigma_B) / min(H.shape[1], K - 1))
+
+
 def _direct(model, x, y, K):
     H = collect_features(model, x, layers=[model.penultimate_name], batch_size=len(x))[model.penultimate_name]
     return H, collapse_report(ClassStats.from_arrays(H, y, K))
@@ -171,7 +181,8 @@ def test_paper_code_path_end_to_end_on_a_tiny_imagenet(data_root, tmp_path, monk
     train = streamed_split(cfg, "train", per_class=PER_CLASS)
     x = torch.stack([train[i][0] for i in range(len(train))]).to(device)
     y = torch.as_tensor(train.targets).to(device)
-    _, report = _direct(model, x, y, K)
+    H, report = _direct(model, x, y, K)
+    assert float(row["vci"]) == pytest.approx(_vci_numpy(H.cpu().numpy(), y.cpu().numpy(), K), **tol)
     assert int(row["measured_images"]) == PER_CLASS * K
     for metric in ("vci", "nc1", "trace_ratio", "within_class_cosine"):
         assert float(row[metric]) == pytest.approx(report[metric], **tol)
