@@ -204,14 +204,22 @@ def test_tiny_scale_of_a_reproduction_runs(tmp_path):
     assert claim["verdict"] in ("reproduced", "partly", "not reproduced")  # measured, whatever the tiny run shows
 
 
-def test_vci_transfer_paper_scale_refuses_rather_than_run_a_stand_in(tmp_path):
-    """Its protocol pretrains on streamed ImageNet, which the transfer study cannot hold: it says so (after the data
-    check) instead of running the old CPU stand-in longer."""
-    from nclab.experiments.transfer import run_vci_transfer
+def test_vci_transfer_paper_scale_runs_the_paper_study_on_streamed_data(tmp_path, monkeypatch):
+    """Its paper scale runs the study of the paper's protocol (streamed ImageNet, tests/test_transfer_streamed.py
+    runs that code path on a tiny folder), its seed shifting the seeds, with the trials on Ray when installed."""
+    from nclab.experiments import transfer
 
-    with pytest.raises(ValueError, match="streamed"):
-        run_vci_transfer(tmp_path, "paper", 0)
-    assert not list(tmp_path.iterdir())
+    seen = {}
+
+    def fake(out, raw, scale, *, local=None):
+        seen.update(raw=raw, scale=scale, local=local)
+        return {}
+
+    monkeypatch.setattr(transfer, "run_transfer_study", fake)
+    transfer.run_vci_transfer(tmp_path, "paper", 3)
+    want = transfer.vci_paper_study(transfer.VCI_PAPER)
+    assert seen["raw"] == {**want, "seeds": [3]} and seen["scale"] == "paper" and seen["local"] is None
+    assert seen["raw"]["base"]["data"]["name"] == "imagenet" and seen["raw"]["stream"]["per_class"] == 50
 
 
 def test_find_dataset_locates_files_without_reading_them(tmp_path, monkeypatch):

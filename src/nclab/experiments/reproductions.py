@@ -35,7 +35,6 @@ __all__ = [
     "HAN2022_LR_GRID",
     "HAN2022_NETS",
     "VCI_LAMBDAS",
-    "VCI_PAPER_RUN",
     "VCI_PROBE_SETS",
     "VCI_TAUS",
     "gnc_configs",
@@ -44,6 +43,7 @@ __all__ = [
     "protocols_of",
     "resnet_depth_configs",
     "train_runs",
+    "vci_pretrain_base",
     "vci_transfer_configs",
     "vci_transfer_protocols",
 ]
@@ -201,16 +201,6 @@ VCI_PROBE_SETS: tuple[str, ...] = ("oxford-pets", "flowers102", "fgvc-aircraft",
                                    "cifar10", "cifar100", "caltech101", "sun397")  # fmt: skip
 
 
-#: Why ``vci-transfer --scale paper`` stops after its data check, and what runs instead.
-VCI_PAPER_RUN = (
-    "vci-transfer at scale paper pretrains ResNet50 on ImageNet, a streamed dataset, and the transfer study "
-    "(nclab.transfer.study) holds its pretraining and probe data in memory: it cannot run this protocol yet. Train "
-    "the 11 pretraining runs that `nclab experiment run vci-transfer --scale paper --dry-run` lists with `nclab "
-    "train` (preset xu2023-vci), extract each one's features of the probe sets with `nclab extract --layout probe` and "
-    "probe them with `nclab transfer probe`"
-)
-
-
 def _vci_base() -> dict[str, Any]:
     return {
         "preset": "xu2023-vci",
@@ -227,6 +217,14 @@ def _vci_base() -> dict[str, Any]:
         "measure": {"epochs": list(range(0, 301, 20)), "splits": ["train", "test"], "layers": "penultimate"},
         "checkpoint": {"every": 5},
     }
+
+
+def vci_pretrain_base() -> dict[str, Any]:
+    """The raw config every [Xu & Liu 2023, Sec. 6.3] pretraining run shares, on the GPU (the ``base`` of the
+    paper-scale transfer study, :func:`nclab.experiments.transfer.vci_paper_study`)."""
+    from nclab.train.config import deep_merge
+
+    return deep_merge(_vci_base(), _GPU)
 
 
 def vci_transfer_configs() -> dict:

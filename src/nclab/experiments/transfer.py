@@ -9,11 +9,19 @@ over linear probes of downstream tasks built from the data on the machine (``doc
 * ``rot90``: all ten Fashion-MNIST classes rotated by 90 degrees.
 
 The ``tiny`` scale (the test suite's) pretrains on digits 0-4 and probes digits 5-9 and rotated digits.
+
+The ``paper`` scale is the paper's protocol (:func:`vci_paper_study` of :data:`VCI_PAPER`): ResNet50 pretrained on
+streamed ImageNet by the trainer (one run per tau and lambda), each run's collapse metrics measured in one
+streamed pass over 50 training images per class, and linear probes on the ten datasets of [Kornblith et al.
+2019] computed from streamed features (:mod:`nclab.transfer.streamed`). A :class:`TransferProtocol` holds its
+sizes, so that the same code runs on a few images (``tests/test_transfer_streamed.py``).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +29,19 @@ import numpy as np
 
 from nclab.experiments.catalog import register
 from nclab.experiments.common import check_scale, html_table
+from nclab.experiments.reproductions import VCI_LAMBDAS, VCI_PROBE_SETS, VCI_TAUS, vci_pretrain_base
 from nclab.io.rundir import RunDir
 
-__all__ = ["TRANSFER_SCALES", "partial_pearson", "setting_means", "vci_transfer_study"]
+__all__ = [
+    "TRANSFER_SCALES",
+    "VCI_PAPER",
+    "TransferProtocol",
+    "partial_pearson",
+    "run_transfer_study",
+    "setting_means",
+    "vci_paper_study",
+    "vci_transfer_study",
+]
 
 _TAUS = [0.1, 0.2, 0.4, 0.6, 0.8, 1.0]
 _LAMBDAS = [2.5, 3.75, 5.0, 7.5, 10.0]
@@ -49,7 +67,6 @@ TRANSFER_SCALES: dict[str, dict[str, Any]] = {
         "lambdas": [2.5, 5.0, 7.5, 10.0],
         "cosreg_variant": "pairs_over_n",
     },
-    "paper": {"epochs": 30, "seeds": [0, 1, 2], "per_class": None, "probe_per_class": None, "lams": [1e-6, 1e6, 97]},
 }
 
 
@@ -63,9 +80,96 @@ def _groups(taus: list[float], lambdas: list[float], variant: str | None = None)
     ]
 
 
+def _paper_tasks() -> tuple[dict[str, Any], ...]:
+    # [Kornblith et al. 2019]'s splits (validation where the dataset has one, else the probe's stratified
+    # 20 %), and [Xu & Liu 2023, Sec. 6.3]'s scores: mean per-class accuracy on Aircraft, Pets, Caltech, Flowers
+    mpc = {"oxford-pets", "flowers102", "fgvc-aircraft", "caltech101"}
+    splits: dict[str, dict[str, Any]] = {
+        "oxford-pets": {"train_split": "trainval"},
+        "flowers102": {"val_split": "val"},
+        "fgvc-aircraft": {"val_split": "val"},
+        "dtd": {"val_split": "val", "options": {"partition": 1}},
+        "sun397": {"options": {"partition": 1}},
+    }
+    return tuple(
+        {"name": n, "dataset": n, **splits.get(n, {}), "score": "mean_per_class" if n in mpc else "top1"}
+        for n in VCI_PROBE_SETS
+    )
+
+
+@dataclass(frozen=True)
+class TransferProtocol:
+    """The sizes of the paper-scale study: what :func:`vci_paper_study` builds its runs from.
+
+    Parameters
+    ----------
+    base : mapping
+        The raw run config every pretraining run shares (:func:`nclab.experiments.reproductions.vci_pretrain_base`;
+        a streamed dataset: ``data.name: imagenet``).
+    taus, lambdas : tuple of float
+        The CE temperatures of group 1 and the regulariser weights of group 2 (at tau = 1).
+    downstream : tuple of mapping
+        The probe tasks (:func:`nclab.transfer.streamed.task_splits`).
+    lams : tuple (start, stop, num)
+        The probe's log-spaced L2 grid.
+    stream : mapping
+        The evaluation's sizes (:class:`nclab.transfer.streamed.StreamOptions`).
+    seeds : tuple of int, default=(0,)
+    probe : mapping, default={}
+        Other keyword arguments of :func:`nclab.transfer.linear_probe`.
+    """
+
+    base: Mapping[str, Any]
+    taus: tuple[float, ...]
+    lambdas: tuple[float, ...]
+    downstream: tuple[Mapping[str, Any], ...]
+    lams: tuple[float, float, int]
+    stream: Mapping[str, Any]
+    seeds: tuple[int, ...] = (0,)
+    probe: Mapping[str, Any] = field(default_factory=dict)
+
+
+def _vci_paper() -> TransferProtocol:
+    return TransferProtocol(
+        base=vci_pretrain_base(),
+        taus=VCI_TAUS,
+        lambdas=VCI_LAMBDAS,
+        downstream=_paper_tasks(),
+        lams=(1e-6, 1e6, 97),
+        # "a 50k ImageNet train subset" (Sec. 6.3): 50 per class; the cache holds Food-101's 75,750 x 2048 float32
+        stream={"per_class": 50, "batch_size": 256, "workers": 16, "cache_mb": 8192},
+    )
+
+
+def vci_paper_study(protocol: TransferProtocol) -> dict[str, Any]:
+    """The study mapping (:class:`nclab.transfer.study.StudySpec`) of ``protocol``: the tau group, the lambda group
+    (``ce_cosreg`` at tau = 1), its probes and stream sizes. ``vci_paper_study(VCI_PAPER)`` is the paper scale of
+    ``vci-transfer``; its runs are those of :func:`nclab.experiments.reproductions.vci_transfer_configs`."""
+    start, stop, num = protocol.lams
+    return {
+        "name": "vci-transfer-paper",
+        "base": dict(protocol.base),
+        "groups": [
+            {"name": "tau", "axis": "loss.tau", "values": list(protocol.taus)},
+            {
+                "name": "lambda",
+                "axis": "loss.cosreg_weight",
+                "values": list(protocol.lambdas),
+                "set": {"loss.name": "ce_cosreg"},
+            },
+        ],
+        "seeds": list(protocol.seeds),
+        "downstream": [dict(t) for t in protocol.downstream],
+        "probe": {"lams": {"start": start, "stop": stop, "num": num}, **protocol.probe},
+        "stream": dict(protocol.stream),
+    }
+
+
 def vci_transfer_study(scale: str) -> dict[str, Any]:
     """The study mapping (:class:`nclab.transfer.study.StudySpec`) of experiment ``vci-transfer`` at ``scale``."""
-    check_scale(scale, tuple(TRANSFER_SCALES))
+    check_scale(scale, (*TRANSFER_SCALES, "paper"))
+    if scale == "paper":
+        return vci_paper_study(VCI_PAPER)
     s = TRANSFER_SCALES[scale]
     lams = None if s["lams"] is None else {"start": s["lams"][0], "stop": s["lams"][1], "num": s["lams"][2]}
     if scale == "tiny":
@@ -131,6 +235,10 @@ def vci_transfer_study(scale: str) -> dict[str, Any]:
     }
 
 
+#: The paper's protocol [Xu & Liu 2023, Sec. 6.3] (``vci-transfer --scale paper``).
+VCI_PAPER: TransferProtocol = _vci_paper()
+
+
 def partial_pearson(x: Any, y: Any, z: Any) -> float:
     """Pearson r of ``x`` and ``y`` controlling for ``z``: the correlation of their residuals after a least-squares
     fit on ``[1, z]`` each. nan with fewer than 4 points (the residuals of 3 points lie on a line: +-1 whatever the
@@ -194,18 +302,21 @@ _TRIED = (
 )
 def run_vci_transfer(out: Path, scale: str, seed: int) -> dict[str, Any]:
     """Run the study (``seed`` shifts the seeds), write ``report.html`` with the Fig. 7 analogue and tables."""
-    if scale == "paper":  # its protocol (nclab.experiments.reproductions) pretrains on streamed ImageNet
-        from nclab.experiments.reproductions import VCI_PAPER_RUN
-
-        raise ValueError(VCI_PAPER_RUN)
-    from nclab.report.html import write_report
-    from nclab.transfer.study import PAPER_METRICS, correlation_table, run_study
-
     raw = vci_transfer_study(scale)
     raw["seeds"] = [seed + s for s in raw["seeds"]]
     # in this process at tiny and cpu scale: Ray's start-up and per-trial worker cost outweigh two cores
     # (benchmarks/RESULTS.md, Sweeps); the paper scale's long trials go to Ray when it is installed
-    res = run_study(raw, out, local=True if scale in ("tiny", "cpu") else None)
+    return run_transfer_study(out, raw, scale, local=True if scale in ("tiny", "cpu") else None)
+
+
+def run_transfer_study(out: Path, raw: Mapping[str, Any], scale: str, *, local: bool | None = None) -> dict[str, Any]:
+    """Run the study mapping ``raw`` into ``out`` (:func:`nclab.transfer.study.run_study`; ``local`` as there),
+    write ``report.html`` (titled with ``scale``) and return the experiment's summary: ``pearson_r``,
+    ``pearson_r_mlo``, ``partial_r_p0``, ``pearson_r_sd`` per ``group/metric``, ``p0_range`` per group."""
+    from nclab.report.html import write_report
+    from nclab.transfer.study import PAPER_METRICS, correlation_table, run_study
+
+    res = run_study(dict(raw), out, local=local)
     keys = ["run", *PAPER_METRICS, "pretrain_accuracy"]
     keys += [k for k in res.rows[0] if k.startswith("acc_")] + ["mlo", "mlog"]
     table = [{k: r[k] for k in keys} for r in res.rows]
@@ -231,11 +342,12 @@ def run_vci_transfer(out: Path, scale: str, seed: int) -> dict[str, Any]:
         for c in res.correlations
         if c["metric"] in PAPER_METRICS
     ]
+    tried = _TRIED if scale != "paper" else ""  # what the cpu design tried: not the paper protocol's story
     write_report(
         out / RunDir.REPORT,
         f"vci-transfer ({scale}): which collapse metric predicts transfer?",
         [
-            ("Correlations beside each other (one point per setting = mean over seeds)", html_table(beside) + _TRIED),
+            ("Correlations beside each other (one point per setting = mean over seeds)", html_table(beside) + tried),
             (
                 "Correlation with MLOG (per group and pooled; one point per setting = mean over seeds)",
                 html_table(corr),

@@ -48,7 +48,15 @@ from nclab.stats import ClassStats
 from nclab.train import distributed as ddp
 from nclab.train.config import RunConfig
 
-__all__ = ["EvalSplit", "RunData", "TrainFeed", "TrainingBatch", "load_run_data", "streamed_split"]
+__all__ = [
+    "EvalSplit",
+    "RunData",
+    "TrainFeed",
+    "TrainingBatch",
+    "eval_transform",
+    "load_run_data",
+    "streamed_split",
+]
 
 
 @dataclass(frozen=True)
@@ -374,6 +382,12 @@ def streamed_split(cfg: RunConfig, split: str, *, per_class: int | None = None) 
     d = cfg.data
     files = open_images(d.name, split, d.root, per_class=per_class, seed=cfg.seed, **d.options)
     return files.with_transform(_stream_recipe(cfg, files.K)[1].eval)
+
+
+def eval_transform(cfg: RunConfig, K: int) -> Any:
+    """The test-time transform of the run's streamed images (resize, centre crop, standardise): what its
+    measurements read, and what a transfer probe applies to another image dataset (:mod:`nclab.transfer`)."""
+    return _stream_recipe(cfg, K)[1].eval
 
 
 def load_run_data(cfg: RunConfig, device: torch.device, batch_size: int) -> RunData:

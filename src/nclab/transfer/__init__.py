@@ -14,6 +14,7 @@ from nclab.transfer.probe import (
     linear_probe,
     logistic_path,
     mean_per_class_accuracy,
+    probe_options,
     sklearn_c,
     top1_accuracy,
 )
@@ -30,6 +31,7 @@ __all__ = [
     "mean_log_odds",
     "mean_per_class_accuracy",
     "mlog",
+    "probe_options",
     "sklearn_c",
     "top1_accuracy",
 ]

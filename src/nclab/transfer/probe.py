@@ -20,7 +20,7 @@ penalised ones).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -40,6 +40,7 @@ __all__ = [
     "linear_probe",
     "logistic_path",
     "mean_per_class_accuracy",
+    "probe_options",
     "sklearn_c",
     "top1_accuracy",
 ]
@@ -48,6 +49,27 @@ __all__ = [
 DEFAULT_L2_GRID: np.ndarray = np.logspace(-6, 6, 97)
 
 Score = Literal["top1", "mean_per_class"]
+
+
+def probe_options(probe: Mapping[str, Any]) -> dict[str, Any]:
+    """A study's ``probe`` mapping as keyword arguments of :func:`linear_probe`: ``lams`` may be a list, or
+    ``{start, stop, num}`` (log-spaced, ``np.logspace``), or absent (:data:`DEFAULT_L2_GRID`).
+
+    Examples
+    --------
+    >>> kw = probe_options({"lams": {"start": 1e-2, "stop": 1e2, "num": 5}, "max_iter": 50})
+    >>> kw["lams"].tolist(), kw["max_iter"]
+    ([0.01, 0.1, 1.0, 10.0, 100.0], 50)
+    """
+    kw = dict(probe)
+    lams = kw.pop("lams", None)
+    if lams is None:
+        kw["lams"] = DEFAULT_L2_GRID
+    elif isinstance(lams, Mapping):
+        kw["lams"] = np.logspace(np.log10(lams["start"]), np.log10(lams["stop"]), int(lams["num"]))
+    else:
+        kw["lams"] = np.asarray(lams, dtype=np.float64)
+    return kw
 
 
 def _as_features(X: Any, name: str) -> torch.Tensor:

@@ -27,7 +27,11 @@ Features are streamed: each split passes through the network in batches and its 
 ``.npy`` files (:func:`nclab.monitor.extract_features`) in a temporary folder of the run, read back
 memory-mapped. The collapse metrics then accumulate over row chunks of that file, so the study holds at most one
 batch of raw features per model in memory, apart from the probe's design matrix (float64, the training split of
-one downstream task), which L-BFGS needs whole.
+one downstream task), which L-BFGS needs whole. That holds for in-memory pretraining data (the splits are
+tensors); a run on a streamed dataset (ImageNet: ``data.name`` one of :data:`nclab.data.IMAGE_DATASETS`) is
+evaluated by :func:`nclab.transfer.streamed.evaluate_streamed_run` instead, sized by the study's ``stream``
+mapping: one pass over a subset of the training split into float64 statistics, downstream features cached under a
+memory cap.
 
 A study is a mapping (a YAML file for ``nclab transfer run``)::
 
@@ -41,6 +45,7 @@ A study is a mapping (a YAML file for ``nclab transfer run``)::
       - {name: heldout, dataset: fashion-mnist, classes: [5, 6, 7, 8, 9], per_class: 200, test_per_class: 100}
       - {name: digits, dataset: digits, score: mean_per_class}
     probe: {lams: [1.0e-6, 1.0e2, 33], val_fraction: 0.2}
+    stream: {per_class: 50, batch_size: 256, workers: 16, cache_mb: 4096}   # streamed pretraining data only
     metrics: [nc1, trace_ratio, within_class_cosine, vci]
     resources: {num_cpus: 2, cpus_per_trial: 1}   # of the sweep (Ray), optional
 
@@ -82,8 +87,9 @@ from nclab.train.checkpoint import load_checkpoint
 from nclab.train.config import RunConfig, resolve_config
 from nclab.train.sweep import override_string, run_sweep
 from nclab.train.trainer import run_id
-from nclab.transfer.probe import DEFAULT_L2_GRID, Score, linear_probe
+from nclab.transfer.probe import Score, linear_probe, probe_options
 from nclab.transfer.scores import log_odds_note, mean_log_odds, mlog
+from nclab.transfer.streamed import StreamOptions, evaluate_streamed_run
 from nclab.validation import check_choice, did_you_mean
 
 __all__ = [
@@ -105,6 +111,7 @@ __all__ = [
 PAPER_METRICS: tuple[str, ...] = ("nc1", "trace_ratio", "within_class_cosine", "vci")
 _TRANSFORMS = ("none", "rot90", "transpose", "invert")
 _TASK_KEYS = {"name", "dataset", "classes", "per_class", "test_per_class", "transform", "score", "root", "options"}
+_TASK_KEYS |= {"train_split", "val_split", "test_split"}  # streamed pretraining only (nclab.transfer.streamed)
 
 
 @dataclass
@@ -138,13 +145,15 @@ class StudySpec:
     metrics: list[str] = field(default_factory=lambda: list(PAPER_METRICS))
     threads: int | None = None
     resources: dict[str, Any] = field(default_factory=dict)
+    #: How a run on a streamed dataset is evaluated (:class:`nclab.transfer.streamed.StreamOptions`).
+    stream: StreamOptions = field(default_factory=StreamOptions)
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> StudySpec:
         """Validate ``raw``; errors name the offending key."""
         if not isinstance(raw, Mapping):
             raise ValueError(f"a study must be a mapping, got {type(raw).__name__}")
-        known = {"name", "base", "groups", "downstream", "seeds", "probe", "metrics", "threads", "resources"}
+        known = {"name", "base", "groups", "downstream", "seeds", "probe", "metrics", "threads", "resources", "stream"}
         _check_keys("study", raw, known)
         for key in ("name", "groups", "downstream"):
             if key not in raw:
@@ -183,6 +192,7 @@ class StudySpec:
             metrics=list(raw.get("metrics") or PAPER_METRICS),
             threads=raw.get("threads"),
             resources=dict(raw.get("resources") or {}),
+            stream=StreamOptions.from_dict(raw.get("stream")),
         )
 
     def trials(self) -> list[tuple[StudyGroup, Any, int]]:
@@ -322,18 +332,6 @@ def _design(H: Any) -> np.ndarray:
     return np.asarray(H, dtype=np.float64)
 
 
-def _probe_kwargs(probe: Mapping[str, Any]) -> dict[str, Any]:
-    kw = dict(probe)
-    lams = kw.pop("lams", None)
-    if lams is None:
-        kw["lams"] = DEFAULT_L2_GRID
-    elif isinstance(lams, Mapping):
-        kw["lams"] = np.logspace(np.log10(lams["start"]), np.log10(lams["stop"]), int(lams["num"]))
-    else:
-        kw["lams"] = np.asarray(lams, dtype=np.float64)
-    return kw
-
-
 def evaluate_run(
     run_dir: str | Path,
     cfg: RunConfig,
@@ -385,7 +383,7 @@ def evaluate_run(
         row["pretrain_accuracy"] = float((pred == test_data.y).double().mean())
         accs = []
         notes: list[str] = []
-        kw = _probe_kwargs(probe)
+        kw = probe_options(probe)
         for spec in tasks_spec:
             task = make_task(spec, train_data.input_shape, seed=0)
             Htr, ytr = _features(model, *task.train, folder(f"{task.name}-train"), K)
@@ -597,7 +595,10 @@ def run_study(
                 "axis": group.axis,
             }
             row.update(value=value, seed=seed)
-            row.update(evaluate_run(sweep_dir / tid, cfg, spec.downstream, spec.probe))
+            if cfg.data.streamed:  # ImageNet-scale: nothing held whole (nclab.transfer.streamed)
+                row.update(evaluate_streamed_run(sweep_dir / tid, cfg, spec.downstream, spec.probe, spec.stream))
+            else:
+                row.update(evaluate_run(sweep_dir / tid, cfg, spec.downstream, spec.probe))
             notes += [f"{row['run']}: {note}" for note in row.pop("notes")]
             rows.append(row)
             if log is not None:
