@@ -359,6 +359,16 @@ def collapse_trends(result: Any) -> dict[str, Any]:
       ``"test nc1 decades"`` (log10(first / last); ``nan`` where a value is 0).
 
     A metric the run did not log (e.g. ``track="light"`` statistics have no NC1) gives no keys.
+
+    Examples
+    --------
+    >>> from nclab.io.run_table import MetricRow
+    >>> from nclab.train import RunConfig, RunResult
+    >>> rows = [MetricRow(e, s, "fc", "nc1", v) for e, s, v in
+    ...         [(0, "train", 2.0), (5, "train", 0.02), (0, "test", 3.0), (5, "test", 0.3)]]
+    >>> keys = collapse_trends(RunResult(Path("run"), RunConfig(), 5, [0, 5], rows, "fc"))
+    >>> keys["nc1 falls"], keys["test / train nc1 last"], keys["train nc1 decades"], keys["test nc1 decades"]
+    (True, 15.0, 2.0, 1.0)
     """
     out: dict[str, Any] = {}
     train = {m: result.series(m) for m in TREND_METRICS}
