@@ -517,7 +517,9 @@ CLAIMS: tuple[Claim, ...] = (
         ),
         "fashion-mnist-cnn", _XU_STANDIN_REASON + "; the parts as the text defines them (not divided by Tr Sigma_B: "
         "the caption's 'projections of Squared Distance', keys 'sqdist V_B part ...', are in the summary beside "
-        "them); the paper: ResNet50 on ImageNet (p/K = 2.048), CE",
+        "them); from the initialisation Tr Sigma_W grows 50-60x in the first epoch, so both raw parts end "
+        "above their epoch-0 values (divided by Tr Sigma_B both fall); the paper: ResNet50 on ImageNet (p/K = "
+        "2.048), CE",
     ),
     Claim(
         "000-fig3-trends", _XU, "Fig. 3, Sec. 6.1",

@@ -4,7 +4,9 @@
   32 x 32, a small CNN, trained with MSE and with CE ([Han et al. 2022] recipe: SGD 0.9, wd 5e-4, batch 128, lr /10 at
   1/3 and 2/3 of the epochs), NC1-NC4 at the penultimate layer per measured epoch, train and test, with MSE vs
   CE overlays (Figs. 3-8, 10, 12 analogues), the MSE run's loss decomposition and ``L_perp / L_NC1`` per epoch
-  (Fig. 2), and the three claims it checks stated as findings (:func:`findings`). Needs the Fashion-MNIST files
+  (Fig. 2), and the three claims it checks stated as findings (:func:`findings`); per run, test NC1 against train
+  NC1 (Fig. 12) and the first-to-last trends of NC1 / Fuzziness, VCI and the within-class V_B / V_B-perp parts
+  (:func:`collapse_trends`: a stand-in for [Xu & Liu 2023, Figs. 1, 3]). Needs the Fashion-MNIST files
   (``dataset-fashion-mnist``).
 * ``digits-mlp-demo`` -- the ``nclab demo`` runs (MSE and CE on the embedded digits).
 """
