@@ -154,6 +154,37 @@ def test_within_class_split_against_projections(rng, K, counts, d):
     assert norm["in_span"] + norm["orthogonal"] == pytest.approx(trace_ratio(s), rel=1e-12)
 
 
+def test_within_class_split_exact_value_on_a_constructed_example():
+    """K = 3 means in the (x, y) plane, deviations +-s along y (in V_B) and +-t along w (in V_B^perp), d = 4:
+    per sample, ||P_B dev||^2 is s^2 or 0, so in_span = s^2 / 2 and orthogonal = t^2 / 2, exactly."""
+    s_, t_ = 0.75, 3.0
+    mu = np.array([[2.0, 0, 0, 0], [-1.0, np.sqrt(3.0), 0, 0], [-1.0, -np.sqrt(3.0), 0, 0]])
+    dev = np.array([[0, s_, 0, 0], [0, -s_, 0, 0], [0, 0, 0, t_], [0, 0, 0, -t_]])
+    H = np.vstack([m + dev for m in mu])
+    y = np.repeat(np.arange(3), 4)
+    out = within_class_split(stats_of(H, y))
+    assert out["rank"] == 2
+    assert out["in_span"] == pytest.approx(s_**2 / 2, rel=1e-14)
+    assert out["orthogonal"] == pytest.approx(t_**2 / 2, rel=1e-14)
+    # Tr Sigma_B = (4 + 4 + 4) / 3 = 4 (balanced): the normalised parts divide by it
+    norm = within_class_split(stats_of(H, y), normalize=True)
+    assert (norm["in_span"], norm["orthogonal"]) == pytest.approx((s_**2 / 8, t_**2 / 8), rel=1e-14)
+
+
+@pytest.mark.parametrize("K,counts,d", CONFIGS)
+def test_within_class_split_rotation_translation_invariant_and_quadratic_in_scale(rng, K, counts, d):
+    H, y = make_data(rng, K, None, d, counts=counts)
+    Q, _ = np.linalg.qr(rng.normal(size=(d, d)))
+    base = within_class_split(stats_of(H, y))
+    moved = within_class_split(stats_of(H @ Q.T + 5 * rng.normal(size=d), y))
+    scaled = within_class_split(stats_of(3.0 * H, y))
+    tw = base["in_span"] + base["orthogonal"]
+    for part in ("in_span", "orthogonal"):
+        assert moved[part] == pytest.approx(base[part], rel=1e-9, abs=1e-12 * tw)
+        assert scaled[part] == pytest.approx(9.0 * base[part], rel=1e-9, abs=1e-12 * tw)
+    assert moved["rank"] == scaled["rank"] == base["rank"]
+
+
 # ---------------- exact geometries
 @pytest.mark.parametrize("K,d", [(2, 1), (3, 2), (5, 4), (10, 16), (4, 50)])
 def test_exact_etf_collapse(K, d):

@@ -17,9 +17,21 @@ def test_registered():
     assert get("fashion-mnist-cnn").paper == "[Han et al. 2022]" and "tiny" in get("digits-mlp-demo").scales
 
 
-@pytest.mark.skipif(not FMNIST.is_dir(), reason="Fashion-MNIST not installed (apt-get install dataset-fashion-mnist)")
-def test_fashion_mnist_cnn_tiny(tmp_path):
-    summary = run("fashion-mnist-cnn", tmp_path, scale="tiny")
+needs_fmnist = pytest.mark.skipif(
+    not FMNIST.is_dir(), reason="Fashion-MNIST not installed (apt-get install dataset-fashion-mnist)"
+)
+
+
+@pytest.fixture(scope="module")
+def fmnist_tiny(tmp_path_factory):
+    """One tiny-scale fashion-mnist-cnn run shared by the tests that read it: (folder, summary)."""
+    out = tmp_path_factory.mktemp("fashion-mnist-cnn")
+    return out, run("fashion-mnist-cnn", out, scale="tiny")
+
+
+@needs_fmnist
+def test_fashion_mnist_cnn_tiny(fmnist_tiny):
+    tmp_path, summary = fmnist_tiny
     assert (tmp_path / "report.html").is_file()
     for loss in ("mse", "ce"):
         rows = read_metrics(tmp_path / loss)
@@ -55,6 +67,109 @@ def test_fashion_mnist_cnn_tiny(tmp_path):
     assert summary["nc1_last"] == {loss: summary[f"{loss}: nc1 last"] for loss in ("mse", "ce")}
     html = (tmp_path / "report.html").read_text()
     assert "Findings against the paper" in html and "L_perp / L_NC1" in html
+
+
+def _penultimate(rows, metric, split="train"):
+    """``{epoch: value}`` of ``metric`` at the small CNN's penultimate layer (fc), read off metrics.csv rows."""
+    return {r.epoch: r.value for r in rows if r.metric == metric and r.layer == "fc" and r.split == split}
+
+
+@needs_fmnist
+def test_fashion_mnist_cnn_tiny_trend_and_test_nc1_keys(fmnist_tiny):
+    """[Xu & Liu 2023, Figs. 1, 3] and [Han et al. 2022, Fig. 12] keys: each is the first / last logged value of
+    metrics.csv, and the three claims' verdicts are what those numbers say."""
+    from nclab.experiments.paper_claims import CLAIMS, verdict
+    from nclab.experiments.training import TREND_METRICS
+
+    tmp_path, summary = fmnist_tiny
+    falls: dict[str, bool] = {}
+    for loss in ("mse", "ce"):
+        rows = read_metrics(tmp_path / loss)
+        for metric, name in TREND_METRICS.items():
+            series = _penultimate(rows, metric)
+            first, last = series[min(series)], series[max(series)]
+            assert len(series) >= 2 and min(series) == 0  # the initialisation is the first measured epoch
+            assert summary[f"{loss}: {name} first measured"] == first
+            assert summary[f"{loss}: {name} last"] == last
+            assert summary[f"{loss}: {name} falls"] is (last < first)
+            falls[f"{loss}: {name}"] = last < first
+        # the parts divided by Tr Sigma_B sum to SqDist = Tr Sigma_W / Tr Sigma_B at that epoch
+        for at, key in (("first measured", min), ("last", max)):
+            e = key(_penultimate(rows, "trace_ratio"))
+            parts = summary[f"{loss}: sqdist V_B part {at}"] + summary[f"{loss}: sqdist V_B-perp part {at}"]
+            assert parts == pytest.approx(_penultimate(rows, "trace_ratio")[e], rel=1e-12)
+            share = _penultimate(rows, "within_class_split_orthogonal")[e] / sum(
+                _penultimate(rows, m)[e] for m in ("within_class_split_in_span", "within_class_split_orthogonal")
+            )
+            assert summary[f"{loss}: sqdist V_B-perp part {at}"] == pytest.approx(share * parts, rel=1e-12)
+        train, test = _penultimate(rows, "nc1"), _penultimate(rows, "nc1", "test")
+        last = max(test)
+        assert summary[f"{loss}: test nc1 first measured"] == test[0]
+        assert summary[f"{loss}: test nc1 last"] == test[last]
+        assert summary[f"{loss}: test / train nc1 last"] == test[last] / train[last]
+        assert summary[f"{loss}: test nc1 falls"] is (test[last] < test[0])
+        assert summary[f"{loss}: train nc1 decades"] == pytest.approx(np.log10(train[0] / train[last]), rel=1e-12)
+        assert summary[f"{loss}: test nc1 decades"] == pytest.approx(np.log10(test[0] / test[last]), rel=1e-12)
+        if summary[f"{loss}: zero-error epoch"] == "not reached":  # tiny scale: 3 epochs
+            assert summary[f"{loss}: test nc1 at zero-error epoch"] is None
+            assert summary[f"{loss}: test / train nc1 at zero-error epoch"] is None
+    verdicts = {c["claim"]: c["verdict"] for c in summary["paper_claims"]}
+
+    def expected(outcomes):
+        return "reproduced" if all(outcomes) else "not reproduced" if not any(outcomes) else "partly"
+
+    vb, perp = "within-class V_B part", "within-class V_B-perp part"
+    assert verdicts["000-fig1-vb-split"] == expected(
+        [o for loss in ("mse", "ce") for o in (falls[f"{loss}: {vb}"], not falls[f"{loss}: {perp}"])]
+    )
+    assert verdicts["000-fig3-trends"] == expected(
+        [falls[f"{loss}: {m}"] for m in ("nc1", "vci") for loss in ("mse", "ce")]
+    )
+    fig12 = [
+        o
+        for loss in ("mse", "ce")
+        for o in (
+            summary[f"{loss}: test nc1 falls"],
+            summary[f"{loss}: test nc1 decades"] < summary[f"{loss}: train nc1 decades"],
+            summary[f"{loss}: nc1 last"] < summary[f"{loss}: test nc1 last"],
+        )
+    ]
+    assert verdicts["004-fig12-test-collapse"] == expected(fig12)
+    for claim in CLAIMS:  # the claims read the fashion-mnist-cnn summary: measured at tiny scale already
+        if claim.id in ("000-fig1-vb-split", "000-fig3-trends", "004-fig12-test-collapse"):
+            assert claim.experiment == "fashion-mnist-cnn" and verdict(claim, summary).status == verdicts[claim.id]
+
+
+def test_collapse_trends_at_the_zero_error_epoch_and_degenerate_runs():
+    """The zero-error keys of a run that reached it, nan decades where NC1 is 0, no keys for unlogged metrics."""
+    from nclab.experiments.training import collapse_trends
+    from nclab.io.run_table import MetricRow
+    from nclab.train import RunConfig, RunResult
+
+    logged = {
+        ("train", "nc1"): {0: 4.0, 3: 0.5, 6: 0.04},
+        ("test", "nc1"): {0: 5.0, 3: 2.0, 6: 1.0},
+        ("train", "within_class_split_in_span"): {0: 1.0, 3: 2.0, 6: 0.5},
+        ("train", "within_class_split_orthogonal"): {0: 1.0, 3: 2.0, 6: 3.5},
+        ("train", "trace_ratio"): {0: 0.5, 3: 0.4, 6: 0.2},
+    }
+    rows = [MetricRow(e, s, "fc", m, v) for (s, m), series in logged.items() for e, v in series.items()]
+    keys = collapse_trends(RunResult(Path("run"), RunConfig(), 3, [0, 3, 6], rows, "fc"))
+    assert keys["test nc1 at zero-error epoch"] == 2.0
+    assert keys["test / train nc1 at zero-error epoch"] == 4.0
+    assert keys["test / train nc1 last"] == 25.0
+    assert keys["train nc1 decades"] == pytest.approx(2.0, rel=1e-15)
+    assert keys["test nc1 decades"] == pytest.approx(np.log10(5.0), rel=1e-15)
+    assert keys["within-class V_B part falls"] is True and keys["within-class V_B-perp part falls"] is False
+    # last epoch: Tr Sigma_W = 4, SqDist 0.2 -> Tr Sigma_B = 20: the parts over it
+    assert (keys["sqdist V_B part last"], keys["sqdist V_B-perp part last"]) == pytest.approx((0.025, 0.175))
+    assert not any(k.startswith(("vci", "within_class_cosine")) for k in keys)  # not logged: no key
+    # a zero-error epoch that was not measured on the test split, and a final NC1 of exactly 0
+    logged[("train", "nc1")][6] = 0.0
+    rows = [MetricRow(e, s, "fc", m, v) for (s, m), series in logged.items() for e, v in series.items()]
+    keys = collapse_trends(RunResult(Path("run"), RunConfig(), 5, [0, 3, 5, 6], rows, "fc"))
+    assert keys["test nc1 at zero-error epoch"] is None and keys["test / train nc1 at zero-error epoch"] is None
+    assert np.isnan(keys["train nc1 decades"]) and np.isnan(keys["test / train nc1 last"])
 
 
 def _claims(r0, r1, gain, nc1_mse, nc1_ce):

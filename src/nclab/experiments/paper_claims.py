@@ -478,6 +478,11 @@ _FMNIST_REASON = (
     "lr / 10 at 1/3 and 2/3, batch 128; MSE lr 0.18045 from the paper's grid, CE 0.0679); the paper: VGG / ResNet / "
     "DenseNet on five full datasets, 350 epochs, swept lr"
 )
+_XU_STANDIN_REASON = (
+    "stand-in: fashion-mnist-cnn (a small CNN, d = 128, K = 10: p/K = 12.8, on 2,000 Fashion-MNIST images, 80 "
+    "epochs, the [Han et al. 2022] recipe), the penultimate layer on the train split; first measured epoch = 0, the "
+    "initialisation"
+)
 _NO_EXPERIMENT = "needs ImageNet / CIFAR-scale data and networks that are not on this machine"
 
 #: The 15 MSE runs of ``mse-nc-benchmarks`` ([Han et al. 2022, App. A.2]: DATASET/NET/mse, NET as ``build_model``
@@ -499,14 +504,34 @@ CLAIMS: tuple[Claim, ...] = (
     # ------------------------------------------------------------------------------ 000 [Xu & Liu 2023]
     Claim(
         "000-fig1-vb-split", _XU, "Fig. 1, Sec. 4.1",
-        "within-class squared distance in V_B vs V_B-perp during training (ResNet50, ImageNet)",
-        "V_B part falls, V_B-perp part keeps rising (read off the figure)", (), None, _NO_EXPERIMENT,
+        "within-class squared distance in V_B vs V_B-perp during training (ResNet50, ImageNet), "
+        "(1/KN) sum ||Proj(h_ki - mu_k)||^2, first measured epoch vs last",
+        "V_B part falls, V_B-perp part keeps rising (read off the figure)",
+        tuple(
+            check
+            for loss in ("mse", "ce")
+            for check in (
+                Order(f"{loss}: within-class V_B part last", f"{loss}: within-class V_B part first measured"),
+                Order(f"{loss}: within-class V_B-perp part first measured", f"{loss}: within-class V_B-perp part last"),
+            )
+        ),
+        "fashion-mnist-cnn", _XU_STANDIN_REASON + "; the parts as the text defines them (not divided by Tr Sigma_B: "
+        "the caption's 'projections of Squared Distance', keys 'sqdist V_B part ...', are in the summary beside "
+        "them); from the initialisation Tr Sigma_W grows 50-60x in the first epoch, so both raw parts end "
+        "above their epoch-0 values (divided by Tr Sigma_B both fall); the paper: ResNet50 on ImageNet (p/K = "
+        "2.048), CE",
     ),
     Claim(
         "000-fig3-trends", _XU, "Fig. 3, Sec. 6.1",
         "Fuzziness, SqDist, CosSim, VCI vs epoch, ResNet18 on CIFAR-10 (p/K = 51.2)",
-        "Fuzziness and VCI decrease in all 3 recipes; SqDist, CosSim no consistent trend", (), None,
-        _NO_EXPERIMENT + "; no experiment reports VCI per epoch in its summary",
+        "Fuzziness and VCI decrease in all 3 recipes; SqDist, CosSim no consistent trend",
+        tuple(
+            Order(f"{loss}: {m} last", f"{loss}: {m} first measured") for m in ("nc1", "vci") for loss in ("mse", "ce")
+        ),
+        "fashion-mnist-cnn", _XU_STANDIN_REASON + "; its 2 recipes (MSE and CE, each at its own lr) for the paper's 3 "
+        "(CE: step / cosine schedules, with and without weight decay) on ResNet18 / CIFAR-10 (p/K = 51.2); Fuzziness "
+        "read as nc1 (= Fuzziness / K: the same trend); SqDist and CosSim trends are in the summary (trace_ratio, "
+        "within_class_cosine), not judged: the paper claims none",
     ),
     Claim(
         "000-fig4-mse-vs-ce", _XU, "Fig. 4, Sec. 6.1",
@@ -740,9 +765,20 @@ CLAIMS: tuple[Claim, ...] = (
         _FMNIST_REASON + "; the cpu recipe also differs per loss",
     ),
     Claim(
-        "004-fig12-test-collapse", _HAN, "Fig. 12, Sec. 4", "NC1 on test vs train data",
-        "still visible on test data, much weaker than on train (read off the figure)", (), None,
-        "fashion-mnist-cnn measures it (report figure) but its summary has no test NC1",
+        "004-fig12-test-collapse", _HAN, "Fig. 12, App. A.8",
+        "NC1 on test vs train data: does test NC1 fall (first measured epoch to last), in fewer decades than train "
+        "NC1, and end above it",
+        "still visible on test data, much slower than on train, and larger at the last epoch (read off the figure)",
+        tuple(
+            check
+            for loss in ("mse", "ce")
+            for check in (
+                Order(f"{loss}: test nc1 last", f"{loss}: test nc1 first measured"),
+                Order(f"{loss}: test nc1 decades", f"{loss}: train nc1 decades"),
+                Order(f"{loss}: nc1 last", f"{loss}: test nc1 last"),
+            )
+        ),
+        "fashion-mnist-cnn", _FMNIST_REASON + "; test NC1 on 1,000 test images with their own class means",
     ),
     Claim(
         "004-thm3-central-path", _HAN, "Thm 3, Cor. 1-2, Sec. 3",

@@ -4,7 +4,9 @@
   32 x 32, a small CNN, trained with MSE and with CE ([Han et al. 2022] recipe: SGD 0.9, wd 5e-4, batch 128, lr /10 at
   1/3 and 2/3 of the epochs), NC1-NC4 at the penultimate layer per measured epoch, train and test, with MSE vs
   CE overlays (Figs. 3-8, 10, 12 analogues), the MSE run's loss decomposition and ``L_perp / L_NC1`` per epoch
-  (Fig. 2), and the three claims it checks stated as findings (:func:`findings`). Needs the Fashion-MNIST files
+  (Fig. 2), and the three claims it checks stated as findings (:func:`findings`); per run, test NC1 against train
+  NC1 (Fig. 12) and the first-to-last trends of NC1 / Fuzziness, VCI and the within-class V_B / V_B-perp parts
+  (:func:`collapse_trends`: a stand-in for [Xu & Liu 2023, Figs. 1, 3]). Needs the Fashion-MNIST files
   (``dataset-fashion-mnist``).
 * ``digits-mlp-demo`` -- the ``nclab demo`` runs (MSE and CE on the embedded digits).
 """
@@ -30,6 +32,8 @@ __all__ = [
     "LR_GRID",
     "PAPER_004",
     "SCALES",
+    "TREND_METRICS",
+    "collapse_trends",
     "decomposition_figure",
     "decomposition_rows",
     "demo_config",
@@ -329,6 +333,92 @@ def _paper_claim_keys(runs: dict[str, Any], summary: dict[str, Any]) -> dict[str
     return out
 
 
+#: The penultimate-layer metrics (train split) whose first-to-last trend :func:`collapse_trends` reports, by the name
+#: the summary gives them: NC1 (= Fuzziness / K, [Xu & Liu 2023]'s Table 2 form: the same trend), VCI, SqDist
+#: (trace_ratio), CosSim (within_class_cosine) [Xu & Liu 2023, Fig. 3] and the within-class variance's parts in
+#: V_B and V_B-perp [Xu & Liu 2023, Fig. 1] (the text's (1/KN) sum ||Proj(h_ki - mu_k)||^2, not divided by Tr Sigma_B).
+TREND_METRICS: dict[str, str] = {
+    "nc1": "nc1",
+    "vci": "vci",
+    "trace_ratio": "trace_ratio",
+    "within_class_cosine": "within_class_cosine",
+    "within_class_split_in_span": "within-class V_B part",
+    "within_class_split_orthogonal": "within-class V_B-perp part",
+}
+
+
+def collapse_trends(result: Any) -> dict[str, Any]:
+    """Trend keys of one training run (:class:`~nclab.train.RunResult`), read off its penultimate-layer rows.
+
+    * For each of :data:`TREND_METRICS` on the train split: ``"{name} first measured"``, ``"{name} last"`` and
+      ``"{name} falls"`` (last < first) [Xu & Liu 2023, Figs. 1, 3]; ``"sqdist V_B part"`` / ``"sqdist V_B-perp
+      part"`` first measured and last: the two parts divided by Tr Sigma_B (the Fig. 1 caption's "projections of
+      Squared Distance"), i.e. part x trace_ratio / Tr Sigma_W with Tr Sigma_W = the two parts' sum.
+    * NC1 on the test split against the train split [Han et al. 2022, Fig. 12]: ``"test nc1 first measured"``,
+      ``"test nc1 at zero-error epoch"`` (``None`` when the run never reached zero training error), ``"test nc1
+      last"``, ``"test / train nc1 at zero-error epoch"``, ``"test / train nc1 last"``, ``"test nc1 falls"`` and
+      the decades each split's NC1 falls from the first measured epoch to the last, ``"train nc1 decades"`` and
+      ``"test nc1 decades"`` (log10(first / last); ``nan`` where a value is 0).
+
+    A metric the run did not log (e.g. ``track="light"`` statistics have no NC1) gives no keys.
+
+    Examples
+    --------
+    >>> from nclab.io.run_table import MetricRow
+    >>> from nclab.train import RunConfig, RunResult
+    >>> rows = [MetricRow(e, s, "fc", "nc1", v) for e, s, v in
+    ...         [(0, "train", 2.0), (5, "train", 0.02), (0, "test", 3.0), (5, "test", 0.3)]]
+    >>> keys = collapse_trends(RunResult(Path("run"), RunConfig(), 5, [0, 5], rows, "fc"))
+    >>> keys["nc1 falls"], keys["test / train nc1 last"], keys["train nc1 decades"], keys["test nc1 decades"]
+    (True, 15.0, 2.0, 1.0)
+    """
+    out: dict[str, Any] = {}
+    train = {m: result.series(m) for m in TREND_METRICS}
+    for metric, name in TREND_METRICS.items():
+        if train[metric]:
+            first, last = _first_last(train[metric])
+            out.update({f"{name} first measured": first, f"{name} last": last, f"{name} falls": bool(last < first)})
+    parts = (train["within_class_split_in_span"], train["within_class_split_orthogonal"], train["trace_ratio"])
+    if all(parts):
+        for at, epoch in (("first measured", min(parts[0])), ("last", max(parts[0]))):
+            inside, orth, ratio = (p[epoch] for p in parts)
+            scale = ratio / (inside + orth) if inside + orth > 0 else math.nan
+            out[f"sqdist V_B part {at}"], out[f"sqdist V_B-perp part {at}"] = inside * scale, orth * scale
+    test = result.series("nc1", split="test")
+    if train["nc1"] and test:
+        out.update(_test_nc1_keys(train["nc1"], test, result.zero_error_epoch))
+    return out
+
+
+def _first_last(series: dict[int, float]) -> tuple[float, float]:
+    return float(series[min(series)]), float(series[max(series)])
+
+
+def _decades(first: float, last: float) -> float:
+    return math.log10(first / last) if first > 0 and last > 0 else math.nan
+
+
+def _test_nc1_keys(train: dict[int, float], test: dict[int, float], zero: int | None) -> dict[str, Any]:
+    """The [Han et al. 2022, Fig. 12] keys of :func:`collapse_trends` from the two splits' ``{epoch: NC1}``."""
+
+    def ratio(epoch: int | None) -> float | None:
+        if epoch is None or epoch not in test or epoch not in train:
+            return None
+        return float(test[epoch] / train[epoch]) if train[epoch] > 0 else math.nan
+
+    first, last = _first_last(test)
+    return {
+        "test nc1 first measured": first,
+        "test nc1 at zero-error epoch": None if zero is None or zero not in test else float(test[zero]),
+        "test nc1 last": last,
+        "test / train nc1 at zero-error epoch": ratio(zero),
+        "test / train nc1 last": ratio(max(test)),
+        "test nc1 falls": bool(last < first),
+        "train nc1 decades": _decades(*_first_last(train)),
+        "test nc1 decades": _decades(first, last),
+    }
+
+
 def fashion_runs(scale: str, seed: int) -> dict[str, Any]:
     """``{label: RunConfig}``: at tiny and cpu scale ``mse`` and ``ce`` on the small CNN; at paper scale the
     [Han et al. 2022] Fashion-MNIST runs (VGG11, ResNet18, DenseNet250, each with MSE and CE)."""
@@ -380,6 +470,8 @@ def fashion_mnist_cnn(out: Path, scale: str, seed: int) -> dict[str, Any]:
         for label, cfg in fashion_runs(scale, seed).items()
     }
     summary: dict[str, Any] = dict(summary_table(runs))
+    for label, r in runs.items():  # [Xu & Liu 2023, Figs. 1, 3] and [Han et al. 2022, Fig. 12] keys, per run
+        summary.update({f"{label}: {k}": v for k, v in collapse_trends(r).items()})
     metrics = ["nc1", "equinorm", "equiangularity", "max_angle", "self_duality", "ncc_mismatch"]
     # one MSE-vs-CE comparison per network (at tiny and cpu scale the one small CNN)
     nets: dict[str, dict[str, Any]] = {}
