@@ -640,8 +640,20 @@ CLAIMS: tuple[Claim, ...] = (
     Claim(
         "003-fig2-trained-gnc", _JIANG, "Figs. 2, B.3, Sec. 2",
         "GNC1, GNC2 (rho of W vs the Softmax Code optimum), GNC3 of trained networks (ResNet18, CIFAR-100, d = 10)",
-        "GNC1, GNC3 -> ~0 and rho(W) near the optimum at small tau (read off the figure)", (), None,
-        _NO_EXPERIMENT + " (CIFAR-100, a d = 10 bottleneck)",
+        "GNC1, GNC3 -> ~0 and rho(W) near the optimum at small tau (read off the figure)",
+        (
+            Bound("train_error", 0.0),
+            Bound("gnc1", 0.05, partly=0.2),
+            Bound("gnc3", 0.05, partly=0.2),
+            Close("gnc2_ratio", 1.0, rtol=0.1, partly_rtol=0.5),
+            Order(("largest_tau", "gnc2_ratio"), "gnc2_ratio"),
+        ),
+        "gnc-trained",
+        "ours (cpu): Fashion-MNIST (K = 10, 100 images per class, no augmentation), a small CNN with a linear "
+        "d = 3 bottleneck and the paper's cosine head, CE at tau = 0.05, AdamW 60 epochs (SGD did not reach zero "
+        "training error on CPU); the paper: ResNet18 on CIFAR-100 (K = 100, d = 10), SGD 200 epochs. Thresholds "
+        "are ours: zero training error, GNC1 and GNC3 <= 0.05 (partly 0.2), rho(W) within 10 % of the best known "
+        "Softmax Code's margin (partly 50 %), and the run at tau = 0.5 farther from it (one seed each)",
     ),
     Claim(
         "003-fig3-bounds", _JIANG, "Fig. 3, Thm 3.9, Sec. 3",

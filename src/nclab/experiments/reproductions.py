@@ -10,7 +10,9 @@ papers' table (:mod:`nclab.experiments.paper_protocols`, written apart from this
 * ``pfc-table1`` -- [Wang et al. 2024] Table I rows and Figs. 2-3: the Table I network of each dataset, Sec. IV-A's
   recipe, every block of the last stage measured;
 * ``gnc-trained`` -- [Jiang et al. 2024] Fig. 2 (tau sweep, ResNet18 on CIFAR100 at d = 10), Fig. B.3 (three
-  networks on CIFAR100 and Tiny-ImageNet), Figs. 4 / B.6 (class assignment, d = 2) and Fig. 5 (CMF head);
+  networks on CIFAR100 and Tiny-ImageNet), Figs. 4 / B.6 (class assignment, d = 2) and Fig. 5 (CMF head); its
+  ``cpu`` scale is a stand-in for Fig. 2 on Fashion-MNIST (:func:`gnc_cpu_configs`) and its summary the GNC
+  metrics of the trained runs (:func:`gnc_of_runs`);
 
 the paper-scale configs of ``fashion-mnist-cnn`` (the Fashion-MNIST column of [Han et al. 2022]) and
 ``vci-transfer`` ([Xu & Liu 2023] Sec. 6.3; :mod:`nclab.experiments.scale_protocols` declares both), and the
@@ -31,6 +33,8 @@ from nclab.experiments.catalog import declare_protocols, register
 from nclab.experiments.protocols import Protocol
 
 __all__ = [
+    "GNC_CPU_D",
+    "GNC_CPU_TAUS",
     "GNC_TAUS",
     "HAN2022_LR_GRID",
     "HAN2022_NETS",
@@ -39,6 +43,8 @@ __all__ = [
     "VCI_PROBE_SETS",
     "VCI_TAUS",
     "gnc_configs",
+    "gnc_cpu_configs",
+    "gnc_of_runs",
     "han2022_configs",
     "pfc_configs",
     "protocols_of",
@@ -164,6 +170,43 @@ def gnc_configs() -> dict:
     return out
 
 
+#: The cpu stand-in of [Jiang et al. 2024] Fig. 2: its temperatures (the paper's "relatively small" tau, which Fig. 4
+#: uses at d = 2, and a large one for the contrast the figure shows), the bottleneck and the training set.
+GNC_CPU_TAUS: tuple[float, ...] = (0.05, 0.5)
+#: d = 3 < K = 10 (K > d + 1: no simplex ETF, the Softmax Code is the non-trivial one; rho* from the cached code
+#: search). d = 2 did not fit: 10.7 % training error after 60 epochs and two classes on one arc (gnc2_ratio 0.04).
+GNC_CPU_D = 3
+
+
+def gnc_cpu_configs() -> dict:
+    """The cpu stand-in of [Jiang et al. 2024] Fig. 2 ``{"fig2/fashion-mnist/cnn-d3/tau...": RunConfig}``.
+
+    A small CNN (:class:`~nclab.nets.SmallCNN`, channels 16-32, hidden 64, a linear ``d = 3`` bottleneck) with the
+    paper's cosine head and CE at temperature tau, on 100 Fashion-MNIST images per class (K = 10), 60 epochs,
+    no augmentation. AdamW (lr 1e-3, wd 5e-4, cosine schedule) instead of the paper's SGD 0.1: SGD at lr 0.1 /
+    0.05 / 0.01 stayed at 13-16 % training error after 30-60 epochs, AdamW reaches zero by epoch ~40
+    (measured 2026-11-26)."""
+    from nclab.train.config import resolve_config
+
+    out = {}
+    for tau in GNC_CPU_TAUS:
+        raw = {
+            "name": f"jiang-fig2-cpu-tau{tau:g}",
+            "preset": "jiang2023-gnc@cpu",
+            "data": {"name": "fashion-mnist", "per_class": 100, "test_per_class": 100},
+            "model": {
+                "name": "cnn",
+                "options": {"channels": [16, 32], "hidden": 64, "d": GNC_CPU_D},
+                "head": {"kind": "cosine", "tau": tau},
+            },
+            "optim": {"name": "adamw", "lr": 1e-3, "weight_decay": 5e-4},
+            "train": {"epochs": 60, "batch_size": 128},
+            "measure": {"epochs": [20, 40, 60], "splits": ["train", "test"], "layers": "penultimate"},
+        }
+        out[f"fig2/fashion-mnist/cnn-d{GNC_CPU_D}/tau{tau:g}"] = resolve_config(raw)
+    return out
+
+
 def resnet_depth_configs() -> dict:
     """The [Tirer & Bruna 2022] Figs. 5 / 10 runs: ResNet18 on MNIST (MSE without the classifier's bias, CE with
     it) and CIFAR10 (MSE without bias), lr 0.05 / 10 every 40 epochs, every residual stage measured."""
@@ -261,10 +304,12 @@ def _tiny_configs(kind: str) -> dict:
     model: dict[str, Any] = {"name": "mlp", "options": {"widths": [32, 32]}}
     if kind == "pfc":
         model = {"name": "fc_resnet", "options": {"width": 32, "num_blocks": 3}}
-    if kind == "gnc":
-        model["head"] = {"kind": "cosine", "tau": 0.1}
+    if kind == "gnc":  # a d = 3 < K bottleneck, so that the smoke test reaches GNC2 as the cpu scale does
+        model = {"name": "cnn", "options": {"channels": [4, 8], "hidden": 16, "d": GNC_CPU_D}}
     out = {}
     for i, loss in enumerate(("mse", "ce") if kind == "han2022" else ("ce", "ce")):
+        if kind == "gnc":  # the cpu scale's two temperatures
+            model = {**model, "head": {"kind": "cosine", "tau": GNC_CPU_TAUS[i]}}
         raw = {
             "name": f"{kind}-tiny-{i}",
             "seed": i,
@@ -289,6 +334,8 @@ _BUILDERS = {
 
 def _configs(name: str, scale: str) -> dict:
     kind, build = _BUILDERS[name]
+    if scale == "cpu" and name == "gnc-trained":
+        return gnc_cpu_configs()
     return _tiny_configs(kind) if scale == "tiny" else build()
 
 
@@ -405,12 +452,50 @@ def pfc_depth_of_runs(out: Path) -> dict[str, Any]:
     return {**totals, "pfc_by_run": per_run} if per_run else {}
 
 
+#: The GNC metrics of [Jiang et al. 2024, Sec. 2] that :func:`gnc_of_runs` reads (``nclab.metrics``).
+_GNC_KEYS = ("gnc1", "gnc2", "gnc2_ratio", "gnc3")
+
+
+def gnc_of_runs(out: Path) -> dict[str, Any]:
+    """The [Jiang et al. 2024, Fig. 2] quantities of every trained run under ``out`` at its last measured epoch:
+    per run (``gnc_by_run``) GNC1, GNC2 (``gnc2``: rho_one-vs-rest of the unit classifier rows), ``gnc2_ratio``
+    (over the best known Softmax Code's margin for (K, d); absent when none is known cheaply) and GNC3 of the
+    penultimate layer on the training split, the final train / test error and the zero-error epoch; and, at top
+    level (the keys the claim reads), those of the run with the smallest tau (the paper's GNC regime), with its
+    ``tau``, and under ``largest_tau`` those of the run with the largest (when the taus differ). Runs without GNC2
+    (``K <= d``) are left out."""
+    from nclab.io.run_table import OUTPUT_LAYER
+    from nclab.io.rundir import read_run
+
+    per_run: dict[str, Any] = {}
+    for table in sorted(Path(out).glob("*/seed*/metrics.csv")):
+        record = read_run(table.parent)
+        last = max((r.epoch for r in record.rows if r.metric == "gnc2"), default=None)
+        if last is None:
+            continue
+        at = {(r.split, r.layer, r.metric): r.value for r in record.rows if r.epoch == last}
+        layer = next(r.layer for r in record.rows if r.metric == "gnc2")  # the measured (penultimate) layer
+        entry: dict[str, Any] = {"epoch": last, "tau": record.config["model"]["head"]["tau"]}
+        entry.update({k: at[("train", layer, k)] for k in _GNC_KEYS if ("train", layer, k) in at})
+        for split in ("train", "test"):
+            if (split, OUTPUT_LAYER, "error") in at:
+                entry[f"{split}_error"] = at[(split, OUTPUT_LAYER, "error")]
+        entry["zero_error_epoch"] = record.zero_error_epoch
+        per_run[f"{table.parent.parent.name} {table.parent.name}"] = entry
+    if not per_run:
+        return {}
+    first = min(per_run.values(), key=lambda e: e["tau"])
+    last = max(per_run.values(), key=lambda e: e["tau"])
+    # the run at the largest tau, for Fig. 2's contrast (small tau nearer the Softmax Code): only when it differs
+    return {**first, **({"largest_tau": last} if last["tau"] > first["tau"] else {}), "gnc_by_run": per_run}
+
+
 @register(
     "gnc-trained",
     summary="cosine-head networks with K > d: tau sweep (Fig. 2), GNC prevalence (Fig. B.3), assignment (Figs. 4, "
-    "B.6), CMF head (Fig. 5)",
+    "B.6), CMF head (Fig. 5); cpu: Fig. 2 on Fashion-MNIST at d = 3",
     paper="[Jiang et al. 2024]",
-    scales=("tiny", "paper"),
 )
 def gnc_trained(out: Path, scale: str, seed: int) -> dict[str, Any]:
-    return _run("gnc-trained", out, scale, seed)
+    summary = _run("gnc-trained", out, scale, seed)
+    return {**summary, **gnc_of_runs(out)}
