@@ -308,3 +308,15 @@ def test_small_cnn_bottleneck_is_linear_and_checked():
     assert h.shape == (64, 2) and bool((h < 0).any()) and net.head.in_features == 2
     with pytest.raises(ValueError, match="d must be an int >= 1, got 0"):
         build_model("cnn", (1, 8, 8), 10, d=0)
+
+
+def test_fixed_polygon_head_is_the_square_of_fig4_and_needs_d2():
+    # [Jiang et al. 2024, Fig. 4]: the d = 2 Softmax Code of K = 4 is the square; class k sits at angle
+    # 90 * assignment[k] degrees, so assignment [0, 2, 1, 3] puts classes 0 and 1 antipodal
+    head = make_head("fixed", 2, 4, code="polygon", assignment=[0, 2, 1, 3], tau=0.05)
+    W = head.weight.double().numpy()
+    angles = np.degrees(np.arctan2(W[:, 1], W[:, 0])) % 360
+    np.testing.assert_allclose(angles, [0.0, 180.0, 90.0, 270.0], atol=1e-5)
+    assert W[0] @ W[1] == pytest.approx(-1.0, abs=1e-6)
+    with pytest.raises(ValueError, match="'polygon' needs d = 2 features, got d = 3"):
+        make_head("fixed", 3, 4, code="polygon")

@@ -35,6 +35,7 @@ from nclab.experiments.protocols import Protocol
 __all__ = [
     "GNC_CPU_D",
     "GNC_CPU_TAUS",
+    "GNC_FIG4_CLASSES",
     "GNC_TAUS",
     "HAN2022_LR_GRID",
     "HAN2022_NETS",
@@ -42,6 +43,7 @@ __all__ = [
     "VCI_PAPER_RUN",
     "VCI_PROBE_SETS",
     "VCI_TAUS",
+    "assignment_of_runs",
     "gnc_configs",
     "gnc_cpu_configs",
     "gnc_of_runs",
@@ -204,7 +206,102 @@ def gnc_cpu_configs() -> dict:
             "measure": {"epochs": [20, 40, 60], "splits": ["train", "test"], "layers": "penultimate"},
         }
         out[f"fig2/fashion-mnist/cnn-d{GNC_CPU_D}/tau{tau:g}"] = resolve_config(raw)
+    out.update(_fig4_cpu_configs())
     return out
+
+
+#: The cpu stand-in of [Jiang et al. 2024] Fig. 4: four Fashion-MNIST classes in two similar pairs, as the paper's
+#: {Automobile, Truck} and {Cat, Dog}: T-shirt/top (0) with Shirt (6), Sneaker (7) with Ankle boot (9); relabelled
+#: 0..3 in this order, so the similar pairs are (0, 1) and (2, 3).
+GNC_FIG4_CLASSES: tuple[int, ...] = (0, 6, 7, 9)
+_SIMILAR_PAIRS = {(0, 1), (2, 3)}
+
+
+def _fig4_cpu_configs(*, tiny: bool = False) -> dict:
+    """Fig. 4 at d = 2: a learned cosine head and the square fixed in each of its 3 class assignments up to
+    symmetry (:func:`nclab.geometry.enumerate_assignments`), tau = 0.05 as the paper, 500 training and 1000 test
+    images per class, 30 epochs, the Fig. 2 stand-in's network and optimiser otherwise (``tiny``: the same runs
+    on the embedded digits for 2 epochs, the smoke test)."""
+    from nclab.geometry import regular_polygon
+    from nclab.geometry.assignment import enumerate_assignments
+    from nclab.train.config import deep_merge, resolve_config
+
+    heads: dict[str, dict[str, Any]] = {"learned": {"kind": "cosine", "tau": 0.05}}
+    for a in enumerate_assignments(regular_polygon(4)):
+        heads["fixed-" + "".join(map(str, a))] = {"kind": "fixed", "code": "polygon", "assignment": [int(c) for c in a],
+                                                  "tau": 0.05}  # fmt: skip
+    out = {}
+    for name, head in heads.items():
+        raw = {
+            "name": f"jiang-fig4-cpu-{name}",
+            "preset": "jiang2023-gnc@cpu",
+            "data": {"name": "fashion-mnist", "per_class": 500, "test_per_class": 1000,
+                     "options": {"classes": list(GNC_FIG4_CLASSES)}},
+            "model": {"name": "cnn", "options": {"channels": [16, 32], "hidden": 64, "d": 2}, "head": head},
+            "optim": {"name": "adamw", "lr": 1e-3, "weight_decay": 5e-4},
+            "train": {"epochs": 30, "batch_size": 128},
+            "measure": {"epochs": [30], "splits": ["train", "test"], "layers": "penultimate"},
+        }  # fmt: skip
+        if tiny:
+            raw = deep_merge(raw, {
+                "data": {"name": "digits", "per_class": 20, "test_per_class": 10},
+                "model": {"options": {"channels": [4, 8], "hidden": 16}},
+                "train": {"epochs": 2, "batch_size": 32, "threads": 1},
+                "measure": {"epochs": [2]},
+                "report": False,
+            })  # fmt: skip
+        out[f"fig4/{raw['data']['name']}/cnn-d2/{name}"] = resolve_config(raw)
+    return out
+
+
+def assignment_of_runs(out: Path) -> dict[str, Any]:
+    """The [Jiang et al. 2024, Fig. 4] comparison of the ``fig4-*`` runs under ``out``: test accuracy of the learned
+    head and of each fixed assignment of the square (named by its antipodal class pairs), the fixed assignment
+    that puts the similar pairs antipodal (``fig4_similar_antipodal_acc``) against the lowest of the others, and
+    whether the learned code puts a similar pair antipodal (from its trained rows: the class opposite class 0).
+    Empty when no such run exists."""
+    from nclab.geometry import regular_polygon
+    from nclab.geometry.assignment import antipodal_pairs
+    from nclab.io.run_table import OUTPUT_LAYER
+    from nclab.io.rundir import read_run
+    from nclab.train.checkpoint import load_checkpoint
+
+    acc: dict[str, float] = {}
+    similar_antipodal: float | None = None
+    others: list[float] = []
+    learned_opposite: int | None = None
+    for folder in sorted(Path(out).glob("fig4-*/seed*")):
+        record = read_run(folder)
+        last = max((r.epoch for r in record.rows if r.metric == "error" and r.split == "test"), default=None)
+        if last is None:
+            continue
+        err = next(r.value for r in record.rows if (r.epoch, r.split, r.layer, r.metric) ==
+                   (last, "test", OUTPUT_LAYER, "error"))  # fmt: skip
+        head = record.config["model"]["head"]
+        if head["kind"] == "fixed":
+            pairs = {tuple(sorted(p)) for p in antipodal_pairs(regular_polygon(4), head["assignment"])}
+            name = "fixed antipodal " + " ".join(f"{p}-{q}" for p, q in sorted(pairs))
+            if pairs == _SIMILAR_PAIRS:
+                similar_antipodal = 1.0 - err
+            else:
+                others.append(1.0 - err)
+        else:
+            name = "learned"
+            W = load_checkpoint(folder / "checkpoints" / "last.pt")["model"]["head.weight"].double().numpy()
+            U = W / np.linalg.norm(W, axis=1, keepdims=True)
+            learned_opposite = int(np.argmin(U[1:] @ U[0])) + 1
+        acc[name] = 1.0 - err
+    if "learned" not in acc or similar_antipodal is None or not others:
+        return {}
+    return {
+        "fig4_test_accuracy": acc,
+        "fig4_learned_acc": acc["learned"],
+        "fig4_similar_antipodal_acc": similar_antipodal,
+        "fig4_other_fixed_min_acc": min(others),
+        "fig4_learned_gap_to_best_fixed": max(similar_antipodal, *others) - acc["learned"],
+        "fig4_learned_opposite_of_class0": learned_opposite,
+        "fig4_learned_similar_antipodal": learned_opposite == 1,
+    }
 
 
 def resnet_depth_configs() -> dict:
@@ -322,7 +419,7 @@ def _tiny_configs(kind: str) -> dict:
             "report": False,
         }
         out[f"digits/{model['name']}/{loss}-{i}"] = resolve_config(raw)
-    return out
+    return {**out, **_fig4_cpu_configs(tiny=True)} if kind == "gnc" else out
 
 
 _BUILDERS = {
@@ -339,9 +436,12 @@ def _configs(name: str, scale: str) -> dict:
     return _tiny_configs(kind) if scale == "tiny" else build()
 
 
-def _seeds(name: str, configs: dict) -> dict:
-    # [Jiang et al. 2024, Sec. 4 / App. B.5]: 5 trials of each class-assignment run
-    return {k: (0, 1, 2, 3, 4) for k in configs if k.startswith(("fig4", "figB6"))} if name == "gnc-trained" else {}
+def _seeds(name: str, configs: dict, scale: str) -> dict:
+    # [Jiang et al. 2024, Sec. 4 / App. B.5]: 5 trials of each class-assignment run (the paper scale; the cpu and
+    # tiny stand-ins train one seed each)
+    if name != "gnc-trained" or scale != "paper":
+        return {}
+    return {k: (0, 1, 2, 3, 4) for k in configs if k.startswith(("fig4", "figB6"))}
 
 
 @declare_protocols("mse-nc-benchmarks")
@@ -358,7 +458,7 @@ def _pfc_protocols(scale: str) -> list[Protocol]:
 @declare_protocols("gnc-trained")
 def _gnc_protocols(scale: str) -> list[Protocol]:
     configs = _configs("gnc-trained", scale)
-    return protocols_of(configs, seeds=_seeds("gnc-trained", configs))
+    return protocols_of(configs, seeds=_seeds("gnc-trained", configs, scale))
 
 
 @declare_protocols("resnet-depth", scales=("paper",))
@@ -404,7 +504,7 @@ def train_runs(out: Path, configs: dict, *, seed: int = 0, seeds: dict | None = 
 
 def _run(name: str, out: Path, scale: str, seed: int) -> dict[str, Any]:
     configs = _configs(name, scale)
-    return train_runs(out, configs, seed=seed, seeds=_seeds(name, configs), progress=scale != "tiny")
+    return train_runs(out, configs, seed=seed, seeds=_seeds(name, configs, scale), progress=scale != "tiny")
 
 
 @register(
@@ -469,6 +569,8 @@ def gnc_of_runs(out: Path) -> dict[str, Any]:
 
     per_run: dict[str, Any] = {}
     for table in sorted(Path(out).glob("*/seed*/metrics.csv")):
+        if table.parent.parent.name.startswith("fig4-"):  # the assignment runs: assignment_of_runs
+            continue
         record = read_run(table.parent)
         last = max((r.epoch for r in record.rows if r.metric == "gnc2"), default=None)
         if last is None:
@@ -498,4 +600,4 @@ def gnc_of_runs(out: Path) -> dict[str, Any]:
 )
 def gnc_trained(out: Path, scale: str, seed: int) -> dict[str, Any]:
     summary = _run("gnc-trained", out, scale, seed)
-    return {**summary, **gnc_of_runs(out)}
+    return {**summary, **gnc_of_runs(out), **assignment_of_runs(out)}
