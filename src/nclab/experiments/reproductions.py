@@ -232,7 +232,7 @@ def _fig4_cpu_configs(*, tiny: bool = False) -> dict:
                                                   "tau": 0.05}  # fmt: skip
     out = {}
     for name, head in heads.items():
-        raw = {
+        raw: dict[str, Any] = {
             "name": f"jiang-fig4-cpu-{name}",
             "preset": "jiang2023-gnc@cpu",
             "data": {"name": "fashion-mnist", "per_class": 500, "test_per_class": 1000,
