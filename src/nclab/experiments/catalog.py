@@ -37,9 +37,9 @@ DURATIONS: dict[str, dict[str, str]] = {
     "fashion-mnist-cnn": {"tiny": "~20 s", "cpu": "~12 min"},  # 2026-11-26: 720 s at load 4-5 (paper recipe, 80 epochs)
     "geodesic-digits": {"tiny": "~7 s", "cpu": "<= 1.5 min"},
     "gnc-assignment": {"tiny": "~2 s", "cpu": "<= 16 s"},  # cpu: 2026-11-26 11:57, load 9.0-9.6, CLI wall time
-    # cpu: 2026-11-26 14:42, after the dense Softmax Code pieces and the cut search (one start of 600 steps per d):
-    # 254 s of CLI wall time at load 4-5 on 2 cores with 90 s of CPU time (one thread); was > 7 CPU-min before
-    "gnc-bounds-vs-d": {"tiny": "~13 s", "cpu": "~2.5 min"},
+    # cpu: 2026-11-26, after the dense Softmax Code pieces and the cut search (one start of 600 steps per d): 88 s
+    # of CLI wall time at load 1 (15:03), 254 s at load 4-5 (14:42), 88-90 s of CPU time; was > 7 CPU-min before
+    "gnc-bounds-vs-d": {"tiny": "~13 s", "cpu": "~2 min"},
     "gnc-d2-codes": {"tiny": "~4 s", "cpu": "~1 min"},
     "gnc-tau-maxcos": {"tiny": "~4 s", "cpu": "~35 s"},  # 2026-11-26, load 5-7: tiny 4.5 s, cpu 25-46 s
     # 2026-11-26 11:49, load average 9.5 on 2 cores, the CLI's wall time (imports included): upper bounds
