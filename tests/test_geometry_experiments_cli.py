@@ -27,6 +27,14 @@ def test_bounds_vs_d_experiment(tmp_path):
     s = run("gnc-bounds-vs-d", tmp_path, scale="tiny")
     assert s["bounds_hold"] is True and s["checked"] >= 3
     assert s["rho_d2"] == pytest.approx(1 - math.cos(2 * math.pi / 30))
+    # d = 3 and 4 searched at K = 30; each margin's place between the Thm 3.9 bounds, recomputed here
+    from nclab.geometry.bounds import softmax_code_bounds
+
+    assert s["checked_numerical"] == 2
+    for d in (3, 4):
+        b = softmax_code_bounds(d, 30)
+        assert s[f"position_d{d}"] == pytest.approx((s[f"rho_d{d}"] - b.lower) / (b.upper - b.lower), rel=1e-12)
+        assert 0 < s[f"position_d{d}"] < 1
     assert (tmp_path / "bounds_vs_d.png").exists() and (tmp_path / "report.html").exists()
 
 

@@ -14,6 +14,8 @@ CASES = [
     ("mlp", (1, 8, 8), {"widths": [16, 12]}, {"layer1": 16, "layer2": 12}),
     ("fc_resnet", (1, 8, 8), {"width": 10, "num_blocks": 3}, {"layer0": 10, "layer1": 10, "layer2": 10, "layer3": 10}),
     ("cnn", (1, 28, 28), {"channels": [4, 6], "hidden": 9}, {"block1": 4 * 14 * 14, "block2": 6 * 7 * 7, "fc": 9}),
+    # a linear d = 3 bottleneck after the hidden layer: the measured penultimate layer is 3 wide
+    ("cnn", (1, 28, 28), {"channels": [4, 6], "hidden": 9, "d": 3}, {"block1": 784, "block2": 294, "fc": 3}),
     # [Wang et al. 2024, Table I] family: only the last stage is measured (its transition's output, then each block)
     ("pfc_resnet", (1, 28, 28), {"stages": [[3, 14, 1], [4, 7, 2]]}, {f"layer{i}": 4 * 7 * 7 for i in range(3)}),
     (
@@ -296,3 +298,25 @@ def test_hooks_on_a_user_module_by_name_and_regex():
     torch.testing.assert_close(hooks.features["3"], torch.relu(net[2](torch.relu(net[0](x)))))
     assert not net[1]._forward_hooks  # removed on exit
     assert math.prod(hooks.features["1"].shape) == 8 * 6
+
+
+def test_small_cnn_bottleneck_is_linear_and_checked():
+    # no ReLU after the bottleneck: its features take negative values (a ReLU would confine them to an orthant)
+    net = build_model("cnn", (1, 8, 8), 10, channels=[4], hidden=8, d=2)
+    torch.manual_seed(0)
+    h = net.features(torch.randn(64, 1, 8, 8))
+    assert h.shape == (64, 2) and bool((h < 0).any()) and net.head.in_features == 2
+    with pytest.raises(ValueError, match="d must be an int >= 1, got 0"):
+        build_model("cnn", (1, 8, 8), 10, d=0)
+
+
+def test_fixed_polygon_head_is_the_square_of_fig4_and_needs_d2():
+    # [Jiang et al. 2024, Fig. 4]: the d = 2 Softmax Code of K = 4 is the square; class k sits at angle
+    # 90 * assignment[k] degrees, so assignment [0, 2, 1, 3] puts classes 0 and 1 antipodal
+    head = make_head("fixed", 2, 4, code="polygon", assignment=[0, 2, 1, 3], tau=0.05)
+    W = head.weight.double().numpy()
+    angles = np.degrees(np.arctan2(W[:, 1], W[:, 0])) % 360
+    np.testing.assert_allclose(angles, [0.0, 180.0, 90.0, 270.0], atol=1e-5)
+    assert W[0] @ W[1] == pytest.approx(-1.0, abs=1e-6)
+    with pytest.raises(ValueError, match="'polygon' needs d = 2 features, got d = 3"):
+        make_head("fixed", 3, 4, code="polygon")

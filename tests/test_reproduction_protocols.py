@@ -8,6 +8,7 @@ import itertools
 import json
 import math
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
@@ -16,6 +17,7 @@ from nclab.experiments import dry_run, get, list_experiments
 from nclab.experiments.catalog import PROTOCOLS
 from nclab.experiments.paper_protocols import PAPER_PROTOCOLS, Value
 from nclab.experiments.protocols import Protocol, estimate, model_cost
+from nclab.io import read_metrics
 
 runner = CliRunner()
 
@@ -202,6 +204,74 @@ def test_tiny_scale_of_a_reproduction_runs(tmp_path):
     assert summary["pfc2_depth_violations"] == total
     claim = {c["claim"]: c for c in summary["paper_claims"]}["002-table1-fmnist"]
     assert claim["verdict"] in ("reproduced", "partly", "not reproduced")  # measured, whatever the tiny run shows
+
+
+def test_gnc_trained_tiny_reports_the_gnc_of_its_trained_classifier(tmp_path):
+    # the summary's GNC2 is the margin of the trained head's rows (the checkpoint's W), its ratio that margin over
+    # the best known Softmax Code's for (K, d) = (10, 3); the claim 003-fig2-trained-gnc reads the top-level keys
+    from nclab.experiments import run
+    from nclab.geometry import best_known_margin
+    from nclab.metrics import gnc2, gnc2_ratio
+    from nclab.train.checkpoint import load_checkpoint
+
+    summary = run("gnc-trained", tmp_path, scale="tiny")
+    assert set(summary["gnc_by_run"]) == {"digits-cnn-ce-0 seed0", "digits-cnn-ce-1 seed0"}
+    rho_star = best_known_margin(3, 10).rho
+    for name, entry in summary["gnc_by_run"].items():
+        W = load_checkpoint(tmp_path / name.replace(" ", "/") / "checkpoints" / "last.pt")["model"]["head.weight"]
+        W = W.double().numpy()
+        assert W.shape == (10, 3) and entry["epoch"] == 2
+        assert entry["gnc2"] == pytest.approx(gnc2(W), rel=1e-12)
+        assert entry["gnc2_ratio"] == pytest.approx(gnc2_ratio(W), rel=1e-12)
+        assert entry["gnc2_ratio"] == pytest.approx(entry["gnc2"] / rho_star, rel=1e-12)
+        rows = read_metrics(tmp_path / name.replace(" ", "/"))
+        at = {(r.layer, r.metric): r.value for r in rows if r.split == "train" and r.epoch == 2}
+        assert entry["gnc1"] == at[("fc", "gnc1")] and entry["gnc3"] == at[("fc", "gnc3")]
+        assert entry["train_error"] == at[("output", "error")]
+    # the top level is the smallest tau's run (0.05), largest_tau the other one's (0.5)
+    small, large = summary["gnc_by_run"]["digits-cnn-ce-0 seed0"], summary["gnc_by_run"]["digits-cnn-ce-1 seed0"]
+    assert small["tau"] == 0.05 and large["tau"] == 0.5
+    assert {k: summary[k] for k in small} == small and summary["largest_tau"] == large
+    claim = {c["claim"]: c for c in summary["paper_claims"]}["003-fig2-trained-gnc"]
+    assert claim["verdict"] != "not measured" and f"gnc2_ratio = {summary['gnc2_ratio']:.5g}" in claim["ours"]
+    # Fig. 4: each head's test accuracy from its own rows; the square's assignment 0 2 1 3 (class k at 90 a[k]
+    # degrees) is the one that puts both similar pairs (0, 1) and (2, 3) antipodal
+    acc = {}
+    for name in ("learned", "fixed-0123", "fixed-0132", "fixed-0213"):
+        rows = read_metrics(tmp_path / f"fig4-digits-cnn-d2-{name}" / "seed0")
+        acc[name] = 1.0 - next(r.value for r in rows if (r.epoch, r.split, r.layer, r.metric) == (2, "test", "output",
+                                                                                                  "error"))  # fmt: skip
+    assert summary["fig4_test_accuracy"] == {"learned": acc["learned"], "fixed antipodal 0-2 1-3": acc["fixed-0123"],
+                                             "fixed antipodal 0-3 1-2": acc["fixed-0132"],
+                                             "fixed antipodal 0-1 2-3": acc["fixed-0213"]}  # fmt: skip
+    assert summary["fig4_similar_antipodal_acc"] == acc["fixed-0213"]
+    assert summary["fig4_other_fixed_min_acc"] == min(acc["fixed-0123"], acc["fixed-0132"])
+    assert summary["fig4_learned_gap_to_best_fixed"] == pytest.approx(
+        max(acc["fixed-0123"], acc["fixed-0132"], acc["fixed-0213"]) - acc["learned"], abs=1e-15
+    )
+    ckpt = load_checkpoint(tmp_path / "fig4-digits-cnn-d2-learned" / "seed0" / "checkpoints" / "last.pt")
+    W = ckpt["model"]["head.weight"].double().numpy()
+    cos0 = [W[0] @ W[j] / (np.linalg.norm(W[0]) * np.linalg.norm(W[j])) for j in (1, 2, 3)]
+    assert summary["fig4_learned_opposite_of_class0"] == 1 + int(np.argmin(cos0))
+    assert summary["fig4_learned_similar_antipodal"] == (summary["fig4_learned_opposite_of_class0"] == 1)
+    fig4 = {c["claim"]: c for c in summary["paper_claims"]}["003-fig4-assignment-accuracy"]
+    assert fig4["verdict"] != "not measured"
+
+
+def test_gnc_trained_cpu_scale_is_the_fashion_mnist_stand_in():
+    list_experiments()
+    protocols = PROTOCOLS["gnc-trained"]["cpu"]("cpu")
+    fig4 = [f"fig4/fashion-mnist/cnn-d2/{h}" for h in ("learned", "fixed-0123", "fixed-0132", "fixed-0213")]
+    assert [p.label for p in protocols] == ["fig2/fashion-mnist/cnn-d3/tau0.05", "fig2/fashion-mnist/cnn-d3/tau0.5",
+                                            *fig4]  # fmt: skip
+    assert all(tuple(p.seeds) == (0,) for p in protocols)  # one seed each (the paper scale: 5 per assignment)
+    sq = _flat(protocols[-1].to_dict())
+    assert sq["head.kind"] == "fixed" and sq["data.classes"] == [0, 6, 7, 9] and sq["model_options.d"] == 2
+    got = _flat(protocols[0].to_dict())
+    assert got["model"] == "cnn" and got["data.name"] == "fashion-mnist" and got["data.per_class"] == 100
+    assert got["model_options.d"] == 3 and got["head.kind"] == "cosine" and got["head.tau"] == 0.05
+    assert got["optimiser.name"] == "adamw" and got["epochs"] == 60 and got["measure.epochs"] == [20, 40, 60]
+    assert "cpu" in get("gnc-trained").scales
 
 
 def test_vci_transfer_paper_scale_runs_the_paper_study_on_streamed_data(tmp_path, monkeypatch):

@@ -36,13 +36,15 @@ DURATIONS: dict[str, dict[str, str]] = {
     "fashion-mnist-cnn": {"tiny": "~20 s", "cpu": "~12 min"},  # 2026-11-26: 720 s at load 4-5 (paper recipe, 80 epochs)
     "geodesic-digits": {"tiny": "~7 s", "cpu": "<= 1.5 min"},
     "gnc-assignment": {"tiny": "~2 s", "cpu": "<= 16 s"},  # cpu: 2026-11-26 11:57, load 9.0-9.6, CLI wall time
-    # cpu: 2026-11-26 11:51-12:31, load average 9.6-12.3 on 2 cores: killed unfinished after 40 min of wall time
-    # with 7.2 min of CPU time (one thread), so at least 7 min on an idle machine
-    "gnc-bounds-vs-d": {"tiny": "~13 s", "cpu": "> 7 min"},
+    # cpu: 2026-11-26, after the dense Softmax Code pieces and the cut search (one start of 600 steps per d): 88 s
+    # of CLI wall time at load 1 (15:03), 254 s at load 4-5 (14:42), 88-90 s of CPU time; was > 7 CPU-min before
+    "gnc-bounds-vs-d": {"tiny": "~13 s", "cpu": "~2 min"},
     "gnc-d2-codes": {"tiny": "~4 s", "cpu": "~1 min"},
     "gnc-tau-maxcos": {"tiny": "~4 s", "cpu": "~35 s"},  # 2026-11-26, load 5-7: tiny 4.5 s, cpu 25-46 s
     # 2026-11-26 11:49, load average 9.5 on 2 cores, the CLI's wall time (imports included): upper bounds
-    "gnc-trained": {"tiny": "<= 20 s"},
+    # cpu: 2026-11-26 15:00, the Fashion-MNIST stand-ins (Fig. 2: 2 runs x 60 epochs, Fig. 4: 4 runs x 30 epochs):
+    # 131 s of CLI wall time at load 1.5-3 (195 s of CPU time); tiny 6 s
+    "gnc-trained": {"tiny": "<= 20 s", "cpu": "~2 min"},
     "mse-nc-benchmarks": {"tiny": "<= 25 s"},
     "pfc-table1": {"tiny": "<= 25 s"},
     "mse-decomposition-ufm": {"tiny": "<1 s", "cpu": "<= 1 min"},

@@ -10,7 +10,9 @@ papers' table (:mod:`nclab.experiments.paper_protocols`, written apart from this
 * ``pfc-table1`` -- [Wang et al. 2024] Table I rows and Figs. 2-3: the Table I network of each dataset, Sec. IV-A's
   recipe, every block of the last stage measured;
 * ``gnc-trained`` -- [Jiang et al. 2024] Fig. 2 (tau sweep, ResNet18 on CIFAR100 at d = 10), Fig. B.3 (three
-  networks on CIFAR100 and Tiny-ImageNet), Figs. 4 / B.6 (class assignment, d = 2) and Fig. 5 (CMF head);
+  networks on CIFAR100 and Tiny-ImageNet), Figs. 4 / B.6 (class assignment, d = 2) and Fig. 5 (CMF head); its
+  ``cpu`` scale is a stand-in for Fig. 2 on Fashion-MNIST (:func:`gnc_cpu_configs`) and its summary the GNC
+  metrics of the trained runs (:func:`gnc_of_runs`);
 
 the paper-scale configs of ``fashion-mnist-cnn`` (the Fashion-MNIST column of [Han et al. 2022]) and
 ``vci-transfer`` ([Xu & Liu 2023] Sec. 6.3; :mod:`nclab.experiments.scale_protocols` declares both), and the
@@ -31,13 +33,19 @@ from nclab.experiments.catalog import declare_protocols, register
 from nclab.experiments.protocols import Protocol, RunSelection
 
 __all__ = [
+    "GNC_CPU_D",
+    "GNC_CPU_TAUS",
+    "GNC_FIG4_CLASSES",
     "GNC_TAUS",
     "HAN2022_LR_GRID",
     "HAN2022_NETS",
     "VCI_LAMBDAS",
     "VCI_PROBE_SETS",
     "VCI_TAUS",
+    "assignment_of_runs",
     "gnc_configs",
+    "gnc_cpu_configs",
+    "gnc_of_runs",
     "han2022_configs",
     "pfc_configs",
     "protocols_of",
@@ -173,6 +181,138 @@ def gnc_configs() -> dict:
     return out
 
 
+#: The cpu stand-in of [Jiang et al. 2024] Fig. 2: its temperatures (the paper's "relatively small" tau, which Fig. 4
+#: uses at d = 2, and a large one for the contrast the figure shows), the bottleneck and the training set.
+GNC_CPU_TAUS: tuple[float, ...] = (0.05, 0.5)
+#: d = 3 < K = 10 (K > d + 1: no simplex ETF, the Softmax Code is the non-trivial one; rho* from the cached code
+#: search). d = 2 did not fit: 10.7 % training error after 60 epochs and two classes on one arc (gnc2_ratio 0.04).
+GNC_CPU_D = 3
+
+
+def gnc_cpu_configs() -> dict:
+    """The cpu stand-in of [Jiang et al. 2024] Fig. 2 ``{"fig2/fashion-mnist/cnn-d3/tau...": RunConfig}``.
+
+    A small CNN (:class:`~nclab.nets.SmallCNN`, channels 16-32, hidden 64, a linear ``d = 3`` bottleneck) with the
+    paper's cosine head and CE at temperature tau, on 100 Fashion-MNIST images per class (K = 10), 60 epochs,
+    no augmentation. AdamW (lr 1e-3, wd 5e-4, cosine schedule) instead of the paper's SGD 0.1: SGD at lr 0.1 /
+    0.05 / 0.01 stayed at 13-16 % training error after 30-60 epochs, AdamW reaches zero by epoch ~40
+    (measured 2026-11-26)."""
+    from nclab.train.config import resolve_config
+
+    out = {}
+    for tau in GNC_CPU_TAUS:
+        raw = {
+            "name": f"jiang-fig2-cpu-tau{tau:g}",
+            "preset": "jiang2023-gnc@cpu",
+            "data": {"name": "fashion-mnist", "per_class": 100, "test_per_class": 100},
+            "model": {
+                "name": "cnn",
+                "options": {"channels": [16, 32], "hidden": 64, "d": GNC_CPU_D},
+                "head": {"kind": "cosine", "tau": tau},
+            },
+            "optim": {"name": "adamw", "lr": 1e-3, "weight_decay": 5e-4},
+            "train": {"epochs": 60, "batch_size": 128},
+            "measure": {"epochs": [20, 40, 60], "splits": ["train", "test"], "layers": "penultimate"},
+        }
+        out[f"fig2/fashion-mnist/cnn-d{GNC_CPU_D}/tau{tau:g}"] = resolve_config(raw)
+    out.update(_fig4_cpu_configs())
+    return out
+
+
+#: The cpu stand-in of [Jiang et al. 2024] Fig. 4: four Fashion-MNIST classes in two similar pairs, as the paper's
+#: {Automobile, Truck} and {Cat, Dog}: T-shirt/top (0) with Shirt (6), Sneaker (7) with Ankle boot (9); relabelled
+#: 0..3 in this order, so the similar pairs are (0, 1) and (2, 3).
+GNC_FIG4_CLASSES: tuple[int, ...] = (0, 6, 7, 9)
+_SIMILAR_PAIRS = {(0, 1), (2, 3)}
+
+
+def _fig4_cpu_configs(*, tiny: bool = False) -> dict:
+    """Fig. 4 at d = 2: a learned cosine head and the square fixed in each of its 3 class assignments up to
+    symmetry (:func:`nclab.geometry.enumerate_assignments`), tau = 0.05 as the paper, 500 training and 1000 test
+    images per class, 30 epochs, the Fig. 2 stand-in's network and optimiser otherwise (``tiny``: the same runs
+    on the embedded digits for 2 epochs, the smoke test)."""
+    from nclab.geometry import regular_polygon
+    from nclab.geometry.assignment import enumerate_assignments
+    from nclab.train.config import deep_merge, resolve_config
+
+    heads: dict[str, dict[str, Any]] = {"learned": {"kind": "cosine", "tau": 0.05}}
+    for a in enumerate_assignments(regular_polygon(4)):
+        heads["fixed-" + "".join(map(str, a))] = {"kind": "fixed", "code": "polygon", "assignment": [int(c) for c in a],
+                                                  "tau": 0.05}  # fmt: skip
+    out = {}
+    for name, head in heads.items():
+        raw: dict[str, Any] = {
+            "name": f"jiang-fig4-cpu-{name}",
+            "preset": "jiang2023-gnc@cpu",
+            "data": {"name": "fashion-mnist", "per_class": 500, "test_per_class": 1000,
+                     "options": {"classes": list(GNC_FIG4_CLASSES)}},
+            "model": {"name": "cnn", "options": {"channels": [16, 32], "hidden": 64, "d": 2}, "head": head},
+            "optim": {"name": "adamw", "lr": 1e-3, "weight_decay": 5e-4},
+            "train": {"epochs": 30, "batch_size": 128},
+            "measure": {"epochs": [30], "splits": ["train", "test"], "layers": "penultimate"},
+        }  # fmt: skip
+        if tiny:
+            raw = deep_merge(raw, {
+                "data": {"name": "digits", "per_class": 20, "test_per_class": 10},
+                "model": {"options": {"channels": [4, 8], "hidden": 16}},
+                "train": {"epochs": 2, "batch_size": 32, "threads": 1},
+                "measure": {"epochs": [2]},
+                "report": False,
+            })  # fmt: skip
+        out[f"fig4/{raw['data']['name']}/cnn-d2/{name}"] = resolve_config(raw)
+    return out
+
+
+def assignment_of_runs(out: Path) -> dict[str, Any]:
+    """The [Jiang et al. 2024, Fig. 4] comparison of the ``fig4-*`` runs under ``out``: test accuracy of the learned
+    head and of each fixed assignment of the square (named by its antipodal class pairs), the fixed assignment
+    that puts the similar pairs antipodal (``fig4_similar_antipodal_acc``) against the lowest of the others, and
+    whether the learned code puts a similar pair antipodal (from its trained rows: the class opposite class 0).
+    Empty when no such run exists."""
+    from nclab.geometry import regular_polygon
+    from nclab.geometry.assignment import antipodal_pairs
+    from nclab.io.run_table import OUTPUT_LAYER
+    from nclab.io.rundir import read_run
+    from nclab.train.checkpoint import load_checkpoint
+
+    acc: dict[str, float] = {}
+    similar_antipodal: float | None = None
+    others: list[float] = []
+    learned_opposite: int | None = None
+    for folder in sorted(Path(out).glob("fig4-*/seed*")):
+        record = read_run(folder)
+        last = max((r.epoch for r in record.rows if r.metric == "error" and r.split == "test"), default=None)
+        if last is None:
+            continue
+        err = next(r.value for r in record.rows if (r.epoch, r.split, r.layer, r.metric) ==
+                   (last, "test", OUTPUT_LAYER, "error"))  # fmt: skip
+        head = record.config["model"]["head"]
+        if head["kind"] == "fixed":
+            pairs = {tuple(sorted(p)) for p in antipodal_pairs(regular_polygon(4), head["assignment"])}
+            name = "fixed antipodal " + " ".join(f"{p}-{q}" for p, q in sorted(pairs))
+            if pairs == _SIMILAR_PAIRS:
+                similar_antipodal = 1.0 - err
+            else:
+                others.append(1.0 - err)
+        else:
+            name = "learned"
+            W = load_checkpoint(folder / "checkpoints" / "last.pt")["model"]["head.weight"].double().numpy()
+            U = W / np.linalg.norm(W, axis=1, keepdims=True)
+            learned_opposite = int(np.argmin(U[1:] @ U[0])) + 1
+        acc[name] = 1.0 - err
+    if "learned" not in acc or similar_antipodal is None or not others:
+        return {}
+    return {
+        "fig4_test_accuracy": acc,
+        "fig4_learned_acc": acc["learned"],
+        "fig4_similar_antipodal_acc": similar_antipodal,
+        "fig4_other_fixed_min_acc": min(others),
+        "fig4_learned_gap_to_best_fixed": max(similar_antipodal, *others) - acc["learned"],
+        "fig4_learned_opposite_of_class0": learned_opposite,
+        "fig4_learned_similar_antipodal": learned_opposite == 1,
+    }
+
+
 def resnet_depth_configs() -> dict:
     """The [Tirer & Bruna 2022] Figs. 5 / 10 runs: ResNet18 on MNIST (MSE without the classifier's bias, CE with
     it) and CIFAR10 (MSE without bias), lr 0.05 / 10 every 40 epochs, every residual stage measured."""
@@ -268,10 +408,12 @@ def _tiny_configs(kind: str) -> dict:
     model: dict[str, Any] = {"name": "mlp", "options": {"widths": [32, 32]}}
     if kind == "pfc":
         model = {"name": "fc_resnet", "options": {"width": 32, "num_blocks": 3}}
-    if kind == "gnc":
-        model["head"] = {"kind": "cosine", "tau": 0.1}
+    if kind == "gnc":  # a d = 3 < K bottleneck, so that the smoke test reaches GNC2 as the cpu scale does
+        model = {"name": "cnn", "options": {"channels": [4, 8], "hidden": 16, "d": GNC_CPU_D}}
     out = {}
     for i, loss in enumerate(("mse", "ce") if kind == "han2022" else ("ce", "ce")):
+        if kind == "gnc":  # the cpu scale's two temperatures
+            model = {**model, "head": {"kind": "cosine", "tau": GNC_CPU_TAUS[i]}}
         raw = {
             "name": f"{kind}-tiny-{i}",
             "seed": i,
@@ -284,7 +426,7 @@ def _tiny_configs(kind: str) -> dict:
             "report": False,
         }
         out[f"digits/{model['name']}/{loss}-{i}"] = resolve_config(raw)
-    return out
+    return {**out, **_fig4_cpu_configs(tiny=True)} if kind == "gnc" else out
 
 
 _BUILDERS = {
@@ -296,12 +438,17 @@ _BUILDERS = {
 
 def _configs(name: str, scale: str) -> dict:
     kind, build = _BUILDERS[name]
+    if scale == "cpu" and name == "gnc-trained":
+        return gnc_cpu_configs()
     return _tiny_configs(kind) if scale == "tiny" else build()
 
 
-def _seeds(name: str, configs: dict) -> dict:
-    # [Jiang et al. 2024, Sec. 4 / App. B.5]: 5 trials of each class-assignment run
-    return {k: (0, 1, 2, 3, 4) for k in configs if k.startswith(("fig4", "figB6"))} if name == "gnc-trained" else {}
+def _seeds(name: str, configs: dict, scale: str) -> dict:
+    # [Jiang et al. 2024, Sec. 4 / App. B.5]: 5 trials of each class-assignment run (the paper scale; the cpu and
+    # tiny stand-ins train one seed each)
+    if name != "gnc-trained" or scale != "paper":
+        return {}
+    return {k: (0, 1, 2, 3, 4) for k in configs if k.startswith(("fig4", "figB6"))}
 
 
 @declare_protocols("mse-nc-benchmarks")
@@ -318,7 +465,7 @@ def _pfc_protocols(scale: str) -> list[Protocol]:
 @declare_protocols("gnc-trained")
 def _gnc_protocols(scale: str) -> list[Protocol]:
     configs = _configs("gnc-trained", scale)
-    return protocols_of(configs, seeds=_seeds("gnc-trained", configs))
+    return protocols_of(configs, seeds=_seeds("gnc-trained", configs, scale))
 
 
 @declare_protocols("resnet-depth", scales=("paper",))
@@ -364,7 +511,7 @@ def train_runs(out: Path, configs: dict, *, seed: int = 0, seeds: dict | None = 
 
 def _run(name: str, out: Path, scale: str, seed: int, selection: RunSelection | None) -> dict[str, Any]:
     configs = _configs(name, scale)
-    seeds = _seeds(name, configs)
+    seeds = _seeds(name, configs, scale)
     if selection is not None:
         configs = selection.apply(configs)
     return train_runs(out, configs, seed=seed, seeds=seeds, progress=scale != "tiny")
@@ -417,13 +564,53 @@ def pfc_depth_of_runs(out: Path) -> dict[str, Any]:
     return {**totals, "pfc_by_run": per_run} if per_run else {}
 
 
+#: The GNC metrics of [Jiang et al. 2024, Sec. 2] that :func:`gnc_of_runs` reads (``nclab.metrics``).
+_GNC_KEYS = ("gnc1", "gnc2", "gnc2_ratio", "gnc3")
+
+
+def gnc_of_runs(out: Path) -> dict[str, Any]:
+    """The [Jiang et al. 2024, Fig. 2] quantities of every trained run under ``out`` at its last measured epoch:
+    per run (``gnc_by_run``) GNC1, GNC2 (``gnc2``: rho_one-vs-rest of the unit classifier rows), ``gnc2_ratio``
+    (over the best known Softmax Code's margin for (K, d); absent when none is known cheaply) and GNC3 of the
+    penultimate layer on the training split, the final train / test error and the zero-error epoch; and, at top
+    level (the keys the claim reads), those of the run with the smallest tau (the paper's GNC regime), with its
+    ``tau``, and under ``largest_tau`` those of the run with the largest (when the taus differ). Runs without GNC2
+    (``K <= d``) are left out."""
+    from nclab.io.run_table import OUTPUT_LAYER
+    from nclab.io.rundir import read_run
+
+    per_run: dict[str, Any] = {}
+    for table in sorted(Path(out).glob("*/seed*/metrics.csv")):
+        if table.parent.parent.name.startswith("fig4-"):  # the assignment runs: assignment_of_runs
+            continue
+        record = read_run(table.parent)
+        last = max((r.epoch for r in record.rows if r.metric == "gnc2"), default=None)
+        if last is None:
+            continue
+        at = {(r.split, r.layer, r.metric): r.value for r in record.rows if r.epoch == last}
+        layer = next(r.layer for r in record.rows if r.metric == "gnc2")  # the measured (penultimate) layer
+        entry: dict[str, Any] = {"epoch": last, "tau": record.config["model"]["head"]["tau"]}
+        entry.update({k: at[("train", layer, k)] for k in _GNC_KEYS if ("train", layer, k) in at})
+        for split in ("train", "test"):
+            if (split, OUTPUT_LAYER, "error") in at:
+                entry[f"{split}_error"] = at[(split, OUTPUT_LAYER, "error")]
+        entry["zero_error_epoch"] = record.zero_error_epoch
+        per_run[f"{table.parent.parent.name} {table.parent.name}"] = entry
+    if not per_run:
+        return {}
+    first = min(per_run.values(), key=lambda e: e["tau"])
+    last = max(per_run.values(), key=lambda e: e["tau"])
+    # the run at the largest tau, for Fig. 2's contrast (small tau nearer the Softmax Code): only when it differs
+    return {**first, **({"largest_tau": last} if last["tau"] > first["tau"] else {}), "gnc_by_run": per_run}
+
+
 @register(
     "gnc-trained",
     summary="cosine-head networks with K > d: tau sweep (Fig. 2), GNC prevalence (Fig. B.3), assignment (Figs. 4, "
-    "B.6), CMF head (Fig. 5)",
+    "B.6), CMF head (Fig. 5); cpu: Fig. 2 on Fashion-MNIST at d = 3",
     paper="[Jiang et al. 2024]",
-    scales=("tiny", "paper"),
     selectable=True,
 )
 def gnc_trained(out: Path, scale: str, seed: int, selection: RunSelection | None = None) -> dict[str, Any]:
-    return _run("gnc-trained", out, scale, seed, selection)
+    summary = _run("gnc-trained", out, scale, seed, selection)
+    return {**summary, **gnc_of_runs(out), **assignment_of_runs(out)}

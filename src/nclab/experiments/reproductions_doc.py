@@ -65,6 +65,8 @@ CODE_DEPENDENCIES: dict[str, tuple[str, ...]] = {
     "digits-mlp-demo": (_EXP + "training.py", *_TRAIN, *_MEASURE),
     "mse-nc-benchmarks": (_EXP + "reproductions.py", *_TRAIN, *_MEASURE),
     "pfc-table1": (_EXP + "reproductions.py", _EXP + "theory_engines.py", *_TRAIN, *_MEASURE),
+    # gnc2_ratio's reference margin comes from the Softmax Code search (nclab.geometry.best_known)
+    "gnc-trained": (_EXP + "reproductions.py", *_TRAIN, *_MEASURE, "src/nclab/geometry/"),
     "central-path-flow": (_EXP + "theory_engines.py", "src/nclab/theory/central_path.py", *_MEASURE),
     "mse-decomposition-ufm": (_EXP + "theory_engines.py", "src/nclab/theory/joint_gd.py", "src/nclab/theory/mse.py"),
     "geodesic-digits": (
@@ -284,8 +286,8 @@ NOT_YET = "not yet computed at cpu scale"
 #: machine, 2026-11-26), so that a cut-short run leaves the most rows done.
 RUN_ORDER: tuple[str, ...] = (
     "ufm-thm51", "gnc-assignment", "mse-decomposition-ufm", "central-path-flow", "ufm-threshold-sweep",
-    "gnc-tau-maxcos", "ufm-init-scale", "gnc-d2-codes", "geodesic-digits", "mufm-tradeoff", "ufm-figures",
-    "fashion-mnist-cnn", "resnet-depth", "vci-transfer", "gnc-bounds-vs-d",
+    "gnc-tau-maxcos", "ufm-init-scale", "gnc-d2-codes", "gnc-trained", "geodesic-digits", "gnc-bounds-vs-d",
+    "mufm-tradeoff", "ufm-figures", "fashion-mnist-cnn", "resnet-depth", "vci-transfer",
 )  # fmt: skip
 
 

@@ -148,6 +148,30 @@ class _Pieces:
         return np.kron(Hs, np.eye(d))
 
 
+@dataclass(frozen=True)
+class _SoftmaxPieces(_Pieces):
+    """The Softmax Code pieces with dense ``(K, K)`` values and gradient: ``f_kj = <w_k, h_k> - <w_j, h_k>`` for
+    ``X = [W; H]``. Same numbers as :class:`_Pieces` (to rounding), without the ``K^2``-long gathers and bincounts
+    (14x faster at ``K = 1000``, ``d = 8``, where the generic path dominated ``gnc-bounds-vs-d``)."""
+
+    def values(self, X: np.ndarray) -> np.ndarray:
+        K = self.M // 2
+        W, H = X[..., :K, :], X[..., K:, :]
+        V = np.sum(W * H, axis=-1)[..., None] - H @ np.swapaxes(W, -1, -2)
+        out: np.ndarray = V[..., ~np.eye(K, dtype=bool)]  # row-major (k, j), j != k: the order of ``pairs``
+        return out
+
+    def grad(self, X: np.ndarray, P: np.ndarray) -> np.ndarray:
+        """``d/dw_m = (sum_j P_mj) h_m - sum_k P_km h_k``, ``d/dh_k = (sum_j P_kj) w_k - sum_j P_kj w_j``."""
+        K = self.M // 2
+        W, H = X[..., :K, :], X[..., K:, :]
+        Pm = np.zeros((*P.shape[:-1], K, K))
+        Pm[..., ~np.eye(K, dtype=bool)] = P
+        rows = Pm.sum(axis=-1)[..., None]
+        grad: np.ndarray = np.concatenate([rows * H - np.swapaxes(Pm, -1, -2) @ H, rows * W - Pm @ W], axis=-2)
+        return grad
+
+
 def _tammes_pieces(K: int) -> _Pieces:
     i, j = np.triu_indices(K, k=1)
     return _Pieces(i[:, None], j[:, None], -np.ones((i.size, 1)), K, np.stack([i, j], axis=1))
@@ -158,7 +182,7 @@ def _softmax_pieces(K: int) -> _Pieces:
     a = np.stack([k, j], axis=1)  # w_k and w_j against h_k = X[K + k]
     b = np.stack([K + k, K + k], axis=1)
     s = np.tile([1.0, -1.0], (k.size, 1))
-    return _Pieces(a, b, s, 2 * K, np.stack([k, j], axis=1))
+    return _SoftmaxPieces(a, b, s, 2 * K, np.stack([k, j], axis=1))
 
 
 # ----------------------------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ import torch
 from torch import nn
 
 from nclab.nets.base import CollapseNet
+from nclab.validation import check_int
 
 __all__ = ["GlobalPool", "SmallCNN"]
 
@@ -34,12 +35,11 @@ class GlobalPool(nn.Sequential):
 
 
 class SmallCNN(CollapseNet):
-    """``[conv3x3 -> BN -> ReLU -> maxpool2] x len(channels) -> flatten -> Linear(hidden) -> BN -> ReLU -> head``.
-    Measured: ``block1..blockS`` (feature maps) and ``fc`` (penultimate, ``d = hidden``). ``batchnorm=False``
-    drops every BN. The BN of the hidden layer keeps its ReLU units alive under the large effective learning rate of
-    the [Han et al. 2022] summed MSE: without it, 56-95 of 128 units died in the Fashion-MNIST CPU-scale runs and MSE
-    stalled
-    at 0.1-0.4% training error (docs/training.md).
+    """``[conv3x3 -> BN -> ReLU -> maxpool2] x len(channels) -> flatten -> Linear(hidden) -> BN -> ReLU
+    [-> Linear(d)] -> head``. Measured: ``block1..blockS`` (feature maps) and ``fc`` (penultimate, ``d = hidden``,
+    or the bottleneck's ``d``). ``batchnorm=False`` drops every BN. The BN of the hidden layer keeps its ReLU units
+    alive under the large effective learning rate of the [Han et al. 2022] summed MSE: without it, 56-95 of 128
+    units died in the Fashion-MNIST CPU-scale runs and MSE stalled at 0.1-0.4% training error (docs/training.md).
 
     Parameters
     ----------
@@ -51,6 +51,11 @@ class SmallCNN(CollapseNet):
         Output channels of each convolutional block.
     hidden : int, default=128
         Width ``d`` of the hidden linear layer, the penultimate layer.
+    d : int, optional
+        A linear bottleneck ``hidden -> d`` (with bias, no activation) after the hidden layer's ReLU, the features
+        then: e.g. ``d < K`` for generalized collapse [Jiang et al. 2024], whose ResNet18 ends in a ``d = 10``
+        layer. Without an activation the features span all directions of ``R^d`` (a ReLU would confine them to
+        the positive orthant). Default: no bottleneck, ``d = hidden``.
     batchnorm : bool, default=True
         The batch norms.
     head : nn.Module, optional
@@ -63,6 +68,8 @@ class SmallCNN(CollapseNet):
     >>> net = SmallCNN((1, 8, 8), 3, channels=(4, 8), hidden=16)
     >>> list(net.measured_layers()), tuple(net.features(torch.zeros(2, 1, 8, 8)).shape)
     (['block1', 'block2', 'fc'], (2, 16))
+    >>> SmallCNN((1, 8, 8), 10, channels=(4, 8), hidden=16, d=2).d
+    2
     """
 
     def __init__(
@@ -72,10 +79,13 @@ class SmallCNN(CollapseNet):
         channels: Sequence[int] = (32, 64),
         hidden: int = 128,
         *,
+        d: int | None = None,
         batchnorm: bool = True,
         head: nn.Module | None = None,
     ) -> None:
         super().__init__()
+        if d is not None:
+            check_int(d, name="d", low=1)
         c, h, w = (int(s) for s in input_shape)
         blocks = []
         for ch in channels:
@@ -84,9 +94,10 @@ class SmallCNN(CollapseNet):
             c, h, w = ch, (h // 2 if pool else h), (w // 2 if pool else w)
         self.blocks = nn.ModuleList(blocks)
         fc: list[nn.Module] = [nn.Flatten(1), nn.Linear(c * h * w, hidden, bias=not batchnorm)]
-        self.fc = nn.Sequential(*fc, *([nn.BatchNorm1d(hidden)] if batchnorm else []), nn.ReLU(inplace=True))
-        self.K, self.d = int(K), int(hidden)
-        self.head = head if head is not None else nn.Linear(hidden, K)
+        fc += [*([nn.BatchNorm1d(hidden)] if batchnorm else []), nn.ReLU(inplace=True)]
+        self.fc = nn.Sequential(*fc, *([nn.Linear(hidden, int(d))] if d is not None else []))
+        self.K, self.d = int(K), int(hidden if d is None else d)
+        self.head = head if head is not None else nn.Linear(self.d, K)
 
     def features(self, x: torch.Tensor) -> torch.Tensor:
         for b in self.blocks:

@@ -267,7 +267,9 @@ def make_head(
     cosine: bool = True,
 ) -> nn.Module:
     """Build a head by kind: ``linear`` | ``cosine`` | ``fixed`` | ``cmf``. ``code`` for ``fixed``: a ``(K, d)``
-    array, or ``"etf"`` / ``"orthogonal"`` for :func:`nclab.geometry.simplex_etf` / ``orthogonal_frame``.
+    array, or ``"etf"`` / ``"orthogonal"`` / ``"polygon"`` for :func:`nclab.geometry.simplex_etf` /
+    ``orthogonal_frame`` / ``regular_polygon`` (``d = 2`` only: the Softmax Code of [Jiang et al. 2024, Thm 3.3]
+    there, e.g. the square of its Fig. 4).
 
     Parameters
     ----------
@@ -283,7 +285,7 @@ def make_head(
         Temperature or its inverse (:func:`resolve_tau`); default 0.1 for cosine logits, 1 for a linear fixed head.
     beta, renormalize
         Of :class:`CMFHead`.
-    code : array-like of shape (K, d) or {"etf", "orthogonal"}, optional
+    code : array-like of shape (K, d) or {"etf", "orthogonal", "polygon"}, optional
         The code of a fixed head (required for ``"fixed"``).
     assignment : sequence of int, optional
         Of :class:`FixedHead`.
@@ -319,16 +321,22 @@ def make_head(
         return CMFHead(d, K, tau=resolve_tau(tau, logit_scale, 0.1), beta=beta, renormalize=renormalize)
     if kind == "fixed":
         if isinstance(code, str):
-            from nclab.geometry import orthogonal_frame, simplex_etf
+            from nclab.geometry import orthogonal_frame, regular_polygon, simplex_etf
 
             if code == "etf":
                 code = simplex_etf(K, d, seed=0)
             elif code == "orthogonal":
                 code = orthogonal_frame(K, d, seed=0)
+            elif code == "polygon":
+                if d != 2:
+                    raise ValueError(f"fixed head code 'polygon' needs d = 2 features, got d = {d}")
+                code = regular_polygon(K)
             else:
-                raise ValueError(f"fixed head code must be 'etf', 'orthogonal' or a (K, d) array, got {code!r}")
+                raise ValueError(
+                    f"fixed head code must be 'etf', 'orthogonal', 'polygon' or a (K, d) array, got {code!r}"
+                )
         if code is None:
-            raise ValueError("a fixed head needs code=(K, d) array, 'etf' or 'orthogonal'")
+            raise ValueError("a fixed head needs code=(K, d) array, 'etf', 'orthogonal' or 'polygon'")
         head = FixedHead(code, assignment, cosine=cosine, tau=resolve_tau(tau, logit_scale, 0.1 if cosine else 1.0))
         if tuple(head.weight.shape) != (K, d):
             raise ValueError(f"fixed code has shape {tuple(head.weight.shape)}, expected (K, d) = ({K}, {d})")

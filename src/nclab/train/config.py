@@ -185,7 +185,7 @@ class HeadConfig(_Strict):
     logit_scale: PosFloat | None = None  # = 1 / tau (give one of the two)
     beta: Annotated[float, Field(ge=0, lt=1)] = 0.9  # cmf EMA factor
     renormalize: StrictBool = True  # cmf: rows back on the sphere after each update
-    code: Literal["etf", "orthogonal"] = "etf"  # fixed head
+    code: Literal["etf", "orthogonal", "polygon"] = "etf"  # fixed head ("polygon": d = 2 only)
     assignment: list[int] | None = None  # fixed head: class k gets code row assignment[k]
     cosine: StrictBool = True  # fixed head: cosine logits (else W h)
 
