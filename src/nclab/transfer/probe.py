@@ -55,6 +55,20 @@ def probe_options(probe: Mapping[str, Any]) -> dict[str, Any]:
     """A study's ``probe`` mapping as keyword arguments of :func:`linear_probe`: ``lams`` may be a list, or
     ``{start, stop, num}`` (log-spaced, ``np.logspace``), or absent (:data:`DEFAULT_L2_GRID`).
 
+    Parameters
+    ----------
+    probe : mapping
+        A study's ``probe`` section: ``lams`` and any other keyword of :func:`linear_probe` (``max_iter``, ...).
+
+    Returns
+    -------
+    dict
+        The keywords, ``lams`` as a float64 array of L2 strengths.
+
+    See Also
+    --------
+    linear_probe : takes them.
+
     Examples
     --------
     >>> kw = probe_options({"lams": {"start": 1e-2, "stop": 1e2, "num": 5}, "max_iter": 50})
