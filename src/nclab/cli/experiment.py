@@ -57,7 +57,10 @@ def _cost_line(exp: Any, scale: str, info: dict[str, Any]) -> str:
     """The cost of ``scale`` in short lines (the list's cost column does not wrap)."""
     est = info["estimate"]
     if "gpu_hours" in est:
-        lines = [f"{_scale(scale)}: {info['runs']} runs", f"  ~{est['gpu_hours']:.1f} H200 GPU-h"]
+        lines = [
+            f"{_scale(scale)}: {info['runs']} run{'s' * (info['runs'] != 1)}",
+            f"  ~{est['gpu_hours']:.1f} H200 GPU-h",
+        ]
         if est["sweep_gpu_hours"] > est["gpu_hours"]:
             lines.append(f"  ({est['sweep_gpu_hours']:.0f} with lr sweep)")
         return "\n".join([*lines, f"  {est['memory_gib']:.2g} GiB peak"])
