@@ -401,7 +401,7 @@ def estimate(protocols: Sequence[Protocol]) -> Estimate | None:
     return Estimate(hours, sweep, mem, basis)
 
 
-# ---------------------------------------------------------------------------------------------------- data
+# ---------------------------------------------------------------------------------------------------- selection
 @dataclass(frozen=True)
 class RunSelection:
     """Part of a paper-scale experiment: some of its runs, or all of them for fewer epochs, stated as such.
@@ -491,6 +491,7 @@ class RunSelection:
         return "; ".join(parts)
 
 
+# ---------------------------------------------------------------------------------------------------- data
 def data_needs(protocols: Sequence[Protocol]) -> list[dict[str, Any]]:
     """The datasets the protocols train on, each with where nclab looks for it and the layout it expects
     (:func:`nclab.data.describe_dataset`), in first-use order."""
