@@ -43,8 +43,12 @@ def test_selection_keeps_the_matching_runs_and_cuts_their_epochs():
 def test_selection_refuses_what_it_cannot_mean():
     with pytest.raises(ValueError, match="matches no run; the runs are: a, b"):
         RunSelection(runs=("c*",)).select({"a": 1, "b": 2})
-    with pytest.raises(ValueError, match="epochs must be an integer >= 1, got 0"):
+    with pytest.raises(ValueError, match="epochs must be an int >= 1, got 0"):
         RunSelection(epochs=0)
+    with pytest.raises(TypeError, match=r"epochs must be an int, got 2\.5"):
+        RunSelection(epochs=2.5)
+    with pytest.raises(TypeError, match=r"runs must be a tuple of non-empty pattern strings, got 'mnist/\*'"):
+        RunSelection(runs="mnist/*")  # type: ignore[arg-type]
     assert RunSelection().is_all and RunSelection().describe() == ""
     with pytest.raises(ValueError, match="not 'ufm-thm51' at scale cpu"):
         run("ufm-thm51", "unused", scale="cpu", selection=RunSelection(epochs=2))
@@ -63,7 +67,8 @@ def test_a_cut_trains_only_its_runs_for_its_epochs(tmp_path: Path):
             "measure": {"epochs": [2], "splits": ["train"]}, "report": False,
         })  # fmt: skip
 
-    configs = RunSelection(runs=("*-1",), epochs=1).apply({f"digits/fc_resnet/ce-{s}": config(s) for s in (0, 1)})
+    full = {f"digits/fc_resnet/ce-{s}": config(s) for s in (0, 1)}
+    configs = RunSelection(runs=("*-1",), epochs=1).apply(full)
     assert list(configs) == ["digits/fc_resnet/ce-1"]
     train_runs(tmp_path, configs, progress=False)
     trained = sorted(p.parent.relative_to(tmp_path).as_posix() for p in tmp_path.glob("*/*/metrics.csv"))
@@ -71,6 +76,15 @@ def test_a_cut_trains_only_its_runs_for_its_epochs(tmp_path: Path):
     rows = read_run(tmp_path / trained[0]).rows
     assert max(r.epoch for r in rows) == 1  # measured at the cut's last epoch (the config said epoch 2)
     assert {r.epoch for r in rows if r.metric == "nc1"} == {1}
+    # the full protocol into the same folder is refused before anything trains: it would extend the cut run
+    before = (tmp_path / trained[0] / "metrics.csv").read_bytes()
+    with pytest.raises(
+        ValueError,
+        match=r"ce-1/seed0 holds a run of another protocol .*at measure\.epochs, .*train\.epochs\); .*nothing was",
+    ):
+        train_runs(tmp_path, {"digits/fc_resnet/ce-0": full["digits/fc_resnet/ce-0"], **full}, progress=False)
+    assert (tmp_path / trained[0] / "metrics.csv").read_bytes() == before
+    assert not (tmp_path / "digits-fc_resnet-ce-0").exists()  # not even the run listed before the refused one
 
 
 def test_paper_scale_checks_only_the_selected_data(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
@@ -90,3 +104,19 @@ def test_dry_run_of_a_cut_lists_the_selected_runs_and_says_so():
     assert [p["label"] for p in data["protocol"]] == ["cifar10/pfc_resnet", "cifar100/pfc_resnet"]
     assert [d["name"] for d in data["data"]] == ["cifar10", "cifar100"] and data["runs"] == 2
     assert "cut: runs c* only; 9 epochs per run" in res.stderr
+
+
+def test_a_cut_writes_to_its_own_default_folder(monkeypatch: pytest.MonkeyPatch):
+    import nclab.experiments
+
+    seen = []
+    monkeypatch.setattr(nclab.experiments, "run", lambda name, out, **kw: seen.append((out, kw)) or {})
+    for cut in ([], ["--epochs", "3"]):
+        assert runner.invoke(app, ["experiment", "run", "pfc-table1", "--scale", "paper", *cut]).exit_code == 0
+    assert [str(out) for out, _ in seen] == [
+        "runs/experiments/pfc-table1-paper",
+        "runs/experiments/pfc-table1-paper-cut",
+    ]
+    assert seen[1][1]["selection"] == RunSelection(epochs=3)
+    res = runner.invoke(app, ["experiment", "run", "pfc-table1", "--scale", "paper", "--epochs", "0"])
+    assert res.exit_code == 2 and "epochs must be an int >= 1, got 0" in res.output

@@ -53,6 +53,11 @@ def _scale_info(exp: Any, scale: str, protocols: list[Any] | None = None) -> dic
     }
 
 
+def _gib(x: float) -> str:
+    """Two significant figures below 10 GiB (0.08, 3.8), whole GiB above (11, 145)."""
+    return f"{x:.2g}" if x < 10 else f"{x:.0f}"
+
+
 def _cost_line(exp: Any, scale: str, info: dict[str, Any]) -> str:
     """The cost of ``scale`` in short lines (the list's cost column does not wrap)."""
     est = info["estimate"]
@@ -63,7 +68,7 @@ def _cost_line(exp: Any, scale: str, info: dict[str, Any]) -> str:
         ]
         if est["sweep_gpu_hours"] > est["gpu_hours"]:
             lines.append(f"  ({est['sweep_gpu_hours']:.0f} with lr sweep)")
-        return "\n".join([*lines, f"  {est['memory_gib']:.2g} GiB peak"])
+        return "\n".join([*lines, f"  {_gib(est['memory_gib'])} GiB peak"])
     return f"{_scale(scale)}: {est['time_2_cores']}"
 
 
@@ -188,7 +193,8 @@ def experiment_run(
     if dry_run:
         _dry_run(name, scale, fmt, selection)
         return
-    out = out or Path("runs/experiments") / f"{name}-{scale}"
+    # a cut trains configs of its own: apart from the full protocol's runs (which would refuse them)
+    out = out or Path("runs/experiments") / f"{name}-{scale}{'' if selection.is_all else '-cut'}"
     with user_errors():
         summary = run(name, out, scale=scale, seed=seed, selection=selection)
     if scale == "tiny":
@@ -208,17 +214,11 @@ def experiment_run(
 def _dry_run(name: str, scale: str, fmt: OutputFormat, selection: Any) -> None:
     """Print the protocols ``name`` runs at ``scale`` (one table row per run; JSON: the list-entry of the scale);
     a cut (``selection``) keeps the selected runs and says how their epochs are cut."""
-    from nclab.experiments import get
+    from nclab.experiments import dry_run, get
 
     with user_errors(KeyError):
         exp = get(name)
-        if scale not in exp.scales:
-            raise ValueError(f"experiment {name!r} has scales {', '.join(exp.scales)}, not {scale!r}")
-        if not selection.is_all and not (exp.selectable and scale == "paper"):
-            raise ValueError(f"--runs / --epochs cut a selectable experiment's paper scale, not {name!r} at {scale}")
-        protocols = exp.protocols(scale)
-        if selection.runs:
-            protocols = list(selection.select({p.label: p for p in protocols}).values())
+        protocols = dry_run(name, scale, selection)
         info = _scale_info(exp, scale, protocols)
     if not selection.is_all:
         note(f"cut: {selection.describe()}; the protocols and cost below are the paper's epochs and schedule")

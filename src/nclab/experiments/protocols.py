@@ -409,8 +409,9 @@ class RunSelection:
     A paper protocol can take GPU-days; this is how a user with an hour (or with one of the five datasets) still
     runs the registered experiment end to end, with its summary, report and verdicts
     (``nclab experiment run NAME --scale paper --runs 'fashion-mnist/*' --epochs 30``). Everything else stays the
-    paper's: a cut run keeps its schedule's shape (milestones and warmup at the same fractions of the shorter run,
-    :func:`nclab.train.rescale_schedule`), and the summary and report say what was cut (:meth:`describe`).
+    paper's: a cut run keeps its milestones and warmup at the same fractions of the shorter run
+    (:func:`nclab.train.rescale_schedule`; a cosine schedule's horizon is the run's length; an exponential one keeps
+    its per-epoch rate, so it ends higher), and the summary and report say what was cut (:meth:`describe`).
 
     Parameters
     ----------
@@ -442,8 +443,13 @@ class RunSelection:
     epochs: int | None = None
 
     def __post_init__(self) -> None:
-        if self.epochs is not None and (isinstance(self.epochs, bool) or self.epochs < 1):
-            raise ValueError(f"epochs must be an integer >= 1, got {self.epochs!r}")
+        from nclab.validation import check_int
+
+        # a bare string would be read as its characters, one pattern each
+        if not isinstance(self.runs, tuple) or not all(isinstance(p, str) and p for p in self.runs):
+            raise TypeError(f"runs must be a tuple of non-empty pattern strings, got {self.runs!r}")
+        if self.epochs is not None:
+            check_int(self.epochs, name="epochs", low=1)
 
     @property
     def is_all(self) -> bool:

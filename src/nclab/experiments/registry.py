@@ -156,16 +156,10 @@ def run(
         raise ValueError(f"experiment {name!r} has scales {exp.scales}, not {scale!r}")
     check_int(seed, name="seed", low=0)
     sel = None if selection is None or selection.is_all else selection
-    if sel is not None and not (exp.selectable and scale == "paper"):
-        takers = ", ".join(sorted(n for n, e in EXPERIMENTS.items() if e.selectable))
-        raise ValueError(f"--runs / --epochs cut a paper-scale experiment of separate runs ({takers}), not {name!r} "
-                         f"at scale {scale}")  # fmt: skip
+    protocols = dry_run(name, scale, sel)  # a selection the experiment does not take fails here
     if scale == "paper":  # every dataset checked before the first run: a missing one fails now, not hours in
         from nclab.experiments.protocols import check_data
 
-        protocols = exp.protocols(scale)
-        if sel is not None:
-            protocols = list(sel.select({p.label: p for p in protocols}).values())
         check_data(protocols, f"experiment {name!r} at scale paper")
     out = check_output_dir(out, name="output folder", create=True)
     from nclab.report.html import page_banner
@@ -183,7 +177,7 @@ def _cut_note(selection: RunSelection) -> str:
             "speaks for this cut, not for the paper's full protocol.")  # fmt: skip
 
 
-def dry_run(name: str, scale: str = "paper") -> list[Any]:
+def dry_run(name: str, scale: str = "paper", selection: RunSelection | None = None) -> list[Any]:
     """The :class:`~nclab.experiments.protocols.Protocol` list experiment ``name`` would run at ``scale``, resolved
     without running anything or reading any data (``nclab experiment run NAME --dry-run``).
 
@@ -193,6 +187,9 @@ def dry_run(name: str, scale: str = "paper") -> list[Any]:
         A registered experiment.
     scale : str, default="paper"
         One of the experiment's scales (else ``ValueError`` naming them).
+    selection : RunSelection or None, default=None
+        Keep the runs it selects (their protocols as the paper's: the epoch cut is applied to the configs when they
+        train). ``ValueError`` when it cuts anything but the paper scale of a ``selectable`` experiment.
 
     Returns
     -------
@@ -208,4 +205,10 @@ def dry_run(name: str, scale: str = "paper") -> list[Any]:
     exp = get(name)
     if scale not in exp.scales:
         raise ValueError(f"experiment {name!r} has scales {exp.scales}, not {scale!r}")
-    return exp.protocols(scale)
+    if selection is None or selection.is_all:
+        return exp.protocols(scale)
+    if not (exp.selectable and scale == "paper"):
+        takers = ", ".join(sorted(n for n, e in EXPERIMENTS.items() if e.selectable))
+        raise ValueError(f"--runs / --epochs cut a paper-scale experiment of separate runs ({takers}), not {name!r} "
+                         f"at scale {scale}")  # fmt: skip
+    return list(selection.select({p.label: p for p in exp.protocols(scale)}).values())

@@ -477,22 +477,25 @@ def _resnet_depth_protocols(scale: str) -> list[Protocol]:
 def train_runs(out: Path, configs: dict, *, seed: int = 0, seeds: dict | None = None, progress: bool = True) -> dict:
     """Train every run of ``configs`` (``{label: RunConfig}``) into ``out/<label, / as ->/seed<s>``, once per seed of
     ``seeds[label]`` (default ``(0,)``) shifted by ``seed``; a run whose folder already holds its config is resumed
-    (an interrupted experiment continues where it stopped). Returns the summary (per run: its zero-error epoch, NC1
+    (an interrupted experiment continues where it stopped), a folder holding another config refused before any run
+    trains. Returns the summary (per run: its zero-error epoch, NC1
     and errors, as ``fashion-mnist-cnn``'s) and writes ``out/report.html``."""
     from nclab.io.rundir import RunDir
     from nclab.report.html import metrics_table_html, write_report
     from nclab.report.run_report import collapse_summary
     from nclab.train.trainer import train
 
-    runs = {}
+    plan = {}
     for label, cfg in configs.items():
         for s in (seeds or {}).get(label, (0,)):
-            run_cfg = cfg.model_copy(update={"seed": cfg.seed + seed + s})
             folder = Path(out) / label.replace("/", "-") / f"seed{seed + s}"
-            resume = RunDir(folder).config.is_file()
-            runs[f"{label} seed{seed + s}"] = train(
-                run_cfg, folder, resume=resume, overwrite=not resume, progress=progress
-            )
+            plan[f"{label} seed{seed + s}"] = (cfg.model_copy(update={"seed": cfg.seed + seed + s}), folder)
+    for run_cfg, folder in plan.values():  # every refusal before the first epoch
+        _check_own_run(folder, run_cfg)
+    runs = {}
+    for key, (run_cfg, folder) in plan.items():
+        resume = RunDir(folder).config.is_file()
+        runs[key] = train(run_cfg, folder, resume=resume, overwrite=not resume, progress=progress)
     summary: dict[str, Any] = {}
     for key, r in runs.items():
         summary[f"{key}: zero-error epoch"] = "not reached" if r.zero_error_epoch is None else r.zero_error_epoch
@@ -507,6 +510,25 @@ def train_runs(out: Path, configs: dict, *, seed: int = 0, seeds: dict | None = 
         [],
     )
     return summary
+
+
+def _check_own_run(folder: Path, cfg: Any) -> None:
+    """Refuse (``ValueError``) a run folder that holds a run of another config: an experiment resumes only its own
+    runs (the trainer would extend a run cut with ``--epochs`` into the full protocol's, its schedule already
+    spent on the shorter budget)."""
+    from nclab.io.rundir import RunDir, config_differences
+    from nclab.io.yaml_io import load_yaml_file
+
+    saved = RunDir(folder).config
+    if not saved.is_file():
+        return
+    diff = config_differences(load_yaml_file(saved), cfg.to_dict())
+    if diff:
+        raise ValueError(
+            f"{folder} holds a run of another protocol (its config.yaml differs at {', '.join(diff)}); an experiment "
+            "resumes only its own runs: give this one another output folder (-o), e.g. a cut (--runs, --epochs) "
+            "and the full protocol apart; nothing was trained"
+        )
 
 
 def _run(name: str, out: Path, scale: str, seed: int, selection: RunSelection | None) -> dict[str, Any]:
