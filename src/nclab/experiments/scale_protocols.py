@@ -70,16 +70,6 @@ def _d2(scale: str) -> list[Protocol]:
                             lambda_wd=5e-3)]  # fmt: skip
 
 
-@declare_protocols("gnc-bounds-vs-d")
-def _bounds(scale: str) -> list[Protocol]:
-    # spherical_codes.bounds_vs_d
-    K = 30 if scale == "tiny" else 1000
-    ds = {"tiny": [2, 3, 4], "cpu": [2, 3, 4, 8, 16], "paper": [2, 3, 4, 8, 16, 32, 64]}[scale]
-    restarts = {"tiny": 1, "cpu": 1, "paper": 4}[scale]
-    steps = {"tiny": 300, "cpu": 600, "paper": "default"}[scale]
-    return [Protocol.solver("Softmax Code search and Thm 3.9 bounds", K=K, d_solved=ds, restarts=restarts, steps=steps)]
-
-
 @declare_protocols("gnc-assignment")
 def _assignment(scale: str) -> list[Protocol]:
     # spherical_codes.assignment: an exact enumeration, the same at every scale

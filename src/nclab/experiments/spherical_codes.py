@@ -210,6 +210,8 @@ _BOUNDS_DS = {"tiny": (2, 3, 4), "cpu": (2, 3, 4, 8, 16), "paper": (2, 3, 4, 8, 
 #: one start reach rho = 0.2774 against 0.2791 with 1500 steps (measured 2026-11-26), so the cpu scale runs one
 #: start of 600 steps (about 2 min in all) rather than 2 x 1500 (over 25 min)
 _BOUNDS_SEARCH: dict[str, tuple[int, int | None]] = {"tiny": (1, 300), "cpu": (1, 600), "paper": (4, None)}
+#: K of each scale ([Jiang et al. 2024, Fig. 3]: 1000; the smoke test: 30)
+_BOUNDS_K = {"tiny": 30, "cpu": 1000, "paper": 1000}
 
 
 @register("gnc-bounds-vs-d", summary="numerical Softmax Code optimum and Thm 3.9 bounds vs d (Fig. 3, theory part)",
@@ -218,7 +220,7 @@ def bounds_vs_d(out: Path, scale: str, seed: int) -> dict[str, Any]:
     from nclab.geometry.codes import softmax_code_search
 
     check_scale(scale)
-    K = 30 if scale == "tiny" else 1000
+    K = _BOUNDS_K[scale]
     solve_ds = _BOUNDS_DS[scale]
     all_ds = sorted({*solve_ds, *(2**i for i in range(1, 12))})
     restarts, steps = _BOUNDS_SEARCH[scale]
@@ -327,6 +329,13 @@ __all__ = ["assignment", "bounds_vs_d", "d2_codes", "tau_maxcos"]
 
 
 # ---------------------------------------------------------------------------------- protocols (experiment list)
+@declare_protocols("gnc-bounds-vs-d")
+def _bounds(scale: str) -> list[Protocol]:
+    restarts, steps = _BOUNDS_SEARCH[scale]
+    return [Protocol.solver("Softmax Code search and Thm 3.9 bounds", K=_BOUNDS_K[scale], d_solved=list(
+        _BOUNDS_DS[scale]), restarts=restarts, steps="default" if steps is None else steps)]  # fmt: skip
+
+
 @declare_protocols("gnc-tau-maxcos")
 def _tau_maxcos(scale: str) -> list[Protocol]:
     steps = {"tiny": 150, "cpu": 1000, "paper": 3000}[scale]  # as tau_maxcos
