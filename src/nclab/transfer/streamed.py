@@ -16,8 +16,10 @@ tensors; this module's :func:`evaluate_streamed_run` takes its place for a run o
    ``cache_mb`` -- the L-BFGS probe needs the whole design matrix -- and a task that does not fit is refused
    with the size it needs. Downstream image datasets (:data:`nclab.data.IMAGE_DATASETS`) are streamed from their
    files with the run's test-time transform; the in-memory ones (``cifar10``, ``cifar100``, ``digits``, ...) are
-   read unstandardised, and each batch is resized (bilinear) to the pretraining input, brought to its channel
-   count and standardised with the same constants as the run's images.
+   read unstandardised, and each batch is brought to the pretraining input's channel count (a grey image repeated
+   over the channels, a colour image averaged over them), resized to its side with
+   :func:`nclab.data.augment.resize_image` (antialiased bilinear) and standardised with the same constants as
+   the run's images (docs/conventions.md, "Transfer probes").
 
 What the probe costs at the paper's size: the cache holds ``N x d x 4`` bytes per split (CIFAR-10's 50,000 x 2048
 training features: 391 MiB; Food-101's 75,750: 592 MiB) and the probe float64 copies of a task's splits (twice
@@ -33,12 +35,11 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 from torch.utils.data import DataLoader
 
 from nclab.data import IMAGE_DATASETS, load, open_images
-from nclab.data.augment import IMAGENET_MEAN, IMAGENET_STD, Normalize
+from nclab.data.augment import IMAGENET_MEAN, IMAGENET_STD, Normalize, resize_image
 from nclab.data.catalog import IMAGE_SPLITS
 from nclab.io.rundir import RunDir
 from nclab.measure import Batch, FeatureCache, MeasurePlan, PassSink, StatsPass, forward_pass
@@ -154,8 +155,7 @@ def _memory_batches(x: torch.Tensor, y: torch.Tensor, shape: Sequence[int], norm
             xb = x[i : i + opts.batch_size].to(device)
             if xb.shape[1] != C:  # grey <-> colour: the channel mean, repeated
                 xb = xb.mean(dim=1, keepdim=True).expand(-1, C, -1, -1)
-            if tuple(xb.shape[2:]) != (H, W):
-                xb = F.interpolate(xb, size=(H, W), mode="bilinear", align_corners=False)
+            xb = resize_image(xb, (H, W))  # the library's resize: antialiased bilinear (docs/conventions.md)
             yield (xb if norm is None else norm(xb)), y[i : i + opts.batch_size].to(device)
 
     return batches
