@@ -278,6 +278,7 @@ def test_vci_transfer_paper_scale_runs_the_paper_study_on_streamed_data(tmp_path
     """Its paper scale runs the study of the paper's protocol (streamed ImageNet, tests/test_transfer_streamed.py
     runs that code path on a tiny folder), its seed shifting the seeds, with the trials on Ray when installed."""
     from nclab.experiments import transfer
+    from nclab.transfer import probe_options
 
     seen = {}
 
@@ -289,7 +290,28 @@ def test_vci_transfer_paper_scale_runs_the_paper_study_on_streamed_data(tmp_path
     transfer.run_vci_transfer(tmp_path, "paper", 3)
     want = transfer.vci_paper_study(transfer.VCI_PAPER)
     assert seen["raw"] == {**want, "seeds": [3]} and seen["scale"] == "paper" and seen["local"] is None
+    # the metrics on "a 50000 subset of ImageNet train set" (Fig. 7): 50 images of each of its 1000 classes
     assert seen["raw"]["base"]["data"]["name"] == "imagenet" and seen["raw"]["stream"]["per_class"] == 50
+    # the protocol of [Xu & Liu 2023, Sec. 6.3, Tables 1-2], read off the study the experiment runs
+    raw = seen["raw"]
+    assert raw["base"]["model"]["name"] == "resnet50"
+    groups = {g["name"]: g for g in raw["groups"]}
+    assert groups["tau"]["axis"] == "loss.tau" and groups["tau"]["values"] == [0.1, 0.2, 0.4, 0.6, 0.8, 1.0]
+    assert groups["lambda"]["axis"] == "loss.cosreg_weight" and groups["lambda"]["values"] == [2.5, 3.75, 5, 7.5, 10]
+    assert groups["lambda"]["set"] == {"loss.name": "ce_cosreg"} and "loss.tau" not in groups["lambda"]["set"]
+    # the ten datasets of [Kornblith et al. 2019]; mean per-class accuracy on Aircraft, Pets, Caltech101, Flowers
+    tasks = {t["dataset"]: t for t in raw["downstream"]}
+    assert len(raw["downstream"]) == 10 and set(tasks) == {
+        "oxford-pets", "flowers102", "fgvc-aircraft", "stanford-cars", "dtd",
+        "food101", "cifar10", "cifar100", "caltech101", "sun397",
+    }  # fmt: skip
+    per_class = {n for n, t in tasks.items() if t["score"] == "mean_per_class"}
+    assert per_class == {"fgvc-aircraft", "oxford-pets", "caltech101", "flowers102"}
+    assert {t["score"] for n, t in tasks.items() if n not in per_class} == {"top1"}
+    # L2 strengths: 97 logarithmically spaced values between 1e-6 and 1e6
+    lams = probe_options(raw["probe"])["lams"]
+    assert lams.shape == (97,) and lams[0] == pytest.approx(1e-6, rel=1e-12) and lams[-1] == pytest.approx(1e6)
+    np.testing.assert_allclose(np.diff(np.log10(lams)), 12 / 96, rtol=1e-9)
 
 
 def test_find_dataset_locates_files_without_reading_them(tmp_path, monkeypatch):

@@ -78,7 +78,6 @@ def _penultimate(rows, metric, split="train"):
 def test_fashion_mnist_cnn_tiny_trend_and_test_nc1_keys(fmnist_tiny):
     """[Xu & Liu 2023, Figs. 1, 3] and [Han et al. 2022, Fig. 12] keys: each is the first / last logged value of
     metrics.csv, and the three claims' verdicts are what those numbers say."""
-    from nclab.experiments.paper_claims import CLAIMS, verdict
     from nclab.experiments.training import TREND_METRICS
 
     tmp_path, summary = fmnist_tiny
@@ -135,9 +134,6 @@ def test_fashion_mnist_cnn_tiny_trend_and_test_nc1_keys(fmnist_tiny):
         )
     ]
     assert verdicts["004-fig12-test-collapse"] == expected(fig12)
-    for claim in CLAIMS:  # the claims read the fashion-mnist-cnn summary: measured at tiny scale already
-        if claim.id in ("000-fig1-vb-split", "000-fig3-trends", "004-fig12-test-collapse"):
-            assert claim.experiment == "fashion-mnist-cnn" and verdict(claim, summary).status == verdicts[claim.id]
 
 
 def test_collapse_trends_at_the_zero_error_epoch_and_degenerate_runs():

@@ -229,6 +229,33 @@ def test_study_spec_validation_names_key():
         StudySpec.from_dict({**good, "groups": [{"name": "pooled", "axis": "loss.tau", "values": [1]}]})
 
 
+def test_streamed_only_keys_are_refused_on_in_memory_data():
+    """A task's split keys and the ``stream`` section are read by the streamed path only: on in-memory data a
+    ``val_split: val`` would silently become the probe's stratified 20 %, so the study refuses it by name."""
+    from nclab.transfer.study import StudySpec, make_task
+
+    good = {
+        "name": "s",
+        "base": {"data": {"name": "digits"}},
+        "groups": [{"name": "tau", "axis": "loss.tau", "values": [0.5, 1.0]}],
+        "downstream": [{"name": "t", "dataset": "digits"}],
+    }
+    assert StudySpec.from_dict(good).downstream == [{"name": "t", "dataset": "digits"}]
+    for key, value in (("val_split", "val"), ("train_split", "trainval"), ("test_split", "test")):
+        task = {"name": "t", "dataset": "digits", key: value}
+        with pytest.raises(ValueError, match=rf"study\.downstream\[0\]\.{key}: '{value}' applies to streamed .*"
+                           r"'tau=0\.5-s0' pretrains on 'digits' in memory"):  # fmt: skip
+            StudySpec.from_dict({**good, "downstream": [task]})
+        with pytest.raises(ValueError, match=rf"downstream 't': {key} applies to streamed"):
+            make_task(task, (1, 8, 8))
+    with pytest.raises(ValueError, match=r"study\.stream: .* applies to streamed pretraining data only"):
+        StudySpec.from_dict({**good, "stream": {"per_class": 5}})
+    # streamed base data: the same keys are read
+    streamed = {**good, "base": {"data": {"name": "imagenet", "image_size": 16}}, "stream": {"per_class": 5}}
+    spec = StudySpec.from_dict({**streamed, "downstream": [{"name": "t", "dataset": "dtd", "val_split": "val"}]})
+    assert spec.downstream[0]["val_split"] == "val" and spec.stream.per_class == 5
+
+
 def test_make_task_resizes_rotates_and_standardises():
     from nclab.transfer.study import make_task
 

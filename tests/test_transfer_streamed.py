@@ -243,3 +243,29 @@ def test_a_transformed_task_is_refused_on_streamed_data():
     task = {"name": "rot", "dataset": "digits", "transform": "rot90"}
     with pytest.raises(ValueError, match="downstream 'rot': transform 'rot90' applies to in-memory"):
         streamed_mod.task_splits(task, spec.run_config(*spec.trials()[0]), 3, spec.stream, torch.device("cpu"))
+
+
+def test_an_in_memory_task_is_resized_antialiased_and_standardised_like_the_run():
+    """An in-memory downstream dataset on a streamed run: grey Fashion-MNIST (28 x 28) becomes three equal
+    channels, is shrunk to the run's 16 x 16 by the library's resize (antialiased bilinear, docs/conventions.md)
+    and standardised with ImageNet's constants, as the run's own images."""
+    from nclab.data import load
+    from nclab.data.augment import IMAGENET_MEAN, IMAGENET_STD, resize_image
+
+    spec = StudySpec.from_dict(vci_paper_study(_tiny_protocol()))
+    cfg = spec.run_config(*spec.trials()[0])
+    task = {"name": "fm", "dataset": "fashion-mnist", "per_class": 2, "test_per_class": 1}
+    try:
+        ds = load("fashion-mnist", "train", per_class=2, seed=0, normalize=False)
+    except FileNotFoundError:
+        pytest.skip("Fashion-MNIST is not installed")
+    splits = streamed_mod.task_splits(task, cfg, 3, spec.stream, torch.device("cpu"))
+    assert set(splits) == {"train", "test"} and splits["train"].N == 20 and splits["test"].N == 10
+    x, y = (torch.cat(t) for t in zip(*splits["train"].batches(), strict=True))
+    mean, std = (torch.tensor(c).view(1, 3, 1, 1) for c in (IMAGENET_MEAN, IMAGENET_STD))
+    ref = (resize_image(ds.x.expand(-1, 3, -1, -1), (16, 16)) - mean) / std
+    assert tuple(x.shape) == (20, 3, 16, 16) and torch.equal(y, ds.y)
+    torch.testing.assert_close(x, ref, rtol=0, atol=1e-6)
+    # the antialiased shrink is not the plain bilinear one: the difference is in the images, not in roundoff
+    plain = torch.nn.functional.interpolate(ds.x.expand(-1, 3, -1, -1), size=(16, 16), mode="bilinear")
+    assert float(((plain - mean) / std - x).abs().max()) > 0.05

@@ -362,6 +362,26 @@ def collapse_trends(result: Any) -> dict[str, Any]:
 
     A metric the run did not log (e.g. ``track="light"`` statistics have no NC1) gives no keys.
 
+    "First measured" is the earliest measured epoch: epoch 0, the initialisation, before any step (the default
+    ``measure.epochs="log"`` always measures it); "last" is the last measured epoch. The decades are
+    ``log10(first / last)``; the part of the squared distance in the span V_B of the centred class means is
+    ``Tr(P_B Sigma_W) / Tr Sigma_B`` and the rest ``Tr((I - P_B) Sigma_W) / Tr Sigma_B``.
+
+    Parameters
+    ----------
+    result : RunResult
+        A finished run: its metric rows (``result.series(metric, split=...)``) and ``zero_error_epoch``.
+
+    Returns
+    -------
+    dict of str to float, bool or None
+        The keys above; values are floats (``nan`` where undefined), the ``falls`` keys bools, and the
+        zero-error keys ``None`` when the run never reached zero training error.
+
+    See Also
+    --------
+    TREND_METRICS, nclab.train.RunResult.series
+
     Examples
     --------
     >>> from nclab.io.run_table import MetricRow

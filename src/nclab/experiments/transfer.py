@@ -117,6 +117,21 @@ class TransferProtocol:
     seeds : tuple of int, default=(0,)
     probe : mapping, default={}
         Other keyword arguments of :func:`nclab.transfer.linear_probe`.
+
+    See Also
+    --------
+    vci_paper_study, VCI_PAPER
+
+    Examples
+    --------
+    The paper's protocol [Xu & Liu 2023, Sec. 6.3] and a smaller one through the same seam:
+
+    >>> from dataclasses import replace
+    >>> VCI_PAPER.taus, VCI_PAPER.lambdas, VCI_PAPER.lams
+    ((0.1, 0.2, 0.4, 0.6, 0.8, 1.0), (2.5, 3.75, 5.0, 7.5, 10.0), (1e-06, 1000000.0, 97))
+    >>> small = replace(VCI_PAPER, taus=(0.5, 1.0), lambdas=(5.0,), downstream=VCI_PAPER.downstream[:1])
+    >>> [t["name"] for t in small.downstream], small.stream["per_class"]
+    (['oxford-pets'], 50)
     """
 
     base: Mapping[str, Any]
@@ -144,7 +159,36 @@ def _vci_paper() -> TransferProtocol:
 def vci_paper_study(protocol: TransferProtocol) -> dict[str, Any]:
     """The study mapping (:class:`nclab.transfer.study.StudySpec`) of ``protocol``: the tau group, the lambda group
     (``ce_cosreg`` at tau = 1), its probes and stream sizes. ``vci_paper_study(VCI_PAPER)`` is the paper scale of
-    ``vci-transfer``; its runs are those of :func:`nclab.experiments.reproductions.vci_transfer_configs`."""
+    ``vci-transfer``; its runs are those of :func:`nclab.experiments.reproductions.vci_transfer_configs`.
+
+    Parameters
+    ----------
+    protocol : TransferProtocol
+        The base config, the two groups' values, the probe tasks, the L2 grid and the stream sizes.
+
+    Returns
+    -------
+    dict
+        ``name`` (``vci-transfer-paper``), ``base``, ``groups`` (``tau`` on ``loss.tau``; ``lambda`` on
+        ``loss.cosreg_weight`` with ``loss.name: ce_cosreg``), ``seeds``, ``downstream``, ``probe`` (``lams`` as
+        ``{start, stop, num}``: ``num`` strengths log-spaced from ``start`` to ``stop``, and ``protocol.probe``)
+        and ``stream``.
+
+    See Also
+    --------
+    TransferProtocol, run_transfer_study, nclab.transfer.study.StudySpec
+
+    Examples
+    --------
+    >>> from nclab.transfer.study import StudySpec
+    >>> raw = vci_paper_study(VCI_PAPER)
+    >>> [(g["name"], g["values"]) for g in raw["groups"]]
+    [('tau', [0.1, 0.2, 0.4, 0.6, 0.8, 1.0]), ('lambda', [2.5, 3.75, 5.0, 7.5, 10.0])]
+    >>> raw["probe"]["lams"], raw["stream"]["per_class"]
+    ({'start': 1e-06, 'stop': 1000000.0, 'num': 97}, 50)
+    >>> len(StudySpec.from_dict(raw).trials())  # one run per tau and per lambda, one seed
+    11
+    """
     start, stop, num = protocol.lams
     return {
         "name": "vci-transfer-paper",
@@ -310,9 +354,53 @@ def run_vci_transfer(out: Path, scale: str, seed: int) -> dict[str, Any]:
 
 
 def run_transfer_study(out: Path, raw: Mapping[str, Any], scale: str, *, local: bool | None = None) -> dict[str, Any]:
-    """Run the study mapping ``raw`` into ``out`` (:func:`nclab.transfer.study.run_study`; ``local`` as there),
-    write ``report.html`` (titled with ``scale``) and return the experiment's summary: ``pearson_r``,
-    ``pearson_r_mlo``, ``partial_r_p0``, ``pearson_r_sd`` per ``group/metric``, ``p0_range`` per group."""
+    """Run the study mapping ``raw`` into ``out`` (:func:`nclab.transfer.study.run_study`), write ``report.html``
+    and return the experiment's summary.
+
+    Each correlation is over the settings of a group (one point per setting: the mean over seeds); MLOG =
+    MLO - logit(p_0), with MLO the mean log odds of the probes' accuracies and p_0 the pretraining accuracy
+    [Xu & Liu 2023, Sec. 6.3]; the partial correlation given logit(p_0) is :func:`partial_pearson`'s.
+
+    Parameters
+    ----------
+    out : Path
+        The study folder (``runs/``, ``table.csv``, ``correlations.csv``, ``fig7.png``, ``study.json``,
+        ``report.html``).
+    raw : mapping
+        The study (:class:`nclab.transfer.study.StudySpec`'s mapping, e.g. :func:`vci_paper_study`'s).
+    scale : str
+        The scale named in the report's title; the cpu design's notes are added except at ``paper``.
+    local : bool or None, default=None
+        As :func:`nclab.transfer.study.run_study`'s: the pretraining runs in this process, on Ray, or (None) on
+        Ray when it is installed.
+
+    Returns
+    -------
+    dict
+        ``runs``, ``seconds``, ``seeds``; ``pearson_r`` (vs MLOG), ``pearson_r_mlo`` (vs MLO), ``partial_r_p0``
+        and ``pearson_r_sd`` (the spread over seeds) per ``"<group>/<metric>"`` (groups and ``pooled``; the
+        metrics of :data:`nclab.transfer.study.PAPER_METRICS`), rounded to 3 digits; ``p0_range`` per group:
+        ``[min, max]`` of the settings' mean pretraining accuracy.
+
+    See Also
+    --------
+    vci_paper_study, setting_means, partial_pearson, nclab.transfer.study.run_study
+
+    Examples
+    --------
+    The tiny scale cut to two one-epoch runs (a few seconds):
+
+    >>> import tempfile
+    >>> raw = vci_transfer_study("tiny")
+    >>> raw["base"]["train"]["epochs"], raw["base"]["measure"]["epochs"] = 1, [1]
+    >>> raw["groups"] = [{"name": "tau", "axis": "loss.tau", "values": [0.5, 1.0]}]
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     summary = run_transfer_study(Path(tmp) / "study", raw, "tiny", local=True)
+    ...     (Path(tmp) / "study" / "report.html").is_file()
+    True
+    >>> summary["runs"], sorted(summary["p0_range"]), "tau/vci" in summary["partial_r_p0"]
+    (2, ['pooled', 'tau'], True)
+    """
     from nclab.report.html import write_report
     from nclab.transfer.study import PAPER_METRICS, correlation_table, run_study
 

@@ -50,7 +50,8 @@ class SmallCNN(CollapseNet):
     channels : sequence of int, default=(32, 64)
         Output channels of each convolutional block.
     hidden : int, default=128
-        Width ``d`` of the hidden linear layer, the penultimate layer.
+        Width of the hidden linear layer: the penultimate layer (``d = hidden``) when ``d`` is not given, the
+        input of the bottleneck otherwise.
     d : int, optional
         A linear bottleneck ``hidden -> d`` (with bias, no activation) after the hidden layer's ReLU, the features
         then: e.g. ``d < K`` for generalized collapse [Jiang et al. 2024], whose ResNet18 ends in a ``d = 10``

@@ -386,7 +386,38 @@ def streamed_split(cfg: RunConfig, split: str, *, per_class: int | None = None) 
 
 def eval_transform(cfg: RunConfig, K: int) -> Any:
     """The test-time transform of the run's streamed images (resize, centre crop, standardise): what its
-    measurements read, and what a transfer probe applies to another image dataset (:mod:`nclab.transfer`)."""
+    measurements read, and what a transfer probe applies to another image dataset (:mod:`nclab.transfer`).
+
+    The shorter side is resized to ``data.eval_resize`` (default per augmentation recipe), the centre
+    ``image_size x image_size`` crop is taken, and the pixels, scaled to ``[0, 1]``, are standardised with ImageNet's
+    mean and std (their channel averages for grey runs, ``options.mode: L``) unless ``data.normalize`` is false.
+
+    Parameters
+    ----------
+    cfg : RunConfig
+        A run on a streamed dataset (``cfg.data.name`` one of :data:`nclab.data.IMAGE_DATASETS`).
+    K : int
+        Classes of the run (the recipe's; the test-time transform does not depend on it).
+
+    Returns
+    -------
+    callable
+        ``transform(image)``: a decoded image ``(C, H, W)`` uint8 to ``(C, image_size, image_size)`` float32.
+
+    See Also
+    --------
+    streamed_split, nclab.data.ImageFiles.with_transform
+
+    Examples
+    --------
+    >>> import torch
+    >>> from nclab.train.config import resolve_config
+    >>> cfg = resolve_config({"data": {"name": "imagenet", "image_size": 16}})
+    >>> t = eval_transform(cfg, 1000)
+    >>> out = t(torch.full((3, 40, 30), 255, dtype=torch.uint8))
+    >>> tuple(out.shape), out.dtype, round(float(out[0, 0, 0]), 4)  # (1 - 0.485) / 0.229
+    ((3, 16, 16), torch.float32, 2.2489)
+    """
     return _stream_recipe(cfg, K)[1].eval
 
 

@@ -16,8 +16,10 @@ tensors; this module's :func:`evaluate_streamed_run` takes its place for a run o
    ``cache_mb`` -- the L-BFGS probe needs the whole design matrix -- and a task that does not fit is refused
    with the size it needs. Downstream image datasets (:data:`nclab.data.IMAGE_DATASETS`) are streamed from their
    files with the run's test-time transform; the in-memory ones (``cifar10``, ``cifar100``, ``digits``, ...) are
-   read unstandardised, and each batch is resized (bilinear) to the pretraining input, brought to its channel
-   count and standardised with the same constants as the run's images.
+   read unstandardised, and each batch is brought to the pretraining input's channel count (a grey image repeated
+   over the channels, a colour image averaged over them), resized to its side with
+   :func:`nclab.data.augment.resize_image` (antialiased bilinear) and standardised with the same constants as
+   the run's images (docs/conventions.md, "Transfer probes").
 
 What the probe costs at the paper's size: the cache holds ``N x d x 4`` bytes per split (CIFAR-10's 50,000 x 2048
 training features: 391 MiB; Food-101's 75,750: 592 MiB) and the probe float64 copies of a task's splits (twice
@@ -33,12 +35,11 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 from torch.utils.data import DataLoader
 
 from nclab.data import IMAGE_DATASETS, load, open_images
-from nclab.data.augment import IMAGENET_MEAN, IMAGENET_STD, Normalize
+from nclab.data.augment import IMAGENET_MEAN, IMAGENET_STD, Normalize, resize_image
 from nclab.data.catalog import IMAGE_SPLITS
 from nclab.io.rundir import RunDir
 from nclab.measure import Batch, FeatureCache, MeasurePlan, PassSink, StatsPass, forward_pass
@@ -112,7 +113,32 @@ Batches = Callable[[], Iterable[tuple[torch.Tensor, torch.Tensor]]]
 
 @dataclass(frozen=True)
 class TaskSplit:
-    """One split of a downstream task as the network reads it: ``batches`` (re-iterable), ``N`` images, ``K``."""
+    """One split of a downstream task as the network reads it (what :func:`task_splits` returns).
+
+    Parameters
+    ----------
+    name : str
+        The dataset's name of the split (``train``, ``val``, ``test``, ``trainval``, ...).
+    batches : callable
+        Re-iterable pass: each call yields ``(inputs, labels)`` batches on the device, inputs ``(B, C, H, W)`` as
+        the network takes them, labels ``(B,)`` in ``0 .. K-1``.
+    N : int
+        Images in the split.
+    K : int
+        Classes of the task (not of the pretraining data).
+
+    See Also
+    --------
+    task_splits, stream_features
+
+    Examples
+    --------
+    >>> import torch
+    >>> x, y = torch.zeros(5, 1, 4, 4), torch.tensor([0, 1, 0, 1, 1])
+    >>> split = TaskSplit("train", lambda: [(x[:3], y[:3]), (x[3:], y[3:])], N=5, K=2)
+    >>> [len(labels) for _, labels in split.batches()], split.N
+    ([3, 2], 5)
+    """
 
     name: str
     batches: Batches
@@ -154,8 +180,7 @@ def _memory_batches(x: torch.Tensor, y: torch.Tensor, shape: Sequence[int], norm
             xb = x[i : i + opts.batch_size].to(device)
             if xb.shape[1] != C:  # grey <-> colour: the channel mean, repeated
                 xb = xb.mean(dim=1, keepdim=True).expand(-1, C, -1, -1)
-            if tuple(xb.shape[2:]) != (H, W):
-                xb = F.interpolate(xb, size=(H, W), mode="bilinear", align_corners=False)
+            xb = resize_image(xb, (H, W))  # the library's resize: antialiased bilinear (docs/conventions.md)
             yield (xb if norm is None else norm(xb)), y[i : i + opts.batch_size].to(device)
 
     return batches
@@ -163,9 +188,58 @@ def _memory_batches(x: torch.Tensor, y: torch.Tensor, shape: Sequence[int], norm
 
 def task_splits(spec: Mapping[str, Any], cfg: RunConfig, K: int, opts: StreamOptions,
                 device: torch.device) -> dict[str, TaskSplit]:  # fmt: skip
-    """The ``train``, ``test`` (and, with ``val_split``, ``val``) splits of the downstream task ``spec`` (keys of
-    :func:`nclab.transfer.study.make_task`, plus ``train_split`` / ``val_split`` / ``test_split``: the dataset's
-    split names, default its first split and ``test``) as the network of ``cfg`` (``K`` classes) reads them."""
+    """The ``train``, ``test`` (and, with ``val_split``, ``val``) splits of the downstream task ``spec`` as the
+    network of ``cfg`` reads them.
+
+    An image dataset (:data:`nclab.data.IMAGE_DATASETS`) is streamed from its files with the run's test-time
+    transform (:func:`nclab.train.feeds.eval_transform`); an in-memory one is read unstandardised and each batch is
+    brought to the run's channel count (channel mean), resized with :func:`nclab.data.augment.resize_image` and
+    standardised with the run's constants (docs/conventions.md, "Transfer probes"). Nothing is read until a
+    split's ``batches`` is iterated.
+
+    Parameters
+    ----------
+    spec : mapping
+        The task: keys of :func:`nclab.transfer.study.make_task` (``name``, ``dataset``, ``classes``,
+        ``per_class``, ``test_per_class``, ``score``, ``root``, ``options``; ``transform`` must be ``none``),
+        plus ``train_split`` / ``val_split`` / ``test_split``: the dataset's split names (default: its first
+        split, no validation split, ``test``).
+    cfg : RunConfig
+        The pretraining run (a streamed dataset: ``cfg.data.image_size`` and ``options.mode`` give the input).
+    K : int
+        Classes of the pretraining run (its transform's; the task's own ``K`` is on each split).
+    opts : StreamOptions
+        ``batch_size`` and ``workers`` of the passes.
+    device : torch.device
+        Where the batches go.
+
+    Returns
+    -------
+    dict of str to TaskSplit
+        ``train``, ``test`` and, with ``val_split``, ``val``.
+
+    Raises
+    ------
+    ValueError
+        A task with a ``transform`` (those apply to in-memory pretraining only).
+
+    See Also
+    --------
+    stream_features, evaluate_streamed_run, nclab.transfer.study.make_task
+
+    Examples
+    --------
+    >>> import torch
+    >>> from nclab.train.config import resolve_config
+    >>> cfg = resolve_config({"data": {"name": "imagenet", "image_size": 16}})
+    >>> task = {"name": "d", "dataset": "digits", "per_class": 2, "test_per_class": 1}
+    >>> splits = task_splits(task, cfg, 1000, StreamOptions(batch_size=8), torch.device("cpu"))
+    >>> {role: (s.name, s.N, s.K) for role, s in splits.items()}
+    {'train': ('train', 20, 10), 'test': ('test', 10, 10)}
+    >>> x, y = next(iter(splits["train"].batches()))
+    >>> tuple(x.shape), tuple(y.shape)
+    ((8, 3, 16, 16), (8,))
+    """
     name = str(spec["dataset"])
     if spec.get("transform", "none") != "none":  # a transformed task is built in memory (study.make_task) only
         raise ValueError(
@@ -222,9 +296,54 @@ class _CacheSink(PassSink):
 
 def stream_features(model: nn.Module, split: TaskSplit, K: int, budget_mb: float,
                     what: str) -> tuple[torch.Tensor, torch.Tensor, int]:  # fmt: skip
-    """The penultimate features ``(N, d)`` float32 (CPU) and labels ``(N,)`` of ``split``, read batch by batch
-    into a cache of at most ``budget_mb`` MiB (``ValueError`` naming ``what`` when they need more), and the
-    number of batches read."""
+    """The penultimate features of ``split``, read batch by batch into a CPU cache of at most ``budget_mb`` MiB.
+
+    The cache holds ``N x d`` float32 values, ``4 N d / 2^20`` MiB; the linear probe needs the whole design matrix,
+    so a split that needs more than ``budget_mb`` is refused before the rest of it is read.
+
+    Parameters
+    ----------
+    model : CollapseNet
+        The network (``model.penultimate_name``), in eval mode, on the device of the split's batches.
+    split : TaskSplit
+        The batches to read (:func:`task_splits`).
+    K : int
+        Classes of the split (the measurement plan's).
+    budget_mb : float
+        MiB of CPU memory left for the features.
+    what : str
+        How an error names the split (e.g. ``"downstream 'dtd' (val split)"``).
+
+    Returns
+    -------
+    H : torch.Tensor
+        ``(N, d)`` float32 on the CPU, rows in the split's order.
+    y : torch.Tensor
+        ``(N,)`` labels.
+    batches : int
+        Batches read.
+
+    Raises
+    ------
+    ValueError
+        The features exceed ``budget_mb``; the message names ``what``, the size they need and
+        ``study.stream.cache_mb``.
+
+    See Also
+    --------
+    task_splits, nclab.measure.FeatureCache
+
+    Examples
+    --------
+    >>> import torch
+    >>> from nclab.nets import build_model
+    >>> x, y = torch.randn(5, 1, 8, 8), torch.tensor([0, 1, 0, 1, 1])
+    >>> split = TaskSplit("train", lambda: [(x[:3], y[:3]), (x[3:], y[3:])], N=5, K=2)
+    >>> model = build_model("cnn", (1, 8, 8), 2, channels=[4], hidden=6).eval()
+    >>> H, labels, n = stream_features(model, split, 2, 1.0, "example")
+    >>> tuple(H.shape), H.dtype, labels.tolist(), n
+    ((5, 6), torch.float32, [0, 1, 0, 1, 1], 2)
+    """
     name = str(model.penultimate_name)
     plan = MeasurePlan.of(model, max(K, 2), layers=[name], penultimate=name, full_layers=[name])
     sink = _CacheSink(what, split.N, budget_mb)

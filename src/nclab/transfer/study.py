@@ -73,7 +73,7 @@ import yaml
 from scipy import stats as sps
 
 from nclab._threads import blas_threads, torch_threads
-from nclab.data import ArrayDataset, load
+from nclab.data import IMAGE_DATASETS, ArrayDataset, load
 from nclab.io.atomic import atomic_write_bytes, atomic_write_text
 from nclab.io.rundir import RunDir
 from nclab.io.tables import csv_text
@@ -111,7 +111,8 @@ __all__ = [
 PAPER_METRICS: tuple[str, ...] = ("nc1", "trace_ratio", "within_class_cosine", "vci")
 _TRANSFORMS = ("none", "rot90", "transpose", "invert")
 _TASK_KEYS = {"name", "dataset", "classes", "per_class", "test_per_class", "transform", "score", "root", "options"}
-_TASK_KEYS |= {"train_split", "val_split", "test_split"}  # streamed pretraining only (nclab.transfer.streamed)
+_SPLIT_KEYS = ("train_split", "val_split", "test_split")  # streamed pretraining only (nclab.transfer.streamed)
+_TASK_KEYS |= set(_SPLIT_KEYS)
 
 
 @dataclass
@@ -182,7 +183,7 @@ class StudySpec:
         seeds = [int(s) for s in raw.get("seeds", [0])]
         if not seeds or len(set(seeds)) != len(seeds):
             raise ValueError(f"study.seeds must be distinct integers, got {raw.get('seeds')!r}")
-        return cls(
+        spec = cls(
             name=str(raw["name"]),
             base=dict(raw.get("base") or {}),
             groups=groups,
@@ -194,6 +195,8 @@ class StudySpec:
             resources=dict(raw.get("resources") or {}),
             stream=StreamOptions.from_dict(raw.get("stream")),
         )
+        _refuse_streamed_keys(spec, has_stream="stream" in raw)
+        return spec
 
     def trials(self) -> list[tuple[StudyGroup, Any, int]]:
         """Every ``(group, value, seed)``, groups in order, seeds innermost."""
@@ -220,6 +223,27 @@ class StudySpec:
         if self.resources:
             raw["resources"] = dict(self.resources)
         return raw
+
+
+def _refuse_streamed_keys(spec: StudySpec, *, has_stream: bool) -> None:
+    """Refuse the split keys of a task and the ``stream`` section when a trial pretrains on in-memory data: that
+    path (:func:`make_task`) takes each dataset's ``train`` / ``test`` splits and the probe's stratified 20 %, so
+    a ``val_split`` there would be ignored without a word."""
+    given = [(f"study.downstream[{i}].{k}", t[k]) for i, t in enumerate(spec.downstream) for k in _SPLIT_KEYS if k in t]
+    if has_stream:
+        given.append(("study.stream", "..."))
+    if not given:  # only then resolve the trials' configs: a study without these keys is read as before
+        return
+    for trial in spec.trials():
+        data = spec.run_config(*trial).data
+        if not data.streamed:
+            key, value = given[0]
+            raise ValueError(
+                f"{key}: {value!r} applies to streamed pretraining data only (data.name one of "
+                f"{', '.join(IMAGE_DATASETS)}), but run {run_name(*trial)!r} pretrains on {data.name!r} in memory, "
+                "whose probes use each dataset's train and test splits and the probe's stratified 20 % for "
+                "validation; remove the key"
+            )
 
 
 def load_study(path: str | Path) -> StudySpec:
@@ -273,6 +297,12 @@ def make_task(spec: Mapping[str, Any], input_shape: Sequence[int], seed: int = 0
         raise ValueError(f"downstream {spec.get('name')!r}: transform must be one of {_TRANSFORMS}, got {transform!r}")
     if len(input_shape) != 3:
         raise ValueError(f"downstream tasks need image inputs (C, H, W), the network takes {tuple(input_shape)}")
+    for key in _SPLIT_KEYS:  # this path reads train and test; a named split would be ignored
+        if key in spec:
+            raise ValueError(
+                f"downstream {spec.get('name')!r}: {key} applies to streamed pretraining data only "
+                "(nclab.transfer.streamed.task_splits); in memory the probe reads the train and test splits"
+            )
     opts = dict(spec.get("options") or {})
     if spec.get("classes") is not None:
         opts["classes"] = list(spec["classes"])
