@@ -279,8 +279,12 @@ def test_gnc_trained_tiny_reports_the_gnc_of_its_trained_classifier(tmp_path):
         assert ckpt["model"]["head.weight"].shape == (10, 3)
         head = read_run(tmp_path / f"fig5-digits-cnn-d3-{name}" / "seed0").config["model"]["head"]
         assert head["kind"] == kind and head["tau"] == 0.1
+    # the claim's verdict is what the two gaps say against its thresholds (1 point, partly 3; 3, partly 5)
     fig5 = {c["claim"]: c for c in summary["paper_claims"]}["003-fig5-cmf"]
-    assert fig5["verdict"] != "not measured"
+    bands = [0 if v <= good else 1 if v <= partly else 2 for v, good, partly in (
+        (summary["fig5_final_abs_gap"], 0.01, 0.03), (summary["fig5_max_abs_gap"], 0.03, 0.05))]  # fmt: skip
+    want = "reproduced" if bands == [0, 0] else "not reproduced" if bands == [2, 2] else "partly"
+    assert fig5["verdict"] == want
     assert f"fig5_final_abs_gap = {summary['fig5_final_abs_gap']:.5g}" in fig5["ours"]
 
 
