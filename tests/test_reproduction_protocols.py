@@ -211,6 +211,7 @@ def test_gnc_trained_tiny_reports_the_gnc_of_its_trained_classifier(tmp_path):
     # the best known Softmax Code's for (K, d) = (10, 3); the claim 003-fig2-trained-gnc reads the top-level keys
     from nclab.experiments import run
     from nclab.geometry import best_known_margin
+    from nclab.io.rundir import read_run
     from nclab.metrics import gnc2, gnc2_ratio
     from nclab.train.checkpoint import load_checkpoint
 
@@ -256,21 +257,61 @@ def test_gnc_trained_tiny_reports_the_gnc_of_its_trained_classifier(tmp_path):
     assert summary["fig4_learned_similar_antipodal"] == (summary["fig4_learned_opposite_of_class0"] == 1)
     fig4 = {c["claim"]: c for c in summary["paper_claims"]}["003-fig4-assignment-accuracy"]
     assert fig4["verdict"] != "not measured"
+    # Fig. 5: the CMF and the learned head's accuracy curves from their own rows (measured at epochs 1 and 2), the
+    # gap learned - CMF on the test split; the CMF run's classifier is the buffer of class means, not trained
+    curves = {}
+    for name in ("learned", "cmf"):
+        rows = read_metrics(tmp_path / f"fig5-digits-cnn-d3-{name}" / "seed0")
+        curves[name] = {split: [1.0 - next(r.value for r in rows if (r.epoch, r.split, r.layer, r.metric) ==
+                                           (e, split, "output", "error")) for e in (1, 2)]
+                        for split in ("test", "train")}  # fmt: skip
+    assert summary["fig5_epochs"] == [1, 2]
+    assert summary["fig5_test_accuracy_curve"] == {h: curves[h]["test"] for h in ("cmf", "learned")}
+    assert summary["fig5_train_accuracy_curve"] == {h: curves[h]["train"] for h in ("cmf", "learned")}
+    assert summary["fig5_test_accuracy"] == {h: curves[h]["test"][-1] for h in ("cmf", "learned")}
+    assert summary["fig5_train_accuracy"] == {h: curves[h]["train"][-1] for h in ("cmf", "learned")}
+    gaps = [a - b for a, b in zip(curves["learned"]["test"], curves["cmf"]["test"], strict=True)]
+    assert summary["fig5_final_gap"] == pytest.approx(gaps[-1], abs=1e-15)
+    assert summary["fig5_final_abs_gap"] == pytest.approx(abs(gaps[-1]), abs=1e-15)
+    assert summary["fig5_max_abs_gap"] == pytest.approx(max(abs(g) for g in gaps), abs=1e-15)
+    for name, kind in (("learned", "cosine"), ("cmf", "cmf")):
+        ckpt = load_checkpoint(tmp_path / f"fig5-digits-cnn-d3-{name}" / "seed0" / "checkpoints" / "last.pt")
+        assert ckpt["model"]["head.weight"].shape == (10, 3)
+        head = read_run(tmp_path / f"fig5-digits-cnn-d3-{name}" / "seed0").config["model"]["head"]
+        assert head["kind"] == kind and head["tau"] == 0.1
+    # the claim's verdict is what the two gaps say against its thresholds (1 point, partly 3; 3, partly 5)
+    fig5 = {c["claim"]: c for c in summary["paper_claims"]}["003-fig5-cmf"]
+    bands = [0 if v <= good else 1 if v <= partly else 2 for v, good, partly in (
+        (summary["fig5_final_abs_gap"], 0.01, 0.03), (summary["fig5_max_abs_gap"], 0.03, 0.05))]  # fmt: skip
+    want = "reproduced" if bands == [0, 0] else "not reproduced" if bands == [2, 2] else "partly"
+    assert fig5["verdict"] == want
+    assert f"fig5_final_abs_gap = {summary['fig5_final_abs_gap']:.5g}" in fig5["ours"]
 
 
 def test_gnc_trained_cpu_scale_is_the_fashion_mnist_stand_in():
     list_experiments()
     protocols = PROTOCOLS["gnc-trained"]["cpu"]("cpu")
     fig4 = [f"fig4/fashion-mnist/cnn-d2/{h}" for h in ("learned", "fixed-0123", "fixed-0132", "fixed-0213")]
+    fig5 = ["fig5/fashion-mnist/cnn-d3/learned", "fig5/fashion-mnist/cnn-d3/cmf"]
     assert [p.label for p in protocols] == ["fig2/fashion-mnist/cnn-d3/tau0.05", "fig2/fashion-mnist/cnn-d3/tau0.5",
-                                            *fig4]  # fmt: skip
+                                            *fig4, *fig5]  # fmt: skip
     assert all(tuple(p.seeds) == (0,) for p in protocols)  # one seed each (the paper scale: 5 per assignment)
-    sq = _flat(protocols[-1].to_dict())
+    sq = _flat(protocols[-3].to_dict())
     assert sq["head.kind"] == "fixed" and sq["data.classes"] == [0, 6, 7, 9] and sq["model_options.d"] == 2
     got = _flat(protocols[0].to_dict())
     assert got["model"] == "cnn" and got["data.name"] == "fashion-mnist" and got["data.per_class"] == 100
     assert got["model_options.d"] == 3 and got["head.kind"] == "cosine" and got["head.tau"] == 0.05
     assert got["optimiser.name"] == "adamw" and got["epochs"] == 60 and got["measure.epochs"] == [20, 40, 60]
+    # Fig. 5: the Fig. 2 run's network, data and optimiser at the paper's tau = 0.1, the CMF head (beta 0.9) vs
+    # the learned cosine head, same seed, measured every 5 epochs for the curves
+    learned, cmf = (_flat(p.to_dict()) for p in protocols[-2:])
+    for run in (learned, cmf):
+        assert {k: run[k] for k in ("model", "data.name", "data.per_class", "model_options.d", "optimiser.name",
+                                    "epochs")} == {k: got[k] for k in ("model", "data.name", "data.per_class",
+                                                                       "model_options.d", "optimiser.name",
+                                                                       "epochs")}  # fmt: skip
+        assert run["head.tau"] == 0.1 and run["measure.epochs"] == list(range(5, 61, 5))
+    assert learned["head.kind"] == "cosine" and cmf["head.kind"] == "cmf" and cmf["head.beta"] == 0.9
     assert "cpu" in get("gnc-trained").scales
 
 

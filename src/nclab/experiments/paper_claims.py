@@ -483,7 +483,6 @@ _XU_STANDIN_REASON = (
     "epochs, the [Han et al. 2022] recipe), the penultimate layer on the train split; first measured epoch = 0, the "
     "initialisation"
 )
-_NO_EXPERIMENT = "needs ImageNet / CIFAR-scale data and networks that are not on this machine"
 
 #: The 15 MSE runs of ``mse-nc-benchmarks`` ([Han et al. 2022, App. A.2]: DATASET/NET/mse, NET as ``build_model``
 #: names; the experiment's labels).
@@ -712,10 +711,22 @@ CLAIMS: tuple[Claim, ...] = (
         "(the paper's gap: 0.68 points)",
     ),
     Claim(
-        "003-fig5-cmf", _JIANG, "Fig. 5, Sec. 5",
-        "CMF classifier vs learned; fine-tuning ID (CIFAR-10) / OOD (STL-10) accuracy",
-        "CMF matches learned curves; fine-tuning 98.00 / 90.67 % (CMF) vs 97.00 / 87.42 % (standard)", (), None,
-        _NO_EXPERIMENT + " (CIFAR-100, MoCo ResNet50)",
+        "003-fig5-cmf", _JIANG, "Fig. 5, Sec. 5, App. B",
+        "CMF classifier vs learned: test accuracy curves trained from scratch (gap learned - CMF at the end and its "
+        "largest over the curve); fine-tuning ID (CIFAR-10) / OOD (STL-10) accuracy",
+        "CMF matches learned curves (\"comparable performance\", no numbers given); fine-tuning 98.00 / 90.67 % "
+        "(CMF) vs 97.00 / 87.42 % (standard)",
+        (Bound("fig5_final_abs_gap", 0.01, partly=0.03), Bound("fig5_max_abs_gap", 0.03, partly=0.05)),
+        "gnc-trained",
+        "from-scratch half only; the fine-tuning ID / OOD half is not measured here (it needs a MoCo-pretrained "
+        "ResNet50 and CIFAR-10 / STL-10). Ours (cpu): the Fig. 2 stand-in (Fashion-MNIST, 100 images per class, "
+        "1000 test images, the small CNN with a d = 3 bottleneck: K > d + 1 as the paper's K = 100, d = 20) at the "
+        "paper's tau = 0.1 and beta = 0.9, AdamW 60 epochs, measured every 5, once with the CMF head and once with "
+        "the learned cosine head, same seed, one seed each; the paper: ResNet18 / DenseNet121 / ResNeXt50 on "
+        "CIFAR-100, SGD. Thresholds are ours: |final test gap| <= 1 point (partly 3) and the largest |gap| over "
+        "the measured test curve <= 3 points (partly 5). One seed is within seed noise: on 2026-11-26 seed 0 gave "
+        "a final gap learned - CMF of -8.7 points (72.0 vs 80.7 %), seed 1 -0.5 (77.4 vs 77.9 %); both had CMF "
+        "ahead at epoch 5 (by 12.2 and 7.3 points)",
     ),
     Claim(
         "003-figC1-tau-limit", _JIANG, "Fig. C.1, Lemma 3.1, App. C",

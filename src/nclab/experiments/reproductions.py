@@ -11,8 +11,9 @@ papers' table (:mod:`nclab.experiments.paper_protocols`, written apart from this
   recipe, every block of the last stage measured;
 * ``gnc-trained`` -- [Jiang et al. 2024] Fig. 2 (tau sweep, ResNet18 on CIFAR100 at d = 10), Fig. B.3 (three
   networks on CIFAR100 and Tiny-ImageNet), Figs. 4 / B.6 (class assignment, d = 2) and Fig. 5 (CMF head); its
-  ``cpu`` scale is a stand-in for Fig. 2 on Fashion-MNIST (:func:`gnc_cpu_configs`) and its summary the GNC
-  metrics of the trained runs (:func:`gnc_of_runs`);
+  ``cpu`` scale is a stand-in for Figs. 2, 4 and 5 (from scratch) on Fashion-MNIST (:func:`gnc_cpu_configs`) and
+  its summary the GNC metrics of the trained runs (:func:`gnc_of_runs`), the assignment comparison
+  (:func:`assignment_of_runs`) and the CMF-vs-learned curves (:func:`cmf_of_runs`);
 
 the paper-scale configs of ``fashion-mnist-cnn`` (the Fashion-MNIST column of [Han et al. 2022]) and
 ``vci-transfer`` ([Xu & Liu 2023] Sec. 6.3; :mod:`nclab.experiments.scale_protocols` declares both), and the
@@ -36,6 +37,7 @@ __all__ = [
     "GNC_CPU_D",
     "GNC_CPU_TAUS",
     "GNC_FIG4_CLASSES",
+    "GNC_FIG5_TAU",
     "GNC_TAUS",
     "HAN2022_LR_GRID",
     "HAN2022_NETS",
@@ -43,6 +45,7 @@ __all__ = [
     "VCI_PROBE_SETS",
     "VCI_TAUS",
     "assignment_of_runs",
+    "cmf_of_runs",
     "gnc_configs",
     "gnc_cpu_configs",
     "gnc_of_runs",
@@ -189,8 +192,26 @@ GNC_CPU_TAUS: tuple[float, ...] = (0.05, 0.5)
 GNC_CPU_D = 3
 
 
+def _gnc_cpu_raw(name: str, head: dict[str, Any], measure_epochs: list[int]) -> dict[str, Any]:
+    """The raw config of the Fig. 2 stand-in's network, data and optimiser with classifier ``head``."""
+    return {
+        "name": name,
+        "preset": "jiang2023-gnc@cpu",
+        "data": {"name": "fashion-mnist", "per_class": 100, "test_per_class": 100},
+        "model": {
+            "name": "cnn",
+            "options": {"channels": [16, 32], "hidden": 64, "d": GNC_CPU_D},
+            "head": head,
+        },
+        "optim": {"name": "adamw", "lr": 1e-3, "weight_decay": 5e-4},
+        "train": {"epochs": 60, "batch_size": 128},
+        "measure": {"epochs": measure_epochs, "splits": ["train", "test"], "layers": "penultimate"},
+    }
+
+
 def gnc_cpu_configs() -> dict:
-    """The cpu stand-in of [Jiang et al. 2024] Fig. 2 ``{"fig2/fashion-mnist/cnn-d3/tau...": RunConfig}``.
+    """The cpu stand-in of [Jiang et al. 2024] Fig. 2 ``{"fig2/fashion-mnist/cnn-d3/tau...": RunConfig}``, with
+    those of Fig. 4 (:func:`_fig4_cpu_configs`) and Fig. 5 (:func:`_fig5_cpu_configs`).
 
     A small CNN (:class:`~nclab.nets.SmallCNN`, channels 16-32, hidden 64, a linear ``d = 3`` bottleneck) with the
     paper's cosine head and CE at temperature tau, on 100 Fashion-MNIST images per class (K = 10), 60 epochs,
@@ -201,21 +222,42 @@ def gnc_cpu_configs() -> dict:
 
     out = {}
     for tau in GNC_CPU_TAUS:
-        raw = {
-            "name": f"jiang-fig2-cpu-tau{tau:g}",
-            "preset": "jiang2023-gnc@cpu",
-            "data": {"name": "fashion-mnist", "per_class": 100, "test_per_class": 100},
-            "model": {
-                "name": "cnn",
-                "options": {"channels": [16, 32], "hidden": 64, "d": GNC_CPU_D},
-                "head": {"kind": "cosine", "tau": tau},
-            },
-            "optim": {"name": "adamw", "lr": 1e-3, "weight_decay": 5e-4},
-            "train": {"epochs": 60, "batch_size": 128},
-            "measure": {"epochs": [20, 40, 60], "splits": ["train", "test"], "layers": "penultimate"},
-        }
+        raw = _gnc_cpu_raw(f"jiang-fig2-cpu-tau{tau:g}", {"kind": "cosine", "tau": tau}, [20, 40, 60])
         out[f"fig2/fashion-mnist/cnn-d{GNC_CPU_D}/tau{tau:g}"] = resolve_config(raw)
     out.update(_fig4_cpu_configs())
+    out.update(_fig5_cpu_configs())
+    return out
+
+
+#: The cpu stand-in of [Jiang et al. 2024] Fig. 5: the temperature (App. B: tau = 0.1, beta = 0.9) and the epochs
+#: at which both runs are measured (the learning curves).
+GNC_FIG5_TAU = 0.1
+_FIG5_EPOCHS = list(range(5, 61, 5))
+
+
+def _fig5_cpu_configs(*, tiny: bool = False) -> dict:
+    """Fig. 5 (training from scratch): the Fig. 2 stand-in (same network, d = 3 < K - 1 as the paper's d = 20 <
+    K - 1 = 99, same data and optimiser, same seed) once with the CMF head (:class:`~nclab.nets.CMFHead`, beta =
+    0.9) and once with the learned cosine head it replaces, both at the paper's tau = 0.1, measured every 5 epochs
+    (``tiny``: the same two runs on the embedded digits for 2 epochs, measured at both, the smoke test)."""
+    from nclab.train.config import deep_merge, resolve_config
+
+    heads: dict[str, dict[str, Any]] = {
+        "learned": {"kind": "cosine", "tau": GNC_FIG5_TAU},
+        "cmf": {"kind": "cmf", "tau": GNC_FIG5_TAU, "beta": 0.9},
+    }
+    out = {}
+    for name, head in heads.items():
+        raw = _gnc_cpu_raw(f"jiang-fig5-cpu-{name}", head, _FIG5_EPOCHS)
+        if tiny:
+            raw = deep_merge(raw, {
+                "data": {"name": "digits", "per_class": 20, "test_per_class": 10},
+                "model": {"options": {"channels": [4, 8], "hidden": 16}},
+                "train": {"epochs": 2, "batch_size": 32, "threads": 1},
+                "measure": {"epochs": [1, 2]},
+                "report": False,
+            })  # fmt: skip
+        out[f"fig5/{raw['data']['name']}/cnn-d{GNC_CPU_D}/{name}"] = resolve_config(raw)
     return out
 
 
@@ -310,6 +352,45 @@ def assignment_of_runs(out: Path) -> dict[str, Any]:
         "fig4_learned_gap_to_best_fixed": max(similar_antipodal, *others) - acc["learned"],
         "fig4_learned_opposite_of_class0": learned_opposite,
         "fig4_learned_similar_antipodal": learned_opposite == 1,
+    }
+
+
+def cmf_of_runs(out: Path) -> dict[str, Any]:
+    """The [Jiang et al. 2024, Fig. 5] comparison of the ``fig5-*`` runs under ``out``: the CMF head's and the
+    learned head's accuracy (1 - error of the output layer) on the test and training splits at every epoch both
+    measured (``fig5_epochs``; the curves ``fig5_{test,train}_accuracy_curve``), the final ones
+    (``fig5_{test,train}_accuracy``), and the test curves' gap learned - CMF: at the last epoch (``fig5_final_gap``,
+    signed: > 0 when CMF is behind; ``fig5_final_abs_gap``) and its largest absolute value over the curve
+    (``fig5_max_abs_gap``). Empty unless both runs exist with a common measured epoch."""
+    from nclab.io.run_table import OUTPUT_LAYER
+    from nclab.io.rundir import read_run
+
+    acc: dict[str, dict[str, dict[int, float]]] = {}  # head -> split -> epoch -> accuracy
+    for folder in sorted(Path(out).glob("fig5-*/seed*")):
+        record = read_run(folder)
+        head = "cmf" if record.config["model"]["head"]["kind"] == "cmf" else "learned"
+        acc[head] = {split: {r.epoch: 1.0 - r.value for r in record.rows
+                             if (r.split, r.layer, r.metric) == (split, OUTPUT_LAYER, "error")}
+                     for split in ("test", "train")}  # fmt: skip
+    if set(acc) != {"cmf", "learned"}:
+        return {}
+    epochs = sorted(set(acc["cmf"]["test"]) & set(acc["learned"]["test"]))
+    if not epochs:
+        return {}
+    curve = {split: {h: [acc[h][split].get(e, float("nan")) for e in epochs] for h in ("cmf", "learned")}
+             for split in ("test", "train")}  # fmt: skip
+    # accuracies are multiples of 1 / N_test: rounding keeps a gap of exactly one point from reading 0.0100...09,
+    # past the claim's threshold
+    gaps = [round(a - b, 12) for a, b in zip(curve["test"]["learned"], curve["test"]["cmf"], strict=True)]
+    return {
+        "fig5_epochs": epochs,
+        "fig5_test_accuracy": {h: c[-1] for h, c in curve["test"].items()},
+        "fig5_train_accuracy": {h: c[-1] for h, c in curve["train"].items()},
+        "fig5_test_accuracy_curve": curve["test"],
+        "fig5_train_accuracy_curve": curve["train"],
+        "fig5_final_gap": gaps[-1],
+        "fig5_final_abs_gap": abs(gaps[-1]),
+        "fig5_max_abs_gap": max(abs(g) for g in gaps),
     }
 
 
@@ -426,7 +507,7 @@ def _tiny_configs(kind: str) -> dict:
             "report": False,
         }
         out[f"digits/{model['name']}/{loss}-{i}"] = resolve_config(raw)
-    return {**out, **_fig4_cpu_configs(tiny=True)} if kind == "gnc" else out
+    return {**out, **_fig4_cpu_configs(tiny=True), **_fig5_cpu_configs(tiny=True)} if kind == "gnc" else out
 
 
 _BUILDERS = {
@@ -603,7 +684,7 @@ def gnc_of_runs(out: Path) -> dict[str, Any]:
 
     per_run: dict[str, Any] = {}
     for table in sorted(Path(out).glob("*/seed*/metrics.csv")):
-        if table.parent.parent.name.startswith("fig4-"):  # the assignment runs: assignment_of_runs
+        if table.parent.parent.name.startswith(("fig4-", "fig5-")):  # assignment_of_runs, cmf_of_runs
             continue
         record = read_run(table.parent)
         last = max((r.epoch for r in record.rows if r.metric == "gnc2"), default=None)
@@ -629,10 +710,10 @@ def gnc_of_runs(out: Path) -> dict[str, Any]:
 @register(
     "gnc-trained",
     summary="cosine-head networks with K > d: tau sweep (Fig. 2), GNC prevalence (Fig. B.3), assignment (Figs. 4, "
-    "B.6), CMF head (Fig. 5); cpu: Fig. 2 on Fashion-MNIST at d = 3",
+    "B.6), CMF head (Fig. 5); cpu: Figs. 2 and 5 on Fashion-MNIST at d = 3, Fig. 4 at d = 2",
     paper="[Jiang et al. 2024]",
     selectable=True,
 )
 def gnc_trained(out: Path, scale: str, seed: int, selection: RunSelection | None = None) -> dict[str, Any]:
     summary = _run("gnc-trained", out, scale, seed, selection)
-    return {**summary, **gnc_of_runs(out), **assignment_of_runs(out)}
+    return {**summary, **gnc_of_runs(out), **assignment_of_runs(out), **cmf_of_runs(out)}
