@@ -224,6 +224,13 @@ def _gnc() -> dict[str, dict[str, Value]]:
             "augmentation": ours("cifar", "'standard augmentation' of CIFAR (crop 32 pad 4, flip)"),
             "seeds": Value([0, 1, 2, 3, 4], f"{src}: 5 trials"),
         }
+    fixed = "[Jiang et al. 2024, Sec. 4, Fig. 4 (b-d)]: 'the classifier fixed to be one of the three arrangements'"
+    for assignment in ([0, 1, 2, 3], [0, 1, 3, 2], [0, 2, 1, 3]):  # the square's 3 assignments up to symmetry
+        out[f"fig4/cifar10/resnet18/d2-fixed-{''.join(map(str, assignment))}"] = {
+            **out["fig4/cifar10/resnet18/d2"],
+            "head.kind": Value("fixed", fixed),
+            "head.assignment": Value(assignment, fixed),
+        }
     return out
 
 
