@@ -33,7 +33,8 @@ SMOKE_TEST_NOTE = (
 DURATIONS: dict[str, dict[str, str]] = {
     "central-path-flow": {"tiny": "~3 s", "cpu": "<= 1 min"},
     "digits-mlp-demo": {"tiny": "~15 s", "cpu": "~40 s"},
-    "fashion-mnist-cnn": {"tiny": "~20 s", "cpu": "~12 min"},  # 2026-11-26: 720 s at load 4-5 (paper recipe, 80 epochs)
+    # 2026-11-26: 720 s at load 4-5 (paper recipe, 80 epochs), 514 s at load 2-3 (15:15)
+    "fashion-mnist-cnn": {"tiny": "~20 s", "cpu": "~10 min"},
     "geodesic-digits": {"tiny": "~7 s", "cpu": "<= 1.5 min"},
     "gnc-assignment": {"tiny": "~2 s", "cpu": "<= 16 s"},  # cpu: 2026-11-26 11:57, load 9.0-9.6, CLI wall time
     # cpu: 2026-11-26, after the dense Softmax Code pieces and the cut search (one start of 600 steps per d): 88 s
@@ -50,7 +51,8 @@ DURATIONS: dict[str, dict[str, str]] = {
     "pfc-table1": {"tiny": "<= 25 s"},
     "mse-decomposition-ufm": {"tiny": "<1 s", "cpu": "<= 1 min"},
     "mufm-tradeoff": {"tiny": "~14 s", "cpu": "<= 6 min"},
-    "resnet-depth": {"tiny": "~15 s", "cpu": "~3 min"},  # 2026-11-26: cpu 189 s at load 5; tiny 57 s wall at load 8
+    # 2026-11-26: cpu 189 s at load 5, 76 s at load 2 (15:16); tiny 57 s wall at load 8
+    "resnet-depth": {"tiny": "~15 s", "cpu": "~2 min"},
     "ufm-figures": {"tiny": "~5 s", "cpu": "<= 7 min"},
     "vci-transfer": {"tiny": "~11 s", "cpu": "~9 min"},  # issue 27 redesign (24 runs x 30 epochs): 530 s at load 4-5
     "ufm-init-scale": {"tiny": "~4 s", "cpu": "<= 2 min"},
