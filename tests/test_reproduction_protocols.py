@@ -301,9 +301,8 @@ def test_gnc_trained_cpu_scale_is_the_fashion_mnist_stand_in():
     fig5 = ["fig5/fashion-mnist/cnn-d3/learned", "fig5/fashion-mnist/cnn-d3/cmf"]
     assert [p.label for p in protocols] == ["fig2/fashion-mnist/cnn-d3/tau0.05", "fig2/fashion-mnist/cnn-d3/tau0.5",
                                             *fig4, *fig5]  # fmt: skip
-    # one seed each, but the Fig. 5 pair: 3 (one seed moved the learned head 5.4 points; the paper scale: 5 trials
-    # per assignment)
-    assert [tuple(p.seeds) for p in protocols] == [(0,)] * 6 + [(0, 1, 2)] * 2
+    # Fig. 2 one seed each, Figs. 4 and 5 three (one seed is within their noise; the paper: 5 trials per assignment)
+    assert [tuple(p.seeds) for p in protocols] == [(0,)] * 2 + [(0, 1, 2)] * 6
     sq = _flat(protocols[-3].to_dict())
     assert sq["head.kind"] == "fixed" and sq["data.classes"] == [0, 6, 7, 9] and sq["model_options.d"] == 2
     got = _flat(protocols[0].to_dict())
