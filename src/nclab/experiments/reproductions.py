@@ -175,7 +175,7 @@ def gnc_configs() -> dict:
         # Fig. 4 compares the learned head with the square fixed in each assignment; Fig. B.6 the learned one only
         heads = {"": {}} if fig == "figB6" else {"" if h == "learned" else f"-{h}": {"head": head}
                                                   for h, head in _fig4_heads(tau).items()}  # fmt: skip
-        for suffix, model in heads.items():
+        for suffix, head_over in heads.items():
             out[f"{fig}/cifar10/resnet18/d2{suffix}"] = _gnc(
                 f"jiang-{fig}{suffix}",
                 "cifar10",
@@ -185,7 +185,7 @@ def gnc_configs() -> dict:
                 data={"augment": "cifar", "options": {"classes": classes}},
                 schedule={"name": "multistep", "milestones": list(range(200, epochs, 200)), "gamma": 0.1},
                 train={"epochs": epochs},
-                **({"model": model} if model else {}),
+                **({"model": head_over} if head_over else {}),
             )
     return out
 
