@@ -347,16 +347,22 @@ def render(root: Path) -> str:
         f"{len(rows)} claims: " + ", ".join(f"{n} {v}" for v, n in counts.items()) + ".",
         "",
     ]
-    # the verdict next to the two values: a reader sees them without scrolling a wide table sideways
-    head = ("claim", "quantity", "paper", "ours (cpu scale)", "verdict", "criterion", "why ours may differ", "where")
+    # four columns fit the page, the verdict second so that it is never scrolled off; the criterion, the reason and
+    # the source follow the table, one item per claim
+    head = ("claim: quantity", "verdict", "paper", "ours (cpu scale)")
     for number, key, title in PAPERS:
         lines += [f"(reproductions-{number})=", f"### {number} {key}: {title}", ""]
         lines += [_row(head), _row(["---"] * len(head))]
-        for r in rows:
-            if r["paper"] == key:
-                where = f"{r['where']}; ours: `{r['experiment']}`"
-                cells = [r["claim"], r["quantity"], r["paper_value"], r["ours"], f"**{r['verdict']}**"]
-                lines.append(_row([*cells, r["criterion"], r["reason"], where]))
+        mine = [r for r in rows if r["paper"] == key]
+        for r in mine:
+            claim = f"**{r['claim']}**: {r['quantity']}"
+            lines.append(_row([claim, f"**{r['verdict']}**", r["paper_value"], r["ours"]]))
+        lines += ["", "Criteria and why ours may differ:", ""]
+        for r in mine:
+            lines.append(
+                f"- **{r['claim']}** ({_cell(r['where'])}; ours: `{r['experiment']}`). Criterion: "
+                f"{_cell(r['criterion'])}. Why ours may differ: {_cell(r['reason']).rstrip('.')}."
+            )
         lines.append("")
         if number == "000":
             lines += transfer_table(results.get("vci-transfer"))
