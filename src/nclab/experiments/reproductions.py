@@ -327,12 +327,21 @@ def _fig4_cpu_configs(*, tiny: bool = False) -> dict:
     return out
 
 
-def _final_test_accuracy(record: Any) -> float | None:
-    """1 - the output layer's test error at the run's last epoch measuring it (None when none does)."""
-    from nclab.io.run_table import OUTPUT_LAYER
+def _accuracy(record: Any, split: str) -> dict[int, float]:
+    """``{epoch: 1 - the output layer's error}`` of a read run (:class:`~nclab.io.rundir.RunRecord`) on ``split``;
+    empty when the run never measured it."""
+    from nclab.io.run_table import OUTPUT_LAYER, MetricTable
 
-    errs = {r.epoch: r.value for r in record.rows if (r.split, r.layer, r.metric) == ("test", OUTPUT_LAYER, "error")}
-    return None if not errs else 1.0 - errs[max(errs)]
+    try:
+        errors = MetricTable(record.rows).series("error", layer=OUTPUT_LAYER, split=split)
+    except KeyError:
+        return {}
+    return {epoch: 1.0 - err for epoch, err in errors.items()}
+
+
+def _run_key(folder: Path) -> str:
+    """``"<run folder> seed<s>"``: a trained run's name in the summaries (its folder and seed folder)."""
+    return f"{folder.parent.name} {folder.name}"
 
 
 def assignment_of_runs(folders: Sequence[Path]) -> dict[str, Any]:
@@ -353,9 +362,10 @@ def assignment_of_runs(folders: Sequence[Path]) -> dict[str, Any]:
     similar_opposite: list[bool] = []  # ... and whether it is class 0's similar partner
     for folder in (Path(f) for f in folders if Path(f).parent.name.startswith("fig4-")):
         record = read_run(folder)
-        acc = _final_test_accuracy(record)
-        if acc is None:
+        test = _accuracy(record, "test")
+        if not test:
             continue
+        acc = test[max(test)]
         head = record.config["model"]["head"]
         if head["kind"] == "fixed":
             pairs = {tuple(sorted(p)) for p in antipodal_pairs(regular_polygon(4), head["assignment"])}
@@ -395,16 +405,13 @@ def cmf_of_runs(folders: Sequence[Path]) -> dict[str, Any]:
     (``fig5_final_gap``, signed: > 0 when CMF is behind; ``fig5_final_abs_gap``) and its largest absolute value over
     the curve (``fig5_max_abs_gap``); ``fig5_seeds`` the seeds per head. Empty unless both heads ran with a common
     measured epoch."""
-    from nclab.io.run_table import OUTPUT_LAYER
     from nclab.io.rundir import read_run
 
     runs: dict[str, list[dict[str, dict[int, float]]]] = {}  # head -> per seed: split -> epoch -> accuracy
     for folder in (Path(f) for f in folders if Path(f).parent.name.startswith("fig5-")):
         record = read_run(folder)
         head = "cmf" if record.config["model"]["head"]["kind"] == "cmf" else "learned"
-        runs.setdefault(head, []).append({split: {r.epoch: 1.0 - r.value for r in record.rows
-                                                  if (r.split, r.layer, r.metric) == (split, OUTPUT_LAYER, "error")}
-                                          for split in ("test", "train")})  # fmt: skip
+        runs.setdefault(head, []).append({split: _accuracy(record, split) for split in ("test", "train")})
     if set(runs) != {"cmf", "learned"}:
         return {}
     epochs = sorted(set.intersection(*(set(seed["test"]) for h in runs.values() for seed in h)))
@@ -725,17 +732,17 @@ def pfc_depth_of_runs(folders: Sequence[Path]) -> dict[str, Any]:
     from nclab.experiments.theory_engines import pfc_depth_summary
     from nclab.io.rundir import read_run
 
+    names = {"pfc1": "trace_ratio", "pfc2": "etf_gram_error", "pfc3": "ncc_accuracy"}
     per_run: dict[str, Any] = {}
-    for table in (Path(f) / "metrics.csv" for f in folders):
-        rows = [r for r in read_run(table.parent).rows if r.split == "train"]
+    for folder in map(Path, folders):
+        rows = [r for r in read_run(folder).rows if r.split == "train"]
         blocks = sorted({r.layer for r in rows if re.fullmatch(r"layer\d+", r.layer)}, key=lambda b: int(b[5:]))
         last = max((r.epoch for r in rows if r.layer in blocks and r.metric == "trace_ratio"), default=None)
         at = {(r.layer, r.metric): r.value for r in rows if r.epoch == last}
-        names = {"pfc1": "trace_ratio", "pfc2": "etf_gram_error", "pfc3": "ncc_accuracy"}
         if len(blocks) < 2 or any((b, m) not in at for b in blocks for m in names.values()):
             continue
         measured = {key: [at[(b, metric)] for b in blocks] for key, metric in names.items()}
-        per_run[f"{table.parent.parent.name} {table.parent.name}"] = {"epoch": last, **pfc_depth_summary(measured)}
+        per_run[_run_key(folder)] = {"epoch": last, **pfc_depth_summary(measured)}
     totals = {f"{k}_depth_violations": sum(r[f"{k}_depth_violations"] for r in per_run.values()) for k in names}
     return {**totals, "pfc_by_run": per_run} if per_run else {}
 
@@ -756,10 +763,10 @@ def gnc_of_runs(folders: Sequence[Path]) -> dict[str, Any]:
     from nclab.io.rundir import read_run
 
     per_run: dict[str, Any] = {}
-    for table in (Path(f) / "metrics.csv" for f in folders):
-        if table.parent.parent.name.startswith(("fig4-", "fig5-")):  # assignment_of_runs, cmf_of_runs
+    for folder in map(Path, folders):
+        if folder.parent.name.startswith(("fig4-", "fig5-")):  # assignment_of_runs, cmf_of_runs
             continue
-        record = read_run(table.parent)
+        record = read_run(folder)
         last = max((r.epoch for r in record.rows if r.metric == "gnc2"), default=None)
         if last is None:
             continue
@@ -771,7 +778,7 @@ def gnc_of_runs(folders: Sequence[Path]) -> dict[str, Any]:
             if (split, OUTPUT_LAYER, "error") in at:
                 entry[f"{split}_error"] = at[(split, OUTPUT_LAYER, "error")]
         entry["zero_error_epoch"] = record.zero_error_epoch
-        per_run[f"{table.parent.parent.name} {table.parent.name}"] = entry
+        per_run[_run_key(folder)] = entry
     if not per_run:
         return {}
     first = min(per_run.values(), key=lambda e: e["tau"])

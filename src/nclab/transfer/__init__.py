@@ -16,6 +16,7 @@ from nclab.transfer.probe import (
     mean_per_class_accuracy,
     probe_options,
     sklearn_c,
+    task_data_options,
     top1_accuracy,
 )
 from nclab.transfer.scores import log_odds, mean_log_odds, mlog
@@ -33,5 +34,6 @@ __all__ = [
     "mlog",
     "probe_options",
     "sklearn_c",
+    "task_data_options",
     "top1_accuracy",
 ]

@@ -42,6 +42,7 @@ __all__ = [
     "mean_per_class_accuracy",
     "probe_options",
     "sklearn_c",
+    "task_data_options",
     "top1_accuracy",
 ]
 
@@ -84,6 +85,35 @@ def probe_options(probe: Mapping[str, Any]) -> dict[str, Any]:
     else:
         kw["lams"] = np.asarray(lams, dtype=np.float64)
     return kw
+
+
+def task_data_options(task: Mapping[str, Any]) -> dict[str, Any]:
+    """A study's downstream ``task`` mapping as the dataset options of its loader (``nclab.data.load`` /
+    ``open_images``): its ``options``, with its ``classes`` (when given) as a list.
+
+    Parameters
+    ----------
+    task : mapping
+        One entry of a study's ``downstream`` list (``dataset``, ``options``, ``classes``, ...).
+
+    Returns
+    -------
+    dict
+        The keyword arguments for the dataset, a new dict.
+
+    See Also
+    --------
+    probe_options : the ``probe`` section as keywords of :func:`linear_probe`.
+
+    Examples
+    --------
+    >>> task_data_options({"dataset": "digits", "options": {"mode": "L"}, "classes": (3, 5)})
+    {'mode': 'L', 'classes': [3, 5]}
+    """
+    opts = dict(task.get("options") or {})
+    if task.get("classes") is not None:
+        opts["classes"] = list(task["classes"])
+    return opts
 
 
 def _as_features(X: Any, name: str) -> torch.Tensor:

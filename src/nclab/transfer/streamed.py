@@ -48,7 +48,7 @@ from nclab.nets import build_model
 from nclab.train.checkpoint import load_checkpoint
 from nclab.train.config import RunConfig
 from nclab.train.feeds import eval_transform, streamed_split
-from nclab.transfer.probe import Score, linear_probe, probe_options
+from nclab.transfer.probe import Score, linear_probe, probe_options, task_data_options
 from nclab.transfer.scores import log_odds_note, mean_log_odds, mlog
 from nclab.validation import check_choice, check_int
 
@@ -246,9 +246,7 @@ def task_splits(spec: Mapping[str, Any], cfg: RunConfig, K: int, opts: StreamOpt
             f"downstream {spec.get('name')!r}: transform {spec['transform']!r} applies to in-memory pretraining "
             "data; a streamed study probes the datasets as they are"
         )
-    opts_ = dict(spec.get("options") or {})
-    if spec.get("classes") is not None:
-        opts_["classes"] = list(spec["classes"])
+    opts_ = task_data_options(spec)
     size = int(cfg.data.image_size or 0)
     mode = str(cfg.data.options.get("mode", "RGB"))
     splits = {"train": spec.get("train_split"), "val": spec.get("val_split"), "test": spec.get("test_split")}

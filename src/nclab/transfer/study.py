@@ -87,7 +87,7 @@ from nclab.train.checkpoint import load_checkpoint
 from nclab.train.config import RunConfig, resolve_config
 from nclab.train.sweep import override_string, run_sweep
 from nclab.train.trainer import run_id
-from nclab.transfer.probe import Score, linear_probe, probe_options
+from nclab.transfer.probe import Score, linear_probe, probe_options, task_data_options
 from nclab.transfer.scores import log_odds_note, mean_log_odds, mlog
 from nclab.transfer.streamed import StreamOptions, evaluate_streamed_run
 from nclab.validation import check_choice, did_you_mean
@@ -303,10 +303,7 @@ def make_task(spec: Mapping[str, Any], input_shape: Sequence[int], seed: int = 0
                 f"downstream {spec.get('name')!r}: {key} applies to streamed pretraining data only "
                 "(nclab.transfer.streamed.task_splits); in memory the probe reads the train and test splits"
             )
-    opts = dict(spec.get("options") or {})
-    if spec.get("classes") is not None:
-        opts["classes"] = list(spec["classes"])
-    common = dict(root=spec.get("root"), seed=seed, **opts)
+    common = dict(root=spec.get("root"), seed=seed, **task_data_options(spec))
     tr = load(spec["dataset"], "train", per_class=spec.get("per_class"), **common)
     te = load(spec["dataset"], "test", per_class=spec.get("test_per_class"), **common)
     xs = [_transform(_adapt(d.x, input_shape), transform) for d in (tr, te)]
