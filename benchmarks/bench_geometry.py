@@ -18,6 +18,13 @@ steps, 8 restarts), on Tammes (3, 13), (3, 14), (3, 24) and Softmax Codes (3, 9)
 value, and the KKT residual of the new code.
 
     OPENBLAS_NUM_THREADS=1 python benchmarks/bench_geometry.py --codes-only
+
+Softmax Code pieces, dense vs generic (``--pieces``): one value + gradient evaluation of the ``K (K - 1)`` pieces
+``<w_k, h_k> - <w_j, h_k>`` at ``K = 1000``, ``d = 8`` (a step of ``gnc-bounds-vs-d``'s search), by the dense
+``(K, K)`` products :func:`~nclab.geometry.codes.softmax_code_search` uses against the generic gather / bincount
+path of the base class (the baseline, same numbers), at 1 and 2 BLAS threads.
+
+    python benchmarks/bench_geometry.py --pieces
 """
 
 from __future__ import annotations
@@ -145,6 +152,36 @@ def bench_searches(seed: int) -> None:
         )
 
 
+def bench_pieces(K: int = 1000, d: int = 8, repeats: int = 5, seed: int = 0) -> None:
+    """Dense vs generic Softmax Code pieces: best of ``repeats`` of values + gradient, ratio in the same run."""
+    from threadpoolctl import threadpool_limits
+
+    from nclab.geometry import codes
+
+    pieces = codes._softmax_pieces(K)  # the benchmark times the private paths the search chooses between
+    gen = np.random.default_rng(seed)
+    X, P = gen.normal(size=(1, 2 * K, d)), gen.random((1, K * (K - 1)))
+    paths = {
+        "dense": lambda: (pieces.values(X), pieces.grad(X, P)),
+        "generic": lambda: (codes._Pieces.values(pieces, X), codes._Pieces.grad(pieces, X, P)),
+    }
+    dense, generic = (f() for f in paths.values())
+    gap = max(float(np.max(np.abs(a - b))) for a, b in zip(dense, generic, strict=True))
+    print(f"Softmax Code pieces, K = {K}, d = {d}: max |dense - generic| = {gap:.1e}")
+    for threads in (1, 2):
+        with threadpool_limits(threads):
+            best = {}
+            for name, f in paths.items():
+                times = []
+                for _ in range(repeats):
+                    t = time.perf_counter()
+                    f()
+                    times.append(time.perf_counter() - t)
+                best[name] = min(times)
+        print(f"  {threads} thread(s): dense {best['dense'] * 1e3:.1f} ms, generic {best['generic'] * 1e3:.1f} ms, "
+              f"generic / dense = {best['generic'] / best['dense']:.1f}")  # fmt: skip
+
+
 def main() -> None:
     native_blas()
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -155,8 +192,12 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--skip-code", action="store_true")
     ap.add_argument("--codes-only", action="store_true", help="only the new-vs-old code searches")
+    ap.add_argument("--pieces", action="store_true", help="only the dense vs generic Softmax Code pieces")
     args = ap.parse_args()
     print(kernels_line())
+    if args.pieces:
+        bench_pieces(seed=args.seed)
+        return
     if args.codes_only:
         bench_searches(args.seed)
         return

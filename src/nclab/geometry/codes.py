@@ -152,7 +152,8 @@ class _Pieces:
 class _SoftmaxPieces(_Pieces):
     """The Softmax Code pieces with dense ``(K, K)`` values and gradient: ``f_kj = <w_k, h_k> - <w_j, h_k>`` for
     ``X = [W; H]``. Same numbers as :class:`_Pieces` (to rounding), without the ``K^2``-long gathers and bincounts
-    (14x faster at ``K = 1000``, ``d = 8``, where the generic path dominated ``gnc-bounds-vs-d``)."""
+    (5.1x faster at ``K = 1000``, ``d = 8``, where the generic path dominated ``gnc-bounds-vs-d``:
+    ``benchmarks/bench_geometry.py --pieces``)."""
 
     def values(self, X: np.ndarray) -> np.ndarray:
         K = self.M // 2
