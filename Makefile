@@ -3,6 +3,7 @@ PY      ?= python3
 VENV    := .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.nclab-installed
+EXTRAS  := io,parquet,tensorboard,wandb,mlflow,lightning,hf,ann,pandas,sweep
 
 .PHONY: demo test examples bench mutants lint venv clean docs typecheck wheel-check
 
@@ -13,7 +14,8 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q --upgrade pip
 	# the CPU build of torch: plain `torch` would pull GBs of CUDA packages
 	$(BIN)/python -m pip install -q torch==2.13.0
-	$(BIN)/python -m pip install -q -e '.[dev]'
+	# every extra, and the development tools (a PEP 735 dependency group: not in the published metadata)
+	$(BIN)/python -m pip install -q -e '.[$(EXTRAS)]' --group dev
 	touch $(STAMP)
 
 demo: $(STAMP)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The package as a user gets it: build the wheel, install it into a fresh virtual environment, and run the command
 # and a small measurement from a folder outside the source tree (so that nothing is imported from src/).
-# Usage: .ci/wheel_check.sh [PYTHON]   (default .venv/bin/python; it needs the `build` package: pip install .[dev])
+# Usage: .ci/wheel_check.sh [PYTHON]   (default .venv/bin/python; it needs the `build` package: pip install --group dev)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${1:-.venv/bin/python}
@@ -46,6 +46,16 @@ with zipfile.ZipFile(sys.argv[1]) as wheel:
     assert "License-Expression: MIT" in text, "no License-Expression"
     assert any(n.endswith(".dist-info/licenses/LICENSE") for n in wheel.namelist()), "LICENSE not in the wheel"
     assert 'src="docs/' not in text and "](docs/" not in text, "relative links in the long description"
+    # publishable: no placeholder address, no development tool among the requirements or extras
+    assert "Project-URL" not in text, "project URLs in the metadata (no public home is registered)"
+    assert "Provides-Extra: dev" not in text and "Provides-Extra: docs" not in text, "a dev/docs extra is published"
+    for tool in ("pytest", "ruff", "mypy", "build", "sphinx", "hypothesis"):
+        assert f"Requires-Dist: {tool}" not in text, f"the development tool {tool} is in the metadata"
+    # the package ships no code that runs git (the reproductions page generator lives in scripts/)
+    for name in wheel.namelist():
+        if name.endswith(".py"):
+            source = wheel.read(name).decode()
+            assert not ("subprocess" in source and '"git"' in source), f"{name} runs git"
 
 # a tiny measurement against a brute-force NC1 = tr(Sigma_W Sigma_B^+) / K
 rng = np.random.default_rng(0)
