@@ -81,5 +81,11 @@ def test_citation_file_check_catches_an_invalid_file():
 def test_the_docs_bibtex_matches_the_version():
     text = (ROOT / "docs/citing.md").read_text()
     assert f"version = {{{nclab.__version__}}}" in text
-    for key in ("xu2023quantifying", "tirer2022extended", "wang2024progressive", "jiang2024generalized", "han2022neural"):
+    for key in (
+        "xu2023quantifying",
+        "tirer2022extended",
+        "wang2024progressive",
+        "jiang2024generalized",
+        "han2022neural",
+    ):
         assert f"{{{key}," in text
