@@ -11,6 +11,7 @@ dataset: the run's test-time transform).
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -32,7 +33,7 @@ from nclab.cli.common import (
 if TYPE_CHECKING:
     from torch import nn
 
-__all__ = ["extract_command", "load_model", "run_dataset"]
+__all__ = ["SavedModel", "extract_command", "load_model", "run_dataset"]
 
 
 class Layout(StrEnum):
@@ -43,14 +44,42 @@ class Layout(StrEnum):
 
 
 def _run_config(source: Path) -> Any:
-    """The resolved config of the run directory ``source``, or ``None`` when ``source`` is a file."""
+    """The resolved config of the ``nclab train`` run directory ``source``, or ``None`` when ``source`` is a file or
+    a monitor's or callback's run folder (:func:`_run_identity`)."""
     if not source.is_dir():
         return None
     from nclab.io.rundir import RunDir
     from nclab.io.yaml_io import load_yaml_file
     from nclab.train import RunConfig
 
-    return RunConfig.model_validate(load_yaml_file(RunDir(source).config))
+    run = RunDir(source)
+    kind = run.kind()
+    if kind == "monitor":
+        return None
+    if kind != "train":
+        raise ValueError(
+            f"{source} is not a run folder nclab can extract from (it holds: {kind}): name an `nclab train` run, "
+            "a CollapseMonitor / callback run folder with --weights, or a torch.save'd model file"
+        )
+    if not run.config.is_file():
+        raise ValueError(f"{source} has a checkpoint but no config.yaml: it is not a complete `nclab train` run")
+    return RunConfig.model_validate(load_yaml_file(run.config))
+
+
+def _run_identity(source: Path) -> Any:
+    """The :class:`~nclab.io.rundir.RunIdentity` of a monitor's or callback's run folder ``source`` (what it
+    measured: K, the layers, the parameter shapes), or ``None`` when ``source`` is not such a folder."""
+    from nclab.io.rundir import RunDir
+
+    if not source.is_dir() or RunDir(source).kind() != "monitor":
+        return None
+    ident = RunDir(source).saved_identity()
+    if ident is None:
+        raise ValueError(
+            f"{source} holds a metrics table but no identity.json: it does not say what was measured; extract "
+            "from the model file instead (nclab extract MODEL.pt DATA --layers ...)"
+        )
+    return ident
 
 
 def run_dataset(cfg: Any, data: str, split: str, per_class: int | None = None, *, root: Path | None = None) -> Any:
@@ -102,10 +131,11 @@ def _mismatch(source: Path, cfg: Any, data: str, ds: Any, err: Exception) -> Val
     )
 
 
-def load_model(source: Path, ds: Any, data: str) -> nn.Module:
-    """The network of an ``nclab train`` run directory (``config.yaml`` + ``checkpoints/last.pt``), or a whole
-    module saved with ``torch.save(model, path)`` (unpickled: only files you trust), checked to take the inputs of
-    the dataset ``ds`` (named ``data``): a network of another input size is refused naming both shapes."""
+def load_model(source: Path, ds: Any, data: str, saved: SavedModel | None = None) -> nn.Module:
+    """The network of an ``nclab train`` run directory (``config.yaml`` + ``checkpoints/last.pt``), or a model saved
+    with ``torch.save`` (``saved``: the file, and the class a state dict or a script-defined class needs; see
+    :func:`nclab.nets.saved.load_saved_model`), checked to take the inputs of the dataset ``ds`` (named ``data``): a
+    network of another input size is refused naming both shapes."""
     import torch
 
     from nclab.io.rundir import RunDir
@@ -117,15 +147,16 @@ def load_model(source: Path, ds: Any, data: str) -> nn.Module:
         model = build_model(
             cfg.model.name, _input_shape(ds), ds.K, head=cfg.model.head.build_kwargs(), **cfg.model.options
         )
-        saved = load_checkpoint(RunDir(source).checkpoint)
+        checkpoint = load_checkpoint(RunDir(source).checkpoint)
         try:
-            model.load_state_dict(saved["model"])
+            model.load_state_dict(checkpoint["model"])
         except RuntimeError as err:  # torch's "size mismatch for blocks.0.0.weight ..."
             raise _mismatch(source, cfg, data, ds, err) from None
         return model
-    obj = torch.load(source, map_location="cpu", weights_only=False)
-    if not isinstance(obj, torch.nn.Module):
-        raise ValueError(f"{source}: expected a run directory or a saved nn.Module, found {type(obj).__name__}")
+    from nclab.nets.saved import load_saved_model
+
+    saved = saved or SavedModel(source)
+    obj = load_saved_model(saved.file, saved.model_class, saved.model_kwargs)
     was = obj.training
     try:  # one sample through the network: a module of another input size fails here, not mid-extraction
         with torch.no_grad():
@@ -133,11 +164,39 @@ def load_model(source: Path, ds: Any, data: str) -> nn.Module:
     except RuntimeError as err:
         first = str(err).splitlines()[0] if str(err) else type(err).__name__
         raise ValueError(
-            f"the network in {source} cannot take {data} inputs of shape {_input_shape(ds)}: {first}"
+            f"the network in {saved.file} cannot take {data} inputs of shape {_input_shape(ds)}: {first}"
         ) from None
     finally:
         obj.train(was)
     return obj
+
+
+@dataclass(frozen=True)
+class SavedModel:
+    """A model saved with ``torch.save``: the ``file``, and the class (``"MODULE:CLASS"`` / ``"FILE.py:CLASS"``) and
+    constructor keywords that a state dict, or a whole module of a script-defined class, needs to load."""
+
+    file: Path
+    model_class: str | None = None
+    model_kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+def _check_identity(source: Path, ident: Any, net: nn.Module, K: int) -> None:
+    """Refuse a model that is not the one a monitor run measured: another K or other parameter shapes."""
+    hashed = ident.hashed or {}
+    if hashed.get("num_classes") not in (None, K):
+        raise ValueError(f"{source} measured {hashed['num_classes']} classes, the dataset has {K}")
+    shapes = hashed.get("parameters")
+    if shapes is None:
+        return
+    own = {n: list(p.shape) for n, p in net.named_parameters()}
+    for name, shape in shapes.items():
+        if own.get(name) != list(shape):
+            got = "no such parameter" if name not in own else f"shape {own[name]}"
+            raise ValueError(
+                f"the model in --weights is not the one {source} measured: parameter {name!r} had shape "
+                f"{list(shape)} there, {got} here"
+            )
 
 
 def _dataset(cfg: Any, data: str, split: str, per_class: int | None, root: Path | None, image_size: int | None) -> Any:
@@ -163,15 +222,60 @@ def _dataset(cfg: Any, data: str, split: str, per_class: int | None, root: Path 
 
 
 def _extract_split(
-    model: Path, cfg: Any, data: str, split: str, out: Path, layers: list[str], options: dict[str, Any]
+    model: Path, source: _Source, data: str, split: str, out: Path, layers: list[str], options: dict[str, Any]
 ) -> tuple[dict[str, Path], Any]:
     """One split's extraction into ``out``: ``({array name: path}, dataset)``. The dataset itself goes to
     :func:`~nclab.monitor.extract_features` (read by index, so an interrupted extraction resumes with ``resume``)."""
     from nclab.monitor import extract_features
 
-    ds = _dataset(cfg, data, split, options.pop("per_class"), options.pop("root"), options.pop("image_size"))
-    net = load_model(model, ds, data)
+    ds = _dataset(source.cfg, data, split, options.pop("per_class"), options.pop("root"), options.pop("image_size"))
+    net = load_model(model, ds, data, source.saved)
+    if source.identity is not None:
+        _check_identity(model, source.identity, net, ds.K)
     return extract_features(net, ds, layers, out=out, K=ds.K, **options), ds
+
+
+@dataclass(frozen=True)
+class _Source:
+    """What ``nclab extract`` reads: a train run's config, or a saved model (with, for a monitor's or callback's
+    run folder, the identity that says what it measured)."""
+
+    cfg: Any = None
+    saved: SavedModel | None = None
+    identity: Any = None
+
+
+def _source(model: Path, weights: Path | None, model_class: str | None, model_kwargs: str | None) -> _Source:
+    """Resolve MODEL and the options that say how to load it; a combination that cannot apply is refused."""
+    import json
+
+    kwargs: dict[str, Any] = {}
+    if model_kwargs is not None:
+        try:
+            kwargs = json.loads(model_kwargs)
+        except json.JSONDecodeError as err:
+            raise ValueError(f"--model-kwargs must be a JSON object, e.g. '{{\"hidden\": 64}}' ({err})") from None
+        if not isinstance(kwargs, dict):
+            raise ValueError(f"--model-kwargs must be a JSON object, got {type(kwargs).__name__}")
+    cfg = _run_config(model)
+    if cfg is not None:
+        if weights is not None or model_class is not None or model_kwargs is not None:
+            raise ValueError(
+                f"{model} is an `nclab train` run: its config builds the model; --weights, --model-class and "
+                "--model-kwargs apply to saved models and monitor run folders"
+            )
+        return _Source(cfg=cfg)
+    ident = _run_identity(model)
+    if ident is None:
+        if weights is not None:
+            raise ValueError(f"--weights applies to a monitor or callback run folder; {model} is a model file")
+        return _Source(saved=SavedModel(model, model_class, kwargs))
+    if weights is None:
+        raise ValueError(
+            f"{model} is a {ident.writer} run folder: it holds the metrics, not the model. Pass the model with "
+            "--weights FILE (a torch.save'd module or state dict; --model-class MODULE:CLASS for your own class)"
+        )
+    return _Source(saved=SavedModel(weights, model_class, kwargs), identity=ident)
 
 
 def _spec(path: Path, name: str) -> str:
@@ -180,7 +284,12 @@ def _spec(path: Path, name: str) -> str:
 
 
 def extract_command(
-    model: Annotated[Path, typer.Argument(help="an `nclab train` run directory, or a torch.save'd nn.Module")],
+    model: Annotated[
+        Path,
+        typer.Argument(
+            help="an `nclab train` run directory, a torch.save'd model, or a monitor run folder (--weights)"
+        ),
+    ],
     data: Annotated[
         str | None,
         typer.Argument(help="dataset name (nclab.data: digits, mnist, cifar10, ...); default: the run's own"),
@@ -217,6 +326,21 @@ def extract_command(
         int | None, typer.Option("--image-size", help="streamed datasets: side of the centre crop", min=1)
     ] = None,
     workers: Annotated[int, typer.Option(help="DataLoader worker processes decoding the images", min=0)] = 0,
+    model_class: Annotated[
+        str | None,
+        typer.Option(
+            "--model-class",
+            help="the saved model's class, MODULE:CLASS or FILE.py:CLASS: needed for a state dict, and for a "
+            "torch.save'd module whose class was defined in the saving script",
+        ),
+    ] = None,
+    model_kwargs: Annotated[
+        str | None, typer.Option("--model-kwargs", help="JSON object of the class's constructor arguments")
+    ] = None,
+    weights: Annotated[
+        Path | None,
+        typer.Option(help="with a CollapseMonitor / callback run folder as MODEL: the model file (torch.save'd)"),
+    ] = None,
 ) -> None:
     """Stream a trained model's features on a dataset to memory-mapped files for `nclab measure` or `nclab probe`.
 
@@ -236,19 +360,29 @@ def extract_command(
     was. An earlier extraction in OUT is replaced only with --overwrite. Streamed image datasets (imagenet,
     image-folder, ...) are decoded in --workers processes, one batch in memory at a time. An extraction that stops
     (an error, Ctrl-C, a kill) keeps its progress in a hidden folder of OUT: --resume continues it (same model,
-    data, layers and --batch-size), into the files an uninterrupted extraction writes."""
+    data, layers and --batch-size), into the files an uninterrupted extraction writes.
+
+    MODEL is an `nclab train` run directory, a model file written by torch.save (a whole module, or a state dict
+    with --model-class and --model-kwargs; a module whose class was defined in the script that saved it needs
+    --model-class FILE.py:CLASS, and the file runs on import, so keep its training under
+    `if __name__ == "__main__":`), or the run folder of a CollapseMonitor or a Lightning / Hugging Face callback
+    with --weights FILE: its identity.json says which layers it measured (the default --layers) and the model
+    must have the parameter shapes it recorded."""
     from nclab.validation import check_output_dir
 
     with user_errors(OSError), warnings_as_notes():  # OSError: a full disk, an unreadable model file
-        cfg = _run_config(model)
+        source = _source(model, weights, model_class, model_kwargs)
+        cfg = source.cfg
         if data is None:
             if cfg is None:
-                raise ValueError(f"{model} is a saved module, not a run directory: name the dataset (DATA)")
+                raise ValueError(f"{model} is not an `nclab train` run, so its dataset is unknown: name it (DATA)")
             data = cfg.data.name
+        if layers is None and source.identity is not None:
+            layers = list((source.identity.hashed or {}).get("layers") or []) or None
         splits = ["train", "test"] if layout is Layout.probe else [split]
         if layout is Layout.probe and layers is not None and len(layers) != 1:
             raise ValueError(f"--layout probe extracts one layer, got --layers {' '.join(layers)}")
-        name = model.name if cfg is not None else model.stem
+        name = model.name if model.is_dir() else model.stem
         out = out or Path("runs") / "features" / (f"{name}-{data}" + ("" if layout is Layout.probe else f"-{split}"))
         check_output_dir(out, name="--out")  # before the forward passes
         written = {}
@@ -264,7 +398,7 @@ def extract_command(
                 "format": file_format,
                 "overwrite": overwrite,
             }
-            written[s] = _extract_split(model, cfg, data, s, target, layers or ["penultimate"], options)
+            written[s] = _extract_split(model, source, data, s, target, layers or ["penultimate"], options)
     files = {s: {k: _spec(p, k) for k, p in paths.items()} for s, (paths, _) in written.items()}
     shapes = {s: _shapes(next(iter(paths.values())).parent) for s, (paths, _) in written.items()}
     rows = [
