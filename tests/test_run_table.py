@@ -150,3 +150,20 @@ def test_csv_and_parquet_are_one_result(tmp_path, monkeypatch):
     monkeypatch.setattr(run_table, "_parquet_bytes", lambda rows, run_id: None)  # as without pyarrow
     assert [p.name for p in write_metrics(ROWS, tmp_path)] == ["metrics.csv"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["metrics.csv"] and len(read_metrics(tmp_path)) == len(ROWS)
+
+
+def test_a_table_prints_as_one_summary_line_not_its_rows():
+    from nclab.io.run_table import MetricRow, MetricTable
+
+    rows = [
+        MetricRow(e, s, layer, m, 1.0 / (e + 1))
+        for e in range(0, 21, 5)
+        for s in ("train", "test")
+        for layer in ("layer3", "fc")
+        for m in ("nc1", "nc2", "vci", "cdnv", "trace_ratio", "nc3", "nc4", "error")
+    ]
+    text = repr(MetricTable(rows, run_id="mine"))
+    assert "\n" not in text and len(text) < 300 and "MetricRow" not in text
+    assert text.startswith("MetricTable(160 rows, run_id='mine', epochs 0-20 (5 measured)")
+    assert "(8 in all)" in text and "['test', 'train']" in text
+    assert repr(MetricTable()) == "MetricTable(0 rows, run_id=None)"

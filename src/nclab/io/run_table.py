@@ -109,6 +109,8 @@ class MetricTable(list[MetricRow]):
     ... )
     >>> table.series("nc1")
     {0: 2.0, 5: 0.5}
+    >>> MetricTable(table, run_id="demo")
+    MetricTable(2 rows, run_id='demo', epochs 0-5 (2 measured), splits ['train'], layers ['fc'], metrics: nc1)
     >>> table.to_frame().columns.tolist()
     ['run_id', 'epoch', 'split', 'layer', 'metric', 'value']
     """
@@ -123,6 +125,19 @@ class MetricTable(list[MetricRow]):
     ) -> None:
         super().__init__(rows)
         self.run_id, self.penultimate, self.path = run_id, penultimate, path
+
+    def __repr__(self) -> str:
+        """One line: the rows, epochs, splits, layers and metrics the table holds (``list(table)`` shows the rows)."""
+        if not self:
+            return f"MetricTable(0 rows, run_id={self.run_id!r})"
+        epochs = sorted({r.epoch for r in self})
+        span = f"{epochs[0]}" if len(epochs) == 1 else f"{epochs[0]}-{epochs[-1]}"
+        names = sorted({r.metric for r in self})
+        shown = ", ".join(names[:6]) + (f", ... ({len(names)} in all)" if len(names) > 6 else "")
+        return (
+            f"MetricTable({len(self)} rows, run_id={self.run_id!r}, epochs {span} ({len(epochs)} measured), "
+            f"splits {sorted({r.split for r in self})}, layers {sorted({r.layer for r in self})}, metrics: {shown})"
+        )
 
     def series(self, metric: str, *, layer: str = "penultimate", split: str = "train") -> dict[int, float]:
         """``{epoch: value}`` of ``metric`` at ``layer`` (``"penultimate"``: the run's penultimate layer) on
