@@ -64,7 +64,16 @@ def _mean_within(sums: np.ndarray, pairs: np.ndarray, weighting: Weighting) -> f
 
 @metric("within_class_cosine", "higher", "[Xu & Liu 2023, Sec. 3.2] (1 - d_within, [Kornblith et al. 2021])")
 def within_class_cosine(stats: StatsLike, weighting: Weighting = "balanced", include_self: bool = True) -> float:
-    """Mean within-class cosine similarity = 1 - d_within ([Xu & Liu 2023, Sec. 3.2]; [Kornblith et al. 2021]).
+    r"""Mean within-class cosine similarity = 1 - d_within ([Xu & Liu 2023, Sec. 3.2]; [Kornblith et al. 2021]).
+
+    .. math::
+
+        \bar c = \frac{1}{K} \sum_{k=1}^{K} \frac{1}{n_k^2} \sum_{i, j:\, y_i = y_j = k}
+        \frac{h_i^\top h_j}{\lVert h_i \rVert \lVert h_j \rVert}
+        = \frac{1}{K} \sum_{k=1}^{K} \frac{\lVert U_k \rVert^2}{n_k^2}, \qquad
+        U_k = \sum_{i:\, y_i = k} \frac{h_i}{\lVert h_i \rVert}
+
+    where :math:`n_k` is the number of samples of class :math:`k` and :math:`U_k` the sum of its unit features.
 
     ``(1/K) sum_k (1/n_k^2) sum_{i,j in k} sim(h_i, h_j)`` on raw features (balanced weighting; "empirical":
     ``sum_k ||U_k||^2 / sum_k n_k^2``). Invariant under per-sample positive scaling and orthogonal maps, not under
@@ -118,7 +127,14 @@ def within_class_cosine(stats: StatsLike, weighting: Weighting = "balanced", inc
 def within_class_cosine_distance(
     stats: StatsLike, weighting: Weighting = "balanced", include_self: bool = True
 ) -> float:
-    """Within-class cosine distance d_within = 1 - :func:`within_class_cosine` [Xu & Liu 2023, Sec. 3.2].
+    r"""Within-class cosine distance d_within = 1 - :func:`within_class_cosine` [Xu & Liu 2023, Sec. 3.2].
+
+    .. math::
+
+        d_\mathrm{within} = 1 - \frac{1}{K} \sum_{k=1}^{K} \frac{\lVert U_k \rVert^2}{n_k^2}, \qquad
+        U_k = \sum_{i:\, y_i = k} \frac{h_i}{\lVert h_i \rVert}
+
+    the mean cosine distance :math:`1 - \cos(h_i, h_j)` over the pairs of samples of one class.
 
     Parameters
     ----------
@@ -157,7 +173,14 @@ def within_class_cosine_distance(
 
 @metric("class_separation", "higher", "[Xu & Liu 2023, Sec. 3.2]; [Kornblith et al. 2021] (R^2 = 1 - d_within/d_total)")
 def class_separation(stats: StatsLike, weighting: Weighting = "balanced", include_self: bool = True) -> float:
-    """Kornblith et al.'s class separation R^2 = 1 - d_within / d_total [Xu & Liu 2023, Sec. 3.2].
+    r"""Kornblith et al.'s class separation R^2 = 1 - d_within / d_total [Xu & Liu 2023, Sec. 3.2].
+
+    .. math::
+
+        R^2 = 1 - \frac{d_\mathrm{within}}{d_\mathrm{total}}, \qquad
+        d_\mathrm{total} = 1 - \frac{1}{K^2} \Big\lVert \sum_{k=1}^{K} \frac{U_k}{n_k} \Big\rVert^2
+
+    with :math:`d_\mathrm{within}` and :math:`U_k` as in :func:`within_class_cosine_distance` (balanced weighting).
 
     d_within as in :func:`within_class_cosine_distance`; d_total is the mean cosine distance over all pairs
     (same-class pairs included): with balanced weighting the mean over all K^2 ordered class pairs (k, l) of

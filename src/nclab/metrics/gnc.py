@@ -165,7 +165,16 @@ def gnc1(
     tol: float = NORMALIZED_TOL,
     rtol: float = DEFAULT_RTOL,
 ) -> float:
-    """``(1/K) tr(Sigma_W Sigma_B^+)`` on **L2-normalised** features [Jiang et al. 2024].
+    r"""``(1/K) tr(Sigma_W Sigma_B^+)`` on **L2-normalised** features [Jiang et al. 2024].
+
+    .. math::
+
+        \mathrm{GNC1} = \frac{1}{K} \operatorname{Tr}\left(\Sigma_W \Sigma_B^{+}\right), \qquad
+        \Sigma_B = \frac{1}{K} \sum_{k=1}^{K} \bar h_k \bar h_k^\top
+
+    on the unit features :math:`\tilde h_i = h_i / \lVert h_i \rVert`, with :math:`\bar h_k` the mean of class
+    :math:`k`'s unit features and :math:`\Sigma_W = \frac{1}{N} \sum_i (\tilde h_i - \bar h_{y_i})(\tilde h_i -
+    \bar h_{y_i})^\top` (``center=False``: :math:`\Sigma_B` is not centred, as the paper writes it).
 
     Pseudo-inverse: ``psd_pinv`` (eigenvalues ``<= rtol * lambda_max`` dropped). Needs ``track="full"``.
 
@@ -243,7 +252,15 @@ def gnc1(
     needs=("stats", "W"),
 )
 def gnc3(stats: StatsLike, *, W: Any, normalize_w: bool = True, renormalize_means: bool = False) -> float:
-    """``mean_k (1 - w_k^T hbar_k)`` [Jiang et al. 2024], in ``[0, 2]``.
+    r"""``mean_k (1 - w_k^T hbar_k)`` [Jiang et al. 2024], in ``[0, 2]``.
+
+    .. math::
+
+        \mathrm{GNC3} = \frac{1}{K} \sum_{k=1}^{K} \left(1 - \frac{w_k^\top}{\lVert w_k \rVert} \bar h_k\right),
+        \qquad \bar h_k = \frac{1}{n_k} \sum_{i:\, y_i = k} \frac{h_i}{\lVert h_i \rVert}
+
+    where :math:`w_k` is row :math:`k` of the classifier :math:`W` and :math:`\bar h_k` the mean of class
+    :math:`k`'s unit features (not re-normalised).
 
     Works on ClassStats of raw or of normalised features (it reads ``unit_sums`` only).
 
@@ -309,8 +326,16 @@ def gnc3(stats: StatsLike, *, W: Any, normalize_w: bool = True, renormalize_mean
     needs=("W",),
 )
 def gnc2(W: Any) -> float:
-    """``rho_one_vs_rest(W / ||W||)`` [Jiang et al. 2024, Sec. 3, eq. (3)]: the smallest distance from a unit
+    r"""``rho_one_vs_rest(W / ||W||)`` [Jiang et al. 2024, Sec. 3, eq. (3)]: the smallest distance from a unit
     classifier row ``w_k`` to the convex hull of the other rows, ``min_k dist(w_k, conv{w_j : j != k})``.
+
+    .. math::
+
+        \mathrm{GNC2} = \rho_\text{one-vs-rest}(\tilde W)
+        = \min_{k} \operatorname{dist}\left(\tilde w_k, \operatorname{conv}\{\tilde w_j : j \neq k\}\right),
+        \qquad \tilde w_k = \frac{w_k}{\lVert w_k \rVert}
+
+    where :math:`\operatorname{conv}` is the convex hull and :math:`\operatorname{dist}` the Euclidean distance.
 
     Invariant to rotations and to positive rescaling of each row. Exact (hull QPs,
     :func:`nclab.geometry.rho_one_vs_rest`); measured 0.1 s at ``(K, d) = (100, 10)`` and 9-15 s at
@@ -468,8 +493,16 @@ def gnc2_entries(W: Any, *, stacklevel: int = 2) -> dict[str, float]:
     needs=("W",),
 )
 def gnc2_ratio(W: Any, *, search: bool = True) -> float:
-    """``gnc2(W) / rho*`` [Jiang et al. 2024, Sec. 3 and Fig. 2's "Optimal" line]: how close the classifier's
+    r"""``gnc2(W) / rho*`` [Jiang et al. 2024, Sec. 3 and Fig. 2's "Optimal" line]: how close the classifier's
     margin is to the best known Softmax Code for its ``(K, d)``.
+
+    .. math::
+
+        \frac{\mathrm{GNC2}(W)}{\rho^*}, \qquad
+        \rho^* = \max_{W \in \mathrm{OB}(d, K)} \rho_\text{one-vs-rest}(W)
+
+    with :math:`\mathrm{OB}(d, K)` the :math:`K \times d` matrices with unit rows and :math:`\rho^*` the margin of
+    the best known Softmax Code (:func:`gnc2`).
 
     Parameters
     ----------

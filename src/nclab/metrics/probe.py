@@ -22,7 +22,14 @@ __all__ = ["probe_mse_lstsq", "probe_mse_optimal"]
 
 @metric("probe_mse_optimal", "lower", "[Xu & Liu 2023, Thm. 5.1] (optimal MSE linear-probe loss, closed form)")
 def probe_mse_optimal(stats: StatsLike, rtol: float = DEFAULT_RTOL) -> float:
-    """Optimal MSE linear-probe loss L* = min_{W, b} (1/(2N)) sum_i ||W h_i + b - e_{y_i}||^2, in closed form.
+    r"""Optimal MSE linear-probe loss L* = min_{W, b} (1/(2N)) sum_i ||W h_i + b - e_{y_i}||^2, in closed form.
+
+    .. math::
+
+        L^* = \min_{W \in \mathbb{R}^{K \times d},\, b \in \mathbb{R}^K}
+        \frac{1}{2N} \sum_{i=1}^{N} \lVert W h_i + b - e_{y_i} \rVert^2
+
+    where :math:`e_{y_i}` is the one-hot vector of the label :math:`y_i`.
 
     Balanced classes [Xu & Liu 2023, Thm. 5.1]: ``L* = 1/2 - 1/(2K) - Tr(Sigma_T^+ Sigma_B) / (2K)``.
     This function evaluates the exact form for any class counts [Xu & Liu 2023],
@@ -86,7 +93,13 @@ def probe_mse_optimal(stats: StatsLike, rtol: float = DEFAULT_RTOL) -> float:
     needs=("features", "labels"),
 )
 def probe_mse_lstsq(H: Any, y: Any, K: int | None = None) -> float:
-    """Optimal MSE linear-probe loss by direct least squares (reference for :func:`probe_mse_optimal`).
+    r"""Optimal MSE linear-probe loss by direct least squares (reference for :func:`probe_mse_optimal`).
+
+    .. math::
+
+        L^* = \min_{W,\, b} \frac{1}{2N} \sum_{i=1}^{N} \lVert W h_i + b - e_{y_i} \rVert^2
+
+    solved by least squares on the features themselves.
 
     Solves ``min_{W, b} (1/(2N)) sum_i ||W h_i + b - e_{y_i}||^2`` ([Xu & Liu 2023, Sec. 5], its 1/(2KN) with
     N = K n) with ``numpy.linalg.lstsq`` on the design ``[H - mean(H), 1]`` (centring changes only b, and

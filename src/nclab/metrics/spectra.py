@@ -111,7 +111,16 @@ def rank_metrics(
     center: bool = True,
     rtol: float = DEFAULT_RTOL,
 ) -> dict[str, float | int]:
-    """Rank diagnostics of Sigma_T (default), Sigma_W or Sigma_B, eigenvalues lambda_i (:func:`spectrum`).
+    r"""Rank diagnostics of Sigma_T (default), Sigma_W or Sigma_B, eigenvalues lambda_i (:func:`spectrum`).
+
+    .. math::
+
+        \mathrm{effective\_rank} = \exp\Big(-\sum_i p_i \log p_i\Big), \quad p_i = \frac{s_i}{\sum_j s_j}; \qquad
+        \mathrm{stable\_rank} = \frac{\sum_i \lambda_i}{\lambda_{\max}}; \qquad
+        \mathrm{numerical\_rank} = \#\{i : \lambda_i > \mathrm{rtol}\, \lambda_{\max}\}
+
+    where :math:`\lambda_i` are the eigenvalues of the covariance and :math:`s_i = \lambda_i`
+    (``convention="eigenvalues"``) or :math:`\sqrt{\lambda_i}` (``"singular_values"``).
 
     Direction "none" (diagnostics).
 

@@ -71,7 +71,19 @@ def nc1(
     rank: RankPolicy = None,
     rtol: float = DEFAULT_RTOL,
 ) -> float:
-    """NC1 = Tr(Sigma_W Sigma_B^+) / K ([Papyan et al. 2020]; [Xu & Liu 2023, Sec. 3.2] calls it Fuzziness).
+    r"""NC1 = Tr(Sigma_W Sigma_B^+) / K ([Papyan et al. 2020]; [Xu & Liu 2023, Sec. 3.2] calls it Fuzziness).
+
+    .. math::
+
+        \mathrm{NC1} = \frac{1}{K} \operatorname{Tr}\left(\Sigma_W \Sigma_B^{+}\right)
+
+        \Sigma_W = \frac{1}{N} \sum_{i=1}^{N} (h_i - \mu_{y_i})(h_i - \mu_{y_i})^\top, \qquad
+        \Sigma_B = \frac{1}{K} \sum_{k=1}^{K} (\mu_k - \mu_G)(\mu_k - \mu_G)^\top
+
+    where :math:`h_i \in \mathbb{R}^d` is the feature of sample :math:`i` with label :math:`y_i`,
+    :math:`\mu_k` the mean of class :math:`k`, :math:`\mu_G = \frac{1}{K} \sum_k \mu_k` the mean of the class
+    means, and :math:`\Sigma_B^{+}` the pseudo-inverse of ``rank`` (``weighting="empirical"``: :math:`\Sigma_B =
+    \sum_k \frac{n_k}{N} (\mu_k - \mu_G)(\mu_k - \mu_G)^\top` about the sample mean).
 
     Invariant under rotations, global scaling and translation of the features, and under maps acting separately
     on V_B and V_B^perp ([Xu & Liu 2023] Obs. 4.2), but not under general invertible maps.
@@ -153,8 +165,14 @@ def fuzziness(
     rank: RankPolicy = None,
     rtol: float = DEFAULT_RTOL,
 ) -> float:
-    """Fuzziness = Tr(Sigma_B^+ Sigma_W) ([Xu & Liu 2023, Sec. 3.2], "Separation Fuzziness"): :func:`nc1` with
+    r"""Fuzziness = Tr(Sigma_B^+ Sigma_W) ([Xu & Liu 2023, Sec. 3.2], "Separation Fuzziness"): :func:`nc1` with
     ``normalize=False`` by default, as [Xu & Liu 2023] writes it.
+
+    .. math::
+
+        \mathrm{Fuzziness} = \operatorname{Tr}\left(\Sigma_B^{+} \Sigma_W\right) = K \cdot \mathrm{NC1}
+
+    with :math:`\Sigma_W` and :math:`\Sigma_B` as in :func:`nc1`.
 
     Not invariant under general invertible maps ([Xu & Liu 2023] Obs. 4.2: Sigma_B = diag(1, 0), Sigma_W = I,
     U = [[1, 1], [0, 1]] maps 1 to 2).
@@ -204,7 +222,16 @@ def fuzziness(
     "trace_ratio", "lower", "[Wang et al. 2024] PFC1; [Xu & Liu 2023, eq. (4)] (Squared Distance, [Hui et al. 2022])"
 )
 def trace_ratio(stats: StatsLike, weighting: Weighting = "balanced") -> float:
-    """Trace ratio Tr(Sigma_W) / Tr(Sigma_B).
+    r"""Trace ratio Tr(Sigma_W) / Tr(Sigma_B).
+
+    .. math::
+
+        \mathrm{PFC1} = \frac{\operatorname{Tr} \Sigma_W}{\operatorname{Tr} \Sigma_B}
+        = \frac{\frac{1}{N} \sum_{i=1}^{N} \lVert h_i - \mu_{y_i} \rVert^2}
+               {\frac{1}{K} \sum_{k=1}^{K} \lVert \mu_k - \mu_G \rVert^2}
+
+    where :math:`\mu_k` are the class means and :math:`\mu_G = \frac{1}{K} \sum_k \mu_k` (``weighting="empirical"``:
+    the denominator is :math:`\sum_k \frac{n_k}{N} \lVert \mu_k - \mu_G \rVert^2` about the sample mean).
 
     This one function is PFC1 [Wang et al. 2024] and the "Squared Distance" of [Xu & Liu 2023, eq. (4)],
     ``sum_{k,i} ||h_ki - mu_k||^2 / (n sum_k ||mu_k - mu_G||^2)`` with n the per-class count of [Xu & Liu 2023]
@@ -284,7 +311,16 @@ def vci(
     weighting: Weighting = "empirical",
     rtol: float = DEFAULT_RTOL,
 ) -> float:
-    """Variability Collapse Index VCI = 1 - Tr(Sigma_T^+ Sigma_B) / rank(Sigma_B) [Xu & Liu 2023, Def. 5.3].
+    r"""Variability Collapse Index VCI = 1 - Tr(Sigma_T^+ Sigma_B) / rank(Sigma_B) [Xu & Liu 2023, Def. 5.3].
+
+    .. math::
+
+        \mathrm{VCI} = 1 - \frac{\operatorname{Tr}\left(\Sigma_T^{+} \Sigma_B\right)}{\operatorname{rank}(\Sigma_B)},
+        \qquad \Sigma_T = \frac{1}{N} \sum_{i=1}^{N} (h_i - \mu_G)(h_i - \mu_G)^\top = \Sigma_W + \Sigma_B
+
+    with, by default (``weighting="empirical"``), :math:`\mu_G` the sample mean, :math:`\Sigma_B = \sum_k
+    \frac{n_k}{N} (\mu_k - \mu_G)(\mu_k - \mu_G)^\top`, :math:`\Sigma_W` as in :func:`nc1`, and
+    :math:`\operatorname{rank}(\Sigma_B) = \min(d, K - 1)` (``rank="min"``).
 
     VCI = 0 for fully collapsed features (Sigma_W = 0), and more generally iff V_B and V_W intersect only in 0
     [Xu & Liu 2023]. Invariant under every invertible linear map and translation of the features
@@ -393,7 +429,16 @@ def within_class_split(
     normalize: bool = False,
     rtol: float = DEFAULT_RTOL,
 ) -> dict[str, float | int]:
-    """Split of the within-class variance along V_B = span{mu_k - mu_G} [Xu & Liu 2023, Sec. 4.1, Fig. 1].
+    r"""Split of the within-class variance along V_B = span{mu_k - mu_G} [Xu & Liu 2023, Sec. 4.1, Fig. 1].
+
+    .. math::
+
+        \mathrm{in\_span} = \operatorname{Tr}\left(P_B \Sigma_W\right)
+        = \frac{1}{N} \sum_{i=1}^{N} \lVert P_B (h_i - \mu_{y_i}) \rVert^2, \qquad
+        \mathrm{orthogonal} = \operatorname{Tr}\left((I - P_B) \Sigma_W\right)
+
+    where :math:`P_B` projects onto :math:`V_B = \operatorname{span}\{\mu_k - \mu_G\}` and :math:`\Sigma_W` is as in
+    :func:`nc1`.
 
     P_B is the orthogonal projector onto the eigenvectors kept by the pseudo-inverse of Sigma_B (``psd_pinv``
     with ``rank``, ``rtol`` and the cap ``min(d, K - 1)``, exactly as in :func:`nc1`). Equivalently
