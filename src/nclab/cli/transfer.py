@@ -24,13 +24,14 @@ from nclab.cli.common import (
     warnings_as_notes,
 )
 
-__all__ = ["app", "parse_lams", "probe_command", "run_command"]
+__all__ = ["app", "parse_lams", "parse_strength_grid", "probe_command", "run_command"]
 
 app = make_app("transfer", "Transfer studies: pretrain a grid of settings, correlate collapse with MLOG.")
 
 
-def parse_lams(text: str) -> Any:
-    """``START:STOP:NUM`` (log-spaced, inclusive) or a comma-separated list of strengths, as a numpy array."""
+def parse_strength_grid(text: str) -> Any:
+    """``--lams``: ``START:STOP:NUM`` (log-spaced, inclusive) or a comma-separated list of the probe's L2 strengths,
+    as a numpy array (not :func:`nclab.cli.common.parse_lams`, which reads ``--lam KEY=VALUE`` regularisers)."""
     import numpy as np
 
     try:
@@ -40,6 +41,16 @@ def parse_lams(text: str) -> Any:
         return np.array([float(v) for v in text.split(",")])
     except ValueError as err:
         raise typer.BadParameter(f"expected START:STOP:NUM or a comma list, got {text!r}", param_hint="--lams") from err
+
+
+def parse_lams(text: str) -> Any:
+    """Deprecated name of :func:`parse_strength_grid` (it clashed with :func:`nclab.cli.common.parse_lams`)."""
+    import warnings
+
+    warnings.warn(
+        "nclab.cli.transfer.parse_lams is deprecated: use parse_strength_grid", DeprecationWarning, stacklevel=2
+    )
+    return parse_strength_grid(text)
 
 
 def _task(item: str) -> tuple[str, Path]:
@@ -92,7 +103,7 @@ def probe_command(
     from nclab.transfer.scores import log_odds_note
     from nclab.transfer.study import PAPER_METRICS
 
-    grid = parse_lams(lams)
+    grid = parse_strength_grid(lams)
     tasks = [_task(t) for t in downstream]
     mpc = set(mean_per_class or [])
     unknown = mpc - {n for n, _ in tasks}
