@@ -401,3 +401,22 @@ def test_importing_a_package_loads_no_higher_layer(package):
     above = sorted(m for m in loaded if m.startswith(ROOT + ".") and layer.get(_package(m), 0) > layer[package])
     assert not above, f"import {package} loads higher layers: {above}"
     assert not {"pydantic", "rich"} & set(loaded)
+
+
+def test_the_io_package_loads_only_what_is_used():
+    """``nclab.io`` imports its modules on first use: the statistics need the atomic writes and checksums, not the
+    run directory, its lock and its tables; every public name still resolves, from its one home."""
+    code = (
+        "import json, sys, nclab.stats; print(json.dumps(sorted(m for m in sys.modules if m.startswith('nclab.io'))))"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")])}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
+    assert json.loads(out.stdout) == ["nclab.io", "nclab.io.atomic", "nclab.io.integrity"]
+    import nclab.io
+
+    for name in nclab.io.__all__:
+        value = getattr(nclab.io, name)
+        if isinstance(value, type) or callable(value):
+            assert value.__module__ == f"nclab.io.{nclab.io._MODULE_OF[name]}", name
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        _ = nclab.io.nope
