@@ -176,3 +176,21 @@ def test_a_dead_relu_sample_is_where_gd_stalls_above_the_closed_form():
     assert again.gap < 1e-5 * res.gap and dead_relu_samples(spec, again.params).samples.size == 0
     with pytest.raises(ValueError, match="extended-relu"):
         dead_relu_samples(make_spec("extended-linear", K=K, n=n, d=d, lams=lams), best)
+
+
+def test_a_problem_is_one_value_for_the_closed_forms_and_the_solvers():
+    """``make_spec`` is the one spelling of a UFM problem: ``optimum`` and ``solve`` take its spec and give what
+    the name-and-keywords form gives; a spec with problem keywords beside it is refused (they would be ignored)."""
+    from nclab.ufm import make_spec, solve
+    from nclab.ufm.closed_forms import optimum
+
+    kw = {"K": 3, "n": 2, "d": 4, "lams": {"W": 5e-3, "H": 5e-3}}
+    spec = make_spec("mse-bias", **kw)
+    assert optimum(spec).loss == optimum("mse-bias", **kw).loss
+    by_spec, by_name = solve(spec, solver="alternating"), solve("mse-bias", solver="alternating", **kw)
+    assert by_spec.loss == by_name.loss and by_spec.model == "mse-bias"
+    np.testing.assert_array_equal(by_spec.params["H"], by_name.params["H"])
+    with pytest.raises(TypeError, match="carries its own"):
+        solve(spec, K=3)
+    with pytest.raises(TypeError, match="carries its own"):
+        optimum(spec, d=8)

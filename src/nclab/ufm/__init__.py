@@ -14,7 +14,7 @@
 from nclab.ufm import closed_forms, conventions, models, mufm, spherical
 from nclab.ufm.analysis import collapse_reports, feature_levels
 from nclab.ufm.conventions import from_canonical, to_canonical
-from nclab.ufm.models import UFM_MODELS, ModelSpec, evaluate, make_spec
+from nclab.ufm.models import UFM_MODELS, ModelSpec, as_spec, evaluate, make_spec
 from nclab.ufm.solvers import SOLVERS, UFMResult, solve
 from nclab.ufm.spherical import (
     CESphereResult,
@@ -33,6 +33,7 @@ __all__ = [
     "ModelSpec",
     "UFMResult",
     "WDResult",
+    "as_spec",
     "ce_ufm_sphere",
     "closed_forms",
     "collapse_reports",

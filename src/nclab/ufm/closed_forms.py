@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from nclab.ufm.models import BiasMode, ModelSpec, make_spec
+from nclab.ufm.models import ModelSpec, as_spec, make_spec
 
 __all__ = [
     "Optimum",
@@ -313,21 +313,26 @@ def optimum_for_spec(spec: ModelSpec, *, strict: bool = False) -> Optimum | None
         return None
 
 
-def optimum(
-    model: str,
-    *,
-    K: int,
-    n: int,
-    d: int,
-    lams: Mapping[str, float],
-    convention: str = "penalty_sum",
-    depth: int | None = None,
-    bias: BiasMode | None = None,
-) -> Optimum:
-    """Predicted global optimum of ``model`` (see the module docstring for the formulas and sources).
+def optimum(problem: ModelSpec | str, **spec_options: Any) -> Optimum:
+    """Predicted global optimum of a UFM problem (see the module docstring for the formulas and sources).
 
-    Raises ``ValueError`` for unknown models, negative or zero lambdas, and ``d`` below what the theorem
-    needs (``d >= K`` for orthogonal frames, ``d >= K - 1`` for simplex ETFs) when the optimum is nonzero.
+    Parameters
+    ----------
+    problem : ModelSpec or str
+        A spec built by :func:`~nclab.ufm.models.make_spec`, or a model name with ``make_spec``'s keywords.
+    **spec_options
+        With a model name: ``K``, ``n``, ``d``, ``lams``, ``convention``, ``depth``, ``bias`` (as
+        :func:`~nclab.ufm.models.make_spec`).
+
+    Returns
+    -------
+    Optimum
+
+    Raises
+    ------
+    ValueError
+        An unknown model, negative or zero lambdas, or ``d`` below what the theorem needs (``d >= K`` for
+        orthogonal frames, ``d >= K - 1`` for simplex ETFs) when the optimum is nonzero.
 
     Examples
     --------
@@ -335,9 +340,11 @@ def optimum(
     >>> opt = optimum("mse-bias", K=4, n=5, d=8, lams={"W": 5e-3, "H": 5e-3})
     >>> print(f"{opt.loss:.6f} {opt.nonzero} {opt.threshold:.6f}")
     0.032791 True 0.044721
+    >>> from nclab.ufm import make_spec
+    >>> optimum(make_spec("mse-bias", K=4, n=5, d=8, lams={"W": 5e-3, "H": 5e-3})).loss == opt.loss
+    True
     """
-    spec = make_spec(model, K=K, n=n, d=d, lams=lams, convention=convention, depth=depth, bias=bias)
-    out = optimum_for_spec(spec, strict=True)
+    out = optimum_for_spec(as_spec(problem, **spec_options), strict=True)
     assert out is not None
     return out
 

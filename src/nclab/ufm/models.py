@@ -313,6 +313,42 @@ def make_spec(
     return ModelSpec(model, K, n, d, depth, activation, loss, bias, lams_c, Xa, fixed)
 
 
+def as_spec(problem: ModelSpec | str, **spec_options: Any) -> ModelSpec:
+    """The UFM problem ``problem`` as a :class:`ModelSpec`: a spec is returned as it is; a model name is built with
+    :func:`make_spec` from ``spec_options`` (``K``, ``n``, ``d``, ``lams``, ``convention``, ...). The one place where
+    the closed forms and the solvers turn their ``problem`` argument into a spec.
+
+    Parameters
+    ----------
+    problem : ModelSpec or str
+        A spec, or a model name of :data:`UFM_MODELS`.
+    **spec_options
+        :func:`make_spec`'s keywords, with a model name only.
+
+    Returns
+    -------
+    ModelSpec
+
+    Raises
+    ------
+    TypeError
+        A spec with ``spec_options`` (they would be ignored), or a ``problem`` of another type.
+
+    Examples
+    --------
+    >>> spec = as_spec("mse-bias", K=3, n=2, d=4, lams={"W": 0.01, "H": 0.01})
+    >>> as_spec(spec) is spec
+    True
+    """
+    if isinstance(problem, ModelSpec):
+        if spec_options:
+            raise TypeError(f"a ModelSpec carries its own options; got {sorted(spec_options)} as well")
+        return problem
+    if isinstance(problem, str):
+        return make_spec(problem, **spec_options)
+    raise TypeError(f"problem must be a ModelSpec or a model name, got {type(problem).__name__}")
+
+
 def _balanced_array(A: Any, name: str, K: int, n: int, d: int) -> np.ndarray:
     """``A`` as float64 ``(K n, d)``; a wrong row count means the data are not balanced class-major."""
     arr = np.array(A, dtype=np.float64)

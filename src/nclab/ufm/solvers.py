@@ -16,7 +16,7 @@ from scipy.optimize import minimize
 
 from nclab.memory import check_allocation
 from nclab.ufm.closed_forms import optimum_for_spec, ridge_step
-from nclab.ufm.models import ModelSpec, default_init_scale, evaluate, init_params, make_spec
+from nclab.ufm.models import ModelSpec, as_spec, default_init_scale, evaluate, init_params
 
 __all__ = [
     "SOLVERS",
@@ -417,6 +417,35 @@ def central_path(
 _SPEC_OPTIONS = ("convention", "loss", "depth", "bias", "X", "H")
 
 
+def _problem(problem: ModelSpec | str, seed: int, solver: str, options: dict[str, Any]) -> tuple[ModelSpec, int | None]:
+    """The spec of ``problem`` and the MUFM's ``layers``; pops the problem's keywords from ``options`` (what is left
+    goes to the solver)."""
+    layers = options.pop("layers", None)
+    if isinstance(problem, ModelSpec):
+        given = sorted(k for k in ("K", "n", "d", "lams", *_SPEC_OPTIONS) if k in options)
+        if given or layers is not None:
+            raise TypeError(f"a ModelSpec carries its own problem; got {given or ['layers']} as well")
+        _check_size(problem.K, problem.n, problem.d, solver, options)
+        return problem, None
+    K, n, d = options.pop("K", None), options.pop("n", None), options.pop("d", None)
+    lams = dict(options.pop("lams", {}) or {})
+    _check_size(K, n, d, solver, options)
+    spec_kw = {k: options.pop(k) for k in _SPEC_OPTIONS if k in options}
+    if problem == "mufm":
+        if spec_kw.get("X") is None and all(isinstance(v, int) for v in (K, n, d)):
+            from nclab.ufm.mufm import gaussian_data
+
+            spec_kw["X"] = gaussian_data(K, n, d, seed=seed)
+        if layers is not None:
+            if isinstance(layers, bool) or not isinstance(layers, int) or layers < 1:
+                raise ValueError(f"layers must be an int >= 1, got {layers!r}")
+            if "transport" in lams:
+                lams["transport"] = float(lams["transport"]) / layers
+    elif layers is not None:
+        raise ValueError("layers applies to the 'mufm' model only")
+    return as_spec(problem, K=K, n=n, d=d, lams=lams, **spec_kw), layers
+
+
 def _check_size(K: Any, n: Any, d: Any, solver: str, options: Mapping[str, Any]) -> None:
     """Refuse a UFM that does not fit before building it. Measured peaks (tracemalloc) are about 5 arrays of
     the one-hot targets' size (K, K n) -- targets, scores, residual, gradients -- plus copies of the variables
@@ -440,32 +469,17 @@ def _check_size(K: Any, n: Any, d: Any, solver: str, options: Mapping[str, Any])
     )
 
 
-def solve(
-    model: str,
-    *,
-    K: int,
-    n: int,
-    d: int,
-    lams: Mapping[str, float],
-    solver: str = "lbfgs",
-    seed: int = 0,
-    **options: Any,
-) -> UFMResult:
+def solve(problem: ModelSpec | str, *, solver: str = "lbfgs", seed: int = 0, **options: Any) -> UFMResult:
     """Solve a UFM numerically.
 
     Parameters
     ----------
-    model : str
-        One of :data:`nclab.ufm.models.UFM_MODELS`: ``mse-bias-free`` [Tirer & Bruna 2022, eq. (5)], ``mse-bias`` (eq.
-        (14),
-        free bias), ``mse-regbias`` (eq. (3), ridge bias), ``extended-linear`` (eq. (23)), ``extended-relu``
-        (eq. (24)), ``ce-wd`` (CE with weight decay), ``mufm`` [Wang et al. 2024, eq. (13)], ``ridge`` (eq. (25), fixed
-        features ``H=``).
-    K, n, d : int
-        Classes, samples per class, feature dimension.
-    lams : mapping
-        Ridge weights (keys: :func:`nclab.ufm.models.make_spec`), in the [Tirer & Bruna 2022] convention unless
-        ``convention="penalty_mean"``.
+    problem : ModelSpec or str
+        The UFM problem: a spec built by :func:`nclab.ufm.models.make_spec`, or a model name of
+        :data:`nclab.ufm.models.UFM_MODELS` with ``make_spec``'s keywords among ``options``: ``mse-bias-free``
+        [Tirer & Bruna 2022, eq. (5)], ``mse-bias`` (eq. (14), free bias), ``mse-regbias`` (eq. (3), ridge bias),
+        ``extended-linear`` (eq. (23)), ``extended-relu`` (eq. (24)), ``ce-wd`` (CE with weight decay), ``mufm``
+        [Wang et al. 2024, eq. (13)], ``ridge`` (eq. (25), fixed features ``H=``).
     solver : {"lbfgs", "gd", "central", "alternating"}
         ``lbfgs``: float64 multi-start reference (:func:`lbfgs`); ``gd``: the papers' recipe
         (:func:`gradient_descent`); ``central``: W (and b) eliminated (:func:`central_path`);
@@ -473,10 +487,12 @@ def solve(
     seed : int
         Seeds the initialisation (and the MUFM data when ``X`` is not given).
     **options
-        Model options ``convention, loss, depth, bias, X, H``; ``layers`` (MUFM: ``lams["transport"]`` is the
-        weight of the multilayer form (12) with that many layers; it is solved as the reduced form (13) with
-        ``transport / layers``, the corrected Thm 3 of [Wang et al. 2024], and the equally spaced intermediate layers
-        are returned in ``info["layers"]``); ``theory=False`` skips the closed form; the rest go to the solver.
+        With a model name, the problem: ``K, n, d, lams`` (ridge weights keyed as in ``make_spec``, in the
+        [Tirer & Bruna 2022] convention unless ``convention="penalty_mean"``) and ``convention, loss, depth,
+        bias, X, H``; ``layers`` (MUFM: ``lams["transport"]`` is the weight of the multilayer form (12) with that
+        many layers; it is solved as the reduced form (13) with ``transport / layers``, the corrected Thm 3 of
+        [Wang et al. 2024], and the equally spaced intermediate layers are returned in ``info["layers"]``).
+        Always: ``theory=False`` skips the closed form; the rest go to the solver.
 
     Returns
     -------
@@ -486,31 +502,21 @@ def solve(
     --------
     A tiny UFM with a free (unregularised) bias: the exact alternating solver reaches the closed-form optimum.
 
-    >>> from nclab.ufm import solve
+    >>> from nclab.ufm import make_spec, solve
     >>> res = solve("mse-bias", K=3, n=2, d=4, lams={"W": 5e-3, "H": 5e-3}, solver="alternating")
     >>> print(f"{res.loss:.8f} {res.theory.loss:.8f}")
     0.01399214 0.01399214
+
+    The same problem as a value:
+
+    >>> spec = make_spec("mse-bias", K=3, n=2, d=4, lams={"W": 5e-3, "H": 5e-3})
+    >>> solve(spec, solver="alternating").loss == res.loss
+    True
     """
     if solver not in SOLVERS:
         raise ValueError(f"unknown solver {solver!r}; known: {', '.join(SOLVERS)}")
-    _check_size(K, n, d, solver, options)
-    spec_kw = {k: options.pop(k) for k in _SPEC_OPTIONS if k in options}
     want_theory = options.pop("theory", True)
-    layers = options.pop("layers", None)
-    lams = dict(lams)
-    if model == "mufm":
-        if spec_kw.get("X") is None:
-            from nclab.ufm.mufm import gaussian_data
-
-            spec_kw["X"] = gaussian_data(K, n, d, seed=seed)
-        if layers is not None:
-            if isinstance(layers, bool) or not isinstance(layers, int) or layers < 1:
-                raise ValueError(f"layers must be an int >= 1, got {layers!r}")
-            if "transport" in lams:
-                lams["transport"] = float(lams["transport"]) / layers
-    elif layers is not None:
-        raise ValueError("layers applies to the 'mufm' model only")
-    spec = make_spec(model, K=K, n=n, d=d, lams=lams, **spec_kw)
+    spec, layers = _problem(problem, seed, solver, options)
     theory = None
     if want_theory:
         theory = optimum_for_spec(spec)
@@ -526,9 +532,9 @@ def solve(
     info["seconds"] = time.perf_counter() - t0
     with np.errstate(over="ignore", invalid="ignore"):  # a diverged GD run is reported in info, not warned
         ev = evaluate(spec, params)
-    if model == "mufm" and layers is not None:
+    if spec.name == "mufm" and layers is not None:
         from nclab.ufm.mufm import equally_spaced_layers
 
         assert spec.X is not None  # a mufm spec always has its data (the spec refuses one without)
         info["layers"] = equally_spaced_layers(spec.X, params["H"], layers)
-    return UFMResult(model, solver, spec, ev.loss, params, history, _grad_norm(ev.grads), theory, info)
+    return UFMResult(spec.name, solver, spec, ev.loss, params, history, _grad_norm(ev.grads), theory, info)
