@@ -273,14 +273,19 @@ def test_code_search_refuses_no_steps(steps):  # row 107: the random start was r
     ],
 )
 def test_simulate_refuses_bad_sizes_and_horizons(kwargs, error, name):
+    from nclab.theory import FlowOptions
+
     args = {"K": 3, "n": 4, "d": 4, "t_end": 1.0} | kwargs
+    flow = {k: args.pop(k) for k in list(args) if k in FlowOptions.__dataclass_fields__}
     with pytest.raises(error, match=name):
-        simulate(args.pop("K"), args.pop("n"), args.pop("d"), args.pop("t_end"), **args)
+        simulate(args.pop("K"), args.pop("n"), args.pop("d"), args.pop("t_end"), options=FlowOptions(**flow), **args)
 
 
 def test_simulate_stops_at_its_evaluation_bound():
     with pytest.raises(RuntimeError, match=r"max_evals=20 right-hand-side evaluations"):
-        simulate(3, 4, 4, 1e12, num_checkpoints=2, max_evals=20, nc_metrics=False)
+        from nclab.theory import FlowOptions
+
+        simulate(3, 4, 4, 1e12, options=FlowOptions(num_checkpoints=2, max_evals=20), nc_metrics=False)
 
 
 def test_closed_form_refuses_an_infinite_time():

@@ -8,6 +8,7 @@ from nclab.metrics import nc1
 from nclab.stats import ClassStats
 from nclab.theory import central_path_terms, nc1_from_omega, renormalize, snr_matrix
 from nclab.theory.central_path import (
+    FlowOptions,
     closed_form_omega,
     flow_potential,
     initial_features,
@@ -138,7 +139,7 @@ def test_closed_forms_reproduce_spec_regression_values():
 
 @pytest.mark.parametrize("projection", ["oblique", "orthogonal"])
 def test_integrated_flow_matches_closed_form(projection):
-    run = simulate(K, n, d, 1e4, projection, num_checkpoints=6, seed=1)
+    run = simulate(K, n, d, 1e4, projection, options=FlowOptions(num_checkpoints=6), seed=1)
     assert run.max_relative_error() <= 1e-6
     assert run.offdiag.max() <= 1e-8  # singular vectors constant (Lemma 6)
     assert run.drift.max() <= 1e-8
@@ -153,7 +154,8 @@ def test_integrated_flow_matches_closed_form(projection):
 def test_discrete_renormalized_gd_follows_the_oblique_flow():
     errs = []
     for eta in (0.1, 0.05):
-        run = simulate(3, 6, 4, 30.0, "oblique", method="gd", eta=eta, num_checkpoints=3, t_first=5, seed=2)
+        options = FlowOptions(method="gd", eta=eta, num_checkpoints=3, t_first=5)
+        run = simulate(3, 6, 4, 30.0, "oblique", options=options, seed=2)
         errs.append(np.max(np.abs(run.omega - run.omega_oblique) / run.omega_oblique))
         # and not the paper's Prop. 2 ODE
         assert np.max(np.abs(run.omega[-1] - run.omega_orthogonal[-1]) / run.omega_orthogonal[-1]) > 0.1
@@ -169,3 +171,18 @@ def test_simulate_input_errors():
         simulate(4, 5, 6, 1.0, "paper")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="omega\\(0\\) > 0"):
         closed_form_omega([0.0], [1.0], 4, 5)
+
+
+def test_flow_settings_are_one_options_value_the_old_keywords_warn():
+    """``simulate`` takes its numerical settings as one :class:`FlowOptions`; the keyword form of its fields still
+    works for one release, with a DeprecationWarning, and gives the same run; both at once are refused."""
+    new = simulate(3, 4, 4, 1.0, options=FlowOptions(num_checkpoints=3), nc_metrics=False)
+    with pytest.warns(DeprecationWarning, match="options=FlowOptions"):
+        old = simulate(3, 4, 4, 1.0, num_checkpoints=3, nc_metrics=False)
+    np.testing.assert_array_equal(new.omega, old.omega)
+    with pytest.raises(TypeError, match="not also"):
+        simulate(3, 4, 4, 1.0, options=FlowOptions(), num_checkpoints=3)
+    with pytest.raises(TypeError, match="unexpected keyword"):
+        simulate(3, 4, 4, 1.0, checkpoints=3)
+    with pytest.raises(TypeError):
+        FlowOptions("gd")  # keyword-only: a positional value cannot land in the wrong field

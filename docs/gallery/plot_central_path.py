@@ -19,10 +19,11 @@ Which one the simulation follows depends on the projection onto the manifold (``
 import matplotlib.pyplot as plt
 import numpy as np
 
-from nclab.theory import simulate
+from nclab.theory import FlowOptions, simulate
 
 K, n, d = 4, 5, 6
-runs = {p: simulate(K, n, d, t_end=1e4, projection=p, num_checkpoints=25, seed=0) for p in ("oblique", "orthogonal")}
+flow = FlowOptions(num_checkpoints=25)
+runs = {p: simulate(K, n, d, t_end=1e4, projection=p, options=flow, seed=0) for p in ("oblique", "orthogonal")}
 
 fig, axes = plt.subplots(1, 3, figsize=(13, 4), layout="constrained")
 for ax, (projection, run) in zip(axes[:2], runs.items(), strict=True):

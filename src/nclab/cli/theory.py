@@ -49,10 +49,12 @@ def simulate(
     Columns: t (flow time); omega (simulated), the singular values omega_j of the renormalised features;
     oblique closed form and Prop. 2 (orthogonal), the two closed-form predictions; max/min, the ratio of the
     largest to the smallest omega_j (1 = equalised, the simplex ETF)."""
+    from nclab.theory.central_path import FlowOptions
     from nclab.theory.central_path import simulate as run_sim
 
     with user_errors(RuntimeError):  # RuntimeError: the ODE solver failed or reached its evaluation bound
-        run = run_sim(K, n, d, t_end, projection.value, num_checkpoints=checkpoints, seed=seed, nc_metrics=False)
+        options = FlowOptions(num_checkpoints=checkpoints)
+        run = run_sim(K, n, d, t_end, projection.value, options=options, seed=seed, nc_metrics=False)
     if fmt is not OutputFormat.table:
         emit(run.table(), fmt)
         return

@@ -52,13 +52,19 @@ _FLOW_SCALES: dict[str, dict[str, Any]] = {
     paper="[Han et al. 2022]",
 )
 def central_path_flow(out: Path, scale: str, seed: int) -> dict:
-    from nclab.theory.central_path import simulate
+    from nclab.theory.central_path import FlowOptions, simulate
 
     cfg = _FLOW_SCALES[scale]
     plt = pyplot()
     runs = {
         proj: simulate(
-            cfg["C"], cfg["N"], cfg["P"], cfg["t_end"], proj, num_checkpoints=cfg["num_checkpoints"], seed=seed
+            cfg["C"],
+            cfg["N"],
+            cfg["P"],
+            cfg["t_end"],
+            proj,
+            options=FlowOptions(num_checkpoints=cfg["num_checkpoints"]),
+            seed=seed,
         )
         for proj in ("oblique", "orthogonal")
     }

@@ -4,7 +4,7 @@ feedforward collapse [Wang et al. 2024]. Sub-modules: :mod:`~nclab.theory.mse`, 
 :mod:`nclab.stats`), :mod:`~nclab.theory.joint_gd`. See docs/theory.md."""
 
 from nclab.theory import central_path, geodesic
-from nclab.theory.central_path import CentralPathRun, closed_form_omega, simulate
+from nclab.theory.central_path import CentralPathRun, FlowOptions, closed_form_omega, simulate
 from nclab.theory.geodesic import (
     GeodesicPrediction,
     GeodesicProfile,
@@ -32,6 +32,7 @@ __all__ = [
     "LAMBDA_CONVENTIONS",
     "SNR",
     "CentralPathRun",
+    "FlowOptions",
     "GeodesicPrediction",
     "GeodesicProfile",
     "central_path",

@@ -36,6 +36,7 @@ from nclab.validation import check_choice, check_int, check_positive
 
 __all__ = [
     "CentralPathRun",
+    "FlowOptions",
     "Projection",
     "class_major_labels",
     "closed_form_omega",
@@ -314,6 +315,63 @@ def _nc_metrics(X: np.ndarray, K: int) -> dict[str, float]:
     }
 
 
+@dataclass(frozen=True, kw_only=True)
+class FlowOptions:
+    """How :func:`simulate` integrates the flow and where it records it (the numerical settings, apart from the
+    problem: sizes, horizon, projection and start).
+
+    Parameters
+    ----------
+    method : {"ode", "gd"}, default "ode"
+        ``"ode"``: DOP853 with ``rtol``/``atol`` between checkpoints, retraction at each; ``"gd"``: discrete
+        :func:`renormalized_step` with step ``eta`` (time = steps * eta; checkpoints rounded to steps).
+    num_checkpoints : int, default 20
+        Number of log-spaced checkpoints after ``0``.
+    t_first : float, optional
+        First checkpoint (default ``t_end / 10^3``).
+    eta : float, default 1e-2
+        Step of ``"gd"``.
+    rtol, atol : float, default 1e-10, 1e-12
+        Tolerances of ``"ode"``.
+    max_steps, max_evals : int, default 1_000_000, 100_000
+        Bounds on the work, so that no horizon makes the simulation run without end: ``"gd"`` refuses
+        ``t_end / eta > max_steps`` gradient steps (``ValueError``, before any step); ``"ode"`` stops with
+        ``RuntimeError`` after ``max_evals`` right-hand-side evaluations over all checkpoints (the default horizon
+        1e4 at K=4, n=5, d=6 takes about 700; 1e5 of them about 90 s).
+
+    Examples
+    --------
+    >>> FlowOptions(num_checkpoints=3).method
+    'ode'
+    """
+
+    method: Literal["ode", "gd"] = "ode"
+    num_checkpoints: int = 20
+    t_first: float | None = None
+    eta: float = 1e-2
+    rtol: float = 1e-10
+    atol: float = 1e-12
+    max_steps: int = 1_000_000
+    max_evals: int = 100_000
+
+    def checked(self) -> FlowOptions:
+        """These options validated (each check names its field)."""
+        check_choice(self.method, ("ode", "gd"), name="method")
+        return FlowOptions(
+            method=self.method,
+            num_checkpoints=check_int(self.num_checkpoints, name="num_checkpoints", low=1),
+            t_first=self.t_first,
+            eta=check_positive(self.eta, name="eta"),
+            rtol=self.rtol,
+            atol=self.atol,
+            max_steps=check_int(self.max_steps, name="max_steps", low=1),
+            max_evals=check_int(self.max_evals, name="max_evals", low=1),
+        )
+
+
+_FLOW_FIELDS = tuple(FlowOptions.__dataclass_fields__)
+
+
 def simulate(
     K: int,
     n: int,
@@ -321,18 +379,12 @@ def simulate(
     t_end: float,
     projection: Projection = "oblique",
     *,
-    method: Literal["ode", "gd"] = "ode",
-    num_checkpoints: int = 20,
-    t_first: float | None = None,
-    eta: float = 1e-2,
-    rtol: float = 1e-10,
-    atol: float = 1e-12,
+    options: FlowOptions | None = None,
     mean_scale: float = 1.0,
     seed: int = 0,
     X0: np.ndarray | None = None,
     nc_metrics: bool = True,
-    max_steps: int = 1_000_000,
-    max_evals: int = 100_000,
+    **flow: Any,
 ) -> CentralPathRun:
     """Renormalised gradient flow of the central-path MSE on ``{Sigma_W = I}`` [Han et al. 2022, eq. (5), Thm 3].
 
@@ -344,17 +396,9 @@ def simulate(
         Final time, finite; checkpoints are ``0`` and ``num_checkpoints`` log-spaced times in ``[t_first, t_end]``.
     projection : {"oblique", "orthogonal"}, default="oblique"
         The paper's Prop. 4 / App. D.1 algorithm, or the flow of Prop. 2.
-    method : {"ode", "gd"}, default="ode"
-        ``"ode"``: DOP853 with ``rtol``/``atol`` between checkpoints, retraction at each; ``"gd"``: discrete
-        :func:`renormalized_step` with step ``eta`` (time = steps * eta; checkpoints rounded to steps).
-    num_checkpoints : int, default=20
-        Number of log-spaced checkpoints after ``0``.
-    t_first : float, optional
-        First checkpoint (default ``t_end / 10^3``).
-    eta : float, default=1e-2
-        Step of ``"gd"``.
-    rtol, atol : float, default=1e-10, 1e-12
-        Tolerances of ``"ode"``.
+    options : FlowOptions, optional
+        How the flow is integrated and recorded (method, checkpoints, step, tolerances, work bounds); default
+        ``FlowOptions()``.
     mean_scale : float, default=1.0
         Scale of the Gaussian class means of the default start.
     seed : int, default=0
@@ -363,11 +407,8 @@ def simulate(
         Initial rows (class-major); default :func:`initial_features` with ``seed``.
     nc_metrics : bool, default=True
         Record the NC metrics at each checkpoint.
-    max_steps, max_evals : int, default=1_000_000, 100_000
-        Bounds on the work, so that no horizon makes the simulation run without end: ``"gd"`` refuses
-        ``t_end / eta > max_steps`` gradient steps (``ValueError``, before any step); ``"ode"`` stops with
-        ``RuntimeError`` after ``max_evals`` right-hand-side evaluations over all checkpoints (the default horizon
-        1e4 at K=4, n=5, d=6 takes about 700; 1e5 of them about 90 s).
+    **flow
+        Deprecated: the fields of :class:`FlowOptions` as keywords (``num_checkpoints=3``); pass ``options=``.
 
     Returns
     -------
@@ -376,23 +417,20 @@ def simulate(
 
     Examples
     --------
-    >>> from nclab.theory import simulate
-    >>> run = simulate(3, 4, 4, 1.0, num_checkpoints=3)
+    >>> from nclab.theory import FlowOptions, simulate
+    >>> run = simulate(3, 4, 4, 1.0, options=FlowOptions(num_checkpoints=3))
     >>> print(run.t.round(4).tolist())
     [0.0, 0.001, 0.0316, 1.0]
     >>> print(f"{run.metrics['nc1'][0]:.4f} -> {run.metrics['nc1'][-1]:.4f}")
     1.9179 -> 1.8335
     """
+    opts = _flow_options(options, flow)
     _check_projection(projection)
-    check_choice(method, ("ode", "gd"), name="method")
     K, n, d = check_int(K, name="K", low=2), check_int(n, name="n", low=1), check_int(d, name="d", low=1)
     t_end = check_positive(t_end, name="t_end")  # finite: an infinite horizon never ends
-    num_checkpoints = check_int(num_checkpoints, name="num_checkpoints", low=1)
-    max_steps = check_int(max_steps, name="max_steps", low=1)
-    max_evals = check_int(max_evals, name="max_evals", low=1)
-    if method == "gd" and t_end / check_positive(eta, name="eta") > max_steps:
+    if opts.method == "gd" and t_end / opts.eta > opts.max_steps:
         raise ValueError(
-            f"t_end / eta = {t_end / eta:.3g} gradient steps exceed max_steps={max_steps}: "
+            f"t_end / eta = {t_end / opts.eta:.3g} gradient steps exceed max_steps={opts.max_steps}: "
             "raise eta or max_steps, or lower t_end"
         )
     # one-hot targets (K, K n) and a few copies of the features (K n, d) for the flow and its checkpoints
@@ -404,51 +442,88 @@ def simulate(
     X = initial_features(K, n, d, mean_scale=mean_scale, seed=seed) if X0 is None else renormalize_features(X0, K)
     if X.shape != (K * n, d):
         raise ValueError(f"X0 must have shape (K n, d) = ({K * n}, {d}), got {X.shape}")
-    t_first = t_end / 1e3 if t_first is None else t_first
-    times = np.concatenate([[0.0], np.geomspace(t_first, t_end, num_checkpoints)])
-    if method == "gd":
-        steps = np.unique(np.round(times / eta).astype(np.int64))
-        times = steps * eta
+    t_first = t_end / 1e3 if opts.t_first is None else opts.t_first
+    times = np.concatenate([[0.0], np.geomspace(t_first, t_end, opts.num_checkpoints)])
+    if opts.method == "gd":
+        times = np.unique(np.round(times / opts.eta).astype(np.int64)) * opts.eta
+    frames = _flow_frames(X, times, K, projection, opts, t_end)
+    return _trajectory(frames, times, K, n, projection, opts.method, nc_metrics)
 
-    om0, left0, right0 = omega_of(X, K)
+
+def _flow_options(options: FlowOptions | None, flow: dict[str, Any]) -> FlowOptions:
+    """``options``, or the deprecated keyword form of its fields (with a warning); both at once is refused."""
+    unknown = sorted(set(flow) - set(_FLOW_FIELDS))
+    if unknown:
+        raise TypeError(f"simulate() got unexpected keyword arguments {unknown}")
+    if flow:
+        if options is not None:
+            raise TypeError(f"pass the flow settings in options=FlowOptions(...), not also as {sorted(flow)}")
+        import warnings
+
+        warnings.warn(
+            f"simulate({', '.join(f'{k}=' for k in sorted(flow))}...) is deprecated: pass options=FlowOptions(...)",
+            DeprecationWarning,
+            stacklevel=3,
+        )
+        options = FlowOptions(**flow)
+    return (options or FlowOptions()).checked()
+
+
+def _flow_frames(
+    X: np.ndarray, times: np.ndarray, K: int, projection: Projection, opts: FlowOptions, t_end: float
+) -> list[tuple[np.ndarray, float]]:
+    """The renormalised rows at each of ``times`` (``X`` at ``times[0] = 0``) and the drift of ``Sigma_W`` from
+    ``I`` before each renormalisation."""
+    N, d = X.shape
     frames: list[tuple[np.ndarray, float]] = [(X, 0.0)]
     n_steps_done = 0
     evals = [0]  # right-hand-side evaluations of the ODE solver, over all checkpoints
+
+    def rhs(_t: float, v: np.ndarray) -> np.ndarray:
+        evals[0] += 1
+        if evals[0] > opts.max_evals:
+            raise RuntimeError(
+                f"ODE integration stopped after max_evals={opts.max_evals} right-hand-side evaluations "
+                f"(t={_t:.6g} of t_end={t_end:g}): lower t_end or raise max_evals"
+            )
+        Xv = v.reshape(N, d)
+        return -project(Xv, ls_loss_grad(Xv, K)[1], K, projection).ravel()
+
     for k in range(1, times.size):
-        if method == "ode":
-
-            def rhs(_t: float, v: np.ndarray) -> np.ndarray:
-                evals[0] += 1
-                if evals[0] > max_evals:
-                    raise RuntimeError(
-                        f"ODE integration stopped after max_evals={max_evals} right-hand-side evaluations "
-                        f"(t={_t:.6g} of t_end={t_end:g}): lower t_end or raise max_evals"
-                    )
-                Xv = v.reshape(K * n, d)
-                return -project(Xv, ls_loss_grad(Xv, K)[1], K, projection).ravel()
-
+        if opts.method == "ode":
             sol = scipy.integrate.solve_ivp(
-                rhs, (times[k - 1], times[k]), X.ravel(), method="DOP853", rtol=rtol, atol=atol
+                rhs, (times[k - 1], times[k]), X.ravel(), method="DOP853", rtol=opts.rtol, atol=opts.atol
             )
             if not sol.success:
                 raise RuntimeError(f"ODE integration failed at t={times[k - 1]}: {sol.message}")
-            Xn = sol.y[:, -1].reshape(K * n, d)
+            Xn = sol.y[:, -1].reshape(N, d)
         else:
             Xn = X
-            target = round(times[k] / eta)
+            target = round(times[k] / opts.eta)
             for _ in range(target - n_steps_done):
-                Xn = renormalized_step(Xn, eta, K, projection)
+                Xn = renormalized_step(Xn, opts.eta, K, projection)
             n_steps_done = target
         m = _moments_rows(Xn, K)
         drift = float(np.linalg.norm(m.sigma_w - np.eye(d)))
         X = renormalize_features(Xn, K)
         frames.append((X, drift))
+    return frames
 
+
+def _trajectory(
+    frames: list[tuple[np.ndarray, float]],
+    times: np.ndarray,
+    K: int,
+    n: int,
+    projection: Projection,
+    method: Literal["ode", "gd"],
+    nc_metrics: bool,
+) -> CentralPathRun:
+    """The measured and closed-form quantities of each frame, against the start's frame."""
+    X0 = frames[0][0]
+    om0, left0, right0 = omega_of(X0, K)
     T, J = times.size, K - 1
-    omega = np.empty((T, J))
-    etf = np.empty(T)
-    off = np.empty(T)
-    loss = np.empty(T)
+    omega, etf, off, loss = np.empty((T, J)), np.empty(T), np.empty(T), np.empty(T)
     metrics: dict[str, list[float]] = {}
     target_frame = left0 @ right0.T
     for i, (Xi, _) in enumerate(frames):
@@ -466,7 +541,7 @@ def simulate(
     return CentralPathRun(
         K=K,
         n=n,
-        d=d,
+        d=X0.shape[1],
         projection=projection,
         method=method,
         t=times,
@@ -479,5 +554,5 @@ def simulate(
         drift=np.array([d for _, d in frames]),
         loss=loss,
         metrics={k: np.asarray(v) for k, v in metrics.items()},
-        X=X,
+        X=frames[-1][0],
     )
