@@ -127,11 +127,20 @@ def experiment_list(fmt: Annotated[OutputFormat, format_option()] = OutputFormat
     table.add_column("paper", width=13)
     table.add_column("scale: cost", no_wrap=True)
     table.add_column("data (paper scale)", width=14, overflow="fold")
+    blocks = []
     for exp in exps:
         costs = "\n".join(_cost_line(exp, s, infos[exp.name][s]) for s in exp.scales)
         needs = ", ".join(d["name"] for d in infos[exp.name].get("paper", {}).get("data", [])) or "-"
         table.add_row(f"[bold]{escape(exp.name)}[/bold]\n{escape(exp.summary)}", escape(exp.paper), costs, needs)
-    console.print(table)
+        blocks.append((exp, costs, needs))
+    # a narrow terminal or a pipe (80 columns) would fold the names mid-word: one block per experiment instead
+    longest_cost = max(len(line) for _, costs, _ in blocks for line in costs.splitlines())
+    if max(len(exp.name) for exp in exps) + 13 + longest_cost + 14 + 13 > console.width:  # + widths and borders
+        for exp, costs, needs in blocks:
+            lines = [f"{exp.name}  {exp.paper}", f"  {exp.summary}", *(f"  {c}" for c in costs.splitlines())]
+            console.print("\n".join([*lines, f"  data (paper scale): {needs}"]), markup=False, highlight=False)
+    else:
+        console.print(table)
     console.print(
         "Data: put each dataset in $NCLAB_DATA/<name> (or /usr/share/datasets/<name>); the layout each expects is "
         "in -f json (scales.<scale>.data) and in the error of a run that misses it. nclab never downloads.",

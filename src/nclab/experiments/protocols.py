@@ -291,6 +291,44 @@ class Estimate:
                 "memory_gib": round(self.memory_gib, 2), "basis": self.basis}  # fmt: skip
 
 
+#: :func:`model_cost` of the networks of the registered protocols, as measured (a meta-device forward takes about
+#: 0.5 s a network, so listing the experiments would take 20 s). ``tests/test_reproduction_protocols.py`` recomputes
+#: every entry and checks that every registered protocol's network is here.
+KNOWN_MODEL_COSTS: dict[tuple[str, tuple[int, ...], int, str], tuple[int, int, int]] = {
+    ("resnet18", (1, 32, 32), 10, "{}"): (554243072, 11172810, 1852426),
+    ("vgg11_bn", (1, 32, 32), 10, "{}"): (151589888, 9229962, 486922),
+    ("densenet", (1, 32, 32), 10, "{'depth': 250, 'growth': 12}"): (1354590174, 3899830, 46473616),
+    ("resnet18", (3, 32, 32), 100, "{'d': 10}"): (555423720, 11175062, 1852526),
+    ("densenet121", (3, 32, 32), 100, "{'d': 10}"): (888351720, 6957526, 12019822),
+    ("resnext50_32x4d", (3, 32, 32), 100, "{'d': 10}"): (1343968232, 22993814, 13095022),
+    ("resnet18", (3, 64, 64), 200, "{'d': 10}"): (2221677520, 11176162, 7406802),
+    ("densenet121", (3, 64, 64), 200, "{'d': 10}"): (3553374160, 6958626, 48072914),
+    ("resnext50_32x4d", (3, 64, 64), 200, "{'d': 10}"): (5375809488, 22994914, 52367570),
+    ("resnet18", (3, 32, 32), 100, "{'d': 20}"): (555429840, 11181192, 1852536),
+    ("densenet121", (3, 32, 32), 100, "{'d': 20}"): (888362960, 6968776, 12019832),
+    ("resnext50_32x4d", (3, 32, 32), 100, "{'d': 20}"): (1343989712, 23015304, 13095032),
+    ("resnet18", (3, 32, 32), 4, "{'d': 2}"): (555418632, 11169870, 1852422),
+    ("resnet18", (3, 32, 32), 6, "{'d': 2}"): (555418636, 11169876, 1852424),
+    ("densenet", (1, 32, 32), 10, "{'depth': 40, 'growth': 12}"): (71922984, 175690, 2610706),
+    ("vgg13_bn", (3, 32, 32), 10, "{}"): (228267008, 9416010, 781834),
+    ("resnet34", (3, 32, 32), 10, "{}"): (1159402496, 21282122, 3081226),
+    ("densenet", (3, 32, 32), 10, "{'depth': 40, 'growth': 12}"): (72365352, 176122, 2610706),
+    ("vgg11_bn", (3, 32, 32), 10, "{}"): (152769536, 9231114, 486922),
+    ("resnet50", (3, 32, 32), 10, "{}"): (1297829888, 23520842, 9875466),
+    ("densenet", (3, 32, 32), 10, "{'depth': 100, 'growth': 12}"): (287929692, 769162, 10054966),
+    ("vgg11_bn", (3, 96, 96), 10, "{}"): (1494458368, 128812810, 4447754),
+    ("resnet18", (3, 96, 96), 10, "{}"): (333108224, 11181642, 1374218),
+    ("densenet121", (3, 96, 96), 10, "{}"): (520382464, 6964106, 7093770),
+    ("fc_resnet", (784,), 10, "{'num_blocks': 10, 'width': 1000}"): (10794000, 10805010, 22010),
+    ("pfc_resnet", (1, 28, 28), 10, "{'table': 'fashion-mnist'}"): (33505024, 439018, 294794),
+    ("pfc_resnet", (3, 32, 32), 10, "{'table': 'cifar10'}"): (179789824, 6169162, 532490),
+    ("pfc_resnet", (3, 96, 96), 10, "{'table': 'stl10'}"): (3528953856, 33089866, 9142282),
+    ("pfc_resnet", (3, 32, 32), 100, "{'table': 'cifar100'}"): (1116176384, 27084708, 2736228),
+    ("resnet18", (3, 32, 32), 10, "{}"): (555422720, 11173962, 1852426),
+    ("resnet50", (3, 224, 224), 1000, "{}"): (4089184256, 25557032, 32042472),
+}
+
+
 @lru_cache(maxsize=64)
 def model_cost(name: str, input_shape: tuple[int, ...], K: int, options: str) -> tuple[int, int, int]:
     """``(MACs per image, parameters, activation elements per image)`` of :func:`nclab.nets.build_model`'s
@@ -304,6 +342,14 @@ def model_cost(name: str, input_shape: tuple[int, ...], K: int, options: str) ->
     >>> round(macs / 1e9, 2), params
     (4.09, 25557032)
     """
+    known = KNOWN_MODEL_COSTS.get((name, tuple(input_shape), K, options))
+    if known is not None:
+        return known
+    return measure_model_cost(name, input_shape, K, options)
+
+
+def measure_model_cost(name: str, input_shape: tuple[int, ...], K: int, options: str) -> tuple[int, int, int]:
+    """:func:`model_cost` measured by a forward pass on the ``meta`` device (never from :data:`KNOWN_MODEL_COSTS`)."""
     import torch
     from torch import nn
 
