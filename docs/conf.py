@@ -40,6 +40,7 @@ extensions = [
     "sphinx-mathjax-offline",
     "nclab_api",  # writes api/*.rst from each package's __all__ when the build starts
     "nclab_cli",  # the `nclab-cli-help` directive: `nclab ... --help` rendered at build time
+    "nclab_citations",  # [Author YEAR] keys link to their row of references.md
 ]
 
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
@@ -118,7 +119,8 @@ html_theme_options = {
     "secondary_sidebar_items": {
         "*": ["page-toc", "sourcelink"],
         "guides/*": ["page-toc", "sourcelink"],
-        "api/**": ["page-toc", "sourcelink"],
+        # an API page documents one name: no outline beside it, so that its formulas have the column's width
+        "api/**": [],
     },
     "footer_start": ["copyright"],
     "footer_end": ["sphinx-version"],

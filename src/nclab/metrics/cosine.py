@@ -70,7 +70,8 @@ def within_class_cosine(stats: StatsLike, weighting: Weighting = "balanced", inc
 
         \bar c = \frac{1}{K} \sum_{k=1}^{K} \frac{1}{n_k^2} \sum_{i, j:\, y_i = y_j = k}
         \frac{h_i^\top h_j}{\lVert h_i \rVert \lVert h_j \rVert}
-        = \frac{1}{K} \sum_{k=1}^{K} \frac{\lVert U_k \rVert^2}{n_k^2}, \qquad
+        = \frac{1}{K} \sum_{k=1}^{K} \frac{\lVert U_k \rVert^2}{n_k^2}
+
         U_k = \sum_{i:\, y_i = k} \frac{h_i}{\lVert h_i \rVert}
 
     where :math:`n_k` is the number of samples of class :math:`k` and :math:`U_k` the sum of its unit features.
@@ -131,7 +132,8 @@ def within_class_cosine_distance(
 
     .. math::
 
-        d_\mathrm{within} = 1 - \frac{1}{K} \sum_{k=1}^{K} \frac{\lVert U_k \rVert^2}{n_k^2}, \qquad
+        d_\mathrm{within} = 1 - \frac{1}{K} \sum_{k=1}^{K} \frac{\lVert U_k \rVert^2}{n_k^2}
+
         U_k = \sum_{i:\, y_i = k} \frac{h_i}{\lVert h_i \rVert}
 
     the mean cosine distance :math:`1 - \cos(h_i, h_j)` over the pairs of samples of one class.
@@ -177,7 +179,8 @@ def class_separation(stats: StatsLike, weighting: Weighting = "balanced", includ
 
     .. math::
 
-        R^2 = 1 - \frac{d_\mathrm{within}}{d_\mathrm{total}}, \qquad
+        R^2 = 1 - \frac{d_\mathrm{within}}{d_\mathrm{total}}
+
         d_\mathrm{total} = 1 - \frac{1}{K^2} \Big\lVert \sum_{k=1}^{K} \frac{U_k}{n_k} \Big\rVert^2
 
     with :math:`d_\mathrm{within}` and :math:`U_k` as in :func:`within_class_cosine_distance` (balanced weighting).

@@ -50,7 +50,8 @@ def uniform_duality(
 
     .. math::
 
-        \\mathrm{UNC3} = \\frac{1}{K - \\mathrm{ddof}} \\sum_{k=1}^{K} (s_k - \\bar s)^2, \\qquad
+        \\mathrm{UNC3} = \\frac{1}{K - \\mathrm{ddof}} \\sum_{k=1}^{K} (s_k - \\bar s)^2
+
         s_k = \\cos(w_k, \\mu_k - \\mu_G) \\ (\\texttt{"cosine"}) \\quad\\text{or}\\quad
         s_k = w_k^\\top (\\mu_k - \\mu_G) \\ (\\texttt{"dot"})
 

@@ -169,7 +169,8 @@ def gnc1(
 
     .. math::
 
-        \mathrm{GNC1} = \frac{1}{K} \operatorname{Tr}\left(\Sigma_W \Sigma_B^{+}\right), \qquad
+        \mathrm{GNC1} = \frac{1}{K} \operatorname{Tr}\left(\Sigma_W \Sigma_B^{+}\right)
+
         \Sigma_B = \frac{1}{K} \sum_{k=1}^{K} \bar h_k \bar h_k^\top
 
     on the unit features :math:`\tilde h_i = h_i / \lVert h_i \rVert`, with :math:`\bar h_k` the mean of class
@@ -256,8 +257,9 @@ def gnc3(stats: StatsLike, *, W: Any, normalize_w: bool = True, renormalize_mean
 
     .. math::
 
-        \mathrm{GNC3} = \frac{1}{K} \sum_{k=1}^{K} \left(1 - \frac{w_k^\top}{\lVert w_k \rVert} \bar h_k\right),
-        \qquad \bar h_k = \frac{1}{n_k} \sum_{i:\, y_i = k} \frac{h_i}{\lVert h_i \rVert}
+        \mathrm{GNC3} = \frac{1}{K} \sum_{k=1}^{K} \left(1 - \frac{w_k^\top}{\lVert w_k \rVert} \bar h_k\right)
+
+        \bar h_k = \frac{1}{n_k} \sum_{i:\, y_i = k} \frac{h_i}{\lVert h_i \rVert}
 
     where :math:`w_k` is row :math:`k` of the classifier :math:`W` and :math:`\bar h_k` the mean of class
     :math:`k`'s unit features (not re-normalised).
@@ -332,8 +334,9 @@ def gnc2(W: Any) -> float:
     .. math::
 
         \mathrm{GNC2} = \rho_\text{one-vs-rest}(\tilde W)
-        = \min_{k} \operatorname{dist}\left(\tilde w_k, \operatorname{conv}\{\tilde w_j : j \neq k\}\right),
-        \qquad \tilde w_k = \frac{w_k}{\lVert w_k \rVert}
+        = \min_{k} \operatorname{dist}\left(\tilde w_k, \operatorname{conv}\{\tilde w_j : j \neq k\}\right)
+
+        \tilde w_k = \frac{w_k}{\lVert w_k \rVert}
 
     where :math:`\operatorname{conv}` is the convex hull and :math:`\operatorname{dist}` the Euclidean distance.
 
@@ -498,7 +501,8 @@ def gnc2_ratio(W: Any, *, search: bool = True) -> float:
 
     .. math::
 
-        \frac{\mathrm{GNC2}(W)}{\rho^*}, \qquad
+        \frac{\mathrm{GNC2}(W)}{\rho^*}
+
         \rho^* = \max_{W \in \mathrm{OB}(d, K)} \rho_\text{one-vs-rest}(W)
 
     with :math:`\mathrm{OB}(d, K)` the :math:`K \times d` matrices with unit rows and :math:`\rho^*` the margin of

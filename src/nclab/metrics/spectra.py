@@ -115,8 +115,10 @@ def rank_metrics(
 
     .. math::
 
-        \mathrm{effective\_rank} = \exp\Big(-\sum_i p_i \log p_i\Big), \quad p_i = \frac{s_i}{\sum_j s_j}; \qquad
-        \mathrm{stable\_rank} = \frac{\sum_i \lambda_i}{\lambda_{\max}}; \qquad
+        \mathrm{effective\_rank} = \exp\Big(-\sum_i p_i \log p_i\Big), \quad p_i = \frac{s_i}{\sum_j s_j}
+
+        \mathrm{stable\_rank} = \frac{\sum_i \lambda_i}{\lambda_{\max}}
+
         \mathrm{numerical\_rank} = \#\{i : \lambda_i > \mathrm{rtol}\, \lambda_{\max}\}
 
     where :math:`\lambda_i` are the eigenvalues of the covariance and :math:`s_i = \lambda_i`

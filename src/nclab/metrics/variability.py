@@ -77,7 +77,8 @@ def nc1(
 
         \mathrm{NC1} = \frac{1}{K} \operatorname{Tr}\left(\Sigma_W \Sigma_B^{+}\right)
 
-        \Sigma_W = \frac{1}{N} \sum_{i=1}^{N} (h_i - \mu_{y_i})(h_i - \mu_{y_i})^\top, \qquad
+        \Sigma_W = \frac{1}{N} \sum_{i=1}^{N} (h_i - \mu_{y_i})(h_i - \mu_{y_i})^\top
+
         \Sigma_B = \frac{1}{K} \sum_{k=1}^{K} (\mu_k - \mu_G)(\mu_k - \mu_G)^\top
 
     where :math:`h_i \in \mathbb{R}^d` is the feature of sample :math:`i` with label :math:`y_i`,
@@ -315,8 +316,9 @@ def vci(
 
     .. math::
 
-        \mathrm{VCI} = 1 - \frac{\operatorname{Tr}\left(\Sigma_T^{+} \Sigma_B\right)}{\operatorname{rank}(\Sigma_B)},
-        \qquad \Sigma_T = \frac{1}{N} \sum_{i=1}^{N} (h_i - \mu_G)(h_i - \mu_G)^\top = \Sigma_W + \Sigma_B
+        \mathrm{VCI} = 1 - \frac{\operatorname{Tr}\left(\Sigma_T^{+} \Sigma_B\right)}{\operatorname{rank}(\Sigma_B)}
+
+        \Sigma_T = \frac{1}{N} \sum_{i=1}^{N} (h_i - \mu_G)(h_i - \mu_G)^\top = \Sigma_W + \Sigma_B
 
     with, by default (``weighting="empirical"``), :math:`\mu_G` the sample mean, :math:`\Sigma_B = \sum_k
     \frac{n_k}{N} (\mu_k - \mu_G)(\mu_k - \mu_G)^\top`, :math:`\Sigma_W` as in :func:`nc1`, and
@@ -434,7 +436,8 @@ def within_class_split(
     .. math::
 
         \mathrm{in\_span} = \operatorname{Tr}\left(P_B \Sigma_W\right)
-        = \frac{1}{N} \sum_{i=1}^{N} \lVert P_B (h_i - \mu_{y_i}) \rVert^2, \qquad
+        = \frac{1}{N} \sum_{i=1}^{N} \lVert P_B (h_i - \mu_{y_i}) \rVert^2
+
         \mathrm{orthogonal} = \operatorname{Tr}\left((I - P_B) \Sigma_W\right)
 
     where :math:`P_B` projects onto :math:`V_B = \operatorname{span}\{\mu_k - \mu_G\}` and :math:`\Sigma_W` is as in
