@@ -1,5 +1,7 @@
 """docs/reproductions.md and the paper claims: the page equals what its result files render, no result file is
-stale, the staleness check fires when an experiment's code changes, and the criteria give the verdicts they say.
+stale, the staleness check fires when an experiment's code changes, every result file is sealed and valid (and a
+bad one is refused in one line), and the criteria give the verdicts they say. The generator is
+scripts/reproductions_doc.py, outside the installed package.
 """
 
 from __future__ import annotations
@@ -485,3 +487,9 @@ def test_the_generators_doctests():
     import doctest
 
     assert doctest.testmod(rp).failed == 0
+
+
+def test_the_command_outside_a_checkout_is_one_line(tmp_path, capsys):
+    assert rp.main(["--check", "--root", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err == f"error: {tmp_path / rp.DOC} not found: run from the repository root, or pass --root\n"
