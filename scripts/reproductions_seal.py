@@ -46,7 +46,7 @@ FIELD_TYPES: dict[str, type | tuple[type, ...]] = {
 
 
 def _type_words(want: type | tuple[type, ...]) -> str:
-    return {str: "a string", int: "an integer", dict: "an object"}.get(want, "a number")  # type: ignore[call-overload]
+    return "a string" if want is str else "an integer" if want is int else "an object" if want is dict else "a number"
 
 
 def fix(path: Path) -> str:
