@@ -6,14 +6,15 @@
     python scripts/reproductions.py --check         # exit 1 when the page or a result file is out of date
 
 Run it from the repository root with the package importable (``PYTHONPATH=src`` in a checkout). See
-:mod:`nclab.experiments.reproductions_doc` for the result-file format and the staleness rule.
+``scripts/reproductions_doc.py`` (beside this file) for the result-file format and the staleness rule. Neither file is
+part of the installed package: the package never runs git.
 """
 
 from __future__ import annotations
 
 import sys
 
-from nclab.experiments.reproductions_doc import main
+from reproductions_doc import main  # scripts/ is sys.path[0] when this file runs
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

@@ -420,3 +420,72 @@ def test_the_io_package_loads_only_what_is_used():
             assert value.__module__ == f"nclab.io.{nclab.io._MODULE_OF[name]}", name
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
         _ = nclab.io.nope
+
+
+#: Calls that start another program: a module making one of these may not name git.
+_PROCESS_MODULES = {"subprocess", "pty"}
+_OS_PROCESS_CALLS = re.compile(r"system|popen|exec\w*|spawn\w*|posix_spawn\w*")
+#: Python libraries that drive git.
+_GIT_LIBRARIES = {"git", "pygit2", "dulwich"}
+
+
+def _runs_git(path: Path) -> list[str]:
+    """Why the module at ``path`` may run git: it can start a process (``subprocess``, ``pty``, ``os.system`` and
+    kin) and holds a string that is the git command (``"git"``, ``"git diff ..."``), or it imports a git library."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    imported: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            imported |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            imported.add(node.module.split(".")[0])
+    os_calls = any(
+        isinstance(node, ast.Attribute)
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "os"
+        and _OS_PROCESS_CALLS.fullmatch(node.attr)
+        for node in ast.walk(tree)
+    )
+    git_words = sorted(
+        {
+            node.value
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and re.fullmatch(r"git(\s.*)?", node.value)
+        }
+    )
+    why = [f"imports {name}" for name in sorted(imported & _GIT_LIBRARIES)]
+    if (imported & _PROCESS_MODULES or os_calls) and git_words:
+        why.append(f"starts processes and names {git_words}")
+    return why
+
+
+def test_the_wheel_holds_no_code_that_runs_git():
+    """The installed package never runs git (the reproductions page's generator, which does, lives in scripts/):
+    the wheel is src/nclab (pyproject's wheel target), and no module of it starts git or imports a git library."""
+    import tomllib
+
+    config = tomllib.loads((SRC.parent / "pyproject.toml").read_text())
+    assert config["tool"]["hatch"]["build"]["targets"]["wheel"]["packages"] == ["src/nclab"]
+    bad = [f"{path.relative_to(SRC)}: {why}" for path in sorted((SRC / ROOT).rglob("*.py")) for why in _runs_git(path)]
+    assert not bad, "modules of the wheel that run git:\n  " + "\n  ".join(bad)
+    # the check sees the generator (it runs git) and code that runs git otherwise; not a plain subprocess call
+    assert _runs_git(SRC.parent / "scripts" / "reproductions_doc.py")
+
+
+@pytest.mark.parametrize(
+    ("source", "flagged"),
+    [
+        ('import subprocess\nsubprocess.run(["git", "status"])\n', True),
+        ('import os\nos.system("git rev-parse HEAD")\n', True),
+        ("from subprocess import run\nGIT = 'git'\n", True),
+        ("import pygit2\n", True),
+        ('import subprocess, sys\nsubprocess.call([sys.executable, "-m", "nclab"])\n', False),
+        ('"""Results record the git commit."""\nx = "github"\n', False),
+    ],
+)
+def test_the_git_detector(tmp_path, source, flagged):
+    path = tmp_path / "m.py"
+    path.write_text(source)
+    assert bool(_runs_git(path)) == flagged

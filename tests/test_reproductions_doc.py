@@ -1,21 +1,27 @@
 """docs/reproductions.md and the paper claims: the page equals what its result files render, no result file is
-stale, the staleness check fires when an experiment's code changes, and the criteria give the verdicts they say.
+stale, the staleness check fires when an experiment's code changes, every result file is sealed and valid (and a
+bad one is refused in one line), and the criteria give the verdicts they say. The generator is
+scripts/reproductions_doc.py, outside the installed package.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from nclab.experiments import paper_claims as pc
-from nclab.experiments import reproductions_doc as rp
 
 ROOT = Path(__file__).resolve().parents[1]
+# the generator lives beside its command in scripts/, outside the installed package (it runs git)
+sys.path.insert(0, str(ROOT / "scripts"))
+rp = importlib.import_module("reproductions_doc")
 
 
 def _git_ok(root: Path) -> bool:
@@ -284,3 +290,209 @@ def test_experiment_run_adds_the_verdicts_to_summary_and_report(tmp_path):
     assert report.count('<h2 id="paper-vs-ours">') == 1 and "3; 60; 15" in report
     run("gnc-assignment", tmp_path, scale="tiny")  # a re-run into the same folder: one section, not two
     assert (tmp_path / "report.html").read_text().count('<h2 id="paper-vs-ours">') == 1
+
+
+# ------------------------------------------------------------------------------------------------ the seal
+@needs_git
+def test_every_result_file_is_sealed_valid_and_present():
+    """The page's evidence: every result file parses, matches its checksum, is a cpu-scale run of the experiment it
+    is named after at a commit of this repository, holds numbers where the claims read numbers; none is missing."""
+    invalid, missing = rp.problems(ROOT, staleness=False)
+    assert not invalid, "\n".join(invalid.values())
+    assert not missing, "\n".join(missing.values())
+
+
+def test_written_result_file_carries_the_checksum_of_its_content(tmp_path):
+    res = rp.ResultFile("ufm-thm51", "cpu", 0, "a" * 40, "c", "d", 1.5, {"slope": np.float64(-0.5), "n": np.int64(3)})
+    path = res.write(tmp_path)
+    raw = json.loads(path.read_text())
+    assert raw.pop("sha256") == rp.checksum(raw) and raw["summary"] == {"slope": -0.5, "n": 3}
+    assert rp.ResultFile.read(path).summary == {"slope": -0.5, "n": 3}
+    # the checksum covers every field: any change of a value, or of its type, changes it
+    assert rp.checksum({**raw, "seed": 1}) != rp.checksum(raw)
+    assert rp.checksum({**raw, "summary": {"slope": "-0.5", "n": 3}}) != rp.checksum(raw)
+
+
+def _git_repo(root: Path) -> str:
+    _git(root, "init", "-q")
+    (root / "README").write_text("x\n")
+    _git(root, "add", ".")
+    _git(root, "commit", "-q", "-m", "code")
+    return _git(root, "rev-parse", "HEAD")
+
+
+GOOD_SUMMARY = {"slope": -0.5075, "factor": 0.66, "errors": [0.16, 0.09]}
+
+
+@pytest.fixture
+def page(tmp_path, monkeypatch):
+    """A repository whose page needs one result file, ufm-thm51's, sealed and current; the page rendered from it."""
+    if shutil.which("git") is None:
+        pytest.skip("needs git")
+    commit = _git_repo(tmp_path)
+    monkeypatch.setattr(rp, "expected", lambda root: ["ufm-thm51"])
+    rp.ResultFile("ufm-thm51", "cpu", 0, commit, "c", "d", 1.0, GOOD_SUMMARY).write(tmp_path)
+    (tmp_path / rp.DOC).write_text(f"# Reproductions\n\n{rp.BEGIN}\n{rp.END}\n\nafter\n")
+    rp.write_doc(tmp_path)
+    return tmp_path
+
+
+def _edit(path: Path, change, *, reseal: bool) -> None:
+    """Apply ``change`` to the result file's JSON; ``reseal``: as the generator would write it (a new checksum)."""
+    data = json.loads(path.read_text())
+    seal = data.pop("sha256")
+    change(data)
+    data["sha256"] = rp.checksum(data) if reseal else seal
+    path.write_text(json.dumps(data, indent=2))
+
+
+def _set(*keys_value):
+    *keys, value = keys_value
+
+    def change(d):
+        for k in keys[:-1]:
+            d = d[k]
+        d[keys[-1]] = value
+
+    return change
+
+
+def _cli(root: Path, capsys, *args: str) -> tuple[int, str, str]:
+    rc = rp.main([*args, "--root", str(root)])
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+def test_a_good_result_file_passes(page, capsys):
+    assert _cli(page, capsys, "--check") == (0, "", "")
+    before = (page / rp.DOC).read_text()
+    rc, _, err = _cli(page, capsys, "--render-only")
+    assert (rc, err) == (0, "") and (page / rp.DOC).read_text() == before
+    assert "| **reproduced** |" in before  # ufm-thm51's slope -0.5075 against the theorem's -1/2
+
+
+# each of the third reliability probe's reproductions-generator rows, on a copy: the refusal (one line, exit 2,
+# nothing written) and the words that name the problem
+F = "docs/reproductions/ufm-thm51.json"
+REFUSALS = {
+    "edited value (RP1, RP2)": (_set("summary", "slope", -0.9), False, "does not match its checksum"),
+    "edited scale (RP3)": (_set("scale", "tiny"), False, "does not match its checksum"),
+    "wrong scale, sealed (RP3)": (_set("scale", "tiny"), True, "a 'tiny'-scale run, but the page shows 'cpu' scale"),
+    "commit not in the repository (RP4)": (_set("commit", "0" * 40), True, "is not in the repository"),
+    "wrong experiment (RP6)": (_set("experiment", "ufm-figures"), True, "records experiment 'ufm-figures'"),
+    "string value (RP8)": (_set("summary", "slope", "-0.5"), True, "summary value slope is a string ('-0.5')"),
+    "boolean for a number": (_set("summary", "slope", True), True, "summary value slope is a boolean"),
+    "string in a field": (_set("seed", "0"), True, "'seed' is '0' (str), not an integer"),
+    "no checksum": (lambda d: None, None, "carries no checksum"),
+}
+
+
+@pytest.mark.parametrize("case", list(REFUSALS))
+def test_a_bad_result_file_is_refused_naming_it(page, capsys, case):
+    change, reseal, words = REFUSALS[case]
+    path = page / F
+    if reseal is None:
+        data = json.loads(path.read_text())
+        del data["sha256"]
+        path.write_text(json.dumps(data))
+    else:
+        _edit(path, change, reseal=reseal)
+    before = (page / rp.DOC).read_text()
+    for mode in ("--check", "--render-only"):
+        rc, out, err = _cli(page, capsys, mode)
+        lines = err.splitlines()
+        assert rc == 2, (mode, out, err)
+        assert lines[0].startswith(f"error: {page / F}: ") and words in lines[0], lines[0]
+        assert "Traceback" not in err and out == ""
+        assert (page / rp.DOC).read_text() == before  # never a page resting on a bad file
+    with pytest.raises(rp.ResultFileError, match=r"ufm-thm51\.json"):
+        invalid, _ = rp.problems(page)
+        raise rp.ResultFileError(invalid["ufm-thm51"])
+
+
+def test_a_cut_short_result_file_is_named(page, capsys):
+    """RP5: a result file cut at 200 bytes: not a JSONDecodeError traceback but the file, line and column."""
+    path = page / F
+    path.write_bytes(path.read_bytes()[:200])
+    rc, _, err = _cli(page, capsys, "--check")
+    assert rc == 2 and f"{path}: not valid JSON (" in err and "line " in err and "Traceback" not in err
+    rc, _, err = _cli(page, capsys, "--render-only")
+    assert rc == 2 and "not written" in err
+
+
+def test_a_deleted_result_file_is_reported_not_rendered(page, capsys):
+    """RP7: a deleted result file: --check exits 1 naming it (out of date: run it), --render-only refuses; the
+    claims do not silently become "not measured"."""
+    (page / F).unlink()
+    before = (page / rp.DOC).read_text()
+    rc, out, err = _cli(page, capsys, "--check")
+    assert rc == 1 and f"{page / F}: missing" in out and "--only ufm-thm51" in out
+    rc, out, err = _cli(page, capsys, "--render-only")
+    assert rc == 2 and f"error: {page / F}: missing" in err and (page / rp.DOC).read_text() == before
+
+
+def test_a_typed_value_never_becomes_a_verdict():
+    """The criteria read the summary strictly: a string never passes for a number, nor a boolean for one, while a
+    boolean stays a boolean where the claim asks for one (gnc-bounds-vs-d's bounds_hold == true)."""
+    res = rp.ResultFile("ufm-thm51", "cpu", 0, "a" * 40, "c", "d", 1.0, {**GOOD_SUMMARY, "slope": "-0.5"})
+    with pytest.raises(rp.ResultFileError, match=r"ufm-thm51.json: summary value slope is a string"):
+        rp.check_summary_types(res)
+    with pytest.raises(rp.ResultFileError, match="summary value slope is a string"):
+        rp.claim_rows({"ufm-thm51": res})
+    good = {"bounds_hold": True, "checked_numerical": 7}
+    bounds = rp.ResultFile("gnc-bounds-vs-d", "cpu", 0, "a" * 40, "c", "d", 1.0, good)
+    rp.check_summary_types(bounds)
+    row = next(r for r in rp.claim_rows({"gnc-bounds-vs-d": bounds}) if r["experiment"] == "gnc-bounds-vs-d")
+    assert row["verdict"] == "reproduced" and row["ours"] == "bounds_hold = true; checked_numerical = 7"
+    for bad in ({**good, "bounds_hold": "true"}, {**good, "checked_numerical": True}):
+        with pytest.raises(rp.ResultFileError, match=r"gnc-bounds-vs-d\.json: summary value"):
+            rp.check_summary_types(rp.ResultFile("gnc-bounds-vs-d", "cpu", 0, "a" * 40, "c", "d", 1.0, bad))
+    nested = rp.ResultFile("vci-transfer", "cpu", 0, "a" * 40, "c", "d", 1.0, {"pearson_r": {"tau/vci": "-0.9"}})
+    with pytest.raises(rp.ResultFileError, match=r"summary value pearson_r\['tau/vci'\] is a string"):
+        rp.check_summary_types(nested)
+
+
+def test_seal_writes_the_checksum_into_old_files_only_when_all_pass(page, capsys):
+    path = page / F
+    data = json.loads(path.read_text())
+    del data["sha256"]
+    path.write_text(json.dumps(data, indent=1) + "\n")
+    rc, out, err = _cli(page, capsys, "--seal")
+    assert rc == 0 and str(path) in out
+    assert _cli(page, capsys, "--check") == (0, "", "")
+    # an edited sealed file is not resealed; nor is an unsealed one with a wrong scale; nothing is written
+    _edit(path, _set("summary", "slope", -0.9), reseal=False)
+    text = path.read_text()
+    rc, out, err = _cli(page, capsys, "--seal")
+    assert rc == 2 and "does not match its checksum" in err and path.read_text() == text
+    data["scale"] = "tiny"
+    path.write_text(json.dumps(data))
+    rc, out, err = _cli(page, capsys, "--seal")
+    assert rc == 2 and "'tiny'-scale run" in err and "sha256" not in path.read_text()
+
+
+def test_a_full_run_redoes_invalid_and_missing_files_only(page, monkeypatch, capsys):
+    monkeypatch.setattr(rp, "expected", lambda root: ["ufm-thm51", "gnc-assignment", "ufm-figures"])
+    commit = _git(page, "rev-parse", "HEAD")
+    rp.ResultFile("ufm-figures", "cpu", 0, commit, "c", "d", 1.0, {}).write(page)
+    _edit(page / "docs/reproductions/ufm-figures.json", _set("seconds", 2.0), reseal=False)
+    assert rp._targets(page, [], []) == ["gnc-assignment", "ufm-figures"]  # RUN_ORDER: the short one first
+    assert "ufm-figures.json: its content does not match" in capsys.readouterr().out
+    assert rp._targets(page, [], ["ufm-figures"]) == ["gnc-assignment"]
+    assert rp.main(["--only", "no-such-experiment", "--root", str(page)]) == 2
+    assert "not registered experiments: no-such-experiment" in capsys.readouterr().err
+
+
+def test_the_generators_doctests():
+    """scripts/ is outside pytest's doctest paths: the generator's examples (code_of, checksum) run here."""
+    import doctest
+
+    for module in (rp, importlib.import_module("reproductions_seal")):
+        found = doctest.testmod(module)
+        assert found.attempted > 0 and found.failed == 0, module.__name__
+
+
+def test_the_command_outside_a_checkout_is_one_line(tmp_path, capsys):
+    assert rp.main(["--check", "--root", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err == f"error: {tmp_path / rp.DOC} not found: run from the repository root, or pass --root\n"

@@ -6,8 +6,8 @@ theme (:mod:`~nclab.experiments.training`, :mod:`~nclab.experiments.unconstraine
 :mod:`~nclab.experiments.spherical_codes`, :mod:`~nclab.experiments.theory_engines`) and
 :mod:`nclab.experiments.common` the figure, CSV and scale helpers they share. :mod:`nclab.experiments.paper_claims`
 holds the papers' reported values and judges each run's summary against them (the "paper vs ours" of every run);
-:mod:`nclab.experiments.reproductions_doc` keeps the cpu-scale result files behind ``docs/reproductions.md``. Library
-packages never import this package.
+the cpu-scale result files behind ``docs/reproductions.md`` are kept by ``scripts/reproductions.py``, outside the
+installed package. Library packages never import this package.
 """
 
 from nclab.experiments.catalog import SMOKE_TEST_NOTE, Experiment, declare_protocols, register
