@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -106,21 +108,26 @@ def test_a_nonlinear_network_needs_more_steps_and_flips():
     np.testing.assert_allclose(res.input_norms, [2.0, 3.0])
 
 
-def test_unflipped_inputs_are_counted_and_bound_the_mean_from_below():
+def test_unflipped_inputs_are_counted_and_left_out_of_the_mean():
     # one step only, on the circle model, is not enough: the input stays on its side, flagged and counted
     class Radial(nn.Module):
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             s = (x**2).sum(1)
             return torch.stack([1 - s, s - 1], 1)
 
-    res = deepfool(Radial(), torch.tensor([[4.0, 0.0]], dtype=torch.float64), max_iter=1, overshoot=0.0)
-    assert res.unflipped == 1 and not res.flipped[0] and res.iterations[0] == 1
-    assert res.adversarial_labels[0] == res.labels[0] == 1
-    # the tangent step from 4 toward 0: (16 - 1) / (2 * 4) = 1.875, short of the true distance 3
-    assert res.norms[0] == pytest.approx(1.875) and res.robustness == pytest.approx(1.875 / 4)
+    x = torch.tensor([[4.0, 0.0], [0.0, 0.5]], dtype=torch.float64)
+    res = deepfool(Radial(), x, max_iter=1, overshoot=0.0)
+    assert res.unflipped == 1 and res.flipped.tolist() == [False, True] and res.iterations.tolist() == [1, 1]
+    assert res.adversarial_labels.tolist() == [1, 1] and res.labels.tolist() == [1, 0]
+    # the tangent step from 4 toward 0: |16 - 1| / (2 * 4) = 1.875, short of the true distance 3: kept in norms as
+    # a lower bound, left out of the mean; from 0.5 outward: |0.25 - 1| / (2 * 0.5) = 0.75 lands outside (1.25)
+    np.testing.assert_allclose(res.norms, [1.875, 0.75])
+    assert res.robustness == pytest.approx(0.75 / 0.5)
+    assert math.isnan(deepfool(Radial(), x[:1], max_iter=1).robustness)  # none flipped: nan, never 0
     # a model whose logits do not depend on x: no direction, stalled at 0 steps, unflipped
     flat = deepfool(_affine(np.zeros((3, 2)), np.array([0.0, 1.0, 0.0])), np.ones((2, 2)))
     assert flat.unflipped == 2 and (flat.iterations == 0).all() and (flat.norms == 0).all()
+    assert math.isnan(flat.robustness)
 
 
 def test_deterministic_and_the_model_state_is_untouched(affine_case):

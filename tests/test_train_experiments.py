@@ -205,3 +205,16 @@ def test_cpu_scale_is_the_papers_recipe_but_the_mse_lr():
         assert (cfg.optim.weight_decay, cfg.optim.momentum, cfg.train.batch_size) == (5e-4, 0.9, 128)
         assert cfg.loss.reduction == paper["loss"].get("reduction", cfg.loss.reduction)
         assert cfg.optim.lr == (LR_GRID[23] if loss == "mse" else paper["optim"]["lr"])
+
+
+@needs_fmnist
+def test_fashion_mnist_cnn_tiny_robustness_keys(fmnist_tiny):
+    """[Han et al. 2022, Figs. 9, 11]: DeepFool robustness per run at the last epoch, and at the zero-error epoch
+    when the run reached it (the epoch checkpoints are kept for that)."""
+    tmp_path, summary = fmnist_tiny
+    for loss in ("mse", "ce"):
+        assert 0 < summary[f"{loss}: robustness last"] < 10
+        reached = summary[f"{loss}: zero-error epoch"] != "not reached"
+        assert (summary[f"{loss}: robustness at zero-error epoch"] is not None) == reached
+        assert (summary[f"{loss}: robustness last / at zero-error epoch"] is not None) == reached
+        assert (tmp_path / loss / "checkpoints" / "epoch_0000.pt").is_file()

@@ -31,6 +31,7 @@ __all__ = [
     "FASHION_MNIST_CNN",
     "LR_GRID",
     "PAPER_004",
+    "ROBUSTNESS_PER_CLASS",
     "SCALES",
     "TREND_METRICS",
     "collapse_trends",
@@ -39,6 +40,9 @@ __all__ = [
     "demo_config",
     "fashion_runs",
     "findings",
+    "robustness_images",
+    "robustness_keys",
+    "robustness_summary",
     "run_demo",
     "summary_table",
 ]
@@ -168,6 +172,8 @@ FASHION_MNIST_CNN: dict[str, Any] = {
     "model": {"name": "cnn", "options": {"channels": [16, 32], "hidden": 128}},
     "train": {"threads": 2},
     "measure": {"num_log": 15},
+    # the zero-error epoch's network is read back for DeepFool (robustness_keys): keep each measured epoch's
+    "checkpoint": {"keep_measured": True},
 }
 SCALES: dict[str, dict[str, Any]] = {
     "tiny": {
@@ -439,6 +445,105 @@ def _test_nc1_keys(train: dict[int, float], test: dict[int, float], zero: int | 
     }
 
 
+#: Test images per class on which ``fashion-mnist-cnn`` measures DeepFool robustness (:func:`robustness_summary`): the
+#: same images (the subset of seed 0) for every run, loss and seed. 20 per class at cpu scale: 200 images, ~3 s per
+#: network on one busy core (ten backward passes per DeepFool step, ~3 steps per image), two networks per run.
+ROBUSTNESS_PER_CLASS: dict[str, int] = {"tiny": 2, "cpu": 20}
+
+
+def robustness_images(config: Any, per_class: int) -> tuple[Any, int]:
+    """The fixed test subset DeepFool runs on: ``per_class`` test images per class of ``config``'s data, picked
+    with seed 0 whatever the run's seed, as the run's network takes them (padding and standardisation of
+    ``config``): a float tensor ``(N, C, H, W)``, and the number of classes K."""
+    import torch
+
+    from nclab.train.feeds import load_run_data
+
+    fixed = config.model_copy(
+        update={
+            "seed": 0,
+            "data": config.data.model_copy(update={"test_per_class": per_class}),
+            "measure": config.measure.model_copy(update={"splits": ["train", "test"]}),
+        }
+    )
+    test = load_run_data(fixed, torch.device("cpu"), config.train.batch_size).splits["test"]
+    return test.x, test.K
+
+
+def robustness_keys(result: Any, x: Any, K: int) -> dict[str, Any]:
+    """DeepFool robustness of one training run's network at its zero-error epoch and at its last epoch
+    ([Han et al. 2022, Fig. 9]; [Papyan et al. 2020, Fig. 8] under CE), on the inputs ``x``.
+
+    The measure is :func:`nclab.measure.deepfool`'s mean relative perturbation (overshoot 0.02, at most 50 steps):
+    the mean over the inputs of ``||r(x)||_2 / ||x||_2``, larger = more robust. The networks are read back from
+    the run's checkpoints: ``checkpoints/epoch_NNNN.pt`` of the zero-error epoch (kept with
+    ``checkpoint.keep_measured``: the zero-error epoch is always measured) and ``checkpoints/last.pt``.
+
+    Parameters
+    ----------
+    result : RunResult
+        A finished run of the built-in trainer (its folder, config and zero-error epoch).
+    x : torch.Tensor, shape (N, ...)
+        The inputs, as the network takes them (:func:`robustness_images`).
+    K : int
+        The number of classes (the network's outputs).
+
+    Returns
+    -------
+    dict of str to float, int or None
+        ``"robustness at zero-error epoch"``, ``"robustness last"``, ``"robustness last / at zero-error epoch"``
+        (> 1: more robust after training on past zero error; [Han et al. 2022, Fig. 9]'s "improvement" is this
+        ratio minus 1) and ``"robustness unflipped at zero-error epoch"`` / ``"robustness unflipped last"`` (inputs
+        DeepFool did not flip within 50 steps, or stalled where the network is locally constant: left out of the
+        mean, see :class:`~nclab.measure.DeepFoolResult`). The zero-error keys are ``None`` when the run never
+        reached zero training error; no key at all when the run kept no epoch checkpoints.
+
+    See Also
+    --------
+    nclab.measure.deepfool, robustness_summary
+    """
+    from nclab._threads import torch_threads
+    from nclab.measure import deepfool
+    from nclab.nets import build_model
+    from nclab.train.checkpoint import load_checkpoint
+
+    cfg, run = result.config, RunDir(result.out)
+    if not cfg.checkpoint.keep_measured:
+        return {}
+
+    def robustness(path: Path) -> tuple[float, int]:
+        model = build_model(cfg.model.name, tuple(x.shape[1:]), K, head=cfg.model.head.build_kwargs(),
+                            **cfg.model.options)  # fmt: skip
+        model.load_state_dict(load_checkpoint(path)["model"])
+        # one thread: its small backward passes gain nothing from more, and on a shared 2-core machine two threads
+        # ran 8x slower (300 images: 42 s against 5 s)
+        with torch_threads(1):
+            res = deepfool(model, x, batch_size=256)
+        return res.robustness, res.unflipped
+
+    last, unflipped_last = robustness(run.checkpoint)
+    out: dict[str, Any] = {"robustness at zero-error epoch": None, "robustness last": last}
+    out |= {"robustness last / at zero-error epoch": None, "robustness unflipped at zero-error epoch": None}
+    out["robustness unflipped last"] = unflipped_last
+    zero = result.zero_error_epoch
+    if zero is not None:
+        at_zero, unflipped_zero = robustness(run.epoch_checkpoint(zero))
+        out["robustness at zero-error epoch"] = at_zero
+        out["robustness last / at zero-error epoch"] = last / at_zero if at_zero > 0 else math.nan
+        out["robustness unflipped at zero-error epoch"] = unflipped_zero
+    return out
+
+
+def robustness_summary(runs: dict[str, Any], scale: str) -> dict[str, Any]:
+    """:func:`robustness_keys` of every run ``{label: RunResult}`` as ``"{label}: key"``, all on the same
+    :data:`ROBUSTNESS_PER_CLASS` test images; ``{}`` at a scale without that entry (the paper scale keeps no
+    epoch checkpoints of its large networks)."""
+    if scale not in ROBUSTNESS_PER_CLASS or not runs:
+        return {}
+    x, K = robustness_images(next(iter(runs.values())).config, ROBUSTNESS_PER_CLASS[scale])
+    return {f"{label}: {k}": v for label, r in runs.items() for k, v in robustness_keys(r, x, K).items()}
+
+
 def fashion_runs(scale: str, seed: int) -> dict[str, Any]:
     """``{label: RunConfig}``: at tiny and cpu scale ``mse`` and ``ce`` on the small CNN; at paper scale the
     [Han et al. 2022] Fashion-MNIST runs (VGG11, ResNet18, DenseNet250, each with MSE and CE)."""
@@ -492,6 +597,7 @@ def fashion_mnist_cnn(out: Path, scale: str, seed: int) -> dict[str, Any]:
     summary: dict[str, Any] = dict(summary_table(runs))
     for label, r in runs.items():  # [Xu & Liu 2023, Figs. 1, 3] and [Han et al. 2022, Fig. 12] keys, per run
         summary.update({f"{label}: {k}": v for k, v in collapse_trends(r).items()})
+    summary.update(robustness_summary(runs, scale))  # [Han et al. 2022, Figs. 9, 11]: DeepFool, per run
     metrics = ["nc1", "equinorm", "equiangularity", "max_angle", "self_duality", "ncc_mismatch"]
     # one MSE-vs-CE comparison per network (at tiny and cpu scale the one small CNN)
     nets: dict[str, dict[str, Any]] = {}

@@ -79,13 +79,14 @@ class DeepFoolResult:
 
     Examples
     --------
-    Two inputs, one flipped at perturbation 0.5, one not flipped (its 0.2 a lower bound):
+    Three inputs, two flipped (relative sizes 0.25 and 0.1), one not (its 0.2 a lower bound, left out of the mean):
 
-    >>> res = DeepFoolResult(norms=np.array([0.5, 0.2]), input_norms=np.array([2.0, 1.0]),
-    ...                      flipped=np.array([True, False]), iterations=np.array([2, 50]), labels=np.array([0, 1]),
-    ...                      adversarial_labels=np.array([3, 1]), overshoot=0.02, max_iter=50)
-    >>> res.relative.tolist(), round(res.robustness, 6), res.unflipped
-    ([0.25, 0.2], 0.225, 1)
+    >>> res = DeepFoolResult(norms=np.array([0.5, 0.2, 0.3]), input_norms=np.array([2.0, 1.0, 3.0]),
+    ...                      flipped=np.array([True, False, True]), iterations=np.array([2, 50, 3]),
+    ...                      labels=np.array([0, 1, 2]), adversarial_labels=np.array([3, 1, 0]), overshoot=0.02,
+    ...                      max_iter=50)
+    >>> res.relative.round(6).tolist(), round(res.robustness, 6), res.unflipped
+    ([0.25, 0.2, 0.1], 0.175, 1)
     """
 
     norms: np.ndarray
@@ -105,11 +106,14 @@ class DeepFoolResult:
 
     @property
     def robustness(self) -> float:
-        """The mean relative perturbation :math:`\\hat\\rho_{\\mathrm{adv}}` over all ``N`` inputs (float64).
+        """The mean relative perturbation :math:`\\hat\\rho_{\\mathrm{adv}}` over the inputs DeepFool flipped
+        (float64); ``nan`` when it flipped none.
 
-        Inputs that did not flip within ``max_iter`` enter with their lower bound (see :attr:`norms`), so with
-        ``unflipped > 0`` the value is a lower bound too; :attr:`unflipped` says how many."""
-        return float(np.mean(self.relative, dtype=np.float64))
+        An input not flipped has no perturbation to count: one stalled where the network is locally constant
+        (every gradient difference 0, e.g. all ReLUs of a layer off) would enter as 0, one cut at ``max_iter`` as
+        a lower bound; both are left out and counted in :attr:`unflipped`, which a caller reports beside it."""
+        rel = self.relative[self.flipped]
+        return float(np.mean(rel, dtype=np.float64)) if rel.size else float("nan")
 
     @property
     def unflipped(self) -> int:
@@ -216,6 +220,7 @@ def deepfool(
 
     where:
 
+    - the sum runs over the :math:`N` inputs DeepFool flipped (``unflipped`` counts the others),
     - :math:`x_i` is input ``i`` as the model takes it (flattened for the norms: after the data's own
       standardisation, if any),
     - :math:`r_i` are the DeepFool steps and :math:`\\hat r(x)` the perturbation that changes the prediction,
@@ -248,9 +253,9 @@ def deepfool(
     DeepFoolResult
         Per input: ``norms`` :math:`\\lVert \\hat r \\rVert_2`, ``input_norms``, ``relative``, ``flipped``,
         ``iterations``, the original and the adversarial predictions; ``robustness`` (the mean relative
-        perturbation, in :math:`[0, \\infty)`, larger = more robust) and ``unflipped``: inputs not flipped within
-        ``max_iter`` (or stalled at a point with no gradient direction) keep the perturbation they reached, a
-        lower bound, so ``robustness`` is a lower bound when ``unflipped > 0``.
+        perturbation over the flipped inputs, in :math:`[0, \\infty)`, larger = more robust; ``nan`` when none
+        flipped) and ``unflipped``: inputs not flipped within ``max_iter``, or stalled at a point with no gradient
+        direction, keep the perturbation they reached in ``norms`` (a lower bound) and are left out of the mean.
 
     Raises
     ------
