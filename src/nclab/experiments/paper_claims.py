@@ -1294,8 +1294,8 @@ CLAIMS: tuple[Claim, ...] = (
         (Bound("pfc1_depth_violations", 0), Bound("pfc2_depth_violations", 0), Bound("pfc3_depth_violations", 0)),
         "pfc-table1",
         "paper scale only (pfc-table1); on the H100 the registered run of the Fashion-MNIST row cut to 10 epochs "
-        "(1.07 % train error) had PFC2 and PFC3 monotone and PFC1 rising with depth (4 violations), and the "
-        "pooled-feature run below (stopped at epoch 23 of 30) had no violation of any of the three",
+        "(1.07 % train error; its summary and metrics in docs/reproductions/gpu/) had PFC2 and PFC3 monotone and "
+        "PFC1 rising with depth (4 violations)",
     ),
     # ------------------------------------------------------------------------------ 003 [Jiang et al. 2024]
     Claim(
