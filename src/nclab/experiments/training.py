@@ -602,8 +602,9 @@ def robustness_keys(result: Any, x: Any, K: int) -> dict[str, Any]:
     -------
     dict of str to float, int or None
         ``"robustness at zero-error epoch"``, ``"robustness last"``, ``"robustness last / at zero-error epoch"``
-        (> 1: more robust after training on past zero error; [Han et al. 2022, Fig. 9]'s "improvement" is this
-        ratio minus 1) and ``"robustness unflipped at zero-error epoch"`` / ``"robustness unflipped last"`` (inputs
+        (> 1: more robust after training on past zero error), ``"robustness improvement after zero error"`` (that
+        ratio minus 1, our reading of [Han et al. 2022, Fig. 9]'s "improvement", which the paper does not define)
+        and ``"robustness unflipped at zero-error epoch"`` / ``"robustness unflipped last"`` (inputs
         DeepFool did not flip within 50 steps, or stalled where the network is locally constant: left out of the
         mean, see :class:`~nclab.measure.DeepFoolResult`). The zero-error keys are ``None`` when the run never
         reached zero training error; no key at all when the run kept no epoch checkpoints.
@@ -633,13 +634,15 @@ def robustness_keys(result: Any, x: Any, K: int) -> dict[str, Any]:
 
     last, unflipped_last = robustness(run.checkpoint)
     out: dict[str, Any] = {"robustness at zero-error epoch": None, "robustness last": last}
-    out |= {"robustness last / at zero-error epoch": None, "robustness unflipped at zero-error epoch": None}
-    out["robustness unflipped last"] = unflipped_last
+    out |= {"robustness last / at zero-error epoch": None, "robustness improvement after zero error": None}
+    out |= {"robustness unflipped at zero-error epoch": None, "robustness unflipped last": unflipped_last}
     zero = result.zero_error_epoch
     if zero is not None:
         at_zero, unflipped_zero = robustness(run.epoch_checkpoint(zero))
         out["robustness at zero-error epoch"] = at_zero
-        out["robustness last / at zero-error epoch"] = last / at_zero if at_zero > 0 else math.nan
+        ratio = last / at_zero if at_zero > 0 else math.nan  # at_zero is nan when no input flipped: nan too
+        out["robustness last / at zero-error epoch"] = ratio
+        out["robustness improvement after zero error"] = ratio - 1
         out["robustness unflipped at zero-error epoch"] = unflipped_zero
     return out
 
