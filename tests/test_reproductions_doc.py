@@ -74,21 +74,34 @@ def test_missing_result_file_renders_not_yet_computed(tmp_path):
     cpu = {c.experiment for c in pc.CLAIMS if c.experiment is not None} - {"mse-nc-benchmarks", "pfc-table1"}
     assert text.count(rp.NOT_YET) == sum(c.experiment in cpu for c in pc.CLAIMS) + len(cpu) + 1
     # every cpu-measured claim's row, every such experiment's line in the result-file table, the 000 correlations
-    gpu = next(r for r in rp.claim_rows({}) if r["claim"] == "004-table1-paper-protocol")
-    assert gpu["ours"] == "no cpu scale: a paper-scale (GPU) experiment"
+    gpu = next(r for r in rp.claim_rows({}) if r["claim"] == "han2022-table1-paper-protocol")
+    assert gpu["ours"].startswith("no cpu scale: a paper-scale (GPU) experiment")
 
 
 def test_rendered_verdict_reads_the_result_file(tmp_path):
     """A result file's summary decides the row: a fake summary with VCI's sign right in one group only is partly."""
     res = rp.ResultFile(
         "vci-transfer", "cpu", 0, "0" * 40, "python scripts/reproductions.py --only vci-transfer", "d", 1.0,
-        {"pearson_r": {"tau/vci": -0.978, "lambda/vci": 0.907}},
+        {"pearson_r": {"tau/vci": -0.978, "lambda/vci": 0.907}, "run_labels": ["tau=1 seed0", "tau=0.1 seed0"],
+         "tau=1 seed0: converged": True, "tau=0.1 seed0: converged": True},
     )  # fmt: skip
     res.write(tmp_path)
     assert rp.read_results(tmp_path)["vci-transfer"] == res
-    row = next(r for r in rp.claim_rows(rp.read_results(tmp_path)) if r["claim"] == "000-fig7-vci")
+    row = next(r for r in rp.claim_rows(rp.read_results(tmp_path)) if r["claim"] == "xu2023-fig7-vci")
     assert row["verdict"] == "partly"
-    assert row["ours"] == 'pearson_r["tau/vci"] = -0.978; pearson_r["lambda/vci"] = 0.907'
+    assert row["ours"] == (
+        'pearson_r["tau/vci"] = -0.978; pearson_r["lambda/vci"] = 0.907; all 2 runs reached their target'
+    )
+    # a run that missed its target makes the agreeing half inconclusive, and is named
+    res.summary["tau=0.1 seed0: converged"] = False
+    res.summary["tau=0.1 seed0: convergence"] = "target training error <= 5 % at the end: not reached (9.1 %)"
+    res.write(tmp_path)
+    row = next(r for r in rp.claim_rows(rp.read_results(tmp_path)) if r["claim"] == "xu2023-fig7-vci")
+    assert row["verdict"] == "partly" and "1 of 2 runs did not reach their target (tau=0.1 seed0: target" in row["ours"]
+    res.summary["pearson_r"]["tau/vci"] = 0.5
+    res.write(tmp_path)
+    row = next(r for r in rp.claim_rows(rp.read_results(tmp_path)) if r["claim"] == "xu2023-fig7-vci")
+    assert row["verdict"] == "inconclusive"
 
 
 def test_transfer_table_puts_ours_beside_the_papers_correlations():
@@ -233,7 +246,7 @@ def test_median_gain_reads_the_paper_protocol_runs():
     from nclab.experiments.reproductions import han2022_configs
 
     assert set(pc._HAN2022_MSE_RUNS) == {k for k in han2022_configs() if k.endswith("/mse")}
-    claim = next(c for c in pc.CLAIMS if c.id == "004-table1-paper-protocol")
+    claim = next(c for c in pc.CLAIMS if c.id == "han2022-table1-paper-protocol")
     table = [(99.23, 99.59), (99.16, 99.70), (99.62, 99.70), (92.76, 92.95), (93.55, 93.76), (90.56, 92.95),
              (89.35, 93.91), (85.18, 92.65), (95.61, 95.23), (83.13, 84.54), (75.43, 76.39), (91.77, 91.78),
              (60.43, 67.24), (59.35, 60.56), (58.74, 60.41)]  # fmt: skip
@@ -247,7 +260,7 @@ def test_median_gain_reads_the_paper_protocol_runs():
     worse = {k: (v + 0.05 if k.endswith("last") else v) for k, v in summary.items()}
     assert pc.verdict(claim, worse).status == "not reproduced"
     del summary["svhn/densenet/mse seed0: test error at zero-error epoch"]  # a run that never reached zero error
-    assert pc.verdict(claim, summary).ours == "svhn/densenet/mse seed0: test error at zero-error epoch absent"
+    assert pc.verdict(claim, summary).ours.startswith("svhn/densenet/mse seed0: test error at zero-error epoch absent")
 
 
 def test_verdict_aggregation_and_missing_keys():
@@ -256,7 +269,7 @@ def test_verdict_aggregation_and_missing_keys():
     assert pc.verdict(claim, {"a": 0, "b": 5}).status == "partly"
     assert pc.verdict(claim, {"a": 2, "b": 5}).status == "not reproduced"
     missing = pc.verdict(claim, {"a": 0})
-    assert (missing.status, missing.ours) == ("not measured", "b absent")
+    assert missing.status == "not measured" and missing.ours.startswith("b absent (a result file older")
     assert pc.verdict(claim, None).status == "not measured"
     undefined = pc.verdict(claim, {"a": 0, "b": float("nan")})  # a nan decides nothing, and reads as a word
     assert (undefined.status, undefined.ours) == ("not measured", "b undefined")
@@ -273,7 +286,7 @@ def test_the_claims_cover_every_paper_and_name_registered_experiments():
     assert len({c.id for c in pc.CLAIMS}) == len(pc.CLAIMS)
     for c in pc.CLAIMS:
         assert c.experiment is None or c.experiment in registered, c.id
-        assert c.id[:3] == next(n for n, key, _ in rp.PAPERS if key == c.paper), c.id
+        assert c.id.startswith(pc.ID_PREFIX[c.paper] + "-"), c.id
         assert c.checks or c.compute is None, c.id
 
 
@@ -283,7 +296,7 @@ def test_experiment_run_adds_the_verdicts_to_summary_and_report(tmp_path):
 
     summary = run("gnc-assignment", tmp_path, scale="tiny")
     claims = summary["paper_claims"]
-    assert [c["claim"] for c in claims] == ["003-fig4-assignment-counts"]
+    assert [c["claim"] for c in claims] == ["jiang2024-fig4-assignment-counts"]
     assert claims[0]["verdict"] == "reproduced" and claims[0]["paper_value"] == "3; 60; 15"
     assert json.loads((tmp_path / "summary.json").read_text())["paper_claims"] == claims
     report = (tmp_path / "report.html").read_text()

@@ -13,7 +13,9 @@ Below both the built-in trainer (:mod:`nclab.train`) and :class:`~nclab.monitor.
 - :mod:`~nclab.measure.classifier`: :func:`find_classifier`, the one set of rules for the classifier ``W, b``;
 - :mod:`~nclab.measure.schedule`: :class:`Schedule` and :func:`measurement_epochs`, when to measure;
 - :mod:`~nclab.measure.counts`: :class:`PassCounts`, the loss and error sums as an accumulator;
-- :mod:`~nclab.measure.distributed`: :func:`is_distributed`, :func:`rank`.
+- :mod:`~nclab.measure.distributed`: :func:`is_distributed`, :func:`rank`;
+- :mod:`~nclab.measure.robustness`: :func:`deepfool`, DeepFool's minimal perturbations and the mean relative
+  perturbation (adversarial robustness, [Papyan et al. 2020, Fig. 8]).
 """
 
 from nclab.measure.batches import call_model, iterable_batches, tensor_batches
@@ -32,13 +34,17 @@ from nclab.measure.passes import (
     ncc_pass,
 )
 from nclab.measure.plan import FULL_TRACK_MAX_DIM, LossFn, MeasurePlan, TargetsFn
+from nclab.measure.robustness import DEEPFOOL_MAX_ITER, DEEPFOOL_OVERSHOOT, DeepFoolResult, deepfool
 from nclab.measure.schedule import Schedule, check_epoch, measurement_epochs
 from nclab.measure.split import SplitMeasurement, layer_rows, measure_batches, measure_split, run_passes
 
 __all__ = [
+    "DEEPFOOL_MAX_ITER",
+    "DEEPFOOL_OVERSHOOT",
     "FULL_TRACK_MAX_DIM",
     "Batch",
     "Classifier",
+    "DeepFoolResult",
     "FeatureCache",
     "FeatureHooks",
     "KeepingStatsPass",
@@ -54,6 +60,7 @@ __all__ = [
     "call_model",
     "check_epoch",
     "collect_features",
+    "deepfool",
     "eval_mode",
     "find_classifier",
     "forward_pass",
