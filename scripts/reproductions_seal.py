@@ -151,6 +151,26 @@ class _Flag:
         raise _type_error(self._where, self._path, self.value, "a boolean")
 
 
+class _Text(str):
+    """A string summary value (a run's label, say): a string everywhere, but a number nowhere (``float`` refuses
+    it, naming the file and the key), so a value stored as ``"-0.5"`` can never pass for -0.5."""
+
+    def __new__(cls, value: str, where: Path, path: tuple[str | int, ...]) -> _Text:
+        out = super().__new__(cls, value)
+        out._where, out._path = where, path  # type: ignore[attr-defined]
+        return out
+
+    def __float__(self) -> float:
+        raise _type_error(self._where, self._path, str(self), "a string")  # type: ignore[attr-defined]
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, bool | _Flag):  # "true" where the claim reads a boolean
+            raise _type_error(self._where, self._path, str(self), "a string")  # type: ignore[attr-defined]
+        return str.__eq__(self, other)
+
+    __hash__ = str.__hash__
+
+
 def _type_error(where: Path, path: tuple[str | int, ...], value: Any, what: str) -> ResultFileError:
     key = str(path[0]) + "".join(f"[{p!r}]" for p in path[1:]) if path else "summary"
     return ResultFileError(
@@ -161,13 +181,14 @@ def _type_error(where: Path, path: tuple[str | int, ...], value: Any, what: str)
 
 def strict(value: Any, where: Path, path: tuple[str | int, ...]) -> Any:
     """``value`` for a criterion: mappings stay lazy (:class:`_Strict`), lists are checked item by item, a string
-    raises :class:`ResultFileError`, a boolean becomes a :class:`_Flag`; numbers and ``None`` pass unchanged."""
+    becomes a :class:`_Text` and a boolean a :class:`_Flag` (neither converts to a number: reading one as a number
+    raises :class:`ResultFileError`); numbers and ``None`` pass unchanged."""
     if isinstance(value, Mapping):
         return _Strict(value, where, path)
     if isinstance(value, list):
         return [strict(v, where, (*path, i)) for i, v in enumerate(value)]
     if isinstance(value, str):
-        raise _type_error(where, path, value, "a string")
+        return _Text(value, where, path)
     if isinstance(value, bool):
         return _Flag(value, where, path)
     return value
