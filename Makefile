@@ -34,7 +34,7 @@ examples: $(STAMP)
 	$(BIN)/python examples/hf_text.py
 
 bench: $(STAMP)
-	$(BIN)/python benchmarks/bench_stats.py --issue2
+	$(BIN)/python benchmarks/bench_stats.py --loop-reference
 	$(BIN)/python benchmarks/bench_metrics.py
 	$(BIN)/python benchmarks/bench_train.py
 	$(BIN)/python benchmarks/bench_monitor.py

@@ -2,7 +2,7 @@
 
 The project's machines set ``OPENBLAS_CORETYPE`` (forcing OpenBLAS onto its Haswell kernels) and
 ``OPENBLAS_L2_SIZE`` as a workaround for old OpenBLAS builds; a user's machine has neither, and on this CPU the
-native (SkylakeX) kernels run a float32 ``X.T @ X`` 1.6x faster on two threads (benchmarks/RESULTS.md, issue 29).
+native (SkylakeX) kernels run a float32 ``X.T @ X`` 1.6x faster on two threads (benchmarks/RESULTS.md).
 :func:`native_blas` re-executes the benchmark without them -- in that command alone: tests and CI keep the
 environment they are given -- and returns one line per BLAS library with the kernel it selected
 (``threadpoolctl``'s ``architecture``), for the benchmark to print with its figures.

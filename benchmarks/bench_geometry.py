@@ -98,7 +98,7 @@ def bench_code(restarts: int, seed: int) -> None:
 
 
 def old_search(kind: str, d: int, K: int, restarts: int = 8, seed: int = 0) -> float:
-    """The search before issue 17 (baseline): Adam + retraction on the smoothed objective, ``tau`` 0.2 (Softmax)
+    """The earlier smoothed search (baseline): Adam + retraction on the smoothed objective, ``tau`` 0.2 (Softmax)
     or 0.1 (Tammes) -> 1e-4 and step size 0.05 -> 1e-4 geometrically over ``1500 + 5K`` steps, restarts batched;
     the best exact value."""
     import torch

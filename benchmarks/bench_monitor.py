@@ -1,6 +1,6 @@
 """The cost of a CollapseMonitor measurement against its floor, and against the built-in trainer's.
 
-Default (issue 29 item 3): one measurement of a split -- ``CollapseMonitor.measure`` over the split in the eval
+Default: one measurement of a split -- ``CollapseMonitor.measure`` over the split in the eval
 batches of 256 rows -- against one eval-mode forward pass over the same batches in the same run (the floor: the
 features must be computed), train and test split, with the breakdown of the measurement: forward (the hooked
 forward pass, its feature copies and the loss), statistics (``ClassStats.update``), NCC (``NCCAccumulator``),
@@ -16,7 +16,7 @@ report (the metrics of each layer). Two models, each at 1 and 2 threads (torch a
 Rounds alternate the forward pass and the measurement (train split, then test split, as a training loop would);
 figures are medians over rounds; the ratio is the median of the per-round ratios.
 
-``--vs-trainer`` (issue 13): the measurement overhead of ``CollapseMonitor`` in a plain PyTorch loop against the
+``--vs-trainer``: the measurement overhead of ``CollapseMonitor`` in a plain PyTorch loop against the
 built-in trainer's, the same run twice per round in one process: (a) the built-in trainer on a demo config
 (``bench_train.overhead``: digits MLP 128x3 + BN, 200 epochs, 16 log-spaced measured epochs + the zero-error
 epoch when it is not among them, train + test split, 3 layers); (b) a plain loop training the same model (same

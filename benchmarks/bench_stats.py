@@ -1,6 +1,6 @@
 """ClassStats against a peer collapse library's accumulator and the machine's GEMM, measured in one run.
 
-    python benchmarks/bench_stats.py [--repeats 3] [--threads 1,2] [--quick] [--issue2] [--configs 0,1,2]
+    python benchmarks/bench_stats.py [--repeats 3] [--threads 1,2] [--quick] [--loop-reference] [--configs 0,1,2]
 
 Runs on the BLAS kernels a user's machine selects: ``OPENBLAS_CORETYPE`` / ``OPENBLAS_L2_SIZE`` are dropped for
 this command alone (``_native.native_blas``), and the kernel of each BLAS library is printed (threadpoolctl).
@@ -21,11 +21,11 @@ each after a pause (``COOLDOWN_S``) so that no method shares the cores with the 
 spinning, and each ratio is the median over rounds of the ratio within a round (both timed under the same load).
 Then each method's relative Frobenius error of Sigma_W on two near-collapse cases against a two-pass float64
 computation of the centred data: ``1e6 mu + 1e-3 noise`` in float64 (float32 methods round the features as they
-read them) and ``1e3 mu + 1e-2 noise`` in float32. Targets (issue 29): nclab float32 <= 0.5x the peer's float32
+read them) and ``1e3 mu + 1e-2 noise`` in float32. Targets: nclab float32 <= 0.5x the peer's float32
 (torch) and <= 1.5x float32 ``X.T @ X`` (<= 2.5x at K = 1,000); nclab float64 <= 1.3x float64 ``X.T @ X``; at 1
 and at 2 threads.
 
-``--issue2`` adds the issue-2 measurements: the per-class two-pass loop reference and light vs full at d = 4,096.
+``--loop-reference`` adds the per-class two-pass loop reference and light vs full at d = 4,096.
 """
 
 from __future__ import annotations
@@ -174,8 +174,8 @@ def check_agreement(rng, batch):
         assert np.linalg.norm(got - ref) <= 1e-5 * np.linalg.norm(ref), name
 
 
-def issue2(args, rng):
-    """The issue-2 rows: speed-up over a per-class two-pass loop, light vs full at d = 4,096."""
+def loop_reference(args, rng):
+    """The loop-reference rows: speed-up over a per-class two-pass loop, light vs full at d = 4,096."""
 
     def loop_reference(X, y, K, batch):
         N, d = X.shape
@@ -212,12 +212,12 @@ def issue2(args, rng):
     X = (rng.normal(size=(K, d))[y] + rng.normal(size=(N, d))).astype(np.float32)
     t_stats = best(lambda: run(X, y, K, "full"), args.repeats)
     t_ref = best(lambda: loop_reference(X, y, K, args.batch), max(1, args.repeats - 1))
-    print(f"\nissue 2: speed-up vs per-class two-pass loop {t_ref / t_stats:.2f}   (target >= 5)")
+    print(f"\nspeed-up vs per-class two-pass loop {t_ref / t_stats:.2f}   (target >= 5)")
     yw = rng.integers(0, K, 20_000)
     Xw = rng.normal(size=(20_000, 4096)).astype(np.float32)
     t_full = best(lambda: run(Xw, yw, K, "full"), max(1, args.repeats - 1))
     t_light = best(lambda: run(Xw, yw, K, "light"), args.repeats)
-    print(f"issue 2: d=4096 N=20000 full {t_full:.3f} s, light {t_light:.3f} s: {t_full / t_light:.2f}x (target >= 10)")
+    print(f"d=4096 N=20000 full {t_full:.3f} s, light {t_light:.3f} s: {t_full / t_light:.2f}x (target >= 10)")
 
 
 TARGETS = [  # (numerator, denominator, target, configurations it applies to; None: all)
@@ -255,7 +255,7 @@ def main():
     ap.add_argument("--threads", default="1,2", help="thread counts (torch and BLAS), comma-separated")
     ap.add_argument("--configs", default=None, help="indices into CONFIGS, comma-separated (default: all)")
     ap.add_argument("--quick", action="store_true", help="N / 5 (a smoke run; the targets are stated at full N)")
-    ap.add_argument("--issue2", action="store_true")
+    ap.add_argument("--loop-reference", action="store_true")
     args = ap.parse_args()
     rng = np.random.default_rng(0)
     print(f"torch {torch.__version__}, numpy {np.__version__}, batch {args.batch}, {args.repeats} interleaved rounds")
@@ -274,8 +274,8 @@ def main():
     for label, kw in cases.items():
         errs = near_collapse_errors(rng, args.batch, dtype=np.float32 if "float32" in label else np.float64, **kw)
         print(f"  {label}: " + ", ".join(f"{n} {e:.1e}" for n, e in errs.items()))
-    if args.issue2:
-        issue2(args, rng)
+    if args.loop_reference:
+        loop_reference(args, rng)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Training throughput of the nclab trainer against the same loop in plain PyTorch (issue 26).
+"""Training throughput of the nclab trainer against the same loop in plain PyTorch.
 
 ResNet-18 (CIFAR variant: 3x3 stem, no max-pool; 11.2M parameters at 10 classes) trained on synthetic 32x32 RGB
 images with crop (pad 4) + horizontal flip augmentation, SGD momentum 0.9, weight decay 5e-4, CE, batch 128,

@@ -1,4 +1,4 @@
-"""The command line as a newcomer meets it (reviews/ux-2.md, issue 28 items 4-5): one option set across the
+"""The command line as a newcomer meets it (reviews/ux-2.md): one option set across the
 commands, help that wraps cleanly and shows no Python types, flags named in messages, did-you-mean for config
 keys, ``note:`` lines for warnings, ``nclab --version`` / ``-h`` without the heavy imports, the DDP layout notice
 once, the sweep summary, a grid over the loss, and ``--scale tiny`` labelled as a smoke test."""

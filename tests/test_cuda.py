@@ -91,7 +91,7 @@ def test_low_precision_model_features_on_cuda(rng, dtype):
 def test_float32_features_on_cuda_one_sync_per_update(rng):
     """float32 features, float32 compute on CUDA: the float32 passes of the CPU (Sigma_W within 5e-6 of the exact
     statistics near collapse, as on the CPU), and, once every class has its shift, one host sync per update (the
-    screen's; the code before issue 29 synced four times: two label reads, the norm check, bincount)."""
+    screen's; the code before the float32 lane work synced four times: two label reads, the norm check, bincount)."""
     import warnings
 
     K, d, N, B = 10, 64, 20_000, 2000
@@ -253,7 +253,7 @@ def test_training_on_cuda_measures_like_the_cpu(tmp_path):
         np.testing.assert_allclose(b[0], a[0], rtol=1e-4, atol=1e-6, err_msg=metric)
 
 
-# ------------------------------------------------------------------------------------- issue 26: paper-scale training
+# ---------------------------------------------------------------------------------------------- paper-scale training
 _IMAGES = {
     "name": "cuda-amp",
     "data": {"name": "fashion-mnist", "per_class": 50, "test_per_class": 10, "pad_to": 32, "augment": "cifar"},

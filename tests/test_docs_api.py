@@ -123,7 +123,7 @@ def test_cli_page_lists_every_command() -> None:
 
 
 def test_every_public_docstring_has_its_numpydoc_sections() -> None:
-    """Issue 28: the reference reads like scikit-learn's. Every public function and class (the API reference's
+    """The reference reads like scikit-learn's. Every public function and class (the API reference's
     names) has Parameters (when it takes any), Returns or Yields (unless it returns None) and Examples, read with
     numpydoc's own parser by the counter the docs ship (docs/_tools/docstring_sections.py)."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "docs" / "_tools"))

@@ -94,7 +94,7 @@ def test_cross_polytope_regime_has_margin_one(d, K):
 
 @pytest.mark.parametrize(("d", "K", "rho"), [(3, 9, 2 / 3), (4, 10, 5 / 6), (3, 12, 1 - 1 / math.sqrt(5))])
 def test_softmax_code_reaches_closed_form_values_exactly(d, K, rho):
-    """The previous smoothed search stopped 1e-6 to 4e-5 short of these values (issue 17)."""
+    """The previous smoothed search stopped 1e-6 to 4e-5 short of these values."""
     res = softmax_code_search(d, K)
     assert res.value == pytest.approx(rho, abs=1e-12)
     assert res.max_gap < 1e-12 and res.hardmax == pytest.approx(-res.value, abs=1e-12)

@@ -134,7 +134,7 @@ def test_exact_reference_matches_textbook_vci_away_from_collapse():
 
 @pytest.mark.parametrize("cond", [1.0, 1e3, 1e6, 1e8])
 def test_vci_and_probe_relative_accuracy_near_collapse(cond):
-    # issue 17: with cond(Sigma_W) >~ 1e6 and spread <~ 1e-6 the whole of V_W falls under Sigma_T's 1e-12
+    # near collapse: with cond(Sigma_W) >~ 1e6 and spread <~ 1e-6 the whole of V_W falls under Sigma_T's 1e-12
     # eigenvalue cut, and the Sigma_T form (which discards it) was chosen: VCI off by 10^3, then by 100%
     K, d = 5, 12
     for e in range(2, 10):

@@ -1,4 +1,4 @@
-"""Values are validated where they enter, and user errors read as errors (issue 12, items 3 and 6).
+"""Values are validated where they enter, and user errors read as errors (the first fault probe's value and error rows).
 
 One parametrised test per mechanism; each case is a row of the reliability probe (the row number is in its id).
 API cases assert the exception type and the argument or key path named in the message; CLI cases assert exit

@@ -1,4 +1,4 @@
-"""No placeholder text in any report or summary (reviews/ux-2.md, issue 28 item 5).
+"""No placeholder text in any report or summary (reviews/ux-2.md: words, never None or {}).
 
 The small runs of the test suite -- a training run, a CollapseMonitor's run, a sweep, a comparison, the demo and a
 tiny experiment -- are made through the command line; then every ``report.html`` and every table the commands

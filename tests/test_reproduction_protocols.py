@@ -1,4 +1,4 @@
-"""The reproduction registry (issue 27 item 1): every paper-scale training experiment resolves to the protocol its
+"""The reproduction registry: every paper-scale training experiment resolves to the protocol its
 paper states (nclab.experiments.paper_protocols, written apart from the code that builds the runs), the list and
 dry run show it, and a paper run without its data stops with an ``error:`` naming what is missing."""
 

@@ -45,7 +45,7 @@ def _objective_grad(p, X, y, lam):
 
 @pytest.mark.parametrize("lam", [1e-3, 1e-1])
 def test_probe_agrees_with_sklearn(lam):
-    sk_lm = pytest.importorskip("sklearn.linear_model", reason="scikit-learn is not installed (pip install --group dev)")
+    sk_lm = pytest.importorskip("sklearn.linear_model", reason="scikit-learn is missing (pip install --group dev)")
     X, y = _blobs()
     p = fit_logistic(X, y, lam, tol=1e-10)
     sk = sk_lm.LogisticRegression(C=sklearn_c(lam, X.shape[0]), solver="lbfgs", tol=1e-12, max_iter=10_000)

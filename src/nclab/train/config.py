@@ -109,7 +109,7 @@ class DataConfig(_Strict):
     pad_to: PosInt | None = None  # [Han et al. 2022]: 32 for (Fashion-)MNIST
     normalize: StrictBool = True
     options: dict[str, Any] = Field(default_factory=dict)  # dataset-specific (gaussian: K, d, n, separation)
-    # issue 26 (written to config.yaml only when set, see RunConfig.to_dict)
+    # a later key: written to config.yaml only when set (see RunConfig.to_dict), so older run folders still match
     augment: str | None = None  # a recipe of nclab.data.recipes.AUGMENT_RECIPES
     image_size: PosInt | None = None  # streamed: side of the training crop and of the measured images
     eval_resize: PosInt | None = None  # streamed: shorter side before the measured centre crop (default per recipe)
@@ -348,7 +348,7 @@ class TrainConfig(_Strict):
     drop_last: StrictBool = True  # the [Han et al. 2022] Colab skips the last incomplete batch
     threads: PosInt | None = None  # torch and numpy/scipy BLAS threads for the run (None: leave as they are)
     device: str = "cpu"  # "cuda" works; bit-identical resume is only promised on the CPU
-    # issue 26 (written to config.yaml only when set, see RunConfig.to_dict)
+    # a later key: written to config.yaml only when set (see RunConfig.to_dict), so older run folders still match
     precision: Literal["fp32", "bf16", "fp16"] = "fp32"
     channels_last: StrictBool = False
     grad_accum: PosInt = 1  # micro-batches per optimisation step
@@ -526,7 +526,7 @@ class RunConfig(_Strict):
         return out
 
 
-#: Keys added after run directories existed (issue 26: streamed data, augmentation, mixed precision), per section:
+#: Keys added after run directories existed (streamed data, augmentation, mixed precision), per section:
 #: :meth:`RunConfig.to_dict` leaves them out at their defaults.
 LATER_KEYS: dict[str, tuple[str, ...]] = {
     "data": (
