@@ -268,7 +268,7 @@ def floor_main(args: argparse.Namespace) -> None:
 def main() -> None:
     native_blas()
     ap = argparse.ArgumentParser()
-    ap.add_argument("--vs-trainer", action="store_true", help="the issue-13 comparison with the built-in trainer")
+    ap.add_argument("--vs-trainer", action="store_true", help="the comparison with the built-in trainer")
     ap.add_argument("--rounds", type=int, default=5, help="floor mode: rounds (forward pass, then measurement)")
     ap.add_argument("--threads", default="1,2", help="floor mode: thread counts, comma-separated")
     ap.add_argument("--models", default="cnn,mlp", help="floor mode: cnn, mlp or both")

@@ -89,3 +89,21 @@ def test_the_docs_bibtex_matches_the_version():
         "han2022neural",
     ):
         assert f"{{{key}," in text
+
+
+def test_no_ticket_numbers_in_code_docs_or_tests():
+    """Code, tests, benchmarks and docs say what a thing is or why, never which ticket of our tracker asked for it
+    (the word and a number): the tracker is not part of the project. External projects' issues keep their "#"."""
+    pattern = re.compile(r"\bissues? \d+|\bissue-\d+|--issue\d", re.IGNORECASE)
+    roots = ["src", "tests", "benchmarks", "docs", "examples", "scripts", ".ci"]
+    files = [p for r in roots for p in (ROOT / r).rglob("*") if p.suffix in {".py", ".md", ".rst", ".sh", ".yaml"}]
+    files += [ROOT / "README.md", ROOT / "Makefile"]
+    skip = {"changelog.md", "_build", "auto_examples", "api"}
+    found = [
+        f"{p.relative_to(ROOT)}:{i}: {line.strip()[:80]}"
+        for p in files
+        if p.is_file() and not skip & set(p.relative_to(ROOT).parts) | ({p.name} & skip)
+        for i, line in enumerate(p.read_text(errors="replace").splitlines(), 1)
+        if pattern.search(line) and "test_no_ticket_numbers" not in line
+    ]
+    assert not found, "ticket numbers:\n" + "\n".join(found)
