@@ -178,9 +178,28 @@ def test_p3_i15_nclab_train_refuses_a_bomb_and_the_option_admits_it(tmp_path, mo
     res, out = _train(tmp_path, data)
     _one_line_refusal(res, "huge.png", "600 pixels", "max_pixels=600", "data.options.max_pixels")
     assert not out.exists()
+    # read by DataLoader workers: the same one line (torch re-raised it as a RuntimeError holding the worker's
+    # traceback, exit 1)
+    res, out = _train(tmp_path, data, "--set", "data.workers=1")
+    _one_line_refusal(res, "huge.png", "600 pixels", "max_pixels=600")
+    assert not out.exists()
     res, out = _train(tmp_path, data, "--set", "data.options.max_pixels=600")
     assert res.exit_code == 0, res.output
     assert (out / "metrics.csv").is_file()
+
+
+def test_p3_i15_errors_of_dataloader_workers_keep_their_one_line_message(tmp_path):
+    root = _image_folder(tmp_path / "trunc")
+    path = root / "train" / "dog" / "1.png"
+    path.write_bytes(path.read_bytes()[:100])
+    ds = read_image_folder(root / "train")
+    with pytest.raises(CorruptDatasetError) as in_main:
+        list(torch.utils.data.DataLoader(ds, batch_size=4, num_workers=0))
+    with pytest.raises(CorruptDatasetError) as in_worker:
+        list(torch.utils.data.DataLoader(ds, batch_size=4, num_workers=1))
+    assert str(in_worker.value) == str(in_main.value)
+    assert str(in_worker.value).startswith(f"corrupt dataset file {path}: cannot decode the image")
+    assert in_worker.value.path == path
 
 
 # --------------------------------------------------------------------------- I20: duplicated label-file entries
