@@ -437,74 +437,38 @@ def _extraction(folder: Path) -> tuple[Any, Any]:
     return folder / f"{layer}.npy", folder / "labels.npy"
 
 
-def _feature_files(folder: Path, split: str) -> tuple[Any, Any]:
-    """The features and labels of ``split`` in the ``features`` folder ``folder`` (``None`` where absent)."""
-    feats = _first_existing(folder, [f"{split}_features.{s}" for s in ("npy", "pt", "pth")])
-    labs = _first_existing(folder, [f"{split}_labels.{s}" for s in ("npy", "pt", "pth")])
-    if feats is None and labs is None and (folder / split).is_dir():  # `nclab extract --layout probe`
-        feats, labs = _extraction(folder / split)
-    return feats, labs
-
-
-def _feature_labels(labs: Any, n: int | None = None) -> np.ndarray:
-    """The integer labels ``(N,)`` in ``labs`` (``n``: the number of feature rows they must match)."""
-    from nclab.io.arrays import load_array
-
-    try:
-        y = np.asarray(load_array(labs, mmap=False))
-    except (ValueError, KeyError) as err:
-        raise CorruptDatasetError(labs, str(err)) from err
-    if y.ndim != 1 or (n is not None and y.shape[0] != n) or not np.issubdtype(y.dtype, np.integer):
-        raise CorruptDatasetError(labs, f"labels must be integer (N,) with N = {n}, got {y.dtype} {y.shape}")
-    if y.size and int(y.min()) < 0:
-        raise CorruptDatasetError(labs, f"labels must lie in 0..K-1, got a label {int(y.min())}")
-    return y
-
-
 def _read_features(split: str, root: Any, opts: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, int]:
-    """Both splits have the classes of the train split: K = its largest label + 1 (or the option ``K``), so that
-    a label of the test split that the train split lacks is refused, naming the file, rather than met by a
-    classifier with K outputs (an IndexError in the loss)."""
     from nclab.io.arrays import load_array
 
     if root is None:
         raise ValueError("dataset 'features' needs root=<folder holding {split}_features.npy and {split}_labels.npy>")
     folder = Path(root).expanduser()
-    feats, labs = _feature_files(folder, split)
+    feats = _first_existing(folder, [f"{split}_features.{s}" for s in ("npy", "pt", "pth")])
+    labs = _first_existing(folder, [f"{split}_labels.{s}" for s in ("npy", "pt", "pth")])
+    if feats is None and labs is None and (folder / split).is_dir():  # `nclab extract --layout probe`
+        feats, labs = _extraction(folder / split)
     if feats is None or labs is None:
         spec = _SPECS["features"]
         raise DatasetNotFoundError("features", [folder], spec.layout, spec.how_to_get)
     try:
         X = np.asarray(load_array(feats, mmap=False), dtype=np.float32)
+        y = np.asarray(load_array(labs, mmap=False))
     except (ValueError, KeyError) as err:
         raise CorruptDatasetError(feats, str(err)) from err
     if X.ndim != 2:
         raise CorruptDatasetError(feats, f"features must be 2-D (N, d), got shape {X.shape}")
-    y = _feature_labels(labs, X.shape[0])
+    if y.ndim != 1 or y.shape[0] != X.shape[0] or not np.issubdtype(y.dtype, np.integer):
+        raise CorruptDatasetError(labs, f"labels must be integer (N,) with N = {X.shape[0]}, got {y.dtype} {y.shape}")
+    if y.size and int(y.min()) < 0:
+        raise CorruptDatasetError(labs, f"labels must lie in 0..K-1, got a label {int(y.min())}")
     if not np.isfinite(X).all():
         bad = np.argwhere(~np.isfinite(X))[0]
         raise CorruptDatasetError(
             feats, f"features contain NaN or inf (first at row {bad[0]}, column {bad[1]}; {X.dtype} after loading)"
         )
-    K = int(opts.pop("K", 0))
-    source = f"K={K}"
-    if not K:
-        train_labs = labs if split == "train" else _feature_files(folder, "train")[1]
-        y_train = y if train_labs is None or split == "train" else _feature_labels(train_labs)
-        K = int(y_train.max(initial=-1)) + 1
-        if K == 0:
-            raise CorruptDatasetError(
-                train_labs or labs, "holds no label: give the number of classes with the option K"
-            )
-        source = f"K={K}" if train_labs is None or split == "train" else f"K={K}, the classes of {train_labs}"
+    K = int(opts.pop("K", 0)) or int(y.max()) + 1
     if y.size and int(y.max()) >= K:
-        bad = int(y.max())
-        raise CorruptDatasetError(
-            labs,
-            f"labels must lie in 0..{K - 1} ({source}), got a label {bad} ({int(np.sum(y == bad))} sample(s)): a class "
-            f"the train split does not have cannot be predicted; drop those samples, or give the number of classes "
-            f"with the option K (data.options.K in a run config)",
-        )
+        raise CorruptDatasetError(labs, f"labels must lie in 0..{K - 1} (K={K}), got a label {int(y.max())}")
     return X, y.astype(np.int64), K
 
 
