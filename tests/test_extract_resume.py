@@ -75,11 +75,11 @@ def failing_decode(monkeypatch, after):
     """``decode_image`` raising on its ``after + 1``-th call (a loader that dies part-way); returns the call log."""
     real, calls = DECODE, []
 
-    def decode(path, mode="RGB"):
+    def decode(path, mode="RGB", **options):
         calls.append(path)
         if after is not None and len(calls) > after:
             raise OSError(f"disk went away reading {path}")
-        return real(path, mode)
+        return real(path, mode, **options)
 
     monkeypatch.setattr(nclab.data.folders, "decode_image", decode)
     return calls
@@ -131,11 +131,11 @@ from nclab.nets import build_model
 from tests.test_extract_resume import dataset, LAYERS, K, SIDE, BATCH
 nclab.monitor.resume.RESUME_EVERY_S = 0.0  # record after every batch
 real, calls = nclab.data.folders.decode_image, []
-def decode(path, mode="RGB"):
+def decode(path, mode="RGB", **options):
     calls.append(path)
     if len(calls) == 90:
         os.kill(os.getpid(), signal.SIGKILL)  # kill -9 in the 6th batch: no handler runs
-    return real(path, mode)
+    return real(path, mode, **options)
 nclab.data.folders.decode_image = decode
 torch.manual_seed(0)
 net = build_model("resnet18", (3, SIDE, SIDE), K, width=8).eval()
@@ -176,8 +176,8 @@ def _extract_cli(folder, out, net, tmp_path, *more):
 def test_nclab_extract_streams_a_folder_in_workers_one_batch_at_a_time(folder, net, tmp_path, monkeypatch):
     real, alive, most, decoded = DECODE, set(), [0], []
 
-    def counting(path, mode="RGB"):  # in this process (workers=0): how many decoded images are alive at once
-        x = real(path, mode)
+    def counting(path, mode="RGB", **options):  # in this process (workers=0): how many decoded images are alive at once
+        x = real(path, mode, **options)
         decoded.append(path)
         alive.add(id(x))
         weakref.finalize(x, alive.discard, id(x))

@@ -53,8 +53,8 @@ def test_one_augmented_epoch_through_nclab_train_is_measured_memory_bounded(imag
     real = nclab.data.folders.decode_image
     decoded, alive, most = [], set(), [0]
 
-    def counting(path, mode="RGB"):  # every decoded image, and how many are alive at once
-        x = real(path, mode)
+    def counting(path, mode="RGB", **options):  # every decoded image, and how many are alive at once
+        x = real(path, mode, **options)
         decoded.append(str(path))
         alive.add(id(x))
         weakref.finalize(x, alive.discard, id(x))

@@ -39,9 +39,11 @@ __all__ = [
     "check_finite",
     "check_int",
     "check_labels",
+    "check_number",
     "check_output_dir",
     "check_output_file",
     "check_positive",
+    "check_unmasked",
     "did_you_mean",
     "infer_num_classes",
     "unit_rows",
@@ -54,10 +56,57 @@ ZeroRowPolicy = Literal["raise", "keep", "nan"]
 _IGNORE_INDEX_SENTINELS = (-100, -1)
 
 
-def _to_numpy(X: Any) -> Any:
+def _to_numpy(X: Any, name: str) -> Any:
     if hasattr(X, "detach"):  # torch tensors, also with requires_grad or on an accelerator
         return X.detach().cpu().numpy()
-    return X
+    return check_unmasked(X, name=name)
+
+
+def check_unmasked(X: Any, *, name: str) -> Any:
+    """``X`` itself, or the data of a numpy masked array none of whose entries is masked; a masked array with a
+    masked entry is refused (numpy's conversions drop the mask, so the values under it would be measured).
+
+    Parameters
+    ----------
+    X : any
+        The argument; only ``numpy.ma.MaskedArray`` is looked at.
+    name : str
+        The argument's name, used in the message.
+
+    Returns
+    -------
+    any
+        ``X``, or ``X.data`` for a masked array without a masked entry.
+
+    Raises
+    ------
+    ValueError
+        ``"{name} is a numpy masked array with M masked entries: ..."``, with the two ways out (drop the samples
+        that have a masked entry, or fill them).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> check_unmasked(np.ma.masked_array([1.0, 2.0], mask=[False, False]), name="H")
+    array([1., 2.])
+    >>> check_unmasked(np.ma.masked_array([1.0, 2.0], mask=[False, True]), name="H")
+    Traceback (most recent call last):
+        ...
+    ValueError: H is a numpy masked array with 1 masked entry: nclab does not skip masked values (numpy's \
+conversions drop the mask, and the values under it would be measured); drop the samples with a masked entry \
+first (keep = ~H.mask.any(axis=1), then H[keep].data and the labels' [keep]), or fill them (H.filled(value))
+    """
+    if not isinstance(X, np.ma.MaskedArray):
+        return X
+    masked = int(np.count_nonzero(np.ma.getmaskarray(X)))
+    if masked == 0:
+        return X.data
+    raise ValueError(
+        f"{name} is a numpy masked array with {masked} masked entr{'y' if masked == 1 else 'ies'}: nclab does not "
+        f"skip masked values (numpy's conversions drop the mask, and the values under it would be measured); drop "
+        f"the samples with a masked entry first (keep = ~{name}.mask.any(axis=1), then {name}[keep].data and the "
+        f"labels' [keep]), or fill them ({name}.filled(value))"
+    )
 
 
 def check_finite(X: Any, *, name: str) -> NDArray[np.float64]:
@@ -89,7 +138,7 @@ def check_finite(X: Any, *, name: str) -> NDArray[np.float64]:
         ...
     ValueError: b contains NaN or inf (non-finite values)
     """
-    A = np.array(_to_numpy(X), dtype=np.float64)
+    A = np.array(_to_numpy(X, name), dtype=np.float64)
     if not np.all(np.isfinite(A)):
         raise ValueError(f"{name} contains NaN or inf (non-finite values)")
     return A
@@ -130,7 +179,7 @@ def as_rows(X: Any, *, name: str = "X", min_rows: int = 2) -> NDArray[np.float64
         ...
     ValueError: W needs at least 2 rows, got 1
     """
-    A = np.array(_to_numpy(X), dtype=np.float64)
+    A = np.array(_to_numpy(X, name), dtype=np.float64)
     if A.ndim != 2:
         raise ValueError(f"{name} must be 2-D (one row per class or sample), got shape {A.shape}")
     if A.shape[0] < min_rows:
@@ -213,7 +262,7 @@ def check_labels(y: Any, *, K: int | None, name: str = "y", num_rows: int | None
         ...
     ValueError: y: label 3 is out of range [0, 3)
     """
-    Y = np.asarray(_to_numpy(y))
+    Y = np.asarray(_to_numpy(y, name))
     if Y.dtype.kind not in "iu":
         raise TypeError(f"{name} must have an integer dtype (class indices), got {Y.dtype}")
     if Y.ndim != 1:
@@ -454,6 +503,45 @@ def check_int(value: Any, *, name: str, low: int | None = None, high: int | None
     return v
 
 
+def check_number(value: Any, *, name: str) -> float:
+    """``value`` as a finite ``float`` (a fill value, an offset: any sign, never NaN or inf).
+
+    Parameters
+    ----------
+    value : int or float
+        The number to check (numpy scalars too; not ``bool``).
+    name : str
+        The argument's name, used in every message.
+
+    Returns
+    -------
+    float
+        ``value`` as a Python float.
+
+    Raises
+    ------
+    TypeError
+        ``bool`` and non-numbers, naming ``name``.
+    ValueError
+        NaN and inf, naming ``name``.
+
+    Examples
+    --------
+    >>> check_number(-3, name="fill")
+    -3.0
+    >>> check_number(float("nan"), name="fill")
+    Traceback (most recent call last):
+        ...
+    ValueError: fill must be a finite number, got nan
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
+        raise TypeError(f"{name} must be a number, got {value!r} ({type(value).__name__})")
+    v = float(value)
+    if not np.isfinite(v):
+        raise ValueError(f"{name} must be a finite number, got {v}")
+    return v
+
+
 def check_positive(value: Any, *, name: str, strict: bool = True) -> float:
     """``value`` as a finite ``float``, checked ``> 0`` (``strict=True``) or ``>= 0``.
 
@@ -537,7 +625,7 @@ def unit_rows(X: Any, *, zero: ZeroRowPolicy, atol: float = 0.0, name: str = "X"
         fill = torch.ones_like(norms) if zero == "keep" else torch.full_like(norms, float("nan"))
         out = work / torch.where(bad, fill, norms)
         return out.to(X.dtype)
-    A = np.asarray(_to_numpy(X), dtype=np.float64)  # no copy needed: the result is a new array
+    A = np.asarray(_to_numpy(X, name), dtype=np.float64)  # no copy needed: the result is a new array
     norms = np.linalg.norm(A, axis=-1, keepdims=True)
     bad = norms <= atol
     if not bad.any():

@@ -44,7 +44,7 @@ import torch.nn.functional as F
 
 from nclab.data.rng import as_batch, generator_device, item_generator, randint, uniform
 from nclab.data.warp import rotation_inverse, warp_affine
-from nclab.validation import check_choice, check_int
+from nclab.validation import check_choice, check_int, check_number
 
 __all__ = [
     "IMAGENET_MEAN",
@@ -107,6 +107,13 @@ def _probability(p: Any, name: str) -> float:
     if not 0.0 <= float(p) <= 1.0:
         raise ValueError(f"{name} must lie in [0, 1], got {p}")
     return float(p)
+
+
+def _check_fill(fill: float, x: torch.Tensor, name: str = "fill") -> None:
+    """A ``uint8`` image can hold only an integer fill in 0..255 (torch would refuse 300 with a raw overflow
+    error, and truncate 0.5 to 0 silently)."""
+    if x.dtype == torch.uint8 and not (float(fill).is_integer() and 0 <= fill <= 255):
+        raise ValueError(f"{name}={fill} is not a uint8 value (an integer in 0..255), and the images are uint8")
 
 
 def _range(value: Any, name: str, *, low: float, high: float) -> tuple[float, float]:
@@ -220,7 +227,7 @@ class Normalize:
     """Per-channel standardisation ``(x - mean[c]) / std[c]`` of a floating image or batch."""
 
     def __init__(self, mean: Sequence[float], std: Sequence[float]) -> None:
-        self.mean = tuple(float(m) for m in mean)
+        self.mean = tuple(check_number(m, name="mean") for m in mean)
         self.std = tuple(float(s) for s in std)
         if len(self.mean) != len(self.std) or not self.mean:
             raise ValueError(f"mean and std must have one entry per channel, got {self.mean} and {self.std}")
@@ -255,7 +262,7 @@ class RandomCrop(_Random):
     def __init__(self, size: int | Sequence[int], padding: int = 0, fill: float = 0.0) -> None:
         self.size = _pair(size, "size")
         self.padding = check_int(padding, name="padding", low=0)
-        self.fill = float(fill)
+        self.fill = check_number(fill, name="fill")
 
     def params(self, x: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
         H, W = x.shape[-2] + 2 * self.padding, x.shape[-1] + 2 * self.padding
@@ -268,6 +275,7 @@ class RandomCrop(_Random):
     def apply(self, x: torch.Tensor, params: torch.Tensor) -> torch.Tensor:
         p = self.padding
         if p:
+            _check_fill(self.fill, x)
             x = F.pad(x, (p, p, p, p), value=self.fill)
         h, w = self.size
         params = params.to(x.device)
@@ -310,7 +318,7 @@ class RandomRotation(_Random):
             degrees = (-float(degrees), float(degrees))
         self.degrees = _range(degrees, "degrees", low=-360.0, high=360.0)
         self.interpolation = check_choice(interpolation, ("nearest", "bilinear"), name="interpolation")
-        self.fill = float(fill)
+        self.fill = check_number(fill, name="fill")
 
     def params(self, x: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
         lo, hi = self.degrees
@@ -318,6 +326,7 @@ class RandomRotation(_Random):
 
     def apply(self, x: torch.Tensor, params: torch.Tensor) -> torch.Tensor:
         H, W = x.shape[-2:]
+        _check_fill(self.fill, x)
         y = warp_affine(_to_compute(x), rotation_inverse(params, H, W), mode=self.interpolation, fill=self.fill)
         return _like(y, x)
 
@@ -459,7 +468,7 @@ class RandomErasing(_Random):
         if isinstance(value, str):
             check_choice(value, ("pixel", "channel"), name="value")
         else:
-            value = float(value)
+            value = check_number(value, name="value")
         self.value = value
 
     def _fill(self, C: int, h: int, w: int, generator: torch.Generator | None) -> torch.Tensor:

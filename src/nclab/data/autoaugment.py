@@ -53,7 +53,7 @@ import torch.nn.functional as F
 
 from nclab.data.rng import as_batch, generator_device, randint, uniform
 from nclab.data.warp import rotation_inverse, shear_inverse, translation_inverse, warp_affine
-from nclab.validation import check_choice
+from nclab.validation import check_choice, check_number
 
 __all__ = ["IMAGENET_POLICY", "OPS", "SIGNED_OPS", "AutoAugment", "apply_op", "magnitude"]
 
@@ -244,7 +244,10 @@ def apply_op(
         m = m.expand(batch.shape[0])
     if m.numel() != batch.shape[0]:
         raise ValueError(f"magnitude must be a number or one per sample ({batch.shape[0]}), got {m.numel()}")
-    out = _apply_float(batch.to(torch.float32), op, m, interpolation, float(fill)).to(torch.uint8)
+    fill = check_number(fill, name="fill")
+    if not (fill.is_integer() and 0 <= fill <= 255):
+        raise ValueError(f"fill={fill} is not a uint8 value (an integer in 0..255), and the images are uint8")
+    out = _apply_float(batch.to(torch.float32), op, m, interpolation, fill).to(torch.uint8)
     return out[0] if single else out
 
 
@@ -276,7 +279,9 @@ class AutoAugment:
         self.policy_name = check_choice(policy, ("imagenet",), name="policy")
         self.policy = IMAGENET_POLICY
         self.interpolation = check_choice(interpolation, ("nearest", "bilinear"), name="interpolation")
-        self.fill = float(fill)
+        self.fill = check_number(fill, name="fill")
+        if not (self.fill.is_integer() and 0 <= self.fill <= 255):  # AutoAugment takes uint8 images only
+            raise ValueError(f"fill must be a uint8 value (an integer in 0..255), got {fill}")
 
     def params(self, x: torch.Tensor, generator: torch.Generator | None) -> tuple[torch.Tensor, ...]:
         B = x.shape[0]

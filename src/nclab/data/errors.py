@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -27,8 +28,30 @@ class DatasetNotFoundError(FileNotFoundError):
 
 
 class CorruptDatasetError(ValueError):
-    """A dataset file exists but does not have the expected format (truncated, wrong magic number, ...)."""
+    """A dataset file exists but does not have the expected format (truncated, wrong magic number, ...).
 
-    def __init__(self, path: str | Path, problem: str) -> None:
+    ``CorruptDatasetError(path, problem)``: the message is ``corrupt dataset file {path}: {problem}``. Built from
+    one text (how torch's DataLoader re-raises an error of a worker process: ``exc_type(text)``, the text holding
+    the worker's traceback), the error keeps only the original message found in it, so that a dataset read by
+    workers fails with the same one-line message as one read in the main process.
+
+    Examples
+    --------
+    >>> str(CorruptDatasetError("a/x.png", "cannot decode the image"))
+    'corrupt dataset file a/x.png: cannot decode the image'
+    >>> text = "Caught CorruptDatasetError in DataLoader worker process 0.\\nOriginal Traceback ...\\n" + (
+    ...     "nclab.data.errors.CorruptDatasetError: corrupt dataset file a/x.png: cannot decode the image\\n")
+    >>> err = CorruptDatasetError(text)
+    >>> str(err), err.path.as_posix()
+    ('corrupt dataset file a/x.png: cannot decode the image', 'a/x.png')
+    """
+
+    def __init__(self, path: str | Path, problem: str | None = None) -> None:
+        if problem is None:  # one text: re-raised from elsewhere (a DataLoader worker)
+            found = re.findall(r"^\S*CorruptDatasetError: (corrupt dataset file (.*?): .*)$", str(path), re.M)
+            message, where = found[-1] if found else (str(path), "")
+            self.path = Path(where)
+            super().__init__(message)
+            return
         self.path = Path(path)
         super().__init__(f"corrupt dataset file {self.path}: {problem}")

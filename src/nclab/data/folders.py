@@ -27,6 +27,7 @@ from __future__ import annotations
 import copy
 import csv
 import os
+import threading
 import warnings
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -44,7 +45,9 @@ __all__ = [
     "IMG_EXTENSIONS",
     "ImageFiles",
     "check_listed_files",
+    "check_unique_entries",
     "decode_image",
+    "default_max_pixels",
     "read_image_folder",
     "read_imagenet",
     "read_tiny_imagenet",
@@ -56,21 +59,129 @@ IMG_EXTENSIONS: tuple[str, ...] = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pg
 _MODES = ("RGB", "L")
 
 
-def decode_image(path: str | Path, mode: str = "RGB") -> torch.Tensor:
+#: Pillow modes of 16-bit single-channel images (PNG and TIFF greyscale): scaled to 8 bits, not clipped.
+_MODES_16BIT = ("I;16", "I;16L", "I;16B", "I;16N")
+
+#: Pillow modes whose value range is not known (32-bit integers, 32-bit floats): refused, never clipped.
+_MODES_UNSCALED = ("I", "F")
+
+# Pillow's decompression-bomb limit is a process-wide setting (PIL.Image.MAX_IMAGE_PIXELS): it is lifted only
+# while this lock is held, to read a header whose size nclab then checks against its own limit.
+_PILLOW_LIMIT = threading.Lock()
+
+
+def default_max_pixels() -> int | None:
+    """The largest image (in pixels) :func:`decode_image` decodes by default: the size above which Pillow refuses
+    a file as a decompression bomb, ``2 * PIL.Image.MAX_IMAGE_PIXELS`` (178,956,970 unless changed), or ``None``
+    (no limit) when ``PIL.Image.MAX_IMAGE_PIXELS`` is ``None``.
+
+    Examples
+    --------
+    >>> default_max_pixels()
+    178956970
+    """
+    from PIL import Image
+
+    return None if Image.MAX_IMAGE_PIXELS is None else 2 * int(Image.MAX_IMAGE_PIXELS)
+
+
+def _open_image(path: Path, max_pixels: int | None) -> Any:
+    """``Image.open(path)`` (the header only) with its size checked against ``max_pixels`` instead of Pillow's
+    global limit, so that the limit can be set per dataset."""
+    from PIL import Image
+
+    limit = default_max_pixels() if max_pixels is None else max_pixels
+    with _PILLOW_LIMIT:
+        saved = Image.MAX_IMAGE_PIXELS
+        Image.MAX_IMAGE_PIXELS = None
+        try:
+            im = Image.open(path)
+        finally:
+            Image.MAX_IMAGE_PIXELS = saved
+    width, height = im.size
+    if limit is not None and width * height > limit:
+        im.close()
+        raise CorruptDatasetError(
+            path,
+            f"{width} x {height} = {width * height} pixels, more than the limit of {limit} (a guard against "
+            f"decompression bombs, small files that decode to huge images); if the file is trusted, raise the "
+            f"limit with max_pixels={width * height} (in a run config: data.options.max_pixels)",
+        )
+    return im
+
+
+def _to_mode(im: Any, mode: str, path: Path) -> np.ndarray:
+    """The pixels of the opened image ``im`` converted to ``mode`` as a writable ``uint8`` array: 16-bit
+    greyscale scaled to 8 bits (``round(v / 257)``: 0 -> 0, 65535 -> 255), modes of unknown range refused."""
+    from PIL import Image
+
+    if im.mode in _MODES_16BIT:
+        v = np.asarray(im, dtype=np.float64)  # native order whatever the file's byte order
+        im = Image.fromarray(np.rint(v / 257.0).astype(np.uint8))
+    elif im.mode in _MODES_UNSCALED:
+        kind = "32-bit integer" if im.mode == "I" else "32-bit floating-point"
+        raise CorruptDatasetError(
+            path,
+            f"a {kind} image (Pillow mode {im.mode!r}) has no known value range, so it cannot be converted to "
+            f"8-bit {mode} without clipping; save it as 8- or 16-bit (PNG, JPEG) first",
+        )
+    return np.array(im.convert(mode))  # a writable copy; convert() decodes the whole file
+
+
+def decode_image(path: str | Path, mode: str = "RGB", *, max_pixels: int | None = None) -> torch.Tensor:
     """Decode one image file with Pillow to ``uint8 (C, H, W)`` (``mode="RGB"``: C = 3; ``"L"``: C = 1), a
     channel-first view of the decoded ``(H, W, C)`` array.
 
-    Raises :class:`CorruptDatasetError` naming the file when it is missing or Pillow cannot decode it
-    (truncated, not an image).
+    Every Pillow mode of 8 bits per channel (greyscale, palette, RGBA, CMYK, ...) is converted by Pillow;
+    16-bit greyscale (``I;16``: 16-bit PNG and TIFF) is scaled to 8 bits, ``round(v / 257)``; 32-bit integer
+    and floating-point images (modes ``I``, ``F``) have no known range and are refused.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The image file.
+    mode : {"RGB", "L"}, default="RGB"
+        The mode the pixels are converted to.
+    max_pixels : int, optional
+        Refuse images of more pixels (width x height) than this, read from the header before anything is
+        decoded; default :func:`default_max_pixels` (Pillow's decompression-bomb limit).
+
+    Returns
+    -------
+    torch.Tensor
+        ``uint8 (C, H, W)``.
+
+    Raises
+    ------
+    CorruptDatasetError
+        Naming the file: missing, not decodable (truncated, not an image), larger than ``max_pixels`` (the
+        message says which ``max_pixels`` would admit it), or of a mode without a known range.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> from PIL import Image
+    >>> f = pathlib.Path(tempfile.mkdtemp()) / "deep.png"
+    >>> Image.fromarray(np.array([[0, 900, 65535]], np.uint16)).save(f)  # 16-bit greyscale
+    >>> decode_image(f, "L").tolist()
+    [[[0, 4, 255]]]
     """
     from PIL import Image, UnidentifiedImageError
 
     path = Path(path)
+    if max_pixels is not None:
+        max_pixels = check_int(max_pixels, name="max_pixels", low=1)
     try:
-        with Image.open(path) as im:
-            arr = np.array(im.convert(mode))  # a writable copy; convert() decodes the whole file
+        with _open_image(path, max_pixels) as im:
+            arr = _to_mode(im, mode, path)
     except FileNotFoundError as err:
         raise CorruptDatasetError(path, "listed in the dataset but not on disk") from err
+    except CorruptDatasetError:
+        raise
+    except Image.DecompressionBombError as err:  # a frame larger than the header said (GIF, ICO)
+        raise CorruptDatasetError(
+            path, f"{err} Raise the limit with max_pixels=... (data.options.max_pixels) if the file is trusted"
+        ) from err
     except (UnidentifiedImageError, OSError, ValueError, SyntaxError) as err:  # Pillow's ways of failing
         raise CorruptDatasetError(path, f"cannot decode the image ({type(err).__name__}: {err})") from err
     if arr.ndim == 2:
@@ -100,6 +211,9 @@ class ImageFiles(torch.utils.data.Dataset):
         Pillow mode the images are converted to.
     seed : int
         Seed of the per-item augmentation (``set_epoch`` changes the epoch part).
+    max_pixels : int, optional
+        Refuse images of more pixels than this (:func:`decode_image`); default Pillow's decompression-bomb
+        limit (:func:`default_max_pixels`).
     info : dict, optional
         Where the samples came from (kept as :attr:`info`; default empty).
 
@@ -135,6 +249,7 @@ class ImageFiles(torch.utils.data.Dataset):
         transform: Any = None,
         mode: str = "RGB",
         seed: int = 0,
+        max_pixels: int | None = None,
         info: dict[str, Any] | None = None,
     ) -> None:
         self._paths = np.array([os.fsencode(str(p)) for p in paths], dtype=np.bytes_)
@@ -152,6 +267,7 @@ class ImageFiles(torch.utils.data.Dataset):
         self.name, self.split, self.transform = name, split, transform
         self.mode = check_choice(mode, _MODES, name="mode")
         self.seed = check_int(seed, name="seed", low=0)
+        self.max_pixels = None if max_pixels is None else check_int(max_pixels, name="max_pixels", low=1)
         self.epoch = 0
         self.info = dict(info or {})
 
@@ -168,7 +284,7 @@ class ImageFiles(torch.utils.data.Dataset):
         if not -len(self) <= index < len(self):
             raise IndexError(f"index {index} out of range for {len(self)} samples")
         index %= len(self)
-        x = decode_image(self.path(index), self.mode)
+        x = decode_image(self.path(index), self.mode, max_pixels=self.max_pixels)
         return apply_transform(self.transform, x, self.seed, self.epoch, index), int(self.targets[index])
 
     def set_epoch(self, epoch: int) -> None:
@@ -235,14 +351,40 @@ def _is_image(name: str, extensions: tuple[str, ...]) -> bool:
     return name.lower().endswith(extensions)
 
 
-def _images_under(folder: Path, extensions: tuple[str, ...], recursive: bool = True) -> list[Path]:
-    """Image files under ``folder``, in torchvision's order (sorted walk, sorted names)."""
+def _images_under(
+    folder: Path, extensions: tuple[str, ...], recursive: bool = True, seen: dict[str, Path] | None = None
+) -> list[Path]:
+    """Image files under ``folder``, in torchvision's order (sorted walk, sorted names).
+
+    Folder symlinks are followed, each real folder at most once: ``seen`` maps the real path of every folder
+    already listed (shared by the class folders of one dataset) to where it was met. A link back to a folder that
+    holds it (``cat/up -> ..``, a loop that would list the root's other classes under this one, again and again),
+    or to a folder already listed (its images would count twice, perhaps under another class), raises
+    :class:`CorruptDatasetError` naming the link.
+    """
     if not recursive:
         return sorted(p for p in folder.iterdir() if p.is_file() and _is_image(p.name, extensions))
-    out = []
-    for here, _, files in sorted(os.walk(folder, followlinks=True)):
-        out += [Path(here) / f for f in sorted(files) if _is_image(f, extensions)]
-    return out
+    seen = {} if seen is None else seen
+    top = os.path.realpath(folder)
+    listed: list[tuple[str, list[str]]] = []
+    for here, dirs, files in os.walk(folder, followlinks=True):
+        real = os.path.realpath(here)
+        if here != str(folder) and (top == real or top.startswith(real.rstrip(os.sep) + os.sep)):
+            raise CorruptDatasetError(
+                here,
+                f"a symlink loop: it leads to {real}, a folder that holds it, so the walk would list that folder's "
+                f"images (other classes too) under {folder.name} again and again; remove the link",
+            )
+        if real in seen:
+            raise CorruptDatasetError(
+                here,
+                f"the same folder as {seen[real]} (through a symlink; both are {real}): its images would be listed "
+                f"twice; remove one of them",
+            )
+        seen[real] = Path(here)
+        dirs.sort()
+        listed.append((here, sorted(f for f in files if _is_image(f, extensions))))
+    return [Path(here) / f for here, files in sorted(listed) for f in files]
 
 
 def _subfolders(folder: Path) -> list[str]:
@@ -326,8 +468,9 @@ def read_image_folder(
         raise CorruptDatasetError(root, f"class folder(s) {unknown[:5]} are not among the {len(names)} given classes")
     paths: list[Path] = []
     labels: list[int] = []
+    seen: dict[str, Path] = {os.path.realpath(root): root}  # every folder once: see _images_under
     for c in found:
-        files = _images_under(root / c, exts)
+        files = _images_under(root / c, exts, seen=seen)
         if not files:
             raise CorruptDatasetError(root / c, f"class folder holds no image file ({', '.join(exts)})")
         paths += files
@@ -357,7 +500,9 @@ def _imagenet_classes(folder: Path, places: list[Path]) -> list[str] | None:
         return _subfolders(folder / "train")
     mapping = _first_file(places, ["LOC_synset_mapping.txt"])
     if mapping is not None:
-        return sorted(line.split()[0] for line in mapping.read_text().splitlines() if line.strip())
+        entries = [(n, line.split()[0]) for n, line in enumerate(mapping.read_text().splitlines(), 1) if line.strip()]
+        check_unique_entries([w for _, w in entries], [n for n, _ in entries], mapping, what="wnid")
+        return sorted(w for _, w in entries)
     meta = _first_file([p / "ILSVRC2012_devkit_t12" / "data" for p in places] + places, ["meta.mat"])
     if meta is not None:
         return sorted(_devkit_wnids(meta).values())
@@ -373,25 +518,35 @@ def _devkit_wnids(meta: Path) -> dict[int, str]:
         ids, wnids, children = synsets["ILSVRC2012_ID"], synsets["WNID"], synsets["num_children"]
     except Exception as err:  # scipy's MatReadError / ValueError, or a missing field
         raise CorruptDatasetError(meta, f"not the devkit's synsets table ({type(err).__name__}: {err})") from err
-    return {
-        int(i): str(w)
-        for i, w, c in zip(np.atleast_1d(ids), np.atleast_1d(wnids), np.atleast_1d(children), strict=True)
+    leaves = [
+        (n, int(i), str(w))
+        for n, (i, w, c) in enumerate(
+            zip(np.atleast_1d(ids), np.atleast_1d(wnids), np.atleast_1d(children), strict=True), start=1
+        )
         if int(c) == 0
-    }
+    ]
+    entries = [n for n, _, _ in leaves]
+    check_unique_entries([str(i) for _, i, _ in leaves], entries, meta, what="ILSVRC2012_ID", unit="entry")
+    check_unique_entries([w for _, _, w in leaves], entries, meta, what="WNID", unit="entry")
+    return {i: w for _, i, w in leaves}
 
 
 def _val_labels_csv(path: Path) -> dict[str, str]:
-    out = {}
+    ids, wnids, lines = [], [], []
     with path.open(newline="") as fh:
         rows = csv.reader(fh)
         header = next(rows, None)
         if header is None or [h.strip() for h in header[:2]] != ["ImageId", "PredictionString"]:
             raise CorruptDatasetError(path, f"expected the header 'ImageId,PredictionString', found {header}")
-        for n, row in enumerate(rows, start=2):
+        for row in rows:
+            n = rows.line_num
             if len(row) < 2 or not row[1].split():
                 raise CorruptDatasetError(path, f"line {n}: expected '<ImageId>,<wnid> <box> ...', got {row}")
-            out[row[0].strip()] = row[1].split()[0]
-    return out
+            ids.append(row[0].strip())
+            wnids.append(row[1].split()[0])
+            lines.append(n)
+    check_unique_entries(ids, lines, path, what="ImageId", labels=wnids)
+    return dict(zip(ids, wnids, strict=True))
 
 
 def _val_labels_devkit(truth: Path, meta: Path) -> dict[str, str]:
@@ -464,7 +619,9 @@ def read_tiny_imagenet(folder: str | Path, split: str = "train", **kwargs: Any) 
     wnids_file = folder / "wnids.txt"
     if not wnids_file.is_file():
         raise DatasetNotFoundError("tiny-imagenet", [folder], _TINY_LAYOUT, _TINY_HOW)
-    classes = sorted(line.strip() for line in wnids_file.read_text().splitlines() if line.strip())
+    listed = [(n, line.strip()) for n, line in enumerate(wnids_file.read_text().splitlines(), 1) if line.strip()]
+    check_unique_entries([w for _, w in listed], [n for n, _ in listed], wnids_file, what="wnid")
+    classes = sorted(w for _, w in listed)
     index = {c: k for k, c in enumerate(classes)}
     exts = tuple(IMG_EXTENSIONS)
     paths: list[Path] = []
@@ -481,6 +638,7 @@ def read_tiny_imagenet(folder: str | Path, split: str = "train", **kwargs: Any) 
         ann = folder / "val" / "val_annotations.txt"
         if not ann.is_file():
             raise DatasetNotFoundError("tiny-imagenet", [folder / "val"], _TINY_LAYOUT, _TINY_HOW)
+        lines: list[int] = []
         for n, line in enumerate(ann.read_text().splitlines(), start=1):
             if not line.strip():
                 continue
@@ -489,6 +647,8 @@ def read_tiny_imagenet(folder: str | Path, split: str = "train", **kwargs: Any) 
                 raise CorruptDatasetError(ann, f"line {n}: expected '<file>\\t<wnid of wnids.txt>\\t...', got {line!r}")
             paths.append(folder / "val" / "images" / parts[0])
             labels.append(index[parts[1]])
+            lines.append(n)
+        check_unique_entries([p.name for p in paths], lines, ann, labels=[classes[k] for k in labels])
         check_listed_files(paths, ann)
     return ImageFiles(paths, labels, classes, name="tiny-imagenet", split=split, info={"root": str(folder)}, **kwargs)
 
@@ -509,3 +669,64 @@ def check_listed_files(paths: Sequence[Path], listing: Path) -> None:
             missing.append(p)
     if missing:
         raise CorruptDatasetError(listing, f"lists {len(missing)} image(s) that are not on disk, e.g. {missing[0]}")
+
+
+def check_unique_entries(
+    keys: Sequence[str],
+    lines: Sequence[int],
+    listing: Path,
+    *,
+    what: str = "image",
+    labels: Sequence[Any] | None = None,
+    unit: str = "line",
+) -> None:
+    """Every entry of a label or split file once: the first key listed a second time raises
+    :class:`CorruptDatasetError` naming the file, both lines and, when ``labels`` are given, whether the two
+    lines agree (a duplicate with another label would relabel the sample silently, the last line winning; one
+    with the same label would count it twice).
+
+    Parameters
+    ----------
+    keys : sequence of str
+        What must be unique (image ids, file names, class names), one per entry.
+    lines : sequence of int
+        The line number of each entry in ``listing`` (1-based), for the message.
+    listing : pathlib.Path
+        The file, for the message.
+    what : str, default="image"
+        What a key is, for the message.
+    labels : sequence, optional
+        The label of each entry.
+    unit : str, default="line"
+        What ``lines`` count (``"entry"`` for the positions in an array of a ``.mat`` file).
+
+    Raises
+    ------
+    CorruptDatasetError
+        ``line 7: image 'x' is listed again (first at line 5) with another label (n01 here, n02 there)``.
+
+    Examples
+    --------
+    >>> check_unique_entries(["a", "b"], [2, 3], Path("labels.csv"))
+    >>> try:
+    ...     check_unique_entries(["a", "b", "a"], [2, 3, 4], Path("val.csv"), labels=[0, 1, 1])
+    ... except CorruptDatasetError as err:
+    ...     print(str(err).replace(") with", ")\\nwith"))
+    corrupt dataset file val.csv: line 4: image 'a' is listed again (first at line 2)
+    with another label (1 here, 0 there); remove one of the two lines
+    """
+    first: dict[str, int] = {}
+    for i, key in enumerate(keys):
+        if key not in first:
+            first[key] = i
+            continue
+        j = first[key]
+        agree = ""
+        if labels is not None:
+            same = labels[i] == labels[j]
+            agree = " with the same label" if same else f" with another label ({labels[i]} here, {labels[j]} there)"
+        raise CorruptDatasetError(
+            listing,
+            f"{unit} {lines[i]}: {what} {key!r} is listed again (first at {unit} {lines[j]}){agree}; "
+            f"remove one of the two {unit}s",
+        )

@@ -24,14 +24,23 @@ import torch
 from torch import nn
 
 from nclab.data.rng import randint, uniform
-from nclab.validation import check_choice, check_int
+from nclab.validation import check_choice, check_int, check_labels
 
 __all__ = ["DropPath", "MixupCutmix", "drop_path", "smooth_one_hot"]
 
 
 def smooth_one_hot(y: torch.Tensor, K: int, smoothing: float = 0.0) -> torch.Tensor:
     """Label-smoothed one-hot rows ``(B, K)`` float32: ``1 - smoothing + smoothing / K`` at ``y``,
-    ``smoothing / K`` elsewhere (timm's ``mixup_target`` convention)."""
+    ``smoothing / K`` elsewhere (timm's ``mixup_target`` convention). ``y`` must hold integer labels in
+    ``[0, K)`` (else ``ValueError: labels: label 5 is out of range [0, 3)``; float labels: ``TypeError``).
+
+    Examples
+    --------
+    >>> import torch
+    >>> (10 * smooth_one_hot(torch.tensor([2, 0]), 4, 0.4)).round().tolist()
+    [[1.0, 1.0, 7.0, 1.0], [7.0, 1.0, 1.0, 1.0]]
+    """
+    check_labels(y, K=K, name="labels")
     off = smoothing / K
     out = torch.full((y.shape[0], K), off, dtype=torch.float32, device=y.device)
     return out.scatter_(1, y.long().view(-1, 1), 1.0 - smoothing + off)

@@ -4,7 +4,8 @@ read from their official split files as streamed :class:`~nclab.data.folders.Ima
 Each reader takes the dataset's own folder (the one its archive extracts to; :func:`nclab.data.catalog.
 open_images` finds it from a root) and returns the images of one split with labels ``0 .. K - 1``; every
 file a split file lists must exist (:func:`~nclab.data.folders.check_listed_files`), and a malformed line
-raises :class:`CorruptDatasetError` naming the file and the line.
+raises :class:`CorruptDatasetError` naming the file and the line, and so does an image or a class listed twice
+(:func:`~nclab.data.folders.check_unique_entries`: a second line would relabel or double-count the image).
 
 =============  ============================================================  ============================  ===
 dataset        layout (inside the folder)                                    splits                        K
@@ -45,7 +46,7 @@ from typing import Any
 import numpy as np
 
 from nclab.data.errors import CorruptDatasetError, DatasetNotFoundError
-from nclab.data.folders import IMG_EXTENSIONS, ImageFiles, check_listed_files
+from nclab.data.folders import IMG_EXTENSIONS, ImageFiles, check_listed_files, check_unique_entries
 from nclab.validation import check_choice, check_int
 
 __all__ = [
@@ -60,10 +61,22 @@ __all__ = [
 ]
 
 
-def _lines(path: Path, dataset: str, folder: Path) -> list[str]:
+def _lines(path: Path, dataset: str, folder: Path) -> list[tuple[int, str]]:
+    """The non-blank, non-comment lines of a split or class file, each with its line number (1-based)."""
     if not path.is_file():
         raise DatasetNotFoundError(dataset, [folder], f"{path.relative_to(folder)} (split file)", _HOW[dataset])
-    return [line.strip() for line in path.read_text().splitlines() if line.strip() and not line.startswith("#")]
+    return [
+        (n, line.strip())
+        for n, line in enumerate(path.read_text().splitlines(), start=1)
+        if line.strip() and not line.startswith("#")
+    ]
+
+
+def _class_list(path: Path, dataset: str, folder: Path) -> list[str]:
+    """The lines of a class-name file, each name once."""
+    entries = _lines(path, dataset, folder)
+    check_unique_entries([c for _, c in entries], [n for n, _ in entries], path, what="class")
+    return [c for _, c in entries]
 
 
 def _loadmat(path: Path, dataset: str, folder: Path) -> dict[str, Any]:
@@ -90,8 +103,19 @@ def _build(
     listing: Path,
     name: str,
     split: str,
+    lines: Sequence[int] | None = None,
     **kw: Any,
 ) -> ImageFiles:
+    """The split's :class:`ImageFiles`, each image listed once (``lines``: where each was listed, for the
+    message; default the entry's position in the ``.mat`` array) and on disk."""
+    where = list(range(1, len(paths) + 1)) if lines is None else list(lines)
+    check_unique_entries(
+        [str(p) for p in paths],
+        where,
+        listing,
+        labels=[classes[int(k)] for k in labels],
+        unit="entry" if lines is None else "line",
+    )
     check_listed_files(paths, listing)
     return ImageFiles(paths, labels, classes, name=name, split=split, info={"split_file": str(listing)}, **kw)
 
@@ -105,8 +129,9 @@ def read_oxford_pets(folder: str | Path, split: str = "trainval", **kwargs: Any)
     listing = folder / "annotations" / f"{split}.txt"
     ids: list[str] = []
     labels: list[int] = []
+    lines: list[int] = []
     breed: dict[int, str] = {}
-    for n, line in enumerate(_lines(listing, "oxford-pets", folder), start=1):
+    for n, line in _lines(listing, "oxford-pets", folder):
         parts = line.split()
         if len(parts) != 4 or not parts[1].isdigit() or not 1 <= int(parts[1]) <= 37:
             raise CorruptDatasetError(
@@ -114,10 +139,11 @@ def read_oxford_pets(folder: str | Path, split: str = "trainval", **kwargs: Any)
             )
         ids.append(parts[0])
         labels.append(int(parts[1]) - 1)
+        lines.append(n)
         breed.setdefault(labels[-1], parts[0].rsplit("_", 1)[0])
     classes = [breed.get(k, f"class_{k + 1}") for k in range(37)]
     paths = [folder / "images" / f"{i}.jpg" for i in ids]
-    return _build(paths, labels, classes, listing, "oxford-pets", split, **kwargs)
+    return _build(paths, labels, classes, listing, "oxford-pets", split, lines, **kwargs)
 
 
 def read_flowers102(folder: str | Path, split: str = "train", **kwargs: Any) -> ImageFiles:
@@ -154,17 +180,18 @@ def read_fgvc_aircraft(
     names_file = (
         data / {"variant": "variants.txt", "family": "families.txt", "manufacturer": "manufacturers.txt"}[level]
     )
-    classes = _lines(names_file, "fgvc-aircraft", folder)
+    classes = _class_list(names_file, "fgvc-aircraft", folder)
     index = {c: k for k, c in enumerate(classes)}
     listing = data / f"images_{level}_{split}.txt"
-    paths, labels = [], []
-    for n, line in enumerate(_lines(listing, "fgvc-aircraft", folder), start=1):
+    paths, labels, lines = [], [], []
+    for n, line in _lines(listing, "fgvc-aircraft", folder):
         image, _, cls = line.partition(" ")
         if cls not in index:
             raise CorruptDatasetError(listing, f"line {n}: class {cls!r} is not in {names_file.name}")
         paths.append(data / "images" / f"{image}.jpg")
         labels.append(index[cls])
-    return _build(paths, labels, classes, listing, "fgvc-aircraft", split, **kwargs)
+        lines.append(n)
+    return _build(paths, labels, classes, listing, "fgvc-aircraft", split, lines, **kwargs)
 
 
 def read_stanford_cars(folder: str | Path, split: str = "train", **kwargs: Any) -> ImageFiles:
@@ -205,14 +232,15 @@ def read_dtd(folder: str | Path, split: str = "train", *, partition: int = 1, **
     classes = sorted(p.name for p in (folder / "images").iterdir() if p.is_dir())
     index = {c: k for k, c in enumerate(classes)}
     listing = folder / "labels" / f"{split}{partition}.txt"
-    paths, labels = [], []
-    for n, line in enumerate(_lines(listing, "dtd", folder), start=1):
+    paths, labels, lines = [], [], []
+    for n, line in _lines(listing, "dtd", folder):
         cls, _, name = line.partition("/")
         if cls not in index or not name:
             raise CorruptDatasetError(listing, f"line {n}: expected '<class folder of images/>/<file>', got {line!r}")
         paths.append(folder / "images" / cls / name)
         labels.append(index[cls])
-    return _build(paths, labels, classes, listing, "dtd", split, **kwargs)
+        lines.append(n)
+    return _build(paths, labels, classes, listing, "dtd", split, lines, **kwargs)
 
 
 def read_food101(folder: str | Path, split: str = "train", **kwargs: Any) -> ImageFiles:
@@ -221,15 +249,20 @@ def read_food101(folder: str | Path, split: str = "train", **kwargs: Any) -> Ima
     split = check_choice(split, ("train", "test"), name="split")
     folder = Path(folder).expanduser()
     listing = folder / "meta" / f"{split}.txt"
-    entries = [line.partition("/") for line in _lines(listing, "food101", folder)]
+    numbered = _lines(listing, "food101", folder)
+    entries = [line.partition("/") for _, line in numbered]
     classes_file = folder / "meta" / "classes.txt"
-    classes = _lines(classes_file, "food101", folder) if classes_file.is_file() else sorted({c for c, _, _ in entries})
+    if classes_file.is_file():
+        classes = _class_list(classes_file, "food101", folder)
+    else:
+        classes = sorted({c for c, _, _ in entries})
     index = {c: k for k, c in enumerate(classes)}
-    bad = [n for n, (c, _, i) in enumerate(entries, start=1) if c not in index or not i]
+    bad = [n for (n, _), (c, _, i) in zip(numbered, entries, strict=True) if c not in index or not i]
     if bad:
         raise CorruptDatasetError(listing, f"line {bad[0]}: expected '<class of classes.txt>/<image id>'")
     paths = [folder / "images" / c / f"{i}.jpg" for c, _, i in entries]
-    return _build(paths, [index[c] for c, _, _ in entries], classes, listing, "food101", split, **kwargs)
+    labels = [index[c] for c, _, _ in entries]
+    return _build(paths, labels, classes, listing, "food101", split, [n for n, _ in numbered], **kwargs)
 
 
 def read_caltech101(
@@ -265,13 +298,13 @@ def read_sun397(folder: str | Path, split: str = "train", *, partition: int = 1,
     split = check_choice(split, ("train", "test"), name="split")
     partition = check_int(partition, name="partition", low=1, high=10)
     folder = Path(folder).expanduser()
-    classes = [line.strip("/").split("/", 1)[-1] for line in _lines(folder / "ClassName.txt", "sun397", folder)]
+    classes = [line.strip("/").split("/", 1)[-1] for line in _class_list(folder / "ClassName.txt", "sun397", folder)]
     index = {c: k for k, c in enumerate(classes)}
     name = f"{'Training' if split == 'train' else 'Testing'}_{partition:02d}.txt"
     places = [folder / "Partitions", folder.parent / "Partitions", folder]
     listing = next((p / name for p in places if (p / name).is_file()), folder / "Partitions" / name)
-    paths, labels = [], []
-    for n, line in enumerate(_lines(listing, "sun397", folder), start=1):
+    paths, labels, lines = [], [], []
+    for n, line in _lines(listing, "sun397", folder):
         parts = line.strip("/").split("/")
         cls = "/".join(parts[1:-1])
         if len(parts) < 3 or cls not in index:
@@ -280,7 +313,8 @@ def read_sun397(folder: str | Path, split: str = "train", *, partition: int = 1,
             )
         paths.append(folder.joinpath(*parts))
         labels.append(index[cls])
-    return _build(paths, labels, classes, listing, "sun397", split, **kwargs)
+        lines.append(n)
+    return _build(paths, labels, classes, listing, "sun397", split, lines, **kwargs)
 
 
 _LAYOUT = {

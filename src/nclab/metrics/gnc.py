@@ -37,7 +37,7 @@ from nclab.metrics._registry import metric
 from nclab.metrics.common import StatsLike, as_moments, is_stats, row_norms, unit_directions
 from nclab.metrics.variability import nc1
 from nclab.stats.moments import Weighting, check_weighting
-from nclab.validation import as_rows, unit_rows
+from nclab.validation import as_rows, check_unmasked, unit_rows
 
 __all__ = [
     "GNC2",
@@ -97,7 +97,7 @@ def normalize_features(H: Any) -> Any:
         if not H.is_floating_point():
             raise TypeError(f"features must have a floating dtype, got {H.dtype}")
         return unit_rows(H, zero="keep", name="H")
-    A = np.asarray(H)
+    A = np.asarray(check_unmasked(H, name="features"))
     if A.dtype.kind not in "fiu":
         raise TypeError(f"features must be a numeric array, got dtype {A.dtype}")
     out_dtype = A.dtype if A.dtype.kind == "f" else np.dtype(np.float64)

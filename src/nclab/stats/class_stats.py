@@ -43,7 +43,7 @@ from nclab.stats._kernels import accelerated, chunk_rows, work_buffers
 from nclab.stats._lanes import MAX_LANES, MIN_LANE_ROWS, Lane, LaneSpec, run_lanes
 from nclab.stats.accumulator import Accumulator
 from nclab.stats.moments import ClassMoments, Weighting, check_weighting
-from nclab.validation import check_bool
+from nclab.validation import check_bool, check_unmasked
 
 __all__ = [
     "ClassStats",
@@ -68,17 +68,32 @@ class EmptyClassError(ValueError):
 
 
 def to_tensor(x: Any, name: str) -> torch.Tensor:
-    """``x`` (numpy array, scalar, list or torch tensor) as a detached tensor, without a copy where possible."""
+    """``x`` (numpy array, scalar, list or torch tensor) as a detached tensor, without a copy where possible.
+
+    A numpy masked array with a masked entry is refused (:func:`nclab.validation.check_unmasked`), and so is a
+    dtype torch cannot hold (``float128`` / ``np.longdouble``, strings), naming ``name``."""
     if isinstance(x, torch.Tensor):
         return x.detach()
     if isinstance(x, np.ndarray) or np.isscalar(x) or isinstance(x, list | tuple):
-        arr = np.asarray(x)
+        arr = np.asarray(check_unmasked(x, name=name))
         if arr.dtype == object:
             raise TypeError(f"{name} must be a numeric array, got an object array")
+        if arr.dtype.kind in "fc" and arr.dtype not in _TORCH_FLOATS:
+            raise TypeError(
+                f"{name} must have a floating dtype torch can hold (float16, float32 or float64), got {arr.dtype}"
+                f"{' (numpy longdouble)' if arr.dtype == np.longdouble else ''}: convert with .astype(np.float64) "
+                f"first (statistics accumulate in float64)"
+            )
+        if arr.dtype.kind not in "biufc":
+            raise TypeError(f"{name} must be a numeric array, got dtype {arr.dtype}")
         if not arr.flags.writeable:  # torch.from_numpy warns on read-only (memory-mapped) arrays
             arr = np.array(arr)
         return torch.from_numpy(np.ascontiguousarray(arr))
     raise TypeError(f"{name} must be a numpy array or a torch tensor, got {type(x).__name__}")
+
+
+#: The numpy floating and complex dtypes ``torch.from_numpy`` takes (not ``longdouble`` / ``clongdouble``).
+_TORCH_FLOATS = tuple(np.dtype(t) for t in (np.float16, np.float32, np.float64, np.complex64, np.complex128))
 
 
 class ClassStats(Accumulator):

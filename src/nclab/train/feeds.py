@@ -306,6 +306,8 @@ def _memory(cfg: RunConfig, device: torch.device, batch_size: int) -> RunData:
     common = dict(root=d.root, seed=cfg.seed, pad_to=d.pad_to, normalize=d.normalize and constants is None, **d.options)
     train = load(d.name, "train", per_class=d.per_class, **common)
     test = load(d.name, "test", per_class=d.test_per_class, **common) if "test" in cfg.measure.splits else None
+    if test is not None and test.K > train.K:  # a dataset that infers K per split (features)
+        _refuse_unseen_classes(cfg, train, test)
     mean, std = constants if constants is not None else (None, None)
     recipe = make_recipe(
         d.augment,
@@ -326,6 +328,21 @@ def _memory(cfg: RunConfig, device: torch.device, batch_size: int) -> RunData:
         "test": None if test is None else MemorySplit(view(test), test, device),
     }
     return RunData(feed, splits, tuple(train.input_shape), train.K, recipe)
+
+
+def _refuse_unseen_classes(cfg: RunConfig, train: ArrayDataset, test: ArrayDataset) -> None:
+    """Refuse a test split with labels its train split lacks: the network has ``train.K`` outputs, so a test
+    label ``>= train.K`` cannot be measured (it failed in the loss as ``IndexError: Target 3 is out of bounds``).
+    A test split lacking some of the train split's classes is fine (the run's K is the train split's)."""
+    d = cfg.data
+    unseen = torch.unique(test.y[test.y >= train.K]).tolist()
+    count = int((test.y >= train.K).sum())
+    where = f" in {d.root}" if d.root is not None else ""
+    raise ValueError(
+        f"the test split of {d.name!r}{where} has the label(s) {unseen[:5]} ({count} sample(s)) that its train split "
+        f"lacks (K={train.K} from the train split's labels): a network with {train.K} outputs cannot be measured "
+        f"on them; drop those samples from the test split, or give the number of classes with data.options.K"
+    )
 
 
 def _stream_recipe(cfg: RunConfig, K: int) -> tuple[int, Recipe]:
