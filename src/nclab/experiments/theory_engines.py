@@ -347,6 +347,16 @@ def geodesic_digits(out: Path, scale: str, seed: int) -> dict:
         "s01": prof["s01"],
         "straightness_index": prof["straightness_index"],
         **pfc_depth_summary(prof["measured"]),
+        # the curves of [Wang et al. 2024, Fig. 3]: measured per layer at its relative depth (green) and predicted
+        # along the straight line from layer 0 to the last layer (blue), and how often each breaks monotonicity
+        "relative_depth": [float(t) for t in tl],
+        "measured": {k: [float(x) for x in v] for k, v in prof["measured"].items()},
+        "predicted_t": [float(t) for t in t_grid],
+        "predicted": {k: [float(x) for x in getattr(pm, k)] for k in ("pfc1", "pfc2", "pfc3")},
+        "predicted_monotone_violations": {
+            k: int(np.count_nonzero(sign * np.diff(np.asarray(getattr(pm, k), dtype=np.float64)) > 0))
+            for k, sign in PFC_DEPTH_DIRECTIONS.items()
+        },
     }
     note = (
         f"<p>A fully connected ResNet (64-d, {cfg['blocks']} blocks h + W2 relu(W1 h), linear head) trained on "
@@ -357,7 +367,8 @@ def geodesic_digits(out: Path, scale: str, seed: int) -> dict:
         "second pass); grey: the same with the end collapsed onto the Procrustes-nearest ETF. The summary counts, "
         "per metric, the consecutive layers that break the conjecture's depth order (PFC1 and PFC2 must not rise, "
         "PFC3 must not fall, with depth) and gives the first and last layers' values, the last being the NC level "
-        "the conjecture presupposes.</p>"
+        "the conjecture presupposes; 'measured' and 'predicted' are the two curves (predicted on 'predicted_t') and "
+        "'predicted_monotone_violations' counts the grid steps where a predicted curve breaks the same order.</p>"
     )
     return _finish(
         out,
