@@ -202,7 +202,7 @@ def test_tiny_scale_of_a_reproduction_runs(tmp_path):
         assert prof["pfc3_depth_violations"] == sum(b < a for a, b in itertools.pairwise(pfc3))
         total += prof["pfc2_depth_violations"]
     assert summary["pfc2_depth_violations"] == total
-    claim = {c["claim"]: c for c in summary["paper_claims"]}["002-table1-fmnist"]
+    claim = {c["claim"]: c for c in summary["paper_claims"]}["wang2024-table1-fmnist"]
     assert claim["verdict"] in ("reproduced", "partly", "not reproduced")  # measured, whatever the tiny run shows
 
 
@@ -238,7 +238,7 @@ def test_gnc_trained_tiny_reports_the_gnc_of_its_trained_classifier(tmp_path):
     small, large = summary["gnc_by_run"]["digits-cnn-ce-0 seed0"], summary["gnc_by_run"]["digits-cnn-ce-1 seed0"]
     assert small["tau"] == 0.05 and large["tau"] == 0.5
     assert {k: summary[k] for k in small} == small and summary["largest_tau"] == large
-    claim = {c["claim"]: c for c in summary["paper_claims"]}["003-fig2-trained-gnc"]
+    claim = {c["claim"]: c for c in summary["paper_claims"]}["jiang2024-fig2-trained-gnc"]
     assert claim["verdict"] != "not measured" and f"gnc2_ratio = {summary['gnc2_ratio']:.5g}" in claim["ours"]
     # Fig. 4: each head's test accuracy from its own rows; the square's assignment 0 2 1 3 (class k at 90 a[k]
     # degrees) is the one that puts both similar pairs (0, 1) and (2, 3) antipodal
@@ -260,7 +260,7 @@ def test_gnc_trained_tiny_reports_the_gnc_of_its_trained_classifier(tmp_path):
     cos0 = [W[0] @ W[j] / (np.linalg.norm(W[0]) * np.linalg.norm(W[j])) for j in (1, 2, 3)]
     assert summary["fig4_learned_opposite_of_class0"] == 1 + int(np.argmin(cos0))
     assert summary["fig4_learned_similar_antipodal"] == (summary["fig4_learned_opposite_of_class0"] == 1)
-    fig4 = {c["claim"]: c for c in summary["paper_claims"]}["003-fig4-assignment-accuracy"]
+    fig4 = {c["claim"]: c for c in summary["paper_claims"]}["jiang2024-fig4-assignment-accuracy"]
     assert fig4["verdict"] != "not measured"
     # Fig. 5: the CMF and the learned head's accuracy curves from their own rows (measured at epochs 1 and 2), each
     # the mean of its two seeds, the gap learned - CMF on the test split; the CMF run's classifier is the buffer of
@@ -286,7 +286,7 @@ def test_gnc_trained_tiny_reports_the_gnc_of_its_trained_classifier(tmp_path):
         head = read_run(tmp_path / f"fig5-digits-cnn-d3-{name}" / "seed0").config["model"]["head"]
         assert head["kind"] == kind and head["tau"] == 0.1
     # the claim's verdict is what the two gaps say against its thresholds (1 point, partly 3; 3, partly 5)
-    fig5 = {c["claim"]: c for c in summary["paper_claims"]}["003-fig5-cmf"]
+    fig5 = {c["claim"]: c for c in summary["paper_claims"]}["jiang2024-fig5-cmf"]
     bands = [0 if v <= good else 1 if v <= partly else 2 for v, good, partly in (
         (summary["fig5_final_abs_gap"], 0.01, 0.03), (summary["fig5_max_abs_gap"], 0.03, 0.05))]  # fmt: skip
     want = "reproduced" if bands == [0, 0] else "not reproduced" if bands == [2, 2] else "partly"

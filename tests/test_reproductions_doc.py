@@ -68,8 +68,8 @@ def test_missing_result_file_renders_not_yet_computed(tmp_path):
     cpu = {c.experiment for c in pc.CLAIMS if c.experiment is not None} - {"mse-nc-benchmarks", "pfc-table1"}
     assert text.count(rp.NOT_YET) == sum(c.experiment in cpu for c in pc.CLAIMS) + len(cpu) + 1
     # every cpu-measured claim's row, every such experiment's line in the result-file table, the 000 correlations
-    gpu = next(r for r in rp.claim_rows({}) if r["claim"] == "004-table1-paper-protocol")
-    assert gpu["ours"] == "no cpu scale: a paper-scale (GPU) experiment"
+    gpu = next(r for r in rp.claim_rows({}) if r["claim"] == "han2022-table1-paper-protocol")
+    assert gpu["ours"].startswith("no cpu scale: a paper-scale (GPU) experiment")
 
 
 def test_rendered_verdict_reads_the_result_file(tmp_path):
@@ -80,7 +80,7 @@ def test_rendered_verdict_reads_the_result_file(tmp_path):
     )  # fmt: skip
     res.write(tmp_path)
     assert rp.read_results(tmp_path)["vci-transfer"] == res
-    row = next(r for r in rp.claim_rows(rp.read_results(tmp_path)) if r["claim"] == "000-fig7-vci")
+    row = next(r for r in rp.claim_rows(rp.read_results(tmp_path)) if r["claim"] == "xu2023-fig7-vci")
     assert row["verdict"] == "partly"
     assert row["ours"] == 'pearson_r["tau/vci"] = -0.978; pearson_r["lambda/vci"] = 0.907'
 
@@ -227,7 +227,7 @@ def test_median_gain_reads_the_paper_protocol_runs():
     from nclab.experiments.reproductions import han2022_configs
 
     assert set(pc._HAN2022_MSE_RUNS) == {k for k in han2022_configs() if k.endswith("/mse")}
-    claim = next(c for c in pc.CLAIMS if c.id == "004-table1-paper-protocol")
+    claim = next(c for c in pc.CLAIMS if c.id == "han2022-table1-paper-protocol")
     table = [(99.23, 99.59), (99.16, 99.70), (99.62, 99.70), (92.76, 92.95), (93.55, 93.76), (90.56, 92.95),
              (89.35, 93.91), (85.18, 92.65), (95.61, 95.23), (83.13, 84.54), (75.43, 76.39), (91.77, 91.78),
              (60.43, 67.24), (59.35, 60.56), (58.74, 60.41)]  # fmt: skip
@@ -267,7 +267,7 @@ def test_the_claims_cover_every_paper_and_name_registered_experiments():
     assert len({c.id for c in pc.CLAIMS}) == len(pc.CLAIMS)
     for c in pc.CLAIMS:
         assert c.experiment is None or c.experiment in registered, c.id
-        assert c.id[:3] == next(n for n, key, _ in rp.PAPERS if key == c.paper), c.id
+        assert c.id.startswith(pc.ID_PREFIX[c.paper] + "-"), c.id
         assert c.checks or c.compute is None, c.id
 
 
@@ -277,7 +277,7 @@ def test_experiment_run_adds_the_verdicts_to_summary_and_report(tmp_path):
 
     summary = run("gnc-assignment", tmp_path, scale="tiny")
     claims = summary["paper_claims"]
-    assert [c["claim"] for c in claims] == ["003-fig4-assignment-counts"]
+    assert [c["claim"] for c in claims] == ["jiang2024-fig4-assignment-counts"]
     assert claims[0]["verdict"] == "reproduced" and claims[0]["paper_value"] == "3; 60; 15"
     assert json.loads((tmp_path / "summary.json").read_text())["paper_claims"] == claims
     report = (tmp_path / "report.html").read_text()

@@ -118,10 +118,10 @@ def test_fashion_mnist_cnn_tiny_trend_and_test_nc1_keys(fmnist_tiny):
         return "reproduced" if all(outcomes) else "not reproduced" if not any(outcomes) else "partly"
 
     vb, perp = "within-class V_B part", "within-class V_B-perp part"
-    assert verdicts["000-fig1-vb-split"] == expected(
+    assert verdicts["xu2023-fig1-vb-split"] == expected(
         [o for loss in ("mse", "ce") for o in (falls[f"{loss}: {vb}"], not falls[f"{loss}: {perp}"])]
     )
-    assert verdicts["000-fig3-trends"] == expected(
+    assert verdicts["xu2023-fig3-trends"] == expected(
         [falls[f"{loss}: {m}"] for m in ("nc1", "vci") for loss in ("mse", "ce")]
     )
     fig12 = [
@@ -133,7 +133,7 @@ def test_fashion_mnist_cnn_tiny_trend_and_test_nc1_keys(fmnist_tiny):
             summary[f"{loss}: nc1 last"] < summary[f"{loss}: test nc1 last"],
         )
     ]
-    assert verdicts["004-fig12-test-collapse"] == expected(fig12)
+    assert verdicts["han2022-fig12-test-collapse"] == expected(fig12)
 
 
 def test_collapse_trends_at_the_zero_error_epoch_and_degenerate_runs():

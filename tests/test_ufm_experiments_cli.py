@@ -29,7 +29,7 @@ def test_figures_and_init_scale(tmp_path):
     # the verdicts of the four figure claims ride along (nclab.experiments.paper_claims): GD's loss within 1e-8
     # relative of L* reproduces the figure, within 5 % partly (checked against each gap below)
     claims = s.pop("paper_claims")
-    assert [c["claim"] for c in claims] == [f"001-fig{i}-gd-optimum" for i in (1, 2, 3, 4)]
+    assert [c["claim"] for c in claims] == [f"tirer2022-fig{i}-gd-optimum" for i in (1, 2, 3, 4)]
     assert set(s) == {
         "fig1-thm3.1-bias-free",
         "fig2-thm3.2-free-bias",
@@ -48,7 +48,7 @@ def test_figures_and_init_scale(tmp_path):
         assert v["gap"] == pytest.approx(v["loss"] - L_star, abs=1e-15)
         assert 0 <= v["gap"] < 0.05 and v["iters"] == 3000
         rel = v["gap"] / L_star
-        verdict = next(c["verdict"] for c in claims if c["claim"] == f"001-{name[:4]}-gd-optimum")
+        verdict = next(c["verdict"] for c in claims if c["claim"] == f"tirer2022-{name[:4]}-gd-optimum")
         assert verdict == ("reproduced" if rel <= 1e-8 else "partly" if rel <= 0.05 else "not reproduced")
     # the ReLU run reports its dead samples (none in this tiny run, so nothing is predicted or revived)
     relu = s["fig4-thm4.2-extended-relu"]

@@ -1,18 +1,39 @@
-"""The five papers' headline claims, their reported values, and the verdict of our measurement on each.
+"""The five papers' headline claims, what each paper says (quoted), and the outcome of our measurement on each.
 
-A :class:`Claim` holds what a paper reports (figure or table, section, the quantity, the value: table cells
-exactly, values read off a figure with their uncertainty), the experiment whose summary measures it with ours, and
-the criterion (:class:`Sign`, :class:`Bound`, :class:`Order`, :class:`Close`, :class:`Monotone`) that turns our
-numbers into a verdict. :data:`CLAIMS` lists them all, written once here, apart from the code that runs the
-experiments; :func:`verdicts` evaluates the claims of one experiment on its summary (what ``nclab experiment run``
-adds to its summary and report), :func:`claims_table_html` shows them.
+A :class:`Claim` holds what a paper says (the quoted sentence with its file and line in the papers' text files,
+:class:`Quote`, and the value the paper reports), the experiment whose summary measures it with ours, and the
+criteria (:class:`Criterion`) that turn our numbers into an outcome. :data:`CLAIMS` lists them all, written once
+here, apart from the code that runs the experiments; :func:`verdicts` evaluates the claims of one experiment on its
+summary (what ``nclab experiment run`` adds to its summary and report), :func:`claims_table_html` shows them and
+:func:`page_markdown` writes the generated part of ``docs/reproductions.md``.
 
-Verdicts (:data:`VERDICTS`): every check passes -> ``reproduced``; none passes -> ``not reproduced``; some pass, or
-a check lands in its "partly" band -> ``partly``; a summary key the claim reads is absent (the experiment did not
-run, does not measure it at this scale, or no experiment exists) -> ``not measured``. The criteria with a
-threshold the paper does not state are ours; each says its threshold in :meth:`Criterion.describe`.
+**Outcomes** (:data:`OUTCOMES`). Each criterion gives ``pass``, ``partial``, ``fail``, ``inconclusive`` (the
+difference is inside the seeds' spread, or too few runs converged) or ``favour`` (ours beats the paper's
+direction). A claim's outcome from its criteria, in this order:
 
-The papers' text files carry no page numbers: locations are figure / table and section.
+* a summary key a criterion reads is absent -> ``not measured`` (the experiment did not run, does not measure it at
+  this scale, or no experiment exists: :attr:`Claim.protocol` then says what it would take);
+* every criterion passes -> ``reproduced``;
+* every criterion passes or favours ours, at least one favours -> ``differs in our favour``;
+* every criterion passes or is inconclusive, at least one inconclusive -> ``inconclusive``;
+* no criterion passes, favours or partly passes (at least one fails) -> ``not reproduced``, or ``paper erratum
+  confirmed`` for a claim that tests a statement the paper gets wrong (:attr:`Claim.erratum`);
+* otherwise -> ``partly``.
+
+A claim of kind ``"check"`` (a derived analysis, the arithmetic of a paper's tables, a consistency check) is no
+reproduction of a paper claim: its outcome is ``holds`` / ``partly holds`` / ``does not hold`` / ``inconclusive``
+/ ``not measured`` (:data:`CHECK_OUTCOMES`), it is shown apart and counted apart.
+
+**Runs over seeds.** A criterion may read a :class:`Runs` instead of one key: the same quantity of several training
+runs (seeds), summarised as mean and sample standard deviation. Every training run records whether it reached its
+target and its final loss under :func:`convergence_keys`; with ``converged_only`` (the default) a run that did not
+converge is dropped, and the criterion's text says which and why; fewer than ``min_runs`` converged runs make the
+criterion ``inconclusive``. :class:`Compare` compares two settings over >= 3 seeds each: a difference of means
+``|mean_a - mean_b| <= sd_a + sd_b`` is inside the seeds' spread -> ``inconclusive``.
+
+Each criterion says its threshold and its baseline in :meth:`Criterion.describe` (``basis``: whose threshold, which
+baseline). The papers' text files carry no page numbers: locations are figure / table and section, and quotes
+cite ``file:line`` of ``/work/shared/papers``' text files (:data:`PAPER_FILES`).
 """
 
 from __future__ import annotations
@@ -28,29 +49,67 @@ from typing import Any
 import numpy as np
 
 __all__ = [
+    "CHECK_OUTCOMES",
     "CLAIMS",
+    "ID_PREFIX",
+    "OUTCOMES",
+    "PAPER_FILES",
     "VERDICTS",
     "Bound",
     "Claim",
     "Close",
+    "Compare",
     "Criterion",
+    "Flip",
     "MedianGain",
     "Monotone",
     "Order",
+    "Quote",
+    "Runs",
     "Sign",
+    "Trend",
     "Verdict",
     "attach",
     "claims_for",
     "claims_table_html",
+    "convergence_keys",
     "lookup",
+    "outcome_counts",
+    "page_markdown",
     "verdict",
     "verdicts",
 ]
 
 REPRODUCED, PARTLY, NOT, UNMEASURED = "reproduced", "partly", "not reproduced", "not measured"
-#: The four verdicts, best first.
-VERDICTS: tuple[str, ...] = (REPRODUCED, PARTLY, NOT, UNMEASURED)
-_PASS, _PARTIAL, _FAIL = "pass", "partial", "fail"
+INCONCLUSIVE, FAVOUR, ERRATUM = "inconclusive", "differs in our favour", "paper erratum confirmed"
+#: The outcomes of a reproduction claim, in the page's order.
+OUTCOMES: tuple[str, ...] = (REPRODUCED, PARTLY, NOT, INCONCLUSIVE, FAVOUR, ERRATUM, UNMEASURED)
+#: Kept for callers of the four-outcome registry: the same as :data:`OUTCOMES`.
+VERDICTS = OUTCOMES
+HOLDS, PARTLY_HOLDS, FAILS = "holds", "partly holds", "does not hold"
+#: The outcomes of a claim of kind ``"check"`` (not a reproduction: shown and counted apart).
+CHECK_OUTCOMES: tuple[str, ...] = (HOLDS, PARTLY_HOLDS, FAILS, INCONCLUSIVE, UNMEASURED)
+_PASS, _PARTIAL, _FAIL, _INCONCLUSIVE, _FAVOUR = "pass", "partial", "fail", "inconclusive", "favour"
+#: The outcomes a :meth:`Criterion.check` returns.
+CRITERION_OUTCOMES: tuple[str, ...] = (_PASS, _PARTIAL, _FAIL, _INCONCLUSIVE, _FAVOUR)
+
+#: The papers' text files (``/work/shared/papers``), by citation key: :class:`Quote` cites ``file:line`` in them.
+PAPER_FILES: dict[str, str] = {
+    "[Xu & Liu 2023]": "000_aebadd9e07b35241.txt",
+    "[Tirer & Bruna 2022]": "001_a2c591b6d8465d5c.txt",
+    "[Wang et al. 2024]": "002_bb3687aee9e8a545.txt",
+    "[Jiang et al. 2024]": "003_6bab7c477745ac90.txt",
+    "[Han et al. 2022]": "004_5b143c3eb2980993.txt",
+}
+#: The start of every claim id of a paper: the citation key's first author and year (readable without our internal
+#: paper numbers), e.g. ``xu2023-fig1-vb-split``.
+ID_PREFIX: dict[str, str] = {
+    "[Xu & Liu 2023]": "xu2023",
+    "[Tirer & Bruna 2022]": "tirer2022",
+    "[Wang et al. 2024]": "wang2024",
+    "[Jiang et al. 2024]": "jiang2024",
+    "[Han et al. 2022]": "han2022",
+}
 
 #: A summary key: one key, or a path of keys / list indices into nested summaries; ``"*"`` maps over a list.
 Key = str | tuple[str | int, ...]
@@ -105,50 +164,190 @@ def _num(v: Any) -> str:
     return str(v)
 
 
+# ============================================================================================ runs and convergence
+#: The per-run summary keys of :func:`convergence_keys`: ``"{run}: converged"`` and so on.
+CONVERGED, FINAL_LOSS, CONVERGENCE = "converged", "final loss", "convergence"
+
+
+def convergence_keys(run: str, *, reached: bool, final_loss: float | None, target: str, detail: str = "") -> dict:
+    """The summary keys by which a training run records whether it reached its target.
+
+    Parameters
+    ----------
+    run : str
+        The run's label in the summary (e.g. ``"mse seed1"``); the keys are ``"{run}: converged"`` (bool),
+        ``"{run}: final loss"`` (float or ``None``) and ``"{run}: convergence"`` (text: the target and what the
+        run reached).
+    reached : bool
+        Whether the run reached ``target``.
+    final_loss : float or None
+        The training loss at the last measured epoch.
+    target : str
+        The target in words: ``"zero training error"``, or the paper's stated accuracy.
+    detail : str, default=""
+        What the run reached, e.g. ``"zero training error at epoch 27"`` or ``"27.5 % training error at the end"``.
+
+    Returns
+    -------
+    dict
+        The three keys.
+
+    Examples
+    --------
+    >>> convergence_keys("mse seed0", reached=False, final_loss=0.3, target="zero training error",
+    ...                  detail="2.5 % training error at the end")["mse seed0: convergence"]
+    'target zero training error: not reached (2.5 % training error at the end)'
+    """
+    said = "reached" if reached else "not reached"
+    return {
+        f"{run}: {CONVERGED}": bool(reached),
+        f"{run}: {FINAL_LOSS}": None if final_loss is None else float(final_loss),
+        f"{run}: {CONVERGENCE}": f"target {target}: {said}" + (f" ({detail})" if detail else ""),
+    }
+
+
+@dataclass(frozen=True)
+class Runs:
+    """The same quantity of several training runs (seeds) in one summary: ``template.format(run=label)`` for each of
+    ``labels`` (default template ``"{run}: {metric}"``).
+
+    With ``converged_only`` (default) a run whose ``"{run}: converged"`` key (:func:`convergence_keys`) is false is
+    dropped and named with its ``"{run}: convergence"`` text; a run without that key counts as converged only when
+    ``converged_only`` is false (otherwise the criterion reads *not measured*: its convergence is not recorded).
+    Fewer than ``min_runs`` converged runs make the criterion *inconclusive*.
+
+    >>> r = Runs(("mse seed0", "mse seed1"), "nc1 last", converged_only=False)
+    >>> r.values({"mse seed0: nc1 last": 1.0, "mse seed1: nc1 last": 3.0})[0]
+    [1.0, 3.0]
+    """
+
+    labels: tuple[str, ...]
+    metric: str
+    template: str = "{run}: {metric}"
+    converged_only: bool = True
+    min_runs: int = 1
+    name: str = ""  #: how the setting is called in texts (default: the labels' common start)
+
+    def key(self, run: str) -> str:
+        return self.template.format(run=run, metric=self.metric)
+
+    def title(self) -> str:
+        if self.name:
+            return self.name
+        first = self.labels[0] if self.labels else ""
+        stem = first.split(" seed")[0]
+        common = stem if all(x.split(" seed")[0] == stem for x in self.labels) else ""
+        return f"{common}: {self.metric}" if common else self.metric
+
+    def describe(self) -> str:
+        conv = ", converged runs only" if self.converged_only else ""
+        return f"{self.title()} over {len(self.labels)} runs{conv}"
+
+    def values(self, summary: Mapping[str, Any]) -> tuple[list[Any], str]:
+        """The values of the kept runs and a note naming the dropped ones (empty when none was dropped)."""
+        kept, dropped = [], []
+        for run in self.labels:
+            if self.converged_only:
+                ok = lookup(summary, f"{run}: {CONVERGED}")
+                if not ok:
+                    why = summary.get(f"{run}: {CONVERGENCE}", "did not converge")
+                    dropped.append(f"{run}: {why}")
+                    continue
+            kept.append(lookup(summary, self.key(run)))
+        note = f"dropped {len(dropped)} of {len(self.labels)} runs ({'; '.join(dropped)})" if dropped else ""
+        return kept, note
+
+
+def _mean_sd(values: Sequence[float]) -> tuple[float, float]:
+    v = np.asarray(values, dtype=np.float64)
+    return float(v.mean()), (float(v.std(ddof=1)) if v.size > 1 else 0.0)
+
+
+def _stat_text(mean: float, sd: float, n: int) -> str:
+    return _num(mean) if n == 1 else f"{_num(mean)} ± {_num(sd)} (n = {n})"
+
+
+Source = Key | Runs
+
+
+def _read(summary: Mapping[str, Any], source: Source) -> tuple[float | None, str, str]:
+    """``(value, text, note)`` of one key or of the mean of a :class:`Runs` (``None``: too few runs converged)."""
+    if isinstance(source, Runs):
+        vals, note = source.values(summary)
+        if len(vals) < max(source.min_runs, 1):
+            return None, f"{source.title()}: {len(vals)} converged runs (< {max(source.min_runs, 1)})", note
+        m, sd = _mean_sd([float(x) for x in vals])
+        return m, f"{source.title()} = {_stat_text(m, sd, len(vals))}", note
+    v = float(lookup(summary, source))
+    return v, f"{_key_text(source)} = {_num(v)}", ""
+
+
+def _src_text(source: Source) -> str:
+    return source.describe() if isinstance(source, Runs) else _key_text(source)
+
+
+def _with(text: str, *notes: str) -> str:
+    extra = "; ".join(n for n in notes if n)
+    return f"{text} [{extra}]" if extra else text
+
+
+# ============================================================================================ criteria
 class Criterion:
-    """One check of our summary against a claim: :meth:`describe` says it in words, :meth:`check` evaluates it to
-    ``(outcome, ours)`` with outcome ``"pass"`` / ``"partial"`` / ``"fail"`` and ``ours`` the values it read
-    (a missing key raises ``KeyError``)."""
+    """One check of our summary against a claim: :meth:`describe` says it in words (threshold and baseline),
+    :meth:`check` evaluates it to ``(outcome, ours)`` with outcome one of :data:`CRITERION_OUTCOMES` and ``ours``
+    the values it read (a missing key raises ``KeyError``). ``basis`` (every criterion has it) says whose threshold
+    it is and what the baseline is, in words."""
+
+    basis: str = ""
 
     def describe(self) -> str:
         raise NotImplementedError
 
     def check(self, summary: Mapping[str, Any]) -> tuple[str, str]:
         raise NotImplementedError
+
+    def _said(self, text: str) -> str:
+        return f"{text} ({self.basis})" if self.basis else text
 
 
 @dataclass(frozen=True)
 class Sign(Criterion):
     """``summary[key]`` has the sign ``sign`` (+1 or -1): a correlation's direction."""
 
-    key: Key
+    key: Source
     sign: int
+    basis: str = ""
 
     def describe(self) -> str:
-        return f"{_key_text(self.key)} {'> 0' if self.sign > 0 else '< 0'}"
+        return self._said(f"{_src_text(self.key)} {'> 0' if self.sign > 0 else '< 0'}")
 
     def check(self, summary: Mapping[str, Any]) -> tuple[str, str]:
-        v = float(lookup(summary, self.key))
-        return (_PASS if v * self.sign > 0 else _FAIL), f"{_key_text(self.key)} = {_num(v)}"
+        v, text, note = _read(summary, self.key)
+        if v is None:
+            return _INCONCLUSIVE, _with(text, note)
+        return (_PASS if v * self.sign > 0 else _FAIL), _with(text, note)
 
 
 @dataclass(frozen=True)
 class Bound(Criterion):
-    """``summary[key] < bound`` (``below=True``) or ``> bound``; with ``partly``, a value past ``bound`` but within
+    """``summary[key] <= bound`` (``below=True``) or ``>= bound``; with ``partly``, a value past ``bound`` but within
     ``partly`` is a partial pass."""
 
-    key: Key
+    key: Source
     bound: float
     below: bool = True
     partly: float | None = None
+    basis: str = ""
 
     def describe(self) -> str:
         op = "<=" if self.below else ">="
         extra = f" (partly: {op} {_num(self.partly)})" if self.partly is not None else ""
-        return f"{_key_text(self.key)} {op} {_num(self.bound)}{extra}"
+        return self._said(f"{_src_text(self.key)} {op} {_num(self.bound)}{extra}")
 
     def check(self, summary: Mapping[str, Any]) -> tuple[str, str]:
-        v = float(lookup(summary, self.key))
+        v, text, note = _read(summary, self.key)
+        if v is None:
+            return _INCONCLUSIVE, _with(text, note)
         side = 1.0 if self.below else -1.0
         if side * (v - self.bound) <= 0:
             out = _PASS
@@ -156,22 +355,27 @@ class Bound(Criterion):
             out = _PARTIAL
         else:
             out = _FAIL
-        return out, f"{_key_text(self.key)} = {_num(v)}"
+        return out, _with(text, note)
 
 
 @dataclass(frozen=True)
 class Order(Criterion):
-    """``summary[a] < summary[b]``: one measured quantity below another (e.g. MSE's NC1 below CE's)."""
+    """``summary[a] < summary[b]``: one measured quantity below another, ``b`` the baseline (e.g. the value at the
+    first epoch after initialisation). For two settings over seeds use :class:`Compare`."""
 
-    a: Key
-    b: Key
+    a: Source
+    b: Source
+    basis: str = ""
 
     def describe(self) -> str:
-        return f"{_key_text(self.a)} < {_key_text(self.b)}"
+        return self._said(f"{_src_text(self.a)} < {_src_text(self.b)}")
 
     def check(self, summary: Mapping[str, Any]) -> tuple[str, str]:
-        a, b = float(lookup(summary, self.a)), float(lookup(summary, self.b))
-        return (_PASS if a < b else _FAIL), f"{_num(a)} vs {_num(b)}"
+        (a, ta, na), (b, tb, nb) = _read(summary, self.a), _read(summary, self.b)
+        if a is None or b is None:
+            return _INCONCLUSIVE, _with(f"{ta} vs {tb}", na, nb)
+        text = f"{_num(a)} vs {_num(b)}" if not (na or nb or isinstance(self.a, Runs)) else f"{ta} vs {tb}"
+        return (_PASS if a < b else _FAIL), _with(text, na, nb)
 
 
 @dataclass(frozen=True)
@@ -186,14 +390,15 @@ class Close(Criterion):
     atol: float = 0.0
     rtol: float = 0.0
     partly_rtol: float | None = None
+    basis: str = ""
 
     def describe(self) -> str:
         t = _key_text(self.target_key) if self.target_key is not None else _num(self.target)
         if isinstance(self.target, bool | int) and self.target_key is None and not self.atol and not self.rtol:
-            return f"{_key_text(self.key)} == {t}"
+            return self._said(f"{_key_text(self.key)} == {t}")
         tol = " + ".join(x for x in (self.atol and f"{_num(self.atol)}", self.rtol and f"{_num(self.rtol)} |t|") if x)
         extra = f" (partly: {_num(self.partly_rtol)} |t|)" if self.partly_rtol is not None else ""
-        return f"|{_key_text(self.key)} - t| <= {tol or 0}, t = {t}{extra}"
+        return self._said(f"|{_key_text(self.key)} - t| <= {tol or 0}, t = {t}{extra}")
 
     def check(self, summary: Mapping[str, Any]) -> tuple[str, str]:
         v = lookup(summary, self.key)
@@ -217,9 +422,10 @@ class Monotone(Criterion):
 
     key: Key
     direction: int
+    basis: str = ""
 
     def describe(self) -> str:
-        return f"{_key_text(self.key)} {'non-increasing' if self.direction < 0 else 'non-decreasing'}"
+        return self._said(f"{_key_text(self.key)} {'non-increasing' if self.direction < 0 else 'non-decreasing'}")
 
     def check(self, summary: Mapping[str, Any]) -> tuple[str, str]:
         v = np.asarray(lookup(summary, self.key), dtype=np.float64)
@@ -234,13 +440,14 @@ class MedianGain(Criterion):
 
     pairs: tuple[tuple[Key, Key], ...]
     label: str = "median(before - after)"
+    basis: str = ""
 
     @property
     def key(self) -> Key:  # the first key, for messages
         return self.pairs[0][0]
 
     def describe(self) -> str:
-        return f"{self.label} > 0 over {len(self.pairs)} runs"
+        return self._said(f"{self.label} > 0 over {len(self.pairs)} runs")
 
     def check(self, summary: Mapping[str, Any]) -> tuple[str, str]:
         gains = [float(lookup(summary, a)) - float(lookup(summary, b)) for a, b in self.pairs]
@@ -250,13 +457,193 @@ class MedianGain(Criterion):
 
 
 @dataclass(frozen=True)
-class Claim:
-    """One headline claim of a paper, its reported value and how our measurement is judged against it.
+class Compare(Criterion):
+    """Two settings over seeds (``a``, ``b``: :class:`Runs`, each >= ``min_seeds`` converged runs), compared by the
+    difference of their means ``d = mean_a - mean_b`` against the seeds' spread ``s = sd_a + sd_b`` (sample
+    standard deviations over seeds).
 
-    ``experiment`` names the registered experiment whose summary holds ours (``None``: no experiment measures
-    it); ``compute`` instead computes ours on the spot (a closed form, the arithmetic of a table) and returns a
-    summary-like mapping for ``checks``. ``reason`` says what our setting changes against the paper's (model,
-    data, scale, recipe), i.e. why a difference may not be the paper's fault.
+    ``relation="<"`` (the paper: a below b): ``|d| <= s`` -> ``inconclusive``; else ``d < 0`` -> pass, ``d > 0``
+    -> fail. ``relation="~"`` (the paper: comparable, within ``tol``): ``|d| <= tol`` -> pass; else ``|d| <= s``
+    -> ``inconclusive``; else fail. With ``favour`` (+1 or -1) a difference outside the spread whose sign is
+    ``favour`` is ``favour`` instead of fail: ours beats the paper's direction (e.g. a = the CMF head's accuracy,
+    ``favour=+1``: the CMF head better than the learned one where the paper says "comparable"). Fewer than
+    ``min_seeds`` converged runs in either setting -> ``inconclusive``.
+
+    >>> a = Runs(("mse seed0", "mse seed1", "mse seed2"), "nc1 last", converged_only=False)
+    >>> b = Runs(("ce seed0", "ce seed1", "ce seed2"), "nc1 last", converged_only=False)
+    >>> s = {f"{l} seed{i}: nc1 last": v for l, vs in (("mse", (1.0, 1.1, 0.9)), ("ce", (2.0, 2.1, 1.9)))
+    ...      for i, v in enumerate(vs)}
+    >>> Compare(a, b).check(s)[0]
+    'pass'
+    >>> s["ce seed0: nc1 last"] = 0.5   # ce now spans 0.5 ... 2.1: the difference is inside the spread
+    >>> Compare(a, b).check(s)[0]
+    'inconclusive'
+    """
+
+    a: Runs
+    b: Runs
+    relation: str = "<"
+    tol: float = 0.0
+    favour: int = 0
+    min_seeds: int = 3
+    basis: str = ""
+
+    def __post_init__(self) -> None:
+        if self.relation not in ("<", "~"):
+            raise ValueError(f"Compare relation must be '<' or '~', not {self.relation!r}")
+
+    def describe(self) -> str:
+        rel = "<" if self.relation == "<" else f"within {_num(self.tol)} of"
+        rule = (
+            f"mean over >= {self.min_seeds} seeds each; |difference of means| <= sd_a + sd_b (the seeds' spread) "
+            "is inconclusive"
+        )
+        fav = " (a significant difference the other way is in our favour)" if self.favour else ""
+        return self._said(f"{_src_text(self.a)} {rel} {_src_text(self.b)}: {rule}{fav}")
+
+    def check(self, summary: Mapping[str, Any]) -> tuple[str, str]:
+        va, na = self.a.values(summary)
+        vb, nb = self.b.values(summary)
+        if len(va) < self.min_seeds or len(vb) < self.min_seeds:
+            counts = f"{self.a.title()}: {len(va)}, {self.b.title()}: {len(vb)} converged runs (< {self.min_seeds})"
+            return _INCONCLUSIVE, _with(counts, na, nb)
+        (ma, sa), (mb, sb) = _mean_sd([float(x) for x in va]), _mean_sd([float(x) for x in vb])
+        d, spread = ma - mb, sa + sb
+        text = _with(
+            f"{self.a.title()} {_stat_text(ma, sa, len(va))} vs {self.b.title()} {_stat_text(mb, sb, len(vb))}: "
+            f"difference {_num(d)}, spread {_num(spread)}",
+            na,
+            nb,
+        )
+        if self.relation == "~" and abs(d) <= self.tol:
+            return _PASS, text
+        if abs(d) <= spread:
+            return _INCONCLUSIVE, text
+        if self.relation == "<" and d < 0:
+            return _PASS, text
+        if self.favour and d * self.favour > 0:
+            return _FAVOUR, text
+        return _FAIL, text
+
+
+@dataclass(frozen=True)
+class Flip(Criterion):
+    """A correlation whose sign flips between two groups as the paper's: ``summary[a]`` has the sign ``signs[0]``
+    and ``summary[b]`` the sign ``signs[1]`` (opposite signs). Both as the paper's -> pass; a flip the other way
+    round -> partial; the same sign in both groups (no flip) -> fail. Judged as one flip, not two signs."""
+
+    a: Key
+    b: Key
+    signs: tuple[int, int]
+    basis: str = ""
+
+    def __post_init__(self) -> None:
+        if self.signs[0] * self.signs[1] >= 0:
+            raise ValueError(f"Flip needs opposite signs, not {self.signs}")
+
+    def describe(self) -> str:
+        s = ["> 0" if x > 0 else "< 0" for x in self.signs]
+        return self._said(f"sign flips: {_key_text(self.a)} {s[0]} and {_key_text(self.b)} {s[1]}")
+
+    def check(self, summary: Mapping[str, Any]) -> tuple[str, str]:
+        a, b = float(lookup(summary, self.a)), float(lookup(summary, self.b))
+        text = f"{_key_text(self.a)} = {_num(a)}, {_key_text(self.b)} = {_num(b)}"
+        if a * self.signs[0] > 0 and b * self.signs[1] > 0:
+            return _PASS, text + " (flips as the paper's)"
+        if a * b < 0:
+            return _PARTIAL, text + " (flips the other way)"
+        return _FAIL, text + " (no flip)"
+
+
+@dataclass(frozen=True)
+class Trend(Criterion):
+    """A per-epoch series keeps falling (``direction=-1``) or rising (``+1``) after the first epoch: the baseline is
+    the first measured epoch after the initialisation (``skip_init``: epoch 0 is dropped), not the initialisation.
+
+    The series is ``summary[key]`` as ``[[epoch, value], ...]`` pairs (or the mean over the converged runs of a
+    :class:`Runs` of such series, at their common epochs). Let ``start`` be its first value after epoch 0, ``ext``
+    its extreme after that (the smallest for -1, the largest for +1) and ``last`` its last value. Pass: ``last``
+    moved from ``start`` in ``direction`` and lies within ``tol`` (relative) of ``ext`` (the trend holds to the
+    end); partial: it moved from ``start`` in ``direction`` but turned back by more than ``tol`` from ``ext`` (the
+    extreme's epoch is said); fail: it did not move from ``start`` in ``direction``.
+    """
+
+    key: Source
+    direction: int
+    tol: float = 0.05
+    skip_init: bool = True
+    basis: str = ""
+
+    def describe(self) -> str:
+        word = "keeps falling" if self.direction < 0 else "keeps rising"
+        ext = "minimum" if self.direction < 0 else "maximum"
+        start = "the first epoch after initialisation" if self.skip_init else "the first measured epoch"
+        return self._said(
+            f"{_src_text(self.key)} {word}: last vs {start} in that direction, and within {_num(self.tol)} "
+            f"(relative) of its {ext} after it (partly: moved in that direction but turned back)"
+        )
+
+    def _series(self, summary: Mapping[str, Any]) -> tuple[dict[int, float] | None, str, int]:
+        if isinstance(self.key, Runs):
+            runs, note = self.key.values(summary)
+            if len(runs) < max(self.key.min_runs, 1):
+                return None, note, len(runs)
+            dicts = [{int(e): float(v) for e, v in r} for r in runs]
+            common = set.intersection(*(set(d) for d in dicts))
+            return {e: float(np.mean([d[e] for d in dicts])) for e in sorted(common)}, note, len(runs)
+        return {int(e): float(v) for e, v in lookup(summary, self.key)}, "", 1
+
+    def check(self, summary: Mapping[str, Any]) -> tuple[str, str]:
+        series, note, n = self._series(summary)
+        name = self.key.title() if isinstance(self.key, Runs) else _key_text(self.key)
+        if series is None:
+            return _INCONCLUSIVE, _with(f"{name}: {n} converged runs", note)
+        epochs = [e for e in sorted(series) if e > 0 or not self.skip_init]
+        if len(epochs) < 2:
+            raise _Missing(f"{name}: fewer than 2 measured epochs after the initialisation")
+        start, last = series[epochs[0]], series[epochs[-1]]
+        pick = min if self.direction < 0 else max
+        e_ext = pick(epochs, key=lambda e: series[e])
+        ext = series[e_ext]
+        mean = f"mean of {n} runs, " if n > 1 else ""
+        text = _with(
+            f"{name} ({mean}epochs {epochs[0]} -> {epochs[-1]}): {_num(start)} -> {_num(last)}; "
+            f"{'minimum' if self.direction < 0 else 'maximum'} {_num(ext)} at epoch {e_ext}",
+            note,
+        )
+        if self.direction * (last - start) <= 0:
+            return _FAIL, text
+        if abs(last - ext) <= self.tol * abs(ext):
+            return _PASS, text
+        return _PARTIAL, text
+
+
+# ============================================================================================ claims and outcomes
+@dataclass(frozen=True)
+class Quote:
+    """What the paper says, verbatim: ``text`` at ``line`` (1-based) of ``file`` in the papers' text files."""
+
+    file: str
+    line: int
+    text: str
+
+    def cite(self) -> str:
+        return f"{self.file}:{self.line}"
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One headline claim of a paper (or a check of ours, ``kind="check"``), what the paper says and how our
+    measurement is judged against it.
+
+    ``quantity`` says the claim in words; ``quote`` is the paper's sentence (file and line); ``paper_value`` the
+    value the paper reports, and ``paper_value_ours`` marks a value the paper does not print (read off a figure or
+    recomputed by us: the page labels it ours). ``experiment`` names the registered experiment whose summary holds
+    ours (``None``: no experiment measures it); ``compute`` instead computes ours on the spot (a closed form, the
+    arithmetic of a table) and returns a summary-like mapping for ``checks``. ``reason`` says in one sentence why
+    ours may differ (model, data, scale, recipe). ``erratum`` (non-empty: the paper's statement as printed is
+    wrong, and says how) turns "not reproduced" into "paper erratum confirmed". ``protocol`` says, for a claim we
+    measure only at paper scale or not at all, what its measurement takes.
     """
 
     id: str
@@ -268,14 +655,32 @@ class Claim:
     experiment: str | None
     reason: str = ""
     compute: Callable[[], Mapping[str, Any]] | None = field(default=None, compare=False)
+    quote: Quote | None = None
+    paper_value_ours: bool = False
+    kind: str = "reproduction"  #: ``"reproduction"`` or ``"check"``
+    erratum: str = ""
+    protocol: str = ""
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("reproduction", "check"):
+            raise ValueError(f"claim {self.id}: kind must be 'reproduction' or 'check', not {self.kind!r}")
 
     def criterion(self) -> str:
         return "; ".join(c.describe() for c in self.checks) if self.checks else "no measurement exists"
 
+    def paper_says(self) -> str:
+        """The paper's value with its quote and source, e.g. ``"..." (000_x.txt:117); value``; a value the paper
+        does not print is marked ``ours:``."""
+        value = f"ours: {self.paper_value}" if self.paper_value_ours else self.paper_value
+        if self.quote is None:
+            return value
+        return f'"{self.quote.text}" ({self.quote.cite()}); {value}'
+
 
 @dataclass(frozen=True)
 class Verdict:
-    """The outcome of one claim on one summary: ``status`` one of :data:`VERDICTS`, ``ours`` the values read."""
+    """The outcome of one claim on one summary: ``status`` one of :data:`OUTCOMES` (:data:`CHECK_OUTCOMES` for a
+    check), ``ours`` the values read."""
 
     claim: Claim
     status: str
@@ -285,14 +690,44 @@ class Verdict:
         c = self.claim
         return {
             "claim": c.id,
+            "kind": c.kind,
             "paper": c.paper,
             "where": c.where,
             "quantity": c.quantity,
-            "paper_value": c.paper_value,
+            "paper_value": c.paper_says(),
             "ours": self.ours,
             "criterion": c.criterion(),
             "verdict": self.status,
+            "reason": c.reason,
         }
+
+
+_AS_CHECK = {REPRODUCED: HOLDS, PARTLY: PARTLY_HOLDS, NOT: FAILS, FAVOUR: HOLDS, ERRATUM: FAILS}
+
+
+def combine(outcomes: Sequence[str], *, erratum: bool = False) -> str:
+    """The outcome of a reproduction claim from its criteria's outcomes (the module's rules).
+
+    >>> combine(["pass", "pass"]), combine(["pass", "favour"]), combine(["pass", "inconclusive"])
+    ('reproduced', 'differs in our favour', 'inconclusive')
+    >>> combine(["fail", "inconclusive"]), combine(["fail"], erratum=True), combine(["pass", "fail"])
+    ('not reproduced', 'paper erratum confirmed', 'partly')
+    """
+    bad = set(outcomes) - set(CRITERION_OUTCOMES)
+    if bad:
+        raise ValueError(f"unknown criterion outcomes {sorted(bad)}")
+    if not outcomes:
+        return UNMEASURED
+    kinds = set(outcomes)
+    if kinds == {_PASS}:
+        return REPRODUCED
+    if kinds <= {_PASS, _FAVOUR}:
+        return FAVOUR
+    if kinds <= {_PASS, _INCONCLUSIVE}:
+        return INCONCLUSIVE
+    if kinds <= {_FAIL, _INCONCLUSIVE}:
+        return ERRATUM if erratum else NOT
+    return PARTLY
 
 
 def verdict(claim: Claim, summary: Mapping[str, Any] | None) -> Verdict:
@@ -305,7 +740,10 @@ def verdict(claim: Claim, summary: Mapping[str, Any] | None) -> Verdict:
     if claim.compute is not None:
         summary = claim.compute()
     if summary is None or not claim.checks:
-        why = "no experiment measures it" if claim.experiment is None and claim.compute is None else "not run"
+        if claim.protocol:
+            why = f"not measured here; it takes: {claim.protocol}"
+        else:
+            why = "no experiment measures it" if claim.experiment is None and claim.compute is None else "not run"
         return Verdict(claim, UNMEASURED, why)
     outcomes, ours = [], []
     for check in claim.checks:
@@ -315,13 +753,19 @@ def verdict(claim: Claim, summary: Mapping[str, Any] | None) -> Verdict:
             return Verdict(claim, UNMEASURED, missing.args[0])
         outcomes.append(out)
         ours.append(text)
-    if all(o == _PASS for o in outcomes):
-        status = REPRODUCED
-    elif all(o == _FAIL for o in outcomes):
-        status = NOT
-    else:
-        status = PARTLY
+    status = combine(outcomes, erratum=bool(claim.erratum))
+    if claim.kind == "check":
+        status = _AS_CHECK.get(status, status)
     return Verdict(claim, status, "; ".join(ours))
+
+
+def outcome_counts(found: Sequence[Verdict]) -> dict[str, dict[str, int]]:
+    """``{"reproduction": {outcome: n}, "check": {outcome: n}}`` over ``found``, every outcome listed (zeros too):
+    the counts add up to the number of claims of each kind."""
+    out = {"reproduction": dict.fromkeys(OUTCOMES, 0), "check": dict.fromkeys(CHECK_OUTCOMES, 0)}
+    for v in found:
+        out[v.claim.kind][v.status] += 1
+    return out
 
 
 def attach(experiment: str, out: Path, summary: dict[str, Any]) -> dict[str, Any]:
@@ -358,6 +802,16 @@ def verdicts(experiment: str, summary: Mapping[str, Any] | None) -> list[Verdict
     return [verdict(c, summary) for c in claims_for(experiment)]
 
 
+_OUTCOME_NOTE = (
+    "Outcomes: reproduced = every criterion passes; partly = some do; not reproduced = none does; inconclusive = "
+    "the difference is inside the seeds' spread (|difference of means| <= the sum of the two settings' standard "
+    "deviations over seeds) or too few runs reached their target; differs in our favour = ours beats the paper's "
+    "direction; paper erratum confirmed = the paper's statement as printed fails where its corrected form holds; "
+    "not measured = a value the criterion reads is absent. Checks (derived analyses, the papers' table arithmetic) "
+    "hold or do not hold and are no reproductions. Thresholds the paper does not state are ours."
+)
+
+
 def claims_table_html(found: Sequence[Verdict]) -> str:
     """The "paper vs ours" section of a report: one row per claim (an empty list says there is none)."""
     if not found:
@@ -369,12 +823,91 @@ def claims_table_html(found: Sequence[Verdict]) -> str:
         d = v.to_dict()
         d["where"] = f"{d['paper']}, {d['where']}"
         rows.append("<tr>" + "".join(f"<td>{html.escape(d[c])}</td>" for c in cols) + "</tr>")
-    note = (
-        "<p>Verdicts: reproduced = every check of the criterion passes; partly = some do; not reproduced = none "
-        "does; not measured = a value the criterion reads is absent. Thresholds the paper does not state are "
-        "ours (docs/reproductions.md).</p>"
-    )
+    note = f"<p>{html.escape(_OUTCOME_NOTE)} (docs/reproductions.md)</p>"
     return f"{note}<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+
+
+# ============================================================================================ the page
+def _cell(text: str) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _row(cells: Sequence[str]) -> str:
+    return "| " + " | ".join(_cell(c) for c in cells) + " |"
+
+
+def _sentence(text: str) -> str:
+    text = text.strip().rstrip(".")
+    return (text[:1].upper() + text[1:] + ".") if text else ""
+
+
+def counts_sentence(counts: Mapping[str, Mapping[str, int]]) -> str:
+    """The page's tally: reproduction claims per outcome, then checks per outcome (zeros left out)."""
+    rep, chk = counts["reproduction"], counts["check"]
+
+    def said(c: Mapping[str, int]) -> str:
+        return ", ".join(f"{n} {o}" for o, n in c.items() if n) or "none"
+
+    return (
+        f"{sum(rep.values())} claims of the papers: {said(rep)}. "
+        f"{sum(chk.values())} checks (derived analyses and consistency checks, not reproductions): {said(chk)}."
+    )
+
+
+def page_markdown(
+    found: Sequence[Verdict],
+    papers: Sequence[tuple[str, str]],
+    *,
+    sources: Mapping[str, str] | None = None,
+    extra: Mapping[str, Sequence[str]] | None = None,
+) -> list[str]:
+    """The per-paper part of ``docs/reproductions.md`` (markdown lines) from the verdicts ``found``.
+
+    Parameters
+    ----------
+    found : sequence of Verdict
+        One per claim, in :data:`CLAIMS` order.
+    papers : sequence of (str, str)
+        ``(citation key, title)`` in page order; the anchor of each section is its :data:`ID_PREFIX`.
+    sources : mapping of str to str, optional
+        Per claim id, where ours comes from (an experiment's name, "computed by the generator").
+    extra : mapping of str to list of str, optional
+        Per citation key, markdown lines put after that paper's tables (e.g. a table of correlations).
+
+    Returns
+    -------
+    list of str
+        Lines: the tally, then per paper a table of its claims (claim, the paper, ours, outcome, why), its checks
+        in their own table, and the criteria and raw values in a collapsible ``<details>``.
+    """
+    sources = sources or {}
+    extra = extra or {}
+    lines = [counts_sentence(outcome_counts(found)), "", _OUTCOME_NOTE, ""]
+    head = ("claim", "the paper", "ours", "outcome", "why")
+    for key, title in papers:
+        mine = [v for v in found if v.claim.paper == key]
+        prefix = ID_PREFIX.get(key, key)
+        lines += [f"(reproductions-{prefix})=", f"### {key}: {title}", ""]
+        for kind, label in (("reproduction", None), ("check", "Checks (not reproductions)")):
+            rows = [v for v in mine if v.claim.kind == kind]
+            if not rows:
+                continue
+            if label:
+                lines += [f"{label}:", ""]
+            lines += [_row(head), _row(["---"] * len(head))]
+            for v in rows:
+                c = v.claim
+                claim = f"**{c.id}** ({c.where}): {c.quantity}"
+                lines.append(_row([claim, c.paper_says(), v.ours, f"**{v.status}**", _sentence(c.reason)]))
+            lines.append("")
+        if mine:
+            lines += ["<details><summary>Criteria, thresholds and baselines</summary>", ""]
+            for v in mine:
+                src = sources.get(v.claim.id, v.claim.experiment or "none")
+                lines.append(f"- **{v.claim.id}** (ours: `{src}`): {_cell(v.claim.criterion())}.")
+            lines += ["", "</details>", ""]
+        lines += list(extra.get(key, ()))
+    return lines
 
 
 # ============================================================================================ the papers' values
@@ -502,7 +1035,7 @@ _HAN2022_MSE_RUNS: tuple[str, ...] = tuple(
 CLAIMS: tuple[Claim, ...] = (
     # ------------------------------------------------------------------------------ 000 [Xu & Liu 2023]
     Claim(
-        "000-fig1-vb-split", _XU, "Fig. 1, Sec. 4.1",
+        "xu2023-fig1-vb-split", _XU, "Fig. 1, Sec. 4.1",
         "within-class squared distance in V_B vs V_B-perp during training (ResNet50, ImageNet), "
         "(1/KN) sum ||Proj(h_ki - mu_k)||^2, first measured epoch vs last",
         "V_B part falls, V_B-perp part keeps rising (read off the figure)",
@@ -521,7 +1054,7 @@ CLAIMS: tuple[Claim, ...] = (
         "2.048), CE",
     ),
     Claim(
-        "000-fig3-trends", _XU, "Fig. 3, Sec. 6.1",
+        "xu2023-fig3-trends", _XU, "Fig. 3, Sec. 6.1",
         "Fuzziness, SqDist, CosSim, VCI vs epoch, ResNet18 on CIFAR-10 (p/K = 51.2)",
         "Fuzziness and VCI decrease in all 3 recipes; SqDist, CosSim no consistent trend",
         tuple(
@@ -533,19 +1066,19 @@ CLAIMS: tuple[Claim, ...] = (
         "within_class_cosine), not judged: the paper claims none",
     ),
     Claim(
-        "000-fig4-mse-vs-ce", _XU, "Fig. 4, Sec. 6.1",
+        "xu2023-fig4-mse-vs-ce", _XU, "Fig. 4, Sec. 6.1",
         "final Fuzziness (NC1) of MSE- vs CE-trained networks",
         "MSE more collapsed than CE by all four metrics (ResNet50, ImageNet; read off the figure)",
         (Order("mse: nc1 last", "ce: nc1 last"),), "fashion-mnist-cnn", _FMNIST_REASON,
     ),
     Claim(
-        "000-fig7-vci", _XU, "Fig. 7 / Table 2, Sec. 6.3", "Pearson r(VCI, MLOG) in the tau and the lambda group",
+        "xu2023-fig7-vci", _XU, "Fig. 7 / Table 2, Sec. 6.3", "Pearson r(VCI, MLOG) in the tau and the lambda group",
         f"tau {_r('tau', 'vci')}, lambda {_r('lambda', 'vci')} (recomputed from Table 2; Fig. 7 legends)",
         (Sign(("pearson_r", "tau/vci"), +1), Sign(("pearson_r", "lambda/vci"), +1)), "vci-transfer",
         _TRANSFER_REASON,
     ),
     Claim(
-        "000-fig7-others-flip", _XU, "Fig. 7 / Table 2, Sec. 6.3",
+        "xu2023-fig7-others-flip", _XU, "Fig. 7 / Table 2, Sec. 6.3",
         "sign of r(metric, MLOG) of Fuzziness, SqDist, CosSim in the tau / lambda group (they flip)",
         f"nc1 {_r('tau', 'nc1')} / {_r('lambda', 'nc1')}; trace_ratio {_r('tau', 'trace_ratio')} / "
         f"{_r('lambda', 'trace_ratio')}; within_class_cosine {_r('tau', 'within_class_cosine')} / "
@@ -558,21 +1091,21 @@ CLAIMS: tuple[Claim, ...] = (
         "vci-transfer", _TRANSFER_REASON,
     ),
     Claim(
-        "000-tables-vci-mlo", _XU, "Tables 1-2, Sec. 6.3",
+        "xu2023-tables-vci-mlo", _XU, "Tables 1-2, Sec. 6.3",
         "Pearson r(VCI, MLO) (raw transfer, without MLOG's -logit p_0) per group",
         f"tau {_r('tau', 'vci', 'mlo')}, lambda {_r('lambda', 'vci', 'mlo')} (recomputed from Tables 1-2)",
         (Sign(("pearson_r_mlo", "tau/vci"), +1), Sign(("pearson_r_mlo", "lambda/vci"), +1)), "vci-transfer",
         _TRANSFER_REASON,
     ),
     Claim(
-        "000-tables-vci-partial", _XU, "Tables 1-2, Sec. 6.3",
+        "xu2023-tables-vci-partial", _XU, "Tables 1-2, Sec. 6.3",
         "partial r(VCI, MLOG | logit p_0) per group",
         f"tau {_r('tau', 'vci', 'partial')}, lambda {_r('lambda', 'vci', 'partial')} (recomputed from Tables 1-2)",
         (Sign(("partial_r_p0", "tau/vci"), +1), Sign(("partial_r_p0", "lambda/vci"), +1)), "vci-transfer",
         _TRANSFER_REASON,
     ),
     Claim(
-        "000-tables-arithmetic", _XU, "Tables 1-2, Eq. (6)",
+        "xu2023-tables-arithmetic", _XU, "Tables 1-2, Eq. (6)",
         "MLO and MLOG recomputed from the tables' accuracies (closed form)",
         "MLO and MLOG columns to the tables' rounding (5e-4)",
         (Bound("max_abs_mlo_error", 5e-4), Bound("max_abs_mlog_error", 5e-4)), None,
@@ -581,7 +1114,7 @@ CLAIMS: tuple[Claim, ...] = (
     # ------------------------------------------------------------------------------ 001 [Tirer & Bruna 2022]
     *(
         Claim(
-            f"001-fig{i}-gd-optimum", _TB, f"Fig. {i}, Sec. 6 ({thm})",
+            f"tirer2022-fig{i}-gd-optimum", _TB, f"Fig. {i}, Sec. 6 ({thm})",
             f"GD objective at the end vs the closed-form optimum L*, {model}",
             "GD converges to the closed-form global minimiser; NC1-NC3 -> 0 (read off the figure, log scale)",
             (Close((fig, "loss"), target_key=(fig, "L_star"), rtol=1e-8, partly_rtol=0.05),), "ufm-figures",
@@ -595,18 +1128,18 @@ CLAIMS: tuple[Claim, ...] = (
         )
     ),
     Claim(
-        "001-thm3-thresholds", _TB, "Thms 3.1, 3.2, 4.1, Secs. 3-4",
+        "tirer2022-thm3-thresholds", _TB, "Thms 3.1, 3.2, 4.1, Secs. 3-4",
         "closed-form optimum L* across the lambda threshold vs numerical L-BFGS",
         "zero optimum exactly above the threshold (theorem)",
         (Bound("max_abs_gap", 1e-8),), "ufm-threshold-sweep", "K = 4, n = 3, d = 8, 25 lambdas per model",
     ),
     Claim(
-        "001-thm51-attenuation", _TB, "Thm 5.1, Sec. 5",
+        "tirer2022-thm51-attenuation", _TB, "Thm 5.1, Sec. 5",
         "slope of ||W_hat - f W*|| / ||W*|| against n (log-log)", "-1/2 (theorem)",
         (Close("slope", -0.5, atol=0.05, partly_rtol=0.5),), "ufm-thm51", "K = 4, d = 20, sigma = 0.3, 10 draws",
     ),
     Claim(
-        "001-fig5-10-resnet-depth", _TB, "Figs. 5 / 10, Sec. 6",
+        "tirer2022-fig5-10-resnet-depth", _TB, "Figs. 5 / 10, Sec. 6",
         "NC1 per ResNet block (MSE, no bias) and the deepest features' structure",
         "NC1 decreases monotonically with depth; the deepest features approach an orthogonal frame (read off the "
         "figures: NC2 to OF -> ~0)",
@@ -615,7 +1148,7 @@ CLAIMS: tuple[Claim, ...] = (
     ),
     # ------------------------------------------------------------------------------ 002 [Wang et al. 2024]
     Claim(
-        "002-fig2-3-depth-order", _WANG, "Figs. 2-3, Sec. IV-A (Conjecture 1)",
+        "wang2024-fig2-3-depth-order", _WANG, "Figs. 2-3, Sec. IV-A (Conjecture 1)",
         "depth order of PFC1, PFC2, PFC3 at the end of training",
         "PFC1 and PFC2 decrease, PFC3 increases towards 1 with depth (read off the figures, 5 datasets)",
         (Bound("pfc1_depth_violations", 0), Bound("pfc2_depth_violations", 0), Bound("pfc3_depth_violations", 0)),
@@ -623,14 +1156,14 @@ CLAIMS: tuple[Claim, ...] = (
         "MNIST ... CIFAR-100, 350 epochs",
     ),
     Claim(
-        "002-fig3-geodesic", _WANG, "Fig. 3, Sec. IV-A",
+        "wang2024-fig3-geodesic", _WANG, "Fig. 3, Sec. IV-A",
         "how straight the layers' path is (straightness index, 1 = the geodesic)",
         "the measured metrics lie close to the geodesic prediction (qualitative; no tolerance stated)",
         (Bound("straightness_index", 0.9, below=False, partly=0.5),), "geodesic-digits",
         "threshold 0.9 (partly 0.5) is ours; same setting as the depth order",
     ),
     Claim(
-        "002-fig4-mufm-between", _WANG, "Fig. 4, Thm 4, Sec. IV-B",
+        "wang2024-fig4-mufm-between", _WANG, "Fig. 4, Thm 4, Sec. IV-B",
         "PFC1 of the MUFM optimum vs the data's and the UFM optimum's",
         "between the data (red line) and NC (UFM: 0); read off the figure",
         (
@@ -641,7 +1174,7 @@ CLAIMS: tuple[Claim, ...] = (
         "mufm-tradeoff", "the paper's sizes (K = 5, n = 100, d = 20); exact alternating solver instead of GD",
     ),
     Claim(
-        "002-fig5-tradeoff", _WANG, "Fig. 5, Sec. IV-B",
+        "wang2024-fig5-tradeoff", _WANG, "Fig. 5, Sec. IV-B",
         "PFC1, PFC2 and the alignment ||H/||H|| - X/||X|||| as lambda/lambda_W grows from 0.1 to 4",
         "PFC1 and PFC2 rise (away from NC), the alignment distance falls (read off the figure)",
         (
@@ -652,9 +1185,9 @@ CLAIMS: tuple[Claim, ...] = (
         "mufm-tradeoff", "the paper's sizes; exact alternating solver instead of GD",
     ),
     Claim(
-        "002-table1-fmnist", _WANG, "Table I (Fashion-MNIST row) with Figs. 2-3",
+        "wang2024-table1-fmnist", _WANG, "Table I (Fashion-MNIST row) with Figs. 2-3",
         "PFC depth order of the Table I networks (all five datasets at paper scale)",
-        "as Conjecture 1 (see 002-fig2-3-depth-order)",
+        "as Conjecture 1 (see wang2024-fig2-3-depth-order)",
         (Bound("pfc1_depth_violations", 0), Bound("pfc2_depth_violations", 0), Bound("pfc3_depth_violations", 0)),
         "pfc-table1",
         "paper scale only (pfc-table1); on the H100 the registered run of the Fashion-MNIST row cut to 10 epochs "
@@ -663,7 +1196,7 @@ CLAIMS: tuple[Claim, ...] = (
     ),
     # ------------------------------------------------------------------------------ 003 [Jiang et al. 2024]
     Claim(
-        "003-fig2-trained-gnc", _JIANG, "Figs. 2, B.3, Sec. 2",
+        "jiang2024-fig2-trained-gnc", _JIANG, "Figs. 2, B.3, Sec. 2",
         "GNC1, GNC2 (rho of W vs the Softmax Code optimum), GNC3 of trained networks (ResNet18, CIFAR-100, d = 10)",
         "GNC1, GNC3 -> ~0 and rho(W) near the optimum at small tau (read off the figure)",
         (
@@ -681,20 +1214,20 @@ CLAIMS: tuple[Claim, ...] = (
         "Softmax Code's margin (partly 50 %), and the run at tau = 0.5 farther from it (one seed each)",
     ),
     Claim(
-        "003-fig3-bounds", _JIANG, "Fig. 3, Thm 3.9, Sec. 3",
+        "jiang2024-fig3-bounds", _JIANG, "Fig. 3, Thm 3.9, Sec. 3",
         "optimal rho_one-vs-rest vs d (K = 1000) between the Thm 3.9 bounds", "bounds hold (theorem)",
         (Close("bounds_hold", True), Bound("checked_numerical", 4, below=False)), "gnc-bounds-vs-d",
         "theory half only: at K = 1000 the cpu scale searches d = 3, 4, 8, 16 (one start, 600 steps; paper scale "
         "adds 32, 64), d = 2 and d >= K - 1 are closed forms; a searched margin is a lower bound on the optimum",
     ),
     Claim(
-        "003-fig4-assignment-counts", _JIANG, "Fig. 4, B.6, Sec. 4",
+        "jiang2024-fig4-assignment-counts", _JIANG, "Fig. 4, B.6, Sec. 4",
         "class-to-code assignments up to symmetry: square; hexagon; its antipodal pairings", "3; 60; 15",
         (Close("square_assignments", 3), Close("hexagon_assignments", 60), Close("hexagon_antipodal_pairings", 15)),
         "gnc-assignment", "combinatorics only (exact)",
     ),
     Claim(
-        "003-fig4-assignment-accuracy", _JIANG, "Fig. 4, Sec. 4",
+        "jiang2024-fig4-assignment-accuracy", _JIANG, "Fig. 4, Sec. 4",
         "test accuracy of ResNet18 (d = 2, 4 CIFAR-10 classes), learned vs fixed assignments",
         "learned 91.45 %; fixed A1 91.90 %, A2 92.13 %, A3 89.95 % (A3: the similar Cat and Dog antipodal, the "
         "lowest; the learned code keeps them adjacent)",
@@ -712,7 +1245,7 @@ CLAIMS: tuple[Claim, ...] = (
         "(the paper's gap: 0.68 points)",
     ),
     Claim(
-        "003-fig5-cmf", _JIANG, "Fig. 5, Sec. 5, App. B",
+        "jiang2024-fig5-cmf", _JIANG, "Fig. 5, Sec. 5, App. B",
         "CMF classifier vs learned: test accuracy curves trained from scratch (gap learned - CMF at the end and its "
         "largest over the curve); fine-tuning ID (CIFAR-10) / OOD (STL-10) accuracy",
         "CMF matches learned curves (\"comparable performance\", no numbers given); fine-tuning 98.00 / 90.67 % "
@@ -729,14 +1262,14 @@ CLAIMS: tuple[Claim, ...] = (
         "the measured test curve <= 3 points (partly 5)",
     ),
     Claim(
-        "003-figC1-tau-limit", _JIANG, "Fig. C.1, Lemma 3.1, App. C",
+        "jiang2024-figC1-tau-limit", _JIANG, "Fig. C.1, Lemma 3.1, App. C",
         "max cosine of the CE-UFM optimum at the smallest tau vs the HardMax (Softmax Code) optimum, (d, K) = (3, 7)",
         "approaches the HardMax value as tau -> 0 (read off the figure)",
         (Bound("final_rel_gap_to_hardmax", 2e-3, partly=0.05),), "gnc-tau-maxcos",
         "tau grid to 5e-4 (the paper's grid is unstated); 0.2 % threshold is ours (issue 27)",
     ),
     Claim(
-        "003-figB1-d2-codes", _JIANG, "Figs. B.1 c/d, B.2, App. B",
+        "jiang2024-figB1-d2-codes", _JIANG, "Figs. B.1 c/d, B.2, App. B",
         "d = 2, K = 30 codes: spacing of the spherical-constraint (SC) code, its margin, and weight decay's (WD)",
         "SC: a regular 30-gon (uniform, rho = 1 - cos(2 pi / 30)); WD: not uniform (read off the figure)",
         (
@@ -748,7 +1281,7 @@ CLAIMS: tuple[Claim, ...] = (
     ),
     # ------------------------------------------------------------------------------ 004 [Han et al. 2022]
     Claim(
-        "004-fig2-ufm-decomposition", _HAN, "Fig. 2, Thms 1-2, Sec. 2",
+        "han2022-fig2-ufm-decomposition", _HAN, "Fig. 2, Thms 1-2, Sec. 2",
         "L = L_NC1 + L_NC2/3 + L_perp (identity residual) and L_perp / L_LS at the end (L_LS = L_NC1 + L_NC2/3), "
         "joint GD on the UFM",
         "identity exact; L_perp negligible against L_NC1 in the terminal phase (read off the figure)",
@@ -756,28 +1289,28 @@ CLAIMS: tuple[Claim, ...] = (
         "mse-decomposition-ufm", "unconstrained features (the paper measures trained nets)",
     ),
     Claim(
-        "004-fig2-net-lperp", _HAN, "Fig. 2, Sec. 2",
+        "han2022-fig2-net-lperp", _HAN, "Fig. 2, Sec. 2",
         "L_perp / L_NC1 of the trained network at the zero-error epoch and at the end",
         "L_perp negligible against L_NC1 from early in training (read off the figure, log scale: < ~0.1)",
         (Bound("lperp_over_lnc1_at_zero_error", 0.1), Bound("lperp_over_lnc1_last", 0.1)), "fashion-mnist-cnn",
         _FMNIST_REASON,
     ),
     Claim(
-        "004-figs3-8-tpt", _HAN, "Figs. 3-8, Sec. 4",
+        "han2022-figs3-8-tpt", _HAN, "Figs. 3-8, Sec. 4",
         "decades NC1 falls after zero training error (MSE)", "NC1-NC4 progress past zero error; NC1 by orders of "
         "magnitude (read off the figures)",
         (Bound("mse: orders of magnitude after TPT", 1.0, below=False, partly=0.0),), "fashion-mnist-cnn",
         _FMNIST_REASON,
     ),
     Claim(
-        "004-table1-test-accuracy", _HAN, "Table 1, App. A.6",
+        "han2022-table1-test-accuracy", _HAN, "Table 1, App. A.6",
         "test error at the end vs at the zero-error epoch (MSE)",
         "accuracy improves after zero error: median +0.962, mean +1.833 points (15 nets); Fashion ResNet "
         "93.55 -> 93.76 %",
         (Order("mse: test error last", "mse: test error at zero-error epoch"),), "fashion-mnist-cnn", _FMNIST_REASON,
     ),
     Claim(
-        "004-table1-paper-protocol", _HAN, "Table 1, App. A.6",
+        "han2022-table1-paper-protocol", _HAN, "Table 1, App. A.6",
         "test error at the end vs at the zero-error epoch, 15 MSE nets (5 datasets x VGG / ResNet / DenseNet)",
         "median +0.962, mean +1.833 points; Acc. 0-Error / Final (%): MNIST VGG 99.23 / 99.59, ResNet 99.16 / "
         "99.70, DenseNet 99.62 / 99.70; Fashion VGG 92.76 / 92.95, ResNet 93.55 / 93.76, DenseNet 90.56 / 92.95; "
@@ -796,13 +1329,13 @@ CLAIMS: tuple[Claim, ...] = (
         "mse-nc-benchmarks", "paper scale only (GPU); the runs' labels are mse-nc-benchmarks' (DATASET/NET/mse)",
     ),
     Claim(
-        "004-fig10-mse-vs-ce", _HAN, "Fig. 10, Sec. 4",
+        "han2022-fig10-mse-vs-ce", _HAN, "Fig. 10, Sec. 4",
         "decades NC1 falls after zero error, MSE vs CE", "MSE tends to collapse faster than CE (read off the figure)",
         (Order("ce: orders of magnitude after TPT", "mse: orders of magnitude after TPT"),), "fashion-mnist-cnn",
         _FMNIST_REASON + "; the cpu recipe also differs per loss",
     ),
     Claim(
-        "004-fig12-test-collapse", _HAN, "Fig. 12, App. A.8",
+        "han2022-fig12-test-collapse", _HAN, "Fig. 12, App. A.8",
         "NC1 on test vs train data: does test NC1 fall (first measured epoch to last), in fewer decades than train "
         "NC1, and end above it",
         "still visible on test data, much slower than on train, and larger at the last epoch (read off the figure)",
@@ -818,7 +1351,7 @@ CLAIMS: tuple[Claim, ...] = (
         "fashion-mnist-cnn", _FMNIST_REASON + "; test NC1 on 1,000 test images with their own class means",
     ),
     Claim(
-        "004-thm3-central-path", _HAN, "Thm 3, Cor. 1-2, Sec. 3",
+        "han2022-thm3-central-path", _HAN, "Thm 3, Cor. 1-2, Sec. 3",
         "renormalised flow on the central path: omega_j vs its closed form, max/min omega at the end",
         "all omega_j -> infinity at equal rates (theorem)",
         (
@@ -828,7 +1361,7 @@ CLAIMS: tuple[Claim, ...] = (
         "central-path-flow", "closed form of the paper's (oblique) flow as corrected in docs/theory.md",
     ),
     Claim(
-        "004-prop2-as-printed", _HAN, "Prop. 2, Lemma 5, Sec. 3",
+        "han2022-prop2-as-printed", _HAN, "Prop. 2, Lemma 5, Sec. 3",
         "the paper's flow (oblique projection) against Prop. 2's closed form c1 log w + c2 w^2 + c3 w^4 = a + t",
         "the flow follows Prop. 2 (as printed)",
         (Bound("oblique_max_rel_error_vs_other_closed_form", 1e-3),), "central-path-flow",

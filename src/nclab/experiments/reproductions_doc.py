@@ -299,73 +299,46 @@ def _row(cells: Sequence[str]) -> str:
     return "| " + " | ".join(_cell(c) for c in cells) + " |"
 
 
-def claim_rows(results: dict[str, ResultFile]) -> list[dict[str, str]]:
-    """One row per claim of :data:`~nclab.experiments.paper_claims.CLAIMS`: the paper's value, ours from the
-    result files (or computed on the spot), the criterion, the verdict and the reason for a difference."""
-    from nclab.experiments.paper_claims import CLAIMS, UNMEASURED, verdict
+def claim_verdicts(results: dict[str, ResultFile]) -> list[Any]:
+    """One :class:`~nclab.experiments.paper_claims.Verdict` per claim of
+    :data:`~nclab.experiments.paper_claims.CLAIMS`, ours from the result files (or computed on the spot)."""
+    from nclab.experiments.paper_claims import CLAIMS, UNMEASURED, Verdict, verdict
     from nclab.experiments.registry import EXPERIMENTS, list_experiments
 
     list_experiments()  # imports the experiment modules
-    rows = []
+    found = []
     for claim in CLAIMS:
         exp = EXPERIMENTS.get(claim.experiment or "")
         if exp is not None and "cpu" not in exp.scales:
-            ours, status = "no cpu scale: a paper-scale (GPU) experiment", UNMEASURED
+            why = "no cpu scale: a paper-scale (GPU) experiment"
+            found.append(Verdict(claim, UNMEASURED, f"{why}; it takes: {claim.protocol}" if claim.protocol else why))
         elif claim.experiment is not None and claim.experiment not in results:
-            ours, status = NOT_YET, UNMEASURED
+            found.append(Verdict(claim, UNMEASURED, NOT_YET))
         else:
-            found = verdict(claim, results[claim.experiment].summary if claim.experiment else None)
-            ours, status = found.ours, found.status
-        source = claim.experiment or ("computed by the generator" if claim.compute else "none")
-        rows.append(
-            {
-                "claim": claim.id,
-                "paper": claim.paper,
-                "where": claim.where,
-                "quantity": claim.quantity,
-                "paper_value": claim.paper_value,
-                "experiment": source,
-                "ours": ours,
-                "criterion": claim.criterion(),
-                "verdict": status,
-                "reason": claim.reason,
-            }
-        )
+            found.append(verdict(claim, results[claim.experiment].summary if claim.experiment else None))
+    return found
+
+
+def claim_rows(results: dict[str, ResultFile]) -> list[dict[str, str]]:
+    """One row per claim: :meth:`~nclab.experiments.paper_claims.Verdict.to_dict` and where ours comes from."""
+    rows = []
+    for v in claim_verdicts(results):
+        c = v.claim
+        source = c.experiment or ("computed by the generator" if c.compute else "none")
+        rows.append({**v.to_dict(), "experiment": source})
     return rows
 
 
 def render(root: Path) -> str:
     """The generated part of ``docs/reproductions.md`` from the result files under ``root`` (markdown)."""
-    from nclab.experiments.paper_claims import CLAIMS, VERDICTS
+    from nclab.experiments.paper_claims import CLAIMS, page_markdown
 
     results = read_results(root)
-    rows = claim_rows(results)
-    counts = {v: sum(r["verdict"] == v for r in rows) for v in VERDICTS}
-    lines = [
-        BEGIN,
-        "",
-        f"{len(rows)} claims: " + ", ".join(f"{n} {v}" for v, n in counts.items()) + ".",
-        "",
-    ]
-    # four columns fit the page, the verdict second so that it is never scrolled off; the criterion, the reason and
-    # the source follow the table, one item per claim
-    head = ("claim: quantity", "verdict", "paper", "ours (cpu scale)")
-    for number, key, title in PAPERS:
-        lines += [f"(reproductions-{number})=", f"### {number} {key}: {title}", ""]
-        lines += [_row(head), _row(["---"] * len(head))]
-        mine = [r for r in rows if r["paper"] == key]
-        for r in mine:
-            claim = f"**{r['claim']}**: {r['quantity']}"
-            lines.append(_row([claim, f"**{r['verdict']}**", r["paper_value"], r["ours"]]))
-        lines += ["", "Criteria and why ours may differ:", ""]
-        for r in mine:
-            lines.append(
-                f"- **{r['claim']}** ({_cell(r['where'])}; ours: `{r['experiment']}`). Criterion: "
-                f"{_cell(r['criterion'])}. Why ours may differ: {_cell(r['reason']).rstrip('.')}."
-            )
-        lines.append("")
-        if number == "000":
-            lines += transfer_table(results.get("vci-transfer"))
+    found = claim_verdicts(results)
+    sources = {v.claim.id: v.claim.experiment or "computed by the generator" for v in found}
+    extra = {"[Xu & Liu 2023]": transfer_table(results.get("vci-transfer"))}
+    lines = [BEGIN, ""]
+    lines += page_markdown(found, [(key, title) for _, key, title in PAPERS], sources=sources, extra=extra)
     lines += [
         "### Result files",
         "",
@@ -398,7 +371,8 @@ def transfer_table(res: ResultFile | None) -> list[str]:
     from nclab.transfer.study import PAPER_METRICS
 
     title = (
-        "(reproductions-000-correlations)=\n#### 000: every metric's correlation with transfer, ours and the paper's"
+        "(reproductions-xu2023-correlations)=\n#### [Xu & Liu 2023]: every metric's correlation with transfer, ours "
+        "and the paper's"
     )
     lines = [title, ""]
     if res is None:
