@@ -138,8 +138,8 @@ def _level_metrics(spec: Any, params: dict[str, np.ndarray]) -> dict[str, dict[s
 
 def _dead_relu_diagnosis(res: Any, *, lams: dict[str, float], iters: int) -> dict[str, Any]:
     """Dead ReLU samples of a GD result, the gap they predict, and the gap after reviving them and continuing GD;
-    ``optimum_levels``: the per-level metrics of the point that reaches L* (the revived one when a sample died,
-    else GD's own), ``optimum_from`` which it is."""
+    ``optimum_loss`` and ``optimum_levels``: the objective and the per-level metrics of the point that reaches L*
+    (the revived one when a sample died, else GD's own), ``optimum_from`` which it is."""
     from nclab.ufm.analysis import dead_relu_samples, revive
 
     dead = dead_relu_samples(res.spec, res.params, res.theory)
@@ -152,9 +152,9 @@ def _dead_relu_diagnosis(res: Any, *, lams: dict[str, float], iters: int) -> dic
             log_every=max(1, iters), metrics_every=0,
         )  # fmt: skip
         out.update(revived_loss=again.loss, revived_gap=again.gap, revived_iters=iters)
-        out.update(optimum_from="revived", optimum_levels=_level_metrics(spec, again.params))
+        out.update(optimum_from="revived", optimum_loss=again.loss, optimum_levels=_level_metrics(spec, again.params))
     else:
-        out.update(optimum_from="gd", optimum_levels=_level_metrics(res.spec, res.params))
+        out.update(optimum_from="gd", optimum_loss=res.loss, optimum_levels=_level_metrics(res.spec, res.params))
     return out
 
 
