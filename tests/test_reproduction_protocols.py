@@ -203,13 +203,14 @@ def test_tiny_scale_of_a_reproduction_runs(tmp_path):
         total += prof["pfc2_depth_violations"]
     assert summary["pfc2_depth_violations"] == total
     claim = {c["claim"]: c for c in summary["paper_claims"]}["wang2024-table1-fmnist"]
-    assert claim["verdict"] in ("reproduced", "partly", "not reproduced")  # measured, whatever the tiny run shows
+    # the claim reads the Table I Fashion-MNIST run, which the tiny scale (digits) does not train
+    assert claim["verdict"] == "not measured" and "fashion-mnist-pfc_resnet seed0" in claim["ours"]
 
 
 def test_gnc_trained_tiny_reports_the_gnc_of_its_trained_classifier(tmp_path):
     # the summary's GNC2 is the margin of the trained head's rows (the checkpoint's W), its ratio that margin over
     # the best known Softmax Code's for (K, d) = (10, 3); the claim 003-fig2-trained-gnc reads the top-level keys
-    from nclab.experiments import run
+    from nclab.experiments import reproductions, run
     from nclab.geometry import best_known_margin
     from nclab.io.rundir import read_run
     from nclab.metrics import gnc2, gnc2_ratio
@@ -238,13 +239,13 @@ def test_gnc_trained_tiny_reports_the_gnc_of_its_trained_classifier(tmp_path):
     small, large = summary["gnc_by_run"]["digits-cnn-ce-0 seed0"], summary["gnc_by_run"]["digits-cnn-ce-1 seed0"]
     assert small["tau"] == 0.05 and large["tau"] == 0.5
     assert {k: summary[k] for k in small} == small and summary["largest_tau"] == large
-    # every run records whether it reached its target (training error <= 1 % at the last epoch) and its final
+    # every run records whether it reached its target (training error <= 5 % at the last epoch) and its final
     # loss, under its figure, temperature and seed; the claim reads those keys over the seeds
     for name, tau in (("digits-cnn-ce-0", 0.05), ("digits-cnn-ce-1", 0.5)):
         rows = read_metrics(tmp_path / name / "seed0")
         at = {(r.layer, r.metric): r.value for r in rows if r.split == "train" and r.epoch == 2}
         label = f"digits tau{tau:g} seed0"
-        assert summary[f"{label}: converged"] is (at[("output", "error")] <= 0.01)
+        assert summary[f"{label}: converged"] is (at[("output", "error")] <= reproductions.GNC_TRAIN_ERROR_TARGET)
         assert summary[f"{label}: final loss"] == at[("output", "loss")] > 0
         assert summary[f"{label}: gnc2_ratio"] == summary["gnc_by_run"][f"{name} seed0"]["gnc2_ratio"]
     claim = {c["claim"]: c for c in summary["paper_claims"]}["jiang2024-fig2-trained-gnc"]
@@ -264,17 +265,16 @@ def test_gnc_trained_tiny_reports_the_gnc_of_its_trained_classifier(tmp_path):
     for name, role in roles.items():
         label = f"fig4 {role} seed0"
         assert summary[f"{label}: test accuracy"] == acc[name]
-        assert summary[f"{label}: converged"] is (err[name] <= 0.01)
+        assert summary[f"{label}: converged"] is (err[name] <= reproductions.GNC_TRAIN_ERROR_TARGET)
         assert summary[f"{label}: final loss"] == loss[name]
         assert f"{100 * err[name]:.3g} % training error at epoch 2" in summary[f"{label}: convergence"]
     # a run that missed its target is dropped from the averages and named with why
-    dropped = {f"fig4 {role} seed0" for name, role in roles.items() if err[name] > 0.01}
+    dropped = {f"fig4 {role} seed0" for name, role in roles.items() if err[name] > reproductions.GNC_TRAIN_ERROR_TARGET}
     assert set(summary["fig4_dropped"]) == dropped
     assert summary["fig4_seeds"] == {n: 1 for n in summary["fig4_seeds"]} and len(summary["fig4_seeds"]) == 4 - len(
         dropped
     )
     # with every run counted (target 100 %), the averages are the runs' own accuracies
-    from nclab.experiments import reproductions
     from nclab.experiments.reproductions import assignment_of_runs, cmf_of_runs
 
     folders = [tmp_path / f"fig4-digits-cnn-d2-{n}" / "seed0" for n in roles]

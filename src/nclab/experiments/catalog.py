@@ -46,8 +46,9 @@ DURATIONS: dict[str, dict[str, str]] = {
     # cpu: 2026-11-26 15:00, the Fashion-MNIST stand-ins (Fig. 2: 2 runs x 60 epochs, Fig. 4: 4 runs x 30 epochs):
     # 131 s of CLI wall time at load 1.5-3 (195 s of CPU time); tiny 6 s. 15:15, with Fig. 5 (2 more runs x 60
     # epochs), OMP_NUM_THREADS=1: 185 s of CPU time, 321 s of CLI wall time at load 3.2-5.1 (57 % of a core)
-    # 15:41, Figs. 4 and 5 on 3 seeds each (20 runs), one thread per run: 456 s at load 1-2
-    "gnc-trained": {"tiny": "<= 20 s", "cpu": "~8 min"},
+    # 15:41, Figs. 4 and 5 on 3 seeds each (20 runs), one thread per run: 456 s at load 1-2. 2026-12-05: Fig. 2 on
+    # 3 seeds and a fourth learned Fig. 4 seed (25 runs, +300k of 1.2M image-epochs): ~+2 min at that rate, untimed
+    "gnc-trained": {"tiny": "<= 20 s", "cpu": "~10 min"},
     "mse-nc-benchmarks": {"tiny": "<= 25 s"},
     "pfc-table1": {"tiny": "<= 25 s"},
     "mse-decomposition-ufm": {"tiny": "<1 s", "cpu": "<= 1 min"},
