@@ -165,7 +165,7 @@ def test_every_registered_claim_counts_once_and_quotes_a_real_line():
         assert c.quote.file == pc.PAPER_FILES[c.paper], c.id
         path = papers / c.quote.file
         if path.is_file():
-            line = path.read_text().splitlines()[c.quote.line - 1]
+            line = path.read_text().splitlines()[c.quote.line - 1].replace("\xa0", " ")  # no-break spaces
             assert c.quote.text.replace("...", "")[:40] in line or all(
                 part.strip() in line for part in c.quote.text.split("...") if part.strip()
             ), (c.id, c.quote.line)

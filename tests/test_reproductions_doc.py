@@ -76,13 +76,26 @@ def test_rendered_verdict_reads_the_result_file(tmp_path):
     """A result file's summary decides the row: a fake summary with VCI's sign right in one group only is partly."""
     res = rp.ResultFile(
         "vci-transfer", "cpu", 0, "0" * 40, "python scripts/reproductions.py --only vci-transfer", "d", 1.0,
-        {"pearson_r": {"tau/vci": -0.978, "lambda/vci": 0.907}},
+        {"pearson_r": {"tau/vci": -0.978, "lambda/vci": 0.907}, "run_labels": ["tau=1 seed0", "tau=0.1 seed0"],
+         "tau=1 seed0: converged": True, "tau=0.1 seed0: converged": True},
     )  # fmt: skip
     res.write(tmp_path)
     assert rp.read_results(tmp_path)["vci-transfer"] == res
     row = next(r for r in rp.claim_rows(rp.read_results(tmp_path)) if r["claim"] == "xu2023-fig7-vci")
     assert row["verdict"] == "partly"
-    assert row["ours"] == 'pearson_r["tau/vci"] = -0.978; pearson_r["lambda/vci"] = 0.907'
+    assert row["ours"] == (
+        'pearson_r["tau/vci"] = -0.978; pearson_r["lambda/vci"] = 0.907; all 2 runs reached their target'
+    )
+    # a run that missed its target makes the agreeing half inconclusive, and is named
+    res.summary["tau=0.1 seed0: converged"] = False
+    res.summary["tau=0.1 seed0: convergence"] = "target training error <= 5 % at the end: not reached (9.1 %)"
+    res.write(tmp_path)
+    row = next(r for r in rp.claim_rows(rp.read_results(tmp_path)) if r["claim"] == "xu2023-fig7-vci")
+    assert row["verdict"] == "partly" and "1 of 2 runs did not reach their target (tau=0.1 seed0: target" in row["ours"]
+    res.summary["pearson_r"]["tau/vci"] = 0.5
+    res.write(tmp_path)
+    row = next(r for r in rp.claim_rows(rp.read_results(tmp_path)) if r["claim"] == "xu2023-fig7-vci")
+    assert row["verdict"] == "inconclusive"
 
 
 def test_transfer_table_puts_ours_beside_the_papers_correlations():
@@ -241,7 +254,7 @@ def test_median_gain_reads_the_paper_protocol_runs():
     worse = {k: (v + 0.05 if k.endswith("last") else v) for k, v in summary.items()}
     assert pc.verdict(claim, worse).status == "not reproduced"
     del summary["svhn/densenet/mse seed0: test error at zero-error epoch"]  # a run that never reached zero error
-    assert pc.verdict(claim, summary).ours == "svhn/densenet/mse seed0: test error at zero-error epoch absent"
+    assert pc.verdict(claim, summary).ours.startswith("svhn/densenet/mse seed0: test error at zero-error epoch absent")
 
 
 def test_verdict_aggregation_and_missing_keys():
@@ -250,7 +263,7 @@ def test_verdict_aggregation_and_missing_keys():
     assert pc.verdict(claim, {"a": 0, "b": 5}).status == "partly"
     assert pc.verdict(claim, {"a": 2, "b": 5}).status == "not reproduced"
     missing = pc.verdict(claim, {"a": 0})
-    assert (missing.status, missing.ours) == ("not measured", "b absent")
+    assert missing.status == "not measured" and missing.ours.startswith("b absent (a result file older")
     assert pc.verdict(claim, None).status == "not measured"
     undefined = pc.verdict(claim, {"a": 0, "b": float("nan")})  # a nan decides nothing, and reads as a word
     assert (undefined.status, undefined.ours) == ("not measured", "b undefined")

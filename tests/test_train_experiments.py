@@ -112,28 +112,28 @@ def test_fashion_mnist_cnn_tiny_trend_and_test_nc1_keys(fmnist_tiny):
         if summary[f"{loss}: zero-error epoch"] == "not reached":  # tiny scale: 3 epochs
             assert summary[f"{loss}: test nc1 at zero-error epoch"] is None
             assert summary[f"{loss}: test / train nc1 at zero-error epoch"] is None
-    verdicts = {c["claim"]: c["verdict"] for c in summary["paper_claims"]}
-
-    def expected(outcomes):
-        return "reproduced" if all(outcomes) else "not reproduced" if not any(outcomes) else "partly"
-
-    vb, perp = "within-class V_B part", "within-class V_B-perp part"
-    assert verdicts["xu2023-fig1-vb-split"] == expected(
-        [o for loss in ("mse", "ce") for o in (falls[f"{loss}: {vb}"], not falls[f"{loss}: {perp}"])]
-    )
-    assert verdicts["xu2023-fig3-trends"] == expected(
-        [falls[f"{loss}: {m}"] for m in ("nc1", "vci") for loss in ("mse", "ce")]
-    )
-    fig12 = [
-        o
-        for loss in ("mse", "ce")
-        for o in (
-            summary[f"{loss}: test nc1 falls"],
-            summary[f"{loss}: test nc1 decades"] < summary[f"{loss}: train nc1 decades"],
-            summary[f"{loss}: nc1 last"] < summary[f"{loss}: test nc1 last"],
-        )
-    ]
-    assert verdicts["han2022-fig12-test-collapse"] == expected(fig12)
+    # every run records whether it reached zero training error and its final loss; claims use converged runs only
+    claims = {c["claim"]: c for c in summary["paper_claims"]}
+    labels = [f"{loss}{s}" for loss in ("mse", "ce") for s in ("", " seed1", " seed2")]
+    for label in labels:
+        rows = read_metrics(tmp_path / label.replace(" ", "-"))
+        errors = sorted((r.epoch, r.value) for r in rows if r.metric == "error" and r.split == "train")
+        losses = sorted((r.epoch, r.value) for r in rows if r.metric == "loss" and r.split == "train")
+        assert summary[f"{label}: converged"] is any(v == 0.0 for _, v in errors)
+        assert summary[f"{label}: final loss"] == losses[-1][1]
+        assert summary[f"{label}: convergence"].startswith("target zero training error: ")
+        for metric, name in (("within_class_split_orthogonal", "within-class V_B-perp part"), ("vci", "vci")):
+            assert summary[f"{label}: {name} per epoch"] == [
+                [e, v] for e, v in sorted(_penultimate(rows, metric).items())
+            ]
+        test_vci = _penultimate(rows, "vci", "test")
+        assert summary[f"{label}: test vci per epoch"] == [[e, v] for e, v in sorted(test_vci.items())]
+    converged = [label for label in labels if summary[f"{label}: converged"]]
+    if not converged:  # tiny scale: 3 epochs reach no zero error, so every seed-averaged claim is inconclusive
+        for cid in ("xu2023-fig1-vb-split", "xu2023-fig3-trends", "xu2023-fig4-mse-vs-ce", "xu2023-fig6-test-collapse",
+                    "han2022-fig7-nc1-tpt", "han2022-fig10-mse-vs-ce", "han2022-fig12-test-collapse"):  # fmt: skip
+            assert claims[cid]["verdict"] == "inconclusive", cid
+            assert "dropped 3 of 3 runs (mse: target zero training error: not reached" in claims[cid]["ours"], cid
 
 
 def test_collapse_trends_at_the_zero_error_epoch_and_degenerate_runs():

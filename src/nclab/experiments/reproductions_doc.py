@@ -324,7 +324,7 @@ def claim_rows(results: dict[str, ResultFile]) -> list[dict[str, str]]:
     rows = []
     for v in claim_verdicts(results):
         c = v.claim
-        source = c.experiment or ("computed by the generator" if c.compute else "none")
+        source = c.experiment or ("computed by the generator" if c.compute else "none here")
         rows.append({**v.to_dict(), "experiment": source})
     return rows
 
@@ -335,7 +335,7 @@ def render(root: Path) -> str:
 
     results = read_results(root)
     found = claim_verdicts(results)
-    sources = {v.claim.id: v.claim.experiment or "computed by the generator" for v in found}
+    sources = {r["claim"]: r["experiment"] for r in claim_rows(results)}
     extra = {"[Xu & Liu 2023]": transfer_table(results.get("vci-transfer"))}
     lines = [BEGIN, ""]
     lines += page_markdown(found, [(key, title) for _, key, title in PAPERS], sources=sources, extra=extra)
