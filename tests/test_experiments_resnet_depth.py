@@ -84,5 +84,7 @@ def test_resnet_depth_tiny(tmp_path):
     else:  # two epochs: nothing converged, so the claims have nothing to read (not measured)
         assert summary["of_network"] is summary["of_error_last_block"] is summary["nc1_decreasing_in_depth"] is None
     assert all(loss > 0 for loss in summary["final_loss"])
+    for m, c, loss in zip(DEPTHS, summary["converged"], summary["final_loss"], strict=True):
+        assert (summary[f"{m}: converged"], summary[f"{m}: final loss"]) == (c, loss)
     assert (tmp_path / "depth.png").read_bytes()[:4] == b"\x89PNG"
     assert "orthogonal frame" in (tmp_path / "report.html").read_text()

@@ -124,7 +124,11 @@ def test_experiment_geodesic_digits_tiny(tmp_path):
     from tests.conftest import brute_stats
 
     X, y = load_digits()
-    layers = train_fc_resnet(X, y, blocks=4, steps=60, seed=0)
+    fit = {}
+    layers = train_fc_resnet(X, y, blocks=4, steps=60, seed=0, fit=fit)
+    # the run records whether it reached its target (zero training error) and its final loss
+    assert s["train_error"] == fit["train_error"] and s["fc-resnet: final loss"] == fit["final_loss"] > 0
+    assert s["fc-resnet: converged"] is (fit["train_error"] == 0)
     L = len(layers) - 1
     steps = sum(np.sum((layers[i + 1] - layers[i]) ** 2) for i in range(L))
     straight = np.sum((layers[-1] - layers[0]) ** 2) / (L * steps)

@@ -211,9 +211,22 @@ def resnet_depth(out: Path, scale: str, seed: int) -> dict[str, Any]:
         if scale in SCALES
         else next((m for m in kept if m == "mnist/resnet18/mse-nobias"), None)
     )
+    from nclab.experiments.paper_claims import convergence_keys
+
     summary: dict[str, Any] = {
         "per_block_metric": metric,
         "networks": list(per_net),
+        **{
+            key: v
+            for m, r in per_net.items()
+            for key, v in convergence_keys(
+                m,
+                reached=converged[m],
+                final_loss=r["final_loss"],
+                target="zero training error at the last epoch",
+                detail=f"{100 * r['train_error']:.3g} % training error at the end",
+            ).items()
+        },
         "converged": [converged[m] for m in per_net],
         "dropped": dropped,
         "final_loss": [r["final_loss"] for r in per_net.values()],
