@@ -136,7 +136,8 @@ def _fig4(similar, other1, other2, learned, *, learned_converged=None, similar_f
     for role, values in (("similar antipodal", similar), ("fixed other 1", other1), ("fixed other 2", other2)):
         s.update(runs(f"fig4 {role}", values, "test accuracy"))
     s.update(runs("fig4 learned", learned, "test accuracy", converged=learned_converged))
-    s["fig4_learned_similar_antipodal_fraction"] = similar_fraction
+    for i in range(len(learned)):
+        s[f"fig4 learned seed{i}: similar antipodal"] = similar_fraction
     return s
 
 

@@ -209,7 +209,7 @@ def test_tiny_scale_of_a_reproduction_runs(tmp_path):
 
 def test_gnc_trained_tiny_reports_the_gnc_of_its_trained_classifier(tmp_path):
     # the summary's GNC2 is the margin of the trained head's rows (the checkpoint's W), its ratio that margin over
-    # the best known Softmax Code's for (K, d) = (10, 3); the claim 003-fig2-trained-gnc reads the top-level keys
+    # the best known Softmax Code's for (K, d) = (10, 3); the claim jiang2024-fig2-trained-gnc reads them per seed
     from nclab.experiments import reproductions, run
     from nclab.geometry import best_known_margin
     from nclab.io.rundir import read_run
@@ -300,6 +300,8 @@ def test_gnc_trained_tiny_reports_the_gnc_of_its_trained_classifier(tmp_path):
     cos0 = [W[0] @ W[j] / (np.linalg.norm(W[0]) * np.linalg.norm(W[j])) for j in (1, 2, 3)]
     assert every["fig4_learned_opposite_of_class0"] == 1 + int(np.argmin(cos0))
     assert every["fig4_learned_similar_antipodal"] == (every["fig4_learned_opposite_of_class0"] == 1)
+    # per run: 1 when the learned code puts class 0's similar partner (class 1) opposite it
+    assert summary["fig4 learned seed0: similar antipodal"] == float(1 + int(np.argmin(cos0)) == 1)
     fig4 = {c["claim"]: c for c in summary["paper_claims"]}["jiang2024-fig4-assignment-accuracy"]
     assert fig4["verdict"] == "not measured"  # tiny trains seed 0 only; the claim reads seeds 0-2 (0-3 learned)
     # Fig. 5: the CMF and the learned head's accuracy curves from their own rows (measured at epochs 1 and 2), each

@@ -445,6 +445,8 @@ def assignment_of_runs(folders: Sequence[Path]) -> dict[str, Any]:
         conv = run_convergence(record, label)
         out.update(conv)
         out[f"{label}: test accuracy"] = acc
+        if info:  # 1 when this learned code puts class 0's similar partner opposite it
+            out[f"{label}: similar antipodal"] = float(info["similar"])
         if not conv[f"{label}: converged"]:
             dropped[label] = conv[f"{label}: convergence"]
             continue
