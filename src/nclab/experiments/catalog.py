@@ -34,9 +34,9 @@ DURATIONS: dict[str, dict[str, str]] = {
     "central-path-flow": {"tiny": "~3 s", "cpu": "<= 1 min"},
     "digits-mlp-demo": {"tiny": "~15 s", "cpu": "~40 s"},
     # 2026-11-26: 720 s at load 4-5 (paper recipe, 80 epochs, 2,000 images, 1 seed per loss), 514 s at load 2-3.
-    # 2026-12-05, 3 seeds per loss on 1,000 images, one thread per run: one MSE run of 90 epochs took 59 s at load
-    # 7 (6 runs of 80 epochs: ~6 min, not yet timed whole); tiny (3 seeds per loss) ~50 s at load 6-7
-    "fashion-mnist-cnn": {"tiny": "~50 s", "cpu": "~6 min"},
+    # 2026-12-05, 3 seeds per loss on 1,000 images, one thread per run: 477 s at load 11-13 (6 runs of 80 epochs);
+    # tiny (3 seeds per loss) ~50 s at load 6-7
+    "fashion-mnist-cnn": {"tiny": "~50 s", "cpu": "<= 8 min"},
     "geodesic-digits": {"tiny": "~7 s", "cpu": "<= 1.5 min"},
     "gnc-assignment": {"tiny": "~2 s", "cpu": "<= 16 s"},  # cpu: 2026-11-26 11:57, load 9.0-9.6, CLI wall time
     # cpu: 2026-11-26, after the dense Softmax Code pieces and the cut search (one start of 600 steps per d): 88 s
