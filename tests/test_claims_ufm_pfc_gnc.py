@@ -61,6 +61,22 @@ def test_relu_two_levels_differ_in_structure():
     assert outcome("tirer2022-thm42-relu-two-levels", _levels(1e-5, 1e-5, 1e-6))[0] == "partly"
 
 
+def _structure(bias_free_of, free_bias_etf, free_bias_of, nc1=1e-29):
+    return {
+        "fig1-thm3.1-bias-free": {"levels": {"H": {"nc1": nc1, "orthogonal_frame_error": bias_free_of}}},
+        "fig2-thm3.2-free-bias": {
+            "levels": {"H": {"nc1": nc1, "etf_gram_error": free_bias_etf, "orthogonal_frame_error": free_bias_of}}
+        },
+    }
+
+
+def test_bias_free_of_and_free_bias_etf():
+    # as measured at cpu scale: OF error 5e-15 without bias; ETF error 6e-15 and OF error 0.518 with a free bias
+    assert outcome("tirer2022-thm31-32-structure", _structure(5e-15, 6e-15, 0.518))[0] == "reproduced"
+    # the structures swapped (an ETF without bias, an OF with it) and no within-class collapse
+    assert outcome("tirer2022-thm31-32-structure", _structure(0.518, 0.4, 1e-15, nc1=0.3))[0] == "not reproduced"
+
+
 def test_thm51_limit_and_the_derived_rate():
     claim = CLAIMS["tirer2022-thm51-attenuation"]
     assert claim.paper_value_ours and "derived" in claim.paper_value and "limit" in claim.paper_value

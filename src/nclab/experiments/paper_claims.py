@@ -1259,6 +1259,23 @@ CLAIMS: tuple[Claim, ...] = (
         )
     ),
     Claim(
+        "tirer2022-thm31-32-structure", _TB, "Thms 3.1, 3.2, Figs. 1-2, Sec. 3",
+        "NC1 and the structure of the class means at the GD optimum: an orthogonal frame without bias (OF error, "
+        "eq. (27)), a simplex ETF, and no OF, with a free bias",
+        "bias-free: features collapse to an orthogonal frame; free bias: to a simplex ETF (theorem)",
+        (
+            Bound(("fig1-thm3.1-bias-free", "levels", "H", "nc1"), 1e-8, basis="ours: 1e-8; the theorem says 0"),
+            Bound(("fig1-thm3.1-bias-free", "levels", "H", "orthogonal_frame_error"), 1e-6, basis="ours: 1e-6"),
+            Bound(("fig2-thm3.2-free-bias", "levels", "H", "nc1"), 1e-8, basis="ours: 1e-8"),
+            Bound(("fig2-thm3.2-free-bias", "levels", "H", "etf_gram_error"), 1e-6, basis="ours: 1e-6"),
+            Bound(("fig2-thm3.2-free-bias", "levels", "H", "orthogonal_frame_error"), 0.1, below=False,
+                  basis="an ETF, not an OF: an exact K = 4 ETF has OF error 0.52"),
+        ),
+        "ufm-figures", "the figures' runs (K = 4, d = 20, n = 50, lambda = 5e-3), at the end of GD",
+        quote=Quote(PAPER_FILES[_TB], 51, "while in the unregularized-bias case the features and weights of any "
+                    "global minimizer are aligned in a simplex ETF structure"),
+    ),
+    Claim(
         "tirer2022-thm42-relu-two-levels", _TB, "Thm 4.2, Fig. 5 (ReLU model), Sec. 6",
         "NC2 to an orthogonal frame (OF error, eq. (27)) of the two feature levels at the optimum: with the ReLU "
         "the deep level H2 collapses to an OF and the shallow H1 does not; without it (Thm 4.1) both do",
