@@ -473,7 +473,7 @@ def run_keys(label: str, result: Any, summary: dict[str, Any]) -> dict[str, Any]
     >>> keys["ce: converged"], keys["ce: final loss"], keys["ce: vci per epoch"]
     (True, 0.02, [[0, 0.5], [1, 0.4], [5, 0.1]])
     """
-    from nclab.experiments.paper_claims import convergence_keys
+    from nclab.experiments.convergence import convergence_keys
     from nclab.io.run_table import OUTPUT_LAYER
 
     zero = result.zero_error_epoch

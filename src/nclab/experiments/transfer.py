@@ -486,7 +486,7 @@ PAPER_ACCURACY_TARGET = 0.754
 
 
 def _accuracy_target(run: str, p0: float) -> dict[str, Any]:
-    from nclab.experiments.paper_claims import convergence_keys
+    from nclab.experiments.convergence import convergence_keys
 
     return convergence_keys(
         run, reached=p0 >= PAPER_ACCURACY_TARGET, final_loss=None,
@@ -498,7 +498,7 @@ def _accuracy_target(run: str, p0: float) -> dict[str, Any]:
 def _convergence(run: str, run_dir: Path) -> dict[str, Any]:
     """The :func:`~nclab.experiments.paper_claims.convergence_keys` of one pretraining run, read off its
     ``metrics.csv``: reached when the training error at the last measured epoch is <= :data:`TRAIN_ERROR_TARGET`."""
-    from nclab.experiments.paper_claims import convergence_keys
+    from nclab.experiments.convergence import convergence_keys
     from nclab.io.run_table import OUTPUT_LAYER, read_metrics
 
     target = f"training error <= {100 * TRAIN_ERROR_TARGET:g} % at the end"
