@@ -355,11 +355,11 @@ GNC_TRAIN_ERROR_TARGET = 0.05
 
 
 def run_convergence(record: Any, label: str, *, target: float | None = None) -> dict[str, Any]:
-    """The convergence keys (:func:`nclab.experiments.paper_claims.convergence_keys`) of a read run under
+    """The convergence keys (:func:`nclab.experiments.convergence.convergence_keys`) of a read run under
     ``label``: reached when its training error at the last measured epoch is <= ``target`` (default
     :data:`GNC_TRAIN_ERROR_TARGET`); its final loss is the training loss at that epoch (``None`` when the run did
     not record it)."""
-    from nclab.experiments.paper_claims import convergence_keys
+    from nclab.experiments.convergence import convergence_keys
     from nclab.io.run_table import OUTPUT_LAYER, MetricTable
 
     target = GNC_TRAIN_ERROR_TARGET if target is None else target

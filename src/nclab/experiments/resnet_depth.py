@@ -211,7 +211,7 @@ def resnet_depth(out: Path, scale: str, seed: int) -> dict[str, Any]:
         if scale in SCALES
         else next((m for m in kept if m == "mnist/resnet18/mse-nobias"), None)
     )
-    from nclab.experiments.paper_claims import convergence_keys
+    from nclab.experiments.convergence import convergence_keys
 
     summary: dict[str, Any] = {
         "per_block_metric": metric,

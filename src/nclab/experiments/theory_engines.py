@@ -357,7 +357,7 @@ def geodesic_digits(out: Path, scale: str, seed: int) -> dict:
             for i, t in enumerate(t_grid)
         ],
     )
-    from nclab.experiments.paper_claims import convergence_keys
+    from nclab.experiments.convergence import convergence_keys
 
     summary = {
         "blocks": cfg["blocks"],
