@@ -1352,7 +1352,8 @@ CLAIMS: tuple[Claim, ...] = (
             Monotone(("sweep", "*", "alignment"), -1),
         ),
         "mufm-tradeoff", "the paper's sizes; exact alternating solver instead of GD",
-        quote=Quote(PAPER_FILES[_WANG], 369, "The first two figures show that increasing"),
+        quote=Quote(PAPER_FILES[_WANG], 369, "The first two figures show that increasing ... makes the solution of "
+                    "MUFM away from the NC solution"),
     ),
     Claim(
         "wang2024-table1-fmnist", _WANG, "Table I (Fashion-MNIST row) with Figs. 2-3",
