@@ -72,9 +72,10 @@ _MEASURE = ("src/nclab/stats/", "src/nclab/metrics/")
 #: any of these changed after the commit it records (:func:`changed_since`: docstrings and comments do not count).
 #: The figure and report code is left out: it does not change a number.
 CODE_DEPENDENCIES: dict[str, tuple[str, ...]] = {
-    "vci-transfer": (_EXP + "transfer.py", "src/nclab/transfer/", *_TRAIN, *_MEASURE),
+    "vci-transfer": (_EXP + "transfer.py", _EXP + "convergence.py", "src/nclab/transfer/", *_TRAIN, *_MEASURE),
     "fashion-mnist-cnn": (  # its cpu runs never import reproductions.py (only its paper scale does)
         _EXP + "training.py",
+        _EXP + "convergence.py",
         *_TRAIN,
         *_MEASURE,
         "src/nclab/theory/mse.py",

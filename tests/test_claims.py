@@ -160,6 +160,8 @@ def test_every_registered_claim_counts_once_and_quotes_a_real_line():
     papers = next((p / "shared" / "papers" for p in here if (p / "shared" / "papers").is_dir()), Path("/nonexistent"))
     for c in pc.CLAIMS:
         assert c.id.startswith(pc.ID_PREFIX[c.paper] + "-"), c.id
+        if c.paper in ("[Xu & Liu 2023]", "[Han et al. 2022]") and not c.id.startswith("xu2023-tables-vci-"):
+            assert c.quote is not None, c.id  # every claim of these two papers quotes the paper
         if c.quote is None:
             continue
         assert c.quote.file == pc.PAPER_FILES[c.paper], c.id
@@ -169,3 +171,66 @@ def test_every_registered_claim_counts_once_and_quotes_a_real_line():
             assert c.quote.text.replace("...", "")[:40] in line or all(
                 part.strip() in line for part in c.quote.text.split("...") if part.strip()
             ), (c.id, c.quote.line)
+
+
+def test_converged_flags_a_correlation_over_runs_that_missed_their_target():
+    crit = pc.Converged()
+    ok = {"run_labels": ["tau=1 seed0", "tau=0.1 seed0"]}
+    ok.update(pc.convergence_keys("tau=1 seed0", reached=True, final_loss=0.1, target="<= 5 %"))
+    ok.update(pc.convergence_keys("tau=0.1 seed0", reached=True, final_loss=0.2, target="<= 5 %"))
+    assert crit.check(ok) == ("pass", "all 2 runs reached their target")
+    bad = {**ok, **pc.convergence_keys("tau=0.1 seed0", reached=False, final_loss=0.9, target="<= 5 %",
+                                       detail="9.1 % training error at epoch 30")}  # fmt: skip
+    out, text = crit.check(bad)
+    assert out == "inconclusive" and "tau=0.1 seed0: target <= 5 %: not reached (9.1 % training error" in text
+
+
+def test_sign_over_seeds_is_inconclusive_inside_the_spread():
+    gain = pc.Runs(("mse", "mse seed1", "mse seed2"), "gain")
+
+    def summary(values):
+        out = {}
+        for run, v in zip(gain.labels, values, strict=True):
+            out[f"{run}: gain"] = v
+            out.update(pc.convergence_keys(run, reached=True, final_loss=0.0, target="zero training error"))
+        return out
+
+    crit = pc.Sign(gain, +1, spread=True)
+    assert crit.check(summary((0.5, 0.6, 0.7)))[0] == "pass"  # mean 0.6, sd 0.1
+    assert crit.check(summary((-0.5, -0.6, -0.7)))[0] == "fail"
+    assert crit.check(summary((-0.2, 0.1, 0.4)))[0] == "inconclusive"  # mean 0.1, sd 0.3
+    assert pc.Sign(gain, +1).check(summary((-0.2, 0.1, 0.4)))[0] == "pass"  # without the spread rule
+
+
+@pytest.mark.parametrize(
+    ("criterion", "agree", "contradict"),
+    [
+        # Bound and Order over seeds read the mean of the converged runs
+        (pc.Bound(MSE, 0.5), (0.1, 0.2, 0.3), (0.6, 0.7, 0.8)),
+        (pc.Bound(MSE, 1.0, below=False, partly=0.5), (1.1, 1.2, 1.3), (0.1, 0.07, 0.05)),
+        (pc.Order(MSE, "baseline"), (0.1, 0.2, 0.3), (2.1, 2.2, 2.3)),
+    ],
+)
+def test_criteria_over_seeds_pass_on_agreement_and_fail_on_contradiction(criterion, agree, contradict):
+    assert criterion.check({**_seeds("mse", agree), "baseline": 1.0})[0] == "pass"
+    assert criterion.check({**_seeds("mse", contradict), "baseline": 1.0})[0] == "fail"
+    # every run missed its target: nothing to judge
+    failed = {**_seeds("mse", agree, converged=(False, False, False)), "baseline": 1.0}
+    out, text = criterion.check(failed)
+    assert out == "inconclusive" and "dropped 3 of 3 runs" in text
+
+
+def test_the_page_tally_adds_up_and_its_first_sentence_counts_every_claim():
+    from pathlib import Path
+
+    from nclab.experiments import reproductions_doc as rp
+
+    root = Path(__file__).resolve().parents[1]
+    found = rp.claim_verdicts(rp.read_results(root))
+    counts = pc.outcome_counts(found)
+    n_rep, n_chk = sum(counts["reproduction"].values()), sum(counts["check"].values())
+    assert n_rep + n_chk == len(pc.CLAIMS)
+    first = rp.render(root).split("\n")[2]
+    assert first.startswith(f"{n_rep} claims of the papers: ") and f"{n_chk} checks" in first
+    said = [int(part.split()[0]) for part in first.split(": ", 1)[1].split(". ")[0].split(", ")]
+    assert sum(said) == n_rep

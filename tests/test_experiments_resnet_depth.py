@@ -72,7 +72,19 @@ def test_resnet_depth_tiny(tmp_path):
         assert "head.bias" not in load_checkpoint(tmp_path / model / "checkpoints" / "last.pt")["model"]
         assert summary["of_error_classifier_by_net"][i] == pytest.approx(orthogonal_frame_error(W.double().numpy()))
     expected = all(np.all(np.diff(s) <= 0) for s in summary["nc1_by_stage"])
-    assert summary["nc1_decreasing_in_depth"] is expected
-    assert summary["of_error_last_block"] == summary["of_error_last_block_by_net"][-1]
+    assert summary["nc1_decreasing_in_depth_all_networks"] is expected
+    # the claims read converged networks only (zero training error at the end); the others are dropped with why
+    assert summary["converged"] == [e == 0 for e in summary["train_error_last"]]
+    kept = [i for i, c in enumerate(summary["converged"]) if c]
+    assert set(summary["dropped"]) == {m for i, m in enumerate(DEPTHS) if i not in kept}
+    assert all("train error" in why for why in summary["dropped"].values())
+    if kept:
+        assert summary["of_network"] == DEPTHS[kept[-1]]
+        assert summary["of_error_last_block"] == summary["of_error_last_block_by_net"][kept[-1]]
+    else:  # two epochs: nothing converged, so the claims have nothing to read (not measured)
+        assert summary["of_network"] is summary["of_error_last_block"] is summary["nc1_decreasing_in_depth"] is None
+    assert all(loss > 0 for loss in summary["final_loss"])
+    for m, c, loss in zip(DEPTHS, summary["converged"], summary["final_loss"], strict=True):
+        assert (summary[f"{m}: converged"], summary[f"{m}: final loss"]) == (c, loss)
     assert (tmp_path / "depth.png").read_bytes()[:4] == b"\x89PNG"
     assert "orthogonal frame" in (tmp_path / "report.html").read_text()

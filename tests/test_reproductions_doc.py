@@ -296,11 +296,12 @@ def test_experiment_run_adds_the_verdicts_to_summary_and_report(tmp_path):
 
     summary = run("gnc-assignment", tmp_path, scale="tiny")
     claims = summary["paper_claims"]
-    assert [c["claim"] for c in claims] == ["jiang2024-fig4-assignment-counts"]
-    assert claims[0]["verdict"] == "reproduced" and claims[0]["paper_value"] == "3; 60; 15"
+    assert [c["claim"] for c in claims] == ["jiang2024-fig4-assignment-counts", "jiang2024-hexagon-distance-structures"]
+    assert claims[0]["verdict"] == "reproduced" and "fifteen distinct class assignments" in claims[0]["paper_value"]
+    assert claims[1]["kind"] == "check" and claims[1]["verdict"] == "holds"
     assert json.loads((tmp_path / "summary.json").read_text())["paper_claims"] == claims
     report = (tmp_path / "report.html").read_text()
-    assert report.count('<h2 id="paper-vs-ours">') == 1 and "3; 60; 15" in report
+    assert report.count('<h2 id="paper-vs-ours">') == 1 and "fifteen distinct class assignments" in report
     run("gnc-assignment", tmp_path, scale="tiny")  # a re-run into the same folder: one section, not two
     assert (tmp_path / "report.html").read_text().count('<h2 id="paper-vs-ours">') == 1
 

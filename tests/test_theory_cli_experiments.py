@@ -124,7 +124,11 @@ def test_experiment_geodesic_digits_tiny(tmp_path):
     from tests.conftest import brute_stats
 
     X, y = load_digits()
-    layers = train_fc_resnet(X, y, blocks=4, steps=60, seed=0)
+    fit = {}
+    layers = train_fc_resnet(X, y, blocks=4, steps=60, seed=0, fit=fit)
+    # the run records whether it reached its target (zero training error) and its final loss
+    assert s["train_error"] == fit["train_error"] and s["fc-resnet: final loss"] == fit["final_loss"] > 0
+    assert s["fc-resnet: converged"] is (fit["train_error"] == 0)
     L = len(layers) - 1
     steps = sum(np.sum((layers[i + 1] - layers[i]) ** 2) for i in range(L))
     straight = np.sum((layers[-1] - layers[0]) ** 2) / (L * steps)
@@ -148,6 +152,21 @@ def test_experiment_geodesic_digits_tiny(tmp_path):
     assert (s["pfc2_last"], s["pfc3_last"], s["pfc3_first"]) == (pfc2[-1], pfc3[-1], pfc3[0])
     rows = (tmp_path / "layers.csv").read_text().splitlines()
     assert len(rows) == 1 + 5  # header + layers 0..4
+    # the Fig. 3 curves ride in the summary: measured per layer at its relative depth (layers.csv) and predicted on
+    # the straight line (geodesic.csv), with the predicted curves' breaks of the same order counted
+    assert s["measured"] == {"pfc1": pfc1, "pfc2": pfc2, "pfc3": pfc3}
+    assert s["relative_depth"] == [float(r["relative_depth"]) for r in table]
+    assert s["relative_depth"][0] == 0.0 and s["relative_depth"][-1] == pytest.approx(1.0, abs=1e-15)
+    with open(tmp_path / "geodesic.csv") as fh:
+        line = list(csv.DictReader(fh))
+    assert s["predicted_t"] == [float(r["t"]) for r in line] and len(line) == 21
+    for key, sign in (("pfc1", 1), ("pfc2", 1), ("pfc3", -1)):
+        pred = [float(r[key]) for r in line]
+        assert s["predicted"][key] == pred
+        assert s["predicted_monotone_violations"][key] == sum(sign * (b - a) > 0 for a, b in itertools.pairwise(pred))
+    # both ends of the prediction are the measured ends (the line runs from layer 0 to the last layer)
+    assert s["predicted"]["pfc1"][0] == pytest.approx(pfc1[0], rel=1e-9)
+    assert s["predicted"]["pfc1"][-1] == pytest.approx(pfc1[-1], rel=1e-9)
     assert (tmp_path / "fig3.png").exists() and (tmp_path / "report.html").exists()
 
 

@@ -29,7 +29,20 @@ def test_figures_and_init_scale(tmp_path):
     # the verdicts of the four figure claims ride along (nclab.experiments.paper_claims): GD's loss within 1e-8
     # relative of L* reproduces the figure, within 5 % partly (checked against each gap below)
     claims = s.pop("paper_claims")
-    assert [c["claim"] for c in claims] == [f"tirer2022-fig{i}-gd-optimum" for i in (1, 2, 3, 4)]
+    assert [c["claim"] for c in claims] == [f"tirer2022-fig{i}-gd-optimum" for i in (1, 2, 3, 4)] + [
+        "tirer2022-thm31-32-structure",
+        "tirer2022-thm42-relu-two-levels",
+    ]
+    # the two feature levels at the ReLU model's optimum point (GD's own here: no dead sample), and the structure
+    # of Thms 3.1 / 3.2, which reads the same level keys
+    levels, structure = claims.pop(), claims.pop()
+    assert structure["verdict"] != "not measured"
+    relu, linear = s["fig4-thm4.2-extended-relu"], s["fig3-thm4.1-extended-linear"]
+    assert relu["optimum_from"] == "gd" and relu["optimum_loss"] == relu["loss"]
+    assert relu["optimum_levels"] == relu["levels"] and set(relu["levels"]) == {"H1", "pre-ReLU", "H2"}
+    of = relu["levels"]["H2"]["orthogonal_frame_error"]
+    assert f"{of:.5g}"[:4] in levels["ours"] and levels["verdict"] != "not measured"
+    assert set(linear["levels"]) == {"H1", "H2"} and set(s["fig1-thm3.1-bias-free"]["levels"]) == {"H"}
     assert set(s) == {
         "fig1-thm3.1-bias-free",
         "fig2-thm3.2-free-bias",

@@ -34,9 +34,9 @@ DURATIONS: dict[str, dict[str, str]] = {
     "central-path-flow": {"tiny": "~3 s", "cpu": "<= 1 min"},
     "digits-mlp-demo": {"tiny": "~15 s", "cpu": "~40 s"},
     # 2026-11-26: 720 s at load 4-5 (paper recipe, 80 epochs, 2,000 images, 1 seed per loss), 514 s at load 2-3.
-    # 2026-12-05, 3 seeds per loss on 1,000 images, one thread per run: one MSE run of 90 epochs took 59 s at load
-    # 7 (6 runs of 80 epochs: ~6 min, not yet timed whole); tiny (3 seeds per loss) ~50 s at load 6-7
-    "fashion-mnist-cnn": {"tiny": "~50 s", "cpu": "~6 min"},
+    # 2026-12-05, 3 seeds per loss on 1,000 images, one thread per run: 477 s at load 11-13 (6 runs of 80 epochs);
+    # tiny (3 seeds per loss) ~50 s at load 6-7
+    "fashion-mnist-cnn": {"tiny": "~50 s", "cpu": "<= 8 min"},
     "geodesic-digits": {"tiny": "~7 s", "cpu": "<= 1.5 min"},
     "gnc-assignment": {"tiny": "~2 s", "cpu": "<= 16 s"},  # cpu: 2026-11-26 11:57, load 9.0-9.6, CLI wall time
     # cpu: 2026-11-26, after the dense Softmax Code pieces and the cut search (one start of 600 steps per d): 88 s
@@ -48,8 +48,9 @@ DURATIONS: dict[str, dict[str, str]] = {
     # cpu: 2026-11-26 15:00, the Fashion-MNIST stand-ins (Fig. 2: 2 runs x 60 epochs, Fig. 4: 4 runs x 30 epochs):
     # 131 s of CLI wall time at load 1.5-3 (195 s of CPU time); tiny 6 s. 15:15, with Fig. 5 (2 more runs x 60
     # epochs), OMP_NUM_THREADS=1: 185 s of CPU time, 321 s of CLI wall time at load 3.2-5.1 (57 % of a core)
-    # 15:41, Figs. 4 and 5 on 3 seeds each (20 runs), one thread per run: 456 s at load 1-2
-    "gnc-trained": {"tiny": "<= 20 s", "cpu": "~8 min"},
+    # 15:41, Figs. 4 and 5 on 3 seeds each (20 runs), one thread per run: 456 s at load 1-2. 2026-12-05: Fig. 2 on
+    # 3 seeds and a fourth learned Fig. 4 seed (25 runs, +300k of 1.2M image-epochs): ~+2 min at that rate, untimed
+    "gnc-trained": {"tiny": "<= 20 s", "cpu": "~10 min"},
     "mse-nc-benchmarks": {"tiny": "<= 25 s"},
     "pfc-table1": {"tiny": "<= 25 s"},
     "mse-decomposition-ufm": {"tiny": "<1 s", "cpu": "<= 1 min"},

@@ -40,6 +40,7 @@ __all__ = [
     "GNC_FIG4_CLASSES",
     "GNC_FIG5_TAU",
     "GNC_TAUS",
+    "GNC_TRAIN_ERROR_TARGET",
     "HAN2022_LR_GRID",
     "HAN2022_NETS",
     "VCI_LAMBDAS",
@@ -54,6 +55,7 @@ __all__ = [
     "pfc_configs",
     "protocols_of",
     "resnet_depth_configs",
+    "run_convergence",
     "train_runs",
     "vci_pretrain_base",
     "vci_transfer_configs",
@@ -344,29 +346,78 @@ def _run_key(folder: Path) -> str:
     return f"{folder.parent.name} {folder.name}"
 
 
+#: The target every ``gnc-trained`` run must reach to count in a claim: training error <= 5 % at the last epoch.
+#: Ours (the paper states no training error for its Figs. 2, 4 and 5 runs): it tells a trained run from a stalled
+#: one. At cpu scale the d = 2 runs of Fig. 4 end at 0-0.45 % (learned and two fixed assignments) and 2.8-3.2 %
+#: (the fixed square with the similar pairs antipodal: that it fits worse is part of what the figure shows), a
+#: stalled learned d = 2 head (two classes on one arc) at 27.5 %.
+GNC_TRAIN_ERROR_TARGET = 0.05
+
+
+def run_convergence(record: Any, label: str, *, target: float | None = None) -> dict[str, Any]:
+    """The convergence keys (:func:`nclab.experiments.convergence.convergence_keys`) of a read run under
+    ``label``: reached when its training error at the last measured epoch is <= ``target`` (default
+    :data:`GNC_TRAIN_ERROR_TARGET`); its final loss is the training loss at that epoch (``None`` when the run did
+    not record it)."""
+    from nclab.experiments.convergence import convergence_keys
+    from nclab.io.run_table import OUTPUT_LAYER, MetricTable
+
+    target = GNC_TRAIN_ERROR_TARGET if target is None else target
+
+    table = MetricTable(record.rows)
+    errors = table.series("error", layer=OUTPUT_LAYER, split="train")
+    last = max(errors)
+    try:
+        loss = table.series("loss", layer=OUTPUT_LAYER, split="train").get(last)
+    except KeyError:
+        loss = None
+    err = errors[last]
+    return convergence_keys(
+        label,
+        reached=err <= target,
+        final_loss=loss,
+        target=f"training error <= {100 * target:g} % at the last epoch",
+        detail=f"{100 * err:.3g} % training error at epoch {last}",
+    )
+
+
+def _seed_of(folder: Path) -> str:
+    return folder.name  # "seed<s>"
+
+
+def _mean_sd(values: Sequence[float]) -> tuple[float, float]:
+    v = np.asarray(values, dtype=np.float64)
+    return float(v.mean()), float(v.std(ddof=1)) if v.size > 1 else 0.0
+
+
 def assignment_of_runs(folders: Sequence[Path]) -> dict[str, Any]:
-    """The [Jiang et al. 2024, Fig. 4] comparison of the ``fig4-*`` runs in ``folders``, each head's test accuracy
-    averaged over its seeds (the paper: 5 trials each): the learned head and each fixed assignment of the square
-    (named by its antipodal class pairs), the fixed assignment that puts the similar pairs antipodal
-    (``fig4_similar_antipodal_acc``) against the lowest of the others, and how often the learned code puts a similar
-    pair antipodal (from its trained rows: the class opposite class 0; ``fig4_learned_similar_antipodal`` when it
-    does in more than half of the seeds). Empty when no such run exists."""
+    """The [Jiang et al. 2024, Fig. 4] comparison of the ``fig4-*`` runs in ``folders``.
+
+    Every run is named by its role and seed, ``"fig4 <role> seed<s>"``: role ``learned`` (the learned cosine
+    head), ``similar antipodal`` (the square fixed with the similar pairs antipodal, the paper's A3), ``fixed other
+    1`` / ``fixed other 2`` (the other two assignments, in the order of their antipodal pairs); each gets its test
+    accuracy (``"...: test accuracy"``) and its convergence keys (:func:`run_convergence`: target training error
+    <= :data:`GNC_TRAIN_ERROR_TARGET`). Over the converged runs of each head (the others are listed in
+    ``fig4_dropped`` with why): the mean test accuracy (``fig4_test_accuracy``, by assignment name), its sample
+    standard deviation over seeds (``fig4_test_accuracy_sd``) and the number of runs (``fig4_seeds``), the similar-
+    antipodal assignment's accuracy (``fig4_similar_antipodal_acc``) against the lowest of the others, the learned
+    head's gap to the best fixed one, and how often the learned code puts a similar pair antipodal (from its trained
+    rows: the class opposite class 0; ``fig4_learned_similar_antipodal`` when it does in more than half of the
+    converged seeds). Empty when no such run exists."""
     from nclab.geometry import regular_polygon
     from nclab.geometry.assignment import antipodal_pairs
     from nclab.io.rundir import read_run
     from nclab.train.checkpoint import load_checkpoint
 
-    accs: dict[str, list[float]] = {}
+    found: list[tuple[str, Path, Any, float, dict[str, Any]]] = []  # name, folder, record, accuracy, opposite info
     similar_name: str | None = None
-    opposite: list[int] = []  # per learned seed: the class opposite class 0
-    similar_opposite: list[bool] = []  # ... and whether it is class 0's similar partner
     for folder in (Path(f) for f in folders if Path(f).parent.name.startswith("fig4-")):
         record = read_run(folder)
         test = _accuracy(record, "test")
         if not test:
             continue
-        acc = test[max(test)]
         head = record.config["model"]["head"]
+        info: dict[str, Any] = {}
         if head["kind"] == "fixed":
             pairs = {tuple(sorted(p)) for p in antipodal_pairs(regular_polygon(4), head["assignment"])}
             name = "fixed antipodal " + " ".join(f"{p}-{q}" for p, q in sorted(pairs))
@@ -376,25 +427,52 @@ def assignment_of_runs(folders: Sequence[Path]) -> dict[str, Any]:
             W = load_checkpoint(folder / "checkpoints" / "last.pt")["model"]["head.weight"].double().numpy()
             U = W / np.linalg.norm(W, axis=1, keepdims=True)
             partner = next(q for p, q in _similar_pairs(record.config["data"]) if p == 0)
-            opposite.append(int(np.argmin(U[1:] @ U[0])) + 1)
-            similar_opposite.append(opposite[-1] == partner)
-        accs.setdefault(name, []).append(acc)
-    acc_of = {name: float(np.mean(v)) for name, v in accs.items()}
-    others = [a for name, a in acc_of.items() if name.startswith("fixed") and name != similar_name]
-    if "learned" not in acc_of or similar_name is None or not others:
+            info["opposite"] = int(np.argmin(U[1:] @ U[0])) + 1
+            info["similar"] = info["opposite"] == partner
+        found.append((name, folder, record, test[max(test)], info))
+    others = sorted({n for n, *_ in found if n.startswith("fixed") and n != similar_name})
+    if not any(n == "learned" for n, *_ in found) or similar_name is None or not others:
         return {}
+    role = {"learned": "learned", similar_name: "similar antipodal"}
+    role.update({n: f"fixed other {i + 1}" for i, n in enumerate(others)})
+    out: dict[str, Any] = {"fig4_roles": {r: n for n, r in role.items()}}
+    accs: dict[str, list[float]] = {}
+    dropped: dict[str, str] = {}
+    opposite: list[int] = []  # per converged learned seed: the class opposite class 0
+    similar_opposite: list[bool] = []  # ... and whether it is class 0's similar partner
+    for name, folder, record, acc, info in found:
+        label = f"fig4 {role[name]} {_seed_of(folder)}"
+        conv = run_convergence(record, label)
+        out.update(conv)
+        out[f"{label}: test accuracy"] = acc
+        if info:  # 1 when this learned code puts class 0's similar partner opposite it
+            out[f"{label}: similar antipodal"] = float(info["similar"])
+        if not conv[f"{label}: converged"]:
+            dropped[label] = conv[f"{label}: convergence"]
+            continue
+        accs.setdefault(name, []).append(acc)
+        if info:
+            opposite.append(info["opposite"])
+            similar_opposite.append(info["similar"])
+    stats = {name: _mean_sd(v) for name, v in accs.items()}
+    acc_of = {name: m for name, (m, _) in stats.items()}
+    rest = [a for name, a in acc_of.items() if name.startswith("fixed") and name != similar_name]
+    out.update(fig4_dropped=dropped, fig4_seeds={name: len(v) for name, v in accs.items()})
+    if "learned" not in acc_of or similar_name not in acc_of or not rest:
+        return out  # too few converged runs: the aggregates are absent, the claims read the runs' keys
     similar_fraction = sum(similar_opposite) / len(similar_opposite)
-    return {
+    out.update({
         "fig4_test_accuracy": acc_of,
-        "fig4_seeds": {name: len(v) for name, v in accs.items()},
+        "fig4_test_accuracy_sd": {name: sd for name, (_, sd) in stats.items()},
         "fig4_learned_acc": acc_of["learned"],
         "fig4_similar_antipodal_acc": acc_of[similar_name],
-        "fig4_other_fixed_min_acc": min(others),
+        "fig4_other_fixed_min_acc": min(rest),
         "fig4_learned_gap_to_best_fixed": max(a for n, a in acc_of.items() if n != "learned") - acc_of["learned"],
         "fig4_learned_opposite_of_class0": opposite if len(opposite) > 1 else opposite[0],
         "fig4_learned_similar_antipodal_fraction": similar_fraction,
         "fig4_learned_similar_antipodal": similar_fraction > 0.5,
-    }
+    })  # fmt: skip
+    return out
 
 
 def cmf_of_runs(folders: Sequence[Path]) -> dict[str, Any]:
@@ -408,12 +486,23 @@ def cmf_of_runs(folders: Sequence[Path]) -> dict[str, Any]:
     from nclab.io.rundir import read_run
 
     runs: dict[str, list[dict[str, dict[int, float]]]] = {}  # head -> per seed: split -> epoch -> accuracy
+    per_run: dict[str, Any] = {}
+    dropped: dict[str, str] = {}
     for folder in (Path(f) for f in folders if Path(f).parent.name.startswith("fig5-")):
         record = read_run(folder)
         head = "cmf" if record.config["model"]["head"]["kind"] == "cmf" else "learned"
-        runs.setdefault(head, []).append({split: _accuracy(record, split) for split in ("test", "train")})
+        label = f"fig5 {head} {_seed_of(folder)}"
+        curves = {split: _accuracy(record, split) for split in ("test", "train")}
+        conv = run_convergence(record, label)
+        per_run.update(conv)
+        if curves["test"]:
+            per_run[f"{label}: test accuracy"] = curves["test"][max(curves["test"])]
+        if not conv[f"{label}: converged"]:
+            dropped[label] = conv[f"{label}: convergence"]
+            continue
+        runs.setdefault(head, []).append(curves)
     if set(runs) != {"cmf", "learned"}:
-        return {}
+        return {**per_run, "fig5_dropped": dropped} if per_run else {}
     epochs = sorted(set.intersection(*(set(seed["test"]) for h in runs.values() for seed in h)))
     if not epochs:
         return {}
@@ -422,16 +511,21 @@ def cmf_of_runs(folders: Sequence[Path]) -> dict[str, Any]:
     # accuracies are multiples of 1 / N_test: rounding keeps a gap of exactly one point from reading 0.0100...09,
     # past the claim's threshold
     gaps = [round(a - b, 12) for a, b in zip(curve["test"]["learned"], curve["test"]["cmf"], strict=True)]
+    final = {h: _mean_sd([seed["test"][epochs[-1]] for seed in runs[h]]) for h in ("cmf", "learned")}
     return {
+        **per_run,
+        "fig5_dropped": dropped,
         "fig5_epochs": epochs,
         "fig5_seeds": {h: len(v) for h, v in runs.items()},
         "fig5_test_accuracy": {h: c[-1] for h, c in curve["test"].items()},
+        "fig5_test_accuracy_sd": {h: sd for h, (_, sd) in final.items()},
         "fig5_train_accuracy": {h: c[-1] for h, c in curve["train"].items()},
         "fig5_test_accuracy_curve": curve["test"],
         "fig5_train_accuracy_curve": curve["train"],
         "fig5_final_gap": gaps[-1],
         "fig5_final_abs_gap": abs(gaps[-1]),
         "fig5_max_abs_gap": max(abs(g) for g in gaps),
+        "fig5_max_gap": max(gaps),  # the furthest the CMF head falls behind the learned one (< 0: never behind)
     }
 
 
@@ -569,13 +663,15 @@ def _seeds(name: str, configs: dict, scale: str) -> dict:
     # [Jiang et al. 2024, Sec. 4 / App. B.5]: 5 trials of each class-assignment run (the paper scale). The cpu
     # stand-in's Fig. 4 and Fig. 5 runs train 3 seeds: one seed moved Fig. 5's learned head 5.4 points, and a d = 2
     # learned head can stall with two classes on one arc (27.5 % training error in one Fig. 4 run), each more than
-    # the claims' thresholds (the tiny scale trains Fig. 5 twice, to run the averaging)
+    # the claims' thresholds (the tiny scale trains Fig. 5 twice, to run the averaging). A run that misses its
+    # target (GNC_TRAIN_ERROR_TARGET) is dropped from the claims and named
     if name != "gnc-trained":
         return {}
     if scale == "paper":
         return {k: (0, 1, 2, 3, 4) for k in configs if k.startswith(("fig4", "figB6"))}
-    if scale == "cpu":
-        return {k: (0, 1, 2) for k in configs if k.startswith(("fig4", "fig5"))}
+    if scale == "cpu":  # the learned Fig. 4 head a fourth seed: a stalled run is dropped and >= 3 must converge
+        return {k: (0, 1, 2, 3) if k.endswith("/learned") and k.startswith("fig4") else (0, 1, 2)
+                for k in configs if k.startswith(("fig2", "fig4", "fig5"))}  # fmt: skip
     return {k: (0, 1) for k in configs if k.startswith("fig5")}
 
 
@@ -763,6 +859,7 @@ def gnc_of_runs(folders: Sequence[Path]) -> dict[str, Any]:
     from nclab.io.rundir import read_run
 
     per_run: dict[str, Any] = {}
+    keys: dict[str, Any] = {}  # the runs' convergence keys
     for folder in map(Path, folders):
         if folder.parent.name.startswith(("fig4-", "fig5-")):  # assignment_of_runs, cmf_of_runs
             continue
@@ -778,13 +875,24 @@ def gnc_of_runs(folders: Sequence[Path]) -> dict[str, Any]:
             if (split, OUTPUT_LAYER, "error") in at:
                 entry[f"{split}_error"] = at[(split, OUTPUT_LAYER, "error")]
         entry["zero_error_epoch"] = record.zero_error_epoch
+        # the run by figure, temperature and seed ("fig2 tau0.05 seed1"): the keys the claims read over seeds
+        label = f"{folder.parent.name.split('-')[0]} tau{entry['tau']:g} {_seed_of(folder)}"
+        conv = run_convergence(record, label)
+        keys.update(conv)
+        keys.update({f"{label}: {k}": v for k, v in entry.items() if k in (*_GNC_KEYS, "train_error", "test_error")})
+        entry["converged"], entry["final_loss"] = conv[f"{label}: converged"], conv[f"{label}: final loss"]
         per_run[_run_key(folder)] = entry
     if not per_run:
         return {}
     first = min(per_run.values(), key=lambda e: e["tau"])
     last = max(per_run.values(), key=lambda e: e["tau"])
     # the run at the largest tau, for Fig. 2's contrast (small tau nearer the Softmax Code): only when it differs
-    return {**first, **({"largest_tau": last} if last["tau"] > first["tau"] else {}), "gnc_by_run": per_run}
+    return {
+        **keys,
+        **first,
+        **({"largest_tau": last} if last["tau"] > first["tau"] else {}),
+        "gnc_by_run": per_run,
+    }
 
 
 @register(

@@ -125,6 +125,9 @@ def _non_increasing(values: list[float]) -> bool:
     return bool(np.all(np.diff(values) <= 0))
 
 
+_YES_NO = {True: "yes", False: "no", None: "none reached zero training error"}
+
+
 def _classifier_of(run_dir: Path) -> np.ndarray:
     """The trained classifier ``W (K, d)`` of a run, from its last checkpoint."""
     from nclab.train.checkpoint import load_checkpoint
@@ -185,6 +188,7 @@ def resnet_depth(out: Path, scale: str, seed: int) -> dict[str, Any]:
             "of_classifier": orthogonal_frame_error(_classifier_of(out / model.replace("/", "-"))),
             "zero_error_epoch": res.zero_error_epoch,
             "train_error": res.series("error", "output")[last],
+            "final_loss": res.series("loss", "output").get(last),
         }
     rows = [
         {"network": m, "block": b, "stage output": b in r["stages"], metric: v}
@@ -192,18 +196,50 @@ def resnet_depth(out: Path, scale: str, seed: int) -> dict[str, Any]:
         for b, v in zip(r["blocks"], r["by_block"], strict=True)
     ]
     write_csv(out / "blocks.csv", rows)
-    # the OF claim is the bias-free MSE optimum's: the deepest such network (cpu), MNIST's run of Fig. 5 (paper)
-    deepest = per_net[DEPTHS[-1] if scale in SCALES else "mnist/resnet18/mse-nobias"]
+    # the claims read converged networks only (zero training error at the last epoch: the terminal phase the
+    # paper's figures show); the others are reported as dropped, with why
+    converged = {m: r["train_error"] == 0 for m, r in per_net.items()}
+    dropped = {
+        m: f"train error {100 * r['train_error']:.3g} % at the last epoch (target: 0, the terminal phase)"
+        for m, r in per_net.items()
+        if not converged[m]
+    }
+    kept = [m for m in per_net if converged[m]]
+    # the OF claim is the bias-free MSE optimum's: the deepest converged network (cpu), MNIST's run of Fig. 5 (paper)
+    of_net = (
+        (kept[-1] if kept else None)
+        if scale in SCALES
+        else next((m for m in kept if m == "mnist/resnet18/mse-nobias"), None)
+    )
+    from nclab.experiments.convergence import convergence_keys
+
     summary: dict[str, Any] = {
         "per_block_metric": metric,
         "networks": list(per_net),
+        **{
+            key: v
+            for m, r in per_net.items()
+            for key, v in convergence_keys(
+                m,
+                reached=converged[m],
+                final_loss=r["final_loss"],
+                target="zero training error at the last epoch",
+                detail=f"{100 * r['train_error']:.3g} % training error at the end",
+            ).items()
+        },
+        "converged": [converged[m] for m in per_net],
+        "dropped": dropped,
+        "final_loss": [r["final_loss"] for r in per_net.values()],
         "nc1_by_block": [r["by_block"] for r in per_net.values()],
         "nc1_by_stage": [r["by_stage"] for r in per_net.values()],
-        # the paper's claim is at its four ResBlocks (stage outputs); every block's order is reported beside it
-        "nc1_decreasing_in_depth": all(_non_increasing(r["by_stage"]) for r in per_net.values()),
+        # the paper's claim is at its four ResBlocks (stage outputs), over the converged networks (None: none
+        # converged); every block's order, and every network's, is reported beside it
+        "nc1_decreasing_in_depth": all(_non_increasing(per_net[m]["by_stage"]) for m in kept) if kept else None,
+        "nc1_decreasing_in_depth_all_networks": all(_non_increasing(r["by_stage"]) for r in per_net.values()),
         "nc1_block_violations": [int(np.sum(np.diff(r["by_block"]) > 0)) for r in per_net.values()],
-        "of_error_last_block": deepest["of_features"],
-        "of_error_classifier": deepest["of_classifier"],
+        "of_network": of_net,
+        "of_error_last_block": None if of_net is None else per_net[of_net]["of_features"],
+        "of_error_classifier": None if of_net is None else per_net[of_net]["of_classifier"],
         "of_error_last_block_by_net": [r["of_features"] for r in per_net.values()],
         "of_error_classifier_by_net": [r["of_classifier"] for r in per_net.values()],
         "zero_error_epoch": [
@@ -229,9 +265,12 @@ def resnet_depth(out: Path, scale: str, seed: int) -> dict[str, Any]:
         f"{' (CE with a bias beside it)' if scale not in SCALES else ''}, SGD lr {first.optim.lr} momentum "
         f"{first.optim.momentum}, /10 at epochs {first.schedule.milestones}, weight decay {first.optim.weight_decay}, "
         f"{first.train.epochs} epochs, data: {first.data.name}. The paper's claims: NC1 decreases with depth (at its "
-        "four ResBlocks: here "
-        f"{'yes' if summary['nc1_decreasing_in_depth'] else 'no'}); the deepest features and the classifier "
-        "approach an orthogonal frame (OF error 0; a simplex ETF has 0.32 at K = 10).</p>"
+        "four ResBlocks, over the networks that reached zero training error: here "
+        f"{_YES_NO[summary['nc1_decreasing_in_depth']]}); the deepest "
+        "features and the classifier approach an orthogonal frame (OF error 0; a simplex ETF has 0.32 at K = 10), "
+        f"read on {of_net or 'no network (none reached zero training error)'}."
+        + "".join(f" Dropped: {m}, {why}." for m, why in dropped.items())
+        + "</p>"
     )
     write_report(
         out / RunDir.REPORT,

@@ -206,12 +206,21 @@ def mse_decomposition_ufm(out: Path, scale: str, seed: int) -> dict:
 # ----------------------------------------------------------------------------------------------
 # [Wang et al. 2024, Fig. 3]
 def train_fc_resnet(
-    X: np.ndarray, y: np.ndarray, *, blocks: int, steps: int, seed: int, lr: float = 0.05, weight_decay: float = 5e-4
+    X: np.ndarray,
+    y: np.ndarray,
+    *,
+    blocks: int,
+    steps: int,
+    seed: int,
+    lr: float = 0.05,
+    weight_decay: float = 5e-4,
+    fit: dict[str, float] | None = None,
 ) -> list[np.ndarray]:
     """Train the [Wang et al. 2024] fully connected ResNet (:class:`nclab.nets.FCResNet`, width = input dimension,
     blocks
     ``x + W2 relu(W1 x)``) with CE, full-batch SGD (momentum 0.9, coupled weight decay); return the eval-mode
-    features of its measured layers (embedding, then every block), float64."""
+    features of its measured layers (embedding, then every block), float64. ``fit``, when given, receives the
+    trained network's ``final_loss`` (CE) and ``train_error`` on ``X`` in eval mode."""
     import torch
 
     from nclab.measure import collect_features
@@ -232,6 +241,12 @@ def train_fc_resnet(
             torch.nn.functional.cross_entropy(model(Xt), yt).backward()
             opt.step()
         feats = collect_features(model, Xt)
+        if fit is not None:
+            model.eval()
+            with torch.no_grad():
+                logits = model(Xt)
+            fit["final_loss"] = float(torch.nn.functional.cross_entropy(logits, yt))
+            fit["train_error"] = float((logits.argmax(1) != yt).double().mean())
     finally:
         torch.set_num_threads(threads)
     return [f.double().numpy() for f in feats.values()]
@@ -308,7 +323,8 @@ def geodesic_digits(out: Path, scale: str, seed: int) -> dict:
 
     cfg = _GEO_SCALES[scale]
     X, y = load_digits()
-    layers = train_fc_resnet(X, y, blocks=cfg["blocks"], steps=cfg["steps"], seed=seed)
+    fit: dict[str, float] = {}
+    layers = train_fc_resnet(X, y, blocks=cfg["blocks"], steps=cfg["steps"], seed=seed, fit=fit)
     t_grid = np.linspace(0, 1, cfg["grid"])
     prof = depth_profile(layers, y, t_grid)
     plt = pyplot()
@@ -347,12 +363,33 @@ def geodesic_digits(out: Path, scale: str, seed: int) -> dict:
             for i, t in enumerate(t_grid)
         ],
     )
+    from nclab.experiments.convergence import convergence_keys
+
     summary = {
         "blocks": cfg["blocks"],
         "steps": cfg["steps"],
+        # the run's target: zero training error (the terminal phase the conjecture presupposes)
+        **convergence_keys(
+            "fc-resnet",
+            reached=fit["train_error"] == 0,
+            final_loss=fit["final_loss"],
+            target="zero training error",
+            detail=f"{100 * fit['train_error']:.3g} % training error after {cfg['steps']} steps",
+        ),
+        "train_error": fit["train_error"],
         "s01": prof["s01"],
         "straightness_index": prof["straightness_index"],
         **pfc_depth_summary(prof["measured"]),
+        # the curves of [Wang et al. 2024, Fig. 3]: measured per layer at its relative depth (green) and predicted
+        # along the straight line from layer 0 to the last layer (blue), and how often each breaks monotonicity
+        "relative_depth": [float(t) for t in tl],
+        "measured": {k: [float(x) for x in v] for k, v in prof["measured"].items()},
+        "predicted_t": [float(t) for t in t_grid],
+        "predicted": {k: [float(x) for x in getattr(pm, k)] for k in ("pfc1", "pfc2", "pfc3")},
+        "predicted_monotone_violations": {
+            k: int(np.count_nonzero(sign * np.diff(np.asarray(getattr(pm, k), dtype=np.float64)) > 0))
+            for k, sign in PFC_DEPTH_DIRECTIONS.items()
+        },
     }
     note = (
         f"<p>A fully connected ResNet (64-d, {cfg['blocks']} blocks h + W2 relu(W1 h), linear head) trained on "
@@ -363,7 +400,8 @@ def geodesic_digits(out: Path, scale: str, seed: int) -> dict:
         "second pass); grey: the same with the end collapsed onto the Procrustes-nearest ETF. The summary counts, "
         "per metric, the consecutive layers that break the conjecture's depth order (PFC1 and PFC2 must not rise, "
         "PFC3 must not fall, with depth) and gives the first and last layers' values, the last being the NC level "
-        "the conjecture presupposes.</p>"
+        "the conjecture presupposes; 'measured' and 'predicted' are the two curves (predicted on 'predicted_t') and "
+        "'predicted_monotone_violations' counts the grid steps where a predicted curve breaks the same order.</p>"
     )
     return _finish(
         out,

@@ -192,8 +192,8 @@ SCALES: dict[str, dict[str, Any]] = {
     # CPU scale: the paper's recipe (step schedule, wd 5e-4, mean MSE) on 1,000 training images for 80 epochs,
     # with each loss's lr taken from the paper's own 25-value grid (CPU_LOSS_OVERRIDES), 3 seeds per loss (SEEDS),
     # one thread per run. Until the MSE-vs-CE claims needed 3 seeds per loss it was one seed on 2,000 images
-    # (2 runs, ~250 s each); halving the images keeps the 6 runs within ~10 minutes (2026-12-05: one MSE run of
-    # this scale, 90 epochs, 59 s on one thread at load 7, zero training error at epoch 22).
+    # (2 runs, ~250 s each); halving the images keeps the 6 runs within ~10 minutes (2026-12-05: 477 s at load
+    # 11-13; zero training error at epochs 22, 21, 26 with MSE and 14, 13, 13 with CE).
     "cpu": {
         "preset": "han2022-mse@cpu",
         "data": {"per_class": 100, "test_per_class": 100},
@@ -479,7 +479,7 @@ def run_keys(label: str, result: Any, summary: dict[str, Any]) -> dict[str, Any]
     >>> keys["ce: converged"], keys["ce: final loss"], keys["ce: vci per epoch"]
     (True, 0.02, [[0, 0.5], [1, 0.4], [5, 0.1]])
     """
-    from nclab.experiments.paper_claims import convergence_keys
+    from nclab.experiments.convergence import convergence_keys
     from nclab.io.run_table import OUTPUT_LAYER
 
     zero = result.zero_error_epoch

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from nclab.experiments.catalog import register
-from nclab.experiments.common import check_scale, legend, log_ticks, png, pyplot, write_csv
+from nclab.experiments.common import check_scale, html_table, legend, log_ticks, png, pyplot, write_csv
 from nclab.io.rundir import RunDir
 from nclab.metrics import etf_gram_error, ncc_metrics, trace_ratio
 from nclab.report import metrics_table_html, write_report
@@ -89,11 +89,13 @@ def figures_001(out: Path, scale: str, seed: int) -> dict[str, Any]:
         fig.suptitle(f"{fig_name} (K={K}, d={d}, n={n}, lambda={lam}, lr 0.1)")
         figures.append((fig_name, png(fig, out / f"{fig_name}.png")))
         summary[fig_name] = {"loss": res.loss, "L_star": res.theory.loss, "gap": res.gap, "iters": iters}
+        summary[fig_name]["levels"] = _level_metrics(res.spec, res.params)
         if res.spec.activation == "relu":
             summary[fig_name].update(_dead_relu_diagnosis(res, lams=dict.fromkeys(keys, lam), iters=iters // 5))
     sections = [
         ("Runs", metrics_table_html({f"{k} gap": v["gap"] for k, v in summary.items()})),
         ("ReLU model (Fig. 4): the gap to L*", _DEAD_NOTE),
+        ("Feature levels at the end (linear vs ReLU model)", _levels_table(summary)),
     ]
     write_report(out / RunDir.REPORT, "UFM figures [Tirer & Bruna 2022, Figs. 1-4]", sections, figures)
     return summary
@@ -105,12 +107,39 @@ _DEAD_NOTE = (
     "it costs 1/(2N) instead of its share of L*, although this is no local minimum (moving h1 towards its class "
     "lowers the objective). 'dead_samples' counts them, 'predicted_gap' is their number times that excess (first "
     "order), and 'revived_gap' is the gap after moving each dead sample's h1 to its class's mean and continuing GD "
-    "for 'revived_iters' steps: it reaches L*.</p>"
+    "for 'revived_iters' steps: it reaches L*. 'optimum_levels' are the feature levels' metrics at that point.</p>"
 )
 
 
+def _levels_table(summary: dict[str, Any]) -> str:
+    """Per figure and feature level: NC1 and NC2 (ETF, OF) at the end of GD, and at the point reaching L* for the
+    ReLU model ([Tirer & Bruna 2022, Sec. 6]: with the ReLU only the deeper level H2 collapses to an orthogonal
+    frame; in the linear model both do, Thm 4.1)."""
+    rows = []
+    for fig, v in summary.items():
+        for label, key in (("end of GD", "levels"), ("at L* (" + str(v.get("optimum_from")) + ")", "optimum_levels")):
+            for level, m in v.get(key, {}).items():
+                rows.append({"figure": fig, "point": label, "level": level, **m})
+    return html_table(rows)
+
+
+#: The collapse metrics :func:`_level_metrics` keeps per feature level (names of :func:`nclab.metrics.collapse_report`):
+#: NC1, NC2 to a simplex ETF (centred) and to an orthogonal frame (uncentred, eq. (27) of [Tirer & Bruna 2022]).
+_LEVEL_METRICS = ("nc1", "etf_gram_error", "orthogonal_frame_error")
+
+
+def _level_metrics(spec: Any, params: dict[str, np.ndarray]) -> dict[str, dict[str, float]]:
+    """Per feature level (``H``; or ``H1``, ``pre-ReLU``, ``H2``) the :data:`_LEVEL_METRICS` of a solution."""
+    from nclab.ufm.analysis import collapse_reports
+
+    reports = collapse_reports(spec, params, ncc=False)
+    return {level: {m: float(rep[m]) for m in _LEVEL_METRICS if m in rep} for level, rep in reports.items()}
+
+
 def _dead_relu_diagnosis(res: Any, *, lams: dict[str, float], iters: int) -> dict[str, Any]:
-    """Dead ReLU samples of a GD result, the gap they predict, and the gap after reviving them and continuing GD."""
+    """Dead ReLU samples of a GD result, the gap they predict, and the gap after reviving them and continuing GD;
+    ``optimum_loss`` and ``optimum_levels``: the objective and the per-level metrics of the point that reaches L*
+    (the revived one when a sample died, else GD's own), ``optimum_from`` which it is."""
     from nclab.ufm.analysis import dead_relu_samples, revive
 
     dead = dead_relu_samples(res.spec, res.params, res.theory)
@@ -122,7 +151,10 @@ def _dead_relu_diagnosis(res: Any, *, lams: dict[str, float], iters: int) -> dic
             spec.name, K=spec.K, n=spec.n, d=spec.d, lams=lams, solver="gd", init=start, iters=iters,
             log_every=max(1, iters), metrics_every=0,
         )  # fmt: skip
-        out.update(revived_gap=again.gap, revived_iters=iters)
+        out.update(revived_loss=again.loss, revived_gap=again.gap, revived_iters=iters)
+        out.update(optimum_from="revived", optimum_loss=again.loss, optimum_levels=_level_metrics(spec, again.params))
+    else:
+        out.update(optimum_from="gd", optimum_loss=res.loss, optimum_levels=_level_metrics(res.spec, res.params))
     return out
 
 
