@@ -234,3 +234,12 @@ def test_the_page_tally_adds_up_and_its_first_sentence_counts_every_claim():
     assert first.startswith(f"{n_rep} claims of the papers: ") and f"{n_chk} checks" in first
     said = [int(part.split()[0]) for part in first.split(": ", 1)[1].split(". ")[0].split(", ")]
     assert sum(said) == n_rep
+
+
+def test_a_result_file_older_than_the_new_keys_reads_not_measured_with_its_reason():
+    """The single-seed result file of before the seeds: every claim reading per-run keys is "not measured", saying
+    which key is absent, and nothing crashes."""
+    old = {"mse: nc1 last": 0.138, "ce: nc1 last": 0.154, "mse: orders of magnitude after TPT": 0.0747}
+    found = pc.verdicts("fashion-mnist-cnn", old)
+    assert found and all(v.status == "not measured" for v in found)
+    assert all("absent (a result file older than this measurement" in v.ours for v in found)

@@ -465,7 +465,9 @@ def run_keys(label: str, result: Any, summary: dict[str, Any]) -> dict[str, Any]
       TPT"`` = log10(at zero error / last) (``None`` when the run never reached zero error, ``nan`` where a value
       is 0) [Han et al. 2022, Figs. 3-6, 8];
     * ``"test accuracy gain after zero error"`` in points (``None``: never reached) [Han et al. 2022, Table 1], and
-      for an MSE run ``"lperp_over_lnc1 at zero-error epoch"`` and ``"lperp_over_lnc1 last"`` (Fig. 2).
+      for an MSE run ``"lperp_over_lnc1 at zero-error epoch"``, ``"lperp_over_lnc1 last"`` and the decades each
+      term of the decomposition falls from the first epoch after the initialisation to the last, ``"L_NC1
+      decades"``, ``"L_NC23 decades"``, ``"L_perp decades"`` (Fig. 2).
 
     ``summary`` is the summary so far (its ``"{label}: test error ..."`` keys are read).
 
@@ -523,6 +525,9 @@ def run_keys(label: str, result: Any, summary: dict[str, Any]) -> dict[str, Any]
     if rows:
         out[f"{label}: lperp_over_lnc1 at zero-error epoch"] = _ratio_at(rows, zero)
         out[f"{label}: lperp_over_lnc1 last"] = _ratio_at(rows, rows[-1]["epoch"])
+        after = [r for r in rows if r["epoch"] > 0] or rows  # from the first epoch after the initialisation
+        for term in ("L_NC1", "L_NC23", "L_perp"):
+            out[f"{label}: {term} decades"] = _decades(float(after[0][term]), float(after[-1][term]))
     return out
 
 
