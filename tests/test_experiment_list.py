@@ -43,6 +43,29 @@ def test_the_cost_table_is_what_a_forward_pass_measures():
         assert P.measure_model_cost(*key) == value, key
 
 
+def test_the_stored_listing_is_what_the_code_computes():
+    """``experiment list`` reads ``listing.json`` (no torch, no config resolution): it must be what the code
+    computes, on any machine ($NCLAB_DATA does not enter it)."""
+    from nclab.experiments.listing import compute_listing, read_listing
+
+    stored = read_listing()
+    assert stored is not None, "no listing.json: python -m nclab.experiments.listing"
+    assert stored == compute_listing(), "listing.json is out of date: python -m nclab.experiments.listing"
+
+
+def test_listing_reads_no_heavy_module():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from typer.testing import CliRunner; from nclab.cli import app; "
+        "r = CliRunner().invoke(app, ['experiment', 'list', '-f', 'json']); assert r.exit_code == 0, r.output; "
+        "print(sorted({'torch', 'nclab.train', 'nclab.data', 'nclab.metrics'} & set(sys.modules)))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
 def test_a_narrow_listing_keeps_every_name_whole():
     res = runner.invoke(app, ["experiment", "list"], env={"COLUMNS": "80"}, terminal_width=80)
     assert res.exit_code == 0, res.output

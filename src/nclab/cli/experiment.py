@@ -34,31 +34,12 @@ def _scale(scale: str) -> str:
     return f"{scale} (smoke test)" if scale == "tiny" else scale
 
 
-def _scale_info(exp: Any, scale: str, protocols: list[Any] | None = None) -> dict[str, Any]:
-    """What ``exp`` runs at ``scale`` (or ``protocols``, some of its runs): its protocols, the expected cost
-    (measured wall time on 2 cores; for the paper scale of a training experiment, H200 GPU-hours estimated from
-    measured throughput) and its data."""
-    from nclab.experiments.protocols import data_needs, estimate
-
-    protocols = exp.protocols(scale) if protocols is None else protocols
-    est: dict[str, Any] = {"time_2_cores": exp.durations.get(scale, "not timed")}
-    gpu = estimate(protocols) if scale == "paper" else None
-    if gpu is not None:
-        est.update(gpu.to_dict())
-    return {
-        "protocol": [p.to_dict() for p in protocols],
-        "estimate": est,
-        "data": data_needs(protocols),
-        "runs": sum(len(p.seeds) for p in protocols if p.kind == "training"),
-    }
-
-
 def _gib(x: float) -> str:
     """Two significant figures below 10 GiB (0.08, 3.8), whole GiB above (11, 145)."""
     return f"{x:.2g}" if x < 10 else f"{x:.0f}"
 
 
-def _cost_line(exp: Any, scale: str, info: dict[str, Any]) -> str:
+def _cost_line(scale: str, info: dict[str, Any]) -> str:
     """The cost of ``scale`` in short lines (the list's cost column does not wrap)."""
     est = info["estimate"]
     if "gpu_hours" in est:
@@ -82,38 +63,26 @@ def experiment_list(fmt: Annotated[OutputFormat, format_option()] = OutputFormat
     test: it runs in seconds to check that the code works, and its figures do not show collapse; cpu is the
     smallest scale whose results mean something. `nclab experiment run NAME --scale paper --dry-run` prints a
     scale's full protocol."""
-    from nclab.experiments import list_experiments
+    from nclab.experiments.listing import compute_listing, read_listing
 
-    exps = list_experiments()
-    infos = {exp.name: {s: _scale_info(exp, s) for s in exp.scales} for exp in exps}
+    items = read_listing() or compute_listing()
     if fmt is OutputFormat.json:
-        data = [
-            {
-                "name": exp.name,
-                "papers": exp.papers,
-                "paper": exp.paper,
-                "summary": exp.summary,
-                **{f"{s} time": exp.durations.get(s, "not timed") for s in ("tiny", "cpu", "paper")},
-                "scales": infos[exp.name],
-            }
-            for exp in exps
-        ]
-        emit([], fmt, data=data)
+        emit([], fmt, data=items)
         return
     if fmt is OutputFormat.csv:
         rows = [
             {
-                "name": exp.name,
-                "paper": exp.paper,
-                **{f"{s} time": exp.durations.get(s, "not timed") for s in ("tiny", "cpu", "paper")},
-                "paper estimate": " ".join(_cost_line(exp, "paper", infos[exp.name]["paper"]).split())
-                if "paper" in exp.scales
+                "name": it["name"],
+                "paper": it["paper"],
+                **{f"{s} time": it[f"{s} time"] for s in ("tiny", "cpu", "paper")},
+                "paper estimate": " ".join(_cost_line("paper", it["scales"]["paper"]).split())
+                if "paper" in it["scales"]
                 else "",
-                "data": " ".join(dict.fromkeys(d["name"] for s in exp.scales for d in infos[exp.name][s]["data"])),
-                "scales": " ".join(exp.scales),
-                "summary": exp.summary,
+                "data": " ".join(dict.fromkeys(d["name"] for info in it["scales"].values() for d in info["data"])),
+                "scales": " ".join(it["scales"]),
+                "summary": it["summary"],
             }
-            for exp in exps
+            for it in items
         ]
         emit(rows, fmt)
         return
@@ -128,16 +97,16 @@ def experiment_list(fmt: Annotated[OutputFormat, format_option()] = OutputFormat
     table.add_column("scale: cost", no_wrap=True)
     table.add_column("data (paper scale)", width=14, overflow="fold")
     blocks = []
-    for exp in exps:
-        costs = "\n".join(_cost_line(exp, s, infos[exp.name][s]) for s in exp.scales)
-        needs = ", ".join(d["name"] for d in infos[exp.name].get("paper", {}).get("data", [])) or "-"
-        table.add_row(f"[bold]{escape(exp.name)}[/bold]\n{escape(exp.summary)}", escape(exp.paper), costs, needs)
-        blocks.append((exp, costs, needs))
+    for it in items:
+        costs = "\n".join(_cost_line(s, info) for s, info in it["scales"].items())
+        needs = ", ".join(d["name"] for d in it["scales"].get("paper", {}).get("data", [])) or "-"
+        table.add_row(f"[bold]{escape(it['name'])}[/bold]\n{escape(it['summary'])}", escape(it["paper"]), costs, needs)
+        blocks.append((it, costs, needs))
     # a narrow terminal or a pipe (80 columns) would fold the names mid-word: one block per experiment instead
     longest_cost = max(len(line) for _, costs, _ in blocks for line in costs.splitlines())
-    if max(len(exp.name) for exp in exps) + 13 + longest_cost + 14 + 13 > console.width:  # + widths and borders
-        for exp, costs, needs in blocks:
-            lines = [f"{exp.name}  {exp.paper}", f"  {exp.summary}", *(f"  {c}" for c in costs.splitlines())]
+    if max(len(it["name"]) for it in items) + 13 + longest_cost + 14 + 13 > console.width:  # + widths, borders
+        for it, costs, needs in blocks:
+            lines = [f"{it['name']}  {it['paper']}", f"  {it['summary']}", *(f"  {c}" for c in costs.splitlines())]
             console.print("\n".join([*lines, f"  data (paper scale): {needs}"]), markup=False, highlight=False)
     else:
         console.print(table)
@@ -224,11 +193,12 @@ def _dry_run(name: str, scale: str, fmt: OutputFormat, selection: Any) -> None:
     """Print the protocols ``name`` runs at ``scale`` (one table row per run; JSON: the list-entry of the scale);
     a cut (``selection``) keeps the selected runs and says how their epochs are cut."""
     from nclab.experiments import dry_run, get
+    from nclab.experiments.listing import scale_info
 
     with user_errors(KeyError):
         exp = get(name)
         protocols = dry_run(name, scale, selection)
-        info = _scale_info(exp, scale, protocols)
+        info = scale_info(exp, scale, protocols)
     if not selection.is_all:
         note(f"cut: {selection.describe()}; the protocols and cost below are the paper's epochs and schedule")
     if fmt is OutputFormat.json:
@@ -237,7 +207,7 @@ def _dry_run(name: str, scale: str, fmt: OutputFormat, selection: Any) -> None:
     if not protocols:
         note(f"experiment {name!r} declares no protocol at scale {scale}: it runs as its module defines")
     rows = [_protocol_row(p.to_dict()) for p in protocols]
-    cost = ", ".join(line.strip() for line in _cost_line(exp, scale, info).splitlines())
+    cost = ", ".join(line.strip() for line in _cost_line(scale, info).splitlines())
     emit(rows, fmt, f"{name}: {cost}")
     for need in info["data"]:
         err_console.print(
