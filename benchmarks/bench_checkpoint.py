@@ -12,11 +12,12 @@ rotating each round:
 * **none**: no checkpoint (``checkpoint.every`` past the block's epochs): the training alone, the reference.
 
 Reported: the median per-epoch time of each (block time / epochs), each trainer's throughput against the
-reference (``none / mode`` epoch time, as the GPU target "the trainer >= 0.8x a plain loop" reads), the checkpoint
-size, and, separately (5 repeats, medians), what the training thread pays per checkpoint: the copy of the state
-(``snapshot_state``) against the whole synchronous write (``--resnet18``: the same for the 89.5 MB checkpoint of
-benchmarks/bench_throughput.py's ResNet-18, 3 repeats). Also the load average before and after: on a shared
-machine the figures are not idle-machine figures.
+reference (``none / mode`` epoch time, as the GPU target "the trainer >= 0.8x a plain loop" reads), the same
+paired by round (the median over rounds of each round's difference and ratio: a loaded machine's drift between
+rounds cancels), the checkpoint size, and, separately (5 repeats, medians), what the training thread pays per
+checkpoint: the copy of the state (``snapshot_state``) against the whole synchronous write (``--resnet18``: the
+same for the 89.5 MB checkpoint of benchmarks/bench_throughput.py's ResNet-18, 3 repeats). Also the load average
+before and after: on a shared machine the figures are not idle-machine figures.
 
     .venv/bin/python benchmarks/bench_checkpoint.py [--widths 512 512] [--rounds 5] [--block 4] \\
         [--resnet18] [--json OUT.json]
@@ -140,6 +141,15 @@ def main() -> None:
         "median_epoch_ms": {k: 1e3 * v for k, v in med.items()},
         "throughput_vs_none": {k: med["none"] / v for k, v in med.items()},
         "checkpoint_cost_ms": {k: 1e3 * (v - med["none"]) for k, v in med.items() if k != "none"},
+        # paired: each round's block against the same round's reference block (a loaded machine's drift cancels)
+        "paired_cost_ms": {
+            k: 1e3 * statistics.median(a - b for a, b in zip(epoch_s[k], epoch_s["none"], strict=True))
+            for k in ("sync", "background")
+        },
+        "paired_throughput_vs_none": {
+            k: statistics.median(b / a for a, b in zip(epoch_s[k], epoch_s["none"], strict=True))
+            for k in ("sync", "background")
+        },
         "training_thread_per_checkpoint_ms": {
             "copy (background)": 1e3 * statistics.median(copy_s),
             "whole write (sync)": 1e3 * statistics.median(write_s),
@@ -155,6 +165,11 @@ def main() -> None:
             f"  {k:>10}: median epoch {report['median_epoch_ms'][k]:7.1f} ms, throughput vs none "
             f"{report['throughput_vs_none'][k]:.2f}" + ("" if cost is None else f", checkpoint cost {cost:6.1f} ms")
         )
+    pc, pt = report["paired_cost_ms"], report["paired_throughput_vs_none"]
+    print(
+        f"  paired by round (median): checkpoint cost sync {pc['sync']:.1f} ms, background {pc['background']:.1f} ms;"
+        f" throughput vs none sync {pt['sync']:.2f}, background {pt['background']:.2f}"
+    )
     tt = report["training_thread_per_checkpoint_ms"]
     copy_ms, write_ms = tt["copy (background)"], tt["whole write (sync)"]
     print(f"  training thread per checkpoint: copy {copy_ms:.1f} ms, whole write {write_ms:.1f} ms")
