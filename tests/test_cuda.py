@@ -4,6 +4,8 @@ Every test compares the CUDA result with a CPU float64 computation of the same n
 reason, where torch has no CUDA device.
 """
 
+import threading
+
 import numpy as np
 import pytest
 import torch
@@ -369,3 +371,39 @@ def test_extraction_on_cuda_resumes_byte_identically(tmp_path):
         nclab.monitor.resume.RESUME_EVERY_S = every
     for name in ("layer2.npy", "labels.npy", "W.npy", "b.npy"):
         assert (tmp_path / "cut" / name).read_bytes() == (tmp_path / "whole" / name).read_bytes(), name
+
+
+def test_background_checkpoint_on_cuda_is_byte_identical_to_the_synchronous_one(tmp_path):
+    """The state copied for the background writer stays on the GPU (clones): the file is the synchronous write's,
+    byte for byte (storages tagged cuda), although training changes the model while the copy is written."""
+    import nclab.train.trainer as trainer_mod
+    from nclab.train import Trainer, resolve_config
+
+    raw = {
+        "data": {"name": "digits", "per_class": 20, "test_per_class": 5},
+        "model": {"name": "mlp", "options": {"widths": [32], "batchnorm": True}},
+        "optim": {"lr": 0.05, "momentum": 0.9},
+        "train": {"epochs": 3, "batch_size": 50, "device": "cuda"},
+        "measure": {"epochs": [0, 3]},
+        "report": False,
+    }
+    trainer = Trainer(resolve_config(raw), tmp_path / "run")
+    trainer.epoch()
+    fixed = {"train_s": 1.5, "measure_s": 0.25, "checkpoint_s": 0.125}
+    trainer.state.timings = dict(fixed)
+    trainer.checkpoint()
+    synchronous = trainer.run_dir.checkpoint.read_bytes()
+    gate, real = threading.Event(), trainer_mod.atomic_write_bytes
+    trainer_mod.atomic_write_bytes = lambda path, data: (gate.wait(30), real(path, data))[1]
+    try:
+        trainer.state.timings = dict(fixed)
+        with trainer:
+            trainer.checkpoint()
+            with torch.no_grad():
+                for p in trainer.model.parameters():
+                    p.add_(1.0)
+            gate.set()
+            trainer.wait_for_writes()
+    finally:
+        trainer_mod.atomic_write_bytes = real
+    assert trainer.run_dir.checkpoint.read_bytes() == synchronous

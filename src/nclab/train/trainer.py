@@ -27,6 +27,13 @@ and resuming are :class:`nclab.io.rundir.RunDir`'s; when a resume is allowed (th
 ``config.yaml`` required, extending ``train.epochs``) is :mod:`nclab.train.rundir`'s. The checkpoint holds the
 run id and the config that trained it, so an edited ``config.yaml`` is refused, naming the key.
 
+Checkpoints off the training thread: inside ``with Trainer(...)`` (as :func:`train` runs it) the state is copied
+(:func:`~nclab.train.checkpoint.snapshot_state`, tensors cloned on their device) and the next epoch trains while
+a background thread seals and writes the copy, then ``metrics.csv``: at most one checkpoint in flight (the next
+waits for it), the file the same bytes as a synchronous write. The epoch's line in ``log.txt`` follows its
+checkpoint; a failed write fails the run at the next epoch (or at the end); the writes are finished before the
+run ends or fails. A kill during a write leaves the previous checkpoint (atomic rename) and its temporary file.
+
 Progress: with ``progress=True`` the run directory is printed at the start; on a terminal rich progress bars
 follow, elsewhere (a pipe, a batch job's log) one plain line per epoch, at most every
 :data:`PLAIN_PROGRESS_EVERY_S` seconds (the first and last epoch and the zero-error epoch always), with epoch,
@@ -37,6 +44,7 @@ unknown layer, impossible sizes) removes the folder it created, so no half-made 
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import json
 import math
@@ -76,7 +84,13 @@ from nclab.measure import (
 from nclab.nets import CollapseNet, build_model
 from nclab.theory.mse import mse_decomposition_from_stats
 from nclab.train import distributed as ddp
-from nclab.train.checkpoint import checkpoint_bytes, columns_to_rows, load_checkpoint
+from nclab.train.checkpoint import (
+    CheckpointWriter,
+    checkpoint_bytes,
+    columns_to_rows,
+    load_checkpoint,
+    snapshot_state,
+)
 from nclab.train.config import ConfigError, RunConfig, check_device_available, resolve_config
 from nclab.train.feeds import EvalSplit, RunData, TrainingBatch, load_run_data
 from nclab.train.losses import LossFn, lambda_from_weight_decay, make_loss
@@ -246,6 +260,9 @@ class Trainer:
         Where progress goes (default: standard error).
     progress : bool, default=False
         Show progress: bars on a terminal, else a plain line per epoch.
+    background_checkpoints : bool, default=True
+        Inside ``with``, write the checkpoints (and ``metrics.csv``, ``log.txt``) on a background thread (see
+        :meth:`checkpoint`); ``False``, or outside ``with``, writes them before :meth:`checkpoint` returns.
 
     Raises
     ------
@@ -278,8 +295,12 @@ class Trainer:
         *,
         console: Console | None = None,
         progress: bool = False,
+        background_checkpoints: bool = True,
     ) -> None:
         self.cfg, self.out = cfg, Path(out)
+        self.background_checkpoints = background_checkpoints
+        #: the background writer of the checkpoints while inside ``with`` (rank 0), else None: writes are synchronous
+        self._writer: CheckpointWriter | None = None
         #: :func:`run_id` of the config, computed once (hashing the YAML of the config costs ~10 ms per checkpoint)
         self.run_id = run_id(cfg)
         #: rank 0 of a DDP run (or the single process): the one that writes (log, checkpoints, tables, report)
@@ -332,10 +353,34 @@ class Trainer:
 
     def __enter__(self) -> Trainer:
         self.bar.start()
+        if self.main and self.background_checkpoints and self._writer is None:
+            self._writer = CheckpointWriter()
         return self
 
-    def __exit__(self, *exc: Any) -> None:
-        self.bar.stop()
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        try:
+            self._close_writer(exc)
+        finally:
+            self.bar.stop()
+
+    def _close_writer(self, exc: BaseException | None = None) -> None:
+        """Finish the background writes and end the writer (later writes are synchronous). A failed write is
+        raised; when the run is already failing with ``exc``, it is added to ``exc``'s notes instead."""
+        writer, self._writer = self._writer, None
+        if writer is None:
+            return
+        try:
+            writer.close()
+        except Exception as err:
+            if exc is None:
+                raise
+            exc.add_note(f"the background checkpoint writer failed too: {type(err).__name__}: {err}")
+
+    def wait_for_writes(self) -> None:
+        """Return once every checkpoint (and log line) submitted so far is on disk; a failed write is raised.
+        Call it before reading the run's files while inside ``with``."""
+        if self._writer is not None:
+            self._writer.wait()
 
     @property
     def done(self) -> bool:
@@ -343,11 +388,15 @@ class Trainer:
         return self.state.epoch >= self.cfg.train.epochs
 
     def log(self, msg: str) -> None:
-        """Append a time-stamped line to ``log.txt`` (rank 0 only)."""
+        """Append a time-stamped line to ``log.txt`` (rank 0 only); with a background writer, through its queue,
+        so the line lands after the checkpoints submitted before it."""
         if not self.main:
             return
-        with open(self.log_path, "a", encoding="utf-8") as fh:
-            fh.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {msg}\n")
+        line = f"{time.strftime('%Y-%m-%d %H:%M:%S')} {msg}\n"
+        if self._writer is not None:
+            self._writer.submit(functools.partial(_append_line, self.log_path, line))
+        else:
+            _append_line(self.log_path, line)
 
     # ------------------------------------------------------------------ the run
     def begin(self) -> None:
@@ -364,6 +413,8 @@ class Trainer:
         """Train the next epoch, then its zero-error check and measurements, and the checkpoint when it is due
         (``checkpoint.every``, and the last epoch)."""
         cfg, st = self.cfg, self.state
+        if self._writer is not None:
+            self._writer.raise_error()  # the previous epoch's checkpoint failed: so does the run
         epoch = st.epoch + 1
         lr = lr_at(epoch - 1, cfg.optim.lr, cfg.schedule, cfg.train.epochs)
         for g in self.opt.param_groups:
@@ -488,37 +539,60 @@ class Trainer:
     def checkpoint(self) -> None:
         """Write ``checkpoints/last.pt`` (copied to ``epoch_NNNN.pt`` at a measured epoch with
         ``checkpoint.keep_measured``), then ``metrics.csv``, each atomically; rank 0 only. The checkpoint is sealed
-        with its checksum (:mod:`nclab.train.checkpoint`)."""
+        with its checksum (:mod:`nclab.train.checkpoint`).
+
+        With a background writer (inside ``with``) this waits for the previous checkpoint's write (raising its
+        error), copies the state (:func:`~nclab.train.checkpoint.snapshot_state`: the model's and the
+        optimiser's tensors cloned on their device) and returns; the writer seals and writes the copy while
+        training goes on. ``timings["checkpoint_s"]`` counts the training thread's share (the wait and the copy).
+        """
         if not self.main:
             return
         t0 = time.perf_counter()
         st = self.state
+        if self._writer is not None:
+            self._writer.wait()  # at most one checkpoint in flight, so they land in order
+        # a background write gets copies (training goes on while it seals them); a synchronous one the originals
+        copy = (lambda s: s) if self._writer is None else snapshot_state
         payload = {
             "epoch": st.epoch,
-            "model": self.model.state_dict(),
-            "optimizer": self.opt.state_dict(),
+            "model": copy(self.model.state_dict()),
+            "optimizer": copy(self.opt.state_dict()),
             "torch_rng": torch.get_rng_state(),
-            "rows": [tuple(r) for r in st.rows],  # plain tuples: the weights_only loader refuses unknown classes
+            "rows": list(st.rows),  # immutable rows; made plain tuples by the writer
             "zero_error_epoch": st.zero_error_epoch,
-            "measured": st.measured,
-            "timings": st.timings,
+            "measured": list(st.measured),
+            "timings": dict(st.timings),
             # who trained it: verify and resume check config.yaml and metrics.csv against these
             "run_id": self.run_id,
             "config": self.cfg.to_dict(),
         }
         if self.scaler is not None:  # fp16: the loss scale goes on where it was
             payload["grad_scaler"] = self.scaler.state_dict()
+        keep = self.cfg.checkpoint.keep_measured and st.epoch in st.measured
+        write = functools.partial(self._write_checkpoint, payload, keep)
+        if self._writer is not None:
+            self._writer.submit(write)
+        else:
+            write()
+        st.timings["checkpoint_s"] += time.perf_counter() - t0
+
+    def _write_checkpoint(self, payload: dict[str, Any], keep: bool) -> None:
+        """Seal ``payload`` (:meth:`checkpoint`'s copy of the state) and write it, then ``metrics.csv`` from its
+        rows; on the background writer's thread or the caller's."""
+        rows = payload["rows"]
+        payload["rows"] = [tuple(r) for r in rows]  # plain tuples: the weights_only loader refuses unknown classes
         data = checkpoint_bytes(payload)
         atomic_write_bytes(self.run_dir.checkpoint, data)
-        if self.cfg.checkpoint.keep_measured and st.epoch in st.measured:
-            atomic_write_bytes(self.run_dir.epoch_checkpoint(st.epoch), data)
-        write_metrics(st.rows, self.out, run_id=self.run_id)
-        st.timings["checkpoint_s"] += time.perf_counter() - t0
+        if keep:
+            atomic_write_bytes(self.run_dir.epoch_checkpoint(payload["epoch"]), data)
+        write_metrics(rows, self.out, run_id=self.run_id)
 
     def finish(self) -> RunResult:
         """Write ``summary.json`` (and ``report.html`` with ``config.report``; rank 0 only); the run's
         :class:`RunResult`."""
         cfg, st, model, data = self.cfg, self.state, self.model, self.data
+        self._close_writer()  # every checkpoint on disk (the report reads metrics.csv); what follows is synchronous
         if not self.main:
             return RunResult(self.out, cfg, st.zero_error_epoch, st.measured, st.rows, model.penultimate_name)
         summary = {
@@ -699,6 +773,11 @@ class Trainer:
         return [(f"mse_{k}", float(dec[k])) for k in keys]
 
 
+def _append_line(path: Path, line: str) -> None:
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(line)
+
+
 def _prepare_dir(cfg: RunConfig, out: Path, resume: bool, overwrite: bool) -> tuple[dict[str, Any] | None, list[str]]:
     """The checkpoint to continue (``None``: a fresh run) and the notes for the log. Every refusal happens
     before anything in ``out`` is written (:meth:`RunDir.start`, :func:`_prepare_resume`); a resume then repairs a
@@ -853,7 +932,8 @@ def train(
 
     Writes ``config.yaml`` (resolved), ``metrics.csv`` (+ ``metrics.parquet`` with pyarrow), ``log.txt``,
     ``checkpoints/last.pt``, ``summary.json`` and ``report.html`` (``config.report``). ``on_epoch_end(epoch)``
-    is called after each epoch's checkpoint (tests use it to interrupt a run). The loop is :class:`Trainer`'s.
+    is called after each epoch's checkpoint is taken (tests use it to interrupt a run: the checkpoint being
+    written in the background is finished before the exception leaves ``train``). The loop is :class:`Trainer`'s.
     When the run fails before its first epoch is checkpointed and ``out`` did not exist before, ``out`` is removed.
 
     Ownership and resume (:class:`~nclab.io.rundir.RunDir`, :mod:`nclab.train.rundir`): the process holds the
@@ -884,7 +964,7 @@ def train(
     console : rich.console.Console, optional
         Where progress and notes go (default: standard error).
     on_epoch_end : callable, optional
-        ``on_epoch_end(epoch)`` after each epoch's checkpoint.
+        ``on_epoch_end(epoch)`` after each epoch's checkpoint is taken.
     lock : bool, default=True
         Hold ``out/run.lock`` while writing.
 
