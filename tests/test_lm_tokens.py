@@ -48,11 +48,15 @@ def _setup():
 
 
 def _hidden(model, batches):
-    """All last-layer hidden states at positions 0..T-2 with their next tokens."""
-    ids = torch.cat([b["input_ids"] for b in batches])
+    """All last-layer hidden states at positions 0..T-2 with their next tokens, batch by batch as the measurement
+    runs them (the same float32 products)."""
+    hs, ys = [], []
     with torch.no_grad():
-        H = model(input_ids=ids, output_hidden_states=True).hidden_states[-1]
-    return H[:, :-1].reshape(-1, H.shape[-1]).double().numpy(), ids[:, 1:].reshape(-1).numpy()
+        for b in batches:
+            H = model(input_ids=b["input_ids"], output_hidden_states=True).hidden_states[-1]
+            hs.append(H[:, :-1].reshape(-1, H.shape[-1]).double())
+            ys.append(b["input_ids"][:, 1:].reshape(-1))
+    return torch.cat(hs).numpy(), torch.cat(ys).numpy()
 
 
 @pytest.fixture(scope="module")

@@ -163,7 +163,25 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int) -> transformers.PreTr
 
 class TokenBatches:
     """Re-iterable batches ``{"input_ids": (B, T)}`` of a tokenized corpus (:func:`token_batches`); ``len`` is the
-    number of batches of this rank's shard."""
+    number of batches of this rank's shard.
+
+    Parameters
+    ----------
+    ids : torch.Tensor of shape (n, T), int64
+        The corpus as ``n`` sequences of ``T`` tokens.
+    batch_size : int
+        Sequences per batch (the last batch may be shorter).
+    shard : (rank, world)
+        This rank's batches: those whose index is ``rank`` modulo ``world``.
+
+    Examples
+    --------
+    >>> ids = torch.arange(20).view(5, 4)
+    >>> [b["input_ids"][:, 0].tolist() for b in TokenBatches(ids, 2, (0, 1))]
+    [[0, 4], [8, 12], [16]]
+    >>> [b["input_ids"][:, 0].tolist() for b in TokenBatches(ids, 2, (1, 2))], TokenBatches(ids, 2, (1, 2)).num_tokens
+    ([[8, 12]], 8)
+    """
 
     def __init__(self, ids: torch.Tensor, batch_size: int, shard: tuple[int, int]) -> None:
         self.ids, self.batch_size = ids, batch_size
@@ -297,6 +315,16 @@ def final_layer(model: nn.Module) -> str:
     """The name of the module whose output is the LM head's input in a Hugging Face causal LM (the first of
     :data:`FINAL_NORMS` the model has).
 
+    Parameters
+    ----------
+    model : torch.nn.Module
+        A Hugging Face causal LM.
+
+    Returns
+    -------
+    str
+        The module's name in ``model.named_modules()``.
+
     Raises
     ------
     ValueError
@@ -343,7 +371,8 @@ class TokenCollapse:
         The last layer's collapse report over the kept classes (the training text), with the held-out NCC
         decisions as ``heldout_ncc_accuracy``, ``heldout_ncc_mismatch``, ``heldout_classifier_accuracy`` and
         ``heldout_coverage`` (the fraction of held-out next tokens whose class is kept) when held-out text was
-        given; plus ``K_present`` and ``num_tokens`` (training samples of kept classes).
+        given; plus ``K_present``, ``present_min_count`` (the rule) and ``num_tokens`` (training samples of kept
+        classes).
     tokens : numpy.ndarray of int64, shape (K_present,)
         The token id of each kept class, in class order.
     counts : numpy.ndarray of int64, shape (V,)
@@ -355,6 +384,18 @@ class TokenCollapse:
     train : MonitorResult
         The monitor's training measurement (its statistics in ``train.stats[layer]``).
     warnings : list of str
+        What the monitor said while measuring (e.g. the class-count imbalance of a text).
+
+    Examples
+    --------
+    >>> torch.manual_seed(0)  # doctest: +ELLIPSIS
+    <...>
+    >>> cfg = transformers.GPT2Config(vocab_size=12, n_positions=8, n_embd=8, n_layer=1, n_head=2)
+    >>> model = transformers.GPT2LMHeadModel(cfg)
+    >>> ids = torch.tensor([[1, 2, 3, 1, 2, 3, 1, 2], [3, 1, 2, 3, 1, 2, 3, 9]])
+    >>> res = token_collapse(model, [{"input_ids": ids}], min_count=2)
+    >>> res.tokens.tolist(), res.K_present, res.counts[[1, 2, 3, 9]].tolist(), res.layer
+    ([1, 2, 3], 3, [4, 5, 4, 1], 'transformer.ln_f')
     """
 
     report: dict[str, float]
@@ -449,6 +490,7 @@ def token_collapse(
     msgs = list(res.warnings)
     stats = res.stats[layer]
     report["K_present"] = float(tokens.numel())
+    report["present_min_count"] = float(min_count)
     report["num_tokens"] = float(stats.N)
     if held_out is not None:
         assert monitor.train_stats is not None
