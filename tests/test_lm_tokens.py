@@ -135,6 +135,8 @@ def test_bad_input_is_named():
         token_collapse(model, train, min_count=10**9)
     with pytest.raises(ValueError, match="fewer than one sequence"):
         token_batches(tok, ["a"], seq_len=32, batch_size=2)
+    with pytest.raises(ValueError, match="rank 3 of 4 gets no batch"):
+        token_batches(tok, toy_corpus(20), seq_len=32, batch_size=64, shard=(3, 4))
     with pytest.raises(ValueError, match="vocabulary"):
         next_token_counts([{"input_ids": torch.tensor([[0, 7]])}], 5)
     with pytest.raises(ValueError, match="no LM head"):

@@ -224,7 +224,8 @@ def token_batches(
         Tokens per sequence, sequences per batch.
     shard : bool or (rank, world), default=True
         Under ``torch.distributed`` (``True``): each rank gets every ``world``-th batch, so the ranks together
-        read the corpus once; ``False``: every batch; ``(rank, world)``: that shard.
+        read the corpus once; ``False``: every batch; ``(rank, world)``: that shard. A rank left without a batch
+        is refused.
 
     Returns
     -------
@@ -263,7 +264,13 @@ def token_batches(
         where = (int(shard[0]), int(shard[1]))
         if not 0 <= where[0] < where[1]:
             raise ValueError(f"shard must be (rank, world) with 0 <= rank < world, got {shard!r}")
-    return TokenBatches(ids, batch_size, where)
+    batches = TokenBatches(ids, batch_size, where)
+    if not len(batches):
+        raise ValueError(
+            f"rank {where[0]} of {where[1]} gets no batch: the corpus makes {-(-n // batch_size)} batches of "
+            f"{batch_size} sequences of {seq_len} tokens; use fewer ranks, smaller batches or more text"
+        )
+    return batches
 
 
 def _input_ids(batch: Any) -> torch.Tensor:
@@ -463,8 +470,8 @@ def token_collapse(
     """
     if not isinstance(min_count, int) or isinstance(min_count, bool) or min_count < 1:
         raise ValueError(f"min_count must be an int >= 1, got {min_count!r}")
-    head = _lm_head(model)
-    V = int(head.weight.shape[0])
+    weight, bias = _lm_head(model)
+    V = int(weight.shape[0])
     layer = final_layer(model) if layer is None else layer
     counts = next_token_counts(train, V)
     tokens = torch.nonzero(counts >= min_count).flatten()
@@ -477,9 +484,8 @@ def token_collapse(
     index[tokens] = torch.arange(tokens.numel())
     keep = tokens.numpy()
     with torch.no_grad():  # the kept rows only: never a float64 copy of the whole (V, d) head
-        rows = tokens.to(head.weight.device)
-        W = head.weight[rows].double().cpu().numpy()
-        bias = getattr(head, "bias", None)
+        rows = tokens.to(weight.device)
+        W = weight[rows].double().cpu().numpy()
         b = None if bias is None else bias[rows].double().cpu().numpy()
     monitor_options.setdefault("targets_fn", _KeptNextTokens(index))
     # One place to switch to the monitor's own class selection once it has one: CollapseMonitor(model, V,
@@ -511,8 +517,8 @@ def token_collapse(
     return TokenCollapse(report, keep.astype(np.int64), counts.numpy(), min_count, layer, res, msgs)
 
 
-def _lm_head(model: nn.Module) -> nn.Module:
-    """The LM head of a Hugging Face causal LM (``get_output_embeddings()``)."""
+def _lm_head(model: nn.Module) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The weight ``(V, d)`` and bias (or ``None``) of a Hugging Face causal LM's head (``get_output_embeddings()``)."""
     get = getattr(model, "get_output_embeddings", None)
     module = get() if callable(get) else None
     weight = getattr(module, "weight", None)
@@ -521,4 +527,5 @@ def _lm_head(model: nn.Module) -> nn.Module:
             f"{type(model).__name__} has no LM head (get_output_embeddings() with a 2-D weight): measure a causal "
             "LM (GPT2LMHeadModel, AutoModelForCausalLM), or CollapseMonitor(model, K, targets_fn=next_token_targets)"
         )
-    return module
+    bias = getattr(module, "bias", None)
+    return weight, bias if isinstance(bias, torch.Tensor) else None
