@@ -32,6 +32,7 @@ examples: $(STAMP)
 	$(BIN)/python examples/measure_saved_features.py
 	$(BIN)/python examples/lightning_digits.py
 	$(BIN)/python examples/hf_text.py
+	$(BIN)/python examples/lm_tokens.py
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_stats.py --loop-reference

@@ -20,6 +20,7 @@ NEEDS = {
     "measure_saved_features": ((), None),
     "lightning_digits": (("lightning",), "lightning"),
     "hf_text": (("transformers", "accelerate"), "hf"),
+    "lm_tokens": (("transformers", "tokenizers"), "hf"),
 }
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 ORDER = (
     "plot_training_collapse.py",
     "plot_per_layer_collapse.py",
+    "plot_token_collapse.py",
     "plot_ufm_optima.py",
     "plot_softmax_code.py",
     "plot_central_path.py",
