@@ -132,7 +132,9 @@ class ClassStats(Accumulator):
 
     Threads: on the CPU an update uses up to ``torch.get_num_threads()`` cores (at most 4, one per 256 rows of the
     batch, while a lane's buffers stay under 64 MB): the rows are split into lanes that run on threads of their
-    own, each with torch and the BLAS at one thread (restored after); the result is the same up to rounding.
+    own, each with torch and the BLAS at one thread (restored after; the BLAS only for the updates that form a
+    block's Gram); the first read after an update adds the rows the lanes still hold, each lane on its own thread.
+    The result is the same up to rounding.
     Raises :class:`nclab.memory.AllocationTooLarge` (a ``MemoryError`` and a ``ValueError``) before allocating
     state larger than the available memory or the ``NCLAB_MAX_BYTES`` cap (``24 K d`` bytes, ``16 K d`` without
     unit sums, plus ``8 d^2`` for ``track="full"``), suggesting ``track="light"`` when the d x d scatter is the bulk.
