@@ -1,6 +1,7 @@
 """ClassStats against a peer collapse library's accumulator and the machine's GEMM, measured in one run.
 
     python benchmarks/bench_stats.py [--repeats 3] [--threads 1,2] [--quick] [--loop-reference] [--configs 0,1,2]
+    python benchmarks/bench_stats.py --float32-target   # the float32 targets alone, 1 and 2 threads
 
 Runs on the BLAS kernels a user's machine selects: ``OPENBLAS_CORETYPE`` / ``OPENBLAS_L2_SIZE`` are dropped for
 this command alone (``_native.native_blas``), and the kernel of each BLAS library is printed (threadpoolctl).
@@ -26,6 +27,11 @@ read them) and ``1e3 mu + 1e-2 noise`` in float32. Targets: nclab float32 <= 0.5
 and at 2 threads.
 
 ``--loop-reference`` adds the per-class two-pass loop reference and light vs full at d = 4,096.
+
+``--float32-target`` (alone, ~2 min idle) times only what the float32 targets compare, at (100,000, 512, 100):
+nclab float32 (full track, its defaults), the peer's float32 two passes (torch) and numpy's float32 ``X.T @ X``,
+``--repeats`` rounds (default 7 here) interleaved as above, at 1 and 2 threads, and prints the two ratios (median
+of the within-round ratios, and the ratio of the minima) against their targets: <= 0.45x the peer, <= 1.6x the Gram.
 """
 
 from __future__ import annotations
@@ -247,19 +253,60 @@ def report(N, d, K, threads, times):
         print(f"  {a} / {b}: {ratio(times, a, b):6.2f}")
 
 
+FLOAT32_TARGETS = [("peer float32", 0.45), ("float32 X.T @ X", 1.6)]  # nclab float32 / each, at (100k, 512, 100)
+
+
+def float32_target(args, rng):
+    """The float32 targets alone: nclab float32 against the peer's float32 and the float32 Gram, 1 and 2 threads."""
+    N, d, K = CONFIGS[0]
+    y = rng.integers(0, K, N)
+    X = (rng.normal(size=(K, d))[y] + rng.normal(size=(N, d))).astype(np.float32)
+    Xt, yt = torch.from_numpy(X), torch.from_numpy(y)
+    fns = {
+        "nclab float32": lambda: nclab_sigma_w(Xt, yt, K, args.batch, "float32"),
+        "peer float32": lambda: peer_sigma_w_torch(Xt, yt, K, args.batch),
+        "float32 X.T @ X": lambda: X.T @ X,
+    }
+    names = list(fns)
+    for threads in (int(t) for t in args.threads.split(",")):
+        torch.set_num_threads(threads)
+        with threadpool_limits(threads, user_api="blas"):
+            times = {n: [] for n in names}
+            load0 = os.getloadavg()[0]
+            for r in range(args.repeats):
+                for n in names[r % len(names) :] + names[: r % len(names)]:
+                    time.sleep(COOLDOWN_S)
+                    t0 = time.perf_counter()
+                    fns[n]()
+                    times[n].append(time.perf_counter() - t0)
+        load1 = os.getloadavg()[0]
+        print(f"\nN={N} d={d} K={K}, {threads} thread(s), load {load0:.2f} -> {load1:.2f}: median s (min s)")
+        for n, ts in times.items():
+            print(f"  {n:16s} {statistics.median(ts):7.3f}  ({min(ts):.3f})")
+        for other, target in FLOAT32_TARGETS:
+            r, rmin = ratio(times, "nclab float32", other), min(times["nclab float32"]) / min(times[other])
+            verdict = "met" if r <= target else "NOT met"
+            print(f"  nclab float32 / {other}: {r:5.2f} (ratio of minima {rmin:5.2f}; target <= {target}: {verdict})")
+
+
 def main():
     native_blas()
     ap = argparse.ArgumentParser()
     ap.add_argument("--batch", type=int, default=1000)
-    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--repeats", type=int, default=None, help="rounds (default 3; 7 with --float32-target)")
     ap.add_argument("--threads", default="1,2", help="thread counts (torch and BLAS), comma-separated")
     ap.add_argument("--configs", default=None, help="indices into CONFIGS, comma-separated (default: all)")
     ap.add_argument("--quick", action="store_true", help="N / 5 (a smoke run; the targets are stated at full N)")
     ap.add_argument("--loop-reference", action="store_true")
+    ap.add_argument("--float32-target", action="store_true", help="only the float32 targets at (100k, 512, 100)")
     args = ap.parse_args()
     rng = np.random.default_rng(0)
+    args.repeats = args.repeats or (7 if args.float32_target else 3)
     print(f"torch {torch.__version__}, numpy {np.__version__}, batch {args.batch}, {args.repeats} interleaved rounds")
     print(kernels_line())
+    if args.float32_target:
+        float32_target(args, rng)
+        return
     check_agreement(rng, args.batch)
     configs = QUICK if args.quick else CONFIGS
     if args.configs:

@@ -1,5 +1,7 @@
 """ClassStats updates split between threads (lanes), and the optional unit sums (``unit_sums=False``)."""
 
+import threading
+
 import numpy as np
 import pytest
 import torch
@@ -67,6 +69,63 @@ def test_float32_lanes_stay_within_the_float32_bound(rng, threads):
     assert _fro_rel(s.sigma_w(), ref["sw"]) < 1e-6
     np.testing.assert_allclose(s.class_ss, ref["ss"], rtol=1e-6)
     np.testing.assert_allclose(s.unit_sums, _unit_sums(H, y, K), rtol=1e-5, atol=1e-4)
+
+
+def test_float32_lanes_form_every_gram_on_one_blas_thread_and_flush_in_parallel(rng, threads, monkeypatch):
+    """The float32 lanes set the BLAS to one thread only for the updates that form a Gram (threadpoolctl calls cost
+    a few percent of an update), yet every Gram of a lane is formed with it at one thread; the rows the lanes
+    still hold when the statistics are read are flushed by each lane on a thread of its own. The result does not
+    depend on the thread count beyond float32 rounding and is the float64 path's within the float32 bound."""
+    from contextlib import contextmanager
+
+    import nclab.stats.class_stats as class_stats
+    from nclab.stats._lanes import Lane
+
+    single = {"on": False}
+    calls, grams = [], []
+    real_ctx, real_flush = class_stats.single_blas_thread, Lane.flush_gram
+
+    @contextmanager
+    def recording_ctx(active=True):
+        calls.append(active)
+        with real_ctx(active):
+            prev, single["on"] = single["on"], active
+            try:
+                yield
+            finally:
+                single["on"] = prev
+
+    def recording_flush(self, target):
+        if self.pending and self.spec.full and self.parallel:
+            grams.append((threading.get_ident(), single["on"], self.pending))
+        real_flush(self, target)
+
+    monkeypatch.setattr(class_stats, "single_blas_thread", recording_ctx)
+    monkeypatch.setattr(Lane, "flush_gram", recording_flush)
+    K, d, N = 7, 64, 21_000
+    y = rng.integers(0, K, N)
+    H = (4.0 * rng.normal(size=(K, d))[y] + rng.normal(size=(N, d))).astype(np.float32)
+    threads(2)
+    s = _stream(H, y, K, 1000, compute_dtype="float32")
+    assert len(s._lanes) == 2 and s.gram_block_rows() == 4096
+    updates = calls[:]
+    assert len(updates) == 21 and 0 < sum(updates) < 6  # the BLAS left alone in most updates
+    formed = grams[:]
+    assert formed and all(on for _, on, _ in formed)  # 2 lanes x 2 blocks of 4,000 rows, at one BLAS thread
+    sw = s.sigma_w()
+    flushed = grams[len(formed) :]
+    assert len(flushed) == 2 and all(on for _, on, _ in flushed)  # both lanes' last blocks (2,500 rows each)
+    assert {rows for _, _, rows in flushed} == {2500} and len({t for t, _, _ in flushed}) == 2
+    threads(1)
+    one = _stream(H, y, K, 1000, compute_dtype="float32")
+    exact = _stream(H, y, K, 1000)
+    ref = brute_stats(H, y, K)
+    assert _fro_rel(sw, ref["sw"]) < 1e-6 and _fro_rel(one.sigma_w(), ref["sw"]) < 1e-6
+    assert _fro_rel(sw, exact.sigma_w()) < 1e-6 and _fro_rel(sw, one.sigma_w()) < 1e-6
+    np.testing.assert_array_equal(s.counts, one.counts)
+    np.testing.assert_allclose(s.means, exact.means, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(s.class_ss, exact.class_ss, rtol=1e-6)
+    np.testing.assert_allclose(s.unit_sums, exact.unit_sums, rtol=1e-5, atol=1e-5)
 
 
 def test_lane_held_rows_reach_every_reader(rng, threads):

@@ -277,6 +277,17 @@ class Lane:
                 self.flush_gram(target)
 
     # ------------------------------------------------------------------ flushing
+    def gram_due(self, rows: int) -> bool:
+        """Whether adding ``rows`` more float32 rows (:meth:`add_float32`) may form a Gram, i.e. call the BLAS:
+        the caller sets the BLAS to one thread only for such updates (a pair of threadpoolctl calls per library
+        costs ~10-30 us, a few percent of an update at d = 512, and the block's Gram is formed about once every
+        ``b / rows`` updates). Conservative: ``True`` whenever a flush is possible."""
+        if not self.spec.full:
+            return False
+        if self.block is not None and self.block.dtype != torch.float32 and self.pending:
+            return True  # the rows of a float64 block are flushed first
+        return self.pending + rows >= self.spec.block_rows
+
     def flush_gram(self, target: dict[str, torch.Tensor]) -> None:
         """Add the Gram of the pending block rows to ``target["scatter_dev"]``."""
         if self.pending == 0:

@@ -147,7 +147,9 @@ class ClassStats(Accumulator):
 
     Threads: on the CPU an update uses up to ``torch.get_num_threads()`` cores (at most 4, one per 256 rows of the
     batch, while a lane's buffers stay under 64 MB): the rows are split into lanes that run on threads of their
-    own, each with torch and the BLAS at one thread (restored after); the result is the same up to rounding.
+    own, each with torch and the BLAS at one thread (restored after; the BLAS only for the updates that form a
+    block's Gram); the first read after an update adds the rows the lanes still hold, each lane on its own thread.
+    The result is the same up to rounding.
     Raises :class:`nclab.memory.AllocationTooLarge` (a ``MemoryError`` and a ``ValueError``) before allocating
     state larger than the available memory or the ``NCLAB_MAX_BYTES`` cap (``24 K d`` bytes, ``16 K d`` without
     unit sums, plus ``8 d^2`` for ``track="full"``), suggesting ``track="light"`` when the d x d scatter is the bulk.
@@ -430,7 +432,7 @@ class ClassStats(Accumulator):
         # each: a library's own workers keep spinning after each call on the cores the next call needs (measured
         # 2-3x slower, benchmarks/RESULTS.md). Rows are split between lanes, one per core in the torch budget.
         lanes = self._lane_count(B, x.device if self._device is None else self._device)
-        with torch_threads(1, x.device), single_blas_thread(lanes > 1):
+        with torch_threads(1, x.device):
             # Every check runs on the batch's own device before the state is allocated or touched: a rejected
             # batch leaves no trace, not even the device the first batch would pin.
             screen = self._screen(x, y)
@@ -450,7 +452,14 @@ class ClassStats(Accumulator):
             per_class = self._count(y, dev)
             gram32 = self.compute_dtype == "float32" and screen.safe
             shift32 = shift32 if screen.fast else None
-            run_lanes(self._lane_tasks(lanes, x, y, norms, shift32, per_class, gram32, screen.zero_rows))
+            tasks = self._lane_tasks(lanes, x, y, norms, shift32, per_class, gram32, screen.zero_rows)
+            # the BLAS at one thread while several lanes may call it; the float32 lanes call it only for a Gram
+            blas = lanes > 1 and (
+                shift32 is None
+                or any(self._lanes[i].gram_due(B * (i + 1) // lanes - B * i // lanes) for i in range(lanes))
+            )
+            with single_blas_thread(blas):
+                run_lanes(tasks)
         self._touch()
         return self
 
@@ -615,11 +624,29 @@ class ClassStats(Accumulator):
         st = self._state
         if st is None:
             return
-        for i, lane in enumerate(self._lanes):
-            if lane.dirty:
-                lane.flush(st["shift"], st if i == 0 else lane.own())
+        dirty = [i for i, lane in enumerate(self._lanes) if lane.dirty]
+        if not dirty:
+            return
+
+        def flush(i: int) -> None:
+            self._lanes[i].flush(st["shift"], st if i == 0 else self._lanes[i].own())
+
+        # K x d and d x d additions: one torch thread (an OpenMP team on arrays this small only waits for its
+        # members, measured 0.2-0.3 s instead of ~1 ms for the merge at d = 512 on a busy 2-core machine)
+        with torch_threads(1, self._device):
+            if len(dirty) > 1 and self._device is not None and not accelerated(self._device):
+                # each lane forms the Gram of its pending block on a core of its own (up to 2 x 4,096 rows: ~5%
+                # of the Gram of 100,000 rows, formed one after the other before, with the BLAS's own threads)
+                for i in dirty:
+                    self._lanes[i].parallel = True
+                with single_blas_thread(True):
+                    run_lanes([partial(flush, i) for i in dirty])
+            else:
+                for i in dirty:
+                    flush(i)
+            for i in dirty:
                 if i > 0:
-                    lane.merge_own_into(st)
+                    self._lanes[i].merge_own_into(st)
 
     def _row_norms(self, x: torch.Tensor) -> tuple[torch.Tensor, float, float]:
         """Float64 row norms ``(B, 1)`` (the unit sums need them) and their smallest and largest value; NaN/inf
