@@ -57,7 +57,18 @@ def ncc_metrics(
     batch_size: int = 8192,
     index: NCCIndex = "exact",
 ) -> dict[str, Any]:
-    """One-shot :class:`~nclab.stats.NCCAccumulator` over features held in memory.
+    r"""One-shot :class:`~nclab.stats.NCCAccumulator` over features held in memory.
+
+    .. math::
+
+        \mathrm{ncc\_accuracy} = \frac{1}{N} \#\Big\{i : \arg\min_k \lVert h_i - \mu_k \rVert = y_i\Big\}
+
+        \mathrm{ncc\_mismatch} = \frac{1}{N} \#\Big\{i : \arg\max_k \left(w_k^\top h_i + b_k\right)
+        \neq \arg\min_k \lVert h_i - \mu_k \rVert\Big\}
+
+    where :math:`\mu_k` are the class means of ``stats`` (the first pass), :math:`w_k` the rows of ``W`` and
+    :math:`b_k` its bias (``ncc_mismatch_nobias``: :math:`b = 0`; ``classifier_accuracy``: the classifier's
+    decisions against the labels).
 
     Parameters
     ----------
