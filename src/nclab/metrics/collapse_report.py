@@ -8,13 +8,14 @@ their eigendecompositions; the report's own view is dropped when it returns (pas
 from __future__ import annotations
 
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from nclab.memory import check_allocation
+from nclab.metrics import _pairs
 from nclab.metrics._registry import REGISTRY, MetricInfo
 from nclab.metrics.cdnv import cdnv
 from nclab.metrics.classes import ClassesRule, check_classes, select_classes
@@ -23,6 +24,7 @@ from nclab.metrics.cosine import class_separation, within_class_cosine
 from nclab.metrics.duality import uniform_duality
 from nclab.metrics.gnc import gnc2_entries, gnc3
 from nclab.metrics.means_geometry import (
+    angle_statistics,
     classifier_accuracy_on_means,
     equiangularity,
     equinorm,
@@ -215,6 +217,7 @@ def collapse_report(
     conventions: Mapping[str, Any] | None = None,
     classes: ClassesRule = "all",
     min_count: int | None = None,
+    progress: bool | Callable[[float, float], None] | None = None,
 ) -> dict[str, float]:
     """Every metric that applies to ``stats`` (+ classifier ``W: (K, d)``, ``b: (K,)``, + an NCC pass).
 
@@ -251,6 +254,12 @@ def collapse_report(
         been made against the kept classes. docs/conventions.md, "classes".
     min_count : int, optional
         The samples a class needs under ``classes="present"`` (default 1); refused with ``"all"``.
+    progress : bool or callable, optional
+        At ``K >= 2,048`` the pairwise metrics sweep the K x K pairs in tiles (memory O(tile^2), never K x K;
+        float32 GEMMs once ``K^2 d > 2^33``, sums in float64, NC4 decisions exact). ``None`` (default) shows a
+        progress bar with the estimated time on stderr when the estimate exceeds 5 s and stderr is a terminal;
+        ``True`` always, ``False`` never; a callable receives ``(done, total)`` (units of multiply-adds) after each
+        tile.
 
     Returns
     -------
@@ -317,7 +326,13 @@ def collapse_report(
         # a view of the report's own: the d x d matrices and eigendecompositions its metrics share (4 d x d
         # float64 arrays) go when it returns; a caller that reads more of them passes a view and keeps it
         view = ClassMoments(stats)
-    out = _report(view, W, b_arr, ncc, c, wt)
+    K, d = view.K, view.d
+    sweeps = 0.0
+    if K >= _pairs.ENGINE_MIN_K:  # half-Gram sweeps: the means (CDNV), their directions, W's; NC4 is a full Gram
+        sweeps = 2.0 + (3.0 if W is not None else 0.0)
+    work = sweeps * K * K * d / 2
+    with _pairs.progress_scope(work, _pairs.estimate_seconds(K, d, sweeps), progress):
+        out = _report(view, W, b_arr, ncc, c, wt)
     if rule == "present":
         out["K_present"] = float(keep.size)
         out["present_min_count"] = float(m)
@@ -373,8 +388,9 @@ def _report(
         if Wa.shape != (stats.K, stats.d):
             raise ValueError(f"W must be (K, d) = ({stats.K}, {stats.d}), got {Wa.shape}")
         out["equinorm_w"] = equinorm(Wa, ddof=c["ddof"])
-        out["equiangularity_w"] = equiangularity(Wa, ddof=c["ddof"])
-        out["max_angle_w"] = max_angle(Wa)
+        angles = angle_statistics(Wa, ddof=c["ddof"])  # one pass over the pairs of W's rows for both
+        out["equiangularity_w"] = angles["equiangularity"]
+        out["max_angle_w"] = angles["max_angle"]
         out["self_duality"] = self_duality(
             stats,
             W=Wa,
