@@ -2,9 +2,9 @@
 
     python benchmarks/bench_vocab.py [--k 50257] [--d 768] [--n 200000] [--threads 2] [--no-w] [--profile]
 
-Zipf-distributed tokens (p_k proportional to 1/k, as a text's unigram frequencies) over a vocabulary of K classes, features
-``h = mu_y + noise`` with random class centres, a random classifier ``W (K, d)``, ``b (K,)``. Prints the kernels
-(threadpoolctl), the load average, the time to stream the statistics (``track="light"``), the time of
+Zipf-distributed tokens (p_k proportional to 1/k, as a text's unigram frequencies) over a vocabulary of K classes,
+features ``h = mu_y + noise`` with random class centres, a random classifier ``W (K, d)``, ``b (K,)``. Prints the
+kernels (threadpoolctl), the load average, the time to stream the statistics (``track="light"``), the time of
 ``collapse_report(stats, W=W, b=b, classes="present")`` (NC3 and NC4 included) and the process's peak resident
 memory (``ru_maxrss``: data generation included). ``--profile`` prints cProfile's top entries of the report.
 """
