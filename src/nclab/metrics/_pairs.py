@@ -33,6 +33,7 @@ __all__ = [
     "ENGINE_MIN_K",
     "FLOAT32_MIN_WORK",
     "PairMoments",
+    "class_pair_sweep",
     "decisions_at_means",
     "estimate_seconds",
     "gram_dtype",
@@ -122,6 +123,7 @@ def progress_scope(
         yield
     finally:
         _current.remove(state)
+        state.advance(max(state.total - state.done, 0.0))  # the estimate's remainder: the bar ends full
         if bar is not None:
             bar.stop()
 
@@ -229,6 +231,85 @@ def unit_pair_sweep(
                 ker_m.add(d2.to(torch.float64).sqrt_())
         _advance((i1 - i0) * (j1 - j0) * d)
     return {"cos": cos_m, "kernel": ker_m}
+
+
+def class_pair_sweep(
+    U: np.ndarray,
+    norms: np.ndarray,
+    var: np.ndarray,
+    *,
+    shift: float,
+    exponent: float,
+    thresh: float,
+    exact: bool | None = None,
+    tile: int | None = None,
+    device: Any = None,
+) -> dict[str, Any]:
+    """One sweep over the Gram tiles of the unit centred class means ``U (K, d)`` for every pairwise statistic
+    of a report: the moments of the shifted cosines (equiangularity, max_angle), of the log kernel (uniformity)
+    and the CDNV sum with ``norms`` (the O(1)-scaled norms of the centred means) and ``var`` (the class
+    variances on that scale): ``||v_k - v_l||^2 = n_k^2 + n_l^2 - 2 n_k n_l cos_kl``, recomputed from the rows in
+    float64 where the expansion loses digits (cosines above ``1 - _CANCEL_RATIO``; a squared distance ``<=
+    thresh`` makes the CDNV ``inf``).
+
+    Returns ``{"cos": PairMoments, "kernel": PairMoments, "cdnv": {exponent: sum over pairs}}``.
+    """
+    K, d = U.shape
+    tile = TILE if tile is None else tile
+    dev = _device_of(device)
+    dt = gram_dtype(K, d, exact)
+    U64 = torch.as_tensor(U, dtype=torch.float64, device=dev)
+    n64 = torch.as_tensor(norms, dtype=torch.float64, device=dev)
+    v64 = torch.as_tensor(var, dtype=torch.float64, device=dev)
+    V64 = U64 * n64[:, None]
+    Ut, nt = U64.to(dt), n64.to(dt)
+    sq = nt * nt
+    cos_m, ker_m = PairMoments(), PairMoments()
+    total, coincide = 0.0, False
+    for i0, i1, j0, j1 in _tiles(K, tile):
+        diagonal = i0 == j0
+        G = Ut[i0:i1] @ Ut[j0:j1].T
+        c = _strict_upper(G, diagonal)
+        if c.numel() == 0:
+            continue
+        var_c, mean_c = torch.var_mean(c, correction=0)  # the spread does not move with the shift
+        cos_m.merge(int(c.numel()), float(mean_c) + shift, float(var_c) * c.numel())
+        cos_m.abs_sum += float(torch.linalg.vector_norm(c + shift, ord=1, dtype=torch.float64))
+        close = float(c.max()) >= 1.0 - _CANCEL_RATIO  # else no distance below _CANCEL_RATIO of its scale
+        # the log kernel: -log r = -0.5 log r^2 with r^2 = 2 - 2 cos
+        d2u = torch.mul(c, -2.0).add_(2.0)
+        if close:
+            near = d2u < _CANCEL_RATIO
+            if bool(near.any()):
+                d2u = d2u.to(torch.float64)
+                ii, jj = _pair_index(i0, i1, j0, j1, diagonal, dev)
+                diff = U64[ii[near]] - U64[jj[near]]
+                d2u[near] = (diff * diff).sum(dim=1)
+        if not ker_m.inf:
+            var_l, mean_l = torch.var_mean(d2u.clamp_(min=0.0).log_(), correction=0)
+            ker_m.merge(int(d2u.numel()), -0.5 * float(mean_l), 0.25 * float(var_l) * d2u.numel())
+        # CDNV: (var_k + var_l) / (2 d2^e) summed as v . (R 1) + (1^T R) . v
+        if not coincide:
+            d2 = torch.addcmul(sq[i0:i1, None] + sq[None, j0:j1], nt[i0:i1, None] * nt[None, j0:j1], G, value=-2.0)
+            fix = 0.0
+            if diagonal:
+                d2.masked_fill_(~torch.ones_like(d2, dtype=torch.bool).triu_(1), math.inf)
+            if close or diagonal:
+                bad = d2 <= (sq[i0:i1, None] + sq[None, j0:j1]).mul_(_CANCEL_RATIO)
+                if bool(bad.any()):
+                    ri, ci = torch.nonzero(bad, as_tuple=True)
+                    diff = V64[ri + i0] - V64[ci + j0]
+                    dd = (diff * diff).sum(dim=1)
+                    if bool((dd <= thresh).any()):
+                        coincide = True
+                    fix = float(((v64[ri + i0] + v64[ci + j0]) / (2.0 * dd**exponent)).sum())
+                    d2[bad] = math.inf
+            R = d2.reciprocal_() if exponent == 1 else d2.pow_(-float(exponent))
+            rows = R.sum(dim=1, dtype=torch.float64)
+            cols = R.sum(dim=0, dtype=torch.float64)
+            total += 0.5 * float(v64[i0:i1] @ rows + v64[j0:j1] @ cols) + fix
+        _advance((i1 - i0) * (j1 - j0) * d)
+    return {"cos": cos_m, "kernel": ker_m, "cdnv": {exponent: math.inf if coincide else total}}
 
 
 def stats_device(stats: Any) -> torch.device:

@@ -12,6 +12,7 @@ from nclab.metrics import _pairs
 from nclab.metrics._linalg import SB_ZERO_RTOL, feature_scale_sq, pow2_scale
 from nclab.metrics._registry import metric
 from nclab.metrics.common import StatsLike, as_moments
+from nclab.metrics.means_geometry import stats_pair_sweep
 from nclab.validation import check_int
 
 __all__ = ["cdnv"]
@@ -97,7 +98,15 @@ def cdnv(stats: StatsLike, exponent: float = 1, tile: int | None = None) -> floa
     mu = mu - mu.mean(axis=0)  # only differences enter; centring shrinks the cancellation of the expansion
     var = stats.class_ss / stats.counts / c2
     if K >= _pairs.ENGINE_MIN_K and tile_given is None:  # one tiled sweep on the statistics' device
-        total = _pairs.means_pair_sweep(mu, var, exponent=exponent, thresh=thresh, device=_pairs.stats_device(stats))
+        # shared with equiangularity, max_angle and the uniformity of a report (balanced centring: any centring
+        # leaves the distances as they are)
+        sweep = stats_pair_sweep(stats, "balanced", exponent)
+        if sweep is not None:
+            total = sweep["cdnv"][exponent]
+        else:  # a zero centred mean: no directions to share, the distances alone
+            total = _pairs.means_pair_sweep(
+                mu, var, exponent=exponent, thresh=thresh, device=_pairs.stats_device(stats)
+            )
         if not np.isfinite(total):
             return float("inf")
         if exponent != 1:

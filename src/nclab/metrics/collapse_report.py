@@ -328,8 +328,8 @@ def collapse_report(
         view = ClassMoments(stats)
     K, d = view.K, view.d
     sweeps = 0.0
-    if K >= _pairs.ENGINE_MIN_K:  # half-Gram sweeps: the means (CDNV), their directions, W's; NC4 is a full Gram
-        sweeps = 2.0 + (3.0 if W is not None else 0.0)
+    if K >= _pairs.ENGINE_MIN_K:  # half-Gram sweeps: the class means (one for all), W's rows; NC4 is a full Gram
+        sweeps = 1.0 + (3.0 if W is not None else 0.0)
     work = sweeps * K * K * d / 2
     with _pairs.progress_scope(work, _pairs.estimate_seconds(K, d, sweeps), progress):
         out = _report(view, W, b_arr, ncc, c, wt)

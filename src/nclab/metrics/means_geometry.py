@@ -43,7 +43,7 @@ from typing import Any, Literal
 import numpy as np
 
 from nclab.metrics import _pairs
-from nclab.metrics._linalg import pow2_scale
+from nclab.metrics._linalg import SB_ZERO_RTOL, feature_scale_sq, pow2_scale
 from nclab.metrics._registry import REGISTRY, metric
 from nclab.metrics.common import (
     ZERO_RTOL,
@@ -99,22 +99,42 @@ def _etf_pair_moments(X: StatsLike | Any, U: np.ndarray, weighting: Weighting) -
     shared by equiangularity and max_angle when ``X`` is a ClassStats (or its view)."""
     shift = 1.0 / (U.shape[0] - 1)
     if is_stats(X):
-        if U.shape[0] >= _pairs.ENGINE_MIN_K:  # one tiled sweep shared with the uniformity kernel
-            m = stats_pair_sweep(X, U, weighting)["cos"]
+        sweep = stats_pair_sweep(X, weighting) if U.shape[0] >= _pairs.ENGINE_MIN_K else None
+        if sweep is not None:  # one tiled sweep shared with the CDNV and the uniformity kernel
+            m = sweep["cos"]
             return m.n, m.mean, m.m2, m.abs_sum
         compute = lambda: _pair_cosine_moments(U, shift)  # noqa: E731
         return moments_of(X).memo(MomentKey.ETF_PAIR_MOMENTS, weighting, compute=compute)
     return _pair_cosine_moments(U, shift)
 
 
-def stats_pair_sweep(X: StatsLike, U: np.ndarray, weighting: Weighting) -> dict[str, Any]:
-    """The tiled sweep (:func:`nclab.metrics._pairs.unit_pair_sweep`) of the unit centred class means ``U`` of
-    ``X``: the shifted cosines of equiangularity / max_angle and the log kernel of the uniformity, on the
-    statistics' device, cached in the view."""
+def stats_pair_sweep(X: StatsLike, weighting: Weighting, exponent: float = 1) -> dict[str, Any] | None:
+    """The one tiled sweep (:func:`nclab.metrics._pairs.class_pair_sweep`) of the class means of ``X`` centred
+    about ``global_mean(weighting)``, on the statistics' device, cached in the view: the shifted cosines of
+    equiangularity / max_angle, the log kernel of the uniformity and the CDNV sum for ``exponent`` (another
+    exponent adds a CDNV sweep of its own to the cached entry). ``None`` (nothing cached) when a centred mean
+    is zero: the cosines are then undefined."""
     view = moments_of(X)
+    V, scale = _vectors(X, center=True, weighting=weighting)
+    if zero_rows(V, scale).size:  # no direction (the metrics that need one warn themselves)
+        return None
+    n = row_norms(V)
+    U = V / n[:, None]
+    f2 = feature_scale_sq(view)
+    c = pow2_scale(np.sqrt(f2)) if f2 > 0 else 1.0
+    norms = n / c
+    var = view.class_ss / view.counts / (c * c)
+    thresh = SB_ZERO_RTOL * (f2 / (c * c))
+    dev = _pairs.stats_device(X)
     shift = 1.0 / (U.shape[0] - 1)
-    compute = lambda: _pairs.unit_pair_sweep(U, shift=shift, kernel="log", device=_pairs.stats_device(X))  # noqa: E731
+
+    def compute() -> dict[str, Any]:
+        return _pairs.class_pair_sweep(U, norms, var, shift=shift, exponent=exponent, thresh=thresh, device=dev)
+
     sweep: dict[str, Any] = view.memo(MomentKey.PAIR_SWEEP, weighting, compute=compute)
+    if exponent not in sweep["cdnv"]:
+        mu = V / c
+        sweep["cdnv"][exponent] = _pairs.means_pair_sweep(mu, var, exponent=exponent, thresh=thresh, device=dev)
     return sweep
 
 

@@ -140,8 +140,11 @@ def hyperspherical_uniformity(
     if U is None:
         return {"mean": float("nan"), "var": float("nan")}
     if K >= _pairs.ENGINE_MIN_K and tile_given is None:  # one tiled sweep on the statistics' device
+        sweep = None
         if is_stats(X) and center and (kernel == "log" or (kernel == "riesz" and s == 0)):
-            km = stats_pair_sweep(X, U, weighting)["kernel"]  # shared with equiangularity and max_angle
+            sweep = stats_pair_sweep(X, weighting)  # shared with the CDNV, equiangularity and max_angle
+        if sweep is not None:
+            km = sweep["kernel"]
         else:
             dev = _pairs.stats_device(X) if is_stats(X) else None
             km = _pairs.unit_pair_sweep(U, shift=0.0, kernel=kernel, s=float(s), device=dev)["kernel"]
