@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
@@ -82,7 +83,7 @@ def test_min_count_keeps_the_classes_with_enough_samples():
     np.testing.assert_array_equal(present_classes([4, 0, 3, 1, 0, 5], 1), [0, 2, 3, 5])
     np.testing.assert_array_equal(present_classes([4, 0, 3, 1, 0, 5], 3), [0, 2, 5])
     np.testing.assert_array_equal(present_classes([4, 0, 3, 1, 0, 5], 5), [5])
-    H, y, W, b = _data()
+    H, y, _, _ = _data()
     stats = ClassStats.from_arrays(H, y, K=8)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -286,4 +287,4 @@ def test_progress_callback_reaches_the_total(monkeypatch):
         warnings.simplefilter("ignore")
         collapse_report(stats, W=rng.standard_normal((200, 6)), progress=lambda done, total: seen.append((done, total)))
     assert seen and seen[-1][0] == pytest.approx(seen[-1][1])
-    assert all(a[0] <= b[0] for a, b in zip(seen, seen[1:], strict=False))
+    assert all(a[0] <= b[0] for a, b in itertools.pairwise(seen))

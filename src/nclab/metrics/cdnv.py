@@ -102,7 +102,7 @@ def cdnv(stats: StatsLike, exponent: float = 1, tile: int | None = None) -> floa
         # leaves the distances as they are)
         sweep = stats_pair_sweep(stats, "balanced", exponent)
         if sweep is not None:
-            total = sweep["cdnv"][exponent]
+            total = float(sweep["cdnv"][exponent])
         else:  # a zero centred mean: no directions to share, the distances alone
             total = _pairs.means_pair_sweep(
                 mu, var, exponent=exponent, thresh=thresh, device=_pairs.stats_device(stats)
