@@ -52,6 +52,7 @@ TILE = 1024
 # Squared distances below this fraction of ||a||^2 + ||b||^2 are recomputed from the rows (the expansion lost
 # > 3 digits there); as in nclab.metrics.cdnv and nclab.metrics.uniformity.
 _CANCEL_RATIO = 1e-3
+_LOG2 = math.log(2.0)
 # Multiply-adds per second assumed by the time estimate (a 2-core CPU at float32; a GPU is faster).
 _RATE = {torch.float32: 6e10, torch.float64: 2.5e10}
 
@@ -276,18 +277,19 @@ def class_pair_sweep(
         cos_m.merge(int(c.numel()), float(mean_c) + shift, float(var_c) * c.numel())
         cos_m.abs_sum += float(torch.linalg.vector_norm(c + shift, ord=1, dtype=torch.float64))
         close = float(c.max()) >= 1.0 - _CANCEL_RATIO  # else no distance below _CANCEL_RATIO of its scale
-        # the log kernel: -log r = -0.5 log r^2 with r^2 = 2 - 2 cos
-        d2u = torch.mul(c, -2.0).add_(2.0)
-        if close:
-            near = d2u < _CANCEL_RATIO
-            if bool(near.any()):
-                d2u = d2u.to(torch.float64)
-                ii, jj = _pair_index(i0, i1, j0, j1, diagonal, dev)
-                diff = U64[ii[near]] - U64[jj[near]]
-                d2u[near] = (diff * diff).sum(dim=1)
+        # the log kernel: -log r = -0.5 (log 2 + log h) with r^2 = 2 h, h = 1 - cos (> _CANCEL_RATIO / 2 unless
+        # close; the close pairs from their rows in float64, never negative)
         if not ker_m.inf:
-            var_l, mean_l = torch.var_mean(d2u.clamp_(min=0.0).log_(), correction=0)
-            ker_m.merge(int(d2u.numel()), -0.5 * float(mean_l), 0.25 * float(var_l) * d2u.numel())
+            h = torch.rsub(c, 1.0)
+            if close:
+                near = h < 0.5 * _CANCEL_RATIO
+                if bool(near.any()):
+                    h = h.to(torch.float64)
+                    ii, jj = _pair_index(i0, i1, j0, j1, diagonal, dev)
+                    diff = U64[ii[near]] - U64[jj[near]]
+                    h[near] = 0.5 * (diff * diff).sum(dim=1)
+            var_l, mean_l = torch.var_mean(h.log_(), correction=0)
+            ker_m.merge(int(h.numel()), -0.5 * (float(mean_l) + _LOG2), 0.25 * float(var_l) * h.numel())
         # CDNV: (var_k + var_l) / (2 d2^e) summed as v . (R 1) + (1^T R) . v
         if not coincide:
             d2 = torch.addcmul(sq[i0:i1, None] + sq[None, j0:j1], nt[i0:i1, None] * nt[None, j0:j1], G, value=-2.0)

@@ -737,7 +737,7 @@ class ClassStats(Accumulator):
             shown = ", ".join(map(str, empty[:10])) + (" ..." if empty.size > 10 else "")
             raise EmptyClassError(
                 f"{what} need a mean for every class, but {empty.size} of {self.K} classes are empty "
-                f"(classes {shown}); pass classes='present' to measure the classes present"
+                f"(classes {shown}); pass classes='present' (or use stats.drop_empty()) to measure the classes present"
             )
         return counts
 
