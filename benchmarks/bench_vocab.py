@@ -1,6 +1,7 @@
 """Collapse at vocabulary scale: stream token statistics, then one full report over the classes present.
 
-    python benchmarks/bench_vocab.py [--k 50257] [--d 768] [--n 200000] [--threads 2] [--zipf 1.1] [--no-w] [--profile]
+    python benchmarks/bench_vocab.py [--k 50257] [--d 768] [--n 200000] [--threads 2] [--zipf 1.1] [--uniform] [--no-w]
+        [--profile]
 
 Zipf-distributed tokens (p_k proportional to k^-1.1, as a text's unigram frequencies) over a vocabulary of K classes,
 features ``h = mu_y + noise`` with random class centres, a random classifier ``W (K, d)``, ``b (K,)``. Prints the
@@ -33,6 +34,7 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=200_000)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--zipf", type=float, default=1.1, help="Zipf exponent s (1.1: ~21,700 of 50,257 classes seen)")
+    ap.add_argument("--uniform", action="store_true", help="labels arange(N) % K (every class seen), not Zipf")
     ap.add_argument("--no-w", action="store_true", help="report without the classifier (no NC3 / NC4)")
     ap.add_argument("--profile", action="store_true")
     args = ap.parse_args()
@@ -49,7 +51,7 @@ def main() -> None:
     K, d, N = args.k, args.d, args.n
     rng = np.random.default_rng(0)
     p = np.arange(1, K + 1) ** -args.zipf  # Zipf's law over the vocabulary: p_k proportional to k^-s
-    y = rng.choice(K, size=N, p=p / p.sum())
+    y = np.arange(N) % K if args.uniform else rng.choice(K, size=N, p=p / p.sum())
     centres = rng.standard_normal((K, d), dtype=np.float32)
     W = rng.standard_normal((K, d))
     b = 0.1 * rng.standard_normal(K)

@@ -262,7 +262,6 @@ def class_pair_sweep(
     U64 = torch.as_tensor(U, dtype=torch.float64, device=dev)
     n64 = torch.as_tensor(norms, dtype=torch.float64, device=dev)
     v64 = torch.as_tensor(var, dtype=torch.float64, device=dev)
-    V64 = U64 * n64[:, None]
     Ut, nt = U64.to(dt), n64.to(dt)
     sq = nt * nt
     cos_m, ker_m = PairMoments(), PairMoments()
@@ -300,7 +299,7 @@ def class_pair_sweep(
                 bad = d2 <= (sq[i0:i1, None] + sq[None, j0:j1]).mul_(_CANCEL_RATIO)
                 if bool(bad.any()):
                     ri, ci = torch.nonzero(bad, as_tuple=True)
-                    diff = V64[ri + i0] - V64[ci + j0]
+                    diff = U64[ri + i0] * n64[ri + i0, None] - U64[ci + j0] * n64[ci + j0, None]
                     dd = (diff * diff).sum(dim=1)
                     if bool((dd <= thresh).any()):
                         coincide = True
