@@ -34,6 +34,7 @@ from nclab.metrics.gnc import (
     normalize_features,
 )
 from nclab.metrics.means_geometry import (
+    angle_statistics,
     classifier_accuracy_on_means,
     equiangularity,
     equinorm,
@@ -63,6 +64,7 @@ __all__ = [
     "MetricOmittedWarning",
     "PsdPinv",
     "TargetUnattainableWarning",
+    "angle_statistics",
     "cdnv",
     "check_classes",
     "check_convention",
