@@ -26,6 +26,15 @@ import torch
 from _native import kernels_line, native_blas
 
 
+def _rss_gib() -> float:
+    """The process's resident memory now (Linux /proc), GiB."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 2**20
+    return float("nan")
+
+
 def main() -> None:
     native_blas()
     ap = argparse.ArgumentParser()
@@ -66,6 +75,7 @@ def main() -> None:
     present = int(np.count_nonzero(stats.counts))
     print(f"K={K} d={d} N={N}: {present} classes present; statistics streamed in {t_stats:.2f} s")
 
+    before = _rss_gib()
     prof = cProfile.Profile() if args.profile else None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the imbalance note of Zipf counts
@@ -79,7 +89,8 @@ def main() -> None:
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB -> GiB
     print(
         f"collapse_report over K_present={int(rep['K_present'])} ({len(rep)} values"
-        f"{'' if args.no_w else ', NC3 and NC4 included'}): {t_rep:.2f} s; peak RSS {peak:.2f} GiB"
+        f"{'' if args.no_w else ', NC3 and NC4 included'}): {t_rep:.2f} s; peak RSS {peak:.2f} GiB "
+        f"(RSS {before:.2f} GiB before the report: data, W and the statistics)"
     )
     for key in ("cdnv", "equiangularity", "max_angle", "etf_gram_error", "uniformity_log_energy", "self_duality"):
         if key in rep:
