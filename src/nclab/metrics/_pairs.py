@@ -206,16 +206,19 @@ def unit_pair_sweep(
     dt = gram_dtype(K, d, exact)
     U64 = torch.as_tensor(U, dtype=torch.float64, device=dev)
     Ut = U64.to(dt)
-    cos_m, ker_m = PairMoments(), PairMoments()
     log = kernel == "log" or (kernel == "riesz" and s == 0)
-    for i0, i1, j0, j1 in _tiles(K, tile):
+
+    def one(t: tuple[int, int, int, int]) -> tuple[Any, ...] | None:
+        i0, i1, j0, j1 = t
         c = _strict_upper(Ut[i0:i1] @ Ut[j0:j1].T, i0 == j0)
-        if c.numel() == 0:
-            continue
+        nb = int(c.numel())
+        if nb == 0:
+            return None
         var, mean = torch.var_mean(c, correction=0)  # the spread does not move with the shift
-        cos_m.merge(int(c.numel()), float(mean) + shift, float(var) * c.numel())
-        cos_m.abs_sum += float(torch.linalg.vector_norm(c + shift, ord=1, dtype=torch.float64))
-        if kernel is not None and not ker_m.inf:
+        cos = (nb, float(mean) + shift, float(var) * nb)
+        abs_sum = float(torch.linalg.vector_norm(c + shift, ord=1, dtype=torch.float64))
+        ker = None
+        if kernel is not None:
             d2 = torch.mul(c, -2.0).add_(2.0).clamp_(min=0.0)  # ||u_k - u_l||^2
             if float(d2.min()) < _CANCEL_RATIO:  # nearby directions: from their rows, in float64
                 near = d2 < _CANCEL_RATIO
@@ -224,13 +227,27 @@ def unit_pair_sweep(
                 diff = U64[ii[near]] - U64[jj[near]]
                 d2[near] = (diff * diff).sum(dim=1)
             if log:  # -log r = -0.5 log r^2: the moments of log r^2 scaled (an infinite mean: coincident pairs)
-                var, mean = torch.var_mean(d2.log_(), correction=0)
-                ker_m.merge(int(d2.numel()), -0.5 * float(mean), 0.25 * float(var) * d2.numel())
-            elif kernel == "riesz":  # float64: r^(-s) leaves float32's range at moderate s
-                ker_m.add(math.copysign(1.0, s) * d2.to(torch.float64).pow_(-0.5 * s))
+                var_l, mean_l = torch.var_mean(d2.log_(), correction=0)
+                ker = (nb, -0.5 * float(mean_l), 0.25 * float(var_l) * nb)
             else:
-                ker_m.add(d2.to(torch.float64).sqrt_())
+                if kernel == "riesz":  # float64: r^(-s) leaves float32's range at moderate s
+                    values = math.copysign(1.0, s) * d2.to(torch.float64).pow_(-0.5 * s)
+                else:
+                    values = d2.to(torch.float64).sqrt_()
+                var_k, mean_k = torch.var_mean(values, correction=0)
+                ker = (nb, float(mean_k), float(var_k) * nb)
         _advance((i1 - i0) * (j1 - j0) * d)
+        return cos, abs_sum, ker
+
+    cos_m, ker_m = PairMoments(), PairMoments()
+    for res in _map_tiles(one, list(_tiles(K, tile)), dev):  # merged in tile order: the same sums every run
+        if res is None:
+            continue
+        cos, abs_sum, ker = res
+        cos_m.merge(*cos)
+        cos_m.abs_sum += abs_sum
+        if ker is not None:
+            ker_m.merge(*ker)
     return {"cos": cos_m, "kernel": ker_m}
 
 
@@ -264,53 +281,85 @@ def class_pair_sweep(
     v64 = torch.as_tensor(var, dtype=torch.float64, device=dev)
     Ut, nt = U64.to(dt), n64.to(dt)
     sq = nt * nt
-    cos_m, ker_m = PairMoments(), PairMoments()
-    total, coincide = 0.0, False
-    for i0, i1, j0, j1 in _tiles(K, tile):
+
+    def one(t: tuple[int, int, int, int]) -> tuple[Any, ...] | None:
+        i0, i1, j0, j1 = t
         diagonal = i0 == j0
         G = Ut[i0:i1] @ Ut[j0:j1].T
         c = _strict_upper(G, diagonal)
-        if c.numel() == 0:
-            continue
+        nb = int(c.numel())
+        if nb == 0:
+            return None
         var_c, mean_c = torch.var_mean(c, correction=0)  # the spread does not move with the shift
-        cos_m.merge(int(c.numel()), float(mean_c) + shift, float(var_c) * c.numel())
-        cos_m.abs_sum += float(torch.linalg.vector_norm(c + shift, ord=1, dtype=torch.float64))
+        cos = (nb, float(mean_c) + shift, float(var_c) * nb)
+        abs_sum = float(torch.linalg.vector_norm(c + shift, ord=1, dtype=torch.float64))
         close = float(c.max()) >= 1.0 - _CANCEL_RATIO  # else no distance below _CANCEL_RATIO of its scale
         # the log kernel: -log r = -0.5 (log 2 + log h) with r^2 = 2 h, h = 1 - cos (> _CANCEL_RATIO / 2 unless
         # close; the close pairs from their rows in float64, never negative)
-        if not ker_m.inf:
-            h = torch.rsub(c, 1.0)
-            if close:
-                near = h < 0.5 * _CANCEL_RATIO
-                if bool(near.any()):
-                    h = h.to(torch.float64)
-                    ii, jj = _pair_index(i0, i1, j0, j1, diagonal, dev)
-                    diff = U64[ii[near]] - U64[jj[near]]
-                    h[near] = 0.5 * (diff * diff).sum(dim=1)
-            var_l, mean_l = torch.var_mean(h.log_(), correction=0)
-            ker_m.merge(int(h.numel()), -0.5 * (float(mean_l) + _LOG2), 0.25 * float(var_l) * h.numel())
+        h = torch.rsub(c, 1.0)
+        if close:
+            near = h < 0.5 * _CANCEL_RATIO
+            if bool(near.any()):
+                h = h.to(torch.float64)
+                ii, jj = _pair_index(i0, i1, j0, j1, diagonal, dev)
+                diff = U64[ii[near]] - U64[jj[near]]
+                h[near] = 0.5 * (diff * diff).sum(dim=1)
+        var_l, mean_l = torch.var_mean(h.log_(), correction=0)
+        ker = (nb, -0.5 * (float(mean_l) + _LOG2), 0.25 * float(var_l) * nb)
         # CDNV: (var_k + var_l) / (2 d2^e) summed as v . (R 1) + (1^T R) . v
-        if not coincide:
-            d2 = torch.addcmul(sq[i0:i1, None] + sq[None, j0:j1], nt[i0:i1, None] * nt[None, j0:j1], G, value=-2.0)
-            fix = 0.0
-            if diagonal:
-                d2.masked_fill_(~torch.ones_like(d2, dtype=torch.bool).triu_(1), math.inf)
-            if close or diagonal:
-                bad = d2 <= (sq[i0:i1, None] + sq[None, j0:j1]).mul_(_CANCEL_RATIO)
-                if bool(bad.any()):
-                    ri, ci = torch.nonzero(bad, as_tuple=True)
-                    diff = U64[ri + i0] * n64[ri + i0, None] - U64[ci + j0] * n64[ci + j0, None]
-                    dd = (diff * diff).sum(dim=1)
-                    if bool((dd <= thresh).any()):
-                        coincide = True
-                    fix = float(((v64[ri + i0] + v64[ci + j0]) / (2.0 * dd**exponent)).sum())
-                    d2[bad] = math.inf
-            R = d2.reciprocal_() if exponent == 1 else d2.pow_(-float(exponent))
-            rows = R.sum(dim=1, dtype=torch.float64)
-            cols = R.sum(dim=0, dtype=torch.float64)
-            total += 0.5 * float(v64[i0:i1] @ rows + v64[j0:j1] @ cols) + fix
+        d2 = torch.addcmul(sq[i0:i1, None] + sq[None, j0:j1], nt[i0:i1, None] * nt[None, j0:j1], G, value=-2.0)
+        fix, coincide = 0.0, False
+        if diagonal:
+            d2.masked_fill_(~torch.ones_like(d2, dtype=torch.bool).triu_(1), math.inf)
+        if close or diagonal:
+            bad = d2 <= (sq[i0:i1, None] + sq[None, j0:j1]).mul_(_CANCEL_RATIO)
+            if bool(bad.any()):
+                ri, ci = torch.nonzero(bad, as_tuple=True)
+                diff = U64[ri + i0] * n64[ri + i0, None] - U64[ci + j0] * n64[ci + j0, None]
+                dd = (diff * diff).sum(dim=1)
+                coincide = bool((dd <= thresh).any())
+                fix = float(((v64[ri + i0] + v64[ci + j0]) / (2.0 * dd**exponent)).sum())
+                d2[bad] = math.inf
+        R = d2.reciprocal_() if exponent == 1 else d2.pow_(-float(exponent))
+        rows = R.sum(dim=1, dtype=torch.float64)
+        cols = R.sum(dim=0, dtype=torch.float64)
+        part = 0.5 * float(v64[i0:i1] @ rows + v64[j0:j1] @ cols) + fix
         _advance((i1 - i0) * (j1 - j0) * d)
+        return cos, abs_sum, ker, part, coincide
+
+    cos_m, ker_m = PairMoments(), PairMoments()
+    total, coincide = 0.0, False
+    for res in _map_tiles(one, list(_tiles(K, tile)), dev):  # merged in tile order: the same sums every run
+        if res is None:
+            continue
+        cos, abs_sum, ker, part, hit = res
+        cos_m.merge(*cos)
+        cos_m.abs_sum += abs_sum
+        ker_m.merge(*ker)
+        total += part
+        coincide = coincide or hit
     return {"cos": cos_m, "kernel": ker_m, "cdnv": {exponent: math.inf if coincide else total}}
+
+
+def _map_tiles(fn: Callable[[Any], Any], tiles: list[Any], dev: torch.device) -> list[Any]:
+    """``[fn(t) for t in tiles]``; on the CPU with several torch threads, the tiles go to as many Python threads
+    each running torch single-threaded (torch releases the GIL): one tile per core instead of every core on each
+    elementwise pass of a tile (whose fork-join overhead dominated on a busy 2-core machine, 3x measured)."""
+    workers = torch.get_num_threads()
+    if dev.type != "cpu" or workers <= 1 or len(tiles) <= 1:
+        return [fn(t) for t in tiles]
+    from concurrent.futures import ThreadPoolExecutor
+
+    def single(t: Any) -> Any:
+        torch.set_num_threads(1)  # this thread's torch pool (OpenMP's setting is per thread)
+        return fn(t)
+
+    prev = torch.get_num_threads()
+    try:
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            return list(pool.map(single, tiles))
+    finally:
+        torch.set_num_threads(prev)
 
 
 def stats_device(stats: Any) -> torch.device:
@@ -406,9 +455,9 @@ def decisions_at_means(
         bound = 2.0 * (d + 2) * u * (M64.norm(dim=1) + 1.0) * wmax
     Mt, Wt = M64.to(dt), W64.to(dt)
     bt = None if b64 is None else b64.to(dt)
-    hits = 0
-    unsure: list[torch.Tensor] = []
-    for i0 in range(0, K, tile):
+
+    def one(i0: int) -> tuple[int, torch.Tensor | None]:
+        """The sure hits among the classes i0..i1 and the classes to decide again in float64."""
         i1 = min(i0 + tile, K)
         rows = torch.arange(i0, i1, device=dev)
         best = torch.full((i1 - i0,), -math.inf, dtype=dt, device=dev)  # float64: argmax over the tiles so far
@@ -429,14 +478,18 @@ def decisions_at_means(
                 other = torch.maximum(other, L.max(dim=1).values.to(torch.float64))
             _advance((i1 - i0) * (j1 - j0) * d)
         if dt == torch.float64:
-            hits += int((arg == rows).sum())
-            continue
+            return int((arg == rows).sum()), None
         own_i, tol = own[i0:i1], bound[i0:i1]
         sure_hit = other < own_i - tol
-        hits += int(sure_hit.sum())
         near = ~sure_hit & (other <= own_i + tol)
-        if bool(near.any()):
-            unsure.append(rows[near])
+        return int(sure_hit.sum()), (rows[near] if bool(near.any()) else None)
+
+    hits = 0
+    unsure: list[torch.Tensor] = []
+    for n_hit, again in _map_tiles(one, list(range(0, K, tile)), dev):
+        hits += n_hit
+        if again is not None:
+            unsure.append(again)
     if unsure:
         idx = torch.cat(unsure)
         for s in range(0, int(idx.numel()), tile):
