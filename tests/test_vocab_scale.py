@@ -289,3 +289,14 @@ def test_progress_callback_reaches_the_total(monkeypatch):
         collapse_report(stats, W=rng.standard_normal((200, 6)), progress=lambda done, total: seen.append((done, total)))
     assert seen and seen[-1][0] == pytest.approx(seen[-1][1])
     assert all(a[0] <= b[0] for a, b in itertools.pairwise(seen))
+
+
+def test_progress_is_said_only_when_asked_or_long(monkeypatch, capsys):
+    monkeypatch.setattr(_pairs, "ENGINE_MIN_K", 2)
+    stats, _ = _random_stats(100, 4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        collapse_report(stats)  # a short report, stderr not a terminal: nothing
+        assert capsys.readouterr().err == ""
+        collapse_report(_random_stats(100, 4)[0], progress=True)
+    assert "estimated for the pair sweeps" in capsys.readouterr().err

@@ -106,7 +106,9 @@ def progress_scope(
     show = progress is True or (progress is None and seconds > 5.0 and sys.stderr.isatty())
     state = _Progress(float(work), callback)
     bar = None
-    if show:
+    if show and not sys.stderr.isatty():  # no live bar off a terminal: the estimate, once
+        print(f"collapse report: about {seconds:.0f} s estimated for the pair sweeps", file=sys.stderr, flush=True)
+    elif show:
         from rich.console import Console
         from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
