@@ -261,13 +261,13 @@ def test_sweeps_read_only_tiles(engine, monkeypatch):
 
 
 def test_large_K_report_stays_far_below_a_K_by_K_matrix():
-    """K = 12,000 (a K x K float64 matrix: 1.15 GB) with the default tiles: the whole process (python, torch and
-    the statistics included) stays below 0.8 GB."""
+    """K = 16,000 (a K x K float64 matrix: 2.05 GB, float32 1.02 GB) with the default tiles: the whole process
+    (python, torch and the statistics included, ~0.4 GB of it) stays below 1 GB."""
     code = (
         "import resource, warnings, numpy as np\n"
         "from nclab.stats import ClassStats\n"
         "from nclab.metrics import collapse_report\n"
-        "K, d = 12000, 8; r = np.random.default_rng(0); y = np.arange(3 * K) % K\n"
+        "K, d = 16000, 8; r = np.random.default_rng(0); y = np.arange(3 * K) % K\n"
         "s = ClassStats(K, d, track='light'); s.update(r.normal(size=(3 * K, d)), y)\n"
         "warnings.simplefilter('ignore')\n"
         "rep = collapse_report(s, progress=False)\n"
@@ -276,7 +276,7 @@ def test_large_K_report_stays_far_below_a_K_by_K_matrix():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, check=True)
     peak = int(out.stdout.split()[-1]) * 1024
-    assert peak < 0.8e9, f"peak RSS {peak / 1e9:.2f} GB"
+    assert peak < 1.0e9, f"peak RSS {peak / 1e9:.2f} GB"
 
 
 def test_progress_callback_reaches_the_total(monkeypatch):
