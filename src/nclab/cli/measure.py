@@ -80,17 +80,23 @@ def measure_arrays(
     batch_size: int = 8192,
     show_progress: bool = True,
     track: Track = "full",
+    classes: str = "all",
+    min_count: int | None = None,
 ) -> dict[str, float]:
-    """Two streaming passes (ClassStats with ``track``, then NCC) and the full collapse report; the conventions
-    and ``batch_size`` are checked before the first pass."""
+    """Two streaming passes (ClassStats with ``track``, then NCC) and the full collapse report over ``classes``
+    (:func:`nclab.metrics.select_classes`); the conventions, classes and ``batch_size`` are checked before the
+    first pass."""
     import numpy as np
 
+    from nclab.measure.passes import PresentNCC
     from nclab.metrics import check_conventions, collapse_report
+    from nclab.metrics.classes import check_classes, select_classes
     from nclab.stats import ClassStats, NCCAccumulator
     from nclab.validation import check_finite, check_int, infer_num_classes
 
     batch_size = check_int(batch_size, name="batch_size", low=1)
     check_conventions(conventions)
+    rule, _ = check_classes(classes, min_count)
 
     labels = np.asarray(labels)
     if labels.ndim != 1:
@@ -109,11 +115,24 @@ def measure_arrays(
         if not show_progress:
             progress.disable = True
         _stream(progress, "class statistics", features, labels, batch_size, stats)
-        ncc = None
-        if stats.empty_classes.size == 0:
+        ncc: Any = None
+        if rule == "present" and stats.N:
+            sub, Ws, bs, keep = select_classes(stats, W, b, classes="present", min_count=min_count)
+            acc = NCCAccumulator(sub, W=Ws, b=bs)  # type: ignore[arg-type]
+            _stream(progress, "NCC pass", features, labels, batch_size, PresentNCC(acc, keep, K))
+            ncc = acc
+        elif stats.empty_classes.size == 0:
             ncc = NCCAccumulator(stats, W=W, b=b)
             _stream(progress, "NCC pass", features, labels, batch_size, ncc)
-    return collapse_report(stats, W=W, b=b, ncc=ncc, conventions=conventions)
+    return collapse_report(
+        stats,
+        W=W,
+        b=b,
+        ncc=ncc,
+        conventions=conventions,
+        classes=rule,
+        min_count=min_count,  # type: ignore[arg-type]
+    )
 
 
 def _json_value(v: Any) -> Any:
@@ -186,6 +205,17 @@ def measure_command(
             help="full: every metric (keeps a d x d matrix); light: the O(K d) metrics only (for very wide features)",
         ),
     ] = "full",
+    classes: Annotated[
+        str,
+        typer.Option(
+            "--classes",
+            help="all: every class (an empty class is an error); present: the classes with >= --min-count samples "
+            "(the classifier's rows and bias subset with them; docs/conventions.md)",
+        ),
+    ] = "all",
+    min_count: Annotated[
+        int | None, typer.Option("--min-count", help="samples a class needs with --classes present (default 1)")
+    ] = None,
     verify_checksum: Annotated[
         bool, flag("--verify-checksum", help="read each file once more to check its SHA-256 against manifest.json")
     ] = False,
@@ -227,10 +257,12 @@ def measure_command(
                 batch_size=batch_size,
                 show_progress=fmt is OutputFormat.table,
                 track=check_choice(track, Track, name="--track"),
+                classes=classes,
+                min_count=min_count,
             )
     except USER_ERRORS as err:
         hint = ""
         if isinstance(err, EmptyClassError):
-            hint = " (check --num-classes against the labels)"
+            hint = " (check --num-classes against the labels, or pass --classes present)"
         fail(err, hint)
     _emit(report, fmt, f"collapse metrics of {features}")

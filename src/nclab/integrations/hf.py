@@ -65,6 +65,7 @@ except ImportError as err:  # pragma: no cover - depends on the environment
     raise ImportError("nclab.integrations.hf needs transformers: pip install nclab[hf]") from err
 
 from nclab.io.sinks import tag
+from nclab.metrics.classes import ClassesRule, check_classes
 from nclab.monitor import CollapseMonitor, MonitorResult
 
 __all__ = ["CollapseCallback", "last_token_pooling"]
@@ -127,6 +128,12 @@ class CollapseCallback(transformers.TrainerCallback):
         evaluation has built one). Iterating the Trainer's shuffled train dataloader may draw from its sampler's
         generator (and change the training order against a run without the callback); an unshuffled
         ``train_data`` cannot.
+    classes : {"all", "present"}, default "all"
+        The classes measured, as :class:`~nclab.CollapseMonitor`: every class, or those with at least
+        ``min_count`` samples (the classifier's rows subset with them; ``K_present`` recorded). Token-level
+        collapse over a vocabulary needs ``"present"``.
+    min_count : int, optional
+        The samples a class needs under ``classes="present"`` (default 1).
     **monitor_options
         As :class:`~nclab.CollapseMonitor` (``layers``, ``classifier``, ``schedule``, ``track``, ``sinks``,
         ``out``, ...). ``targets_fn`` defaults to :func:`last_token_pooling` with the model's
@@ -159,10 +166,20 @@ class CollapseCallback(transformers.TrainerCallback):
     [(0, 'train'), (1, 'train')]
     """
 
-    def __init__(self, K: int, *, train_data: Any = None, eval_data: Any = None, **monitor_options: Any) -> None:
+    def __init__(
+        self,
+        K: int,
+        *,
+        train_data: Any = None,
+        eval_data: Any = None,
+        classes: ClassesRule = "all",
+        min_count: int | None = None,
+        **monitor_options: Any,
+    ) -> None:
         self.K = K
         self.train_data, self.eval_data = train_data, eval_data
-        self.options = monitor_options
+        check_classes(classes, min_count)
+        self.options = {**monitor_options, "classes": classes, "min_count": min_count}
         self.monitor: CollapseMonitor | None = None
         self.results: list[MonitorResult] = []
         #: epochs the model of the last ``train()`` has been trained for, over this callback's runs, and that model

@@ -34,6 +34,7 @@ except ImportError as err:  # pragma: no cover - depends on the environment
     raise ImportError("nclab.integrations.lightning needs Lightning: pip install nclab[lightning]") from err
 
 from nclab.io.sinks import tag
+from nclab.metrics.classes import ClassesRule, check_classes
 from nclab.monitor import CollapseMonitor, MonitorResult
 
 __all__ = ["CollapseCallback"]
@@ -49,6 +50,11 @@ class CollapseCallback(pl.Callback):
     ----------
     K : int
         Number of classes, ``>= 2``.
+    classes : {"all", "present"}, default "all"
+        The classes measured, as :class:`~nclab.CollapseMonitor`: every class, or those with at least
+        ``min_count`` samples (the classifier's rows subset with them; ``K_present`` recorded).
+    min_count : int, optional
+        The samples a class needs under ``classes="present"`` (default 1).
     **monitor_options
         As :class:`~nclab.CollapseMonitor` (``layers``, ``classifier``, ``schedule``, ``track``, ``sinks``, ``out``,
         ``run_id``, ``overwrite``, ...).
@@ -83,9 +89,12 @@ class CollapseCallback(pl.Callback):
     ([(0, 'train'), (1, 'train'), (2, 'train')], ['output', 'penultimate'])
     """
 
-    def __init__(self, K: int, **monitor_options: Any) -> None:
+    def __init__(
+        self, K: int, *, classes: ClassesRule = "all", min_count: int | None = None, **monitor_options: Any
+    ) -> None:
         self.K = K
-        self.options = monitor_options
+        check_classes(classes, min_count)
+        self.options = {**monitor_options, "classes": classes, "min_count": min_count}
         self.monitor: CollapseMonitor | None = None
         self.results: list[MonitorResult] = []
         #: epochs the model of the last fit has been trained for, over this callback's fits, and that model

@@ -36,7 +36,9 @@ from nclab.measure.batches import Batches, check_label_batch
 from nclab.measure.counts import PassCounts
 from nclab.measure.hooks import FeatureHooks, eval_mode
 from nclab.measure.plan import MeasurePlan
+from nclab.metrics.classes import select_classes
 from nclab.stats import ClassStats, NCCAccumulator
+from nclab.stats.class_stats import check_label_range
 
 __all__ = [
     "Batch",
@@ -44,6 +46,7 @@ __all__ = [
     "KeepingStatsPass",
     "NCCPass",
     "PassSink",
+    "PresentNCC",
     "StatsPass",
     "autocast",
     "forward_pass",
@@ -533,6 +536,33 @@ class NCCPass(PassSink):
             acc.update(f, batch.labels)
 
 
+class PresentNCC:
+    """An :class:`~nclab.stats.NCCAccumulator` over the kept classes ``keep`` of K (``classes="present"``): each
+    batch's labels are mapped to 0..K'-1 and the samples of the other classes left out."""
+
+    def __init__(self, acc: NCCAccumulator, keep: Any, K: int) -> None:
+        self.acc = acc
+        self._map = torch.full((K,), -1, dtype=torch.int64)
+        self._map[torch.as_tensor(keep, dtype=torch.int64)] = torch.arange(len(keep), dtype=torch.int64)
+
+    def update(self, features: Any, labels: Any) -> PresentNCC:
+        y = torch.as_tensor(labels).long()
+        if y.numel():
+            check_label_range(y, int(self._map.shape[0]))
+        new = self._map.to(y.device)[y]
+        kept = new >= 0
+        x = torch.as_tensor(features)
+        self.acc.update(x[kept.to(x.device)], new[kept])
+        return self
+
+    def all_reduce(self, group: Any = None) -> PresentNCC:
+        self.acc.all_reduce(group)
+        return self
+
+    def compute(self) -> dict[str, Any]:
+        return self.acc.compute()
+
+
 def ncc_pass(
     model: nn.Module,
     batches: Batches,
@@ -540,7 +570,7 @@ def ncc_pass(
     reference: Mapping[str, ClassStats],
     cached: Mapping[str, Labelled] | None,
     msgs: list[str],
-) -> dict[str, NCCAccumulator]:
+) -> dict[str, Any]:
     """Pass 2: NCC against the reference means, from pass 1's ``cached`` features with their labels when there
     are some (one update per layer), else by a second forward pass over ``batches()``; layers whose reference has
     an empty class are skipped (with a message in ``msgs``).
@@ -580,12 +610,25 @@ def ncc_pass(
     >>> ncc["0"].compute()["ncc_accuracy"], msgs
     (1.0, [])
     """
-    ncc: dict[str, NCCAccumulator] = {}
+    ncc: dict[str, Any] = {}
     for name in plan.layers:
-        if name not in reference or reference[name].empty_classes.size:
-            msgs.append(f"{name}: no NCC pass (a reference class has no sample)")
+        if name not in reference:
+            msgs.append(f"{name}: no NCC pass (no reference statistics)")
             continue
         W, b = plan.classifier_at(name)
+        if plan.classes == "present":
+            try:
+                ref, W, b, keep = select_classes(reference[name], W, b, classes="present", min_count=plan.min_count)
+            except ValueError as err:
+                msgs.append(f"{name}: no NCC pass ({err})")
+                continue
+            assert isinstance(ref, ClassStats)
+            acc = NCCAccumulator(ref, W=W, b=b)
+            ncc[name] = acc if keep.size == plan.K else PresentNCC(acc, keep, plan.K)
+            continue
+        if reference[name].empty_classes.size:
+            msgs.append(f"{name}: no NCC pass (a reference class has no sample; classes='present' measures the rest)")
+            continue
         ncc[name] = NCCAccumulator(reference[name], W=W, b=b)
     if ncc and cached is not None:
         for name, acc in ncc.items():

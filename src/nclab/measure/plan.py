@@ -13,6 +13,7 @@ from torch import nn
 from nclab.measure.batches import call_model
 from nclab.measure.classifier import find_classifier
 from nclab.measure.hooks import LayerSpec, SelectSpec, resolve_layers
+from nclab.metrics.classes import ClassesRule, check_classes
 from nclab.stats.class_stats import Track
 from nclab.validation import check_int
 
@@ -83,6 +84,11 @@ class MeasurePlan:
         counted); :func:`~nclab.measure.call_model` by default.
     targets_fn : TargetsFn or None
         Turns a layer's raw output and the batch into ``(features, labels)`` (token-level collapse).
+    classes : {"all", "present"}
+        The classes each report measures (:func:`nclab.metrics.select_classes`): every class, or those with at
+        least ``min_count`` samples (the classifier's rows and the NCC pass subset with them).
+    min_count : int or None
+        The samples a class needs under ``classes="present"`` (None: 1).
     autocast_dtype : torch.dtype or None
         Run the forward passes under ``torch.autocast`` to this dtype (``torch.bfloat16``, ``torch.float16``) on
         the model's device: the precision policy a mixed-precision run trains with. The features then arrive in
@@ -128,9 +134,12 @@ class MeasurePlan:
     call: Callable[[nn.Module, Any], Any] = call_model
     targets_fn: TargetsFn | None = None
     autocast_dtype: torch.dtype | None = None
+    classes: ClassesRule = "all"
+    min_count: int | None = None
 
     def __post_init__(self) -> None:
         check_int(self.K, name="K", low=2)
+        check_classes(self.classes, self.min_count)
         check_int(self.batch_size, name="batch_size", low=1)
         if self.penultimate not in self.layers:
             raise KeyError(

@@ -21,7 +21,7 @@ from torch import nn
 from nclab._threads import blas_threads
 from nclab.io.run_table import OUTPUT_LAYER
 from nclab.measure.batches import Batches, tensor_batches
-from nclab.measure.passes import StatsPass, forward_pass, ncc_pass, unit_stats
+from nclab.measure.passes import PresentNCC, StatsPass, forward_pass, ncc_pass, unit_stats
 from nclab.measure.plan import MeasurePlan
 from nclab.metrics import collapse_report, gnc1
 from nclab.stats import ClassMoments, ClassStats, NCCAccumulator
@@ -85,7 +85,7 @@ def layer_rows(
     plan: MeasurePlan,
     name: str,
     stats: ClassStats | ClassMoments,
-    ncc: NCCAccumulator | None,
+    ncc: NCCAccumulator | PresentNCC | None,
     unit: ClassStats | None,
     msgs: list[str],
 ) -> list[Row]:
@@ -134,7 +134,16 @@ def layer_rows(
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            rep = collapse_report(stats, W=W, b=b, ncc=ncc, conventions=plan.conventions)
+            ncc_in = ncc.acc if isinstance(ncc, PresentNCC) else ncc
+            rep = collapse_report(
+                stats,
+                W=W,
+                b=b,
+                ncc=ncc_in,
+                conventions=plan.conventions,
+                classes=plan.classes,
+                min_count=plan.min_count,
+            )
             if pen and unit is not None:
                 rep["gnc1"] = gnc1(unit, check=False)
         except ValueError as err:  # e.g. an empty class in a small held-out subset

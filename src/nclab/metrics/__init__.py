@@ -9,6 +9,7 @@ Every public metric is registered in :data:`REGISTRY` with its collapse directio
 from nclab.metrics._linalg import PsdPinv, psd_cholesky, psd_pinv
 from nclab.metrics._registry import REGISTRY, MetricInfo, collapse_direction
 from nclab.metrics.cdnv import cdnv
+from nclab.metrics.classes import ClassesRule, check_classes, present_classes, select_classes
 from nclab.metrics.collapse_report import (
     DEFAULT_CONVENTIONS,
     ImbalanceWarning,
@@ -33,6 +34,7 @@ from nclab.metrics.gnc import (
     normalize_features,
 )
 from nclab.metrics.means_geometry import (
+    angle_statistics,
     classifier_accuracy_on_means,
     equiangularity,
     equinorm,
@@ -55,13 +57,16 @@ __all__ = [
     "GNC2",
     "GNC2_REPORT_MAX_K",
     "REGISTRY",
+    "ClassesRule",
     "DegenerateMetricWarning",
     "ImbalanceWarning",
     "MetricInfo",
     "MetricOmittedWarning",
     "PsdPinv",
     "TargetUnattainableWarning",
+    "angle_statistics",
     "cdnv",
+    "check_classes",
     "check_convention",
     "check_conventions",
     "check_normalized_stats",
@@ -90,11 +95,13 @@ __all__ = [
     "orthogonal_frame_error",
     "pfc1",
     "pfc2",
+    "present_classes",
     "probe_mse_lstsq",
     "probe_mse_optimal",
     "psd_cholesky",
     "psd_pinv",
     "rank_metrics",
+    "select_classes",
     "self_duality",
     "spectrum",
     "sq_dist",

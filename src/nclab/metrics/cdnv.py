@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from nclab.metrics import _pairs
 from nclab.metrics._linalg import SB_ZERO_RTOL, feature_scale_sq, pow2_scale
 from nclab.metrics._registry import metric
 from nclab.metrics.common import StatsLike, as_moments
+from nclab.metrics.means_geometry import stats_pair_sweep
 from nclab.validation import check_int
 
 __all__ = ["cdnv"]
@@ -79,6 +81,7 @@ def cdnv(stats: StatsLike, exponent: float = 1, tile: int | None = None) -> floa
     if isinstance(exponent, bool) or not np.isfinite(exponent) or exponent <= 0:
         raise ValueError(f"exponent must be a positive number, got {exponent!r}")
     K = stats.K
+    tile_given = tile
     if tile is None:
         tile = max(1, _TILE_BUDGET // K)
     tile = check_int(tile, name="tile", low=1)
@@ -94,6 +97,21 @@ def cdnv(stats: StatsLike, exponent: float = 1, tile: int | None = None) -> floa
     mu = stats.means / c
     mu = mu - mu.mean(axis=0)  # only differences enter; centring shrinks the cancellation of the expansion
     var = stats.class_ss / stats.counts / c2
+    if K >= _pairs.ENGINE_MIN_K and tile_given is None:  # one tiled sweep on the statistics' device
+        # shared with equiangularity, max_angle and the uniformity of a report (balanced centring: any centring
+        # leaves the distances as they are)
+        sweep = stats_pair_sweep(stats, "balanced", exponent)
+        if sweep is not None:
+            total = float(sweep["cdnv"][exponent])
+        else:  # a zero centred mean: no directions to share, the distances alone
+            total = _pairs.means_pair_sweep(
+                mu, var, exponent=exponent, thresh=thresh, device=_pairs.stats_device(stats)
+            )
+        if not np.isfinite(total):
+            return float("inf")
+        if exponent != 1:
+            total *= c2 ** (1.0 - exponent)
+        return total / (K * (K - 1) / 2)
     sq = np.einsum("kd,kd->k", mu, mu)
     total = 0.0
     for a in range(0, K - 1, int(tile)):

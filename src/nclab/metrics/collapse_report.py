@@ -8,20 +8,23 @@ their eigendecompositions; the report's own view is dropped when it returns (pas
 from __future__ import annotations
 
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from nclab.memory import check_allocation
-from nclab.metrics._registry import REGISTRY
+from nclab.metrics import _pairs
+from nclab.metrics._registry import REGISTRY, MetricInfo
 from nclab.metrics.cdnv import cdnv
+from nclab.metrics.classes import ClassesRule, check_classes, select_classes
 from nclab.metrics.common import StatsLike, check_stats
 from nclab.metrics.cosine import class_separation, within_class_cosine
 from nclab.metrics.duality import uniform_duality
 from nclab.metrics.gnc import gnc2_entries, gnc3
 from nclab.metrics.means_geometry import (
+    angle_statistics,
     classifier_accuracy_on_means,
     equiangularity,
     equinorm,
@@ -34,6 +37,7 @@ from nclab.metrics.probe import probe_mse_optimal
 from nclab.metrics.spectra import rank_metrics
 from nclab.metrics.uniformity import hyperspherical_uniformity
 from nclab.metrics.variability import nc1, trace_ratio, vci, within_class_split
+from nclab.stats.class_stats import ClassStats
 from nclab.stats.moments import ClassMoments, Weighting
 from nclab.stats.ncc import NCCAccumulator
 from nclab.validation import as_rows, check_bool, check_finite
@@ -76,6 +80,15 @@ for _key, (_base, _needs) in _DERIVED.items():
 # the two fields of the log-kernel uniformity: lower energy = more uniform spread, lower spread = equal spacing
 for _key in ("uniformity_log_energy", "uniformity_log_var"):
     REGISTRY.setdefault(_key, replace(REGISTRY["hyperspherical_uniformity"], name=_key, direction="lower"))
+# what a report over classes="present" measured: how many classes it kept, and the samples each needed
+REGISTRY.setdefault(
+    "K_present",
+    MetricInfo("K_present", "none", "classes kept by classes='present' (docs/conventions.md)", ("stats",)),
+)
+REGISTRY.setdefault(
+    "present_min_count",
+    MetricInfo("present_min_count", "none", "min_count of classes='present' (docs/conventions.md)", ("stats",)),
+)
 
 
 def _positive_int(v: Any) -> bool:
@@ -202,6 +215,9 @@ def collapse_report(
     ncc: NCCAccumulator | Mapping[str, Any] | None = None,
     *,
     conventions: Mapping[str, Any] | None = None,
+    classes: ClassesRule = "all",
+    min_count: int | None = None,
+    progress: bool | Callable[[float, float], None] | None = None,
 ) -> dict[str, float]:
     """Every metric that applies to ``stats`` (+ classifier ``W: (K, d)``, ``b: (K,)``, + an NCC pass).
 
@@ -229,6 +245,21 @@ def collapse_report(
     conventions : mapping, optional
         Overrides of :data:`DEFAULT_CONVENTIONS`, checked by :func:`check_conventions` before any metric runs: an
         unknown key or a bad value (``"no"`` for a bool) raises ``ValueError`` / ``TypeError`` naming it.
+    classes : {"all", "present"}, default "all"
+        ``"all"`` measures every one of the K classes: an empty class raises
+        :class:`~nclab.stats.EmptyClassError` (naming this option). ``"present"`` measures the classes with at
+        least ``min_count`` samples (:func:`~nclab.metrics.select_classes`): the statistics, ``W``'s rows and
+        ``b`` are subset together, so NC3 and NC4 are those of the kept classes, and the report adds
+        ``K_present`` (the classes kept) and ``present_min_count`` (the rule). An ``ncc`` pass must then have
+        been made against the kept classes. docs/conventions.md, "classes".
+    min_count : int, optional
+        The samples a class needs under ``classes="present"`` (default 1); refused with ``"all"``.
+    progress : bool or callable, optional
+        At ``K >= 2,048`` the pairwise metrics sweep the K x K pairs in tiles (memory O(tile^2), never K x K;
+        float32 GEMMs once ``K^2 d > 2^33``, sums in float64, NC4 decisions exact). ``None`` (default) shows a
+        progress bar with the estimated time on stderr when the estimate exceeds 5 s and stderr is a terminal;
+        ``True`` always, ``False`` never; a callable receives ``(done, total)`` (units of multiply-adds) after each
+        tile.
 
     Returns
     -------
@@ -256,6 +287,12 @@ def collapse_report(
     self_duality 0.0023
     classifier_accuracy_on_means 1.0000
     """
+    rule, m = check_classes(classes, min_count)
+    if rule == "present":
+        if b is not None and W is None:
+            raise ValueError("a bias b needs its classifier W")
+        check_stats_seen(stats)
+        stats, W, b, keep = select_classes(stats, W, b, classes=rule, min_count=m)
     check_stats(stats)
     if stats.track == "full":
         # Sigma_W, Sigma_T and their eigendecompositions: about 3.2 d x d float64 arrays at the peak (measured)
@@ -289,7 +326,25 @@ def collapse_report(
         # a view of the report's own: the d x d matrices and eigendecompositions its metrics share (4 d x d
         # float64 arrays) go when it returns; a caller that reads more of them passes a view and keeps it
         view = ClassMoments(stats)
-    return _report(view, W, b_arr, ncc, c, wt)
+    K, d = view.K, view.d
+    sweeps = 0.0
+    if K >= _pairs.ENGINE_MIN_K:  # half-Gram sweeps: the class means (one for all), W's rows; NC4 is a full Gram
+        sweeps = 1.0 + (3.0 if W is not None else 0.0)
+    work = sweeps * K * K * d / 2
+    with _pairs.progress_scope(work, _pairs.estimate_seconds(K, d, sweeps), progress):
+        out = _report(view, W, b_arr, ncc, c, wt)
+    if rule == "present":
+        out["K_present"] = float(keep.size)
+        out["present_min_count"] = float(m)
+    return out
+
+
+def check_stats_seen(stats: StatsLike) -> None:
+    """``stats`` is a ClassStats (or its view) that has seen samples (empty classes allowed)."""
+    if not isinstance(stats, ClassStats | ClassMoments):
+        raise TypeError(f"stats must be a ClassStats, got {type(stats).__name__}")
+    if stats.N == 0:
+        raise ValueError("stats: these ClassStats have seen no sample")
 
 
 def _report(
@@ -333,8 +388,9 @@ def _report(
         if Wa.shape != (stats.K, stats.d):
             raise ValueError(f"W must be (K, d) = ({stats.K}, {stats.d}), got {Wa.shape}")
         out["equinorm_w"] = equinorm(Wa, ddof=c["ddof"])
-        out["equiangularity_w"] = equiangularity(Wa, ddof=c["ddof"])
-        out["max_angle_w"] = max_angle(Wa)
+        angles = angle_statistics(Wa, ddof=c["ddof"])  # one pass over the pairs of W's rows for both
+        out["equiangularity_w"] = angles["equiangularity"]
+        out["max_angle_w"] = angles["max_angle"]
         out["self_duality"] = self_duality(
             stats,
             W=Wa,

@@ -42,7 +42,8 @@ from typing import Any, Literal
 
 import numpy as np
 
-from nclab.metrics._linalg import pow2_scale
+from nclab.metrics import _pairs
+from nclab.metrics._linalg import SB_ZERO_RTOL, feature_scale_sq, pow2_scale
 from nclab.metrics._registry import REGISTRY, metric
 from nclab.metrics.common import (
     ZERO_RTOL,
@@ -59,6 +60,7 @@ from nclab.stats.moments import ClassMoments, MomentKey, Weighting
 from nclab.validation import as_rows, check_bool, check_choice, check_finite
 
 __all__ = [
+    "angle_statistics",
     "classifier_accuracy_on_means",
     "equiangularity",
     "equinorm",
@@ -97,9 +99,43 @@ def _etf_pair_moments(X: StatsLike | Any, U: np.ndarray, weighting: Weighting) -
     shared by equiangularity and max_angle when ``X`` is a ClassStats (or its view)."""
     shift = 1.0 / (U.shape[0] - 1)
     if is_stats(X):
+        sweep = stats_pair_sweep(X, weighting) if U.shape[0] >= _pairs.ENGINE_MIN_K else None
+        if sweep is not None:  # one tiled sweep shared with the CDNV and the uniformity kernel
+            m = sweep["cos"]
+            return m.n, m.mean, m.m2, m.abs_sum
         compute = lambda: _pair_cosine_moments(U, shift)  # noqa: E731
         return moments_of(X).memo(MomentKey.ETF_PAIR_MOMENTS, weighting, compute=compute)
     return _pair_cosine_moments(U, shift)
+
+
+def stats_pair_sweep(X: StatsLike, weighting: Weighting, exponent: float = 1) -> dict[str, Any] | None:
+    """The one tiled sweep (:func:`nclab.metrics._pairs.class_pair_sweep`) of the class means of ``X`` centred
+    about ``global_mean(weighting)``, on the statistics' device, cached in the view: the shifted cosines of
+    equiangularity / max_angle, the log kernel of the uniformity and the CDNV sum for ``exponent`` (another
+    exponent adds a CDNV sweep of its own to the cached entry). ``None`` (nothing cached) when a centred mean
+    is zero: the cosines are then undefined."""
+    view = moments_of(X)
+    V, scale = _vectors(X, center=True, weighting=weighting)
+    if zero_rows(V, scale).size:  # no direction (the metrics that need one warn themselves)
+        return None
+    n = row_norms(V)
+    U = V / n[:, None]
+    f2 = feature_scale_sq(view)
+    c = pow2_scale(np.sqrt(f2)) if f2 > 0 else 1.0
+    norms = n / c
+    var = view.class_ss / view.counts / (c * c)
+    thresh = SB_ZERO_RTOL * (f2 / (c * c))
+    dev = _pairs.stats_device(X)
+    shift = 1.0 / (U.shape[0] - 1)
+
+    def compute() -> dict[str, Any]:
+        return _pairs.class_pair_sweep(U, norms, var, shift=shift, exponent=exponent, thresh=thresh, device=dev)
+
+    sweep: dict[str, Any] = view.memo(MomentKey.PAIR_SWEEP, weighting, compute=compute)
+    if exponent not in sweep["cdnv"]:
+        mu = V / c
+        sweep["cdnv"][exponent] = _pairs.means_pair_sweep(mu, var, exponent=exponent, thresh=thresh, device=dev)
+    return sweep
 
 
 def _spread_from_moments(count: int, m2: float, ddof: int) -> float:
@@ -136,6 +172,9 @@ def _pair_cosine_tiles(U: np.ndarray, tile_entries: int = _TILE_ENTRIES) -> Iter
 def _pair_cosine_moments(U: np.ndarray, shift: float) -> tuple[int, float, float, float]:
     """Over all pairs: count, mean of ``c + shift``, sum of squared deviations (Chan-merged over tiles, so the
     spread of nearly equiangular vectors keeps its digits) and the sum of ``|c + shift|``."""
+    if U.shape[0] >= _pairs.ENGINE_MIN_K:
+        m = _pairs.unit_pair_sweep(U, shift=shift)["cos"]
+        return m.n, m.mean, m.m2, m.abs_sum
     n, mean, m2, abs_sum = 0, 0.0, 0.0, 0.0
     for c in _pair_cosine_tiles(U):
         c = c + shift
@@ -190,6 +229,15 @@ def _gram_distance(A: np.ndarray, B: np.ndarray, target: Literal["etf", "identit
         diag, off = 1.0 / np.sqrt(K - 1), -1.0 / (K * np.sqrt(K - 1))  # T = diag I + off 11^T
     else:
         diag, off = 1.0 / np.sqrt(K), 0.0
+    if same and d < K and K >= _pairs.ENGINE_MIN_K:
+        # ||G/g - T||^2 = 2 - 2 <G, T>/g (both of unit norm) with <G, T> = diag tr G + off ||1^T A||^2 and
+        # g = ||A^T A||_F: O(K d^2), no K x K tile. The subtraction keeps >= 12 digits while the result is
+        # >= 1e-3 (always when d << K: the minimum is then sqrt(2 - 2 sqrt(d/(K-1))) for the ETF); else the tiles
+        g = float(np.linalg.norm(A.T @ A))
+        col = A.sum(axis=0)
+        r2 = 2.0 - 2.0 * (diag * float(np.einsum("kd,kd->", A, A)) + off * float(col @ col)) / g
+        if r2 >= 1e-3:
+            return float(np.sqrt(r2))
     rows = max(1, _GRAM_TILE_ENTRIES // K)
     if rows >= K:
         G = A @ B.T
@@ -331,6 +379,42 @@ def max_angle(vectors_or_stats: StatsLike | Any, *, weighting: Weighting = "bala
         return float("nan")
     count, _, _, abs_sum = _etf_pair_moments(vectors_or_stats, U, weighting)
     return abs_sum / count
+
+
+def angle_statistics(
+    vectors_or_stats: StatsLike | Any, ddof: int = 1, *, weighting: Weighting = "balanced"
+) -> dict[str, float]:
+    """:func:`equiangularity` and :func:`max_angle` of the same vectors from one pass over their pairs (the
+    report's classifier rows: one tiled sweep at vocabulary scale instead of two).
+
+    Parameters
+    ----------
+    vectors_or_stats : ClassStats or array_like, shape (K, d)
+        As :func:`equiangularity`.
+    ddof : int, default 1
+        As :func:`equiangularity`.
+    weighting : {"balanced", "empirical"}, default "balanced"
+        The global mean of a ClassStats input.
+
+    Returns
+    -------
+    dict
+        ``{"equiangularity": float, "max_angle": float}``, the numbers of the two functions.
+
+    Examples
+    --------
+    >>> out = angle_statistics(np.eye(3))
+    >>> round(out["max_angle"], 12), round(out["equiangularity"], 12)
+    (0.5, 0.0)
+    """
+    V, scale = _vectors(vectors_or_stats, center=is_stats(vectors_or_stats), weighting=weighting)
+    K, d = V.shape
+    _warn_unattainable("max_angle", K, d, K - 1, "simplex ETF")
+    U = unit_directions(V, scale, "equiangularity")
+    if U is None:
+        return {"equiangularity": float("nan"), "max_angle": float("nan")}
+    count, _, m2, abs_sum = _etf_pair_moments(vectors_or_stats, U, weighting)
+    return {"equiangularity": _spread_from_moments(2 * count, 2 * m2, ddof), "max_angle": abs_sum / count}
 
 
 # ---------------------------------------------------------------------------------------------- Gram forms
@@ -638,6 +722,9 @@ def classifier_accuracy_on_means(stats: StatsLike | Any, *, W: Any, b: Any = Non
         bias = check_finite(b, name="b")
         if bias.shape != (K,):
             raise ValueError(f"b must have shape (K,) = ({K},), got {bias.shape}")
+    if K >= _pairs.ENGINE_MIN_K:  # float32 tiles on the statistics' device, near-ties decided again in float64
+        dev = _pairs.stats_device(stats) if is_stats(stats) else None
+        return _pairs.decisions_at_means(M, Wr, bias, device=dev) / K
     # row tiles of the K x K logits (about _TILE_ENTRIES each; whole at K = 20,000 they were 3.2 GB, twice with
     # the bias): each class's decision depends on its own row only
     rows = max(1, _TILE_ENTRIES // K)

@@ -12,8 +12,10 @@ from typing import Any, Literal
 
 import numpy as np
 
+from nclab.metrics import _pairs
 from nclab.metrics._registry import metric
 from nclab.metrics.common import StatsLike, check_stats, is_stats, row_norms, unit_directions
+from nclab.metrics.means_geometry import stats_pair_sweep
 from nclab.stats.moments import Weighting
 from nclab.validation import as_rows
 
@@ -129,6 +131,7 @@ def hyperspherical_uniformity(
         s = float(d - 2)
     elif not np.isfinite(s):
         raise ValueError(f"s must be a finite number, got {s!r}")
+    tile_given = tile
     if tile is None:
         tile = max(1, _TILE_BUDGET // K)
     if isinstance(tile, bool) or not isinstance(tile, int | np.integer) or tile < 1:
@@ -136,6 +139,18 @@ def hyperspherical_uniformity(
     U = unit_directions(V, float(row_norms(raw).max()), "hyperspherical_uniformity")
     if U is None:
         return {"mean": float("nan"), "var": float("nan")}
+    if K >= _pairs.ENGINE_MIN_K and tile_given is None:  # one tiled sweep on the statistics' device
+        sweep = None
+        if is_stats(X) and center and (kernel == "log" or (kernel == "riesz" and s == 0)):
+            sweep = stats_pair_sweep(X, weighting)  # shared with the CDNV, equiangularity and max_angle
+        if sweep is not None:
+            km = sweep["kernel"]
+        else:
+            dev = _pairs.stats_device(X) if is_stats(X) else None
+            km = _pairs.unit_pair_sweep(U, shift=0.0, kernel=kernel, s=float(s), device=dev)["kernel"]
+        if km.inf:
+            return {"mean": float("inf"), "var": float("inf")}
+        return {"mean": km.mean, "var": km.m2 / km.n}
     # Chan's merge of (count, mean, sum of squared deviations) over blocks: no digit lost to one large sum
     n, mean, m2 = 0, 0.0, 0.0
     for a in range(0, K - 1, int(tile)):

@@ -72,6 +72,7 @@ from nclab.measure.hooks import SelectSpec
 from nclab.measure.passes import unit_stats
 from nclab.memory import format_bytes
 from nclab.metrics import check_conventions
+from nclab.metrics.classes import ClassesRule, check_classes
 from nclab.stats import ClassStats
 from nclab.validation import check_int, check_positive
 
@@ -245,6 +246,14 @@ class CollapseMonitor:
         (e.g. :func:`next_token_targets`); with it, no error row is computed.
     loss_fn : callable, optional
         ``loss_fn(logits, y) -> scalar``: adds the network's ``loss`` row.
+    classes : {"all", "present"}, default "all"
+        The classes measured (:func:`nclab.metrics.select_classes`): ``"all"`` K classes (an empty class leaves
+        the layer without metrics, with a warning that names ``classes="present"``), or ``"present"``, those with
+        at least ``min_count`` samples in the split measured (its NCC pass against the reference's kept classes;
+        the classifier's rows and bias subset with them, so NC3 / NC4 stay). Rows ``K_present`` and
+        ``present_min_count`` record what was kept. Use ``"present"`` for a language model's vocabulary.
+    min_count : int, optional
+        The samples a class needs under ``classes="present"`` (default 1).
     cache_mb : float, optional
         Memory (MiB) for a copy of the measured features of pass 1; when they fit, the NCC pass reads them
         instead of running the model again (256 by default, as ``measure.cache_mb`` of the built-in trainer;
@@ -282,9 +291,13 @@ class CollapseMonitor:
         cache_mb: float = 256.0,
         run_id: str | None = None,
         overwrite: bool = False,
+        classes: ClassesRule = "all",
+        min_count: int | None = None,
     ) -> None:
         self._model = model
         self.K = check_int(K, name="K", low=2)
+        self.classes: ClassesRule = check_classes(classes, min_count)[0]
+        self.min_count = None if min_count is None else int(min_count)
         self.schedule = Schedule.coerce(schedule)
         self.targets_fn = targets_fn
         self.loss_fn = loss_fn
@@ -339,6 +352,8 @@ class CollapseMonitor:
             "conventions": conventions,
             "parameters": {n: list(p.shape) for n, p in self.model.named_parameters()},
         }
+        if self.classes != "all":  # another set of classes is another measurement (identities of "all" unchanged)
+            hashed["classes"] = {"rule": self.classes, "min_count": self.min_count}
         return RunIdentity.of(type(self.model).__name__, hashed)
 
     @property
@@ -469,6 +484,8 @@ class CollapseMonitor:
             inputs=self.inputs,
             select=self.select,
             targets_fn=self.targets_fn,
+            classes=self.classes,
+            min_count=self.min_count,
         )
 
     @torch.no_grad()
@@ -507,6 +524,7 @@ class CollapseMonitor:
         reports: dict[str, dict[str, float]] = {}
         for lay, met, v in layer_out:
             reports.setdefault(lay, {})[met] = v
+        self._warn_unmeasured(reports, msgs)
         rows = [MetricRow(epoch, split, lay, met, v) for lay, met, v in layer_out]
         # an (epoch, split) measured again replaces its rows, here as in the table
         self.rows = [r for r in self.rows if (r.epoch, r.split) != (epoch, split)] + rows
@@ -521,6 +539,21 @@ class CollapseMonitor:
         return MonitorResult(
             epoch, split, rows, reports, OrderedDict(p1.stats), list(dict.fromkeys(msgs)), self.missing
         )
+
+    def _warn_unmeasured(self, reports: Mapping[str, Mapping[str, float]], msgs: list[str]) -> None:
+        """A Python warning for each measured layer that produced no metric, naming why (never silent)."""
+        if rank() != 0:
+            return
+        for name in self.layers:
+            if reports.get(name):
+                continue
+            why = [m.split(": ", 1)[1] for m in msgs if m.startswith(f"{name}: metrics skipped")]
+            cause = why[0] if why else "no statistics"
+            hint = "" if self.classes == "present" or "classes='present'" in cause else "; pass classes='present'"
+            # 4: past measure and its torch.no_grad wrapper, at the caller of measure
+            warnings.warn(
+                f"CollapseMonitor: layer {name!r} produced no metric: {cause}{hint}", UserWarning, stacklevel=4
+            )
 
     def _note_tracks(self, stats: Mapping[str, ClassStats]) -> list[str]:
         """Record each layer's track and width; a layer measured light for its width alone (no ``track=`` for
@@ -558,6 +591,9 @@ class CollapseMonitor:
         }
         out.update({f"track/{n}": t for n, t in self.tracks.items()})
         out.update({f"conventions/{k}": v for k, v in check_conventions(self.conventions).items()})
+        if self.classes != "all":  # the default adds no parameter
+            out["classes"] = self.classes
+            out["min_count"] = 1 if self.min_count is None else self.min_count
         out.update(run_id=self.identity.run_id, run_name=self.identity.name)
         return out
 

@@ -779,7 +779,7 @@ class ClassStats(Accumulator):
             shown = ", ".join(map(str, empty[:10])) + (" ..." if empty.size > 10 else "")
             raise EmptyClassError(
                 f"{what} need a mean for every class, but {empty.size} of {self.K} classes are empty "
-                f"(classes {shown}); use stats.drop_empty() to measure the classes present"
+                f"(classes {shown}); pass classes='present' (or use stats.drop_empty()) to measure the classes present"
             )
         return counts
 
@@ -861,6 +861,14 @@ class ClassStats(Accumulator):
         keep = np.flatnonzero(self._get("counts") > 0)
         if keep.size < 2:
             raise ValueError(f"only {keep.size} class(es) have samples; collapse metrics need at least 2")
+        return self.select_classes(keep)
+
+    def select_classes(self, keep: Any) -> ClassStats:
+        """A copy restricted to the classes ``keep`` (increasing class indices, at least 2), relabelled
+        0..K'-1 in that order (:func:`nclab.metrics.present_classes` chooses them)."""
+        keep = np.asarray(keep, dtype=np.int64)
+        if keep.ndim != 1 or keep.size < 2 or np.any(np.diff(keep) <= 0) or keep[0] < 0 or keep[-1] >= self.K:
+            raise ValueError(f"keep must be >= 2 increasing class indices in [0, {self.K}), got {keep.size} indices")
         self._flush()
         out = ClassStats(
             int(keep.size),

@@ -86,6 +86,7 @@ class MomentKey:
     WHITENED_BETWEEN: Final = "whitened_between"  # (rtol,): the SVD of the whitened between-class factor
     GEOMETRY_ROWS: Final = "geometry_rows"  # (center, weighting): the class-mean rows of the NC2 metrics
     ETF_PAIR_MOMENTS: Final = "etf_pair_moments"  # (weighting,): moments of the pairwise cosines about -1/(K-1)
+    PAIR_SWEEP: Final = "pair_sweep"  # (weighting,): one tiled sweep of the unit centred means' pairs (large K)
 
 
 _NAMES = frozenset(v for k, v in vars(MomentKey).items() if k.isupper())
