@@ -235,7 +235,7 @@ def collapse_report(
         Classifier rows ``(K, d)`` and bias ``(K,)`` (torch tensors accepted). ``W`` adds the classifier NC2
         statistics (``*_w``, rows as given), NC3 (``self_duality``), GNC3 and, when ``K > d``, GNC2 (``gnc2``
         and ``gnc2_ratio``, :func:`~nclab.metrics.gnc2_entries`: the ratio only where the best known Softmax
-        Code margin is known without a search beyond ``K d = 40``, neither beyond 10,000 classes; a
+        Code margin is known without a search beyond ``K d = 40``, neither beyond GNC2_REPORT_MAX_K = 1,000 classes; a
         :class:`~nclab.metrics.MetricOmittedWarning` says what is left out), none of which involves ``b``;
         and ``classifier_accuracy_on_means``, NC4 at the class means: the fraction of classes ``k`` with
         ``argmax(W mu_k + b) = k``, the decision rule of the head with its bias (omit ``b`` only for a
