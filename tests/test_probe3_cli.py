@@ -115,7 +115,10 @@ def test_epochs_above_the_papers_are_refused_in_the_dry_run_and_the_run(tmp_path
 
 # ---------------------------------------------------------------------- E11: the device of a paper-scale run
 def test_paper_scale_without_cuda_is_refused_naming_device_and_writes_nothing(tmp_path, monkeypatch):
+    import nclab.experiments.protocols as protocols
+
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(protocols, "check_data", lambda *a, **k: None)  # the data may be missing here: not at stake
     out = tmp_path / "p1"
     result = runner.invoke(
         app,
@@ -152,14 +155,16 @@ def test_device_cpu_trains_the_paper_protocol_on_the_cpu(tmp_path, monkeypatch):
     dry = runner.invoke(app, ["experiment", "run", "pfc-table1", "--scale", "paper", "--device", "cpu", "--dry-run"])
     assert dry.exit_code == 0 and "--device cpu: the cost below is one H200 GPU's" in dry.output
     assert "would refuse" not in dry.output
-    # past the device check, the data check comes next (stopped here: the data may be on this machine)
-    import nclab.experiments.protocols as protocols
+    # the device passes its check: the run goes on to its output folder (stopped there: not trained here)
+    import nclab.experiments.registry as registry
+
+    monkeypatch.setattr("nclab.experiments.protocols.check_data", lambda *a, **k: None)
 
     def stop(*args, **kwargs):
-        raise ValueError("data checked")
+        raise ValueError("device passed")
 
-    monkeypatch.setattr(protocols, "check_data", stop)
-    with pytest.raises(ValueError, match="data checked"):
+    monkeypatch.setattr(registry, "check_output_dir", stop)
+    with pytest.raises(ValueError, match="device passed"):
         run("pfc-table1", tmp_path / "p2", scale="paper", selection=RunSelection(runs=("fashion-mnist/*",), epochs=1),
             device="cpu")  # fmt: skip
     assert not (tmp_path / "p2").exists()

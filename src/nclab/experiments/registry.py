@@ -171,11 +171,11 @@ def run(
     sel = None if selection is None or selection.is_all else selection
     with paper_device(device or "cuda"):
         protocols = dry_run(name, scale, sel)  # a selection the experiment does not take fails here
-        check_paper_device(name, scale, device)
-        if scale == "paper":  # every dataset and the device checked before the first run: nothing written yet
+        if scale == "paper":  # every dataset checked before the first run: a missing one fails now, not hours in
             from nclab.experiments.protocols import check_data
 
             check_data(protocols, f"experiment {name!r} at scale paper")
+        check_paper_device(name, scale, device)  # and the device: both before anything is written
         out = check_output_dir(out, name="output folder", create=True)
         from nclab.report.html import page_banner
 
