@@ -125,7 +125,7 @@ def run(
     device : str or None, default=None
         At the paper scale: where its runs train (a torch device string; default ``"cuda"``, one GPU, which the
         cost estimates assume). ``"cpu"`` runs the paper's protocol on the CPU, hundreds to thousands of times
-        slower than the estimate (docs/experiments.md); combine it with a cut (``selection``). A device this
+        slower than the estimate (docs/guides/experiments.md); combine it with a cut (``selection``). A device this
         machine lacks is refused before anything is written.
 
     Returns
