@@ -503,3 +503,77 @@ def test_reset_returns_to_the_empty_state(f):
     _assert_state_dicts_equal(a.state_dict(), f.make().state_dict())
     f.feed(a, ALL)  # and accumulates afresh, exactly as a new accumulator would
     _assert_observed_equal(f.observe(a), f.observe(_one_pass(f)), rtol=0)
+
+
+# ---------------------------------------------------------------------- threads
+@pytest.mark.parametrize("f", FACTORIES, ids=IDS)
+def test_update_waits_for_the_lock_held_by_another_thread(f):
+    """Every accumulator serialises ``update`` on one object: a thread's update cannot start while another holds
+    the object's lock (the base class wraps each subclass' update)."""
+    import threading
+
+    a = f.make()
+    done = threading.Event()
+
+    def work():
+        f.feed(a, FIRST)
+        done.set()
+
+    with a._lock:
+        t = threading.Thread(target=work)
+        t.start()
+        assert not done.wait(0.3)  # blocked on the lock, state untouched
+    t.join(30)
+    assert done.is_set()
+    ref = f.make()
+    f.feed(ref, FIRST)
+    _assert_observed_equal(f.observe(a), f.observe(ref), rtol=0)
+
+
+def test_concurrent_class_stats_updates_lose_nothing():
+    """Four threads stream disjoint quarters of the rows into one ClassStats: counts exact, sums equal to one
+    serial pass up to the order of the additions (unlocked, updates were lost: N = 199,893 of 200,000)."""
+    import threading
+
+    rng = np.random.default_rng(0)
+    k, d, n, batch = 10, 16, 40_000, 50
+    y = rng.integers(0, k, n)
+    h = 3 * rng.normal(size=(k, d))[y] + rng.normal(size=(n, d))
+    serial = ClassStats(k, d)
+    for i in range(0, n, batch):
+        serial.update(h[i : i + batch], y[i : i + batch])
+    for _ in range(3):
+        shared = ClassStats(k, d)
+
+        def work(lo: int, hi: int, s: ClassStats = shared) -> None:
+            for i in range(lo, hi, batch):
+                s.update(h[i : i + batch], y[i : i + batch])
+
+        quarter = n // 4
+        threads = [threading.Thread(target=work, args=(j * quarter, (j + 1) * quarter)) for j in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert shared.N == n
+        np.testing.assert_array_equal(shared.counts, serial.counts)
+        np.testing.assert_allclose(shared.means, serial.means, rtol=1e-12, atol=1e-12)
+        want = serial.within_scatter()
+        np.testing.assert_allclose(shared.within_scatter(), want, rtol=1e-10, atol=1e-12 * np.abs(want).max())
+
+
+@pytest.mark.parametrize("f", FACTORIES, ids=IDS)
+def test_pickle_and_deepcopy_give_a_working_accumulator_with_its_own_lock(f):
+    import copy
+    import pickle
+
+    a = f.make()
+    f.feed(a, FIRST)
+    for b in (pickle.loads(pickle.dumps(a)), copy.deepcopy(a)):
+        assert b._lock is not a._lock
+        assert b._lock.acquire(blocking=False)  # a fresh lock, not held
+        b._lock.release()
+        _assert_state_dicts_equal(b.state_dict(), a.state_dict())
+        f.feed(b, SECOND)
+    f.feed(a, SECOND)
+    _assert_observed_equal(f.observe(b), f.observe(a), rtol=0)

@@ -283,6 +283,35 @@ def test_cmf_head_ema_closed_form():
     torch.testing.assert_close(head.weight[1], w0[1])  # class 1 absent: its row is kept
 
 
+def test_cmf_head_without_renormalisation_forward_is_the_cosine_to_the_unnormalised_rows():
+    """``renormalize=False``: observe leaves the rows off the sphere (w_k <- beta w_k + (1 - beta) mean unit
+    feature), and forward is still cos(w_k, h) / tau = <h, w_k> / (||h|| ||w_k||) / tau, computed here by hand.
+    A forward that skipped the normalisation of the rows would return <h / ||h||, w_k> / tau instead."""
+    torch.manual_seed(3)
+    K, d, tau, beta = 3, 4, 0.2, 0.6
+    head = CMFHead(d, K, tau=tau, beta=beta, renormalize=False).double()
+    rng = np.random.default_rng(7)
+    h = rng.normal(size=(7, d)) * np.array([[0.5], [3.0], [1.0], [6.0], [0.1], [2.0], [1.5]])
+    y = np.array([1, 0, 1, 1, 0, 0, 1])  # class 2 absent: its row stays a unit row
+    W0 = head.weight.numpy().copy()
+    head.observe(torch.tensor(h), torch.tensor(y))
+    W1 = W0.copy()
+    for k in (0, 1):
+        members = [h[i] / math.sqrt(sum(v * v for v in h[i])) for i in range(len(y)) if y[i] == k]
+        W1[k] = beta * W0[k] + (1 - beta) * sum(members) / len(members)
+    np.testing.assert_allclose(head.weight.numpy(), W1, rtol=1e-12, atol=1e-14)
+    norms = np.linalg.norm(W1, axis=1)
+    assert norms[0] < 0.95 and norms[1] < 0.95 and abs(norms[2] - 1) < 1e-6  # off the sphere: the case at stake
+    want = np.array(
+        [
+            [float(h[i] @ W1[k]) / (np.linalg.norm(h[i]) * np.linalg.norm(W1[k])) / tau for k in range(K)]
+            for i in range(7)
+        ]
+    )
+    np.testing.assert_allclose(head(torch.tensor(h)).detach().numpy(), want, rtol=1e-12, atol=1e-12)
+    assert np.abs(want).max() <= 1 / tau + 1e-12  # cosines: bounded by 1 / tau whatever the rows' lengths
+
+
 def test_hooks_on_a_user_module_by_name_and_regex():
     torch.manual_seed(0)
     net = nn.Sequential(nn.Linear(4, 6), nn.ReLU(), nn.Linear(6, 5), nn.ReLU(), nn.Linear(5, 2))

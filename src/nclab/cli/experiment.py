@@ -152,7 +152,16 @@ def experiment_run(
         ),
     ] = None,
     epochs: Annotated[
-        int | None, typer.Option(help="paper scale: train each run this many epochs, the schedule rescaled")
+        int | None,
+        typer.Option(help="paper scale: train each run this many epochs (at most the paper's), the schedule rescaled"),
+    ] = None,
+    device: Annotated[
+        str | None,
+        typer.Option(
+            help="paper scale: where the runs train (default cuda, one GPU, as the cost estimate assumes; cpu is "
+            "hundreds to thousands of times slower)",
+            metavar="<str>",
+        ),
     ] = None,
     fmt: Annotated[OutputFormat, format_option()] = OutputFormat.table,
 ) -> None:
@@ -162,19 +171,21 @@ def experiment_run(
     --scale tiny is a smoke test: its report says so. --dry-run prints what would run (the resolved protocol of
     each run, its cost and data) and exits without training or reading data. --runs and --epochs cut a paper
     protocol to the data or hours at hand (e.g. --runs 'fashion-mnist/*' --epochs 30); the summary and every
-    report page say what was cut."""
+    report page say what was cut; --epochs above a run's own is refused (a cut never extends). Paper scale trains on
+    one CUDA GPU; --device cpu runs it on the CPU instead (a machine without CUDA is refused before anything is
+    written, naming this option)."""
     from nclab.experiments import SMOKE_TEST_NOTE, run
     from nclab.experiments.protocols import RunSelection
 
     with user_errors():
         selection = RunSelection(runs=tuple(runs or ()), epochs=epochs)
     if dry_run:
-        _dry_run(name, scale, fmt, selection)
+        _dry_run(name, scale, fmt, selection, device)
         return
     # a cut trains configs of its own: apart from the full protocol's runs (which would refuse them)
     out = out or Path("runs/experiments") / f"{name}-{scale}{'' if selection.is_all else '-cut'}"
     with user_errors():
-        summary = run(name, out, scale=scale, seed=seed, selection=selection)
+        summary = run(name, out, scale=scale, seed=seed, selection=selection, device=device)
     if scale == "tiny":
         note(SMOKE_TEST_NOTE)
     if fmt is OutputFormat.json:
@@ -189,18 +200,34 @@ def experiment_run(
     err_console.print(f"outputs in {out} (report: {out / 'report.html'})", markup=False, highlight=False)
 
 
-def _dry_run(name: str, scale: str, fmt: OutputFormat, selection: Any) -> None:
+def _dry_run(name: str, scale: str, fmt: OutputFormat, selection: Any, device: str | None = None) -> None:
     """Print the protocols ``name`` runs at ``scale`` (one table row per run; JSON: the list-entry of the scale);
-    a cut (``selection``) keeps the selected runs and says how their epochs are cut."""
+    a cut (``selection``) keeps the selected runs and says how their epochs are cut; a paper scale that this
+    machine cannot train (no CUDA) or a CPU run says so."""
     from nclab.experiments import dry_run, get
     from nclab.experiments.listing import scale_info
+    from nclab.experiments.registry import check_paper_device
+    from nclab.experiments.reproductions import paper_device
 
     with user_errors(KeyError):
         exp = get(name)
-        protocols = dry_run(name, scale, selection)
+        with paper_device(device or "cuda"):
+            protocols = dry_run(name, scale, selection)
         info = scale_info(exp, scale, protocols)
+        if device is not None and scale != "paper":
+            check_paper_device(name, scale, device)  # the refusal `experiment run` gives
     if not selection.is_all:
         note(f"cut: {selection.describe()}; the protocols and cost below are the paper's epochs and schedule")
+    if scale == "paper" and any(p.kind == "training" for p in protocols):
+        try:
+            check_paper_device(name, scale, device)
+        except ValueError as err:
+            note(f"`experiment run` would refuse this: {err}")
+        if device is not None and torch_device_type(device) == "cpu":
+            note(
+                "--device cpu: the cost below is one H200 GPU's (9.8 ms per ResNet-18 step of 128 images); on a CPU "
+                "a step takes seconds (23-40 s on a shared 2-core machine), hundreds to thousands of times longer"
+            )
     if fmt is OutputFormat.json:
         emit([], fmt, data={"name": name, "scale": scale, "papers": exp.papers, **info})
         return
@@ -215,6 +242,11 @@ def _dry_run(name: str, scale: str, fmt: OutputFormat, selection: Any) -> None:
             markup=False,
             highlight=False,
         )
+
+
+def torch_device_type(device: str) -> str:
+    """The type of a torch device string (``"cuda:1"`` -> ``"cuda"``)."""
+    return device.split(":", 1)[0]
 
 
 def _protocol_row(p: dict[str, Any]) -> dict[str, Any]:

@@ -231,12 +231,16 @@ def report_command(
             metavar="<int>",
         ),
     ] = None,
+    out: Annotated[
+        Path | None,
+        out_option("write report.html into this folder (created) instead of RUN_DIR, e.g. for a read-only run"),
+    ] = None,
 ) -> None:
-    """(Re)build RUN_DIR/report.html from its metrics.csv."""
+    """(Re)build RUN_DIR/report.html (or OUT/report.html) from its metrics.csv."""
     from nclab.report.run_report import write_run_report
 
-    with user_errors():
-        path = write_run_report(run_dir, depth_epochs=depth_epochs)
+    with user_errors(OSError):  # a file system that refuses the write (read-only, full): one line, not a traceback
+        path = write_run_report(run_dir, depth_epochs=depth_epochs, out=out)
     err_console.print(f"report written to {path}", markup=False, highlight=False)
 
 

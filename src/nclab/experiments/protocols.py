@@ -514,6 +514,29 @@ class RunSelection:
                 raise ValueError(f"--runs {pattern!r} matches no run; the runs are: {', '.join(items)}")
         return {label: v for label, v in items.items() if self.keeps(label)}
 
+    def check_epochs(self, epochs: Mapping[str, int | None]) -> None:
+        """Refuse (``ValueError``) :attr:`epochs` above a selected run's own (``{run label: its protocol's epochs}``):
+        a cut trains fewer epochs, never more (more would be another protocol, reported as the paper's).
+
+        Examples
+        --------
+        >>> RunSelection(epochs=400).check_epochs({"mnist/vgg/mse": 350})
+        Traceback (most recent call last):
+            ...
+        ValueError: --epochs 400 is more than the 350 epochs of the paper's run mnist/vgg/mse: ...
+        """
+        if self.epochs is None:
+            return
+        over = {label: e for label, e in epochs.items() if e is not None and self.epochs > e}
+        if over:
+            label, e = next(iter(over.items()))
+            more = f" (and {len(over) - 1} other run{'s' * (len(over) > 2)})" if len(over) > 1 else ""
+            raise ValueError(
+                f"--epochs {self.epochs} is more than the {e} epochs of the paper's run {label}{more}: --epochs cuts "
+                f"a protocol short and cannot extend it; give at most {min(over.values())}, or extend a finished run "
+                "with `nclab train RUN --resume --set train.epochs=N`"
+            )
+
     def apply(self, configs: Mapping[str, Any]) -> dict[str, Any]:
         """The selected run configs (:class:`~nclab.train.config.RunConfig`), each cut to :attr:`epochs`: its
         schedule rescaled, its measured epochs those within the run plus the last."""
@@ -522,6 +545,7 @@ class RunSelection:
         kept = self.select(configs)
         if self.epochs is None:
             return kept
+        self.check_epochs({label: cfg.train.epochs for label, cfg in kept.items()})
         out = {}
         for label, cfg in kept.items():
             raw = cfg.model_dump(mode="json")

@@ -97,7 +97,13 @@ def get(name: str) -> Experiment:
 
 
 def run(
-    name: str, out: str | Path, *, scale: str = "cpu", seed: int = 0, selection: RunSelection | None = None
+    name: str,
+    out: str | Path,
+    *,
+    scale: str = "cpu",
+    seed: int = 0,
+    selection: RunSelection | None = None,
+    device: str | None = None,
 ) -> dict[str, Any]:
     """Run experiment ``name`` at ``scale``, writing under ``out`` (created; a path that cannot be a writable
     folder raises ``NotADirectoryError`` / ``PermissionError`` before the experiment starts). The reports of a
@@ -116,6 +122,11 @@ def run(
     selection : RunSelection or None, default=None
         At the paper scale of a ``selectable`` experiment: train only some of its runs, or fewer epochs; the
         summary's ``selection`` and a banner on every report page say so.
+    device : str or None, default=None
+        At the paper scale: where its runs train (a torch device string; default ``"cuda"``, one GPU, which the
+        cost estimates assume). ``"cpu"`` runs the paper's protocol on the CPU, hundreds to thousands of times
+        slower than the estimate (docs/guides/experiments.md); combine it with a cut (``selection``). A device this
+        machine lacks is refused before anything is written.
 
     Returns
     -------
@@ -129,8 +140,9 @@ def run(
     KeyError
         An unknown experiment.
     ValueError
-        A scale the experiment does not declare, a negative seed, or a selection the experiment or scale does not
-        take (or whose patterns match no run).
+        A scale the experiment does not declare, a negative seed, a selection the experiment or scale does not
+        take (or whose patterns match no run, or whose epochs exceed a run's protocol), a ``device`` at another
+        scale than paper, or a device this machine does not have (nothing is written then).
     NotADirectoryError, PermissionError
         ``out`` cannot be a writable folder.
 
@@ -150,26 +162,52 @@ def run(
     ValueError: experiment 'mse-decomposition-ufm' has scales ('tiny', 'cpu', 'paper'), not 'huge'
     """
     from nclab.experiments.paper_claims import attach
+    from nclab.experiments.reproductions import paper_device
 
     exp = get(name)
     if scale not in exp.scales:
         raise ValueError(f"experiment {name!r} has scales {exp.scales}, not {scale!r}")
     check_int(seed, name="seed", low=0)
     sel = None if selection is None or selection.is_all else selection
-    protocols = dry_run(name, scale, sel)  # a selection the experiment does not take fails here
-    if scale == "paper":  # every dataset checked before the first run: a missing one fails now, not hours in
-        from nclab.experiments.protocols import check_data
+    with paper_device(device or "cuda"):
+        protocols = dry_run(name, scale, sel)  # a selection the experiment does not take fails here
+        if scale == "paper":  # every dataset checked before the first run: a missing one fails now, not hours in
+            from nclab.experiments.protocols import check_data
 
-        check_data(protocols, f"experiment {name!r} at scale paper")
-    out = check_output_dir(out, name="output folder", create=True)
-    from nclab.report.html import page_banner
+            check_data(protocols, f"experiment {name!r} at scale paper")
+        check_paper_device(name, scale, device)  # and the device: both before anything is written
+        out = check_output_dir(out, name="output folder", create=True)
+        from nclab.report.html import page_banner
 
-    banner = SMOKE_TEST_NOTE if scale == "tiny" else "" if sel is None else _cut_note(sel)
-    with page_banner(banner):  # every report page of a smoke test or of a cut protocol says so
-        if sel is None:
-            return attach(name, out, exp.fn(out, scale, seed))
-        summary = exp.fn(out, scale, seed, selection=sel)
-        return attach(name, out, {"selection": sel.describe(), **summary})
+        banner = SMOKE_TEST_NOTE if scale == "tiny" else "" if sel is None else _cut_note(sel)
+        with page_banner(banner):  # every report page of a smoke test or of a cut protocol says so
+            if sel is None:
+                return attach(name, out, exp.fn(out, scale, seed))
+            summary = exp.fn(out, scale, seed, selection=sel)
+            return attach(name, out, {"selection": sel.describe(), **summary})
+
+
+def check_paper_device(name: str, scale: str, device: str | None) -> None:
+    """Refuse (``ValueError``, one sentence naming the cause and the fix) a ``device`` given at another scale than
+    paper, and a paper-scale experiment that trains on a device this machine lacks (CUDA by default)."""
+    from nclab.train.config import ConfigError, check_device_available
+
+    if device is not None and scale != "paper":
+        raise ValueError(
+            f"--device chooses where a paper-scale experiment trains; {name!r} at scale {scale} trains on the CPU "
+            "as its protocol says: drop --device"
+        )
+    if scale != "paper" or not any(p.kind == "training" for p in get(name).protocols(scale)):
+        return
+    try:
+        check_device_available(device or "cuda", name="--device" if device else "device")
+    except ConfigError as err:
+        why = str(err).split(": ", 1)[-1].removesuffix("; use cpu")
+        raise ValueError(
+            f"experiment {name!r} at scale paper trains on {device or 'cuda'!r}, which this machine cannot use "
+            f"({why}): run it on a machine with a GPU, or pass --device cpu (hundreds to thousands of times slower "
+            "than the GPU estimate; cut it with --runs / --epochs); nothing was written"
+        ) from None
 
 
 def _cut_note(selection: RunSelection) -> str:
@@ -211,4 +249,6 @@ def dry_run(name: str, scale: str = "paper", selection: RunSelection | None = No
         takers = ", ".join(sorted(n for n, e in EXPERIMENTS.items() if e.selectable))
         raise ValueError(f"--runs / --epochs cut a paper-scale experiment of separate runs ({takers}), not {name!r} "
                          f"at scale {scale}")  # fmt: skip
-    return list(selection.select({p.label: p for p in exp.protocols(scale)}).values())
+    kept = list(selection.select({p.label: p for p in exp.protocols(scale)}).values())
+    selection.check_epochs({p.label: p.epochs for p in kept if p.kind == "training"})
+    return kept

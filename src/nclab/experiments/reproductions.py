@@ -25,7 +25,9 @@ through the same runner.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -83,14 +85,31 @@ HAN2022_NETS: dict[str, dict[str, dict[str, Any]]] = {
 }
 _HAN2022_PER_CLASS = {"mnist": 5000, "fashion-mnist": 5000, "svhn": 4600, "cifar10": 5000, "stl10": None}
 
-#: Where every paper-scale run trains (the estimates assume one GPU).
-_GPU = {"train": {"device": "cuda", "threads": None}}
+#: Where every paper-scale run trains: one GPU (the cost estimates assume an H200) unless
+#: :func:`nclab.experiments.run` is given ``device=`` (``nclab experiment run --device``), which sets this for the
+#: experiment's duration (:func:`paper_device`).
+PAPER_DEVICE: ContextVar[str] = ContextVar("nclab_paper_device", default="cuda")
+
+
+@contextmanager
+def paper_device(device: str) -> Iterator[None]:
+    """Within the block, paper-scale runs train on ``device`` (a torch device string) instead of ``cuda``."""
+    token = PAPER_DEVICE.set(device)
+    try:
+        yield
+    finally:
+        PAPER_DEVICE.reset(token)
+
+
+def _gpu() -> dict[str, Any]:
+    """The ``train`` settings of a paper-scale run: its device (:data:`PAPER_DEVICE`), threads as they are."""
+    return {"train": {"device": PAPER_DEVICE.get(), "threads": None}}
 
 
 def _resolve(raw: dict[str, Any]) -> Any:
     from nclab.train.config import deep_merge, resolve_config
 
-    return resolve_config(deep_merge(raw, _GPU))
+    return resolve_config(deep_merge(raw, _gpu()))
 
 
 def han2022_configs(datasets: tuple[str, ...] = tuple(HAN2022_NETS), losses: tuple[str, ...] = ("mse", "ce")) -> dict:
@@ -580,7 +599,7 @@ def vci_pretrain_base() -> dict[str, Any]:
     paper-scale transfer study, :func:`nclab.experiments.transfer.vci_paper_study`)."""
     from nclab.train.config import deep_merge
 
-    return deep_merge(_vci_base(), _GPU)
+    return deep_merge(_vci_base(), _gpu())
 
 
 def vci_transfer_configs() -> dict:

@@ -76,6 +76,9 @@ __all__ = [
 #: The kinds of folder :meth:`RunDir.kind` tells apart.
 RUN_KINDS: tuple[str, ...] = ("train", "monitor", "sweep", "extraction", "empty", "other")
 
+#: The name of a temporary file of :class:`nclab.io.atomic.AtomicFile` (``tempfile.mkstemp``'s 8 random characters).
+_ATOMIC_TEMPORARY = re.compile(r"^\..+\.[a-z0-9_]{8}\.tmp$")
+
 #: ``layer`` value meaning a run's own penultimate layer (from its ``summary.json``, or its first ``nc1`` row).
 PENULTIMATE = "penultimate"
 
@@ -383,11 +386,34 @@ class RunDir:
         return lock_holder(self.path)
 
     def clear(self) -> None:
-        """Remove the files of the run in the folder (:attr:`RUN_FILES` and ``checkpoints/``); other files
-        stay."""
+        """Remove the files of the run in the folder (:attr:`RUN_FILES`, ``checkpoints/`` and the temporary
+        files of interrupted writes, :meth:`leftover_temporaries`); other files stay."""
         for name in self.RUN_FILES:
             (self.path / name).unlink(missing_ok=True)
+        self.remove_leftover_temporaries()
         shutil.rmtree(self.checkpoints, ignore_errors=True)
+
+    def leftover_temporaries(self) -> list[Path]:
+        """The temporary files that an atomic write (:class:`nclab.io.atomic.AtomicFile`: ``.NAME.XXXXXXXX.tmp``
+        beside ``NAME``) left in the folder or in ``checkpoints/`` when its process was killed before the rename,
+        sorted. While a writer holds the folder they may be its writes in progress; otherwise they are debris."""
+        out: list[Path] = []
+        for folder in (self.path, self.checkpoints):
+            if folder.is_dir():
+                out += [p for p in folder.iterdir() if _ATOMIC_TEMPORARY.match(p.name) and p.is_file()]
+        return sorted(out)
+
+    def remove_leftover_temporaries(self) -> list[Path]:
+        """Remove :meth:`leftover_temporaries` (the caller owns the folder: it holds the lock); returns those
+        removed."""
+        removed = []
+        for p in self.leftover_temporaries():
+            try:
+                p.unlink()
+            except FileNotFoundError:
+                continue
+            removed.append(p)
+        return removed
 
     def _refuse_foreign_kind(self, what: str) -> None:
         kind = self.kind()

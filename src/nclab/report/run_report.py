@@ -29,6 +29,7 @@ from nclab.report.figures import (
     train_test_figure,
 )
 from nclab.report.html import metrics_table_html, write_report
+from nclab.validation import check_output_dir
 
 __all__ = [
     "PENULTIMATE_METRICS",
@@ -116,9 +117,13 @@ def run_title(record: RunRecord) -> str:
 
 
 def write_run_report(
-    run: str | Path | RunRecord, title: str | None = None, *, depth_epochs: Sequence[int] | None = None
+    run: str | Path | RunRecord,
+    title: str | None = None,
+    *,
+    depth_epochs: Sequence[int] | None = None,
+    out: str | Path | None = None,
 ) -> Path:
-    """Write ``report.html`` into the run directory ``run``.
+    """Write ``report.html`` into the run directory ``run`` (or into the folder ``out``).
 
     The report holds :func:`run_sections`, then :func:`run_figures`, then the resolved config folded.
 
@@ -130,11 +135,19 @@ def write_run_report(
         The page's title; default :func:`run_title` of the run.
     depth_epochs : sequence of int, optional
         The epochs of the metrics-vs-depth figure.
+    out : str or Path, optional
+        The folder to write ``report.html`` into (created; e.g. for a run on a read-only mount). Default: the run
+        directory.
 
     Returns
     -------
     Path
-        The report written, ``<run>/report.html``.
+        The report written, ``<run>/report.html`` (``<out>/report.html``).
+
+    Raises
+    ------
+    PermissionError
+        The destination folder is not writable (checked before the figures are drawn; nothing is written).
 
     Examples
     --------
@@ -147,11 +160,24 @@ def write_run_report(
     ('report.html', True)
     """
     record = _record(run)
+    target = RunDir(record.path).report if out is None else Path(out) / RunDir.REPORT
+    if out is None:
+        try:
+            check_output_dir(target.parent, name="run directory")
+        except PermissionError as err:
+            raise PermissionError(
+                f"{err}: report.html cannot be written there; write it to another folder with out= "
+                "(`nclab report RUN --out DIR`)"
+            ) from None
+    else:
+        check_output_dir(target.parent, name="out", create=False)
     cfg = record.config
     config = yaml.safe_dump(cfg, sort_keys=False) if cfg else ""
     folded = [("Config (resolved)", f"<pre>{html.escape(config)}</pre>")] if config else []
     figures = run_figures(record, depth_epochs=depth_epochs)
-    return write_report(RunDir(record.path).report, title or run_title(record), run_sections(record), figures, folded)
+    if out is not None:
+        check_output_dir(target.parent, name="out", create=True)
+    return write_report(target, title or run_title(record), run_sections(record), figures, folded)
 
 
 def zero_error_text(record: RunRecord) -> str:

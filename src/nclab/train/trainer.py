@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib.util
 import itertools
 import json
 import math
@@ -112,6 +113,10 @@ PLAIN_PROGRESS_EVERY_S = 5.0
 
 #: ``train.precision`` -> the ``torch.autocast`` dtype of the forward passes (``None``: float32, no autocast).
 AUTOCAST_DTYPES: dict[str, torch.dtype | None] = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+#: Whether this process writes ``metrics.parquet`` beside ``metrics.csv`` (:func:`nclab.io.run_table.write_metrics`).
+_HAVE_PYARROW = importlib.util.find_spec("pyarrow") is not None
 
 
 def run_id(config: RunConfig) -> str:
@@ -566,6 +571,8 @@ class Trainer:
             # who trained it: verify and resume check config.yaml and metrics.csv against these
             "run_id": self.run_id,
             "config": self.cfg.to_dict(),
+            # whether metrics.parquet goes with metrics.csv (pyarrow installed): verify reports it missing then
+            "parquet": _HAVE_PYARROW,
         }
         if self.scaler is not None:  # fp16: the loss scale goes on where it was
             payload["grad_scaler"] = self.scaler.state_dict()
@@ -840,6 +847,14 @@ def _prepare_resume(cfg: RunConfig, run: RunDir) -> tuple[dict[str, Any], list[s
         write_metrics([MetricRow(*r) for r in state["rows"]], out, run_id=run_id(cfg))
         held = "was missing" if status == "missing" else f"held {n} of the checkpoint rows, cut"
         notes.append(f"metrics.csv {held}: rewritten from the checkpoint ({len(state['rows'])} rows)")
+    elif _HAVE_PYARROW and not run.parquet.exists():  # deleted: the same table again, both files
+        write_metrics([MetricRow(*r) for r in state["rows"]], out, run_id=run_id(cfg))
+        notes.append(f"metrics.parquet was missing: rewritten from the checkpoint ({len(state['rows'])} rows)")
+    # this process owns the folder now: the temporary files of a write its killed predecessor never renamed go
+    removed = run.remove_leftover_temporaries()
+    if removed:
+        names = ", ".join(p.relative_to(out).as_posix() for p in removed)
+        notes.append(f"removed {len(removed)} temporary file(s) left by an interrupted write: {names}")
     return state, notes
 
 

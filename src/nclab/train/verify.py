@@ -37,9 +37,10 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import zipfile
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +48,7 @@ from nclab.io.integrity import CorruptFileError, object_sha256
 from nclab.io.manifest import listed_files, read_manifest, verify_checksum
 from nclab.io.run_table import OUTPUT_LAYER, MetricRow, read_metrics, read_run_id
 from nclab.io.rundir import RunDir, duplicate_rows, metrics_file_status, read_run, run_id_of
+from nclab.io.runlock import RunDirError
 from nclab.io.staged import interrupted_commit
 from nclab.io.yaml_io import load_yaml_file
 from nclab.stats import Accumulator
@@ -142,11 +144,46 @@ def _is_statistics_file(path: Path) -> bool:
         return True
 
 
+#: An epoch number in a file name: ``epoch_5``, ``epoch5``, ``ep-5``, ``e5`` (not inside a word).
+_EPOCH_IN_NAME = re.compile(r"(?:^|[^a-z])(?:epoch|ep|e)[_-]?(\d+)(?!\d)", re.IGNORECASE)
+#: Split names recognised in a file name.
+_SPLITS = frozenset({"train", "test", "val", "valid", "validation"})
+
+
+def _name_epoch(path: Path) -> int | None:
+    """The epoch a file's name states (``epoch_0016.pt``, ``stats_e5.npz``); ``None`` when it states none or
+    several different ones."""
+    found = {int(m) for m in _EPOCH_IN_NAME.findall(path.stem)}
+    return found.pop() if len(found) == 1 else None
+
+
+def _name_problems(path: Path, provenance: Mapping[str, Any]) -> list[str]:
+    """Where the epoch or split a statistics file records contradicts its name."""
+    wrong = []
+    named = _name_epoch(path)
+    if "epoch" in provenance and named is not None and named != provenance["epoch"]:
+        wrong.append(f"it records epoch {provenance['epoch']}, its name says epoch {named}")
+    tokens = {t.lower() for t in re.split(r"[^A-Za-z0-9]+", path.stem)} & _SPLITS
+    if "split" in provenance and tokens and provenance["split"].lower() not in tokens:
+        wrong.append(f"it records split {provenance['split']!r}, its name says {', '.join(sorted(tokens))}")
+    return wrong
+
+
+def _read_statistics(path: Path) -> Accumulator:
+    """:meth:`Accumulator.load`, and the epoch and split it records (:attr:`Accumulator.provenance`) checked
+    against the file's name (a file copied or renamed over another epoch's)."""
+    acc = Accumulator.load(path)
+    wrong = _name_problems(path, acc.provenance)
+    if wrong:
+        raise ValueError(f"{'; '.join(wrong)} (copied or renamed from another file?)")
+    return acc
+
+
 _BY_SUFFIX: dict[str, tuple[str, Callable[[Path], object]]] = {
     ".pt": ("checkpoint", load_checkpoint),
     ".pth": ("checkpoint", load_checkpoint),
-    ".npz": ("statistics", Accumulator.load),
-    ".safetensors": ("statistics", Accumulator.load),
+    ".npz": ("statistics", _read_statistics),
+    ".safetensors": ("statistics", _read_statistics),
     ".csv": ("metrics table", read_metrics),
     ".yaml": ("run config", _read_config),
     ".yml": ("run config", _read_config),
@@ -154,13 +191,14 @@ _BY_SUFFIX: dict[str, tuple[str, Callable[[Path], object]]] = {
 }
 
 
-def _statistics_files(folder: Path) -> list[Finding]:
-    out = []
+def _statistics_files(folder: Path, files: _Files) -> None:
     for suffix in (".npz", ".safetensors"):
         for p in sorted(folder.rglob(f"*{suffix}")):
             if p.is_file() and _is_statistics_file(p):
-                out.append(_check(p, "statistics", Accumulator.load))
-    return out
+                acc, f = _read(p, "statistics", _read_statistics)
+                files.findings.append(f)
+                if acc is not None:
+                    files.statistics[p] = acc
 
 
 @dataclass
@@ -173,10 +211,40 @@ class _Files:
     table_id: str | None = None
     summary: dict[str, Any] | None = None
     state: dict[str, Any] | None = None
+    #: the kept checkpoints ``epoch_NNNN.pt`` as read, by path
+    epoch_states: dict[Path, dict[str, Any]] = field(default_factory=dict)
+    #: the statistics files as read, by path
+    statistics: dict[Path, Accumulator] = field(default_factory=dict)
+    #: a live process holds the folder (a run in progress: files may still be on their way)
+    running: bool = False
+
+
+def _leftovers(run: RunDir, files: _Files) -> None:
+    """The temporary files an interrupted atomic write left (none is reported while a writer holds the folder:
+    they may be its writes in progress)."""
+    if files.running:
+        return
+    for p in run.leftover_temporaries():
+        target = p.name[1:].rsplit(".", 2)[0]
+        files.findings.append(
+            Finding(
+                p,
+                "temporary file",
+                f"left by a write of {target} that was interrupted before its rename (the process was killed); the "
+                f"run's files are intact: `nclab train {run.path} --resume` removes it, or delete it",
+            )
+        )
+
+
+def _held(run: RunDir) -> bool:
+    try:
+        return run.holder() is not None
+    except (OSError, ValueError, RunDirError):
+        return False
 
 
 def _train_files(run: RunDir) -> _Files:
-    files = _Files([])
+    files = _Files([], running=_held(run))
     add = files.findings.append
     if run.config.exists():
         files.config, f = _read(run.config, "run config", _read_config)
@@ -189,15 +257,63 @@ def _train_files(run: RunDir) -> _Files:
         files.summary = summary if isinstance(summary, dict) else None
         add(f)
     checkpoints = sorted(run.checkpoints.glob("*.pt")) if run.checkpoints.is_dir() else []
-    if run.checkpoints.is_dir() and not run.checkpoint.exists():
+    if not run.checkpoint.exists() and (run.checkpoints.is_dir() or run.metrics.exists() or run.summary.exists()):
+        # the trainer writes the checkpoint before the table: rows without it cannot be continued or checked
         add(Finding(run.checkpoint, "checkpoint", "missing"))
     for p in checkpoints:
         state, f = _read(p, "checkpoint", load_checkpoint)
         if p == run.checkpoint:
             files.state = state
+        elif state is not None:
+            files.epoch_states[p] = state
         add(f)
-    files.findings += _statistics_files(run.path)
+    _statistics_files(run.path, files)
+    _leftovers(run, files)
+    if files.state is not None and files.config is not None:
+        files.findings += _missing_run_files(run, files)
     return files
+
+
+def _missing_run_files(run: RunDir, files: _Files) -> list[Finding]:
+    """The files a run at its checkpoint's epoch must have but lacks: ``metrics.parquet`` when the run writes
+    it (pyarrow was installed), ``summary.json`` once the checkpoint is at the last epoch (unless the run is still
+    writing it), and with ``checkpoint.keep_measured`` the kept checkpoint of each checkpointed measured epoch."""
+    state, cfg, out = files.state or {}, files.config or {}, []
+    if state.get("parquet") and run.metrics.exists() and not run.parquet.exists():
+        out.append(
+            Finding(
+                run.parquet,
+                "metrics table",
+                f"missing: the run writes it beside metrics.csv with every checkpoint (pyarrow was installed); "
+                f"`nclab train {run.path} --resume` rewrites it from the checkpoint",
+            )
+        )
+    epochs = (cfg.get("train") or {}).get("epochs")
+    if isinstance(epochs, int) and state["epoch"] >= epochs and not run.summary.exists() and not files.running:
+        out.append(
+            Finding(
+                run.summary,
+                "JSON",
+                f"missing: the checkpoint is at the last epoch ({state['epoch']} of train.epochs={epochs}), so the "
+                f"run finished (or was killed while finishing) and a finished run has a summary.json; `nclab train "
+                f"{run.path} --resume` writes it",
+            )
+        )
+    ckpt_cfg = cfg.get("checkpoint") or {}
+    every = ckpt_cfg.get("every", 1)
+    if ckpt_cfg.get("keep_measured") and isinstance(every, int) and every >= 1:
+        for e in state["measured"]:
+            path = run.epoch_checkpoint(int(e))
+            if int(e) % every == 0 and not path.exists():
+                out.append(
+                    Finding(
+                        path,
+                        "checkpoint",
+                        f"missing: checkpoint.keep_measured keeps a checkpoint of each measured epoch, and epoch {e} "
+                        f"was measured and checkpointed (it is in {run.checkpoint.name}'s measured epochs)",
+                    )
+                )
+    return out
 
 
 def _table(run: RunDir, files: _Files) -> None:
@@ -343,8 +459,85 @@ def _summary_problems(files: _Files) -> list[str]:
     return list(dict.fromkeys(wrong))
 
 
-def _train_cross(run: RunDir, files: _Files) -> list[Finding]:
+def _same_rows(a: Sequence[Any], b: Sequence[Any]) -> bool:
+    return len(a) == len(b) and all(
+        tuple(x[:4]) == tuple(y[:4]) and _same(float(x[4]), float(y[4])) for x, y in zip(a, b, strict=True)
+    )
+
+
+def _epoch_checkpoint_problems(path: Path, state: Mapping[str, Any], files: _Files) -> list[str]:
+    """Why the kept checkpoint ``path`` (``epoch_NNNN.pt``) is not this run's checkpoint of epoch NNNN."""
+    wrong = []
+    named = _name_epoch(path)
+    if named is not None and named != state["epoch"]:
+        wrong.append(
+            f"holds epoch {state['epoch']}, its name says epoch {named} (a copy of another epoch's checkpoint: "
+            "resuming from it would restore the wrong epoch)"
+        )
+    trained, cfg = state.get("config"), files.config
+    if isinstance(trained, dict) and cfg is not None:
+        keys = resume_differences(trained, cfg)
+        if keys:
+            wrong.append(f"was trained with another config than config.yaml (at {', '.join(keys)}): another run's")
+        rid = state.get("run_id")
+        if isinstance(rid, str) and rid != run_id_of(str(trained.get("name", "")), trained):
+            wrong.append(f"records run id {rid}, not the hash of the config it records")
+    if files.state is not None:
+        mine = [r for r in files.state["rows"] if r[0] <= state["epoch"]]
+        if not _same_rows(state["rows"], mine):
+            wrong.append(
+                f"its {len(state['rows'])} metric rows are not the {len(mine)} rows of epochs 0-{state['epoch']} in "
+                f"{RunDir.LAST} (another run's checkpoint, or another epoch's)"
+            )
+    return wrong
+
+
+def _statistics_problems(path: Path, acc: Accumulator, files: _Files, ids: set[str]) -> list[str]:
+    """Where the run id, epoch, layer and split a statistics file records disagree with the run's table (files
+    that record none are not checked: older files, or statistics saved without them)."""
+    prov, rows, wrong = acc.provenance, files.rows or [], []
+    rid = prov.get("run_id")
+    if rid is not None and files.table_id is not None and rid != files.table_id and rid not in ids:
+        wrong.append(f"records run {rid}, metrics.csv records run {files.table_id} (another run's statistics)")
+    if not rows:
+        return wrong
+    epoch, layer, split = prov.get("epoch"), prov.get("layer"), prov.get("split")
+    layers = {r.layer for r in rows}
+    if layer is not None:
+        if layer not in layers:
+            wrong.append(f"records layer {layer!r}, which metrics.csv has no rows of")
+            return wrong
+        named = {n for n in layers if re.search(rf"(?<![A-Za-z0-9]){re.escape(n)}(?![A-Za-z0-9])", path.stem)}
+        if named and layer not in named:
+            wrong.append(f"records layer {layer!r}, its name says {', '.join(sorted(named))}")
+    if epoch is not None:
+        # the epochs at which layers were measured (the output's training rows are written every epoch)
+        measured = {r.epoch for r in rows if r.layer != OUTPUT_LAYER or r.layer == layer}
+        if epoch not in measured:
+            wrong.append(
+                f"records epoch {epoch}, which metrics.csv has no measurements of (measured: {sorted(measured)})"
+            )
+        elif layer is not None and not any(r.epoch == epoch and r.layer == layer for r in rows):
+            wrong.append(f"records layer {layer!r} at epoch {epoch}, which metrics.csv has no rows of")
+        elif split is not None and not any(r.epoch == epoch and r.split == split for r in rows):
+            wrong.append(f"records split {split!r} of epoch {epoch}, which metrics.csv has no rows of")
+    return wrong
+
+
+def _files_cross(files: _Files, ids: set[str]) -> list[Finding]:
     out = []
+    for p, state in files.epoch_states.items():
+        wrong = _epoch_checkpoint_problems(p, state, files)
+        out.append(Finding(p, "kept checkpoint vs run", "; ".join(wrong) or None, cross=True))
+    for p, acc in files.statistics.items():
+        if acc.provenance:
+            wrong = _statistics_problems(p, acc, files, ids)
+            out.append(Finding(p, "statistics vs run", "; ".join(wrong) or None, cross=True))
+    return out
+
+
+def _train_cross(run: RunDir, files: _Files) -> list[Finding]:
+    out = _files_cross(files, _expected_ids(files) if files.config is not None else set())
     if files.config is not None and files.table_id is not None:
         ids = _expected_ids(files)
         problem = (
@@ -386,16 +579,17 @@ def _verify_train(run: RunDir) -> list[Finding]:
 
 
 def _verify_monitor(run: RunDir) -> list[Finding]:
-    files = _Files([])
+    files = _Files([], running=_held(run))
     _table(run, files)
     ident = None
     if run.identity.exists():
         ident, f = _read(run.identity, "run identity", _read_identity)
         files.findings.append(f)
-    files.findings += _statistics_files(run.path)
+    _statistics_files(run.path, files)
+    _leftovers(run, files)
     if not all(f.ok for f in files.findings):
         return files.findings
-    out = list(files.findings)
+    out = list(files.findings) + _files_cross(files, {ident.run_id} if ident is not None else set())
     if ident is not None and files.rows:
         problem = (
             None
