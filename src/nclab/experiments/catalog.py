@@ -58,7 +58,7 @@ DURATIONS: dict[str, dict[str, str]] = {
     # 2026-11-26: cpu 189 s at load 5, 76 s at load 2 (15:16); tiny 57 s wall at load 8
     "resnet-depth": {"tiny": "~15 s", "cpu": "~2 min"},
     "ufm-figures": {"tiny": "~5 s", "cpu": "<= 7 min"},
-    # issue 27 redesign (24 runs x 30 epochs): 530 s at load 4-5, 506 s at load 3 and 244 s at load 1-2 (15:28)
+    # the redesigned cpu scale (24 runs x 30 epochs): 530 s at load 4-5, 506 s at load 3 and 244 s at load 1-2 (15:28)
     "vci-transfer": {"tiny": "~11 s", "cpu": "~6 min"},
     "ufm-init-scale": {"tiny": "~4 s", "cpu": "<= 2 min"},
     "ufm-threshold-sweep": {"tiny": "~5 s", "cpu": "<= 2.5 min"},

@@ -50,7 +50,7 @@ _LAMBDAS = [2.5, 3.75, 5.0, 7.5, 10.0]
 _PRETRAIN = [0, 1, 2, 3, 4]  # T-shirt/top, trouser, pullover, dress, coat
 _HELDOUT = [5, 6, 7, 8, 9]
 
-#: Per scale: pretraining data and model, epochs, seeds, probe grid, downstream sizes. The cpu scale (issue 27) is
+#: Per scale: pretraining data and model, epochs, seeds, probe grid, downstream sizes. The cpu scale is
 #: designed to give the claim its best chance on the data here: a narrow feature layer (``hidden`` = d = 8 for 5
 #: pretraining classes, so (K - 1) / d = 0.5 as the paper's 999 / 2048), 30 epochs on 100 images per class (the
 #: runs at tau >= 0.5 fit their training set; tau = 0.1 plateaus at 7-11% training error, also at lr 0.01 or
@@ -325,7 +325,7 @@ def _round(v: float) -> float:
 
 
 _TRIED = (
-    "<p>What this scale does to give the claim its best honest chance on Fashion-MNIST and digits (issue 27): "
+    "<p>What this scale does to give the claim its best honest chance on Fashion-MNIST and digits: "
     "pretraining on 5 classes with a feature layer of d = 8, so that (K - 1) / d = 0.5 as the paper's 999 / 2048 "
     "(the earlier cpu scale had 4 / 128, far more collapsed); 30 epochs on 100 images per class instead of 8 "
     "epochs on 300, so that the runs fit their training set (tau &gt;= 0.5: training error 0-3.5%; tau = 0.1 "
