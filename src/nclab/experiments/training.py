@@ -225,7 +225,7 @@ LR_GRID: tuple[float, ...] = tuple(float(f"{10 ** (-4 + i * (4 + math.log10(0.25
 #: Per-loss changes of the CPU scale (measured on the CPU-scale subset, docs/training.md): the MSE run's lr is the
 #: grid value 0.18045 (index 23), at which the small CNN reaches zero training error at epoch 24 of 80; at the
 #: Colab's 0.0184 it does not (8.5% training error). CE keeps the Colab's 0.0679 (zero training error at epoch 14).
-#: Everything else is the paper's recipe. Before the redesign the CPU scale used a cosine schedule, wd 5e-3 and the summed
+#: Everything else is the paper's recipe. Earlier, the CPU scale used a cosine schedule, wd 5e-3 and the summed
 #: MSE instead (faster collapse, not the paper's protocol).
 CPU_LOSS_OVERRIDES: dict[str, dict[str, Any]] = {"mse": {"optim": {"lr": LR_GRID[23]}}, "ce": {}}
 
