@@ -82,6 +82,7 @@ def measure_arrays(
     track: Track = "full",
     classes: str = "all",
     min_count: int | None = None,
+    compute_dtype: str = "float64",
 ) -> dict[str, float]:
     """Two streaming passes (ClassStats with ``track``, then NCC) and the full collapse report over ``classes``
     (:func:`nclab.metrics.select_classes`); the conventions, classes and ``batch_size`` are checked before the
@@ -110,7 +111,8 @@ def measure_arrays(
         K = infer_num_classes(labels, name="labels")
     if len(features.shape) != 2:
         raise ValueError(f"features must be 2-D (N, d), got shape {tuple(features.shape)}")
-    stats = ClassStats(K, features.shape[1], track=track)  # refuses state that does not fit
+    # refuses state that does not fit, and a compute_dtype other than float64 / float32
+    stats = ClassStats(K, features.shape[1], track=track, compute_dtype=compute_dtype)  # type: ignore[arg-type]
     with _progress() as progress:
         if not show_progress:
             progress.disable = True
@@ -216,6 +218,13 @@ def measure_command(
     min_count: Annotated[
         int | None, typer.Option("--min-count", help="samples a class needs with --classes present (default 1)")
     ] = None,
+    compute_dtype: Annotated[
+        str,
+        typer.Option(
+            "--compute-dtype",
+            help="float64, or float32: the per-batch Gram as float32 GEMMs, accumulated in float64 (docs/stats.md)",
+        ),
+    ] = "float64",
     verify_checksum: Annotated[
         bool, flag("--verify-checksum", help="read each file once more to check its SHA-256 against manifest.json")
     ] = False,
@@ -259,6 +268,7 @@ def measure_command(
                 track=check_choice(track, Track, name="--track"),
                 classes=classes,
                 min_count=min_count,
+                compute_dtype=compute_dtype,
             )
     except USER_ERRORS as err:
         hint = ""

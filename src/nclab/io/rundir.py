@@ -79,7 +79,9 @@ RUN_KINDS: tuple[str, ...] = ("train", "monitor", "sweep", "extraction", "empty"
 #: The name of a temporary file of :class:`nclab.io.atomic.AtomicFile` (``tempfile.mkstemp``'s 8 random characters).
 _ATOMIC_TEMPORARY = re.compile(r"^\..+\.[a-z0-9_]{8}\.tmp$")
 
-#: ``layer`` value meaning a run's own penultimate layer (from its ``summary.json``, or its first ``nc1`` row).
+#: The one name of "the classifier's input": the layer ``CollapseMonitor(layers="penultimate")`` measures when no
+#: named module outputs it, and the ``layer`` value that means a run's own penultimate layer when its table is read
+#: (from its ``summary.json``, or its first ``nc1`` row).
 PENULTIMATE = "penultimate"
 
 

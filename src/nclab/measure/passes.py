@@ -412,7 +412,9 @@ class StatsPass(PassSink):
         s = self.stats.get(name)
         if s is None:
             d = int(f.shape[1])
-            s = self.stats[name] = ClassStats(self.plan.K, d, track=self.plan.track(name, d))
+            s = self.stats[name] = ClassStats(
+                self.plan.K, d, track=self.plan.track(name, d), compute_dtype=self.plan.compute_dtype
+            )
         s.update(f, y)
 
     def finish(self) -> None:

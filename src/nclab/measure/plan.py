@@ -14,8 +14,8 @@ from nclab.measure.batches import call_model
 from nclab.measure.classifier import find_classifier
 from nclab.measure.hooks import LayerSpec, SelectSpec, resolve_layers
 from nclab.metrics.classes import ClassesRule, check_classes
-from nclab.stats.class_stats import Track
-from nclab.validation import check_int
+from nclab.stats.class_stats import ComputeDtype, Track
+from nclab.validation import check_choice, check_int
 
 __all__ = ["FULL_TRACK_MAX_DIM", "LossFn", "MeasurePlan", "TargetsFn"]
 
@@ -89,6 +89,9 @@ class MeasurePlan:
         least ``min_count`` samples (the classifier's rows and the NCC pass subset with them).
     min_count : int or None
         The samples a class needs under ``classes="present"`` (None: 1).
+    compute_dtype : {"float64", "float32"}
+        The statistics' ``compute_dtype`` (:class:`~nclab.stats.ClassStats`): ``"float32"`` does the per-batch
+        work of wide layers in float32 GEMMs, with float64 accumulation across blocks (docs/stats.md).
     autocast_dtype : torch.dtype or None
         Run the forward passes under ``torch.autocast`` to this dtype (``torch.bfloat16``, ``torch.float16``) on
         the model's device: the precision policy a mixed-precision run trains with. The features then arrive in
@@ -136,11 +139,13 @@ class MeasurePlan:
     autocast_dtype: torch.dtype | None = None
     classes: ClassesRule = "all"
     min_count: int | None = None
+    compute_dtype: ComputeDtype = "float64"
 
     def __post_init__(self) -> None:
         check_int(self.K, name="K", low=2)
         check_classes(self.classes, self.min_count)
         check_int(self.batch_size, name="batch_size", low=1)
+        check_choice(self.compute_dtype, ("float64", "float32"), name="compute_dtype")
         if self.penultimate not in self.layers:
             raise KeyError(
                 f"penultimate layer {self.penultimate!r} is not among the measured layers {list(self.layers)}"

@@ -50,7 +50,7 @@ from torch import nn
 
 from nclab._threads import blas_threads
 from nclab.io.run_table import MetricRow
-from nclab.io.rundir import RunIdentity
+from nclab.io.rundir import PENULTIMATE, RunIdentity
 from nclab.io.sinks import MetricSink, make_sink
 from nclab.io.tables import to_frame as to_frame_of
 from nclab.measure import (
@@ -74,7 +74,8 @@ from nclab.memory import format_bytes
 from nclab.metrics import check_conventions
 from nclab.metrics.classes import ClassesRule, check_classes
 from nclab.stats import ClassStats
-from nclab.validation import check_int, check_positive
+from nclab.stats.class_stats import ComputeDtype
+from nclab.validation import check_choice, check_int, check_positive
 
 __all__ = ["CLASSIFIER_METRICS", "PENULTIMATE", "CollapseMonitor", "MonitorResult", "next_token_targets"]
 
@@ -91,9 +92,6 @@ CLASSIFIER_METRICS: tuple[str, ...] = (
     "ncc_mismatch_nobias",
     "classifier_accuracy",
 )
-
-#: The layer name of the classifier's input when no named module outputs it (``layers="penultimate"``).
-PENULTIMATE = "penultimate"
 
 
 @dataclass
@@ -254,6 +252,10 @@ class CollapseMonitor:
         ``present_min_count`` record what was kept. Use ``"present"`` for a language model's vocabulary.
     min_count : int, optional
         The samples a class needs under ``classes="present"`` (default 1).
+    compute_dtype : {"float64", "float32"}, default "float64"
+        The statistics' per-batch arithmetic (:class:`~nclab.stats.ClassStats`): ``"float32"`` runs the Gram of
+        wide layers as float32 GEMMs (several times faster on a GPU), accumulating in float64 across blocks; the
+        error bound is in docs/stats.md.
     cache_mb : float, optional
         Memory (MiB) for a copy of the measured features of pass 1; when they fit, the NCC pass reads them
         instead of running the model again (256 by default, as ``measure.cache_mb`` of the built-in trainer;
@@ -293,11 +295,13 @@ class CollapseMonitor:
         overwrite: bool = False,
         classes: ClassesRule = "all",
         min_count: int | None = None,
+        compute_dtype: ComputeDtype = "float64",
     ) -> None:
         self._model = model
         self.K = check_int(K, name="K", low=2)
         self.classes: ClassesRule = check_classes(classes, min_count)[0]
         self.min_count = None if min_count is None else int(min_count)
+        self.compute_dtype: ComputeDtype = check_choice(compute_dtype, ("float64", "float32"), name="compute_dtype")
         self.schedule = Schedule.coerce(schedule)
         self.targets_fn = targets_fn
         self.loss_fn = loss_fn
@@ -486,6 +490,7 @@ class CollapseMonitor:
             targets_fn=self.targets_fn,
             classes=self.classes,
             min_count=self.min_count,
+            compute_dtype=self.compute_dtype,
         )
 
     @torch.no_grad()
@@ -594,6 +599,8 @@ class CollapseMonitor:
         if self.classes != "all":  # the default adds no parameter
             out["classes"] = self.classes
             out["min_count"] = 1 if self.min_count is None else self.min_count
+        if self.compute_dtype != "float64":  # the default adds no parameter
+            out["compute_dtype"] = self.compute_dtype
         out.update(run_id=self.identity.run_id, run_name=self.identity.name)
         return out
 

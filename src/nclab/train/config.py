@@ -400,6 +400,8 @@ class MeasureConfig(_Strict):
     # Fashion-MNIST pass: 174 ms at 256, 376 ms at 1,024; an MLP pass is the same at both)
     batch_size: PosInt = 256
     cache_mb: NonNegFloat = 256.0  # keep pass-1 features for the NCC pass when they fit
+    # the statistics' per-batch arithmetic (ClassStats compute_dtype): float32 GEMMs, float64 accumulation
+    compute_dtype: Literal["float64", "float32"] = "float64"
     blas_threads: PosInt | None = 1  # numpy/scipy BLAS threads while measuring (None: as train.threads)
     geodesic: StrictBool = (
         False  # The [Wang et al. 2024] geodesic model over the equal-width measured layers (train split)
@@ -526,7 +528,8 @@ class RunConfig(_Strict):
         return out
 
 
-#: Keys added after run directories existed (streamed data, augmentation, mixed precision), per section:
+#: Keys added after run directories existed (streamed data, augmentation, mixed precision, the statistics'
+#: compute dtype), per section:
 #: :meth:`RunConfig.to_dict` leaves them out at their defaults.
 LATER_KEYS: dict[str, tuple[str, ...]] = {
     "data": (
@@ -540,6 +543,7 @@ LATER_KEYS: dict[str, tuple[str, ...]] = {
         "persistent_workers",
     ),
     "train": ("precision", "channels_last", "grad_accum"),
+    "measure": ("compute_dtype",),
 }
 
 

@@ -523,6 +523,7 @@ class Trainer:
             conventions=m.conventions,
             batch_size=m.batch_size,
             cache_mb=m.cache_mb,
+            compute_dtype=m.compute_dtype,
             threads=m.blas_threads,
             geodesic=m.geodesic,
             distributed=is_distributed(),
