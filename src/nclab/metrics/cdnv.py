@@ -26,7 +26,16 @@ _CANCEL_RATIO = 1e-3
 
 @metric("cdnv", "lower", "[Galanti et al. 2022] (CDNV); not in [Xu & Liu 2023]")
 def cdnv(stats: StatsLike, exponent: float = 1, tile: int | None = None) -> float:
-    """CDNV = mean over unordered class pairs i < j of (var_i + var_j) / (2 ||mu_i - mu_j||^(2 exponent)).
+    r"""CDNV = mean over unordered class pairs i < j of (var_i + var_j) / (2 ||mu_i - mu_j||^(2 exponent)).
+
+    .. math::
+
+        \mathrm{CDNV} = \binom{K}{2}^{-1} \sum_{i < j}
+        \frac{\sigma_i^2 + \sigma_j^2}{2 \lVert \mu_i - \mu_j \rVert^{2p}}
+
+        \sigma_k^2 = \frac{1}{n_k} \sum_{i:\, y_i = k} \lVert h_i - \mu_k \rVert^2
+
+    with :math:`p` = ``exponent`` (1: [Galanti et al. 2022]).
 
     ``var_k = class_ss_k / n_k`` is the mean squared distance of the class-k features to their class mean
     (biased, population normalisation, as [Galanti et al. 2022] and [neural-collapse (rhubarbwu)]; a few codes use

@@ -259,7 +259,13 @@ def _gram_distance(A: np.ndarray, B: np.ndarray, target: Literal["etf", "identit
 # ---------------------------------------------------------------------------------------------- PNAS NC2
 @metric("equinorm", "lower", "[Han et al. 2022, Fig. 3] / [Papyan et al. 2020] (NC2 equinorm)")
 def equinorm(vectors_or_stats: StatsLike | Any, ddof: int = 1, *, weighting: Weighting = "balanced") -> float:
-    """``std_k(||v_k||) / mean_k(||v_k||)`` (coefficient of variation of the norms).
+    r"""``std_k(||v_k||) / mean_k(||v_k||)`` (coefficient of variation of the norms).
+
+    .. math::
+
+        \mathrm{equinorm} = \frac{\operatorname{std}_k \lVert v_k \rVert}{\operatorname{mean}_k \lVert v_k \rVert}
+
+    where :math:`v_k = \mu_k - \mu_G` (class means about their mean) or the classifier's rows :math:`w_k`.
 
     Parameters
     ----------
@@ -299,7 +305,15 @@ def equinorm(vectors_or_stats: StatsLike | Any, ddof: int = 1, *, weighting: Wei
 
 @metric("equiangularity", "lower", "[Han et al. 2022, Fig. 4] / [Papyan et al. 2020] (NC2 equiangularity)")
 def equiangularity(vectors_or_stats: StatsLike | Any, ddof: int = 1, *, weighting: Weighting = "balanced") -> float:
-    """Standard deviation of the off-diagonal cosines ``cos(v_k, v_l)``, ``k != l``.
+    r"""Standard deviation of the off-diagonal cosines ``cos(v_k, v_l)``, ``k != l``.
+
+    .. math::
+
+        \mathrm{equiangularity} = \operatorname{std}_{k \neq l} \cos(v_k, v_l)
+
+        \cos(v_k, v_l) = \frac{v_k^\top v_l}{\lVert v_k \rVert \lVert v_l \rVert}
+
+    over the :math:`K (K - 1)` ordered pairs, :math:`v_k` as in :func:`equinorm`.
 
     The K(K-1) entries count each pair twice, as ``torch.std`` over the off-diagonal of the cosine matrix in the
     [Han et al. 2022] reference code.
@@ -345,7 +359,13 @@ def equiangularity(vectors_or_stats: StatsLike | Any, ddof: int = 1, *, weightin
 
 @metric("max_angle", "lower", "[Han et al. 2022, Fig. 5] / [Papyan et al. 2020] (NC2 maximal angle, shifted cosine)")
 def max_angle(vectors_or_stats: StatsLike | Any, *, weighting: Weighting = "balanced") -> float:
-    """``mean_{k<l} |cos(v_k, v_l) + 1/(K-1)|`` (the mean over ordered pairs ``k != l`` is the same number).
+    r"""``mean_{k<l} |cos(v_k, v_l) + 1/(K-1)|`` (the mean over ordered pairs ``k != l`` is the same number).
+
+    .. math::
+
+        \mathrm{max\_angle} = \frac{2}{K (K - 1)} \sum_{k < l} \left| \cos(v_k, v_l) + \frac{1}{K - 1} \right|
+
+    the mean distance of the cosines from the simplex ETF's :math:`-1/(K - 1)`.
 
     Parameters
     ----------
@@ -420,7 +440,17 @@ def angle_statistics(
 # ---------------------------------------------------------------------------------------------- Gram forms
 @metric("etf_gram_error", "lower", "002 PFC2 eq. (8) / [Tirer & Bruna 2022] NC2_ETF eq. (27)")
 def etf_gram_error(X: StatsLike | Any, center: bool = True, *, weighting: Weighting = "balanced") -> float:
-    """``|| G / ||G||_F - (I - 11^T/K) / sqrt(K-1) ||_F`` with ``G = X X^T``, ``(K, K)``.
+    r"""``|| G / ||G||_F - (I - 11^T/K) / sqrt(K-1) ||_F`` with ``G = X X^T``, ``(K, K)``.
+
+    .. math::
+
+        \mathrm{ETF\ error} = \left\lVert \frac{G}{\lVert G \rVert_F}
+        - \frac{I_K - \frac{1}{K} \mathbf{1} \mathbf{1}^\top}{\sqrt{K - 1}} \right\rVert_F
+
+        G = X X^\top
+
+    where the rows of :math:`X` are the vectors (centred about their mean with ``center=True``) and
+    :math:`\lVert \cdot \rVert_F` is the Frobenius norm.
 
     Registered also as ``pfc2`` (PFC2 of [Wang et al. 2024] = NC2_ETF of [Tirer & Bruna 2022]).
 
@@ -538,7 +568,15 @@ def etf_gram_error_spectral(X: StatsLike | Any, *, weighting: Weighting = "balan
 
 @metric("orthogonal_frame_error", "lower", "001 NC2_OF eq. (27), uncentred means")
 def orthogonal_frame_error(X: StatsLike | Any) -> float:
-    """``|| G / ||G||_F - I / sqrt(K) ||_F``, ``G = X X^T`` of the *uncentred* rows (or ClassStats means).
+    r"""``|| G / ||G||_F - I / sqrt(K) ||_F``, ``G = X X^T`` of the *uncentred* rows (or ClassStats means).
+
+    .. math::
+
+        \mathrm{OF\ error} = \left\lVert \frac{G}{\lVert G \rVert_F} - \frac{I_K}{\sqrt{K}} \right\rVert_F
+
+        G = X X^\top
+
+    with the uncentred rows of :math:`X`.
 
     Parameters
     ----------
@@ -586,7 +624,17 @@ def self_duality(
     center_means: bool = True,
     weighting: Weighting = "balanced",
 ) -> float:
-    """Distance between the classifier ``W (K, d)`` and the class means ``M (K, d)``.
+    r"""Distance between the classifier ``W (K, d)`` and the class means ``M (K, d)``.
+
+    .. math::
+
+        \mathrm{NC3} = \left\lVert \frac{W}{\lVert W \rVert_F} - \frac{M}{\lVert M \rVert_F} \right\rVert_F^2
+        \quad (\texttt{"frobenius"})
+
+        \frac{1}{K} \sum_{k=1}^{K} \left(1 - \cos(w_k, m_k)\right) \quad (\texttt{"cosine"})
+
+    where :math:`W` is the classifier ``(K, d)`` and :math:`M` has rows :math:`m_k = \mu_k - \mu_G` (``"gram"``: the
+    ETF error of :math:`G = W M^\top`, as :func:`etf_gram_error`).
 
     The bias is never used.
 
@@ -678,8 +726,12 @@ def self_duality(
     needs=("stats", "W"),
 )
 def classifier_accuracy_on_means(stats: StatsLike | Any, *, W: Any, b: Any = None) -> float:
-    """Fraction of classes whose mean the affine classifier assigns to its own class:
+    r"""Fraction of classes whose mean the affine classifier assigns to its own class:
     ``(1/K) #{k : argmax_j (w_j . mu_k + b_j) = k}``.
+
+    .. math::
+
+        \frac{1}{K} \#\left\{k : \arg\max_j \left(w_j^\top \mu_k + b_j\right) = k\right\}
 
     The nearest-class-mean rule classifies every class mean correctly, so this is the agreement of the
     classifier's decision ``argmax(W h + b)`` with NCC at the points ``h = mu_k`` (NC4 of [Papyan et al. 2020],
