@@ -242,3 +242,34 @@ def test_attach_refuses_what_is_not_a_trainer():
 
     with pytest.raises(TypeError, match=r"trainer must be a transformers\.Trainer, got dict"):
         CollapseCallback(K).attach({})
+
+
+def test_log_step_epoch_puts_the_tables_epochs_on_the_loggers_axis(tmp_path, monkeypatch):
+    """``log_step="epoch"``: HF's TensorBoard run holds the collapse values at the table's epochs (0, 1, 2), not at
+    the global steps (0, 4, 8); the Trainer's own step is restored after each measurement."""
+    pytest.importorskip("accelerate", reason="transformers.Trainer needs accelerate (pip install nclab[hf])")
+    pytest.importorskip("tensorboard", reason="tensorboard is not installed")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from nclab.integrations.hf import CollapseCallback
+    from nclab.io.sinks import tag
+
+    monkeypatch.setenv("TENSORBOARD_LOGGING_DIR", str(tmp_path / "hf-tb"))
+    trainer = transformers.Trainer(
+        model=_model("bert"), args=_args(tmp_path, report_to=["tensorboard"]), train_dataset=Tokens(48, seed=1)
+    )
+    CollapseCallback(K, out=tmp_path / "run", log_step="epoch").attach(trainer)
+    trainer.train()
+    assert trainer.state.global_step == 8
+    table = read_metrics(tmp_path / "run")
+    acc = EventAccumulator(str(tmp_path / "hf-tb"))
+    acc.Reload()
+    for r in table:
+        events = acc.Scalars(f"train/{tag(r)}")
+        assert sorted(e.step for e in events) == [0, 1, 2]  # the table's epochs, not the global steps 0, 4, 8
+        (event,) = [e for e in events if e.step == r.epoch]
+        assert event.value == pytest.approx(r.value, rel=1e-6, abs=1e-7)
+    logged = [e for e in trainer.state.log_history if "collapse/train/penultimate/nc1" in e]
+    assert [(e["epoch"], e["step"]) for e in logged] == [(0.0, 0), (1.0, 1), (2.0, 2)]
+    with pytest.raises(ValueError, match="log_step"):
+        CollapseCallback(K, log_step="steps")

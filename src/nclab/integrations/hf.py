@@ -55,7 +55,7 @@ import math
 import warnings
 import weakref
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Literal
 
 import torch
 
@@ -67,6 +67,7 @@ except ImportError as err:  # pragma: no cover - depends on the environment
 from nclab.io.sinks import tag
 from nclab.metrics.classes import ClassesRule, check_classes
 from nclab.monitor import CollapseMonitor, MonitorResult
+from nclab.validation import check_choice
 
 __all__ = ["CollapseCallback", "last_token_pooling"]
 
@@ -134,6 +135,11 @@ class CollapseCallback(transformers.TrainerCallback):
         collapse over a vocabulary needs ``"present"``.
     min_count : int, optional
         The samples a class needs under ``classes="present"`` (default 1).
+    log_step : {"global", "epoch"}, default "global"
+        The step at which the Trainer's ``report_to`` loggers (TensorBoard, W&B, MLflow) and ``log_history``
+        receive the collapse values: ``"global"``, the Trainer's global step (Hugging Face's convention: the same
+        axis as its loss curves); ``"epoch"``, the epoch of nclab's table (0 = before training), so that a
+        TensorBoard curve's steps are the table's epochs. The values also carry ``"epoch"`` either way.
     **monitor_options
         As :class:`~nclab.CollapseMonitor` (``layers``, ``classifier``, ``schedule``, ``track``, ``sinks``,
         ``out``, ...). ``targets_fn`` defaults to :func:`last_token_pooling` with the model's
@@ -174,9 +180,11 @@ class CollapseCallback(transformers.TrainerCallback):
         eval_data: Any = None,
         classes: ClassesRule = "all",
         min_count: int | None = None,
+        log_step: Literal["global", "epoch"] = "global",
         **monitor_options: Any,
     ) -> None:
         self.K = K
+        self.log_step = check_choice(log_step, ("global", "epoch"), name="log_step")
         self.train_data, self.eval_data = train_data, eval_data
         check_classes(classes, min_count)
         self.options = {**monitor_options, "classes": classes, "min_count": min_count}
@@ -283,10 +291,18 @@ class CollapseCallback(transformers.TrainerCallback):
         if not values:
             return
         trainer = self.trainer
+        step = int(state.global_step)
         if trainer is not None:  # every report_to logger's on_log, log_history and the console
-            trainer.log({**values, "epoch": float(epoch)})
+            if self.log_step == "epoch":  # the loggers read the step from the state: lend them the epoch
+                state.global_step = epoch
+            try:
+                trainer.log({**values, "epoch": float(epoch)})
+            finally:
+                state.global_step = step
         else:
-            state.log_history.append({**values, "epoch": float(epoch), "step": int(state.global_step)})
+            state.log_history.append(
+                {**values, "epoch": float(epoch), "step": epoch if self.log_step == "epoch" else step}
+            )
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if self.monitor is not None:  # a train() that ended in an exception: give its folder back first
