@@ -161,15 +161,15 @@ def _moments(stats: ClassStats | ClassMoments) -> Moments:
         nz = counts > 0
         means[nz] = stats.drop_empty().means
         mu = pi @ means
-        sw = stats.sigma_w(copy=False)
+        sw = stats.moments().sigma_w(copy=False)
         Mc = means - mu
         st = sw + (Mc * pi[:, None]).T @ Mc
         return Moments(pi=pi, means=means, mu=mu, sigma_w=sw, sigma_t=(st + st.T) / 2)
     # Sigma_T about the sample mean = Sigma_W + empirical Sigma_B: ClassStats' cached, read-only matrices (shared
     # with a collapse_report of the same statistics)
-    means = stats.means
+    means, view = stats.means, stats.moments()
     return Moments(
-        pi=pi, means=means, mu=pi @ means, sigma_w=stats.sigma_w(copy=False), sigma_t=stats.sigma_t(copy=False)
+        pi=pi, means=means, mu=pi @ means, sigma_w=view.sigma_w(copy=False), sigma_t=view.sigma_t(copy=False)
     )
 
 
