@@ -452,3 +452,37 @@ def test_states_saved_before_the_K_d_names_still_load():
 
 def _old_names(sd):
     return {{"K": "num_classes", "d": "dim"}.get(k, k): v for k, v in sd.items()}
+
+
+def test_forwarding_accessors_are_deprecated_and_the_library_uses_none():
+    """``ClassStats`` keeps one derived accessor (``means``); the others forward to ``moments()`` with an
+    ``AccessorDeprecationWarning`` for one release. The library reads ``moments()`` itself: a full report, the
+    theory views and a monitor measurement raise no such warning."""
+    import warnings
+
+    import torch
+    from torch import nn
+
+    from nclab import CollapseMonitor
+    from nclab.metrics import collapse_report
+    from nclab.stats.class_stats import AccessorDeprecationWarning
+    from nclab.theory import snr_matrix
+
+    rng = np.random.default_rng(0)
+    y = np.repeat(np.arange(4), 30)
+    H = 3 * rng.normal(size=(4, 6))[y] + rng.normal(size=(120, 6))
+    stats = ClassStats.from_arrays(H, y, K=4)
+    for name, args in [("sigma_w", ()), ("sigma_b", ("balanced",)), ("trace_w", ()), ("global_mean", ("empirical",))]:
+        with pytest.warns(AccessorDeprecationWarning, match=f"stats.moments\\(\\).{name}"):
+            old = getattr(stats, name)(*args)
+        np.testing.assert_array_equal(old, getattr(stats.moments(), name)(*args))
+    with pytest.warns(AccessorDeprecationWarning, match="class_ss"):
+        np.testing.assert_array_equal(stats.class_ss, stats.moments().class_ss)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", AccessorDeprecationWarning)
+        assert stats.means.shape == (4, 6)
+        W = rng.normal(size=(4, 6))
+        collapse_report(stats, W=W, b=np.zeros(4))
+        snr_matrix(stats)
+        net = nn.Sequential(nn.Linear(6, 5), nn.Tanh(), nn.Linear(5, 4))
+        CollapseMonitor(net, K=4).measure([(torch.as_tensor(H, dtype=torch.float32), torch.as_tensor(y))])

@@ -13,7 +13,7 @@ from typing import Any, Literal
 import numpy as np
 
 from nclab.metrics._registry import metric
-from nclab.metrics.common import StatsLike, check_stats, row_norms, unit_directions
+from nclab.metrics.common import StatsLike, as_moments, check_stats, row_norms, unit_directions
 from nclab.stats.moments import Weighting
 from nclab.validation import as_rows, check_bool
 
@@ -24,7 +24,8 @@ Similarity = Literal["cosine", "dot"]
 
 def _pairs(W: Any, stats: StatsLike, center_means: bool, weighting: Weighting) -> tuple[np.ndarray, np.ndarray]:
     check_stats(stats)
-    M = stats.centered_means(weighting) if check_bool(center_means, name="center_means") else stats.means
+    view = as_moments(stats)
+    M = view.centered_means(weighting) if check_bool(center_means, name="center_means") else view.means
     Wr = as_rows(W, name="W")
     if Wr.shape != M.shape:
         raise ValueError(f"W must be (K, d) = {M.shape}, got {Wr.shape}")

@@ -142,7 +142,7 @@ def check_normalized_stats(stats: StatsLike, tol: float = NORMALIZED_TOL) -> Non
     counts = stats.require_nonempty("check_normalized_stats")
     mu = stats.means
     n = counts.astype(np.float64)
-    msq = (stats.class_ss + n * np.einsum("kd,kd->k", mu, mu)) / n
+    msq = (as_moments(stats).class_ss + n * np.einsum("kd,kd->k", mu, mu)) / n
     gap = row_norms(stats.unit_sums / n[:, None] - mu)
     bad = np.flatnonzero((np.abs(msq - 1.0) > tol) | (gap > tol))
     if bad.size:
@@ -244,7 +244,7 @@ def gnc1(
     p = psd_pinv(sb, max_rank=min(d, K), rtol=rtol)
     if p.rank == 0 or np.trace(sb) <= SB_ZERO_RTOL * feature_scale_sq(stats):
         return float("inf")
-    return p.trace_with(stats.sigma_w(copy=False)) / K
+    return p.trace_with(as_moments(stats).sigma_w(copy=False)) / K
 
 
 @metric(

@@ -31,7 +31,7 @@ def _ood_mean(ood: StatsLike | Any, d: int) -> np.ndarray:
                 "ood: only one class of these ClassStats has samples, so its statistics cannot give the OOD mean; "
                 "label the OOD features with the classifier's predictions, or pass their mean as a (d,) vector"
             )
-        return (ood if present == ood.K else ood.drop_empty()).global_mean("empirical")
+        return as_moments(ood if present == ood.K else ood.drop_empty()).global_mean("empirical")
     v = np.array(ood.detach().cpu() if hasattr(ood, "detach") else ood, dtype=np.float64)
     if v.shape != (d,):
         raise ValueError(f"ood must be a ClassStats or a (d,) = ({d},) vector, got shape {v.shape}")

@@ -14,7 +14,7 @@ import numpy as np
 
 from nclab.metrics import _pairs
 from nclab.metrics._registry import metric
-from nclab.metrics.common import StatsLike, check_stats, is_stats, row_norms, unit_directions
+from nclab.metrics.common import StatsLike, as_moments, check_stats, is_stats, row_norms, unit_directions
 from nclab.metrics.means_geometry import stats_pair_sweep
 from nclab.stats.moments import Weighting
 from nclab.validation import as_rows
@@ -122,7 +122,7 @@ def hyperspherical_uniformity(
     if is_stats(X):
         check_stats(X, name="X")
         raw = X.means
-        V = X.centered_means(weighting) if center else raw
+        V = as_moments(X).centered_means(weighting) if center else raw
     else:
         raw = as_rows(X, name="X")
         V = raw - raw.mean(axis=0) if center else raw

@@ -37,6 +37,7 @@ pass ``targets_fn`` (e.g. :func:`next_token_targets`) and ``track="light"`` for 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import warnings
 from collections import OrderedDict
@@ -322,6 +323,7 @@ class CollapseMonitor:
         self._measured: dict[str, tuple[str, int]] = {}  # layer -> (track, d), once measured
         self.select = select
         self._bound = self._module_paths()
+        self._plan = self._base_plan()
         self._device = None if device is None else torch.device(device)
         #: The run identity of the monitor's table (:class:`~nclab.io.rundir.RunIdentity`).
         self.identity = self._identity(run_id)
@@ -466,25 +468,33 @@ class CollapseMonitor:
         return iterable_batches(data, self.device, need_labels=self.targets_fn is None)
 
     def plan(self) -> MeasurePlan:
-        """The measurement plan with the classifier's current weights (:class:`nclab.measure.MeasurePlan`)."""
+        """The measurement plan (:class:`nclab.measure.MeasurePlan`): the monitor's one plan value, built with the
+        monitor, with what changes between measurements set: the classifier's current weights, the tracks decided
+        so far and the process group."""
         clf = None if self.classifier is None else self.classifier.refreshed()
         self.classifier = clf
-        loss = None if self.loss_fn is None else (lambda out, y, h, fn=self.loss_fn: fn(out, y))
-        return MeasurePlan(
-            layers=dict(self.layers),
-            penultimate=self.penultimate,
-            K=self.K,
+        return dataclasses.replace(
+            self._plan,
             W=None if clf is None else clf.W,
             b=None if clf is None else clf.b,
             cosine=clf is not None and clf.cosine,
             full_layers=frozenset(n for n, t in self.tracks.items() if t == "full"),
             light_layers=frozenset(n for n, t in self._track.items() if t == "light"),
+            distributed=is_distributed(),
+        )
+
+    def _base_plan(self) -> MeasurePlan:
+        """What every measurement of this monitor shares, as one :class:`~nclab.measure.MeasurePlan`."""
+        loss = None if self.loss_fn is None else (lambda out, y, h, fn=self.loss_fn: fn(out, y))
+        return MeasurePlan(
+            layers=dict(self.layers),
+            penultimate=self.penultimate,
+            K=self.K,
             full_max_d=FULL_TRACK_MAX_DIM,
             cache_mb=self.cache_mb,
             loss_fn=loss,
             conventions=self.conventions,
             threads=1,
-            distributed=is_distributed(),
             inputs=self.inputs,
             select=self.select,
             targets_fn=self.targets_fn,

@@ -30,6 +30,7 @@ weighted by n_k / N (empirical).
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Hashable, Mapping
 from functools import partial
 from typing import Any, Literal, NamedTuple, cast
@@ -94,6 +95,20 @@ def to_tensor(x: Any, name: str) -> torch.Tensor:
 
 #: The numpy floating and complex dtypes ``torch.from_numpy`` takes (not ``longdouble`` / ``clongdouble``).
 _TORCH_FLOATS = tuple(np.dtype(t) for t in (np.float16, np.float32, np.float64, np.complex64, np.complex128))
+
+
+class AccessorDeprecationWarning(DeprecationWarning):
+    """A deprecated forwarding accessor of :class:`ClassStats` was used (``stats.sigma_w()``): read it from
+    ``stats.moments()`` (:class:`~nclab.stats.ClassMoments`), the one home of the derived statistics."""
+
+
+def _warn_forward(name: str, stacklevel: int = 4) -> None:
+    warnings.warn(
+        f"ClassStats.{name} is deprecated and will be removed in the next release: use stats.moments().{name} "
+        "(ClassMoments, the one home of the derived statistics)",
+        AccessorDeprecationWarning,
+        stacklevel=stacklevel,
+    )
 
 
 class ClassStats(Accumulator):
@@ -799,7 +814,9 @@ class ClassStats(Accumulator):
         build an independent view: ``ClassMoments(stats)``."""
         return ClassMoments(self, cache=self._derived)
 
-    # The accessors below read `moments()` (the computations and their documentation live in ClassMoments).
+    # `means` is the one derived statistic read from the ClassStats itself (the everyday accessor, and the NCC's
+    # centres); every other one has its one home in `moments()` (ClassMoments: the computations, their cache and
+    # their documentation). The forwarding accessors below are deprecated: they warn, then read `moments()`.
     @property
     def means(self) -> np.ndarray:
         """Class means ``mu_k``, ``(K, d)``; raises :class:`EmptyClassError` if a class is empty
@@ -807,54 +824,54 @@ class ClassStats(Accumulator):
         return self.moments().means
 
     def global_mean(self, weighting: Weighting = "balanced") -> np.ndarray:
-        """``(d,)``: the mean of class means (``"balanced"``) or the sample mean (``"empirical"``)."""
-        return self.moments().global_mean(weighting)
+        """Deprecated: ``stats.moments().global_mean(weighting)``."""
+        return self._forward("global_mean")(weighting)  # type: ignore[no-any-return]
 
     def centered_means(self, weighting: Weighting = "balanced") -> np.ndarray:
-        """``M = mu_k - mu_G``, ``(K, d)``."""
-        return self.moments().centered_means(weighting)
+        """Deprecated: ``stats.moments().centered_means(weighting)``."""
+        return self._forward("centered_means")(weighting)  # type: ignore[no-any-return]
 
     @property
     def class_ss(self) -> np.ndarray:
-        """Per-class sum of squared deviations ``sum_{y_i=k} ||h_i - mu_k||^2``, ``(K,)`` (0 for empty classes)."""
+        """Deprecated: ``stats.moments().class_ss``."""
+        _warn_forward("class_ss", stacklevel=3)
         return self.moments().class_ss
 
     def within_scatter(self, copy: bool = True) -> np.ndarray:
-        """Pooled within-class scatter, ``(d, d)`` (:meth:`ClassMoments.within_scatter
-        <nclab.stats.ClassMoments.within_scatter>`; ``copy=False``: the read-only cached array)."""
-        return self.moments().within_scatter(copy)
+        """Deprecated: ``stats.moments().within_scatter(copy)``."""
+        return self._forward("within_scatter")(copy)  # type: ignore[no-any-return]
 
     def sigma_w(self, copy: bool = True) -> np.ndarray:
-        """Within-class covariance ``Sigma_W``, ``(d, d)`` (:meth:`ClassMoments.sigma_w
-        <nclab.stats.ClassMoments.sigma_w>`; ``copy=False``: the read-only cached array)."""
-        return self.moments().sigma_w(copy)
+        """Deprecated: ``stats.moments().sigma_w(copy)``."""
+        return self._forward("sigma_w")(copy)  # type: ignore[no-any-return]
 
     def sigma_b(self, weighting: Weighting = "balanced", copy: bool = True) -> np.ndarray:
-        """Between-class covariance ``Sigma_B``, ``(d, d)`` (:meth:`ClassMoments.sigma_b
-        <nclab.stats.ClassMoments.sigma_b>`)."""
-        return self.moments().sigma_b(weighting, copy)
+        """Deprecated: ``stats.moments().sigma_b(weighting, copy)``."""
+        return self._forward("sigma_b")(weighting, copy)  # type: ignore[no-any-return]
 
     def between_factor(self, weighting: Weighting = "balanced") -> np.ndarray:
-        """``A``, ``(K, d)``, with ``sigma_b(weighting) = A^T A`` (:meth:`ClassMoments.between_factor
-        <nclab.stats.ClassMoments.between_factor>`)."""
-        return self.moments().between_factor(weighting)
+        """Deprecated: ``stats.moments().between_factor(weighting)``."""
+        return self._forward("between_factor")(weighting)  # type: ignore[no-any-return]
 
     def sigma_t(self, copy: bool = True) -> np.ndarray:
-        """Total covariance about the sample mean, ``(d, d)`` (:meth:`ClassMoments.sigma_t
-        <nclab.stats.ClassMoments.sigma_t>`)."""
-        return self.moments().sigma_t(copy)
+        """Deprecated: ``stats.moments().sigma_t(copy)``."""
+        return self._forward("sigma_t")(copy)  # type: ignore[no-any-return]
 
     def trace_w(self) -> float:
-        """``Tr Sigma_W = (1/N) sum_k class_ss_k`` (available in light mode)."""
-        return self.moments().trace_w()
+        """Deprecated: ``stats.moments().trace_w()``."""
+        return self._forward("trace_w")()  # type: ignore[no-any-return]
 
     def trace_b(self, weighting: Weighting = "balanced") -> float:
-        """``Tr Sigma_B`` (available in light mode)."""
-        return self.moments().trace_b(weighting)
+        """Deprecated: ``stats.moments().trace_b(weighting)``."""
+        return self._forward("trace_b")(weighting)  # type: ignore[no-any-return]
 
     def mean_gram(self, center: bool = True, weighting: Weighting = "balanced") -> np.ndarray:
-        """Gram matrix of class means ``M M^T``, ``(K, K)``; centred about ``global_mean(weighting)``."""
-        return self.moments().mean_gram(center, weighting)
+        """Deprecated: ``stats.moments().mean_gram(center, weighting)``."""
+        return self._forward("mean_gram")(center, weighting)  # type: ignore[no-any-return]
+
+    def _forward(self, name: str) -> Callable[..., Any]:
+        _warn_forward(name)
+        return getattr(self.moments(), name)  # type: ignore[no-any-return]
 
     def drop_empty(self) -> ClassStats:
         """A copy restricted to the classes that have samples (relabelled 0..K'-1 in order)."""

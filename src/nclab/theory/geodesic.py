@@ -109,11 +109,11 @@ def endpoint_means(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(Ht0, Ht1, mu1)``: centred start means, centred end means and uncentred end means ``(K, d)`` of ``end``."""
     _check_end(end)
-    Ht0 = paired.start.centered_means(weighting)
-    Ht1 = paired.end.centered_means(weighting)
+    Ht0 = paired.start.moments().centered_means(weighting)
+    Ht1 = paired.end.moments().centered_means(weighting)
     mu1 = paired.end.means
     if end == "etf":
-        g1 = paired.end.global_mean(weighting)
+        g1 = paired.end.moments().global_mean(weighting)
         scale = float(np.linalg.norm(Ht1)) or float(np.linalg.norm(Ht0))
         E = procrustes_etf(Ht0, scale)
         # an ETF is centred for balanced weights; re-centre for the empirical ones so Ht1 is consistent
@@ -225,9 +225,9 @@ def _coefficients(paired: PairedClassStats, end: EndVariant, weighting: Weightin
         raise ValueError("PairedClassStats are empty")
     Ht0, Ht1, _ = endpoint_means(paired, end, weighting)
     w = _weights(paired, weighting)
-    A0 = paired.start.trace_w()
+    A0 = paired.start.moments().trace_w()
     if end == "measured":
-        A01, A1 = paired.trace_w_cross(), paired.end.trace_w()
+        A01, A1 = paired.trace_w_cross(), paired.end.moments().trace_w()
     else:  # collapsed ends: no within-class deviation at t = 1
         A01, A1 = 0.0, 0.0
     coef = {

@@ -145,6 +145,10 @@ class Moments:
     sigma_t: np.ndarray  # (d, d) about the sample mean
 
 
+def _view(stats: ClassStats | ClassMoments) -> ClassMoments:
+    return stats if isinstance(stats, ClassMoments) else stats.moments()
+
+
 def _moments(stats: ClassStats | ClassMoments) -> Moments:
     # a ClassMoments view (e.g. the one a collapse_report of the same statistics filled) shares its Sigma_W, Sigma_T
     if not isinstance(stats, ClassStats | ClassMoments):
@@ -161,15 +165,15 @@ def _moments(stats: ClassStats | ClassMoments) -> Moments:
         nz = counts > 0
         means[nz] = stats.drop_empty().means
         mu = pi @ means
-        sw = stats.sigma_w(copy=False)
+        sw = _view(stats).sigma_w(copy=False)
         Mc = means - mu
         st = sw + (Mc * pi[:, None]).T @ Mc
         return Moments(pi=pi, means=means, mu=mu, sigma_w=sw, sigma_t=(st + st.T) / 2)
     # Sigma_T about the sample mean = Sigma_W + empirical Sigma_B: ClassStats' cached, read-only matrices (shared
     # with a collapse_report of the same statistics)
-    means = stats.means
+    means, view = stats.means, _view(stats)
     return Moments(
-        pi=pi, means=means, mu=pi @ means, sigma_w=stats.sigma_w(copy=False), sigma_t=stats.sigma_t(copy=False)
+        pi=pi, means=means, mu=pi @ means, sigma_w=view.sigma_w(copy=False), sigma_t=view.sigma_t(copy=False)
     )
 
 

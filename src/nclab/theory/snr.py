@@ -126,9 +126,10 @@ def snr_matrix(stats: ClassStats, *, rtol: float = 1e-12, singular: Literal["rai
     """
     if not isinstance(stats, ClassStats):
         raise TypeError(f"snr_matrix needs ClassStats, got {type(stats).__name__}")
-    sw = stats.sigma_w()
+    view = stats.moments()
+    sw = view.sigma_w()
     isq = inv_sqrt_psd(sw, rtol=rtol, singular=singular)
-    S = stats.centered_means("balanced") @ isq
+    S = view.centered_means("balanced") @ isq
     K = stats.K
     U, s, Vt = np.linalg.svd(S, full_matrices=False)
     r = min(K - 1, s.size)
@@ -165,7 +166,8 @@ def renormalize(H: Any, y: Any, K: int | None = None) -> np.ndarray:
     """
     H = check_features(H, name="H")
     stats = ClassStats.from_arrays(H, check_labels(y, K=K, name="y", num_rows=H.shape[0]), K=K)
-    return (H - stats.global_mean("empirical")) @ inv_sqrt_psd(stats.sigma_w())
+    view = stats.moments()
+    return (H - view.global_mean("empirical")) @ inv_sqrt_psd(view.sigma_w())
 
 
 def central_path_terms(omega: Any, K: int) -> dict[str, float]:
