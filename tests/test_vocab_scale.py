@@ -146,8 +146,8 @@ def test_cli_measure_classes_present(tmp_path):
     base += ["-b", str(tmp_path / "b.npy"), "-K", "8", "-f", "json"]
     runner = CliRunner()
     bad = runner.invoke(app, base)
-    assert bad.exit_code == 2 and "--classes present" in bad.output
-    res = runner.invoke(app, [*base, "--classes", "present", "--min-count", "2"])
+    assert bad.exit_code == 2 and "--present" in bad.output
+    res = runner.invoke(app, [*base, "--present", "--min-count", "2"])
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout)
     keep = np.array([0, 2, 5, 7])
@@ -261,13 +261,15 @@ def test_sweeps_read_only_tiles(engine, monkeypatch):
 
 
 def test_large_K_report_stays_far_below_a_K_by_K_matrix():
-    """K = 16,000 (a K x K float64 matrix: 2.05 GB, float32 1.02 GB) with the default tiles: the whole process
-    (python, torch and the statistics included, ~0.4 GB of it) stays below 1 GB."""
+    """K = 24,000 (a K x K float64 matrix: 4.6 GB, float32 2.3 GB) with the default tiles: the whole process
+    (python, torch and the statistics included, ~0.4 GB of it; about 0.5 GB in all on a quiet machine) stays below
+    2 GB, less than one K x K float32 matrix. The bound leaves room for the tile workers' temporaries, whose
+    overlap depends on the machine's load (1.6 GB seen at K = 16,000 under load)."""
     code = (
         "import resource, warnings, numpy as np\n"
         "from nclab.stats import ClassStats\n"
         "from nclab.metrics import collapse_report\n"
-        "K, d = 16000, 8; r = np.random.default_rng(0); y = np.arange(3 * K) % K\n"
+        "K, d = 24000, 8; r = np.random.default_rng(0); y = np.arange(3 * K) % K\n"
         "s = ClassStats(K, d, track='light'); s.update(r.normal(size=(3 * K, d)), y)\n"
         "warnings.simplefilter('ignore')\n"
         "rep = collapse_report(s, progress=False)\n"
@@ -276,7 +278,7 @@ def test_large_K_report_stays_far_below_a_K_by_K_matrix():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, check=True)
     peak = int(out.stdout.split()[-1]) * 1024
-    assert peak < 1.0e9, f"peak RSS {peak / 1e9:.2f} GB"
+    assert peak < 2.0e9, f"peak RSS {peak / 1e9:.2f} GB"
 
 
 def test_progress_callback_reaches_the_total(monkeypatch):

@@ -46,6 +46,7 @@ __all__ = [
     "console",
     "dim_option",
     "emit",
+    "emit_records",
     "err_console",
     "fail",
     "first_sentence",
@@ -402,6 +403,14 @@ def emit(
         console.print(table)
     for text in footnotes:
         console.print(text, markup=False, highlight=False)
+
+
+def emit_records(rows: Sequence[Mapping[str, Any]], title: str = "") -> None:
+    """``rows`` as blocks of ``key: value`` lines (for long texts, which a boxed table would wrap into rows of
+    half-empty cells)."""
+    from nclab.io.tables import column_names
+
+    _records(rows, column_names(rows), title)
 
 
 def _records(rows: Sequence[Mapping[str, Any]], keys: Sequence[str], title: str) -> None:

@@ -16,6 +16,7 @@ from rich.markup import escape
 from nclab.cli.common import (
     OutputFormat,
     emit,
+    emit_records,
     err_console,
     flag,
     format_option,
@@ -195,8 +196,8 @@ def experiment_run(
         claims = summary.pop("paper_claims", [])
         emit(_summary_rows(summary), fmt, title)
         if claims and fmt is OutputFormat.table:  # CSV stays one table: the claims are in summary.json and -f json
-            cols = ("claim", "paper_value", "ours", "verdict")
-            emit([{k: c[k] for k in cols} for c in claims], fmt, f"{name}: paper vs ours (criteria: -f json)")
+            cols = ("claim", "verdict", "paper_value", "ours")  # long texts: one block per claim, not a wrapped table
+            emit_records([{k: c[k] for k in cols} for c in claims], f"{name}: paper vs ours (criteria: -f json)")
     err_console.print(f"outputs in {out} (report: {out / 'report.html'})", markup=False, highlight=False)
 
 

@@ -207,16 +207,16 @@ def measure_command(
             help="full: every metric (keeps a d x d matrix); light: the O(K d) metrics only (for very wide features)",
         ),
     ] = "full",
-    classes: Annotated[
-        str,
-        typer.Option(
-            "--classes",
-            help="all: every class (an empty class is an error); present: the classes with >= --min-count samples "
-            "(the classifier's rows and bias subset with them; docs/conventions.md)",
+    present: Annotated[
+        bool,
+        flag(
+            "--present",
+            help="measure the classes present: those with >= --min-count samples (the classifier's rows and bias "
+            "subset with them; docs/conventions.md); without it every class, and an empty class is an error",
         ),
-    ] = "all",
+    ] = False,
     min_count: Annotated[
-        int | None, typer.Option("--min-count", help="samples a class needs with --classes present (default 1)")
+        int | None, typer.Option("--min-count", help="samples a class needs with --present (default 1)")
     ] = None,
     compute_dtype: Annotated[
         str,
@@ -266,13 +266,13 @@ def measure_command(
                 batch_size=batch_size,
                 show_progress=fmt is OutputFormat.table,
                 track=check_choice(track, Track, name="--track"),
-                classes=classes,
+                classes="present" if present else "all",
                 min_count=min_count,
                 compute_dtype=compute_dtype,
             )
     except USER_ERRORS as err:
         hint = ""
         if isinstance(err, EmptyClassError):
-            hint = " (check --num-classes against the labels, or pass --classes present)"
+            hint = " (check --num-classes against the labels, or pass --present)"
         fail(err, hint)
     _emit(report, fmt, f"collapse metrics of {features}")

@@ -84,6 +84,12 @@ GLOSSARY: dict[str, tuple[str, str, str]] = {
     "ncc_accuracy": ("PFC3", "accuracy of the nearest-class-mean classifier", "[Wang et al. 2024, Sec. 3]"),
     "pfc3": ("PFC3", "accuracy of the nearest-class-mean classifier", "[Wang et al. 2024, Sec. 3]"),
     "classifier_accuracy": ("", "accuracy of argmax(W h + b) (not a collapse metric)", "[Papyan et al. 2020]"),
+    "K_present": (
+        "",
+        "the classes a report measured under classes='present' (those with >= min_count samples; not a metric)",
+        "[Wu & Papyan 2024]",
+    ),
+    "present_min_count": ("", "the samples a class needed under classes='present'", "[Wu & Papyan 2024]"),
     "gnc1": (
         "GNC",
         "Tr(Sigma_W Sigma_B^+) / K of unit-normalised features, uncentred Sigma_B",

@@ -38,7 +38,7 @@ color:#1b1b1b}h1{font-size:1.5rem}table{border-collapse:collapse;margin:1rem 0}
 th,td{border-bottom:1px solid #ddd;padding:.3rem .8rem;text-align:left}td.num{text-align:right;
 font-variant-numeric:tabular-nums}th{background:#f4f4f4}.note{color:#555;font-size:.9rem}img{max-width:100%;height:auto}
 nav ol{columns:2;column-gap:3rem;font-size:.95rem;padding-left:1.5rem}nav li{break-inside:avoid;margin:0 0 .3rem}
-figure{margin:1rem 0}figcaption{color:#333;font-size:.95rem}table{max-width:100%}td,th{overflow-wrap:break-word}
+figure{margin:1rem 0}figcaption{color:#333;font-size:.95rem}table{max-width:100%}td,th{overflow-wrap:anywhere}
 td{vertical-align:top}td.id{white-space:nowrap}td.cfg{min-width:17rem}
 .banner{background:#fff4d6;border-left:4px solid #d99a00;padding:.5rem .8rem}
 """
