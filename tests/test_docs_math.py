@@ -27,4 +27,3 @@ def test_every_metric_function_has_its_formula_as_math():
     plain = sorted(name for name, fn in functions.items() if ".. math::" not in (inspect.getdoc(fn) or ""))
     assert not plain, f"metric docstrings without a .. math:: definition: {plain}"
     assert ".. math::" in (inspect.getdoc(ncc_metrics) or "")  # ncc_accuracy, ncc_mismatch, classifier_accuracy
-
