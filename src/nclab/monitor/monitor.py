@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -324,6 +325,10 @@ class CollapseMonitor:
         self.select = select
         self._bound = self._module_paths()
         self._plan = self._base_plan()
+        #: Layers found at the first measurement to hold the same features as another (``{layer: the one kept}``):
+        #: measured once, their rows repeating the kept layer's (``None`` until the first measurement).
+        self.aliases: dict[str, str] | None = None
+        self._alias_metrics: dict[str, frozenset[str]] = {}
         self._device = None if device is None else torch.device(device)
         #: The run identity of the monitor's table (:class:`~nclab.io.rundir.RunIdentity`).
         self.identity = self._identity(run_id)
@@ -531,6 +536,7 @@ class CollapseMonitor:
         with blas_threads(plan.threads):
             p1 = KeepingStatsPass(plan, unit_stats(plan), self.device, one_shot=is_one_shot(data))
             layer_out, _ = run_passes(self.model, self.batches(data), plan, p1, reference, msgs)
+        layer_out = self._aliased(p1.stats, layer_out, msgs)
         if train:
             self.train_stats = dict(p1.stats)
         msgs += self._note_tracks(p1.stats)
@@ -554,6 +560,59 @@ class CollapseMonitor:
         return MonitorResult(
             epoch, split, rows, reports, OrderedDict(p1.stats), list(dict.fromkeys(msgs)), self.missing
         )
+
+    def _aliased(self, stats: dict[str, ClassStats], layer_out: list[Any], msgs: list[str]) -> list[Any]:
+        """The rows with the layers that hold the same features as another (:attr:`aliases`): found at the first
+        measurement, measured once after it, their rows and statistics those of the layer kept."""
+        if self.aliases is None:
+            self._find_aliases(stats, layer_out, msgs)
+            return layer_out
+        for dup, kept in self.aliases.items():
+            stats[dup] = stats[kept]
+        return self._with_aliases(layer_out) if self.aliases else layer_out
+
+    def _find_aliases(self, stats: Mapping[str, ClassStats], layer_out: list[Any], msgs: list[str]) -> None:
+        """At the first measurement: layers whose statistics are identical, state for state, hold the same features
+        (``layers=["layer3", "penultimate"]`` where the classifier's input is layer3's output, or one module under
+        two names). Each is measured once from then on (the penultimate layer, else the first, is kept; the other's
+        hooks go), and its rows repeat the kept layer's metrics that it had itself; a warning says so."""
+        names = list(stats)
+        order = sorted(names, key=lambda n: (n != self.penultimate, names.index(n)))  # keep the penultimate first
+        states = {n: stats[n].state_dict() for n in names}
+        aliases: dict[str, str] = {}
+        for i, dup in enumerate(order):
+            for kept in order[:i]:
+                if kept not in aliases and _same_state(states[kept], states[dup]):
+                    aliases[dup] = kept
+                    break
+        self.aliases = aliases
+        if not aliases:
+            return
+        self._alias_metrics = {d: frozenset(m for lay, m, _ in layer_out if lay == d) for d in aliases}
+        self._plan = dataclasses.replace(
+            self._plan,
+            layers={n: m for n, m in self._plan.layers.items() if n not in aliases},
+            inputs=frozenset(self._plan.inputs - set(aliases)),
+            select=self._plan.select,
+        )
+        said = "; ".join(f"{d!r} and {k!r}" for d, k in aliases.items())
+        text = (
+            f"CollapseMonitor: layers {said} hold the same features (the same tensor, or one module under two names): "
+            "each pair is measured once from now on, the first-named layer's rows repeating the other's"
+        )
+        warnings.warn(text, UserWarning, stacklevel=4)
+        msgs.append(text)
+
+    def _with_aliases(self, layer_out: list[Any]) -> list[Any]:
+        """``layer_out`` with each alias's rows: the kept layer's values of the metrics the alias had."""
+        assert self.aliases is not None
+        extra = [
+            (dup, met, v)
+            for dup, kept in self.aliases.items()
+            for lay, met, v in layer_out
+            if lay == kept and met in self._alias_metrics[dup]
+        ]
+        return [*layer_out, *extra]
 
     def _warn_unmeasured(self, reports: Mapping[str, Mapping[str, float]], msgs: list[str]) -> None:
         """A Python warning for each measured layer that produced no metric, naming why (never silent)."""
@@ -641,3 +700,23 @@ class CollapseMonitor:
             f"CollapseMonitor(layers={list(self.layers)}, penultimate={self.penultimate!r}, classifier={clf!r}, "
             f"K={self.K}, schedule={self.schedule!r})"
         )
+
+
+def _same_state(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    """Whether two accumulators' ``state_dict`` hold the same values, tensor for tensor, bit for bit."""
+    if a.keys() != b.keys():
+        return False
+    for key, x in a.items():
+        y = b[key]
+        if isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor):
+            if x.shape != y.shape or x.dtype != y.dtype or not torch.equal(x, y):
+                return False
+        elif isinstance(x, np.ndarray) and isinstance(y, np.ndarray):
+            if x.shape != y.shape or not np.array_equal(x, y):
+                return False
+        elif isinstance(x, Mapping) and isinstance(y, Mapping):
+            if not _same_state(x, y):
+                return False
+        elif type(x) is not type(y) or (not isinstance(x, torch.Tensor | np.ndarray) and x != y):
+            return False
+    return True
