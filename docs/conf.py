@@ -121,6 +121,8 @@ html_theme_options = {
         "guides/*": ["page-toc", "sourcelink"],
         # an API page documents one name: no outline beside it, so that its formulas have the column's width
         "api/**": [],
+        # the claims tables have five columns of text: the page takes the outline's width too
+        "reproductions": [],
     },
     "footer_start": ["copyright"],
     "footer_end": ["sphinx-version"],
