@@ -582,7 +582,7 @@ def robustness_images(config: Any, per_class: int) -> tuple[Any, int]:
         }
     )
     test = load_run_data(fixed, torch.device("cpu"), config.train.batch_size).splits["test"]
-    return test.x, test.K
+    return test.x, test.K  # type: ignore[union-attr]  # the test split was asked for above
 
 
 def robustness_keys(result: Any, x: Any, K: int) -> dict[str, Any]:
