@@ -16,13 +16,13 @@ from typer.testing import CliRunner
 
 from nclab.cli import app
 from nclab.metrics import (
-    _pairs,
     cdnv,
     collapse_report,
     equiangularity,
     etf_gram_error,
     hyperspherical_uniformity,
     max_angle,
+    pair_sweeps,
     present_classes,
     select_classes,
 )
@@ -171,11 +171,11 @@ def _random_stats(K: int, d: int, seed: int = 1):
 @pytest.fixture()
 def engine(monkeypatch):
     """Every pairwise metric through the tiled sweeps, in 64 x 64 tiles; ``exact`` picks the GEMM precision."""
-    monkeypatch.setattr(_pairs, "ENGINE_MIN_K", 2)
-    monkeypatch.setattr(_pairs, "TILE", 64)
+    monkeypatch.setattr(pair_sweeps, "ENGINE_MIN_K", 2)
+    monkeypatch.setattr(pair_sweeps, "TILE", 64)
 
     def use(exact: bool) -> None:
-        monkeypatch.setattr(_pairs, "FLOAT32_MIN_WORK", 2**62 if exact else 0)
+        monkeypatch.setattr(pair_sweeps, "FLOAT32_MIN_WORK", 2**62 if exact else 0)
 
     return use
 
@@ -229,7 +229,7 @@ def test_float32_decisions_are_exact_at_ties(engine):
     W[10] = W[11] + 1e-9 * rng.standard_normal(d)  # a near tie that float32 cannot resolve
     dense = classifier_accuracy_on_means(stats, W=W)
     engine(False)
-    assert _pairs.gram_dtype(K, d) == torch.float32
+    assert pair_sweeps.gram_dtype(K, d) == torch.float32
     assert classifier_accuracy_on_means(stats, W=W) == dense
     assert dense <= 0.5 + 1.0 / K
 
@@ -282,8 +282,8 @@ def test_large_K_report_stays_far_below_a_K_by_K_matrix():
 
 
 def test_progress_callback_reaches_the_total(monkeypatch):
-    monkeypatch.setattr(_pairs, "ENGINE_MIN_K", 2)
-    monkeypatch.setattr(_pairs, "TILE", 64)
+    monkeypatch.setattr(pair_sweeps, "ENGINE_MIN_K", 2)
+    monkeypatch.setattr(pair_sweeps, "TILE", 64)
     stats, rng = _random_stats(200, 6)
     seen: list[tuple[float, float]] = []
     with warnings.catch_warnings():
@@ -294,7 +294,7 @@ def test_progress_callback_reaches_the_total(monkeypatch):
 
 
 def test_progress_is_said_only_when_asked_or_long(monkeypatch, capsys):
-    monkeypatch.setattr(_pairs, "ENGINE_MIN_K", 2)
+    monkeypatch.setattr(pair_sweeps, "ENGINE_MIN_K", 2)
     stats, _ = _random_stats(100, 4)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

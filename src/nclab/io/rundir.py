@@ -396,7 +396,7 @@ class RunDir:
         shutil.rmtree(self.checkpoints, ignore_errors=True)
 
     def leftover_temporaries(self) -> list[Path]:
-        """The temporary files that an atomic write (:class:`nclab.io.atomic.AtomicFile`: ``.NAME.XXXXXXXX.tmp``
+        """The temporary files that an atomic write (:class:`nclab.io.atomic.AtomicFile`: ``.NAME.<8 characters>.tmp``
         beside ``NAME``) left in the folder or in ``checkpoints/`` when its process was killed before the rename,
         sorted. While a writer holds the folder they may be its writes in progress; otherwise they are debris."""
         out: list[Path] = []

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from nclab.metrics import _pairs
+from nclab.metrics import pair_sweeps
 from nclab.metrics._linalg import SB_ZERO_RTOL, feature_scale_sq, pow2_scale
 from nclab.metrics._registry import metric
 from nclab.metrics.common import StatsLike, as_moments
@@ -106,15 +106,15 @@ def cdnv(stats: StatsLike, exponent: float = 1, tile: int | None = None) -> floa
     mu = stats.means / c
     mu = mu - mu.mean(axis=0)  # only differences enter; centring shrinks the cancellation of the expansion
     var = stats.class_ss / stats.counts / c2
-    if K >= _pairs.ENGINE_MIN_K and tile_given is None:  # one tiled sweep on the statistics' device
+    if K >= pair_sweeps.ENGINE_MIN_K and tile_given is None:  # one tiled sweep on the statistics' device
         # shared with equiangularity, max_angle and the uniformity of a report (balanced centring: any centring
         # leaves the distances as they are)
         sweep = stats_pair_sweep(stats, "balanced", exponent)
         if sweep is not None:
             total = float(sweep["cdnv"][exponent])
         else:  # a zero centred mean: no directions to share, the distances alone
-            total = _pairs.means_pair_sweep(
-                mu, var, exponent=exponent, thresh=thresh, device=_pairs.stats_device(stats)
+            total = pair_sweeps.means_pair_sweep(
+                mu, var, exponent=exponent, thresh=thresh, device=pair_sweeps.stats_device(stats)
             )
         if not np.isfinite(total):
             return float("inf")

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from nclab.memory import check_allocation
-from nclab.metrics import _pairs
+from nclab.metrics import pair_sweeps
 from nclab.metrics._registry import REGISTRY, MetricInfo
 from nclab.metrics.cdnv import cdnv
 from nclab.metrics.classes import ClassesRule, check_classes, select_classes
@@ -328,10 +328,10 @@ def collapse_report(
         view = ClassMoments(stats)
     K, d = view.K, view.d
     sweeps = 0.0
-    if K >= _pairs.ENGINE_MIN_K:  # half-Gram sweeps: the class means (one for all), W's rows; NC4 is a full Gram
+    if K >= pair_sweeps.ENGINE_MIN_K:  # half-Gram sweeps: the class means (one for all), W's rows; NC4 is a full Gram
         sweeps = 1.0 + (3.0 if W is not None else 0.0)
     work = sweeps * K * K * d / 2
-    with _pairs.progress_scope(work, _pairs.estimate_seconds(K, d, sweeps), progress):
+    with pair_sweeps.progress_scope(work, pair_sweeps.estimate_seconds(K, d, sweeps), progress):
         out = _report(view, W, b_arr, ncc, c, wt)
     if rule == "present":
         out["K_present"] = float(keep.size)

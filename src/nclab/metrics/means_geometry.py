@@ -42,7 +42,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from nclab.metrics import _pairs
+from nclab.metrics import pair_sweeps
 from nclab.metrics._linalg import SB_ZERO_RTOL, feature_scale_sq, pow2_scale
 from nclab.metrics._registry import REGISTRY, metric
 from nclab.metrics.common import (
@@ -99,7 +99,7 @@ def _etf_pair_moments(X: StatsLike | Any, U: np.ndarray, weighting: Weighting) -
     shared by equiangularity and max_angle when ``X`` is a ClassStats (or its view)."""
     shift = 1.0 / (U.shape[0] - 1)
     if is_stats(X):
-        sweep = stats_pair_sweep(X, weighting) if U.shape[0] >= _pairs.ENGINE_MIN_K else None
+        sweep = stats_pair_sweep(X, weighting) if U.shape[0] >= pair_sweeps.ENGINE_MIN_K else None
         if sweep is not None:  # one tiled sweep shared with the CDNV and the uniformity kernel
             m = sweep["cos"]
             return m.n, m.mean, m.m2, m.abs_sum
@@ -109,7 +109,7 @@ def _etf_pair_moments(X: StatsLike | Any, U: np.ndarray, weighting: Weighting) -
 
 
 def stats_pair_sweep(X: StatsLike, weighting: Weighting, exponent: float = 1) -> dict[str, Any] | None:
-    """The one tiled sweep (:func:`nclab.metrics._pairs.class_pair_sweep`) of the class means of ``X`` centred
+    """The one tiled sweep (:func:`nclab.metrics.pair_sweeps.class_pair_sweep`) of the class means of ``X`` centred
     about ``global_mean(weighting)``, on the statistics' device, cached in the view: the shifted cosines of
     equiangularity / max_angle, the log kernel of the uniformity and the CDNV sum for ``exponent`` (another
     exponent adds a CDNV sweep of its own to the cached entry). ``None`` (nothing cached) when a centred mean
@@ -125,16 +125,16 @@ def stats_pair_sweep(X: StatsLike, weighting: Weighting, exponent: float = 1) ->
     norms = n / c
     var = view.class_ss / view.counts / (c * c)
     thresh = SB_ZERO_RTOL * (f2 / (c * c))
-    dev = _pairs.stats_device(X)
+    dev = pair_sweeps.stats_device(X)
     shift = 1.0 / (U.shape[0] - 1)
 
     def compute() -> dict[str, Any]:
-        return _pairs.class_pair_sweep(U, norms, var, shift=shift, exponent=exponent, thresh=thresh, device=dev)
+        return pair_sweeps.class_pair_sweep(U, norms, var, shift=shift, exponent=exponent, thresh=thresh, device=dev)
 
     sweep: dict[str, Any] = view.memo(MomentKey.PAIR_SWEEP, weighting, compute=compute)
     if exponent not in sweep["cdnv"]:
         mu = V / c
-        sweep["cdnv"][exponent] = _pairs.means_pair_sweep(mu, var, exponent=exponent, thresh=thresh, device=dev)
+        sweep["cdnv"][exponent] = pair_sweeps.means_pair_sweep(mu, var, exponent=exponent, thresh=thresh, device=dev)
     return sweep
 
 
@@ -172,8 +172,8 @@ def _pair_cosine_tiles(U: np.ndarray, tile_entries: int = _TILE_ENTRIES) -> Iter
 def _pair_cosine_moments(U: np.ndarray, shift: float) -> tuple[int, float, float, float]:
     """Over all pairs: count, mean of ``c + shift``, sum of squared deviations (Chan-merged over tiles, so the
     spread of nearly equiangular vectors keeps its digits) and the sum of ``|c + shift|``."""
-    if U.shape[0] >= _pairs.ENGINE_MIN_K:
-        m = _pairs.unit_pair_sweep(U, shift=shift)["cos"]
+    if U.shape[0] >= pair_sweeps.ENGINE_MIN_K:
+        m = pair_sweeps.unit_pair_sweep(U, shift=shift)["cos"]
         return m.n, m.mean, m.m2, m.abs_sum
     n, mean, m2, abs_sum = 0, 0.0, 0.0, 0.0
     for c in _pair_cosine_tiles(U):
@@ -229,7 +229,7 @@ def _gram_distance(A: np.ndarray, B: np.ndarray, target: Literal["etf", "identit
         diag, off = 1.0 / np.sqrt(K - 1), -1.0 / (K * np.sqrt(K - 1))  # T = diag I + off 11^T
     else:
         diag, off = 1.0 / np.sqrt(K), 0.0
-    if same and d < K and K >= _pairs.ENGINE_MIN_K:
+    if same and d < K and K >= pair_sweeps.ENGINE_MIN_K:
         # ||G/g - T||^2 = 2 - 2 <G, T>/g (both of unit norm) with <G, T> = diag tr G + off ||1^T A||^2 and
         # g = ||A^T A||_F: O(K d^2), no K x K tile. The subtraction keeps >= 12 digits while the result is
         # >= 1e-3 (always when d << K: the minimum is then sqrt(2 - 2 sqrt(d/(K-1))) for the ETF); else the tiles
@@ -774,9 +774,9 @@ def classifier_accuracy_on_means(stats: StatsLike | Any, *, W: Any, b: Any = Non
         bias = check_finite(b, name="b")
         if bias.shape != (K,):
             raise ValueError(f"b must have shape (K,) = ({K},), got {bias.shape}")
-    if K >= _pairs.ENGINE_MIN_K:  # float32 tiles on the statistics' device, near-ties decided again in float64
-        dev = _pairs.stats_device(stats) if is_stats(stats) else None
-        return _pairs.decisions_at_means(M, Wr, bias, device=dev) / K
+    if K >= pair_sweeps.ENGINE_MIN_K:  # float32 tiles on the statistics' device, near-ties decided again in float64
+        dev = pair_sweeps.stats_device(stats) if is_stats(stats) else None
+        return pair_sweeps.decisions_at_means(M, Wr, bias, device=dev) / K
     # row tiles of the K x K logits (about _TILE_ENTRIES each; whole at K = 20,000 they were 3.2 GB, twice with
     # the bias): each class's decision depends on its own row only
     rows = max(1, _TILE_ENTRIES // K)

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from nclab.metrics import _pairs
+from nclab.metrics import pair_sweeps
 from nclab.metrics._registry import metric
 from nclab.metrics.common import StatsLike, as_moments, check_stats, is_stats, row_norms, unit_directions
 from nclab.metrics.means_geometry import stats_pair_sweep
@@ -139,15 +139,15 @@ def hyperspherical_uniformity(
     U = unit_directions(V, float(row_norms(raw).max()), "hyperspherical_uniformity")
     if U is None:
         return {"mean": float("nan"), "var": float("nan")}
-    if K >= _pairs.ENGINE_MIN_K and tile_given is None:  # one tiled sweep on the statistics' device
+    if K >= pair_sweeps.ENGINE_MIN_K and tile_given is None:  # one tiled sweep on the statistics' device
         sweep = None
         if is_stats(X) and center and (kernel == "log" or (kernel == "riesz" and s == 0)):
             sweep = stats_pair_sweep(X, weighting)  # shared with the CDNV, equiangularity and max_angle
         if sweep is not None:
             km = sweep["kernel"]
         else:
-            dev = _pairs.stats_device(X) if is_stats(X) else None
-            km = _pairs.unit_pair_sweep(U, shift=0.0, kernel=kernel, s=float(s), device=dev)["kernel"]
+            dev = pair_sweeps.stats_device(X) if is_stats(X) else None
+            km = pair_sweeps.unit_pair_sweep(U, shift=0.0, kernel=kernel, s=float(s), device=dev)["kernel"]
         if km.inf:
             return {"mean": float("inf"), "var": float("inf")}
         return {"mean": km.mean, "var": km.m2 / km.n}
