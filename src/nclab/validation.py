@@ -503,6 +503,14 @@ def check_int(value: Any, *, name: str, low: int | None = None, high: int | None
     return v
 
 
+def _as_float(value: Any, name: str) -> float:
+    """``value`` as a float, or ``TypeError`` naming ``name`` for ``bool`` and non-numbers (the one type rule of
+    :func:`check_number` and :func:`check_positive`)."""
+    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
+        raise TypeError(f"{name} must be a number, got {value!r} ({type(value).__name__})")
+    return float(value)
+
+
 def check_number(value: Any, *, name: str) -> float:
     """``value`` as a finite ``float`` (a fill value, an offset: any sign, never NaN or inf).
 
@@ -534,9 +542,7 @@ def check_number(value: Any, *, name: str) -> float:
         ...
     ValueError: fill must be a finite number, got nan
     """
-    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
-        raise TypeError(f"{name} must be a number, got {value!r} ({type(value).__name__})")
-    v = float(value)
+    v = _as_float(value, name)
     if not np.isfinite(v):
         raise ValueError(f"{name} must be a finite number, got {v}")
     return v
@@ -575,9 +581,7 @@ def check_positive(value: Any, *, name: str, strict: bool = True) -> float:
         ...
     ValueError: lr must be a finite number > 0, got 0.0
     """
-    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
-        raise TypeError(f"{name} must be a number, got {value!r} ({type(value).__name__})")
-    v = float(value)
+    v = _as_float(value, name)
     if not np.isfinite(v) or (v <= 0 if strict else v < 0):
         raise ValueError(f"{name} must be a finite number {'>' if strict else '>='} 0, got {value!r}")
     return v
