@@ -1275,6 +1275,8 @@ CLAIMS: tuple[Claim, ...] = (
         "closed-form optimum L* across the lambda threshold vs numerical L-BFGS",
         "zero optimum exactly above the threshold (theorem)",
         (Bound("max_abs_gap", 1e-8),), "ufm-threshold-sweep", "K = 4, n = 3, d = 8, 25 lambdas per model",
+        quote=_q(_TB, 219, "Summarizing our finding, we have that if then the minimizer is (because the singular "
+                 "values of the matrices are zero)"),
     ),
     Claim(
         "tirer2022-thm51-attenuation", _TB, "Thm 5.1, Sec. 5, App. F",
@@ -1411,6 +1413,7 @@ CLAIMS: tuple[Claim, ...] = (
         "theory half only (the empirical half is the next claim): at K = 1000 the cpu scale searches d = 3, 4, 8, "
         "16 (one start, 600 steps; paper scale adds 32, 64), d = 2 and d >= K - 1 are closed forms; a searched "
         "margin is a lower bound on the optimum",
+        quote=_q(_JIANG, 237, "and its upper/lower bounds (in Theorem 3.9)"),
     ),
     Claim(
         "jiang2024-fig3-accuracy-tracks-rho", _JIANG, "Fig. 3, Sec. 3",
