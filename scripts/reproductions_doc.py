@@ -2,10 +2,11 @@
 
 Each experiment's cpu-scale run is kept as one *result file*, ``docs/reproductions/<experiment>.json``
 (:class:`ResultFile`): the experiment's summary, the scale and seed, the git commit whose code computed it and the
-command that did. :func:`render` turns the result files and :data:`~nclab.experiments.paper_claims.CLAIMS` into
-the page's generated table (verdicts are recomputed from the stored summaries, so a corrected paper value needs no
-re-run); :func:`stale` lists the result files whose experiment's code (:data:`CODE_DEPENDENCIES`) differs, in the
-work tree, from the commit they were computed at. ``python scripts/reproductions.py`` runs what is stale or missing and
+command that did. :func:`render` turns the result files and the papers' claims (each paper package's
+``paper.CLAIMS``) into the page's generated table (verdicts are recomputed from the stored summaries, so a corrected
+paper value needs no re-run); :func:`stale` lists the result files whose experiment's code
+(:func:`code_dependencies`, derived from its record) differs, in the work tree, from the commit they were computed
+at. ``python scripts/reproductions.py`` runs what is stale or missing and
 rewrites the page.
 
 The evidence is sealed: :meth:`ResultFile.write` stores a checksum of the file's content (:func:`checksum`, sha256 over
@@ -40,7 +41,6 @@ from nclab.io.atomic import atomic_write_text
 
 __all__ = [
     "BEGIN",
-    "CODE_DEPENDENCIES",
     "END",
     "RESULTS_DIR",
     "SCALE",
@@ -48,6 +48,8 @@ __all__ = [
     "ResultFileError",
     "changed_since",
     "checksum",
+    "code_dependencies",
+    "dependencies_of",
     "problems",
     "read_results",
     "record",
@@ -63,56 +65,53 @@ END = "<!-- END generated -->"
 #: The scale the page shows: every result file must have been computed at it.
 SCALE = "cpu"
 
-_EXP = "src/nclab/experiments/"
-_TRAIN = ("src/nclab/train/", "src/nclab/nets/", "src/nclab/data/", "src/nclab/measure/", "src/nclab/monitor/")
-_MEASURE = ("src/nclab/stats/", "src/nclab/metrics/")
+#: The papers' packages' modules that hold no code an experiment runs (what a paper states: claims are judged at
+#: render time, from the stored summaries, so editing them needs no re-run).
+_STATEMENTS = ("paper.py",)
 
-#: Per experiment, the code its summary depends on (repository-relative files and folders): the experiment's
-#: module and the library modules that compute the values its claims read. A result file is stale when the code of
-#: any of these changed after the commit it records (:func:`changed_since`: docstrings and comments do not count).
-#: The figure and report code is left out: it does not change a number.
-CODE_DEPENDENCIES: dict[str, tuple[str, ...]] = {
-    "vci-transfer": (_EXP + "transfer.py", _EXP + "convergence.py", "src/nclab/transfer/", *_TRAIN, *_MEASURE),
-    "fashion-mnist-cnn": (  # its cpu runs never import reproductions.py (only its paper scale does)
-        _EXP + "training.py",
-        _EXP + "convergence.py",
-        *_TRAIN,
-        *_MEASURE,
-        "src/nclab/theory/mse.py",
-    ),
-    "resnet-depth": (_EXP + "resnet_depth.py", *_TRAIN, *_MEASURE),
-    "digits-mlp-demo": (_EXP + "training.py", *_TRAIN, *_MEASURE),
-    "mse-nc-benchmarks": (_EXP + "reproductions.py", *_TRAIN, *_MEASURE),
-    "pfc-table1": (_EXP + "reproductions.py", _EXP + "theory_engines.py", *_TRAIN, *_MEASURE),
-    # gnc2_ratio's reference margin comes from the Softmax Code search (nclab.geometry.best_known)
-    "gnc-trained": (_EXP + "reproductions.py", *_TRAIN, *_MEASURE, "src/nclab/geometry/"),
-    "central-path-flow": (_EXP + "theory_engines.py", "src/nclab/theory/central_path.py", *_MEASURE),
-    "mse-decomposition-ufm": (_EXP + "theory_engines.py", "src/nclab/theory/joint_gd.py", "src/nclab/theory/mse.py"),
-    "geodesic-digits": (
-        _EXP + "theory_engines.py",
-        "src/nclab/theory/geodesic.py",
-        "src/nclab/nets/",
-        "src/nclab/measure/",
-        "src/nclab/data/",
-        *_MEASURE,
-    ),
-    "ufm-figures": (_EXP + "unconstrained.py", "src/nclab/ufm/"),
-    "ufm-threshold-sweep": (_EXP + "unconstrained.py", "src/nclab/ufm/"),
-    "ufm-init-scale": (_EXP + "unconstrained.py", "src/nclab/ufm/"),
-    "ufm-thm51": (_EXP + "unconstrained.py", "src/nclab/ufm/"),
-    "mufm-tradeoff": (_EXP + "unconstrained.py", "src/nclab/ufm/", *_MEASURE),
-    "gnc-d2-codes": (_EXP + "spherical_codes.py", "src/nclab/ufm/spherical.py", "src/nclab/geometry/"),
-    "gnc-tau-maxcos": (_EXP + "spherical_codes.py", "src/nclab/ufm/spherical.py", "src/nclab/geometry/"),
-    "gnc-bounds-vs-d": (_EXP + "spherical_codes.py", "src/nclab/geometry/"),
-    "gnc-assignment": (_EXP + "spherical_codes.py", "src/nclab/geometry/"),
-}
+
+def _source_path(dotted: str) -> str:
+    """The repository path of the module or package ``dotted`` (``src/nclab/ufm/``, ``src/nclab/theory/mse.py``)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec(dotted)
+    if spec is None:
+        raise ValueError(f"code dependency {dotted!r} is not a module of the package")
+    rel = dotted.replace(".", "/")
+    return f"src/{rel}/" if spec.submodule_search_locations is not None else f"src/{rel}.py"
+
+
+def dependencies_of(exp: Any) -> tuple[str, ...]:
+    """The code experiment ``exp``'s summary depends on (repository-relative files and folders): the modules of its
+    paper's package (:attr:`~nclab.experiments.catalog.Experiment.module`'s package, but its ``paper.py``; an
+    experiment outside a paper package: its own module), then what its record names in ``code=`` (the library
+    modules that compute the values its claims read). A result file is stale when the code of any of these changed
+    after the commit it records (:func:`changed_since`: docstrings and comments do not count). The figure and
+    report code is left out: it does not change a number."""
+    import importlib
+
+    package = exp.module.rpartition(".")[0]
+    if package == "nclab.experiments":  # a generic module's experiment (the demo)
+        own = [_source_path(exp.module)]
+    else:
+        folder = Path(importlib.import_module(package).__file__).parent
+        rel = package.replace(".", "/")
+        own = [f"src/{rel}/{f.name}" for f in sorted(folder.glob("*.py")) if f.name not in _STATEMENTS]
+    return tuple(dict.fromkeys([*own, *(_source_path(d) for d in exp.code)]))
+
+
+def code_dependencies() -> dict[str, tuple[str, ...]]:
+    """Per registered experiment, :func:`dependencies_of` it, derived from its record (nothing here lists them)."""
+    from nclab.experiments.registry import list_experiments
+
+    return {exp.name: dependencies_of(exp) for exp in list_experiments()}
 
 
 @dataclass(frozen=True)
 class ResultFile:
     """One experiment's recorded run: what :func:`render` reads (``docs/reproductions/<experiment>.json``).
 
-    ``commit`` is the full hash of the commit whose code ran (its :data:`CODE_DEPENDENCIES` files had no
+    ``commit`` is the full hash of the commit whose code ran (its :func:`code_dependencies` files had no
     uncommitted changes); ``summary`` is the experiment's return value (JSON types only).
     """
 
@@ -150,7 +149,7 @@ class UncommittedCode(Refusal, RuntimeError):
 
 
 class NoDependencies(Refusal, KeyError):
-    """An experiment without a :data:`CODE_DEPENDENCIES` entry: its staleness could not be checked."""
+    """An experiment without :func:`code_dependencies` (not registered): its staleness could not be checked."""
 
 
 def _jsonable(v: Any) -> Any:
@@ -270,11 +269,9 @@ def read_results(root: Path) -> dict[str, ResultFile]:
 
 def expected(root: Path) -> list[str]:
     """The experiments the page needs a result file of: registered, with a :data:`SCALE` scale and a claim."""
-    from nclab.experiments.paper_claims import CLAIMS
     from nclab.experiments.registry import list_experiments
 
-    with_claims = {c.experiment for c in CLAIMS if c.experiment is not None}
-    return sorted(e.name for e in list_experiments() if SCALE in e.scales and e.name in with_claims)
+    return sorted(e.name for e in list_experiments() if SCALE in e.scales and e.claims)
 
 
 def problems(root: Path, *, staleness: bool = True) -> tuple[dict[str, str], dict[str, str]]:
@@ -328,10 +325,13 @@ def problems(root: Path, *, staleness: bool = True) -> tuple[dict[str, str], dic
 def check_summary_types(res: ResultFile, where: Path | None = None) -> None:
     """Evaluate the claims on ``res``'s summary read strictly (:func:`strict`): a string, or a boolean where a
     number is read, raises :class:`ResultFileError` naming the file and the key; never a verdict."""
-    from nclab.experiments.paper_claims import claims_for, verdict
+    from nclab.experiments.claims import verdict
+    from nclab.experiments.registry import EXPERIMENTS, list_experiments
 
+    list_experiments()  # imports the experiment modules
     where = Path(RESULTS_DIR) / f"{res.experiment}.json" if where is None else where
-    for claim in claims_for(res.experiment):
+    exp = EXPERIMENTS.get(res.experiment)
+    for claim in () if exp is None else exp.claims:
         verdict(claim, strict(res.summary, where, ()))
     if res.experiment == "vci-transfer":
         transfer_table(res)
@@ -341,12 +341,13 @@ def stale(root: Path, results: dict[str, ResultFile] | None = None) -> dict[str,
     """The result files whose experiment's code changed since their commit (committed or not):
     ``{experiment: changed files}``."""
     results = read_results(root) if results is None else results
+    deps = code_dependencies()
     out = {}
     for name, res in results.items():
-        if name not in CODE_DEPENDENCIES:
-            out[name] = [f"(no CODE_DEPENDENCIES entry for {name!r})"]
+        if name not in deps:
+            out[name] = [f"(no registered experiment {name!r}: its code is unknown)"]
             continue
-        changed = changed_since(root, res.commit, CODE_DEPENDENCIES[name])
+        changed = changed_since(root, res.commit, deps[name])
         if changed:
             out[name] = changed
     return out
@@ -355,17 +356,15 @@ def stale(root: Path, results: dict[str, ResultFile] | None = None) -> dict[str,
 def record(root: Path, name: str, *, scale: str = "cpu", seed: int = 0, command: str) -> ResultFile:
     """Run experiment ``name`` at ``scale`` (outputs in a temporary folder) and write its result file.
 
-    Refuses (``RuntimeError``) when the experiment's :data:`CODE_DEPENDENCIES` have uncommitted changes: the
+    Refuses (``RuntimeError``) when the experiment's :func:`code_dependencies` have uncommitted changes: the
     commit recorded must be the code that ran.
     """
     from nclab.experiments.registry import get
 
     root = Path(root)
-    deps = CODE_DEPENDENCIES.get(name)
+    deps = code_dependencies().get(name)
     if deps is None:
-        raise NoDependencies(
-            f"experiment {name!r} has no CODE_DEPENDENCIES entry: say what its results depend on first"
-        )
+        raise NoDependencies(f"experiment {name!r} is not registered: its code dependencies are unknown")
     dirty = uncommitted(root, deps)
     if dirty:
         raise UncommittedCode(f"{name}: uncommitted changes in its code ({', '.join(dirty)}); commit them first")
@@ -420,14 +419,13 @@ def _row(cells: Sequence[str]) -> str:
 
 
 def claim_verdicts(results: dict[str, ResultFile]) -> list[Any]:
-    """One :class:`~nclab.experiments.paper_claims.Verdict` per claim of
-    :data:`~nclab.experiments.paper_claims.CLAIMS`, ours from the result files (or computed on the spot)."""
-    from nclab.experiments.paper_claims import CLAIMS, UNMEASURED, Verdict, verdict
-    from nclab.experiments.registry import EXPERIMENTS, list_experiments
+    """One :class:`~nclab.experiments.claims.Verdict` per claim of every paper
+    (:func:`~nclab.experiments.registry.all_claims`), ours from the result files (or computed on the spot)."""
+    from nclab.experiments.claims import UNMEASURED, Verdict, verdict
+    from nclab.experiments.registry import EXPERIMENTS, all_claims
 
-    list_experiments()  # imports the experiment modules
     found = []
-    for claim in CLAIMS:
+    for claim in all_claims():
         exp = EXPERIMENTS.get(claim.experiment or "")
         if exp is not None and "cpu" not in exp.scales:
             why = "no cpu scale: a paper-scale (GPU) experiment"
@@ -442,7 +440,7 @@ def claim_verdicts(results: dict[str, ResultFile]) -> list[Any]:
 
 
 def claim_rows(results: dict[str, ResultFile]) -> list[dict[str, str]]:
-    """One row per claim: :meth:`~nclab.experiments.paper_claims.Verdict.to_dict` and where ours comes from."""
+    """One row per claim: :meth:`~nclab.experiments.claims.Verdict.to_dict` and where ours comes from."""
     rows = []
     for v in claim_verdicts(results):
         c = v.claim
@@ -453,7 +451,8 @@ def claim_rows(results: dict[str, ResultFile]) -> list[dict[str, str]]:
 
 def render(root: Path) -> str:
     """The generated part of ``docs/reproductions.md`` from the result files under ``root`` (markdown)."""
-    from nclab.experiments.paper_claims import CLAIMS, page_markdown
+    from nclab.experiments.claims import page_markdown
+    from nclab.experiments.registry import all_claims
 
     results = read_results(root)
     found = claim_verdicts(results)
@@ -470,9 +469,10 @@ def render(root: Path) -> str:
     from nclab.experiments.registry import EXPERIMENTS
 
     paper_only = {n for n, e in EXPERIMENTS.items() if "cpu" not in e.scales}
-    measured = sorted({c.experiment for c in CLAIMS if c.experiment is not None} - paper_only)
+    claims = all_claims()
+    measured = sorted({c.experiment for c in claims if c.experiment is not None} - paper_only)
     for name in measured:
-        n = sum(c.experiment == name for c in CLAIMS)
+        n = sum(c.experiment == name for c in claims)
         res = results.get(name)
         if res is None:
             lines.append(
@@ -489,7 +489,7 @@ def transfer_table(res: ResultFile | None) -> list[str]:
     """The 000 correlations in full: per group and metric, Pearson r with MLOG (and its spread over seeds), with
     MLO, and with MLOG controlling for logit p_0, ours (``vci-transfer``) beside the paper's (from its Tables 1-2).
     """
-    from nclab.experiments.paper_claims import xu2023_paper_r
+    from nclab.experiments.xu_liu2023.paper import xu2023_paper_r
     from nclab.transfer.study import PAPER_METRICS
 
     title = (

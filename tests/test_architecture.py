@@ -352,7 +352,7 @@ def test_imports_by_name_are_edges(tmp_path):
     assert _imports("nclab.fixed", pkg / "fixed.py", modules) == {"nclab.a"}
     # the real plugin list: the registry's edges to every experiment module
     files, _ = _graphs()
-    assert "nclab.experiments.training" in files["nclab.experiments.registry"]
+    assert "nclab.experiments.han2022.experiments" in files["nclab.experiments.registry"]
 
 
 def test_private_names_are_not_imported_across_modules(tmp_path):

@@ -39,8 +39,8 @@ import pytest
 from matplotlib.figure import Figure
 from matplotlib.text import Text
 
+from nclab.experiments.demo import run_demo
 from nclab.experiments.registry import run
-from nclab.experiments.training import run_demo
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")

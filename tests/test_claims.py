@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from nclab.experiments import paper_claims as pc
+from nclab.experiments import claims as pc
+from nclab.experiments.registry import all_claims, get
 
 
 def _seeds(label: str, values, metric: str = "nc1 last", converged=None) -> dict:
@@ -150,15 +151,15 @@ def test_checks_are_counted_apart_and_counts_add_up():
 
 
 def test_every_registered_claim_counts_once_and_quotes_a_real_line():
-    found = [pc.verdict(c, None) for c in pc.CLAIMS]
+    found = [pc.verdict(c, None) for c in all_claims()]
     counts = pc.outcome_counts(found)
-    assert sum(counts["reproduction"].values()) + sum(counts["check"].values()) == len(pc.CLAIMS)
+    assert sum(counts["reproduction"].values()) + sum(counts["check"].values()) == len(all_claims())
     from pathlib import Path
 
     # the papers' text files sit in shared/ beside the repository in the project's workplace (absent elsewhere)
     here = Path(__file__).resolve().parents
     papers = next((p / "shared" / "papers" for p in here if (p / "shared" / "papers").is_dir()), Path("/nonexistent"))
-    for c in pc.CLAIMS:
+    for c in all_claims():
         assert c.id.startswith(pc.ID_PREFIX[c.paper] + "-"), c.id
         if c.paper in ("[Xu & Liu 2023]", "[Han et al. 2022]") and not c.id.startswith("xu2023-tables-vci-"):
             assert c.quote is not None, c.id  # every claim of these two papers quotes the paper
@@ -231,7 +232,7 @@ def test_the_page_tally_adds_up_and_its_first_sentence_counts_every_claim():
     found = rp.claim_verdicts(rp.read_results(root))
     counts = pc.outcome_counts(found)
     n_rep, n_chk = sum(counts["reproduction"].values()), sum(counts["check"].values())
-    assert n_rep + n_chk == len(pc.CLAIMS)
+    assert n_rep + n_chk == len(all_claims())
     first = rp.render(root).split("\n")[2]
     assert first.startswith(f"{n_rep} claims of the papers: ") and f"{n_chk} checks" in first
     said = [int(part.split()[0]) for part in first.split(": ", 1)[1].split(". ")[0].split(", ")]
@@ -242,6 +243,6 @@ def test_a_result_file_older_than_the_new_keys_reads_not_measured_with_its_reaso
     """The single-seed result file of before the seeds: every claim reading per-run keys is "not measured", saying
     which key is absent, and nothing crashes."""
     old = {"mse: nc1 last": 0.138, "ce: nc1 last": 0.154, "mse: orders of magnitude after TPT": 0.0747}
-    found = pc.verdicts("fashion-mnist-cnn", old)
+    found = pc.verdicts(get("fashion-mnist-cnn").claims, old)
     assert found and all(v.status == "not measured" for v in found)
     assert all("absent (a result file older than this measurement" in v.ours for v in found)

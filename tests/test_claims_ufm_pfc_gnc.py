@@ -4,9 +4,10 @@ that missed its target is dropped from a claim and named in it."""
 
 import pytest
 
-from nclab.experiments import paper_claims as pc
+from nclab.experiments import claims as pc
+from nclab.experiments.registry import all_claims
 
-CLAIMS = {c.id: c for c in pc.CLAIMS}
+CLAIMS = {c.id: c for c in all_claims()}
 
 
 def outcome(claim_id, summary):

@@ -6,8 +6,9 @@ import dataclasses
 
 import pytest
 
-from nclab.experiments import paper_claims as pc
-from nclab.experiments.training import robustness_images, robustness_keys
+from nclab.experiments import claims as pc
+from nclab.experiments.han2022.summaries import robustness_images, robustness_keys
+from nclab.experiments.registry import all_claims
 from nclab.io.rundir import RunDir
 from nclab.measure import deepfool
 from nclab.nets import build_model
@@ -76,7 +77,7 @@ def test_robustness_keys_without_zero_error_or_without_epoch_checkpoints(digits_
 
 
 def _claim(claim_id: str):
-    return next(c for c in pc.CLAIMS if c.id == claim_id)
+    return next(c for c in all_claims() if c.id == claim_id)
 
 
 def _runs(loss: str, metric: str, values, converged=(True, True, True)) -> dict:

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from nclab.experiments import get, run
-from nclab.experiments.resnet_depth import DEPTHS, block_layers, depth_config, stage_layers
+from nclab.experiments.tirer_bruna2022.experiments import DEPTHS, block_layers, depth_config, stage_layers
 from nclab.geometry import orthogonal_frame, simplex_etf
 from nclab.io import read_metrics
 from nclab.metrics import orthogonal_frame_error
@@ -37,7 +37,7 @@ def test_config_is_the_papers_recipe():
 
 def test_paper_scale_runs_what_dry_run_lists():
     from nclab.experiments import dry_run
-    from nclab.experiments.resnet_depth import _runs
+    from nclab.experiments.tirer_bruna2022.experiments import _runs
 
     runs = _runs("paper", seed=0)
     listed = dry_run("resnet-depth", "paper")

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-import nclab.experiments.spherical_codes  # noqa: F401 - registers the experiments
+import nclab.experiments.jiang2024.experiments  # noqa: F401 - registers the experiments
 from nclab.cli.codes import app
 from nclab.experiments import run
 

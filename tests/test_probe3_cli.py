@@ -145,13 +145,14 @@ def test_paper_scale_without_cuda_is_refused_naming_device_and_writes_nothing(tm
 
 
 def test_device_cpu_trains_the_paper_protocol_on_the_cpu(tmp_path, monkeypatch):
-    from nclab.experiments.reproductions import _configs, paper_device
+    from nclab.experiments import get
+    from nclab.experiments.runs import paper_device
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     with paper_device("cpu"):
-        configs = _configs("pfc-table1", "paper")
+        configs = get("pfc-table1").configs["paper"]()
     assert {c.train.device for c in configs.values()} == {"cpu"}
-    assert {c.train.device for c in _configs("pfc-table1", "paper").values()} == {"cuda"}  # the default again
+    assert {c.train.device for c in get("pfc-table1").configs["paper"]().values()} == {"cuda"}  # the default again
     dry = runner.invoke(app, ["experiment", "run", "pfc-table1", "--scale", "paper", "--device", "cpu", "--dry-run"])
     assert dry.exit_code == 0 and "--device cpu: the cost below is one H200 GPU's" in dry.output
     assert "would refuse" not in dry.output

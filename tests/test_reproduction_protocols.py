@@ -1,9 +1,10 @@
 """The reproduction registry: every paper-scale training experiment resolves to the protocol its
-paper states (nclab.experiments.paper_protocols, written apart from the code that builds the runs), the list and
+paper states (each paper package's paper.PROTOCOLS, written apart from the code that builds the runs), the list and
 dry run show it, and a paper run without its data stops with an ``error:`` naming what is missing."""
 
 from __future__ import annotations
 
+import importlib
 import itertools
 import json
 import math
@@ -14,12 +15,21 @@ from typer.testing import CliRunner
 
 from nclab.cli import app
 from nclab.experiments import dry_run, get, list_experiments
-from nclab.experiments.catalog import PROTOCOLS
-from nclab.experiments.paper_protocols import PAPER_PROTOCOLS, Value
+from nclab.experiments.claims import Value
 from nclab.experiments.protocols import Protocol, estimate, model_cost
 from nclab.io import read_metrics
 
 runner = CliRunner()
+
+#: What the papers state, read from the papers' own modules (written apart from the builders; importing them imports
+#: no experiment module: tests/test_experiment_layout.py), per experiment and run label.
+PAPER_PROTOCOLS = {
+    name: runs
+    for module in ("nclab.experiments.xu_liu2023.paper", "nclab.experiments.tirer_bruna2022.paper",
+                   "nclab.experiments.wang2024.paper", "nclab.experiments.jiang2024.paper",
+                   "nclab.experiments.han2022.paper")
+    for name, runs in importlib.import_module(module).PROTOCOLS.items()
+}  # fmt: skip
 
 
 def _flat(d: dict, prefix: str = "") -> dict:
@@ -40,8 +50,7 @@ def _same(a: object, b: object) -> bool:
 
 
 def _paper_protocols(name: str) -> dict[str, Protocol]:
-    list_experiments()  # imports every experiment module (and so declares every protocol)
-    return {p.label: p for p in PROTOCOLS[name]["paper"]("paper")}
+    return {p.label: p for p in get(name).protocols("paper")}
 
 
 def _check_against_table(name: str) -> int:
@@ -210,7 +219,8 @@ def test_tiny_scale_of_a_reproduction_runs(tmp_path):
 def test_gnc_trained_tiny_reports_the_gnc_of_its_trained_classifier(tmp_path):
     # the summary's GNC2 is the margin of the trained head's rows (the checkpoint's W), its ratio that margin over
     # the best known Softmax Code's for (K, d) = (10, 3); the claim jiang2024-fig2-trained-gnc reads them per seed
-    from nclab.experiments import reproductions, run
+    from nclab.experiments import run
+    from nclab.experiments.jiang2024 import summaries
     from nclab.geometry import best_known_margin
     from nclab.io.rundir import read_run
     from nclab.metrics import gnc2, gnc2_ratio
@@ -231,7 +241,7 @@ def test_gnc_trained_tiny_reports_the_gnc_of_its_trained_classifier(tmp_path):
         assert entry["gnc1"] == at[("fc", "gnc1")] and entry["gnc3"] == at[("fc", "gnc3")]
         assert entry["train_error"] == at[("output", "error")]
     # the summaries read the folders they are given, not every run under the output folder
-    from nclab.experiments.reproductions import gnc_of_runs
+    from nclab.experiments.jiang2024.summaries import gnc_of_runs
 
     only = gnc_of_runs([tmp_path / "digits-cnn-ce-1" / "seed0"])
     assert set(only["gnc_by_run"]) == {"digits-cnn-ce-1 seed0"} and "largest_tau" not in only
@@ -245,7 +255,7 @@ def test_gnc_trained_tiny_reports_the_gnc_of_its_trained_classifier(tmp_path):
         rows = read_metrics(tmp_path / name / "seed0")
         at = {(r.layer, r.metric): r.value for r in rows if r.split == "train" and r.epoch == 2}
         label = f"digits tau{tau:g} seed0"
-        assert summary[f"{label}: converged"] is (at[("output", "error")] <= reproductions.GNC_TRAIN_ERROR_TARGET)
+        assert summary[f"{label}: converged"] is (at[("output", "error")] <= summaries.GNC_TRAIN_ERROR_TARGET)
         assert summary[f"{label}: final loss"] == at[("output", "loss")] > 0
         assert summary[f"{label}: gnc2_ratio"] == summary["gnc_by_run"][f"{name} seed0"]["gnc2_ratio"]
     claim = {c["claim"]: c for c in summary["paper_claims"]}["jiang2024-fig2-trained-gnc"]
@@ -265,26 +275,26 @@ def test_gnc_trained_tiny_reports_the_gnc_of_its_trained_classifier(tmp_path):
     for name, role in roles.items():
         label = f"fig4 {role} seed0"
         assert summary[f"{label}: test accuracy"] == acc[name]
-        assert summary[f"{label}: converged"] is (err[name] <= reproductions.GNC_TRAIN_ERROR_TARGET)
+        assert summary[f"{label}: converged"] is (err[name] <= summaries.GNC_TRAIN_ERROR_TARGET)
         assert summary[f"{label}: final loss"] == loss[name]
         assert f"{100 * err[name]:.3g} % training error at epoch 2" in summary[f"{label}: convergence"]
     # a run that missed its target is dropped from the averages and named with why
-    dropped = {f"fig4 {role} seed0" for name, role in roles.items() if err[name] > reproductions.GNC_TRAIN_ERROR_TARGET}
+    dropped = {f"fig4 {role} seed0" for name, role in roles.items() if err[name] > summaries.GNC_TRAIN_ERROR_TARGET}
     assert set(summary["fig4_dropped"]) == dropped
     assert summary["fig4_seeds"] == {n: 1 for n in summary["fig4_seeds"]} and len(summary["fig4_seeds"]) == 4 - len(
         dropped
     )
     # with every run counted (target 100 %), the averages are the runs' own accuracies
-    from nclab.experiments.reproductions import assignment_of_runs, cmf_of_runs
+    from nclab.experiments.jiang2024.summaries import assignment_of_runs, cmf_of_runs
 
     folders = [tmp_path / f"fig4-digits-cnn-d2-{n}" / "seed0" for n in roles]
-    reproductions.GNC_TRAIN_ERROR_TARGET, saved = 1.0, reproductions.GNC_TRAIN_ERROR_TARGET
+    summaries.GNC_TRAIN_ERROR_TARGET, saved = 1.0, summaries.GNC_TRAIN_ERROR_TARGET
     try:
         every = assignment_of_runs(folders)
         every5 = cmf_of_runs([tmp_path / f"fig5-digits-cnn-d3-{n}" / f"seed{s}" for n in ("learned", "cmf")
                               for s in (0, 1)])  # fmt: skip
     finally:
-        reproductions.GNC_TRAIN_ERROR_TARGET = saved
+        summaries.GNC_TRAIN_ERROR_TARGET = saved
     assert every["fig4_dropped"] == {}
     assert every["fig4_test_accuracy"] == {"learned": acc["learned"], "fixed antipodal 0-2 1-3": acc["fixed-0123"],
                                            "fixed antipodal 0-3 1-2": acc["fixed-0132"],
@@ -346,7 +356,7 @@ def test_gnc_trained_tiny_reports_the_gnc_of_its_trained_classifier(tmp_path):
 
 def test_gnc_trained_cpu_scale_is_the_fashion_mnist_stand_in():
     list_experiments()
-    protocols = PROTOCOLS["gnc-trained"]["cpu"]("cpu")
+    protocols = get("gnc-trained").protocols("cpu")
     fig4 = [f"fig4/fashion-mnist/cnn-d2/{h}" for h in ("learned", "fixed-0123", "fixed-0132", "fixed-0213")]
     fig5 = ["fig5/fashion-mnist/cnn-d3/learned", "fig5/fashion-mnist/cnn-d3/cmf"]
     assert [p.label for p in protocols] == ["fig2/fashion-mnist/cnn-d3/tau0.05", "fig2/fashion-mnist/cnn-d3/tau0.5",
@@ -376,7 +386,7 @@ def test_gnc_trained_cpu_scale_is_the_fashion_mnist_stand_in():
 def test_vci_transfer_paper_scale_runs_the_paper_study_on_streamed_data(tmp_path, monkeypatch):
     """Its paper scale runs the study of the paper's protocol (streamed ImageNet, tests/test_transfer_streamed.py
     runs that code path on a tiny folder), its seed shifting the seeds, with the trials on Ray when installed."""
-    from nclab.experiments import transfer
+    from nclab.experiments.xu_liu2023 import experiments as transfer
     from nclab.transfer import probe_options
 
     seen = {}
@@ -436,12 +446,30 @@ def test_find_dataset_locates_files_without_reading_them(tmp_path, monkeypatch):
         find_dataset("imagenet")
 
 
-def test_scales_of_one_experiment_may_be_declared_apart_but_not_twice(monkeypatch):
-    from nclab.experiments.catalog import declare_protocols
+def test_an_experiment_declares_its_protocols_per_scale_beside_its_function(monkeypatch):
+    from nclab.experiments.catalog import EXPERIMENTS, register
 
-    monkeypatch.setitem(PROTOCOLS, "x-test", {})
-    paper = declare_protocols("x-test", scales=("paper",))(lambda scale: [Protocol.solver("p", K=2)])
-    declare_protocols("x-test", scales=("tiny", "cpu"))(lambda scale: [Protocol.solver(scale, K=1)])
-    assert sorted(PROTOCOLS["x-test"]) == ["cpu", "paper", "tiny"] and PROTOCOLS["x-test"]["paper"] is paper
-    with pytest.raises(ValueError, match="paper protocols of experiment 'x-test' are declared twice"):
-        declare_protocols("x-test", scales=("paper",))(lambda scale: [])
+    monkeypatch.setattr("nclab.experiments.catalog.EXPERIMENTS", dict(EXPERIMENTS))
+    from nclab.experiments import catalog
+
+    def paper(scale):
+        return [Protocol.solver("p", K=2)]
+
+    def small(scale):
+        return [Protocol.solver(scale, K=1)]
+
+    register("x-test", summary="x", paper="[Han et al. 2022]", protocols={"paper": paper, "tiny": small, "cpu": small},
+             durations={"tiny": "~1 s"})(lambda out, scale, seed: {})  # fmt: skip
+    exp = catalog.EXPERIMENTS["x-test"]
+    assert [p.label for p in exp.protocols("tiny")] == ["tiny"] and exp.scale_protocols["paper"] is paper
+    assert exp.durations == {"tiny": "~1 s"}
+    with pytest.raises(ValueError, match=r"'x-other': protocols for undeclared scales \['paper'\]"):
+        register("x-other", summary="x", paper="[Han et al. 2022]", scales=("tiny",), protocols={"paper": paper})(
+            lambda out, scale, seed: {}
+        )
+    with pytest.raises(ValueError, match=r"'x-other': durations for undeclared scales \['cpu'\]"):
+        register("x-other", summary="x", paper="[Han et al. 2022]", scales=("tiny",), durations={"cpu": "1 s"})(
+            lambda out, scale, seed: {}
+        )
+    with pytest.raises(ValueError, match="'x-test' is registered twice"):
+        register("x-test", summary="x", paper="[Han et al. 2022]")(lambda out, scale, seed: {})

@@ -16,7 +16,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from nclab.experiments import paper_claims as pc
+from nclab.experiments import claims as pc
+from nclab.experiments.han2022 import paper as han_paper
+from nclab.experiments.registry import all_claims
+from nclab.experiments.xu_liu2023 import paper as xu_paper
 
 ROOT = Path(__file__).resolve().parents[1]
 # the generator lives beside its command in scripts/, outside the installed package (it runs git)
@@ -52,15 +55,16 @@ def test_no_result_file_is_stale():
 
 def test_every_result_file_is_well_formed_and_every_claim_experiment_has_dependencies():
     results = rp.read_results(ROOT)
+    deps = rp.code_dependencies()
     for name, res in results.items():
         assert (
             res.scale == "cpu" and len(res.commit) == 40 and res.command.startswith("python scripts/reproductions.py")
         )
-        assert name in rp.CODE_DEPENDENCIES
-    for claim in pc.CLAIMS:
+        assert name in deps
+    for claim in all_claims():
         if claim.experiment is not None:
-            assert claim.experiment in rp.CODE_DEPENDENCIES, claim.id
-            for dep in rp.CODE_DEPENDENCIES[claim.experiment]:
+            assert claim.experiment in deps, claim.id
+            for dep in deps[claim.experiment]:
                 # every listed dependency exists (a typo would make the staleness check blind), except the module
                 # of an experiment another branch adds
                 assert (ROOT / dep).exists() or claim.experiment == "resnet-depth", dep
@@ -71,8 +75,8 @@ def test_missing_result_file_renders_not_yet_computed(tmp_path):
     text = rp.render(tmp_path)
     rows = [r for r in rp.claim_rows({}) if r["experiment"] == "vci-transfer"]
     assert rows and all(r["ours"] == rp.NOT_YET and r["verdict"] == "not measured" for r in rows)
-    cpu = {c.experiment for c in pc.CLAIMS if c.experiment is not None} - {"mse-nc-benchmarks", "pfc-table1"}
-    assert text.count(rp.NOT_YET) == sum(c.experiment in cpu for c in pc.CLAIMS) + len(cpu) + 1
+    cpu = {c.experiment for c in all_claims() if c.experiment is not None} - {"mse-nc-benchmarks", "pfc-table1"}
+    assert text.count(rp.NOT_YET) == sum(c.experiment in cpu for c in all_claims()) + len(cpu) + 1
     # every cpu-measured claim's row, every such experiment's line in the result-file table, the 000 correlations
     gpu = next(r for r in rp.claim_rows({}) if r["claim"] == "han2022-table1-paper-protocol")
     assert gpu["ours"].startswith("no cpu scale: a paper-scale (GPU) experiment")
@@ -131,7 +135,7 @@ def _git(repo: Path, *args: str) -> str:
 def test_stale_fires_when_an_experiments_code_changes_after_its_commit(tmp_path):
     repo = tmp_path
     _git(repo, "init", "-q")
-    module = repo / "src/nclab/experiments/unconstrained.py"
+    module = repo / "src/nclab/experiments/tirer_bruna2022/experiments.py"
     ufm = repo / "src/nclab/ufm/closed_forms.py"
     other = repo / "src/nclab/report/html.py"
     for f in (module, ufm, other):
@@ -150,12 +154,14 @@ def test_stale_fires_when_an_experiments_code_changes_after_its_commit(tmp_path)
     assert rp.stale(repo) == {}
     ufm.write_text("x = 3\n")  # an uncommitted edit already makes the row stale: the code on disk is not its code
     assert rp.stale(repo) == {"ufm-thm51": ["src/nclab/ufm/closed_forms.py"]}
-    assert rp.uncommitted(repo, rp.CODE_DEPENDENCIES["ufm-thm51"]) == ["src/nclab/ufm/closed_forms.py"]
+    assert rp.uncommitted(repo, rp.code_dependencies()["ufm-thm51"]) == ["src/nclab/ufm/closed_forms.py"]
     _git(repo, "commit", "-qam", "ufm")
     assert rp.stale(repo) == {"ufm-thm51": ["src/nclab/ufm/closed_forms.py"]}
     module.write_text("x = 4\n")
     _git(repo, "commit", "-qam", "module")
-    assert rp.stale(repo) == {"ufm-thm51": ["src/nclab/experiments/unconstrained.py", "src/nclab/ufm/closed_forms.py"]}
+    assert rp.stale(repo) == {
+        "ufm-thm51": ["src/nclab/experiments/tirer_bruna2022/experiments.py", "src/nclab/ufm/closed_forms.py"]
+    }
     # reverting the content makes it current again: the check compares content, not commit counts
     module.write_text("x = 1\n")
     ufm.write_text("x = 1\n")
@@ -196,21 +202,21 @@ def test_paper_correlations_recomputed_from_table_2():
         ("lambda", "within_class_cosine"): 0.978, ("tau", "vci"): 0.995, ("lambda", "vci"): 0.975,
     }  # fmt: skip
     for (group, metric), r in expected.items():
-        assert pc.xu2023_paper_r(group, metric) == pytest.approx(r, abs=5e-4), (group, metric)
+        assert xu_paper.xu2023_paper_r(group, metric) == pytest.approx(r, abs=5e-4), (group, metric)
     # p_0 against MLOG (the review's -0.951 / -0.564) through the same helper on the accuracy column
-    assert pc.xu2023_paper_r("tau", "accuracy") == pytest.approx(-0.951, abs=5e-4)
-    assert pc.xu2023_paper_r("lambda", "accuracy") == pytest.approx(-0.564, abs=5e-4)
+    assert xu_paper.xu2023_paper_r("tau", "accuracy") == pytest.approx(-0.951, abs=5e-4)
+    assert xu_paper.xu2023_paper_r("lambda", "accuracy") == pytest.approx(-0.564, abs=5e-4)
 
 
 def test_partial_correlation_removes_the_control():
-    from nclab.experiments.transfer import partial_pearson
+    from nclab.experiments.correlation import partial_pearson
 
     # y = 2 x + z exactly: controlling for z leaves r(x, y) = 1 although z scrambles the raw correlation
     x = [0.0, 1.0, 2.0, 3.0, 4.0]
     z = [5.0, -3.0, 4.0, -6.0, 1.0]
     y = [2 * a + b for a, b in zip(x, z, strict=True)]
     assert partial_pearson(x, y, z) == pytest.approx(1.0, abs=1e-12)
-    assert abs(pc._pearson(x, y)) < 0.5
+    assert abs(xu_paper._pearson(x, y)) < 0.5
 
 
 @pytest.mark.parametrize(
@@ -243,16 +249,16 @@ def test_criteria(criterion, summary, outcome):
 def test_median_gain_reads_the_paper_protocol_runs():
     """004 Table 1 at paper scale: the claim's keys are mse-nc-benchmarks' run labels, and the paper's own table
     passes its criterion (its caption: median +0.962, mean +1.833 points; from the rounded cells 0.96 and 1.833)."""
-    from nclab.experiments.reproductions import han2022_configs
+    from nclab.experiments.han2022.experiments import han2022_configs
 
-    assert set(pc._HAN2022_MSE_RUNS) == {k for k in han2022_configs() if k.endswith("/mse")}
-    claim = next(c for c in pc.CLAIMS if c.id == "han2022-table1-paper-protocol")
+    assert set(han_paper._HAN2022_MSE_RUNS) == {k for k in han2022_configs() if k.endswith("/mse")}
+    claim = next(c for c in all_claims() if c.id == "han2022-table1-paper-protocol")
     table = [(99.23, 99.59), (99.16, 99.70), (99.62, 99.70), (92.76, 92.95), (93.55, 93.76), (90.56, 92.95),
              (89.35, 93.91), (85.18, 92.65), (95.61, 95.23), (83.13, 84.54), (75.43, 76.39), (91.77, 91.78),
              (60.43, 67.24), (59.35, 60.56), (58.74, 60.41)]  # fmt: skip
     assert float(np.mean([f - z for z, f in table])) == pytest.approx(1.833, abs=5e-4)
     summary = {}
-    for run, (zero, final) in zip(pc._HAN2022_MSE_RUNS, table, strict=True):
+    for run, (zero, final) in zip(han_paper._HAN2022_MSE_RUNS, table, strict=True):
         summary[f"{run} seed0: test error at zero-error epoch"] = (100 - zero) / 100
         summary[f"{run} seed0: test error last"] = (100 - final) / 100
     found = pc.verdict(claim, summary)
@@ -282,9 +288,9 @@ def test_the_claims_cover_every_paper_and_name_registered_experiments():
 
     registered = {e.name for e in list_experiments()} | {"resnet-depth"}  # resnet-depth: the studies branch
     keys = {key for _, key, _ in rp.PAPERS}
-    assert {c.paper for c in pc.CLAIMS} == keys
-    assert len({c.id for c in pc.CLAIMS}) == len(pc.CLAIMS)
-    for c in pc.CLAIMS:
+    assert {c.paper for c in all_claims()} == keys
+    assert len({c.id for c in all_claims()}) == len(all_claims())
+    for c in all_claims():
         assert c.experiment is None or c.experiment in registered, c.id
         assert c.id.startswith(pc.ID_PREFIX[c.paper] + "-"), c.id
         assert c.checks or c.compute is None, c.id

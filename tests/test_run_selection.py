@@ -12,7 +12,8 @@ from typer.testing import CliRunner
 from nclab.cli import app
 from nclab.experiments import run
 from nclab.experiments.protocols import RunSelection
-from nclab.experiments.reproductions import pfc_configs, train_runs
+from nclab.experiments.runs import train_runs
+from nclab.experiments.wang2024.experiments import pfc_configs
 from nclab.io.rundir import read_run
 from nclab.train import rescale_schedule, resolve_config
 

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-import nclab.experiments.theory_engines  # noqa: F401  (registers the experiments)
+import nclab.experiments.han2022.experiments
+import nclab.experiments.wang2024.experiments  # noqa: F401
 from nclab.cli.theory import app
 from nclab.experiments import run
 from nclab.theory import ls_classifier, mse_decomposition
@@ -120,7 +121,7 @@ def test_experiment_geodesic_digits_tiny(tmp_path):
     # straightness = sum_i ||h^L_i - h^0_i||^2 / (L sum_i sum_l ||h^{l+1}_i - h^l_i||^2) and PFC1 = Tr S_W / Tr S_B
     # are recomputed from them in plain numpy
     from nclab.data import load_digits
-    from nclab.experiments.theory_engines import train_fc_resnet
+    from nclab.experiments.wang2024.experiments import train_fc_resnet
     from tests.conftest import brute_stats
 
     X, y = load_digits()
@@ -171,7 +172,7 @@ def test_experiment_geodesic_digits_tiny(tmp_path):
 
 
 def test_pfc_depth_summary_counts_each_order_on_a_synthetic_profile():
-    from nclab.experiments.theory_engines import pfc_depth_summary
+    from nclab.experiments.wang2024.experiments import pfc_depth_summary
 
     # PFC1 rises once (0.3 -> 0.35), PFC2 rises four times (the start of the review's geodesic-digits profile),
     # PFC3 falls once (0.97 -> 0.96); ties are not violations

@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import nclab.experiments.training  # noqa: F401  (registers the experiments)
+import nclab.experiments.han2022.experiments  # noqa: F401  (registers the experiments)
 from nclab.experiments import get, run
 from nclab.io import read_metrics
 
@@ -78,7 +78,7 @@ def _penultimate(rows, metric, split="train"):
 def test_fashion_mnist_cnn_tiny_trend_and_test_nc1_keys(fmnist_tiny):
     """[Xu & Liu 2023, Figs. 1, 3] and [Han et al. 2022, Fig. 12] keys: each is the first / last logged value of
     metrics.csv, and the three claims' verdicts are what those numbers say."""
-    from nclab.experiments.training import TREND_METRICS
+    from nclab.experiments.han2022.summaries import TREND_METRICS
 
     tmp_path, summary = fmnist_tiny
     falls: dict[str, bool] = {}
@@ -138,7 +138,7 @@ def test_fashion_mnist_cnn_tiny_trend_and_test_nc1_keys(fmnist_tiny):
 
 def test_collapse_trends_at_the_zero_error_epoch_and_degenerate_runs():
     """The zero-error keys of a run that reached it, nan decades where NC1 is 0, no keys for unlogged metrics."""
-    from nclab.experiments.training import collapse_trends
+    from nclab.experiments.han2022.summaries import collapse_trends
     from nclab.io.run_table import MetricRow
     from nclab.train import RunConfig, RunResult
 
@@ -179,7 +179,7 @@ def _claims(r0, r1, gain, nc1_mse, nc1_ce):
 
 
 def test_findings_state_agreement_and_contradiction():
-    from nclab.experiments.training import findings
+    from nclab.experiments.han2022.summaries import findings
 
     # the audit's CPU numbers (fidelity-2.md): three contradictions
     bad = [f["verdict"] for f in findings(_claims(0.81, 0.04, -0.6, 0.021, 0.015))]
@@ -192,7 +192,7 @@ def test_findings_state_agreement_and_contradiction():
 
 
 def test_cpu_scale_is_the_papers_recipe_but_the_mse_lr():
-    from nclab.experiments.training import LR_GRID, _fashion_cfg
+    from nclab.experiments.han2022.experiments import LR_GRID, _fashion_cfg
     from nclab.train.presets import preset_dict
 
     # the paper's grid, np.logspace(-4, log10(0.25), 25), with the Colab's picks on it ([Han et al. 2022] App. A.3)

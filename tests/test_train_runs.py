@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from nclab.cli.train import app as train_app
 from nclab.data import load
-from nclab.experiments.training import run_demo
+from nclab.experiments.demo import run_demo
 from nclab.io import MetricRow, read_metrics
 from nclab.measure import collect_features, measurement_epochs
 from nclab.metrics import REGISTRY

@@ -274,7 +274,7 @@ def test_vci_transfer_tiny(tmp_path):
     import csv
 
     from nclab.experiments.registry import run
-    from nclab.experiments.transfer import vci_transfer_study
+    from nclab.experiments.xu_liu2023.experiments import vci_transfer_study
     from nclab.train.sweep import read_sweep_table
     from nclab.transfer.study import PAPER_METRICS, StudySpec, evaluate_run
 
@@ -379,7 +379,7 @@ def test_cli_probe_matches_library(tmp_path):
 
 
 def test_partial_pearson_is_the_textbook_partial_correlation():
-    from nclab.experiments.transfer import partial_pearson
+    from nclab.experiments.correlation import partial_pearson
 
     rng = np.random.default_rng(0)
     z = rng.normal(size=12)
@@ -394,7 +394,7 @@ def test_partial_pearson_is_the_textbook_partial_correlation():
 
 
 def test_vci_transfer_cpu_design():
-    from nclab.experiments.transfer import vci_transfer_study
+    from nclab.experiments.xu_liu2023.experiments import vci_transfer_study
 
     spec = vci_transfer_study("cpu")
     assert len(spec["seeds"]) >= 3

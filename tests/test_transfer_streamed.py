@@ -13,8 +13,14 @@ import torch
 from PIL import Image
 
 from nclab._threads import torch_threads
-from nclab.experiments.reproductions import vci_pretrain_base, vci_transfer_configs
-from nclab.experiments.transfer import VCI_PAPER, TransferProtocol, run_transfer_study, vci_paper_study
+from nclab.experiments.xu_liu2023.experiments import (
+    VCI_PAPER,
+    TransferProtocol,
+    run_transfer_study,
+    vci_paper_study,
+    vci_pretrain_base,
+    vci_transfer_configs,
+)
 from nclab.measure import collect_features
 from nclab.metrics import collapse_report
 from nclab.nets import build_model

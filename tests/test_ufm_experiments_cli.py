@@ -7,7 +7,8 @@ import pytest
 from typer.testing import CliRunner
 
 import nclab.experiments as ex
-import nclab.experiments.unconstrained  # noqa: F401  (registers the experiments)
+import nclab.experiments.tirer_bruna2022.experiments
+import nclab.experiments.wang2024.experiments  # noqa: F401
 from nclab.cli.ufm import app
 from nclab.ufm import closed_forms
 
@@ -26,7 +27,7 @@ def test_threshold_sweep_and_thm51(tmp_path):
 
 def test_figures_and_init_scale(tmp_path):
     s = ex.run("ufm-figures", tmp_path / "f", scale="tiny")
-    # the verdicts of the four figure claims ride along (nclab.experiments.paper_claims): GD's loss within 1e-8
+    # the verdicts of the four figure claims ride along (nclab.experiments.claims): GD's loss within 1e-8
     # relative of L* reproduces the figure, within 5 % partly (checked against each gap below)
     claims = s.pop("paper_claims")
     assert [c["claim"] for c in claims] == [f"tirer2022-fig{i}-gd-optimum" for i in (1, 2, 3, 4)] + [

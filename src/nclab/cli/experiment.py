@@ -208,7 +208,7 @@ def _dry_run(name: str, scale: str, fmt: OutputFormat, selection: Any, device: s
     from nclab.experiments import dry_run, get
     from nclab.experiments.listing import scale_info
     from nclab.experiments.registry import check_paper_device
-    from nclab.experiments.reproductions import paper_device
+    from nclab.experiments.runs import paper_device
 
     with user_errors(KeyError):
         exp = get(name)

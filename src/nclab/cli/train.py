@@ -259,7 +259,7 @@ def demo_command(
     Every collapse metric is measured per epoch and layer; report.html compares the runs (in OUT/mse, OUT/ce),
     and the command ends with each run's zero-error epoch and how far NC1 fell. It refuses to replace a
     different run already in OUT unless --overwrite (the same config is re-run in place)."""
-    from nclab.experiments.training import run_demo
+    from nclab.experiments.demo import run_demo
 
     with user_errors():
         path = run_demo(out, epochs=epochs, progress=progress, console=err_console, overwrite=overwrite)

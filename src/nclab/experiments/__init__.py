@@ -1,25 +1,30 @@
 """The papers' experiments, the application layer above the library: ``nclab experiment list`` / ``run``.
 
-:mod:`nclab.experiments.registry` looks experiments up, :mod:`nclab.experiments.catalog` holds what the
-modules registered; each module here defines the experiments of one paper or
-theme (:mod:`~nclab.experiments.training`, :mod:`~nclab.experiments.unconstrained`,
-:mod:`~nclab.experiments.spherical_codes`, :mod:`~nclab.experiments.theory_engines`) and
-:mod:`nclab.experiments.common` the figure, CSV and scale helpers they share. :mod:`nclab.experiments.paper_claims`
-holds the papers' reported values and judges each run's summary against them (the "paper vs ours" of every run);
-the cpu-scale result files behind ``docs/reproductions.md`` are kept by ``scripts/reproductions.py``, outside the
-installed package. Library packages never import this package.
+One package per paper, each with two modules: ``experiments`` (what we run: the experiment functions, each
+registered with its facts beside it, and their builders per scale) and ``paper`` (what the paper states: its claims
+and protocol values, written apart from the builders): :mod:`~nclab.experiments.han2022`,
+:mod:`~nclab.experiments.tirer_bruna2022`, :mod:`~nclab.experiments.wang2024`, :mod:`~nclab.experiments.jiang2024`,
+:mod:`~nclab.experiments.xu_liu2023`; :mod:`~nclab.experiments.demo` is the ``nclab demo`` experiment.
+
+The generic machinery stays flat: :mod:`~nclab.experiments.catalog` (``Experiment``, ``register``),
+:mod:`~nclab.experiments.registry` (lookup, run, dry run), :mod:`~nclab.experiments.protocols`,
+:mod:`~nclab.experiments.claims` (the claim engine: criteria, verdicts, outcomes), :mod:`~nclab.experiments.runs`
+(run planning and training), :mod:`~nclab.experiments.convergence`, :mod:`~nclab.experiments.correlation`,
+:mod:`~nclab.experiments.listing` and :mod:`~nclab.experiments.common` (figures, CSV and HTML tables). The cpu-scale
+result files behind ``docs/reproductions.md`` are kept by ``scripts/reproductions.py``, outside the installed
+package. Library packages never import this package.
 """
 
-from nclab.experiments.catalog import SMOKE_TEST_NOTE, Experiment, declare_protocols, register
+from nclab.experiments.catalog import SMOKE_TEST_NOTE, Experiment, register
 from nclab.experiments.protocols import Protocol
-from nclab.experiments.registry import EXPERIMENT_MODULES, dry_run, get, list_experiments, run
+from nclab.experiments.registry import EXPERIMENT_MODULES, PAPER_MODULES, dry_run, get, list_experiments, run
 
 __all__ = [
     "EXPERIMENT_MODULES",
+    "PAPER_MODULES",
     "SMOKE_TEST_NOTE",
     "Experiment",
     "Protocol",
-    "declare_protocols",
     "dry_run",
     "get",
     "list_experiments",

@@ -11,14 +11,16 @@ from __future__ import annotations
 
 import html
 import io
+import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from nclab.io.atomic import atomic_write_bytes, atomic_write_text
+from nclab.io.rundir import RunDir
 from nclab.io.tables import csv_text
 
-__all__ = ["SCALES", "check_scale", "html_table", "legend", "log_ticks", "png", "pyplot", "write_csv"]
+__all__ = ["SCALES", "check_scale", "finish_report", "html_table", "legend", "log_ticks", "png", "pyplot", "write_csv"]
 
 #: The scales every experiment may declare: test suite (seconds), 2-core CPU (minutes), the paper's sizes.
 SCALES: tuple[str, ...] = ("tiny", "cpu", "paper")
@@ -111,3 +113,14 @@ def html_table(rows: Sequence[dict[str, Any]]) -> str:
         for r in rows
     )
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def finish_report(out: Path, title: str, sections: list[tuple[str, str]], figures: list, summary: dict) -> dict:
+    """Write ``out/report.html`` (``sections``, a table of the summary's numbers, ``figures``) and
+    ``out/summary.json``; return ``summary``."""
+    from nclab.report import metrics_table_html, write_report
+
+    numeric = {k: float(v) for k, v in summary.items() if isinstance(v, int | float) and not isinstance(v, bool)}
+    write_report(out / RunDir.REPORT, title, [*sections, ("Summary", metrics_table_html(numeric))], figures)
+    atomic_write_text(out / RunDir.SUMMARY, json.dumps(summary, indent=2, default=float) + "\n")
+    return summary

@@ -1,6 +1,6 @@
 """What every training run of a reproduction records: whether it reached its target, and its final loss.
 
-The claims (:mod:`nclab.experiments.paper_claims`) read these keys to use only the runs that converged; the
+The claims (:mod:`nclab.experiments.claims`) read these keys to use only the runs that converged; the
 experiments write them (:func:`convergence_keys`). Kept apart so that an experiment module writes them without
 importing the claims.
 """

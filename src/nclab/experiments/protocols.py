@@ -4,7 +4,7 @@
 A training protocol is read off the resolved :class:`~nclab.train.config.RunConfig` the run will train
 (:meth:`Protocol.from_config`), so what ``nclab experiment list`` and ``run --dry-run`` show is what runs; a
 solver protocol (UFM, ODE, code searches) records the solver's sizes (:meth:`Protocol.solver`). The papers'
-values these are compared with live apart, in :mod:`nclab.experiments.paper_protocols`.
+values these are compared with live apart, in each paper package's ``paper`` module (``PROTOCOLS``).
 
 GPU cost (:func:`estimate`) is scaled from two measured H200 epochs (``benchmarks/RESULTS.md``, Throughput on an
 NVIDIA H200; bf16, channels_last, batch 128): ResNet-18 (CIFAR stem) on 60,000 Fashion-MNIST images padded to
@@ -95,7 +95,7 @@ class Protocol:
     See Also
     --------
     estimate : its GPU cost; data_needs, check_data : its data.
-    nclab.experiments.paper_protocols.PAPER_PROTOCOLS : the papers' values it is compared with.
+    nclab.experiments.registry.paper_protocols : the papers' values it is compared with.
 
     Examples
     --------

@@ -1,11 +1,16 @@
 """The registry of reproducible experiments: ``nclab experiment list`` / ``nclab experiment run NAME --scale cpu``.
 
-Experiments are functions registered with :func:`nclab.experiments.catalog.register` (see there). Modules that
-define experiments are listed in :data:`EXPERIMENT_MODULES` and imported on first use of the registry.
+Experiments are functions registered with :func:`nclab.experiments.catalog.register` (see there), one package per
+paper: its ``experiments`` module (what we run, each experiment with its facts) is listed in
+:data:`EXPERIMENT_MODULES`, its ``paper`` module (what the paper states: ``CLAIMS`` and ``PROTOCOLS``) in
+:data:`PAPER_MODULES`. Both are imported on first use of the registry, which attaches each claim to the
+experiment that measures it (:attr:`~nclab.experiments.catalog.Experiment.claims`). Adding an experiment touches
+its paper's two modules only; adding a paper adds one package and its two lines here.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 from pathlib import Path
 from typing import Any
@@ -14,29 +19,89 @@ from nclab.experiments.catalog import EXPERIMENTS, SMOKE_TEST_NOTE, Experiment
 from nclab.experiments.protocols import RunSelection
 from nclab.validation import check_int, check_output_dir
 
-__all__ = ["EXPERIMENT_MODULES", "dry_run", "get", "list_experiments", "run"]
+__all__ = [
+    "EXPERIMENT_MODULES",
+    "PAPER_MODULES",
+    "all_claims",
+    "dry_run",
+    "get",
+    "list_experiments",
+    "paper_protocols",
+    "run",
+]
 
-#: Modules whose import registers experiments (one per paper or theme, all in this package).
+#: Modules whose import registers experiments: the demo, and each paper package's ``experiments``.
 EXPERIMENT_MODULES: list[str] = [
-    "nclab.experiments.training",
-    "nclab.experiments.unconstrained",
-    "nclab.experiments.spherical_codes",
-    "nclab.experiments.theory_engines",
-    "nclab.experiments.transfer",
-    "nclab.experiments.resnet_depth",
-    "nclab.experiments.reproductions",
-    "nclab.experiments.scale_protocols",
+    "nclab.experiments.demo",
+    "nclab.experiments.xu_liu2023.experiments",
+    "nclab.experiments.tirer_bruna2022.experiments",
+    "nclab.experiments.wang2024.experiments",
+    "nclab.experiments.jiang2024.experiments",
+    "nclab.experiments.han2022.experiments",
+]
+#: What each paper states (``CLAIMS``, ``PROTOCOLS``), in the page's order of the papers.
+PAPER_MODULES: list[str] = [
+    "nclab.experiments.xu_liu2023.paper",
+    "nclab.experiments.tirer_bruna2022.paper",
+    "nclab.experiments.wang2024.paper",
+    "nclab.experiments.jiang2024.paper",
+    "nclab.experiments.han2022.paper",
 ]
 
 _loaded = False
 
 
+_CLAIMS: list[Any] = []
+_PROTOCOLS: dict[str, dict[str, Any]] = {}
+
+
 def _load() -> None:
+    """Import every experiment and paper module; attach each claim to the experiment that measures it."""
     global _loaded
-    if not _loaded:
-        for module in EXPERIMENT_MODULES:
-            importlib.import_module(module)
-        _loaded = True
+    if _loaded:
+        return
+    from nclab.experiments.claims import check_ids
+
+    for module in EXPERIMENT_MODULES:
+        importlib.import_module(module)
+    claims: list[Any] = []
+    protocols: dict[str, dict[str, Any]] = {}
+    for module in PAPER_MODULES:
+        paper = importlib.import_module(module)
+        claims += paper.CLAIMS
+        protocols.update(paper.PROTOCOLS)
+    check_ids(claims)
+    unknown = sorted({c.experiment for c in claims if c.experiment is not None} - set(EXPERIMENTS))
+    if unknown:
+        raise ValueError(f"claims name experiments that are not registered: {', '.join(unknown)}")
+    for name, exp in EXPERIMENTS.items():
+        mine = tuple(c for c in claims if c.experiment == name)
+        if mine != exp.claims:
+            EXPERIMENTS[name] = dataclasses.replace(exp, claims=mine)
+    _CLAIMS[:] = claims
+    _PROTOCOLS.update(protocols)
+    _loaded = True
+
+
+def all_claims() -> tuple[Any, ...]:
+    """Every paper's claims (:class:`~nclab.experiments.claims.Claim`), papers in :data:`PAPER_MODULES` order, each
+    paper's in its own order (the page's).
+
+    Examples
+    --------
+    >>> claims = all_claims()
+    >>> sum(c.experiment == "ufm-thm51" for c in claims) == len(get("ufm-thm51").claims) > 0
+    True
+    """
+    _load()
+    return tuple(_CLAIMS)
+
+
+def paper_protocols(name: str) -> dict[str, Any]:
+    """What experiment ``name``'s paper states of its paper-scale protocol: ``{run label: {field path: Value}}``
+    (its package's ``paper.PROTOCOLS``; empty when the paper states none we compare)."""
+    _load()
+    return dict(_PROTOCOLS.get(name, {}))
 
 
 def list_experiments() -> list[Experiment]:
@@ -72,7 +137,7 @@ def get(name: str) -> Experiment:
     Returns
     -------
     Experiment
-        Its function, summary, citation key, scales and expected durations.
+        Its function, summary, citation key, scales, expected durations, protocols, builders and claims.
 
     Raises
     ------
@@ -133,7 +198,7 @@ def run(
     dict
         The experiment's JSON-able summary, also written to ``out/summary.json``; it ends with ``paper_claims``:
         the paper's value, ours and the verdict of each claim the experiment measures
-        (:func:`nclab.experiments.paper_claims.attach`, which also adds them to ``report.html``).
+        (:func:`nclab.experiments.claims.attach`, which also adds them to ``report.html``).
 
     Raises
     ------
@@ -161,8 +226,8 @@ def run(
         ...
     ValueError: experiment 'mse-decomposition-ufm' has scales ('tiny', 'cpu', 'paper'), not 'huge'
     """
-    from nclab.experiments.paper_claims import attach
-    from nclab.experiments.reproductions import paper_device
+    from nclab.experiments.claims import attach
+    from nclab.experiments.runs import paper_device
 
     exp = get(name)
     if scale not in exp.scales:
@@ -182,9 +247,9 @@ def run(
         banner = SMOKE_TEST_NOTE if scale == "tiny" else "" if sel is None else _cut_note(sel)
         with page_banner(banner):  # every report page of a smoke test or of a cut protocol says so
             if sel is None:
-                return attach(name, out, exp.fn(out, scale, seed))
+                return attach(exp.claims, out, exp.fn(out, scale, seed))
             summary = exp.fn(out, scale, seed, selection=sel)
-            return attach(name, out, {"selection": sel.describe(), **summary})
+            return attach(exp.claims, out, {"selection": sel.describe(), **summary})
 
 
 def check_paper_device(name: str, scale: str, device: str | None) -> None:

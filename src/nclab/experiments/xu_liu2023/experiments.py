@@ -1,4 +1,6 @@
-"""Which collapse metric predicts transfer? The study of [Xu & Liu 2023, Sec. 6.3, Tables 1-2, Fig. 7] offline.
+"""What we run for [Xu & Liu 2023]: experiment ``vci-transfer``, its builders per scale and its facts.
+
+Which collapse metric predicts transfer? The study of [Xu & Liu 2023, Sec. 6.3, Tables 1-2, Fig. 7] offline.
 
 Pretraining runs vary the CE temperature tau (6 values) and the weight lambda of the within-class cosine
 regulariser (5 values, at tau = 1); each run's collapse metrics on its training split are correlated with MLOG
@@ -27,23 +29,96 @@ from typing import Any
 
 import numpy as np
 
-from nclab.experiments.catalog import register
+from nclab.experiments.catalog import METRICS_CODE, TRAINING_CODE, register
 from nclab.experiments.common import check_scale, html_table
-from nclab.experiments.reproductions import VCI_LAMBDAS, VCI_PROBE_SETS, VCI_TAUS, vci_pretrain_base
+from nclab.experiments.correlation import partial_pearson
+from nclab.experiments.protocols import Protocol
+from nclab.experiments.runs import gpu_settings, resolve_paper
 from nclab.io.rundir import RunDir
 
 __all__ = [
     "PAPER_ACCURACY_TARGET",
     "TRAIN_ERROR_TARGET",
     "TRANSFER_SCALES",
+    "VCI_LAMBDAS",
     "VCI_PAPER",
+    "VCI_PROBE_SETS",
+    "VCI_TAUS",
     "TransferProtocol",
-    "partial_pearson",
     "run_transfer_study",
+    "run_vci_transfer",
     "setting_means",
     "vci_paper_study",
+    "vci_pretrain_base",
+    "vci_transfer_configs",
+    "vci_transfer_protocols",
     "vci_transfer_study",
 ]
+
+
+# ---------------------------------------------------------------------------------------------------- paper scale
+#: [Xu & Liu 2023, Sec. 6.3]: the temperature and regulariser groups, the downstream probe sets, the L2 grid.
+VCI_TAUS: tuple[float, ...] = (0.1, 0.2, 0.4, 0.6, 0.8, 1.0)
+
+
+VCI_LAMBDAS: tuple[float, ...] = (2.5, 3.75, 5.0, 7.5, 10.0)
+
+
+VCI_PROBE_SETS: tuple[str, ...] = ("oxford-pets", "flowers102", "fgvc-aircraft", "stanford-cars", "dtd", "food101",
+                                   "cifar10", "cifar100", "caltech101", "sun397")  # fmt: skip
+
+
+def _vci_base() -> dict[str, Any]:
+    return {
+        "preset": "xu2023-vci",
+        "data": {
+            "name": "imagenet",
+            "image_size": 224,
+            "augment": "imagenet_autoaugment",
+            "workers": 16,
+            "pin_memory": True,
+        },
+        "model": {"name": "resnet50"},
+        "optim": {"lr": 0.4},  # 0.1 x batch / 256 at the global batch 1024 (Sec. 6.1)
+        "train": {"batch_size": 1024},
+        "measure": {"epochs": list(range(0, 301, 20)), "splits": ["train", "test"], "layers": "penultimate"},
+        "checkpoint": {"every": 5},
+    }
+
+
+def vci_pretrain_base() -> dict[str, Any]:
+    """The raw config every [Xu & Liu 2023, Sec. 6.3] pretraining run shares, on the GPU (the ``base`` of the
+    paper-scale transfer study, :func:`vci_paper_study`)."""
+    from nclab.train.config import deep_merge
+
+    return deep_merge(_vci_base(), gpu_settings())
+
+
+def vci_transfer_configs() -> dict:
+    """The [Xu & Liu 2023, Sec. 6.3] pretraining runs ``{"tau=..." | "lambda=...": RunConfig}``."""
+    from nclab.train.config import deep_merge
+
+    out = {}
+    for tau in VCI_TAUS:
+        out[f"tau={tau:g}"] = resolve_paper(deep_merge(_vci_base(), {"name": f"vci-tau{tau:g}", "loss": {"tau": tau}}))
+    for lam in VCI_LAMBDAS:
+        over = {"name": f"vci-lambda{lam:g}", "loss": {"name": "ce_cosreg", "cosreg_weight": lam}}
+        out[f"lambda={lam:g}"] = resolve_paper(deep_merge(_vci_base(), over))
+    return out
+
+
+def vci_transfer_protocols() -> list[Protocol]:
+    """The paper-scale protocols of ``vci-transfer``: each pretraining run with the downstream probes."""
+    probes = {
+        "downstream": [{"name": n, "dataset": n} for n in VCI_PROBE_SETS],
+        "classifier": "multinomial logistic regression, L-BFGS",
+        "lams": {"start": 1e-6, "stop": 1e6, "num": 97},
+        "selection": "validation split",
+    }
+    return [Protocol.from_config(c, label, probes=probes) for label, c in vci_transfer_configs().items()]
+
+
+# ---------------------------------------------------------------------------------------------------- cpu scale
 
 _TAUS = [0.1, 0.2, 0.4, 0.6, 0.8, 1.0]
 _LAMBDAS = [2.5, 3.75, 5.0, 7.5, 10.0]
@@ -106,7 +181,7 @@ class TransferProtocol:
     Parameters
     ----------
     base : mapping
-        The raw run config every pretraining run shares (:func:`nclab.experiments.reproductions.vci_pretrain_base`;
+        The raw run config every pretraining run shares (:func:`vci_pretrain_base`;
         a streamed dataset: ``data.name: imagenet``).
     taus, lambdas : tuple of float
         The CE temperatures of group 1 and the regulariser weights of group 2 (at tau = 1).
@@ -161,7 +236,7 @@ def _vci_paper() -> TransferProtocol:
 def vci_paper_study(protocol: TransferProtocol) -> dict[str, Any]:
     """The study mapping (:class:`nclab.transfer.study.StudySpec`) of ``protocol``: the tau group, the lambda group
     (``ce_cosreg`` at tau = 1), its probes and stream sizes. ``vci_paper_study(VCI_PAPER)`` is the paper scale of
-    ``vci-transfer``; its runs are those of :func:`nclab.experiments.reproductions.vci_transfer_configs`.
+    ``vci-transfer``; its runs are those of :func:`vci_transfer_configs`.
 
     Parameters
     ----------
@@ -285,23 +360,6 @@ def vci_transfer_study(scale: str) -> dict[str, Any]:
 VCI_PAPER: TransferProtocol = _vci_paper()
 
 
-def partial_pearson(x: Any, y: Any, z: Any) -> float:
-    """Pearson r of ``x`` and ``y`` controlling for ``z``: the correlation of their residuals after a least-squares
-    fit on ``[1, z]`` each. nan with fewer than 4 points (the residuals of 3 points lie on a line: +-1 whatever the
-    data) or when a residual is constant."""
-    x, y, z = (np.asarray(v, dtype=np.float64) for v in (x, y, z))
-    if x.size < 4 or not np.all(np.isfinite(np.concatenate([x, y, z]))):
-        return float("nan")
-    A = np.column_stack([np.ones_like(z), z])
-    rx = x - A @ np.linalg.lstsq(A, x, rcond=None)[0]
-    ry = y - A @ np.linalg.lstsq(A, y, rcond=None)[0]
-    nx, ny = float(np.linalg.norm(rx)), float(np.linalg.norm(ry))
-    scale = max(float(np.linalg.norm(x)), float(np.linalg.norm(y)), 1.0)
-    if nx <= 1e-12 * scale or ny <= 1e-12 * scale:
-        return float("nan")
-    return float(rx @ ry / (nx * ny))
-
-
 def _logit(p: float) -> float:
     return math.log(p / (1 - p)) if 0 < p < 1 else float("nan")
 
@@ -340,11 +398,36 @@ _TRIED = (
 )
 
 
+def _vci(scale: str) -> list[Protocol]:
+    if scale == "paper":
+        return vci_transfer_protocols()
+    from nclab.transfer.study import StudySpec
+
+    spec = StudySpec.from_dict(vci_transfer_study(scale))
+    probes = {"downstream": spec.downstream, **spec.probe}
+    return [
+        Protocol.from_config(spec.run_config(g, v, spec.seeds[0]), f"{g.name}={v:g}", seeds=spec.seeds, probes=probes)
+        for g in spec.groups
+        for v in g.values
+    ]
+
+
 @register(
     "vci-transfer",
     summary="Transfer study: tau and cosine-regulariser groups, collapse metrics vs MLOG of linear probes "
     "(Fig. 7 / Tables 1-2 at CPU scale)",
     paper="[Xu & Liu 2023]",
+    # the redesigned cpu scale (24 runs x 30 epochs): 530 s at load 4-5, 506 s at load 3 and 244 s at load 1-2 (15:28)
+    durations={"tiny": "~11 s", "cpu": "~6 min"},
+    protocols=_vci,
+    configs={"paper": vci_transfer_configs},
+    code=(
+        "nclab.experiments.convergence",
+        "nclab.experiments.correlation",
+        "nclab.transfer",
+        *TRAINING_CODE,
+        *METRICS_CODE,
+    ),
 )
 def run_vci_transfer(out: Path, scale: str, seed: int) -> dict[str, Any]:
     """Run the study (``seed`` shifts the seeds), write ``report.html`` with the Fig. 7 analogue and tables."""
@@ -383,7 +466,7 @@ def run_transfer_study(out: Path, raw: Mapping[str, Any], scale: str, *, local: 
         and ``pearson_r_sd`` (the spread over seeds) per ``"<group>/<metric>"`` (groups and ``pooled``; the
         metrics of :data:`nclab.transfer.study.PAPER_METRICS`), rounded to 3 digits; ``p0_range`` per group:
         ``[min, max]`` of the settings' mean pretraining accuracy; ``run_labels`` and each run's
-        :func:`~nclab.experiments.paper_claims.convergence_keys` (target: :data:`TRAIN_ERROR_TARGET`; at paper
+        :func:`~nclab.experiments.convergence.convergence_keys` (target: :data:`TRAIN_ERROR_TARGET`; at paper
         scale :data:`PAPER_ACCURACY_TARGET`).
 
     See Also
@@ -496,7 +579,7 @@ def _accuracy_target(run: str, p0: float) -> dict[str, Any]:
 
 
 def _convergence(run: str, run_dir: Path) -> dict[str, Any]:
-    """The :func:`~nclab.experiments.paper_claims.convergence_keys` of one pretraining run, read off its
+    """The :func:`~nclab.experiments.convergence.convergence_keys` of one pretraining run, read off its
     ``metrics.csv``: reached when the training error at the last measured epoch is <= :data:`TRAIN_ERROR_TARGET`."""
     from nclab.experiments.convergence import convergence_keys
     from nclab.io.run_table import OUTPUT_LAYER, read_metrics

@@ -1,249 +1,38 @@
-"""Registered training experiments (``nclab experiment run NAME --scale tiny|cpu|paper``).
-
-* ``fashion-mnist-cnn`` -- the [Han et al. 2022] figure set at CPU scale: a balanced Fashion-MNIST subset padded to
-  32 x 32, a small CNN, trained with MSE and with CE ([Han et al. 2022] recipe: SGD 0.9, wd 5e-4, batch 128, lr /10 at
-  1/3 and 2/3 of the epochs), NC1-NC4 at the penultimate layer per measured epoch, train and test, with MSE vs
-  CE overlays (Figs. 3-8, 10, 12 analogues), the MSE run's loss decomposition and ``L_perp / L_NC1`` per epoch
-  (Fig. 2), and the three claims it checks stated as findings (:func:`findings`); per run, test NC1 against train
-  NC1 (Fig. 12) and the first-to-last trends of NC1 / Fuzziness, VCI and the within-class V_B / V_B-perp parts
-  (:func:`collapse_trends`: a stand-in for [Xu & Liu 2023, Figs. 1, 3]). Needs the Fashion-MNIST files
-  (``dataset-fashion-mnist``).
-* ``digits-mlp-demo`` -- the ``nclab demo`` runs (MSE and CE on the embedded digits).
+"""The keys [Han et al. 2022]'s claims (and the [Xu & Liu 2023] stand-ins) read off a trained run of
+``fashion-mnist-cnn``: the MSE loss decomposition per epoch (:func:`decomposition_rows`, Fig. 2), the three findings
+the CPU scale can contradict (:func:`findings`), the first-to-last trends of the collapse metrics
+(:func:`collapse_trends`), the terminal-phase keys of each run (:func:`run_keys`) and DeepFool robustness
+(:func:`robustness_summary`, Figs. 9 and 11).
 """
 
 from __future__ import annotations
 
-import copy
 import math
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-
-from nclab.experiments.catalog import register
 from nclab.io.rundir import RunDir
-from nclab.io.yaml_io import load_yaml_file
 
 __all__ = [
-    "CPU_LOSS_OVERRIDES",
-    "DEMO_CONFIG",
-    "DEMO_LOSS_OVERRIDES",
-    "FASHION_MNIST_CNN",
-    "LR_GRID",
-    "PAPER_004",
+    "PAPER_VALUES",
     "ROBUSTNESS_PER_CLASS",
-    "SCALES",
-    "SEEDS",
     "SERIES_METRICS",
     "TPT_METRICS",
     "TREND_METRICS",
     "collapse_trends",
     "decomposition_figure",
     "decomposition_rows",
-    "demo_config",
-    "fashion_runs",
     "findings",
+    "paper_claim_keys",
     "robustness_images",
     "robustness_keys",
     "robustness_summary",
-    "run_demo",
     "run_keys",
-    "run_labels",
-    "summary_table",
 ]
-
-#: The demo run (``configs/demo-digits-mlp.yaml`` holds the same, for ``nclab train``).
-DEMO_CONFIG: dict[str, Any] = {
-    "name": "demo",
-    "seed": 0,
-    "data": {"name": "digits", "per_class": 130, "test_per_class": 43},
-    "model": {
-        "name": "mlp",
-        "options": {"widths": [128, 128, 128], "batchnorm": True},
-        "head": {"kind": "linear", "bias": True},
-    },
-    "loss": {"name": "ce"},
-    "optim": {"name": "sgd", "lr": 0.05, "momentum": 0.9, "weight_decay": 5e-3},
-    "schedule": {"name": "cosine"},
-    "train": {"epochs": 200, "batch_size": 128, "threads": 1},
-    # every hidden layer fully tracked (3 x 128 dimensions: cheap): NC1 itself against depth in the reports
-    "measure": {"num_log": 16, "splits": ["train", "test"], "full_layers": "all"},
-    "checkpoint": {"every": 5},
-}
-
-#: Per-loss changes of the two ``nclab demo`` runs (MSE needs a larger step than CE on this MLP).
-DEMO_LOSS_OVERRIDES: dict[str, dict[str, Any]] = {"mse": {"optim": {"lr": 0.1}}, "ce": {}}
-
-
-def demo_config(loss: str) -> dict[str, Any]:
-    """The raw config of the ``nclab demo`` run with ``loss`` (``"mse"`` or ``"ce"``)."""
-    from nclab.train.config import deep_merge
-
-    if loss not in DEMO_LOSS_OVERRIDES:
-        raise ValueError(f"the demo trains with {' or '.join(DEMO_LOSS_OVERRIDES)}, not {loss!r}")
-    return deep_merge(DEMO_CONFIG, {"name": f"demo-{loss}", "loss": {"name": loss}, **DEMO_LOSS_OVERRIDES[loss]})
-
-
-def run_demo(
-    out: Path,
-    *,
-    epochs: int | None = None,
-    progress: bool = True,
-    console: Console | None = None,
-    overwrite: bool = False,
-) -> Path:
-    """The ``nclab demo`` runs: an MLP on the embedded digits, trained with MSE and with CE well past zero
-    training error (``configs/demo-digits-mlp.yaml`` with ``loss.name`` switched), each in its own subfolder
-    ``out/mse`` and ``out/ce`` (metrics.csv, report.html, ...), plus ``out/report.html`` comparing them.
-    Returns the path of that summary report. ``epochs`` shortens the runs (tests); ``console`` receives the
-    progress lines (default: a console on stderr). A run already in ``out/mse`` or ``out/ce`` is re-run in place
-    when its resolved config is the one about to run; a different one raises ``FileExistsError`` (nothing is
-    touched) unless ``overwrite``."""
-    from nclab.io.run_table import relabel_output
-    from nclab.report.figures import compare_figure, layer_profile_figure, layers_of
-    from nclab.report.html import metrics_table_html, write_report
-    from nclab.train.config import resolve_config
-    from nclab.train.trainer import train
-
-    out = Path(out)
-    console = console or Console(stderr=True)
-    runs = {}
-    cfgs = {
-        loss: resolve_config(demo_config(loss), [f"train.epochs={epochs}"] if epochs is not None else [])
-        for loss in DEMO_LOSS_OVERRIDES
-    }
-    if not overwrite:
-        for loss, cfg in cfgs.items():
-            saved = RunDir(out / loss).config
-            if saved.is_file() and load_yaml_file(saved) != cfg.to_dict():
-                raise FileExistsError(
-                    f"{out / loss} holds a different run (its config.yaml differs from this demo's); "
-                    "pass --overwrite to replace it or --out to write elsewhere"
-                )
-    for loss, cfg in cfgs.items():
-        console.print(f"[bold]demo[/bold]: training {cfg.name} ({cfg.train.epochs} epochs) into {out / loss}")
-        runs[loss] = train(cfg, out / loss, overwrite=True, progress=progress, console=console)
-    summary = summary_table(runs)
-    pen = runs["mse"].penultimate
-    # the network's error sits at the output layer: relabel it to plot it beside the penultimate metrics
-    merged = {k.upper(): (relabel_output(r.rows, pen), r.zero_error_epoch) for k, r in runs.items()}
-    fig = compare_figure(merged, ["nc1", "trace_ratio", "etf_gram_error", "self_duality", "ncc_mismatch", "error"], pen)
-    depth = {k.upper(): (r.rows, r.zero_error_epoch) for k, r in runs.items()}
-    # NC1 itself where every hidden layer was fully tracked (the demo config), else its PFC1 form
-    metric = "nc1" if len(layers_of(runs["mse"].rows, "nc1")) > 1 else "trace_ratio"
-    depth_fig = layer_profile_figure(depth, [metric])
-    links = "".join(f'<li><a href="{k}/report.html">{k.upper()} run report</a></li>' for k in runs)
-    body = (
-        "<p>Digits (embedded, balanced subset), MLP with three measured hidden layers, trained with MSE "
-        "[Han et al. 2022] "
-        f"and with cross-entropy past zero training error. Per-run reports (every metric, per-layer curves and "
-        f"heatmaps, train vs test):</p><ul>{links}</ul>" + metrics_table_html(summary)
-    )
-    caption = (
-        f"{'NC1' if metric == 'nc1' else 'PFC1 (Tr Sw / Tr Sb)'} against depth (the hidden layers, input side "
-        "first) at each run's first, zero-error (when reached) and last measured epoch, light to dark, train split "
-        "[Wang et al. 2024, Fig. 3]"
-    )
-    return write_report(
-        out / RunDir.REPORT,
-        "nclab demo: neural collapse of an MLP on digits, MSE vs CE",
-        [("Runs", body)],
-        [
-            (f"MSE vs CE at the penultimate layer ({pen}); dotted lines: zero-error epochs", fig),
-            (caption, depth_fig),
-        ],
-    )
-
-
-def summary_table(runs: dict[str, Any]) -> dict[str, float | str]:
-    """The summary of training runs ``{loss: RunResult}`` as ``"loss: quantity" -> value``: each run's zero-error
-    epoch (``not reached`` when the training error never reached 0), then NC1 and the errors
-    (:func:`~nclab.report.run_report.collapse_summary`)."""
-    from nclab.report.run_report import collapse_summary
-
-    summary: dict[str, float | str] = {}
-    for loss, r in runs.items():
-        summary[f"{loss}: zero-error epoch"] = "not reached" if r.zero_error_epoch is None else r.zero_error_epoch
-        for k, v in collapse_summary(r.rows, r.penultimate, r.zero_error_epoch).items():
-            summary[f"{loss}: {k}"] = v
-    return summary
-
-
-#: Fashion-MNIST + small CNN ([Han et al. 2022] recipe); ``SCALES`` shrink it.
-FASHION_MNIST_CNN: dict[str, Any] = {
-    "name": "fashion-mnist-cnn",
-    "preset": "han2022-mse",
-    "data": {"name": "fashion-mnist", "per_class": 500, "test_per_class": 200, "pad_to": 32},
-    "model": {"name": "cnn", "options": {"channels": [16, 32], "hidden": 128}},
-    "train": {"threads": 2},
-    "measure": {"num_log": 15},
-    # the zero-error epoch's network is read back for DeepFool (robustness_keys): keep each measured epoch's
-    "checkpoint": {"keep_measured": True},
-}
-SCALES: dict[str, dict[str, Any]] = {
-    "tiny": {
-        "preset": "han2022-mse@cpu",
-        "data": {"per_class": 12, "test_per_class": 6},
-        "model": {"options": {"channels": [4, 8], "hidden": 16}},
-        "train": {"epochs": 3, "batch_size": 32},
-        "measure": {"num_log": 2},
-        "report": False,
-    },
-    # CPU scale: the paper's recipe (step schedule, wd 5e-4, mean MSE) on 1,000 training images for 80 epochs,
-    # with each loss's lr taken from the paper's own 25-value grid (CPU_LOSS_OVERRIDES), 3 seeds per loss (SEEDS),
-    # one thread per run. Until the MSE-vs-CE claims needed 3 seeds per loss it was one seed on 2,000 images
-    # (2 runs, ~250 s each); halving the images keeps the 6 runs within ~10 minutes (2026-12-05: 477 s at load
-    # 11-13; zero training error at epochs 22, 21, 26 with MSE and 14, 13, 13 with CE).
-    "cpu": {
-        "preset": "han2022-mse@cpu",
-        "data": {"per_class": 100, "test_per_class": 100},
-        "train": {"epochs": 80, "threads": 1},
-        "measure": {"num_log": 12},
-    },
-}
-#: Seeds per loss at the tiny and cpu scales (the MSE-vs-CE comparisons of the paper claims need >= 3 converged
-#: seeds per loss). Seed ``seed``'s runs keep the plain labels ``"mse"`` and ``"ce"`` (their keys, figures and
-#: reports are the single-seed experiment's); the others are ``"mse seed1"``, ``"ce seed1"``, ...
-SEEDS: dict[str, int] = {"tiny": 3, "cpu": 3}
-
-
-def run_labels(loss: str, scale: str) -> tuple[str, ...]:
-    """The labels of ``loss``'s runs at ``scale`` (tiny and cpu), seed 0 first: ``("mse", "mse seed1", ...)``.
-
-    >>> run_labels("ce", "cpu")
-    ('ce', 'ce seed1', 'ce seed2')
-    """
-    return (loss, *(f"{loss} seed{i}" for i in range(1, SEEDS[scale])))
-
-
-# the paper scale is [Han et al. 2022]'s Fashion-MNIST column: nclab.experiments.reproductions.han2022_configs
-
-#: The [Han et al. 2022, App. A.3] learning-rate grid, ``np.logspace(-4, log10(0.25), 25)``: the paper picks each
-#: network's and dataset's lr from it (the presets hold the Colab's MNIST-ResNet18 picks, 0.0184 MSE / 0.0679 CE).
-LR_GRID: tuple[float, ...] = tuple(float(f"{10 ** (-4 + i * (4 + math.log10(0.25)) / 24):.5g}") for i in range(25))
-
-#: Per-loss changes of the CPU scale (measured on the CPU-scale subset, docs/training.md): the MSE run's lr is the
-#: grid value 0.18045 (index 23), at which the small CNN reaches zero training error at epoch 24 of 80; at the
-#: Colab's 0.0184 it does not (8.5% training error). CE keeps the Colab's 0.0679 (zero training error at epoch 14).
-#: Everything else is the paper's recipe. Earlier, the CPU scale used a cosine schedule, wd 5e-3 and the summed
-#: MSE instead (faster collapse, not the paper's protocol).
-CPU_LOSS_OVERRIDES: dict[str, dict[str, Any]] = {"mse": {"optim": {"lr": LR_GRID[23]}}, "ce": {}}
-
-
-def _fashion_cfg(scale: str, seed: int, loss: str, name: str | None = None) -> Any:
-    from nclab.train.config import deep_merge, resolve_config
-
-    raw = deep_merge(copy.deepcopy(FASHION_MNIST_CNN), SCALES[scale])
-    preset = raw["preset"].replace("han2022-mse", f"han2022-{loss}")
-    name = name or f"fashion-mnist-cnn-{loss}-{scale}"
-    raw = deep_merge(raw, {"preset": preset, "seed": seed, "name": name})
-    if scale == "cpu":
-        raw = deep_merge(raw, CPU_LOSS_OVERRIDES[loss])
-    return resolve_config(raw)
 
 
 #: What [Han et al. 2022] reports for the three claims the CPU scale checks (Fig. 2, Table 1, Fig. 10).
-PAPER_004 = {
+PAPER_VALUES = {
     "negligible_ratio": 0.1,  # "L_perp becomes negligible against L_NC1": we read "negligible" as < 0.1
     "test_gain_mean": 1.833,  # Table 1: test accuracy, final minus zero-error epoch, points (mean of 15 pairs)
     "test_gain_median": 0.96,
@@ -277,7 +66,7 @@ def _ratio_at(rows: list[dict[str, Any]], epoch: int | None) -> float | None:
 
 def decomposition_figure(rows: list[dict[str, Any]], zero_error_epoch: int | None) -> Any:
     """L_NC1, L_perp and L_NC2/3 (left) and L_perp / L_NC1 (right) against the epoch, log y; red dashed line at
-    the zero-error epoch, grey dotted line at the paper's "negligible" ratio (:data:`PAPER_004`)."""
+    the zero-error epoch, grey dotted line at the paper's "negligible" ratio (:data:`PAPER_VALUES`)."""
     from nclab.experiments.common import legend, pyplot
 
     plt = pyplot()
@@ -286,7 +75,7 @@ def decomposition_figure(rows: list[dict[str, Any]], zero_error_epoch: int | Non
     for key, label in (("L_NC1", "L_NC1"), ("L_perp", "L_perp"), ("L_NC23", "L_NC2/3")):
         ax.plot(e, [max(r[key], 1e-300) for r in rows], marker="o", ms=3, label=label)
     bx.plot(e, [r["L_perp/L_NC1"] for r in rows], marker="o", ms=3, color="C4")
-    bx.axhline(PAPER_004["negligible_ratio"], color="grey", ls=":", label="0.1 (our 'negligible')")
+    bx.axhline(PAPER_VALUES["negligible_ratio"], color="grey", ls=":", label="0.1 (our 'negligible')")
     for a in (ax, bx):
         a.set_yscale("log")
         a.set_xlabel("epoch")
@@ -310,7 +99,7 @@ def findings(summary: dict[str, Any]) -> list[dict[str, str]]:
 
     out = []
     r0, r1 = summary["lperp_over_lnc1_at_zero_error"], summary["lperp_over_lnc1_last"]
-    negligible = PAPER_004["negligible_ratio"]
+    negligible = PAPER_VALUES["negligible_ratio"]
     out.append(
         {
             "claim": "Fig. 2: L_perp is negligible against L_NC1 from an early epoch on",
@@ -324,8 +113,8 @@ def findings(summary: dict[str, Any]) -> list[dict[str, str]]:
     gain = summary["test_accuracy_gain_after_zero_error"].get("mse")
     out.append(
         {
-            "claim": f"Table 1: test accuracy improves after zero error (mean +{PAPER_004['test_gain_mean']}, "
-            f"median +{PAPER_004['test_gain_median']} points)",
+            "claim": f"Table 1: test accuracy improves after zero error (mean +{PAPER_VALUES['test_gain_mean']}, "
+            f"median +{PAPER_VALUES['test_gain_median']} points)",
             "ours": f"MSE: {fmt(gain, '+.2f')} points from the zero-error epoch to the last",
             "verdict": "not reached" if gain is None else ("agrees" if gain > 0 else "contradicts"),
         }
@@ -343,7 +132,7 @@ def findings(summary: dict[str, Any]) -> list[dict[str, str]]:
     return out
 
 
-def _paper_claim_keys(runs: dict[str, Any], summary: dict[str, Any]) -> dict[str, Any]:
+def paper_claim_keys(runs: dict[str, Any], summary: dict[str, Any]) -> dict[str, Any]:
     """The summary keys of the three checked claims (:func:`findings`), from the runs' rows and ``summary``."""
     rows = decomposition_rows(runs["mse"])
     out: dict[str, Any] = {
@@ -444,6 +233,8 @@ def collapse_trends(result: Any) -> dict[str, Any]:
 #: :func:`run_keys` reports: equinorm (Fig. 3), equiangularity (Fig. 4), max-equiangularity (Fig. 5, ``max_angle``),
 #: self-duality (Fig. 6) and the NCC mismatch (Fig. 8), each at the penultimate layer on the train split.
 TPT_METRICS: tuple[str, ...] = ("equinorm", "equiangularity", "max_angle", "self_duality", "ncc_mismatch")
+
+
 #: The per-epoch series :func:`run_keys` stores (train split unless said), by metric: ``"{name} per epoch"``.
 SERIES_METRICS: dict[str, str] = {
     "within_class_split_in_span": "within-class V_B part",
@@ -457,7 +248,7 @@ def run_keys(label: str, result: Any, summary: dict[str, Any]) -> dict[str, Any]
     """The per-run keys the paper claims read, prefixed ``"{label}: "``.
 
     * whether the run reached its target, zero training error, and its final training loss
-      (:func:`nclab.experiments.paper_claims.convergence_keys`: ``converged``, ``final loss``, ``convergence``);
+      (:func:`nclab.experiments.convergence.convergence_keys`: ``converged``, ``final loss``, ``convergence``);
     * per-epoch series ``"{name} per epoch"`` as ``[[epoch, value], ...]`` for :data:`SERIES_METRICS` (train
       split) and ``"test vci per epoch"`` [Xu & Liu 2023, Figs. 1, 3, 6], with ``"test vci first measured"`` and
       ``"test vci last"``;
@@ -660,129 +451,3 @@ def robustness_summary(runs: dict[str, Any], scale: str) -> dict[str, Any]:
         return {}
     x, K = robustness_images(next(iter(runs.values())).config, ROBUSTNESS_PER_CLASS[scale])
     return {f"{label}: {k}": v for label, r in runs.items() for k, v in robustness_keys(r, x, K).items()}
-
-
-def fashion_runs(scale: str, seed: int) -> dict[str, Any]:
-    """``{label: RunConfig}``: at tiny and cpu scale ``mse`` and ``ce`` on the small CNN, :data:`SEEDS` seeds each
-    (:func:`run_labels`; seed ``seed + i`` for the i-th); at paper scale the [Han et al. 2022] Fashion-MNIST runs
-    (VGG11, ResNet18, DenseNet250, each with MSE and CE)."""
-    if scale != "paper":
-        return {
-            label: _fashion_cfg(scale, seed + i, loss, f"fashion-mnist-cnn-{label.replace(' ', '-')}-{scale}")
-            for loss in ("mse", "ce")
-            for i, label in enumerate(run_labels(loss, scale))
-        }
-    from nclab.experiments.reproductions import han2022_configs
-
-    return {k: c.model_copy(update={"seed": seed}) for k, c in han2022_configs(("fashion-mnist",)).items()}
-
-
-def _claims_of(
-    net: str, by_loss: dict[str, Any], summary: dict[str, Any], out: Path, *, single: bool, scale: str
-) -> tuple[list[tuple[str, Any]], list[tuple[str, str]]]:
-    """The decomposition figure and table and the findings of one network's MSE / CE pair; adds the claim keys to
-    ``summary`` (unprefixed for the one network of the tiny and cpu scales, ``"{net}: key"`` otherwise)."""
-    from nclab.experiments.common import html_table, png, write_csv
-
-    if set(by_loss) != {"mse", "ce"}:
-        return [], []
-    keys = _paper_claim_keys(by_loss, dict(summary_table(by_loss)))
-    summary.update(keys if single else {f"{net}: {k}": v for k, v in keys.items()})
-    dec = decomposition_rows(by_loss["mse"])
-    name = "decomposition" if single else f"decomposition-{net}"
-    head = "" if single else f"{net}: "
-    figs, sections = [], [(f"{head}Findings against the paper", html_table(findings(keys)) + _recipe_note(scale))]
-    if dec:
-        write_csv(out / f"{name}.csv", dec)
-        fig = decomposition_figure(dec, by_loss["mse"].zero_error_epoch)
-        caption = f"{head}[Han et al. 2022, Fig. 2] analogue: the MSE run's loss decomposition and L_perp / L_NC1"
-        figs.append((caption, png(fig, out / f"{name}.png")))
-        sections.append((f"{head}MSE decomposition per measured epoch ({name}.csv)", html_table(dec)))
-    return figs, sections
-
-
-@register(
-    "fashion-mnist-cnn",
-    summary="Fashion-MNIST, MSE vs CE past zero training error: NC1-NC4 and the MSE decomposition per epoch "
-    "([Han et al. 2022]; cpu: a subset and a small CNN at the paper's recipe, paper: its VGG11 / ResNet18 / "
-    "DenseNet250 protocol)",
-    paper="[Han et al. 2022]",
-)
-def fashion_mnist_cnn(out: Path, scale: str, seed: int) -> dict[str, Any]:
-    from nclab.report.figures import compare_figure
-    from nclab.report.html import metrics_table_html, write_report
-    from nclab.train.trainer import train
-
-    runs = {
-        label: train(
-            cfg,
-            out / label.split("/", 1)[-1].replace("/", "-").replace(" ", "-"),
-            overwrite=True,
-            progress=scale != "tiny",
-        )
-        for label, cfg in fashion_runs(scale, seed).items()
-    }
-    summary: dict[str, Any] = dict(summary_table(runs))
-    for label, r in runs.items():  # [Xu & Liu 2023, Figs. 1, 3, 6] and [Han et al. 2022, Figs. 2-8, 12] keys, per run
-        summary.update({f"{label}: {k}": v for k, v in collapse_trends(r).items()})
-        summary.update(run_keys(label, r, summary))
-    summary.update(robustness_summary(runs, scale))  # [Han et al. 2022, Figs. 9, 11]: DeepFool, per run
-    metrics = ["nc1", "equinorm", "equiangularity", "max_angle", "self_duality", "ncc_mismatch"]
-    # one MSE-vs-CE comparison per network (at tiny and cpu scale the one small CNN)
-    nets: dict[str, dict[str, Any]] = {}
-    for label, r in runs.items():
-        if " seed" in label:  # the further seeds of the tiny and cpu scales: in the summary, not in the figures
-            continue
-        net, _, loss = label.rpartition("/")
-        nets.setdefault(net.split("/")[-1] or "cnn", {})[loss] = r
-    figs: list[tuple[str, Any]] = []
-    sections: list[tuple[str, str]] = []
-    for net, by_loss in nets.items():
-        pen = next(iter(by_loss.values())).penultimate
-        curves = {k.upper(): (r.rows, r.zero_error_epoch) for k, r in by_loss.items()}
-        figs.append(
-            (
-                f"{net}: [Han et al. 2022, Figs. 3-8] / 10 analogues at the penultimate layer ({pen}), train split "
-                "(dotted: zero-error epochs)",
-                compare_figure(curves, metrics, pen),
-            )
-        )
-        figs.append((f"{net}: [Han et al. 2022, Fig. 12] analogue: NC1 on the test split",
-                     compare_figure(curves, ["nc1"], pen, "test")))  # fmt: skip
-        figs_net, sections_net = _claims_of(net, by_loss, summary, out, single=len(nets) == 1, scale=scale)
-        figs += figs_net
-        sections += sections_net
-    links = "".join(f'<li><a href="{r.out.name}/report.html">{k}</a></li>' for k, r in runs.items())
-    sections.insert(min(1, len(sections)), ("Runs", f"<ul>{links}</ul>" + metrics_table_html(summary_table(runs))))
-    write_report(out / RunDir.REPORT, f"fashion-mnist-cnn ({scale})", sections, figs)
-    return summary
-
-
-def _recipe_note(scale: str) -> str:
-    """How this scale's recipe differs from the paper's (said under the findings)."""
-    if scale == "paper":
-        return (
-            "<p>Recipe: the paper's (SGD momentum 0.9, weight decay 5e-4, batch 128 dropping the last incomplete "
-            "batch, 350 epochs, lr /10 at 1/3 and 2/3, the Colab's lr), on the full Fashion-MNIST, but on a small CNN "
-            "instead of VGG / ResNet / DenseNet and without the paper's per-network lr sweep. One seed.</p>"
-        )
-    mse = CPU_LOSS_OVERRIDES["mse"]["optim"]["lr"]
-    return (
-        "<p>Recipe: the paper's (SGD momentum 0.9, weight decay 5e-4, batch 128 dropping the last incomplete batch, "
-        "lr /10 at 1/3 and 2/3 of the epochs, nn.MSELoss / CE), on a small CNN and a balanced Fashion-MNIST subset "
-        "instead of VGG / ResNet / DenseNet on the full set, for 80 epochs instead of 350. CE uses the Colab's lr "
-        f"0.0679; the MSE lr is {mse}, a value of the paper's 25-value grid at which the run reaches zero training "
-        "error (at the Colab's 0.0184 it stalls at 8.5%), not chosen by the paper's sweep (best final test error). "
-        f"{SEEDS[scale] if scale in SEEDS else 1} seeds per loss; the figures and findings show the first.</p>"
-    )
-
-
-@register(
-    "digits-mlp-demo",
-    summary="The nclab demo: MLP on the embedded digits, MSE and CE past zero training error",
-    paper="[Han et al. 2022]",
-    scales=("tiny", "cpu"),
-)
-def digits_mlp_demo(out: Path, scale: str, seed: int) -> dict[str, Any]:
-    path = run_demo(out, epochs=4 if scale == "tiny" else None, progress=scale != "tiny")
-    return {"report": str(path)}

@@ -1,208 +1,59 @@
-"""Registered experiments of the theory engines ([Han et al. 2022; Wang et al. 2024]). Import this module to register
-them.
+"""What we run for [Wang et al. 2024]: the progressive feedforward collapse experiments, each registered with its facts
+(durations, protocols per scale, builders, code).
 
-* ``central-path-flow`` [Han et al. 2022, Sec. 3]: the renormalised flow under both projections, omega_j(t) against both
-  closed forms (log-log), max/min omega, distance to the ETF, NC metrics of the renormalised features.
-* ``mse-decomposition-ufm`` ([Han et al. 2022, Fig. 2] analogue on the unconstrained-features model): joint GD on (W, b,
-  H),
-  L, L_NC1, L_NC2/3, L_perp against the step, log scale, red line at the first zero-error step.
 * ``geodesic-digits`` ([Wang et al. 2024, Fig. 3] analogue): a small fully connected ResNet trained on the embedded
-  digits;
-  PFC1/2/3 of every block output against relative depth, with the geodesic prediction overlaid.
+  digits; PFC1/2/3 of every block output against relative depth, with the geodesic prediction overlaid.
+* ``pfc-table1`` ([Wang et al. 2024] Table I rows and Figs. 2-3): the Table I network of each dataset, Sec. IV-A's
+  recipe, every block of the last stage measured (:func:`pfc_configs`), summarised by :func:`pfc_depth_of_runs`.
+* ``mufm-tradeoff`` ([Wang et al. 2024, Figs. 4-5]): MUFM vs UFM optima and metrics against lambda / lambda_W.
 """
 
 from __future__ import annotations
 
-import json
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from nclab.experiments.catalog import declare_protocols, register
-from nclab.experiments.common import legend, log_ticks, png, pyplot, write_csv
-from nclab.experiments.protocols import Protocol
-from nclab.io.atomic import atomic_write_text
+from nclab.experiments.catalog import METRICS_CODE, TRAINING_CODE, register
+from nclab.experiments.common import (
+    check_scale,
+    finish_report,
+    legend,
+    log_ticks,
+    png,
+    pyplot,
+    write_csv,
+)
+from nclab.experiments.protocols import Protocol, RunSelection
+from nclab.experiments.runs import protocols_of, resolve_paper, run_configs, run_key, tiny_configs
 from nclab.io.rundir import RunDir
+from nclab.metrics import etf_gram_error, ncc_metrics, trace_ratio
+from nclab.report import metrics_table_html, write_report
+from nclab.stats import ClassStats
+from nclab.ufm import mufm
+from nclab.ufm.solvers import solve
 
-__all__ = ["PFC_DEPTH_DIRECTIONS", "depth_profile", "pfc_depth_summary", "train_fc_resnet"]
-
-
-def _finish(out: Path, title: str, sections: list[tuple[str, str]], figures: list, summary: dict) -> dict:
-    from nclab.report import metrics_table_html, write_report
-
-    numeric = {k: float(v) for k, v in summary.items() if isinstance(v, int | float) and not isinstance(v, bool)}
-    write_report(out / RunDir.REPORT, title, [*sections, ("Summary", metrics_table_html(numeric))], figures)
-    atomic_write_text(out / RunDir.SUMMARY, json.dumps(summary, indent=2, default=float) + "\n")
-    return summary
-
-
-# ---------------------------------------------------------------------------------------------- [Han et al. 2022] flow
-_FLOW_SCALES: dict[str, dict[str, Any]] = {
-    "tiny": dict(C=4, N=5, P=6, t_end=1e3, num_checkpoints=8),
-    "cpu": dict(C=4, N=5, P=6, t_end=1e6, num_checkpoints=40),
-    "paper": dict(C=10, N=20, P=16, t_end=1e7, num_checkpoints=60),
-}
+__all__ = [
+    "PFC_DEPTH_DIRECTIONS",
+    "depth_profile",
+    "geodesic_digits",
+    "mufm_tradeoff",
+    "pfc_configs",
+    "pfc_depth_of_runs",
+    "pfc_depth_summary",
+    "pfc_table1",
+    "train_fc_resnet",
+]
 
 
-@register(
-    "central-path-flow",
-    summary="renormalised central-path flow, both projections vs the two closed forms (omega_j(t), max/min, ETF)",
-    paper="[Han et al. 2022]",
-)
-def central_path_flow(out: Path, scale: str, seed: int) -> dict:
-    from nclab.theory.central_path import FlowOptions, simulate
-
-    cfg = _FLOW_SCALES[scale]
-    plt = pyplot()
-    runs = {
-        proj: simulate(
-            cfg["C"],
-            cfg["N"],
-            cfg["P"],
-            cfg["t_end"],
-            proj,
-            options=FlowOptions(num_checkpoints=cfg["num_checkpoints"]),
-            seed=seed,
-        )
-        for proj in ("oblique", "orthogonal")
-    }
-    figures = []
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
-    for ax, (proj, run) in zip(axes, runs.items(), strict=True):
-        t = run.t[1:]
-        for j in range(run.omega.shape[1]):
-            ax.loglog(t, run.omega[1:, j], "o", ms=4, color=f"C{j}", label=f"simulated omega_{j + 1}")
-            ax.loglog(t, run.omega_oblique[1:, j], "-", color=f"C{j}", lw=1)
-            ax.loglog(t, run.omega_orthogonal[1:, j], "--", color=f"C{j}", lw=1)
-        ax.set_title(f"{proj} projection")
-        ax.set_xlabel("t")
-    axes[0].set_ylabel("omega_j(t)")
-    axes[0].plot([], [], "k-", label="closed form, oblique [derived]")
-    axes[0].plot([], [], "k--", label="closed form, orthogonal (Prop. 2)")
-    legend(axes[0])
-    figures.append(
-        ("omega_j(t): points = simulation, solid = oblique closed form, dashed = Prop. 2", png(fig, out / "omega.png"))
-    )
-    fig, axes = plt.subplots(1, 3, figsize=(12, 4.0))
-    for proj, run in runs.items():
-        axes[0].semilogx(run.t[1:], run.ratio[1:], label=proj)
-        axes[1].loglog(run.t[1:], run.etf_distance[1:], label=proj)
-        axes[2].loglog(run.t[1:], run.metrics["nc1"][1:], label=f"{proj}: nc1")
-        axes[2].loglog(run.t[1:], run.metrics["etf_gram_error"][1:], ":", label=f"{proj}: etf_gram_error")
-    axes[0].set_title("max/min omega")
-    axes[1].set_title("||SNR/omega_max - U0 V0^T||_F")
-    axes[2].set_title("NC metrics of renormalised features")
-    axes[0].set_ylabel("omega_max / omega_min")
-    axes[1].set_ylabel("distance to the ETF direction")
-    axes[2].set_ylabel("metric value")
-    for ax in axes:
-        ax.set_xlabel("t")
-        legend(ax)
-    figures.append(("equalisation of the singular values, distance to the ETF, NC metrics", png(fig, out / "etf.png")))
-    summary: dict[str, Any] = {"C": cfg["C"], "N": cfg["N"], "P": cfg["P"], "t_end": cfg["t_end"]}
-    for proj, run in runs.items():
-        write_csv(out / f"flow_{proj}.csv", run.table())
-        summary[f"{proj}_max_rel_error_vs_own_closed_form"] = run.max_relative_error()
-        other = run.omega_orthogonal if proj == "oblique" else run.omega_oblique
-        summary[f"{proj}_max_rel_error_vs_other_closed_form"] = float(np.max(np.abs(run.omega - other) / other))
-        summary[f"{proj}_final_ratio"] = float(run.ratio[-1])
-        summary[f"{proj}_final_etf_distance"] = float(run.etf_distance[-1])
-        summary[f"{proj}_max_singular_vector_drift"] = float(run.offdiag.max())
-    note = (
-        "<p>Renormalised gradient flow of the central-path MSE [Han et al. 2022, eq. (5)], integrated with DOP853 "
-        "(rtol 1e-10) and retracted onto Sigma_W = I at every checkpoint. The paper's Prop. 2 ODE "
-        "(C^2 N log w + C N w^2 + N w^4/4 = a + t) is the flow of the Frobenius-orthogonal projection; the oblique "
-        "projection of Prop. 4, which the paper's renormalise-after-each-step algorithm follows, obeys "
-        "dw/dt = w/(C N (C + w^2)) [derived], i.e. C^2 N log w + (C N/2) w^2 = a + t. Each simulation matches "
-        "its own closed form and not the other.</p>"
-    )
-    return _finish(out, "Central-path dynamics [Han et al. 2022, Sec. 3]", [("Setup", note)], figures, summary)
+def _by_scale(scale: str, tiny: Any, other: Any) -> Any:
+    return tiny if scale == "tiny" else other
 
 
-# ----------------------------------------------------------------------------------------------
-# [Han et al. 2022, Fig. 2] (UFM)
-_UFM_SCALES = {
-    "tiny": dict(C=4, N=10, P=8, steps=300, record_every=10),
-    "cpu": dict(C=10, N=50, P=32, steps=5000, record_every=25),
-    "paper": dict(C=10, N=500, P=64, steps=20000, record_every=100),
-}
-
-
-def plot_decomposition(rows: Sequence[dict[str, float]], x_key: str = "epoch", zero_error: float | None = None):
-    """[Han et al. 2022, Fig. 2] panel: L, L_NC1, L_NC2/3, L_perp against ``x_key`` (log y), red line at
-    ``zero_error``."""
-    plt = pyplot()
-    fig, ax = plt.subplots(figsize=(6, 4))
-    x = [r[x_key] for r in rows]
-    # explicit colours: the default cycle's fourth colour is the red of the zero-error line
-    curves = (("L", "L", "C0"), ("L_NC1", "L_NC1", "C1"), ("L_NC23", "L_NC2/3", "C2"), ("L_perp", "L_perp", "C4"))
-    for key, label, colour in curves:
-        ax.semilogy(x, [max(r[key], 1e-300) for r in rows], color=colour, label=label)
-    if zero_error is not None:
-        ax.axvline(zero_error, color="red", lw=1.2, ls="--", label=f"zero training error ({x_key} {zero_error:g})")
-    ax.set_xlabel(x_key)
-    ax.set_ylabel("loss term")
-    log_ticks(ax)
-    legend(ax)
-    return fig
-
-
-@register(
-    "mse-decomposition-ufm",
-    summary="[Han et al. 2022, Fig. 2] analogue: MSE decomposition L = L_NC1 + L_NC2/3 + L_perp "
-    "along joint GD on the UFM",
-    paper="[Han et al. 2022]",
-)
-def mse_decomposition_ufm(out: Path, scale: str, seed: int) -> dict:
-    from nclab.theory.joint_gd import joint_gd
-
-    cfg = _UFM_SCALES[scale]
-    lam = 1e-3
-    rows = joint_gd(
-        cfg["C"],
-        cfg["N"],
-        cfg["P"],
-        cfg["steps"],
-        lr=0.05,
-        lam=lam,
-        lam_H=lam,
-        record_every=cfg["record_every"],
-        seed=seed,
-    )
-    write_csv(out / "decomposition.csv", rows)
-    zero = next((r["step"] for r in rows if r["train_error"] == 0), None)
-    fig = plot_decomposition(rows, "step", zero)
-    caption = "L, L_NC1, L_NC2/3, L_perp vs GD step (log y); red dashed: first zero-error step"
-    figures = [(caption, png(fig, out / "fig2.png"))]
-    last = rows[-1]
-    after = [r for r in rows if zero is not None and r["step"] >= zero]
-    summary = {
-        "zero_error_step": -1.0 if zero is None else zero,
-        "final_L": last["L"],
-        "final_L_NC1": last["L_NC1"],
-        "final_L_NC23": last["L_NC23"],
-        "final_L_perp": last["L_perp"],
-        "final_proximity_ratio": last["proximity_ratio"],
-        "max_identity_residual": max(r["identity_residual"] for r in rows),
-        "max_proximity_ratio_after_zero_error": max((r["proximity_ratio"] for r in after), default=float("nan")),
-    }
-    note = (
-        f"<p>Unconstrained features, C={cfg['C']}, N={cfg['N']} per class, P={cfg['P']}; full-batch joint GD on "
-        f"(W, b, H) of the [Han et al. 2022] L with lambda={lam} plus a per-sample feature penalty "
-        "(nclab.theory.joint_gd). "
-        "L_perp/L_LS measures how close the pair is to the central path ([Han et al. 2022] extension).</p>"
-    )
-    return _finish(
-        out,
-        "MSE decomposition along joint GD ([Han et al. 2022, Fig. 2] analogue)",
-        [("Setup", note)],
-        figures,
-        summary,
-    )
-
-
+# ---------------------------------------------------------------------------------------------- geodesic-digits
 # ----------------------------------------------------------------------------------------------
 # [Wang et al. 2024, Fig. 3]
 def train_fc_resnet(
@@ -311,12 +162,19 @@ _GEO_SCALES = {
 }
 
 
+def _geodesic(scale: str) -> list[Protocol]:
+    return [Protocol.solver("FC ResNet on the embedded digits, full batch", dataset="digits", **_GEO_SCALES[scale])]
+
+
 @register(
     "geodesic-digits",
     summary="[Wang et al. 2024, Fig. 3] analogue: per-block PFC1/2/3 of an FC ResNet on digits "
     "vs the geodesic prediction (paper scale: pfc-table1)",
     paper="[Wang et al. 2024]",
     scales=("tiny", "cpu"),  # the paper's protocol is experiment pfc-table1
+    durations={"tiny": "~7 s", "cpu": "<= 1.5 min"},
+    protocols=_geodesic,
+    code=("nclab.theory.geodesic", "nclab.nets", "nclab.measure", "nclab.data", *METRICS_CODE),
 )
 def geodesic_digits(out: Path, scale: str, seed: int) -> dict:
     from nclab.data import load_digits
@@ -403,7 +261,7 @@ def geodesic_digits(out: Path, scale: str, seed: int) -> dict:
         "the conjecture presupposes; 'measured' and 'predicted' are the two curves (predicted on 'predicted_t') and "
         "'predicted_monotone_violations' counts the grid steps where a predicted curve breaks the same order.</p>"
     )
-    return _finish(
+    return finish_report(
         out,
         "Geodesic model of progressive collapse ([Wang et al. 2024, Fig. 3] analogue)",
         [("Setup", note)],
@@ -412,17 +270,176 @@ def geodesic_digits(out: Path, scale: str, seed: int) -> dict:
     )
 
 
-# ---------------------------------------------------------------------------------- protocols (experiment list)
-@declare_protocols("central-path-flow")
-def _flow(scale: str) -> list[Protocol]:
-    return [Protocol.solver("renormalised central-path flow (both projections)", **_FLOW_SCALES[scale])]
+# ---------------------------------------------------------------------------------------------- pfc-table1
+def pfc_configs() -> dict:
+    """The [Wang et al. 2024] Table I runs ``{"dataset/model": RunConfig}``."""
+    out = {}
+    for ds in ("mnist", "fashion-mnist", "cifar10", "stl10", "cifar100"):
+        if ds == "mnist":
+            model: dict[str, Any] = {"name": "fc_resnet", "options": {"width": 1000, "num_blocks": 10}}
+        else:
+            model = {"name": "pfc_resnet", "options": {"table": ds}}
+        raw = {
+            "name": f"wang2024-{ds}",
+            "preset": "wang2024-pfc",
+            "data": {"name": ds},
+            "model": model,
+            "optim": {"lr": 0.005 if ds == "mnist" else 0.01},
+            # the geodesic model reads every measured layer's features of the split at once (Fashion-MNIST: 60,000
+            # x 5 blocks x d = 3136, the flattened 64 x 7 x 7 maps, x 4 B = 3.8 GB); the default 256 MB skipped it
+            "measure": {
+                "epochs": "log",
+                "num_log": 30,
+                "splits": ["train"],
+                "layers": "all",
+                "geodesic": True,
+                "cache_mb": 8192,
+            },
+            "checkpoint": {"every": 10},
+        }
+        out[f"{ds}/{model['name']}"] = resolve_paper(raw)
+    return out
 
 
-@declare_protocols("mse-decomposition-ufm")
-def _decomposition(scale: str) -> list[Protocol]:
-    return [Protocol.solver("joint GD on the UFM, MSE decomposition", **_UFM_SCALES[scale])]
+def _pfc_tiny() -> dict:
+    """The smoke test of ``pfc-table1``: two runs of two epochs of a small FC ResNet on the embedded digits, every
+    block measured (so that it reaches the depth-order summary)."""
+    return tiny_configs("pfc", "wang2024-pfc@cpu", {"name": "fc_resnet", "options": {"width": 32, "num_blocks": 3}},
+                        layers="all")  # fmt: skip
 
 
-@declare_protocols("geodesic-digits", scales=("tiny", "cpu"))
-def _geodesic(scale: str) -> list[Protocol]:
-    return [Protocol.solver("FC ResNet on the embedded digits, full batch", dataset="digits", **_GEO_SCALES[scale])]
+#: The runs of ``pfc-table1`` per scale.
+PFC_CONFIGS = {"tiny": _pfc_tiny, "paper": pfc_configs}
+
+
+def _pfc_protocols(scale: str) -> list[Protocol]:
+    return protocols_of(PFC_CONFIGS[scale]())
+
+
+@register(
+    "pfc-table1",
+    summary="Table I networks on MNIST, FMNIST, CIFAR10, STL10, CIFAR100: per-block PFC1-3, geodesic (Figs. 2-3)",
+    paper="[Wang et al. 2024]",
+    scales=("tiny", "paper"),
+    selectable=True,
+    durations={"tiny": "<= 25 s"},
+    protocols=_pfc_protocols,
+    configs=PFC_CONFIGS,
+    code=("nclab.experiments.runs", *TRAINING_CODE, *METRICS_CODE),
+)
+def pfc_table1(out: Path, scale: str, seed: int, selection: RunSelection | None = None) -> dict[str, Any]:
+    summary, folders = run_configs(PFC_CONFIGS[scale](), out, scale, seed, selection)
+    return {**summary, **pfc_depth_of_runs(folders)}
+
+
+def pfc_depth_of_runs(folders: Sequence[Path]) -> dict[str, Any]:
+    """The [Wang et al. 2024, Conjecture 1] depth order of the trained runs in ``folders``: per run
+    (``pfc_by_run``) :func:`pfc_depth_summary` of PFC1 (``trace_ratio``), PFC2
+    (``etf_gram_error``) and PFC3 (``ncc_accuracy``) over its blocks ``layer0, layer1, ...`` at its last measured
+    epoch (train split), and ``pfc{j}_depth_violations`` summed over the runs (the keys the claims read). Runs that
+    measured fewer than two blocks are left out."""
+    from nclab.io.rundir import read_run
+
+    names = {"pfc1": "trace_ratio", "pfc2": "etf_gram_error", "pfc3": "ncc_accuracy"}
+    per_run: dict[str, Any] = {}
+    for folder in map(Path, folders):
+        rows = [r for r in read_run(folder).rows if r.split == "train"]
+        blocks = sorted({r.layer for r in rows if re.fullmatch(r"layer\d+", r.layer)}, key=lambda b: int(b[5:]))
+        last = max((r.epoch for r in rows if r.layer in blocks and r.metric == "trace_ratio"), default=None)
+        at = {(r.layer, r.metric): r.value for r in rows if r.epoch == last}
+        if len(blocks) < 2 or any((b, m) not in at for b in blocks for m in names.values()):
+            continue
+        measured = {key: [at[(b, metric)] for b in blocks] for key, metric in names.items()}
+        per_run[run_key(folder)] = {"epoch": last, **pfc_depth_summary(measured)}
+    totals = {f"{k}_depth_violations": sum(r[f"{k}_depth_violations"] for r in per_run.values()) for k in names}
+    return {**totals, "pfc_by_run": per_run} if per_run else {}
+
+
+# ---------------------------------------------------------------------------------------------- mufm-tradeoff
+def _mufm(scale: str) -> list[Protocol]:
+    K, n, d = _by_scale(scale, (3, 10, 8), (5, 100, 20))
+    ratios = _by_scale(scale, [0.1, 1.0, 4.0], [0.1, 0.2, 0.4, 1.0, 2.0, 4.0])
+    return [Protocol.solver("exact alternating MUFM / UFM solver", K=K, n=n, d=d, lam_W=0.005, lam_ratios=ratios)]
+
+
+# ---------------------------------------------------------------------------------------------- [Wang et al. 2024]
+def _pfc(H: np.ndarray, K: int, n: int) -> dict[str, float]:
+    y = np.repeat(np.arange(K), n)
+    st = ClassStats.from_arrays(H, y, K=K)
+    return {"pfc1": trace_ratio(st), "pfc2": etf_gram_error(st), "ncc_accuracy": ncc_metrics(st, H, y)["ncc_accuracy"]}
+
+
+@register(
+    "mufm-tradeoff",
+    summary="[Wang et al. 2024, Figs. 4-5]: MUFM vs UFM optima and metrics vs lambda/lambda_W",
+    paper="[Wang et al. 2024]",
+    durations={"tiny": "~14 s", "cpu": "<= 6 min"},
+    protocols=_mufm,
+    code=("nclab.ufm", *METRICS_CODE),
+)
+def mufm_tradeoff(out: Path, scale: str, seed: int) -> dict[str, Any]:
+    check_scale(scale)
+    K, n, d, lam_W = (3, 10, 8, 0.005) if scale == "tiny" else (5, 100, 20, 0.005)  # [Wang et al. 2024, Sec. IV-B]
+    ratios = (0.1, 1.0, 4.0) if scale == "tiny" else (0.1, 0.2, 0.4, 1.0, 2.0, 4.0)
+    X = mufm.gaussian_data(K, n, d, seed=seed)
+    data = _pfc(X, K, n)
+    rows = []
+    for r in ratios:
+        res = solve(
+            "mufm",
+            K=K,
+            n=n,
+            d=d,
+            lams=dict(W=lam_W, transport=r * lam_W),
+            convention="penalty_mean",
+            X=X,
+            solver="alternating",
+            gtol=1e-10,
+        )
+        rows.append(
+            {
+                "lambda/lambda_W": r,
+                **_pfc(res.params["H"], K, n),
+                "alignment": mufm.alignment(res.params["H"], X),
+                "grad_norm": res.grad_norm,
+            }
+        )
+    ufm = solve(
+        "mufm",
+        K=K,
+        n=n,
+        d=d,
+        lams=dict(W=lam_W, transport=0.2 * lam_W),
+        convention="penalty_mean",
+        X=np.zeros_like(X),
+        solver="alternating",
+        seed=seed,
+        gtol=1e-10,
+    )
+    ufm_m = _pfc(ufm.params["H"], K, n)
+    write_csv(out / "mufm_sweep.csv", rows)
+    plt = pyplot()
+    fig, ax = plt.subplots(2, 2, figsize=(12, 6.4))
+    xs = [r["lambda/lambda_W"] for r in rows]
+    for a, key in zip(ax.ravel(), ("pfc1", "pfc2", "ncc_accuracy", "alignment"), strict=True):
+        a.plot(xs, [r[key] for r in rows], "o-", label="MUFM")
+        if key in data:
+            a.axhline(data[key], color="r", ls="--", label="data X")
+        a.set_xscale("log")
+        a.set_xlabel("lambda / lambda_W")
+        a.set_ylabel(key)
+        a.set_title(key)
+        legend(a)
+    image = png(fig, out / "mufm_sweep.png")
+    sections = [
+        ("Data X", metrics_table_html(data)),
+        ("UFM (X = 0, lambda/lambda_W = 0.2)", metrics_table_html(ufm_m)),
+        (
+            "MUFM at lambda/lambda_W = 0.2" if 0.2 in ratios else "MUFM (first ratio)",
+            metrics_table_html({k: v for k, v in rows[min(1, len(rows) - 1)].items() if k != "lambda/lambda_W"}),
+        ),
+    ]
+    write_report(
+        out / RunDir.REPORT, "MUFM vs UFM [Wang et al. 2024, Figs. 4-5]", sections, [("metrics vs lambda", image)]
+    )
+    return {"data": data, "ufm": ufm_m, "sweep": rows}

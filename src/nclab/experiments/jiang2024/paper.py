@@ -1,0 +1,305 @@
+"""What [Jiang et al. 2024] states: its headline claims and its training protocols.
+
+:data:`CLAIMS`: each claim with the paper's quoted sentence, its value and the criteria that judge ours.
+:data:`PROTOCOLS`: per experiment and run label, ``{field path: Value}`` with each value's source.
+
+Written apart from the code that builds the runs (:mod:`nclab.experiments.jiang2024.experiments`): nothing here
+imports it, and ``tests/test_reproduction_protocols.py`` compares the two texts field by field.
+"""
+
+from __future__ import annotations
+
+from nclab.experiments.claims import (
+    Bound,
+    Claim,
+    Close,
+    Compare,
+    Runs,
+    Value,
+    ours,
+)
+from nclab.experiments.claims import (
+    quote as _q,
+)
+
+__all__ = ["CLAIMS", "PROTOCOLS"]
+
+_JIANG = "[Jiang et al. 2024]"
+#: The cpu stand-in's runs of [Jiang et al. 2024] by figure, role and seed, as ``gnc-trained`` names them
+#: (:func:`nclab.experiments.jiang2024.summaries.gnc_of_runs`, ``assignment_of_runs``, ``cmf_of_runs``).
+_FIG2_SMALL = tuple(f"fig2 tau0.05 seed{i}" for i in range(3))
+
+
+_FIG2_LARGE = tuple(f"fig2 tau0.5 seed{i}" for i in range(3))
+
+
+def _fig4(role: str, seeds: int = 3) -> tuple[str, ...]:
+    return tuple(f"fig4 {role} seed{i}" for i in range(seeds))
+
+
+def _fig5(head: str) -> tuple[str, ...]:
+    return tuple(f"fig5 {head} seed{i}" for i in range(3))
+
+
+#: [Jiang et al. 2024]'s headline claims we judge, and our checks, in paper order.
+CLAIMS: tuple[Claim, ...] = (
+    Claim(
+        "jiang2024-fig2-trained-gnc", _JIANG, "Figs. 2, B.3, Sec. 2",
+        "GNC1, GNC2 (rho of W over the Softmax Code optimum), GNC3 and training error at small tau, and GNC2 at a "
+        "larger tau (ResNet18, CIFAR-100, d = 10), mean over seeds",
+        "GNC1, GNC3 -> 0 and rho(W) -> the Softmax Code's at small tau (read off the figure)",
+        (
+            Bound(Runs(_FIG2_SMALL, "train_error"), 0.0, basis="zero training error, the terminal phase"),
+            Bound(Runs(_FIG2_SMALL, "gnc1"), 0.05, partly=0.2, basis="ours: 0.05, partly 0.2"),
+            Bound(Runs(_FIG2_SMALL, "gnc3"), 0.05, partly=0.2, basis="ours: 0.05, partly 0.2"),
+            Bound(Runs(_FIG2_SMALL, "gnc2_ratio"), 0.9, below=False, partly=0.5,
+                  basis="ours: within 10 % of the best known Softmax Code's margin, partly 50 %"),
+            Compare(Runs(_FIG2_LARGE, "gnc2_ratio"), Runs(_FIG2_SMALL, "gnc2_ratio"),
+                    basis="the paper's trend: the small tau nearer the optimum than tau = 0.5"),
+        ),
+        "gnc-trained",
+        "ours (cpu): Fashion-MNIST (K = 10, 100 images per class, no augmentation), a small CNN with a linear "
+        "d = 3 bottleneck and the paper's cosine head, CE at tau = 0.05 and 0.5, AdamW 60 epochs (SGD did not reach "
+        "zero training error on CPU), 3 seeds each; the paper: ResNet18 on CIFAR-100 (K = 100, d = 10), SGD 200 "
+        "epochs. In the first cpu run (one seed each) the tau = 0.05 run ended at training error 0.001 (one image), "
+        "and the tau = 0.5 run was the closer to the optimum (gnc2_ratio 0.443 vs 0.267), against the paper's trend",
+        quote=_q(_JIANG, 117, "we can observe that both ... converge to ... converges towards the "
+                    "spherical code with relatively small temperature"),
+    ),
+    Claim(
+        "jiang2024-fig3-bounds", _JIANG, "Fig. 3, Thm 3.9, Sec. 3",
+        "optimal rho_one-vs-rest vs d (K = 1000) between the Thm 3.9 bounds", "bounds hold (theorem)",
+        (Close("bounds_hold", True), Bound("checked_numerical", 4, below=False)), "gnc-bounds-vs-d",
+        "theory half only (the empirical half is the next claim): at K = 1000 the cpu scale searches d = 3, 4, 8, "
+        "16 (one start, 600 steps; paper scale adds 32, 64), d = 2 and d >= K - 1 are closed forms; a searched "
+        "margin is a lower bound on the optimum",
+        quote=_q(_JIANG, 237, "and its upper/lower bounds (in Theorem 3.9)"),
+    ),
+    Claim(
+        "jiang2024-fig3-accuracy-tracks-rho", _JIANG, "Fig. 3, Sec. 3",
+        "test accuracy of ResNet-50 on ImageNet against the feature dimension d, beside the optimal rho(d)",
+        "the optimal distance's curve is closely aligned with the test accuracy's; both fall slowly as d decreases",
+        (), None, "paper scale only: ImageNet-sized training per d; no cpu stand-in (a 1000-class dataset)",
+        quote=_q(_JIANG, 241, "the curve of the optimal distance is closely aligned with the curve "
+                    "of testing performance"),
+        protocol="ResNet-50 on ImageNet (K = 1000) with a d-dimensional feature layer and the cosine head at small "
+        "tau, one run per d of Fig. 3's grid, test accuracy against the Softmax Code margin of gnc-bounds-vs-d",
+    ),
+    Claim(
+        "jiang2024-fig4-assignment-counts", _JIANG, "Fig. 4, App. B.5, Sec. 4",
+        "class assignments of the optimal codes: the square's (Thm 3.3) and the hexagon's, counted as antipodal "
+        "pairings (which classes sit opposite)",
+        "square: three distinct class assignments (l. 245); hexagon: fifteen distinct class assignments up to "
+        "permutation (l. 497)",
+        (Close("square_assignments", 3), Close("hexagon_antipodal_pairings", 15)),
+        "gnc-assignment",
+        "combinatorics (exact, brute force); the paper's fifteen equals the number of antipodal pairings; counted "
+        "as distance structures up to the hexagon's 12 symmetries there are 60 (the check below)",
+        quote=_q(_JIANG, 497, "there are fifteen distinct class assignments up to permutation."),
+    ),
+    Claim(
+        "jiang2024-hexagon-distance-structures", _JIANG, "App. B.5, Thm 3.3",
+        "hexagon: class-to-vertex assignments up to the code's symmetries (distinct distance structures)",
+        "60 = 15 antipodal pairings x 4 (ours: the paper counts the 15 pairings only)",
+        (Close("hexagon_assignments", 60),), "gnc-assignment", "brute force over the 720 assignments",
+        kind="check", paper_value_ours=True,
+    ),
+    Claim(
+        "jiang2024-fig4-assignment-accuracy", _JIANG, "Fig. 4, Sec. 4",
+        "test accuracy (d = 2, 4 classes in two similar pairs) of the fixed square with the similar pairs antipodal "
+        "vs the other two assignments, the learned head vs those two, and whether the learned code keeps the "
+        "similar pairs adjacent (converged runs, mean over seeds)",
+        "learned 91.45 %; fixed A1 91.90 %, A2 92.13 %, A3 89.95 % (A3: Cat and Dog far apart, the lowest); the "
+        "learned code keeps Cat and Dog close in 5 of 5 trials",
+        (
+            *(Compare(Runs(_fig4("similar antipodal"), "test accuracy"), Runs(_fig4(other), "test accuracy"),
+                      basis="the paper: the similar-antipodal assignment below the others")
+              for other in ("fixed other 1", "fixed other 2")),
+            *(Compare(Runs(_fig4("learned", 4), "test accuracy"), Runs(_fig4(other), "test accuracy"), "~", 0.01,
+                      basis="ours: within 1 point (the paper's learned head is 0.45 / 0.68 points below them)")
+              for other in ("fixed other 1", "fixed other 2")),
+            Bound(Runs(_fig4("learned", 4), "similar antipodal"), 0.0,
+                  basis="the paper: no learned run puts a similar pair opposite (the fraction of converged runs)"),
+        ),
+        "gnc-trained",
+        "ours (cpu): 4 Fashion-MNIST classes in two similar pairs (T-shirt/Shirt, Sneaker/Ankle boot, as the "
+        "paper's Cat/Dog, Automobile/Truck), the Fig. 2 stand-in's CNN with a d = 2 bottleneck, tau = 0.05, 500 "
+        "images per class, AdamW 30 epochs, 4000 test images, 3 seeds per fixed head and 4 for the learned one "
+        "(a d = 2 learned head can stall with two classes on one arc: in the first cpu run seed 0 ended at 27.5 % "
+        "training error); runs above 5 % training error at the end are dropped and named (the fixed similar-antipodal "
+        "runs end at 2.8-3.2 %, the others at <= 0.45 %); the paper: ResNet18 on CIFAR-10, "
+        "SGD 800 epochs, 5 trials",
+        quote=_q(_JIANG, 249, "we observe that the case where Cat and Dog are far apart achieves a "
+                    "testing accuracy of"),
+    ),
+    Claim(
+        "jiang2024-figB6-six-class-assignment", _JIANG, "Fig. B.6, App. B.5",
+        "test accuracy (d = 2, six classes in three similar pairs) of the fixed hexagon with the similar pairs "
+        "antipodal vs two other assignments, and the learned head",
+        "similar pairs antipodal 86.37 % vs 91.60 / 91.95 %; learned 91.82 %; the gap between assignments grows "
+        "from 2.18 (four classes) to 5.58 points",
+        (), None,
+        "not measured at cpu scale: one six-class d = 2 Fashion-MNIST run (T-shirt/Shirt, Sneaker/Ankle boot, "
+        "Pullover/Coat, as the paper's pairs) took 20-24 s on the 2-core machine and ended at 2-4 % training error "
+        "(100-200 images per class, 30 epochs); the 12 runs (4 heads x 3 seeds) exceed the experiment's 2-minute "
+        "allowance",
+        quote=_q(_JIANG, 501, "the case where Cat-Dog, Automobile-Truck and Deer-Horse pairs are "
+                    "far apart achieves a testing accuracy of"),
+        protocol="ResNet18 with d = 2 on CIFAR-10's {automobile, cat, deer, dog, horse, truck}, the learned cosine "
+        "head and the hexagon fixed in three of its 15 pairings (the similar pairs antipodal, and two others), "
+        "5 trials each, test accuracy (the paper-scale learned run: gnc-trained figB6/cifar10/resnet18/d2)",
+    ),
+    Claim(
+        "jiang2024-fig5-cmf", _JIANG, "Fig. 5, Sec. 5",
+        "CMF classifier vs learned, trained from scratch: final test accuracy (mean over converged seeds) and the "
+        "furthest the CMF curve falls behind the learned one",
+        "comparable performance (no numbers given)",
+        (
+            Compare(Runs(_fig5("cmf"), "test accuracy"), Runs(_fig5("learned"), "test accuracy"), "~", 0.01,
+                    favour=+1, basis="ours: within 1 point; CMF better outside the seeds' spread is in our favour"),
+            Bound("fig5_max_gap", 0.03, partly=0.05,
+                  basis="ours: the CMF curve never more than 3 points behind (partly 5)"),
+        ),
+        "gnc-trained",
+        "from-scratch half only (the fine-tuning half is the next claim). Ours (cpu): the Fig. 2 stand-in "
+        "(Fashion-MNIST, 100 images per class, 1000 test images, the small CNN with a d = 3 bottleneck: K > d + 1 "
+        "as the paper's K = 100, d = 20) at the paper's tau = 0.1 and beta = 0.9, AdamW 60 epochs, measured every "
+        "5, with the CMF head and with the learned cosine head, 3 seeds each; the paper: ResNet18 / DenseNet121 / "
+        "ResNeXt50 on CIFAR-100, SGD",
+        quote=_q(_JIANG, 267, "the approach with CMF classifier achieves comparable performance to "
+                    "the classical training protocols."),
+    ),
+    Claim(
+        "jiang2024-fig5-cmf-finetune", _JIANG, "Sec. 5",
+        "fine-tuning a pretrained network with the CMF head vs the standard fine-tuning: ID (CIFAR-10) and OOD "
+        "(STL-10) test accuracy",
+        "CMF 98.00 / 90.67 % vs standard 97.00 / 87.42 % (ID / OOD)",
+        (), None, "paper scale only: it needs a MoCo-pretrained ResNet50 and CIFAR-10 / STL-10",
+        quote=_q(_JIANG, 278, "Our experiments show that the approach with CMF classifier achieves "
+                    "slightly better ID accuracy"),
+        protocol="the setting of Kumar et al. (2022): a MoCo v2 ResNet50 fine-tuned on CIFAR-10 with the CMF head "
+        "and with a randomly initialised linear head (standard), ID test accuracy on CIFAR-10 and OOD on STL-10",
+    ),
+    Claim(
+        "jiang2024-figC1-tau-limit", _JIANG, "Fig. C.1, Lemma 3.1, App. C",
+        "max cosine of the CE-UFM optimum at the smallest tau vs the HardMax (Softmax Code) optimum, (d, K) = (3, 7)",
+        "approaches the HardMax value as tau -> 0 (read off the figure)",
+        (Bound("final_rel_gap_to_hardmax", 2e-3, partly=0.05, basis="ours: 0.2 %, partly 5 %"),), "gnc-tau-maxcos",
+        "tau grid down to 5e-4 (the paper's grid is unstated)",
+        quote=_q(_JIANG, 611, "The figure demonstrates that as the temperature parameter ... the "
+                    "blue line converges to the black line"),
+    ),
+    Claim(
+        "jiang2024-figB1-d2-codes", _JIANG, "Figs. B.1 c/d, B.2, App. B",
+        "d = 2, K = 30 UFM codes: spacing of the spherical-constraint (SC) code, its margin, and weight decay's (WD)",
+        "SC: a regular 30-gon (uniform, rho = 1 - cos(2 pi / 30)); WD: not uniform (read off the figure)",
+        (
+            Bound("K30_SC_gap_cv", 1e-4),
+            Close("K30_SC_rho", target_key="K30_SC_optimum", rtol=1e-4),
+            Bound("K30_WD_gap_cv", 0.1, below=False),
+        ),
+        "gnc-d2-codes", "UFM with n = 1; WD lambda = 5e-3 (unstated in the paper)",
+        quote=_q(_JIANG, 433, "using spherical constraint produces equal-length and uniformly "
+                    "distributed features"),
+    ),
+    Claim(
+        "jiang2024-figB1-trained-wd-vs-sc", _JIANG, "Fig. B.1 a/b, App. B.2",
+        "a trained network with d = 2, K = 30: class means' lengths and spacing, and the classifier-to-mean length "
+        "ratios, with weight decay (WD) vs the spherical constraint (SC)",
+        "WD: class means of unequal length, not equally spaced, ratios ||w_k|| / ||h_k|| vary; SC: equal length, "
+        "uniform spacing (read off the figure)",
+        (), None,
+        "not measured at cpu scale: a 30-class dataset is not at hand, and a 10-class d = 2 Fashion-MNIST stand-in "
+        "did not fit (10.7 % training error after 60 epochs, the Fig. 2 stand-in's note)",
+        quote=_q(_JIANG, 429, "The vectors of class-mean features"),
+        protocol="ResNet18 with d = 2 on the first 30 classes of CIFAR-100, once with weight decay and a linear "
+        "head, once with the spherical constraint (cosine head); class means and classifier rows at the end",
+    ),
+)  # fmt: skip
+
+
+# ------------------------------------------------------------------------- 003 [Jiang et al. 2024]
+def _gnc() -> dict[str, dict[str, Value]]:
+    b3 = "[Jiang et al. 2024, App. B.3]"
+    common = {
+        "loss": Value("ce", "[Jiang et al. 2024, Sec. 2]"),
+        "optimiser.name": Value("sgd", b3),
+        "optimiser.momentum": Value(0.9, b3),
+        "lr": Value(0.1, b3),
+        "schedule.name": Value("cosine", b3),
+        "epochs": Value(200, b3),
+        "batch": ours(128, "the batch size is not given"),
+        "weight_decay": ours(
+            5e-4,
+            "not given (the paper constrains W and H to the sphere instead); the usual CIFAR value for the backbone",
+        ),
+        "augmentation": Value("cifar_rot15", f"{b3}: crop 32 pad 4, flip 0.5, rotation 15"),
+        "head.kind": Value("cosine", "[Jiang et al. 2024, Sec. 2]: normalised features and classifier"),
+        "seeds": ours([0], "one run per setting is shown"),
+    }
+    out = {}
+    for tau in (0.02, 0.05, 0.1, 0.2, 0.5, 1.0):
+        out[f"fig2/cifar100/resnet18/tau{tau:g}"] = {
+            **common,
+            "model": Value("resnet18", "[Jiang et al. 2024, Fig. 2]"),
+            "model_options.d": Value(
+                10,
+                "[Jiang et al. 2024, Fig. 2]: d = 10 (by an inserted linear "
+                "layer, as App. B.3; Fig. 2's text narrows a convolution)",
+            ),
+            "data.name": Value("cifar100", "[Jiang et al. 2024, Fig. 2]"),
+            "head.tau": ours(tau, "Fig. 2 sweeps tau without giving the grid; ours brackets App. B.3's 0.1"),
+        }
+    for ds in ("cifar100", "tiny-imagenet"):
+        for model in ("resnet18", "densenet121", "resnext50_32x4d"):
+            out[f"figB3/{ds}/{model}"] = {
+                **common,
+                "model": Value(model, b3),
+                "model_options.d": Value(10, f"{b3} table: d = 10"),
+                "data.name": Value(ds, b3),
+                "data.input_size": Value(32, b3)
+                if ds == "cifar100"
+                else ours(
+                    64,
+                    "B.3's crop 32 of a 64-pixel image would train on parts while the test transform "
+                    "sees whole images; the CIFAR crop at the images' own size instead",
+                ),
+                "head.tau": Value(0.1, f"{b3} table"),
+            }
+    for model in ("resnet18", "densenet121", "resnext50_32x4d"):
+        out[f"fig5/cifar100/{model}/cmf"] = {
+            **common,
+            "model": Value(model, "[Jiang et al. 2024, Sec. 5, Fig. 5]"),
+            "model_options.d": Value(20, "[Jiang et al. 2024, App. B] d = 20 (Fig. 5's caption says 10)"),
+            "head.kind": Value("cmf", "[Jiang et al. 2024, Sec. 5]: class-mean-feature classifier"),
+            "head.beta": Value(0.9, "[Jiang et al. 2024, App. B]"),
+            "head.tau": Value(0.1, "[Jiang et al. 2024, App. B]"),
+        }
+    for fig, classes, tau, epochs, ms in (("fig4", [1, 3, 5, 9], 0.05, 800, [200, 400, 600]),
+                                          ("figB6", [1, 3, 4, 5, 7, 9], 0.2, 600, [200, 400])):  # fmt: skip
+        src = "[Jiang et al. 2024, Sec. 4, Fig. 4]" if fig == "fig4" else "[Jiang et al. 2024, App. B.5, Fig. B.6]"
+        out[f"{fig}/cifar10/resnet18/d2"] = {
+            **common,
+            "model": Value("resnet18", src),
+            "model_options.d": Value(2, src),
+            "data.name": Value("cifar10", src),
+            "data.classes": Value(classes, f"{src}: automobile, cat, (deer,) dog, (horse,) truck"),
+            "head.tau": Value(tau, src),
+            "epochs": Value(epochs, src),
+            "schedule.name": Value("multistep", f"{src}: lr / 10 every 200 epochs"),
+            "schedule.milestones": Value(ms, src),
+            "augmentation": ours("cifar", "'standard augmentation' of CIFAR (crop 32 pad 4, flip)"),
+            "seeds": Value([0, 1, 2, 3, 4], f"{src}: 5 trials"),
+        }
+    fixed = "[Jiang et al. 2024, Sec. 4, Fig. 4 (b-d)]: 'the classifier fixed to be one of the three arrangements'"
+    for assignment in ([0, 1, 2, 3], [0, 1, 3, 2], [0, 2, 1, 3]):  # the square's 3 assignments up to symmetry
+        out[f"fig4/cifar10/resnet18/d2-fixed-{''.join(map(str, assignment))}"] = {
+            **out["fig4/cifar10/resnet18/d2"],
+            "head.kind": Value("fixed", fixed),
+            "head.assignment": Value(assignment, fixed),
+        }
+    return out
+
+
+#: Per experiment, per run label: ``{field path: Value}`` of the paper's protocol.
+PROTOCOLS: dict[str, dict[str, dict[str, Value]]] = {"gnc-trained": _gnc()}

@@ -1,0 +1,140 @@
+"""What [Wang et al. 2024] states: its headline claims and its training protocols.
+
+:data:`CLAIMS`: each claim with the paper's quoted sentence, its value and the criteria that judge ours.
+:data:`PROTOCOLS`: per experiment and run label, ``{field path: Value}`` with each value's source.
+
+Written apart from the code that builds the runs (:mod:`nclab.experiments.wang2024.experiments`): nothing here
+imports it, and ``tests/test_reproduction_protocols.py`` compares the two texts field by field.
+"""
+
+from __future__ import annotations
+
+from nclab.experiments.claims import (
+    Bound,
+    Claim,
+    Monotone,
+    Order,
+    Value,
+    ours,
+)
+from nclab.experiments.claims import quote as _q
+
+__all__ = ["CLAIMS", "PROTOCOLS"]
+
+_WANG = "[Wang et al. 2024]"
+
+
+#: [Wang et al. 2024]'s headline claims we judge, and our checks, in paper order.
+CLAIMS: tuple[Claim, ...] = (
+    Claim(
+        "wang2024-fig2-3-depth-order", _WANG, "Figs. 2-3, Sec. IV-A (Conjecture 1)",
+        "depth order of PFC1, PFC2, PFC3 at the end of training",
+        "PFC1 and PFC2 decrease, PFC3 increases towards 1 with depth (read off the figures, 5 datasets)",
+        (Bound("pfc1_depth_violations", 0), Bound("pfc2_depth_violations", 0), Bound("pfc3_depth_violations", 0)),
+        "geodesic-digits",
+        "ours: a fully connected ResNet as the paper's MNIST net (l. 323), but 64 wide with 6 blocks on the 8x8 "
+        "digits, full-batch SGD for 1,500 steps (the paper: 1000 wide on MNIST, 350 epochs); our net is not in the "
+        "terminal phase the conjecture presupposes (last layer: NCC accuracy 0.983 < 1, PFC2 0.899, up from 0.796 "
+        "at the input)",
+        quote=_q(_WANG, 347, "features of each layer tend to collapse to their class means "
+                    "progressively, (centered) class means of each layer tend to collapse to the simplex ETF "
+                    "progressively, and NCC accuracy rates of each layer tend to collapse to 1 progressively."),
+    ),
+    Claim(
+        "wang2024-fig3-geodesic", _WANG, "Fig. 3, Sec. IV-A",
+        "measured PFC1-3 per layer (at its relative depth) and predicted along the straight line from the input "
+        "to the last layer's features: breaks of monotonicity (PFC1, PFC2 must not rise, PFC3 must not fall)",
+        "both the observed and the predicted curves are monotonic (all five datasets)",
+        (
+            Bound("pfc1_depth_violations", 0), Bound("pfc2_depth_violations", 0), Bound("pfc3_depth_violations", 0),
+            Bound(("predicted_monotone_violations", "pfc1"), 0),
+            Bound(("predicted_monotone_violations", "pfc2"), 0),
+            Bound(("predicted_monotone_violations", "pfc3"), 0),
+        ),
+        "geodesic-digits",
+        "same net as the depth order (not in the terminal phase: its last layer's PFC2 is above the input's, so "
+        "a straight line to it rises too); the prediction on 101 points of the line, the curves in the summary "
+        "('measured', 'predicted')",
+        quote=_q(_WANG, 352, "Both observations and predictions are monotonic on various datasets"),
+    ),
+    Claim(
+        "wang2024-fig4-mufm-between", _WANG, "Fig. 4, Thm 4, Sec. IV-B",
+        "PFC1 of the MUFM optimum vs the data's and the UFM optimum's",
+        "between the data (red line) and NC (UFM: 0); read off the figure",
+        (
+            Monotone(("sweep", "*", "pfc1"), +1),
+            Order(("sweep", -1, "pfc1"), ("data", "pfc1")),
+            Order(("ufm", "pfc1"), ("sweep", 0, "pfc1")),
+        ),
+        "mufm-tradeoff", "the paper's sizes (K = 5, n = 100, d = 20); exact alternating solver instead of GD",
+        quote=_q(_WANG, 367, "The solution of UFM exhibits NC but MUFM doesn’t."),
+    ),
+    Claim(
+        "wang2024-fig5-tradeoff", _WANG, "Fig. 5, Sec. IV-B",
+        "PFC1, PFC2 and the alignment ||H/||H|| - X/||X|||| as lambda/lambda_W grows from 0.1 to 4",
+        "PFC1 and PFC2 rise (away from NC), the alignment distance falls (read off the figure)",
+        (
+            Monotone(("sweep", "*", "pfc1"), +1),
+            Monotone(("sweep", "*", "pfc2"), +1),
+            Monotone(("sweep", "*", "alignment"), -1),
+        ),
+        "mufm-tradeoff", "the paper's sizes; exact alternating solver instead of GD",
+        quote=_q(_WANG, 369, "The first two figures show that increasing ... makes the solution of "
+                    "MUFM away from the NC solution"),
+    ),
+    Claim(
+        "wang2024-table1-fmnist", _WANG, "Table I (Fashion-MNIST row) with Figs. 2-3",
+        "PFC depth order of the Table I Fashion-MNIST network (conv ResNet, its last blocks of equal width) at the "
+        "end of training",
+        "as Conjecture 1: PFC1 and PFC2 decrease, PFC3 increases with depth (read off Figs. 2-3 (b))",
+        tuple(Bound(("pfc_by_run", "fashion-mnist-pfc_resnet seed0", f"pfc{j}_depth_violations"), 0)
+              for j in (1, 2, 3)),
+        "pfc-table1",
+        "paper scale only (pfc-table1, GPU); a registered run of this row cut to 10 epochs (1.07 % training error, "
+        "not the terminal phase; docs/reproductions/gpu/pfc-table1-fashion-mnist-e10.summary.json) had PFC2 and "
+        "PFC3 monotone and PFC1 rising with depth (4 violations)",
+        quote=_q(_WANG, 347, "Empirical evidence supports the PFC conjecture when training ResNets."),
+        protocol="the Table I Fashion-MNIST ResNet, CE, SGD momentum 0.9, wd 5e-4, batch 128, 350 epochs, lr 0.01 / "
+        "10 at epochs 117 and 233 (nclab experiment run pfc-table1 --scale paper --runs fashion-mnist/pfc_resnet)",
+    ),
+)  # fmt: skip
+
+
+# ------------------------------------------------------------------------- 002 [Wang et al. 2024]
+def _pfc() -> dict[str, dict[str, Value]]:
+    rec = "[Wang et al. 2024, Sec. IV-A]"
+    out = {}
+    for ds in ("mnist", "fashion-mnist", "cifar10", "stl10", "cifar100"):
+        model = ("fc_resnet", {"width": 1000, "num_blocks": 10}) if ds == "mnist" else ("pfc_resnet", {"table": ds})
+        row = {
+            "model": Value(model[0], f"[Wang et al. 2024, Table I] {ds} row ({'FC' if ds == 'mnist' else 'Conv'})"),
+            **{f"model_options.{k}": Value(v, "[Wang et al. 2024, Table I]") for k, v in model[1].items()},
+            "data.name": Value(ds, rec),
+            "data.per_class": ours(None, "no subsampling is mentioned: the whole training split"),
+            "data.input_size": Value(
+                {"mnist": 28, "fashion-mnist": 28, "cifar10": 32, "stl10": 96, "cifar100": 32}[ds],
+                "[Wang et al. 2024, Table I] data dim",
+            ),
+            "augmentation": ours(None, "not given; the setting follows Papyan et al. 2020 (no augmentation)"),
+            "loss": Value("ce", rec),
+            "optimiser.name": Value("sgd", rec),
+            "optimiser.momentum": Value(0.9, rec),
+            "lr": Value(0.005 if ds == "mnist" else 0.01, f"{rec}: 0.005 for MNIST, 0.01 for the others"),
+            "schedule.name": Value("multistep", rec),
+            "schedule.milestones": Value([117, 233], rec),
+            "schedule.gamma": Value(0.1, rec),
+            "batch": Value(128, rec),
+            "epochs": Value(350, rec),
+            "weight_decay": Value(5e-4, rec),
+            "seeds": ours([0], "seeds and the number of runs are not given"),
+            "measure.layers": Value(
+                "all", "[Wang et al. 2024, Sec. IV-A]: every block of the last stage (the network's measured layers)"
+            ),
+            "measure.splits": Value(["train"], "[Wang et al. 2024, Figs. 2-3]: training features"),
+        }
+        out[f"{ds}/{model[0]}"] = row
+    return out
+
+
+#: Per experiment, per run label: ``{field path: Value}`` of the paper's protocol.
+PROTOCOLS: dict[str, dict[str, dict[str, Value]]] = {"pfc-table1": _pfc()}
