@@ -49,7 +49,7 @@ def run(config: Path, out: Path, nproc: int) -> dict[str, float]:
 
 def main() -> None:
     native_blas()
-    from nclab.experiments.training import demo_config
+    from nclab.experiments.demo import demo_config
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--epochs", type=int, default=40)

@@ -150,7 +150,7 @@ def main():
     print(f"  collapse_report (d={args.d}, K={args.k}): {statistics.median(report_t):.3f} s")
 
     if not args.no_train:
-        from nclab.experiments.training import demo_config
+        from nclab.experiments.demo import demo_config
         from nclab.train import resolve_config, train
 
         cfg = resolve_config({**demo_config("ce"), "report": False}, ["train.device=cuda"])

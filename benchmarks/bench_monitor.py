@@ -53,7 +53,7 @@ from bench_train import overhead
 def monitor_overhead(epochs: int | None, loss: str = "ce", dataloader: bool = False) -> dict[str, float]:
     from nclab._threads import blas_threads, torch_threads
     from nclab.data import load
-    from nclab.experiments.training import demo_config
+    from nclab.experiments.demo import demo_config
     from nclab.measure import Schedule
     from nclab.monitor import CollapseMonitor
     from nclab.nets import build_model
@@ -155,7 +155,7 @@ def instrument() -> None:
 
 def _cnn_case(epochs: int) -> tuple[torch.nn.Module, Any, Any, dict[str, list[str]], dict[str, dict[str, str]]]:
     from nclab.data import load
-    from nclab.experiments.training import _fashion_cfg
+    from nclab.experiments.han2022.experiments import _fashion_cfg
     from nclab.nets import build_model
 
     cfg = _fashion_cfg("cpu", 0, "ce")
@@ -172,7 +172,7 @@ def _cnn_case(epochs: int) -> tuple[torch.nn.Module, Any, Any, dict[str, list[st
 
 def _mlp_case(epochs: int) -> tuple[torch.nn.Module, Any, Any, dict[str, list[str]], dict[str, dict[str, str]]]:
     from nclab.data import load
-    from nclab.experiments.training import demo_config
+    from nclab.experiments.demo import demo_config
     from nclab.nets import build_model
     from nclab.train import resolve_config
 

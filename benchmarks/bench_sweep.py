@@ -67,7 +67,7 @@ def ray_start_stop(num_cpus: int) -> float:
 
 
 def demo_trial() -> float:
-    from nclab.experiments.training import demo_config
+    from nclab.experiments.demo import demo_config
     from nclab.train import resolve_config, train
 
     with tempfile.TemporaryDirectory() as tmp:

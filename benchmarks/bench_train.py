@@ -24,7 +24,7 @@ from _native import kernels_line, native_blas
 
 
 def overhead(epochs: int | None, loss: str = "ce") -> dict[str, float]:
-    from nclab.experiments.training import demo_config
+    from nclab.experiments.demo import demo_config
     from nclab.train import resolve_config, train
 
     cfg = resolve_config({**demo_config(loss), "report": False}, [f"train.epochs={epochs}"] if epochs else [])
