@@ -23,6 +23,14 @@ from nclab.experiments.claims import Claim
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 EXPERIMENTS_DIR = SRC / "nclab" / "experiments"
+#: Each paper package's citation key (the demo, outside them, trains with [Han et al. 2022]'s MSE).
+PACKAGE_PAPERS = {
+    "han2022": "[Han et al. 2022]",
+    "tirer_bruna2022": "[Tirer & Bruna 2022]",
+    "wang2024": "[Wang et al. 2024]",
+    "jiang2024": "[Jiang et al. 2024]",
+    "xu_liu2023": "[Xu & Liu 2023]",
+}
 
 
 def _strings(source: str) -> set[str]:
@@ -57,6 +65,9 @@ def _owner(module: str) -> Path:
 def test_every_experiment_declares_its_facts_on_its_record():
     for exp in list_experiments():
         assert exp.module.endswith(".experiments") or exp.module == "nclab.experiments.demo", exp.name
+        # its package is the paper it reproduces
+        package = exp.module.split(".")[2]
+        assert exp.paper == PACKAGE_PAPERS.get(package, "[Han et al. 2022]"), (exp.name, package)
         # durations, protocols and builders are attributes of the record, for declared scales only
         assert set(exp.durations) <= set(exp.scales) and exp.durations, exp.name
         assert set(exp.scale_protocols) <= set(exp.scales) and exp.scale_protocols, exp.name
@@ -105,7 +116,7 @@ def test_every_paper_package_has_its_two_modules_and_is_listed():
         assert f"nclab.experiments.{name}.experiments" in reg.EXPERIMENT_MODULES
         assert f"nclab.experiments.{name}.paper" in reg.PAPER_MODULES
         paper = importlib.import_module(f"nclab.experiments.{name}.paper")
-        assert paper.CLAIMS and all(c.id.startswith(name.split("_")[0][:5]) for c in paper.CLAIMS), name
+        assert paper.CLAIMS and {c.paper for c in paper.CLAIMS} == {PACKAGE_PAPERS[name]}, name
 
 
 def test_a_claim_naming_an_unknown_experiment_stops_the_registry(monkeypatch):

@@ -20,7 +20,18 @@ from nclab.io.atomic import atomic_write_bytes, atomic_write_text
 from nclab.io.rundir import RunDir
 from nclab.io.tables import csv_text
 
-__all__ = ["SCALES", "check_scale", "finish_report", "html_table", "legend", "log_ticks", "png", "pyplot", "write_csv"]
+__all__ = [
+    "SCALES",
+    "by_scale",
+    "check_scale",
+    "finish_report",
+    "html_table",
+    "legend",
+    "log_ticks",
+    "png",
+    "pyplot",
+    "write_csv",
+]
 
 #: The scales every experiment may declare: test suite (seconds), 2-core CPU (minutes), the paper's sizes.
 SCALES: tuple[str, ...] = ("tiny", "cpu", "paper")
@@ -30,6 +41,11 @@ def check_scale(scale: str, scales: Sequence[str] = SCALES) -> None:
     """Raise ``ValueError`` naming ``scale`` unless it is one of ``scales``."""
     if scale not in scales:
         raise ValueError(f"scale must be one of {tuple(scales)}, got {scale!r}")
+
+
+def by_scale(scale: str, tiny: Any, other: Any) -> Any:
+    """``tiny`` at the ``tiny`` scale, ``other`` at every other (a solver size of the smoke test and of the rest)."""
+    return tiny if scale == "tiny" else other
 
 
 def pyplot() -> Any:

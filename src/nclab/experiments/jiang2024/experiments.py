@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from nclab.experiments.catalog import METRICS_CODE, TRAINING_CODE, register
-from nclab.experiments.common import check_scale, html_table, legend, png, pyplot, write_csv
+from nclab.experiments.common import by_scale, check_scale, html_table, legend, png, pyplot, write_csv
 from nclab.experiments.jiang2024.summaries import assignment_of_runs, cmf_of_runs, gnc_of_runs
 from nclab.experiments.protocols import Protocol, RunSelection
 from nclab.experiments.runs import protocols_of, resolve_paper, run_configs, tiny_configs
@@ -55,10 +55,6 @@ __all__ = [
 ]
 
 
-def _by_scale(scale: str, tiny: Any, other: Any) -> Any:
-    return tiny if scale == "tiny" else other
-
-
 SQUARE_CLASSES = ("automobile", "cat", "dog", "truck")
 HEXAGON_CLASSES = ("automobile", "cat", "deer", "dog", "horse", "truck")
 
@@ -66,8 +62,8 @@ HEXAGON_CLASSES = ("automobile", "cat", "deer", "dog", "horse", "truck")
 # ------------------------------------------------------------------------------------------------ d = 2 codes
 # ---------------------------------------------------------------------------------------------------- solvers
 def _d2(scale: str) -> list[Protocol]:
-    Ks = _by_scale(scale, [4, 6], [4, 6, 30])
-    taus = _by_scale(scale, [1.0, 0.2, 0.02], [1.0, 0.5, 0.2, 0.1, 0.05, 0.02])
+    Ks = by_scale(scale, [4, 6], [4, 6, 30])
+    taus = by_scale(scale, [1.0, 0.2, 0.02], [1.0, 0.5, 0.2, 0.1, 0.05, 0.02])
     steps = {"tiny": 300, "cpu": 800, "paper": 2000}[scale]
     return [Protocol.solver("CE-UFM (sphere) vs WD-UFM at d = 2", d=2, K=Ks, n=1, taus=taus, steps=steps, restarts=2,
                             lambda_wd=5e-3)]  # fmt: skip

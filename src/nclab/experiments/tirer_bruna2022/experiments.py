@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from nclab.experiments.catalog import METRICS_CODE, TRAINING_CODE, register
-from nclab.experiments.common import check_scale, html_table, legend, log_ticks, png, pyplot, write_csv
+from nclab.experiments.common import by_scale, check_scale, html_table, legend, log_ticks, png, pyplot, write_csv
 from nclab.experiments.protocols import Protocol
 from nclab.experiments.runs import protocols_of, resolve_paper
 from nclab.io.rundir import RunDir
@@ -63,10 +63,6 @@ __all__ = [
 ]
 
 
-def _by_scale(scale: str, tiny: Any, other: Any) -> Any:
-    return tiny if scale == "tiny" else other
-
-
 # ---------------------------------------------------------------------------------------------- Figs 1-4
 _FIG_MODELS = {
     "fig1-thm3.1-bias-free": ("mse-bias-free", ("W", "H")),
@@ -77,8 +73,8 @@ _FIG_MODELS = {
 
 
 def _ufm_figures(scale: str) -> list[Protocol]:
-    K, d, n = _by_scale(scale, (4, 12, 8), (4, 20, 50))
-    steps, every = _by_scale(scale, (3000, 500), (100_000, 5000))
+    K, d, n = by_scale(scale, (4, 12, 8), (4, 20, 50))
+    steps, every = by_scale(scale, (3000, 500), (100_000, 5000))
     return [Protocol.solver("GD on the UFM models of Figs. 1-4", K=K, d=d, n=n, lam=5e-3, lr=0.1, steps=steps,
                             measure_every=every)]  # fmt: skip
 
@@ -211,7 +207,7 @@ def _dead_relu_diagnosis(res: Any, *, lams: dict[str, float], iters: int) -> dic
 
 # ---------------------------------------------------------------------------------------------- threshold sweeps
 def _threshold(scale: str) -> list[Protocol]:
-    return [Protocol.solver("L-BFGS vs closed form across lambda", K=4, n=3, d=8, points=_by_scale(scale, 6, 25))]
+    return [Protocol.solver("L-BFGS vs closed form across lambda", K=4, n=3, d=8, points=by_scale(scale, 6, 25))]
 
 
 @register(
@@ -281,7 +277,7 @@ def threshold_sweep(out: Path, scale: str, seed: int) -> dict[str, Any]:
 # ---------------------------------------------------------------------------------------------- init scale
 def _init_scale(scale: str) -> list[Protocol]:
     return [Protocol.solver("GD on the 3-factor UFM from five init scales", K=4, n=10, d=20, lam=0.02,
-                            steps=_by_scale(scale, 3000, 40_000), init_scales=[0.01, 0.03, 0.1, 0.3, 1.0])]  # fmt: skip
+                            steps=by_scale(scale, 3000, 40_000), init_scales=[0.01, 0.03, 0.1, 0.3, 1.0])]  # fmt: skip
 
 
 @register(
@@ -338,9 +334,9 @@ def init_scale_study(out: Path, scale: str, seed: int) -> dict[str, Any]:
 
 # ---------------------------------------------------------------------------------------------- Thm 5.1
 def _thm51(scale: str) -> list[Protocol]:
-    ns = _by_scale(scale, [100, 400, 1600], [100, 300, 1000, 3000, 10_000, 20_000])
+    ns = by_scale(scale, [100, 400, 1600], [100, 300, 1000, 3000, 10_000, 20_000])
     return [Protocol.solver("Thm 5.1 Monte Carlo (fixed noisy features)", K=4, d=20, n=ns, lam_W=0.01,
-                            n_lam_H=0.02, sigma=0.3, repeats=_by_scale(scale, 3, 10))]  # fmt: skip
+                            n_lam_H=0.02, sigma=0.3, repeats=by_scale(scale, 3, 10))]  # fmt: skip
 
 
 @register(

@@ -19,6 +19,7 @@ import numpy as np
 
 from nclab.experiments.catalog import METRICS_CODE, TRAINING_CODE, register
 from nclab.experiments.common import (
+    by_scale,
     check_scale,
     finish_report,
     legend,
@@ -47,10 +48,6 @@ __all__ = [
     "pfc_table1",
     "train_fc_resnet",
 ]
-
-
-def _by_scale(scale: str, tiny: Any, other: Any) -> Any:
-    return tiny if scale == "tiny" else other
 
 
 # ---------------------------------------------------------------------------------------------- geodesic-digits
@@ -357,8 +354,8 @@ def pfc_depth_of_runs(folders: Sequence[Path]) -> dict[str, Any]:
 
 # ---------------------------------------------------------------------------------------------- mufm-tradeoff
 def _mufm(scale: str) -> list[Protocol]:
-    K, n, d = _by_scale(scale, (3, 10, 8), (5, 100, 20))
-    ratios = _by_scale(scale, [0.1, 1.0, 4.0], [0.1, 0.2, 0.4, 1.0, 2.0, 4.0])
+    K, n, d = by_scale(scale, (3, 10, 8), (5, 100, 20))
+    ratios = by_scale(scale, [0.1, 1.0, 4.0], [0.1, 0.2, 0.4, 1.0, 2.0, 4.0])
     return [Protocol.solver("exact alternating MUFM / UFM solver", K=K, n=n, d=d, lam_W=0.005, lam_ratios=ratios)]
 
 
