@@ -246,3 +246,190 @@ def test_a_result_file_older_than_the_new_keys_reads_not_measured_with_its_reaso
     found = pc.verdicts(get("fashion-mnist-cnn").claims, old)
     assert found and all(v.status == "not measured" for v in found)
     assert all("absent (a result file older than this measurement" in v.ours for v in found)
+
+
+def _fm_summary(metric_values: dict) -> dict:
+    """A hand-made ``fashion-mnist-cnn`` summary: per metric, the three MSE runs' values (the experiment's labels)."""
+    out: dict = {}
+    for metric, values in metric_values.items():
+        for run, v in zip(("mse", "mse seed1", "mse seed2"), values, strict=True):
+            out[f"{run}: {metric}"] = v
+            out.update(pc.convergence_keys(run, reached=True, final_loss=0.01, target="zero training error"))
+    return out
+
+
+def test_order_over_seeds_is_inconclusive_inside_the_spread():
+    claim = next(c for c in all_claims() if c.id == "han2022-fig2-nc23-fastest")
+    # L_NC2/3 falls fastest in the mean, but by 0.06 decades against a spread of ~0.4, and one seed reverses it
+    noisy = _fm_summary({
+        "L_NC1 decades": (2.0, 2.3, 1.7), "L_perp decades": (1.0, 1.1, 0.9), "L_NC23 decades": (1.8, 2.6, 1.8)
+    })  # fmt: skip
+    v = pc.verdict(claim, noisy)
+    assert v.status == "inconclusive" and "spread" in v.ours
+    clear = _fm_summary({
+        "L_NC1 decades": (1.0, 1.1, 0.9), "L_perp decades": (1.0, 1.1, 0.9), "L_NC23 decades": (3.0, 3.1, 2.9)
+    })  # fmt: skip
+    assert pc.verdict(claim, clear).status == "reproduced"
+    reversed_ = _fm_summary({
+        "L_NC1 decades": (3.0, 3.1, 2.9), "L_perp decades": (3.0, 3.1, 2.9), "L_NC23 decades": (1.0, 1.1, 0.9)
+    })  # fmt: skip
+    assert pc.verdict(claim, reversed_).status == "not reproduced"
+    # a plain key on one side: the spread is the seeds' side alone
+    runs = pc.Runs(("mse", "mse seed1", "mse seed2"), "x")
+    s = _fm_summary({"x": (0.5, 0.9, 1.3)})
+    assert pc.Order(runs, "b").check({**s, "b": 1.0})[0] == "inconclusive"  # 0.9 vs 1, sd 0.4
+    assert pc.Order(runs, "b").check({**s, "b": 1.5})[0] == "pass"  # 0.6 outside 0.4
+
+
+def test_the_resnet_depth_row_names_the_network_it_dropped():
+    claim = next(c for c in all_claims() if c.id == "tirer2022-fig5-10-resnet-depth")
+    s = {"networks": ["resnet18", "resnet34"], "nc1_decreasing_in_depth": True, "of_error_last_block": 0.05}
+    s.update(pc.convergence_keys("resnet18", reached=True, final_loss=0.002, target="zero training error"))
+    s.update(pc.convergence_keys("resnet34", reached=False, final_loss=0.002, target="zero training error",
+                                 detail="0.0769 % training error at the end"))  # fmt: skip
+    v = pc.verdict(claim, s)
+    assert (
+        v.status == "reproduced" and "dropped 1 of 2 runs (resnet34: target zero training error: not reached" in v.ours
+    )
+    # no network converged: the claim has nothing to read
+    s.update(pc.convergence_keys("resnet18", reached=False, final_loss=0.1, target="zero training error"))
+    assert pc.verdict(claim, s).status == "inconclusive"
+
+
+def _settings(group: str, values, vci, mlog, converged, p0=None) -> list[dict]:
+    p0 = p0 or [0.85] * len(values)
+    return [
+        {"value": v, "runs": 3, "converged": c, "vci": x, "nc1": x, "mlog": y, "mlo": y + 1.0, "p0": p}
+        for v, x, y, c, p in zip(values, vci, mlog, converged, p0, strict=True)
+    ]
+
+
+def test_a_correlation_over_settings_drops_the_unconverged_setting_and_says_so():
+    claim = next(c for c in all_claims() if c.id == "xu2023-fig7-vci")
+    # tau = 0.1 did not converge and alone reverses the sign: without it VCI rises with MLOG
+    tau = _settings("tau", (0.1, 0.25, 0.5, 1.0), (0.9, 0.3, 0.5, 0.7), (-1.0, 0.1, 0.2, 0.3), (0, 3, 3, 3),
+                    p0=(0.763, 0.85, 0.852, 0.851))  # fmt: skip
+    lam = _settings("lambda", (2.5, 5.0, 7.5, 10.0), (0.4, 0.5, 0.6, 0.7), (0.1, 0.2, 0.3, 0.4), (3, 3, 3, 3))
+    s = {"setting_means": {"tau": tau, "lambda": lam}, "pearson_r_sd_converged": {"tau/vci": 0.2, "lambda/vci": 0.1}}
+    v = pc.verdict(claim, s)
+    assert v.status == "reproduced"
+    assert "dropped 1 of 4 settings (tau = 0.1: 0 of 3 runs reached their target, p0 0.763)" in v.ours
+    assert "kept p0 0.85 - 0.852" in v.ours and "over 3 settings" in v.ours
+    # the r over every setting (the old reading) has the other sign
+    all_tau = [dict(r, converged=3) for r in tau]
+    assert pc.verdict(claim, {**s, "setting_means": {"tau": all_tau, "lambda": lam}}).status == "partly"
+    # a sign inside its spread over seeds decides nothing
+    wide = {**s, "pearson_r_sd_converged": {"tau/vci": 1.5, "lambda/vci": 0.1}}
+    out = pc.verdict(claim, wide)
+    assert out.status == "inconclusive" and "inside the seeds' spread" in out.ours
+    # two settings left: no correlation
+    two = [dict(r, converged=0 if i < 2 else 3) for i, r in enumerate(tau)]
+    out = pc.verdict(claim, {**s, "setting_means": {"tau": two, "lambda": lam}})
+    assert out.status == "inconclusive" and "2 settings reached their target (< 3)" in out.ours
+    # a result file of before the per-setting values: not measured, saying so
+    old = {"pearson_r": {"tau/vci": -0.968, "lambda/vci": -0.744}, "pearson_r_sd": {"tau/vci": 0.144}}
+    out = pc.verdict(claim, old)
+    assert out.status == "not measured" and out.ours.startswith("summary lacks per-setting values")
+
+
+def test_a_flip_over_settings_is_inconclusive_when_a_sign_is_inside_its_spread():
+    tau = _settings("tau", (0.25, 0.5, 1.0), (0.3, 0.5, 0.7), (0.1, 0.2, 0.3), (3, 3, 3))
+    lam = _settings("lambda", (2.5, 5.0, 7.5), (0.7, 0.5, 0.3), (0.1, 0.2, 0.3), (3, 3, 3))
+    crit = pc.Flip(pc.SettingR("tau", "nc1"), pc.SettingR("lambda", "nc1"), (+1, -1))
+    s = {"setting_means": {"tau": tau, "lambda": lam}, "pearson_r_sd_converged": {"tau/nc1": 0.1, "lambda/nc1": 0.1}}
+    assert crit.check(s)[0] == "pass"
+    assert crit.check({**s, "pearson_r_sd_converged": {"tau/nc1": 0.1, "lambda/nc1": 1.2}})[0] == "inconclusive"
+    assert crit.check({**s, "pearson_r_sd_converged": {"tau/nc1": 0.1}})[0] == "inconclusive"  # no spread recorded
+
+
+def test_runs_that_missed_their_target_make_the_whole_claim_inconclusive():
+    """A strict :class:`Converged` that is inconclusive is not outranked by a fail computed from those runs."""
+    s = {"r": -0.9, "run_labels": ["a"], **pc.convergence_keys("a", reached=False, final_loss=1.0, target="t")}
+    claim = pc.Claim("t-c", "[Xu & Liu 2023]", "Fig. 7", "q", "v", (pc.Sign("r", +1), pc.Converged()), "x")
+    assert pc.combine(["fail", "inconclusive"]) == "not reproduced"
+    assert pc.verdict(claim, s).status == "inconclusive"
+    s.update(pc.convergence_keys("a", reached=True, final_loss=0.0, target="t"))
+    assert pc.verdict(claim, s).status == "partly"  # the converged runs are judged: one sign fails
+
+
+def test_the_vb_split_is_judged_after_the_early_transient_per_seed():
+    claim = next(c for c in all_claims() if c.id == "xu2023-fig1-vb-split")
+    labels = {"mse": ("mse", "mse seed1", "mse seed2"), "ce": ("ce", "ce seed1", "ce seed2")}
+
+    def summary(vb_runs, perp_runs):
+        out: dict = {}
+        for runs in labels.values():
+            for run, vb, perp in zip(runs, vb_runs, perp_runs, strict=True):
+                out[f"{run}: within-class V_B part per epoch"] = vb
+                out[f"{run}: within-class V_B-perp part per epoch"] = perp
+                out.update(pc.convergence_keys(run, reached=True, final_loss=0.01, target="zero training error"))
+        return out
+
+    perp = [[[0, 0.1], [1, 1.0], [5, 2.0], [30, 3.0], [80, 3.1]]] * 3
+    # V_B rises after epoch 1 to a peak at epoch 3, then falls, ending above its epoch-1 value: the baseline
+    # epoch 1 would call it "not falling"; from each run's peak it falls in every seed
+    vb = [[[0, 0.1], [1, 5.0], [3, s], [30, 6.0], [80, 5.5 + 0.1 * i]] for i, s in enumerate((8.0, 8.5, 9.0))]
+    v = pc.verdict(claim, summary(vb, perp))
+    assert v.status == "reproduced" and "3 of 3 runs pass" in v.ours and "from its peak" in v.ours
+    plain = pc.Trend(pc.Runs(labels["mse"], "within-class V_B part per epoch"), -1)
+    assert plain.check(summary(vb, perp))[0] == "fail"  # the old baseline, for contrast
+    # a peak late in training (epoch 50 of 80) is no early transient: partly at most
+    late = [[[0, 0.1], [1, 5.0], [50, s], [80, s - 0.5]] for s in (8.0, 8.5, 9.0)]
+    assert pc.verdict(claim, summary(late, perp)).status == "partly"
+    # the seeds disagree: one falls by a lot, two end where they peaked; the change is inside its spread
+    mixed = [
+        [[0, 0.1], [1, 5.0], [3, 8.0], [80, 1.0]],
+        [[0, 0.1], [1, 5.0], [80, 9.0]],
+        [[0, 0.1], [1, 5.0], [80, 9.0]],
+    ]
+    out, text = pc.Trend(
+        pc.Runs(labels["mse"], "within-class V_B part per epoch"), -1, from_peak=True, per_run=True
+    ).check(summary(mixed, perp))
+    assert out == "inconclusive" and "inside the runs' spread" in text
+
+
+@pytest.mark.parametrize(
+    ("claim_id", "metrics"),
+    [
+        ("han2022-fig7-nc1-tpt", ("orders of magnitude after TPT",)),
+        ("han2022-figs3-5-nc2", tuple(f"{m} decades after TPT" for m in ("equinorm", "equiangularity", "max_angle"))),
+        ("han2022-fig6-nc3", ("self_duality decades after TPT",)),
+        ("han2022-fig8-nc4", ("ncc_mismatch decades after TPT",)),
+    ],
+)
+def test_han_nc1_to_nc4_are_judged_by_one_band(claim_id, metrics):
+    claim = next(c for c in all_claims() if c.id == claim_id)
+
+    def status(values):
+        return pc.verdict(claim, _fm_summary(dict.fromkeys(metrics, values))).status
+
+    assert status((1.2, 1.3, 1.1)) == "reproduced"  # >= 1 decade
+    assert status((0.3, 0.35, 0.25)) == "partly"  # a fall outside the spread, short of a decade
+    assert status((0.05, -0.02, 0.03)) == "inconclusive"  # mean 0.02, sd 0.036: inside the spread
+    assert status((-0.3, -0.35, -0.25)) == "not reproduced"  # a rise
+
+
+def test_the_xu_theorems_are_computed_and_fail_on_a_contradiction():
+    from dataclasses import replace
+
+    ids = ("xu2023-thm51-probe-loss", "xu2023-thm52-trace-bound", "xu2023-cor54-vci-invariance",
+           "xu2023-obs42-fuzziness-invariance")  # fmt: skip
+    claims = [next(c for c in all_claims() if c.id == i) for i in ids]
+    assert [pc.verdict(c, None).status for c in claims] == ["reproduced"] * 4
+    from nclab.experiments.xu_liu2023.paper import _xu2023_theory
+
+    values = _xu2023_theory()
+    assert values["thm51_max_abs_error"] < 1e-12 and values["cor54_max_abs_change"] < 1e-12
+    assert values["thm52_min_slack"] > 0.1 and values["obs42_general_min_rel_change"] > 0.01
+    wrong = {"thm51_max_abs_error": 0.01, "thm52_min_slack": -0.2, "thm52_collapsed_gap": 0.3}
+    wrong |= {"cor54_max_abs_change": 0.05, "obs42_block_max_rel_change": 0.1, "obs42_general_min_rel_change": 0.0}
+    assert [pc.verdict(replace(c, compute=lambda: wrong), None).status for c in claims] == ["not reproduced"] * 4
+
+
+def test_the_page_table_says_summary_keys_in_words_and_keeps_them_in_the_details():
+    c = pc.Claim("t-w", "[Wang et al. 2024]", "Fig. 2", "q", "v", (pc.Bound("pfc2_depth_violations", 0),), "x")
+    lines = pc.page_markdown([pc.verdict(c, {"pfc2_depth_violations": 5})], [("[Wang et al. 2024]", "t")])
+    row = next(line for line in lines if line.startswith("| **t-w**"))
+    assert "PFC2 depth breaks = 5" in row and "pfc2_depth_violations" not in row
+    detail = next(line for line in lines if line.startswith("- **t-w**"))
+    assert detail.endswith("Raw: pfc2_depth_violations = 5.")

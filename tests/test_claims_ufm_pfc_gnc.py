@@ -90,12 +90,17 @@ def test_thm51_limit_and_the_derived_rate():
 
 
 def test_resnet_depth_reads_converged_networks_only():
-    good = {"nc1_decreasing_in_depth": True, "of_error_last_block": 0.05}
+    from nclab.experiments.convergence import convergence_keys
+
+    nets = {"networks": ["resnet18", "resnet34"]}
+    nets.update(convergence_keys("resnet18", reached=True, final_loss=0.002, target="zero training error"))
+    nets.update(convergence_keys("resnet34", reached=False, final_loss=0.002, target="zero training error"))
+    good = {"nc1_decreasing_in_depth": True, "of_error_last_block": 0.05, **nets}
     assert outcome("tirer2022-fig5-10-resnet-depth", good)[0] == "reproduced"
-    bad = {"nc1_decreasing_in_depth": False, "of_error_last_block": 0.76}
-    assert outcome("tirer2022-fig5-10-resnet-depth", bad)[0] == "not reproduced"
+    bad = {"nc1_decreasing_in_depth": False, "of_error_last_block": 0.76, **nets}
+    assert outcome("tirer2022-fig5-10-resnet-depth", bad)[0] == "not reproduced"  # the dropped-run note lifts nothing
     # no network reached zero training error: the summary holds None, the claim has nothing to read
-    none = {"nc1_decreasing_in_depth": None, "of_error_last_block": None}
+    none = {"nc1_decreasing_in_depth": None, "of_error_last_block": None, **nets}
     assert outcome("tirer2022-fig5-10-resnet-depth", none)[0] == "not measured"
     assert "8x8 digits" in CLAIMS["tirer2022-fig5-10-resnet-depth"].reason
 

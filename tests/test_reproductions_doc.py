@@ -84,28 +84,35 @@ def test_missing_result_file_renders_not_yet_computed(tmp_path):
 
 def test_rendered_verdict_reads_the_result_file(tmp_path):
     """A result file's summary decides the row: a fake summary with VCI's sign right in one group only is partly."""
+
+    def settings(vci, mlog, converged=(3, 3, 3)):
+        return [
+            {"value": v, "runs": 3, "converged": c, "vci": x, "mlog": y, "mlo": y, "p0": 0.85}
+            for v, x, y, c in zip((0.25, 0.5, 1.0), vci, mlog, converged, strict=True)
+        ]
+
     res = rp.ResultFile(
         "vci-transfer", "cpu", 0, "0" * 40, "python scripts/reproductions.py --only vci-transfer", "d", 1.0,
-        {"pearson_r": {"tau/vci": -0.978, "lambda/vci": 0.907}, "run_labels": ["tau=1 seed0", "tau=0.1 seed0"],
-         "tau=1 seed0: converged": True, "tau=0.1 seed0: converged": True},
+        {"setting_means": {"tau": settings((0.3, 0.2, 0.1), (0.1, 0.2, 0.3)),
+                           "lambda": settings((0.1, 0.2, 0.3), (0.1, 0.2, 0.35))},
+         "pearson_r_sd_converged": {"tau/vci": 0.1, "lambda/vci": 0.1}},
     )  # fmt: skip
     res.write(tmp_path)
     assert rp.read_results(tmp_path)["vci-transfer"] == res
     row = next(r for r in rp.claim_rows(rp.read_results(tmp_path)) if r["claim"] == "xu2023-fig7-vci")
     assert row["verdict"] == "partly"
-    assert row["ours"] == (
-        'pearson_r["tau/vci"] = -0.978; pearson_r["lambda/vci"] = 0.907; all 2 runs reached their target'
-    )
-    # a run that missed its target makes the agreeing half inconclusive, and is named
-    res.summary["tau=0.1 seed0: converged"] = False
-    res.summary["tau=0.1 seed0: convergence"] = "target training error <= 5 % at the end: not reached (9.1 %)"
-    res.write(tmp_path)
-    row = next(r for r in rp.claim_rows(rp.read_results(tmp_path)) if r["claim"] == "xu2023-fig7-vci")
-    assert row["verdict"] == "partly" and "1 of 2 runs did not reach their target (tau=0.1 seed0: target" in row["ours"]
-    res.summary["pearson_r"]["tau/vci"] = 0.5
+    assert row["ours"].startswith("r(vci, MLOG), tau = -1.000 over 3 settings, sd over seeds 0.1; r(vci, MLOG), ")
+    # a setting whose runs missed their target is left out and named: two settings decide nothing
+    res.summary["setting_means"]["tau"][0]["converged"] = 2
     res.write(tmp_path)
     row = next(r for r in rp.claim_rows(rp.read_results(tmp_path)) if r["claim"] == "xu2023-fig7-vci")
     assert row["verdict"] == "inconclusive"
+    assert "dropped 1 of 3 settings (tau = 0.25: 2 of 3 runs reached their target, p0 0.85)" in row["ours"]
+    # a result file of before the per-setting values reads not measured, and says why
+    res = rp.ResultFile("vci-transfer", "cpu", 0, "0" * 40, "c", "d", 1.0, {"pearson_r": {"tau/vci": -0.978}})
+    res.write(tmp_path)
+    row = next(r for r in rp.claim_rows(rp.read_results(tmp_path)) if r["claim"] == "xu2023-fig7-vci")
+    assert row["verdict"] == "not measured" and "summary lacks per-setting values" in row["ours"]
 
 
 def test_transfer_table_puts_ours_beside_the_papers_correlations():
@@ -121,6 +128,17 @@ def test_transfer_table_puts_ours_beside_the_papers_correlations():
     # the paper's VCI cell: r with MLOG, with MLO, partial given logit p_0, from Tables 1-2
     assert paper.endswith("| +0.975 / +0.961 / +0.983 |")
     assert rp.NOT_YET in " ".join(rp.transfer_table(None))
+    # the converged settings' r beside it, and the settings left out, when the result file has them
+    res.summary.update(
+        pearson_r_converged={"lambda/vci": 0.5}, pearson_r_sd_converged={"lambda/vci": 0.2},
+        dropped_settings={"tau": ["tau = 0.1: 0 of 3 runs reached their target"], "lambda": []},
+    )  # fmt: skip
+    lines = rp.transfer_table(res)
+    kept = next(line for line in lines if line.startswith("| lambda | ours, converged"))
+    assert kept.endswith("| +0.500 (0.200) |")
+    assert "Settings left out of the converged rows (and of the claims): tau = 0.1: 0 of 3 runs reached" in "".join(
+        lines
+    )
 
 
 # ------------------------------------------------------------------------------------------------ staleness
@@ -209,14 +227,14 @@ def test_paper_correlations_recomputed_from_table_2():
 
 
 def test_partial_correlation_removes_the_control():
-    from nclab.experiments.correlation import partial_pearson
+    from nclab.experiments.correlation import partial_pearson, pearson
 
     # y = 2 x + z exactly: controlling for z leaves r(x, y) = 1 although z scrambles the raw correlation
     x = [0.0, 1.0, 2.0, 3.0, 4.0]
     z = [5.0, -3.0, 4.0, -6.0, 1.0]
     y = [2 * a + b for a, b in zip(x, z, strict=True)]
     assert partial_pearson(x, y, z) == pytest.approx(1.0, abs=1e-12)
-    assert abs(xu_paper._pearson(x, y)) < 0.5
+    assert abs(pearson(x, y)) < 0.5
 
 
 @pytest.mark.parametrize(

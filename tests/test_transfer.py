@@ -411,3 +411,48 @@ def test_make_task_refuses_an_unknown_score() -> None:
     # the task's score is the probe's Literal: a misspelt one is named when the task is built, not at the probe
     with pytest.raises(ValueError, match="downstream 'd': score must be one of 'top1', 'mean_per_class', got 'top5'"):
         make_task({"name": "d", "dataset": "digits", "per_class": 10, "score": "top5"}, (1, 8, 8))
+
+
+def test_converged_settings_leave_out_a_setting_that_missed_its_target():
+    """The summariser on hand-made rows: tau = 0.1 did not converge (2 of 3 seeds), so it is recorded with its
+    means and left out of r and of the spread over seeds; the claims recompute r from the recorded means."""
+    from nclab.experiments import claims as pc
+    from nclab.experiments.xu_liu2023.experiments import converged_settings
+
+    rng = np.random.default_rng(0)
+    rows = []
+    for t, base in ((0.1, 0.9), (0.25, 0.3), (0.5, 0.5), (1.0, 0.7)):
+        for seed in range(3):
+            vci = base + 0.01 * seed
+            rows.append({
+                "run": f"tau={t}-s{seed}", "group": "tau", "value": t, "seed": seed, "vci": vci, "nc1": vci,
+                "trace_ratio": rng.random(), "within_class_cosine": rng.random(),
+                "mlog": (-1.0 if t == 0.1 else vci) + 0.05 * rng.standard_normal(), "mlo": vci + 1.0,
+                "pretrain_accuracy": 0.76 if t == 0.1 else 0.85,
+            })  # fmt: skip
+    converged = {r["run"]: not (r["value"] == 0.1 and r["seed"] > 0) for r in rows}
+    out = converged_settings(rows, converged)
+    tau = out["setting_means"]["tau"]
+    assert [(m["value"], m["runs"], m["converged"]) for m in tau] == [
+        (0.1, 3, 1),
+        (0.25, 3, 3),
+        (0.5, 3, 3),
+        (1.0, 3, 3),
+    ]
+    assert tau[0]["p0"] == 0.76 and tau[0]["vci"] == pytest.approx(0.91, abs=1e-6)
+    assert tau[1]["mlog"] == pytest.approx(np.mean([r["mlog"] for r in rows if r["value"] == 0.25]), abs=1e-6)
+    assert out["dropped_settings"]["tau"] == ["tau = 0.1: 1 of 3 runs reached their target"]
+    kept = [m for m in tau if m["value"] != 0.1]
+    r = np.corrcoef([m["vci"] for m in kept], [m["mlog"] for m in kept])[0, 1]
+    assert out["pearson_r_converged"]["tau/vci"] == pytest.approx(r, abs=2e-3) and r > 0.9
+    per_seed = [
+        np.corrcoef(*np.array([(q["vci"], q["mlog"]) for q in rows if q["seed"] == s and q["value"] != 0.1]).T)[0, 1]
+        for s in range(3)
+    ]
+    assert out["pearson_r_sd_converged"]["tau/vci"] == pytest.approx(np.std(per_seed, ddof=1), abs=2e-3)
+    # over every setting the sign is the other one: the unconverged setting decided it
+    every = np.corrcoef([m["vci"] for m in tau], [m["mlog"] for m in tau])[0, 1]
+    assert every < 0
+    # the claim reads the recorded means and names the dropped setting
+    v, _, note = pc.SettingR("tau", "vci").read(out)
+    assert v == pytest.approx(r, abs=1e-4) and "tau = 0.1: 1 of 3 runs reached their target, p0 0.76" in note

@@ -51,6 +51,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from nclab.experiments.convergence import CONVERGED, CONVERGENCE, FINAL_LOSS, convergence_keys
+from nclab.experiments.correlation import partial_pearson, pearson
 
 __all__ = [
     "CHECK_OUTCOMES",
@@ -73,6 +74,7 @@ __all__ = [
     "Order",
     "Quote",
     "Runs",
+    "SettingR",
     "Sign",
     "Trend",
     "Value",
@@ -236,11 +238,98 @@ def _stat_text(mean: float, sd: float, n: int) -> str:
     return _num(mean) if n == 1 else f"{_num(mean)} ± {_num(sd)} (n = {n})"
 
 
-Source = Key | Runs
+@dataclass(frozen=True)
+class SettingR:
+    """A correlation over the settings of a group of runs, computed here from the summary's per-setting means
+    (``setting_means``, one point per setting: the mean over its seeds) over the settings whose every run reached
+    its target; the others are dropped and named with their p_0 (the pretraining accuracy) beside the kept ones'.
+
+    ``against`` is ``"mlog"`` (Pearson r with MLOG), ``"mlo"`` (with MLO) or ``"partial"`` (with MLOG controlling
+    for logit p_0). Its spread (:meth:`spread`, for ``"mlog"``) is the summary's ``pearson_r_sd_converged``: the
+    standard deviation over seeds of the per-seed r over the same settings. Fewer than 3 kept settings (4 for the
+    partial r) decide nothing (``inconclusive``). A summary without per-setting values reads *not measured*.
+
+    >>> rows = [{"value": v, "runs": 3, "converged": 3 if v > 0.1 else 0, "vci": v, "mlog": 2 * v, "mlo": v,
+    ...          "p0": 0.85 if v > 0.1 else 0.76} for v in (0.1, 0.25, 0.5, 1.0)]
+    >>> r, text, note = SettingR("tau", "vci").read({"setting_means": {"tau": rows}})
+    >>> round(r, 3), note
+    (1.0, 'dropped 1 of 4 settings (tau = 0.1: 0 of 3 runs reached their target, p0 0.76); kept p0 0.85 - 0.85')
+    """
+
+    group: str
+    metric: str
+    against: str = "mlog"
+
+    def title(self) -> str:
+        name = "partial r(%s, MLOG | logit p0)" if self.against == "partial" else f"r(%s, {self.against.upper()})"
+        return f"{name % self.metric}, {self.group}"
+
+    def describe(self) -> str:
+        spread = "; spread: the sd over seeds of the per-seed r" if self.against == "mlog" else ""
+        return (
+            f"{self.title()} over the settings whose every run reached its target (one point per setting, the mean "
+            f"over seeds; the other settings dropped and named){spread}"
+        )
+
+    def read(self, summary: Mapping[str, Any]) -> tuple[float | None, str, str]:
+        """``(r, text, note)``; ``r`` is ``None`` when too few settings are kept or r is undefined."""
+        try:
+            rows = lookup(summary, ("setting_means", self.group))
+        except _Missing:
+            raise _Missing(f'summary lacks per-setting values: setting_means["{self.group}"] absent') from None
+        need_keys = (
+            "value",
+            "runs",
+            "converged",
+            "p0",
+            self.metric,
+            "mlog" if self.against == "partial" else self.against,
+        )
+        for k in need_keys:
+            if any(not isinstance(r, Mapping) or k not in r for r in rows):
+                raise _Missing(f'summary lacks per-setting values: setting_means["{self.group}"][*]["{k}"] absent')
+        kept = [r for r in rows if r["converged"] == r["runs"]]
+        dropped = [
+            f"{self.group} = {_num(r['value'])}: {r['converged']} of {r['runs']} runs reached their target, "
+            f"p0 {_num(r['p0'])}"
+            for r in rows
+            if r["converged"] != r["runs"]
+        ]
+        note = ""
+        if dropped:
+            p0 = [float(r["p0"]) for r in kept]
+            kept_p0 = f"; kept p0 {_num(min(p0))} - {_num(max(p0))}" if p0 else ""
+            note = f"dropped {len(dropped)} of {len(rows)} settings ({'; '.join(dropped)}){kept_p0}"
+        need = 4 if self.against == "partial" else 3
+        if len(kept) < need:
+            return None, f"{self.title()}: {len(kept)} settings reached their target (< {need})", note
+        x = [float(r[self.metric]) for r in kept]
+        if self.against == "partial":
+            p = np.asarray([float(r["p0"]) for r in kept])
+            r = partial_pearson(x, [float(r["mlog"]) for r in kept], np.log(p / (1 - p)))
+        else:
+            r = pearson(x, [float(r[self.against]) for r in kept])
+        if not math.isfinite(r):
+            return None, f"{self.title()} undefined over {len(kept)} settings", note
+        return r, f"{self.title()} = {r:+.3f} over {len(kept)} settings", note
+
+    def spread(self, summary: Mapping[str, Any]) -> float | None:
+        """The sd over seeds of the per-seed r (``pearson_r_sd_converged``); ``None`` when undefined (one seed)."""
+        if self.against != "mlog":
+            return None
+        try:
+            return float(lookup(summary, ("pearson_r_sd_converged", f"{self.group}/{self.metric}")))
+        except _Missing:
+            return None
+
+
+Source = Key | Runs | SettingR
 
 
 def _read(summary: Mapping[str, Any], source: Source) -> tuple[float | None, str, str]:
     """``(value, text, note)`` of one key or of the mean of a :class:`Runs` (``None``: too few runs converged)."""
+    if isinstance(source, SettingR):
+        return source.read(summary)
     if isinstance(source, Runs):
         vals, note = source.values(summary)
         if len(vals) < max(source.min_runs, 1):
@@ -252,7 +341,7 @@ def _read(summary: Mapping[str, Any], source: Source) -> tuple[float | None, str
 
 
 def _src_text(source: Source) -> str:
-    return source.describe() if isinstance(source, Runs) else _key_text(source)
+    return source.describe() if isinstance(source, Runs | SettingR) else _key_text(source)
 
 
 def _with(text: str, *notes: str) -> str:
@@ -283,27 +372,44 @@ class Criterion:
 class Sign(Criterion):
     """``summary[key]`` has the sign ``sign`` (+1 or -1): a correlation's direction, or a change's. With ``spread``
     and a :class:`Runs` key, a mean within one standard deviation over seeds of 0 (``|mean| <= sd``) is
-    ``inconclusive``, and fewer than 3 converged runs too."""
+    ``inconclusive``, and fewer than 3 converged runs too; with a :class:`SettingR` key, an r within its sd over
+    seeds of 0 (``|r| <= sd``) is ``inconclusive``, and so is an r without a recorded spread. With ``full``, a
+    value of the right sign (outside the spread) but smaller in size than ``full`` is a partial pass (e.g. a fall
+    of less than one decade where the band asks for one)."""
 
     key: Source
     sign: int
     spread: bool = False
     basis: str = ""
+    full: float | None = None
 
     def describe(self) -> str:
         extra = "; |mean| <= sd over >= 3 seeds is inconclusive" if self.spread else ""
+        if self.spread and isinstance(self.key, SettingR):
+            extra = "; |r| <= its sd over seeds is inconclusive"
+        if self.full is not None:
+            extra += f"; pass at |value| >= {_num(self.full)}, partly below"
         return self._said(f"{_src_text(self.key)} {'> 0' if self.sign > 0 else '< 0'}{extra}")
 
     def check(self, summary: Mapping[str, Any]) -> tuple[str, str]:
         v, text, note = _read(summary, self.key)
         if v is None:
             return _INCONCLUSIVE, _with(text, note)
+        if self.spread and isinstance(self.key, SettingR):
+            sd = self.key.spread(summary)
+            if sd is None or not math.isfinite(sd):
+                return _INCONCLUSIVE, _with(f"{text}: no spread over seeds recorded (one seed)", note)
+            text = f"{text}, sd over seeds {_num(sd)}"
+            if abs(v) <= sd:
+                return _INCONCLUSIVE, _with(f"{text}: inside the seeds' spread", note)
         if self.spread and isinstance(self.key, Runs):
             vals, _ = self.key.values(summary)
             if len(vals) < 3:
                 return _INCONCLUSIVE, _with(f"{text}: fewer than 3 converged runs", note)
             if abs(v) <= _mean_sd([float(x) for x in vals])[1]:
                 return _INCONCLUSIVE, _with(f"{text}: inside the seeds' spread", note)
+        if self.full is not None and 0 < v * self.sign < self.full:
+            return _PARTIAL, _with(text, note)
         return (_PASS if v * self.sign > 0 else _FAIL), _with(text, note)
 
 
@@ -312,12 +418,22 @@ class Converged(Criterion):
     """Every run listed under ``summary[key]`` (a list of run labels) reached its target (its ``"{run}:
     converged"`` key, :func:`convergence_keys`): pass; otherwise ``inconclusive``, naming the runs that did not and
     why. For claims computed over all of an experiment's runs (e.g. a correlation over settings), where a run that
-    did not converge cannot be left out of the statistic."""
+    did not converge cannot be left out of the statistic.
+
+    With ``dropped_ok`` the claim's other criteria read values the experiment computed from its converged runs only
+    (e.g. ``resnet-depth``'s networks at zero training error): the criterion passes when at least one run converged
+    and names the dropped runs and why, so that the row says what was left out."""
 
     key: Key = "run_labels"
     basis: str = ""
+    dropped_ok: bool = False
 
     def describe(self) -> str:
+        if self.dropped_ok:
+            return self._said(
+                f"the values read come from the runs of {_key_text(self.key)} that reached their target; the others "
+                "are dropped and named (none converged: inconclusive)"
+            )
         return self._said(f"every run of {_key_text(self.key)} reached its target (else inconclusive)")
 
     def check(self, summary: Mapping[str, Any]) -> tuple[str, str]:
@@ -327,6 +443,8 @@ class Converged(Criterion):
         if not bad:
             return _PASS, f"all {len(labels)} runs reached their target"
         shown = "; ".join(bad[:4]) + (f"; and {len(bad) - 4} more" if len(bad) > 4 else "")
+        if self.dropped_ok and len(bad) < len(labels):
+            return _PASS, f"converged runs only: dropped {len(bad)} of {len(labels)} runs ({shown})"
         return _INCONCLUSIVE, f"{len(bad)} of {len(labels)} runs did not reach their target ({shown})"
 
 
@@ -363,20 +481,50 @@ class Bound(Criterion):
 @dataclass(frozen=True)
 class Order(Criterion):
     """``summary[a] < summary[b]``: one measured quantity below another, ``b`` the baseline (e.g. the value at the
-    first epoch after initialisation). For two settings over seeds use :class:`Compare`."""
+    first epoch after initialisation). For two settings over seeds use :class:`Compare`.
+
+    When ``a`` or ``b`` is a :class:`Runs` (seeds), the spread rule of :class:`Compare` applies: the difference of
+    the means inside the seeds' spread (``|a - b| <= sd_a + sd_b``, the sample sd over seeds of each side read over
+    runs, 0 for a single key) is ``inconclusive``, and so are fewer than ``min_seeds`` converged runs on a side.
+
+    >>> r = Runs(("mse seed0", "mse seed1", "mse seed2"), "d", converged_only=False)
+    >>> Order(r, "b").check({"mse seed0: d": 0.1, "mse seed1: d": 0.2, "mse seed2: d": 0.3, "b": 1.0})[0]
+    'pass'
+    >>> Order(r, "b").check({"mse seed0: d": 0.1, "mse seed1: d": 0.9, "mse seed2: d": 1.7, "b": 1.0})[0]
+    'inconclusive'
+    """
 
     a: Source
     b: Source
     basis: str = ""
+    min_seeds: int = 3
 
     def describe(self) -> str:
-        return self._said(f"{_src_text(self.a)} < {_src_text(self.b)}")
+        rule = ""
+        if isinstance(self.a, Runs) or isinstance(self.b, Runs):
+            rule = (
+                f": mean over >= {self.min_seeds} seeds; |difference| <= the seeds' spread (sum of sds) is inconclusive"
+            )
+        return self._said(f"{_src_text(self.a)} < {_src_text(self.b)}{rule}")
+
+    def _sd(self, summary: Mapping[str, Any], source: Source) -> tuple[float, int]:
+        if not isinstance(source, Runs):
+            return 0.0, self.min_seeds
+        vals, _ = source.values(summary)
+        return _mean_sd([float(x) for x in vals])[1], len(vals)
 
     def check(self, summary: Mapping[str, Any]) -> tuple[str, str]:
         (a, ta, na), (b, tb, nb) = _read(summary, self.a), _read(summary, self.b)
         if a is None or b is None:
             return _INCONCLUSIVE, _with(f"{ta} vs {tb}", na, nb)
         text = f"{_num(a)} vs {_num(b)}" if not (na or nb or isinstance(self.a, Runs)) else f"{ta} vs {tb}"
+        if isinstance(self.a, Runs) or isinstance(self.b, Runs):
+            (sa, ka), (sb, kb) = self._sd(summary, self.a), self._sd(summary, self.b)
+            if min(ka, kb) < self.min_seeds:
+                return _INCONCLUSIVE, _with(f"{text}: fewer than {self.min_seeds} converged runs", na, nb)
+            text = f"{text}: difference {_num(a - b)}, spread {_num(sa + sb)}"
+            if abs(a - b) <= sa + sb:
+                return _INCONCLUSIVE, _with(text, na, nb)
         return (_PASS if a < b else _FAIL), _with(text, na, nb)
 
 
@@ -532,10 +680,12 @@ class Compare(Criterion):
 class Flip(Criterion):
     """A correlation whose sign flips between two groups as the paper's: ``summary[a]`` has the sign ``signs[0]``
     and ``summary[b]`` the sign ``signs[1]`` (opposite signs). Both as the paper's -> pass; a flip the other way
-    round -> partial; the same sign in both groups (no flip) -> fail. Judged as one flip, not two signs."""
+    round -> partial; the same sign in both groups (no flip) -> fail. Judged as one flip, not two signs. With
+    :class:`SettingR` correlations, either r within its sd over seeds of 0 (or too few settings) is ``inconclusive``:
+    no sign, so no flip, is established."""
 
-    a: Key
-    b: Key
+    a: Key | SettingR
+    b: Key | SettingR
     signs: tuple[int, int]
     basis: str = ""
 
@@ -545,11 +695,24 @@ class Flip(Criterion):
 
     def describe(self) -> str:
         s = ["> 0" if x > 0 else "< 0" for x in self.signs]
-        return self._said(f"sign flips: {_key_text(self.a)} {s[0]} and {_key_text(self.b)} {s[1]}")
+        spread = "; either |r| <= its sd over seeds is inconclusive" if isinstance(self.a, SettingR) else ""
+        return self._said(f"sign flips: {_src_text(self.a)} {s[0]} and {_src_text(self.b)} {s[1]}{spread}")
 
     def check(self, summary: Mapping[str, Any]) -> tuple[str, str]:
-        a, b = float(lookup(summary, self.a)), float(lookup(summary, self.b))
-        text = f"{_key_text(self.a)} = {_num(a)}, {_key_text(self.b)} = {_num(b)}"
+        if isinstance(self.a, SettingR) and isinstance(self.b, SettingR):
+            (ra, ta, na), (rb, tb, nb) = self.a.read(summary), self.b.read(summary)
+            if ra is None or rb is None:
+                return _INCONCLUSIVE, _with(f"{ta}; {tb}", na, nb)
+            sds = [x.spread(summary) for x in (self.a, self.b)]
+            said = [f"{t} (sd over seeds {_num(sd) if sd is not None else 'not recorded'})" for t, sd in zip(
+                (ta, tb), sds, strict=True)]  # fmt: skip
+            text = _with(", ".join(said), na, nb)
+            if any(sd is None or not math.isfinite(sd) or abs(r) <= sd for r, sd in zip((ra, rb), sds, strict=True)):
+                return _INCONCLUSIVE, text + " (a sign inside its spread over seeds: no flip established)"
+            a, b = ra, rb
+        else:
+            a, b = float(lookup(summary, self.a)), float(lookup(summary, self.b))  # type: ignore[arg-type]
+            text = f"{_key_text(self.a)} = {_num(a)}, {_key_text(self.b)} = {_num(b)}"  # type: ignore[arg-type]
         if a * self.signs[0] > 0 and b * self.signs[1] > 0:
             return _PASS, text + " (flips as the paper's)"
         if a * b < 0:
@@ -568,21 +731,46 @@ class Trend(Criterion):
     moved from ``start`` in ``direction`` and lies within ``tol`` (relative) of ``ext`` (the trend holds to the
     end); partial: it moved from ``start`` in ``direction`` but turned back by more than ``tol`` from ``ext`` (the
     extreme's epoch is said); fail: it did not move from ``start`` in ``direction``.
+
+    ``from_peak`` judges the trend after the early transient: ``start`` is the series' opposite extreme after the
+    initialisation (its peak for a fall, its trough for a rise), and a peak later than the first third of the
+    epochs is no early transient (at most partial). ``per_run`` (a :class:`Runs` key) judges each converged run
+    on its own series and reports the relative change ``last / start - 1`` as mean and sd over the runs: fewer than
+    3 runs, or ``|mean| <= sd``, is ``inconclusive``; every run passing -> pass; no run moving in ``direction`` ->
+    fail; otherwise partial.
+
+    >>> up_down = [[0, 0.1], [1, 7.6], [2, 8.0], [4, 5.9], [12, 3.5], [27, 1.8], [80, 1.6]]
+    >>> Trend("v", -1).check({"v": up_down})[0], Trend("v", -1, from_peak=True).check({"v": up_down})[1]
+    ('pass', 'v (epochs 2 -> 80, from its peak): 8 -> 1.6; minimum 1.6 at epoch 80')
     """
 
-    key: Source
+    key: Key | Runs
     direction: int
     tol: float = 0.05
     skip_init: bool = True
     basis: str = ""
+    from_peak: bool = False
+    per_run: bool = False
 
     def describe(self) -> str:
         word = "keeps falling" if self.direction < 0 else "keeps rising"
         ext = "minimum" if self.direction < 0 else "maximum"
         start = "the first epoch after initialisation" if self.skip_init else "the first measured epoch"
+        if self.from_peak:
+            peak = "peak" if self.direction < 0 else "trough"
+            start = (
+                f"its {peak} after initialisation (the early transient skipped; a {peak} after the first third of the "
+                "epochs: partly at most)"
+            )
+        per = ""
+        if self.per_run:
+            per = (
+                "; judged per run: pass when every run passes, and a relative change (last / start - 1, mean ± sd "
+                "over >= 3 runs) inside its spread is inconclusive"
+            )
         return self._said(
             f"{_src_text(self.key)} {word}: last vs {start} in that direction, and within {_num(self.tol)} "
-            f"(relative) of its {ext} after it (partly: moved in that direction but turned back)"
+            f"(relative) of its {ext} after it (partly: moved in that direction but turned back){per}"
         )
 
     def _series(self, summary: Mapping[str, Any]) -> tuple[dict[int, float] | None, str, int]:
@@ -595,29 +783,60 @@ class Trend(Criterion):
             return {e: float(np.mean([d[e] for d in dicts])) for e in sorted(common)}, note, len(runs)
         return {int(e): float(v) for e, v in lookup(summary, self.key)}, "", 1
 
-    def check(self, summary: Mapping[str, Any]) -> tuple[str, str]:
-        series, note, n = self._series(summary)
-        name = self.key.title() if isinstance(self.key, Runs) else _key_text(self.key)
-        if series is None:
-            return _INCONCLUSIVE, _with(f"{name}: {n} converged runs", note)
+    def _judge(self, name: str, series: dict[int, float], mean: str = "") -> tuple[str, str, float]:
+        """``(outcome, text, relative change last / start - 1)`` of one series."""
         epochs = [e for e in sorted(series) if e > 0 or not self.skip_init]
         if len(epochs) < 2:
             raise _Missing(f"{name}: fewer than 2 measured epochs after the initialisation")
+        peak_late = False
+        if self.from_peak:
+            e_start = (max if self.direction < 0 else min)(epochs, key=lambda e: series[e])
+            peak_late = e_start > epochs[-1] / 3
+            epochs = [e for e in epochs if e >= e_start]
         start, last = series[epochs[0]], series[epochs[-1]]
         pick = min if self.direction < 0 else max
         e_ext = pick(epochs, key=lambda e: series[e])
         ext = series[e_ext]
-        mean = f"mean of {n} runs, " if n > 1 else ""
-        text = _with(
-            f"{name} ({mean}epochs {epochs[0]} -> {epochs[-1]}): {_num(start)} -> {_num(last)}; "
-            f"{'minimum' if self.direction < 0 else 'maximum'} {_num(ext)} at epoch {e_ext}",
-            note,
+        frm = (", from its peak" if self.direction < 0 else ", from its trough") if self.from_peak else ""
+        text = (
+            f"{name} ({mean}epochs {epochs[0]} -> {epochs[-1]}{frm}): {_num(start)} -> {_num(last)}; "
+            f"{'minimum' if self.direction < 0 else 'maximum'} {_num(ext)} at epoch {e_ext}"
         )
-        if self.direction * (last - start) <= 0:
-            return _FAIL, text
-        if abs(last - ext) <= self.tol * abs(ext):
-            return _PASS, text
-        return _PARTIAL, text
+        change = last / start - 1 if start != 0 else float("nan")
+        if len(epochs) < 2 or self.direction * (last - start) <= 0:
+            return _FAIL, text, change
+        if abs(last - ext) <= self.tol * abs(ext) and not peak_late:
+            return _PASS, text, change
+        return _PARTIAL, text + (" (the turn comes after the first third of the epochs)" if peak_late else ""), change
+
+    def check(self, summary: Mapping[str, Any]) -> tuple[str, str]:
+        if self.per_run and isinstance(self.key, Runs):
+            runs, note = self.key.values(summary)
+            name = self.key.title()
+            if len(runs) < 3:
+                return _INCONCLUSIVE, _with(f"{name}: {len(runs)} converged runs (< 3)", note)
+            judged = [self._judge(name, {int(e): float(v) for e, v in r}) for r in runs]
+            outs = [o for o, _, _ in judged]
+            m, sd = _mean_sd([c for _, _, c in judged])
+            per = "; ".join(f"run {i + 1} {t[len(name) + 1 :]}" for i, (_, t, _) in enumerate(judged))
+            text = _with(
+                f"{name}: {outs.count(_PASS)} of {len(outs)} runs pass; relative change {_stat_text(m, sd, len(outs))}"
+                f" ({per})",
+                note,
+            )
+            if not math.isfinite(m) or abs(m) <= sd:
+                return _INCONCLUSIVE, text + ": inside the runs' spread"
+            if all(o == _PASS for o in outs):
+                return _PASS, text
+            if all(o == _FAIL for o in outs):
+                return _FAIL, text
+            return _PARTIAL, text
+        series, note, n = self._series(summary)
+        name = self.key.title() if isinstance(self.key, Runs) else _key_text(self.key)
+        if series is None:
+            return _INCONCLUSIVE, _with(f"{name}: {n} converged runs", note)
+        out, text, _ = self._judge(name, series, f"mean of {n} runs, " if n > 1 else "")
+        return out, _with(text, note)
 
 
 # ============================================================================================ claims and outcomes
@@ -758,7 +977,16 @@ def verdict(claim: Claim, summary: Mapping[str, Any] | None) -> Verdict:
             return Verdict(claim, UNMEASURED, said)
         outcomes.append(out)
         ours.append(text)
-    status = combine(outcomes, erratum=bool(claim.erratum))
+    # a converged-runs-only note (Converged with dropped_ok) that passes says which runs were read; it is no
+    # judgement of the paper's claim and does not lift the others' outcome
+    judged = [o for c, o in zip(claim.checks, outcomes, strict=True)
+              if not (isinstance(c, Converged) and c.dropped_ok and o == _PASS)] or outcomes  # fmt: skip
+    status = combine(judged, erratum=bool(claim.erratum))
+    # a claim whose required runs did not all reach their target is inconclusive as a whole: a fail computed from
+    # them does not outrank it
+    if any(isinstance(c, Converged) and not c.dropped_ok and o == _INCONCLUSIVE for c, o in zip(
+            claim.checks, outcomes, strict=True)):  # fmt: skip
+        status = INCONCLUSIVE
     if claim.kind == "check":
         status = _AS_CHECK.get(status, status)
     return Verdict(claim, status, "; ".join(ours))
@@ -839,7 +1067,12 @@ _OUTCOME_NOTE = (
     "deviations over seeds) or too few runs reached their target; differs in our favour = ours beats the paper's "
     "direction; paper erratum confirmed = the paper's statement as printed fails where its corrected form holds; "
     "not measured = a value the criterion reads is absent. Checks (derived analyses, the papers' table arithmetic) "
-    "hold or do not hold and are no reproductions. Thresholds the paper does not state are ours."
+    "hold or do not hold and are no reproductions. Thresholds the paper does not state are ours. The spread rule is "
+    "a heuristic, not a significance test: at n = 3 seeds a sample sd is itself uncertain (the true sd lies between "
+    "about 0.5 and 6.3 times it, 95 %), and a difference outside the sum of the two sds corresponds, for equal sds, "
+    "to Welch's t > 2.45 (two-sided p about 0.07 at 4 degrees of freedom), for very unequal sds to p up to about "
+    "0.23 (one sd near 0); outside means the difference is larger than the seeds' usual scatter, inside means our "
+    "seeds cannot order the two settings, not that they are equal."
 )
 
 
@@ -859,6 +1092,77 @@ def claims_table_html(found: Sequence[Verdict]) -> str:
 
 
 # ============================================================================================ the page
+#: Raw summary keys as the page's tables say them in words (the raw keys stay in each paper's collapsible details),
+#: longest first where one contains another.
+_OURS_WORDS: tuple[tuple[str, str], ...] = (
+    ('fig1-thm3.1-bias-free["levels"]["H"]["nc1"]', "bias-free NC1"),
+    ('fig1-thm3.1-bias-free["levels"]["H"]["orthogonal_frame_error"]', "bias-free OF error"),
+    ('fig2-thm3.2-free-bias["levels"]["H"]["nc1"]', "free-bias NC1"),
+    ('fig2-thm3.2-free-bias["levels"]["H"]["etf_gram_error"]', "free-bias ETF error"),
+    ('fig2-thm3.2-free-bias["levels"]["H"]["orthogonal_frame_error"]', "free-bias OF error"),
+    ('fig4-thm4.2-extended-relu["optimum_levels"]["H2"]["orthogonal_frame_error"]', "ReLU model H2 OF error"),
+    ('fig4-thm4.2-extended-relu["optimum_levels"]["H1"]["orthogonal_frame_error"]', "ReLU model H1 OF error"),
+    ('fig3-thm4.1-extended-linear["levels"]["H1"]["orthogonal_frame_error"]', "linear model H1 OF error"),
+    ('fig4-thm4.2-extended-relu["optimum_loss"]', "objective at the optimum reached"),
+    ('fig1-thm3.1-bias-free["loss"]', "GD objective"),
+    ('fig2-thm3.2-free-bias["loss"]', "GD objective"),
+    ('fig3-thm4.1-extended-linear["loss"]', "GD objective"),
+    ("(t = ", "(closed form "),
+    ('predicted_monotone_violations["pfc1"]', "predicted PFC1 breaks"),
+    ('predicted_monotone_violations["pfc2"]', "predicted PFC2 breaks"),
+    ('predicted_monotone_violations["pfc3"]', "predicted PFC3 breaks"),
+    ("pfc1_depth_violations", "PFC1 depth breaks"),
+    ("pfc2_depth_violations", "PFC2 depth breaks"),
+    ("pfc3_depth_violations", "PFC3 depth breaks"),
+    ("max_abs_mlo_error", "largest |MLO - Table 1's|"),
+    ("max_abs_mlog_error", "largest |MLOG - Table 2's|"),
+    ("thm51_max_abs_error", "largest |least-squares loss - Thm 5.1's|"),
+    ("thm52_min_slack", "smallest rank - Tr"),
+    ("thm52_collapsed_gap", "|rank - Tr| when collapsed"),
+    ("cor54_max_abs_change", "largest VCI change"),
+    ("obs42_block_max_rel_change", "largest Fuzziness change, block maps"),
+    ("obs42_general_min_rel_change", "smallest Fuzziness change, general maps"),
+    ("max_abs_gap", "largest |L* - numerical|"),
+    ("nc1_decreasing_in_depth", "NC1 decreasing with depth"),
+    ("of_error_last_block", "OF error, deepest block"),
+    ("train_error", "training error"),
+    ("gnc2_ratio", "GNC2 / Softmax Code's"),
+    ("bounds_hold", "bounds hold"),
+    ("checked_numerical", "d searched numerically"),
+    ("square_assignments", "square assignments"),
+    ("hexagon_antipodal_pairings", "hexagon antipodal pairings"),
+    ("hexagon_assignments", "hexagon distance structures"),
+    ("fig5_max_gap", "largest CMF lag"),
+    ("final_rel_gap_to_hardmax", "relative gap to HardMax"),
+    ("K30_SC_gap_cv", "SC spacing CV"),
+    ("K30_SC_rho", "SC margin"),
+    ("K30_WD_gap_cv", "WD spacing CV"),
+    ("max_identity_residual", "identity residual"),
+    ("final_proximity_ratio", "L_perp / L_LS at the end"),
+    ("lperp_over_lnc1", "L_perp / L_NC1"),
+    ("orders of magnitude after TPT", "NC1 decades after TPT"),
+    ("max_angle", "max-equiangularity"),
+    ("self_duality", "self-duality"),
+    ("ncc_mismatch", "NCC mismatch"),
+    ("trace_ratio", "SqDist (trace ratio)"),
+    ("within_class_cosine", "CosSim"),
+    ("oblique_max_rel_error_vs_own_closed_form", "oblique flow vs its closed form (relative)"),
+    ("oblique_max_rel_error_vs_other_closed_form", "oblique flow vs Prop. 2's closed form (relative)"),
+    ("oblique_final_ratio", "max / min omega at the end"),
+)
+
+
+def worded(text: str) -> str:
+    """``text`` (a verdict's ours) with the raw summary keys of :data:`_OURS_WORDS` said in words.
+
+    >>> worded("pfc1_depth_violations = 0; fig5_max_gap = -0.036")
+    'PFC1 depth breaks = 0; largest CMF lag = -0.036'
+    """
+    for raw, words in _OURS_WORDS:
+        text = text.replace(raw, words)
+    return text
+
+
 def _cell(text: str) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
@@ -929,13 +1233,14 @@ def page_markdown(
             for v in rows:
                 c = v.claim
                 claim = f"**{c.id}** ({c.where}): {c.quantity}"
-                lines.append(_row([claim, c.paper_says(), v.ours, f"**{v.status}**", _sentence(c.reason)]))
+                lines.append(_row([claim, c.paper_says(), worded(v.ours), f"**{v.status}**", _sentence(c.reason)]))
             lines.append("")
         if mine:
             lines += ["<details><summary>Criteria, thresholds and baselines</summary>", ""]
             for v in mine:
                 src = sources.get(v.claim.id, v.claim.experiment or "none")
-                lines.append(f"- **{v.claim.id}** (ours: `{src}`): {_cell(v.claim.criterion())}.")
+                raw = f" Raw: {_cell(v.ours)}." if worded(v.ours) != v.ours else ""
+                lines.append(f"- **{v.claim.id}** (ours: `{src}`): {_cell(v.claim.criterion())}.{raw}")
             lines += ["", "</details>", ""]
         lines += list(extra.get(key, ()))
     return lines

@@ -1,4 +1,5 @@
-"""Statistics the experiments and the papers' checks share, defined once: :func:`partial_pearson`.
+"""Statistics the experiments and the papers' checks share, defined once: :func:`pearson`,
+:func:`partial_pearson`.
 
 Both ``vci-transfer``'s summary (our partial correlations) and the arithmetic of [Xu & Liu 2023]'s tables
 (:func:`nclab.experiments.xu_liu2023.paper.xu2023_paper_r`) use it.
@@ -10,7 +11,16 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["partial_pearson"]
+__all__ = ["partial_pearson", "pearson"]
+
+
+def pearson(x: Any, y: Any) -> float:
+    """Pearson r of ``x`` and ``y`` (float64).
+
+    >>> round(pearson([1.0, 2.0, 3.0], [2.0, 4.0, 7.0]), 6)
+    0.993399
+    """
+    return float(np.corrcoef(np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64))[0, 1])
 
 
 def partial_pearson(x: Any, y: Any, z: Any) -> float:

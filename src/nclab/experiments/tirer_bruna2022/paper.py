@@ -13,6 +13,7 @@ from nclab.experiments.claims import (
     Bound,
     Claim,
     Close,
+    Converged,
     Monotone,
     Value,
     ours,
@@ -121,6 +122,7 @@ CLAIMS: tuple[Claim, ...] = (
         (
             Close("nc1_decreasing_in_depth", True),
             Bound("of_error_last_block", 0.1, partly=0.5, basis="ours: 0.1, partly 0.5; a simplex ETF has 0.32"),
+            Converged("networks", basis="target: zero training error at the last epoch", dropped_ok=True),
         ),
         "resnet-depth",
         "cpu scale: only the 8x8 digits (1,300 training images), torchvision-layout ResNet18 and ResNet34 at width "
@@ -129,6 +131,29 @@ CLAIMS: tuple[Claim, ...] = (
         "paper: ResNet18 (width 64) on MNIST and CIFAR-10",
         quote=_q(_TB, 93, "(1) structured collapse appears only in the deepest features; (2) "
                     "decrease in within-class variability is obtained monotonically along the depth of the network"),
+    ),
+    Claim(
+        "tirer2022-fig5-ce-bias", _TB, "Fig. 5 (case 2), Sec. 6",
+        "ResNet18 on MNIST trained with cross-entropy and a bias in the FC layer: its NC metrics per stage behave "
+        "like those of the nonlinear extended UFM",
+        "case 2 correlates with the extended UFM as case 1 does (read off the figure)", (), None,
+        "not measured: resnet-depth runs case 1 only (MSE, no bias)",
+        quote=_q(_TB, 128, "Figure 5 shows the results for two cases: 1) MSE loss without bias in "
+                    "the FC layer; and 2) the widely-used setting, with cross-entropy loss and bias."),
+        protocol="resnet-depth's ResNet18 on MNIST with CE loss and an FC bias, SGD lr 0.05 divided by 10 every 40 "
+        "epochs, weight decay 5e-4, trained to zero training error; NC1 per stage and the deepest features' "
+        "structure, as tirer2022-fig5-10-resnet-depth",
+    ),
+    Claim(
+        "tirer2022-appG-other-configs", _TB, "Fig. 9, App. G",
+        "GD reaches the minimisers of Thms 3.1-4.2 at other sizes and regularisation strengths than Sec. 6's",
+        "NC metrics -> 0 as in Figs. 1-5 (read off the figure)", (), None,
+        "not measured: App. G's sizes and lambdas are lost from the paper's text (as Sec. 6's, which ufm-figures "
+        "replaces by K = 4, d = 20, n = 50, lambda = 5e-3)",
+        quote=_q(_TB, 371, "In this section, we present more numerical results, for experiments "
+                    "that are similar to those in Section 6 but with different configurations."),
+        protocol="ufm-figures at App. G's configurations (the four models at the sizes and lambdas of Fig. 9, which "
+        "the paper's text file lost), GD step 0.1 from the stated initialisations, the objective against L*",
     ),
 )  # fmt: skip
 

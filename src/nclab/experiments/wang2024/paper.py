@@ -97,6 +97,30 @@ CLAIMS: tuple[Claim, ...] = (
         protocol="the Table I Fashion-MNIST ResNet, CE, SGD momentum 0.9, wd 5e-4, batch 128, 350 epochs, lr 0.01 / "
         "10 at epochs 117 and 233 (nclab experiment run pfc-table1 --scale paper --runs fashion-mnist/pfc_resnet)",
     ),
+    Claim(
+        "wang2024-table1-other-datasets", _WANG, "Table I, Figs. 2-3 (a), (c)-(e)",
+        "PFC depth order at the end of training of the Table I networks on MNIST (FC ResNet), CIFAR10, STL10 and "
+        "CIFAR100",
+        "as Conjecture 1: PFC1 and PFC2 decrease, PFC3 increases with depth (read off Figs. 2-3)", (), None,
+        "paper scale only (GPU): the Table I networks on the full datasets; the Fashion-MNIST row is "
+        "wang2024-table1-fmnist",
+        quote=_q(_WANG, 352, "Figure 3: PFC on various datasets at the final epoch."),
+        protocol="nclab experiment run pfc-table1 --scale paper --runs 'mnist/*' (and 'cifar10/*', 'stl10/*', "
+        "'cifar100/*'): CE, SGD momentum 0.9, wd 5e-4, batch 128, 350 epochs, lr 0.01 / 10 at epochs 117 and 233; "
+        "PFC1-3 per layer at the last epoch, their depth violations",
+    ),
+    Claim(
+        "wang2024-fig2-training-evolution", _WANG, "Fig. 2, Sec. IV-A",
+        "during training the PFC metrics of every layer move from their random-initialisation values to the final "
+        "depth order",
+        "the metrics start at a random initialisation and gradually converge to the final order (read off the "
+        "figure)", (), None,
+        "not measured: no experiment here records the PFC metrics per layer at every epoch",
+        quote=_q(_WANG, 196, "During the training process, the metrics at each layer start at a "
+                    "random initialization and gradually converge to the final order."),
+        protocol="the Table I runs (pfc-table1 --scale paper) with PFC1-3 measured per layer every epoch; the epoch "
+        "from which the depth order holds to the end, per dataset",
+    ),
 )  # fmt: skip
 
 
