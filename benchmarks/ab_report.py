@@ -2,7 +2,8 @@
 
 The base commit's ``src/nclab`` is extracted as a package ``nclab_base`` (as in ``ab_measure.py``); both versions
 build ClassStats of the same features and time ``collapse_report`` alternately (A B A B ..., the order swapped every
-round), so that a shared machine's drifting speed hits both alike. Prints, per (d, K), the median times, the paired
+round), so that a shared machine's drifting speed hits both alike. Prints, per (d, K), the median and best times
+(wall clock, and the process's CPU time: the steadier measure on a shared machine with ``--threads 1``), the paired
 median ratio new / base with its quartiles, the largest relative difference of the reported values, and the load
 average before and after.
 
@@ -51,6 +52,16 @@ def build(pkg: str, H: np.ndarray, y: np.ndarray, K: int) -> Any:
     return stats
 
 
+def summary(new: list[float], base: list[float]) -> str:
+    """Medians, minima and the paired median ratio new / base with its quartiles."""
+    ratios = sorted(x / z for x, z in zip(new, base, strict=True))
+    q = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else [ratios[0]] * 3
+    return (
+        f"base {statistics.median(base):.3f} s (best {min(base):.3f}), new {statistics.median(new):.3f} s "
+        f"(best {min(new):.3f}), paired ratio {statistics.median(ratios):.3f} (quartiles {q[0]:.3f}-{q[2]:.3f})"
+    )
+
+
 def main() -> None:
     native_blas()
     ap = argparse.ArgumentParser()
@@ -86,20 +97,17 @@ def main() -> None:
             load0 = os.getloadavg()[0]
             a, b = new(), old()  # warm-up, and the values compared
             diff = max(abs(a[k] - b[k]) / max(abs(b[k]), 1e-300) for k in b if math.isfinite(b[k]))
-            tn, to = [], []
+            tn, to, cn, co = [], [], [], []  # wall and process CPU seconds, new and base
             for r in range(args.rounds):
-                for fn, ts in ((new, tn), (old, to)) if r % 2 == 0 else ((old, to), (new, tn)):
-                    t0 = time.perf_counter()
+                for fn, ts, cs in ((new, tn, cn), (old, to, co)) if r % 2 == 0 else ((old, to, co), (new, tn, cn)):
+                    t0, c0 = time.perf_counter(), time.process_time()
                     fn()
                     ts.append(time.perf_counter() - t0)
-            ratios = sorted(x / z for x, z in zip(tn, to, strict=True))
-            q = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else [ratios[0]] * 3
+                    cs.append(time.process_time() - c0)
             print(
-                f"d={d} K={K} N={len(y)} linalg={args.linalg} threads={args.threads or 'default'}: "
-                f"base {statistics.median(to):.3f} s, new "
-                f"{statistics.median(tn):.3f} s, paired ratio new/base {statistics.median(ratios):.3f} "
-                f"(quartiles {q[0]:.3f}-{q[2]:.3f}); largest relative value difference {diff:.1e}; "
-                f"load {load0:.2f} -> {os.getloadavg()[0]:.2f}",
+                f"d={d} K={K} N={len(y)} linalg={args.linalg} threads={args.threads or 'default'}, "
+                f"{args.rounds} rounds: wall {summary(tn, to)}; CPU time {summary(cn, co)}; "
+                f"largest relative value difference {diff:.1e}; load {load0:.2f} -> {os.getloadavg()[0]:.2f}",
                 flush=True,
             )
 
