@@ -235,6 +235,29 @@ def test_backend_choice(monkeypatch):
     assert backend_of(torch.zeros(1)) is CPU_TORCH and backend_of(np.zeros(1)) is NUMPY
 
 
+def test_report_of_statistics_on_an_accelerator_runs_on_the_torch_backend(rng, monkeypatch):
+    """``collapse_report(stats)`` builds its own view with ``linalg="auto"``: on an accelerator (here the CPU
+    taken for one, through the one CPU / accelerator test) the torch backend computes every decomposition."""
+    H, y = _features(rng, 5, 9, 20)
+    stats = ClassStats.from_arrays(H, y, K=5)
+    with _quiet():
+        ref = collapse_report(stats)
+    monkeypatch.setattr(backend_mod, "accelerated", lambda device: True)
+    assert stats.moments().backend is CPU_TORCH
+    seen = []
+    real = CPU_TORCH.descending
+
+    def descending(w, V=None):
+        seen.append(type(w).__name__)
+        return real(w, V)
+
+    monkeypatch.setattr(CPU_TORCH, "descending", descending)
+    with _quiet():
+        got = collapse_report(stats)
+    assert seen and set(seen) == {"Tensor"}  # the d x d eigenvalues (Sigma_T's, for the ranks) by torch
+    _assert_reports_agree(got, ref)
+
+
 def test_raw_tensor_is_the_state_itself_with_the_raw_checks(rng):
     H, y = _features(rng, 3, 4, 5)
     stats = ClassStats.from_arrays(H, y, K=3)
@@ -314,8 +337,8 @@ def test_cuda_report_runs_on_the_gpu_and_matches_the_cpu(rng, name, K, d, n, kw)
         got = collapse_report(view, W=W, b=b)
         ref = collapse_report(ClassStats.from_arrays(H, y, K=K), W=W, b=b)
         host = collapse_report(ClassMoments(gpu, linalg="numpy"), W=W, b=b)
-    _assert_reports_agree(got, ref)
-    _assert_reports_agree(host, ref, rtol=1e-11)
+    _assert_reports_agree(got, ref)  # GPU accumulation and linear algebra against the CPU's
+    _assert_reports_agree(host, ref)  # GPU accumulation alone
 
 
 @needs_cuda
