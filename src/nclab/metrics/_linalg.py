@@ -278,6 +278,7 @@ def psd_cholesky(A: Any, rtol: float = DEFAULT_RTOL) -> tuple[Any, float] | None
     None
     """
     be = backend_of(A)
+    A = be.as_float64(A)
     L = be.cholesky(A)
     if L is None:
         return None
