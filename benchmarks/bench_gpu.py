@@ -139,8 +139,19 @@ def report_timings(stats, args):
         print(f"    {name:58s} {timed(fn):8.3f} s")
     A = view.backend.asarray(view.between_factor())
     ST, SW = view.matrix("total"), view.matrix("within")
+
+    def qr_svd():  # the thin SVD through a QR first: the SVD of the min(K, d)-square triangular factor
+        if A.shape[0] <= A.shape[1]:
+            Q, R = torch.linalg.qr(A.mT)  # A = R^T Q^T
+            U, s, Wt = torch.linalg.svd(R.mT)
+            return U, s, Wt @ Q.mT
+        Q, R = torch.linalg.qr(A)
+        U, s, Vt = torch.linalg.svd(R)
+        return Q @ U, s, Vt
+
     raw = {
         "torch.linalg.svd(K x d), default driver": lambda: torch.linalg.svd(A, full_matrices=False),
+        "QR, then svd of the triangular factor (K x d)": qr_svd,
         "torch.linalg.eigvalsh(d x d)": lambda: torch.linalg.eigvalsh(ST),
         "torch.linalg.eigh(d x d)": lambda: torch.linalg.eigh(ST),
         "torch.linalg.cholesky_ex(d x d)": lambda: torch.linalg.cholesky_ex(SW),
