@@ -6,6 +6,10 @@ eigenvalues are further capped at ``max_rank`` (e.g. ``min(d, K - 1)`` for a cen
 largest. [Xu & Liu 2023] (Sec. 4) shows why both the default ``np.linalg.pinv`` threshold and a bare top-(K-1)
 truncation are unreliable for Sigma_B; the tolerance guard is what makes exactly collapsed data give 0.
 
+The same code runs on either backend of :mod:`nclab.stats.backend` (numpy on the host, or torch on the device the
+statistics live on): matrices and eigenvectors stay where they were computed, eigenvalues come to the host, and
+every decision on them (the ``rtol`` cut, the caps) is the same numpy code on both.
+
 This module is also the one place of the "zero" tolerances of the metrics (``SB_ZERO_RTOL``, ``ZERO_RTOL``) and
 of the feature scale they are relative to (:func:`feature_scale_sq`): every test of "Sigma_B = 0" or "two class
 means coincide" compares with the second moment of the raw features, so the decision does not change when the
@@ -15,13 +19,15 @@ features are scaled, and class means at the origin are judged against the spread
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 from scipy.linalg import lapack
 
+from nclab.stats.backend import LinalgBackend, backend_of
 from nclab.stats.class_stats import ClassStats
 from nclab.stats.moments import ClassMoments, MomentKey, Weighting, check_weighting
 
@@ -50,9 +56,10 @@ class PsdPinv:
     rank : int
         Number of eigenvalues kept (inverted).
     eigvals : numpy.ndarray, shape (d,)
-        All eigenvalues of ``A``, descending, clipped at 0.
-    basis : numpy.ndarray, shape (d, rank)
-        The kept eigenvectors (columns).
+        All eigenvalues of ``A``, descending, clipped at 0 (on the host, whatever the backend).
+    basis : numpy.ndarray or torch.Tensor, shape (d, rank)
+        The kept eigenvectors (columns), where they were computed (a torch tensor on the device of a torch
+        ``A``).
 
     Notes
     -----
@@ -69,17 +76,24 @@ class PsdPinv:
 
     rank: int
     eigvals: np.ndarray
-    basis: np.ndarray
+    basis: Any
+
+    @property
+    def backend(self) -> LinalgBackend:
+        """The backend of :attr:`basis` (:mod:`nclab.stats.backend`)."""
+        return backend_of(self.basis)
 
     @cached_property
-    def pinv(self) -> np.ndarray:
-        pinv: np.ndarray = (self.basis / self.eigvals[: self.rank]) @ self.basis.T
-        return pinv
+    def pinv(self) -> Any:
+        """``A^+`` ``(d, d)``, an array of the backend of :attr:`basis`."""
+        be = self.backend
+        return (self.basis / be.asarray(self.eigvals[: self.rank])) @ self.basis.T
 
-    def trace_with(self, B: np.ndarray) -> float:
-        """``Tr(A^+ B)`` for a symmetric ``B: (d, d)``, without forming ``A^+``."""
-        V = self.basis
-        return float(np.einsum("ij,ij->j", V, B @ V) @ (1.0 / self.eigvals[: self.rank]))
+    def trace_with(self, B: Any) -> float:
+        """``Tr(A^+ B)`` for a symmetric ``B: (d, d)`` of the basis' backend, without forming ``A^+``."""
+        V, be = self.basis, self.backend
+        quad = be.to_host(be.xp.einsum("ij,ij->j", V, B @ V))  # v_i^T B v_i: r values to the host
+        return float(quad @ (1.0 / self.eigvals[: self.rank]))
 
 
 def check_rtol(rtol: float, name: str = "rtol") -> float:
@@ -134,96 +148,100 @@ def feature_scale_sq(stats: ClassStats | ClassMoments) -> float:
     return stats.memo(MomentKey.FEATURE_SCALE_SQ, compute=compute)
 
 
-def sym_eig(A: np.ndarray, *, symmetric: bool = False) -> tuple[np.ndarray, np.ndarray]:
-    """Eigenvalues (descending) and eigenvectors (columns) of the symmetric part of ``A: (d, d)``, float64.
+def sym_eig(A: Any, *, symmetric: bool = False) -> tuple[np.ndarray, Any]:
+    """Eigenvalues (descending, on the host) and eigenvectors (columns) of the symmetric part of ``A: (d, d)``,
+    float64. A torch ``A`` is decomposed by torch.linalg on its device (the eigenvectors stay there).
 
     ``symmetric=True``: ``A`` is known to be exactly symmetric (ClassStats' cached matrices), skip forming
     ``(A + A^T) / 2``."""
-    A = np.asarray(A, dtype=np.float64)
+    be = backend_of(A)
+    A = be.as_float64(A)
     if A.ndim != 2 or A.shape[0] != A.shape[1]:
-        raise ValueError(f"expected a square matrix, got shape {A.shape}")
-    if not np.all(np.isfinite(A)):
+        raise ValueError(f"expected a square matrix, got shape {tuple(A.shape)}")
+    if not be.all_finite(A):
         raise ValueError("matrix contains NaN or inf")
-    w, V = np.linalg.eigh(A if symmetric else (A + A.T) / 2)
-    return w[::-1], V[:, ::-1]
+    return be.descending(*be.xp.linalg.eigh(A if symmetric else (A + A.T) / 2))
 
 
-def _between_eig(stats: ClassMoments, weighting: Weighting) -> tuple[np.ndarray, np.ndarray]:
-    """Eigenvalues ``(d,)`` (descending) and the ``min(K, d)`` leading eigenvectors ``(d, k)`` of
-    ``Sigma_B = A^T A`` from the thin SVD of its K x d factor ``A`` (``ClassStats.between_factor``): O(K^2 d)
-    instead of the O(d^3) of a d x d eigendecomposition, and the eigenvalues are the squared singular values,
-    accurate far below ``eps * lambda_max`` (a d x d eigh resolves them only to that level). Every eigenvector of
-    a nonzero eigenvalue is among them, so the pseudo-inverse needs no more."""
+def _between_eig(stats: ClassMoments, weighting: Weighting) -> tuple[np.ndarray, Any]:
+    """Eigenvalues ``(d,)`` (descending, on the host) and the ``min(K, d)`` leading eigenvectors ``(d, k)`` (on the
+    view's backend) of ``Sigma_B = A^T A`` from the thin SVD of its K x d factor ``A``
+    (``ClassMoments.between_factor``): O(K^2 d) instead of the O(d^3) of a d x d eigendecomposition, and the
+    eigenvalues are the squared singular values, accurate far below ``eps * lambda_max`` (a d x d eigh resolves
+    them only to that level). Every eigenvector of a nonzero eigenvalue is among them, so the pseudo-inverse needs
+    no more."""
+    be = stats.backend
     A = stats.between_factor(weighting)
     if not np.all(np.isfinite(A)):
         raise ValueError("class means contain NaN or inf")
-    _, s, Vt = np.linalg.svd(A, full_matrices=False)
+    _, s, Vt = be.xp.linalg.svd(be.asarray(A), full_matrices=False)
+    s = be.to_host(s)
     lam = np.zeros(stats.d)
     lam[: s.size] = s * s
     return lam, Vt.T
 
 
-def stats_between_eig(
-    stats: ClassStats | ClassMoments, weighting: Weighting = "balanced"
-) -> tuple[np.ndarray, np.ndarray]:
+def stats_between_eig(stats: ClassStats | ClassMoments, weighting: Weighting = "balanced") -> tuple[np.ndarray, Any]:
     """Sigma_B's eigenvalues ``(d,)`` and leading ``min(K, d)`` eigenvectors ``(d, k)`` (:func:`_between_eig`),
     once per state, cached in the view ``stats``; enough for ``psd_pinv`` (its rank never exceeds k)."""
     check_weighting(weighting)
     stats = moments_of(stats)
-    return stats.memo(MomentKey.BETWEEN_EIG, weighting, compute=lambda: _between_eig(stats, weighting))
+    compute = lambda: _between_eig(stats, weighting)  # noqa: E731
+    return stats.memo(MomentKey.BETWEEN_EIG, weighting, compute=compute, backend=True)
 
 
-def _complete_basis(V: np.ndarray) -> np.ndarray:
+def _complete_basis(V: Any) -> Any:
     """``[V, V_perp]`` ``(d, d)`` for orthonormal columns ``V (d, k)``: a complete QR gives the orthogonal
     complement to working precision (``within_class_split`` sums Sigma_W over it)."""
     if V.shape[1] == V.shape[0]:
         return V
-    Q = np.linalg.qr(V, mode="complete")[0]  # Q[:, :k] spans the columns of V; Q[:, k:] their complement
-    return np.hstack([V, Q[:, V.shape[1] :]])
+    xp = backend_of(V).xp
+    Q = xp.linalg.qr(V, mode="complete")[0]  # Q[:, :k] spans the columns of V; Q[:, k:] their complement
+    return xp.hstack([V, Q[:, V.shape[1] :]])
 
 
 def stats_eig(
     stats: ClassStats | ClassMoments, which: str, weighting: Weighting = "balanced"
-) -> tuple[np.ndarray, np.ndarray]:
-    """Eigenvalues (descending) and eigenvectors (columns) of ``stats.sigma_w()``, ``stats.sigma_t()`` or
-    ``stats.sigma_b(weighting)`` (the latter from the SVD of its K x d factor, :func:`_between_eig`), computed
-    once per state, cached in the view ``stats`` (:class:`~nclab.stats.ClassMoments`): the metrics of one report
-    share each decomposition."""
+) -> tuple[np.ndarray, Any]:
+    """Eigenvalues (descending, on the host) and eigenvectors (columns, on the view's backend) of Sigma_W, Sigma_T
+    or Sigma_B(weighting) (``which`` "within", "total", "between"; the latter from the SVD of its K x d factor,
+    :func:`_between_eig`), computed once per state, cached in the view ``stats``
+    (:class:`~nclab.stats.ClassMoments`): the metrics of one report share each decomposition."""
     if which not in ("within", "total", "between"):
         raise ValueError(f"which must be one of ['between', 'total', 'within'], got {which!r}")
     stats = moments_of(stats)
     if which == "between":
 
-        def complete() -> tuple[np.ndarray, np.ndarray]:
+        def complete() -> tuple[np.ndarray, Any]:
             lam, V = stats_between_eig(stats, weighting)
             return lam, _complete_basis(V)
 
-        return stats.memo(MomentKey.EIG, which, weighting, compute=complete)
-    return stats.memo(MomentKey.EIG, which, None, compute=lambda: sym_eig(_stats_matrix(stats, which), symmetric=True))
-
-
-def _stats_matrix(stats: ClassMoments, which: str) -> np.ndarray:
-    """The cached, exactly symmetric Sigma_W or Sigma_T of ``stats`` (read-only, no copy)."""
-    return stats.sigma_w(copy=False) if which == "within" else stats.sigma_t(copy=False)
+        return stats.memo(MomentKey.EIG, which, weighting, compute=complete, backend=True)
+    compute = lambda: sym_eig(stats.matrix(which), symmetric=True)  # noqa: E731
+    return stats.memo(MomentKey.EIG, which, None, compute=compute, backend=True)
 
 
 def stats_eigvals(stats: ClassStats | ClassMoments, which: str, weighting: Weighting = "balanced") -> np.ndarray:
-    """Eigenvalues (descending) of the matrix of :func:`stats_eig`; reuses a cached full decomposition, else
-    computes (and caches) the eigenvalues alone, which is about twice as cheap."""
+    """Eigenvalues (descending, on the host) of the matrix of :func:`stats_eig`; reuses a cached full
+    decomposition, else computes (and caches) the eigenvalues alone, which is about twice as cheap."""
     if which == "between":  # the K x d SVD is cheap: always with its vectors, shared with the pseudo-inverse
         return stats_between_eig(stats, weighting)[0]
     if which not in ("within", "total"):
         raise ValueError(f"which must be one of ['between', 'total', 'within'], got {which!r}")
     stats = moments_of(stats)
-    full = stats.peek(MomentKey.EIG, which, None)
+    full = stats.peek(MomentKey.EIG, which, None, backend=True)
     if full is not None:
         w: np.ndarray = full[0]
         return w
-    compute = lambda: np.linalg.eigvalsh(_stats_matrix(stats, which))[::-1].copy()  # noqa: E731
-    return stats.memo(MomentKey.EIGVALS, which, compute=compute)
+    be = stats.backend
+
+    def compute() -> np.ndarray:
+        return be.descending(be.xp.linalg.eigvalsh(stats.matrix(which)))[0].copy()
+
+    return stats.memo(MomentKey.EIGVALS, which, compute=compute, backend=True)
 
 
-def psd_cholesky(A: np.ndarray, rtol: float = DEFAULT_RTOL) -> tuple[np.ndarray, float] | None:
+def psd_cholesky(A: Any, rtol: float = DEFAULT_RTOL) -> tuple[Any, float] | None:
     """The lower Cholesky factor of the symmetric PSD ``A: (d, d)`` and LAPACK's estimate of its reciprocal
     condition number, or ``None`` when ``A`` is numerically singular by this module's policy.
 
@@ -232,18 +250,23 @@ def psd_cholesky(A: np.ndarray, rtol: float = DEFAULT_RTOL) -> tuple[np.ndarray,
     returns a huge wrong answer. ``cond_1`` is within a factor d of ``cond_2 = lambda_max / lambda_min``, so the
     test matches the pseudo-inverse's eigenvalue cut to that factor at a fraction of an eigendecomposition's cost.
 
+    A torch ``A`` is factorised by torch.linalg on its device, and the estimate is LAPACK's own algorithm
+    (``dpocon``: Higham's ``dlacn2`` 1-norm estimator of ``A^{-1}``, :func:`_pocon`) with triangular solves on the
+    device and the d-vectors on the host: the same decisions as on the numpy backend, to roundoff in the solves.
+
     Parameters
     ----------
-    A : numpy.ndarray, shape (d, d)
+    A : numpy.ndarray or torch.Tensor, shape (d, d)
         Symmetric positive semi-definite, float64.
     rtol : float, default 1e-12
         ``rcond <= rtol`` counts as singular.
 
     Returns
     -------
-    tuple of (numpy.ndarray (d, d), float) or None
-        ``(L, rcond)``: ``L`` lower triangular with ``L L^T = A``, ``rcond`` the estimate of ``1 / cond_1(A)``
-        (O(d^2) after the O(d^3 / 3) factorisation); ``None`` when the factorisation fails or ``rcond <= rtol``.
+    tuple of (numpy.ndarray or torch.Tensor (d, d), float) or None
+        ``(L, rcond)``: ``L`` lower triangular with ``L L^T = A`` (of ``A``'s backend), ``rcond`` the estimate of
+        ``1 / cond_1(A)`` (O(d^2) after the O(d^3 / 3) factorisation); ``None`` when the factorisation fails or
+        ``rcond <= rtol``.
 
     Examples
     --------
@@ -254,22 +277,79 @@ def psd_cholesky(A: np.ndarray, rtol: float = DEFAULT_RTOL) -> tuple[np.ndarray,
     >>> print(psd_cholesky(np.diag([1.0, 1e-20])))  # positive definite in float64, singular by the policy
     None
     """
-    L, info = lapack.dpotrf(A, lower=1, clean=1)
-    if info != 0:
+    be = backend_of(A)
+    A = be.as_float64(A)
+    L = be.cholesky(A)
+    if L is None:
         return None
-    rcond, info = lapack.dpocon(L, float(np.abs(A).sum(axis=0).max()), uplo="L")
-    if info != 0 or not rcond > rtol:
+    anorm = float(abs(A).sum(axis=0).max())
+    if be.key is None:
+        rcond, info = lapack.dpocon(L, anorm, uplo="L")
+        if info != 0:
+            return None
+    else:
+
+        def solve(x: np.ndarray) -> np.ndarray:  # A^{-1} x = L^{-T} L^{-1} x, on the device
+            y = be.solve_lower(L, be.solve_lower(L, be.asarray(x)), transpose=True)
+            return be.to_host(y)
+
+        rcond = _pocon(solve, A.shape[0], anorm)
+    if not rcond > rtol:
         return None
     return L, float(rcond)
 
 
+def _pocon(solve: Callable[[np.ndarray], np.ndarray], n: int, anorm: float) -> float:
+    """LAPACK ``dpocon``'s estimate of ``1 / cond_1(A)`` for a symmetric positive definite ``A (n, n)`` with
+    ``||A||_1 = anorm``, given ``solve(x) = A^{-1} x`` (host vectors): Higham's 1-norm estimator ``dlacn2``
+    (N. J. Higham, "FORTRAN codes for estimating the one-norm of a real or complex matrix", ACM TOMS 14, 1988,
+    Algorithm 4.1), step for step as LAPACK runs it, ``A^{-1}`` being symmetric (both of its products are
+    solves). Used where LAPACK's own routine cannot run (the torch backend: the factor lives on a device), so
+    that both backends make the same singularity and conditioning decisions."""
+    if n == 0:
+        return 1.0
+    if anorm == 0.0:
+        return 0.0
+    itmax = 5
+    x = solve(np.full(n, 1.0 / n))
+    if n == 1:
+        est = abs(float(x[0]))
+    else:
+        est = float(np.sum(np.abs(x)))
+        sgn = np.where(x >= 0, 1.0, -1.0)
+        x = solve(sgn)
+        j = int(np.argmax(np.abs(x)))  # IDAMAX: the first largest
+        it = 2
+        while True:
+            e = np.zeros(n)
+            e[j] = 1.0
+            x = solve(e)
+            estold, est = est, float(np.sum(np.abs(x)))
+            xs = np.where(x >= 0, 1.0, -1.0)
+            if np.array_equal(xs, sgn) or est <= estold:  # repeated sign vector (converged), or cycling
+                break
+            sgn = xs
+            x = solve(sgn)
+            jlast, j = j, int(np.argmax(np.abs(x)))
+            if not (x[jlast] != abs(x[j]) and it < itmax):
+                break
+            it += 1
+        # the alternating-sign test vector, which guards against the estimate's rare underestimates
+        alt = (1.0 + np.arange(n) / (n - 1)) * np.where(np.arange(n) % 2 == 0, 1.0, -1.0)
+        temp = 2.0 * (float(np.sum(np.abs(solve(alt)))) / (3 * n))
+        est = max(est, temp)
+    if not est > 0:
+        return 0.0
+    return (1.0 / est) / anorm
+
+
 def psd_pinv(
-    A: np.ndarray | None = None,
+    A: Any = None,
     *,
     rank: RankPolicy = None,
     max_rank: int | None = None,
     rtol: float = DEFAULT_RTOL,
-    eig: tuple[np.ndarray, np.ndarray] | None = None,
+    eig: tuple[Any, Any] | None = None,
 ) -> PsdPinv:
     """Pseudo-inverse of a symmetric PSD matrix ``A: (d, d)`` (or of its eigendecomposition ``eig``).
 
@@ -277,8 +357,9 @@ def psd_pinv(
 
     Parameters
     ----------
-    A : numpy.ndarray, shape (d, d), optional
-        The matrix (its symmetric part is used); give exactly one of ``A`` and ``eig``.
+    A : numpy.ndarray or torch.Tensor, shape (d, d), optional
+        The matrix (its symmetric part is used); give exactly one of ``A`` and ``eig``. A torch tensor is
+        decomposed by torch.linalg on its device (the basis stays there, the eigenvalues come to the host).
     rank : None, "numerical" or int, default None
         None: numerical rank capped at ``max_rank`` (the default policy). "numerical": the numerical rank alone
         (eigenvalues > ``rtol * lambda_max``), no cap. int r: the top ``r`` eigenvalues, still dropping those
@@ -288,7 +369,7 @@ def psd_pinv(
         The cap of ``rank=None`` (e.g. ``min(d, K - 1)`` for a centred Sigma_B).
     rtol : float, default 1e-12
         Relative eigenvalue tolerance, in ``[0, 1)``.
-    eig : tuple of (numpy.ndarray (d,), numpy.ndarray (d, k)), optional
+    eig : tuple of (numpy.ndarray (d,), numpy.ndarray or torch.Tensor (d, k)), optional
         Eigenvalues (descending) and eigenvectors (columns), instead of ``A``.
 
     Returns
@@ -319,6 +400,7 @@ def psd_pinv(
     elif A is not None:
         raise ValueError("give exactly one of A or eig=(eigenvalues descending, eigenvectors)")
     w, V = eig
+    w = np.asarray(backend_of(w).to_host(w))  # the eigenvalues on the host: one rank decision for every backend
     top = w[0] if w.size else 0.0
     numerical = int(np.sum(w > rtol * top)) if top > 0 else 0
     if rank is None:

@@ -230,7 +230,9 @@ def collapse_report(
         ``class_separation``, ``gnc3``). A
         :class:`~nclab.stats.ClassMoments` view keeps what the metrics computed (Sigma_W, Sigma_T, their
         eigendecompositions) for the caller's later reads, as long as the caller holds it; for a ClassStats
-        the report computes in a view of its own, freed when it returns.
+        the report computes in a view of its own, freed when it returns. The d x d linear algebra runs where
+        the view says (``ClassMoments(stats, linalg=...)``; by default with torch on the statistics' device when
+        that is a GPU, with numpy on the CPU): docs/stats.md, "Where the report's linear algebra runs".
     W, b : array_like, optional
         Classifier rows ``(K, d)`` and bias ``(K,)`` (torch tensors accepted). ``W`` adds the classifier NC2
         statistics (``*_w``, rows as given), NC3 (``self_duality``), GNC3 and, when ``K > d``, GNC2 (``gnc2``

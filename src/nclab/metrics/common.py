@@ -8,9 +8,9 @@ Public so that every metric module imports them by name (none reaches into anoth
 from __future__ import annotations
 
 import warnings
+from typing import Any
 
 import numpy as np
-from scipy.linalg import solve_triangular
 
 from nclab.metrics._linalg import (
     SB_ZERO_RTOL,
@@ -166,13 +166,13 @@ def total_condition(stats: StatsLike, rtol: float) -> float:
     return float(wt[0] / wt[-1])
 
 
-def whitened_between(stats: StatsLike, rtol: float) -> tuple[np.ndarray, np.ndarray] | None:
-    """``(U, s)`` of the thin SVD of ``B = Pi^{1/2} M L^{-T}`` (K, d), M the empirically centred class means,
-    Pi = diag(n_k / N), ``Sigma_W = L L^T`` (Cholesky; ``B B^T = Pi^{1/2} M Sigma_W^{-1} M^T Pi^{1/2}``, so U and
-    s are those of the symmetric whitening ``Pi^{1/2} M Sigma_W^{-1/2}``); or None when Sigma_W is numerically
-    singular (Cholesky fails, or LAPACK's estimate of cond_1(Sigma_W) exceeds 1 / rtol), or conditioned worse than
-    both 1e6 and Sigma_T (then the Sigma_T forms are the accurate ones; a Sigma_T that loses an eigenvalue to the
-    ``rtol`` cut counts as infinitely conditioned, :func:`total_condition`).
+def whitened_between(stats: StatsLike, rtol: float) -> tuple[Any, np.ndarray] | None:
+    """``(U, s)`` of the thin SVD of ``B = Pi^{1/2} M L^{-T}`` (K, d) (U on the view's backend, s on the host), M the
+    empirically centred class means, Pi = diag(n_k / N), ``Sigma_W = L L^T`` (Cholesky; ``B B^T = Pi^{1/2} M
+    Sigma_W^{-1} M^T Pi^{1/2}``, so U and s are those of the symmetric whitening ``Pi^{1/2} M Sigma_W^{-1/2}``); or
+    None when Sigma_W is numerically singular (Cholesky fails, or LAPACK's estimate of cond_1(Sigma_W) exceeds
+    1 / rtol), or conditioned worse than both 1e6 and Sigma_T (then the Sigma_T forms are the accurate ones; a
+    Sigma_T that loses an eigenvalue to the ``rtol`` cut counts as infinitely conditioned, :func:`total_condition`).
 
     Shared by :func:`vci` and :func:`nclab.metrics.probe_mse_optimal`. With S = B B^T, Woodbury gives
     ``Pi^{1/2} M Sigma_T^{-1} M^T Pi^{1/2} = S (I + S)^{-1}``, so Tr(Sigma_T^+ Sigma_B) = sum_j s_j^2 / (1 + s_j^2)
@@ -180,22 +180,23 @@ def whitened_between(stats: StatsLike, rtol: float) -> tuple[np.ndarray, np.ndar
     has noise-only eigenvalues next to O(1) ones. ``B^T sqrt(pi) = 0``, so U is orthogonal to sqrt(pi).
     """
 
-    def compute() -> tuple[np.ndarray, np.ndarray] | None:
+    def compute() -> tuple[Any, np.ndarray] | None:
         # the Cholesky factor and LAPACK's condition estimate (an eigendecomposition just for the condition number
         # would cost as much as the rest of the report); the choice of form only matters when the two condition
         # numbers are orders of magnitude apart, so cond_1's factor-d slack is harmless
-        chol = psd_cholesky(stats.sigma_w(copy=False), rtol)
+        be = view.backend
+        chol = psd_cholesky(view.matrix("within"), rtol)
         if chol is None:  # not numerically positive definite
             return None
         L, rcond = chol
-        if 1.0 / rcond > WHITEN_ALWAYS_COND and 1.0 / rcond >= total_condition(stats, rtol):
+        if 1.0 / rcond > WHITEN_ALWAYS_COND and 1.0 / rcond >= total_condition(view, rtol):
             return None  # ill-conditioned Sigma_W, and Sigma_T no better: the Sigma_T forms are the accurate ones
         # whiten with the Cholesky factor Sigma_W = L L^T: B = A L^{-T} has the same B B^T (hence the same U and
         # singular values) as A Sigma_W^{-1/2}, at a fraction of an eigendecomposition's cost
-        A = stats.between_factor("empirical")  # Pi^{1/2} M
-        B = solve_triangular(L, A.T, lower=True, check_finite=False).T
-        U, sv, _ = np.linalg.svd(B, full_matrices=False)
-        return U, sv
+        A = be.asarray(view.between_factor("empirical"))  # Pi^{1/2} M
+        B = be.solve_lower(L, A.T).T
+        U, sv, _ = be.xp.linalg.svd(B, full_matrices=False)
+        return U, be.to_host(sv)
 
-    stats = moments_of(stats)
-    return stats.memo(MomentKey.WHITENED_BETWEEN, rtol, compute=compute)
+    view = moments_of(stats)
+    return view.memo(MomentKey.WHITENED_BETWEEN, rtol, compute=compute, backend=True)

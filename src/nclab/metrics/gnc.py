@@ -237,14 +237,15 @@ def gnc1(
         return nc1(stats, weighting=weighting, rtol=rtol)
     check_weighting(weighting)
     K, d = stats.K, stats.d
-    mu = stats.means
-    w = np.full(K, 1.0 / K) if weighting == "balanced" else counts / counts.sum()
+    be = stats.backend  # Sigma_B and its eigendecomposition where the view computes (the statistics' device)
+    mu = be.asarray(stats.means)
+    w = be.asarray(np.full(K, 1.0 / K) if weighting == "balanced" else counts / counts.sum())
     sb = (mu * w[:, None]).T @ mu
     # Sigma_B = 0 up to roundoff (nc1's threshold): no class separation, inf, as nc1
     p = psd_pinv(sb, max_rank=min(d, K), rtol=rtol)
-    if p.rank == 0 or np.trace(sb) <= SB_ZERO_RTOL * feature_scale_sq(stats):
+    if p.rank == 0 or float(sb.trace()) <= SB_ZERO_RTOL * feature_scale_sq(stats):
         return float("inf")
-    return p.trace_with(as_moments(stats).sigma_w(copy=False)) / K
+    return p.trace_with(stats.matrix("within")) / K
 
 
 @metric(

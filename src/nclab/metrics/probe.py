@@ -75,13 +75,15 @@ def probe_mse_optimal(stats: StatsLike, rtol: float = DEFAULT_RTOL) -> float:
         # 2 L* = tr(Pi (P_c - U U^T)) + sum_j ||Pi^{1/2} u_j||^2 / (1 + s_j^2) (P_c: projector orthogonal to
         # sqrt(pi)), sums of non-negative terms, accurate near collapse (see whitened_between).
         U, sv = whitened
+        be = stats.backend
         r = int(np.sum(sv * sv > rtol * sv[0] * sv[0])) if sv.size and sv[0] > 0 else 0
-        weights = pi @ (U[:, :r] ** 2)
+        weights = be.to_host(be.asarray(pi) @ (U[:, :r] ** 2))  # K x r on the backend, r values to the host
         rest = 0.0 if r >= stats.K - 1 else max((1.0 - float(pi @ pi)) - float(weights.sum()), 0.0)
         return 0.5 * (rest + float(weights @ (1.0 / (1.0 + sv[:r] ** 2))))
     pt = psd_pinv(eig=stats_eig(stats, "total"), rank="numerical", rtol=rtol)
-    P = M @ pt.basis  # q_k = m_k^T Sigma_T^+ m_k, through the kept eigenvectors
-    q = (P * P) @ (1.0 / pt.eigvals[: pt.rank])
+    be = stats.backend
+    P = be.asarray(M) @ pt.basis  # q_k = m_k^T Sigma_T^+ m_k, through the kept eigenvectors
+    q = be.to_host((P * P) @ be.asarray(1.0 / pt.eigvals[: pt.rank]))  # K values to the host
     loss = 0.5 * ((1.0 - float(pi @ pi)) - float((pi * pi) @ q))
     return max(loss, 0.0)
 

@@ -7,7 +7,7 @@ policy of nclab), so roundoff never leaks into entropies.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -31,17 +31,14 @@ def _validate(stats: StatsLike, which: Which, center: bool) -> ClassMoments:
     return stats
 
 
-def _matrix(stats: StatsLike, which: Which, weighting: Weighting, center: bool) -> np.ndarray:
+def _matrix(stats: StatsLike, which: Which, weighting: Weighting, center: bool) -> Any:
+    """The matrix of :func:`spectrum`, on the view's backend (:meth:`ClassMoments.matrix
+    <nclab.stats.ClassMoments.matrix>`)."""
     stats = _validate(stats, which, center)
-    if which == "total":
-        st = stats.sigma_t(copy=False)
-        if center:
-            return st
-        mg = stats.global_mean("empirical")
-        return st + np.outer(mg, mg)
-    if which == "within":
-        return stats.sigma_w(copy=False)
-    return stats.sigma_b(weighting, copy=False)
+    if which == "total" and not center:
+        mg = stats.backend.asarray(stats.global_mean("empirical"))
+        return stats.matrix("total") + mg[:, None] * mg[None, :]  # + mu_G mu_G^T, the products of np.outer
+    return stats.matrix(which, weighting)
 
 
 def spectrum(

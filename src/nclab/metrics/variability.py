@@ -150,7 +150,7 @@ def nc1(
     stats = as_moments(stats)
     rtol = check_rtol(rtol)
     normalize = check_bool(normalize, name="normalize")
-    sw = stats.sigma_w(copy=False)
+    sw = stats.matrix("within")
     pb = _pinv_b(stats, weighting, rank, rtol)
     if between_is_zero(stats, weighting) or pb.rank == 0:
         return float("inf")
@@ -416,9 +416,9 @@ def vci(
             phi[: min(m, sv.size)] = sv[:m] ** 2
             return float((r - m) + np.sum(1.0 / (1.0 + phi))) / r
     pt = psd_pinv(eig=stats_eig(stats, "total"), rank="numerical", rtol=rtol)  # Sigma_T = Sigma_W + Sigma_B^emp
-    trace = pt.rank - pt.trace_with(stats.sigma_w(copy=False))
+    trace = pt.rank - pt.trace_with(stats.matrix("within"))
     if weighting != "empirical":
-        trace -= pt.trace_with(stats.sigma_b("empirical", copy=False) - stats.sigma_b(weighting, copy=False))
+        trace -= pt.trace_with(stats.matrix("between", "empirical") - stats.matrix("between", weighting))
     value = 1.0 - trace / r
     return 0.0 if -1e-9 < value < 0.0 else value
 
@@ -493,19 +493,20 @@ def within_class_split(
     stats = as_moments(stats)
     rtol = check_rtol(rtol)
     normalize = check_bool(normalize, name="normalize")
-    sw = stats.sigma_w(copy=False)
+    sw = stats.matrix("within")
+    xp = stats.backend.xp
     pb = _pinv_b(stats, weighting, rank, rtol)
     r = 0 if between_is_zero(stats, weighting) else pb.rank
     V = pb.basis[:, :r]
-    in_span = float(np.einsum("ij,ij->", V, sw @ V))
+    in_span = float(xp.einsum("ij,ij->", V, sw @ V))
     # The V_B^perp part is often orders of magnitude smaller than the V_B part ([Xu & Liu 2023, Fig. 1] plots it): the
     # difference from the trace is used only while it keeps >= 13 digits (it is >= 1e-3 Tr Sigma_W); below that
     # it is summed directly over an orthonormal basis of the complement, so no digit is lost either way.
-    total = float(np.trace(sw))
+    total = float(sw.trace())
     orthogonal = total - in_span
     if not orthogonal >= 1e-3 * total:
         V_all = stats_eig(stats, "between", weighting)[1]
-        orthogonal = float(np.einsum("ij,ij->", V_all[:, r:], sw @ V_all[:, r:]))
+        orthogonal = float(xp.einsum("ij,ij->", V_all[:, r:], sw @ V_all[:, r:]))
     if normalize:
         tb = stats.trace_b(weighting)
         if V.shape[1] == 0:

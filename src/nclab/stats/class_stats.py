@@ -764,6 +764,26 @@ class ClassStats(Accumulator):
             self._flush()  # rows still held by the lanes belong to this state
         return view
 
+    def raw_tensor(self, name: str) -> torch.Tensor:
+        """The raw moment ``name`` (as :meth:`raw`) as the state's own tensor on the statistics' device, no copy:
+        what a :class:`~nclab.stats.ClassMoments` view with a torch backend reads to form the d x d statistics
+        where they live (the GPU's Gram accumulator never goes to the host). Do not modify it. Zeros on the CPU
+        before the first batch; the same overflow check as :meth:`raw` (on the device, once per state)."""
+        if name not in self._specs:
+            self.raw(name)  # raises the error that names the moments these statistics hold
+        if name not in ("counts", "shift"):
+            self._flush()
+        if self._state is None:
+            return torch.from_numpy(self._get(name))
+        t = self._state[name]
+        if name in _OVERFLOWABLE:
+            done = self._checked.get(("finite", name))
+            if done is None:
+                done = self._checked[("finite", name)] = bool(torch.isfinite(t).all())
+            if not done:
+                self._get(name)  # raises the overflow error of `raw`
+        return t
+
     @property
     def counts(self) -> np.ndarray:
         """Samples per class, ``(K,)`` int64 (zeros mark empty classes)."""

@@ -37,7 +37,7 @@ from typing import Any, Final, Literal, Protocol, TypeVar
 
 import numpy as np
 
-from nclab.stats._kernels import strict_upper
+from nclab.stats.backend import NUMPY, Linalg, LinalgBackend, choose_backend
 
 __all__ = ["ClassMoments", "MomentKey", "MomentSource", "Weighting", "check_weighting"]
 
@@ -139,6 +139,13 @@ class ClassMoments:
     cache : dict, optional
         Where to keep the cached values: by default a new dict that only this view holds;
         :meth:`ClassStats.moments <nclab.stats.ClassStats.moments>` passes the one ``stats`` keeps for itself.
+    linalg : {"auto", "numpy", "torch"}, default "auto"
+        Where the d x d statistics (:meth:`matrix`) and the metrics' linear algebra on them run
+        (:mod:`nclab.stats.backend`): "auto" runs torch on the statistics' device when that is an accelerator
+        (CUDA: the d x d matrices stay on the GPU, only scalars and vectors come back), numpy on the host
+        otherwise; "numpy" always on the host (the d x d Gram is copied off an accelerator); "torch" with torch on
+        the statistics' device, also the CPU. The host accessors (``sigma_w()``, ...) return numpy arrays
+        whatever the backend.
 
     The view also answers the raw reads of its statistics (``K``, ``d``, ``track``,
     ``unit_sums_kept``, ``counts``, ``N``, ``unit_sums``, ``empty_classes``, ``require_nonempty``,
@@ -160,9 +167,11 @@ class ClassMoments:
     True
     """
 
-    __slots__ = ("K", "_cache", "_stats", "_version", "d", "track", "unit_sums_kept")
+    __slots__ = ("K", "_cache", "_stats", "_version", "backend", "d", "track", "unit_sums_kept")
 
-    def __init__(self, stats: MomentSource, *, cache: dict[Hashable, Any] | None = None) -> None:
+    def __init__(
+        self, stats: MomentSource, *, cache: dict[Hashable, Any] | None = None, linalg: Linalg = "auto"
+    ) -> None:
         # the class, not the instance: a protocol isinstance would evaluate (copy) every property on Python 3.11
         if not all(hasattr(type(stats), name) for name in ("raw", "state_version", "require_nonempty")):
             raise TypeError(f"ClassMoments reads ClassStats, got {type(stats).__name__}")
@@ -174,6 +183,8 @@ class ClassMoments:
         self.d: int = stats.d
         self.track: str = stats.track
         self.unit_sums_kept: bool = bool(getattr(stats, "unit_sums_kept", True))
+        #: where :meth:`matrix` and the metrics' linear algebra run (:mod:`nclab.stats.backend`)
+        self.backend: LinalgBackend = choose_backend(linalg, getattr(stats, "device", None))
 
     # ------------------------------------------------------------------ the cache
     def _entries(self) -> dict[Hashable, Any]:
@@ -184,11 +195,15 @@ class ClassMoments:
             self._version = version
         return self._cache
 
-    def memo(self, key: str, *params: Hashable, compute: Callable[[], T]) -> T:
+    def memo(self, key: str, *params: Hashable, compute: Callable[[], T], backend: bool = False) -> T:
         """``compute()``, cached under ``key`` (a :class:`MomentKey` name) and ``params`` until the statistics
-        change. numpy arrays in the value (or in a tuple value) are made read-only."""
+        change. numpy arrays in the value (or in a tuple value) are made read-only. ``backend=True``: the value
+        is computed on the view's :attr:`backend`, whose key joins the parameters (views of one cache with
+        different backends keep their own values; numpy values keep the parameters alone)."""
         if key not in _NAMES:
             raise ValueError(f"{key!r} is not a MomentKey name (the cache's names are listed there)")
+        if backend and self.backend.key is not None:
+            params = (*params, self.backend.key)
         cache = self._entries()
         entry = (key, *params) if params else key  # the name alone when unparametrised: no tuple to hash
         if entry not in cache:
@@ -200,8 +215,11 @@ class ClassMoments:
         cached: T = cache[entry]
         return cached
 
-    def peek(self, key: str, *params: Hashable) -> Any:
-        """The value cached under ``key`` and ``params`` for the current statistics, or None."""
+    def peek(self, key: str, *params: Hashable, backend: bool = False) -> Any:
+        """The value cached under ``key`` and ``params`` (``backend`` as in :meth:`memo`) for the current
+        statistics, or None."""
+        if backend and self.backend.key is not None:
+            params = (*params, self.backend.key)
         return self._entries().get((key, *params) if params else key)
 
     def clear(self) -> None:
@@ -297,30 +315,69 @@ class ClassMoments:
     def within_scatter(self, copy: bool = True) -> np.ndarray:
         """Pooled within-class scatter ``sum_i (h_i - mu_{y_i})(h_i - mu_{y_i})^T``, ``(d, d)``."""
         self._need_full("the within-class scatter")
-        return _maybe_copy(self.memo(MomentKey.WITHIN_SCATTER, compute=self._within_scatter), copy)
+        scatter: np.ndarray = self.memo(MomentKey.WITHIN_SCATTER, compute=lambda: self._within_scatter(NUMPY))
+        return _maybe_copy(scatter, copy)
 
-    def _within_scatter(self) -> np.ndarray:
+    def _raw_native(self, be: LinalgBackend, name: str) -> Any:
+        """The raw moment ``name`` as an array of backend ``be``: on the statistics' device for torch."""
+        if be.key is None:
+            return self._stats.raw(name)
+        raw_tensor = getattr(self._stats, "raw_tensor", None)  # ClassStats: the state's own tensor, no copy
+        if raw_tensor is None:
+            return be.asarray(self._stats.raw(name))
+        return raw_tensor(name).to(device=be.device, dtype=be.xp.float64)
+
+    def _within_scatter(self, be: LinalgBackend) -> Any:
         raw = self._stats.raw
         counts = raw("counts")
         S = raw("sum_dev")
         # syrk fills the lower triangle of this C-ordered array (the upper one is not maintained): mirror it
-        C = raw("scatter_dev")
-        W = np.where(strict_upper(self.d), C.T, C)
+        W = be.mirror_lower(self._raw_native(be, "scatter_dev"))
         nz = counts > 0
-        Sn = S[nz] / np.sqrt(counts[nz])[:, None]
+        Sn = be.asarray(S[nz] / np.sqrt(counts[nz])[:, None])
         W -= Sn.T @ Sn
         return (W + W.T) / 2  # exactly symmetric, whatever the BLAS did for Sn^T Sn
 
-    def sigma_w(self, copy: bool = True) -> np.ndarray:
-        """Within-class covariance ``Sigma_W = (1/N) sum_i (h_i - mu_{y_i})(h_i - mu_{y_i})^T``, ``(d, d)``."""
+    def _matrix(self, be: LinalgBackend, which: str, weighting: Weighting = "balanced") -> Any:
+        """Sigma_W, Sigma_B(weighting) or Sigma_T (``which`` "within", "between", "total") computed and cached by
+        backend ``be`` (numpy, or the view's own backend): the one definition of each, whatever the backend."""
+        on = be.key is not None  # a value of the view's (torch) backend: cached under its key
+        assert be is NUMPY or be is self.backend
+        if which == "between":
+            check_weighting(weighting)
+
+            def between() -> Any:
+                A = be.asarray(self.between_factor(weighting))
+                B = A.T @ A
+                return (B + B.T) / 2
+
+            return self.memo(MomentKey.SIGMA_B, weighting, compute=between, backend=on)
+        if which not in ("within", "total"):
+            raise ValueError(f"which must be one of ['between', 'total', 'within'], got {which!r}")
         self._need_full("the within-class scatter")
+        if which == "total":
+            compute = lambda: self._matrix(be, "within") + self._matrix(be, "between", "empirical")  # noqa: E731
+            return self.memo(MomentKey.SIGMA_T, compute=compute, backend=on)
         n = self._stats.N
         if n == 0:
             raise ValueError("sigma_w of empty ClassStats: no sample has been seen")
         # from the cached scatter if someone asked for it, else without caching the unscaled copy too
-        scatter = self.peek(MomentKey.WITHIN_SCATTER)
-        compute = (lambda: scatter / n) if scatter is not None else (lambda: self._within_scatter() / n)
-        return _maybe_copy(self.memo(MomentKey.SIGMA_W, compute=compute), copy)
+        scatter = self.peek(MomentKey.WITHIN_SCATTER, backend=on)
+        compute = (lambda: scatter / n) if scatter is not None else (lambda: self._within_scatter(be) / n)
+        return self.memo(MomentKey.SIGMA_W, compute=compute, backend=on)
+
+    def matrix(self, which: str, weighting: Weighting = "balanced") -> Any:
+        """Sigma_W (``which="within"``), Sigma_B(``weighting``) (``"between"``) or Sigma_T (``"total"``),
+        ``(d, d)``, as an array of the view's backend (:attr:`backend`): the cached numpy array of
+        :meth:`sigma_w` / :meth:`sigma_b` / :meth:`sigma_t` (read-only) on the numpy backend, a float64 torch
+        tensor on the statistics' device on the torch backend (cached; do not modify it). What the metrics'
+        linear algebra reads."""
+        return self._matrix(self.backend, which, weighting)
+
+    def sigma_w(self, copy: bool = True) -> np.ndarray:
+        """Within-class covariance ``Sigma_W = (1/N) sum_i (h_i - mu_{y_i})(h_i - mu_{y_i})^T``, ``(d, d)``."""
+        sw: np.ndarray = self._matrix(NUMPY, "within")
+        return _maybe_copy(sw, copy)
 
     def sigma_b(self, weighting: Weighting = "balanced", copy: bool = True) -> np.ndarray:
         """Between-class covariance, ``(d, d)``: ``A^T A`` with ``A = between_factor(weighting)``.
@@ -328,15 +385,8 @@ class ClassMoments:
         balanced: ``(1/K) sum_k M_k M_k^T``; empirical: ``sum_k (n_k/N) M_k M_k^T`` about the sample mean, so
         that ``sigma_t() == sigma_w() + sigma_b("empirical")`` exactly, also for imbalanced classes.
         """
-        check_weighting(weighting)
-
-        def compute() -> np.ndarray:
-            A = self.between_factor(weighting)
-            B = A.T @ A
-            sym: np.ndarray = (B + B.T) / 2
-            return sym
-
-        return _maybe_copy(self.memo(MomentKey.SIGMA_B, weighting, compute=compute), copy)
+        sb: np.ndarray = self._matrix(NUMPY, "between", weighting)
+        return _maybe_copy(sb, copy)
 
     def between_factor(self, weighting: Weighting = "balanced") -> np.ndarray:
         """``A = diag(sqrt(w_k)) M``, ``(K, d)``, with ``sigma_b(weighting) = A^T A`` (w_k = 1/K or n_k/N).
@@ -350,8 +400,8 @@ class ClassMoments:
 
     def sigma_t(self, copy: bool = True) -> np.ndarray:
         """Total covariance ``(1/N) sum_i (h_i - mu_G)(h_i - mu_G)^T`` about the sample mean, ``(d, d)``."""
-        compute = lambda: self.sigma_w(copy=False) + self.sigma_b("empirical", copy=False)  # noqa: E731
-        return _maybe_copy(self.memo(MomentKey.SIGMA_T, compute=compute), copy)
+        st: np.ndarray = self._matrix(NUMPY, "total")
+        return _maybe_copy(st, copy)
 
     def trace_w(self) -> float:
         """``Tr Sigma_W = (1/N) sum_k class_ss_k`` (available in light mode)."""
