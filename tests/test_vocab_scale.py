@@ -302,3 +302,39 @@ def test_progress_is_said_only_when_asked_or_long(monkeypatch, capsys):
         assert capsys.readouterr().err == ""
         collapse_report(_random_stats(100, 4)[0], progress=True)
     assert "estimated for the pair sweeps" in capsys.readouterr().err
+
+
+def _dense_hits(M, W, b):
+    """Brute force: the whole K x K logits in float64, argmax per class (ties to the lowest index)."""
+    L = M @ W.T + (0.0 if b is None else b)
+    return int(np.count_nonzero(np.argmax(L, axis=1) == np.arange(M.shape[0])))
+
+
+@pytest.mark.parametrize("head", ["random", "ncc", "mixed"])
+def test_decisions_leave_the_sweep_once_lost_and_stay_exact(monkeypatch, head):
+    """At K = 2,100 (the default tiled path, float32 logits forced): a class leaves the sweep once another class's
+    logit beats its own by more than the float32 error bound; the count equals the dense float64 argmax for a
+    head that decides almost every class wrong (random), every class right (the NCC head), and a mix with ties."""
+    monkeypatch.setattr(pair_sweeps, "FLOAT32_MIN_WORK", 0)
+    K, d = 2100, 8
+    assert K >= pair_sweeps.ENGINE_MIN_K
+    rng = np.random.default_rng(7)
+    M = 3.0 * rng.standard_normal((K, d))
+    if head == "random":
+        W, b = rng.standard_normal((K, d)), 0.1 * rng.standard_normal(K)
+    else:  # the NCC head: argmax_j -||mu_k - mu_j||^2 / 2 = k for every class
+        W, b = M.copy(), -0.5 * np.einsum("kd,kd->k", M, M)
+        if head == "mixed":
+            W[1::3], b[1::3] = W[0::3][: W[1::3].shape[0]], b[0::3][: W[1::3].shape[0]]  # exact ties: the lower wins
+            W[5] = W[4] + 1e-9 * rng.standard_normal(d)  # a near tie below float32's resolution
+            W[200:400] = rng.standard_normal((200, d))  # a block of random rows
+    want = _dense_hits(M, W, b)
+    assert pair_sweeps.gram_dtype(K, d) == torch.float32
+    assert pair_sweeps.decisions_at_means(M, W, b, tile=256) == want
+    assert pair_sweeps.decisions_at_means(M, W, None, tile=256) == _dense_hits(M, W, None)
+    if head == "random":
+        assert want < K // 100
+    elif head == "ncc":
+        assert want == K
+    else:
+        assert 0 < want < K
