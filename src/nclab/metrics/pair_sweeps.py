@@ -466,7 +466,11 @@ def decisions_at_means(
     M64 = torch.as_tensor(M, dtype=torch.float64, device=dev)
     W64 = torch.as_tensor(W, dtype=torch.float64, device=dev)
     b64 = None if b is None else torch.as_tensor(b, dtype=torch.float64, device=dev)
-    own = (M64 * W64).sum(dim=1) + (0.0 if b64 is None else b64)  # the own logits, float64
+    own = torch.empty(K, dtype=torch.float64, device=dev)  # the own logits, float64 (row blocks: no K x d temporary)
+    for s in range(0, K, tile):
+        torch.sum(M64[s : s + tile] * W64[s : s + tile], dim=1, out=own[s : s + tile])
+    if b64 is not None:
+        own += b64
     if dt == torch.float64:
         bound = torch.zeros(K, dtype=torch.float64, device=dev)
     else:

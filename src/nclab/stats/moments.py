@@ -252,10 +252,15 @@ class ClassMoments:
     @property
     def means(self) -> np.ndarray:
         """Class means ``mu_k``, ``(K, d)``; raises ``EmptyClassError`` if a class is empty."""
+        return self.class_means()
+
+    def class_means(self, copy: bool = True) -> np.ndarray:
+        """Class means ``mu_k``, ``(K, d)`` (as :attr:`means`); ``copy=False`` returns the cached array itself
+        (read-only): what the metrics read, without a K x d copy per call at a vocabulary's K."""
         counts = self._stats.require_nonempty("class means")
         raw = self._stats.raw
         means: np.ndarray = self.memo(MomentKey.MEANS, compute=lambda: raw("shift") + raw("sum_dev") / counts[:, None])
-        return means.copy()
+        return _maybe_copy(means, copy)
 
     def global_mean(self, weighting: Weighting = "balanced") -> np.ndarray:
         """``(d,)``: the mean of class means (``"balanced"``) or the sample mean (``"empirical"``)."""
@@ -264,19 +269,19 @@ class ClassMoments:
         return mean.copy()
 
     def _global_mean(self, weighting: Weighting) -> np.ndarray:
-        mu = self.means
+        mu = self.class_means(copy=False)
         if weighting == "balanced":
             mean: np.ndarray = mu.mean(axis=0)
         else:
             mean = (self._stats.raw("counts") / self._stats.N) @ mu
         return mean
 
-    def centered_means(self, weighting: Weighting = "balanced") -> np.ndarray:
-        """``M = mu_k - mu_G``, ``(K, d)``."""
+    def centered_means(self, weighting: Weighting = "balanced", copy: bool = True) -> np.ndarray:
+        """``M = mu_k - mu_G``, ``(K, d)``; ``copy=False``: the cached array itself (read-only)."""
         check_weighting(weighting)
-        compute = lambda: self.means - self.global_mean(weighting)  # noqa: E731
+        compute = lambda: self.class_means(copy=False) - self.global_mean(weighting)  # noqa: E731
         centered: np.ndarray = self.memo(MomentKey.CENTERED_MEANS, weighting, compute=compute)
-        return centered.copy()
+        return _maybe_copy(centered, copy)
 
     @property
     def class_ss(self) -> np.ndarray:
