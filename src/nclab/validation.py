@@ -192,7 +192,9 @@ def as_rows(X: Any, *, name: str = "X", min_rows: int = 2) -> NDArray[np.float64
         raise ValueError(f"{name} needs at least one column, got shape {A.shape}")
     # the sum is finite iff every entry is (or a finite sum overflowed: then the entries are checked one by one),
     # without the K x d boolean array of np.isfinite
-    if not (np.isfinite(np.add.reduce(A, axis=None)) or np.isfinite(A).all()):
+    with np.errstate(over="ignore", invalid="ignore"):
+        finite = bool(np.isfinite(np.add.reduce(A, axis=None)))
+    if not (finite or np.isfinite(A).all()):
         raise ValueError(f"{name} contains NaN or inf (non-finite values)")
     return A
 

@@ -166,7 +166,9 @@ def _kept_rows(W: Any, keep: np.ndarray, K: int, d: int) -> np.ndarray:
     if keep.size == K or raw.ndim != 2 or raw.dtype.kind not in "fiu":
         rows = as_rows(W, name="W")  # every row (or a shape or type that as_rows refuses)
     else:
-        if not (np.isfinite(np.add.reduce(raw, axis=None, dtype=np.float64)) or np.isfinite(raw).all()):
+        with np.errstate(over="ignore", invalid="ignore"):
+            finite = bool(np.isfinite(np.add.reduce(raw, axis=None, dtype=np.float64)))
+        if not (finite or np.isfinite(raw).all()):
             raise ValueError("W contains NaN or inf (non-finite values)")
         rows = np.take(raw, keep, axis=0).astype(np.float64, copy=False)
     rows.setflags(write=False)  # shared by the report's metrics without further copies (as_rows passes it on)
