@@ -304,19 +304,19 @@ def gnc3(stats: StatsLike, *, W: Any, normalize_w: bool = True, renormalize_mean
     """
     if not is_stats(stats):
         raise TypeError(f"gnc3 expects ClassStats, got {type(stats).__name__}")
-    counts = stats.require_nonempty("gnc3")
-    hbar = stats.unit_sums / counts[:, None].astype(np.float64)
+    counts = stats.require_nonempty("gnc3").astype(np.float64)
+    sums = stats.raw("unit_sums")  # read-only, no copy (ValueError when not kept)
     Wr = as_rows(W, name="W")
-    if Wr.shape != hbar.shape:
-        raise ValueError(f"W has shape {Wr.shape}, but the ClassStats have (K, d) = {hbar.shape}")
-    dots = np.einsum("kd,kd->k", Wr, hbar)
+    if Wr.shape != sums.shape:
+        raise ValueError(f"W has shape {Wr.shape}, but the ClassStats have (K, d) = {sums.shape}")
+    dots = np.einsum("kd,kd->k", Wr, sums) / counts  # w_k . hbar_k without the K x d hbar
     if normalize_w:  # w_k / ||w_k|| . hbar_k from the row norms: no K x d unit rows
         nw = direction_norms(Wr, None, "gnc3")
         if nw is None:
             return float("nan")
         dots /= nw
     if renormalize_means:
-        nh = direction_norms(hbar, 1.0, "gnc3")  # hbar_k is a mean of unit vectors: its scale is 1
+        nh = direction_norms(sums / counts[:, None], 1.0, "gnc3")  # hbar_k is a mean of unit vectors: its scale is 1
         if nh is None:
             return float("nan")
         dots /= nh

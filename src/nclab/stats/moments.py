@@ -141,7 +141,7 @@ class ClassMoments:
         :meth:`ClassStats.moments <nclab.stats.ClassStats.moments>` passes the one ``stats`` keeps for itself.
 
     The view also answers the raw reads of its statistics (``K``, ``d``, ``track``,
-    ``unit_sums_kept``, ``counts``, ``N``, ``unit_sums``, ``empty_classes``, ``require_nonempty``,
+    ``unit_sums_kept``, ``counts``, ``N``, ``unit_sums``, ``raw``, ``empty_classes``, ``require_nonempty``,
     ``drop_empty``), so that every metric takes a view or a ClassStats alike.
 
     Examples
@@ -236,6 +236,11 @@ class ClassMoments:
     def require_nonempty(self, what: str) -> np.ndarray:
         """Counts ``(K,)``; raises ``EmptyClassError`` naming the empty classes (``what`` needs them all)."""
         return self._stats.require_nonempty(what)
+
+    def raw(self, name: str) -> np.ndarray:
+        """The statistics' raw moment ``name``: a read-only view, no copy (:meth:`ClassStats.raw
+        <nclab.stats.ClassStats.raw>`)."""
+        return self._stats.raw(name)
 
     def drop_empty(self) -> Any:
         """The statistics restricted to the classes that have samples (a new ClassStats)."""
@@ -350,7 +355,8 @@ class ClassMoments:
         eigenvectors in O(K^2 d) instead of an O(d^3) eigendecomposition, and resolves the small eigenvalues
         of Sigma_B more accurately than an eigendecomposition of the formed product.
         """
-        factor: np.ndarray = np.sqrt(self._class_weights(weighting))[:, None] * self.centered_means(weighting)
+        M = self.centered_means(weighting, copy=False)
+        factor: np.ndarray = np.sqrt(self._class_weights(weighting))[:, None] * M
         return factor
 
     def sigma_t(self, copy: bool = True) -> np.ndarray:
@@ -370,8 +376,9 @@ class ClassMoments:
         return self.memo(MomentKey.TRACE_B, weighting, compute=lambda: self._trace_b(weighting))
 
     def _trace_b(self, weighting: Weighting) -> float:
-        A = self.between_factor(weighting)  # Tr A^T A = ||A||_F^2
-        return float(np.einsum("kd,kd->", A, A))
+        # Tr A^T A = ||A||_F^2 = sum_k w_k ||m_k||^2 of the between factor A: without forming A (K x d)
+        M = self.centered_means(weighting, copy=False)
+        return float(self._class_weights(weighting) @ np.einsum("kd,kd->k", M, M))
 
     def mean_gram(self, center: bool = True, weighting: Weighting = "balanced") -> np.ndarray:
         """Gram matrix of class means ``M M^T``, ``(K, K)``; centred about ``global_mean(weighting)``."""
