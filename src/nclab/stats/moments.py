@@ -264,7 +264,13 @@ class ClassMoments:
         (read-only): what the metrics read, without a K x d copy per call at a vocabulary's K."""
         counts = self._stats.require_nonempty("class means")
         raw = self._stats.raw
-        means: np.ndarray = self.memo(MomentKey.MEANS, compute=lambda: raw("shift") + raw("sum_dev") / counts[:, None])
+
+        def compute() -> np.ndarray:
+            mu: np.ndarray = raw("sum_dev") / counts[:, None]
+            mu += raw("shift")  # in place: one K x d array (the same sums as shift + sum_dev / n)
+            return mu
+
+        means: np.ndarray = self.memo(MomentKey.MEANS, compute=compute)
         return _maybe_copy(means, copy)
 
     def global_mean(self, weighting: Weighting = "balanced") -> np.ndarray:
