@@ -453,3 +453,20 @@ def test_present_subset_copies_only_the_kept_rows_and_checks_all():
     assert view.class_means(copy=False) is view.class_means(copy=False)
     assert not view.class_means(copy=False).flags.writeable and view.class_means().flags.writeable
     np.testing.assert_array_equal(view.centered_means(copy=False), view.centered_means())
+
+
+def test_tile_moments_equal_the_old_var_mean_and_float64():
+    """The tile moments (float64-accumulated mean, then the squared float32 deviations summed in float64) equal
+    torch.var_mean of the tile in float64 to the deviations' float32 rounding (1e-8), and the old float32
+    torch.var_mean to its float32 accuracy."""
+    g = torch.Generator().manual_seed(0)
+    c = (0.03 * torch.randn(300, 200, generator=g) - 1.0 / 4000).to(torch.float32)
+    var64, mean64 = torch.var_mean(c.double(), correction=0)
+    var32, mean32 = torch.var_mean(c, correction=0)  # the old tiles' reduction
+    mean, m2 = pair_sweeps._moments(c.clone(), torch.empty_like(c))
+    assert mean == pytest.approx(float(mean64), rel=1e-12)
+    assert m2 == pytest.approx(float(var64) * c.numel(), rel=1e-8)
+    assert m2 == pytest.approx(float(var32) * c.numel(), rel=1e-5)
+    assert mean == pytest.approx(float(mean32), rel=1e-4)
+    mean_in, m2_in = pair_sweeps._moments(c.clone())  # without scratch: in place
+    assert (mean_in, m2_in) == (mean, m2)
