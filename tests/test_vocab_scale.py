@@ -302,3 +302,171 @@ def test_progress_is_said_only_when_asked_or_long(monkeypatch, capsys):
         assert capsys.readouterr().err == ""
         collapse_report(_random_stats(100, 4)[0], progress=True)
     assert "estimated for the pair sweeps" in capsys.readouterr().err
+
+
+def _dense_hits(M, W, b):
+    """Brute force: the whole K x K logits in float64, argmax per class (ties to the lowest index)."""
+    L = M @ W.T + (0.0 if b is None else b)
+    return int(np.count_nonzero(np.argmax(L, axis=1) == np.arange(M.shape[0])))
+
+
+@pytest.mark.parametrize("head", ["random", "ncc", "mixed"])
+def test_decisions_leave_the_sweep_once_lost_and_stay_exact(monkeypatch, head):
+    """At K = 2,100 (the default tiled path, float32 logits forced): a class leaves the sweep once another class's
+    logit beats its own by more than the float32 error bound; the count equals the dense float64 argmax for a
+    head that decides almost every class wrong (random), every class right (the NCC head), and a mix with ties."""
+    monkeypatch.setattr(pair_sweeps, "FLOAT32_MIN_WORK", 0)
+    K, d = 2100, 8
+    assert K >= pair_sweeps.ENGINE_MIN_K
+    rng = np.random.default_rng(7)
+    M = 3.0 * rng.standard_normal((K, d))
+    if head == "random":
+        W, b = rng.standard_normal((K, d)), 0.1 * rng.standard_normal(K)
+    else:  # the NCC head: argmax_j -||mu_k - mu_j||^2 / 2 = k for every class
+        W, b = M.copy(), -0.5 * np.einsum("kd,kd->k", M, M)
+        if head == "mixed":
+            W[1::3], b[1::3] = W[0::3][: W[1::3].shape[0]], b[0::3][: W[1::3].shape[0]]  # exact ties: the lower wins
+            W[5] = W[4] + 1e-9 * rng.standard_normal(d)  # a near tie below float32's resolution
+            W[200:400] = rng.standard_normal((200, d))  # a block of random rows
+    want = _dense_hits(M, W, b)
+    assert pair_sweeps.gram_dtype(K, d) == torch.float32
+    assert pair_sweeps.decisions_at_means(M, W, b, tile=256) == want
+    assert pair_sweeps.decisions_at_means(M, W, None, tile=256) == _dense_hits(M, W, None)
+    if head == "random":
+        assert want < K // 100
+    elif head == "ncc":
+        assert want == K
+    else:
+        assert 0 < want < K
+
+
+# ---------------------------------------------------------------------------------------------- brute force, K >= 2,048
+def _brute_pairs(stats, W):
+    """The report's pairwise and per-class values from whole K x K matrices and unit rows (float64, numpy)."""
+    M = stats.moments().means
+    V = M - M.mean(axis=0)
+    U = V / np.linalg.norm(V, axis=1)[:, None]
+    K = V.shape[0]
+    iu = np.triu_indices(K, 1)
+    C = (U @ U.T)[iu]
+    s = C + 1.0 / (K - 1)
+    D2 = (np.sum(V * V, axis=1)[:, None] + np.sum(V * V, axis=1)[None, :] - 2.0 * V @ V.T)[iu]
+    var = stats.moments().class_ss / stats.counts
+    R = np.sum(U * U, axis=1)[:, None] + np.sum(U * U, axis=1)[None, :] - 2.0 * U @ U.T
+    logk = -0.5 * np.log(R[iu])
+    both = np.concatenate([s, s])  # the K(K-1) off-diagonal entries, each pair twice
+    Uw = W / np.linalg.norm(W, axis=1)[:, None]
+    sw = (Uw @ Uw.T)[iu] + 1.0 / (K - 1)
+    Wn, Mn = W / np.linalg.norm(W), V / np.linalg.norm(V)
+    cos_wm = np.sum(Uw * U, axis=1)
+    hbar = stats.moments().unit_sums / stats.counts[:, None]
+    return {
+        "equiangularity": float(np.std(both, ddof=1)),
+        "max_angle": float(np.mean(np.abs(s))),
+        "cdnv": float(np.mean((var[iu[0]] + var[iu[1]]) / (2.0 * D2))),
+        "uniformity_log_energy": float(np.mean(logk)),
+        "uniformity_log_var": float(np.var(logk)),
+        "equiangularity_w": float(np.std(np.concatenate([sw, sw]), ddof=1)),
+        "max_angle_w": float(np.mean(np.abs(sw))),
+        "self_duality": float(np.sum((Wn - Mn) ** 2)),
+        "uniform_duality": float(np.var(cos_wm, ddof=1)),
+        "gnc3": float(np.mean(1.0 - np.sum(Uw * hbar, axis=1))),
+    }
+
+
+@pytest.mark.parametrize("gemm", ["float64", "float32"])
+def test_report_at_K_2100_equals_brute_force(monkeypatch, gemm):
+    """K = 2,100 >= ENGINE_MIN_K with the default tiles: the report's sweep values (tile moments accumulated in
+    float64), NC3 in row blocks and the per-class cosines from row norms equal whole-matrix float64 numpy; the
+    float32 GEMMs (forced) to 1e-6 relative."""
+    if gemm == "float32":
+        monkeypatch.setattr(pair_sweeps, "FLOAT32_MIN_WORK", 0)
+    K, d = 2100, 8
+    assert K >= pair_sweeps.ENGINE_MIN_K
+    stats, rng = _random_stats(K, d, seed=5)
+    W = rng.standard_normal((K, d))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        rep = collapse_report(stats, W=W, b=0.1 * rng.standard_normal(K), progress=False)
+    want = _brute_pairs(stats, W)
+    rel = 1e-10 if gemm == "float64" else 1e-6
+    for key, value in want.items():
+        assert rep[key] == pytest.approx(value, rel=rel), key
+
+
+def test_self_duality_in_row_blocks_equals_the_whole_array_form(monkeypatch):
+    """The Frobenius NC3 summed over row blocks (forced to 7 rows) equals the whole-array formula, also for rows
+    of extreme magnitude (exact power-of-two scaling)."""
+    from nclab.metrics import means_geometry, self_duality
+
+    rng = np.random.default_rng(2)
+    M, W = rng.standard_normal((50, 6)), rng.standard_normal((50, 6))
+    whole = float(np.sum((W / np.linalg.norm(W) - (M - M.mean(0)) / np.linalg.norm(M - M.mean(0))) ** 2))
+    monkeypatch.setattr(means_geometry, "_BLOCK_ENTRIES", 7 * 6)
+    assert self_duality(M, W=W) == pytest.approx(whole, rel=1e-13)
+    assert self_duality(1e200 * M, W=1e-200 * W) == pytest.approx(whole, rel=1e-13)
+    assert self_duality(M, W=W, squared=False) == pytest.approx(np.sqrt(whole), rel=1e-13)
+
+
+def test_row_norms_in_blocks_are_numpys_bit_for_bit():
+    from nclab.metrics.common import row_norms
+
+    rng = np.random.default_rng(3)
+    V = rng.standard_normal((5000, 300))  # several blocks of 2^19 entries
+    np.testing.assert_array_equal(row_norms(V), np.linalg.norm(V, axis=1))
+    np.testing.assert_array_equal(row_norms(-V[:7]), np.linalg.norm(V[:7], axis=1))
+    assert row_norms(1e200 * V[:3]) == pytest.approx(1e200 * np.linalg.norm(V[:3], axis=1), rel=1e-15)
+
+
+def test_read_only_rows_pass_without_a_copy_and_are_still_checked():
+    from nclab.validation import as_rows
+
+    W = np.random.default_rng(0).standard_normal((6, 3))
+    assert as_rows(W) is not W and as_rows(W).flags.writeable  # a caller's writable array: a copy
+    W.setflags(write=False)
+    assert as_rows(W) is W  # read-only float64: neither side can change it
+    bad = W.copy()
+    bad[2, 1] = np.nan
+    bad.setflags(write=False)
+    with pytest.raises(ValueError, match="W contains NaN or inf"):
+        as_rows(bad, name="W")
+    huge = np.full((2, 2), 1e308)  # the sum overflows, every entry is finite: accepted
+    huge.setflags(write=False)
+    assert as_rows(huge) is huge
+
+
+def test_present_subset_copies_only_the_kept_rows_and_checks_all():
+    H, y, W, b = _data()
+    stats = ClassStats.from_arrays(H, y, K=8)
+    sub, Ws, _, keep = select_classes(stats, W, b, classes="present")
+    np.testing.assert_array_equal(Ws, W[keep])
+    assert not Ws.flags.writeable and not np.shares_memory(Ws, W)
+    _, Wt, _, _ = select_classes(stats, torch.as_tensor(W, dtype=torch.float32), b, classes="present")
+    np.testing.assert_array_equal(Wt, W[keep].astype(np.float32).astype(np.float64))
+    W_bad = W.copy()
+    W_bad[1, 0] = np.inf  # class 1 is empty, and still W must be finite
+    with pytest.raises(ValueError, match="W contains NaN or inf"):
+        select_classes(stats, W_bad, b, classes="present")
+    with pytest.raises(ValueError, match=r"W must be \(K, d\) = \(8, 5\)"):
+        select_classes(stats, W[keep], b, classes="present")
+    view = sub.moments()
+    assert view.class_means(copy=False) is view.class_means(copy=False)
+    assert not view.class_means(copy=False).flags.writeable and view.class_means().flags.writeable
+    np.testing.assert_array_equal(view.centered_means(copy=False), view.centered_means())
+
+
+def test_tile_moments_equal_the_old_var_mean_and_float64():
+    """The tile moments (float64-accumulated mean, then the squared float32 deviations summed in float64) equal
+    torch.var_mean of the tile in float64 to the deviations' float32 rounding (1e-8), and the old float32
+    torch.var_mean to its float32 accuracy."""
+    g = torch.Generator().manual_seed(0)
+    c = (0.03 * torch.randn(300, 200, generator=g) - 1.0 / 4000).to(torch.float32)
+    var64, mean64 = torch.var_mean(c.double(), correction=0)
+    var32, mean32 = torch.var_mean(c, correction=0)  # the old tiles' reduction
+    mean, m2 = pair_sweeps._moments(c.clone(), torch.empty_like(c))
+    assert mean == pytest.approx(float(mean64), rel=1e-12)
+    assert m2 == pytest.approx(float(var64) * c.numel(), rel=1e-8)
+    assert m2 == pytest.approx(float(var32) * c.numel(), rel=1e-5)
+    assert mean == pytest.approx(float(mean32), rel=1e-4)
+    mean_in, m2_in = pair_sweeps._moments(c.clone())  # without scratch: in place
+    assert (mean_in, m2_in) == (mean, m2)

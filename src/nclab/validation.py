@@ -163,7 +163,8 @@ def as_rows(X: Any, *, name: str = "X", min_rows: int = 2) -> NDArray[np.float64
     Returns
     -------
     numpy.ndarray of float64, shape (K, d) or (N, d)
-        A copy of ``X``.
+        A copy of ``X``; ``X`` itself when it is a read-only float64 numpy array (which neither side can change:
+        a caller that validates rows once and makes them read-only passes them on without further copies).
 
     Raises
     ------
@@ -179,14 +180,23 @@ def as_rows(X: Any, *, name: str = "X", min_rows: int = 2) -> NDArray[np.float64
         ...
     ValueError: W needs at least 2 rows, got 1
     """
-    A = np.array(_to_numpy(X, name), dtype=np.float64)
+    if type(X) is np.ndarray and X.dtype == np.float64 and not X.flags.writeable:
+        A = X  # read-only: neither the caller nor this function's user can change it, so no copy is needed
+    else:
+        A = np.array(_to_numpy(X, name), dtype=np.float64)
     if A.ndim != 2:
         raise ValueError(f"{name} must be 2-D (one row per class or sample), got shape {A.shape}")
     if A.shape[0] < min_rows:
         raise ValueError(f"{name} needs at least {min_rows} rows, got {A.shape[0]}")
     if A.shape[1] < 1:
         raise ValueError(f"{name} needs at least one column, got shape {A.shape}")
-    return check_finite(A, name=name)
+    # the sum is finite iff every entry is (or a finite sum overflowed: then the entries are checked one by one),
+    # without the K x d boolean array of np.isfinite
+    with np.errstate(over="ignore", invalid="ignore"):
+        finite = bool(np.isfinite(np.add.reduce(A, axis=None)))
+    if not (finite or np.isfinite(A).all()):
+        raise ValueError(f"{name} contains NaN or inf (non-finite values)")
+    return A
 
 
 def check_features(H: Any, *, name: str = "H", d: int | None = None) -> np.ndarray:

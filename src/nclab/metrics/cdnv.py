@@ -103,8 +103,12 @@ def cdnv(stats: StatsLike, exponent: float = 1, tile: int | None = None) -> floa
     c = pow2_scale(np.sqrt(f2))
     c2 = c * c
     thresh = SB_ZERO_RTOL * (f2 / c2)
-    mu = stats.means / c
-    mu = mu - mu.mean(axis=0)  # only differences enter; centring shrinks the cancellation of the expansion
+
+    def centred() -> np.ndarray:
+        mu: np.ndarray = stats.means / c
+        centred_mu: np.ndarray = mu - mu.mean(axis=0)  # only differences enter; centring shrinks the cancellation
+        return centred_mu
+
     var = stats.class_ss / stats.counts / c2
     if K >= pair_sweeps.ENGINE_MIN_K and tile_given is None:  # one tiled sweep on the statistics' device
         # shared with equiangularity, max_angle and the uniformity of a report (balanced centring: any centring
@@ -114,13 +118,14 @@ def cdnv(stats: StatsLike, exponent: float = 1, tile: int | None = None) -> floa
             total = float(sweep["cdnv"][exponent])
         else:  # a zero centred mean: no directions to share, the distances alone
             total = pair_sweeps.means_pair_sweep(
-                mu, var, exponent=exponent, thresh=thresh, device=pair_sweeps.stats_device(stats)
+                centred(), var, exponent=exponent, thresh=thresh, device=pair_sweeps.stats_device(stats)
             )
         if not np.isfinite(total):
             return float("inf")
         if exponent != 1:
             total *= c2 ** (1.0 - exponent)
         return total / (K * (K - 1) / 2)
+    mu = centred()
     sq = np.einsum("kd,kd->k", mu, mu)
     total = 0.0
     for a in range(0, K - 1, int(tile)):

@@ -16,7 +16,7 @@ import numpy as np
 
 from nclab.stats.class_stats import ClassStats
 from nclab.stats.moments import ClassMoments
-from nclab.validation import as_rows, check_finite
+from nclab.validation import as_rows, check_finite, check_unmasked
 
 __all__ = ["ClassesRule", "check_classes", "present_classes", "select_classes"]
 
@@ -112,7 +112,8 @@ def select_classes(
     -------
     stats, W, b, keep
         The statistics (a ClassStats of ``K' = keep.size`` classes, relabelled 0..K'-1; the input itself under
-        "all" or when every class is kept), ``W[keep]``, ``b[keep]`` (None when not given) and ``keep``.
+        "all" or when every class is kept), ``W[keep]`` (float64, read-only), ``b[keep]`` (None when not given) and
+        ``keep``.
 
     Raises
     ------
@@ -133,16 +134,15 @@ def select_classes(
     rule, m = check_classes(classes, min_count)
     base = stats._stats if isinstance(stats, ClassMoments) else stats
     K = base.K
-    W_arr = None if W is None else as_rows(W, name="W")
+    counts = np.asarray(base.counts)
+    keep = present_classes(counts, m) if rule == "present" else np.arange(K, dtype=np.int64)
+    # too few classes kept: W is checked whole before the error below (its own errors first)
+    W_arr = None if W is None else _kept_rows(W, keep if keep.size >= 2 else np.arange(K), K, base.d)
     b_arr = None if b is None else check_finite(b, name="b")
-    if W_arr is not None and W_arr.shape[0] != K:
-        raise ValueError(f"W must be (K, d) = ({K}, {base.d}), got {W_arr.shape}")
     if b_arr is not None and b_arr.shape != (K,):
         raise ValueError(f"b must be (K,) = ({K},), got {b_arr.shape}")
     if rule == "all":
-        return stats, W_arr, b_arr, np.arange(K, dtype=np.int64)
-    counts = np.asarray(base.counts)
-    keep = present_classes(counts, m)
+        return stats, W_arr, b_arr, keep
     if keep.size < 2:
         raise ValueError(
             f"classes='present' with min_count={m} keeps {keep.size} of {K} classes (those with >= {m} samples; "
@@ -152,9 +152,24 @@ def select_classes(
         return stats, W_arr, b_arr, keep
     assert isinstance(base, ClassStats)
     sub = base.select_classes(keep)
-    return (
-        sub,
-        None if W_arr is None else W_arr[keep],
-        None if b_arr is None else b_arr[keep],
-        keep,
-    )
+    return sub, W_arr, None if b_arr is None else b_arr[keep], keep
+
+
+def _kept_rows(W: Any, keep: np.ndarray, K: int, d: int) -> np.ndarray:
+    """``W``'s rows ``keep``, validated as :func:`~nclab.validation.as_rows` (2-D, finite), read-only: one copy
+    of the kept rows, not of all K (a vocabulary's W is 0.3 GB at K = 50,257, d = 768, its kept rows a fraction;
+    the finite check of all K rows reads them without a copy)."""
+    raw = W.detach().cpu().numpy() if hasattr(W, "detach") else check_unmasked(W, name="W")
+    raw = np.asarray(raw)
+    if raw.ndim == 2 and raw.shape[0] != K:
+        raise ValueError(f"W must be (K, d) = ({K}, {d}), got {raw.shape}")
+    if keep.size == K or raw.ndim != 2 or raw.dtype.kind not in "fiu":
+        rows = as_rows(W, name="W")  # every row (or a shape or type that as_rows refuses)
+    else:
+        with np.errstate(over="ignore", invalid="ignore"):
+            finite = bool(np.isfinite(np.add.reduce(raw, axis=None, dtype=np.float64)))
+        if not (finite or np.isfinite(raw).all()):
+            raise ValueError("W contains NaN or inf (non-finite values)")
+        rows = np.take(raw, keep, axis=0).astype(np.float64, copy=False)
+    rows.setflags(write=False)  # shared by the report's metrics without further copies (as_rows passes it on)
+    return as_rows(rows, name="W")

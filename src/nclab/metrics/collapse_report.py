@@ -387,6 +387,7 @@ def _report(
 
     if W is not None:
         Wa = as_rows(W, name="W")
+        Wa.setflags(write=False)  # one checked copy: the metrics below pass it on without copying it again
         if Wa.shape != (stats.K, stats.d):
             raise ValueError(f"W must be (K, d) = ({stats.K}, {stats.d}), got {Wa.shape}")
         out["equinorm_w"] = equinorm(Wa, ddof=c["ddof"])

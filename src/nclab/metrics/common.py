@@ -35,6 +35,7 @@ __all__ = [
     "between_is_zero",
     "check_stats",
     "degenerate",
+    "direction_norms",
     "is_stats",
     "moments_of",
     "row_norms",
@@ -103,10 +104,21 @@ def row_norms(V: np.ndarray) -> np.ndarray:
     """
     if V.size == 0:
         return np.zeros(V.shape[0])
-    top = float(np.abs(V).max())  # the method: np.max's dispatch costs more than the reduction at K x d
+    # the largest |entry| from the extremes (no |V| array); the methods: np.max's dispatch costs more than the
+    # reduction at K x d
+    top = max(float(V.max()), -float(V.min()))
     if 1e-140 < top < 1e140:
-        norms: np.ndarray = np.sqrt(np.add.reduce(V * V, axis=1))
-        return norms
+        # the squares in row blocks of ~4 MiB: the same sums per row, without a K x d temporary (each fresh one
+        # costs its page faults, more than the sums at a vocabulary's K)
+        rows = max(1, (1 << 19) // V.shape[1])
+        if V.shape[0] <= rows:
+            norms: np.ndarray = np.sqrt(np.add.reduce(V * V, axis=1))
+            return norms
+        norms = np.empty(V.shape[0])
+        for a in range(0, V.shape[0], rows):
+            block = V[a : a + rows]
+            np.add.reduce(block * block, axis=1, out=norms[a : a + rows])
+        return np.sqrt(norms, out=norms)
     if top == 0.0:
         return np.zeros(V.shape[0])
     p = pow2_scale(top)
@@ -144,6 +156,20 @@ def unit_directions(V: np.ndarray, scale: float, metric_name: str) -> np.ndarray
         return None
     unit: np.ndarray = V / norms[:, None]
     return unit
+
+
+def direction_norms(V: np.ndarray, scale: float | None, metric_name: str) -> np.ndarray | None:
+    """The row norms of the validated float64 ``V (K, d)`` when every row has a direction, else None after the
+    :class:`DegenerateMetricWarning` of :func:`unit_directions` (the same rule; ``scale`` None: the largest of
+    these norms). For metrics of each row's own cosine, ``w_k . m_k / (||w_k|| ||m_k||)``, without the K x d unit
+    rows."""
+    norms = row_norms(V)
+    top = float(norms.max()) if scale is None else scale
+    zero = np.flatnonzero(norms <= (ZERO_RTOL * top if top > 0 else np.inf))
+    if zero.size:
+        degenerate(metric_name, f"rows {rows_str(zero)} have zero norm, so their cosines are undefined")
+        return None
+    return norms
 
 
 # Below this (estimated) condition number of Sigma_W the whitened form keeps ~13 digits (relative errors ~ eps *

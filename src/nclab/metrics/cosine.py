@@ -42,7 +42,7 @@ def _within_sims(stats: StatsLike, include_self: bool) -> tuple[np.ndarray, np.n
     """Per class: sum of similarities over the counted pairs, number of counted pairs; and U."""
     check_stats(stats)
     n = stats.counts.astype(np.float64)
-    U = stats.unit_sums
+    U = stats.raw("unit_sums")  # read-only, no K x d copy (ValueError when the statistics do not keep them)
     sq = np.einsum("kd,kd->k", U, U)
     if include_self:
         return sq, n * n, U
@@ -230,7 +230,7 @@ def class_separation(stats: StatsLike, weighting: Weighting = "balanced", includ
     if weighting == "balanced":
         K = stats.K
         n = stats.counts.astype(np.float64)
-        V = (U / n[:, None]).sum(axis=0)
+        V = (1.0 / n) @ U  # sum_k U_k / n_k without the K x d quotient
         cross = float(V @ V) - float(np.sum(np.einsum("kd,kd->k", U, U) / (n * n)))  # k != l blocks
         s_total = (cross + float(np.sum(sums / pairs))) / K**2
     else:

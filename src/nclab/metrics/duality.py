@@ -13,7 +13,7 @@ from typing import Any, Literal
 import numpy as np
 
 from nclab.metrics._registry import metric
-from nclab.metrics.common import StatsLike, as_moments, check_stats, row_norms, unit_directions
+from nclab.metrics.common import StatsLike, as_moments, check_stats, direction_norms, row_norms, unit_directions
 from nclab.stats.moments import Weighting
 from nclab.validation import as_rows, check_bool
 
@@ -25,7 +25,8 @@ Similarity = Literal["cosine", "dot"]
 def _pairs(W: Any, stats: StatsLike, center_means: bool, weighting: Weighting) -> tuple[np.ndarray, np.ndarray]:
     check_stats(stats)
     view = as_moments(stats)
-    M = view.centered_means(weighting) if check_bool(center_means, name="center_means") else view.means
+    center = check_bool(center_means, name="center_means")
+    M = view.centered_means(weighting, copy=False) if center else view.class_means(copy=False)  # read-only
     Wr = as_rows(W, name="W")
     if Wr.shape != M.shape:
         raise ValueError(f"W must be (K, d) = {M.shape}, got {Wr.shape}")
@@ -111,11 +112,13 @@ def uniform_duality(
     if similarity == "dot":
         sims = np.einsum("kd,kd->k", Wr, M)
     else:
-        Uw = unit_directions(Wr, float(row_norms(Wr).max()), "uniform_duality (rows of W)")
-        Um = unit_directions(M, float(row_norms(stats.means).max()), "uniform_duality (class means)")
-        if Uw is None or Um is None:
+        # cos(w_k, m_k) from the row norms: no K x d unit rows
+        nw = direction_norms(Wr, None, "uniform_duality (rows of W)")
+        scale = float(row_norms(as_moments(stats).class_means(copy=False)).max())
+        nm = direction_norms(M, scale, "uniform_duality (class means)")
+        if nw is None or nm is None:
             return float("nan")
-        sims = np.einsum("kd,kd->k", Uw, Um)
+        sims = np.einsum("kd,kd->k", Wr, M) / (nw * nm)
     return float(np.sum((sims - sims.mean()) ** 2) / (K - ddof))
 
 

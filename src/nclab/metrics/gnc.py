@@ -34,7 +34,7 @@ from nclab.geometry.best_known import SEARCH_MAX_KD, BestKnownMargin, best_known
 from nclab.geometry.hull import rho_one_vs_rest
 from nclab.metrics._linalg import DEFAULT_RTOL, SB_ZERO_RTOL, check_rtol, feature_scale_sq, psd_pinv
 from nclab.metrics._registry import metric
-from nclab.metrics.common import StatsLike, as_moments, is_stats, row_norms, unit_directions
+from nclab.metrics.common import StatsLike, as_moments, direction_norms, is_stats, row_norms, unit_directions
 from nclab.metrics.variability import nc1
 from nclab.stats.moments import Weighting, check_weighting
 from nclab.validation import as_rows, check_unmasked, unit_rows
@@ -305,22 +305,23 @@ def gnc3(stats: StatsLike, *, W: Any, normalize_w: bool = True, renormalize_mean
     """
     if not is_stats(stats):
         raise TypeError(f"gnc3 expects ClassStats, got {type(stats).__name__}")
-    counts = stats.require_nonempty("gnc3")
-    hbar = stats.unit_sums / counts[:, None].astype(np.float64)
+    counts = stats.require_nonempty("gnc3").astype(np.float64)
+    sums = stats.raw("unit_sums")  # read-only, no copy (ValueError when not kept)
     Wr = as_rows(W, name="W")
-    if Wr.shape != hbar.shape:
-        raise ValueError(f"W has shape {Wr.shape}, but the ClassStats have (K, d) = {hbar.shape}")
-    if normalize_w:
-        U = unit_directions(Wr, float(row_norms(Wr).max()), "gnc3")
-        if U is None:
+    if Wr.shape != sums.shape:
+        raise ValueError(f"W has shape {Wr.shape}, but the ClassStats have (K, d) = {sums.shape}")
+    dots = np.einsum("kd,kd->k", Wr, sums) / counts  # w_k . hbar_k without the K x d hbar
+    if normalize_w:  # w_k / ||w_k|| . hbar_k from the row norms: no K x d unit rows
+        nw = direction_norms(Wr, None, "gnc3")
+        if nw is None:
             return float("nan")
-        Wr = U
+        dots /= nw
     if renormalize_means:
-        Hn = unit_directions(hbar, 1.0, "gnc3")  # hbar_k is a mean of unit vectors: its scale is 1
-        if Hn is None:
+        nh = direction_norms(sums / counts[:, None], 1.0, "gnc3")  # hbar_k is a mean of unit vectors: its scale is 1
+        if nh is None:
             return float("nan")
-        hbar = Hn
-    return float(np.mean(1.0 - np.einsum("kd,kd->k", Wr, hbar)))
+        dots /= nh
+    return float(np.mean(1.0 - dots))
 
 
 @metric(

@@ -89,8 +89,9 @@ def _vectors(X: StatsLike | Any, center: bool, weighting: Weighting, name: str =
 
 
 def _stats_vectors(stats: ClassMoments, center: bool, weighting: Weighting) -> tuple[np.ndarray, float]:
-    raw = stats.means  # raises EmptyClassError with a clear message if a class is empty
-    V = stats.centered_means(weighting) if center else raw
+    # the cached arrays themselves (read-only): no K x d copies; raises EmptyClassError if a class is empty
+    raw = stats.class_means(copy=False)
+    V = stats.centered_means(weighting, copy=False) if center else raw
     return V, float(row_norms(raw).max())
 
 
@@ -115,27 +116,45 @@ def stats_pair_sweep(X: StatsLike, weighting: Weighting, exponent: float = 1) ->
     exponent adds a CDNV sweep of its own to the cached entry). ``None`` (nothing cached) when a centred mean
     is zero: the cosines are then undefined."""
     view = moments_of(X)
-    V, scale = _vectors(X, center=True, weighting=weighting)
-    if zero_rows(V, scale).size:  # no direction (the metrics that need one warn themselves)
-        return None
-    n = row_norms(V)
-    U = V / n[:, None]
-    f2 = feature_scale_sq(view)
-    c = pow2_scale(np.sqrt(f2)) if f2 > 0 else 1.0
-    norms = n / c
-    var = view.class_ss / view.counts / (c * c)
-    thresh = SB_ZERO_RTOL * (f2 / (c * c))
     dev = pair_sweeps.stats_device(X)
-    shift = 1.0 / (U.shape[0] - 1)
 
-    def compute() -> dict[str, Any]:
-        return pair_sweeps.class_pair_sweep(U, norms, var, shift=shift, exponent=exponent, thresh=thresh, device=dev)
+    def scaled() -> tuple[np.ndarray, float, np.ndarray, float]:
+        """The centred means, the power of two c that scales them to O(1), the class variances on that scale and
+        the CDNV's threshold of coincident means."""
+        V = _vectors(X, center=True, weighting=weighting)[0]
+        f2 = feature_scale_sq(view)
+        c = pow2_scale(np.sqrt(f2)) if f2 > 0 else 1.0
+        return V, c, view.class_ss / view.counts / (c * c), SB_ZERO_RTOL * (f2 / (c * c))
 
-    sweep: dict[str, Any] = view.memo(MomentKey.PAIR_SWEEP, weighting, compute=compute)
-    if exponent not in sweep["cdnv"]:
-        mu = V / c
-        sweep["cdnv"][exponent] = pair_sweeps.means_pair_sweep(mu, var, exponent=exponent, thresh=thresh, device=dev)
+    def compute() -> dict[str, Any] | None:
+        # the unit rows exist only while the sweep runs (one K x d array less for the rest of the report)
+        V, scale = _vectors(X, center=True, weighting=weighting)
+        n = row_norms(V)
+        if scale <= 0 or bool((n <= ZERO_RTOL * scale).any()):  # zero_rows: no direction (the metrics warn)
+            return None
+        _, c, var, thresh = scaled()
+        shift = 1.0 / (V.shape[0] - 1)
+        U = V / n[:, None]
+        return pair_sweeps.class_pair_sweep(U, n / c, var, shift=shift, exponent=exponent, thresh=thresh, device=dev)
+
+    sweep: dict[str, Any] | None = view.memo(MomentKey.PAIR_SWEEP, weighting, compute=compute)
+    if sweep is not None and exponent not in sweep["cdnv"]:
+        V, c, var, thresh = scaled()
+        sweep["cdnv"][exponent] = pair_sweeps.means_pair_sweep(V / c, var, exponent=exponent, thresh=thresh, device=dev)
     return sweep
+
+
+def _sweep_moments(X: StatsLike | Any, weighting: Weighting) -> tuple[int, float, float, float] | None:
+    """The cosine moments of :func:`_etf_pair_moments` from the shared sweep of a ClassStats of at least
+    ``ENGINE_MIN_K`` classes, without forming the unit rows again; None otherwise (arrays, fewer classes, or a
+    zero centred mean, which the caller's :func:`unit_directions` reports)."""
+    if not is_stats(X) or X.K < pair_sweeps.ENGINE_MIN_K:
+        return None
+    sweep = stats_pair_sweep(X, weighting)
+    if sweep is None:
+        return None
+    m = sweep["cos"]
+    return m.n, m.mean, m.m2, m.abs_sum
 
 
 def _spread_from_moments(count: int, m2: float, ddof: int) -> float:
@@ -208,6 +227,29 @@ def _unit_scaled(V: np.ndarray) -> np.ndarray:
     products and squares of the scaled rows are O(1), so features of any float64 magnitude (1e-150 ... 1e150)
     neither overflow nor underflow."""
     return V / pow2_scale(float(np.abs(V).max()))
+
+
+#: Rows per block of the row-wise passes over K x d arrays (~4 MiB of float64 at d = 768): no K x d temporary.
+_BLOCK_ENTRIES = 1 << 19
+
+
+def _unit_frobenius_distance(A: np.ndarray, B: np.ndarray) -> float:
+    """``|| A/||A||_F - B/||B||_F ||_F`` of nonzero ``A``, ``B`` (same shape), on rows divided by a power of two
+    near their largest entry (exact: no overflow in the norms), in row blocks: no K x d temporary (the four of
+    the whole-array form were the report's largest allocations at a vocabulary's K)."""
+    pa = pow2_scale(max(float(A.max()), -float(A.min())))
+    pb = pow2_scale(max(float(B.max()), -float(B.min())))
+    rows = max(1, _BLOCK_ENTRIES // max(A.shape[1], 1))
+    blocks = range(0, A.shape[0], rows)
+    na = np.sqrt(sum(float(np.sum(np.square(A[a : a + rows] / pa))) for a in blocks))
+    nb = np.sqrt(sum(float(np.sum(np.square(B[a : a + rows] / pb))) for a in blocks))
+    total = 0.0
+    for a in blocks:
+        diff = A[a : a + rows] / pa
+        diff /= na
+        diff -= B[a : a + rows] / pb / nb
+        total += float(np.sum(diff * diff))
+    return float(np.sqrt(total))
 
 
 def _cross_gram_norm(A: np.ndarray, B: np.ndarray) -> float:
@@ -346,12 +388,15 @@ def equiangularity(vectors_or_stats: StatsLike | Any, ddof: int = 1, *, weightin
     >>> round(equiangularity(simplex_etf(5, 4)), 12)  # every cosine is -1/4
     0.0
     """
-    V, scale = _vectors(vectors_or_stats, center=is_stats(vectors_or_stats), weighting=weighting)
-    U = unit_directions(V, scale, "equiangularity")
-    if U is None:
-        return float("nan")
-    # shift by the simplex-ETF cosine so that nearly equiangular vectors keep the digits of their spread
-    count, _, m2, _ = _etf_pair_moments(vectors_or_stats, U, weighting)
+    moments = _sweep_moments(vectors_or_stats, weighting)
+    if moments is None:
+        V, scale = _vectors(vectors_or_stats, center=is_stats(vectors_or_stats), weighting=weighting)
+        U = unit_directions(V, scale, "equiangularity")
+        if U is None:
+            return float("nan")
+        # shift by the simplex-ETF cosine so that nearly equiangular vectors keep the digits of their spread
+        moments = _etf_pair_moments(vectors_or_stats, U, weighting)
+    count, _, m2, _ = moments
     # the K(K-1) off-diagonal entries of the cosine matrix are each unordered pair twice (torch.std over the
     # off-diagonal entries in the reference code of [Han et al. 2022]): same mean, twice the count and the squares
     return _spread_from_moments(2 * count, 2 * m2, ddof)
@@ -394,10 +439,13 @@ def max_angle(vectors_or_stats: StatsLike | Any, *, weighting: Weighting = "bala
     V, scale = _vectors(vectors_or_stats, center=is_stats(vectors_or_stats), weighting=weighting)
     K, d = V.shape
     _warn_unattainable("max_angle", K, d, K - 1, "simplex ETF")
-    U = unit_directions(V, scale, "max_angle")
-    if U is None:
-        return float("nan")
-    count, _, _, abs_sum = _etf_pair_moments(vectors_or_stats, U, weighting)
+    moments = _sweep_moments(vectors_or_stats, weighting)
+    if moments is None:
+        U = unit_directions(V, scale, "max_angle")
+        if U is None:
+            return float("nan")
+        moments = _etf_pair_moments(vectors_or_stats, U, weighting)
+    count, _, _, abs_sum = moments
     return abs_sum / count
 
 
@@ -707,8 +755,7 @@ def self_duality(
     if zero_rows(M, m_scale).size == M.shape[0]:
         return degenerate(name, "the (centred) class means are all zero")
     if variant == "frobenius":
-        Ws, Ms = _unit_scaled(Wr), _unit_scaled(M)  # no overflow in the norms
-        dist = float(np.linalg.norm(Ws / np.linalg.norm(Ws) - Ms / np.linalg.norm(Ms)))
+        dist = _unit_frobenius_distance(Wr, M)
         return dist**2 if (squared is None or squared) else dist
     Ws, Ms = _unit_scaled(Wr), _unit_scaled(M)
     if _cross_gram_norm(Ws, Ms) <= ZERO_RTOL * np.linalg.norm(Ws) * np.linalg.norm(Ms):
@@ -764,7 +811,7 @@ def classifier_accuracy_on_means(stats: StatsLike | Any, *, W: Any, b: Any = Non
     >>> classifier_accuracy_on_means(M, W=M - M.mean(0), b=[0.0, 100.0])  # a bias that overrides class 0
     0.5
     """
-    M = stats.means if is_stats(stats) else as_rows(stats, name="means")
+    M = moments_of(stats).class_means(copy=False) if is_stats(stats) else as_rows(stats, name="means")
     Wr = as_rows(W, name="W")
     if Wr.shape != M.shape:
         raise ValueError(f"W has shape {Wr.shape}, but the class means have shape {M.shape}")

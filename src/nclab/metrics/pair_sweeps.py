@@ -188,6 +188,18 @@ def _strict_upper(block: torch.Tensor, diagonal: bool) -> torch.Tensor:
     return block[mask]
 
 
+def _moments(values: torch.Tensor, scratch: torch.Tensor | None = None) -> tuple[float, float]:
+    """Mean and sum of squared deviations of a tile's values, both accumulated in float64: the mean from the sum,
+    then the squared deviations about it (two reductions, no float32 running variance: ``torch.var_mean`` cost
+    4x the tile's other elementwise work). ``scratch`` (the values' shape) takes the deviations; without it they
+    are subtracted in place."""
+    nb = values.numel()
+    mean = float(values.sum(dtype=torch.float64)) / nb
+    dev = values.sub_(mean) if scratch is None else torch.sub(values, mean, out=scratch)
+    m2 = float(torch.linalg.vector_norm(dev, dtype=torch.float64)) ** 2
+    return mean, m2
+
+
 def unit_pair_sweep(
     U: np.ndarray,
     *,
@@ -216,9 +228,10 @@ def unit_pair_sweep(
         nb = int(c.numel())
         if nb == 0:
             return None
-        var, mean = torch.var_mean(c, correction=0)  # the spread does not move with the shift
-        cos = (nb, float(mean) + shift, float(var) * nb)
-        abs_sum = float(torch.linalg.vector_norm(c + shift, ord=1, dtype=torch.float64))
+        scratch = torch.empty_like(c)
+        mean, m2 = _moments(c, scratch)  # the spread does not move with the shift
+        cos = (nb, mean + shift, m2)
+        abs_sum = float(torch.linalg.vector_norm(torch.add(c, shift, out=scratch), ord=1, dtype=torch.float64))
         ker = None
         if kernel is not None:
             d2 = torch.mul(c, -2.0).add_(2.0).clamp_(min=0.0)  # ||u_k - u_l||^2
@@ -229,15 +242,15 @@ def unit_pair_sweep(
                 diff = U64[ii[near]] - U64[jj[near]]
                 d2[near] = (diff * diff).sum(dim=1)
             if log:  # -log r = -0.5 log r^2: the moments of log r^2 scaled (an infinite mean: coincident pairs)
-                var_l, mean_l = torch.var_mean(d2.log_(), correction=0)
-                ker = (nb, -0.5 * float(mean_l), 0.25 * float(var_l) * nb)
+                mean_l, m2_l = _moments(d2.log_())
+                ker = (nb, -0.5 * mean_l, 0.25 * m2_l)
             else:
                 if kernel == "riesz":  # float64: r^(-s) leaves float32's range at moderate s
                     values = math.copysign(1.0, s) * d2.to(torch.float64).pow_(-0.5 * s)
                 else:
                     values = d2.to(torch.float64).sqrt_()
-                var_k, mean_k = torch.var_mean(values, correction=0)
-                ker = (nb, float(mean_k), float(var_k) * nb)
+                mean_k, m2_k = _moments(values)
+                ker = (nb, mean_k, m2_k)
         _advance((i1 - i0) * (j1 - j0) * d)
         return cos, abs_sum, ker
 
@@ -292,9 +305,10 @@ def class_pair_sweep(
         nb = int(c.numel())
         if nb == 0:
             return None
-        var_c, mean_c = torch.var_mean(c, correction=0)  # the spread does not move with the shift
-        cos = (nb, float(mean_c) + shift, float(var_c) * nb)
-        abs_sum = float(torch.linalg.vector_norm(c + shift, ord=1, dtype=torch.float64))
+        scratch = torch.empty_like(c)
+        mean_c, m2_c = _moments(c, scratch)  # the spread does not move with the shift
+        cos = (nb, mean_c + shift, m2_c)
+        abs_sum = float(torch.linalg.vector_norm(torch.add(c, shift, out=scratch), ord=1, dtype=torch.float64))
         close = float(c.max()) >= 1.0 - _CANCEL_RATIO  # else no distance below _CANCEL_RATIO of its scale
         # the log kernel: -log r = -0.5 (log 2 + log h) with r^2 = 2 h, h = 1 - cos (> _CANCEL_RATIO / 2 unless
         # close; the close pairs from their rows in float64, never negative)
@@ -306,8 +320,8 @@ def class_pair_sweep(
                 ii, jj = _pair_index(i0, i1, j0, j1, diagonal, dev)
                 diff = U64[ii[near]] - U64[jj[near]]
                 h[near] = 0.5 * (diff * diff).sum(dim=1)
-        var_l, mean_l = torch.var_mean(h.log_(), correction=0)
-        ker = (nb, -0.5 * (float(mean_l) + _LOG2), 0.25 * float(var_l) * nb)
+        mean_l, m2_l = _moments(h.log_())
+        ker = (nb, -0.5 * (mean_l + _LOG2), 0.25 * m2_l)
         # CDNV: (var_k + var_l) / (2 d2^e) summed as v . (R 1) + (1^T R) . v
         d2 = torch.addcmul(sq[i0:i1, None] + sq[None, j0:j1], nt[i0:i1, None] * nt[None, j0:j1], G, value=-2.0)
         fix, coincide = 0.0, False
@@ -439,7 +453,12 @@ def decisions_at_means(
 ) -> int:
     """How many classes ``k`` have ``argmax_j (w_j . mu_k + b_j) = k`` (ties to the lowest index), exactly: tiles
     of the logits in the GEMM precision of :func:`gram_dtype`, and every class whose own logit is within that
-    precision's error bound of another class's decided again in float64."""
+    precision's error bound of another class's decided again in float64.
+
+    In float32, a class leaves the sweep as soon as another class's logit exceeds its own by more than the error
+    bound (it has lost, whatever the ties): the later column tiles are computed for the classes still undecided
+    only. A classifier that decides most class means wrong (an untrained head) then costs a few column tiles,
+    one that decides them right the full K x K logits."""
     K, d = M.shape
     tile = TILE if tile is None else tile
     dev = _device_of(device)
@@ -447,7 +466,11 @@ def decisions_at_means(
     M64 = torch.as_tensor(M, dtype=torch.float64, device=dev)
     W64 = torch.as_tensor(W, dtype=torch.float64, device=dev)
     b64 = None if b is None else torch.as_tensor(b, dtype=torch.float64, device=dev)
-    own = (M64 * W64).sum(dim=1) + (0.0 if b64 is None else b64)  # the own logits, float64
+    own = torch.empty(K, dtype=torch.float64, device=dev)  # the own logits, float64 (row blocks: no K x d temporary)
+    for s in range(0, K, tile):
+        torch.sum(M64[s : s + tile] * W64[s : s + tile], dim=1, out=own[s : s + tile])
+    if b64 is not None:
+        own += b64
     if dt == torch.float64:
         bound = torch.zeros(K, dtype=torch.float64, device=dev)
     else:
@@ -459,32 +482,11 @@ def decisions_at_means(
     bt = None if b64 is None else b64.to(dt)
 
     def one(i0: int) -> tuple[int, torch.Tensor | None]:
-        """The sure hits among the classes i0..i1 and the classes to decide again in float64."""
+        """The sure hits among the classes i0..i0 + tile and the classes to decide again in float64."""
         i1 = min(i0 + tile, K)
-        rows = torch.arange(i0, i1, device=dev)
-        best = torch.full((i1 - i0,), -math.inf, dtype=dt, device=dev)  # float64: argmax over the tiles so far
-        arg = torch.zeros(i1 - i0, dtype=torch.int64, device=dev)
-        other = torch.full((i1 - i0,), -math.inf, dtype=torch.float64, device=dev)  # float32: max over j != k
-        for j0 in range(0, K, tile):
-            j1 = min(j0 + tile, K)
-            L = Mt[i0:i1] @ Wt[j0:j1].T if bt is None else torch.addmm(bt[j0:j1], Mt[i0:i1], Wt[j0:j1].T)
-            if dt == torch.float64:
-                value, where = L.max(dim=1)  # the first maximum: ties to the lowest index, as argmax
-                better = value > best
-                best = torch.where(better, value, best)
-                arg = torch.where(better, where + j0, arg)
-            else:
-                if j0 < i1 and i0 < j1:  # the own logits in this tile: out of the others' maximum
-                    r = torch.arange(max(i0, j0), min(i1, j1), device=dev)
-                    L[r - i0, r - j0] = -math.inf
-                other = torch.maximum(other, L.max(dim=1).values.to(torch.float64))
-            _advance((i1 - i0) * (j1 - j0) * d)
         if dt == torch.float64:
-            return int((arg == rows).sum()), None
-        own_i, tol = own[i0:i1], bound[i0:i1]
-        sure_hit = other < own_i - tol
-        near = ~sure_hit & (other <= own_i + tol)
-        return int(sure_hit.sum()), (rows[near] if bool(near.any()) else None)
+            return _hits_exact(Mt, Wt, bt, i0, i1, tile), None
+        return _hits_float32(Mt, Wt, bt, own[i0:i1], bound[i0:i1], i0, tile)
 
     hits = 0
     unsure: list[torch.Tensor] = []
@@ -501,3 +503,61 @@ def decisions_at_means(
                 L += b64
             hits += int((torch.argmax(L, dim=1) == sel).sum())
     return hits
+
+
+def _logits(Ma: torch.Tensor, Wt: torch.Tensor, bt: torch.Tensor | None, j0: int, j1: int) -> torch.Tensor:
+    """The logits of the rows ``Ma`` against the classes ``j0..j1``."""
+    return Ma @ Wt[j0:j1].T if bt is None else torch.addmm(bt[j0:j1], Ma, Wt[j0:j1].T)
+
+
+def _hits_exact(Mt: torch.Tensor, Wt: torch.Tensor, bt: torch.Tensor | None, i0: int, i1: int, tile: int) -> int:
+    """The classes ``i0..i1`` decided right by float64 logit tiles (the first maximum: ties to the lowest index)."""
+    K, d = Wt.shape
+    best = torch.full((i1 - i0,), -math.inf, dtype=Mt.dtype, device=Mt.device)  # argmax over the tiles so far
+    arg = torch.zeros(i1 - i0, dtype=torch.int64, device=Mt.device)
+    for j0 in range(0, K, tile):
+        j1 = min(j0 + tile, K)
+        value, where = _logits(Mt[i0:i1], Wt, bt, j0, j1).max(dim=1)
+        better = value > best
+        best = torch.where(better, value, best)
+        arg = torch.where(better, where + j0, arg)
+        _advance((i1 - i0) * (j1 - j0) * d)
+    return int((arg == torch.arange(i0, i1, device=Mt.device)).sum())
+
+
+def _hits_float32(
+    Mt: torch.Tensor,
+    Wt: torch.Tensor,
+    bt: torch.Tensor | None,
+    own: torch.Tensor,
+    tol: torch.Tensor,
+    i0: int,
+    tile: int,
+) -> tuple[int, torch.Tensor | None]:
+    """The sure hits among the classes ``i0..i0 + own.numel()`` by float32 logit tiles, and the classes to decide
+    again in float64 (own logit ``own`` and error bound ``tol`` per class, float64). A class whose largest other
+    logit exceeds its own by more than the bound has lost (whatever the ties) and leaves the sweep: the later
+    column tiles are computed for the classes still undecided only."""
+    K, d = Wt.shape
+    i1 = i0 + int(own.numel())
+    alive = torch.arange(i0, i1, device=Mt.device)  # the classes not yet known to lose
+    other = torch.full((i1 - i0,), -math.inf, dtype=torch.float64, device=Mt.device)  # max over j != k so far
+    for j0 in range(0, K, tile):
+        j1 = min(j0 + tile, K)
+        n_alive = int(alive.numel())
+        if n_alive:
+            L = _logits(Mt[i0:i1] if n_alive == i1 - i0 else Mt.index_select(0, alive), Wt, bt, j0, j1)
+            if j0 < i1 and i0 < j1:  # the own logits in this tile: out of the others' maximum
+                r = torch.nonzero((alive >= j0) & (alive < j1)).squeeze(1)
+                L[r, alive[r] - j0] = -math.inf
+            pos = alive - i0
+            other_a = torch.maximum(other[pos], L.max(dim=1).values.to(torch.float64))
+            other[pos] = other_a
+            live = other_a <= own[pos] + tol[pos]
+            if not bool(live.all()):
+                alive = alive[live]
+        _advance((i1 - i0) * (j1 - j0) * d)
+    pos = alive - i0
+    sure_hit = other[pos] < own[pos] - tol[pos]
+    near = alive[~sure_hit]
+    return int(sure_hit.sum()), (near if int(near.numel()) else None)

@@ -121,8 +121,9 @@ def hyperspherical_uniformity(
         raise ValueError(f"kernel must be 'log', 'riesz' or 'distance', got {kernel!r}")
     if is_stats(X):
         check_stats(X, name="X")
-        raw = X.means
-        V = as_moments(X).centered_means(weighting) if center else raw
+        view = as_moments(X)
+        raw = view.class_means(copy=False)  # the cached arrays themselves (read-only): no K x d copies
+        V = view.centered_means(weighting, copy=False) if center else raw
     else:
         raw = as_rows(X, name="X")
         V = raw - raw.mean(axis=0) if center else raw
@@ -136,21 +137,26 @@ def hyperspherical_uniformity(
         tile = max(1, _TILE_BUDGET // K)
     if isinstance(tile, bool) or not isinstance(tile, int | np.integer) or tile < 1:
         raise ValueError(f"tile must be a positive int, got {tile!r}")
-    U = unit_directions(V, float(row_norms(raw).max()), "hyperspherical_uniformity")
-    if U is None:
-        return {"mean": float("nan"), "var": float("nan")}
-    if K >= pair_sweeps.ENGINE_MIN_K and tile_given is None:  # one tiled sweep on the statistics' device
-        sweep = None
-        if is_stats(X) and center and (kernel == "log" or (kernel == "riesz" and s == 0)):
-            sweep = stats_pair_sweep(X, weighting)  # shared with the CDNV, equiangularity and max_angle
+    engine = K >= pair_sweeps.ENGINE_MIN_K and tile_given is None  # one tiled sweep on the statistics' device
+    sweep = None
+    if engine and is_stats(X) and center and (kernel == "log" or (kernel == "riesz" and s == 0)):
+        sweep = stats_pair_sweep(X, weighting)  # shared with the CDNV, equiangularity and max_angle
+    U = None
+    if sweep is None:  # (a zero centred mean leaves no sweep: unit_directions says which)
+        U = unit_directions(V, float(row_norms(raw).max()), "hyperspherical_uniformity")
+        if U is None:
+            return {"mean": float("nan"), "var": float("nan")}
+    if engine:
         if sweep is not None:
             km = sweep["kernel"]
         else:
+            assert U is not None
             dev = pair_sweeps.stats_device(X) if is_stats(X) else None
             km = pair_sweeps.unit_pair_sweep(U, shift=0.0, kernel=kernel, s=float(s), device=dev)["kernel"]
         if km.inf:
             return {"mean": float("inf"), "var": float("inf")}
         return {"mean": km.mean, "var": km.m2 / km.n}
+    assert U is not None
     # Chan's merge of (count, mean, sum of squared deviations) over blocks: no digit lost to one large sum
     n, mean, m2 = 0, 0.0, 0.0
     for a in range(0, K - 1, int(tile)):

@@ -918,9 +918,7 @@ class ClassStats(Accumulator):
         assert self._state is not None
         idx = torch.as_tensor(keep, device=self._device)
         out._device = self._device
-        out._state = {
-            k: (v.clone() if k == "scatter_dev" else v.index_select(0, idx).clone()) for k, v in self._state.items()
-        }
+        out._state = {k: (v.clone() if k == "scatter_dev" else v.index_select(0, idx)) for k, v in self._state.items()}
         out._reduced = self._reduced
         return out
 

@@ -148,7 +148,7 @@ class ClassMoments:
         whatever the backend.
 
     The view also answers the raw reads of its statistics (``K``, ``d``, ``track``,
-    ``unit_sums_kept``, ``counts``, ``N``, ``unit_sums``, ``empty_classes``, ``require_nonempty``,
+    ``unit_sums_kept``, ``counts``, ``N``, ``unit_sums``, ``raw``, ``empty_classes``, ``require_nonempty``,
     ``drop_empty``), so that every metric takes a view or a ClassStats alike.
 
     Examples
@@ -255,6 +255,11 @@ class ClassMoments:
         """Counts ``(K,)``; raises ``EmptyClassError`` naming the empty classes (``what`` needs them all)."""
         return self._stats.require_nonempty(what)
 
+    def raw(self, name: str) -> np.ndarray:
+        """The statistics' raw moment ``name``: a read-only view, no copy (:meth:`ClassStats.raw
+        <nclab.stats.ClassStats.raw>`)."""
+        return self._stats.raw(name)
+
     def drop_empty(self) -> Any:
         """The statistics restricted to the classes that have samples (a new ClassStats)."""
         return self._stats.drop_empty()
@@ -270,10 +275,21 @@ class ClassMoments:
     @property
     def means(self) -> np.ndarray:
         """Class means ``mu_k``, ``(K, d)``; raises ``EmptyClassError`` if a class is empty."""
+        return self.class_means()
+
+    def class_means(self, copy: bool = True) -> np.ndarray:
+        """Class means ``mu_k``, ``(K, d)`` (as :attr:`means`); ``copy=False`` returns the cached array itself
+        (read-only): what the metrics read, without a K x d copy per call at a vocabulary's K."""
         counts = self._stats.require_nonempty("class means")
         raw = self._stats.raw
-        means: np.ndarray = self.memo(MomentKey.MEANS, compute=lambda: raw("shift") + raw("sum_dev") / counts[:, None])
-        return means.copy()
+
+        def compute() -> np.ndarray:
+            mu: np.ndarray = raw("sum_dev") / counts[:, None]
+            mu += raw("shift")  # in place: one K x d array (the same sums as shift + sum_dev / n)
+            return mu
+
+        means: np.ndarray = self.memo(MomentKey.MEANS, compute=compute)
+        return _maybe_copy(means, copy)
 
     def global_mean(self, weighting: Weighting = "balanced") -> np.ndarray:
         """``(d,)``: the mean of class means (``"balanced"``) or the sample mean (``"empirical"``)."""
@@ -282,19 +298,19 @@ class ClassMoments:
         return mean.copy()
 
     def _global_mean(self, weighting: Weighting) -> np.ndarray:
-        mu = self.means
+        mu = self.class_means(copy=False)
         if weighting == "balanced":
             mean: np.ndarray = mu.mean(axis=0)
         else:
             mean = (self._stats.raw("counts") / self._stats.N) @ mu
         return mean
 
-    def centered_means(self, weighting: Weighting = "balanced") -> np.ndarray:
-        """``M = mu_k - mu_G``, ``(K, d)``."""
+    def centered_means(self, weighting: Weighting = "balanced", copy: bool = True) -> np.ndarray:
+        """``M = mu_k - mu_G``, ``(K, d)``; ``copy=False``: the cached array itself (read-only)."""
         check_weighting(weighting)
-        compute = lambda: self.means - self.global_mean(weighting)  # noqa: E731
+        compute = lambda: self.class_means(copy=False) - self.global_mean(weighting)  # noqa: E731
         centered: np.ndarray = self.memo(MomentKey.CENTERED_MEANS, weighting, compute=compute)
-        return centered.copy()
+        return _maybe_copy(centered, copy)
 
     @property
     def class_ss(self) -> np.ndarray:
@@ -395,7 +411,8 @@ class ClassMoments:
         eigenvectors in O(K^2 d) instead of an O(d^3) eigendecomposition, and resolves the small eigenvalues
         of Sigma_B more accurately than an eigendecomposition of the formed product.
         """
-        factor: np.ndarray = np.sqrt(self._class_weights(weighting))[:, None] * self.centered_means(weighting)
+        M = self.centered_means(weighting, copy=False)
+        factor: np.ndarray = np.sqrt(self._class_weights(weighting))[:, None] * M
         return factor
 
     def sigma_t(self, copy: bool = True) -> np.ndarray:
@@ -415,8 +432,9 @@ class ClassMoments:
         return self.memo(MomentKey.TRACE_B, weighting, compute=lambda: self._trace_b(weighting))
 
     def _trace_b(self, weighting: Weighting) -> float:
-        A = self.between_factor(weighting)  # Tr A^T A = ||A||_F^2
-        return float(np.einsum("kd,kd->", A, A))
+        # Tr A^T A = ||A||_F^2 = sum_k w_k ||m_k||^2 of the between factor A: without forming A (K x d)
+        M = self.centered_means(weighting, copy=False)
+        return float(self._class_weights(weighting) @ np.einsum("kd,kd->k", M, M))
 
     def mean_gram(self, center: bool = True, weighting: Weighting = "balanced") -> np.ndarray:
         """Gram matrix of class means ``M M^T``, ``(K, K)``; centred about ``global_mean(weighting)``."""
