@@ -133,7 +133,7 @@ def feature_scale_sq(stats: ClassStats | ClassMoments) -> float:
     ``sqrt(MIN_FEATURE_SCALE_SQ)``, about 1e-151): the documented refusal instead of a wrong value."""
 
     def compute() -> float:
-        mu = stats.means
+        mu = moments_of(stats).class_means(copy=False)  # the cached means, no K x d copy
         second = float(np.max(np.einsum("kd,kd->k", mu, mu) + stats.class_ss / stats.counts))
         if second < MIN_FEATURE_SCALE_SQ and np.any(mu != 0):
             # squares of features this small are subnormal or 0 in float64: variances and traces have lost
