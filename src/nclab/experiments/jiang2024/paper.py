@@ -37,6 +37,10 @@ def _fig4(role: str, seeds: int = 3) -> tuple[str, ...]:
     return tuple(f"fig4 {role} seed{i}" for i in range(seeds))
 
 
+def _figB6(role: str, seeds: int = 3) -> tuple[str, ...]:
+    return tuple(f"figB6 {role} seed{i}" for i in range(seeds))
+
+
 def _fig5(head: str) -> tuple[str, ...]:
     return tuple(f"fig5 {head} seed{i}" for i in range(3))
 
@@ -135,14 +139,26 @@ CLAIMS: tuple[Claim, ...] = (
     Claim(
         "jiang2024-figB6-six-class-assignment", _JIANG, "Fig. B.6, App. B.5",
         "test accuracy (d = 2, six classes in three similar pairs) of the fixed hexagon with the similar pairs "
-        "antipodal vs two other assignments, and the learned head",
+        "antipodal vs two other assignments, and the learned head vs those two (converged runs, mean over seeds)",
         "similar pairs antipodal 86.37 % vs 91.60 / 91.95 %; learned 91.82 %; the gap between assignments grows "
         "from 2.18 (four classes) to 5.58 points",
-        (), None,
-        "not measured at cpu scale: one six-class d = 2 Fashion-MNIST run (T-shirt/Shirt, Sneaker/Ankle boot, "
-        "Pullover/Coat, as the paper's pairs) took 20-24 s on the 2-core machine and ended at 2-4 % training error "
-        "(100-200 images per class, 30 epochs); the 12 runs (4 heads x 3 seeds) exceed the experiment's 2-minute "
-        "allowance",
+        (
+            *(Compare(Runs(_figB6("similar antipodal"), "test accuracy"), Runs(_figB6(other), "test accuracy"),
+                      basis="the paper: the similar-antipodal assignment below the others")
+              for other in ("fixed other 1", "fixed other 2")),
+            *(Compare(Runs(_figB6("learned"), "test accuracy"),
+                      Runs(_figB6(other), "test accuracy"), "~", 0.01,
+                      basis="ours: within 1 point (the paper's learned head is 0.22 above / 0.13 points below them)")
+              for other in ("fixed other 1", "fixed other 2")),
+        ),
+        "gnc-six-class",
+        "ours (cpu): 6 Fashion-MNIST classes in three similar pairs (T-shirt/Shirt, Pullover/Coat, Sneaker/Ankle "
+        "boot, as the paper's Cat/Dog, Deer/Horse, Automobile/Truck), the Fig. 4 stand-in's CNN with a d = 2 "
+        "bottleneck, the paper's tau = 0.2, 200 images per class, AdamW 60 epochs, 6000 test images, 3 seeds per "
+        "head; the two other fixed hexagons are ours (the similar pairs adjacent; two pairs 120 degrees apart and one "
+        "adjacent: the paper does not say which it fixed); runs above 5 % training error at the end are dropped and "
+        "named (after 30 epochs the learned head stalled with classes on one arc in 3 of 3 seeds); the paper: "
+        "ResNet18 on CIFAR-10, SGD 600 epochs, 5 trials",
         quote=_q(_JIANG, 501, "the case where Cat-Dog, Automobile-Truck and Deer-Horse pairs are "
                     "far apart achieves a testing accuracy of"),
         protocol="ResNet18 with d = 2 on CIFAR-10's {automobile, cat, deer, dog, horse, truck}, the learned cosine "

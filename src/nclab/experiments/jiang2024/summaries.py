@@ -23,15 +23,24 @@ __all__ = [
 ]
 
 
-#: The similar class pairs of Fig. 4, by dataset and original label: the paper's {automobile, truck} and {cat, dog}
-#: of CIFAR-10, the stand-in's {T-shirt/top, Shirt} and {Sneaker, Ankle boot} of Fashion-MNIST.
-_SIMILAR = {"cifar10": ({1, 9}, {3, 5}), "fashion-mnist": ({0, 6}, {7, 9}), "digits": ({0, 6}, {7, 9})}
+#: The similar class pairs of Fig. 4 and Fig. B.6 (App. B.5), by figure, dataset and original label: the paper's
+#: {automobile, truck}, {cat, dog} (and {deer, horse}) of CIFAR-10, the stand-in's {T-shirt/top, Shirt}, {Sneaker,
+#: Ankle boot} (and {Pullover, Coat}) of Fashion-MNIST.
+_SIMILAR = {
+    "fig4": {"cifar10": ({1, 9}, {3, 5}), "fashion-mnist": ({0, 6}, {7, 9}), "digits": ({0, 6}, {7, 9})},
+    "figB6": {
+        "cifar10": ({1, 9}, {3, 5}, {4, 7}),
+        "fashion-mnist": ({0, 6}, {7, 9}, {2, 4}),
+        "digits": ({0, 6}, {7, 9}, {2, 4}),
+    },
+}
 
 
-def _similar_pairs(data: dict[str, Any]) -> set[tuple[int, int]]:
-    """The similar pairs of a Fig. 4 run as indices of its relabelled classes (``data.options.classes``)."""
+def _similar_pairs(data: dict[str, Any], figure: str = "fig4") -> set[tuple[int, int]]:
+    """The similar pairs of a Fig. 4 (``figure``: or Fig. B.6) run as indices of its relabelled classes
+    (``data.options.classes``)."""
     classes = list(data["options"]["classes"])
-    return {tuple(sorted(classes.index(c) for c in pair)) for pair in _SIMILAR[data["name"]]}  # type: ignore[misc]
+    return {tuple(sorted(classes.index(c) for c in pair)) for pair in _SIMILAR[figure][data["name"]]}  # type: ignore[misc]
 
 
 def _accuracy(record: Any, split: str) -> dict[int, float]:
@@ -90,8 +99,10 @@ def _mean_sd(values: Sequence[float]) -> tuple[float, float]:
     return float(v.mean()), float(v.std(ddof=1)) if v.size > 1 else 0.0
 
 
-def assignment_of_runs(folders: Sequence[Path]) -> dict[str, Any]:
-    """The [Jiang et al. 2024, Fig. 4] comparison of the ``fig4-*`` runs in ``folders``.
+def assignment_of_runs(folders: Sequence[Path], *, figure: str = "fig4") -> dict[str, Any]:
+    """The [Jiang et al. 2024, Fig. 4] comparison of the ``fig4-*`` runs in ``folders`` (``figure="figB6"``: the
+    six-class one of Fig. B.6 / App. B.5 of the ``figB6-*`` runs, the hexagon in place of the square, every key
+    named ``figB6`` in place of ``fig4``).
 
     Every run is named by its role and seed, ``"fig4 <role> seed<s>"``: role ``learned`` (the learned cosine
     head), ``similar antipodal`` (the square fixed with the similar pairs antipodal, the paper's A3), ``fixed other
@@ -111,7 +122,7 @@ def assignment_of_runs(folders: Sequence[Path]) -> dict[str, Any]:
 
     found: list[tuple[str, Path, Any, float, dict[str, Any]]] = []  # name, folder, record, accuracy, opposite info
     similar_name: str | None = None
-    for folder in (Path(f) for f in folders if Path(f).parent.name.startswith("fig4-")):
+    for folder in (Path(f) for f in folders if Path(f).parent.name.startswith(f"{figure}-")):
         record = read_run(folder)
         test = _accuracy(record, "test")
         if not test:
@@ -119,14 +130,15 @@ def assignment_of_runs(folders: Sequence[Path]) -> dict[str, Any]:
         head = record.config["model"]["head"]
         info: dict[str, Any] = {}
         if head["kind"] == "fixed":
-            pairs = {tuple(sorted(p)) for p in antipodal_pairs(regular_polygon(4), head["assignment"])}
+            code = regular_polygon(len(head["assignment"]))
+            pairs = {tuple(sorted(p)) for p in antipodal_pairs(code, head["assignment"])}
             name = "fixed antipodal " + " ".join(f"{p}-{q}" for p, q in sorted(pairs))
-            similar_name = name if pairs == _similar_pairs(record.config["data"]) else similar_name
+            similar_name = name if pairs == _similar_pairs(record.config["data"], figure) else similar_name
         else:
             name = "learned"
             W = load_checkpoint(folder / "checkpoints" / "last.pt")["model"]["head.weight"].double().numpy()
             U = W / np.linalg.norm(W, axis=1, keepdims=True)
-            partner = next(q for p, q in _similar_pairs(record.config["data"]) if p == 0)
+            partner = next(q for p, q in _similar_pairs(record.config["data"], figure) if p == 0)
             info["opposite"] = int(np.argmin(U[1:] @ U[0])) + 1
             info["similar"] = info["opposite"] == partner
         found.append((name, folder, record, test[max(test)], info))
@@ -135,13 +147,13 @@ def assignment_of_runs(folders: Sequence[Path]) -> dict[str, Any]:
         return {}
     role = {"learned": "learned", similar_name: "similar antipodal"}
     role.update({n: f"fixed other {i + 1}" for i, n in enumerate(others)})
-    out: dict[str, Any] = {"fig4_roles": {r: n for n, r in role.items()}}
+    out: dict[str, Any] = {f"{figure}_roles": {r: n for n, r in role.items()}}
     accs: dict[str, list[float]] = {}
     dropped: dict[str, str] = {}
     opposite: list[int] = []  # per converged learned seed: the class opposite class 0
     similar_opposite: list[bool] = []  # ... and whether it is class 0's similar partner
     for name, folder, record, acc, info in found:
-        label = f"fig4 {role[name]} {_seed_of(folder)}"
+        label = f"{figure} {role[name]} {_seed_of(folder)}"
         conv = run_convergence(record, label)
         out.update(conv)
         out[f"{label}: test accuracy"] = acc
@@ -157,21 +169,21 @@ def assignment_of_runs(folders: Sequence[Path]) -> dict[str, Any]:
     stats = {name: _mean_sd(v) for name, v in accs.items()}
     acc_of = {name: m for name, (m, _) in stats.items()}
     rest = [a for name, a in acc_of.items() if name.startswith("fixed") and name != similar_name]
-    out.update(fig4_dropped=dropped, fig4_seeds={name: len(v) for name, v in accs.items()})
+    out.update({f"{figure}_dropped": dropped, f"{figure}_seeds": {name: len(v) for name, v in accs.items()}})
     if "learned" not in acc_of or similar_name not in acc_of or not rest:
         return out  # too few converged runs: the aggregates are absent, the claims read the runs' keys
     similar_fraction = sum(similar_opposite) / len(similar_opposite)
-    out.update({
-        "fig4_test_accuracy": acc_of,
-        "fig4_test_accuracy_sd": {name: sd for name, (_, sd) in stats.items()},
-        "fig4_learned_acc": acc_of["learned"],
-        "fig4_similar_antipodal_acc": acc_of[similar_name],
-        "fig4_other_fixed_min_acc": min(rest),
-        "fig4_learned_gap_to_best_fixed": max(a for n, a in acc_of.items() if n != "learned") - acc_of["learned"],
-        "fig4_learned_opposite_of_class0": opposite if len(opposite) > 1 else opposite[0],
-        "fig4_learned_similar_antipodal_fraction": similar_fraction,
-        "fig4_learned_similar_antipodal": similar_fraction > 0.5,
-    })  # fmt: skip
+    out.update({f"{figure}_{k}": v for k, v in {
+        "test_accuracy": acc_of,
+        "test_accuracy_sd": {name: sd for name, (_, sd) in stats.items()},
+        "learned_acc": acc_of["learned"],
+        "similar_antipodal_acc": acc_of[similar_name],
+        "other_fixed_min_acc": min(rest),
+        "learned_gap_to_best_fixed": max(a for n, a in acc_of.items() if n != "learned") - acc_of["learned"],
+        "learned_opposite_of_class0": opposite if len(opposite) > 1 else opposite[0],
+        "learned_similar_antipodal_fraction": similar_fraction,
+        "learned_similar_antipodal": similar_fraction > 0.5,
+    }.items()})  # fmt: skip
     return out
 
 
