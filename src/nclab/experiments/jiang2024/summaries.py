@@ -20,6 +20,7 @@ __all__ = [
     "cmf_of_runs",
     "gnc_of_runs",
     "run_convergence",
+    "wd_sc_of_runs",
 ]
 
 
@@ -291,3 +292,77 @@ def gnc_of_runs(folders: Sequence[Path]) -> dict[str, Any]:
         **({"largest_tau": last} if last["tau"] > first["tau"] else {}),
         "gnc_by_run": per_run,
     }
+
+
+def _spacing_cv(H: np.ndarray) -> float:
+    """Coefficient of variation (sd / mean, population sd) of the angles between consecutive directions of the
+    rows of ``H`` (shape (K, 2)) around the circle: 0 when they are equally spaced."""
+    ang = np.sort(np.mod(np.arctan2(H[:, 1], H[:, 0]), 2 * np.pi))
+    gaps = np.diff(ang, append=ang[0] + 2 * np.pi)
+    return float(np.std(gaps) / np.mean(gaps))
+
+
+def _train_class_means(folder: Path) -> tuple[np.ndarray, np.ndarray]:
+    """The trained classifier rows ``W`` (K, 2) of a run and the class means (K, 2) of its training features, in
+    float64: the input of its head on the run's training split (a cosine head's features and rows on the unit
+    circle, as the head reads them: the spherical constraint)."""
+    import torch
+
+    from nclab.nets import build_model
+    from nclab.train.checkpoint import load_checkpoint
+    from nclab.train.config import load_config
+    from nclab.train.feeds import load_run_data
+
+    cfg = load_config(folder / "config.yaml")
+    train = load_run_data(cfg, torch.device("cpu"), cfg.train.batch_size).splits["train"]
+    x, y = train.x, train.y  # type: ignore[union-attr]  # in-memory data
+    model = build_model(cfg.model.name, tuple(x.shape[1:]), train.K, head=cfg.model.head.build_kwargs(),
+                        **cfg.model.options)  # fmt: skip
+    model.load_state_dict(load_checkpoint(folder / "checkpoints" / "last.pt")["model"])
+    model.eval()
+    feats: list[torch.Tensor] = []
+    hook = model.head.register_forward_hook(lambda _m, inp, _out: feats.append(inp[0].detach()))
+    try:
+        with torch.no_grad():
+            for i in range(0, len(x), 512):
+                model(x[i : i + 512])
+    finally:
+        hook.remove()
+    H = torch.cat(feats).double().numpy()
+    if cfg.model.head.kind == "cosine":
+        H = H / np.linalg.norm(H, axis=1, keepdims=True)
+    labels = y.numpy()
+    means = np.stack([H[labels == k].mean(axis=0) for k in range(train.K)])
+    W = model.head.weight.detach().double().numpy()
+    if cfg.model.head.kind == "cosine":  # the head reads unit rows: their stored lengths are arbitrary
+        W = W / np.linalg.norm(W, axis=1, keepdims=True)
+    return W, means
+
+
+def wd_sc_of_runs(folders: Sequence[Path]) -> dict[str, Any]:
+    """The [Jiang et al. 2024, Fig. B.1 a/b] comparison of the ``figB1-*`` runs in ``folders``: per run, named
+    ``"figB1 <wd|sc> seed<s>"`` (``wd``: a linear head under weight decay, ``sc``: the cosine head, the spherical
+    constraint), its convergence keys (:func:`run_convergence`) and, from its training features' class means
+    ``h_k`` and classifier rows ``w_k`` (:func:`_train_class_means`): ``norm_cv`` (coefficient of variation of
+    ``||h_k||``, :func:`nclab.metrics.equinorm`), ``spacing_cv`` (that of the angles between consecutive class
+    means around the circle) and ``ratio_cv`` (that of ``||w_k|| / ||h_k||``); ``figB1_dropped`` the runs that
+    missed their target. Empty when no such run exists."""
+    from nclab.io.rundir import read_run
+    from nclab.metrics import equinorm
+
+    out: dict[str, Any] = {}
+    dropped: dict[str, str] = {}
+    for folder in (Path(f) for f in folders if Path(f).parent.name.startswith("figB1-")):
+        record = read_run(folder)
+        method = "sc" if record.config["model"]["head"]["kind"] == "cosine" else "wd"
+        label = f"figB1 {method} {_seed_of(folder)}"
+        conv = run_convergence(record, label)
+        out.update(conv)
+        if not conv[f"{label}: converged"]:
+            dropped[label] = conv[f"{label}: convergence"]
+        W, means = _train_class_means(folder)
+        ratio = np.linalg.norm(W, axis=1) / np.linalg.norm(means, axis=1)
+        out[f"{label}: norm_cv"] = equinorm(means)
+        out[f"{label}: spacing_cv"] = _spacing_cv(means)
+        out[f"{label}: ratio_cv"] = float(np.std(ratio, ddof=1) / np.mean(ratio))
+    return {**out, "figB1_dropped": dropped} if out else {}
