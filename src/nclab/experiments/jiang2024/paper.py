@@ -37,6 +37,14 @@ def _fig4(role: str, seeds: int = 3) -> tuple[str, ...]:
     return tuple(f"fig4 {role} seed{i}" for i in range(seeds))
 
 
+def _figB6(role: str, seeds: int = 3) -> tuple[str, ...]:
+    return tuple(f"figB6 {role} seed{i}" for i in range(seeds))
+
+
+def _figB1(method: str) -> tuple[str, ...]:
+    return tuple(f"figB1 {method} seed{i}" for i in range(3))
+
+
 def _fig5(head: str) -> tuple[str, ...]:
     return tuple(f"fig5 {head} seed{i}" for i in range(3))
 
@@ -135,14 +143,33 @@ CLAIMS: tuple[Claim, ...] = (
     Claim(
         "jiang2024-figB6-six-class-assignment", _JIANG, "Fig. B.6, App. B.5",
         "test accuracy (d = 2, six classes in three similar pairs) of the fixed hexagon with the similar pairs "
-        "antipodal vs two other assignments, and the learned head",
+        "antipodal vs two other assignments, the learned head vs those two, and whether the learned code keeps the "
+        "similar pairs off the antipodes (converged runs, mean over seeds)",
         "similar pairs antipodal 86.37 % vs 91.60 / 91.95 %; learned 91.82 %; the gap between assignments grows "
         "from 2.18 (four classes) to 5.58 points",
-        (), None,
-        "not measured at cpu scale: one six-class d = 2 Fashion-MNIST run (T-shirt/Shirt, Sneaker/Ankle boot, "
-        "Pullover/Coat, as the paper's pairs) took 20-24 s on the 2-core machine and ended at 2-4 % training error "
-        "(100-200 images per class, 30 epochs); the 12 runs (4 heads x 3 seeds) exceed the experiment's 2-minute "
-        "allowance",
+        (
+            *(Compare(Runs(_figB6("similar antipodal"), "test accuracy"), Runs(_figB6(other), "test accuracy"),
+                      basis="the paper: the similar-antipodal assignment below the others")
+              for other in ("fixed other 1", "fixed other 2")),
+            *(Compare(Runs(_figB6("learned"), "test accuracy"),
+                      Runs(_figB6(other), "test accuracy"), "~", 0.01,
+                      basis="ours: within 1 point (the paper's learned head is 0.22 above / 0.13 points below them)")
+              for other in ("fixed other 1", "fixed other 2")),
+            Bound(Runs(_figB6("learned"), "similar antipodal"), 0.0,
+                  basis="the paper (l. 499): the similar pairs closer together in 5 of 5 trials; ours: the fraction "
+                  "of converged learned runs whose class opposite T-shirt/top is its similar partner, Shirt"),
+        ),
+        "gnc-six-class",
+        "ours (cpu): 6 Fashion-MNIST classes in three similar pairs (T-shirt/Shirt, Pullover/Coat, Sneaker/Ankle "
+        "boot, as the paper's Cat/Dog, Deer/Horse, Automobile/Truck), the Fig. 4 stand-in's CNN with a d = 2 "
+        "bottleneck, the paper's tau = 0.2, 200 images per class, AdamW 60 epochs, 6000 test images, 3 seeds per "
+        "head; the two other fixed hexagons are ours (other 1: the similar pairs adjacent; other 2: two pairs 120 "
+        "degrees apart and one adjacent: the paper does not say which it fixed); runs above 5 % training error at "
+        "the end are dropped and named (after 30 epochs the learned head stalled with classes on one arc in 3 of 3 "
+        "seeds). In the first cpu run all 12 runs converged (<= 3.6 % training error): similar antipodal 74.8 % vs "
+        "other 1 77.2 % and other 2 74.4 % (the latter inside the seeds' spread), learned 72.9 +- 2.9 %, its class "
+        "opposite T-shirt/top being Shirt in 1 of 3 seeds; the "
+        "paper: ResNet18 on CIFAR-10, SGD 600 epochs, 5 trials",
         quote=_q(_JIANG, 501, "the case where Cat-Dog, Automobile-Truck and Deer-Horse pairs are "
                     "far apart achieves a testing accuracy of"),
         protocol="ResNet18 with d = 2 on CIFAR-10's {automobile, cat, deer, dog, horse, truck}, the learned cosine "
@@ -204,13 +231,32 @@ CLAIMS: tuple[Claim, ...] = (
     ),
     Claim(
         "jiang2024-figB1-trained-wd-vs-sc", _JIANG, "Fig. B.1 a/b, App. B.2",
-        "a trained network with d = 2, K = 30: class means' lengths and spacing, and the classifier-to-mean length "
-        "ratios, with weight decay (WD) vs the spherical constraint (SC)",
+        "a trained network with d = 2 and K > d + 1: the coefficients of variation of the class means' lengths "
+        "(norm_cv), of the angles between consecutive class means (spacing_cv) and of the classifier-to-mean length "
+        "ratios ||w_k|| / ||h_k|| (ratio_cv), with weight decay and a linear head (WD) vs the spherical constraint "
+        "(SC, the cosine head), converged runs, mean over seeds",
         "WD: class means of unequal length, not equally spaced, ratios ||w_k|| / ||h_k|| vary; SC: equal length, "
-        "uniform spacing (read off the figure)",
-        (), None,
-        "not measured at cpu scale: a 30-class dataset is not at hand, and a 10-class d = 2 Fashion-MNIST stand-in "
-        "did not fit (10.7 % training error after 60 epochs, the Fig. 2 stand-in's note)",
+        "uniform spacing, aligned in length (read off the figure, K = 30)",
+        tuple(
+            Compare(Runs(_figB1("sc"), metric), Runs(_figB1("wd"), metric),
+                    basis=f"ours: the measure; the paper: {said}")
+            for metric, said in (
+                ("norm_cv", "the WD class means not of equal length, the SC ones equal"),
+                ("spacing_cv", "the WD class means not equally spaced, the SC ones uniform"),
+                ("ratio_cv", "the WD ratios ||w_k|| / ||h_k|| vary, SC aligned in length"),
+            )
+        ),
+        "gnc-wd-vs-sc",
+        "ours (cpu): 5 Fashion-MNIST classes (T-shirt/top, Trouser, Sandal, Sneaker, Bag: K = 5 > d + 1 = 3, the "
+        "paper's K = 30 at d = 2; a 10-class d = 2 stand-in did not fit: 10.7 % training error after 60 epochs), "
+        "the small CNN with a d = 2 bottleneck, a bias-free linear head (WD) or the cosine head at tau = 0.1 (SC: "
+        "features and rows on the unit circle as the head reads them), AdamW (weight decay 5e-4) 60 epochs, 200 "
+        "images per class, 3 seeds each, class means of the training features; the paper: ResNet18 on CIFAR-100's "
+        "first 30 classes, SGD. Runs above 5 % training error at the end are dropped and named (after 30 epochs one "
+        "SC run of three stalled at 19.9 %). In the first cpu run all 6 runs converged (<= 0.1 % training error): "
+        "norm_cv 0.011 +- 0.002 (SC) vs 0.145 +- 0.032 (WD) and ratio_cv 0.011 +- 0.002 vs 0.276 +- 0.073 as the "
+        "paper, but the SC class means were not evenly spaced (spacing_cv 0.29 +- 0.18 vs WD's 0.13 +- 0.09, "
+        "inside the seeds' spread): the learned d = 2 cosine head did not reach the regular pentagon in 60 epochs",
         quote=_q(_JIANG, 429, "The vectors of class-mean features"),
         protocol="ResNet18 with d = 2 on the first 30 classes of CIFAR-100, once with weight decay and a linear "
         "head, once with the spherical constraint (cosine head); class means and classifier rows at the end",

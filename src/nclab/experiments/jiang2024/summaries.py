@@ -20,18 +20,28 @@ __all__ = [
     "cmf_of_runs",
     "gnc_of_runs",
     "run_convergence",
+    "wd_sc_of_runs",
 ]
 
 
-#: The similar class pairs of Fig. 4, by dataset and original label: the paper's {automobile, truck} and {cat, dog}
-#: of CIFAR-10, the stand-in's {T-shirt/top, Shirt} and {Sneaker, Ankle boot} of Fashion-MNIST.
-_SIMILAR = {"cifar10": ({1, 9}, {3, 5}), "fashion-mnist": ({0, 6}, {7, 9}), "digits": ({0, 6}, {7, 9})}
+#: The similar class pairs of Fig. 4 and Fig. B.6 (App. B.5), by figure, dataset and original label: the paper's
+#: {automobile, truck}, {cat, dog} (and {deer, horse}) of CIFAR-10, the stand-in's {T-shirt/top, Shirt}, {Sneaker,
+#: Ankle boot} (and {Pullover, Coat}) of Fashion-MNIST.
+_SIMILAR = {
+    "fig4": {"cifar10": ({1, 9}, {3, 5}), "fashion-mnist": ({0, 6}, {7, 9}), "digits": ({0, 6}, {7, 9})},
+    "figB6": {
+        "cifar10": ({1, 9}, {3, 5}, {4, 7}),
+        "fashion-mnist": ({0, 6}, {7, 9}, {2, 4}),
+        "digits": ({0, 6}, {7, 9}, {2, 4}),
+    },
+}
 
 
-def _similar_pairs(data: dict[str, Any]) -> set[tuple[int, int]]:
-    """The similar pairs of a Fig. 4 run as indices of its relabelled classes (``data.options.classes``)."""
+def _similar_pairs(data: dict[str, Any], figure: str = "fig4") -> set[tuple[int, int]]:
+    """The similar pairs of a Fig. 4 (``figure``: or Fig. B.6) run as indices of its relabelled classes
+    (``data.options.classes``)."""
     classes = list(data["options"]["classes"])
-    return {tuple(sorted(classes.index(c) for c in pair)) for pair in _SIMILAR[data["name"]]}  # type: ignore[misc]
+    return {tuple(sorted(classes.index(c) for c in pair)) for pair in _SIMILAR[figure][data["name"]]}  # type: ignore[misc]
 
 
 def _accuracy(record: Any, split: str) -> dict[int, float]:
@@ -90,8 +100,10 @@ def _mean_sd(values: Sequence[float]) -> tuple[float, float]:
     return float(v.mean()), float(v.std(ddof=1)) if v.size > 1 else 0.0
 
 
-def assignment_of_runs(folders: Sequence[Path]) -> dict[str, Any]:
-    """The [Jiang et al. 2024, Fig. 4] comparison of the ``fig4-*`` runs in ``folders``.
+def assignment_of_runs(folders: Sequence[Path], *, figure: str = "fig4") -> dict[str, Any]:
+    """The [Jiang et al. 2024, Fig. 4] comparison of the ``fig4-*`` runs in ``folders`` (``figure="figB6"``: the
+    six-class one of Fig. B.6 / App. B.5 of the ``figB6-*`` runs, the hexagon in place of the square, every key
+    named ``figB6`` in place of ``fig4``).
 
     Every run is named by its role and seed, ``"fig4 <role> seed<s>"``: role ``learned`` (the learned cosine
     head), ``similar antipodal`` (the square fixed with the similar pairs antipodal, the paper's A3), ``fixed other
@@ -111,7 +123,7 @@ def assignment_of_runs(folders: Sequence[Path]) -> dict[str, Any]:
 
     found: list[tuple[str, Path, Any, float, dict[str, Any]]] = []  # name, folder, record, accuracy, opposite info
     similar_name: str | None = None
-    for folder in (Path(f) for f in folders if Path(f).parent.name.startswith("fig4-")):
+    for folder in (Path(f) for f in folders if Path(f).parent.name.startswith(f"{figure}-")):
         record = read_run(folder)
         test = _accuracy(record, "test")
         if not test:
@@ -119,14 +131,15 @@ def assignment_of_runs(folders: Sequence[Path]) -> dict[str, Any]:
         head = record.config["model"]["head"]
         info: dict[str, Any] = {}
         if head["kind"] == "fixed":
-            pairs = {tuple(sorted(p)) for p in antipodal_pairs(regular_polygon(4), head["assignment"])}
+            code = regular_polygon(len(head["assignment"]))
+            pairs = {tuple(sorted(p)) for p in antipodal_pairs(code, head["assignment"])}
             name = "fixed antipodal " + " ".join(f"{p}-{q}" for p, q in sorted(pairs))
-            similar_name = name if pairs == _similar_pairs(record.config["data"]) else similar_name
+            similar_name = name if pairs == _similar_pairs(record.config["data"], figure) else similar_name
         else:
             name = "learned"
             W = load_checkpoint(folder / "checkpoints" / "last.pt")["model"]["head.weight"].double().numpy()
             U = W / np.linalg.norm(W, axis=1, keepdims=True)
-            partner = next(q for p, q in _similar_pairs(record.config["data"]) if p == 0)
+            partner = next(q for p, q in _similar_pairs(record.config["data"], figure) if p == 0)
             info["opposite"] = int(np.argmin(U[1:] @ U[0])) + 1
             info["similar"] = info["opposite"] == partner
         found.append((name, folder, record, test[max(test)], info))
@@ -135,13 +148,13 @@ def assignment_of_runs(folders: Sequence[Path]) -> dict[str, Any]:
         return {}
     role = {"learned": "learned", similar_name: "similar antipodal"}
     role.update({n: f"fixed other {i + 1}" for i, n in enumerate(others)})
-    out: dict[str, Any] = {"fig4_roles": {r: n for n, r in role.items()}}
+    out: dict[str, Any] = {f"{figure}_roles": {r: n for n, r in role.items()}}
     accs: dict[str, list[float]] = {}
     dropped: dict[str, str] = {}
     opposite: list[int] = []  # per converged learned seed: the class opposite class 0
     similar_opposite: list[bool] = []  # ... and whether it is class 0's similar partner
     for name, folder, record, acc, info in found:
-        label = f"fig4 {role[name]} {_seed_of(folder)}"
+        label = f"{figure} {role[name]} {_seed_of(folder)}"
         conv = run_convergence(record, label)
         out.update(conv)
         out[f"{label}: test accuracy"] = acc
@@ -157,21 +170,21 @@ def assignment_of_runs(folders: Sequence[Path]) -> dict[str, Any]:
     stats = {name: _mean_sd(v) for name, v in accs.items()}
     acc_of = {name: m for name, (m, _) in stats.items()}
     rest = [a for name, a in acc_of.items() if name.startswith("fixed") and name != similar_name]
-    out.update(fig4_dropped=dropped, fig4_seeds={name: len(v) for name, v in accs.items()})
+    out.update({f"{figure}_dropped": dropped, f"{figure}_seeds": {name: len(v) for name, v in accs.items()}})
     if "learned" not in acc_of or similar_name not in acc_of or not rest:
         return out  # too few converged runs: the aggregates are absent, the claims read the runs' keys
     similar_fraction = sum(similar_opposite) / len(similar_opposite)
-    out.update({
-        "fig4_test_accuracy": acc_of,
-        "fig4_test_accuracy_sd": {name: sd for name, (_, sd) in stats.items()},
-        "fig4_learned_acc": acc_of["learned"],
-        "fig4_similar_antipodal_acc": acc_of[similar_name],
-        "fig4_other_fixed_min_acc": min(rest),
-        "fig4_learned_gap_to_best_fixed": max(a for n, a in acc_of.items() if n != "learned") - acc_of["learned"],
-        "fig4_learned_opposite_of_class0": opposite if len(opposite) > 1 else opposite[0],
-        "fig4_learned_similar_antipodal_fraction": similar_fraction,
-        "fig4_learned_similar_antipodal": similar_fraction > 0.5,
-    })  # fmt: skip
+    out.update({f"{figure}_{k}": v for k, v in {
+        "test_accuracy": acc_of,
+        "test_accuracy_sd": {name: sd for name, (_, sd) in stats.items()},
+        "learned_acc": acc_of["learned"],
+        "similar_antipodal_acc": acc_of[similar_name],
+        "other_fixed_min_acc": min(rest),
+        "learned_gap_to_best_fixed": max(a for n, a in acc_of.items() if n != "learned") - acc_of["learned"],
+        "learned_opposite_of_class0": opposite if len(opposite) > 1 else opposite[0],
+        "learned_similar_antipodal_fraction": similar_fraction,
+        "learned_similar_antipodal": similar_fraction > 0.5,
+    }.items()})  # fmt: skip
     return out
 
 
@@ -279,3 +292,77 @@ def gnc_of_runs(folders: Sequence[Path]) -> dict[str, Any]:
         **({"largest_tau": last} if last["tau"] > first["tau"] else {}),
         "gnc_by_run": per_run,
     }
+
+
+def _spacing_cv(H: np.ndarray) -> float:
+    """Coefficient of variation (sd / mean, population sd) of the angles between consecutive directions of the
+    rows of ``H`` (shape (K, 2)) around the circle: 0 when they are equally spaced."""
+    ang = np.sort(np.mod(np.arctan2(H[:, 1], H[:, 0]), 2 * np.pi))
+    gaps = np.diff(ang, append=ang[0] + 2 * np.pi)
+    return float(np.std(gaps) / np.mean(gaps))
+
+
+def _train_class_means(folder: Path) -> tuple[np.ndarray, np.ndarray]:
+    """The trained classifier rows ``W`` (K, 2) of a run and the class means (K, 2) of its training features, in
+    float64: the input of its head on the run's training split (a cosine head's features and rows on the unit
+    circle, as the head reads them: the spherical constraint)."""
+    import torch
+
+    from nclab.nets import build_model
+    from nclab.train.checkpoint import load_checkpoint
+    from nclab.train.config import load_config
+    from nclab.train.feeds import load_run_data
+
+    cfg = load_config(folder / "config.yaml")
+    train = load_run_data(cfg, torch.device("cpu"), cfg.train.batch_size).splits["train"]
+    x, y = train.x, train.y  # type: ignore[union-attr]  # in-memory data
+    model = build_model(cfg.model.name, tuple(x.shape[1:]), train.K, head=cfg.model.head.build_kwargs(),
+                        **cfg.model.options)  # fmt: skip
+    model.load_state_dict(load_checkpoint(folder / "checkpoints" / "last.pt")["model"])
+    model.eval()
+    feats: list[torch.Tensor] = []
+    hook = model.head.register_forward_hook(lambda _m, inp, _out: feats.append(inp[0].detach()))
+    try:
+        with torch.no_grad():
+            for i in range(0, len(x), 512):
+                model(x[i : i + 512])
+    finally:
+        hook.remove()
+    H = torch.cat(feats).double().numpy()
+    if cfg.model.head.kind == "cosine":
+        H = H / np.linalg.norm(H, axis=1, keepdims=True)
+    labels = y.numpy()
+    means = np.stack([H[labels == k].mean(axis=0) for k in range(train.K)])
+    W = model.head.weight.detach().double().numpy()
+    if cfg.model.head.kind == "cosine":  # the head reads unit rows: their stored lengths are arbitrary
+        W = W / np.linalg.norm(W, axis=1, keepdims=True)
+    return W, means
+
+
+def wd_sc_of_runs(folders: Sequence[Path]) -> dict[str, Any]:
+    """The [Jiang et al. 2024, Fig. B.1 a/b] comparison of the ``figB1-*`` runs in ``folders``: per run, named
+    ``"figB1 <wd|sc> seed<s>"`` (``wd``: a linear head under weight decay, ``sc``: the cosine head, the spherical
+    constraint), its convergence keys (:func:`run_convergence`) and, from its training features' class means
+    ``h_k`` and classifier rows ``w_k`` (:func:`_train_class_means`): ``norm_cv`` (coefficient of variation of
+    ``||h_k||``, :func:`nclab.metrics.equinorm`), ``spacing_cv`` (that of the angles between consecutive class
+    means around the circle) and ``ratio_cv`` (that of ``||w_k|| / ||h_k||``); ``figB1_dropped`` the runs that
+    missed their target. Empty when no such run exists."""
+    from nclab.io.rundir import read_run
+    from nclab.metrics import equinorm
+
+    out: dict[str, Any] = {}
+    dropped: dict[str, str] = {}
+    for folder in (Path(f) for f in folders if Path(f).parent.name.startswith("figB1-")):
+        record = read_run(folder)
+        method = "sc" if record.config["model"]["head"]["kind"] == "cosine" else "wd"
+        label = f"figB1 {method} {_seed_of(folder)}"
+        conv = run_convergence(record, label)
+        out.update(conv)
+        if not conv[f"{label}: converged"]:
+            dropped[label] = conv[f"{label}: convergence"]
+        W, means = _train_class_means(folder)
+        ratio = np.linalg.norm(W, axis=1) / np.linalg.norm(means, axis=1)
+        out[f"{label}: norm_cv"] = equinorm(means)
+        out[f"{label}: spacing_cv"] = _spacing_cv(means)
+        out[f"{label}: ratio_cv"] = float(np.std(ratio, ddof=1) / np.mean(ratio))
+    return {**out, "figB1_dropped": dropped} if out else {}
