@@ -164,7 +164,7 @@ class ClassStats(Accumulator):
     batch, while a lane's buffers stay under 64 MB): the rows are split into lanes that run on threads of their
     own, each with torch and the BLAS at one thread (restored after; the BLAS only for the updates that form a
     block's Gram); the first read after an update adds the rows the lanes still hold, each lane on its own thread.
-    A float32-compute batch of float32 features in the full track with at most 2M entries (``B d``) runs its O(B d)
+    A float32-compute batch of float32 features in the full track with at most 1M entries (``B d``) runs its O(B d)
     passes in one lane instead, and the Gram of each full block is split by rows between the threads (the passes of
     such a batch do not gain from a second thread; the Gram does). The result is the same up to rounding.
     Raises :class:`nclab.memory.AllocationTooLarge` (a ``MemoryError`` and a ``ValueError``) before allocating
@@ -956,8 +956,10 @@ _LO_NORM, _HI_NORM = 2.0**-30, 2.0**30
 #: Most memory one extra lane may hold (its float64 accumulators and float32 buffers).
 _LANE_BYTES = 64 << 20
 #: Largest float32 batch (rows x d entries) of the full track whose O(B d) passes run in one lane while the block
-#: Grams are split between the threads (``ClassStats._split_gram``); larger batches are split into lanes.
-SPLIT_GRAM_MAX_ENTRIES = 1 << 21
+#: Grams are split between the threads (``ClassStats._split_gram``); larger batches are split into lanes. Measured at
+#: 512,000 entries (1,000 rows at d = 512): one lane's passes ~0.4 ms, what a second lane costs in hand-offs and
+#: per-batch meetings (~0.25 ms) is more than it saves; modelled break-even ~0.65M entries.
+SPLIT_GRAM_MAX_ENTRIES = 1 << 20
 _NO_UNIT_SUMS = (
     "these ClassStats were built with unit_sums=False (no per-class sums of unit vectors); the cosine metrics "
     "and GNC3 need them: build the statistics with unit_sums=True (the default)"
