@@ -33,8 +33,8 @@ nclab float32 (full track, its defaults), the peer's float32 two passes (torch) 
 ``--repeats`` rounds (default 7 here) interleaved as above, at 1 and 2 threads, and prints the two ratios (median
 of the within-round ratios, and the ratio of the minima) against their targets: <= 0.45x the peer, <= 1.6x the Gram,
 with what makes the figures self-contained: the date, the CPU count, the kernels, the torch and BLAS thread counts,
-the load average before, after and per round, and how ClassStats ran (lanes of O(B d) passes, threads per block
-Gram). ``--breakdown`` adds one run of nclab timed inside (block Grams, the rest of the updates, the final flush).
+the load average before, after and per round, and how ClassStats ran (lanes per update). ``--breakdown`` adds one
+run of nclab timed inside (block Grams of the calling thread, the rest of the updates, the final flush).
 """
 
 from __future__ import annotations
@@ -262,19 +262,18 @@ FLOAT32_TARGETS = [("peer float32", 0.45), ("float32 X.T @ X", 1.6)]  # nclab fl
 
 
 def float32_layout(X, y, K, batch):
-    """How ClassStats' float32 path ran at the current thread budget: lanes of O(B d) passes and the threads each
-    block Gram is split between (``ClassStats._lanes``; private, read here to make the output self-contained)."""
+    """How ClassStats' float32 path ran at the current thread budget: the lanes (threads) an update split its rows
+    between (``ClassStats._lanes``; private, read here to make the output self-contained)."""
     stats = ClassStats(K, X.shape[1], compute_dtype="float32")
     for s in range(0, min(X.shape[0], 5 * batch), batch):
         stats.update(X[s : s + batch], y[s : s + batch])
-    lanes = stats._lanes
-    return f"{len(lanes)} lane(s) of O(B d) passes, block Grams split between {getattr(lanes[0], 'gram_threads', 1)}"
+    return f"{len(stats._lanes)} lane(s) per update of {batch} rows"
 
 
 def float32_breakdown(X, y, K, batch):
     """One extra nclab float32 run, timed inside: wall time of the block Grams formed in the calling thread
-    (``Lane.flush_gram``: the split ones include their helper thread), of the final flush and Sigma_W, and the rest
-    (screen, O(B d) passes, lane hand-offs), in ms."""
+    (``Lane.flush_gram`` of lane 0; the other lanes form theirs at the same time), of the final flush and Sigma_W,
+    and the rest (screen, O(B d) passes, waiting for the other lanes), in ms."""
     from nclab.stats import _lanes
 
     spent = {"gram": 0.0}

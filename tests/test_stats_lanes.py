@@ -58,16 +58,7 @@ def test_lanes_give_the_one_thread_statistics(rng, threads, lanes):
     np.testing.assert_allclose(many.unit_sums, _unit_sums(H, y, K), rtol=1e-12, atol=1e-11)
 
 
-@pytest.fixture
-def float32_lanes(monkeypatch):
-    """float32 batches of the full track split into lanes whatever their size (by default batches of at most
-    ``SPLIT_GRAM_MAX_ENTRIES`` entries run one lane and split the block Grams between the threads instead)."""
-    import nclab.stats.class_stats as class_stats
-
-    monkeypatch.setattr(class_stats, "SPLIT_GRAM_MAX_ENTRIES", 0)
-
-
-def test_float32_lanes_stay_within_the_float32_bound(rng, threads, float32_lanes):
+def test_float32_lanes_stay_within_the_float32_bound(rng, threads):
     K, d, N = 5, 64, 8000
     y = rng.integers(0, K, N)
     H = (3.0 * rng.normal(size=(K, d))[y] + rng.normal(size=(N, d))).astype(np.float32)
@@ -80,9 +71,7 @@ def test_float32_lanes_stay_within_the_float32_bound(rng, threads, float32_lanes
     np.testing.assert_allclose(s.unit_sums, _unit_sums(H, y, K), rtol=1e-5, atol=1e-4)
 
 
-def test_float32_lanes_form_every_gram_on_one_blas_thread_and_flush_in_parallel(
-    rng, threads, monkeypatch, float32_lanes
-):
+def test_float32_lanes_form_every_gram_on_one_blas_thread_and_flush_in_parallel(rng, threads, monkeypatch):
     """The float32 lanes set the BLAS to one thread only for the updates that form a Gram (threadpoolctl calls cost
     a few percent of an update), yet every Gram of a lane is formed with it at one thread; the rows the lanes
     still hold when the statistics are read are flushed by each lane on a thread of its own. The result does not
@@ -137,100 +126,6 @@ def test_float32_lanes_form_every_gram_on_one_blas_thread_and_flush_in_parallel(
     np.testing.assert_allclose(s.means, exact.means, rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(s.class_ss, exact.class_ss, rtol=1e-6)
     np.testing.assert_allclose(s.unit_sums, exact.unit_sums, rtol=1e-5, atol=1e-5)
-
-
-def _record_split_grams(monkeypatch):
-    """Record, for every block Gram split between threads, the thread and the BLAS thread counts of each run."""
-    import nclab.stats._lanes as lanes
-
-    splits = []
-    real = lanes.run_lanes
-
-    def recording(tasks):
-        runs = []
-
-        def wrap(task):
-            def run():
-                blas = {i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"}
-                runs.append((threading.get_ident(), blas))
-                task()
-
-            return run
-
-        real([wrap(t) for t in tasks])
-        splits.append(runs)
-
-    monkeypatch.setattr(lanes, "run_lanes", recording)
-    return splits
-
-
-@pytest.mark.parametrize(("scale", "noise"), [(4.0, 1.0), (1e3, 1e-2)])  # ordinary, and near collapse
-def test_float32_batches_split_each_block_gram_between_the_threads(rng, threads, monkeypatch, scale, noise):
-    """A float32 batch of the full track (at most ``SPLIT_GRAM_MAX_ENTRIES`` entries) runs its O(B d) passes in
-    one lane, and the Gram of each full block is split by rows between the threads of the budget: each run's Gram
-    on a thread of its own with the BLAS at one thread. The passes are those of one thread (means, class sums of
-    squares, unit sums bit-identical to a one-thread run), Sigma_W is within the documented float32 bound of the
-    float64 brute-force reference (near collapse included) and bit-reproducible (the runs' Grams are added in row
-    order, whichever thread finishes first)."""
-    from tests.test_stats_float32_compute import _bounds
-
-    splits = _record_split_grams(monkeypatch)
-    K, d, N = 7, 64, 23_000
-    mu = rng.normal(size=(K, d))
-    y = rng.integers(0, K, N)
-    H = (scale * mu[y] + noise * rng.normal(size=(N, d))).astype(np.float32)
-    ref = brute_stats(H, y, K)
-    threads(2)
-    s = _stream(H, y, K, 1000, compute_dtype="float32")
-    assert len(s._lanes) == 1 and s._lanes[0].gram_threads == 2
-    # blocks of 4,000 rows (a batch that does not fit starts a new block): 5 Grams, each in 2 runs of 2,000 rows
-    assert len(splits) == 5
-    sw = s.sigma_w()
-    assert len(splits) == 6  # the last block (3,000 rows) when read, split the same way
-    for runs in splits:
-        assert len(runs) == 2 and len({t for t, _ in runs}) == 2 and all(blas == {1} for _, blas in runs)
-    again = _stream(H, y, K, 1000, compute_dtype="float32")
-    np.testing.assert_array_equal(again.sigma_w(), sw)
-    threads(1)
-    one = _stream(H, y, K, 1000, compute_dtype="float32")
-    one.sigma_w()
-    assert len(splits) == 12  # the second two-thread run; none at one thread
-    for name in ("counts", "shift", "sum_dev", "sq_dev", "unit_sums"):
-        np.testing.assert_array_equal(s.raw(name), one.raw(name))
-    sw_bound, mean_bound, ss_bound = _bounds(s, ref)
-    assert np.linalg.norm(sw - ref["sw"]) <= sw_bound
-    assert (np.linalg.norm(s.means - ref["means"], axis=1) <= mean_bound).all()
-    assert (np.abs(s.class_ss - ref["ss"]) <= ss_bound).all()
-    assert 1e-10 < _fro_rel(sw, ref["sw"]) < 5e-6  # the float32 Gram ran, and stayed accurate
-    assert _fro_rel(sw, one.sigma_w()) < 5e-6
-    np.testing.assert_allclose(s.unit_sums, _unit_sums(H, y, K), rtol=1e-5, atol=1e-4)
-
-
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_split_block_gram_against_the_float64_product(rng, dtype):
-    """``Lane.flush_gram`` with the Gram split between 3 threads: ``C += Z^T Z`` within the float32 (or float64)
-    inner-product bound of every entry, ``gamma_{b+2} sum_l |z_li z_lj|``, near collapse included (rows far
-    from the origin, as unshifted features would be), and added onto what ``C`` held."""
-    from nclab.stats._lanes import Lane, LaneSpec
-
-    b, d = 4096, 48
-    lane = Lane(LaneSpec(K=3, d=d, full=True, unit_sums=False, block_rows=b), torch.device("cpu"))
-    lane.gram_threads = 3
-    for Z in (rng.normal(size=(3000, d)), 1e3 * rng.normal(size=d) + 1e-2 * rng.normal(size=(3000, d))):
-        lane.block = torch.from_numpy(Z).to(dtype)
-        lane.pending = Z.shape[0]
-        C0 = rng.normal(size=(d, d))
-        target = {"scatter_dev": torch.from_numpy(C0.copy())}
-        lane.flush_gram(target)
-        assert lane.pending == 0 and len(lane._split_grams) == 2  # 3,000 rows: two runs of at least 1,024
-        Zr = lane.block.numpy().astype(np.float64)  # the rounded rows the Gram was formed of
-        exact = Zr.T @ Zr
-        u = 2.0**-24 if dtype == torch.float32 else 2.0**-53
-        bound = (b + 2) * u / (1 - (b + 2) * u) * (np.abs(Zr).T @ np.abs(Zr)) + 1e-15 * np.abs(exact)
-        got = target["scatter_dev"].numpy() - C0
-        assert (np.abs(got - exact) <= bound + 4 * 2.0**-53 * np.abs(C0)).all()
-        if dtype == torch.float32:
-            assert np.abs(got - exact).max() > 0  # the float32 product really ran
 
 
 def test_lane_held_rows_reach_every_reader(rng, threads):

@@ -5,9 +5,7 @@ accumulators it is given: ``sum_dev``, ``sq_dev``, ``unit_sums`` and ``scatter_d
 class's shift, ``z = x - s_y``. ``ClassStats`` splits the rows of a large batch between lanes that run on
 separate threads (every library single-threaded inside a lane, so that no thread pool spins on the cores another
 one needs); lane 0 adds into the statistics' own state, the others into float64 accumulators of their own that
-``ClassStats`` merges on read. Counts and shifts are set by ``ClassStats`` before the lanes run. A lane that runs
-alone while other threads of the budget are free (small float32 batches, ``ClassStats._split_gram``) splits the Gram
-of each full block by rows between them (``Lane.gram_threads``): the threads meet once per block, not per batch.
+``ClassStats`` merges on read. Counts and shifts are set by ``ClassStats`` before the lanes run.
 
 Two ways through a lane:
 
@@ -28,20 +26,16 @@ import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from functools import partial
 
-import numpy as np
 import torch
 
 from nclab.stats._kernels import accelerated, gram_add, syrk_update, work_buffers
 
-__all__ = ["MAX_LANES", "MIN_LANE_ROWS", "MIN_SPLIT_ROWS", "PARTIAL_ROWS", "Lane", "LaneSpec", "run_lanes"]
+__all__ = ["MAX_LANES", "MIN_LANE_ROWS", "PARTIAL_ROWS", "Lane", "LaneSpec", "run_lanes"]
 
 #: Most lanes (threads) one update uses; a lane gets at least :data:`MIN_LANE_ROWS` rows.
 MAX_LANES = 4
 MIN_LANE_ROWS = 256
-#: Fewest rows of a block per thread when one lane's block Gram is split between threads (``Lane.gram_threads``).
-MIN_SPLIT_ROWS = 1024
 #: Most rows of one class in a float32 partial sum before it is added into float64 (more when one piece of a batch
 #: brings more rows of a class: the bound is then the piece's, at most ``block_rows``).
 PARTIAL_ROWS = 64
@@ -81,11 +75,6 @@ class Lane:
         # on 2 cores: two threads' dsyrk take as long as one after the other, numpy's X.T @ X run at once), so
         # every Gram goes through numpy, from blocks (numpy's syrk is slow on short runs: 1.34x at 500 rows).
         self.parallel = False
-        # Set per update: threads among which this lane splits the Gram of a full block, by rows (CPU; when one lane
-        # runs the O(B d) passes of a batch and the other threads of the budget would otherwise idle, see
-        # ClassStats.update): each thread forms the float32 Gram of a contiguous run of the block's rows.
-        self.gram_threads = 1
-        self._split_grams: list[torch.Tensor] = []  # (d, d) work matrices of the split Gram, in the block's dtype
         self._own: dict[str, torch.Tensor] | None = None
         # float32 partial sums since the last flush_partials (add_float32 only): sum z, sum w z, and per class
         # the sums of the two columns of the rows' `aux` (||z||^2, w)
@@ -308,34 +297,10 @@ class Lane:
         self.pending = 0
         if not self.spec.full:
             return
-        parts = min(self.gram_threads, block.shape[0] // MIN_SPLIT_ROWS)
-        if parts > 1 and not accelerated(self.device):
-            self._split_gram(target["scatter_dev"], block, parts)
-        elif block.dtype == torch.float64 and not self.parallel:
+        if block.dtype == torch.float64 and not self.parallel:
             syrk_update(target["scatter_dev"], block)
         else:
             self._gram = gram_add(target["scatter_dev"], block, self._gram, self.parallel)
-
-    def _split_gram(self, C: torch.Tensor, block: torch.Tensor, parts: int) -> None:
-        """``C += block^T block`` formed by ``parts`` threads at once (the calling one and lane threads), each the
-        Gram of a contiguous run of the block's rows into a work matrix of its own (numpy's ``syrk``, the BLAS at
-        one thread: set by the caller), then added into the float64 ``C`` in the order of the runs: the result
-        does not depend on which thread finished first. Each entry is a float64 sum of float32 inner products of
-        at most ``b`` terms, within the bound of an unsplit block."""
-        n, d = block.shape
-        if self._split_grams and self._split_grams[0].dtype != block.dtype:
-            self._split_grams = []
-        while len(self._split_grams) < parts:
-            self._split_grams.append(torch.empty((d, d), dtype=block.dtype))
-        bounds = [n * i // parts for i in range(parts + 1)]
-
-        def gram(i: int) -> None:
-            rows = block[bounds[i] : bounds[i + 1]].numpy()
-            np.matmul(rows.T, rows, out=self._split_grams[i].numpy())
-
-        run_lanes([partial(gram, i) for i in range(parts)])
-        for g in self._split_grams[:parts]:
-            C.add_(g)
 
     def flush(self, shift: torch.Tensor, target: dict[str, torch.Tensor]) -> None:
         """Everything pending (Gram block, float32 partial sums) into ``target``."""

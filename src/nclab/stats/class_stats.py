@@ -164,9 +164,7 @@ class ClassStats(Accumulator):
     batch, while a lane's buffers stay under 64 MB): the rows are split into lanes that run on threads of their
     own, each with torch and the BLAS at one thread (restored after; the BLAS only for the updates that form a
     block's Gram); the first read after an update adds the rows the lanes still hold, each lane on its own thread.
-    A float32-compute batch of float32 features in the full track with at most 1M entries (``B d``) runs its O(B d)
-    passes in one lane instead, and the Gram of each full block is split by rows between the threads (the passes of
-    such a batch do not gain from a second thread; the Gram does). The result is the same up to rounding.
+    The result is the same up to rounding.
     Raises :class:`nclab.memory.AllocationTooLarge` (a ``MemoryError`` and a ``ValueError``) before allocating
     state larger than the available memory or the ``NCLAB_MAX_BYTES`` cap (``24 K d`` bytes, ``16 K d`` without
     unit sums, plus ``8 d^2`` for ``track="full"``), suggesting ``track="light"`` when the d x d scatter is the bulk.
@@ -469,10 +467,9 @@ class ClassStats(Accumulator):
             per_class = self._count(y, dev)
             gram32 = self.compute_dtype == "float32" and screen.safe
             shift32 = shift32 if screen.fast else None
-            lanes, gram_threads = self._split_gram(lanes, B, shift32 is not None)
-            tasks = self._lane_tasks(lanes, x, y, norms, shift32, per_class, gram32, screen.zero_rows, gram_threads)
-            # the BLAS at one thread while several threads may call it; the float32 lanes call it only for a Gram
-            blas = max(lanes, gram_threads) > 1 and (
+            tasks = self._lane_tasks(lanes, x, y, norms, shift32, per_class, gram32, screen.zero_rows)
+            # the BLAS at one thread while several lanes may call it; the float32 lanes call it only for a Gram
+            blas = lanes > 1 and (
                 shift32 is None
                 or any(self._lanes[i].gram_due(B * (i + 1) // lanes - B * i // lanes) for i in range(lanes))
             )
@@ -573,22 +570,6 @@ class ClassStats(Accumulator):
         buffers = 8 * b * d + 4 * b * d + 8 * dd + 4 * 2 * K * d  # Gram block, scratch, Gram, partial sums
         return n if own + buffers <= _LANE_BYTES else 1
 
-    def _split_gram(self, lanes: int, rows: int, fast: bool) -> tuple[int, int]:
-        """``(lanes, gram_threads)`` for a batch of ``rows`` that :meth:`_lane_count` gave ``lanes``: a float32
-        batch of the full track on the CPU of at most :data:`SPLIT_GRAM_MAX_ENTRIES` entries runs its O(B d)
-        passes in one lane, whose block Grams are split between the ``lanes`` threads instead; otherwise
-        ``(lanes, 1)``.
-
-        Why: the float32 passes of such a batch take ~0.4 ms at d = 512 and do not gain from a second thread (each
-        lane pays the same per-operation overheads, and the threads meet at the end of every update: measured
-        2 lanes 61-68 ms for 100 batches of 1,000 rows against 46-54 ms for one, ``track="light"``), while the
-        Gram of a block, split by rows, runs on two threads in half the time (84-87 ms for 100,000 rows at
-        d = 512, numpy's two-thread ``X.T @ X`` 87-91 ms); the threads then meet once per block instead of once
-        per batch (benchmarks/f32cpu_notes.md)."""
-        if not fast or lanes == 1 or self.track != "full" or rows * self.d > SPLIT_GRAM_MAX_ENTRIES:
-            return lanes, 1
-        return 1, lanes
-
     def _lane_tasks(
         self,
         lanes: int,
@@ -599,12 +580,10 @@ class ClassStats(Accumulator):
         per_class: torch.Tensor | None,
         gram32: bool,
         zero_rows: bool,
-        gram_threads: int = 1,
     ) -> list[Callable[[], None]]:
         """One task per lane, each over a contiguous share of the rows; lane 0 adds into the state itself. With
         ``shift32`` the rows go through the float32 lanes (``norms``: float32 norms), else the float64 ones
-        (``norms``: float64 norms, or None). ``gram_threads``: threads among which a single lane splits the Gram of
-        each full block (:meth:`_split_gram`)."""
+        (``norms``: float64 norms, or None)."""
         fast = shift32 is not None
         st = self._state
         assert st is not None
@@ -613,7 +592,6 @@ class ClassStats(Accumulator):
             self._lanes.append(Lane(self._lane_spec(), self._device))
         for lane in self._lanes:
             lane.parallel = lanes > 1
-            lane.gram_threads = gram_threads if lanes == 1 else 1
         aux = None
         if fast:  # per row: ||z||^2 (filled by the lanes), w = 1 / ||x|| (0 for a zero row) with unit sums
             assert norms is not None
@@ -668,27 +646,19 @@ class ClassStats(Accumulator):
         def flush(i: int) -> None:
             self._lanes[i].flush(st["shift"], st if i == 0 else self._lanes[i].own())
 
-        cpu = self._device is not None and not accelerated(self._device)
-        budget = min(torch.get_num_threads(), MAX_LANES) if cpu else 1
         # K x d and d x d additions: one torch thread (an OpenMP team on arrays this small only waits for its
         # members, measured 0.2-0.3 s instead of ~1 ms for the merge at d = 512 on a busy 2-core machine)
         with torch_threads(1, self._device):
-            if len(dirty) > 1 and cpu:
+            if len(dirty) > 1 and self._device is not None and not accelerated(self._device):
                 # each lane forms the Gram of its pending block on a core of its own (up to 2 x 4,096 rows: ~5%
                 # of the Gram of 100,000 rows, formed one after the other before, with the BLAS's own threads)
                 for i in dirty:
                     self._lanes[i].parallel = True
-                    self._lanes[i].gram_threads = 1
                 with single_blas_thread(True):
                     run_lanes([partial(flush, i) for i in dirty])
             else:
-                # one lane: its last block's Gram split between the threads of the budget, as in the updates (the
-                # BLAS's own two-thread pool collapses when another process takes a core: 0.28 s instead of a few ms)
                 for i in dirty:
-                    self._lanes[i].gram_threads = budget
-                with single_blas_thread(budget > 1):
-                    for i in dirty:
-                        flush(i)
+                    flush(i)
             for i in dirty:
                 if i > 0:
                     self._lanes[i].merge_own_into(st)
@@ -955,11 +925,6 @@ _FLOAT32_EXACT = frozenset({torch.float32, torch.float16, torch.bfloat16})
 _LO_NORM, _HI_NORM = 2.0**-30, 2.0**30
 #: Most memory one extra lane may hold (its float64 accumulators and float32 buffers).
 _LANE_BYTES = 64 << 20
-#: Largest float32 batch (rows x d entries) of the full track whose O(B d) passes run in one lane while the block
-#: Grams are split between the threads (``ClassStats._split_gram``); larger batches are split into lanes. Measured at
-#: 512,000 entries (1,000 rows at d = 512): one lane's passes ~0.4 ms, what a second lane costs in hand-offs and
-#: per-batch meetings (~0.25 ms) is more than it saves; modelled break-even ~0.65M entries.
-SPLIT_GRAM_MAX_ENTRIES = 1 << 20
 _NO_UNIT_SUMS = (
     "these ClassStats were built with unit_sums=False (no per-class sums of unit vectors); the cosine metrics "
     "and GNC3 need them: build the statistics with unit_sums=True (the default)"
