@@ -1,7 +1,7 @@
 """ClassStats against a peer collapse library's accumulator and the machine's GEMM, measured in one run.
 
     python benchmarks/bench_stats.py [--repeats 3] [--threads 1,2] [--quick] [--loop-reference] [--configs 0,1,2]
-    python benchmarks/bench_stats.py --float32-target   # the float32 targets alone, 1 and 2 threads
+    python benchmarks/bench_stats.py --float32-target [--breakdown]   # the float32 targets alone, 1 and 2 threads
 
 Runs on the BLAS kernels a user's machine selects: ``OPENBLAS_CORETYPE`` / ``OPENBLAS_L2_SIZE`` are dropped for
 this command alone (``_native.native_blas``), and the kernel of each BLAS library is printed (threadpoolctl).
@@ -31,7 +31,10 @@ and at 2 threads.
 ``--float32-target`` (alone, ~2 min idle) times only what the float32 targets compare, at (100,000, 512, 100):
 nclab float32 (full track, its defaults), the peer's float32 two passes (torch) and numpy's float32 ``X.T @ X``,
 ``--repeats`` rounds (default 7 here) interleaved as above, at 1 and 2 threads, and prints the two ratios (median
-of the within-round ratios, and the ratio of the minima) against their targets: <= 0.45x the peer, <= 1.6x the Gram.
+of the within-round ratios, and the ratio of the minima) against their targets: <= 0.45x the peer, <= 1.6x the Gram,
+with what makes the figures self-contained: the date, the CPU count, the kernels, the torch and BLAS thread counts,
+the load average before, after and per round, and how ClassStats ran (lanes per update). ``--breakdown`` adds one
+run of nclab timed inside (block Grams of the calling thread, the rest of the updates, the final flush).
 """
 
 from __future__ import annotations
@@ -39,11 +42,12 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import threading
 import time
 
 import numpy as np
 import torch
-from threadpoolctl import threadpool_limits
+from threadpoolctl import threadpool_info, threadpool_limits
 
 from _native import kernels_line, native_blas
 from nclab.stats import ClassStats
@@ -97,7 +101,8 @@ def nclab_sigma_w(X, y, K, batch, compute_dtype, **kwargs):
     stats = ClassStats(K, X.shape[1], compute_dtype=compute_dtype, **kwargs)
     for s in range(0, X.shape[0], batch):
         stats.update(X[s : s + batch], y[s : s + batch])
-    return stats.sigma_w(copy=False) if stats.track == "full" else stats.class_ss
+    view = stats.moments()
+    return view.sigma_w(copy=False) if stats.track == "full" else view.class_ss
 
 
 def gram_sigma_w(X, y, K, dtype):
@@ -256,6 +261,51 @@ def report(N, d, K, threads, times):
 FLOAT32_TARGETS = [("peer float32", 0.45), ("float32 X.T @ X", 1.6)]  # nclab float32 / each, at (100k, 512, 100)
 
 
+def float32_layout(X, y, K, batch):
+    """How ClassStats' float32 path ran at the current thread budget: the lanes (threads) an update split its rows
+    between (``ClassStats._lanes``; private, read here to make the output self-contained)."""
+    stats = ClassStats(K, X.shape[1], compute_dtype="float32")
+    for s in range(0, min(X.shape[0], 5 * batch), batch):
+        stats.update(X[s : s + batch], y[s : s + batch])
+    return f"{len(stats._lanes)} lane(s) per update of {batch} rows"
+
+
+def float32_breakdown(X, y, K, batch):
+    """One extra nclab float32 run, timed inside: wall time of the block Grams formed in the calling thread
+    (``Lane.flush_gram`` of lane 0; the other lanes form theirs at the same time), of the final flush and Sigma_W,
+    and the rest (screen, O(B d) passes, waiting for the other lanes), in ms."""
+    from nclab.stats import _lanes
+
+    spent = {"gram": 0.0}
+    real = _lanes.Lane.flush_gram
+    main = threading.get_ident()
+
+    def timed(self, target):
+        t0 = time.perf_counter()
+        real(self, target)
+        if threading.get_ident() == main:
+            spent["gram"] += time.perf_counter() - t0
+
+    _lanes.Lane.flush_gram = timed
+    try:
+        time.sleep(COOLDOWN_S)
+        stats = ClassStats(K, X.shape[1], compute_dtype="float32")
+        t0 = time.perf_counter()
+        for s in range(0, X.shape[0], batch):
+            stats.update(X[s : s + batch], y[s : s + batch])
+        t1 = time.perf_counter()
+        gram_in_updates = spent["gram"]
+        stats.moments().sigma_w(copy=False)
+        t2 = time.perf_counter()
+    finally:
+        _lanes.Lane.flush_gram = real
+    rest = (t1 - t0) - gram_in_updates
+    return (
+        f"updates {1e3 * (t1 - t0):.1f} ms (block Grams in the calling thread {1e3 * gram_in_updates:.1f}, "
+        f"the rest {1e3 * rest:.1f}), final flush + Sigma_W {1e3 * (t2 - t1):.1f} ms"
+    )
+
+
 def float32_target(args, rng):
     """The float32 targets alone: nclab float32 against the peer's float32 and the float32 Gram, 1 and 2 threads."""
     N, d, K = CONFIGS[0]
@@ -268,19 +318,30 @@ def float32_target(args, rng):
         "float32 X.T @ X": lambda: X.T @ X,
     }
     names = list(fns)
+    print(f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {os.cpu_count()} CPUs")
     for threads in (int(t) for t in args.threads.split(",")):
         torch.set_num_threads(threads)
         with threadpool_limits(threads, user_api="blas"):
             times = {n: [] for n in names}
-            load0 = os.getloadavg()[0]
+            loads = [os.getloadavg()[0]]
             for r in range(args.repeats):
                 for n in names[r % len(names) :] + names[: r % len(names)]:
                     time.sleep(COOLDOWN_S)
                     t0 = time.perf_counter()
                     fns[n]()
                     times[n].append(time.perf_counter() - t0)
-        load1 = os.getloadavg()[0]
-        print(f"\nN={N} d={d} K={K}, {threads} thread(s), load {load0:.2f} -> {load1:.2f}: median s (min s)")
+                loads.append(os.getloadavg()[0])
+            layout = float32_layout(Xt, yt, K, args.batch)
+            breakdown = float32_breakdown(Xt, yt, K, args.batch) if args.breakdown else None
+            blas = sorted({i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"})
+            torch_n = torch.get_num_threads()
+        print(
+            f"\nN={N} d={d} K={K}, {threads} thread(s) (torch {torch_n}, BLAS {blas}), load {loads[0]:.2f} -> "
+            f"{loads[-1]:.2f} (per round {min(loads[1:]):.2f}-{max(loads[1:]):.2f}): median s (min s)"
+        )
+        print(f"  nclab float32 ran: {layout}")
+        if breakdown:
+            print(f"  nclab float32, one timed run: {breakdown}")
         for n, ts in times.items():
             print(f"  {n:16s} {statistics.median(ts):7.3f}  ({min(ts):.3f})")
         for other, target in FLOAT32_TARGETS:
@@ -299,6 +360,7 @@ def main():
     ap.add_argument("--quick", action="store_true", help="N / 5 (a smoke run; the targets are stated at full N)")
     ap.add_argument("--loop-reference", action="store_true")
     ap.add_argument("--float32-target", action="store_true", help="only the float32 targets at (100k, 512, 100)")
+    ap.add_argument("--breakdown", action="store_true", help="with --float32-target: one run of nclab timed inside")
     args = ap.parse_args()
     rng = np.random.default_rng(0)
     args.repeats = args.repeats or (7 if args.float32_target else 3)
