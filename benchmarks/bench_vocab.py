@@ -47,7 +47,7 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=200_000)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--zipf", type=float, default=1.1, help="Zipf exponent s (1.1: ~21,700 of 50,257 classes seen)")
-    ap.add_argument("--uniform", action="store_true", help="labels arange(N) % K (every class seen), not Zipf")
+    ap.add_argument("--uniform", action="store_true", help="labels arange(N) %% K (every class seen), not Zipf")
     ap.add_argument("--no-w", action="store_true", help="report without the classifier (no NC3 / NC4)")
     ap.add_argument("--ncc-head", action="store_true", help="W, b: the nearest-class-mean head (NC4's slowest case)")
     ap.add_argument("--profile", action="store_true")
