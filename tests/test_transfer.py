@@ -450,6 +450,17 @@ def test_converged_settings_leave_out_a_setting_that_missed_its_target():
         for s in range(3)
     ]
     assert out["pearson_r_sd_converged"]["tau/vci"] == pytest.approx(np.std(per_seed, ddof=1), abs=2e-3)
+    # every run is recorded, so the spread can be recomputed from the summary alone, and MLO gets its own spread
+    assert len(out["per_run"]) == len(rows) and sum(not q["converged"] for q in out["per_run"]) == 2
+    kept_runs = [q for q in out["per_run"] if q["value"] != 0.1]
+    per_seed_file = [
+        np.corrcoef(*np.array([(q["vci"], q["mlog"]) for q in kept_runs if q["seed"] == s]).T)[0, 1] for s in range(3)
+    ]
+    assert out["pearson_r_sd_converged"]["tau/vci"] == pytest.approx(np.std(per_seed_file, ddof=1), abs=1e-3)
+    per_seed_mlo = [
+        np.corrcoef(*np.array([(q["vci"], q["mlo"]) for q in kept_runs if q["seed"] == s]).T)[0, 1] for s in range(3)
+    ]
+    assert out["pearson_r_sd_converged"]["tau/vci/mlo"] == pytest.approx(np.std(per_seed_mlo, ddof=1), abs=1e-3)
     # over every setting the sign is the other one: the unconverged setting decided it
     every = np.corrcoef([m["vci"] for m in tau], [m["mlog"] for m in tau])[0, 1]
     assert every < 0

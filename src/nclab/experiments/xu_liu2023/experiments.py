@@ -408,8 +408,10 @@ def converged_settings(rows: list[dict[str, Any]], converged: Mapping[str, bool]
         pretraining accuracy), rounded to 6 digits; ``pearson_r_converged`` and ``pearson_r_sd_converged`` per
         ``"<group>/<metric>"`` (groups and ``pooled``): Pearson r with MLOG over the kept settings (one point per
         setting, the mean over seeds) and the standard deviation over seeds of the per-seed r over them, rounded
-        to 3 digits (nan with fewer than 3 kept settings, or one seed); ``dropped_settings`` per group: the
-        settings left out, in words.
+        to 3 digits (nan with fewer than 3 kept settings, or one seed); the same with MLO under the keys
+        ``"<group>/<metric>/mlo"``; ``dropped_settings`` per group: the settings left out, in words; ``per_run``:
+        one entry per run (``run``, ``group``, ``value``, ``seed``, ``converged``, the metrics, ``mlog``, ``mlo``,
+        ``p0``, rounded to 6 digits), from which every r and its spread over seeds can be recomputed.
 
     Examples
     --------
@@ -443,13 +445,27 @@ def converged_settings(rows: list[dict[str, Any]], converged: Mapping[str, bool]
                 kept_rows += sel
             else:
                 dropped[group].append(f"{group} = {value:g}: {n_ok} of {len(sel)} runs reached their target")
-    corr = correlation_table(kept_rows, PAPER_METRICS) if kept_rows else []
-    corr = [c for c in corr if c["metric"] in PAPER_METRICS]
+    r_keys, sd_keys = {}, {}
+    for target, suffix in (("mlog", ""), ("mlo", "/mlo")):
+        corr = correlation_table(kept_rows, PAPER_METRICS, target) if kept_rows else []
+        for c in corr:
+            if c["metric"] in PAPER_METRICS:
+                r_keys[f"{c['group']}/{c['metric']}{suffix}"] = _round(c["pearson_r"])
+                sd_keys[f"{c['group']}/{c['metric']}{suffix}"] = _round(c["r_seed_sd"])
+    per_run = [
+        {
+            **{k: r[k] for k in ("run", "group", "value", "seed")},
+            "converged": bool(converged[r["run"]]),
+            **{("p0" if f == "pretrain_accuracy" else f): round(float(r[f]), 6) for f in fields},
+        }
+        for r in rows
+    ]
     return {
         "setting_means": means,
-        "pearson_r_converged": {f"{c['group']}/{c['metric']}": _round(c["pearson_r"]) for c in corr},
-        "pearson_r_sd_converged": {f"{c['group']}/{c['metric']}": _round(c["r_seed_sd"]) for c in corr},
+        "pearson_r_converged": r_keys,
+        "pearson_r_sd_converged": sd_keys,
         "dropped_settings": dropped,
+        "per_run": per_run,
     }
 
 
