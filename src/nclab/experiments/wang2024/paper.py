@@ -33,9 +33,9 @@ CLAIMS: tuple[Claim, ...] = (
         (Bound("pfc1_depth_violations", 0), Bound("pfc2_depth_violations", 0), Bound("pfc3_depth_violations", 0)),
         "geodesic-digits",
         "ours: a fully connected ResNet as the paper's MNIST net (l. 323), but 64 wide with 6 blocks on the 8x8 "
-        "digits, full-batch SGD for 1,500 steps (the paper: 1000 wide on MNIST, 350 epochs); our net is not in the "
-        "terminal phase the conjecture presupposes (last layer: NCC accuracy 0.983 < 1, PFC2 0.899, up from 0.796 "
-        "at the input)",
+        "digits, full-batch SGD for 1,500 steps (the paper: 1000 wide on MNIST, 350 epochs); our net reaches zero "
+        "training error but is not collapsed as the conjecture's terminal phase presupposes (last layer: NCC "
+        "accuracy 0.983 < 1, PFC2 0.899, up from 0.796 at the input)",
         quote=_q(_WANG, 347, "features of each layer tend to collapse to their class means "
                     "progressively, (centered) class means of each layer tend to collapse to the simplex ETF "
                     "progressively, and NCC accuracy rates of each layer tend to collapse to 1 progressively."),
@@ -52,10 +52,11 @@ CLAIMS: tuple[Claim, ...] = (
             Bound(("predicted_monotone_violations", "pfc3"), 0),
         ),
         "geodesic-digits",
-        "same net as the depth order (not in the terminal phase: its last layer's PFC2 is above the input's, so "
-        "a straight line to it rises too); the prediction on 101 points of the line, the curves in the summary "
-        "('measured', 'predicted')",
+        "same net as the depth order (at zero training error but not collapsed: its last layer's PFC2 is above "
+        "the input's, so a straight line to it rises too); judged as a conjunction (the paper's 'both'); the "
+        "prediction on 101 points of the line, the curves in the summary ('measured', 'predicted')",
         quote=_q(_WANG, 352, "Both observations and predictions are monotonic on various datasets"),
+        all_required=True,
     ),
     Claim(
         "wang2024-fig4-mufm-between", _WANG, "Fig. 4, Thm 4, Sec. IV-B",
