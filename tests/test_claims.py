@@ -493,3 +493,30 @@ def test_monotone_and_order_name_what_they_read_and_the_page_says_it_in_words():
     out, text = pc.Order(("sweep", -1, "pfc1"), ("data", "pfc1")).check(s)
     assert out == "pass" and text == 'sweep[-1]["pfc1"] = 2 vs data["pfc1"] = 3'
     assert pc.worded(text) == "MUFM PFC1 at the largest lambda = 2 vs the data's PFC1 = 3"
+
+
+def test_wang_thm3_holds_with_lambda_over_l_not_as_printed():
+    from dataclasses import replace
+
+    from nclab.experiments.wang2024.paper import _wang2024_thm3
+
+    claim = next(c for c in all_claims() if c.id == "wang2024-thm3-as-printed")
+    assert pc.verdict(claim, None).status == "paper erratum confirmed"
+    for layers in (2, 6, 11):
+        v = _wang2024_thm3(layers)
+        # the minimum over the intermediate layers is ||H - X||^2 / L, reached on the straight line of eq. (15)
+        assert v["thm3_min_over_printed"] == pytest.approx(1 / layers, rel=1e-10)
+        assert v["thm3_min_over_corrected"] == pytest.approx(1.0, rel=1e-10)
+        assert v["thm3_line_max_dev"] < 1e-10
+    # at one layer there is nothing to minimise: as printed holds, and the claim would read reproduced
+    assert _wang2024_thm3(1)["thm3_min_over_printed"] == pytest.approx(1.0, rel=1e-12)
+    assert pc.verdict(replace(claim, compute=lambda: _wang2024_thm3(1)), None).status == "reproduced"
+
+
+def test_the_theorems_the_page_lists_read_not_measured_with_what_they_take():
+    ids = ("wang2024-thm1-pfc1-line", "wang2024-thm2-pfc2-line", "jiang2024-thm32-gnc2", "jiang2024-thm38-tammes",
+           "xu2023-fig2-sigma-t-spectrum", "xu2023-sec43-numerical-stability")  # fmt: skip
+    for i in ids:
+        c = next(c for c in all_claims() if c.id == i)
+        v = pc.verdict(c, None)
+        assert v.status == "not measured" and v.ours.startswith("not measured here; it takes: ") and c.quote, i

@@ -1166,6 +1166,7 @@ _OURS_WORDS: tuple[tuple[str, str], ...] = (
     ('data["pfc1"]', "the data's PFC1"),
     ('ufm["pfc1"]', "UFM optimum's PFC1"),
     ("errors = [", "relative error per n (growing) = ["),
+    ("thm3_min_over_printed", "minimum over the layers / ||H - X||^2"),
     ('predicted_monotone_violations["pfc1"]', "predicted PFC1 breaks"),
     ('predicted_monotone_violations["pfc2"]', "predicted PFC2 breaks"),
     ('predicted_monotone_violations["pfc3"]', "predicted PFC3 breaks"),

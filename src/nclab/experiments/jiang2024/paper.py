@@ -294,6 +294,27 @@ CLAIMS: tuple[Claim, ...] = (
         protocol="ResNet18 on CIFAR100 (d = 10) with CE and the cosine head at several tau, the nearest-class-centre "
         "training accuracy of the features per epoch",
     ),
+    Claim(
+        "jiang2024-thm32-gnc2", _JIANG, "Thm 3.2, Sec. 3",
+        "at a vanishing temperature the classifier of every optimum of the spherically constrained CE-UFM (5) is a "
+        "Softmax Code (it maximises the one-vs-rest margin)",
+        "a theorem (W* is a Softmax Code)", (), None,
+        "not measured as a theorem: its limit at (d, K) = (3, 7) is judged in jiang2024-figC1-tau-limit and the "
+        "codes' margins in jiang2024-fig3-bounds",
+        quote=_q(_JIANG, 147, "is a Softmax Code, i.e.,"),
+        protocol="solve the CE-UFM (5) at a sequence of shrinking tau for several (d, K) from many starts and "
+        "compare rho_one-vs-rest of the optimal W with the best known Softmax Code's; no experiment here",
+    ),
+    Claim(
+        "jiang2024-thm38-tammes", _JIANG, "Thm 3.8, Sec. 3",
+        "for d = 2 or K <= d + 1 the Tammes problem (largest one-vs-one distance) and the Softmax Code (largest "
+        "one-vs-rest distance) have the same solutions",
+        "a theorem (the two codes coincide)", (), None,
+        "not measured as a theorem: the d = 2 codes are judged in jiang2024-figB1-d2-codes",
+        quote=_q(_JIANG, 225, "the Tammes problem and the Softmax codes are equivalent"),
+        protocol="search both codes (many starts) at d = 2 and at K <= d + 1 and compare their one-vs-one and "
+        "one-vs-rest margins, and at one K > d + 1, d > 2 where they may differ; no experiment here",
+    ),
 )  # fmt: skip
 
 

@@ -387,6 +387,25 @@ CLAIMS: tuple[Claim, ...] = (
         protocol="ResNet18 on CIFAR-10, ResNet50 and DeiT-S on ImageNet-1K, the three metrics per epoch on a "
         "50,000-image training subset and on the test set; no experiment here",
     ),
+    Claim(
+        "xu2023-fig2-sigma-t-spectrum", _XU, "Fig. 2, Sec. 4.3",
+        "the eigenvalues of Sigma_T are on a substantially larger scale than those of Sigma_B (ResNet50, ImageNet-1K)",
+        "the spectrum of Sigma_T above that of Sigma_B (read off the figure)", (), None,
+        "paper scale only, and no summary here records spectra",
+        quote=_q(_XU, 160, "has a substantially larger scale"),
+        protocol="the eigenvalues of Sigma_B and Sigma_T of the training features of a ResNet50 trained on "
+        "ImageNet-1K as in Sec. 6.1 (at cpu scale: of fashion-mnist-cnn's features, which its summary does not "
+        "keep); no experiment here",
+    ),
+    Claim(
+        "xu2023-sec43-numerical-stability", _XU, "Secs. 4.3, 5",
+        "VCI is numerically more stable than Fuzziness, whose pseudo-inverse of Sigma_B is ill-conditioned",
+        "VCI stable, Fuzziness prone to numerical instability (no numbers given)", (), None,
+        "no experiment measures it: the claim gives no size to test against",
+        quote=_q(_XU, 162, "the Fuzziness metric is prone to numerical instability"),
+        protocol="trained networks' features in float32 and float64 and under small perturbations (or a "
+        "rank-deficient Sigma_B near collapse), the relative change of Fuzziness and of VCI; no experiment here",
+    ),
 )  # fmt: skip
 
 
