@@ -169,7 +169,7 @@ CLAIMS: tuple[Claim, ...] = (
         "degrees apart and one adjacent: the paper does not say which it fixed); runs above 5 % training error at "
         "the end are dropped and named (with fewer epochs the learned head stalled with classes on one arc, hence "
         "60); the paper: ResNet18 on CIFAR-10, SGD 600 epochs, 5 trials. Not judged: the paper's gap between the "
-        "assignments grows from four to six classes (2.18 to 5.58 points); ours shrinks (the gaps in the ours "
+        "assignments grows from four to six classes (2.18 to 5.58 points); ours shrinks (the differences in the ours "
         "columns of this claim and of jiang2024-fig4-assignment-accuracy). The learned-head criterion checks one "
         "of the three similar pairs (the class opposite T-shirt/top): the summary records no other",
         quote=_q(_JIANG, 501, "the case where Cat-Dog, Automobile-Truck and Deer-Horse pairs are "
