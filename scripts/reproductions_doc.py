@@ -489,7 +489,7 @@ def transfer_table(res: ResultFile | None) -> list[str]:
     """The 000 correlations in full: per group and metric, Pearson r with MLOG (and its spread over seeds), with
     MLO, and with MLOG controlling for logit p_0, ours (``vci-transfer``) beside the paper's (from its Tables 1-2).
     """
-    from nclab.experiments.xu_liu2023.paper import xu2023_paper_r
+    from nclab.experiments.xu_liu2023.paper import XU2023_COSSIM_NOTE, xu2023_paper_r
     from nclab.transfer.study import PAPER_METRICS
 
     title = (
@@ -504,7 +504,7 @@ def transfer_table(res: ResultFile | None) -> list[str]:
     lines += [
         f"`vci-transfer` at cpu scale, seeds: {seeds if seeds is not None else 'not recorded'}. Each cell: r with "
         "MLOG (sd over seeds of the single-seed r) / r with MLO / partial r with MLOG given logit p_0; "
-        "'-' where the result file lacks the value.",
+        f"'-' where the result file lacks the value. The column within_class_cosine is CosSim: {XU2023_COSSIM_NOTE}.",
         "",
         _row(("group", "source", *PAPER_METRICS)),
         _row(["---"] * (2 + len(PAPER_METRICS))),

@@ -83,7 +83,8 @@ def test_missing_result_file_renders_not_yet_computed(tmp_path):
 
 
 def test_rendered_verdict_reads_the_result_file(tmp_path):
-    """A result file's summary decides the row: a fake summary with VCI's sign right in one group only is partly."""
+    """A result file's summary decides the row: a fake summary with VCI's sign right in one group only is not
+    reproduced (the paper's claim holds in both groups: a conjunction)."""
 
     def settings(vci, mlog, converged=(3, 3, 3)):
         return [
@@ -100,7 +101,7 @@ def test_rendered_verdict_reads_the_result_file(tmp_path):
     res.write(tmp_path)
     assert rp.read_results(tmp_path)["vci-transfer"] == res
     row = next(r for r in rp.claim_rows(rp.read_results(tmp_path)) if r["claim"] == "xu2023-fig7-vci")
-    assert row["verdict"] == "partly"
+    assert row["verdict"] == "not reproduced"
     assert row["ours"].startswith("r(vci, MLOG), tau = -1.000 over 3 settings, sd over seeds 0.1; r(vci, MLOG), ")
     # a setting whose runs missed their target is left out and named: two settings decide nothing
     res.summary["setting_means"]["tau"][0]["converged"] = 2

@@ -20,7 +20,12 @@ direction). A claim's outcome from its criteria, in this order:
 * every criterion passes or is inconclusive, at least one inconclusive -> ``inconclusive``;
 * no criterion passes, favours or partly passes (at least one fails) -> ``not reproduced``, or ``paper erratum
   confirmed`` for a claim that tests a statement the paper gets wrong (:attr:`Claim.erratum`);
+* a conjunctive claim (:attr:`Claim.all_required`: the paper says "all", "every", "both") with a criterion that
+  fails (a fail is outside the seeds' spread where a criterion has one) -> ``not reproduced`` likewise;
 * otherwise -> ``partly``.
+
+A claim with more than one judged criterion, not all passing, says how many pass beside its outcome (``1 of 4
+criteria pass``).
 
 A claim of kind ``"check"`` (a derived analysis, the arithmetic of a paper's tables, a consistency check) is no
 reproduction of a paper claim: its outcome is ``holds`` / ``partly holds`` / ``does not hold`` / ``inconclusive``
@@ -88,6 +93,7 @@ __all__ = [
     "outcome_counts",
     "page_markdown",
     "quote",
+    "tally",
     "verdict",
     "verdicts",
 ]
@@ -245,8 +251,9 @@ class SettingR:
     its target; the others are dropped and named with their p_0 (the pretraining accuracy) beside the kept ones'.
 
     ``against`` is ``"mlog"`` (Pearson r with MLOG), ``"mlo"`` (with MLO) or ``"partial"`` (with MLOG controlling
-    for logit p_0). Its spread (:meth:`spread`, for ``"mlog"``) is the summary's ``pearson_r_sd_converged``: the
-    standard deviation over seeds of the per-seed r over the same settings. Fewer than 3 kept settings (4 for the
+    for logit p_0). Its spread (:meth:`spread`) is the summary's ``pearson_r_sd_converged``: the standard
+    deviation over seeds of the per-seed r over the same settings (key ``"group/metric"`` for MLOG,
+    ``"group/metric/mlo"`` for MLO; none for the partial r). Fewer than 3 kept settings (4 for the
     partial r) decide nothing (``inconclusive``). A summary without per-setting values reads *not measured*.
 
     >>> rows = [{"value": v, "runs": 3, "converged": 3 if v > 0.1 else 0, "vci": v, "mlog": 2 * v, "mlo": v,
@@ -265,7 +272,7 @@ class SettingR:
         return f"{name % self.metric}, {self.group}"
 
     def describe(self) -> str:
-        spread = "; spread: the sd over seeds of the per-seed r" if self.against == "mlog" else ""
+        spread = "; spread: the sd over seeds of the per-seed r" if self.against != "partial" else ""
         return (
             f"{self.title()} over the settings whose every run reached its target (one point per setting, the mean "
             f"over seeds; the other settings dropped and named){spread}"
@@ -314,11 +321,13 @@ class SettingR:
         return r, f"{self.title()} = {r:+.3f} over {len(kept)} settings", note
 
     def spread(self, summary: Mapping[str, Any]) -> float | None:
-        """The sd over seeds of the per-seed r (``pearson_r_sd_converged``); ``None`` when undefined (one seed)."""
-        if self.against != "mlog":
+        """The sd over seeds of the per-seed r (``pearson_r_sd_converged``); ``None`` when undefined (one seed) or
+        not recorded (no per-seed r for MLO in the summary; never for the partial r)."""
+        if self.against == "partial":
             return None
+        name = f"{self.group}/{self.metric}" + ("/mlo" if self.against == "mlo" else "")
         try:
-            return float(lookup(summary, ("pearson_r_sd_converged", f"{self.group}/{self.metric}")))
+            return float(lookup(summary, ("pearson_r_sd_converged", name)))
         except _Missing:
             return None
 
@@ -375,13 +384,20 @@ class Sign(Criterion):
     ``inconclusive``, and fewer than 3 converged runs too; with a :class:`SettingR` key, an r within its sd over
     seeds of 0 (``|r| <= sd``) is ``inconclusive``, and so is an r without a recorded spread. With ``full``, a
     value of the right sign (outside the spread) but smaller in size than ``full`` is a partial pass (e.g. a fall
-    of less than one decade where the band asks for one)."""
+    of less than one decade where the band asks for one); with ``partly_min`` too, one smaller than ``partly_min``
+    is a fail (a move too small to count as part of the claim, e.g. a fall of 0.016 decade against "approach").
+
+    >>> band = Sign("decades", +1, full=1.0, partly_min=0.1)
+    >>> [band.check({"decades": v})[0] for v in (1.5, 0.5, 0.016, -0.2)]
+    ['pass', 'partial', 'fail', 'fail']
+    """
 
     key: Source
     sign: int
     spread: bool = False
     basis: str = ""
     full: float | None = None
+    partly_min: float | None = None
 
     def describe(self) -> str:
         extra = "; |mean| <= sd over >= 3 seeds is inconclusive" if self.spread else ""
@@ -389,6 +405,8 @@ class Sign(Criterion):
             extra = "; |r| <= its sd over seeds is inconclusive"
         if self.full is not None:
             extra += f"; pass at |value| >= {_num(self.full)}, partly below"
+            if self.partly_min is not None:
+                extra += f" down to {_num(self.partly_min)}, fail under it"
         return self._said(f"{_src_text(self.key)} {'> 0' if self.sign > 0 else '< 0'}{extra}")
 
     def check(self, summary: Mapping[str, Any]) -> tuple[str, str]:
@@ -398,7 +416,8 @@ class Sign(Criterion):
         if self.spread and isinstance(self.key, SettingR):
             sd = self.key.spread(summary)
             if sd is None or not math.isfinite(sd):
-                return _INCONCLUSIVE, _with(f"{text}: no spread over seeds recorded (one seed)", note)
+                why = "one seed" if self.key.against == "mlog" else "the summary has no per-seed r for it"
+                return _INCONCLUSIVE, _with(f"{text}: no spread over seeds recorded ({why})", note)
             text = f"{text}, sd over seeds {_num(sd)}"
             if abs(v) <= sd:
                 return _INCONCLUSIVE, _with(f"{text}: inside the seeds' spread", note)
@@ -408,6 +427,8 @@ class Sign(Criterion):
                 return _INCONCLUSIVE, _with(f"{text}: fewer than 3 converged runs", note)
             if abs(v) <= _mean_sd([float(x) for x in vals])[1]:
                 return _INCONCLUSIVE, _with(f"{text}: inside the seeds' spread", note)
+        if self.partly_min is not None and 0 < v * self.sign < self.partly_min:
+            return _FAIL, _with(f"{text}: smaller than the partly minimum {_num(self.partly_min)}", note)
         if self.full is not None and 0 < v * self.sign < self.full:
             return _PARTIAL, _with(text, note)
         return (_PASS if v * self.sign > 0 else _FAIL), _with(text, note)
@@ -517,7 +538,7 @@ class Order(Criterion):
         (a, ta, na), (b, tb, nb) = _read(summary, self.a), _read(summary, self.b)
         if a is None or b is None:
             return _INCONCLUSIVE, _with(f"{ta} vs {tb}", na, nb)
-        text = f"{_num(a)} vs {_num(b)}" if not (na or nb or isinstance(self.a, Runs)) else f"{ta} vs {tb}"
+        text = f"{ta} vs {tb}"
         if isinstance(self.a, Runs) or isinstance(self.b, Runs):
             (sa, ka), (sb, kb) = self._sd(summary, self.a), self._sd(summary, self.b)
             if min(ka, kb) < self.min_seeds:
@@ -580,7 +601,7 @@ class Monotone(Criterion):
     def check(self, summary: Mapping[str, Any]) -> tuple[str, str]:
         v = np.asarray(lookup(summary, self.key), dtype=np.float64)
         bad = int(np.count_nonzero(self.direction * np.diff(v) < 0))
-        return (_PASS if bad == 0 else _FAIL), f"{_num(v.tolist())} ({bad} violations)"
+        return (_PASS if bad == 0 else _FAIL), f"{_key_text(self.key)} = {_num(v.tolist())} ({bad} violations)"
 
 
 @dataclass(frozen=True)
@@ -864,7 +885,8 @@ class Claim:
     arithmetic of a table) and returns a summary-like mapping for ``checks``. ``reason`` says in one sentence why
     ours may differ (model, data, scale, recipe). ``erratum`` (non-empty: the paper's statement as printed is
     wrong, and says how) turns "not reproduced" into "paper erratum confirmed". ``protocol`` says, for a claim we
-    measure only at paper scale or not at all, what its measurement takes.
+    measure only at paper scale or not at all, what its measurement takes. ``all_required`` marks a conjunctive
+    claim (the paper says "all", "every", "both"): a criterion that fails makes it "not reproduced", not "partly".
     """
 
     id: str
@@ -881,13 +903,19 @@ class Claim:
     kind: str = "reproduction"  #: ``"reproduction"`` or ``"check"``
     erratum: str = ""
     protocol: str = ""
+    all_required: bool = False  #: a conjunction ("all", "every", "both"): one failing criterion fails the claim
 
     def __post_init__(self) -> None:
         if self.kind not in ("reproduction", "check"):
             raise ValueError(f"claim {self.id}: kind must be 'reproduction' or 'check', not {self.kind!r}")
 
     def criterion(self) -> str:
-        return "; ".join(c.describe() for c in self.checks) if self.checks else "no measurement exists"
+        if not self.checks:
+            return "no measurement exists"
+        said = "; ".join(c.describe() for c in self.checks)
+        if self.all_required and len(self.checks) > 1:
+            said = f"every criterion required (the paper's statement is a conjunction; one that fails fails it): {said}"
+        return said
 
     def paper_says(self) -> str:
         """The paper's value with its quote and source, e.g. ``"..." (000_x.txt:117); value``; a value the paper
@@ -906,6 +934,7 @@ class Verdict:
     claim: Claim
     status: str
     ours: str
+    tally: str = ""  #: ``"k of n criteria pass"`` for a claim judged on more than one criterion
 
     def to_dict(self) -> dict[str, str]:
         c = self.claim
@@ -926,13 +955,16 @@ class Verdict:
 _AS_CHECK = {REPRODUCED: HOLDS, PARTLY: PARTLY_HOLDS, NOT: FAILS, FAVOUR: HOLDS, ERRATUM: FAILS}
 
 
-def combine(outcomes: Sequence[str], *, erratum: bool = False) -> str:
-    """The outcome of a reproduction claim from its criteria's outcomes (the module's rules).
+def combine(outcomes: Sequence[str], *, erratum: bool = False, all_required: bool = False) -> str:
+    """The outcome of a reproduction claim from its criteria's outcomes (the module's rules); ``all_required``
+    (a conjunctive claim): any failing criterion makes it ``not reproduced``.
 
     >>> combine(["pass", "pass"]), combine(["pass", "favour"]), combine(["pass", "inconclusive"])
     ('reproduced', 'differs in our favour', 'inconclusive')
     >>> combine(["fail", "inconclusive"]), combine(["fail"], erratum=True), combine(["pass", "fail"])
     ('not reproduced', 'paper erratum confirmed', 'partly')
+    >>> combine(["pass", "fail", "fail", "fail"], all_required=True)
+    'not reproduced'
     """
     bad = set(outcomes) - set(CRITERION_OUTCOMES)
     if bad:
@@ -946,9 +978,22 @@ def combine(outcomes: Sequence[str], *, erratum: bool = False) -> str:
         return FAVOUR
     if kinds <= {_PASS, _INCONCLUSIVE}:
         return INCONCLUSIVE
-    if kinds <= {_FAIL, _INCONCLUSIVE}:
+    if kinds <= {_FAIL, _INCONCLUSIVE} or (all_required and _FAIL in kinds):
         return ERRATUM if erratum else NOT
     return PARTLY
+
+
+def tally(outcomes: Sequence[str]) -> str:
+    """``"k of n criteria pass"`` (favours count as passes) for more than one criterion of which some do not
+    pass; ``""`` otherwise (one criterion, or all pass: the outcome says it).
+
+    >>> tally(["pass", "fail", "fail", "inconclusive"]), tally(["pass"]), tally(["pass", "favour"])
+    ('1 of 4 criteria pass', '', '')
+    """
+    k = sum(o in (_PASS, _FAVOUR) for o in outcomes)
+    if len(outcomes) < 2 or k == len(outcomes):
+        return ""
+    return f"{k} of {len(outcomes)} criteria pass"
 
 
 def verdict(claim: Claim, summary: Mapping[str, Any] | None) -> Verdict:
@@ -981,7 +1026,7 @@ def verdict(claim: Claim, summary: Mapping[str, Any] | None) -> Verdict:
     # judgement of the paper's claim and does not lift the others' outcome
     judged = [o for c, o in zip(claim.checks, outcomes, strict=True)
               if not (isinstance(c, Converged) and c.dropped_ok and o == _PASS)] or outcomes  # fmt: skip
-    status = combine(judged, erratum=bool(claim.erratum))
+    status = combine(judged, erratum=bool(claim.erratum), all_required=claim.all_required)
     # a claim whose required runs did not all reach their target is inconclusive as a whole: a fail computed from
     # them does not outrank it
     if any(isinstance(c, Converged) and not c.dropped_ok and o == _INCONCLUSIVE for c, o in zip(
@@ -989,7 +1034,7 @@ def verdict(claim: Claim, summary: Mapping[str, Any] | None) -> Verdict:
         status = INCONCLUSIVE
     if claim.kind == "check":
         status = _AS_CHECK.get(status, status)
-    return Verdict(claim, status, "; ".join(ours))
+    return Verdict(claim, status, "; ".join(ours), tally(judged))
 
 
 def outcome_counts(found: Sequence[Verdict]) -> dict[str, dict[str, int]]:
@@ -1062,11 +1107,16 @@ def ours(value: Any, reason: str) -> Value:
 
 
 _OUTCOME_NOTE = (
-    "Outcomes: reproduced = every criterion passes; partly = some do; not reproduced = none does; inconclusive = "
-    "the difference is inside the seeds' spread (|difference of means| <= the sum of the two settings' standard "
-    "deviations over seeds) or too few runs reached their target; differs in our favour = ours beats the paper's "
-    "direction; paper erratum confirmed = the paper's statement as printed fails where its corrected form holds; "
-    "not measured = a value the criterion reads is absent. Checks (derived analyses, the papers' table arithmetic) "
+    "Outcomes, from each claim's criteria (pass, partly, fail, inconclusive, favour), in this order: not measured = "
+    "a value a criterion reads is absent; reproduced = every criterion passes; differs in our favour = every "
+    "criterion passes or favours ours (ours beats the paper's direction), at least one favours; inconclusive = "
+    "every criterion passes or is inconclusive, at least one inconclusive (the difference is inside the seeds' "
+    "spread: |difference of means| <= the sum of the two settings' standard deviations over seeds, or too few runs "
+    "reached their target); not reproduced = none passes, favours or partly passes (at least one fails), and also "
+    "a conjunctive claim (the paper says all, every, both) with a failing criterion; paper erratum confirmed = "
+    "not reproduced for a statement the paper prints wrongly, where its corrected form holds; partly = any other "
+    "mix (some criteria pass or partly pass, others fail or are inconclusive). A claim with several criteria says "
+    "how many pass beside its outcome when not all do. Checks (derived analyses, the papers' table arithmetic) "
     "hold or do not hold and are no reproductions. Thresholds the paper does not state are ours. The spread rule is "
     "a heuristic, not a significance test: at n = 3 seeds a sample sd is itself uncertain (the true sd lies between "
     "about 0.5 and 6.3 times it, 95 %), and a difference outside the sum of the two sds corresponds, for equal sds, "
@@ -1108,6 +1158,15 @@ _OURS_WORDS: tuple[tuple[str, str], ...] = (
     ('fig2-thm3.2-free-bias["loss"]', "GD objective"),
     ('fig3-thm4.1-extended-linear["loss"]', "GD objective"),
     ("(t = ", "(closed form "),
+    ('sweep[*]["pfc1"]', "MUFM PFC1, lambda 0.1 -> 4"),
+    ('sweep[*]["pfc2"]', "MUFM PFC2, lambda 0.1 -> 4"),
+    ('sweep[*]["alignment"]', "MUFM alignment distance, lambda 0.1 -> 4"),
+    ('sweep[-1]["pfc1"]', "MUFM PFC1 at the largest lambda"),
+    ('sweep[0]["pfc1"]', "MUFM PFC1 at the smallest lambda"),
+    ('data["pfc1"]', "the data's PFC1"),
+    ('ufm["pfc1"]', "UFM optimum's PFC1"),
+    ("errors = [", "relative error per n (growing) = ["),
+    ("thm3_min_over_printed", "minimum over the layers / ||H - X||^2"),
     ('predicted_monotone_violations["pfc1"]', "predicted PFC1 breaks"),
     ('predicted_monotone_violations["pfc2"]', "predicted PFC2 breaks"),
     ('predicted_monotone_violations["pfc3"]', "predicted PFC3 breaks"),
@@ -1233,7 +1292,8 @@ def page_markdown(
             for v in rows:
                 c = v.claim
                 claim = f"**{c.id}** ({c.where}): {c.quantity}"
-                lines.append(_row([claim, c.paper_says(), worded(v.ours), f"**{v.status}**", _sentence(c.reason)]))
+                outcome = f"**{v.status}** ({v.tally})" if v.tally else f"**{v.status}**"
+                lines.append(_row([claim, c.paper_says(), worded(v.ours), outcome, _sentence(c.reason)]))
             lines.append("")
         if mine:
             lines += ["<details><summary>Criteria, thresholds and baselines</summary>", ""]

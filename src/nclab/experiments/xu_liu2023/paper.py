@@ -171,6 +171,14 @@ _XU_FIG7_REASON = (
 )
 
 
+#: Which way CosSim points: ours against the paper's definition.
+XU2023_COSSIM_NOTE = (
+    "CosSim here is the mean within-class cosine similarity (higher = more collapsed); the paper defines the mean "
+    "cosine distance, 1 - similarity (000_aebadd9e07b35241.txt:86-89), and calls it Cosine Similarity; its Table 2 "
+    "column behaves like the similarity, so its signs compare with ours as they stand"
+)
+
+
 _XU_STANDIN_REASON = (
     "ours: a small CNN (d = 128, K = 10: p/K = 12.8) on 1,000 Fashion-MNIST images, 80 epochs with the "
     "[Han et al. 2022] recipe, MSE and CE, 3 seeds each, against ResNet50 on ImageNet-1K (p/K = 2.048)"
@@ -226,6 +234,7 @@ CLAIMS: tuple[Claim, ...] = (
               for loss in ("mse", "ce")),
         "fashion-mnist-cnn", _XU_FIG3_REASON,
         quote=_q(_XU, 265, "On the other hand, Fuzziness and VCI show a decreasing trend across these settings."),
+        all_required=True,
     ),
     Claim(
         "xu2023-fig4-mse-vs-ce", _XU, "Fig. 4, Sec. 6.1",
@@ -239,9 +248,10 @@ CLAIMS: tuple[Claim, ...] = (
                     basis="a higher within-class cosine is more collapsed"),
         ),
         "fashion-mnist-cnn",
-        _XU_STANDIN_REASON + "; each loss at its own lr (MSE 0.18045, CE 0.0679)",
+        _XU_STANDIN_REASON + "; each loss at its own lr (MSE 0.18045, CE 0.0679). " + XU2023_COSSIM_NOTE,
         quote=_q(_XU, 267, "Additionally, it is observed that neural networks trained with MSE loss exhibit a higher "
                  "level of collapse compared to those trained with CE loss"),
+        all_required=True,
     ),
     Claim(
         "xu2023-fig6-test-collapse", _XU, "Fig. 6, Sec. 6.2",
@@ -253,6 +263,7 @@ CLAIMS: tuple[Claim, ...] = (
         "fashion-mnist-cnn",
         _XU_STANDIN_REASON + "; test VCI on 1,000 test images",
         quote=_q(_XU, 237, "Figure 6: Train Collapse and Test Collapse both happen for VCI."),
+        all_required=True,
     ),
     Claim(
         "xu2023-fig4-small-pk", _XU, "Fig. 4, Sec. 6.1",
@@ -280,6 +291,7 @@ CLAIMS: tuple[Claim, ...] = (
         "vci-transfer", _XU_FIG7_REASON,
         quote=_q(_XU, 289, "However, a strong positive correlation consistently holds between VCI and "
                  "transferability."),
+        all_required=True,
     ),
     Claim(
         "xu2023-fig7-others-flip", _XU, "Fig. 7 / Table 2, Sec. 6.3",
@@ -292,7 +304,7 @@ CLAIMS: tuple[Claim, ...] = (
             *(Flip(SettingR("tau", m), SettingR("lambda", m), signs, basis=_VCI_TARGET)
               for m, signs in (("nc1", (+1, -1)), ("trace_ratio", (+1, -1)), ("within_class_cosine", (-1, +1)))),
         ),
-        "vci-transfer", _XU_FIG7_REASON,
+        "vci-transfer", f"{_XU_FIG7_REASON}. {XU2023_COSSIM_NOTE}",
         quote=_q(_XU, 289, "The bottom row of Figure 7 shows that for the three previous metrics, the correlation "
                  "changes from positive to negative, or vice versa."),
     ),
@@ -301,8 +313,10 @@ CLAIMS: tuple[Claim, ...] = (
         "derived analysis (ours, not a claim of the paper): r(VCI, MLO), raw transfer without MLOG's -logit p_0, "
         "per group, on the same runs as xu2023-fig7-vci",
         f"tau {_r('tau', 'vci', 'mlo')}, lambda {_r('lambda', 'vci', 'mlo')} (recomputed from Tables 1-2)",
-        (Sign(SettingR("tau", "vci", "mlo"), +1), Sign(SettingR("lambda", "vci", "mlo"), +1)), "vci-transfer",
-        "the same converged settings as xu2023-fig7-vci, one mean over seeds per setting", paper_value_ours=True,
+        (Sign(SettingR("tau", "vci", "mlo"), +1, spread=True), Sign(SettingR("lambda", "vci", "mlo"), +1, spread=True)),
+        "vci-transfer",
+        "the same converged settings as xu2023-fig7-vci, one mean over seeds per setting, and the same spread rule "
+        "(an r within its sd over seeds of 0, or without a recorded sd, is inconclusive)", paper_value_ours=True,
         kind="check",
     ),
     Claim(
@@ -372,6 +386,25 @@ CLAIMS: tuple[Claim, ...] = (
                  "Similarity."),
         protocol="ResNet18 on CIFAR-10, ResNet50 and DeiT-S on ImageNet-1K, the three metrics per epoch on a "
         "50,000-image training subset and on the test set; no experiment here",
+    ),
+    Claim(
+        "xu2023-fig2-sigma-t-spectrum", _XU, "Fig. 2, Sec. 4.3",
+        "the eigenvalues of Sigma_T are on a substantially larger scale than those of Sigma_B (ResNet50, ImageNet-1K)",
+        "the spectrum of Sigma_T above that of Sigma_B (read off the figure)", (), None,
+        "paper scale only, and no summary here records spectra",
+        quote=_q(_XU, 160, "has a substantially larger scale"),
+        protocol="the eigenvalues of Sigma_B and Sigma_T of the training features of a ResNet50 trained on "
+        "ImageNet-1K as in Sec. 6.1 (at cpu scale: of fashion-mnist-cnn's features, which its summary does not "
+        "keep); no experiment here",
+    ),
+    Claim(
+        "xu2023-sec43-numerical-stability", _XU, "Secs. 4.3, 5",
+        "VCI is numerically more stable than Fuzziness, whose pseudo-inverse of Sigma_B is ill-conditioned",
+        "VCI stable, Fuzziness prone to numerical instability (no numbers given)", (), None,
+        "no experiment measures it: the claim gives no size to test against",
+        quote=_q(_XU, 162, "the Fuzziness metric is prone to numerical instability"),
+        protocol="trained networks' features in float32 and float64 and under small perturbations (or a "
+        "rank-deficient Sigma_B near collapse), the relative change of Fuzziness and of VCI; no experiment here",
     ),
 )  # fmt: skip
 
