@@ -15,8 +15,9 @@ then ``collapse_report`` of the float64 statistics with its linear algebra on th
 linalg="torch")``, what ``"auto"`` runs on CUDA; target at d = 2,048, K = 1,000: <= 0.5 s) and on the host
 (``linalg="numpy"``: the d x d matrices copied off the GPU, the path before the device backend), the largest
 relative difference of their values, and the device linear algebra part by part (the K x d SVD with each cuSOLVER
-driver and through a QR first, the d x d eigenvalues, the Cholesky factor); then the demo training run (``nclab demo`` CE config) on
-``train.device: cuda`` with its measurement overhead (measurement time / training time, from the run's timers).
+driver and through a QR first, the d x d eigenvalues, the Cholesky factor); then the demo training run
+(``nclab demo`` CE config) on ``train.device: cuda`` with its measurement overhead (measurement time / training
+time, from the run's timers).
 ``--report-only`` skips the ClassStats timings. Without CUDA it says so and exits 0; ``--smoke`` runs everything
 at a tiny size on the CPU instead (N = 4,000, d = 64, K = 10, one round, no training): a check that the script
 runs, not a measurement.
