@@ -27,7 +27,7 @@ __all__ = [
 #: The similar class pairs of Fig. 4 and Fig. B.6 (App. B.5), by figure, dataset and original label: the paper's
 #: {automobile, truck}, {cat, dog} (and {deer, horse}) of CIFAR-10, the stand-in's {T-shirt/top, Shirt}, {Sneaker,
 #: Ankle boot} (and {Pullover, Coat}) of Fashion-MNIST.
-_SIMILAR: dict[str, dict[str, tuple[set[int], ...]]] = {
+_SIMILAR = {
     "fig4": {"cifar10": ({1, 9}, {3, 5}), "fashion-mnist": ({0, 6}, {7, 9}), "digits": ({0, 6}, {7, 9})},
     "figB6": {
         "cifar10": ({1, 9}, {3, 5}, {4, 7}),
@@ -41,9 +41,7 @@ def _similar_pairs(data: dict[str, Any], figure: str = "fig4") -> set[tuple[int,
     """The similar pairs of a Fig. 4 (``figure``: or Fig. B.6) run as indices of its relabelled classes
     (``data.options.classes``)."""
     classes = list(data["options"]["classes"])
-    pairs: Any = _SIMILAR[figure][data["name"]]
-    found = (sorted(classes.index(c) for c in pair) for pair in pairs)
-    return {(i, j) for i, j in found}
+    return {tuple(sorted(classes.index(c) for c in pair)) for pair in _SIMILAR[figure][data["name"]]}  # type: ignore[misc,index]
 
 
 def _accuracy(record: Any, split: str) -> dict[int, float]:
@@ -317,9 +315,8 @@ def _train_class_means(folder: Path) -> tuple[np.ndarray, np.ndarray]:
 
     cfg = load_config(folder / "config.yaml")
     train = load_run_data(cfg, torch.device("cpu"), cfg.train.batch_size).splits["train"]
-    assert train is not None  # every run here has a training split
-    x, y = train.x, train.y  # type: ignore[attr-defined]  # in-memory data
-    model = build_model(cfg.model.name, tuple(x.shape[1:]), train.K, head=cfg.model.head.build_kwargs(),
+    x, y = train.x, train.y  # type: ignore[union-attr]  # in-memory data
+    model = build_model(cfg.model.name, tuple(x.shape[1:]), train.K, head=cfg.model.head.build_kwargs(),  # type: ignore[union-attr]
                         **cfg.model.options)  # fmt: skip
     model.load_state_dict(load_checkpoint(folder / "checkpoints" / "last.pt")["model"])
     model.eval()
@@ -335,8 +332,8 @@ def _train_class_means(folder: Path) -> tuple[np.ndarray, np.ndarray]:
     if cfg.model.head.kind == "cosine":
         H = H / np.linalg.norm(H, axis=1, keepdims=True)
     labels = y.numpy()
-    means = np.stack([H[labels == k].mean(axis=0) for k in range(train.K)])
-    W = torch.as_tensor(model.head.weight).detach().double().numpy()
+    means = np.stack([H[labels == k].mean(axis=0) for k in range(train.K)])  # type: ignore[union-attr]
+    W = model.head.weight.detach().double().numpy()  # type: ignore[operator]
     if cfg.model.head.kind == "cosine":  # the head reads unit rows: their stored lengths are arbitrary
         W = W / np.linalg.norm(W, axis=1, keepdims=True)
     return W, means
