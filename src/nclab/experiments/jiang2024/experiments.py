@@ -23,6 +23,7 @@ that of Fig. B.1 a/b, a trained d = 2 network with weight decay and a linear hea
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -671,27 +672,22 @@ GNC_SIX_ASSIGNMENTS: tuple[tuple[int, ...], ...] = ((0, 3, 1, 4, 2, 5), (0, 1, 2
 GNC_SIX_TAU = 0.2
 
 
-def _six_class_configs(*, tiny: bool = False) -> dict:
-    """Fig. B.6 at d = 2: the learned cosine head and the hexagon fixed in each of :data:`GNC_SIX_ASSIGNMENTS`,
-    tau = 0.2 as the paper, 200 training and 1000 test images per class, 60 epochs, the Fig. 4 stand-in's network and
-    optimiser otherwise (``tiny``: the same runs on the embedded digits for 2 epochs, the smoke test).
-
-    The learned d = 2 head needs the 60 epochs: after 30 it stalled with classes on one arc in 3 of 3 seeds (12-24 %
-    training error at tau = 0.05, 500 images per class; 17 % at tau = 0.2), after 60 at tau = 0.2 it ended at 0-3.6 %
-    in 3 of 3 (measured 2026-12-05)."""
+def _d2_fashion_configs(
+    figure: str, heads: dict[str, dict[str, Any]], classes: Sequence[int], test_per_class: int, tiny: bool
+) -> dict:
+    """One run per head of the d = 2 Fashion-MNIST stand-ins of App. B (``figure``: ``figB6`` or ``figB1``): the
+    Fig. 4 stand-in's CNN with a d = 2 bottleneck on ``classes``, 200 training and ``test_per_class`` test images per
+    class, AdamW (weight decay 5e-4) for 60 epochs, measured at the end (``tiny``: the same runs on the embedded
+    digits for 2 epochs, the smoke test)."""
     from nclab.train.config import deep_merge, resolve_config
 
-    heads: dict[str, dict[str, Any]] = {"learned": {"kind": "cosine", "tau": GNC_SIX_TAU}}
-    for a in GNC_SIX_ASSIGNMENTS:
-        heads["fixed-" + "".join(map(str, a))] = {"kind": "fixed", "code": "polygon", "assignment": list(a),
-                                                  "tau": GNC_SIX_TAU}  # fmt: skip
     out = {}
     for name, head in heads.items():
         raw: dict[str, Any] = {
-            "name": f"jiang-figB6-cpu-{name}",
+            "name": f"jiang-{figure}-cpu-{name}",
             "preset": "jiang2023-gnc@cpu",
-            "data": {"name": "fashion-mnist", "per_class": 200, "test_per_class": 1000,
-                     "options": {"classes": list(GNC_SIX_CLASSES)}},
+            "data": {"name": "fashion-mnist", "per_class": 200, "test_per_class": test_per_class,
+                     "options": {"classes": list(classes)}},
             "model": {"name": "cnn", "options": {"channels": [16, 32], "hidden": 64, "d": 2}, "head": head},
             "optim": {"name": "adamw", "lr": 1e-3, "weight_decay": 5e-4},
             "train": {"epochs": 60, "batch_size": 128, "threads": 1},
@@ -705,22 +701,37 @@ def _six_class_configs(*, tiny: bool = False) -> dict:
                 "measure": {"epochs": [2]},
                 "report": False,
             })  # fmt: skip
-        out[f"figB6/{raw['data']['name']}/cnn-d2/{name}"] = resolve_config(raw)
+        out[f"{figure}/{raw['data']['name']}/cnn-d2/{name}"] = resolve_config(raw)
     return out
+
+
+def _three_seeds(configs: dict, scale: str) -> dict:
+    """Per label, the seeds it trains: 3 at cpu scale (the claims compare settings over seeds), 1 in the smoke
+    test."""
+    return {k: (0, 1, 2) if scale == "cpu" else (0,) for k in configs}
+
+
+def _six_class_configs(*, tiny: bool = False) -> dict:
+    """Fig. B.6 at d = 2: the learned cosine head and the hexagon fixed in each of :data:`GNC_SIX_ASSIGNMENTS`,
+    tau = 0.2 as the paper, 1000 test images per class (:func:`_d2_fashion_configs`).
+
+    The learned d = 2 head needs the 60 epochs: after 30 it stalled with classes on one arc in 3 of 3 seeds (12-24 %
+    training error at tau = 0.05, 500 images per class; 17 % at tau = 0.2), after 60 at tau = 0.2 it ended at 0-3.6 %
+    in 3 of 3 (measured 2026-12-05)."""
+    heads: dict[str, dict[str, Any]] = {"learned": {"kind": "cosine", "tau": GNC_SIX_TAU}}
+    for a in GNC_SIX_ASSIGNMENTS:
+        heads["fixed-" + "".join(map(str, a))] = {"kind": "fixed", "code": "polygon", "assignment": list(a),
+                                                  "tau": GNC_SIX_TAU}  # fmt: skip
+    return _d2_fashion_configs("figB6", heads, GNC_SIX_CLASSES, 1000, tiny)
 
 
 #: The runs of ``gnc-six-class`` per scale (the paper-scale learned run is ``gnc-trained``'s ``figB6``).
 SIX_CLASS_CONFIGS = {"tiny": lambda: _six_class_configs(tiny=True), "cpu": _six_class_configs}
 
 
-def _six_class_seeds(configs: dict, scale: str) -> dict:
-    """Per label, the seeds it trains: 3 at cpu scale (the claims compare heads over seeds), 1 in the smoke test."""
-    return {k: (0, 1, 2) if scale == "cpu" else (0,) for k in configs}
-
-
 def _six_class_protocols(scale: str) -> list[Protocol]:
     configs = SIX_CLASS_CONFIGS[scale]()
-    return protocols_of(configs, seeds=_six_class_seeds(configs, scale))
+    return protocols_of(configs, seeds=_three_seeds(configs, scale))
 
 
 @register(
@@ -738,7 +749,7 @@ def _six_class_protocols(scale: str) -> list[Protocol]:
 def six_class(out: Path, scale: str, seed: int) -> dict[str, Any]:
     check_scale(scale, ("tiny", "cpu"))
     configs = SIX_CLASS_CONFIGS[scale]()
-    summary, folders = run_configs(configs, out, scale, seed, seeds=_six_class_seeds(configs, scale))
+    summary, folders = run_configs(configs, out, scale, seed, seeds=_three_seeds(configs, scale))
     return {**summary, **assignment_of_runs(folders, figure="figB6")}
 
 
@@ -751,49 +762,20 @@ GNC_WD_SC_TAU = 0.1
 
 
 def _wd_sc_configs(*, tiny: bool = False) -> dict:
-    """Fig. B.1 a/b at d = 2: the small CNN with a linear head under weight decay (``wd``, no bias, as the paper's
-    B.1) and with the cosine head at tau = 0.1 (``sc``, the spherical constraint), 200 images per class, AdamW
-    30 epochs (``tiny``: the same two runs on the embedded digits for 2 epochs, the smoke test)."""
-    from nclab.train.config import deep_merge, resolve_config
-
+    """Fig. B.1 a/b at d = 2: a linear head under weight decay (``wd``, no bias, as the paper's B.1) and the cosine
+    head at tau = 0.1 (``sc``, the spherical constraint), 100 test images per class (:func:`_d2_fashion_configs`)."""
     heads: dict[str, dict[str, Any]] = {"wd": {"kind": "linear", "bias": False},
                                         "sc": {"kind": "cosine", "tau": GNC_WD_SC_TAU}}  # fmt: skip
-    out = {}
-    for name, head in heads.items():
-        raw: dict[str, Any] = {
-            "name": f"jiang-figB1-cpu-{name}",
-            "preset": "jiang2023-gnc@cpu",
-            "data": {"name": "fashion-mnist", "per_class": 200, "test_per_class": 100,
-                     "options": {"classes": list(GNC_WD_SC_CLASSES)}},
-            "model": {"name": "cnn", "options": {"channels": [16, 32], "hidden": 64, "d": 2}, "head": head},
-            "optim": {"name": "adamw", "lr": 1e-3, "weight_decay": 5e-4},
-            "train": {"epochs": 60, "batch_size": 128, "threads": 1},
-            "measure": {"epochs": [60], "splits": ["train", "test"], "layers": "penultimate"},
-        }  # fmt: skip
-        if tiny:
-            raw = deep_merge(raw, {
-                "data": {"name": "digits", "per_class": 20, "test_per_class": 10},
-                "model": {"options": {"channels": [4, 8], "hidden": 16}},
-                "train": {"epochs": 2, "batch_size": 32, "threads": 1},
-                "measure": {"epochs": [2]},
-                "report": False,
-            })  # fmt: skip
-        out[f"figB1/{raw['data']['name']}/cnn-d2/{name}"] = resolve_config(raw)
-    return out
+    return _d2_fashion_configs("figB1", heads, GNC_WD_SC_CLASSES, 100, tiny)
 
 
 #: The runs of ``gnc-wd-vs-sc`` per scale.
 WD_SC_CONFIGS = {"tiny": lambda: _wd_sc_configs(tiny=True), "cpu": _wd_sc_configs}
 
 
-def _wd_sc_seeds(configs: dict, scale: str) -> dict:
-    """Per label, the seeds it trains: 3 at cpu scale (the claim compares the two over seeds), 1 in the smoke test."""
-    return {k: (0, 1, 2) if scale == "cpu" else (0,) for k in configs}
-
-
 def _wd_sc_protocols(scale: str) -> list[Protocol]:
     configs = WD_SC_CONFIGS[scale]()
-    return protocols_of(configs, seeds=_wd_sc_seeds(configs, scale))
+    return protocols_of(configs, seeds=_three_seeds(configs, scale))
 
 
 @register(
@@ -811,5 +793,5 @@ def _wd_sc_protocols(scale: str) -> list[Protocol]:
 def wd_vs_sc(out: Path, scale: str, seed: int) -> dict[str, Any]:
     check_scale(scale, ("tiny", "cpu"))
     configs = WD_SC_CONFIGS[scale]()
-    summary, folders = run_configs(configs, out, scale, seed, seeds=_wd_sc_seeds(configs, scale))
+    summary, folders = run_configs(configs, out, scale, seed, seeds=_three_seeds(configs, scale))
     return {**summary, **wd_sc_of_runs(folders)}

@@ -19,8 +19,10 @@ from nclab.experiments.claims import (
     Order,
     Value,
     ours,
+    quote,
 )
-from nclab.experiments.claims import quote as _q
+
+_q = quote  # the quotes below cite the papers' text files by line
 
 __all__ = ["CLAIMS", "PROTOCOLS"]
 
