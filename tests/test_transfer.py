@@ -427,7 +427,8 @@ def test_converged_settings_leave_out_a_setting_that_missed_its_target():
             rows.append({
                 "run": f"tau={t}-s{seed}", "group": "tau", "value": t, "seed": seed, "vci": vci, "nc1": vci,
                 "trace_ratio": rng.random(), "within_class_cosine": rng.random(),
-                "mlog": (-1.0 if t == 0.1 else vci) + 0.05 * rng.standard_normal(), "mlo": vci + 1.0,
+                "mlog": (-1.0 if t == 0.1 else vci) + 0.05 * rng.standard_normal(),
+                "mlo": vci + 1.0 + 0.05 * rng.standard_normal(),
                 "pretrain_accuracy": 0.76 if t == 0.1 else 0.85,
             })  # fmt: skip
     converged = {r["run"]: not (r["value"] == 0.1 and r["seed"] > 0) for r in rows}
