@@ -263,17 +263,21 @@ FLOAT32_TARGETS = [("peer float32", 0.45), ("float32 X.T @ X", 1.6)]  # nclab fl
 
 def float32_layout(X, y, K, batch):
     """How ClassStats' float32 path ran at the current thread budget: the lanes (threads) an update split its rows
-    between (``ClassStats._lanes``; private, read here to make the output self-contained)."""
+    between and the worker threads that formed lane 0's block Grams (``ClassStats._lanes``, ``Lane.pipe``;
+    private, read here to make the output self-contained)."""
     stats = ClassStats(K, X.shape[1], compute_dtype="float32")
     for s in range(0, min(X.shape[0], 5 * batch), batch):
         stats.update(X[s : s + batch], y[s : s + batch])
-    return f"{len(stats._lanes)} lane(s) per update of {batch} rows"
+    pipe = stats._lanes[0].pipe
+    stats.raw("scatter_dev")  # nothing left in flight
+    return f"{len(stats._lanes)} lane(s) per update of {batch} rows, {pipe.workers if pipe else 0} Gram worker(s)"
 
 
 def float32_breakdown(X, y, K, batch):
-    """One extra nclab float32 run, timed inside: wall time of the block Grams formed in the calling thread
-    (``Lane.flush_gram`` of lane 0; the other lanes form theirs at the same time), of the final flush and Sigma_W,
-    and the rest (screen, O(B d) passes, waiting for the other lanes), in ms."""
+    """One extra nclab float32 run, timed inside: wall time of the block Grams in the calling thread
+    (``Lane.flush_gram`` of lane 0: with Gram workers, queuing a block and the Grams the calling thread forms
+    itself when the workers fall behind; the other lanes form theirs at the same time), of the final flush and
+    Sigma_W, and the rest (screen, O(B d) passes, waiting for the other lanes), in ms."""
     from nclab.stats import _lanes
 
     spent = {"gram": 0.0}

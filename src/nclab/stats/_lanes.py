@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 import torch
 
+from nclab.stats._gram_pipeline import GramPipeline
 from nclab.stats._kernels import accelerated, gram_add, syrk_update, work_buffers
 
 __all__ = ["MAX_LANES", "MIN_LANE_ROWS", "PARTIAL_ROWS", "Lane", "LaneSpec", "run_lanes"]
@@ -85,6 +86,8 @@ class Lane:
         self._part_rows: torch.Tensor | None = None  # per class, at least its rows in the partial sums (CPU)
         self._partial = False  # the partial sums hold rows
         self.dirty = False
+        # float32 block Grams formed on worker threads (lane 0 of a multi-core float32 update, :meth:`use_pipeline`)
+        self.pipe: GramPipeline | None = None
 
     # ------------------------------------------------------------------ targets
     def own(self) -> dict[str, torch.Tensor]:
@@ -112,6 +115,8 @@ class Lane:
 
     def discard(self) -> None:
         """Forget every row not yet in a target (the state they belonged to was replaced)."""
+        if self.pipe is not None:
+            self.pipe.discard()
         self.pending = 0
         self._partial = False
         for t in (self._sums, self._units, self._aux, self._part_rows):
@@ -277,6 +282,16 @@ class Lane:
                 self.flush_gram(target)
 
     # ------------------------------------------------------------------ flushing
+    def use_pipeline(self, workers: int) -> None:
+        """Form this lane's float32 block Grams on ``workers`` worker threads (``nclab.stats._gram_pipeline``;
+        0: in the calling thread, after the blocks already queued)."""
+        if workers == (0 if self.pipe is None else self.pipe.workers):
+            return
+        if self.pipe is not None:
+            self.pipe.drain()
+        # the caller's block, up to two waiting for a worker (then the caller takes one), one per worker
+        self.pipe = GramPipeline(workers, slots=workers + 3) if workers else None
+
     def gram_due(self, rows: int) -> bool:
         """Whether adding ``rows`` more float32 rows (:meth:`add_float32`) may form a Gram, i.e. call the BLAS:
         the caller sets the BLAS to one thread only for such updates (a pair of threadpoolctl calls per library
@@ -293,10 +308,15 @@ class Lane:
         if self.pending == 0:
             return
         assert self.block is not None
-        block = self.block[: self.pending]
+        rows, block = self.pending, self.block[: self.pending]
         self.pending = 0
         if not self.spec.full:
             return
+        if self.pipe is not None:
+            if block.dtype == torch.float32:
+                self.block = self.pipe.submit(self.block, rows, target["scatter_dev"])
+                return
+            self.pipe.drain()  # the queued float32 blocks are added first
         if block.dtype == torch.float64 and not self.parallel:
             syrk_update(target["scatter_dev"], block)
         else:
@@ -306,7 +326,12 @@ class Lane:
         """Everything pending (Gram block, float32 partial sums) into ``target``."""
         if not self.dirty:
             return
-        self.flush_gram(target)
+        if self.pipe is not None:
+            with self.pipe.session():
+                self.flush_gram(target)
+                self.pipe.drain()
+        else:
+            self.flush_gram(target)
         self.flush_partials(shift, target)
         self.dirty = False
 

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Hashable, Mapping
+from contextlib import AbstractContextManager, nullcontext
 from functools import partial
 from typing import Any, Literal, NamedTuple, cast
 
@@ -164,7 +165,10 @@ class ClassStats(Accumulator):
     batch, while a lane's buffers stay under 64 MB): the rows are split into lanes that run on threads of their
     own, each with torch and the BLAS at one thread (restored after; the BLAS only for the updates that form a
     block's Gram); the first read after an update adds the rows the lanes still hold, each lane on its own thread.
-    The result is the same up to rounding.
+    The result is the same up to rounding. float32 rows of the full track with ``compute_dtype="float32"`` take
+    one lane instead, and worker threads form its block Grams while the next blocks fill (the calling thread
+    helps when they fall behind); the sums are added in block order, so the result is the one-thread result bit
+    for bit. An update that queues or forms such a Gram holds the BLAS at one thread until it returns.
     Raises :class:`nclab.memory.AllocationTooLarge` (a ``MemoryError`` and a ``ValueError``) before allocating
     state larger than the available memory or the ``NCLAB_MAX_BYTES`` cap (``24 K d`` bytes, ``16 K d`` without
     unit sums, plus ``8 d^2`` for ``track="full"``), suggesting ``track="light"`` when the d x d scatter is the bulk.
@@ -295,6 +299,8 @@ class ClassStats(Accumulator):
     def _allocate(self, device: torch.device) -> None:
         super()._allocate(device)
         self._all_shifted = False
+        for lane in self._lanes:  # Grams still being formed belong to the state being replaced
+            lane.discard()
         self._lanes = []  # their buffers belong to a device and a block size
         self._forget_shift32()
 
@@ -447,6 +453,7 @@ class ClassStats(Accumulator):
         # each: a library's own workers keep spinning after each call on the cores the next call needs (measured
         # 2-3x slower, benchmarks/RESULTS.md). Rows are split between lanes, one per core in the torch budget.
         lanes = self._lane_count(B, x.device if self._device is None else self._device)
+        threads = torch.get_num_threads()  # torch's budget, before the update sets it to one thread
         with torch_threads(1, x.device):
             # Every check runs on the batch's own device before the state is allocated or touched: a rejected
             # batch leaves no trace, not even the device the first batch would pin.
@@ -467,13 +474,23 @@ class ClassStats(Accumulator):
             per_class = self._count(y, dev)
             gram32 = self.compute_dtype == "float32" and screen.safe
             shift32 = shift32 if screen.fast else None
-            tasks = self._lane_tasks(lanes, x, y, norms, shift32, per_class, gram32, screen.zero_rows)
-            # the BLAS at one thread while several lanes may call it; the float32 lanes call it only for a Gram
-            blas = lanes > 1 and (
-                shift32 is None
-                or any(self._lanes[i].gram_due(B * (i + 1) // lanes - B * i // lanes) for i in range(lanes))
-            )
-            with single_blas_thread(blas):
+            # float32 rows of the full track: one lane does the O(B d) passes and worker threads form the Grams
+            workers = self._gram_workers(dev, threads) if shift32 is not None else 0
+            lanes = 1 if workers else lanes
+            tasks = self._lane_tasks(lanes, x, y, norms, shift32, per_class, gram32, screen.zero_rows, workers)
+            pipe = self._lanes[0].pipe
+            context: AbstractContextManager[None]
+            if pipe is not None:  # a session begins products (the BLAS at one thread) when blocks wait or fill
+                context = pipe.session() if pipe.busy or self._lanes[0].gram_due(B) else nullcontext()
+            else:  # the BLAS at one thread while several lanes may call it; the float32 lanes call it for a Gram
+                context = single_blas_thread(
+                    lanes > 1
+                    and (
+                        shift32 is None
+                        or any(self._lanes[i].gram_due(B * (i + 1) // lanes - B * i // lanes) for i in range(lanes))
+                    )
+                )
+            with context:
                 run_lanes(tasks)
         self._touch()
         return self
@@ -570,6 +587,17 @@ class ClassStats(Accumulator):
         buffers = 8 * b * d + 4 * b * d + 8 * dd + 4 * 2 * K * d  # Gram block, scratch, Gram, partial sums
         return n if own + buffers <= _LANE_BYTES else 1
 
+    def _gram_workers(self, device: torch.device, threads: int) -> int:
+        """Worker threads that form the float32 block Grams of the full track (``nclab.stats._gram_pipeline``):
+        one per core of torch's budget (``threads``) beyond the caller's, at most :data:`MAX_LANES` - 1, on the
+        CPU, while the pipeline's buffers (block buffers and float32 products) stay under 128 MB: d up to ~2,900
+        with one worker, ~2,000 with three."""
+        if self.track != "full" or accelerated(device):
+            return 0
+        workers = min(threads, MAX_LANES) - 1
+        slots, b, d = workers + 3, self.gram_block_rows(), self.d
+        return workers if workers > 0 and 4 * (slots * b * d + (slots - 1) * d * d) <= _PIPELINE_BYTES else 0
+
     def _lane_tasks(
         self,
         lanes: int,
@@ -580,10 +608,12 @@ class ClassStats(Accumulator):
         per_class: torch.Tensor | None,
         gram32: bool,
         zero_rows: bool,
+        workers: int = 0,
     ) -> list[Callable[[], None]]:
         """One task per lane, each over a contiguous share of the rows; lane 0 adds into the state itself. With
         ``shift32`` the rows go through the float32 lanes (``norms``: float32 norms), else the float64 ones
-        (``norms``: float64 norms, or None)."""
+        (``norms``: float64 norms, or None). ``workers``: threads that form lane 0's float32 block Grams (0: lane 0
+        forms them, after any it queued before)."""
         fast = shift32 is not None
         st = self._state
         assert st is not None
@@ -592,6 +622,7 @@ class ClassStats(Accumulator):
             self._lanes.append(Lane(self._lane_spec(), self._device))
         for lane in self._lanes:
             lane.parallel = lanes > 1
+        self._lanes[0].use_pipeline(workers)
         aux = None
         if fast:  # per row: ||z||^2 (filled by the lanes), w = 1 / ||x|| (0 for a zero row) with unit sums
             assert norms is not None
@@ -943,6 +974,7 @@ _FLOAT32_EXACT = frozenset({torch.float32, torch.float16, torch.bfloat16})
 _LO_NORM, _HI_NORM = 2.0**-30, 2.0**30
 #: Most memory one extra lane may hold (its float64 accumulators and float32 buffers).
 _LANE_BYTES = 64 << 20
+_PIPELINE_BYTES = 128 << 20
 _NO_UNIT_SUMS = (
     "these ClassStats were built with unit_sums=False (no per-class sums of unit vectors); the cosine metrics "
     "and GNC3 need them: build the statistics with unit_sums=True (the default)"

@@ -1,0 +1,246 @@
+"""Block Grams formed off the calling thread: the float32 path of :class:`~nclab.stats.ClassStats` on several cores.
+
+Why: at d = 512 the float32 Gram of a block is ~70% of an update's work and the O(B d) passes (gather, subtract,
+index-adds, norms) the rest. Splitting every batch's rows between threads halves the Grams but not the passes: a
+1,000-row share is too small to pay for a hand-off, a wake-up and a meeting per batch (benchmarks/RESULTS.md).
+Here the calling thread does every O(B d) pass, with no meeting per batch, and hands each full block to a worker
+thread that forms its Gram while the next blocks fill; when the workers fall behind (two blocks waiting), the
+calling thread forms the oldest waiting block's Gram itself, so the two kinds of work balance between the cores
+whatever their ratio.
+
+Exactness and reproducibility: every block's Gram is the same float32 product as on one thread (numpy's
+``block.T @ block`` at one BLAS thread) and the products are added into the float64 scatter in the order the
+blocks were filled, whichever thread formed them: the result is bit for bit that of a one-thread run with the
+same blocks, however the threads were scheduled.
+
+Threads: products are begun only inside a :meth:`GramPipeline.session` of the calling thread, which holds the BLAS
+(numpy's and scipy's OpenBLAS) at one thread (a multi-threaded product would wait for the core the other thread
+uses) and restores it at its end, in the thread that set it. (OpenBLAS ignores a raise of its thread count from
+another thread after the main thread lowered it: a worker cannot restore what the caller set.) A product begun in
+a session may still run after it ends, on its one thread; the caller's own BLAS calls between two updates run
+with the caller's settings.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from nclab._threads import single_blas_thread
+
+__all__ = ["STEAL_BACKLOG", "GramPipeline"]
+
+#: The calling thread forms a waiting block's Gram itself once this many blocks wait for a worker.
+STEAL_BACKLOG = 2
+MAX_WORKERS = 3
+
+_EXECUTOR: ThreadPoolExecutor | None = None
+_EXECUTOR_LOCK = threading.Lock()
+
+
+def _executor() -> ThreadPoolExecutor:
+    global _EXECUTOR
+    with _EXECUTOR_LOCK:
+        if _EXECUTOR is None:
+            _EXECUTOR = ThreadPoolExecutor(max_workers=MAX_WORKERS, thread_name_prefix="nclab-gram")
+        return _EXECUTOR
+
+
+@dataclass
+class _Job:
+    seq: int
+    block: torch.Tensor  # (b, d) float32 buffer; its first `rows` rows are the block
+    rows: int
+    target: torch.Tensor  # (d, d) float64 accumulator
+    gram: torch.Tensor | None = None  # (d, d) float32 product, once formed
+
+
+class GramPipeline:
+    """Queue float32 blocks, form ``block^T block`` on worker threads (and on the caller's when they fall behind),
+    add each product into its float64 target in queue order.
+
+    Parameters
+    ----------
+    workers : int
+        Worker threads this pipeline may occupy at once (at most :data:`MAX_WORKERS`).
+    slots : int
+        Block buffers in existence at most (the caller's current one included): at least 2.
+    """
+
+    def __init__(self, workers: int, slots: int) -> None:
+        if not 1 <= workers <= MAX_WORKERS or slots < 2:
+            raise ValueError(f"workers must be in [1, {MAX_WORKERS}] and slots >= 2, got {workers}, {slots}")
+        self.workers = workers
+        self.slots = slots
+        self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)  # a job was added, or a worker failed
+        self._add_lock = threading.Lock()  # one thread adds products into the targets at a time, in order
+        self._waiting: deque[_Job] = deque()
+        self._formed: dict[int, _Job] = {}
+        self._free_blocks: list[torch.Tensor] = []
+        self._free_grams: list[torch.Tensor] = []
+        self._buffers = 1  # the caller's current block
+        self._seq = 0  # next job's number
+        self._next = 0  # next job to add
+        self._in_flight = 0  # queued and not yet added
+        self._running = 0  # worker tasks of this pipeline
+        self._apply = True
+        self._sessions = 0  # the caller's open sessions (nested); workers begin products only while one is open
+        self._error: BaseException | None = None
+
+    # ------------------------------------------------------------------ the caller's side
+    @contextmanager
+    def session(self) -> Iterator[None]:
+        """A block of the calling thread in which blocks may be queued and products begun: the BLAS at one thread
+        (restored after), the workers started for the blocks that wait."""
+        with single_blas_thread(True):
+            with self._lock:
+                self._sessions += 1
+                start = min(len(self._waiting), self.workers - self._running) if self._sessions == 1 else 0
+                self._running += start
+            for _ in range(start):
+                _executor().submit(self._work)
+            try:
+                yield
+            finally:
+                with self._lock:
+                    self._sessions -= 1
+
+    def submit(self, block: torch.Tensor, rows: int, target: torch.Tensor) -> torch.Tensor:
+        """Queue the Gram of ``block[:rows]`` (``block`` a contiguous float32 ``(b, d)`` CPU tensor, now the
+        pipeline's) to be added into ``target`` (float64 ``(d, d)``) after every block queued before it. Returns
+        an empty buffer of ``block``'s shape for the next rows. Called inside a :meth:`session`."""
+        self._raise_error()
+        with self._lock:
+            if not self._sessions:
+                raise RuntimeError("GramPipeline.submit outside a session")
+            self._waiting.append(_Job(self._seq, block, rows, target))
+            self._seq += 1
+            self._in_flight += 1
+            start = self._running < self.workers
+            self._running += start
+        if start:
+            _executor().submit(self._work)
+        while (job := self._pop_waiting(STEAL_BACKLOG)) is not None:
+            self._run(job)
+        return self._buffer_like(block)
+
+    def drain(self) -> None:
+        """Form and add every queued block (the caller takes the waiting ones); returns when all are added."""
+        if not self._in_flight:
+            self._raise_error()
+            return
+        with self.session():
+            while (job := self._pop_waiting(1)) is not None:
+                self._run(job)
+            with self._lock:
+                while self._in_flight and self._error is None:
+                    self._changed.wait()
+        self._raise_error()
+
+    def discard(self) -> None:
+        """Drop every queued block without adding it (its rows belonged to a state that was replaced); returns
+        when the workers have finished the products they had begun."""
+        self._apply = False
+        try:
+            while (job := self._pop_waiting(1)) is not None:
+                self._finish(job)
+            with self._lock:
+                while self._in_flight:  # every job ends in _finish, failed or not
+                    self._changed.wait()
+                self._error = None
+        finally:
+            self._apply = True
+
+    @property
+    def busy(self) -> bool:
+        """Whether blocks are queued or being formed."""
+        return self._in_flight > 0
+
+    # ------------------------------------------------------------------ internals
+    def _pop_waiting(self, backlog: int) -> _Job | None:
+        with self._lock:
+            return self._waiting.popleft() if len(self._waiting) >= backlog else None
+
+    def _buffer_like(self, block: torch.Tensor) -> torch.Tensor:
+        """A free block buffer; allocates up to ``slots``, then takes waiting blocks or waits for an add."""
+        while True:
+            with self._lock:
+                if self._free_blocks:
+                    return self._free_blocks.pop()
+                if self._buffers < self.slots:
+                    self._buffers += 1
+                    break
+                job = self._waiting.popleft() if self._waiting else None
+                if job is None:
+                    if self._error is None:
+                        self._changed.wait()
+                    if self._error is not None:
+                        break
+                    continue
+            self._run(job)
+        self._raise_error()
+        return torch.empty_like(block)
+
+    def _work(self) -> None:
+        """A worker task: form waiting blocks until none waits or the caller's session has ended."""
+        while True:
+            with self._lock:
+                if not self._waiting or not self._sessions:
+                    self._running -= 1
+                    return
+                job = self._waiting.popleft()
+            self._run(job)
+
+    def _run(self, job: _Job) -> None:
+        """Form ``job``'s product (one BLAS thread: begun in a session), then add every product now in order."""
+        try:
+            if self._apply:
+                with self._lock:
+                    gram = self._free_grams.pop() if self._free_grams else None
+                d = job.block.shape[1]
+                job.gram = gram if gram is not None else torch.empty((d, d), dtype=torch.float32)
+                bn = job.block[: job.rows].numpy()
+                np.matmul(bn.T, bn, out=job.gram.numpy())
+        except BaseException as e:  # raised in the caller's thread at its next submit or drain
+            with self._lock:
+                self._error = self._error or e
+                self._changed.notify_all()
+        self._finish(job)
+
+    def _finish(self, job: _Job) -> None:
+        """Mark ``job`` formed and add the products that are next in order (one thread at a time)."""
+        with self._lock:
+            self._formed[job.seq] = job
+        with self._add_lock:
+            while True:
+                with self._lock:
+                    ready = self._formed.pop(self._next, None)
+                    if ready is None:
+                        return
+                    self._next += 1
+                if ready.gram is not None and self._apply and self._error is None:
+                    # numpy's add: single-threaded (torch's would start an OpenMP team from this worker thread)
+                    tn = ready.target.numpy()
+                    np.add(tn, ready.gram.numpy(), out=tn)
+                with self._lock:
+                    self._free_blocks.append(ready.block)
+                    if ready.gram is not None:
+                        self._free_grams.append(ready.gram)
+                    ready.gram = None
+                    self._in_flight -= 1
+                    self._changed.notify_all()
+
+    def _raise_error(self) -> None:
+        """Raise the failure of a product, at every call until :meth:`discard`: the sums lack its block."""
+        if self._error is not None:
+            raise RuntimeError(
+                "forming a block's Gram failed, so these statistics lack its rows; reset or reload them"
+            ) from self._error

@@ -1,0 +1,211 @@
+"""The float32 block Grams of ClassStats formed on worker threads (``nclab.stats._gram_pipeline``)."""
+
+import threading
+import time
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+from threadpoolctl import threadpool_info, threadpool_limits
+
+import nclab.stats._gram_pipeline as gp
+from nclab.stats import ClassStats
+from nclab.stats._gram_pipeline import GramPipeline
+from tests.conftest import brute_stats
+
+STATE = ("counts", "shift", "sum_dev", "sq_dev", "unit_sums", "scatter_dev")
+
+
+@pytest.fixture
+def threads():
+    """Set torch's thread budget for one test (the Gram workers follow it), restored after."""
+    prev = torch.get_num_threads()
+    yield torch.set_num_threads
+    torch.set_num_threads(prev)
+
+
+def _blas():
+    return [(i["filepath"], i["num_threads"]) for i in threadpool_info() if i["user_api"] == "blas"]
+
+
+def _stream(H, y, K, batch, **kwargs):
+    s = ClassStats(K, H.shape[1], compute_dtype="float32", **kwargs)
+    for i in range(0, len(y), batch):
+        s.update(H[i : i + batch], y[i : i + batch])
+    return s
+
+
+def _one_thread(H, y, K, batch, threads):
+    """The reference: one torch thread (no pipeline), the BLAS at one thread too."""
+    threads(1)
+    with threadpool_limits(1, user_api="blas"):
+        s = _stream(H, y, K, batch)
+        s.raw("scatter_dev")  # flushed here, under the limit
+    assert s._lanes[0].pipe is None
+    return s
+
+
+def _data(rng, K=7, d=64, N=21_000):
+    y = rng.integers(0, K, N)
+    H = (4.0 * rng.normal(size=(K, d))[y] + rng.normal(size=(N, d))).astype(np.float32)
+    return H, y
+
+
+@pytest.mark.parametrize(("n_threads", "batch"), [(2, 1000), (2, 333), (3, 5000), (4, 4096)])
+def test_several_threads_give_the_one_thread_statistics_bit_for_bit(rng, threads, n_threads, batch):
+    """One lane does the passes, ``n_threads - 1`` workers form the block Grams, the products are added in block
+    order: every accumulator equals the one-thread run's exactly, and the float32 bound against brute force."""
+    K = 7
+    H, y = _data(rng, K)
+    one = _one_thread(H, y, K, batch, threads)
+    threads(n_threads)
+    many = _stream(H, y, K, batch)
+    assert len(many._lanes) == 1 and many._lanes[0].pipe is not None
+    assert many._lanes[0].pipe.workers == n_threads - 1
+    for name in STATE:
+        np.testing.assert_array_equal(many.raw(name), one.raw(name), err_msg=name)
+    ref = brute_stats(H, y, K)
+    sw = many.moments().sigma_w()
+    assert np.linalg.norm(sw - ref["sw"]) / np.linalg.norm(ref["sw"]) < 1e-6
+
+
+def test_products_are_added_in_block_order_whatever_the_schedule(rng, threads, monkeypatch):
+    """A worker slowed on every third block: the calling thread forms waiting blocks itself (both threads form
+    products, some out of order), every product begins with the BLAS at one thread, and the sums are still the
+    one-thread run's bit for bit."""
+    K = 7
+    H, y = _data(rng, K, N=40_000)
+    one = _one_thread(H, y, K, 1000, threads)
+    log = []
+    real = GramPipeline._run
+
+    def run(self, job):
+        worker = threading.current_thread() is not threading.main_thread()
+        log.append((job.seq, worker, max(n for _, n in _blas())))
+        if worker and job.seq % 3 == 0:
+            time.sleep(0.03)
+        real(self, job)
+
+    monkeypatch.setattr(GramPipeline, "_run", run)
+    threads(2)
+    many = _stream(H, y, K, 1000)
+    for name in STATE:
+        np.testing.assert_array_equal(many.raw(name), one.raw(name), err_msg=name)
+    assert sorted(seq for seq, _, _ in log) == list(range(len(log))) and len(log) >= 10  # each block formed once
+    assert {worker for _, worker, _ in log} == {True, False}
+    assert all(n == 1 for _, _, n in log)
+
+
+def test_the_blas_settings_are_the_callers_between_updates(rng, threads):
+    """Each update that queues or forms products sets the BLAS to one thread and restores it before returning
+    (a worker cannot restore what the calling thread set); a read leaves nothing in flight."""
+    K = 5
+    H, y = _data(rng, K, d=48, N=12_000)
+    threads(2)
+    with threadpool_limits(2, user_api="blas"):
+        before = _blas()
+        s = ClassStats(K, 48, compute_dtype="float32")
+        for i in range(0, len(y), 1000):
+            s.update(H[i : i + 1000], y[i : i + 1000])
+            assert _blas() == before
+        s.moments().sigma_w()
+        assert _blas() == before and not s._lanes[0].pipe.busy
+
+
+def test_pipeline_adds_float32_products_in_submission_order(rng):
+    """The pipeline alone: blocks of 1-256 rows, products added into two targets in submission order, equal to
+    the sequential sums of the same float32 products; no submission outside a session."""
+    d = 32
+    targets = [torch.zeros((d, d), dtype=torch.float64) for _ in range(2)]
+    expected = [np.zeros((d, d)) for _ in range(2)]
+    pipe = GramPipeline(workers=1, slots=4)
+    buf = torch.empty((256, d), dtype=torch.float32)
+    with threadpool_limits(1, user_api="blas"), pipe.session():
+        for i, rows in enumerate([100, 37, 256, 1, 64] * 5):
+            block = rng.normal(size=(rows, d)).astype(np.float32)
+            buf[:rows] = torch.from_numpy(block)
+            buf = pipe.submit(buf, rows, targets[i % 2])
+            expected[i % 2] += np.matmul(block.T, block)
+    pipe.drain()
+    for t, e in zip(targets, expected, strict=True):
+        np.testing.assert_array_equal(t.numpy(), e)
+    assert not pipe.busy and pipe._buffers <= 4
+    with pytest.raises(RuntimeError, match="outside a session"):
+        pipe.submit(buf, 1, targets[0])
+    with pytest.raises(ValueError, match="workers must be in"):
+        GramPipeline(workers=0, slots=4)
+
+
+def test_a_failed_product_is_raised_in_the_calling_thread(rng, threads, monkeypatch):
+    def boom(*args, **kwargs):
+        raise MemoryError("no memory for the product")
+
+    monkeypatch.setattr(gp, "np", SimpleNamespace(matmul=boom, add=np.add))
+    H, y = _data(rng, 5, d=16, N=9000)
+    threads(2)
+    s = ClassStats(5, 16, compute_dtype="float32")
+    with pytest.raises(RuntimeError, match="forming a block's Gram failed, so these statistics lack") as info:
+        for i in range(0, len(y), 1000):  # at the next queued block, or at the read
+            s.update(H[i : i + 1000], y[i : i + 1000])
+        s.raw("scatter_dev")
+    assert isinstance(info.value.__cause__, MemoryError)
+    for read in (lambda: s.raw("scatter_dev"), lambda: s.moments().sigma_w(), s.state_dict):
+        with pytest.raises(RuntimeError, match="reset or reload them"):  # never a number without those rows
+            read()
+    monkeypatch.undo()
+    threads(2)
+    s.reset()
+    for i in range(0, len(y), 1000):
+        s.update(H[i : i + 1000], y[i : i + 1000])
+    np.testing.assert_array_equal(s.raw("scatter_dev"), _stream(H, y, 5, 1000).raw("scatter_dev"))
+
+
+def test_state_replaced_while_products_are_in_flight(rng, threads, monkeypatch):
+    """``reset`` and ``load_state_dict`` with blocks still queued or being formed: the old rows never reach the
+    new state, which then streams exactly as a fresh one."""
+    real = GramPipeline._run
+
+    def slow(self, job):
+        time.sleep(0.01)
+        real(self, job)
+
+    monkeypatch.setattr(GramPipeline, "_run", slow)
+    K = 5
+    H, y = _data(rng, K, d=32, N=20_000)
+    G, z = _data(rng, K, d=32, N=9000)
+    fresh = _one_thread(G, z, K, 1000, threads)
+    threads(2)
+    s = _stream(H, y, K, 1000)
+    s.reset()
+    for i in range(0, len(z), 1000):
+        s.update(G[i : i + 1000], z[i : i + 1000])
+    t = _stream(H, y, K, 1000).load_state_dict(s.state_dict())
+    for name in STATE:
+        np.testing.assert_array_equal(s.raw(name), fresh.raw(name), err_msg=name)
+        np.testing.assert_array_equal(t.raw(name), fresh.raw(name), err_msg=name)
+
+
+def test_float64_batches_between_float32_ones(rng, threads):
+    """A float64 batch (float64 passes and Gram, on two lanes) after queued float32 blocks: the queued products
+    are added first, nothing races on the scatter; the float32 bound against the exact statistics."""
+    K = 6
+    H, y = _data(rng, K, d=40, N=12_000)
+    ref = brute_stats(H.astype(np.float64), y, K)
+    threads(2)
+    s = ClassStats(K, 40, compute_dtype="float32")
+    for i in range(0, len(y), 1500):
+        rows = H[i : i + 1500]
+        s.update(rows.astype(np.float64) if (i // 1500) % 3 == 2 else rows, y[i : i + 1500])
+    assert np.linalg.norm(s.moments().sigma_w() - ref["sw"]) / np.linalg.norm(ref["sw"]) < 1e-6
+    np.testing.assert_array_equal(s.counts, ref["counts"])
+
+
+def test_gram_workers_follow_threads_track_and_memory(threads):
+    cpu = torch.device("cpu")
+    assert ClassStats(10, 512)._gram_workers(cpu, 2) == 1
+    assert ClassStats(10, 512)._gram_workers(cpu, 8) == 3  # at most MAX_LANES - 1
+    assert ClassStats(10, 512)._gram_workers(cpu, 1) == 0
+    assert ClassStats(10, 512, track="light")._gram_workers(cpu, 4) == 0  # no Gram
+    assert ClassStats(10, 2048)._gram_workers(cpu, 2) == 1  # 4 x 8 MB blocks + 3 x 16 MB products
+    assert ClassStats(10, 4096)._gram_workers(cpu, 2) == 0  # 3 x 64 MB products alone
