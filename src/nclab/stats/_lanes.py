@@ -26,6 +26,7 @@ import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -88,6 +89,16 @@ class Lane:
         self.dirty = False
         # float32 block Grams formed on worker threads (lane 0 of a multi-core float32 update, :meth:`use_pipeline`)
         self.pipe: GramPipeline | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        """A copy of the lane without its Gram workers (``ClassStats.__getstate__`` drained them): the copy makes
+        its own at its next update."""
+        state = dict(self.__dict__)
+        if self.pipe is not None:
+            if self.pipe.busy:
+                raise RuntimeError("a lane with block Grams in flight cannot be copied; drain its pipeline first")
+            state["pipe"] = None
+        return state
 
     # ------------------------------------------------------------------ targets
     def own(self) -> dict[str, torch.Tensor]:

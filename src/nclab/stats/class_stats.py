@@ -425,6 +425,14 @@ class ClassStats(Accumulator):
         out = self.copy()
         return out.merge(other)
 
+    def __getstate__(self) -> dict[str, Any]:
+        """As the protocol's, with every block Gram still being formed on a worker thread added first (a pickled
+        or deep-copied lane holds no threads)."""
+        for lane in self._lanes:
+            if lane.pipe is not None:
+                lane.pipe.drain()
+        return super().__getstate__()
+
     def copy(self) -> ClassStats:
         """An independent copy (same configuration and state, same device)."""
         self._flush()
