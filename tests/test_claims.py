@@ -144,8 +144,18 @@ def test_checks_are_counted_apart_and_counts_add_up():
     counts = pc.outcome_counts(found)
     assert sum(counts["reproduction"].values()) == 1 and sum(counts["check"].values()) == 2
     assert counts["check"]["holds"] == 1 and counts["check"]["does not hold"] == 1
-    text = pc.counts_sentence(counts)
-    assert text.startswith("1 claims of the papers: 1 reproduced. 2 checks")
+    assert pc.counts_sentence(counts) == (
+        "1 claim of the papers: 1 reproduced. 2 checks (derived analyses and consistency checks, not "
+        "reproductions): 1 holds, 1 does not hold."
+    )
+    doubled = {
+        "reproduction": {"reproduced": 2, "differs in our favour": 2, "paper erratum confirmed": 2},
+        "check": {"holds": 2, "partly holds": 3, "does not hold": 1},
+    }
+    assert pc.counts_sentence(doubled) == (
+        "6 claims of the papers: 2 reproduced, 2 differ in our favour, 2 paper errata confirmed. 6 checks (derived "
+        "analyses and consistency checks, not reproductions): 2 hold, 3 partly hold, 1 does not hold."
+    )
     lines = pc.page_markdown(found, [("[Xu & Liu 2023]", "t")])
     assert "Checks (not reproductions):" in lines and any("<details>" in line for line in lines)
 

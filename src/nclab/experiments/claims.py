@@ -1238,13 +1238,24 @@ def _sentence(text: str) -> str:
 def counts_sentence(counts: Mapping[str, Mapping[str, int]]) -> str:
     """The page's tally: reproduction claims per outcome, then checks per outcome (zeros left out)."""
     rep, chk = counts["reproduction"], counts["check"]
+    plural = {  # the outcomes said of more than one
+        HOLDS: "hold",
+        PARTLY_HOLDS: "partly hold",
+        FAILS: "do not hold",
+        FAVOUR: "differ in our favour",
+        ERRATUM: "paper errata confirmed",
+    }
 
     def said(c: Mapping[str, int]) -> str:
-        return ", ".join(f"{n} {o}" for o, n in c.items() if n) or "none"
+        return ", ".join(f"{n} {o if n == 1 else plural.get(o, o)}" for o, n in c.items() if n) or "none"
+
+    def many(n: int, noun: str) -> str:
+        return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
     return (
-        f"{sum(rep.values())} claims of the papers: {said(rep)}. "
-        f"{sum(chk.values())} checks (derived analyses and consistency checks, not reproductions): {said(chk)}."
+        f"{many(sum(rep.values()), 'claim')} of the papers: {said(rep)}. "
+        f"{many(sum(chk.values()), 'check')} (derived analyses and consistency checks, not reproductions): "
+        f"{said(chk)}."
     )
 
 
