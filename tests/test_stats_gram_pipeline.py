@@ -203,14 +203,84 @@ def test_float64_batches_between_float32_ones(rng, threads):
     np.testing.assert_array_equal(s.counts, ref["counts"])
 
 
-def test_gram_workers_follow_threads_track_and_memory(threads):
+def test_gram_workers_follow_threads_track_and_width(rng, threads):
     cpu = torch.device("cpu")
     assert ClassStats(10, 512)._gram_workers(cpu, 2) == 1
     assert ClassStats(10, 512)._gram_workers(cpu, 8) == 3  # at most MAX_LANES - 1
     assert ClassStats(10, 512)._gram_workers(cpu, 1) == 0
     assert ClassStats(10, 512, track="light")._gram_workers(cpu, 4) == 0  # no Gram
-    assert ClassStats(10, 2048)._gram_workers(cpu, 2) == 1  # 4 x 8 MB blocks + 3 x 16 MB products
-    assert ClassStats(10, 4096)._gram_workers(cpu, 2) == 0  # 3 x 64 MB products alone
+    # wider, one thread forms its blocks with scipy's ssyrk: workers (numpy's product) would round differently
+    assert ClassStats(10, 513)._gram_workers(cpu, 2) == 0
+    H, y = _data(rng, 3, d=640, N=3000)
+    threads(2)
+    s = _stream(H, y, 3, 1000)
+    assert len(s._lanes) == 2 and s._lanes[0].pipe is None  # the lanes, as before
+    ref = brute_stats(H, y, 3)  # float32 blocks of 3,276 rows: measured 2e-6 here
+    assert np.linalg.norm(s.moments().sigma_w() - ref["sw"]) / np.linalg.norm(ref["sw"]) < 1e-5
+
+
+def test_an_interrupt_while_waiting_for_a_buffer_loses_nothing(rng, threads, monkeypatch):
+    """Ctrl-C while the calling thread waits for a free block buffer: the queued block is the job's alone (the lane
+    takes a new buffer), so the sums stay consistent -- trace(C) = sum of ||z||^2 over the same rows -- and
+    streaming goes on."""
+    real = GramPipeline._buffer_like
+    fired = []
+
+    def interrupted(self, block):
+        if not fired:
+            fired.append(1)
+            raise KeyboardInterrupt
+        return real(self, block)
+
+    monkeypatch.setattr(GramPipeline, "_buffer_like", interrupted)
+    K = 5
+    H, y = _data(rng, K, d=48, N=30_000)
+    threads(2)
+    s = ClassStats(K, 48, compute_dtype="float32")
+    for i in range(0, len(y), 1000):
+        try:
+            s.update(H[i : i + 1000], y[i : i + 1000])
+        except KeyboardInterrupt:
+            pass
+    assert fired
+    C, q = s.raw("scatter_dev"), s.raw("sq_dev")
+    assert np.trace(C) == pytest.approx(q.sum(), rel=1e-6)
+
+
+def test_an_interrupt_during_a_product_is_raised_and_poisons_until_reset(rng, threads, monkeypatch):
+    """Ctrl-C in the calling thread while it forms a waiting block's Gram: the interrupt propagates, the job is
+    finished (nothing hangs), every later read raises (its product may be missing), and ``reset`` recovers."""
+    fired = []
+
+    def matmul(a, b, out):
+        if not fired and threading.current_thread() is threading.main_thread():
+            fired.append(1)
+            raise KeyboardInterrupt
+        return np.matmul(a, b, out=out)
+
+    def slow_run(self, job, real=GramPipeline._run):
+        if threading.current_thread() is not threading.main_thread():
+            time.sleep(0.02)  # the calling thread falls two blocks ahead and forms one itself
+        real(self, job)
+
+    monkeypatch.setattr(gp, "np", SimpleNamespace(matmul=matmul, add=np.add))
+    monkeypatch.setattr(GramPipeline, "_run", slow_run)
+    K = 5
+    H, y = _data(rng, K, d=32, N=30_000)
+    threads(2)
+    s = ClassStats(K, 32, compute_dtype="float32")
+    with pytest.raises(KeyboardInterrupt):
+        for i in range(0, len(y), 1000):
+            s.update(H[i : i + 1000], y[i : i + 1000])
+    with pytest.raises(RuntimeError, match="reset or reload them"):
+        s.raw("scatter_dev")
+    with pytest.raises(RuntimeError, match="reset or reload them"):
+        s.update(H[:1000], y[:1000])
+    s.reset()
+    for i in range(0, len(y), 1000):
+        s.update(H[i : i + 1000], y[i : i + 1000])
+    monkeypatch.undo()
+    np.testing.assert_array_equal(s.raw("scatter_dev"), _one_thread(H, y, K, 1000, threads).raw("scatter_dev"))
 
 
 def test_pickle_and_deepcopy_with_products_in_flight(rng, threads, monkeypatch):

@@ -18,7 +18,12 @@ Threads: products are begun only inside a :meth:`GramPipeline.session` of the ca
 uses) and restores it at its end, in the thread that set it. (OpenBLAS ignores a raise of its thread count from
 another thread after the main thread lowered it: a worker cannot restore what the caller set.) A product begun in
 a session may still run after it ends, on its one thread; the caller's own BLAS calls between two updates run
-with the caller's settings.
+with the caller's settings. (A worker that begins a product just as a session ends, or while another thread's
+session has restored the setting, runs it with the caller's thread count: slower, never different.)
+
+Interrupts: a job taken off the queue is always finished (formed and added, or marked failed), and a block buffer
+belongs to one job or to the caller, never both, so a ``KeyboardInterrupt`` in the calling thread leaves the
+pipeline consistent; a product that could not be added makes every later call raise (:meth:`GramPipeline.check`).
 """
 
 from __future__ import annotations
@@ -117,7 +122,7 @@ class GramPipeline:
         """Queue the Gram of ``block[:rows]`` (``block`` a contiguous float32 ``(b, d)`` CPU tensor, now the
         pipeline's) to be added into ``target`` (float64 ``(d, d)``) after every block queued before it. Returns
         an empty buffer of ``block``'s shape for the next rows. Called inside a :meth:`session`."""
-        self._raise_error()
+        self.check()
         with self._lock:
             if not self._sessions:
                 raise RuntimeError("GramPipeline.submit outside a session")
@@ -128,29 +133,36 @@ class GramPipeline:
             self._running += start
         if start:
             _executor().submit(self._work)
-        while (job := self._pop_waiting(STEAL_BACKLOG)) is not None:
-            self._run(job)
+        while self._run_waiting(STEAL_BACKLOG):
+            pass
         return self._buffer_like(block)
 
     def drain(self) -> None:
         """Form and add every queued block (the caller takes the waiting ones); returns when all are added."""
-        if not self._in_flight:
-            self._raise_error()
-            return
-        with self.session():
-            while (job := self._pop_waiting(1)) is not None:
-                self._run(job)
-            with self._lock:
-                while self._in_flight and self._error is None:
-                    self._changed.wait()
-        self._raise_error()
+        if self._in_flight:
+            with self.session():
+                while self._run_waiting(1):
+                    pass
+                with self._lock:
+                    while self._in_flight and self._error is None:
+                        self._changed.wait()
+        self.check()
+        with self._lock:  # nothing in flight: keep no spare buffers between measurements
+            if not self._in_flight:
+                self._buffers -= len(self._free_blocks)
+                self._free_blocks.clear()
+                self._free_grams.clear()
 
     def discard(self) -> None:
         """Drop every queued block without adding it (its rows belonged to a state that was replaced); returns
         when the workers have finished the products they had begun."""
         self._apply = False
         try:
-            while (job := self._pop_waiting(1)) is not None:
+            while True:
+                with self._lock:
+                    if not self._waiting:
+                        break
+                    job = self._waiting.popleft()
                 self._finish(job)
             with self._lock:
                 while self._in_flight:  # every job ends in _finish, failed or not
@@ -164,10 +176,23 @@ class GramPipeline:
         """Whether blocks are queued or being formed."""
         return self._in_flight > 0
 
+    def check(self) -> None:
+        """Raise if a product failed or could not be added, at every call until :meth:`discard`: the sums lack
+        its block."""
+        if self._error is not None:
+            raise RuntimeError(
+                "forming a block's Gram failed, so these statistics lack its rows; reset or reload them"
+            ) from self._error
+
     # ------------------------------------------------------------------ internals
-    def _pop_waiting(self, backlog: int) -> _Job | None:
+    def _run_waiting(self, backlog: int) -> bool:
+        """Form the oldest waiting block in the calling thread if at least ``backlog`` wait; whether one did."""
         with self._lock:
-            return self._waiting.popleft() if len(self._waiting) >= backlog else None
+            if len(self._waiting) < backlog:
+                return False
+            job = self._waiting.popleft()
+        self._run(job)
+        return True
 
     def _buffer_like(self, block: torch.Tensor) -> torch.Tensor:
         """A free block buffer; allocates up to ``slots``, then takes waiting blocks or waits for an add."""
@@ -178,29 +203,33 @@ class GramPipeline:
                 if self._buffers < self.slots:
                     self._buffers += 1
                     break
-                job = self._waiting.popleft() if self._waiting else None
-                if job is None:
+                if not self._waiting:
                     if self._error is None:
                         self._changed.wait()
                     if self._error is not None:
                         break
                     continue
+                job = self._waiting.popleft()
             self._run(job)
-        self._raise_error()
+        self.check()
         return torch.empty_like(block)
 
     def _work(self) -> None:
         """A worker task: form waiting blocks until none waits or the caller's session has ended."""
-        while True:
+        try:
+            while True:
+                with self._lock:
+                    if not self._waiting or not self._sessions:
+                        return
+                    job = self._waiting.popleft()
+                self._run(job)
+        finally:
             with self._lock:
-                if not self._waiting or not self._sessions:
-                    self._running -= 1
-                    return
-                job = self._waiting.popleft()
-            self._run(job)
+                self._running -= 1
 
     def _run(self, job: _Job) -> None:
-        """Form ``job``'s product (one BLAS thread: begun in a session), then add every product now in order."""
+        """Form ``job``'s product (one BLAS thread: begun in a session), then add every product now in order;
+        ``job`` is finished whatever happens (a failure is recorded and raised by :meth:`check`)."""
         try:
             if self._apply:
                 with self._lock:
@@ -209,11 +238,17 @@ class GramPipeline:
                 job.gram = gram if gram is not None else torch.empty((d, d), dtype=torch.float32)
                 bn = job.block[: job.rows].numpy()
                 np.matmul(bn.T, bn, out=job.gram.numpy())
-        except BaseException as e:  # raised in the caller's thread at its next submit or drain
-            with self._lock:
-                self._error = self._error or e
-                self._changed.notify_all()
+        except BaseException as e:
+            self._fail(e)  # raised by check() at the caller's next call
+            if not isinstance(e, Exception):  # an interrupt of the calling thread: re-raised once the job is done
+                self._finish(job)
+                raise
         self._finish(job)
+
+    def _fail(self, error: BaseException) -> None:
+        with self._lock:
+            self._error = self._error or error
+            self._changed.notify_all()
 
     def _finish(self, job: _Job) -> None:
         """Mark ``job`` formed and add the products that are next in order (one thread at a time)."""
@@ -226,21 +261,20 @@ class GramPipeline:
                     if ready is None:
                         return
                     self._next += 1
-                if ready.gram is not None and self._apply and self._error is None:
-                    # numpy's add: single-threaded (torch's would start an OpenMP team from this worker thread)
-                    tn = ready.target.numpy()
-                    np.add(tn, ready.gram.numpy(), out=tn)
-                with self._lock:
-                    self._free_blocks.append(ready.block)
-                    if ready.gram is not None:
-                        self._free_grams.append(ready.gram)
-                    ready.gram = None
-                    self._in_flight -= 1
-                    self._changed.notify_all()
-
-    def _raise_error(self) -> None:
-        """Raise the failure of a product, at every call until :meth:`discard`: the sums lack its block."""
-        if self._error is not None:
-            raise RuntimeError(
-                "forming a block's Gram failed, so these statistics lack its rows; reset or reload them"
-            ) from self._error
+                done = False
+                try:
+                    if ready.gram is not None and self._apply and self._error is None:
+                        # numpy's add: single-threaded (torch's would start an OpenMP team from a worker thread)
+                        tn = ready.target.numpy()
+                        np.add(tn, ready.gram.numpy(), out=tn)
+                    done = True
+                finally:
+                    with self._lock:
+                        if not done and self._apply:
+                            self._error = self._error or RuntimeError("a block's Gram was not added")
+                        self._free_blocks.append(ready.block)
+                        if ready.gram is not None:
+                            self._free_grams.append(ready.gram)
+                        ready.gram = None
+                        self._in_flight -= 1
+                        self._changed.notify_all()

@@ -325,7 +325,9 @@ class Lane:
             return
         if self.pipe is not None:
             if block.dtype == torch.float32:
-                self.block = self.pipe.submit(self.block, rows, target["scatter_dev"])
+                # the buffer is the job's from here on: an interrupt inside submit leaves the lane without one
+                buffer, self.block = self.block, None
+                self.block = self.pipe.submit(buffer, rows, target["scatter_dev"])
                 return
             self.pipe.drain()  # the queued float32 blocks are added first
         if block.dtype == torch.float64 and not self.parallel:

@@ -41,7 +41,7 @@ import torch
 
 from nclab._threads import single_blas_thread, torch_threads
 from nclab.memory import check_allocation, format_bytes
-from nclab.stats._kernels import accelerated, chunk_rows, work_buffers
+from nclab.stats._kernels import NUMPY_GRAM_MAX_DIM, accelerated, chunk_rows, work_buffers
 from nclab.stats._lanes import MAX_LANES, MIN_LANE_ROWS, Lane, LaneSpec, run_lanes
 from nclab.stats.accumulator import Accumulator
 from nclab.stats.moments import ClassMoments, Weighting, check_weighting
@@ -165,8 +165,8 @@ class ClassStats(Accumulator):
     batch, while a lane's buffers stay under 64 MB): the rows are split into lanes that run on threads of their
     own, each with torch and the BLAS at one thread (restored after; the BLAS only for the updates that form a
     block's Gram); the first read after an update adds the rows the lanes still hold, each lane on its own thread.
-    The result is the same up to rounding. float32 rows of the full track with ``compute_dtype="float32"`` take
-    one lane instead, and worker threads form its block Grams while the next blocks fill (the calling thread
+    The result is the same up to rounding. float32 rows of the full track with ``compute_dtype="float32"``
+    (d <= 512) take one lane instead, and worker threads form its block Grams while the next blocks fill (the calling thread
     helps when they fall behind); the sums are added in block order, so the result is the one-thread result bit
     for bit. An update that queues or forms such a Gram holds the BLAS at one thread until it returns.
     Raises :class:`nclab.memory.AllocationTooLarge` (a ``MemoryError`` and a ``ValueError``) before allocating
@@ -466,6 +466,8 @@ class ClassStats(Accumulator):
             # Every check runs on the batch's own device before the state is allocated or touched: a rejected
             # batch leaves no trace, not even the device the first batch would pin.
             screen = self._screen(x, y)
+            if self._lanes and self._lanes[0].pipe is not None:
+                self._lanes[0].pipe.check()  # a failed block Gram: nothing more is added to incomplete sums
             if self._state is None:
                 self._allocate(x.device)
             dev = self._device
@@ -598,9 +600,10 @@ class ClassStats(Accumulator):
     def _gram_workers(self, device: torch.device, threads: int) -> int:
         """Worker threads that form the float32 block Grams of the full track (``nclab.stats._gram_pipeline``):
         one per core of torch's budget (``threads``) beyond the caller's, at most :data:`MAX_LANES` - 1, on the
-        CPU, while the pipeline's buffers (block buffers and float32 products) stay under 128 MB: d up to ~2,900
-        with one worker, ~2,000 with three."""
-        if self.track != "full" or accelerated(device):
+        CPU, for d up to ``NUMPY_GRAM_MAX_DIM`` (512), where the one-thread path forms
+        its block Grams with the same numpy product (wider, it uses scipy's ``ssyrk``: the workers would change
+        the rounding) and while the pipeline's buffers stay under 128 MB."""
+        if self.track != "full" or accelerated(device) or self.d > NUMPY_GRAM_MAX_DIM:
             return 0
         workers = min(threads, MAX_LANES) - 1
         slots, b, d = workers + 3, self.gram_block_rows(), self.d
