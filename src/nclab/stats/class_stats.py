@@ -166,9 +166,10 @@ class ClassStats(Accumulator):
     own, each with torch and the BLAS at one thread (restored after; the BLAS only for the updates that form a
     block's Gram); the first read after an update adds the rows the lanes still hold, each lane on its own thread.
     The result is the same up to rounding. float32 rows of the full track with ``compute_dtype="float32"``
-    (d <= 512) take one lane instead, and worker threads form its block Grams while the next blocks fill (the calling thread
-    helps when they fall behind); the sums are added in block order, so the result is the one-thread result bit
-    for bit. An update that queues or forms such a Gram holds the BLAS at one thread until it returns.
+    (d <= 512) take one lane instead, and worker threads form its block Grams while the next blocks fill (the
+    calling thread helps when they fall behind); the sums are added in block order, so the result is the
+    one-thread result bit for bit. An update that queues or forms such a Gram holds the BLAS at one thread until
+    it returns.
     Raises :class:`nclab.memory.AllocationTooLarge` (a ``MemoryError`` and a ``ValueError``) before allocating
     state larger than the available memory or the ``NCLAB_MAX_BYTES`` cap (``24 K d`` bytes, ``16 K d`` without
     unit sums, plus ``8 d^2`` for ``track="full"``), suggesting ``track="light"`` when the d x d scatter is the bulk.
