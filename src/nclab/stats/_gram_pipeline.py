@@ -8,18 +8,20 @@ thread that forms its Gram while the next blocks fill; when the workers fall beh
 calling thread forms the oldest waiting block's Gram itself, so the two kinds of work balance between the cores
 whatever their ratio.
 
-Exactness and reproducibility: every block's Gram is the same float32 product as on one thread (numpy's
-``block.T @ block`` at one BLAS thread) and the products are added into the float64 scatter in the order the
-blocks were filled, whichever thread formed them: the result is bit for bit that of a one-thread run with the
-same blocks, however the threads were scheduled.
+Exactness and reproducibility: every block's Gram is the same float32 product as on one thread
+(:func:`~nclab.stats._kernels.gram_product`: numpy's ``block.T @ block`` at one BLAS thread, for d up to 512) and
+the products are added into the float64 scatter in the order the blocks were filled, whichever thread formed them:
+the result is bit for bit that of a one-thread run with the same blocks, however the threads were scheduled.
 
-Threads: products are begun only inside a :meth:`GramPipeline.session` of the calling thread, which holds the BLAS
-(numpy's and scipy's OpenBLAS) at one thread (a multi-threaded product would wait for the core the other thread
-uses) and restores it at its end, in the thread that set it. (OpenBLAS ignores a raise of its thread count from
-another thread after the main thread lowered it: a worker cannot restore what the caller set.) A product begun in
-a session may still run after it ends, on its one thread; the caller's own BLAS calls between two updates run
-with the caller's settings. (A worker that begins a product just as a session ends, or while another thread's
-session has restored the setting, runs it with the caller's thread count: slower, never different.)
+Threads: a product reads OpenBLAS's thread count when it begins, so every product must begin with numpy's and
+scipy's BLAS at one thread (a multi-threaded product would wait for the core the other thread uses, and it rounds
+differently). A :meth:`GramPipeline.session` of the calling thread (each update that queues or forms Grams, each
+read) sets it to one thread, and the calling thread gives it back (:meth:`GramPipeline.settle`, at the end of a
+session or at a later update or read) only once no worker forms a product; the workers begin products only while
+it is held. Between two updates the setting is therefore one thread while the workers are busy (a few ms after a
+block is queued) and the caller's once they are idle; a read leaves nothing in flight and the caller's setting
+back. Only the calling thread sets and restores it: OpenBLAS ignores a raise of its thread count from another
+thread after the main thread lowered it (measured), so a worker could not give it back.
 
 Interrupts: a job taken off the queue is always finished (formed and added, or marked failed), and a block buffer
 belongs to one job or to the caller, never both, so a ``KeyboardInterrupt`` in the calling thread leaves the
@@ -32,13 +34,14 @@ import threading
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 from nclab._threads import single_blas_thread
+from nclab.stats._kernels import gram_product
 
 __all__ = ["STEAL_BACKLOG", "GramPipeline"]
 
@@ -97,26 +100,53 @@ class GramPipeline:
         self._in_flight = 0  # queued and not yet added
         self._running = 0  # worker tasks of this pipeline
         self._apply = True
-        self._sessions = 0  # the caller's open sessions (nested); workers begin products only while one is open
+        self._sessions = 0  # the caller's open sessions (nested)
+        # the caller's single_blas_thread, entered by a session and left by the caller once no product runs: the
+        # workers begin products only while it is held
+        self._held: AbstractContextManager[None] | None = None
+        self._active = 0  # products the workers are forming
         self._error: BaseException | None = None
+
+    def __del__(self) -> None:
+        # no worker holds this pipeline any more, so none is forming a product: the caller's setting comes back
+        # (from the thread that frees it; OpenBLAS ignores it from a thread other than the one that lowered it)
+        try:
+            if self._held is not None:
+                self._held.__exit__(None, None, None)
+        except Exception:  # at interpreter shutdown there is nothing left to restore for
+            pass
 
     # ------------------------------------------------------------------ the caller's side
     @contextmanager
     def session(self) -> Iterator[None]:
-        """A block of the calling thread in which blocks may be queued and products begun: the BLAS at one thread
-        (restored after), the workers started for the blocks that wait."""
-        with single_blas_thread(True):
+        """A block of the calling thread in which blocks may be queued: the BLAS set to one thread (held until no
+        worker forms a product, see :meth:`settle`), the workers started for the blocks that wait."""
+        if self._held is None:
+            held = single_blas_thread(True)
+            held.__enter__()
+            self._held = held
+        with self._lock:
+            self._sessions += 1
+            start = min(len(self._waiting), self.workers - self._running)
+            self._running += start
+        for _ in range(start):
+            _executor().submit(self._work)
+        try:
+            yield
+        finally:
             with self._lock:
-                self._sessions += 1
-                start = min(len(self._waiting), self.workers - self._running) if self._sessions == 1 else 0
-                self._running += start
-            for _ in range(start):
-                _executor().submit(self._work)
-            try:
-                yield
-            finally:
-                with self._lock:
-                    self._sessions -= 1
+                self._sessions -= 1
+            self.settle()
+
+    def settle(self) -> None:
+        """In the calling thread, outside a session: give the BLAS setting back if no worker forms a product
+        (the workers then begin none until the next session). A product reads the BLAS thread count when it
+        begins, so the setting cannot come back while one may be beginning: it is held while any runs."""
+        with self._lock:
+            if self._held is None or self._active or self._sessions:
+                return
+            held, self._held = self._held, None
+        held.__exit__(None, None, None)
 
     def submit(self, block: torch.Tensor, rows: int, target: torch.Tensor) -> torch.Tensor:
         """Queue the Gram of ``block[:rows]`` (``block`` a contiguous float32 ``(b, d)`` CPU tensor, now the
@@ -146,6 +176,7 @@ class GramPipeline:
                 with self._lock:
                     while self._in_flight and self._error is None:
                         self._changed.wait()
+        self.settle()
         self.check()
         with self._lock:  # nothing in flight: keep no spare buffers between measurements
             if not self._in_flight:
@@ -170,6 +201,7 @@ class GramPipeline:
                 self._error = None
         finally:
             self._apply = True
+        self.settle()
 
     @property
     def busy(self) -> bool:
@@ -215,29 +247,32 @@ class GramPipeline:
         return torch.empty_like(block)
 
     def _work(self) -> None:
-        """A worker task: form waiting blocks until none waits or the caller's session has ended."""
+        """A worker task: form waiting blocks while any waits and the caller holds the BLAS at one thread."""
         try:
             while True:
                 with self._lock:
-                    if not self._waiting or not self._sessions:
+                    if not self._waiting or self._held is None:
                         return
                     job = self._waiting.popleft()
-                self._run(job)
+                    self._active += 1  # from here until its product is formed, the setting stays held
+                try:
+                    self._run(job)
+                finally:
+                    with self._lock:
+                        self._active -= 1
         finally:
             with self._lock:
                 self._running -= 1
 
     def _run(self, job: _Job) -> None:
-        """Form ``job``'s product (one BLAS thread: begun in a session), then add every product now in order;
+        """Form ``job``'s product (one BLAS thread: held), then add every product now in order;
         ``job`` is finished whatever happens (a failure is recorded and raised by :meth:`check`)."""
         try:
             if self._apply:
                 with self._lock:
                     gram = self._free_grams.pop() if self._free_grams else None
-                d = job.block.shape[1]
-                job.gram = gram if gram is not None else torch.empty((d, d), dtype=torch.float32)
-                bn = job.block[: job.rows].numpy()
-                np.matmul(bn.T, bn, out=job.gram.numpy())
+                # other threads form products at the same time: numpy's, the one-thread routine up to d = 512
+                job.gram = gram_product(job.block[: job.rows], gram, parallel=True)
         except BaseException as e:
             self._fail(e)  # raised by check() at the caller's next call
             if not isinstance(e, Exception):  # an interrupt of the calling thread: re-raised once the job is done

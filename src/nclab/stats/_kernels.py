@@ -171,13 +171,23 @@ def gram_add(
         with exact_float32_matmul():
             C.add_(block.T @ block)
         return gram
+    gram = gram_product(block, gram, parallel)
+    C.add_(gram)
+    return gram
+
+
+def gram_product(block: torch.Tensor, gram: torch.Tensor | None, parallel: bool = False) -> torch.Tensor:
+    """``gram = block^T block`` for CPU rows ``block (b, d)``, in the block's dtype, by the routine of
+    :func:`gram_add` (numpy's product up to :data:`NUMPY_GRAM_MAX_DIM` or with ``parallel``, else scipy's
+    ``ssyrk``/``dsyrk``, which writes the lower triangle); ``gram (d, d)`` is allocated when ``None`` or of another
+    dtype. One place for the product, so that the block Grams formed on worker threads
+    (``nclab.stats._gram_pipeline``) are those of one thread bit for bit."""
     d = block.shape[1]
     if gram is None or gram.dtype != block.dtype:
         gram = torch.zeros((d, d), dtype=block.dtype)  # scipy writes one triangle: the other stays zero
     if parallel or d <= NUMPY_GRAM_MAX_DIM:
-        bn, gn = block.numpy(), gram.numpy()
-        np.matmul(bn.T, bn, out=gn)
+        bn = block.numpy()
+        np.matmul(bn.T, bn, out=gram.numpy())
     else:
         syrk_update(gram, block, beta=0.0)
-    C.add_(gram)
     return gram

@@ -168,8 +168,9 @@ class ClassStats(Accumulator):
     The result is the same up to rounding. float32 rows of the full track with ``compute_dtype="float32"``
     (d <= 512) take one lane instead, and worker threads form its block Grams while the next blocks fill (the
     calling thread helps when they fall behind); the sums are added in block order, so the result is the
-    one-thread result bit for bit. An update that queues or forms such a Gram holds the BLAS at one thread until
-    it returns.
+    one-thread result bit for bit. While the workers form Grams the BLAS stays at one thread (a product begun
+    with more threads would round differently); the caller's setting comes back at the first update or read after
+    they are idle, and after every read.
     Raises :class:`nclab.memory.AllocationTooLarge` (a ``MemoryError`` and a ``ValueError``) before allocating
     state larger than the available memory or the ``NCLAB_MAX_BYTES`` cap (``24 K d`` bytes, ``16 K d`` without
     unit sums, plus ``8 d^2`` for ``track="full"``), suggesting ``track="light"`` when the d x d scatter is the bulk.
@@ -491,7 +492,9 @@ class ClassStats(Accumulator):
             tasks = self._lane_tasks(lanes, x, y, norms, shift32, per_class, gram32, screen.zero_rows, workers)
             pipe = self._lanes[0].pipe
             context: AbstractContextManager[None]
-            if pipe is not None:  # a session begins products (the BLAS at one thread) when blocks wait or fill
+            if pipe is not None:  # a session (the BLAS at one thread) when blocks wait or fill
+                if not (pipe.busy or self._lanes[0].gram_due(B)):
+                    pipe.settle()  # the workers are idle: the caller's BLAS setting back
                 context = pipe.session() if pipe.busy or self._lanes[0].gram_due(B) else nullcontext()
             else:  # the BLAS at one thread while several lanes may call it; the float32 lanes call it for a Gram
                 context = single_blas_thread(
@@ -601,14 +604,12 @@ class ClassStats(Accumulator):
     def _gram_workers(self, device: torch.device, threads: int) -> int:
         """Worker threads that form the float32 block Grams of the full track (``nclab.stats._gram_pipeline``):
         one per core of torch's budget (``threads``) beyond the caller's, at most :data:`MAX_LANES` - 1, on the
-        CPU, for d up to ``NUMPY_GRAM_MAX_DIM`` (512), where the one-thread path forms
-        its block Grams with the same numpy product (wider, it uses scipy's ``ssyrk``: the workers would change
-        the rounding) and while the pipeline's buffers stay under 128 MB."""
+        CPU, for d up to ``NUMPY_GRAM_MAX_DIM`` (512), where the one-thread path forms its block Grams with the
+        same numpy product (wider, it uses scipy's ``ssyrk``: the workers would change the rounding). Their buffers
+        are then small: at most 6 blocks of at most 8 MB and 5 float32 products of at most 1 MB."""
         if self.track != "full" or accelerated(device) or self.d > NUMPY_GRAM_MAX_DIM:
             return 0
-        workers = min(threads, MAX_LANES) - 1
-        slots, b, d = workers + 3, self.gram_block_rows(), self.d
-        return workers if workers > 0 and 4 * (slots * b * d + (slots - 1) * d * d) <= _PIPELINE_BYTES else 0
+        return max(0, min(threads, MAX_LANES) - 1)
 
     def _lane_tasks(
         self,
@@ -986,7 +987,6 @@ _FLOAT32_EXACT = frozenset({torch.float32, torch.float16, torch.bfloat16})
 _LO_NORM, _HI_NORM = 2.0**-30, 2.0**30
 #: Most memory one extra lane may hold (its float64 accumulators and float32 buffers).
 _LANE_BYTES = 64 << 20
-_PIPELINE_BYTES = 128 << 20
 _NO_UNIT_SUMS = (
     "these ClassStats were built with unit_sums=False (no per-class sums of unit vectors); the cosine metrics "
     "and GNC3 need them: build the statistics with unit_sums=True (the default)"
